@@ -1,0 +1,159 @@
+"""The `runner` command: parse arguments, call the API, map errors to exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .errors import RunnerError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Declarative YAML pipelines for LLM-as-judge verification.")
+
+InputOpt = Annotated[Optional[Path], typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
+RecordOpt = Annotated[Optional[list[str]], typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
+CacheOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
+
+
+def _cache_dir(value: Optional[Path]) -> Path:
+    return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
+
+
+def _fail(exc: RunnerError) -> None:
+    typer.echo(str(exc), err=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"runner {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                       help="Show the version and exit.")] = False) -> None:
+    """Declarative YAML pipelines for LLM-as-judge verification."""
+
+
+@app.command()
+def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline files.")],
+             set_: SetOpt = None) -> None:
+    """Check pipeline files: schema, references, templates, models. Exit 0 or 2."""
+    from .loader import load_pipeline
+    failed = False
+    for path in pipelines:
+        try:
+            pipeline = load_pipeline(path, set_ or [])
+            typer.echo(f"{path}: ok ({len(pipeline.steps)} steps)")
+        except RunnerError as exc:
+            typer.echo(str(exc), err=True)
+            failed = True
+    raise typer.Exit(2 if failed else 0)
+
+
+@app.command()
+def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+        input: InputOpt = None, record: RecordOpt = None,
+        out: Annotated[Optional[Path], typer.Option("--out", help="Output folder.")] = None,
+        set_: SetOpt = None,
+        concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
+        limit: Annotated[Optional[int], typer.Option(help="Only the first N items.", min=1)] = None,
+        cache_dir: CacheOpt = None,
+        no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
+        fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="Exit 1 when the first rate is below RATE.")] = None,
+        ) -> None:
+    """Run a pipeline over --input (or one --record) and write results, summary and report."""
+    from .api import ItemSource, run_pipeline
+    from .engine import RunOptions
+    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out)
+    try:
+        outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
+    except RunnerError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: finished items are written", err=True)
+        raise typer.Exit(130)
+    summary = outcome.summary
+    for hint in summary.get("hints", []):
+        typer.echo(hint, err=True)
+    counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
+    typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
+               f"errors: {summary['errors']}; written to {outcome.out_dir}")
+    if fail_under is not None:
+        rate = _first_rate(outcome.pipeline.summary, summary)
+        if rate is None or rate < fail_under:
+            typer.echo(f"rate {rate} is below --fail-under {fail_under}", err=True)
+            raise typer.Exit(1)
+
+
+def _first_rate(spec: dict, summary: dict) -> Optional[float]:
+    for name in (spec.get("rates") or {}):
+        return summary.get(name)
+    return None
+
+
+@app.command()
+def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
+           item: Annotated[Optional[int], typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
+           limit: Annotated[Optional[int], typer.Option(help="Only the first N items.", min=1)] = None,
+           cache_dir: CacheOpt = None) -> None:
+    """Dry run: print every prompt the LLM steps would send; sends nothing."""
+    from .api import ItemSource, render_pipeline
+    from .engine import RunOptions
+    try:
+        render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
+                        sys.stdout, set_ or [], item)
+    except RunnerError as exc:
+        _fail(exc)
+
+
+@app.command("list")
+def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipelines.")] = Path("pipelines")) -> None:
+    """The pipelines under pipelines/ with their descriptions."""
+    import yaml
+    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+    if not files:
+        typer.echo(f"no pipelines in {folder}/", err=True)
+        raise typer.Exit(2)
+    for file in files:
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            description = data.get("description", "") if isinstance(data, dict) else ""
+        except yaml.YAMLError:
+            description = "(invalid YAML: run `runner validate`)"
+        typer.echo(f"{file}: {' '.join(str(description).split())}")
+
+
+@app.command()
+def steps() -> None:
+    """The step types and their arguments (from their schemas)."""
+    from .steps.base import step_info, step_names
+    for name in step_names():
+        info = step_info(name)
+        typer.echo(f"{name}: {info.summary}")
+        schema = info.schema
+        required = set(schema.get("required", []))
+        for arg, spec in (schema.get("properties") or {}).items():
+            kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
+            note = spec.get("description", "")
+            typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
+
+
+def main() -> None:
+    try:
+        app()
+    except RunnerError as exc:  # pragma: no cover - commands catch their own
+        typer.echo(str(exc), err=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

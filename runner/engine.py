@@ -1,0 +1,227 @@
+"""Runs items through steps: `if`, `on_error`, stop, concurrency, outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .errors import RunnerError, TemplateError
+from .inputs import Item
+from .pipeline import Pipeline, StepSpec
+from .steps.base import NeedsModel, Step, StepError, step_class
+from .templating import Renderer, describe_error
+from .yamlpos import Path as DataPath
+
+
+@dataclass
+class RunOptions:
+    cache_dir: Path = Path("cache")
+    no_cache: bool = False
+    llm_concurrency: int = 8
+    out_dir: Path | None = None
+    render: bool = False           # `runner render`: print prompts, send nothing
+    input_path: str | None = None
+
+
+@dataclass
+class Runtime:
+    """Services shared by every item of one run."""
+
+    pipeline: Pipeline
+    options: RunOptions
+    renderer: Renderer
+    env: dict[str, str]
+    params: dict[str, Any]
+    run_info: dict[str, Any]
+    shared: dict[str, Any] = field(default_factory=dict)   # per-run caches keyed by their owner
+    _llm: Any = None
+
+    @classmethod
+    def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+        env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
+        run_info = {"pipeline": pipeline.name, "input": options.input_path,
+                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        return cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
+
+    @property
+    def llm(self) -> Any:
+        """The LLM service, created on first use (it never imports litellm until a cache miss)."""
+        if self._llm is None:
+            from .llm.service import LLMService
+            self._llm = LLMService(self)
+        return self._llm
+
+    def base_scope(self, item: Item) -> dict[str, Any]:
+        scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,
+                                 "run": self.run_info, "steps": {}}
+        parent_as = self.pipeline.input.get("parent_as")
+        if parent_as:
+            scope[parent_as] = item.parent
+        return scope
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+
+
+@dataclass
+class StepContext:
+    """What a step's run() sees."""
+
+    runtime: Runtime
+    spec: StepSpec
+    args: dict[str, Any]
+    scope: dict[str, Any]
+    item: Item
+    stop_requested: bool = False
+
+    def render(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> Any:
+        """Render a raw (lazy) value of this step's `with:`, errors naming the field."""
+        return render_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
+
+    def condition(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> bool:
+        path = (*self.spec.path, "with", *field_path)
+        try:
+            return self.runtime.renderer.condition(value, scope or self.scope)
+        except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+            raise TemplateError(f"{self.runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+
+    def where(self, *field_path: str | int) -> str:
+        return self.runtime.pipeline.where((*self.spec.path, "with", *field_path))
+
+    async def run_steps(self, specs: tuple[StepSpec, ...], scope: dict[str, Any]) -> StepsOutcome:
+        return await run_steps(self.runtime, specs, scope, self.item)
+
+
+def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, Any]) -> Any:
+    try:
+        return runtime.renderer.value(value, scope)
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, KeyError) as exc:
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+
+
+@dataclass
+class StepsOutcome:
+    results: dict[str, Any]
+    stopped: bool = False
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+_INSTANCES: dict[str, Step] = {}
+
+
+def _instance(uses: str) -> Step:
+    if uses not in _INSTANCES:
+        _INSTANCES[uses] = step_class(uses)()
+    return _INSTANCES[uses]
+
+
+async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any], item: Item) -> StepsOutcome:
+    """Run `specs` in order in `scope` (whose `steps` dict they fill)."""
+    results: dict[str, Any] = scope["steps"]
+    for spec in specs:  # a step that does not run (skipped, or after a stop or failure) is null
+        results.setdefault(spec.id, None)
+    outcome = StepsOutcome(results)
+    for spec in specs:
+        try:
+            if spec.condition is not None and not runtime.renderer.condition(spec.condition, scope):
+                results[spec.id] = None
+                continue
+        except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+            outcome.error = f"{runtime.pipeline.where((*spec.path, 'if'))}: {describe_error(exc)}"
+            return outcome
+        ctx: StepContext | None = None
+        try:
+            step = _instance(spec.uses)
+            lazy = set(step.lazy_fields) | ({"steps"} if step.substeps else set())
+            args = {k: (v if k in lazy or not step.render_args
+                        else render_at(runtime, v, (*spec.path, "with", k), scope))
+                    for k, v in spec.args.items()}
+            ctx = StepContext(runtime, spec, args, scope, item)
+            results[spec.id] = await step.run(ctx)
+        except NeedsModel:
+            raise
+        except (StepError, TemplateError) as exc:
+            message = exc.message if isinstance(exc, StepError) else str(exc)
+            partial = exc.partial if isinstance(exc, StepError) else None
+            if spec.on_error == "fail":
+                results[spec.id] = partial
+                outcome.error = f"step '{spec.id}': {message}"
+                return outcome
+            outcome.warnings.append(f"step '{spec.id}': {message}")
+            if spec.on_error == "continue":
+                results[spec.id] = {**(partial or {}), "error": message}
+            else:
+                try:
+                    results[spec.id] = render_at(runtime, spec.default, (*spec.path, "default"),
+                                                 {**scope, "error": message})
+                except TemplateError as again:
+                    outcome.error = str(again)
+                    return outcome
+        if ctx is not None and ctx.stop_requested:
+            outcome.stopped = True
+            return outcome
+    return outcome
+
+
+async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
+    """One item's result: its output fields, `index`, and `error` when there is one."""
+    result: dict[str, Any] = {"index": item.index}
+    if item.error:
+        result["error"] = item.error
+        return result
+    scope = runtime.base_scope(item)
+    started = time.perf_counter()
+    try:
+        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item)
+    except NeedsModel:
+        raise
+    except RunnerError as exc:
+        outcome = StepsOutcome(scope["steps"], error=str(exc))
+    except Exception as exc:  # a bug in one step must not sink the other items
+        outcome = StepsOutcome(scope["steps"], error=f"internal error: {type(exc).__name__}: {exc}")
+    scope["duration_ms"] = round((time.perf_counter() - started) * 1000)
+    for name, template in runtime.pipeline.output.items():
+        try:
+            result[name] = render_at(runtime, template, ("output", name), scope)
+        except TemplateError as exc:
+            result[name] = None
+            if not outcome.error:
+                outcome.error = str(exc)
+    if outcome.error:
+        result["error"] = outcome.error
+    if outcome.warnings:
+        result["warnings"] = outcome.warnings
+    return result
+
+
+async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
+                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> list[dict[str, Any]]:
+    """Run every item, at most `concurrency` at once; results come back in input order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+    results: dict[int, dict[str, Any]] = {}
+
+    async def one(item: Item) -> None:
+        async with gate:
+            result = await run_item(runtime, item)
+        results[item.index] = result
+        maybe = on_result(result)
+        if maybe is not None:
+            await maybe
+
+    tasks = [asyncio.ensure_future(one(item)) for item in items]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return [results[i.index] for i in items if i.index in results]

@@ -1,0 +1,64 @@
+"""User-facing errors. Everything a user can fix is a RunnerError; the CLI prints
+its message and exits 2. Anything else is a bug and may show a traceback."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class RunnerError(Exception):
+    """An error the user can act on: bad configuration, input or usage."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem: `file:line:col: path: message` (or `--set K=V: path: message`)."""
+
+    where: str
+    path: str
+    message: str
+    order: tuple[int, int] = (0, 0)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.path}: {self.message}" if self.path else f"{self.where}: {self.message}"
+
+
+class ConfigError(RunnerError):
+    """One or more problems in a pipeline file, reported together."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(problems, key=lambda p: (p.order, p.where, p.message))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class InputError(RunnerError):
+    """The --input file or --record values cannot be turned into items."""
+
+
+class TemplateError(RunnerError):
+    """A template failed at run time: names the file, field and cause."""
+
+
+class RunFailed(RunnerError):
+    """The run itself failed (not one item): exit code 1."""
+
+    exit_code = 1
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """A ' Did you mean 'x'?' suffix, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, sorted(set(choices)), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown(kind: str, name: str, choices: Iterable[str], known_label: str = "known") -> str:
+    """`unknown model 'x'. Did you mean 'y'?`, or the list of valid names when none is close."""
+    options = sorted(set(choices))
+    hint = did_you_mean(name, options)
+    if hint:
+        return f"unknown {kind} '{name}'.{hint}"
+    return f"unknown {kind} '{name}' ({known_label}: {', '.join(options) or 'none'})"

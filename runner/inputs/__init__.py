@@ -1,0 +1,106 @@
+"""Input adapters: turn --input (or --record) into items."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InputError, RunnerError, unknown
+
+Adapter = Callable[[Path, dict[str, Any]], list["Record"]]
+
+
+@dataclass
+class Record:
+    """One record an adapter read, or the reason it could not be read."""
+
+    value: Any
+    error: str | None = None
+
+
+@dataclass
+class Item:
+    """One unit of work: 1-based `index` in input order."""
+
+    index: int
+    value: Any
+    parent: Any = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ADAPTERS: dict[str, Adapter] = {}
+
+
+def adapter(name: str) -> Callable[[Adapter], Adapter]:
+    def register(fn: Adapter) -> Adapter:
+        ADAPTERS[name] = fn
+        return fn
+    return register
+
+
+def adapter_names() -> list[str]:
+    _load()
+    return sorted(ADAPTERS)
+
+
+def _load() -> None:
+    from . import markdown_citations, structured  # noqa: F401
+
+
+def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]:
+    _load()
+    if name not in ADAPTERS:
+        raise RunnerError(unknown("input adapter", name, ADAPTERS))
+    if not path.is_file():
+        raise InputError(f"{path}: input file not found")
+    return ADAPTERS[name](path, options)
+
+
+def make_items(records: list[Record], explode: str | None) -> list[Item]:
+    """Number records (exploding a list field into one item per element)."""
+    items: list[Item] = []
+    for number, record in enumerate(records, start=1):
+        if record.error or not explode:
+            items.append(Item(len(items) + 1, record.value, error=record.error))
+            continue
+        value = record.value
+        children = value.get(explode) if isinstance(value, dict) else None
+        if not isinstance(children, list):
+            items.append(Item(len(items) + 1, value,
+                              error=f"record {number}: field '{explode}' is missing or not a list"))
+            continue
+        for child in children:
+            items.append(Item(len(items) + 1, child, parent=value))
+    return items
+
+
+def record_from_pairs(pairs: list[str]) -> dict[str, Any]:
+    """`--record KEY=VALUE ...` -> one item (values parsed as YAML)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--record {pair}: expected KEY=VALUE")
+        out[key] = _scalar(raw)
+    return out
+
+
+def _scalar(raw: str) -> Any:
+    """YAML for numbers, booleans, lists and mappings in brackets; text stays text
+    (so `claim=The sky: blue` is a sentence, not a mapping)."""
+    if not raw.strip():
+        return ""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    if isinstance(value, (dict, list)) and not raw.lstrip().startswith(("[", "{")):
+        return raw
+    if not isinstance(value, (str, int, float, bool, dict, list)) and value is not None:
+        return raw   # dates and the like stay as typed
+    return value

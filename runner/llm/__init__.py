@@ -1,0 +1,1 @@
+"""LLM calls: model specs, cache, transport (litellm, imported lazily), parsing, limits."""

@@ -1,0 +1,80 @@
+"""Per-model limits: concurrency, requests per minute, and a daily budget kept on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from datetime import date
+from pathlib import Path
+
+
+class BudgetSpent(Exception):
+    pass
+
+
+class RateWindow:
+    """At most `per_minute` request starts in any 60-second window."""
+
+    def __init__(self, per_minute: int, clock: float = 60.0):
+        self.per_minute = per_minute
+        self.window = clock
+        self.starts: deque[float] = deque()
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                while self.starts and now - self.starts[0] >= self.window:
+                    self.starts.popleft()
+                if len(self.starts) < self.per_minute:
+                    self.starts.append(now)
+                    return
+                await asyncio.sleep(self.window - (now - self.starts[0]) + 0.001)
+
+
+class DailyBudget:
+    """Requests per day for one model, counted across runs in the cache folder."""
+
+    def __init__(self, directory: Path):
+        import diskcache
+        self._store = diskcache.Cache(str(directory / "budgets"), eviction_policy="none")
+
+    def spend(self, model_key: str, limit: int) -> None:
+        """Count one request, or raise BudgetSpent when today's budget is gone."""
+        key = f"{model_key}|{date.today().isoformat()}"
+        with self._store.transact():
+            used = int(self._store.get(key, 0))
+            if used >= limit:
+                raise BudgetSpent(f"daily request budget of {limit} spent for {model_key}")
+            self._store.set(key, used + 1, expire=2 * 86400)
+
+    def used(self, model_key: str) -> int:
+        return int(self._store.get(f"{model_key}|{date.today().isoformat()}", 0))
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class ModelGate:
+    """The per-model concurrency and rate limits of one model."""
+
+    def __init__(self, concurrency: int | None, per_minute: int | None):
+        self.semaphore = asyncio.Semaphore(concurrency) if concurrency else None
+        self.rate = RateWindow(per_minute) if per_minute else None
+
+    async def __aenter__(self) -> None:
+        if self.semaphore:
+            await self.semaphore.acquire()
+        if self.rate:
+            try:
+                await self.rate.wait()
+            except BaseException:
+                if self.semaphore:
+                    self.semaphore.release()
+                raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.semaphore:
+            self.semaphore.release()

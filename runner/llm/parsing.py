@@ -1,0 +1,57 @@
+"""Answer parsing: the JSON ladder, then the output schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+FENCED_JSON = re.compile(r"```json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+FENCED_ANY = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+
+
+class ParseFailure(Exception):
+    """The answer is not the JSON we asked for; the message is what a re-ask quotes."""
+
+
+def json_candidates(text: str) -> list[str]:
+    """The ladder: ```json block, any fenced block, first `{` to last `}`, raw text."""
+    out = [m.group(1) for m in FENCED_JSON.finditer(text)]
+    out += [m.group(1) for m in FENCED_ANY.finditer(text)]
+    first, last = text.find("{"), text.rfind("}")
+    if first != -1 and last > first:
+        out.append(text[first:last + 1])
+    out.append(text)
+    return [c.strip() for c in out]
+
+
+def extract_json(text: str) -> Any:
+    errors = []
+    for candidate in json_candidates(text):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            errors.append(exc)
+    raise ParseFailure(f"the answer is not valid JSON ({errors[-1].msg} at line {errors[-1].lineno} "
+                       f"column {errors[-1].colno}); answer with one JSON object only")
+
+
+def validate(value: Any, schema: dict[str, Any]) -> None:
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        parts = []
+        for error in errors[:5]:
+            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+            parts.append(f"{where}: {error.message}")
+        raise ParseFailure("the answer does not match the required schema: " + "; ".join(parts))
+
+
+def parse_answer(text: str, schema: dict[str, Any] | None, as_json: bool) -> Any:
+    if not as_json and schema is None:
+        return text
+    value = extract_json(text)
+    if schema is not None:
+        validate(value, schema)
+    return value

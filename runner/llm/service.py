@@ -1,0 +1,274 @@
+"""One run's LLM service: cache, render mode, breaker, limits, retries, parsing, logs, stats."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RunnerError
+from ..steps.base import NeedsModel, StepError
+from .cache import ResponseCache, request_key
+from .limits import BudgetSpent, DailyBudget, ModelGate
+from .logs import CallLog, format_messages, write_logs
+from .parsing import ParseFailure, parse_answer
+from .spec import ModelSpec, build_spec
+from .transport import Completion, LiteLLMTransport, Transport, TransportError
+
+if TYPE_CHECKING:
+    from ..engine import Runtime
+
+MAX_RETRY_AFTER = 30.0
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
+@dataclass
+class CallRequest:
+    model: str                         # a name under models:
+    messages: list[dict[str, Any]]
+    item: int
+    output_schema: dict[str, Any] | None = None
+    as_json: bool = False
+    repair: int = 0
+    sampling: dict[str, Any] = field(default_factory=dict)
+    sample: int = 0
+
+
+@dataclass
+class ModelStats:
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost: float = 0.0
+
+
+class LLMService:
+    def __init__(self, runtime: Runtime, transport: Transport | None = None):
+        self.runtime = runtime
+        self.options = runtime.options
+        self.transport: Transport = transport or LiteLLMTransport()
+        self._specs: dict[str, ModelSpec] = {}
+        self._cache: ResponseCache | None = None
+        self._budget: DailyBudget | None = None
+        self._gates: dict[str, ModelGate] = {}
+        self._global: asyncio.Semaphore | None = None
+        self.breakers: dict[str, str] = {}
+        self.logs: list[CallLog] = []
+        self._seq: dict[int, int] = {}
+        self.stats: dict[str, ModelStats] = {}
+
+    # -- models --------------------------------------------------------------------
+    def spec(self, name: str) -> ModelSpec:
+        if name not in self._specs:
+            entry = self.runtime.pipeline.models.get(name)
+            if entry is None:
+                raise RunnerError(f"unknown model '{name}'")
+            scope = {"env": self.runtime.env, "params": self.runtime.params, "run": self.runtime.run_info}
+            from ..engine import render_at
+            rendered = render_at(self.runtime, entry, ("models", name), scope)
+            self._specs[name] = build_spec(name, rendered)
+        return self._specs[name]
+
+    def enabled(self, name: str) -> bool:
+        return self.spec(name).enabled
+
+    @property
+    def cache(self) -> ResponseCache:
+        if self._cache is None:
+            self._cache = ResponseCache(self.options.cache_dir)
+        return self._cache
+
+    def _secrets(self) -> list[str]:
+        secrets = [s.api_key for s in self._specs.values() if s.api_key]
+        secrets += [v for k, v in self.runtime.env.items() if SECRET_NAME.search(k) and len(v) >= 6]
+        return secrets
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    # -- the call ------------------------------------------------------------------
+    async def call(self, request: CallRequest) -> dict[str, Any]:
+        """A parsed answer, or StepError carrying what is known (raw answer, error)."""
+        spec = self.spec(request.model)
+        stats = self.stats.setdefault(spec.name, ModelStats())
+        sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
+        if "temperature" in sampling:
+            sampling["temperature"] = float(sampling["temperature"])
+        messages = [dict(m) for m in request.messages]
+        started = time.perf_counter()
+        raw: str | None = None
+        for attempt in range(request.repair + 1):
+            key = request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
+                              output_schema=request.output_schema, sample=request.sample,
+                              extra=spec.extra or None)
+            cached = None if self.options.no_cache else self.cache.get(key)
+            seq = self._next_seq(request.item)
+            if self.options.render:
+                self._render_call(spec, messages, cached is not None)
+                if cached is None:
+                    raise NeedsModel(f"{spec.name} has no cached answer")
+            if cached is not None:
+                stats.cache_hits += 1
+                completion = Completion(cached["content"], cached.get("finish_reason"), cached.get("usage", {}),
+                                        0.0, cached.get("model", spec.model))
+            else:
+                try:
+                    completion = await self._send(spec, messages, sampling, stats)
+                    problem = self._answer_problem(completion)
+                    if problem:
+                        raise TransportError("answer", problem)
+                except TransportError as exc:
+                    stats.failures += 1
+                    message = self.redact(f"{spec.describe()}: {exc.message}")
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
+                    raise StepError(message, partial=self._result(spec, None, None, completion=None,
+                                                                  cached=False, started=started,
+                                                                  error=message)) from None
+            raw = completion.text or ""
+            self._log(request.item, seq, spec, messages, raw, cached is not None)
+            try:
+                parsed = parse_answer(raw, request.output_schema, request.as_json)
+            except ParseFailure as exc:
+                if attempt < request.repair:
+                    messages = [*messages, {"role": "assistant", "content": raw},
+                                {"role": "user", "content": f"Your answer could not be used: {exc}. "
+                                                            "Answer again, following the required format exactly."}]
+                    continue
+                stats.failures += 1
+                message = f"{spec.describe()}: {exc}"
+                raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
+                                                              started, error=message)) from None
+            if cached is None:
+                self.cache.set(key, {"content": raw, "finish_reason": completion.finish_reason,
+                                     "usage": completion.usage, "cost": completion.cost, "model": completion.model,
+                                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            return self._result(spec, parsed, raw, completion, cached is not None, started)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _answer_problem(completion: Completion) -> str | None:
+        if completion.choices == 0:
+            return "the answer has no choices"
+        if completion.finish_reason == "length":
+            return "the answer was truncated (finish_reason=length): raise max_tokens or shorten the prompt"
+        if completion.text is None or not completion.text.strip():
+            return "the answer is empty"
+        return None
+
+    def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None,
+                cached: bool, started: float, error: str | None = None) -> dict[str, Any]:
+        return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
+                "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
+                "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error}
+
+    async def _send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
+                    stats: ModelStats) -> Completion:
+        if spec.endpoint in self.breakers:
+            raise TransportError("breaker", self.breakers[spec.endpoint])
+        gate = self._gate(spec)
+        limit = spec.limits.get("requests_per_day")
+        for attempt in range(spec.retries + 1):
+            async with self._global_gate():
+                async with gate:
+                    if spec.endpoint in self.breakers:
+                        raise TransportError("breaker", self.breakers[spec.endpoint])
+                    if limit is not None:
+                        try:
+                            self._daily().spend(f"{spec.name} ({spec.model})", limit)
+                        except BudgetSpent as exc:
+                            raise TransportError("budget", str(exc)) from None
+                    stats.calls += 1
+                    try:
+                        completion = await self.transport.complete(spec, messages, sampling)
+                        self._count(stats, completion)
+                        return completion
+                    except TransportError as exc:
+                        error = exc
+            if error.opens_breaker:
+                self.breakers[spec.endpoint] = error.message
+                raise error
+            if not error.retryable or attempt == spec.retries:
+                raise error
+            delay = spec.backoff * (2 ** attempt) * random.uniform(0.75, 1.25)
+            if error.retry_after is not None:
+                if error.retry_after > MAX_RETRY_AFTER:
+                    raise TransportError(error.kind, f"{error.message} (Retry-After {error.retry_after:.0f} s "
+                                                     f"exceeds {MAX_RETRY_AFTER:.0f} s)", error.status)
+                delay = max(delay, error.retry_after)
+            stats.retries += 1
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _count(stats: ModelStats, completion: Completion) -> None:
+        stats.prompt_tokens += completion.usage.get("prompt_tokens", 0)
+        stats.completion_tokens += completion.usage.get("completion_tokens", 0)
+        stats.total_tokens += completion.usage.get("total_tokens", 0)
+        stats.cost += completion.cost
+
+    def _global_gate(self) -> asyncio.Semaphore:
+        if self._global is None:
+            self._global = asyncio.Semaphore(max(1, self.options.llm_concurrency))
+        return self._global
+
+    def _gate(self, spec: ModelSpec) -> ModelGate:
+        if spec.name not in self._gates:
+            self._gates[spec.name] = ModelGate(spec.limits.get("concurrency"), spec.limits.get("requests_per_minute"))
+        return self._gates[spec.name]
+
+    def _daily(self) -> DailyBudget:
+        if self._budget is None:
+            self._budget = DailyBudget(self.options.cache_dir)
+        return self._budget
+
+    # -- logs, render, summary ---------------------------------------------------------
+    def _next_seq(self, item: int) -> int:
+        self._seq[item] = self._seq.get(item, 0) + 1
+        return self._seq[item]
+
+    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
+             cached: bool) -> None:
+        self.logs.append(CallLog(item, seq, spec.name, self.redact(format_messages(messages)),
+                                 self.redact(response), cached))
+
+    def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
+        stream = self.runtime.shared.get("render.stream")
+        stats = self.runtime.shared.setdefault("render.stats", {"calls": 0, "cached": 0, "tokens": 0})
+        text = format_messages(messages)
+        stats["calls"] += 1
+        stats["cached"] += int(cached)
+        stats["tokens"] += max(1, len(text) // 4)
+        if stream is not None:
+            stream.write(f"--- LLM call: model {spec.name} ({spec.model}) "
+                         f"{'[cached]' if cached else '[not cached]'} ---\n{text}\n--- end ---\n")
+
+    def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
+        hints = []
+        for endpoint, message in self.breakers.items():
+            names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
+            hints.append(f"{', '.join(names)} unreachable ({message}): start a model server there "
+                         f"(LM Studio, Ollama, llama.cpp), point it elsewhere with "
+                         f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
+        if hints:
+            out["hints"] = hints
+        return out
+
+    async def aclose(self) -> None:
+        if self.options.out_dir is not None and self.logs and not self.options.render:
+            write_logs(self.options.out_dir / "llm_logs", self.logs)
+        await self.transport.aclose()
+        if self._cache is not None:
+            self._cache.close()
+        if self._budget is not None:
+            self._budget.close()

@@ -1,0 +1,1 @@
+"""Result files: results.jsonl, summary.json, report.md."""

@@ -1,0 +1,44 @@
+"""summary.json: counts by a field, total, rates, named fields and assessment rules."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..engine import Runtime, render_at
+
+
+def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
+    spec = runtime.pipeline.summary
+    field = spec.get("count_by")
+    counts: dict[str, int] = {}
+    if field:
+        counts = dict(Counter(_count_key(r, field) for r in results))
+    total = len(results)
+    errors = sum(1 for r in results if r.get("error"))
+    scope: dict[str, Any] = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info,
+                             "results": results, "counts": counts, "total": total, "errors": errors}
+    summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": errors}
+    if field:
+        summary["count_by"] = field
+        summary["counts"] = counts
+    for name, expression in (spec.get("rates") or {}).items():
+        hits = sum(1 for r in results
+                   if runtime.renderer.condition(expression, {**scope, "result": r}))
+        summary[name] = round(hits / total, 4) if total else 0.0
+        summary[f"{name}_count"] = hits
+    for name, expression in (spec.get("fields") or {}).items():
+        summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
+    for number, rule in enumerate(spec.get("assessment") or []):
+        if "when" not in rule or runtime.renderer.condition(rule["when"], {**scope, **summary}):
+            summary["assessment"] = render_at(runtime, rule["text"], ("summary", "assessment", number, "text"),
+                                              {**scope, **summary})
+            break
+    if interrupted:
+        summary["interrupted"] = True
+    return summary
+
+
+def _count_key(result: dict[str, Any], field: str) -> str:
+    value = result.get(field)
+    return "ERROR" if value is None and result.get("error") else str(value)

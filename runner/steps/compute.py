@@ -1,0 +1,23 @@
+"""`compute`: named values from expressions, in order (later ones see `values`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, register
+
+
+@register
+class Compute(Step):
+    name = "compute"
+    summary = "Named values from expressions, e.g. `adjusted: \"{{ x * q if q > 0.5 else x }}\"`."
+    own_scope = ("values",)
+    render_args = False
+
+    async def run(self, ctx: StepContext) -> Any:
+        values: dict[str, Any] = {}
+        scope = {**ctx.scope, "values": values}
+        for name, expression in ctx.spec.args.items():
+            values[name] = ctx.render(expression, name, scope=scope)
+        return values

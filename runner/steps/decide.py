@@ -1,0 +1,29 @@
+"""`decide`: ordered rules, first match wins; a rule may stop the item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, register
+
+RULE_KEYS = {"when", "stop"}
+
+
+@register
+class Decide(Step):
+    name = "decide"
+    summary = "Pick a result by ordered rules (first `when` that holds); `stop: true` ends the item."
+    lazy_fields = ("rules",)
+
+    async def run(self, ctx: StepContext) -> Any:
+        for number, rule in enumerate(ctx.args["rules"]):
+            if "when" in rule and not ctx.condition(rule["when"], "rules", number, "when"):
+                continue
+            fields = {k: v for k, v in rule.items() if k not in RULE_KEYS}
+            result = {k: ctx.render(v, "rules", number, k) for k, v in fields.items()}
+            stop = rule.get("stop", False)
+            if stop is True or (isinstance(stop, str) and ctx.condition(stop, "rules", number, "stop")):
+                ctx.stop_requested = True
+            return result
+        return None

@@ -1,0 +1,43 @@
+"""`foreach`: sub-steps over a list, results in input order."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, StepError, register
+
+
+@register
+class ForEach(Step):
+    name = "foreach"
+    summary = "Run sub-steps once per element of a list (`as:` names it), in parallel up to `concurrency`."
+    substeps = True
+    sub_scope = ("foreach",)
+    lazy_fields = ("output",)
+
+    async def run(self, ctx: StepContext) -> Any:
+        elements = ctx.args["items"]
+        if isinstance(elements, dict):
+            elements = [{"key": k, "value": v} for k, v in elements.items()]
+        if elements is None:
+            elements = []
+        if not isinstance(elements, list):
+            raise StepError(f"{ctx.where('items')}: expected a list, got {type(elements).__name__}")
+        gate = asyncio.Semaphore(max(1, int(ctx.args.get("concurrency", 4) or 4)))
+        name = ctx.args["as"]
+
+        async def one(index: int, element: Any) -> Any:
+            async with gate:
+                scope = {**ctx.scope, name: element, "foreach": {"index": index, "length": len(elements)},
+                         "steps": dict(ctx.scope["steps"])}
+                outcome = await ctx.run_steps(ctx.spec.substeps, scope)
+                if outcome.error:
+                    raise StepError(f"element {index + 1}: {outcome.error}")
+                own = {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
+                if "output" in ctx.args:
+                    return ctx.render(ctx.args["output"], "output", scope=scope)
+                return own
+
+        return list(await asyncio.gather(*(one(i, e) for i, e in enumerate(elements))))

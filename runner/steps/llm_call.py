@@ -1,0 +1,51 @@
+"""Shared by the `llm` and `jury` steps: build the messages and the call request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..engine import StepContext
+from ..llm.service import CallRequest
+from .base import StepError
+
+SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
+
+
+def render_text(ctx: StepContext, value: str, field: str) -> str:
+    """A prompt field: a file in prompts/ when it names one, else inline template text."""
+    if value.endswith(".j2") and "\n" not in value:
+        try:
+            return ctx.runtime.renderer.file(value, ctx.scope)
+        except Exception as exc:  # jinja errors, with the field that named the file
+            from ..templating import describe_error
+            raise StepError(f"{ctx.where(field)}: prompt '{value}': {describe_error(exc)}") from None
+    return str(ctx.render(value, field))
+
+
+def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        if value.lstrip().startswith("{"):
+            return json.loads(value)
+        cache = ctx.runtime.shared.setdefault("llm.schemas", {})
+        if value not in cache:
+            cache[value] = json.loads((ctx.runtime.pipeline.schemas_dir / value).read_text(encoding="utf-8"))
+        return cache[value]
+    raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
+
+
+def build_request(ctx: StepContext, model: str) -> CallRequest:
+    args = ctx.args
+    messages: list[dict[str, Any]] = []
+    if args.get("system"):
+        messages.append({"role": "system", "content": render_text(ctx, args["system"], "system")})
+    messages.append({"role": "user", "content": render_text(ctx, args["prompt"], "prompt")})
+    schema = load_schema(ctx, args.get("output_schema"))
+    return CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
+                       as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
+                       sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
+                       sample=int(args.get("sample") or 0))

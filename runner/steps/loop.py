@@ -1,0 +1,38 @@
+"""`loop`: sub-steps repeated until a condition holds; a re-ask sees `loop.previous`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, StepError, register
+
+
+@register
+class Loop(Step):
+    name = "loop"
+    summary = "Repeat sub-steps until `until` holds or `max` is reached; templates see loop.index, loop.previous."
+    substeps = True
+    sub_scope = ("loop",)
+    lazy_fields = ("until", "output")
+
+    async def run(self, ctx: StepContext) -> Any:
+        limit = int(ctx.args["max"])
+        history: list[Any] = []
+        previous: dict[str, Any] | None = None
+        done = False
+        for index in range(1, limit + 1):
+            loop = {"index": index, "previous": previous, "history": list(history), "max": limit}
+            scope = {**ctx.scope, "loop": loop, "steps": dict(ctx.scope["steps"])}
+            outcome = await ctx.run_steps(ctx.spec.substeps, scope)
+            if outcome.error:
+                raise StepError(f"iteration {index}: {outcome.error}",
+                                partial={"iterations": index, "done": False, "history": history})
+            previous = {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
+            entry = ctx.render(ctx.args["output"], "output", scope=scope) if "output" in ctx.args else previous
+            history.append(entry)
+            if outcome.stopped or ("until" in ctx.args and ctx.condition(ctx.args["until"], "until", scope=scope)):
+                done = True
+                break
+        return {"iterations": len(history), "done": done, "last": history[-1] if history else None,
+                "history": history}

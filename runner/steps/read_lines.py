@@ -1,0 +1,91 @@
+"""`read_lines`: cited lines with context, never leaving the declared root."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, StepError, register
+
+OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
+
+
+class FileCache:
+    """Each file read once per run and shared by every item."""
+
+    def __init__(self) -> None:
+        self.lines: dict[Path, list[str] | None] = {}
+        self.reads = 0
+
+    def get(self, path: Path, encoding: str) -> list[str] | None:
+        if path not in self.lines:
+            try:
+                text = path.read_text(encoding=encoding, errors="replace")
+                self.reads += 1
+                self.lines[path] = text.splitlines()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                self.lines[path] = None
+        return self.lines[path]
+
+
+def resolve_inside(root: Path, name: str) -> tuple[Path | None, str]:
+    """The real path of `name` under `root`, or the status saying why not."""
+    if not name or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
+            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        return None, PATH_OUTSIDE_ROOT
+    real_root = root.resolve()
+    candidate = (real_root / name).resolve()
+    if not candidate.is_relative_to(real_root):
+        return None, PATH_OUTSIDE_ROOT
+    if not candidate.is_file():
+        return None, FILE_NOT_FOUND
+    return candidate, OK
+
+
+def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | None, context: int,
+               encoding: str = "utf-8") -> dict[str, Any]:
+    end = start if end is None else end
+    result: dict[str, Any] = {"exists": False, "status": OK, "path": name, "start": start, "end": end,
+                              "cited_text": "", "cited_text_tagged": "", "context_before": "",
+                              "context_after": "", "context_start": start, "total_lines": 0, "error": None}
+    path, status = resolve_inside(root, name)
+    lines = files.get(path, encoding) if path else None
+    if path and lines is None:
+        status = FILE_NOT_FOUND
+    if status != OK or lines is None:
+        message = (f"path '{name}' leaves the source root" if status == PATH_OUTSIDE_ROOT
+                   else f"file '{name}' not found under {root}")
+        return {**result, "status": status, "error": message}
+    total = len(lines)
+    result["total_lines"] = total
+    if start < 1 or end < start or end > total:
+        reason = (f"start line {start} is after end line {end}" if end < start
+                  else f"lines {start}-{end} are outside the file ({total} lines)")
+        return {**result, "status": LINES_NOT_FOUND, "error": reason}
+    before_start = max(1, start - context)
+    cited = lines[start - 1:end]
+    return {**result, "exists": True,
+            "cited_text": "\n".join(cited),
+            "cited_text_tagged": "\n".join(f"[L{n}] {line}" for n, line in enumerate(cited, start)),
+            "context_before": "\n".join(lines[before_start - 1:start - 1]),
+            "context_after": "\n".join(lines[end:min(total, end + context)]),
+            "context_start": before_start}
+
+
+@register
+class ReadLines(Step):
+    name = "read_lines"
+    summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.args
+        try:
+            start = int(args["start"])
+            end = None if args.get("end") in (None, "") else int(args["end"])
+            context = int(args.get("context", 0) or 0)
+        except (TypeError, ValueError) as exc:
+            raise StepError(f"{ctx.where('start')}: line numbers must be integers ({exc})") from None
+        files = ctx.runtime.shared.setdefault("read_lines.files", FileCache())
+        return read_lines(files, Path(str(args["root"])), str(args["file"]), start, end, context,
+                          args.get("encoding", "utf-8"))

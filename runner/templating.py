@@ -1,0 +1,182 @@
+"""The one sandboxed Jinja environment, and rendering of templated values.
+
+A string that is exactly one `{{ expr }}` yields the expression's native value; any
+other string holding `{{` or `{%` renders to text; `if:`/`when:` are bare expressions.
+Input data is only ever passed in as values, never compiled as a template."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+_SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+# Functions other modules add to every environment (e.g. quote_match), kept here so
+# templating does not import them.
+EXTRA_GLOBALS: dict[str, Callable[..., Any]] = {}
+
+
+def is_template(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def single_expression(value: str) -> str | None:
+    """The inner expression when `value` is exactly one `{{ expr }}`."""
+    match = _SINGLE_EXPR.match(value)
+    return match.group("expr").strip() if match else None
+
+
+# ---- filters -----------------------------------------------------------------
+
+def normalize(text: object) -> str:
+    """Unicode NFKC, casefold, collapse whitespace."""
+    return " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
+
+
+def normalize_html(html: object) -> str:
+    """Strip comments, collapse whitespace, lowercase (the slide judge's content key)."""
+    text = _HTML_COMMENT.sub("", str(html))
+    text = re.sub(r">\s+<", "><", text)
+    return " ".join(text.split()).lower()
+
+
+def sha256(text: object) -> str:
+    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+
+
+def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
+    return re.findall(pattern, str(text), re.IGNORECASE if ignorecase else 0)
+
+
+def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
+    """The first match: its groups (one group -> that string), or the match text, or None."""
+    match = re.search(pattern, str(text), re.IGNORECASE if ignorecase else 0)
+    if not match:
+        return None
+    if match.re.groups == 0:
+        return match.group(0)
+    return match.group(1) if match.re.groups == 1 else list(match.groups())
+
+
+def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    return max(low, min(high, float(value)))
+
+
+def tojson(value: Any, indent: int | None = None) -> str:
+    # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+
+
+def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
+    loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, loader=loader, autoescape=False,
+                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
+                       regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
+                       tojson=tojson)
+    env.globals.update(EXTRA_GLOBALS)
+    return env
+
+
+# ---- compiled templates --------------------------------------------------------
+
+class Renderer:
+    """Compiles templated strings once and renders them with a scope."""
+
+    def __init__(self, template_dir: Path | None = None):
+        self.env = make_environment(template_dir)
+        self._compiled: dict[tuple[str, bool], Callable[[Mapping[str, Any]], Any]] = {}
+
+    def _compile(self, source: str, bare: bool) -> Callable[[Mapping[str, Any]], Any]:
+        key = (source, bare)
+        fn = self._compiled.get(key)
+        if fn is None:
+            expr = source if bare else single_expression(source)
+            if expr is not None:
+                compiled = self.env.compile_expression(expr, undefined_to_none=False)
+                fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
+            else:
+                template = self.env.from_string(source)
+                fn = lambda scope, t=template: t.render(**scope)  # noqa: E731
+            self._compiled[key] = fn
+        return fn
+
+    def value(self, value: Any, scope: Mapping[str, Any]) -> Any:
+        """Render a templated value (recursing into lists and dicts)."""
+        if isinstance(value, str):
+            return self._compile(value, False)(scope) if is_template(value) else value
+        if isinstance(value, dict):
+            return {k: self.value(v, scope) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, scope) for v in value]
+        return value
+
+    def condition(self, expr: Any, scope: Mapping[str, Any]) -> bool:
+        """An `if:`/`when:` value: a bare expression, a `{{ }}` template, or a literal."""
+        if isinstance(expr, bool) or expr is None:
+            return bool(expr)
+        if isinstance(expr, str):
+            bare = single_expression(expr) is None and not is_template(expr)
+            return bool(self._compile(expr, bare)(scope))
+        return bool(expr)
+
+    def file(self, name: str, scope: Mapping[str, Any]) -> str:
+        return self.env.get_template(name).render(**scope)
+
+
+def _defined(value: Any) -> Any:
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return value
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line account of a template failure."""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return f"template syntax error: {exc.message} (template line {exc.lineno})"
+    if isinstance(exc, jinja2.UndefinedError):
+        return f"undefined: {exc.message}"
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return f"refused by the sandbox: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---- static analysis -------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def parse_source(source: str, bare: bool) -> nodes.Template:
+    """Parse a template or bare expression (raises TemplateSyntaxError)."""
+    env = _PARSE_ENV
+    if bare:
+        return env.parse("{{ " + source + " }}")
+    return env.parse(source)
+
+
+_PARSE_ENV = make_environment()
+
+
+def free_names(tree: nodes.Template) -> set[str]:
+    from jinja2 import meta
+    return set(meta.find_undeclared_variables(tree))
+
+
+def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
+    """Names read as `root.X` or `root['X']` (with their template line)."""
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        target = node.node
+        if isinstance(target, nodes.Name) and target.name == root:
+            if isinstance(node, nodes.Getattr):
+                yield node.attr, node.lineno
+            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+                yield node.arg.value, node.lineno

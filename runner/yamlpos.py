@@ -1,0 +1,116 @@
+"""YAML -> plain data plus the line and column of every node.
+
+Safe-load semantics only (the node tree goes through PyYAML's SafeConstructor);
+duplicate keys are errors rather than silently last-wins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError, Problem
+
+Path = tuple[str | int, ...]
+
+
+@dataclass
+class Located:
+    """Loaded data and where each path came from (1-based line, column)."""
+
+    file: str
+    data: Any
+    value_pos: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    key_pos: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    overridden: dict[Path, str] = field(default_factory=dict)   # path -> the --set that wrote it
+
+    def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
+        """The closest known position for `path` (walks up to a parent)."""
+        table = self.key_pos if key else self.value_pos
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if not key and probe in self.key_pos:
+                return self.key_pos[probe]
+            probe = probe[:-1]
+        return self.value_pos.get((), (1, 1))
+
+    def location(self, path: Path, *, key: bool = False) -> str:
+        """`file:line:col`, or the `--set` that wrote this path."""
+        for depth in range(len(path), 0, -1):
+            if tuple(path[:depth]) in self.overridden:
+                return f"--set {self.overridden[tuple(path[:depth])]}"
+        line, col = self.where(path, key=key)
+        return f"{self.file}:{line}:{col}"
+
+    def problem(self, path: Path, message: str, *, key: bool = False) -> Problem:
+        where = self.location(path, key=key)
+        order = self.where(path, key=key) if not where.startswith("--set") else (10**9, 0)
+        return Problem(where, json_path(path), message, order)
+
+
+def json_path(path: Path) -> str:
+    """('steps', 2, 'with') -> 'steps[2].with'."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def load_located(text: str, file: str) -> Located:
+    """Parse YAML text, keeping positions; raise ConfigError on syntax or duplicate keys."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        reason = exc.problem or str(exc)
+        if exc.context:
+            reason = f"{reason} ({exc.context})"
+        raise ConfigError([Problem(f"{file}:{line}:{col}", "", f"YAML syntax error: {reason}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(f"{file}:1:1", "", f"YAML error: {exc}")]) from None
+    located = Located(file, None)
+    problems: list[Problem] = []
+    constructor = yaml.SafeLoader("")
+    if root is None:
+        return located
+    located.data = _build(root, (), located, problems, constructor)
+    if problems:
+        raise ConfigError(problems)
+    return located
+
+
+def _build(node: yaml.Node, path: Path, located: Located, problems: list[Problem],
+           constructor: yaml.SafeLoader) -> Any:
+    located.value_pos.setdefault(path, _mark(node))
+    if isinstance(node, yaml.MappingNode):
+        constructor.flatten_mapping(node)
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                line, col = _mark(key_node)
+                problems.append(Problem(f"{located.file}:{line}:{col}", json_path(path),
+                                        "mapping keys must be scalars", (line, col)))
+                continue
+            key = str(key) if not isinstance(key, str) else key
+            child = (*path, key)
+            if key in out:
+                line, col = _mark(key_node)
+                first = located.key_pos.get(child, (0, 0))
+                problems.append(Problem(f"{located.file}:{line}:{col}", json_path(child),
+                                        f"duplicate key '{key}' (first defined at line {first[0]})", (line, col)))
+                continue
+            located.key_pos[child] = _mark(key_node)
+            out[key] = _build(value_node, child, located, problems, constructor)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, (*path, i), located, problems, constructor) for i, item in enumerate(node.value)]
+    return constructor.construct_object(node, deep=True)

@@ -1,0 +1,96 @@
+"""Shared fixtures: the fake LLM server, and small projects written into tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakellm import FakeLLM  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def _server() -> Any:
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_llm(_server: FakeLLM) -> FakeLLM:
+    _server.reset()
+    return _server
+
+
+class Project:
+    """A project folder in tmp_path: pipelines/, prompts/, schemas/, and the working dir."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        for folder in ("pipelines", "prompts", "schemas"):
+            (root / folder).mkdir(exist_ok=True)
+
+    def pipeline(self, text: str, name: str = "p.yaml") -> Path:
+        path = self.root / "pipelines" / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    def prompt(self, name: str, text: str) -> Path:
+        path = self.root / "prompts" / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    def schema(self, name: str, schema: dict[str, Any]) -> Path:
+        path = self.root / "schemas" / name
+        path.write_text(json.dumps(schema), encoding="utf-8")
+        return path
+
+    def file(self, relative: str, text: str) -> Path:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n") if text.startswith("\n") else text, encoding="utf-8")
+        return path
+
+    def results(self, out: str = "out") -> list[dict[str, Any]]:
+        lines = (self.root / out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines]
+
+    def summary(self, out: str = "out") -> dict[str, Any]:
+        return json.loads((self.root / out / "summary.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    return Project(tmp_path)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    """Run the CLI in-process (typer's runner); returns the click Result."""
+    from typer.testing import CliRunner
+
+    from runner.cli import app
+    return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.fixture
+def cli() -> Any:
+    return run_cli
+
+
+@pytest.fixture(autouse=True)
+def _no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "LOCAL_LLM_BASE_URL", "OLLAMA_BASE_URL",
+                "TAVILY_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -1,0 +1,183 @@
+"""A fake OpenAI-compatible chat server on 127.0.0.1 for tests and benchmarks.
+
+Scripted answers per model and prompt substring, latency, status codes, Retry-After,
+malformed bodies and empty choices; it records every request and the peak number of
+requests in flight."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = "ok"
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    raw_body: str | None = None          # sent as-is instead of a completion
+    finish_reason: str = "stop"
+    empty_choices: bool = False
+    close: bool = False                  # drop the connection without answering
+
+
+@dataclass
+class Rule:
+    model: str | None
+    contains: str | None
+    replies: list[Reply]
+    repeat_last: bool = True
+    used: int = 0
+    when: Callable[[dict[str, Any]], bool] | None = None
+
+    def matches(self, model: str, prompt: str, body: dict[str, Any]) -> bool:
+        if self.model is not None and self.model != model:
+            return False
+        if self.contains is not None and self.contains not in prompt:
+            return False
+        if self.when is not None and not self.when(body):
+            return False
+        return self.used < len(self.replies) or self.repeat_last
+
+    def take(self) -> Reply:
+        reply = self.replies[min(self.used, len(self.replies) - 1)]
+        self.used += 1
+        return reply
+
+
+@dataclass
+class Request:
+    model: str
+    messages: list[dict[str, Any]]
+    body: dict[str, Any]
+    headers: dict[str, str]
+    started: float
+    finished: float = 0.0
+    status: int = 0
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+        self.requests: list[Request] = []
+        self.default = Reply("ok")
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # -- scripting -------------------------------------------------------------------
+    def script(self, *replies: Reply | str, model: str | None = None, contains: str | None = None,
+               repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
+        rule = Rule(model, contains, [r if isinstance(r, Reply) else Reply(r) for r in replies], repeat_last,
+                    when=when)
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def answer_json(self, value: Any, **kwargs: Any) -> Rule:
+        return self.script(Reply(json.dumps(value)), **kwargs)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.rules.clear()
+            self.requests.clear()
+            self.peak_in_flight = 0
+
+    def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
+        return [r for r in self.requests if (model is None or r.model == model)
+                and (contains is None or contains in r.prompt)]
+
+    # -- server ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(model, prompt, body):
+                    return rule.take()
+        return self.default
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - model listing for health checks
+                self._send(200, json.dumps({"object": "list", "data": []}))
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                model = str(body.get("model", ""))
+                request = Request(model, body.get("messages", []), body, dict(self.headers), time.monotonic())
+                with fake._lock:
+                    fake.requests.append(request)
+                    fake.in_flight += 1
+                    fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                try:
+                    reply = fake._pick(model, request.prompt, body)
+                    if reply.delay:
+                        time.sleep(reply.delay)
+                    request.status = reply.status
+                    if reply.close:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    self._send(reply.status, self._body(reply, model), reply.headers)
+                finally:
+                    request.finished = time.monotonic()
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _body(self, reply: Reply, model: str) -> str:
+                if reply.raw_body is not None:
+                    return reply.raw_body
+                if reply.status >= 400:
+                    return json.dumps({"error": {"message": f"scripted status {reply.status}",
+                                                 "type": "fake_error", "code": reply.status}})
+                choices = [] if reply.empty_choices else [{
+                    "index": 0, "finish_reason": reply.finish_reason,
+                    "message": {"role": "assistant", "content": reply.content}}]
+                return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                                   "model": model, "choices": choices,
+                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+            def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+                data = text.encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

@@ -1,0 +1,23 @@
+"""Small helpers shared by tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from runner.api import ItemSource, RunOutcome, run_pipeline
+from runner.engine import RunOptions
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
+
+
+def run(pipeline: Path, input_path: Path | None = None, records: list[str] | None = None,
+        overrides: list[str] | None = None, out: str | Path = "out", **options: Any) -> RunOutcome:
+    root = pipeline.parent.parent
+    opts = RunOptions(cache_dir=Path(options.pop("cache_dir", root / "cache")), out_dir=Path(out), **options)
+    return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [])

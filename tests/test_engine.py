@@ -1,0 +1,241 @@
+"""The engine: if, on_error, decide/stop, compute, foreach, loop, explode, results order."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import run, write_json
+
+
+def test_if_skips_and_decide_stops(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: gate
+            uses: decide
+            if: "item.n < 0"
+            with: {rules: [{stop: true, verdict: NEGATIVE}]}
+          - id: later
+            uses: compute
+            with: {double: "{{ item.n * 2 }}"}
+        output:
+          verdict: "{{ steps.gate.verdict if steps.gate else 'OK' }}"
+          gate: "{{ steps.gate }}"
+          double: "{{ steps.later.double | default(none) }}"
+          ran_later: "{{ steps.later is not none }}"
+        """)
+    items = write_json(project.root / "in.json", [{"n": 2}, {"n": -1}])
+    results = run(path, items).results
+    assert results[0] == {"index": 1, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
+    assert results[1] == {"index": 2, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
+                          "ran_later": False}
+
+
+def test_decide_first_match_wins(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: grade
+            uses: decide
+            with:
+              rules:
+                - {when: "item.score >= 80", rating: green}
+                - {when: "item.score >= 50", rating: amber}
+                - {rating: red}
+        output: {rating: "{{ steps.grade.rating }}"}
+        """)
+    items = write_json(project.root / "in.json", [{"score": 80}, {"score": 79}, {"score": 50}, {"score": 49.9}])
+    assert [r["rating"] for r in run(path, items).results] == ["green", "amber", "amber", "red"]
+
+
+ON_ERROR = """
+    version: 1
+    name: t
+    steps:
+      - id: risky
+        uses: compute
+        on_error: {mode}
+        {default}
+        with: {{ratio: "{{{{ 10 / item.d }}}}"}}
+      - id: after
+        uses: compute
+        with: {{ok: true}}
+    output:
+      risky: "{{{{ steps.risky }}}}"
+      after: "{{{{ steps.after.ok | default(false) }}}}"
+    """
+
+
+def test_on_error_fail_ends_the_item_with_an_error(project):
+    path = project.pipeline(ON_ERROR.format(mode="fail", default=""))
+    items = write_json(project.root / "in.json", [{"d": 0}, {"d": 5}])
+    bad, good = run(path, items).results
+    assert bad["after"] is False and bad["risky"] is None
+    assert bad["error"].startswith("step 'risky': pipelines/p.yaml:")
+    assert "steps[0].with.ratio" in bad["error"] and "ZeroDivisionError" in bad["error"]
+    assert good == {"index": 2, "risky": {"ratio": 2.0}, "after": True}
+
+
+def test_on_error_continue_yields_the_error_and_goes_on(project):
+    path = project.pipeline(ON_ERROR.format(mode="continue", default=""))
+    result = run(path, write_json(project.root / "in.json", [{"d": 0}])).results[0]
+    assert result["after"] is True
+    assert "ZeroDivisionError" in result["risky"]["error"]
+    assert "error" not in result and len(result["warnings"]) == 1
+
+
+def test_on_error_default_sees_the_error(project):
+    path = project.pipeline(ON_ERROR.format(mode="default", default='default: {ratio: 0, note: "Judge error: {{ error }}"}'))
+    result = run(path, write_json(project.root / "in.json", [{"d": 0}])).results[0]
+    assert result["risky"]["ratio"] == 0
+    assert result["risky"]["note"].startswith("Judge error: pipelines/p.yaml:")
+    assert result["after"] is True
+
+
+def test_compute_piecewise_formulas_and_values(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: adj
+            uses: compute
+            with:
+              q: "{{ item.q }}"
+              factor: "{{ [0.85, values.q + 0.15] | min if 0.6 <= values.q <= 0.8 else values.q }}"
+              adjusted: "{{ (item.c * values.factor) | round(4) }}"
+        output: {adjusted: "{{ steps.adj.adjusted }}"}
+        """)
+    items = write_json(project.root / "in.json", [{"q": 0.7, "c": 0.9}, {"q": 1.0, "c": 0.9}])
+    assert [r["adjusted"] for r in run(path, items).results] == [0.765, 0.9]
+
+
+def test_loop_sees_previous_iteration(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: grow
+            uses: loop
+            with:
+              max: 5
+              until: "steps.step.value >= 8"
+              steps:
+                - id: step
+                  uses: compute
+                  with:
+                    value: "{{ (loop.previous.step.value * 2) if loop.previous else 1 }}"
+                    index: "{{ loop.index }}"
+        output:
+          iterations: "{{ steps.grow.iterations }}"
+          done: "{{ steps.grow.done }}"
+          values: "{{ steps.grow.history | map(attribute='step') | map(attribute='value') | list }}"
+        """)
+    result = run(path, write_json(project.root / "in.json", [{}])).results[0]
+    assert result == {"index": 1, "iterations": 4, "done": True, "values": [1, 2, 4, 8]}
+
+
+def test_loop_stops_at_max(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: l
+            uses: loop
+            with:
+              max: 3
+              until: "false"
+              steps: [{id: s, uses: compute, with: {i: "{{ loop.index }}"}}]
+        output: {l: "{{ steps.l.iterations }}", done: "{{ steps.l.done }}", last: "{{ steps.l.last.s.i }}"}
+        """)
+    assert run(path, write_json(project.root / "in.json", [{}])).results[0] == \
+        {"index": 1, "l": 3, "done": False, "last": 3}
+
+
+def test_foreach_over_list_and_mapping(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: each
+            uses: foreach
+            with:
+              items: "{{ item.xs }}"
+              as: x
+              steps: [{id: sq, uses: compute, with: {v: "{{ x * x }}", i: "{{ foreach.index }}"}}]
+          - id: attrs
+            uses: foreach
+            with:
+              items: "{{ item.attrs }}"
+              as: attr
+              steps: [{id: up, uses: compute, with: {v: "{{ attr.key | upper }}={{ attr.value }}"}}]
+              output: "{{ steps.up.v }}"
+        output:
+          squares: "{{ steps.each | map(attribute='sq') | map(attribute='v') | list }}"
+          attrs: "{{ steps.attrs }}"
+        """)
+    result = run(path, write_json(project.root / "in.json", [{"xs": [3, 1, 2], "attrs": {"a": 1, "b": 2}}])).results[0]
+    assert result["squares"] == [9, 1, 4]
+    assert result["attrs"] == ["A=1", "B=2"]
+
+
+def test_explode_with_parent(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        input: {adapter: json, explode: classifications, parent_as: batch}
+        steps: [{id: s, uses: compute, with: {size: "{{ batch.size }}"}}]
+        output:
+          value: "{{ item.value }}"
+          size: "{{ steps.s.size }}"
+        """)
+    data = [{"size": 3, "classifications": [{"value": "a"}, {"value": "b"}]},
+            {"size": 5, "classifications": [{"value": "c"}]},
+            {"size": 1}]
+    results = run(path, write_json(project.root / "in.json", data)).results
+    assert [(r["index"], r.get("value"), r.get("size")) for r in results[:3]] == [(1, "a", 3), (2, "b", 3), (3, "c", 5)]
+    assert "field 'classifications' is missing or not a list" in results[3]["error"]
+
+
+def test_a_bad_item_never_stops_the_others(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        input: {adapter: jsonl}
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v * 2 }}"}}]
+        output: {v: "{{ steps.s.v }}"}
+        summary: {count_by: v}
+        """)
+    source = project.file("in.jsonl", '{"v": 1}\n{not json\n{"v": 3}\n{"w": 1}\n')
+    outcome = run(path, source)
+    results = outcome.results
+    assert [r.get("v") for r in results] == [2, None, 6, None]
+    assert "in.jsonl:2:2: not valid JSON" in results[1]["error"]
+    assert "has no attribute 'v'" in results[3]["error"]
+    assert outcome.summary["errors"] == 2 and outcome.summary["total"] == 4
+    lines = (project.root / "out" / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["index"] for line in lines] == [1, 2, 3, 4]
+
+
+def test_summary_rates_fields_and_assessment(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
+        output: {verdict: "{{ steps.s.v }}", ok: "{{ steps.s.v == 'yes' }}"}
+        summary:
+          count_by: verdict
+          rates: {ok_rate: "result.ok"}
+          fields: {n_yes: "{{ counts.get('yes', 0) }}"}
+          assessment:
+            - {when: "total == 0", text: "nothing"}
+            - {when: "ok_rate > 0.5", text: "mostly yes ({{ n_yes }}/{{ total }})"}
+            - {text: "mostly no"}
+        """)
+    summary = run(path, write_json(project.root / "in.json", [{"v": "yes"}, {"v": "yes"}, {"v": "no"}])).summary
+    assert summary["counts"] == {"yes": 2, "no": 1}
+    assert summary["ok_rate"] == 0.6667 and summary["ok_rate_count"] == 2
+    assert summary["assessment"] == "mostly yes (2/3)"
+    report = (project.root / "out" / "report.md").read_text()
+    assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | False |" in report

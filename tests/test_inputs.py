@@ -1,0 +1,81 @@
+"""Input adapters: markdown citations, json, jsonl, yaml, --record."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.errors import InputError
+from runner.inputs import make_items, read_records, record_from_pairs
+from runner.inputs.markdown_citations import extract_citations
+
+REPORT = """# Findings
+
+## Speech
+
+The First Amendment bars laws "abridging the freedom of speech, or of the press" [constitution.txt:L120-L122](../data/constitution.txt). Courts read it broadly, e.g. in many cases.[cases.txt:L5](cases.txt)
+
+Madison wrote that “the accumulation of all powers, legislative, executive, and judiciary, in the same hands” is tyranny [federalist_47.txt:L30-32](f47) [federalist_47.txt:L33](f47). A second sentence follows without a citation.
+
+- The Tenth Amendment reserves other powers to the states [constitution.txt:L140](x).
+- A label may try to escape [../../etc/passwd:L1](p).
+
+The U.S. Senate has two members per state [constitution.txt:L20-L21](c). This sentence ends first.[constitution.txt:L22](c)
+"""
+
+
+def test_citation_extraction_on_a_realistic_report():
+    citations = extract_citations(REPORT)
+    assert [(c["file"], c["start"], c["end"]) for c in citations] == [
+        ("constitution.txt", 120, 122), ("cases.txt", 5, 5), ("federalist_47.txt", 30, 32),
+        ("federalist_47.txt", 33, 33), ("constitution.txt", 140, 140), ("../../etc/passwd", 1, 1),
+        ("constitution.txt", 20, 21), ("constitution.txt", 22, 22)]
+    first, second, madison, madison2, tenth, escape, senate, after = citations
+    assert first["quote"] == "abridging the freedom of speech, or of the press"
+    assert first["claim"] == 'The First Amendment bars laws "abridging the freedom of speech, or of the press"'
+    assert first["target"] == "../data/constitution.txt" and first["index"] == 1
+    assert second["claim"] == "Courts read it broadly, e.g. in many cases."        # citation after the full stop
+    assert second["quote"] == second["claim"]                                      # no quotes: the claim
+    assert madison["quote"] == ("the accumulation of all powers, legislative, executive, and judiciary, "
+                                "in the same hands")                              # curly quotes
+    assert madison2["claim"] == madison["claim"]                                   # several citations, one sentence
+    assert tenth["claim"] == "The Tenth Amendment reserves other powers to the states"
+    assert escape["file"] == "../../etc/passwd"                                    # captured, refused later
+    assert senate["claim"] == "The U.S. Senate has two members per state"          # abbreviation kept
+    assert after["claim"] == "This sentence ends first."
+    assert [c["index"] for c in citations] == list(range(1, 9))
+
+
+def test_citation_pattern_is_configurable():
+    text = "Claim here {doc.txt#12} and more."
+    citations = extract_citations(text, {"pattern": r"\{(?P<file>[^#]+)#(?P<start>\d+)\}"})
+    assert citations[0]["file"] == "doc.txt" and citations[0]["start"] == 12 and citations[0]["end"] == 12
+    assert citations[0]["claim"] == "Claim here"
+
+
+def test_json_jsonl_yaml(tmp_path):
+    (tmp_path / "a.json").write_text('{"x": 1}')
+    (tmp_path / "b.json").write_text('[{"x": 1}, {"x": 2}]')
+    (tmp_path / "c.jsonl").write_text('{"x": 1}\n\n{"x": 2}\n')
+    (tmp_path / "d.yaml").write_text("- x: 1\n- x: 2\n")
+    (tmp_path / "e.json").write_text('{"x": 1}\n{"x": 2}\n')   # JSONL with a .json name
+    assert [r.value for r in read_records("json", tmp_path / "a.json", {})] == [{"x": 1}]
+    for name, adapter in (("b.json", "json"), ("c.jsonl", "jsonl"), ("d.yaml", "yaml"), ("e.json", "json")):
+        assert [r.value for r in read_records(adapter, tmp_path / name, {})] == [{"x": 1}, {"x": 2}]
+
+
+def test_bad_json_file_is_a_located_input_error(tmp_path):
+    (tmp_path / "bad.json").write_text('[{"x": 1},\n {"x": }]')
+    with pytest.raises(InputError, match=r"bad.json:2:8: not valid JSON"):
+        read_records("json", tmp_path / "bad.json", {})
+    with pytest.raises(InputError, match="input file not found"):
+        read_records("json", tmp_path / "none.json", {})
+
+
+def test_explode_and_record_pairs():
+    from runner.inputs import Record
+    items = make_items([Record({"slides": [1, 2]}), Record({"slides": [3]})], "slides")
+    assert [(i.index, i.value, i.parent["slides"]) for i in items] == [(1, 1, [1, 2]), (2, 2, [1, 2]), (3, 3, [3])]
+    assert record_from_pairs(["start=12", "claim=The sky: blue", "flag=true", "q="]) == \
+        {"start": 12, "claim": "The sky: blue", "flag": True, "q": ""}
+    with pytest.raises(InputError):
+        record_from_pairs(["novalue"])
