@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..errors import RunnerError
 from ..steps.base import NeedsModel, StepError
@@ -61,6 +63,7 @@ class LLMService:
         self._gates: dict[str, ModelGate] = {}
         self._global: asyncio.Semaphore | None = None
         self.breakers: dict[str, str] = {}
+        self._probes: dict[str, asyncio.Future[bool]] = {}
         self.logs: list[CallLog] = []
         self._seq: dict[int, int] = {}
         self.stats: dict[str, ModelStats] = {}
@@ -173,6 +176,21 @@ class LLMService:
 
     async def _send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                     stats: ModelStats) -> Completion:
+        if spec.api_base:
+            await self._probe(spec)
+        return await self._attempts(spec, messages, sampling, stats)
+
+    async def _probe(self, spec: ModelSpec) -> None:
+        """One TCP connect per endpoint before its first request: a refused endpoint opens
+        the breaker before the rest of the run piles onto it."""
+        probe = self._probes.get(spec.endpoint)
+        if probe is None:
+            probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
+        if await asyncio.shield(probe):
+            self.breakers.setdefault(spec.endpoint, "connection refused")
+
+    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
+                        stats: ModelStats) -> Completion:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
         gate = self._gate(spec)
@@ -272,3 +290,21 @@ class LLMService:
             self._cache.close()
         if self._budget is not None:
             self._budget.close()
+
+
+async def tcp_refused(url: str, timeout: float = 3.0) -> bool:
+    """True only when the host actively refuses a connection to the URL's port."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return False

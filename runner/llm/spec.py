@@ -29,7 +29,9 @@ class ModelSpec:
     @property
     def endpoint(self) -> str:
         """What the breaker keys on: the base URL, or the provider when there is none."""
-        return self.api_base or f"{self.model.split('/', 1)[0]} (provider default)"
+        if self.api_base:
+            return self.api_base
+        return f"{self.model.split('/', 1)[0]} (provider default)" if "/" in self.model else "the provider default"
 
     def describe(self) -> str:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
