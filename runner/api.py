@@ -97,6 +97,8 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     summary = summarize(runtime, results, interrupted=interrupted)
     if runtime._llm is not None:
         summary.update(runtime.llm.summary(results))
+    for name, section in runtime.shared.get("summary.sections", {}).items():
+        summary[name] = section(runtime)
     outcome.summary = summary
     out = outcome.out_dir
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))

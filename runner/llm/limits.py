@@ -9,6 +9,9 @@ from datetime import date
 from pathlib import Path
 
 
+RATE_WINDOW_SECONDS = 60.0
+
+
 class BudgetSpent(Exception):
     pass
 
@@ -16,9 +19,9 @@ class BudgetSpent(Exception):
 class RateWindow:
     """At most `per_minute` request starts in any 60-second window."""
 
-    def __init__(self, per_minute: int, clock: float = 60.0):
+    def __init__(self, per_minute: int):
         self.per_minute = per_minute
-        self.window = clock
+        self.window = RATE_WINDOW_SECONDS
         self.starts: deque[float] = deque()
         self._lock = asyncio.Lock()
 
@@ -41,13 +44,13 @@ class DailyBudget:
         import diskcache
         self._store = diskcache.Cache(str(directory / "budgets"), eviction_policy="none")
 
-    def spend(self, model_key: str, limit: int) -> None:
+    def spend(self, model_key: str, limit: int, shown: str) -> None:
         """Count one request, or raise BudgetSpent when today's budget is gone."""
         key = f"{model_key}|{date.today().isoformat()}"
         with self._store.transact():
             used = int(self._store.get(key, 0))
             if used >= limit:
-                raise BudgetSpent(f"daily request budget of {limit} spent for {model_key}")
+                raise BudgetSpent(f"daily request budget of {limit} spent for {shown}")
             self._store.set(key, used + 1, expire=2 * 86400)
 
     def used(self, model_key: str) -> int:

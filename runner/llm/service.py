@@ -132,7 +132,7 @@ class LLMService:
                         raise TransportError("answer", problem)
                 except TransportError as exc:
                     stats.failures += 1
-                    message = self.redact(f"{spec.describe()}: {exc.message}")
+                    message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
                     raise StepError(message, partial=self._result(spec, None, None, completion=None,
                                                                   cached=False, started=started,
@@ -202,7 +202,7 @@ class LLMService:
                         raise TransportError("breaker", self.breakers[spec.endpoint])
                     if limit is not None:
                         try:
-                            self._daily().spend(f"{spec.name} ({spec.model})", limit)
+                            self._daily().spend(f"{spec.name}|{spec.model}", limit, spec.name)
                         except BudgetSpent as exc:
                             raise TransportError("budget", str(exc)) from None
                     stats.calls += 1

@@ -1,0 +1,73 @@
+"""`jury`: the `llm` call fanned out over several models, then a vote."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..engine import Runtime, StepContext
+from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
+from .base import Step, StepError, register
+from .llm_call import build_request
+
+
+@register
+class Jury(Step):
+    name = "jury"
+    summary = "Ask several models the same question at once and vote on one answer field."
+    template_fields = ("prompt", "system")
+    model_fields = ("models",)
+    schema_fields = ("output_schema",)
+    lazy_fields = ("prompt", "system")
+
+    async def run(self, ctx: StepContext) -> Any:
+        service = ctx.runtime.llm
+        vote_spec = ctx.args["vote"]
+        field = vote_spec["field"]
+        seats = [name for name in ctx.args["models"] if service.enabled(name)]
+        requests = [build_request(ctx, name) for name in seats]
+        answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
+        votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers)]
+        outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
+                        vote_spec.get("on_all_failed", "LLM_ERROR"),
+                        int(vote_spec["quorum"]) if vote_spec.get("quorum") else None,
+                        vote_spec.get("reason_field", "reason"))
+        _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
+        result: dict[str, Any] = merge_answers(outcome.winners, votes, field)
+        result.update({
+            field: outcome.value,
+            "reason": outcome.reason,
+            "agreement": outcome.agreement,
+            "decided": outcome.decided,
+            "votes": [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error,
+                       "cached": v.cached, "latency_ms": v.latency_ms} for v in votes],
+        })
+        return result
+
+    @staticmethod
+    def _vote(seat: str, answer: Any, field: str) -> Vote:
+        if isinstance(answer, StepError):
+            partial = answer.partial or {}
+            return Vote(seat, error=answer.message, cached=bool(partial.get("cached")),
+                        latency_ms=int(partial.get("latency_ms") or 0))
+        if isinstance(answer, BaseException):
+            raise answer
+        parsed = answer["output"]
+        if not isinstance(parsed, dict) or field not in parsed:
+            return Vote(seat, answer=parsed if isinstance(parsed, dict) else None,
+                        error=f"the answer has no '{field}' field", cached=answer["cached"],
+                        latency_ms=answer["latency_ms"])
+        return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
+
+
+def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
+    rows = runtime.shared.setdefault("jury.rows", {}).setdefault(step_id, [])
+    rows.append(row)
+    runtime.shared.setdefault("summary.sections", {})["juries"] = jury_summary
+
+
+def jury_summary(runtime: Runtime) -> dict[str, Any]:
+    """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
+    return {step: {"items": len(rows), "pairwise_agreement": pairwise_agreement(rows),
+                   "fleiss_kappa": fleiss_kappa(rows)}
+            for step, rows in runtime.shared.get("jury.rows", {}).items()}

@@ -1,0 +1,158 @@
+"""Jury aggregation, as pure functions.
+
+A juror whose call or parse failed casts no vote. No valid vote (or fewer than the
+quorum) gives `on_all_failed`. All valid votes agreeing give that value; a strict
+majority gives its value; otherwise `on_tie`. Ties are never broken by seat or
+completion order."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+CATEGORICAL = ("unanimous", "majority", "plurality")
+NUMERIC = ("mean", "median", "min", "max")
+METHODS = CATEGORICAL + NUMERIC
+
+
+@dataclass
+class Vote:
+    seat: str
+    value: Any = None
+    answer: dict[str, Any] | None = None
+    error: str | None = None
+    cached: bool = False
+    latency_ms: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class Outcome:
+    value: Any
+    reason: str
+    agreement: float | None
+    winners: list[Vote] = field(default_factory=list)
+    decided: bool = True
+
+
+def _reason_of(vote: Vote, reason_field: str) -> str:
+    answer = vote.answer or {}
+    text = answer.get(reason_field) if isinstance(answer, dict) else None
+    return f": {text}" if text else ""
+
+
+def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY",
+          on_all_failed: Any = "LLM_ERROR", quorum: int | None = None, reason_field: str = "reason") -> Outcome:
+    if method not in METHODS:
+        raise ValueError(f"unknown vote method '{method}'")
+    valid = [v for v in votes if v.valid]
+    if method in NUMERIC:
+        valid = [v for v in valid if isinstance(v.value, (int, float)) and not isinstance(v.value, bool)]
+    if not valid:
+        first = next((v.error for v in votes if v.error), "no juror had a usable answer")
+        seats = len(votes)
+        reason = f"All {seats} jurors failed: {first}" if seats else "No enabled jurors"
+        return Outcome(on_all_failed, reason, None, decided=False)
+    if quorum and len(valid) < quorum:
+        first = next((v.error for v in votes if v.error), "")
+        return Outcome(on_all_failed, f"Quorum not met: {len(valid)} valid vote(s), {quorum} needed"
+                                      + (f"; first error: {first}" if first else ""), None, decided=False)
+    if method in NUMERIC:
+        return _numeric(valid, method)
+    return _categorical(valid, method, on_tie, reason_field)
+
+
+def _numeric(valid: list[Vote], method: str) -> Outcome:
+    numbers = [float(v.value) for v in valid]
+    value = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max}[method](numbers)
+    if all(n.is_integer() for n in numbers) and float(value).is_integer():
+        value = int(value)
+    spread = max(numbers) - min(numbers)
+    return Outcome(value, f"{method.capitalize()} of {len(numbers)} vote(s): {value} (spread {spread:g})",
+                   None, winners=valid)
+
+
+def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:
+    counts = Counter(_key(v.value) for v in valid)
+    order = list(dict.fromkeys(_key(v.value) for v in valid))       # first appearance, for display only
+    total = len(valid)
+    top_count = max(counts.values())
+    leaders = [k for k in order if counts[k] == top_count]
+    if len(counts) == 1:
+        label = "Consensus"
+    elif method == "majority" and top_count * 2 > total:
+        label = "Majority"
+    elif method == "plurality" and len(leaders) == 1:
+        label = "Plurality"
+    else:
+        tally_text = ", ".join(f"{counts[k]} {_show(k)}" for k in sorted(order, key=lambda k: -counts[k]))
+        return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False)
+    winner_key = leaders[0]
+    winners = [v for v in valid if _key(v.value) == winner_key]
+    value = winners[0].value
+    reason = f"{label} ({top_count}/{total}): {_show(winner_key)}{_reason_of(winners[0], reason_field)}"
+    return Outcome(value, reason, round(top_count / total, 4), winners=winners)
+
+
+def _key(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def _show(key: Any) -> str:
+    return str(key)
+
+
+def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str) -> dict[str, Any]:
+    """The other fields of the winning answers: booleans by majority (ties false), other
+    values from the first winning seat. With no winner every field is null."""
+    keys: list[str] = []
+    for vote in all_votes:
+        if isinstance(vote.answer, dict):
+            keys += [k for k in vote.answer if k not in keys and k != field_name]
+    if not winners:
+        return dict.fromkeys(keys)
+    merged: dict[str, Any] = {}
+    for key in keys:
+        values = [v.answer.get(key) for v in winners if isinstance(v.answer, dict) and key in v.answer]
+        if values and all(isinstance(x, bool) for x in values):
+            merged[key] = sum(values) * 2 > len(values)
+        else:
+            merged[key] = values[0] if values else None
+    return merged
+
+
+# ---- agreement between jurors over a run ---------------------------------------------
+
+def pairwise_agreement(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """For each pair of seats, the share of items (both voted) on which they agreed."""
+    seats = sorted({seat for row in rows for seat in row})
+    out: dict[str, float | None] = {}
+    for a, b in combinations(seats, 2):
+        both = [row for row in rows if a in row and b in row]
+        out[f"{a}~{b}"] = round(sum(_key(r[a]) == _key(r[b]) for r in both) / len(both), 4) if both else None
+    return out
+
+
+def fleiss_kappa(rows: list[dict[str, Any]]) -> float | None:
+    """Fleiss' kappa over the items every seat voted on (None when undefined)."""
+    seats = sorted({seat for row in rows for seat in row})
+    full = [row for row in rows if len(row) == len(seats)]
+    raters = len(seats)
+    if raters < 2 or not full:
+        return None
+    categories = sorted({_key(v) for row in full for v in row.values()}, key=repr)
+    table = [[sum(_key(v) == c for v in row.values()) for c in categories] for row in full]
+    items = len(table)
+    p_j = [sum(r[j] for r in table) / (items * raters) for j in range(len(categories))]
+    p_i = [(sum(n * n for n in r) - raters) / (raters * (raters - 1)) for r in table]
+    p_bar = sum(p_i) / items
+    p_e = sum(p * p for p in p_j)
+    if p_e == 1:
+        return None
+    return round((p_bar - p_e) / (1 - p_e), 4)

@@ -1,0 +1,145 @@
+"""The jury step end to end: three jurors on the fake server, limits, agreement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import runner.llm.limits as limits
+from fakellm import Reply
+from helpers import run, write_json
+
+VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
+                  "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}
+
+
+def jury_pipeline(project, limits_b="", limits_c="", quorum=""):
+    project.schema("v.schema.json", VERDICT_SCHEMA)
+    project.prompt("judge.j2", "Judge claim {{ item.n }}\n")
+    return project.pipeline(f"""
+        version: 1
+        name: j
+        env: [FAKE_URL]
+        models:
+          a: {{model: openai/judge-a, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0}}
+          b: {{model: openai/judge-b, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_b}}}
+          c: {{model: openai/judge-c, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_c}}}
+          spare: {{model: openai/judge-off, api_base: "{{{{ env.FAKE_URL }}}}", enabled: false}}
+        steps:
+          - id: jury
+            uses: jury
+            with:
+              models: [a, b, c, spare]
+              prompt: judge.j2
+              output_schema: v.schema.json
+              vote: {{field: verdict, method: majority, on_tie: HUNG_JURY, on_all_failed: LLM_ERROR {quorum}}}
+        output:
+          verdict: "{{{{ steps.jury.verdict }}}}"
+          reason: "{{{{ steps.jury.reason }}}}"
+          votes: "{{{{ steps.jury.votes | map(attribute='value') | list }}}}"
+          seats: "{{{{ steps.jury.votes | map(attribute='model') | list }}}}"
+        summary: {{count_by: verdict}}
+        """)
+
+
+def answer(verdict, reason="because"):
+    return json.dumps({"verdict": verdict, "reason": reason})
+
+
+@pytest.fixture
+def env(fake_llm, monkeypatch):
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    return fake_llm
+
+
+def test_vote_outcomes_on_scripted_jurors(project, env):
+    script = {  # item n -> answers of a, b, c (None = the juror fails)
+        1: ("VALID", "VALID", "VALID"),
+        2: ("VALID", "MISLEADING", "VALID"),
+        3: (None, "VALID", "VALID"),
+        4: ("VALID", None, "INSUFFICIENT"),
+        5: (None, None, None),
+    }
+    for n, answers in script.items():
+        for seat, verdict in zip("abc", answers):
+            reply = Reply(status=500) if verdict is None else Reply(answer(verdict, f"{seat} says {verdict}"))
+            env.script(reply, model=f"judge-{seat}", contains=f"claim {n}\n")
+    items = write_json(project.root / "in.json", [{"n": n} for n in script])
+    outcome = run(jury_pipeline(project), items)
+    got = {r["index"]: (r["verdict"], r["reason"]) for r in outcome.results}
+    assert got[1] == ("VALID", "Consensus (3/3): VALID: a says VALID")
+    assert got[2] == ("VALID", "Majority (2/3): VALID: a says VALID")
+    assert got[3] == ("VALID", "Consensus (2/2): VALID: b says VALID")
+    assert got[4] == ("HUNG_JURY", "Hung jury: 1 VALID, 1 INSUFFICIENT")
+    assert got[5][0] == "LLM_ERROR" and got[5][1].startswith("All 3 jurors failed: model 'a' (openai/judge-a)")
+    assert outcome.results[0]["seats"] == ["a", "b", "c"]                  # disabled model takes no seat
+    assert outcome.results[3]["votes"] == ["VALID", None, "INSUFFICIENT"]
+    assert env.calls(model="judge-off") == []
+    juries = outcome.summary["juries"]["jury"]
+    assert juries["items"] == 5
+    assert juries["pairwise_agreement"] == {"a~b": 0.5, "a~c": 0.6667, "b~c": 0.6667}
+    assert outcome.summary["models"]["a"]["failures"] == 2 and outcome.summary["models"]["b"]["calls"] == 5
+
+
+def test_global_concurrency_is_reached_and_capped(project, env):
+    env.script(Reply(answer("VALID"), delay=0.25))
+    items = write_json(project.root / "in.json", [{"n": n} for n in range(8)])
+    run(jury_pipeline(project), items, llm_concurrency=5)
+    assert env.peak_in_flight == 5
+    assert len(env.requests) == 24
+
+
+def _peak(requests):
+    events = sorted([(r.started, 1) for r in requests] + [(r.finished, -1) for r in requests])
+    peak = current = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def test_per_model_concurrency(project, env):
+    env.script(Reply(answer("VALID"), delay=0.2))
+    items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
+    run(jury_pipeline(project, limits_b=", limits: {concurrency: 1}"), items, llm_concurrency=16)
+    assert _peak(env.calls(model="judge-b")) == 1
+    assert _peak(env.calls(model="judge-a")) >= 3
+
+
+def test_requests_per_minute(project, env, monkeypatch):
+    monkeypatch.setattr(limits, "RATE_WINDOW_SECONDS", 1.0)
+    env.script(Reply(answer("VALID")))
+    items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
+    run(jury_pipeline(project, limits_c=", limits: {requests_per_minute: 2}"), items)
+    starts = sorted(r.started for r in env.calls(model="judge-c"))
+    assert len(starts) == 6
+    for i in range(len(starts) - 2):
+        assert starts[i + 2] - starts[i] >= 0.95          # never 3 starts in one window
+    assert starts[-1] - starts[0] >= 1.9
+
+
+def test_daily_budget_spent_mid_run_and_kept_across_runs(project, env):
+    env.script(Reply(answer("VALID")))
+    path = jury_pipeline(project, limits_b=", limits: {requests_per_day: 2}")
+    items = write_json(project.root / "in.json", [{"n": n} for n in range(4)])
+    outcome = run(path, items, llm_concurrency=1)
+    assert len(env.calls(model="judge-b")) == 2
+    assert all(r["verdict"] == "VALID" for r in outcome.results)     # the others go on
+    exhausted = [r for r in outcome.results if r["votes"][1] is None]
+    assert len(exhausted) == 2
+    assert outcome.results[3]["reason"] == "Consensus (2/2): VALID: because"
+    env.reset()
+    env.script(Reply(answer("VALID")))
+    again = run(path, write_json(project.root / "in2.json", [{"n": 10}]), out="o2")
+    assert env.calls(model="judge-b") == []
+    assert again.results[0]["verdict"] == "VALID"
+
+
+def test_budget_message(project, env):
+    env.script(Reply(answer("VALID")))
+    path = jury_pipeline(project, limits_b=", limits: {requests_per_day: 0}", quorum=", quorum: 3")
+    result = run(path, write_json(project.root / "in.json", [{"n": 1}])).results[0]
+    assert result["verdict"] == "LLM_ERROR"
+    assert result["reason"] == ("Quorum not met: 2 valid vote(s), 3 needed; first error: "
+                                "daily request budget of 0 spent for b")
