@@ -250,7 +250,7 @@ class _Checker:
         self._check_tree(tree, path, names, seen, "")
 
     def _check_tree(self, tree: Any, path: DataPath, names: set[str], seen: set[str], prefix: str) -> None:
-        known_globals = set(self.prompt_env.globals) | set(templating.EXTRA_GLOBALS)
+        known_globals = set(self.prompt_env.globals)
         for name in sorted(templating.free_names(tree) - names - known_globals):
             hint = did_you_mean(name, names)
             self.add(path, f"{prefix}undefined name '{name}'.{hint}" if hint else

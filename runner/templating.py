@@ -22,11 +22,6 @@ from jinja2.sandbox import SandboxedEnvironment
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
-# Functions other modules add to every environment (e.g. quote_match), kept here so
-# templating does not import them.
-EXTRA_GLOBALS: dict[str, Callable[..., Any]] = {}
-
-
 def is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
@@ -85,7 +80,8 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson)
-    env.globals.update(EXTRA_GLOBALS)
+    from .quotes import quote_match_function
+    env.globals["quote_match"] = quote_match_function
     return env
 
 

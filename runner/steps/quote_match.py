@@ -1,0 +1,29 @@
+"""`quote_match`: the quote matcher as a step (the same as the Jinja function)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import StepContext
+from ..quotes import Source, match_quote, source_from_read_lines
+from .base import Step, StepError, register
+
+DEFAULT_SEARCH = ["context_before", "cited"]
+
+
+@register
+class QuoteMatch(Step):
+    name = "quote_match"
+    summary = "Check a quote against a read_lines source or raw text: passed, score, status, matched_text, lines, flags."
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.args
+        threshold = float(args.get("threshold", 0.8))
+        if "source" in args:
+            read = args["source"]
+            if not isinstance(read, dict):
+                raise StepError(f"{ctx.where('source')}: expected a read_lines result, got {type(read).__name__}")
+            source = source_from_read_lines(read, list(args.get("search_in") or DEFAULT_SEARCH))
+        else:
+            source = Source([(str(args["text"]), int(args.get("first_line", 1) or 1))])
+        return match_quote(str(args["quote"]), source, threshold).as_dict()
