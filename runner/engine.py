@@ -199,6 +199,8 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
                 outcome.error = str(exc)
     if outcome.error:
         result["error"] = outcome.error
+    elif result.get("error") is None:
+        result.pop("error", None)      # `error` is present only when there is one
     if outcome.warnings:
         result["warnings"] = outcome.warnings
     return result

@@ -57,7 +57,7 @@ def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY"
     if not valid:
         first = next((v.error for v in votes if v.error), "no juror had a usable answer")
         seats = len(votes)
-        reason = f"All {seats} jurors failed: {first}" if seats else "No enabled jurors"
+        reason = f"All {seats} juror{'s' if seats != 1 else ''} failed: {first}" if seats else "No enabled jurors"
         return Outcome(on_all_failed, reason, None, decided=False)
     if quorum and len(valid) < quorum:
         first = next((v.error for v in votes if v.error), "")
@@ -108,10 +108,12 @@ def _show(key: Any) -> str:
     return str(key)
 
 
-def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str) -> dict[str, Any]:
+def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
+                  expected: list[str] | None = None) -> dict[str, Any]:
     """The other fields of the winning answers: booleans by majority (ties false), other
-    values from the first winning seat. With no winner every field is null."""
-    keys: list[str] = []
+    values from the first winning seat. With no winner every field is null. `expected`
+    (the answer schema's properties) are always present."""
+    keys: list[str] = [k for k in expected or [] if k != field_name]
     for vote in all_votes:
         if isinstance(vote.answer, dict):
             keys += [k for k in vote.answer if k not in keys and k != field_name]

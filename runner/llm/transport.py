@@ -162,8 +162,9 @@ class LiteLLMTransport:
         elif spec.api_key:
             kwargs["api_key"] = spec.api_key
         try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                response = await litellm.acompletion(**kwargs)
+            # No stdout redirection here: it is process-wide and calls run concurrently.
+            # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
+            response = await litellm.acompletion(**kwargs)
         except Exception as exc:
             raise classify(exc) from None
         return self._completion(litellm, response, spec)

@@ -20,6 +20,14 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|")
 
 
+def lookup(result: dict[str, Any], column: str) -> Any:
+    """A result field; `a.b` reads inside nested objects."""
+    value: Any = result
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> list[str]:
     if configured:
         return ["index", *[c for c in configured if c != "index"]]
@@ -38,9 +46,11 @@ def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
     lines = [f"# {summary.get('pipeline', 'run')}: report", ""]
     if summary.get("assessment"):
         lines += [f"**Assessment:** {summary['assessment']}", ""]
+    for hint in summary.get("hints", []):
+        lines += [f"> {hint}", ""]
     lines += ["## Summary", "", "| measure | value |", "|---|---|"]
     for key, value in summary.items():
-        if key in ("pipeline", "assessment", "counts", "count_by", "models", "juries"):
+        if key in ("pipeline", "assessment", "counts", "count_by", "models", "juries", "hints"):
             continue
         lines.append(f"| {key} | {_cell(value)} |")
     if summary.get("counts"):
@@ -54,5 +64,5 @@ def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
     cols = columns_for(results, columns)
     lines += ["", "## Items", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for result in results:
-        lines.append("| " + " | ".join(_cell(result.get(c)) for c in cols) + " |")
+        lines.append("| " + " | ".join(_cell(lookup(result, c)) for c in cols) + " |")
     return "\n".join(lines) + "\n"

@@ -33,7 +33,9 @@ class Jury(Step):
                         int(vote_spec["quorum"]) if vote_spec.get("quorum") else None,
                         vote_spec.get("reason_field", "reason"))
         _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
-        result: dict[str, Any] = merge_answers(outcome.winners, votes, field)
+        schema = requests[0].output_schema if requests else None
+        expected = list((schema or {}).get("properties", {}))
+        result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
         result.update({
             field: outcome.value,
             "reason": outcome.reason,
