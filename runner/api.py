@@ -103,7 +103,9 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     out = outcome.out_dir
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    atomic_write(out / "report.md", render_report(summary, results, runtime.pipeline.summary.get("report_columns")))
+    spec = runtime.pipeline.summary
+    atomic_write(out / "report.md", render_report(summary, results, spec.get("report_columns"),
+                                                  spec.get("assessment_key", "assessment")))
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,

@@ -198,6 +198,8 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             if not outcome.error:
                 outcome.error = str(exc)
     if outcome.error:
+        # A failed item keeps what it could compute; fields that came out empty are dropped.
+        result = {k: v for k, v in result.items() if v is not None}
         result["error"] = outcome.error
     elif result.get("error") is None:
         result.pop("error", None)      # `error` is present only when there is one

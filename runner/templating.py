@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -73,6 +74,11 @@ def tojson(value: Any, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
 
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, loader=loader, autoescape=False,
@@ -82,6 +88,7 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
                        tojson=tojson)
     from .quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
+    env.globals["now"] = now
     return env
 
 

@@ -160,6 +160,11 @@ class FakeLLM:
             def _body(self, reply: Reply, model: str) -> str:
                 if reply.raw_body is not None:
                     return reply.raw_body
+                if self.path.endswith("/api/chat") and reply.status < 400:   # Ollama's native API
+                    return json.dumps({"model": model, "created_at": "2026-01-01T00:00:00Z",
+                                       "message": {"role": "assistant", "content": reply.content or ""},
+                                       "done": True, "done_reason": reply.finish_reason,
+                                       "prompt_eval_count": 10, "eval_count": 5})
                 if reply.status >= 400:
                     return json.dumps({"error": {"message": f"scripted status {reply.status}",
                                                  "type": "fake_error", "code": reply.status}})

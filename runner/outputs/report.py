@@ -42,15 +42,16 @@ def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> 
 
 
 def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
-                  columns: list[str] | None = None) -> str:
+                  columns: list[str] | None = None, assessment_key: str = "assessment") -> str:
     lines = [f"# {summary.get('pipeline', 'run')}: report", ""]
-    if summary.get("assessment"):
-        lines += [f"**Assessment:** {summary['assessment']}", ""]
+    assessment = summary.get(assessment_key)
+    if assessment:
+        lines += [f"**Assessment:** {assessment}", ""]
     for hint in summary.get("hints", []):
         lines += [f"> {hint}", ""]
     lines += ["## Summary", "", "| measure | value |", "|---|---|"]
     for key, value in summary.items():
-        if key in ("pipeline", "assessment", "counts", "count_by", "models", "juries", "hints"):
+        if key in ("pipeline", assessment_key, "counts", "count_by", "models", "juries", "hints"):
             continue
         lines.append(f"| {key} | {_cell(value)} |")
     if summary.get("counts"):

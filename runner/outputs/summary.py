@@ -31,7 +31,7 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
         summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
     for number, rule in enumerate(spec.get("assessment") or []):
         if "when" not in rule or runtime.renderer.condition(rule["when"], {**scope, **summary}):
-            summary["assessment"] = render_at(runtime, rule["text"], ("summary", "assessment", number, "text"),
+            summary[spec.get("assessment_key", "assessment")] = render_at(runtime, rule["text"], ("summary", "assessment", number, "text"),
                                               {**scope, **summary})
             break
     if interrupted:

@@ -1,0 +1,17 @@
+"""`fail`: end the item with an error message (input checks before any call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, StepError, register
+
+
+@register
+class Fail(Step):
+    name = "fail"
+    summary = "Fail the item with `message` (with `if:`, a check that runs before any LLM call)."
+
+    async def run(self, ctx: StepContext) -> Any:
+        raise StepError(str(ctx.args["message"]))
