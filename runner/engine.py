@@ -190,6 +190,13 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     except Exception as exc:  # a bug in one step must not sink the other items
         outcome = StepsOutcome(scope["steps"], error=f"internal error: {type(exc).__name__}: {exc}")
     scope["duration_ms"] = round((time.perf_counter() - started) * 1000)
+    if runtime.pipeline.output_base:
+        try:
+            base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
+            if isinstance(base, dict):
+                result.update({k: v for k, v in base.items() if k != "index"})
+        except TemplateError as exc:
+            outcome.error = outcome.error or str(exc)
     for name, template in runtime.pipeline.output.items():
         try:
             result[name] = render_at(runtime, template, ("output", name), scope)

@@ -25,6 +25,7 @@ from .yamlpos import Located, Path as DataPath, load_located
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
 SUMMARY_NAMES = {"result", "results", "counts", "total"}
+OUTPUT_NAMES = {"duration_ms"}   # the item's run time, known once its steps are done
 CONDITION_KEYS = {"if", "when", "until"}
 
 
@@ -68,7 +69,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         env_names=tuple(data.get("env", [])), input=data.get("input", {"adapter": "json"}),
         params=data.get("params", {}), models=data.get("models", {}),
         steps=tuple(_step_specs(data["steps"], ("steps",))), output=data.get("output", {}),
-        summary=data.get("summary", {}), memo=data.get("memo"), concurrency=data.get("concurrency", 8),
+        output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"), concurrency=data.get("concurrency", 8),
         raw=data, located=located)
 
 
@@ -112,9 +113,9 @@ class _Checker:
             self._check_strings(spec, ("models", name), base - {"steps", "item"} | ({parent_as} - {None}), set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
         every_step = set(self.all_ids)
-        for key in ("output",):
+        for key in ("output", "output_base"):
             if key in self.data:
-                self._check_strings(self.data[key], (key,), base, every_step)
+                self._check_strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
         if "summary" in self.data:
             summary = self.data["summary"]
             computed = set(summary.get("rates") or {}) | set(summary.get("fields") or {})

@@ -33,6 +33,7 @@ class Pipeline:
     models: dict[str, dict[str, Any]]
     steps: tuple[StepSpec, ...]
     output: dict[str, Any]
+    output_base: str | None
     summary: dict[str, Any]
     memo: dict[str, Any] | None
     concurrency: Any

@@ -60,6 +60,7 @@ class Request:
     started: float
     finished: float = 0.0
     status: int = 0
+    path: str = ""
 
     @property
     def prompt(self) -> str:
@@ -69,7 +70,8 @@ class Request:
 class FakeLLM:
     def __init__(self) -> None:
         self.rules: list[Rule] = []
-        self.requests: list[Request] = []
+        self.requests: list[Request] = []          # chat completions only
+        self.side_requests: list[Request] = []     # anything else (e.g. Ollama's /api/show)
         self.default = Reply("ok")
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -137,7 +139,13 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 model = str(body.get("model", ""))
-                request = Request(model, body.get("messages", []), body, dict(self.headers), time.monotonic())
+                request = Request(model, body.get("messages", []), body, dict(self.headers), time.monotonic(),
+                                  path=self.path)
+                if not self.path.endswith(("/chat/completions", "/api/chat")):
+                    with fake._lock:
+                        fake.side_requests.append(request)
+                    self._send(200, json.dumps({"model_info": {}, "details": {}, "template": ""}))
+                    return
                 with fake._lock:
                     fake.requests.append(request)
                     fake.in_flight += 1
