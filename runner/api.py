@@ -99,6 +99,10 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.shared.get("summary.sections", {}).items():
         summary[name] = section(runtime)
+    if runtime.memo is not None:
+        runtime.memo.save()
+        summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
+                           "stored": runtime.memo.stored}
     outcome.summary = summary
     out = outcome.out_dir
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))

@@ -147,6 +147,24 @@ def steps() -> None:
             typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
 
 
+@app.command()
+def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
+             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id.")],
+             up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
+             down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
+             rationale: Annotated[Optional[str], typer.Option("--rationale", help="Why.")] = None) -> None:
+    """Record human feedback on a stored result (appends to feedback.jsonl beside the store)."""
+    from .feedback import record_feedback
+    if up == down:
+        typer.echo("give exactly one of --up or --down", err=True)
+        raise typer.Exit(2)
+    try:
+        entry = record_feedback(store, trace_id, up, rationale)
+    except RunnerError as exc:
+        _fail(exc)
+    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'})")
+
+
 def main() -> None:
     try:
         app()

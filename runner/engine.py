@@ -42,6 +42,7 @@ class Runtime:
     params: dict[str, Any]
     run_info: dict[str, Any]
     shared: dict[str, Any] = field(default_factory=dict)   # per-run caches keyed by their owner
+    memo: Any = None
     _llm: Any = None
 
     @classmethod
@@ -49,7 +50,12 @@ class Runtime:
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        return cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
+        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
+        if pipeline.memo and options.out_dir is not None:
+            from .memo import MemoStore, store_path
+            store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
+            runtime.memo = MemoStore(store_path(options.out_dir, store))
+        return runtime
 
     @property
     def llm(self) -> Any:
@@ -180,6 +186,12 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result["error"] = item.error
         return result
     scope = runtime.base_scope(item)
+    memo_key = None
+    if runtime.memo is not None:
+        memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
+        stored = runtime.memo.get(memo_key)
+        if stored is not None:
+            return _from_memo(runtime, stored, scope, result)
     started = time.perf_counter()
     try:
         outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item)
@@ -212,6 +224,20 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result.pop("error", None)      # `error` is present only when there is one
     if outcome.warnings:
         result["warnings"] = outcome.warnings
+    if memo_key is not None and not outcome.error:
+        skip = runtime.pipeline.memo.get("skip_when")
+        if not (skip and runtime.renderer.condition(skip, {**scope, "result": result})):
+            runtime.memo.put(memo_key, result)
+    return result
+
+
+def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
+               result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result, with the fields listed in `memo.refresh` rendered for this item."""
+    result.update(stored)
+    for name in runtime.pipeline.memo.get("refresh") or []:
+        result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
+    result["memo_hit"] = True
     return result
 
 

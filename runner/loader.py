@@ -124,6 +124,10 @@ class _Checker:
                                 set())
         if self.data.get("memo"):
             self._check_strings(self.data["memo"], ("memo",), base | {"result"}, set())
+            for index, name in enumerate(self.data["memo"].get("refresh") or []):
+                if name not in (self.data.get("output") or {}):
+                    self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
+                                                                  "output fields"))
         return self.problems
 
     def _check_adapter(self) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import unicodedata
+import uuid
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
@@ -89,6 +90,7 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     from .quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now
+    env.globals["uuid"] = lambda: uuid.uuid4().hex
     return env
 
 

@@ -1,0 +1,53 @@
+"""`read_table`: a CSV file under a root as {columns, rows}."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from ..engine import StepContext
+from .base import Step, register
+from .read_lines import OK, PATH_OUTSIDE_ROOT, resolve_inside
+
+
+def _number(cell: str) -> Any:
+    text = cell.strip()
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return cell
+
+
+def read_table(root: Path, name: str, max_rows: int | None = None, delimiter: str | None = None) -> dict[str, Any]:
+    path, status = resolve_inside(root, name)
+    if path is None or status != OK:
+        message = (f"path '{name}' leaves the data root" if status == PATH_OUTSIDE_ROOT
+                   else f"file '{name}' not found under {root}")
+        return {"exists": False, "status": status, "columns": [], "rows": [], "error": message}
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    if delimiter is None:
+        try:
+            delimiter = csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter
+        except csv.Error:
+            delimiter = ","
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    rows = [row for row in reader if row]
+    columns = rows[0] if rows else []
+    body = [[_number(cell) for cell in row] for row in rows[1:]]
+    return {"exists": True, "status": OK, "columns": columns, "rows": body[:max_rows] if max_rows else body,
+            "total_rows": len(body), "error": None}
+
+
+@register
+class ReadTable(Step):
+    name = "read_table"
+    summary = "Read a CSV file under a root into {columns, rows}; numbers become numbers."
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.args
+        max_rows = int(args["max_rows"]) if args.get("max_rows") else None
+        return read_table(Path(str(args["root"])), str(args["file"]), max_rows, args.get("delimiter"))
