@@ -222,8 +222,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result["error"] = outcome.error
     elif result.get("error") is None:
         result.pop("error", None)      # `error` is present only when there is one
-    if outcome.warnings:
-        result["warnings"] = outcome.warnings
+    warnings = [*(result.get("warnings") or []), *outcome.warnings]
+    result.pop("warnings", None)
+    if warnings:
+        result["warnings"] = warnings
     if memo_key is not None and not outcome.error:
         skip = runtime.pipeline.memo.get("skip_when")
         if not (skip and runtime.renderer.condition(skip, {**scope, "result": result})):

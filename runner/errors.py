@@ -31,7 +31,7 @@ class ConfigError(RunnerError):
     """One or more problems in a pipeline file, reported together."""
 
     def __init__(self, problems: list[Problem]):
-        self.problems = sorted(problems, key=lambda p: (p.order, p.where, p.message))
+        self.problems = sorted(set(problems), key=lambda p: (p.order, p.where, p.message))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -24,6 +24,13 @@ MIN_BLOCK = 3                     # aligned runs shorter than this are coinciden
 GAP_CHARS = 12                    # unquoted source text between aligned parts that makes a splice
 INVENTED_CHARS = 8                # unmatched quote head/tail this long (and 2+ words) is invented
 FAILING_FLAGS = {"changed_number", "negation", "gap", "out_of_order", "invented_text"}
+FLAG_REASONS = {
+    "changed_number": "a number differs from the source",
+    "negation": "a negation (not, no, never, ...) differs from the source",
+    "gap": "joins passages that are apart in the source",
+    "out_of_order": "its parts appear in a different order in the source",
+    "invented_text": "contains words that are not in the source",
+}
 
 LINE_TAG = re.compile(r"\[L\d+\]\s?")
 HYPHEN_BREAK = re.compile(r"(?<=\w)[-\u00ad][ \t]*\r?\n[ \t]*(?=\w)")
@@ -153,9 +160,26 @@ class QuoteMatch:
     in_cited_range: bool | None
     flags: list[str]
     method_version: str = METHOD_VERSION
+    threshold: float = 0.8
+
+    @property
+    def reason(self) -> str:
+        """One line a re-ask can quote."""
+        if self.status == "EXACT":
+            return "found verbatim"
+        if self.passed:
+            return f"found with small differences (score {self.score:.2f})"
+        if self.status == "NOT_FOUND":
+            return "not found in the source"
+        failing = [FLAG_REASONS[f] for f in self.flags if f in FLAG_REASONS]
+        if failing:
+            return "; ".join(failing)
+        return f"only partly found (score {self.score:.2f}, needs {self.threshold:.2f})"
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        out = {k: v for k, v in vars(self).items() if k != "threshold"}
+        out["reason"] = self.reason
+        return out
 
 
 class Source:
@@ -289,7 +313,8 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
     segments = quote_segments(quote)
     flags: set[str] = set()
     if not segments or not source.norm.text:
-        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, ["empty_quote" if not segments else "empty_source"])
+        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, ["empty_quote" if not segments else "empty_source"],
+                          threshold=threshold)
     if sum(len(s.split()) for s in segments) < MIN_WORDS_FOR_FUZZY:
         flags.add("short_quote")
     matches: list[SegmentMatch] = []
@@ -309,7 +334,7 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
     covered = sum(m.matched for m in matches)
     score = round(covered / total, 4) if total else 0.0
     if not matches:
-        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, sorted(flags))
+        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, sorted(flags), threshold=threshold)
     start, end = _expand_to_words(source.norm.text, matches[0].start, matches[-1].end)
     first, last = source.norm.offsets[start], source.norm.offsets[end - 1]
     matched_text = source.text[first:last + 1]
@@ -318,7 +343,10 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
     passed = score >= threshold and not failing
     exact = passed and len(matches) == len(segments) and all(m.exact for m in matches)
     status = "EXACT" if exact else "MATCH" if passed else "PARTIAL" if score >= 0.5 else "NOT_FOUND"
-    return QuoteMatch(passed, score, status, matched_text, lines, source.in_cited(start, end), sorted(flags))
+    if status == "NOT_FOUND":   # a few stray aligned characters are no location worth reporting
+        return QuoteMatch(False, score, status, "", None, None, sorted(flags), threshold=threshold)
+    return QuoteMatch(passed, score, status, matched_text, lines, source.in_cited(start, end), sorted(flags),
+                      threshold=threshold)
 
 
 def source_from_read_lines(result: dict[str, Any], search_in: list[str]) -> Source:

@@ -75,18 +75,63 @@ def tojson(value: Any, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
 
+_JSON_TYPES = {"str": "string", "string": "string", "text": "string", "int": "integer", "integer": "integer",
+               "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
+               "list": "array", "array": "array", "dict": "object", "object": "object"}
+
+
+def fields_schema(fields: Any, nullable: bool = True) -> dict[str, Any]:
+    """A JSON Schema for an object from simple field specs {NAME: {type, description, enum?}}
+    (types: string/str, integer/int, number/float, boolean/bool, array/list[...], object/dict)."""
+    properties: dict[str, Any] = {}
+    for name, spec in dict(fields or {}).items():
+        spec = spec if isinstance(spec, dict) else {"type": spec}
+        declared = str(spec.get("type", "")).strip().lower()
+        base = declared.split("[", 1)[0]
+        prop: dict[str, Any] = {}
+        if base in _JSON_TYPES:
+            kind = _JSON_TYPES[base]
+            prop["type"] = [kind, "null"] if nullable else kind
+            inner = declared[len(base) + 1:-1] if "[" in declared and declared.endswith("]") else ""
+            if kind == "array" and inner in _JSON_TYPES:
+                prop["items"] = {"type": _JSON_TYPES[inner]}
+        if spec.get("enum"):
+            prop["enum"] = list(spec["enum"]) + ([None] if nullable else [])
+        if spec.get("description"):
+            prop["description"] = str(spec["description"])
+        properties[str(name)] = prop
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+def dict_from(rows: Any, key: str, value: str | None = None) -> dict[str, Any]:
+    """A list of mappings as a mapping keyed by one field (to `value`, or the whole row)."""
+    return {row[key]: (row.get(value) if value else row) for row in rows or [] if isinstance(row, dict)}
+
+
+def pick(row: Any, keys: list[str]) -> dict[str, Any]:
+    """Only the named keys of a mapping."""
+    return {k: row[k] for k in keys if isinstance(row, dict) and k in row}
+
+
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Undefined that may be chained (`steps.x.output.field | default(...)` when step x
+    did not run) but fails on any real use: printing, comparing, testing, iterating."""
+
+    __slots__ = ()
+
+
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, loader=loader, autoescape=False,
+    env = SandboxedEnvironment(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
-                       tojson=tojson)
+                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick)
     from .quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now

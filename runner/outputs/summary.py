@@ -6,6 +6,8 @@ from collections import Counter
 from typing import Any
 
 from ..engine import Runtime, render_at
+from ..errors import TemplateError
+from ..templating import describe_error
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
@@ -22,18 +24,31 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
     if field:
         summary["count_by"] = field
         summary["counts"] = counts
+    problems: list[str] = []     # a broken summary expression must not lose the results
     for name, expression in (spec.get("rates") or {}).items():
-        hits = sum(1 for r in results
-                   if runtime.renderer.condition(expression, {**scope, "result": r}))
+        try:
+            hits = sum(1 for r in results if runtime.renderer.condition(expression, {**scope, "result": r}))
+        except Exception as exc:  # jinja, type and arithmetic errors alike
+            problems.append(f"{runtime.pipeline.where(('summary', 'rates', name))}: {describe_error(exc)}")
+            continue
         summary[name] = round(hits / total, 4) if total else 0.0
         summary[f"{name}_count"] = hits
     for name, expression in (spec.get("fields") or {}).items():
-        summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
+        try:
+            summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
+        except TemplateError as exc:
+            problems.append(str(exc))
     for number, rule in enumerate(spec.get("assessment") or []):
-        if "when" not in rule or runtime.renderer.condition(rule["when"], {**scope, **summary}):
-            summary[spec.get("assessment_key", "assessment")] = render_at(runtime, rule["text"], ("summary", "assessment", number, "text"),
-                                              {**scope, **summary})
+        try:
+            if "when" not in rule or runtime.renderer.condition(rule["when"], {**scope, **summary}):
+                summary[spec.get("assessment_key", "assessment")] = render_at(
+                    runtime, rule["text"], ("summary", "assessment", number, "text"), {**scope, **summary})
+                break
+        except Exception as exc:
+            problems.append(f"{runtime.pipeline.where(('summary', 'assessment', number))}: {describe_error(exc)}")
             break
+    if problems:
+        summary["summary_errors"] = problems
     if interrupted:
         summary["interrupted"] = True
     return summary
