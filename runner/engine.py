@@ -43,6 +43,7 @@ class Runtime:
     run_info: dict[str, Any]
     shared: dict[str, Any] = field(default_factory=dict)   # per-run caches keyed by their owner
     memo: Any = None
+    closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
     _llm: Any = None
 
     @classmethod
@@ -74,6 +75,8 @@ class Runtime:
         return scope
 
     async def aclose(self) -> None:
+        for close in self.closers:
+            close()
         if self._llm is not None:
             await self._llm.aclose()
 

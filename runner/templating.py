@@ -113,6 +113,11 @@ def pick(row: Any, keys: list[str]) -> dict[str, Any]:
     return {k: row[k] for k in keys if isinstance(row, dict) and k in row}
 
 
+def pluck_values(mapping: Any, key: str) -> dict[str, Any]:
+    """{k: v[key]} for nested values, other values kept as they are."""
+    return {k: (v[key] if isinstance(v, dict) and key in v else v) for k, v in dict(mapping or {}).items()}
+
+
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -131,7 +136,8 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
-                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick)
+                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
+                       pluck_values=pluck_values)
     from .quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now

@@ -64,6 +64,8 @@ class Request:
 
     @property
     def prompt(self) -> str:
+        if not self.messages and "query" in self.body:      # a search request
+            return str(self.body["query"])
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
@@ -139,9 +141,9 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 model = str(body.get("model", ""))
-                request = Request(model, body.get("messages", []), body, dict(self.headers), time.monotonic(),
+                request = Request(model, body.get("messages", []), body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic(),
                                   path=self.path)
-                if not self.path.endswith(("/chat/completions", "/api/chat")):
+                if not self.path.endswith(("/chat/completions", "/api/chat", "/search")):
                     with fake._lock:
                         fake.side_requests.append(request)
                     self._send(200, json.dumps({"model_info": {}, "details": {}, "template": ""}))
@@ -168,6 +170,8 @@ class FakeLLM:
             def _body(self, reply: Reply, model: str) -> str:
                 if reply.raw_body is not None:
                     return reply.raw_body
+                if self.path.endswith("/search") and reply.status < 400:     # a search API: the body as scripted
+                    return reply.content or json.dumps({"results": []})
                 if self.path.endswith("/api/chat") and reply.status < 400:   # Ollama's native API
                     return json.dumps({"model": model, "created_at": "2026-01-01T00:00:00Z",
                                        "message": {"role": "assistant", "content": reply.content or ""},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import re
 import time
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import RunnerError
+from ..retry import RetryAfterTooLong, retry_delay
 from ..steps.base import NeedsModel, StepError
 from .cache import ResponseCache, request_key
 from .limits import BudgetSpent, DailyBudget, ModelGate
@@ -24,7 +24,6 @@ from .transport import Completion, LiteLLMTransport, Transport, TransportError
 if TYPE_CHECKING:
     from ..engine import Runtime
 
-MAX_RETRY_AFTER = 30.0
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
@@ -217,12 +216,10 @@ class LLMService:
                 raise error
             if not error.retryable or attempt == spec.retries:
                 raise error
-            delay = spec.backoff * (2 ** attempt) * random.uniform(0.75, 1.25)
-            if error.retry_after is not None:
-                if error.retry_after > MAX_RETRY_AFTER:
-                    raise TransportError(error.kind, f"{error.message} (Retry-After {error.retry_after:.0f} s "
-                                                     f"exceeds {MAX_RETRY_AFTER:.0f} s)", error.status)
-                delay = max(delay, error.retry_after)
+            try:
+                delay = retry_delay(attempt, spec.backoff, error.retry_after)
+            except RetryAfterTooLong as too_long:
+                raise TransportError(error.kind, f"{error.message} ({too_long})", error.status) from None
             stats.retries += 1
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

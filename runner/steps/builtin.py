@@ -1,3 +1,4 @@
 """Imports every shipped step type so each registers itself."""
 
-from . import compute, decide, fail, foreach, jury, llm, loop, quote_match, read_lines, read_table  # noqa: F401
+from . import (compute, decide, fail, foreach, jury, llm, loop, quote_match, read_lines,  # noqa: F401
+               read_table, search)

@@ -1,0 +1,72 @@
+"""Search providers for the `search` step, registered by name like step types, with
+results cached on disk like LLM answers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunnerError, unknown
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    max_results: int = 3
+    options: dict[str, Any] = field(default_factory=dict)   # provider settings (api_base, api_key, folder, ...)
+
+
+class SearchFailed(Exception):
+    """The provider could not answer; the step turns this into empty results and an error."""
+
+
+@dataclass
+class Provider:
+    name: str
+    search: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]
+    cache_salt: Callable[[SearchRequest], Any] = lambda request: None   # e.g. the folder's file hashes
+    secret_options: tuple[str, ...] = ()                                # never part of a cache key
+
+
+PROVIDERS: dict[str, Provider] = {}
+
+
+def provider(name: str, secret_options: tuple[str, ...] = ()) -> Callable[..., Any]:
+    def register(fn: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]) -> Any:
+        PROVIDERS[name] = Provider(name, fn, secret_options=secret_options)
+        return fn
+    return register
+
+
+def get_provider(name: str) -> Provider:
+    from . import local, tavily  # noqa: F401  (register the shipped providers)
+    if name not in PROVIDERS:
+        raise RunnerError(unknown("search provider", name, PROVIDERS))
+    return PROVIDERS[name]
+
+
+def cache_key(found: Provider, request: SearchRequest) -> str:
+    options = {k: v for k, v in request.options.items() if k not in found.secret_options}
+    payload = {"format": 1, "provider": found.name, "query": request.query, "max_results": request.max_results,
+               "options": options, "salt": found.cache_salt(request)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class SearchCache:
+    def __init__(self, directory: Path):
+        import diskcache
+        self._cache = diskcache.Cache(str(directory / "search"), eviction_policy="none", size_limit=2**62)
+
+    def get(self, key: str) -> list[dict[str, Any]] | None:
+        raw = self._cache.get(key)
+        return json.loads(raw) if isinstance(raw, str) else None
+
+    def set(self, key: str, results: list[dict[str, Any]]) -> None:
+        self._cache.set(key, json.dumps(results, ensure_ascii=False))
+
+    def close(self) -> None:
+        self._cache.close()

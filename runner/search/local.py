@@ -1,0 +1,66 @@
+"""Offline search over a folder of text files: passages ranked with rapidfuzz."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz, process, utils
+
+from . import PROVIDERS, SearchFailed, SearchRequest, provider
+
+SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
+PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def _files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise SearchFailed(f"local search: folder '{folder}' not found")
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+
+
+def _passages(folder: Path) -> list[tuple[str, str, int]]:
+    """(relative path, paragraph text, first line) for every paragraph of every file."""
+    out = []
+    for file in _files(folder):
+        text = file.read_text(encoding="utf-8", errors="replace")
+        position = 0
+        for chunk in PARAGRAPH.split(text):
+            if chunk.strip():
+                line = text.count("\n", 0, text.find(chunk, position)) + 1
+                out.append((str(file.relative_to(folder)), " ".join(chunk.split()), line))
+            position += len(chunk)
+    return out
+
+
+@provider("local")
+async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
+    folder = Path(str(request.options.get("folder") or ""))
+    passages = _passages(folder)
+    if not passages:
+        return []
+    texts = [text for _, text, _ in passages]
+    best = process.extract(request.query, texts, scorer=fuzz.token_set_ratio, processor=utils.default_process,
+                           limit=request.max_results)
+    return [{"title": f"{passages[index][0]}:L{passages[index][2]}", "path": passages[index][0],
+             "content": passages[index][1], "score": round(score / 100, 4)}
+            for _, score, index in best if score > 0]
+
+
+def folder_fingerprint(request: SearchRequest) -> str:
+    """The files' names and contents: an edited folder misses the cache."""
+    digest = hashlib.sha256()
+    folder = Path(str(request.options.get("folder") or ""))
+    try:
+        files = _files(folder)
+    except SearchFailed:
+        return "missing"
+    for file in files:
+        digest.update(str(file.relative_to(folder)).encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+PROVIDERS["local"].cache_salt = folder_fingerprint

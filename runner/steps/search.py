@@ -1,0 +1,42 @@
+"""`search`: results from a search provider, cached on disk; failures are data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import Runtime, StepContext
+from ..search import SearchCache, SearchFailed, SearchRequest, cache_key, get_provider
+from .base import Step, register
+
+OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
+
+
+@register
+class Search(Step):
+    name = "search"
+    summary = "Search (tavily or a local folder) -> results [{title, url|path, content, score}] and error."
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.args
+        found = get_provider(str(args["provider"]))
+        request = SearchRequest(str(args["query"]), int(args.get("max_results") or 3),
+                                {k: args[k] for k in OPTION_KEYS if args.get(k) is not None})
+        key = cache_key(found, request)
+        cache = _cache(ctx.runtime)
+        cached = None if ctx.runtime.options.no_cache else cache.get(key)
+        if cached is not None:
+            return {"results": cached, "error": None, "cached": True}
+        try:
+            results = await found.search(request)
+        except SearchFailed as exc:
+            return {"results": [], "error": str(exc), "cached": False}
+        cache.set(key, results)
+        return {"results": results, "error": None, "cached": False}
+
+
+def _cache(runtime: Runtime) -> SearchCache:
+    cache = runtime.shared.get("search.cache")
+    if cache is None:
+        cache = runtime.shared["search.cache"] = SearchCache(runtime.options.cache_dir)
+        runtime.closers.append(cache.close)
+    return cache
