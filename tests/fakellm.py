@@ -20,7 +20,7 @@ class Reply:
     content: str | None = "ok"
     status: int = 200
     delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)   # a callable value is computed when sent
     raw_body: str | None = None          # sent as-is instead of a completion
     finish_reason: str = "stop"
     empty_choices: bool = False
@@ -141,8 +141,8 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 model = str(body.get("model", ""))
-                request = Request(model, body.get("messages", []), body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic(),
-                                  path=self.path)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = Request(model, body.get("messages", []), body, headers, time.monotonic(), path=self.path)
                 if not self.path.endswith(("/chat/completions", "/api/chat", "/search")):
                     with fake._lock:
                         fake.side_requests.append(request)
@@ -193,7 +193,7 @@ class FakeLLM:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in (headers or {}).items():
-                    self.send_header(key, value)
+                    self.send_header(key, value() if callable(value) else value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -151,7 +151,8 @@ def test_retry_after_seconds_is_honoured(project, env):
 
 
 def test_retry_after_http_date_is_honoured(project, env):
-    env.script(Reply(status=503, headers={"Retry-After": formatdate(time.time() + 2, usegmt=True)}),
+    # computed when sent; HTTP dates have whole seconds, so 2 s ahead waits 1-2 s
+    env.script(Reply(status=503, headers={"Retry-After": lambda: formatdate(time.time() + 2, usegmt=True)}),
                Reply(json.dumps({"verdict": "yes"})))
     assert one(project, llm_pipeline(project))["verdict"] == "yes"
     assert env.requests[1].started - env.requests[0].finished >= 0.9
