@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .engine import RunOptions, Runtime, run_items, run_item
+from .engine import RunOptions, Runtime, run_item, run_items
 from .errors import InputError
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,13 +15,14 @@ from .errors import RunnerError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Declarative YAML pipelines for LLM-as-judge verification.")
 
-InputOpt = Annotated[Optional[Path], typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
-RecordOpt = Annotated[Optional[list[str]], typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
-CacheOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
+InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
+RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
+CacheOpt = Annotated[Path | None, typer.Option("--cache-dir",
+                                               help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
 
 
-def _cache_dir(value: Optional[Path]) -> Path:
+def _cache_dir(value: Path | None) -> Path:
     return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
 
 
@@ -61,13 +62,14 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
 @app.command()
 def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         input: InputOpt = None, record: RecordOpt = None,
-        out: Annotated[Optional[Path], typer.Option("--out", help="Output folder.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
         set_: SetOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
-        limit: Annotated[Optional[int], typer.Option(help="Only the first N items.", min=1)] = None,
+        limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
-        fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="Exit 1 when the first rate is below RATE.")] = None,
+        fail_under: Annotated[float | None, typer.Option(
+            "--fail-under", help="Exit 1 when the summary's first rate is below RATE.")] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
@@ -79,7 +81,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         _fail(exc)
     except KeyboardInterrupt:
         typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     summary = outcome.summary
     for hint in summary.get("hints", []):
         typer.echo(hint, err=True)
@@ -93,7 +95,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             raise typer.Exit(1)
 
 
-def _first_rate(spec: dict, summary: dict) -> Optional[float]:
+def _first_rate(spec: dict, summary: dict) -> float | None:
     for name in (spec.get("rates") or {}):
         return summary.get(name)
     return None
@@ -102,8 +104,8 @@ def _first_rate(spec: dict, summary: dict) -> Optional[float]:
 @app.command()
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
-           item: Annotated[Optional[int], typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
-           limit: Annotated[Optional[int], typer.Option(help="Only the first N items.", min=1)] = None,
+           item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
+           limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
            cache_dir: CacheOpt = None) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from .api import ItemSource, render_pipeline
@@ -152,7 +154,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
              trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id.")],
              up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
              down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
-             rationale: Annotated[Optional[str], typer.Option("--rationale", help="Why.")] = None) -> None:
+             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None) -> None:
     """Record human feedback on a stored result (appends to feedback.jsonl beside the store)."""
     from .feedback import record_feedback
     if up == down:

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ class Runtime:
     def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
-                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
         if pipeline.memo and options.out_dir is not None:
             from .memo import MemoStore, store_path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
         if isinstance(result, dict) and result.get("trace_id") == trace_id:
             entry = {"trace_id": trace_id, "content_hash": content_hash, "is_positive": is_positive,
                      "rationale": rationale,
-                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
             with (path.parent / "feedback.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(dumps(entry) + "\n")
             return entry

@@ -21,7 +21,8 @@ from .overrides import apply_overrides
 from .pipeline import Pipeline, StepSpec
 from .schema_check import pipeline_schema, schema_problems
 from .steps.base import StepCatalog, StepInfo
-from .yamlpos import Located, Path as DataPath, load_located
+from .yamlpos import Located, load_located
+from .yamlpos import Path as DataPath
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
 SUMMARY_NAMES = {"result", "results", "counts", "total"}
@@ -69,7 +70,8 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         env_names=tuple(data.get("env", [])), input=data.get("input", {"adapter": "json"}),
         params=data.get("params", {}), models=data.get("models", {}),
         steps=tuple(_step_specs(data["steps"], ("steps",))), output=data.get("output", {}),
-        output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"), concurrency=data.get("concurrency", 8),
+        output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
+        concurrency=data.get("concurrency", 8),
         raw=data, located=located)
 
 
@@ -175,7 +177,8 @@ class _Checker:
             inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
             for key, value in own_args.items():
                 if info.substeps and key in ("until", "output"):
-                    self._check_strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
+                    self._check_strings(value, (*path, "with", key), sub_names, inner_visible,
+                                        bare=key in CONDITION_KEYS)
                 else:
                     self._check_strings(value, (*path, "with", key), names | set(info.own_scope), seen,
                                         bare=key in CONDITION_KEYS)

@@ -8,7 +8,8 @@ import yaml
 
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .steps.base import StepCatalog
-from .yamlpos import Located, Path as DataPath
+from .yamlpos import Located
+from .yamlpos import Path as DataPath
 
 
 def parse_assignment(text: str) -> tuple[list[str], Any]:

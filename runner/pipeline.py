@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .yamlpos import Located, Path as DataPath, json_path
+from .yamlpos import Located, json_path
+from .yamlpos import Path as DataPath
 
 
 @dataclass(frozen=True)

@@ -236,11 +236,12 @@ def _fuzzy(source: Source, segment: str, after: int) -> SegmentMatch | None:
         window_start = max(0, found.dest_start - margin)
         window = haystack[window_start:found.dest_end + margin]
     blocks = [(op.src_start, op.dest_start, op.src_end - op.src_start)
-              for op in Levenshtein.opcodes(segment, window) if op.tag == "equal" and op.src_end - op.src_start >= MIN_BLOCK]
+              for op in Levenshtein.opcodes(segment, window)
+              if op.tag == "equal" and op.src_end - op.src_start >= MIN_BLOCK]
     if not blocks:
         return None
     flags: set[str] = set()
-    for (a1, b1, n1), (a2, b2, _) in zip(blocks, blocks[1:]):
+    for (a1, b1, n1), (a2, b2, _) in zip(blocks, blocks[1:], strict=False):
         source_gap = window[b1 + n1:b2]
         quote_gap = segment[a1 + n1:a2]
         if len(source_gap) - len(quote_gap) >= GAP_CHARS and len(WORD.findall(source_gap)) >= 2:

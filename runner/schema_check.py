@@ -12,7 +12,8 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from .errors import Problem, did_you_mean
-from .yamlpos import Located, Path as DataPath
+from .yamlpos import Located
+from .yamlpos import Path as DataPath
 
 SCHEMA_ROOT = Path(__file__).resolve().parent.parent / "schemas"
 PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"

@@ -11,8 +11,8 @@ import json
 import re
 import unicodedata
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ def pluck_values(mapping: Any, key: str) -> dict[str, Any]:
 
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):

@@ -8,7 +8,6 @@ from collections import deque
 from datetime import date
 from pathlib import Path
 
-
 RATE_WINDOW_SECONDS = 60.0
 
 

@@ -7,7 +7,7 @@ import contextlib
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -153,7 +153,7 @@ class LLMService:
             if cached is None:
                 self.cache.set(key, {"content": raw, "finish_reason": completion.finish_reason,
                                      "usage": completion.usage, "cost": completion.cost, "model": completion.model,
-                                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -299,7 +299,7 @@ async def tcp_refused(url: str, timeout: float = 3.0) -> bool:
         _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
     except ConnectionRefusedError:
         return True
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return False
     writer.close()
     with contextlib.suppress(Exception):

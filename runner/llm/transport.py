@@ -9,8 +9,8 @@ import contextlib
 import io
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from .spec import ModelSpec
@@ -84,8 +84,8 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -59,7 +59,8 @@ def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
         lines += [f"| {_cell(k)} | {v} |" for k, v in sorted(summary["counts"].items(), key=lambda kv: -kv[1])]
     for name, stats in (summary.get("models") or {}).items():
         if name == list(summary["models"])[0]:
-            lines += ["", "### Models", "", "| model | calls | cached | failed | tokens | cost |", "|---|---|---|---|---|---|"]
+            lines += ["", "### Models", "", "| model | calls | cached | failed | tokens | cost |",
+                      "|---|---|---|---|---|---|"]
         lines.append(f"| {name} | {stats.get('calls', 0)} | {stats.get('cache_hits', 0)} | {stats.get('failures', 0)} "
                      f"| {stats.get('total_tokens', 0)} | {_cell(stats.get('cost', 0.0))} |")
     cols = columns_for(results, columns)

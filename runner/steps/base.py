@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -77,7 +77,7 @@ def register(cls: type[Step]) -> type[Step]:
     return cls
 
 
-@lru_cache(maxsize=None)
+@cache
 def step_schema(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / "steps" / f"{name}.schema.json").read_text(encoding="utf-8"))
 

@@ -1,4 +1,3 @@
 """Imports every shipped step type so each registers itself."""
 
-from . import (compute, decide, fail, foreach, jury, llm, loop, quote_match, read_lines,  # noqa: F401
-               read_table, search)
+from . import compute, decide, fail, foreach, jury, llm, loop, quote_match, read_lines, read_table, search  # noqa: F401

@@ -27,7 +27,7 @@ class Jury(Step):
         seats = [name for name in ctx.args["models"] if service.enabled(name)]
         requests = [build_request(ctx, name) for name in seats]
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
-        votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers)]
+        votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         int(vote_spec["quorum"]) if vote_spec.get("quorum") else None,

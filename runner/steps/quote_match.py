@@ -14,7 +14,7 @@ DEFAULT_SEARCH = ["context_before", "cited"]
 @register
 class QuoteMatch(Step):
     name = "quote_match"
-    summary = "Check a quote against a read_lines source or raw text: passed, score, status, matched_text, lines, flags."
+    summary = "Check a quote against a read_lines source or raw text: passed, score, status, lines, flags."
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args
