@@ -171,3 +171,18 @@ def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     results = [json.loads(line) for line in (project.root / "out" / "results.jsonl").read_text().splitlines()]
     assert summary["interrupted"] is True and summary["total"] == len(results) >= 2
     assert [r["index"] for r in results] == sorted(r["index"] for r in results)
+
+
+def test_nothing_litellm_prints_reaches_stdout(project, fake_llm):
+    fake_llm.script(Reply(status=500), contains="Item 0")
+    fake_llm.script(Reply(status=401), contains="Item 1")
+    fake_llm.script(Reply("fine"))
+    path = project.pipeline(SLOW_PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(3)])
+    env = dict(os.environ, FAKE_URL=fake_llm.url, RUNNER_CACHE_DIR=str(project.root / "cache"))
+    done = subprocess.run([sys.executable, "-m", "runner.cli", "run", str(path), "--input", str(source),
+                           "--out", "out", "--set", "models.m.retries=0"],
+                          cwd=project.root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "3 item(s); errors: 2; written to out\n"
+    assert "Give Feedback" not in done.stderr and "LiteLLM" not in done.stderr

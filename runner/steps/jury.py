@@ -7,25 +7,22 @@ from typing import Any
 
 from ..engine import Runtime, StepContext
 from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
-from .base import Step, StepError, register
-from .llm_call import build_request
+from .base import StepError, register
+from .llm_call import PromptedStep, build_requests
 
 
 @register
-class Jury(Step):
+class Jury(PromptedStep):
     name = "jury"
     summary = "Ask several models the same question at once and vote on one answer field."
-    template_fields = ("prompt", "system")
     model_fields = ("models",)
-    schema_fields = ("output_schema",)
-    lazy_fields = ("prompt", "system")
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
         vote_spec = ctx.args["vote"]
         field = vote_spec["field"]
         seats = [name for name in ctx.args["models"] if service.enabled(name)]
-        requests = [build_request(ctx, name) for name in seats]
+        requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
         votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),

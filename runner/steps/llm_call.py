@@ -7,7 +7,7 @@ from typing import Any
 
 from ..engine import StepContext
 from ..llm.service import CallRequest
-from .base import StepError
+from .base import Step, StepError
 
 SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
 
@@ -38,14 +38,24 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
 
 
-def build_request(ctx: StepContext, model: str) -> CallRequest:
+def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
+    """One request per model; the prompt is rendered once for all of them."""
     args = ctx.args
     messages: list[dict[str, Any]] = []
     if args.get("system"):
         messages.append({"role": "system", "content": render_text(ctx, args["system"], "system")})
     messages.append({"role": "user", "content": render_text(ctx, args["prompt"], "prompt")})
     schema = load_schema(ctx, args.get("output_schema"))
-    return CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
-                       as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
-                       sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
-                       sample=int(args.get("sample") or 0))
+    return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
+                        as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
+                        sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
+                        sample=int(args.get("sample") or 0))
+            for model in models]
+
+
+class PromptedStep(Step):
+    """What the loader checks for a step that sends a prompt template to models."""
+
+    template_fields = ("prompt", "system")
+    schema_fields = ("output_schema",)
+    lazy_fields = ("prompt", "system")
