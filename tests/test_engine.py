@@ -239,3 +239,30 @@ def test_summary_rates_fields_and_assessment(project):
     assert summary["assessment"] == "mostly yes (2/3)"
     report = (project.root / "out" / "report.md").read_text()
     assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | False |" in report
+
+
+def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fake_llm, monkeypatch):
+    from fakellm import Reply
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    for n in range(5):
+        fake_llm.script(Reply(f"answer {n}", delay=0.05 * (5 - n)), contains=f"element {n}")
+    path = project.pipeline("""
+        version: 1
+        name: t
+        env: [FAKE_URL]
+        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
+        steps:
+          - id: each
+            uses: foreach
+            with:
+              items: "{{ range(5) | list }}"
+              as: n
+              concurrency: 5
+              steps: [{id: ask, uses: llm, with: {model: m, prompt: "element {{ n }}"}}]
+              output: "{{ steps.ask.raw }}"
+        output: {answers: "{{ steps.each }}"}
+        """)
+    result = run(path, write_json(project.root / "in.json", [{}])).results[0]
+    assert result["answers"] == [f"answer {n}" for n in range(5)]
+    finished = [r.prompt for r in sorted(fake_llm.requests, key=lambda r: r.finished)]
+    assert finished[0] == "element 4" and fake_llm.peak_in_flight == 5
