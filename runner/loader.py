@@ -204,7 +204,7 @@ class _Checker:
         for key in info.template_fields:
             value = args.get(key)
             if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
-                self._check_prompt_file(value, (*path, "with", key), names | {"error"}, seen)
+                self._check_prompt_file(value, (*path, "with", key), names, seen)
         for key in info.schema_fields:
             value = args.get(key)
             if isinstance(value, str) and not templating.is_template(value):
