@@ -191,10 +191,13 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     scope = runtime.base_scope(item)
     memo_key = None
     if runtime.memo is not None:
-        memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
-        stored = runtime.memo.get(memo_key)
-        if stored is not None:
-            return _from_memo(runtime, stored, scope, result)
+        try:
+            memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
+            stored = runtime.memo.get(memo_key)
+            if stored is not None:
+                return _from_memo(runtime, stored, scope, result)
+        except TemplateError as exc:
+            return {**result, "error": str(exc)}
     started = time.perf_counter()
     try:
         outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item)
@@ -230,10 +233,21 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     if warnings:
         result["warnings"] = warnings
     if memo_key is not None and not outcome.error:
-        skip = runtime.pipeline.memo.get("skip_when")
-        if not (skip and runtime.renderer.condition(skip, {**scope, "result": result})):
-            runtime.memo.put(memo_key, result)
+        _remember(runtime, memo_key, result, scope)
     return result
+
+
+def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
+    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
+    skip = runtime.pipeline.memo.get("skip_when")
+    try:
+        if skip and runtime.renderer.condition(skip, {**scope, "result": result}):
+            return
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+        where = runtime.pipeline.where(("memo", "skip_when"))
+        result.setdefault("warnings", []).append(f"{where}: {describe_error(exc)}; result not stored")
+        return
+    runtime.memo.put(key, result)
 
 
 def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],

@@ -266,3 +266,20 @@ def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fa
     assert result["answers"] == [f"answer {n}" for n in range(5)]
     finished = [r.prompt for r in sorted(fake_llm.requests, key=lambda r: r.finished)]
     assert finished[0] == "element 4" and fake_llm.peak_in_flight == 5
+
+
+def test_memo_key_failure_is_an_item_error(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        memo: {key: "{{ item.text | sha256 }}"}
+        steps: [{id: s, uses: compute, with: {n: "{{ item.text | length }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        """)
+    results = run(path, write_json(project.root / "in.json", [{"text": "abc"}, {"other": 1}])).results
+    assert results[0] == {"index": 1, "n": 3}
+    assert results[1]["index"] == 2 and "memo.key" in results[1]["error"]
+    again = run(path, write_json(project.root / "in.json", [{"text": "abc"}])).results
+    assert again == [{"index": 1, "n": 3, "memo_hit": True}]
+    stored = (project.root / "out" / "memo.json").read_text()
+    assert '"n": 3' in stored
