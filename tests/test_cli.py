@@ -155,6 +155,9 @@ def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     lines = results.read_text().splitlines()
     assert 3 <= len(lines) < 40
     assert all(json.loads(line)["answer"] == "done" for line in lines)
+    pending = sorted((project.root / "out" / "llm_logs" / ".pending").iterdir())     # call logs survive too
+    assert len(pending) >= len(lines)
+    assert all(p.read_text().startswith("=== PROMPT ===\nItem ") for p in pending)
 
 
 def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):

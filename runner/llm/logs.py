@@ -1,23 +1,19 @@
 """Per-call logs: <out>/llm_logs/<model name>_<NNNN>.txt, numbered in item order then
-call order (stable across reruns, whatever order calls finished in)."""
+call order (stable across reruns, whatever order calls finished in).
+
+Each call is written as soon as it is logged, under a provisional name in
+llm_logs/.pending/, so a killed run keeps its logs; the run's end gives them their
+final numbers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 from typing import Any
 
 from ..outputs.files import atomic_write
 
-
-@dataclass
-class CallLog:
-    item: int
-    seq: int
-    model: str
-    prompt: str
-    response: str
-    cached: bool
+PENDING = ".pending"
 
 
 def format_messages(messages: list[dict[str, Any]]) -> str:
@@ -26,14 +22,27 @@ def format_messages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"[{m.get('role')}]\n{m.get('content', '')}" for m in messages)
 
 
-def write_logs(directory: Path, logs: list[CallLog]) -> None:
-    """Replace the folder's logs with these (a rerun's numbering starts again at 0001)."""
-    if directory.is_dir():
-        for stale in directory.glob("*_[0-9][0-9][0-9][0-9].txt"):
+class CallLogWriter:
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.pending = directory / PENDING
+        shutil.rmtree(self.pending, ignore_errors=True)     # leftovers of a killed run
+        self.written = 0
+
+    def add(self, item: int, seq: int, model: str, prompt: str, response: str, cached: bool) -> None:
+        body = f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n" + ("\n(cached)\n" if cached else "")
+        atomic_write(self.pending / f"{item:08d}_{seq:05d}_{model}.txt", body)
+        self.written += 1
+
+    def finish(self) -> None:
+        """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
+        if not self.pending.is_dir():
+            return
+        for stale in self.directory.glob("*_[0-9][0-9][0-9][0-9].txt"):
             stale.unlink()
-    counters: dict[str, int] = {}
-    for log in sorted(logs, key=lambda entry: (entry.item, entry.seq)):
-        counters[log.model] = counters.get(log.model, 0) + 1
-        body = (f"=== PROMPT ===\n{log.prompt}\n\n=== RESPONSE ===\n{log.response}\n"
-                + ("\n(cached)\n" if log.cached else ""))
-        atomic_write(directory / f"{log.model}_{counters[log.model]:04d}.txt", body)
+        counters: dict[str, int] = {}
+        for file in sorted(self.pending.iterdir()):            # names sort by (item, call)
+            model = file.stem.split("_", 2)[2]
+            counters[model] = counters.get(model, 0) + 1
+            file.replace(self.directory / f"{model}_{counters[model]:04d}.txt")
+        shutil.rmtree(self.pending, ignore_errors=True)

@@ -16,7 +16,7 @@ from ..retry import RetryAfterTooLong, retry_delay
 from ..steps.base import NeedsModel, StepError
 from .cache import ResponseCache, request_key
 from .limits import BudgetSpent, DailyBudget, ModelGate
-from .logs import CallLog, format_messages, write_logs
+from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
 from .spec import ModelSpec, build_spec
 from .transport import Completion, LiteLLMTransport, Transport, TransportError
@@ -63,7 +63,7 @@ class LLMService:
         self._global: asyncio.Semaphore | None = None
         self.breakers: dict[str, str] = {}
         self._probes: dict[str, asyncio.Future[bool]] = {}
-        self.logs: list[CallLog] = []
+        self._logs: CallLogWriter | None = None
         self._seq: dict[int, int] = {}
         self.stats: dict[str, ModelStats] = {}
 
@@ -253,8 +253,11 @@ class LLMService:
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
              cached: bool) -> None:
-        self.logs.append(CallLog(item, seq, spec.name, self.redact(format_messages(messages)),
-                                 self.redact(response), cached))
+        if self.options.render or self.options.out_dir is None:
+            return
+        if self._logs is None:
+            self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
+        self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
         stream = self.runtime.shared.get("render.stream")
@@ -280,8 +283,8 @@ class LLMService:
         return out
 
     async def aclose(self) -> None:
-        if self.options.out_dir is not None and self.logs and not self.options.render:
-            write_logs(self.options.out_dir / "llm_logs", self.logs)
+        if self._logs is not None:
+            self._logs.finish()
         await self.transport.aclose()
         if self._cache is not None:
             self._cache.close()
