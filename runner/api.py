@@ -12,7 +12,7 @@ from .errors import InputError
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline
 from .outputs.files import ResultsLog, atomic_write, dumps
-from .outputs.report import render_report
+from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .steps.base import NeedsModel
@@ -108,8 +108,9 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     spec = runtime.pipeline.summary
-    atomic_write(out / "report.md", render_report(summary, results, spec.get("report_columns"),
-                                                  spec.get("assessment_key", "assessment")))
+    layout_args = (summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"))
+    atomic_write(out / "report.md", render_report(*layout_args))
+    atomic_write(out / "report.html", render_html(*layout_args))
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,

@@ -283,3 +283,19 @@ def test_memo_key_failure_is_an_item_error(project):
     assert again == [{"index": 1, "n": 3, "memo_hit": True}]
     stored = (project.root / "out" / "memo.json").read_text()
     assert '"n": 3' in stored
+
+
+def test_html_report_escapes_and_matches_the_markdown(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
+        output: {v: "{{ steps.s.v }}"}
+        summary: {count_by: v, assessment: [{text: "done <ok>"}]}
+        """)
+    run(path, write_json(project.root / "in.json", [{"v": "<b>bold</b> | pipe"}, {"v": "plain"}]))
+    page = (project.root / "out" / "report.html").read_text()
+    assert "<td>&lt;b&gt;bold&lt;/b&gt; | pipe</td>" in page and "<b>bold</b>" not in page
+    assert "<strong>Assessment:</strong> done &lt;ok&gt;" in page
+    markdown = (project.root / "out" / "report.md").read_text()
+    assert "| 1 | <b>bold</b> \\| pipe |" in markdown and "**Assessment:** done <ok>" in markdown

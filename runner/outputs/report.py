@@ -1,13 +1,25 @@
-"""report.md: the summary, then one row per item."""
+"""report.md and report.html: the summary, then one row per item.
+
+Both come from one neutral layout (notes, then tables), so they never disagree."""
 
 from __future__ import annotations
 
+import html
+from dataclasses import dataclass
 from typing import Any
 
 SKIP = {"index", "warnings"}
+SUMMARY_SECTIONS = ("pipeline", "counts", "count_by", "models", "juries", "hints")
 
 
-def _cell(value: Any) -> str:
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+
+
+def _text(value: Any) -> str:
     if isinstance(value, float):
         text = f"{value:.3g}"
     elif isinstance(value, (dict, list)):
@@ -15,9 +27,7 @@ def _cell(value: Any) -> str:
     else:
         text = "" if value is None else str(value)
     text = " ".join(text.split())
-    if len(text) > 160:
-        text = text[:157] + "..."
-    return text.replace("|", "\\|")
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def lookup(result: dict[str, Any], column: str) -> Any:
@@ -41,30 +51,59 @@ def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> 
     return seen
 
 
+def layout(summary: dict[str, Any], results: list[dict[str, Any]], columns: list[str] | None,
+           assessment_key: str) -> tuple[str, str, list[str], list[Table]]:
+    """(title, assessment, hints, tables) of a report."""
+    title = f"{summary.get('pipeline', 'run')}: report"
+    assessment = str(summary.get(assessment_key) or "")
+    notes = list(summary.get("hints", []))
+    measures = [[key, _text(value)] for key, value in summary.items()
+                if key not in SUMMARY_SECTIONS and key != assessment_key]
+    tables = [Table("Summary", ["measure", "value"], measures)]
+    if summary.get("counts"):
+        counts = sorted(summary["counts"].items(), key=lambda kv: -kv[1])
+        tables.append(Table(f"Counts by {summary.get('count_by')}", ["value", "count"],
+                            [[_text(k), str(v)] for k, v in counts]))
+    if summary.get("models"):
+        tables.append(Table("Models", ["model", "calls", "cached", "failed", "tokens", "cost"], [
+            [name, str(s.get("calls", 0)), str(s.get("cache_hits", 0)), str(s.get("failures", 0)),
+             str(s.get("total_tokens", 0)), _text(s.get("cost", 0.0))] for name, s in summary["models"].items()]))
+    cols = columns_for(results, columns)
+    tables.append(Table("Items", cols, [[_text(lookup(r, c)) for c in cols] for r in results]))
+    return title, assessment, notes, tables
+
+
 def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
                   columns: list[str] | None = None, assessment_key: str = "assessment") -> str:
-    lines = [f"# {summary.get('pipeline', 'run')}: report", ""]
-    assessment = summary.get(assessment_key)
+    title, assessment, notes, tables = layout(summary, results, columns, assessment_key)
+    lines = [f"# {title}", ""]
     if assessment:
         lines += [f"**Assessment:** {assessment}", ""]
-    for hint in summary.get("hints", []):
-        lines += [f"> {hint}", ""]
-    lines += ["## Summary", "", "| measure | value |", "|---|---|"]
-    for key, value in summary.items():
-        if key in ("pipeline", assessment_key, "counts", "count_by", "models", "juries", "hints"):
-            continue
-        lines.append(f"| {key} | {_cell(value)} |")
-    if summary.get("counts"):
-        lines += ["", f"### Counts by {summary.get('count_by')}", "", "| value | count |", "|---|---|"]
-        lines += [f"| {_cell(k)} | {v} |" for k, v in sorted(summary["counts"].items(), key=lambda kv: -kv[1])]
-    for name, stats in (summary.get("models") or {}).items():
-        if name == list(summary["models"])[0]:
-            lines += ["", "### Models", "", "| model | calls | cached | failed | tokens | cost |",
-                      "|---|---|---|---|---|---|"]
-        lines.append(f"| {name} | {stats.get('calls', 0)} | {stats.get('cache_hits', 0)} | {stats.get('failures', 0)} "
-                     f"| {stats.get('total_tokens', 0)} | {_cell(stats.get('cost', 0.0))} |")
-    cols = columns_for(results, columns)
-    lines += ["", "## Items", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for result in results:
-        lines.append("| " + " | ".join(_cell(lookup(result, c)) for c in cols) + " |")
-    return "\n".join(lines) + "\n"
+    for note in notes:
+        lines += [f"> {note}", ""]
+    for table in tables:
+        lines += [f"## {table.title}", "", "| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.headers)]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_html(summary: dict[str, Any], results: list[dict[str, Any]],
+                columns: list[str] | None = None, assessment_key: str = "assessment") -> str:
+    title, assessment, notes, tables = layout(summary, results, columns, assessment_key)
+    esc = html.escape
+    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{esc(title)}</title>",
+             "<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:90rem}"
+             "table{border-collapse:collapse;margin-bottom:1.5rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;"
+             "text-align:left;vertical-align:top}th{background:#f3f3f3}blockquote{background:#fff8e1;margin:0 0 1rem;"
+             "padding:.5rem 1rem;border-left:4px solid #f0c000}</style></head><body>", f"<h1>{esc(title)}</h1>"]
+    if assessment:
+        parts.append(f"<p><strong>Assessment:</strong> {esc(assessment)}</p>")
+    parts += [f"<blockquote>{esc(note)}</blockquote>" for note in notes]
+    for table in tables:
+        parts.append(f"<h2>{esc(table.title)}</h2><table><thead><tr>"
+                     + "".join(f"<th>{esc(h)}</th>" for h in table.headers) + "</tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in table.rows]
+        parts.append("</tbody></table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
