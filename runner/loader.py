@@ -113,6 +113,8 @@ class _Checker:
         self._check_adapter()
         for name, spec in self.models.items():
             self._check_strings(spec, ("models", name), base - {"steps", "item"} | ({parent_as} - {None}), set())
+        if "concurrency" in self.data:
+            self._check_strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
         every_step = set(self.all_ids)
         for key in ("output", "output_base"):

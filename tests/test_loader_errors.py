@@ -254,3 +254,17 @@ def test_paths_resolve_against_the_pipeline_project_not_cwd(project, tmp_path, m
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert load_pipeline(path.resolve()).prompts_dir == tmp_path / "prompts"
+
+
+def test_top_level_concurrency_sees_params_only(project):
+    path = project.pipeline("""
+        version: 1
+        name: x
+        params: {workers: 3}
+        concurrency: "{{ item.n }}"
+        steps: [{id: a, uses: compute, with: {v: 1}}]
+        """)
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(path)
+    assert str(caught.value) == ("pipelines/p.yaml:4:14: concurrency: undefined name 'item' "
+                                 "(in scope: env, params)")
