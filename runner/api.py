@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .engine import RunOptions, Runtime, run_item, run_items
+from .engine import RunOptions, Runtime, render_at, run_item, run_items
 from .errors import InputError
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline
@@ -61,17 +61,14 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     out_dir = options.out_dir or default_out_dir(pipeline, source)
     options.out_dir = out_dir
     runtime = Runtime.create(pipeline, options)
+    concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                {"params": runtime.params, "env": runtime.env}))
     outcome = RunOutcome(pipeline, out_dir, [], {})
-    try:
-        asyncio.run(_run(runtime, items, outcome))
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        _write_outputs(runtime, outcome, interrupted=True)
-        raise
+    asyncio.run(_run(runtime, items, concurrency, outcome))   # Ctrl-C: outputs written, then re-raised
     return outcome
 
 
-async def _run(runtime: Runtime, items: list[Item], outcome: RunOutcome) -> None:
+async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome) -> None:
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     done: list[dict[str, Any]] = []
     outcome.results = done
@@ -81,21 +78,21 @@ async def _run(runtime: Runtime, items: list[Item], outcome: RunOutcome) -> None
         log.append(result)
 
     try:
-        concurrency = int(runtime.renderer.value(runtime.pipeline.concurrency, {"params": runtime.params,
-                                                                                 "env": runtime.env}))
         outcome.results = await run_items(runtime, items, concurrency, keep)
+    except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
+        outcome.interrupted = True
+        raise
     finally:
         log.close()
         await runtime.aclose()
-        if not outcome.interrupted:
-            _write_outputs(runtime, outcome)
+        _write_outputs(runtime, outcome, interrupted=outcome.interrupted)
 
 
 def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = False) -> None:
     results = sorted(outcome.results, key=lambda r: r.get("index", 0))
     outcome.results = results
     summary = summarize(runtime, results, interrupted=interrupted)
-    if runtime._llm is not None:
+    if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.shared.get("summary.sections", {}).items():
         summary[name] = section(runtime)

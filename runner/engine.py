@@ -59,6 +59,10 @@ class Runtime:
         return runtime
 
     @property
+    def llm_used(self) -> bool:
+        return self._llm is not None
+
+    @property
     def llm(self) -> Any:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
@@ -97,11 +101,7 @@ class StepContext:
         return render_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
 
     def condition(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> bool:
-        path = (*self.spec.path, "with", *field_path)
-        try:
-            return self.runtime.renderer.condition(value, scope or self.scope)
-        except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-            raise TemplateError(f"{self.runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+        return condition_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
 
     def where(self, *field_path: str | int) -> str:
         return self.runtime.pipeline.where((*self.spec.path, "with", *field_path))
@@ -110,10 +110,23 @@ class StepContext:
         return await run_steps(self.runtime, specs, scope, self.item)
 
 
+# What evaluating a template can raise: Jinja's errors and those of the Python it runs.
+TEMPLATE_FAILURES = (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, KeyError)
+
+
 def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, Any]) -> Any:
+    """Render a templated value; a failure is a TemplateError naming the file, line and field."""
     try:
         return runtime.renderer.value(value, scope)
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, KeyError) as exc:
+    except TEMPLATE_FAILURES as exc:
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+
+
+def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mapping[str, Any]) -> bool:
+    """Evaluate an `if:`/`when:`-style condition, failing like render_at."""
+    try:
+        return runtime.renderer.condition(expression, scope)
+    except TEMPLATE_FAILURES as exc:
         raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
 
 
@@ -142,11 +155,11 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
     outcome = StepsOutcome(results)
     for spec in specs:
         try:
-            if spec.condition is not None and not runtime.renderer.condition(spec.condition, scope):
+            if spec.condition is not None and not condition_at(runtime, spec.condition, (*spec.path, "if"), scope):
                 results[spec.id] = None
                 continue
-        except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-            outcome.error = f"{runtime.pipeline.where((*spec.path, 'if'))}: {describe_error(exc)}"
+        except TemplateError as exc:
+            outcome.error = str(exc)
             return outcome
         ctx: StepContext | None = None
         try:
@@ -241,11 +254,10 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
     skip = runtime.pipeline.memo.get("skip_when")
     try:
-        if skip and runtime.renderer.condition(skip, {**scope, "result": result}):
+        if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
             return
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-        where = runtime.pipeline.where(("memo", "skip_when"))
-        result.setdefault("warnings", []).append(f"{where}: {describe_error(exc)}; result not stored")
+    except TemplateError as exc:
+        result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
     runtime.memo.put(key, result)
 

@@ -43,12 +43,6 @@ class TemplateError(RunnerError):
     """A template failed at run time: names the file, field and cause."""
 
 
-class RunFailed(RunnerError):
-    """The run itself failed (not one item): exit code 1."""
-
-    exit_code = 1
-
-
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """A ' Did you mean 'x'?' suffix, or '' when nothing is close."""
     close = difflib.get_close_matches(name, sorted(set(choices)), n=1, cutoff=0.6)

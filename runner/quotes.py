@@ -23,6 +23,7 @@ MIN_WORDS_FOR_FUZZY = 4
 MIN_BLOCK = 3                     # aligned runs shorter than this are coincidence, not quotation
 GAP_CHARS = 12                    # unquoted source text between aligned parts that makes a splice
 INVENTED_CHARS = 8                # unmatched quote head/tail this long (and 2+ words) is invented
+DEFAULT_SEARCH_IN = ("context_before", "cited")   # the seeds search context_before + cited text
 FAILING_FLAGS = {"changed_number", "negation", "gap", "out_of_order", "invented_text"}
 FLAG_REASONS = {
     "changed_number": "a number differs from the source",
@@ -145,7 +146,6 @@ class SegmentMatch:
     start: int                    # in the normalised source
     end: int
     matched: int                  # quote characters covered by aligned blocks
-    length: int
     exact: bool
     flags: set[str] = field(default_factory=set)
 
@@ -254,7 +254,7 @@ def _fuzzy(source: Source, segment: str, after: int) -> SegmentMatch | None:
             flags.add("gap" if _found_elsewhere(source, extra.strip(" ,;:")) else "invented_text")
     offset = after + window_start
     return SegmentMatch(offset + blocks[0][1], offset + blocks[-1][1] + blocks[-1][2],
-                        sum(n for _, _, n in blocks), len(segment), False, flags)
+                        sum(n for _, _, n in blocks), False, flags)
 
 
 def _found_elsewhere(source: Source, part: str) -> bool:
@@ -298,7 +298,7 @@ def _locate(source: Source, segment: str, after: int, flags: set[str]) -> Segmen
             flags.add("ambiguous")
             inside = [h for h in hits if source.in_cited(h, h + len(segment))]
             hits = inside or hits
-        return SegmentMatch(hits[0], hits[0] + len(segment), len(segment), len(segment), True)
+        return SegmentMatch(hits[0], hits[0] + len(segment), len(segment), True)
     if words < MIN_WORDS_FOR_FUZZY:
         flags.add("short_quote")
         return None
@@ -367,6 +367,6 @@ def source_from_read_lines(result: dict[str, Any], search_in: list[str]) -> Sour
 def quote_match_function(quote: str, text: Any, threshold: float = 0.8,
                          search_in: list[str] | None = None) -> dict[str, Any]:
     """The Jinja function `quote_match(quote, text, threshold)`."""
-    source = source_from_read_lines(text, search_in or ["context_before", "cited"]) if isinstance(text, dict) \
+    source = source_from_read_lines(text, search_in or list(DEFAULT_SEARCH_IN)) if isinstance(text, dict) \
         else Source([(str(text), 1)])
     return match_quote(str(quote), source, float(threshold)).as_dict()

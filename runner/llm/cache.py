@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 CACHE_FORMAT = 1
@@ -23,23 +22,3 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
                "extra": extra or {}}
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-class ResponseCache:
-    def __init__(self, directory: Path):
-        import diskcache
-        self.directory = directory
-        self._cache = diskcache.Cache(str(directory / "responses"), eviction_policy="none", size_limit=2**62)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        raw = self._cache.get(key)
-        return json.loads(raw) if isinstance(raw, str) else None
-
-    def set(self, key: str, value: dict[str, Any]) -> None:
-        self._cache.set(key, json.dumps(value, ensure_ascii=False))
-
-    def __len__(self) -> int:
-        return len(self._cache)
-
-    def close(self) -> None:
-        self._cache.close()

@@ -27,12 +27,10 @@ class CallLogWriter:
         self.directory = directory
         self.pending = directory / PENDING
         shutil.rmtree(self.pending, ignore_errors=True)     # leftovers of a killed run
-        self.written = 0
 
     def add(self, item: int, seq: int, model: str, prompt: str, response: str, cached: bool) -> None:
         body = f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n" + ("\n(cached)\n" if cached else "")
         atomic_write(self.pending / f"{item:08d}_{seq:05d}_{model}.txt", body)
-        self.written += 1
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import RunnerError
+from ..json_cache import JsonCache
 from ..retry import RetryAfterTooLong, retry_delay
 from ..steps.base import NeedsModel, StepError
-from .cache import ResponseCache, request_key
+from .cache import request_key
 from .limits import BudgetSpent, DailyBudget, ModelGate
 from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
@@ -57,7 +58,7 @@ class LLMService:
         self.options = runtime.options
         self.transport: Transport = transport or LiteLLMTransport()
         self._specs: dict[str, ModelSpec] = {}
-        self._cache: ResponseCache | None = None
+        self._cache: JsonCache | None = None
         self._budget: DailyBudget | None = None
         self._gates: dict[str, ModelGate] = {}
         self._global: asyncio.Semaphore | None = None
@@ -83,9 +84,9 @@ class LLMService:
         return self.spec(name).enabled
 
     @property
-    def cache(self) -> ResponseCache:
+    def cache(self) -> JsonCache:
         if self._cache is None:
-            self._cache = ResponseCache(self.options.cache_dir)
+            self._cache = JsonCache(self.options.cache_dir / "responses")
         return self._cache
 
     def _secrets(self) -> list[str]:

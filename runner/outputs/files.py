@@ -29,8 +29,8 @@ def dumps(value: Any) -> str:
 
 
 class ResultsLog:
-    """results.jsonl: each result appended as one complete line as soon as it finishes,
-    then rewritten in input order when the run ends."""
+    """results.jsonl: each result appended as one complete line as soon as it finishes
+    (the run's end rewrites the file in input order)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -41,11 +41,6 @@ class ResultsLog:
         # One write call per complete line: a crash leaves whole lines only.
         self._handle.write(dumps(result) + "\n")
         self._handle.flush()
-
-    def finish(self, results: list[dict[str, Any]]) -> None:
-        self._handle.close()
-        ordered = sorted(results, key=lambda r: r.get("index", 0))
-        atomic_write(self.path, "".join(dumps(r) + "\n" for r in ordered))
 
     def close(self) -> None:
         if not self._handle.closed:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..engine import Runtime, render_at
+from ..engine import Runtime, condition_at, render_at
 from ..errors import TemplateError
-from ..templating import describe_error
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
@@ -27,9 +26,10 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
     problems: list[str] = []     # a broken summary expression must not lose the results
     for name, expression in (spec.get("rates") or {}).items():
         try:
-            hits = sum(1 for r in results if runtime.renderer.condition(expression, {**scope, "result": r}))
-        except Exception as exc:  # jinja, type and arithmetic errors alike
-            problems.append(f"{runtime.pipeline.where(('summary', 'rates', name))}: {describe_error(exc)}")
+            hits = sum(1 for r in results
+                       if condition_at(runtime, expression, ("summary", "rates", name), {**scope, "result": r}))
+        except TemplateError as exc:
+            problems.append(str(exc))
             continue
         summary[name] = round(hits / total, 4) if total else 0.0
         summary[f"{name}_count"] = hits
@@ -39,13 +39,14 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
         except TemplateError as exc:
             problems.append(str(exc))
     for number, rule in enumerate(spec.get("assessment") or []):
+        where = ("summary", "assessment", number)
         try:
-            if "when" not in rule or runtime.renderer.condition(rule["when"], {**scope, **summary}):
+            if "when" not in rule or condition_at(runtime, rule["when"], (*where, "when"), {**scope, **summary}):
                 summary[spec.get("assessment_key", "assessment")] = render_at(
-                    runtime, rule["text"], ("summary", "assessment", number, "text"), {**scope, **summary})
+                    runtime, rule["text"], (*where, "text"), {**scope, **summary})
                 break
-        except Exception as exc:
-            problems.append(f"{runtime.pipeline.where(('summary', 'assessment', number))}: {describe_error(exc)}")
+        except TemplateError as exc:
+            problems.append(str(exc))
             break
     if problems:
         summary["summary_errors"] = problems

@@ -7,7 +7,6 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import RunnerError, unknown
@@ -54,19 +53,3 @@ def cache_key(found: Provider, request: SearchRequest) -> str:
     payload = {"format": 1, "provider": found.name, "query": request.query, "max_results": request.max_results,
                "options": options, "salt": found.cache_salt(request)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class SearchCache:
-    def __init__(self, directory: Path):
-        import diskcache
-        self._cache = diskcache.Cache(str(directory / "search"), eviction_policy="none", size_limit=2**62)
-
-    def get(self, key: str) -> list[dict[str, Any]] | None:
-        raw = self._cache.get(key)
-        return json.loads(raw) if isinstance(raw, str) else None
-
-    def set(self, key: str, results: list[dict[str, Any]]) -> None:
-        self._cache.set(key, json.dumps(results, ensure_ascii=False))
-
-    def close(self) -> None:
-        self._cache.close()

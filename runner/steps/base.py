@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import RunnerError, did_you_mean
@@ -17,7 +16,6 @@ from ..errors import RunnerError, did_you_mean
 if TYPE_CHECKING:
     from ..engine import StepContext
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schemas"
 
 
 class StepError(Exception):
@@ -79,7 +77,8 @@ def register(cls: type[Step]) -> type[Step]:
 
 @cache
 def step_schema(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / "steps" / f"{name}.schema.json").read_text(encoding="utf-8"))
+    from ..schema_check import SCHEMA_ROOT
+    return json.loads((SCHEMA_ROOT / "steps" / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 def step_info(name: str) -> StepInfo:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine import StepContext
-from ..quotes import Source, match_quote, source_from_read_lines
+from ..quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
 from .base import Step, StepError, register
-
-DEFAULT_SEARCH = ["context_before", "cited"]
 
 
 @register
@@ -23,7 +21,7 @@ class QuoteMatch(Step):
             read = args["source"]
             if not isinstance(read, dict):
                 raise StepError(f"{ctx.where('source')}: expected a read_lines result, got {type(read).__name__}")
-            source = source_from_read_lines(read, list(args.get("search_in") or DEFAULT_SEARCH))
+            source = source_from_read_lines(read, list(args.get("search_in") or DEFAULT_SEARCH_IN))
         else:
             source = Source([(str(args["text"]), int(args.get("first_line", 1) or 1))])
         return match_quote(str(args["quote"]), source, threshold).as_dict()

@@ -43,6 +43,13 @@ def resolve_inside(root: Path, name: str) -> tuple[Path | None, str]:
     return candidate, OK
 
 
+def refusal(status: str, name: str, root: Path, kind: str) -> str:
+    """Why a file under a root could not be opened."""
+    if status == PATH_OUTSIDE_ROOT:
+        return f"path '{name}' leaves the {kind} root"
+    return f"file '{name}' not found under {root}"
+
+
 def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | None, context: int,
                encoding: str = "utf-8") -> dict[str, Any]:
     end = start if end is None else end
@@ -54,9 +61,7 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
     if path and lines is None:
         status = FILE_NOT_FOUND
     if status != OK or lines is None:
-        message = (f"path '{name}' leaves the source root" if status == PATH_OUTSIDE_ROOT
-                   else f"file '{name}' not found under {root}")
-        return {**result, "status": status, "error": message}
+        return {**result, "status": status, "error": refusal(status, name, root, "source")}
     total = len(lines)
     result["total_lines"] = total
     if start < 1 or end < start or end > total:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engine import StepContext
 from .base import Step, register
-from .read_lines import OK, PATH_OUTSIDE_ROOT, resolve_inside
+from .read_lines import OK, refusal, resolve_inside
 
 
 def _number(cell: str) -> Any:
@@ -25,9 +25,8 @@ def _number(cell: str) -> Any:
 def read_table(root: Path, name: str, max_rows: int | None = None, delimiter: str | None = None) -> dict[str, Any]:
     path, status = resolve_inside(root, name)
     if path is None or status != OK:
-        message = (f"path '{name}' leaves the data root" if status == PATH_OUTSIDE_ROOT
-                   else f"file '{name}' not found under {root}")
-        return {"exists": False, "status": status, "columns": [], "rows": [], "error": message}
+        return {"exists": False, "status": status, "columns": [], "rows": [],
+                "error": refusal(status, name, root, "data")}
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if delimiter is None:
         try:

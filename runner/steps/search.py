@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine import Runtime, StepContext
-from ..search import SearchCache, SearchFailed, SearchRequest, cache_key, get_provider
+from ..json_cache import JsonCache
+from ..search import SearchFailed, SearchRequest, cache_key, get_provider
 from .base import Step, register
 
 OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
@@ -34,9 +35,9 @@ class Search(Step):
         return {"results": results, "error": None, "cached": False}
 
 
-def _cache(runtime: Runtime) -> SearchCache:
+def _cache(runtime: Runtime) -> JsonCache:
     cache = runtime.shared.get("search.cache")
     if cache is None:
-        cache = runtime.shared["search.cache"] = SearchCache(runtime.options.cache_dir)
+        cache = runtime.shared["search.cache"] = JsonCache(runtime.options.cache_dir / "search")
         runtime.closers.append(cache.close)
     return cache

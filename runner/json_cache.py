@@ -1,0 +1,25 @@
+"""A disk cache of JSON values (diskcache, eviction off), shared by LLM answers and
+search results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class JsonCache:
+    def __init__(self, directory: Path):
+        import diskcache  # imported on first use: validate and render never open a cache
+        self.directory = directory
+        self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
+
+    def get(self, key: str) -> Any:
+        raw = self._cache.get(key)
+        return json.loads(raw) if isinstance(raw, str) else None
+
+    def set(self, key: str, value: Any) -> None:
+        self._cache.set(key, json.dumps(value, ensure_ascii=False))
+
+    def close(self) -> None:
+        self._cache.close()
