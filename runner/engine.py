@@ -203,7 +203,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         return result
     scope = runtime.base_scope(item)
     memo_key = None
-    if runtime.memo is not None:
+    if runtime.memo is not None and runtime.pipeline.memo is not None:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
             stored = runtime.memo.get(memo_key)
@@ -252,7 +252,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
 
 def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
-    skip = runtime.pipeline.memo.get("skip_when")
+    skip = (runtime.pipeline.memo or {}).get("skip_when")
     try:
         if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
             return
@@ -266,7 +266,7 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
                result: dict[str, Any]) -> dict[str, Any]:
     """A stored result, with the fields listed in `memo.refresh` rendered for this item."""
     result.update(stored)
-    for name in runtime.pipeline.memo.get("refresh") or []:
+    for name in (runtime.pipeline.memo or {}).get("refresh") or []:
         result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
     result["memo_hit"] = True
     return result

@@ -69,7 +69,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=tuple(data.get("env", [])), input=data.get("input", {"adapter": "json"}),
         params=data.get("params", {}), models=data.get("models", {}),
-        steps=tuple(_step_specs(data["steps"], ("steps",))), output=data.get("output", {}),
+        steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
         raw=data, located=located)
@@ -78,7 +78,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
     for i, step in enumerate(steps):
         args = step.get("with", {}) or {}
-        nested = args.get("steps") if isinstance(args.get("steps"), list) else []
+        nested: list[dict[str, Any]] = args["steps"] if isinstance(args.get("steps"), list) else []
         yield StepSpec(id=step["id"], uses=step["uses"], args=args, path=(*base, i),
                        condition=step.get("if"), on_error=step.get("on_error", "fail"),
                        default=step.get("default"),
@@ -112,7 +112,8 @@ class _Checker:
             base.add(parent_as)
         self._check_adapter()
         for name, spec in self.models.items():
-            self._check_strings(spec, ("models", name), base - {"steps", "item"} | ({parent_as} - {None}), set())
+            model_names = base - {"steps", "item"} | ({parent_as} if parent_as else set())
+            self._check_strings(spec, ("models", name), model_names, set())
         if "concurrency" in self.data:
             self._check_strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())

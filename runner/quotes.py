@@ -232,6 +232,8 @@ def _fuzzy(source: Source, segment: str, after: int) -> SegmentMatch | None:
         window_start, window = 0, haystack          # never let rapidfuzz swap needle and haystack
     else:
         found = fuzz.partial_ratio_alignment(segment, haystack)
+        if found is None:       # only with a score cutoff, which is not set: kept for the type
+            return None
         margin = max(20, len(segment) // 4)
         window_start = max(0, found.dest_start - margin)
         window = haystack[window_start:found.dest_end + margin]

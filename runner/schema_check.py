@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -15,21 +16,37 @@ from .errors import Problem, did_you_mean
 from .yamlpos import Located
 from .yamlpos import Path as DataPath
 
-SCHEMA_ROOT = Path(__file__).resolve().parent.parent / "schemas"
+# The runner's own schemas are package data (a wheel carries them); answer schemas
+# belong to pipelines and live beside them in the project's schemas/ folder.
+SCHEMA_ROOT: Traversable = files("runner") / "schemas"
 PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"
+
+
+def read_schema(*parts: str) -> dict[str, Any]:
+    """A schema shipped with runner, e.g. read_schema("steps", "jury.schema.json")."""
+    resource = SCHEMA_ROOT
+    for part in parts:
+        resource = resource / part
+    return json.loads(resource.read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
 def pipeline_schema() -> dict[str, Any]:
-    return json.loads((SCHEMA_ROOT / "pipeline.schema.json").read_text(encoding="utf-8"))
+    return read_schema("pipeline.schema.json")
+
+
+def step_schema_names() -> list[str]:
+    """The step types that ship a `with:` schema."""
+    return sorted(entry.name.removesuffix(".schema.json") for entry in (SCHEMA_ROOT / "steps").iterdir()
+                  if entry.name.endswith(".schema.json"))
 
 
 @lru_cache(maxsize=1)
 def _registry() -> Registry:
     resources = [(PIPELINE_SCHEMA_ID, Resource.from_contents(pipeline_schema()))]
-    for file in sorted((SCHEMA_ROOT / "steps").glob("*.schema.json")):
-        contents = json.loads(file.read_text(encoding="utf-8"))
-        resources.append((contents.get("$id", file.name), Resource.from_contents(contents)))
+    for name in step_schema_names():
+        contents = read_schema("steps", f"{name}.schema.json")
+        resources.append((contents.get("$id", name), Resource.from_contents(contents)))
     return Registry().with_resources(resources)
 
 
@@ -54,7 +71,8 @@ def schema_problems(located: Located, data: Any, schema: dict[str, Any],
 def _explain(located: Located, error: ValidationError, base: DataPath) -> list[Problem]:
     path = (*base, *error.absolute_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = set(error.schema.get("properties", {}))
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = set(schema.get("properties", {}))
         out = []
         for key in error.instance:
             if key in known:
@@ -72,7 +90,7 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
         if type_errors and not isinstance(error.instance, str):
             return [located.problem(path, _short(chosen))]
         if isinstance(error.instance, str):
-            wanted = [e.validator_value for e in type_errors]
+            wanted: list[Any] = [e.validator_value for e in type_errors]
             names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
             return [located.problem(path, f"{error.instance!r} is not of type {names!r} "
                                           "(and is not a {{ template }})")]

@@ -230,9 +230,11 @@ def free_names(tree: nodes.Template) -> set[str]:
 def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
     """Names read as `root.X` or `root['X']` (with their template line)."""
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        target = node.node
-        if isinstance(target, nodes.Name) and target.name == root:
-            if isinstance(node, nodes.Getattr):
-                yield node.attr, node.lineno
-            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                yield node.arg.value, node.lineno
+        target = getattr(node, "node", None)
+        if not (isinstance(target, nodes.Name) and target.name == root):
+            continue
+        if isinstance(node, nodes.Getattr):
+            yield node.attr, node.lineno
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) \
+                and isinstance(node.arg.value, str):
+            yield node.arg.value, node.lineno

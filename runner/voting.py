@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -70,7 +71,9 @@ def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY"
 
 def _numeric(valid: list[Vote], method: str) -> Outcome:
     numbers = [float(v.value) for v in valid]
-    value = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max}[method](numbers)
+    combine: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmean, "median": statistics.median,
+                                                         "min": min, "max": max}
+    value: float = combine[method](numbers)
     if all(n.is_integer() for n in numbers) and float(value).is_integer():
         value = int(value)
     spread = max(numbers) - min(numbers)
@@ -123,7 +126,7 @@ def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
     for key in keys:
         values = [v.answer.get(key) for v in winners if isinstance(v.answer, dict) and key in v.answer]
         if values and all(isinstance(x, bool) for x in values):
-            merged[key] = sum(values) * 2 > len(values)
+            merged[key] = sum(bool(x) for x in values) * 2 > len(values)
         else:
             merged[key] = values[0] if values else None
     return merged

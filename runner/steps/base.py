@@ -6,7 +6,6 @@ can check them statically), and one async `run`."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -77,8 +76,8 @@ def register(cls: type[Step]) -> type[Step]:
 
 @cache
 def step_schema(name: str) -> dict[str, Any]:
-    from ..schema_check import SCHEMA_ROOT
-    return json.loads((SCHEMA_ROOT / "steps" / f"{name}.schema.json").read_text(encoding="utf-8"))
+    from ..schema_check import read_schema
+    return read_schema("steps", f"{name}.schema.json")
 
 
 def step_info(name: str) -> StepInfo:
