@@ -1,0 +1,64 @@
+"""Token prices from litellm's bundled price table, read as data.
+
+The table ships inside the litellm package (model_prices_and_context_window_backup.json);
+reading the file costs milliseconds, importing litellm seconds, so cost estimates and the
+cost of answers that did not go through litellm never import it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+TABLE_FILE = "model_prices_and_context_window_backup.json"
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_token: float
+    output_per_token: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
+
+
+@cache
+def _table() -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")     # locates the package without importing it
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        file = Path(folder) / TABLE_FILE
+        if file.is_file():
+            try:
+                table = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return {}
+            return table if isinstance(table, dict) else {}
+    return {}
+
+
+def price_of(model: str) -> Price | None:
+    """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`,
+    `gemini/gemma-3-27b-it`), or None when the table does not know it (local models)."""
+    table = _table()
+    candidates = [model]
+    if "/" in model:
+        candidates.append(model.split("/", 1)[1])     # openai/gpt-4o-mini is priced as gpt-4o-mini
+    for name in candidates:
+        entry = table.get(name)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+            try:
+                return Price(float(entry.get("input_cost_per_token") or 0.0),
+                             float(entry.get("output_cost_per_token") or 0.0))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What a call cost by the table, or None when the model has no price."""
+    price = price_of(model)
+    return None if price is None else price.cost(prompt_tokens, completion_tokens)
