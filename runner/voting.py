@@ -40,6 +40,8 @@ class Outcome:
     agreement: float | None
     winners: list[Vote] = field(default_factory=list)
     decided: bool = True
+    outcome: Any = "decided"       # or the on_tie / on_all_failed value when no verdict was reached
+    valid_votes: int = 0           # how many votes the verdict rests on
 
 
 def _reason_of(vote: Vote, reason_field: str) -> str:
@@ -50,23 +52,34 @@ def _reason_of(vote: Vote, reason_field: str) -> str:
 
 def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY",
           on_all_failed: Any = "LLM_ERROR", quorum: int | None = None, reason_field: str = "reason") -> Outcome:
+    """`quorum` None means a majority of the seated jurors (`votes`). A numeric method with
+    no verdict yields None as its value (never the on_all_failed text in a number field);
+    the outcome field says what happened."""
     if method not in METHODS:
         raise ValueError(f"unknown vote method '{method}'")
     valid = [v for v in votes if v.valid]
     if method in NUMERIC:
         valid = [v for v in valid if isinstance(v.value, (int, float)) and not isinstance(v.value, bool)]
+    failed_value = None if method in NUMERIC else on_all_failed
+    needed = majority_of(len(votes)) if quorum is None else quorum
     if not valid:
         first = next((v.error for v in votes if v.error), "no juror had a usable answer")
         seats = len(votes)
         reason = f"All {seats} juror{'s' if seats != 1 else ''} failed: {first}" if seats else "No enabled jurors"
-        return Outcome(on_all_failed, reason, None, decided=False)
-    if quorum and len(valid) < quorum:
+        return Outcome(failed_value, reason, None, decided=False, outcome=on_all_failed)
+    if needed and len(valid) < needed:
         first = next((v.error for v in votes if v.error), "")
-        return Outcome(on_all_failed, f"Quorum not met: {len(valid)} valid vote(s), {quorum} needed"
-                                      + (f"; first error: {first}" if first else ""), None, decided=False)
-    if method in NUMERIC:
-        return _numeric(valid, method)
-    return _categorical(valid, method, on_tie, reason_field)
+        return Outcome(failed_value, f"Quorum not met: {len(valid)} valid vote(s), {needed} needed"
+                                     + (f"; first error: {first}" if first else ""), None, decided=False,
+                       outcome=on_all_failed, valid_votes=len(valid))
+    result = _numeric(valid, method) if method in NUMERIC else _categorical(valid, method, on_tie, reason_field)
+    result.valid_votes = len(valid)
+    return result
+
+
+def majority_of(seats: int) -> int:
+    """The default quorum: more than half of the seated jurors."""
+    return seats // 2 + 1
 
 
 def _numeric(valid: list[Vote], method: str) -> Outcome:
@@ -95,7 +108,7 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
         label = "Plurality"
     else:
         tally_text = ", ".join(f"{counts[k]} {_show(k)}" for k in sorted(order, key=lambda k: -counts[k]))
-        return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False)
+        return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
     winner_key = leaders[0]
     winners = [v for v in valid if _key(v.value) == winner_key]
     value = winners[0].value

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from ..engine import Runtime, StepContext
+from ..run_warnings import add_warning
 from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
 from .base import StepError, register
 from .llm_call import PromptedStep, build_requests
@@ -21,13 +22,16 @@ class Jury(PromptedStep):
         service = ctx.runtime.llm
         vote_spec = ctx.args["vote"]
         field = vote_spec["field"]
-        seats = [name for name in ctx.args["models"] if service.enabled(name)]
+        named = list(ctx.args["models"])
+        seats = [name for name in named if service.enabled(name)]
+        if len(seats) < len(named):
+            _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats)
         requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
         votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
-                        int(vote_spec["quorum"]) if vote_spec.get("quorum") else None,
+                        None if vote_spec.get("quorum") is None else int(vote_spec["quorum"]),
                         vote_spec.get("reason_field", "reason"))
         _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
         schema = requests[0].output_schema if requests else None
@@ -38,6 +42,9 @@ class Jury(PromptedStep):
             "reason": outcome.reason,
             "agreement": outcome.agreement,
             "decided": outcome.decided,
+            "outcome": outcome.outcome,
+            "valid_votes": outcome.valid_votes,
+            "seats": len(seats),
             "votes": [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error,
                        "cached": v.cached, "latency_ms": v.latency_ms} for v in votes],
         })
@@ -57,6 +64,17 @@ class Jury(PromptedStep):
                         error=f"the answer has no '{field}' field", cached=answer["cached"],
                         latency_ms=answer["latency_ms"])
         return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
+
+
+def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str]) -> None:
+    """Once per run and jury step: the jury sits with fewer models than it names."""
+    warned = runtime.shared.setdefault("jury.short_warned", set())
+    if step_id in warned:
+        return
+    warned.add(step_id)
+    missing = ", ".join(name for name in named if name not in seats)
+    add_warning(runtime, f"jury '{step_id}' seats {len(seats)} of the {len(named)} models it names "
+                         f"({missing} not enabled); its default quorum is a majority of the seated jurors")
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
