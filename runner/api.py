@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .engine import RunOptions, Runtime, render_at, run_item, run_items
-from .errors import InputError
+from .engine import RunOptions, Runtime, condition_at, render_at, run_item, run_items
+from .errors import InputError, TemplateError
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline
+from .outputs.exports import write_exports
 from .outputs.files import ResultsLog, atomic_write, dumps
-from .outputs.report import render_html, render_report
+from .outputs.report import item_label, render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
+from .progress import CallCounts, Progress, Quiet
+from .runs import is_run, mark_latest, new_run_dir
+from .selection import Selection, pass_rule, select
 from .steps.base import NeedsModel
 
 
@@ -25,6 +30,7 @@ class RunOutcome:
     results: list[dict[str, Any]]
     summary: dict[str, Any]
     interrupted: bool = False
+    formats: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -32,6 +38,7 @@ class ItemSource:
     input_path: Path | None = None
     records: list[str] = field(default_factory=list)
     limit: int | None = None
+    selection: Selection = field(default_factory=Selection)
 
 
 def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
@@ -45,30 +52,50 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
         items = make_items(records, spec.get("explode"))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
+    items = select(pipeline, items, source.selection)
     return items[:source.limit] if source.limit else items
 
 
-def default_out_dir(pipeline: Pipeline, source: ItemSource) -> Path:
+def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
+    """reports/<pipeline>/<input stem>/: each default run gets its own folder inside."""
     stem = source.input_path.stem if source.input_path else "record"
     return Path("reports") / pipeline.name / stem
 
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
-                 overrides: list[str] | None = None) -> RunOutcome:
+                 overrides: list[str] | None = None, progress: Progress | None = None,
+                 formats: Sequence[str] = ()) -> RunOutcome:
     pipeline = load_pipeline(path, overrides)
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
-    out_dir = options.out_dir or default_out_dir(pipeline, source)
-    options.out_dir = out_dir
+    kept = options.out_dir is None           # --out DIR writes exactly into DIR
+    if options.out_dir is None:
+        group = default_group(pipeline, source)
+        options.out_dir, options.memo_dir = new_run_dir(group), group
+    out_dir: Path = options.out_dir
     runtime = Runtime.create(pipeline, options)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
-    outcome = RunOutcome(pipeline, out_dir, [], {})
-    asyncio.run(_run(runtime, items, concurrency, outcome))   # Ctrl-C: outputs written, then re-raised
+    outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
+    try:
+        # Ctrl-C: outputs written, then re-raised
+        asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
+    finally:
+        if kept and is_run(out_dir):
+            mark_latest(out_dir)
     return outcome
 
 
-async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome) -> None:
+def call_counts(runtime: Runtime) -> CallCounts:
+    """LLM calls so far (read by the progress display's thread: copies, never iterates live)."""
+    if not runtime.llm_used:
+        return CallCounts()
+    stats = list(runtime.llm.stats.values())
+    return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats))
+
+
+async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome,
+               progress: Progress) -> None:
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     done: list[dict[str, Any]] = []
     outcome.results = done
@@ -76,13 +103,16 @@ async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: R
     def keep(result: dict[str, Any]) -> None:
         done.append(result)
         log.append(result)
+        progress.advance()
 
+    progress.start(len(items), lambda: call_counts(runtime))
     try:
         outcome.results = await run_items(runtime, items, concurrency, keep)
     except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
         outcome.interrupted = True
         raise
     finally:
+        progress.stop()
         log.close()
         await runtime.aclose()
         _write_outputs(runtime, outcome, interrupted=outcome.interrupted)
@@ -108,18 +138,35 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     layout_args = (summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"))
     atomic_write(out / "report.md", render_report(*layout_args))
     atomic_write(out / "report.html", render_html(*layout_args))
+    if outcome.formats:
+        _write_exports(runtime, outcome)
+
+
+def _write_exports(runtime: Runtime, outcome: RunOutcome) -> None:
+    pipeline = runtime.pipeline
+    rule = pass_rule(pipeline)
+    scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
+
+    def passed(result: dict[str, Any]) -> bool:
+        if rule is None:
+            return True
+        try:
+            return condition_at(runtime, rule[1], ("summary", "rates", rule[0]), {**scope, "result": result})
+        except TemplateError:
+            return False
+
+    described = f"{rule[0]} ({rule[1]})" if rule else "no error"
+    write_exports(outcome.out_dir, outcome.formats, pipeline.name, outcome.results, passed, described,
+                  pipeline.summary.get("count_by"), lambda r: item_label(r, pipeline.summary.get("report_columns")))
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
     """Print every prompt the LLM steps would send, in item order; send nothing."""
     pipeline = load_pipeline(path, overrides)
-    items = load_items(pipeline, source)
     if item_number is not None:
-        chosen = [i for i in items if i.index == item_number]
-        if not chosen:
-            raise InputError(f"--item {item_number}: the input has {len(items)} item(s)")
-        items = chosen
+        source.selection.item = item_number
+    items = load_items(pipeline, source)
     options.render = True
     options.input_path = str(source.input_path) if source.input_path else None
     runtime = Runtime.create(pipeline, options)

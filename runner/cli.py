@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from . import __version__
+from . import __version__, cli_tools
 from .errors import RunnerError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -59,46 +59,75 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
     raise typer.Exit(2 if failed else 0)
 
 
+FormatOpt = Annotated[list[str] | None, typer.Option(
+    "--format", help="Also write results.csv (csv) or junit.xml (junit); repeat for both.")]
+
+
 @app.command()
 def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         input: InputOpt = None, record: RecordOpt = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Output folder.")] = None,
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="Output folder, written exactly there (default: a new folder per run under "
+                          "reports/<pipeline>/<input stem>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
         limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
+        item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
+        filter_: Annotated[str | None, typer.Option(
+            "--filter", help="Only items for which this expression over `item` is true, "
+                             "e.g. \"item.file == 'a.txt'\".")] = None,
+        failed_from: Annotated[Path | None, typer.Option(
+            "--failed-from", help="Only the items that errored or failed the pass rule in this earlier run "
+                                  "(its folder, or its group folder for the latest run).")] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
+        formats: FormatOpt = None,
         fail_under: Annotated[float | None, typer.Option(
-            "--fail-under", help="Exit 1 when the summary's first rate is below RATE.")] = None,
+            "--fail-under", min=0.0, max=1.0,
+            help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
+                 "below RATE. Rates run from 0 to 1: 0.8 means 80%.")] = None,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
     from .engine import RunOptions
+    from .outputs.exports import FORMATS
+    from .progress import for_terminal
+    from .selection import Selection
+    unknown = [f for f in formats or [] if f not in FORMATS]
+    if unknown:
+        typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
+        raise typer.Exit(2)
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out)
+    source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
-        outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
+        outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
     except RunnerError as exc:
         _fail(exc)
     except KeyboardInterrupt:
         typer.echo("interrupted: finished items are written", err=True)
         raise typer.Exit(130) from None
     summary = outcome.summary
-    for hint in summary.get("hints", []):
-        typer.echo(hint, err=True)
+    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
+        typer.echo(note, err=True)
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
     typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
                f"errors: {summary['errors']}; written to {outcome.out_dir}")
     if fail_under is not None:
-        rate = _first_rate(outcome.pipeline.summary, summary)
-        if rate is None or rate < fail_under:
-            typer.echo(f"rate {rate} is below --fail-under {fail_under}", err=True)
-            raise typer.Exit(1)
+        _check_rate(outcome.pipeline, summary, fail_under)
 
 
-def _first_rate(spec: dict, summary: dict) -> float | None:
-    for name in (spec.get("rates") or {}):
-        return summary.get(name)
-    return None
+def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
+    from .selection import pass_rule
+    rule = pass_rule(pipeline)
+    if rule is None:
+        typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
+        raise typer.Exit(2)
+    rate = summary.get(rule[0])
+    if rate is None or rate < fail_under:
+        typer.echo(f"{rule[0]} {rate} is below --fail-under {fail_under} (rates run 0-1)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{rule[0]} {rate} meets --fail-under {fail_under}", err=True)
 
 
 @app.command()
@@ -165,6 +194,10 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
     except RunnerError as exc:
         _fail(exc)
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'})")
+
+
+app.command()(cli_tools.diff)
+app.add_typer(cli_tools.cache_app, name="cache")
 
 
 def main() -> None:

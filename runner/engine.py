@@ -27,6 +27,7 @@ class RunOptions:
     no_cache: bool = False
     llm_concurrency: int = 8
     out_dir: Path | None = None
+    memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
 
@@ -55,7 +56,7 @@ class Runtime:
         if pipeline.memo and options.out_dir is not None:
             from .memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
-            runtime.memo = MemoStore(store_path(options.out_dir, store))
+            runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
         return runtime
 
     @property

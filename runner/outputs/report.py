@@ -38,6 +38,13 @@ def lookup(result: dict[str, Any], column: str) -> Any:
     return value
 
 
+def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
+    """`item 3: notes.txt, 12`: the index and the first configured key inputs."""
+    keys = [_text(lookup(result, c)) for c in (columns or [])[:3]]
+    keys = [k for k in keys if k]
+    return f"item {result.get('index')}" + (f": {', '.join(keys)}" if keys else "")
+
+
 def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> list[str]:
     if configured:
         return ["index", *[c for c in configured if c != "index"]]

@@ -1,0 +1,136 @@
+"""Run progress on stderr: rich's live line on a terminal, a plain line every few seconds
+otherwise, nothing with --quiet. Reads counters only; a run never waits on it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+
+@dataclass
+class CallCounts:
+    sent: int = 0
+    cached: int = 0
+    failed: int = 0
+
+    def text(self) -> str:
+        return f"LLM calls {self.sent} sent, {self.cached} cached, {self.failed} failed"
+
+
+Counter = Callable[[], CallCounts]
+
+
+def no_calls() -> CallCounts:
+    return CallCounts()
+
+
+class Progress(Protocol):
+    def start(self, total: int, counts: Counter) -> None: ...
+    def advance(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Quiet:
+    def start(self, total: int, counts: Counter) -> None:
+        pass
+
+    def advance(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+        else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+class PlainLines:
+    """One line every `interval` seconds, from a background thread (no terminal codes)."""
+
+    def __init__(self, stream: TextIO | None = None, interval: float = 5.0):
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.total = self.done = 0
+        self.counts: Counter = no_calls
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+
+    def start(self, total: int, counts: Counter) -> None:
+        self.total, self.counts, self._started = total, counts, time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="runner-progress", daemon=True)
+        self._thread.start()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self._started
+        eta = _clock(elapsed / self.done * (self.total - self.done)) if self.done else "?"
+        return (f"[runner] {self.done}/{self.total} items, {self.counts().text()}, "
+                f"elapsed {_clock(elapsed)}, ETA {eta}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class LiveBar:
+    """rich's progress display on stderr, refreshed by rich's own thread."""
+
+    def __init__(self, console: Any = None):
+        self.console = console
+        self._progress: Any = None
+        self._task: Any = None
+
+    def start(self, total: int, counts: Counter) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            ProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.text import Text
+
+        class Calls(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(counts().text(), style="cyan")
+
+        self._progress = Progress(TextColumn("items"), BarColumn(), MofNCompleteColumn(), Calls(),
+                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                  console=self.console or Console(stderr=True), refresh_per_second=4,
+                                  transient=False)
+        self._task = self._progress.add_task("items", total=total)
+        self._progress.start()
+
+    def advance(self) -> None:
+        self._progress.advance(self._task)
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def for_terminal(quiet: bool, stream: TextIO | None = None) -> Progress:
+    """The display that suits where stderr goes."""
+    if quiet:
+        return Quiet()
+    stream = stream or sys.stderr
+    return LiveBar() if stream.isatty() else PlainLines(stream)
