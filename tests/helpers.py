@@ -19,5 +19,6 @@ def write_json(path: Path, value: Any) -> Path:
 def run(pipeline: Path, input_path: Path | None = None, records: list[str] | None = None,
         overrides: list[str] | None = None, out: str | Path = "out", **options: Any) -> RunOutcome:
     root = pipeline.parent.parent
+    progress = options.pop("progress", None)
     opts = RunOptions(cache_dir=Path(options.pop("cache_dir", root / "cache")), out_dir=Path(out), **options)
-    return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [])
+    return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [], progress)
