@@ -9,7 +9,6 @@ import pytest
 
 from fakellm import Reply
 from helpers import write_json
-
 from runner.json_cache import JsonCache
 
 

@@ -9,7 +9,6 @@ from rich.console import Console
 
 from fakellm import Reply
 from helpers import run, write_json
-
 from runner.progress import CallCounts, LiveBar, PlainLines, Quiet, for_terminal
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from helpers import write_json
-
 from runner.runs import LATEST, resolve_run, runs_in
 
 THRESHOLD_PIPELINE = """
