@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,7 +14,9 @@ from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline
 from .outputs.exports import write_exports
 from .outputs.files import ResultsLog, atomic_write, dumps
-from .outputs.report import item_label, render_html, render_report
+from .outputs.report import render_report
+from .outputs.report_html import render_html
+from .outputs.report_view import build_view, item_label
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .progress import CallCounts, Progress, Quiet
@@ -135,16 +137,20 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     spec = runtime.pipeline.summary
-    layout_args = (summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"))
-    atomic_write(out / "report.md", render_report(*layout_args))
-    atomic_write(out / "report.html", render_html(*layout_args))
+    rule = pass_rule(runtime.pipeline)
+    passed = _pass_check(runtime, rule)
+    view = build_view(summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"),
+                      (lambda r: passed(r) if rule else None), out / "llm_logs")
+    atomic_write(out / "report.md", render_report(view))
+    atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
-        _write_exports(runtime, outcome)
+        described = f"{rule[0]} ({rule[1]})" if rule else "no error"
+        write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
+                      lambda r: item_label(r, spec.get("report_columns")))
 
 
-def _write_exports(runtime: Runtime, outcome: RunOutcome) -> None:
-    pipeline = runtime.pipeline
-    rule = pass_rule(pipeline)
+def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dict[str, Any]], bool]:
+    """Whether a result meets the pipeline's pass rule (its first summary rate)."""
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
 
     def passed(result: dict[str, Any]) -> bool:
@@ -154,10 +160,7 @@ def _write_exports(runtime: Runtime, outcome: RunOutcome) -> None:
             return condition_at(runtime, rule[1], ("summary", "rates", rule[0]), {**scope, "result": result})
         except TemplateError:
             return False
-
-    described = f"{rule[0]} ({rule[1]})" if rule else "no error"
-    write_exports(outcome.out_dir, outcome.formats, pipeline.name, outcome.results, passed, described,
-                  pipeline.summary.get("count_by"), lambda r: item_label(r, pipeline.summary.get("report_columns")))
+    return passed
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunnerError
-from .outputs.report import lookup
+from .outputs.report_view import lookup
 from .runs import RESULTS, SUMMARY, newest_group, previous_run, resolve_run, runs_in
 
 

@@ -115,9 +115,14 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
     assert summary["total"] == 13 and summary["verified"] == 3 and summary["verification_rate"] == 0.2308
     assert summary["counts"]["QUOTE_NOT_FOUND"] == 3 and summary["counts"]["HUNG_JURY"] == 1
     report = (workdir / "out" / "report.md").read_text()
-    assert "| 4 | federalist_51.txt | 14 | 15 | HUNG_JURY | 1 | Hung jury: 1 VALID, 1 UNSUPPORTED |" in report
+    # the report names each citation's claim and quote, and links each vote to its log (issue 18)
+    assert ("| 4 | federalist_51.txt | 14 | 15 | Madison's remedy for concentrated power was rivalry: \"Ambition "
+            "must be made to counteract ambition\" | Ambition must be made to counteract ambition | HUNG_JURY | 1 | "
+            "Hung jury: 1 VALID, 1 UNSUPPORTED |  |  |") in report
+    assert "  - openai (" in report and "[openai_0004_item4.txt](llm_logs/openai_0004_item4.txt)" in report
+    assert "- final verdict QUOTE_NOT_FOUND overrides the jury's VALID" in report
     logs = sorted(p.name for p in (workdir / "out" / "llm_logs").iterdir())
-    assert logs[:2] == ["gemini_0001.txt", "gemini_0002.txt"] and len(logs) == 30
+    assert logs[:2] == ["gemini_0001_item1.txt", "gemini_0002_item2.txt"] and len(logs) == 30
 
     # a second run repeats no successful call: only the failed ones are sent again
     fake_llm.requests.clear()

@@ -252,12 +252,13 @@ def test_logs_numbered_in_item_order(project, env):
     items = write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}, {"q": "3"}])
     run(path, items)
     logs = project.root / "out" / "llm_logs"
-    assert sorted(p.name for p in logs.iterdir()) == ["m_0001.txt", "m_0002.txt", "m_0003.txt"]
-    first = (logs / "m_0001.txt").read_text()
+    # each file names its item (issue 18)
+    assert sorted(p.name for p in logs.iterdir()) == ["m_0001_item1.txt", "m_0002_item2.txt", "m_0003_item3.txt"]
+    first = (logs / "m_0001_item1.txt").read_text()
     assert first.startswith("=== PROMPT ===\nQuestion 1\n") and '=== RESPONSE ===\n{"verdict": "yes"}' in first
-    assert "Question 3" in (logs / "m_0003.txt").read_text()
+    assert "Question 3" in (logs / "m_0003_item3.txt").read_text()
     run(path, items)                                   # cached calls are logged too
-    assert "(cached)" in (logs / "m_0002.txt").read_text()
+    assert "(cached)" in (logs / "m_0002_item2.txt").read_text()
 
 
 def test_api_key_never_reaches_logs_cache_or_results(project, env, monkeypatch):

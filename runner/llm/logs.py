@@ -1,5 +1,6 @@
-"""Per-call logs: <out>/llm_logs/<model name>_<NNNN>.txt, numbered in item order then
-call order (stable across reruns, whatever order calls finished in).
+"""Per-call logs: <out>/llm_logs/<model name>_<NNNN>_item<K>.txt, numbered per model in
+item order then call order (stable across reruns, whatever order calls finished in); the
+name says which item K the call belongs to, so the report links each vote to its log.
 
 Each call is written as soon as it is logged, under a provisional name in
 llm_logs/.pending/, so a killed run keeps its logs; the run's end gives them their
@@ -36,11 +37,11 @@ class CallLogWriter:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
         if not self.pending.is_dir():
             return
-        for stale in self.directory.glob("*_[0-9][0-9][0-9][0-9].txt"):
+        for stale in self.directory.glob("*_[0-9][0-9][0-9][0-9]*.txt"):
             stale.unlink()
         counters: dict[str, int] = {}
         for file in sorted(self.pending.iterdir()):            # names sort by (item, call)
-            model = file.stem.split("_", 2)[2]
+            item, _, model = file.stem.split("_", 2)
             counters[model] = counters.get(model, 0) + 1
-            file.replace(self.directory / f"{model}_{counters[model]:04d}.txt")
+            file.replace(self.directory / f"{model}_{counters[model]:04d}_item{int(item)}.txt")
         shutil.rmtree(self.pending, ignore_errors=True)

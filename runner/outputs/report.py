@@ -1,116 +1,75 @@
-"""report.md and report.html: the summary, then one row per item.
-
-Both come from one neutral layout (notes, then tables), so they never disagree."""
+"""report.md: the report as text, from the same view as report.html (report_view.py)."""
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
-from typing import Any
+from .report_view import ItemView, ReportView
 
-SKIP = {"index", "warnings"}
-SUMMARY_SECTIONS = ("pipeline", "counts", "count_by", "models", "juries", "hints")
+NOTE_LABELS = {"summary_errors": "Summary error", "warnings": "Warning", "hints": "Hint"}
 
 
-@dataclass
-class Table:
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|")
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, float):
-        text = f"{value:.3g}"
-    elif isinstance(value, (dict, list)):
-        text = "…" if value else ""
-    else:
-        text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= 160 else text[:157] + "..."
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
 
 
-def lookup(result: dict[str, Any], column: str) -> Any:
-    """A result field; `a.b` reads inside nested objects."""
-    value: Any = result
-    for part in column.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+def percent(rate: float) -> str:
+    return f"{rate * 100:.1f}%"
 
 
-def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
-    """`item 3: notes.txt, 12`: the index and the first configured key inputs."""
-    keys = [_text(lookup(result, c)) for c in (columns or [])[:3]]
-    keys = [k for k in keys if k]
-    return f"item {result.get('index')}" + (f": {', '.join(keys)}" if keys else "")
+def summary_rows(view: ReportView) -> list[list[str]]:
+    rows = [["total", str(view.total)], ["errors", str(view.errors)]]
+    rows += [[name, percent(rate) + (f" ({count}/{view.total})" if count is not None else "")]
+             for name, rate, count in view.rates]
+    return rows + [[k, v] for k, v in view.measures]
 
 
-def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> list[str]:
-    if configured:
-        return ["index", *[c for c in configured if c != "index"]]
-    seen: list[str] = ["index"]
-    for result in results:
-        for key, value in result.items():
-            if key not in seen and key not in SKIP and not isinstance(value, (dict, list)):
-                seen.append(key)
-    if any("error" in r for r in results) and "error" not in seen:
-        seen.append("error")
-    return seen
-
-
-def layout(summary: dict[str, Any], results: list[dict[str, Any]], columns: list[str] | None,
-           assessment_key: str) -> tuple[str, str, list[str], list[Table]]:
-    """(title, assessment, hints, tables) of a report."""
-    title = f"{summary.get('pipeline', 'run')}: report"
-    assessment = str(summary.get(assessment_key) or "")
-    notes = list(summary.get("hints", []))
-    measures = [[key, _text(value)] for key, value in summary.items()
-                if key not in SUMMARY_SECTIONS and key != assessment_key]
-    tables = [Table("Summary", ["measure", "value"], measures)]
-    if summary.get("counts"):
-        counts = sorted(summary["counts"].items(), key=lambda kv: -kv[1])
-        tables.append(Table(f"Counts by {summary.get('count_by')}", ["value", "count"],
-                            [[_text(k), str(v)] for k, v in counts]))
-    if summary.get("models"):
-        tables.append(Table("Models", ["model", "calls", "cached", "failed", "tokens", "cost"], [
-            [name, str(s.get("calls", 0)), str(s.get("cache_hits", 0)), str(s.get("failures", 0)),
-             str(s.get("total_tokens", 0)), _text(s.get("cost", 0.0))] for name, s in summary["models"].items()]))
-    cols = columns_for(results, columns)
-    tables.append(Table("Items", cols, [[_text(lookup(r, c)) for c in cols] for r in results]))
-    return title, assessment, notes, tables
-
-
-def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
-                  columns: list[str] | None = None, assessment_key: str = "assessment") -> str:
-    title, assessment, notes, tables = layout(summary, results, columns, assessment_key)
-    lines = [f"# {title}", ""]
-    if assessment:
-        lines += [f"**Assessment:** {assessment}", ""]
-    for note in notes:
-        lines += [f"> {note}", ""]
-    for table in tables:
-        lines += [f"## {table.title}", "", "| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.headers)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
-        lines.append("")
+def render_report(view: ReportView) -> str:
+    lines = [f"# {view.title}", ""]
+    if view.assessment:
+        lines += [f"**Assessment:** {view.assessment}", ""]
+    for kind, notes in view.notes.items():
+        lines += [f"> **{NOTE_LABELS[kind]}:** {note}\n" for note in notes]
+    lines += ["## Summary", ""] + _table(["measure", "value"], summary_rows(view))
+    if view.counts:
+        lines += [f"## Counts by {view.count_by}", ""]
+        lines += _table([str(view.count_by), "count", "status"], [[k, str(n), s] for k, n, s in view.counts])
+    if view.models:
+        lines += ["## Models", ""] + _table(["model", "calls", "cached", "failed", "tokens", "cost"], view.models)
+    if view.juries:
+        lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
+    with_flags = any(item.flags for item in view.items)
+    headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
+    rows = [[str(i.index), *i.cells, *([", ".join(i.flags)] if with_flags else [])] for i in view.items]
+    lines += ["## Items", ""] + _table(headers, rows)
+    detailed = [item for item in view.items if item.juries or item.error or item.warnings or item.logs]
+    if detailed:
+        lines += ["## Item details", ""]
+        for item in detailed:
+            lines += _details(item)
     return "\n".join(lines)
 
 
-def render_html(summary: dict[str, Any], results: list[dict[str, Any]],
-                columns: list[str] | None = None, assessment_key: str = "assessment") -> str:
-    title, assessment, notes, tables = layout(summary, results, columns, assessment_key)
-    esc = html.escape
-    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{esc(title)}</title>",
-             "<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:90rem}"
-             "table{border-collapse:collapse;margin-bottom:1.5rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;"
-             "text-align:left;vertical-align:top}th{background:#f3f3f3}blockquote{background:#fff8e1;margin:0 0 1rem;"
-             "padding:.5rem 1rem;border-left:4px solid #f0c000}</style></head><body>", f"<h1>{esc(title)}</h1>"]
-    if assessment:
-        parts.append(f"<p><strong>Assessment:</strong> {esc(assessment)}</p>")
-    parts += [f"<blockquote>{esc(note)}</blockquote>" for note in notes]
-    for table in tables:
-        parts.append(f"<h2>{esc(table.title)}</h2><table><thead><tr>"
-                     + "".join(f"<th>{esc(h)}</th>" for h in table.headers) + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in table.rows]
-        parts.append("</tbody></table>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+def _details(item: ItemView) -> list[str]:
+    lines = [f"### Item {item.index}: {item.verdict or '-'}", ""]
+    lines += [f"- {name}: {value}" for name, value in item.inputs]
+    if item.overridden:
+        lines.append(f"- final verdict {item.verdict} overrides the jury's {item.overridden} "
+                     "(the pipeline's rules decide after the jury)")
+    if item.error:
+        lines.append(f"- **error:** {item.error}")
+    lines += [f"- warning: {w}" for w in item.warnings]
+    for jury in item.juries:
+        counted = f", {jury.valid_votes} valid vote(s)" if jury.valid_votes is not None else ""
+        lines.append(f"- jury `{jury.where}`: {jury.verdict}{counted}: {jury.reason}")
+        for vote in jury.votes:
+            how = f"{'cached' if vote.cached else f'{vote.latency_ms} ms'}"
+            said = f"error: {vote.error}" if vote.error else f"{vote.value}: {vote.reason}"
+            links = " ".join(f"[{name}](llm_logs/{name})" for name in vote.logs)
+            lines.append(f"  - {vote.model} ({how}): {said} {links}".rstrip())
+    if item.logs and not item.juries:
+        lines.append("- logs: " + " ".join(f"[{name}](llm_logs/{name})" for name in item.logs))
+    return lines + [""]

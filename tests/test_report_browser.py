@@ -1,0 +1,81 @@
+"""report.html in a real headless Chromium (Debian's chromium + chromium-driver): it loads
+offline with no console error, the verdict filter and the search work, details open, the
+page fits a 1400 px window; a screenshot is saved beside the test's files (path printed)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="Chromium not installed: apt-get install -y chromium chromium-driver")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    yield driver
+    driver.quit()
+
+
+def visible(driver) -> list[str]:
+    return driver.execute_script(
+        "return [].slice.call(document.querySelectorAll('tbody.item')).filter(function(t){return !t.hidden})"
+        ".map(function(t){return t.querySelector('td').textContent.trim()})")
+
+
+def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
+    work = tmp_path / "example"
+    shutil.copytree(EXAMPLE, work)
+    monkeypatch.chdir(work)
+    script(fake_llm)
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),
+                 "--quiet", *jury_overrides(fake_llm.url))
+    assert result.exit_code == 0, result.output
+    page = work / "out" / "report.html"
+    assert "http://" not in page.read_text().split("<script>")[1] and "<link" not in page.read_text()   # offline
+
+    browser.get(page.as_uri())
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+    assert browser.find_element("id", "shown").text == "showing 13 of 13"
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+
+    browser.find_element("css selector", 'button.chip[data-verdict="QUOTE_NOT_FOUND"]').click()
+    assert visible(browser) == ["8", "9", "10"]
+    assert browser.find_element("id", "shown").text == "showing 3 of 13"
+    browser.find_element("css selector", 'button.chip[data-verdict=""]').click()
+    browser.find_element("id", "search").send_keys("magna")
+    assert visible(browser) == ["12"]
+    browser.find_element("id", "search").clear()
+    browser.execute_script("document.getElementById('search').dispatchEvent(new Event('input'))")
+    assert len(visible(browser)) == 13
+
+    rows = browser.find_elements("css selector", "tbody.item")
+    rows[3].find_element("css selector", "tr.row").click()                     # item 4: the hung jury
+    detail = rows[3].find_element("css selector", "tr.detail")
+    assert detail.is_displayed() and "resting on 2 valid vote(s)" in detail.text
+    links = [a.get_attribute("href") for a in detail.find_elements("css selector", "a")]
+    assert len(links) == 3 and all(Path(link.removeprefix("file://")).is_file() for link in links)
+    assert "jury: VALID, overruled by the pipeline's rules" in rows[7].text       # QUOTE_NOT_FOUND over a VALID jury
+
+    shot = tmp_path / "report.png"
+    browser.set_window_size(1400, 1800)
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    print(f"report screenshot: {shot}")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
