@@ -111,8 +111,11 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
         typer.echo(note, err=True)
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
+    models = (summary.get("models") or {}).values()
+    calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
+             f"{sum(m.get('cache_hits', 0) for m in models)} cached; ") if models else ""
     typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
-               f"errors: {summary['errors']}; written to {outcome.out_dir}")
+               f"errors: {summary['errors']}; {calls}written to {outcome.out_dir}")
     if fail_under is not None:
         _check_rate(outcome.pipeline, summary, fail_under)
 

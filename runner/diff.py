@@ -76,9 +76,11 @@ def format_diff(diff: dict[str, Any]) -> list[str]:
     lines = [f"before: {diff['before']}", f"after:  {diff['after']}"]
     before, after = diff["counts"]["before"], diff["counts"]["after"]
     if before or after:
-        names = list(dict.fromkeys([*before, *after]))
-        lines.append(f"counts by {diff['count_by']}: " + ", ".join(
-            f"{name} {before.get(name, 0)} -> {after.get(name, 0)}" for name in names))
+        names = [n for n in dict.fromkeys([*before, *after]) if before.get(n, 0) != after.get(n, 0)]
+        same = len(set(before) | set(after)) - len(names)
+        moved = ", ".join(f"{name} {before.get(name, 0)} -> {after.get(name, 0)}" for name in names)
+        lines.append(f"counts by {diff['count_by']}: {moved or 'unchanged'}"
+                     + (f" ({same} other value(s) unchanged)" if names and same else ""))
     for name, (old, new) in diff["rates"].items():
         lines.append(f"{name}: {_show(old)} -> {_show(new)}")
     if not diff["changed"]:

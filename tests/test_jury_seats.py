@@ -81,7 +81,7 @@ def test_short_jury_warns_once_per_run(project, env):
     outcome = run(score_jury(project), items)
     assert outcome.summary["warnings"] == [
         "jury 'jury' seats 3 of the 4 models it names (spare not enabled); "
-        "its default quorum is a majority of the seated jurors"]
+        "its default quorum is a majority of the seated jurors (2)"]
     assert [r["valid_votes"] for r in outcome.results] == [3, 3, 3]
     full = run(score_jury(project, spare_enabled="true"), items, out="o2")
     assert "warnings" not in full.summary and full.results[0]["seats"] == 4

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..engine import Runtime, StepContext
 from ..run_warnings import add_warning
-from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
+from ..voting import Vote, fleiss_kappa, majority_of, merge_answers, pairwise_agreement, tally
 from .base import StepError, register
 from .llm_call import PromptedStep, build_requests
 
@@ -24,14 +24,15 @@ class Jury(PromptedStep):
         field = vote_spec["field"]
         named = list(ctx.args["models"])
         seats = [name for name in named if service.enabled(name)]
+        quorum = None if vote_spec.get("quorum") is None else int(vote_spec["quorum"])
         if len(seats) < len(named):
-            _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats)
+            _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
         votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
-                        None if vote_spec.get("quorum") is None else int(vote_spec["quorum"]),
+                        quorum,
                         vote_spec.get("reason_field", "reason"))
         _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
         schema = requests[0].output_schema if requests else None
@@ -66,15 +67,17 @@ class Jury(PromptedStep):
         return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
 
 
-def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str]) -> None:
+def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:
     """Once per run and jury step: the jury sits with fewer models than it names."""
     warned = runtime.shared.setdefault("jury.short_warned", set())
     if step_id in warned:
         return
     warned.add(step_id)
     missing = ", ".join(name for name in named if name not in seats)
+    rule = (f"its quorum is {quorum} valid vote(s)" if quorum is not None
+            else f"its default quorum is a majority of the seated jurors ({majority_of(len(seats))})")
     add_warning(runtime, f"jury '{step_id}' seats {len(seats)} of the {len(named)} models it names "
-                         f"({missing} not enabled); its default quorum is a majority of the seated jurors")
+                         f"({missing} not enabled); {rule}")
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
