@@ -56,6 +56,11 @@ def _size(count: int) -> str:
     return f"{size:.1f} GB"  # pragma: no cover
 
 
+def _day(stamp: str | None) -> str:
+    """2026-11-22T13:14:23+00:00 -> 2026-11-22 13:14 (UTC)."""
+    return stamp[:16].replace("T", " ") if stamp else "-"
+
+
 @cache_app.command("stats")
 def cache_stats(cache_dir: CacheDirOpt = None,
                 as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False) -> None:
@@ -73,12 +78,12 @@ def cache_stats(cache_dir: CacheDirOpt = None,
     if as_json:
         typer.echo(json.dumps(asdict(stats), indent=2))
         return
-    console = Console()
-    console.print(f"{stats.directory}: {stats.entries} answer(s), {_size(stats.size_bytes)}, "
-                  f"oldest {stats.oldest or '-'}, newest {stats.newest or '-'}", highlight=False)
+    typer.echo(f"{stats.directory}: {stats.entries} answer(s), {_size(stats.size_bytes)}, "
+               f"oldest {_day(stats.oldest)}, newest {_day(stats.newest)}")
     table = Table("model", "entries", "oldest", "newest")
     for name, row in sorted(stats.models.items()):
-        table.add_row(name, str(row.entries), row.oldest or "-", row.newest or "-")
+        table.add_row(name, str(row.entries), _day(row.oldest), _day(row.newest))
+    console = Console()
     if stats.models:
         console.print(table)
 
