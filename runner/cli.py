@@ -112,8 +112,10 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         typer.echo(note, err=True)
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()
+    failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
-             f"{sum(m.get('cache_hits', 0) for m in models)} cached; ") if models else ""
+             f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}; "
+             if models else "")
     typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
                f"errors: {summary['errors']}; {calls}written to {outcome.out_dir}")
     if fail_under is not None:

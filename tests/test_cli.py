@@ -188,5 +188,5 @@ def test_nothing_litellm_prints_reaches_stdout(project, fake_llm):
                            "--out", "out", "--set", "models.m.retries=0"],
                           cwd=project.root, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "3 item(s); errors: 2; LLM calls: 3 sent, 0 cached; written to out\n"
+    assert done.stdout == "3 item(s); errors: 2; LLM calls: 3 sent, 0 cached, 2 failed; written to out\n"
     assert "Give Feedback" not in done.stderr and "LiteLLM" not in done.stderr
