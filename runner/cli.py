@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from . import __version__, cli_tools
+from .cli_common import CacheDirOpt, cache_dir_of, fail
 from .errors import RunnerError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -18,17 +18,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
-CacheOpt = Annotated[Path | None, typer.Option("--cache-dir",
-                                               help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
-
-
-def _cache_dir(value: Path | None) -> Path:
-    return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
-
-
-def _fail(exc: RunnerError) -> None:
-    typer.echo(str(exc), err=True)
-    raise typer.Exit(exc.exit_code)
+CacheOpt = CacheDirOpt
+_cache_dir = cache_dir_of
+_fail = fail
 
 
 def _version(value: bool) -> None:
@@ -108,7 +100,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         typer.echo("interrupted: finished items are written", err=True)
         raise typer.Exit(130) from None
     summary = outcome.summary
-    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
+    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()

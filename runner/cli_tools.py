@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .cli_common import CacheDirOpt, cache_dir_of, fail
 from .errors import RunnerError
 
 cache_app = typer.Typer(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
-
-CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
-                                                  help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
-
-
-def cache_dir_of(value: Path | None) -> Path:
-    return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
-
-
-def fail(exc: RunnerError) -> None:
-    typer.echo(str(exc), err=True)
-    raise typer.Exit(exc.exit_code)
 
 
 def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (folder, or its group for the latest).")]

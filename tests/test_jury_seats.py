@@ -79,9 +79,9 @@ def test_short_jury_warns_once_per_run(project, env):
     env.script(Reply(json.dumps({"score": 7})))
     items = write_json(project.root / "in.json", [{"n": n} for n in range(3)])
     outcome = run(score_jury(project), items)
-    assert outcome.summary["warnings"] == [
+    assert outcome.summary["run_warnings"] == [
         "jury 'jury' seats 3 of the 4 models it names (spare not enabled); "
         "its default quorum is a majority of the seated jurors (2)"]
     assert [r["valid_votes"] for r in outcome.results] == [3, 3, 3]
     full = run(score_jury(project, spare_enabled="true"), items, out="o2")
-    assert "warnings" not in full.summary and full.results[0]["seats"] == 4
+    assert "run_warnings" not in full.summary and full.results[0]["seats"] == 4

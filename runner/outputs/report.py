@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .report_view import ItemView, ReportView
 
-NOTE_LABELS = {"summary_errors": "Summary error", "warnings": "Warning", "hints": "Hint"}
+NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
 
 
 def _cell(value: str) -> str:

@@ -21,7 +21,7 @@ h1{font-size:1.5rem;margin:.2rem 0 .6rem}h2{font-size:1.1rem;margin:1.6rem 0 .6r
 .card b{display:block;font-size:1.35rem}.card span{color:var(--muted);font-size:.85rem}
 .note{border-left:4px solid;padding:.45rem .8rem;margin:.4rem 0;border-radius:4px}
 .note.summary_errors{border-color:var(--fail);background:var(--fail-bg)}
-.note.warnings{border-color:var(--warn);background:var(--warn-bg)}
+.note.run_warnings,.note.warnings{border-color:var(--warn);background:var(--warn-bg)}
 .note.hints{border-color:#0969da;background:#ddf4ff}
 .badge{display:inline-block;border-radius:999px;padding:.05rem .6rem;font-weight:600;font-size:.82rem;
 white-space:nowrap;border:1px solid transparent}

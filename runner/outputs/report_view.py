@@ -17,7 +17,7 @@ from typing import Any
 LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
-SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "warnings", "summary_errors",
+SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "run_warnings", "summary_errors",
                     "total", "errors", "memo"}
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
@@ -106,7 +106,7 @@ class ReportView:
     counts: list[tuple[str, int, str]]            # verdict, count, status
     rates: list[tuple[str, float, int | None]]
     measures: list[tuple[str, str]]
-    notes: dict[str, list[str]]                   # hints, warnings, summary_errors
+    notes: dict[str, list[str]]                   # summary_errors, run_warnings, hints
     models: list[list[str]]
     juries: list[tuple[str, str]]
     columns: list[str]
@@ -223,7 +223,8 @@ def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configure
     juries = [(step, f"{info.get('items')} item(s); pairwise agreement {text(info.get('pairwise_agreement')) or '-'}; "
                      f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")
               for step, info in (summary.get("juries") or {}).items()]
-    notes = {kind: [text(n) for n in summary.get(kind) or []] for kind in ("summary_errors", "warnings", "hints")}
+    notes = {kind: [text(n) for n in summary[kind]] if isinstance(summary.get(kind), list) else []
+             for kind in ("summary_errors", "run_warnings", "hints")}
     return ReportView(f"{summary.get('pipeline', 'run')}: report", str(summary.get("pipeline", "")),
                       text(summary.get(assessment_key)), count_by, int(summary.get("total", len(results))),
                       int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries, columns, items)

@@ -53,7 +53,7 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
         summary["summary_errors"] = problems
     warnings = run_warnings(runtime)
     if warnings:
-        summary["warnings"] = warnings
+        summary["run_warnings"] = warnings
     if interrupted:
         summary["interrupted"] = True
     return summary
