@@ -136,7 +136,8 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
 
 @app.command()
 def steps() -> None:
-    """The step types and their arguments (from their schemas)."""
+    """The step types, their arguments (from their schemas) and the fields of their results."""
+    from .result_shapes import ShapeContext, describe
     from .steps.base import step_info, step_names
     for name in step_names():
         info = step_info(name)
@@ -147,6 +148,7 @@ def steps() -> None:
             kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
             note = spec.get("description", "")
             typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
+        typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
 
 
 @app.command()

@@ -119,7 +119,7 @@ def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, 
     try:
         return runtime.renderer.value(value, scope)
     except TEMPLATE_FAILURES as exc:
-        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
 
 
 def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mapping[str, Any]) -> bool:
@@ -127,7 +127,7 @@ def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mappi
     try:
         return runtime.renderer.condition(expression, scope)
     except TEMPLATE_FAILURES as exc:
-        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
 
 
 @dataclass

@@ -6,11 +6,14 @@ can check them statically), and one async `run`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import RunnerError, did_you_mean
+from ..result_shapes import OPEN, ShapeContext
+from ..yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
     from ..engine import StepContext
@@ -45,6 +48,9 @@ class StepInfo:
     lazy_fields: tuple[str, ...] = ()
     own_scope: tuple[str, ...] = ()
     summary: str = ""
+    result_schema: Callable[[Mapping[str, Any], ShapeContext], dict[str, Any]] = lambda args, shapes: OPEN
+    static_problems: Callable[[Mapping[str, Any], ShapeContext], list[tuple[DataPath, str]]] = \
+        lambda args, shapes: []
 
 
 class Step:
@@ -61,6 +67,17 @@ class Step:
     lazy_fields: ClassVar[tuple[str, ...]] = ()
     render_args: ClassVar[bool] = True                 # False: run() renders all of `with:` itself
     own_scope: ClassVar[tuple[str, ...]] = ()          # extra names its own `with:` may read
+    result: ClassVar[dict[str, Any]] = OPEN            # run()'s result (JSON Schema) when `with:` does not shape it
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        """The JSON Schema of run()'s result for this `with:` (open where it depends on the run)."""
+        return cls.result
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        """Problems in `with:` that need more than its schema: (path under `with`, message)."""
+        return []
 
     async def run(self, ctx: StepContext) -> Any:
         raise NotImplementedError
@@ -85,7 +102,8 @@ def step_info(name: str) -> StepInfo:
     return StepInfo(name=cls.name, schema=step_schema(cls.name), template_fields=cls.template_fields,
                     model_fields=cls.model_fields, schema_fields=cls.schema_fields,
                     substeps=cls.substeps, sub_scope=cls.sub_scope, lazy_fields=cls.lazy_fields,
-                    own_scope=cls.own_scope, summary=cls.summary)
+                    own_scope=cls.own_scope, summary=cls.summary, result_schema=cls.result_schema,
+                    static_problems=cls.static_problems)
 
 
 def step_class(name: str) -> type[Step]:

@@ -12,6 +12,7 @@ from .base import Step, StepError, register
 class Fail(Step):
     name = "fail"
     summary = "Fail the item with `message` (with `if:`, a check that runs before any LLM call)."
+    result = {"type": "null"}
 
     async def run(self, ctx: StepContext) -> Any:
         raise StepError(str(ctx.args["message"]))

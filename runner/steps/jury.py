@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from ..engine import Runtime, StepContext
+from ..errors import did_you_mean
+from ..result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
 from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
+from ..yamlpos import Path as DataPath
 from .base import StepError, register
 from .llm_call import PromptedStep, build_requests
+
+VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},
+                  "decided": {"type": "boolean"}, "votes": {"type": "array"}}
 
 
 @register
@@ -16,6 +23,28 @@ class Jury(PromptedStep):
     name = "jury"
     summary = "Ask several models the same question at once and vote on one answer field."
     model_fields = ("models",)
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        vote = args.get("vote")
+        field = vote.get("field") if isinstance(vote, dict) else None
+        answer = fields_of(shapes.answer_schema(args.get("output_schema")))
+        if not isinstance(field, str) or answer is None:
+            return open_object(VERDICT_FIELDS, "Plus the vote field and the fields of the answer schema.")
+        return closed({**answer, field: answer.get(field, OPEN), **VERDICT_FIELDS},
+                      "The vote field, the winners' merged answer fields, and the vote's account.")
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        vote = args.get("vote")
+        field = vote.get("field") if isinstance(vote, dict) else None
+        schema = args.get("output_schema")
+        answer = fields_of(shapes.answer_schema(schema)) if isinstance(schema, str) else None
+        if not isinstance(field, str) or not answer or field in answer:
+            return []
+        hint = did_you_mean(field, answer)
+        tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
+        return [(("vote", "field"), f"'{field}' is not a property of the answer schema '{schema}'{tail}")]
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ..engine import StepContext
 from ..llm.service import CallRequest
+from ..result_shapes import OPEN, TEXT, ShapeContext
 from .base import Step, StepError
 
 SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
@@ -19,7 +21,8 @@ def render_text(ctx: StepContext, value: str, field: str) -> str:
             return ctx.runtime.renderer.file(value, ctx.scope)
         except Exception as exc:  # jinja errors, with the field that named the file
             from ..templating import describe_error
-            raise StepError(f"{ctx.where(field)}: prompt '{value}': {describe_error(exc)}") from None
+            problem = describe_error(exc, ctx.scope.get("steps"))
+            raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
     return str(ctx.render(value, field))
 
 
@@ -59,3 +62,10 @@ class PromptedStep(Step):
     template_fields = ("prompt", "system")
     schema_fields = ("output_schema",)
     lazy_fields = ("prompt", "system")
+
+
+def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+    """The parsed answer: checked against a literal output_schema, text without one."""
+    if "output_schema" in args:
+        return shapes.answer_schema(args["output_schema"]) or OPEN
+    return OPEN if args.get("json") else TEXT

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..engine import StepContext
 from ..quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
+from ..result_shapes import closed
 from .base import Step, StepError, register
 
 
@@ -13,6 +14,10 @@ from .base import Step, StepError, register
 class QuoteMatch(Step):
     name = "quote_match"
     summary = "Check a quote against a read_lines source or raw text: passed, score, status, lines, flags."
+    result = closed({"passed": {"type": "boolean"}, "score": {"type": "number"}, "status": {"type": "string"},
+                     "matched_text": {"type": "string"}, "lines": {"type": ["array", "null"]},
+                     "in_cited_range": {"type": ["boolean", "null"]}, "flags": {"type": "array"},
+                     "method_version": {"type": "string"}, "reason": {"type": "string"}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args

@@ -6,6 +6,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..engine import StepContext
+from ..result_shapes import closed
 from .base import Step, StepError, register
 
 OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
@@ -82,6 +83,13 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
 class ReadLines(Step):
     name = "read_lines"
     summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
+    result = closed({"exists": {"type": "boolean"}, "status": {"enum": [OK, FILE_NOT_FOUND, LINES_NOT_FOUND,
+                                                                         PATH_OUTSIDE_ROOT]},
+                     "path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"},
+                     "cited_text": {"type": "string"}, "cited_text_tagged": {"type": "string"},
+                     "context_before": {"type": "string"}, "context_after": {"type": "string"},
+                     "context_start": {"type": "integer"}, "total_lines": {"type": "integer"},
+                     "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..engine import Runtime, StepContext
 from ..json_cache import JsonCache
+from ..result_shapes import closed
 from ..search import SearchFailed, SearchRequest, cache_key, get_provider
 from .base import Step, register
 
@@ -16,6 +17,8 @@ OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retr
 class Search(Step):
     name = "search"
     summary = "Search (tavily or a local folder) -> results [{title, url|path, content, score}] and error."
+    result = closed({"results": {"type": "array"}, "error": {"type": ["string", "null"]},
+                     "cached": {"type": "boolean"}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args
