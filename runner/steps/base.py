@@ -11,27 +11,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import RunnerError, did_you_mean
+from ..errors import NeedsModel as NeedsModel  # noqa: F401  (old home of both)
+from ..errors import StepError as StepError  # noqa: F401
+from ..registry import Registry
 from ..result_shapes import OPEN, ShapeContext
 from ..yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
-    from ..engine import StepContext
-
-
-
-class StepError(Exception):
-    """A step failed for this item. `partial` is what the step still knows (e.g. the
-    raw answer of a call whose parse failed); `on_error: continue` yields it."""
-
-    def __init__(self, message: str, partial: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.message = message
-        self.partial = partial
-
-
-class NeedsModel(Exception):
-    """`runner render` reached an LLM answer that is not cached."""
+    from ..context import StepContext
 
 
 @dataclass(frozen=True)
@@ -83,12 +70,13 @@ class Step:
         raise NotImplementedError
 
 
-STEP_TYPES: dict[str, type[Step]] = {}
+# Every module of runner/steps is imported on the first lookup: a step type is its module
+# (a Step subclass decorated with @register) plus runner/schemas/steps/<name>.schema.json.
+STEPS: Registry[type[Step]] = Registry("step type", "runner.steps")
 
 
 def register(cls: type[Step]) -> type[Step]:
-    STEP_TYPES[cls.name] = cls
-    return cls
+    return STEPS.add(cls.name, cls)
 
 
 @cache
@@ -107,20 +95,11 @@ def step_info(name: str) -> StepInfo:
 
 
 def step_class(name: str) -> type[Step]:
-    _load_builtin_steps()
-    try:
-        return STEP_TYPES[name]
-    except KeyError:
-        raise RunnerError(f"unknown step type '{name}'.{did_you_mean(name, STEP_TYPES)}") from None
+    return STEPS.get(name)
 
 
 def step_names() -> list[str]:
-    _load_builtin_steps()
-    return sorted(STEP_TYPES)
-
-
-def _load_builtin_steps() -> None:
-    from . import builtin  # noqa: F401  (registers every shipped step type)
+    return STEPS.names()
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
 from ..result_shapes import OPEN, ShapeContext, closed
 from .base import Step, register
 

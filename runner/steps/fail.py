@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import StepContext
+from ..errors import StepError
+from .base import Step, register
 
 
 @register

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..errors import StepError
 from ..result_shapes import ShapeContext, sub_results
-from .base import Step, StepError, register
+from .base import Step, register
 
 
 @register

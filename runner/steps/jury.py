@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import Runtime, StepContext
-from ..errors import did_you_mean
+from ..context import Runtime, StepContext
+from ..errors import StepError, did_you_mean
 from ..result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
 from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
 from ..yamlpos import Path as DataPath
-from .base import StepError, register
+from .base import register
 from .llm_call import PromptedStep, build_requests
 
 VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},
@@ -89,13 +89,17 @@ class Jury(PromptedStep):
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
-    rows = runtime.shared.setdefault("jury.rows", {}).setdefault(step_id, [])
-    rows.append(row)
-    runtime.shared.setdefault("summary.sections", {})["juries"] = jury_summary
+    runtime.resource(_jury_rows).setdefault(step_id, []).append(row)
+
+
+def _jury_rows(runtime: Runtime) -> dict[str, list[dict[str, Any]]]:
+    """Each jury step's votes per item, for the run's agreement figures."""
+    runtime.summary_sections["juries"] = jury_summary
+    return {}
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
     """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
     return {step: {"items": len(rows), "pairwise_agreement": pairwise_agreement(rows),
                    "fleiss_kappa": fleiss_kappa(rows)}
-            for step, rows in runtime.shared.get("jury.rows", {}).items()}
+            for step, rows in runtime.resource(_jury_rows).items()}

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..errors import StepError
 from ..result_shapes import ShapeContext, closed
-from .base import StepError, register
+from .base import register
 from .llm_call import PromptedStep, answer_shape, build_requests
 
 

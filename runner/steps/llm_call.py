@@ -6,10 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import Runtime, StepContext
+from ..errors import StepError
 from ..llm.service import CallRequest
 from ..result_shapes import OPEN, TEXT, ShapeContext
-from .base import Step, StepError
+from .base import Step
 
 SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
 
@@ -34,11 +35,15 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
     if isinstance(value, str):
         if value.lstrip().startswith("{"):
             return json.loads(value)
-        cache = ctx.runtime.shared.setdefault("llm.schemas", {})
+        cache = ctx.runtime.resource(_answer_schemas)
         if value not in cache:
             cache[value] = json.loads((ctx.runtime.pipeline.schemas_dir / value).read_text(encoding="utf-8"))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
+
+
+def _answer_schemas(runtime: Runtime) -> dict[str, Any]:
+    return {}
 
 
 def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:

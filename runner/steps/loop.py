@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..errors import StepError
 from ..result_shapes import ShapeContext, closed, sub_results
-from .base import Step, StepError, register
+from .base import Step, register
 
 
 @register

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..errors import StepError
 from ..quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
 from ..result_shapes import closed
-from .base import Step, StepError, register
+from .base import Step, register
 
 
 @register

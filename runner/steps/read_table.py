@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..paths import OK, refusal, resolve_inside
 from ..result_shapes import closed
 from .base import Step, register
-from .read_lines import OK, refusal, resolve_inside
 
 
 def _number(cell: str) -> Any:
