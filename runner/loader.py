@@ -73,7 +73,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        raw=data, located=located)
+        located=located)
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # Every module of runner/inputs is imported on the first lookup and registers its adapters.

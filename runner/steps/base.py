@@ -32,7 +32,6 @@ class StepInfo:
     schema_fields: tuple[str, ...] = ()
     substeps: bool = False
     sub_scope: tuple[str, ...] = ()
-    lazy_fields: tuple[str, ...] = ()
     own_scope: tuple[str, ...] = ()
     summary: str = ""
     result_schema: Callable[[Mapping[str, Any], ShapeContext], dict[str, Any]] = lambda args, shapes: OPEN
@@ -89,9 +88,8 @@ def step_info(name: str) -> StepInfo:
     cls = step_class(name)
     return StepInfo(name=cls.name, schema=step_schema(cls.name), template_fields=cls.template_fields,
                     model_fields=cls.model_fields, schema_fields=cls.schema_fields,
-                    substeps=cls.substeps, sub_scope=cls.sub_scope, lazy_fields=cls.lazy_fields,
-                    own_scope=cls.own_scope, summary=cls.summary, result_schema=cls.result_schema,
-                    static_problems=cls.static_problems)
+                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope, summary=cls.summary,
+                    result_schema=cls.result_schema, static_problems=cls.static_problems)
 
 
 def step_class(name: str) -> type[Step]:

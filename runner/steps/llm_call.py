@@ -9,10 +9,9 @@ from typing import Any
 from ..context import Runtime, StepContext
 from ..errors import StepError
 from ..llm.service import CallRequest
+from ..llm.spec import SAMPLING_KEYS
 from ..result_shapes import OPEN, TEXT, ShapeContext
 from .base import Step
-
-SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
 
 
 def render_text(ctx: StepContext, value: str, field: str) -> str:
@@ -56,7 +55,7 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     schema = load_schema(ctx, args.get("output_schema"))
     return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
                         as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
-                        sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
+                        sampling={k: args[k] for k in SAMPLING_KEYS if args.get(k) is not None},
                         sample=int(args.get("sample") or 0))
             for model in models]
 
