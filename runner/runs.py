@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import RunnerError
-from .outputs.files import atomic_write
+from .fileio import atomic_write
 
 LATEST = "latest"
 RESULTS = "results.jsonl"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine import TEMPLATE_FAILURES
+from .context import TEMPLATE_FAILURES
 from .errors import InputError, RunnerError
 from .inputs import Item
 from .pipeline import Pipeline
