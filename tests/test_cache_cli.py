@@ -62,9 +62,9 @@ def test_no_cache_and_corrupt_cache(project, cli, fake_llm, monkeypatch):
         env: [FAKE_URL]
         models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
         steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
-        output: {text: "{{ steps.ask.text }}"}
+        output: {text: "{{ steps.ask.raw }}"}
         """)
     run = cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"n": 1}])), "--out", "out",
               "--quiet")
-    assert run.exit_code == 0 and "errors: 1" in run.stdout      # each item says why, nothing else is lost
+    assert run.exit_code == 0 and "errors: 1" in run.stdout, run.stderr   # each item says why
     assert project.results()[0]["error"].startswith(f"{folder}: the cache is unreadable")

@@ -33,7 +33,7 @@ def test_plain_lines_during_a_real_run(project, fake_llm, monkeypatch):
         env: [FAKE_URL]
         models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
         steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
-        output: {text: "{{ steps.ask.text }}"}
+        output: {text: "{{ steps.ask.raw }}"}
         """)
     stream = io.StringIO()
     items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
