@@ -22,6 +22,7 @@ from .outputs.report_view import build_view, item_label
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .progress import CallCounts, Progress, Quiet
+from .render_costs import new_estimate
 from .runs import is_run, mark_latest, new_run_dir
 from .selection import Selection, pass_rule, select
 
@@ -188,9 +189,8 @@ async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[s
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        stats = runtime.render_stats
-        stream.write(f"LLM calls: {stats['calls']} ({stats['cached']} cached), "
-                     f"est. prompt tokens: {stats['tokens']}\n")
-        return stats
+        for line in runtime.resource(new_estimate).closing_lines():
+            stream.write(line + "\n")
+        return runtime.render_stats
     finally:
         await runtime.aclose()

@@ -5,9 +5,13 @@ from litellm's bundled price table (read as data, runner/llm/prices.py: no litel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .llm.prices import price_of
+
+if TYPE_CHECKING:
+    from .context import Runtime
+    from .llm.spec import ModelSpec
 
 CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
 FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from
@@ -84,10 +88,18 @@ class CostEstimate:
             else:
                 cost = price.cost(entry.uncached_prompt_tokens, per_call * uncached)
                 cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s)"
+            basis = f" ({per_call} per uncached call: {how})" if uncached else ""
             out.append(f"  {name} ({entry.model_id}): {entry.calls} call(s), {entry.cached} cached, "
                        f"est. prompt tokens {entry.prompt_tokens}, est. completion tokens "
-                       f"{entry.completion_tokens()} ({per_call} per uncached call: {how}); {cost_text}")
+                       f"{entry.completion_tokens()}{basis}; {cost_text}")
         return out
+
+    def closing_lines(self) -> list[str]:
+        """Per model, then the totals line (last, so scripts can read it)."""
+        completion = sum(m.completion_tokens() for m in self.models.values())
+        return ["Estimate per model:", *self.lines(),
+                f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
+                f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}"]
 
     def total_cost(self) -> float:
         total = 0.0
@@ -97,3 +109,25 @@ class CostEstimate:
                 per_call, _ = entry.completion_per_call()
                 total += price.cost(entry.uncached_prompt_tokens, per_call * (entry.calls - entry.cached))
         return total
+
+
+def new_estimate(runtime: Runtime) -> CostEstimate:
+    return CostEstimate()
+
+
+def render_call(runtime: Runtime, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
+                sampling: dict[str, Any], mode: str) -> None:
+    """Count one call of `runner render` and print it with where it goes and how it is asked."""
+    estimate = runtime.resource(new_estimate)
+    tokens = estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"))
+    stats = runtime.render_stats
+    stats["calls"] += 1
+    stats["cached"] += int(cached is not None)
+    stats["tokens"] += tokens
+    stream = runtime.render_stream
+    if stream is None:
+        return
+    params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
+    stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
+                 f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
+                 f"{prompt_text}\n--- end ---\n")

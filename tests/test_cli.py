@@ -101,7 +101,8 @@ def test_render_prints_prompts_and_sends_nothing(project, cli, fake_llm):
     assert "Is sky is blue supported by line 2?" in result.stdout
     assert "Is grass supported by line 5?" in result.stdout
     assert "[not cached]" in result.stdout and "needs a model answer that is not cached" in result.stdout
-    assert result.stdout.rstrip().endswith("LLM calls: 2 (0 cached), est. prompt tokens: 16")
+    assert result.stdout.rstrip().splitlines()[-1].startswith(
+        "LLM calls: 2 (0 cached), est. prompt tokens: 16, est. completion tokens: ")
     assert fake_llm.requests == []
     only = cli("render", str(path), "--input", str(source), "--item", "2", env=env)
     assert "=== item 1 ===" not in only.stdout and "line 5" in only.stdout

@@ -116,7 +116,7 @@ class LLMService:
             cached = None if self.options.no_cache else self.cache.get(key)
             seq = self._next_seq(request.item)
             if self.options.render:
-                self._render_call(spec, messages, cached is not None)
+                self._render_call(spec, messages, cached, sampling, request.output_schema is not None)
                 if cached is None:
                     raise NeedsModel(f"{spec.name} has no cached answer")
             if cached is not None:
@@ -259,16 +259,12 @@ class LLMService:
             self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
         self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
 
-    def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
-        stream = self.runtime.render_stream
-        stats = self.runtime.render_stats
-        text = format_messages(messages)
-        stats["calls"] += 1
-        stats["cached"] += int(cached)
-        stats["tokens"] += max(1, len(text) // 4)
-        if stream is not None:
-            stream.write(f"--- LLM call: model {spec.name} ({spec.model}) "
-                         f"{'[cached]' if cached else '[not cached]'} ---\n{text}\n--- end ---\n")
+    def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: dict[str, Any] | None,
+                     sampling: dict[str, Any], with_schema: bool) -> None:
+        from ..render_costs import render_call
+        configured = str(self.runtime.pipeline.models.get(spec.name, {}).get("structured_output", "auto"))
+        mode = f"{configured} (as configured)" if with_schema else "none (no output schema)"
+        render_call(self.runtime, spec, format_messages(messages), cached, sampling, mode)
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
