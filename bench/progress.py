@@ -1,7 +1,7 @@
 """Does the progress display slow a run? The same in-process run with no display, rich's
 live bar (drawn to a forced terminal writing to /dev/null) and plain lines (every 0.1 s
 instead of 5 s, to exaggerate). Two workloads: 5,000 items of a compute-only pipeline (the
-most item callbacks per second: the worst case) and 300 items x 3 jurors on the fake server.
+most item callbacks per second: the worst case) and 150 items x 3 jurors on the fake server.
 Best of 5, interleaved. Prints the table recorded in bench/RESULTS.md.
 
     python bench/progress.py
@@ -83,7 +83,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as sink:
             root = Path(tmp)
             rows = [("5,000 items, compute only", measure(root, "compute", COMPUTE, 5000, sink)),
-                    ("300 items x 3 jurors, fake server", measure(root, "jury", JURY, 300, sink))]
+                    ("150 items x 3 jurors, fake server", measure(root, "jury", JURY, 150, sink))]
     finally:
         server.stop()
     print("| workload | no display | rich live bar | plain lines (0.1 s) | live bar / none | plain / none |")

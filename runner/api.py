@@ -72,7 +72,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     pipeline = load_pipeline(path, overrides)
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
-    kept = options.out_dir is None           # --out DIR writes exactly into DIR
+    group: Path | None = None                 # --out DIR writes exactly into DIR
     if options.out_dir is None:
         group = default_group(pipeline, source)
         options.out_dir, options.memo_dir = new_run_dir(group), group
@@ -85,7 +85,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         # Ctrl-C: outputs written, then re-raised
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
     finally:
-        if kept and is_run(out_dir):
+        if group is not None and is_run(out_dir):
             mark_latest(out_dir)
     return outcome
 
