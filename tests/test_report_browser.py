@@ -1,9 +1,11 @@
 """report.html in a real headless Chromium (Debian's chromium + chromium-driver): it loads
 offline with no console error, the verdict filter and the search work, details open, the
-page fits a 1400 px window; a screenshot is saved beside the test's files (path printed)."""
+page fits a 1400 px window; a screenshot is saved as a test artifact (path printed): in
+$RUNNER_TEST_ARTIFACTS when set (CI sets it), else in the test's tmp_path."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -74,7 +76,9 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     assert len(links) == 3 and all(Path(link.removeprefix("file://")).is_file() for link in links)
     assert "jury: VALID, overruled by the pipeline's rules" in rows[7].text       # QUOTE_NOT_FOUND over a VALID jury
 
-    shot = tmp_path / "report.png"
+    artifacts = Path(os.environ.get("RUNNER_TEST_ARTIFACTS") or tmp_path)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "report.png"
     browser.set_window_size(1400, 1800)
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     print(f"report screenshot: {shot}")
