@@ -20,8 +20,10 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
          field: Annotated[list[str] | None, typer.Option("--field", help="Also compare this result field "
                                                                           "(a.b reads nested; repeat).")] = None,
          as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False) -> None:
-    """What changed between two runs: counts before/after and each item whose verdict or chosen
-    fields moved. With no run, the last two runs of the pipeline and input that ran last."""
+    """What changed between two runs: counts, rates and the items that moved.
+
+    Each item whose verdict (or a --field) changed, before -> after. With no run given: the
+    last two runs of the pipeline and input that ran last."""
     from .diff import diff_runs, format_diff, pick_runs
     try:
         before, after = pick_runs(run_a, run_b)
