@@ -15,6 +15,7 @@ import jinja2
 
 from .errors import RunnerError, TemplateError
 from .inputs import Item
+from .observe import NULL_OBSERVER, Observer
 from .pipeline import Pipeline, StepSpec
 from .steps.base import NeedsModel, Step, StepError, step_class
 from .templating import Renderer, describe_error
@@ -29,6 +30,7 @@ class RunOptions:
     out_dir: Path | None = None
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
+    trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Runtime:
     shared: dict[str, Any] = field(default_factory=dict)   # per-run caches keyed by their owner
     memo: Any = None
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
+    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
     _llm: Any = None
 
     @classmethod
@@ -83,6 +86,7 @@ class Runtime:
             close()
         if self._llm is not None:
             await self._llm.aclose()
+        await self.observer.aclose()
 
 
 @dataclass
@@ -162,6 +166,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             outcome.error = str(exc)
             return outcome
         ctx: StepContext | None = None
+        span, failure = runtime.observer.step_start(item, spec), None
         try:
             step = _instance(spec.uses)
             lazy = set(step.lazy_fields) | ({"steps"} if step.substeps else set())
@@ -173,7 +178,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
         except NeedsModel:
             raise
         except (StepError, TemplateError) as exc:
-            message = exc.message if isinstance(exc, StepError) else str(exc)
+            message = failure = exc.message if isinstance(exc, StepError) else str(exc)
             partial = exc.partial if isinstance(exc, StepError) else None
             if spec.on_error == "fail":
                 results[spec.id] = partial
@@ -189,6 +194,8 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
                 except TemplateError as again:
                     outcome.error = str(again)
                     return outcome
+        finally:
+            runtime.observer.step_end(span, results.get(spec.id), failure)
         if ctx is not None and ctx.stop_requested:
             outcome.stopped = True
             return outcome
@@ -212,6 +219,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         except TemplateError as exc:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
+    runtime.observer.item_start(item)
     try:
         outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item)
     except NeedsModel:
@@ -245,6 +253,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     result.pop("warnings", None)
     if warnings:
         result["warnings"] = warnings
+    await runtime.observer.item_end(item, result)
     if memo_key is not None and not outcome.error:
         _remember(runtime, memo_key, result, scope)
     return result

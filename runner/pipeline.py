@@ -40,6 +40,7 @@ class Pipeline:
     concurrency: Any
     raw: dict[str, Any] = field(repr=False, compare=False)
     located: Located = field(repr=False, compare=False)
+    tracing: dict[str, Any] | None = None
 
     @property
     def prompts_dir(self) -> Path:

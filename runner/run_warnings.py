@@ -1,0 +1,20 @@
+"""Run-level warnings: said once per run, kept in summary.json and shown by the CLI and report."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .engine import Runtime
+
+KEY = "run.warnings"
+
+
+def add_warning(runtime: Runtime, message: str) -> None:
+    warnings: list[str] = runtime.shared.setdefault(KEY, [])
+    if message not in warnings:
+        warnings.append(message)
+
+
+def run_warnings(runtime: Runtime) -> list[str]:
+    return list(runtime.shared.get(KEY, []))
