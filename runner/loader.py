@@ -140,7 +140,8 @@ class _Checker:
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
         self._check_strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
         output = self.data.get("output") or {}
-        named = [(("tracing", "assessments", i), name) for i, name in enumerate(tracing.get("assessments") or [])]
+        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
+                                             for i, name in enumerate(tracing.get("assessments") or [])]
         if tracing.get("rationale"):
             named.append((("tracing", "rationale"), tracing["rationale"]))
         for where, name in named:

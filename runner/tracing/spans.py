@@ -2,13 +2,14 @@
 hands the finished tree to a backend, in one worker thread, when the item ends.
 
 Backends (MLflow today) only implement `setup` and `export`; whatever they do (blocking
-HTTP, their own logging) happens off the event loop. A backend failure is said once and
+HTTP, their own logging) happens off the event loop, in a few threads. A backend failure is said once and
 turns tracing off for the rest of the run: it never fails an item or changes a result."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,7 @@ class TracingFailed(Exception):
     """What a backend raises when it could not record a trace."""
 
 
+EXPORT_THREADS = 4     # a trace is several requests: one thread would hold up a fast run
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("runner_span", default=None)
 
 
@@ -54,6 +56,7 @@ class SpanRecorder(Observer):
         self.failed = False
         self.traces = 0
         self._ready = False
+        self._lock = threading.Lock()
         self._roots: dict[int, Span] = {}
         self._pool: ThreadPoolExecutor | None = None
 
@@ -91,7 +94,7 @@ class SpanRecorder(Observer):
         if parent is None:
             return
         parent.children.append(Span(
-            call.model, "llm", call.started_ns, inputs={"messages": call.messages},
+            f"llm:{call.model}", "llm", call.started_ns, inputs={"messages": call.messages},
             outputs=None if call.response is None else {"response": call.response},
             attributes={"model": call.model, "model_id": call.model_id, "endpoint": call.endpoint,
                         "cached": call.cached, "attempts": call.attempts, "usage": call.usage},
@@ -103,25 +106,29 @@ class SpanRecorder(Observer):
             return
         root.outputs, root.error, root.ended_ns = dict(result), result.get("error"), time.time_ns()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner-tracing")
+            self._pool = ThreadPoolExecutor(max_workers=EXPORT_THREADS, thread_name_prefix="runner-tracing")
         loop = asyncio.get_running_loop()
         fields = await loop.run_in_executor(self._pool, self._export, root, dict(result))
         result.update(fields)
 
     def _export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
-        if self.failed:
-            return {}
         try:
-            if not self._ready:
-                self.setup()
-                self._ready = True
+            with self._lock:
+                if self.failed:
+                    return {}
+                if not self._ready:
+                    self.setup()
+                    self._ready = True
             fields = self.export(self._redacted(root), self._scrub(result))
         except Exception as exc:  # a tracing backend must never fail an item: said once, then off
-            self.failed = True
-            self.warn(f"tracing ({self.backend}) is off for the rest of this run: "
-                      f"{self.redact(' '.join(str(exc).split()))[:500]}")
+            with self._lock:
+                first, self.failed = not self.failed, True
+            if first:
+                self.warn(f"tracing ({self.backend}) is off for the rest of this run: "
+                          f"{self.redact(' '.join(str(exc).split()))[:500]}")
             return {}
-        self.traces += 1
+        with self._lock:
+            self.traces += 1
         return fields
 
     def _redacted(self, span: Span) -> Span:
