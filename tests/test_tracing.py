@@ -223,3 +223,19 @@ def test_the_core_never_imports_mlflow_unless_tracing_is_on(project, fake_llm):
         assert done.returncode == 0, done.stderr
         assert done.stdout.endswith("mlflow not imported\n")
     assert [json.loads(line)["answer"] for line in (project.root / "out" / "results.jsonl").open()] == ["ok", "ok"]
+
+
+def test_feedback_without_a_tracking_uri_is_kept_with_a_warning(project, cli, monkeypatch):
+    store = write_json(project.root / "out" / "verification_map.json",
+                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"},
+                        "def": {"rating": "green", "trace_id": "t2"}})
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--down", "--rationale", "no")
+    assert done.exit_code == 0 and done.stdout == "feedback recorded for t1 (down)\n"
+    assert done.stderr == "warning: not logged to MLflow: set MLFLOW_TRACKING_URI to the server that holds trace tr-1\n"
+    plain = cli("feedback", "--store", str(store.parent), "--trace-id", "t2", "--up", "--user", "bob")
+    assert plain.exit_code == 0 and plain.stderr == ""                      # never traced: nothing to say
+    entries = [json.loads(line) for line in (store.parent / "feedback.jsonl").read_text().splitlines()]
+    assert [(e["trace_id"], e["is_positive"], e["rationale"], e.get("mlflow_trace_id"), e.get("mlflow_assessment_id"))
+            for e in entries] == [("t1", False, "no", "tr-1", None), ("t2", True, None, None, None)]
+    assert entries[1]["user"] == "bob" and entries[0]["user"]
