@@ -76,7 +76,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
-    from .engine import RunOptions
+    from .context import RunOptions
     from .tracing import BACKENDS
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
@@ -117,7 +117,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            cache_dir: CacheOpt = None) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from .api import ItemSource, render_pipeline
-    from .engine import RunOptions
+    from .context import RunOptions
     try:
         render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
                         sys.stdout, set_ or [], item)
@@ -144,7 +144,8 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
 
 @app.command()
 def steps() -> None:
-    """The step types and their arguments (from their schemas)."""
+    """The step types, their arguments (from their schemas) and the fields of their results."""
+    from .result_shapes import ShapeContext, describe
     from .steps.base import step_info, step_names
     for name in step_names():
         info = step_info(name)
@@ -155,6 +156,7 @@ def steps() -> None:
             kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
             note = spec.get("description", "")
             typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
+        typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
 
 
 @app.command()

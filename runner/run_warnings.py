@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .engine import Runtime
+    from .context import Runtime
 
-KEY = "run.warnings"
+
+def _warnings(runtime: Runtime) -> list[str]:
+    return []
 
 
 def add_warning(runtime: Runtime, message: str) -> None:
-    warnings: list[str] = runtime.shared.setdefault(KEY, [])
+    warnings = runtime.resource(_warnings)
     if message not in warnings:
         warnings.append(message)
 
 
 def run_warnings(runtime: Runtime) -> list[str]:
-    return list(runtime.shared.get(KEY, []))
+    return list(runtime.resource(_warnings))

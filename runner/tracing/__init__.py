@@ -14,7 +14,7 @@ from ..observe import NULL_OBSERVER, Observer
 from ..run_warnings import add_warning
 
 if TYPE_CHECKING:
-    from ..engine import Runtime
+    from ..context import Runtime
 
 BACKENDS = ("mlflow", "none")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
@@ -36,7 +36,7 @@ def make_observer(runtime: Runtime) -> Observer:
     backend = backend_of(runtime)
     if backend == "none" or runtime.options.render:
         return NULL_OBSERVER
-    from ..engine import render_at
+    from ..context import render_at
     from .mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
 
     def warn(message: str) -> None:
@@ -63,5 +63,5 @@ def make_observer(runtime: Runtime) -> Observer:
     experiment = str(render_at(runtime, config.get("experiment") or pipeline.name, ("tracing", "experiment"), scope))
     tracer = MlflowTracer(uri, experiment, assessment_fields(config, pipeline.summary), config.get("rationale"),
                           pipeline.name, redact=redact, warn=warn)
-    runtime.shared.setdefault("summary.sections", {})["tracing"] = lambda _runtime: tracer.section()
+    runtime.summary_sections["tracing"] = lambda _runtime: tracer.section()
     return tracer
