@@ -5,9 +5,9 @@ own thread, when the first item ends."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 from ..observe import NULL_OBSERVER, Observer
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from ..context import Runtime
 
 BACKENDS = ("mlflow", "none")
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def backend_of(runtime: Runtime) -> str:
@@ -39,12 +38,12 @@ def make_observer(runtime: Runtime) -> Observer:
     from ..context import render_at
     from .mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
 
-    def warn(message: str) -> None:
-        add_warning(runtime, message)
+    warn = functools.partial(add_warning, runtime)
 
-    def redact(text: str) -> str:
+    def redact(text: str) -> str:     # what the LLM call logs hide, without starting an LLM service
         if runtime.llm_used:
             return str(runtime.llm.redact(text))
+        from ..llm.service import SECRET_NAME
         for name, value in runtime.env.items():
             if SECRET_NAME.search(name) and len(value) >= 6:
                 text = text.replace(value, "***")

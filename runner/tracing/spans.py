@@ -107,8 +107,9 @@ class SpanRecorder(Observer):
         root.outputs, root.error, root.ended_ns = dict(result), result.get("error"), time.time_ns()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=EXPORT_THREADS, thread_name_prefix="runner-tracing")
-        loop = asyncio.get_running_loop()
-        fields = await loop.run_in_executor(self._pool, self._export, root, dict(result))
+        # Redacted here, on the loop: the secrets it reads (model specs) are the loop's.
+        fields = await asyncio.get_running_loop().run_in_executor(
+            self._pool, self._export, self._redacted(root), self._scrub(dict(result)))
         result.update(fields)
 
     def _export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +120,7 @@ class SpanRecorder(Observer):
                 if not self._ready:
                     self.setup()
                     self._ready = True
-            fields = self.export(self._redacted(root), self._scrub(result))
+            fields = self.export(root, result)
         except Exception as exc:  # a tracing backend must never fail an item: said once, then off
             with self._lock:
                 first, self.failed = not self.failed, True
