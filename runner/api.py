@@ -25,6 +25,7 @@ from .progress import CallCounts, Progress, Quiet
 from .render_costs import new_estimate
 from .runs import is_run, mark_latest, new_run_dir
 from .selection import Selection, pass_rule, select
+from .tracing import make_observer
 
 
 @dataclass
@@ -78,6 +79,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         options.out_dir, options.memo_dir = new_run_dir(group), group
     out_dir: Path = options.out_dir
     runtime = Runtime.create(pipeline, options)
+    runtime.observer = make_observer(runtime)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
     outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))

@@ -79,6 +79,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
                  "below RATE. Rates run from 0 to 1: 0.8 means 80%.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+        trace: Annotated[str | None, typer.Option(
+            "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
+                            "default: the pipeline's tracing.backend.")] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
@@ -90,7 +93,12 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     if unknown:
         typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
         raise typer.Exit(2)
-    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out)
+    from .tracing import BACKENDS
+    if trace is not None and trace not in BACKENDS:
+        typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
+        raise typer.Exit(2)
+    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
+                         trace=trace)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
@@ -179,20 +187,26 @@ def steps() -> None:
 
 @app.command()
 def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
-             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id.")],
+             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id (or mlflow_trace_id).")],
              up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
              down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
-             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None) -> None:
-    """Record human feedback on a stored result (appends to feedback.jsonl beside the store)."""
+             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
+             user: Annotated[str | None, typer.Option("--user", help="Who (default: the OS user).")] = None,
+             name: Annotated[str, typer.Option("--name", help="The assessment's name in MLflow.")] = "human_feedback",
+             ) -> None:
+    """Record human feedback on a stored result: appends to feedback.jsonl beside the store, and logs a
+    HUMAN assessment on the result's MLflow trace when it has one (to $MLFLOW_TRACKING_URI)."""
     from .feedback import record_feedback
     if up == down:
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
     try:
-        entry = record_feedback(store, trace_id, up, rationale)
+        entry = record_feedback(store, trace_id, up, rationale, user, name,
+                                warn=lambda message: typer.echo(f"warning: {message}", err=True))
     except RunnerError as exc:
         _fail(exc)
-    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'})")
+    where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
+    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
 
 app.command()(cli_tools.diff)

@@ -11,9 +11,15 @@ def _cell(value: str) -> str:
     return value.replace("|", "\\|")
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def _linked(item: ItemView, columns: list[str]) -> list[str]:
+    """The item's cells, a cell with a link (its trace) as [text](url); escaped here, not again."""
+    return [f"[{_cell(cell)}]({item.links[column]})" if column in item.links else _cell(cell)
+            for column, cell in zip(columns, item.cells, strict=True)]
+
+
+def _table(headers: list[str], rows: list[list[str]], escaped: bool = False) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
+    return lines + ["| " + " | ".join(c if escaped else _cell(c) for c in row) + " |" for row in rows] + [""]
 
 
 def percent(rate: float) -> str:
@@ -43,8 +49,9 @@ def render_report(view: ReportView) -> str:
         lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
     with_flags = any(item.flags for item in view.items)
     headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
-    rows = [[str(i.index), *i.cells, *([", ".join(i.flags)] if with_flags else [])] for i in view.items]
-    lines += ["## Items", ""] + _table(headers, rows)
+    rows = [[str(i.index), *_linked(i, view.columns), *([_cell(", ".join(i.flags))] if with_flags else [])]
+            for i in view.items]
+    lines += ["## Items", ""] + _table(headers, rows, escaped=True)
     detailed = [item for item in view.items if item.juries or item.error or item.warnings or item.logs]
     if detailed:
         lines += ["## Item details", ""]

@@ -98,13 +98,17 @@ def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _inputs(pairs: list[tuple[str, str]]) -> str:
+def _inputs(pairs: list[tuple[str, str]], links: dict[str, str]) -> str:
     """Short values share one line (file, lines, scores); long ones (claims, quotes) get their own."""
+    def value(name: str, text: str) -> str:
+        link = links.get(name)
+        return f'<a href="{escape(link)}">{escape(text)}</a>' if link else escape(text)
+
     short = [(k, v) for k, v in pairs if len(v) <= 40 and v.count(" ") < 3]
     long = [(k, v) for k, v in pairs if (k, v) not in short]
-    line = " · ".join(f"<i>{escape(k)}</i>{escape(v)}" for k, v in short)
+    line = " · ".join(f"<i>{escape(k)}</i>{value(k, v)}" for k, v in short)
     return (f'<span class="kv">{line}</span>' if line else "") + "".join(
-        f'<span class="kv long"><i>{escape(k)}</i>{escape(v)}</span>' for k, v in long)
+        f'<span class="kv long"><i>{escape(k)}</i>{value(k, v)}</span>' for k, v in long)
 
 
 def _jury(jury: JuryView) -> str:
@@ -122,7 +126,7 @@ def _jury(jury: JuryView) -> str:
 
 
 def _item(item: ItemView) -> str:
-    inputs = _inputs(item.inputs)
+    inputs = _inputs(item.inputs, item.links)
     over = (f'<span class="over">jury: {escape(item.overridden)}, overruled by the pipeline\'s rules</span>'
             if item.overridden else "")
     reason = ('<span class="lbl">the jury said:</span> ' if item.overridden else "") + escape(item.reason)

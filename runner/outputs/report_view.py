@@ -87,6 +87,7 @@ class ItemView:
     logs: list[str]
     cells: list[str]                              # the configured columns, for the markdown table
     result: dict[str, Any]
+    links: dict[str, str] = field(default_factory=dict)    # column -> URL (a trace in the tracing UI)
 
     @property
     def search_text(self) -> str:
@@ -181,8 +182,15 @@ def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
     return f"item {result.get('index')}" + (f": {', '.join(keys)}" if keys else "")
 
 
+def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
+    """The item's trace in the tracing UI, when the run knows its address (summary.tracing.trace_url)."""
+    trace_id = result.get("mlflow_trace_id")
+    return {"mlflow_trace_id": trace_url.replace("{trace_id}", str(trace_id))} if trace_url and trace_id else {}
+
+
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
-               passed: Callable[[dict[str, Any]], bool | None], logs: dict[tuple[int, str], list[str]]) -> ItemView:
+               passed: Callable[[dict[str, Any]], bool | None], logs: dict[tuple[int, str], list[str]],
+               trace_url: str | None = None) -> ItemView:
     index = int(result.get("index", 0))
     verdict = text(lookup(result, count_by)) if count_by else ""
     error = text(next((result[n] for n in ERROR_NAMES if result.get(n)), ""))
@@ -198,7 +206,7 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     item_logs = [name for (item, _), names in sorted(logs.items()) if item == index for name in names]
     return ItemView(index, status_of(verdict, error, passed(result)), verdict, inputs, reason, _flags(result), error,
                     [text(w) for w in result.get("warnings") or []], juries, overridden, sorted(item_logs),
-                    [text(lookup(result, c), 300) for c in columns], result)
+                    [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
 
 
 def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configured: list[str] | None = None,
@@ -207,7 +215,8 @@ def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configure
     count_by = summary.get("count_by")
     columns = columns_for(results, configured)
     logs = read_logs(logs_dir)
-    items = [build_item(r, columns, count_by, passed or (lambda _: None), logs) for r in results]
+    trace_url = (summary.get("tracing") or {}).get("trace_url") if isinstance(summary.get("tracing"), dict) else None
+    items = [build_item(r, columns, count_by, passed or (lambda _: None), logs, trace_url) for r in results]
     status: dict[str, str] = {}
     for item in items:
         status.setdefault(item.verdict, item.status)
