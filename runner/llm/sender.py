@@ -39,6 +39,13 @@ def timeout_message(spec: ModelSpec, max_tokens: Any) -> str:
             f"(max_tokens, now {max_tokens})")
 
 
+class FormatRejected(Exception):
+    def __init__(self, error: TransportError, mode: str):
+        super().__init__(error.message)
+        self.error = error
+        self.mode = mode
+
+
 class Sender:
     def __init__(self, transport: Transport, cache_dir: Path, concurrency: int):
         self.transport = transport
@@ -58,20 +65,15 @@ class Sender:
         if spec.api_base:
             await self._probe(spec)
         while True:
-            params = dict(sampling)
-            wanted = response_format(mode, schema)
-            if wanted is not None:
-                params["response_format"] = wanted
             try:
-                return await self._attempts(spec, messages, params, stats, wanted is not None), mode
-            except TransportError as error:
-                if wanted is None or not rejects_format(error):
-                    raise
-                following = self.formats.fall_back(spec, mode, error)
+                return await self._attempts(spec, messages, sampling, schema, mode, stats)
+            except FormatRejected as rejected:
+                error = rejected.error
+                following = self.formats.fall_back(spec, rejected.mode, error)
                 if following is None:
-                    raise TransportError(error.kind, f"{error.message} (the server rejects response_format {mode}: "
-                                                     f"set models.{spec.name}.structured_output to auto or "
-                                                     f"another mode)", error.status) from None
+                    raise TransportError(error.kind, f"{error.message} (the server rejects response_format "
+                                                     f"{rejected.mode}: set models.{spec.name}.structured_output "
+                                                     f"to auto or another mode)", error.status) from None
                 mode = following
 
     async def _probe(self, spec: ModelSpec) -> None:
@@ -83,8 +85,8 @@ class Sender:
         if await asyncio.shield(probe):
             self.breakers.setdefault(spec.endpoint, "connection refused")
 
-    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
-                        stats: ModelStats, with_format: bool) -> Completion:
+    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
+                        schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
         gate = self._gate(spec)
@@ -101,24 +103,31 @@ class Sender:
                         self._daily().spend(f"{spec.name}|{spec.model}", limit, spec.name)
                     except BudgetSpent as exc:
                         raise TransportError("budget", str(exc)) from None
+                # Calls that queued while another learned the endpoint's format use it too.
+                mode = self.formats.settled(spec, mode)
+                params = dict(sampling)
+                wanted = response_format(mode, schema)
+                if wanted is not None:
+                    params["response_format"] = wanted
                 stats.calls += 1
                 try:
                     async with asyncio.timeout(spec.timeout):     # the whole attempt, however the bytes dribble
                         completion = await self.transport.complete(spec, messages, params)
                     _count(stats, completion)
-                    return completion
+                    return completion, mode
                 except TimeoutError:
                     error = TransportError("timeout", "")
                 except TransportError as exc:
                     error = exc
+            if wanted is not None and rejects_format(error):
+                raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
                 timeouts += 1
                 error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")))
             if error.opens_breaker:
                 self.breakers[spec.endpoint] = error.message
                 raise error
-            if (not error.retryable or attempt == spec.retries or timeouts >= MAX_TIMEOUTS
-                    or (with_format and rejects_format(error))):
+            if not error.retryable or attempt == spec.retries or timeouts >= MAX_TIMEOUTS:
                 raise error
             try:
                 delay = retry_delay(attempt, spec.backoff, error.retry_after)

@@ -70,6 +70,13 @@ class FormatChoices:
             return spec.structured_output
         return self._load().get(self.key(spec), LADDER[0])
 
+    def settled(self, spec: ModelSpec, mode: str) -> str:
+        """`mode`, or the format learned for the endpoint since it was chosen."""
+        if spec.structured_output != "auto":
+            return mode
+        learned = self._load().get(self.key(spec), LADDER[0])
+        return learned if LADDER.index(learned) > LADDER.index(mode) else mode
+
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError) -> str | None:
         """The next format to try after `rejected`, or None when the model's setting is fixed."""
         if spec.structured_output != "auto" or rejected == LADDER[-1]:
