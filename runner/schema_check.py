@@ -94,7 +94,8 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
         if bounds:
             if bounds[0].validator == "pattern":
                 about = error.schema.get("description") if isinstance(error.schema, dict) else None
-                return [located.problem(path, f"{error.instance!r} is not valid here" + (f": {about}" if about else ""))]
+                suffix = f": {about}" if about else ""
+                return [located.problem(path, f"{error.instance!r} is not valid here{suffix}")]
             return [located.problem(path, _short(bounds[0]))]
         type_errors = [e for e in error.context if e.validator == "type"]
         chosen = type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path))
