@@ -114,7 +114,7 @@ def test_requests_per_minute(project, env, monkeypatch):
     monkeypatch.setattr(limits, "RATE_WINDOW_SECONDS", 1.0)
     env.script(Reply(answer("VALID")))
     items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
-    run(jury_pipeline(project, limits_c=", limits: {requests_per_minute: 2}"), items)
+    run(jury_pipeline(project, limits_c=", limits: {concurrency: 16, requests_per_minute: 2}"), items)
     starts = sorted(r.started for r in env.calls(model="judge-c"))
     assert len(starts) == 6
     for i in range(len(starts) - 2):

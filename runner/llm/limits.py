@@ -70,13 +70,11 @@ class ModelGate:
     async def __aenter__(self) -> None:
         if self.semaphore:
             await self.semaphore.acquire()
+
+    async def pace(self) -> None:
+        """Wait for the rate window; called last, right before the request is sent."""
         if self.rate:
-            try:
-                await self.rate.wait()
-            except BaseException:
-                if self.semaphore:
-                    self.semaphore.release()
-                raise
+            await self.rate.wait()
 
     async def __aexit__(self, *exc: object) -> None:
         if self.semaphore:

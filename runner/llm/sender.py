@@ -96,6 +96,7 @@ class Sender:
             # The model's own gate first: calls queued for a one-slot server must not hold
             # run-wide slots that other models could use.
             async with gate, self._global_gate():
+                await gate.pace()
                 if spec.endpoint in self.breakers:
                     raise TransportError("breaker", self.breakers[spec.endpoint])
                 if limit is not None:
