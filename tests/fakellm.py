@@ -21,11 +21,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
-# llama-cpp-python 0.3.x validates response_format.type with pydantic and answers 500.
-LLAMA_CPP_REJECTION = {"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
-                                            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
-                                            "'ctx': {'expected': \"'text' or 'json_object'\"}}]",
-                                 "type": "internal_server_error", "param": None, "code": None}}
+# llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
+# (body as recorded against the real server, the file path shortened).
+LLAMA_CPP_REJECTION = {"error": {
+    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+               "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+               "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"/.../llama_cpp/server/app.py\", "
+               "line 376, in create_chat_completion\n    POST /v1/chat/completions",
+    "type": "internal_server_error", "param": None, "code": None}}
+# llama-cpp-python's answer to a prompt longer than its context: not a format problem.
+CONTEXT_EXCEEDED = {"error": {
+    "message": "This model's maximum context length is 8192 tokens. However, you requested 9015 tokens (9010 in "
+               "the messages, 5 in the completion). Please reduce the length of the messages or completion.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
 PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "dribble")
 

@@ -54,6 +54,16 @@ def test_llama_cpp_python_falls_back_to_json_object_once_and_remembers(project, 
     assert len(env.requests) == 1
 
 
+def test_a_context_overflow_is_not_taken_for_a_format_rejection(project, env):
+    from fakellm import CONTEXT_EXCEEDED
+    env.personality = "llama-cpp-python"
+    env.script(Reply(status=400, raw_body=json.dumps(CONTEXT_EXCEEDED)),
+               when=lambda body: body.get("response_format", {}).get("type") == "json_object")
+    path = llm_pipeline(project, extra="structured_output: json_object")
+    result = run(path, items(project, 1)).results[0]
+    assert len(env.requests) == 1 and "maximum context length is 8192 tokens" in result["error"]
+
+
 def test_lm_studio_takes_json_schema(project, env):
     env.personality = "lm-studio"
     env.script(ANSWER)
