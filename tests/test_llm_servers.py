@@ -59,9 +59,9 @@ def test_a_context_overflow_is_not_taken_for_a_format_rejection(project, env):
     env.personality = "llama-cpp-python"
     env.script(Reply(status=400, raw_body=json.dumps(CONTEXT_EXCEEDED)),
                when=lambda body: body.get("response_format", {}).get("type") == "json_object")
-    path = llm_pipeline(project, extra="structured_output: json_object")
-    result = run(path, items(project, 1)).results[0]
-    assert len(env.requests) == 1 and "maximum context length is 8192 tokens" in result["error"]
+    result = run(llm_pipeline(project), items(project, 1)).results[0]
+    assert formats(env) == ["json_schema", "json_object"]           # no fall back to none, no retry
+    assert "maximum context length is 8192 tokens" in result["error"] and "structured_output" not in result["error"]
 
 
 def test_lm_studio_takes_json_schema(project, env):
