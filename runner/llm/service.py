@@ -173,7 +173,9 @@ class LLMService:
             raw = completion.text or ""
             self._log(request.item, seq, spec, messages, raw, cached is not None)
             try:
-                parsed = parse_answer(raw, schema, request.as_json)
+                # A cached answer passed this very schema (the key holds it) before it was stored.
+                check = None if cached is not None else schema
+                parsed = parse_answer(raw, check, request.as_json or schema is not None)
             except ParseFailure as exc:
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},
