@@ -19,10 +19,11 @@ from ..json_cache import JsonCache
 from .cache import request_key
 from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
+from .routing import RoutedTransport
 from .sender import ModelStats, Sender
 from .spec import ModelSpec
 from .tally import FailureTally
-from .transport import Completion, RoutedTransport, Transport, TransportError
+from .transport import Completion, Transport, TransportError
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
