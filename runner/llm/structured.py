@@ -75,9 +75,7 @@ class FormatChoices:
         return f"{spec.endpoint} {spec.model}"
 
     def first(self, spec: ModelSpec) -> str:
-        if spec.structured_output != "auto":
-            return spec.structured_output
-        return self._load().get(self.key(spec), LADDER[0])
+        return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0])
 
     def settled(self, spec: ModelSpec, mode: str) -> str:
         """`mode`, or the format learned for the endpoint since it was chosen."""
