@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
+from ..confine import FILE_NOT_FOUND, OK, refusal, resolve_inside
 from ..engine import StepContext
 from .base import Step, StepError, register
 
-OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
+LINES_NOT_FOUND = "LINES_NOT_FOUND"
 
 
 class FileCache:
@@ -24,30 +25,9 @@ class FileCache:
                 text = path.read_text(encoding=encoding, errors="replace")
                 self.reads += 1
                 self.lines[path] = text.splitlines()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            except OSError:
                 self.lines[path] = None
         return self.lines[path]
-
-
-def resolve_inside(root: Path, name: str) -> tuple[Path | None, str]:
-    """The real path of `name` under `root`, or the status saying why not."""
-    if not name or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
-            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return None, PATH_OUTSIDE_ROOT
-    real_root = root.resolve()
-    candidate = (real_root / name).resolve()
-    if not candidate.is_relative_to(real_root):
-        return None, PATH_OUTSIDE_ROOT
-    if not candidate.is_file():
-        return None, FILE_NOT_FOUND
-    return candidate, OK
-
-
-def refusal(status: str, name: str, root: Path, kind: str) -> str:
-    """Why a file under a root could not be opened."""
-    if status == PATH_OUTSIDE_ROOT:
-        return f"path '{name}' leaves the {kind} root"
-    return f"file '{name}' not found under {root}"
 
 
 def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | None, context: int,

@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 from typing import Any
 
+from ..confine import OK, refusal, resolve_inside
 from ..engine import StepContext
 from .base import Step, register
-from .read_lines import OK, refusal, resolve_inside
 
 
 def _number(cell: str) -> Any:
