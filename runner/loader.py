@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from . import templating
+from .confine import FILE_NOT_FOUND, OK, refusal, regular_file, resolve_inside
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
 from .pipeline import Pipeline, StepSpec
@@ -34,10 +35,11 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                   catalog: StepCatalog | None = None) -> Pipeline:
     file = Path(path)
     shown = _display(file)
+    if regular_file(file)[1] != OK:
+        reason = "not found" if not file.exists() else "not a regular file, or larger than 64 MB"
+        raise RunnerError(f"{shown}: pipeline file {reason}")
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RunnerError(f"{shown}: pipeline file not found") from None
+        text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
     catalog = catalog or StepCatalog.builtin()
@@ -228,8 +230,10 @@ class _Checker:
 
     def _check_schema_file(self, name: str, path: DataPath) -> None:
         file = self.schemas_dir / name
-        if not file.is_file():
-            self.add(path, f"schema '{name}' not found ({_display(file)})")
+        found, status = resolve_inside(self.schemas_dir, name)
+        if found is None:
+            self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
+                     else refusal(status, name, self.schemas_dir, "schemas"))
             return
         try:
             Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))

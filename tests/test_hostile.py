@@ -24,8 +24,11 @@ ECHO = """
     """
 
 
-def echo_pipeline(project, output: str = "") -> Path:
-    return project.pipeline(ECHO + output)
+def echo_pipeline(project, output: str = "", adapter: str | None = None) -> Path:
+    text = ECHO + output
+    if adapter:
+        text = text.replace("    steps:", f"    input: {{adapter: {adapter}}}\n    steps:")
+    return project.pipeline(text)
 
 
 # ---- 1. an output value holding an undefined or refused field ----------------------------
@@ -119,8 +122,7 @@ def test_an_alias_bomb_pipeline_is_refused_with_its_position(project, cli):
 
 
 def test_an_alias_bomb_input_is_refused_with_its_position(project, cli):
-    path = echo_pipeline(project).read_text().replace("steps:", "input: {adapter: yaml}\nsteps:")
-    project.pipeline(path)
+    echo_pipeline(project, adapter="yaml")
     (project.root / "in.yaml").write_text(billion_laughs(), encoding="utf-8")
     result = cli("run", "pipelines/p.yaml", "--input", "in.yaml", "--out", "out")
     assert result.exit_code == 2 and "in.yaml:8:4: aliases expand" in result.output
@@ -135,3 +137,176 @@ def test_a_recursive_alias_is_refused(project, cli):
 def test_modest_aliases_still_load(project, cli):
     path = echo_pipeline(project, "  a: &v '{{ item.n }}'\n      b: *v\n")
     assert cli("validate", str(path)).exit_code == 0
+
+
+# ---- 5. files stay inside their declared root --------------------------------------------
+
+def test_local_search_never_follows_a_symlink_out_of_its_folder(project, monkeypatch):
+    from test_search import search_pipeline
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-the-environment-1234")
+    (project.root / "corpus").mkdir()
+    (project.root / "corpus" / "notes.txt").write_text("The sky is blue on clear days.\n")
+    (project.root / "corpus" / "env.txt").symlink_to("/proc/self/environ")
+    (project.root / "outside.txt").write_text("sky secret outside the folder\n")
+    (project.root / "corpus" / "up.txt").symlink_to(project.root / "outside.txt")
+    os.mkfifo(project.root / "corpus" / "pipe.txt")          # opening it would hang the run
+    path = search_pipeline(project, provider="local")
+    result = run(path, write_json(project.root / "in.json", [{"q": "sky"}])).results[0]
+    assert [hit["path"] for hit in result["results"]] == ["notes.txt"]
+    everything = "".join(p.read_text(errors="replace") for p in project.root.rglob("*")
+                         if p.is_file() and "corpus" not in p.parts and p.name != "outside.txt")
+    assert "sk-secret-from-the-environment" not in everything and "secret outside" not in everything
+
+
+@pytest.mark.parametrize("make, status", [
+    (lambda root: os.mkfifo(root / "fifo.txt"), "FILE_NOT_FOUND"),
+    (lambda root: (root / "dev.txt").symlink_to("/dev/zero"), "PATH_OUTSIDE_ROOT"),
+])
+def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
+    from runner.steps.read_lines import FileCache, read_lines
+    make(tmp_path)
+    name = next(p.name for p in tmp_path.iterdir())
+    assert read_lines(FileCache(), tmp_path, name, 1, 1, 0)["status"] == status
+
+
+def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
+    from runner.steps.read_lines import FileCache, read_lines
+    assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
+
+
+def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm):
+    (project.root / "secret.json").write_text('{"type": "object", "title": "outside"}')
+    path = project.pipeline("""
+        version: 1
+        name: t
+        env: [FAKE_URL]
+        models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}}
+        steps:
+          - {id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}
+        output: {a: "{{ steps.ask.raw }}"}
+        """)
+    os.environ["FAKE_URL"] = fake_llm.url
+    try:
+        result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
+    finally:
+        del os.environ["FAKE_URL"]
+    assert "leaves the schemas root" in result["error"]
+    assert fake_llm.requests == []
+
+
+# ---- 6. tracebacks become messages (exit 2) or item errors -------------------------------
+
+def test_a_non_utf8_report_is_a_message_naming_line_and_column(project, cli):
+    path = echo_pipeline(project, adapter="markdown_citations")
+    (project.root / "report.md").write_bytes(b"Fine line [a.txt:L1](a).\nBad \xff byte\n")
+    result = cli("run", str(path), "--input", "report.md", "--out", "out")
+    assert result.exit_code == 2 and "report.md:2:5: not UTF-8 text (byte 0xff)" in result.output
+
+
+def test_one_bad_jsonl_line_fails_only_its_item(project, cli):
+    path = echo_pipeline(project, adapter="jsonl")
+    deep = "[" * 5000 + "]" * 5000
+    (project.root / "in.jsonl").write_bytes(b'{"n": 1}\n{"n": "\xff"}\n{"n": 3, "d": ' + deep.encode() + b'}\n{"n": 4}\n')
+    result = cli("run", str(path), "--input", "in.jsonl", "--out", "out")
+    assert result.exit_code == 0, result.output
+    results = project.results()
+    assert [r.get("n") for r in results] == [1, None, None, 4]
+    assert "in.jsonl:2:8: not UTF-8 text" in results[1]["error"]
+    assert "nested too deeply" in results[2]["error"]
+
+
+@pytest.mark.parametrize("adapter", ["json", "yaml"])
+def test_deeply_nested_inputs_are_a_message(project, cli, adapter):
+    text = "[" * 5000 + "]" * 5000
+    path = echo_pipeline(project, adapter=adapter)
+    (project.root / f"in.{adapter}").write_text(text)
+    result = cli("run", str(path), "--input", f"in.{adapter}", "--out", "out")
+    assert result.exit_code == 2 and "nested too deeply" in result.output
+
+
+@pytest.mark.parametrize("text, message", [
+    ("version: 1\nname: !!python/name:os.system\n", "p.yaml:2:7: YAML error: could not determine a constructor"),
+    ("version: 1\nname: " + "[" * 5000 + "]" * 5000 + "\n", "p.yaml:1:1: YAML nested too deeply to load"),
+], ids=["python-tag", "deep"])
+def test_hostile_pipeline_yaml_is_a_message(project, cli, text, message):
+    result = cli("validate", str(project.pipeline(text)))
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_a_device_as_pipeline_is_a_message(cli):
+    result = cli("validate", "/dev/zero")
+    assert result.exit_code == 2 and "/dev/zero: pipeline file not a regular file" in result.output
+
+
+def test_out_naming_a_file_is_a_message(project, cli):
+    path = echo_pipeline(project)
+    (project.root / "taken").write_text("a file\n")
+    result = cli("run", str(path), "--record", "n=1", "--out", "taken")
+    assert result.exit_code == 2 and "--out taken: cannot write the output folder" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_out_naming_a_read_only_folder_is_a_message(project, cli):
+    path = echo_pipeline(project)
+    (project.root / "ro").mkdir(mode=0o555)
+    result = cli("run", str(path), "--record", "n=1", "--out", "ro")
+    assert result.exit_code == 2 and "--out ro: cannot write the output folder" in result.output
+
+
+# ---- 12. a UTF-8 BOM is stripped -----------------------------------------------------------
+
+@pytest.mark.parametrize("adapter, text", [
+    ("json", '[{"n": 1}]'), ("jsonl", '{"n": 1}\n'), ("yaml", "- n: 1\n"),
+], ids=["json", "jsonl", "yaml"])
+def test_a_bom_is_stripped_from_structured_inputs(project, adapter, text):
+    path = echo_pipeline(project, adapter=adapter)
+    (project.root / f"in.{adapter}").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert run(path, project.root / f"in.{adapter}").results == [{"index": 1, "n": 1}]
+
+
+def test_a_bom_stays_out_of_the_first_claim(project):
+    from runner.inputs import read_records
+    (project.root / "r.md").write_bytes(b"\xef\xbb\xbfThe sky is blue [a.txt:L1](a).\n")
+    record = read_records("markdown_citations", project.root / "r.md", {})[0]
+    assert record.value["claim"] == "The sky is blue"
+
+
+def test_a_bom_in_a_pipeline_file_is_accepted(project, cli):
+    path = echo_pipeline(project)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert cli("validate", str(path)).exit_code == 0
+
+
+# ---- 13. malformed citations become items with an error ------------------------------------
+
+def test_malformed_citations_become_items_with_an_error(project):
+    from runner.inputs import read_records
+    (project.root / "r.md").write_text(
+        "One [f:L-3](a). Two [C:\\x:L1](b). Three [:L1](c).\n\nFour [ :L1](d). Five [a\x01b:L2](e). "
+        "Good [ok.txt:L4](f). Plain [a link](https://example.org).\n")
+    records = read_records("markdown_citations", project.root / "r.md", {})
+    assert [r.value.get("file") for r in records] == [None] * 5 + ["ok.txt"]
+    errors = [r.error for r in records]
+    assert errors[0] == (f"{project.root / 'r.md'}:1: malformed citation '[f:L-3](a)' "
+                         "(expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target))")
+    assert "malformed citation '[C:\\\\x:L1](b)'" in errors[1]
+    assert "'[:L1](c)' names no file" in errors[2] and errors[3].endswith(
+        "r.md:3: citation '[ :L1](d)' names no file (expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target))")
+    assert "control character" in errors[4] and errors[5] is None
+
+
+# ---- 17. a huge source file is never read whole ---------------------------------------------
+
+def test_read_lines_and_read_table_refuse_a_file_over_the_size_bound(tmp_path, monkeypatch):
+    from runner import confine
+    from runner.steps.read_lines import FileCache, read_lines
+    from runner.steps.read_table import read_table
+    monkeypatch.setattr(confine, "MAX_FILE_BYTES", 1000)
+    (tmp_path / "big.txt").write_text("line\n" * 300)
+    (tmp_path / "big.csv").write_text("a,b\n" + "1,2\n" * 300)
+    (tmp_path / "small.txt").write_text("line\n" * 3)
+    files = FileCache()
+    big = read_lines(files, tmp_path, "big.txt", 1, 1, 0)
+    assert big["status"] == "FILE_TOO_LARGE" and "larger than" in big["error"] and files.reads == 0
+    assert read_table(tmp_path, "big.csv")["status"] == "FILE_TOO_LARGE"
+    assert read_lines(files, tmp_path, "small.txt", 1, 1, 0)["status"] == "OK"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..confine import refusal, resolve_inside
 from ..engine import StepContext
 from ..llm.service import CallRequest
 from .base import Step, StepError
@@ -33,7 +34,11 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
             return json.loads(value)
         cache = ctx.runtime.shared.setdefault("llm.schemas", {})
         if value not in cache:
-            cache[value] = json.loads((ctx.runtime.pipeline.schemas_dir / value).read_text(encoding="utf-8"))
+            folder = ctx.runtime.pipeline.schemas_dir
+            path, status = resolve_inside(folder, value)
+            if path is None:
+                raise StepError(f"{ctx.where('output_schema')}: {refusal(status, value, folder, 'schemas')}")
+            cache[value] = json.loads(path.read_text(encoding="utf-8"))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
 
