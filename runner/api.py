@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -11,6 +12,7 @@ from typing import Any, TextIO
 from .engine import RunOptions, Runtime, render_at, run_item, run_items
 from .errors import InputError
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
+from .json_cache import check_caches
 from .loader import load_pipeline
 from .outputs.files import ResultsLog, atomic_write, dumps
 from .outputs.folder import OutputFolder
@@ -18,6 +20,11 @@ from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .steps.base import NeedsModel
+
+# litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
+# the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
+# that says nothing useful to a user who asked the run to stop.
+warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
 @dataclass
@@ -72,6 +79,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     runtime = Runtime.create(pipeline, options)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
+    check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
     outcome = RunOutcome(pipeline, out_dir, [], {})
     folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     try:

@@ -19,6 +19,7 @@ from . import templating
 from .confine import FILE_NOT_FOUND, OK, refusal, regular_file, resolve_inside
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
+from .param_types import param_problems
 from .pipeline import Pipeline, StepSpec
 from .schema_check import pipeline_schema, schema_problems
 from .steps.base import StepCatalog, StepInfo
@@ -52,7 +53,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     problems = schema_problems(located, located.data, pipeline_schema())
     project_dir = file.resolve().parent.parent
     if not problems:
-        problems = _Checker(located, catalog, project_dir).run()
+        problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
         raise ConfigError(problems)
     return _build(located, file, project_dir)

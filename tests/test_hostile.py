@@ -8,8 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import run, write_json
+from test_cli import SLOW_PIPELINE, _spawn, _wait_for_lines
 
+from fakellm import Reply
+from helpers import run, write_json
 from runner.inputs.markdown_citations import extract_citations
 
 ECHO = """
@@ -310,3 +312,174 @@ def test_read_lines_and_read_table_refuse_a_file_over_the_size_bound(tmp_path, m
     assert big["status"] == "FILE_TOO_LARGE" and "larger than" in big["error"] and files.reads == 0
     assert read_table(tmp_path, "big.csv")["status"] == "FILE_TOO_LARGE"
     assert read_lines(files, tmp_path, "small.txt", 1, 1, 0)["status"] == "OK"
+
+
+# ---- 7. disk full under --out --------------------------------------------------------------
+
+def _limit_file_size() -> None:
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # a write past the limit fails (EFBIG) instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+
+def test_a_full_disk_keeps_whole_lines_and_exits_1_with_a_message(project):
+    import subprocess
+    import sys
+    path = echo_pipeline(project, "  pad: '{{ \"x\" * 60 }}'\n")
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(200)])
+    done = subprocess.run([sys.executable, "-m", "runner.cli", "run", str(path), "--input", str(source),
+                           "--out", "out"], cwd=project.root, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limit_file_size)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "cannot write out/results.jsonl: File too large" in done.stderr
+    text = (project.root / "out" / "results.jsonl").read_text()
+    assert text.endswith("\n") and 10 < len(text.splitlines()) < 200
+    assert [json.loads(line)["n"] for line in text.splitlines()] == list(range(len(text.splitlines())))
+    assert not list((project.root / "out").glob(".results.jsonl.*"))       # no temporary file left
+
+
+def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch):
+    from runner.outputs import files
+    log = files.ResultsLog(tmp_path / "results.jsonl")
+    log.append({"index": 1})
+    real_write = os.write
+
+    def short_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 5:
+            return real_write(fd, data[:5])                # a torn line on disk ...
+        raise OSError(28, "No space left on device")      # ... then ENOSPC
+    monkeypatch.setattr(files.os, "write", short_then_full)
+    with pytest.raises(files.OutputError, match="No space left on device") as failed:
+        log.append({"index": 2, "text": "long enough"})
+    log.close()
+    assert failed.value.exit_code == 1
+    assert (tmp_path / "results.jsonl").read_text() == '{"index": 1}\n'
+
+
+# ---- 10. one run at a time per output folder; 11. a killed rerun never disagrees -----------
+
+def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli, fake_llm):
+    fake_llm.script(Reply("done", delay=0.3))
+    path = project.pipeline(SLOW_PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
+    first = _spawn(project, path, source, fake_llm.url)
+    try:
+        _wait_for_lines(project.root / "out" / "results.jsonl", 1)
+        second = cli("run", str(path), "--input", str(source), "--out", "out", env={"FAKE_URL": fake_llm.url})
+    finally:
+        first.kill()
+        first.wait()
+    assert second.exit_code == 2
+    assert f"--out out: another run (process {first.pid}) is writing this folder" in second.output
+    after = cli("run", str(echo_pipeline(project)), "--record", "n=1", "--out", "out")   # the lock died with it
+    assert after.exit_code == 0, after.output
+
+
+def test_a_rerun_killed_midway_leaves_no_stale_summary(project, fake_llm, monkeypatch):
+    import time
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    fake_llm.script(Reply("done"))
+    path = project.pipeline(SLOW_PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
+    assert run(path, source, cache_dir=project.root / "first-cache").summary["total"] == 40
+    fake_llm.reset()
+    fake_llm.script(Reply("again", delay=0.3))
+    rerun = _spawn(project, path, source, fake_llm.url)
+    results = project.root / "out" / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while '"again"' not in results.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rerun.kill()
+    rerun.wait()
+    lines = results.read_text().splitlines()
+    assert 1 <= len(lines) < 40
+    for finished in ("summary.json", "report.md", "report.html"):
+        assert not (project.root / "out" / finished).exists(), f"{finished} of the previous run beside a rerun"
+
+
+# ---- 14. output files honour the umask ----------------------------------------------------
+
+def test_output_files_honour_the_umask(project):
+    previous = os.umask(0o022)
+    try:
+        run(echo_pipeline(project), records=["n=1"])
+    finally:
+        os.umask(previous)
+    out = project.root / "out"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
+    assert modes == {"results.jsonl": 0o644, "summary.json": 0o644, "report.md": 0o644, "report.html": 0o644}
+
+
+# ---- 16. SIGTERM is handled like Ctrl-C ---------------------------------------------------
+
+@pytest.mark.parametrize("sent, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_sigterm_and_sigint_write_what_finished(project, fake_llm, sent, code):
+    import signal
+    fake_llm.script(Reply("done", delay=0.3))
+    path = project.pipeline(SLOW_PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
+    process = _spawn(project, path, source, fake_llm.url)
+    _wait_for_lines(project.root / "out" / "results.jsonl", 2)
+    process.send_signal(getattr(signal, sent))
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr and "never awaited" not in stderr
+    out = project.root / "out"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["total"] == len((out / "results.jsonl").read_text().splitlines())
+    assert not (out / "llm_logs" / ".pending").exists()
+    assert len(list((out / "llm_logs").glob("m_*.txt"))) >= summary["total"]
+
+
+# ---- 9. invalid values are refused before the run ----------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("params.quote_threshold=high", "'high' is not of type 'number'"),
+    ("params.quote_threshold=.nan", "NaN is not a usable value"),
+    ("params.quote_threshold=1.5", "1.5 is greater than the maximum of 1"),
+    ("params.context_lines=-1", "-1 is less than the minimum of 0"),
+], ids=["string", "nan", "above", "below"])
+def test_bad_param_overrides_are_refused_before_the_run(project, cli, assignment, message):
+    project.file("report.md", "A claim [a.txt:L1](a).\n")
+    result = cli("run", str(REPO / "pipelines" / "citation_judge.yaml"), "--input", "report.md", "--out", "out",
+                 "--set", assignment)
+    assert result.exit_code == 2
+    name = assignment.split("=")[0]
+    assert f"--set {assignment}: {name}: {message}" in result.output
+    assert not (project.root / "out").exists()
+
+
+def test_params_schema_is_checked_in_the_file_with_its_position(project, cli):
+    path = echo_pipeline(project).read_text().replace(
+        "steps:", "params: {threshold: high, ratio: 0.5}\nparams_schema:\n  threshold: {type: number}\n"
+                  "  ratoi: {type: number}\n  ratio: {type: nonsense}\nsteps:")
+    result = cli("validate", str(project.pipeline(path)))
+    assert result.exit_code == 2
+    assert "p.yaml:3:21: params.threshold: 'high' is not of type 'number'" in result.output
+    assert "p.yaml:6:3: params_schema.ratoi: unknown param 'ratoi'. Did you mean 'ratio'?" in result.output
+    assert "params_schema.ratio: not a valid JSON Schema" in result.output
+
+
+def test_every_shipped_pipeline_declares_its_params():
+    import yaml
+    for file in sorted((REPO / "pipelines").glob("*.yaml")):
+        data = yaml.safe_load(file.read_text())
+        assert set(data.get("params_schema") or {}) == set(data.get("params") or {}), file.name
+
+
+@pytest.mark.parametrize("make", ["file", "corrupt"])
+def test_an_unusable_cache_dir_is_one_message_before_the_run(project, cli, make):
+    path = project.pipeline(SLOW_PIPELINE)
+    if make == "file":
+        (project.root / "cache").write_text("not a folder")
+    else:
+        (project.root / "cache" / "responses").mkdir(parents=True)
+        (project.root / "cache" / "responses" / "cache.db").write_text("garbage, not sqlite" * 100)
+    result = cli("run", str(path), "--record", "n=1", "--out", "out", "--cache-dir", "cache",
+                 env={"FAKE_URL": "http://127.0.0.1:9/v1"})
+    assert result.exit_code == 2 and "cache folder cache/responses cannot be used" in result.output
+    assert not (project.root / "out" / "results.jsonl").exists()
