@@ -300,10 +300,10 @@ def test_malformed_citations_become_items_with_an_error(project):
 # ---- 17. a huge source file is never read whole ---------------------------------------------
 
 def test_read_lines_and_read_table_refuse_a_file_over_the_size_bound(tmp_path, monkeypatch):
-    from runner import confine
+    from runner import paths
     from runner.steps.read_lines import FileCache, read_lines
     from runner.steps.read_table import read_table
-    monkeypatch.setattr(confine, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(paths, "MAX_FILE_BYTES", 1000)
     (tmp_path / "big.txt").write_text("line\n" * 300)
     (tmp_path / "big.csv").write_text("a,b\n" + "1,2\n" * 300)
     (tmp_path / "small.txt").write_text("line\n" * 3)

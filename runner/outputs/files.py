@@ -1,55 +1,15 @@
-"""Atomic writes and the append-as-you-go results log.
-
-A failed write (disk full, quota, read-only folder) is an OutputError: the run itself
-failed (exit 1), and what was already written stays whole."""
+"""The append-as-you-go results log (atomic writes live in runner/fileio.py): a failed
+append is an OutputError and leaves whole lines only."""
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunnerError
+from ..fileio import OutputError, atomic_write, dumps
 
-
-class OutputError(RunnerError):
-    """An output file could not be written."""
-
-    exit_code = 1
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_umask())          # mkstemp makes 0600; honour the umask like open() does
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+__all__ = ["OutputError", "ResultsLog", "atomic_write", "dumps"]
 
 
 class ResultsLog:

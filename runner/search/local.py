@@ -9,7 +9,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process, utils
 
-from ..confine import OK, resolve_inside
+from ..paths import OK, resolve_inside
 from . import PROVIDERS, SearchFailed, SearchRequest, provider
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..confine import FILE_NOT_FOUND, OK, refusal, resolve_inside
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import Runtime, StepContext
+from ..errors import StepError
+from ..paths import FILE_NOT_FOUND, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
+from ..result_shapes import closed
+from .base import Step, register
 
-LINES_NOT_FOUND = "LINES_NOT_FOUND"
+__all__ = ["FILE_NOT_FOUND", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache", "ReadLines", "read_lines",
+           "refusal", "resolve_inside"]
 
 
 class FileCache:
@@ -58,10 +61,21 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
             "context_start": before_start}
 
 
+def _files(runtime: Runtime) -> FileCache:
+    return FileCache()
+
+
 @register
 class ReadLines(Step):
     name = "read_lines"
     summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
+    result = closed({"exists": {"type": "boolean"}, "status": {"enum": [OK, FILE_NOT_FOUND, LINES_NOT_FOUND,
+                                                                         PATH_OUTSIDE_ROOT]},
+                     "path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"},
+                     "cited_text": {"type": "string"}, "cited_text_tagged": {"type": "string"},
+                     "context_before": {"type": "string"}, "context_after": {"type": "string"},
+                     "context_start": {"type": "integer"}, "total_lines": {"type": "integer"},
+                     "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args
@@ -71,6 +85,6 @@ class ReadLines(Step):
             context = int(args.get("context", 0) or 0)
         except (TypeError, ValueError) as exc:
             raise StepError(f"{ctx.where('start')}: line numbers must be integers ({exc})") from None
-        files = ctx.runtime.shared.setdefault("read_lines.files", FileCache())
+        files = ctx.runtime.resource(_files)
         return read_lines(files, Path(str(args["root"])), str(args["file"]), start, end, context,
                           args.get("encoding", "utf-8"))

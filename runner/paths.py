@@ -1,4 +1,5 @@
-"""Files a pipeline opens stay inside their declared root.
+"""Files a pipeline opens stay inside their declared root. The statuses are part of the
+read_lines contract.
 
 A name is refused when it is empty, absolute, holds `..` or a NUL, or resolves (after
 every symlink) outside the root; only regular files are opened (never a device, FIFO
@@ -10,7 +11,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-OK, FILE_NOT_FOUND, PATH_OUTSIDE_ROOT, FILE_TOO_LARGE = "OK", "FILE_NOT_FOUND", "PATH_OUTSIDE_ROOT", "FILE_TOO_LARGE"
+OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
+FILE_TOO_LARGE = "FILE_TOO_LARGE"
 MAX_FILE_BYTES = 64 * 1024 * 1024     # a source file bigger than this is refused, not read whole
 
 
