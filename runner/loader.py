@@ -16,10 +16,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from . import templating
-from .paths import FILE_NOT_FOUND, OK, refusal, regular_file, resolve_inside
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
 from .param_types import param_problems
+from .paths import FILE_NOT_FOUND, OK, refusal, regular_file, resolve_inside
 from .pipeline import Pipeline, StepSpec
 from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems

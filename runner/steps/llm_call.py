@@ -8,9 +8,9 @@ from typing import Any
 
 from ..context import Runtime, StepContext
 from ..errors import StepError
-from ..paths import refusal, resolve_inside
 from ..llm.service import CallRequest
 from ..llm.spec import SAMPLING_KEYS
+from ..paths import refusal, resolve_inside
 from ..result_shapes import OPEN, TEXT, ShapeContext
 from .base import Step
 
