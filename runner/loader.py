@@ -19,7 +19,7 @@ from . import templating
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
 from .param_types import param_problems
-from .paths import FILE_NOT_FOUND, OK, refusal, regular_file, resolve_inside
+from .paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
 from .pipeline import Pipeline, StepSpec
 from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems
@@ -37,8 +37,10 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                   catalog: StepCatalog | None = None) -> Pipeline:
     file = Path(path)
     shown = _display(file)
-    if regular_file(file)[1] != OK:
-        reason = "not found" if not file.exists() else "not a regular file, or larger than 64 MB"
+    status = regular_file(file)[1]
+    if status != OK:
+        reason = ("is larger than 64 MB" if status == FILE_TOO_LARGE
+                  else "is not a regular file" if file.exists() else "not found")
         raise RunnerError(f"{shown}: pipeline file {reason}")
     try:
         text = file.read_text(encoding="utf-8-sig")

@@ -52,10 +52,3 @@ def refusal(status: str, name: str, root: Path, kind: str) -> str:
         return f"file '{name}' is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB: not read"
     return f"file '{name}' not found under {root}"
 
-
-def inside(root: Path, path: Path) -> bool:
-    """Whether `path` (after every symlink) lies under `root`."""
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError, ValueError):
-        return False

@@ -231,7 +231,7 @@ class Renderer:
                 fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
             else:
                 template = self.env.from_string(source)
-                fn = lambda scope, t=template: t.render(**scope)  # noqa: E731
+                fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
             self._compiled[key] = fn
         return fn
 
@@ -255,21 +255,32 @@ class Renderer:
         return bool(expr)
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
-        return self.env.get_template(name).render(**scope)
+        return bounded_text(self.env.get_template(name), scope)
+
+
+def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
+    """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
+    could otherwise build gigabytes before anything else noticed)."""
+    chunks, size = [], 0
+    for chunk in template.generate(**scope):
+        size += len(chunk)
+        if size > MAX_ELEMENTS:
+            raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
+        chunks.append(chunk)
+    return "".join(chunks)
 
 
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
-    pending = [value]
+    pending, seen = [value], set()
     while pending:
         current = pending.pop()
         if isinstance(current, jinja2.Undefined):
             current._fail_with_undefined_error()
-        elif isinstance(current, dict):
-            pending.extend(current.values())
-        elif isinstance(current, (list, tuple)):
-            pending.extend(current)
+        elif isinstance(current, (dict, list, tuple)) and id(current) not in seen:
+            seen.add(id(current))     # a list may hold itself (`x.append(x)`)
+            pending.extend(current.values() if isinstance(current, dict) else current)
     return value
 
 

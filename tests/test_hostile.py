@@ -94,6 +94,13 @@ def test_templates_that_would_exhaust_memory_or_time_fail_their_item(project, ex
     assert refusal in second["error"] and "output.big" in second["error"]
 
 
+def test_nested_loops_cannot_build_a_huge_text(project):
+    path = echo_pipeline(project, "  text: 'n={{ item.n }}{% for a in range(100000) %}{% for b in range(100) %}"
+                                  "xxx{% endfor %}{% endfor %}'\n")
+    result = run(path, write_json(project.root / "in.json", [{"n": 1}])).results[0]
+    assert "the text would pass 10,000,000 characters" in result["error"] and "output.text" in result["error"]
+
+
 def test_small_repetition_and_powers_still_work(project):
     path = echo_pipeline(project, "  r: '{{ [\"ab\" * 3, [1] * 2, 2 ** 64, 3 * 4, \"x\" + \"y\"] }}'\n")
     assert run(path, write_json(project.root / "in.json", [{"n": 1}])).results[0]["r"] == \
@@ -237,7 +244,7 @@ def test_hostile_pipeline_yaml_is_a_message(project, cli, text, message):
 
 def test_a_device_as_pipeline_is_a_message(cli):
     result = cli("validate", "/dev/zero")
-    assert result.exit_code == 2 and "/dev/zero: pipeline file not a regular file" in result.output
+    assert result.exit_code == 2 and "/dev/zero: pipeline file is not a regular file" in result.output
 
 
 def test_out_naming_a_file_is_a_message(project, cli):
