@@ -59,6 +59,15 @@ def test_an_output_holding_an_undefined_or_refused_value_fails_only_its_item(pro
     assert project.summary()["total"] == 2
 
 
+def test_the_shipped_citation_judge_with_a_partial_record_fails_only_that_item(project, cli):
+    result = cli("run", str(Path(__file__).resolve().parent.parent / "pipelines" / "citation_judge.yaml"),
+                 "--record", "claim=x", "--record", "start=1", "--out", "out")
+    assert result.exit_code == 0, result.output
+    [only] = project.results()
+    assert "has no attribute 'file'" in only["error"]
+    assert project.summary()["errors"] == 1 and (project.root / "out" / "report.md").exists()
+
+
 # ---- 2. citation extraction is linear (benchmark in bench/citations.py) ------------------
 
 def test_unclosed_brackets_and_many_citations_in_one_paragraph_parse(tmp_path):
@@ -170,7 +179,7 @@ def test_local_search_never_follows_a_symlink_out_of_its_folder(project, monkeyp
 @pytest.mark.parametrize("make, status", [
     (lambda root: os.mkfifo(root / "fifo.txt"), "FILE_NOT_FOUND"),
     (lambda root: (root / "dev.txt").symlink_to("/dev/zero"), "PATH_OUTSIDE_ROOT"),
-])
+], ids=["fifo", "device"])
 def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
     from runner.steps.read_lines import FileCache, read_lines
     make(tmp_path)
@@ -183,7 +192,7 @@ def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
 
 
-def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm):
+def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm, monkeypatch):
     (project.root / "secret.json").write_text('{"type": "object", "title": "outside"}')
     path = project.pipeline("""
         version: 1
@@ -194,11 +203,8 @@ def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm
           - {id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}
         output: {a: "{{ steps.ask.raw }}"}
         """)
-    os.environ["FAKE_URL"] = fake_llm.url
-    try:
-        result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
-    finally:
-        del os.environ["FAKE_URL"]
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
     assert "leaves the schemas root" in result["error"]
     assert fake_llm.requests == []
 
