@@ -22,6 +22,8 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
+from .paths import OK, resolve_inside
+
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
@@ -164,6 +166,16 @@ class MissingName(jinja2.UndefinedError):
         self.name = name
 
 
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """Prompt files from the prompts folder only: a symlink out of it, a device or a FIFO
+    is not found (Jinja's own loader already refuses `..`)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        if resolve_inside(Path(self.searchpath[0]), template)[1] != OK:
+            raise jinja2.TemplateNotFound(template)
+        return super().get_source(environment, template)
+
+
 # What one `*`, `**` or `+` may produce: a template cannot exhaust the machine.
 MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
 MAX_INT_BITS = 100_000            # about 30,000 decimal digits
@@ -198,7 +210,7 @@ def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] |
 
 
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
-    loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
+    loader = ConfinedLoader(str(template_dir)) if template_dir else None
     env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,

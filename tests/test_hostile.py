@@ -187,6 +187,20 @@ def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
     assert read_lines(FileCache(), tmp_path, name, 1, 1, 0)["status"] == status
 
 
+def test_a_prompt_file_never_leaves_the_prompts_folder(tmp_path):
+    import jinja2
+
+    from runner.templating import Renderer
+    (tmp_path / "ok.j2").write_text("hi {{ x }}")
+    (tmp_path / "out.j2").symlink_to("/etc/hostname")
+    os.mkfifo(tmp_path / "fifo.j2")
+    renderer = Renderer(tmp_path)
+    assert renderer.file("ok.j2", {"x": 1}) == "hi 1"
+    for name in ("out.j2", "fifo.j2"):
+        with pytest.raises(jinja2.TemplateNotFound):
+            renderer.file(name, {})
+
+
 def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     from runner.steps.read_lines import FileCache, read_lines
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
