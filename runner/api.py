@@ -21,6 +21,7 @@ from .outputs.folder import OutputFolder
 from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
+from .tracing import make_observer
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -78,6 +79,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     out_dir = options.out_dir or default_out_dir(pipeline, source)
     options.out_dir = out_dir
     runtime = Runtime.create(pipeline, options)
+    runtime.observer = make_observer(runtime)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
     check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
