@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,19 +15,26 @@ from .engine import run_item, run_items
 from .errors import InputError, NeedsModel, TemplateError
 from .fileio import atomic_write, dumps
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
+from .json_cache import check_caches
 from .loader import load_pipeline
 from .outputs.exports import write_exports
 from .outputs.files import ResultsLog
+from .outputs.folder import OutputFolder
 from .outputs.report import render_report
 from .outputs.report_html import render_html
 from .outputs.report_view import build_view, item_label
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .progress import CallCounts, Progress, Quiet
-from .render_costs import new_estimate
+from .render_costs import CostEstimate
 from .runs import is_run, mark_latest, new_run_dir
 from .selection import Selection, pass_rule, select
 from .tracing import make_observer
+
+# litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
+# the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
+# that says nothing useful to a user who asked the run to stop.
+warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
 @dataclass
@@ -35,7 +44,14 @@ class RunOutcome:
     results: list[dict[str, Any]]
     summary: dict[str, Any]
     interrupted: bool = False
+    terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM ended the run; handled like Ctrl-C (what finished is written), exit 143."""
+
+    exit_code = 143
 
 
 @dataclass
@@ -73,6 +89,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     pipeline = load_pipeline(path, overrides)
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
+    check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
     group: Path | None = None                 # --out DIR writes exactly into DIR
     if options.out_dir is None:
         group = default_group(pipeline, source)
@@ -83,10 +100,16 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
     outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
+    folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     try:
         # Ctrl-C: outputs written, then re-raised
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
+    except asyncio.CancelledError:
+        if outcome.terminated:
+            raise Terminated() from None
+        raise
     finally:
+        folder.release()
         if group is not None and is_run(out_dir):
             mark_latest(out_dir)
     return outcome
@@ -100,8 +123,23 @@ def call_counts(runtime: Runtime) -> CallCounts:
     return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats))
 
 
+def _cancel_on_sigterm(outcome: RunOutcome) -> None:
+    """SIGTERM cancels the run as Ctrl-C does, so what finished is written."""
+    main = asyncio.current_task()
+
+    def terminate() -> None:
+        outcome.terminated = True
+        if main is not None:
+            main.cancel()
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    except (ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals here
+        pass
+
+
 async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome,
                progress: Progress) -> None:
+    _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     done: list[dict[str, Any]] = []
     outcome.results = done
@@ -191,7 +229,8 @@ async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[s
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        for line in runtime.resource(new_estimate).closing_lines():
+        estimate = runtime.llm.render_sink.estimate if runtime.llm_used else CostEstimate()
+        for line in estimate.closing_lines():
             stream.write(line + "\n")
         return runtime.render_stats
     finally:

@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunnerError
+from .json_cache import CacheUnusable
 
 RESPONSES = "responses"
 DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def corrupt(directory: Path, exc: Exception) -> RunnerError:
-    return RunnerError(f"{directory}: the cache is unreadable ({exc}); delete that folder to start a fresh "
-                       f"cache (answers will be asked again)")
+def corrupt(directory: Path, exc: Exception) -> CacheUnusable:
+    return CacheUnusable(f"cache folder {directory} cannot be used ({exc}): remove it to start an empty cache "
+                         "(answers will be asked again)")
 
 
 @contextmanager

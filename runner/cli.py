@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -104,9 +105,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
     except RunnerError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:     # Ctrl-C 130, SIGTERM 143
         typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(getattr(stop, "exit_code", 130)) from None
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
@@ -221,5 +222,22 @@ def main() -> None:
         sys.exit(exc.exit_code)
 
 
+def entry() -> None:
+    """The `runner` command: main(), then exit without the interpreter's teardown, which
+    spends up to seconds collecting the objects of big libraries (litellm above all);
+    every file is written and closed by then (bench/exit_time.py)."""
+    code: int | str | None = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    entry()

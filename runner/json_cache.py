@@ -8,7 +8,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .cache_admin import corrupt
+from .errors import RunnerError
+from .pipeline import Pipeline, StepSpec
+
+
+class CacheUnusable(RunnerError):
+    """The cache folder cannot be opened: not a folder, not writable, or not a cache."""
 
 
 class JsonCache:
@@ -17,14 +22,12 @@ class JsonCache:
         self.directory = directory
         try:
             self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
-        except sqlite3.DatabaseError as exc:
-            raise corrupt(directory, exc) from None
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
+                                "or remove it to start an empty cache") from None
 
     def get(self, key: str) -> Any:
-        try:
-            raw = self._cache.get(key)
-        except sqlite3.DatabaseError as exc:
-            raise corrupt(self.directory, exc) from None
+        raw = self._cache.get(key)
         return json.loads(raw) if isinstance(raw, str) else None
 
     def set(self, key: str, value: Any) -> None:
@@ -32,3 +35,13 @@ class JsonCache:
 
     def close(self) -> None:
         self._cache.close()
+
+
+def check_caches(pipeline: Pipeline, directory: Path) -> None:
+    """Open (and close) every cache the pipeline's run will use, or raise CacheUnusable."""
+    def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
+        return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
+    if pipeline.models:
+        JsonCache(directory / "responses").close()
+    if uses(pipeline.steps, "search"):
+        JsonCache(directory / "search").close()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .llm.prices import price_of
 
 if TYPE_CHECKING:
-    from .context import Runtime
+    from .llm.service import RenderSink
     from .llm.spec import ModelSpec
 
 CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
@@ -111,23 +111,16 @@ class CostEstimate:
         return total
 
 
-def new_estimate(runtime: Runtime) -> CostEstimate:
-    return CostEstimate()
-
-
-def render_call(runtime: Runtime, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
+def render_call(sink: RenderSink, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
                 sampling: dict[str, Any], mode: str) -> None:
     """Count one call of `runner render` and print it with where it goes and how it is asked."""
-    estimate = runtime.resource(new_estimate)
-    tokens = estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"))
-    stats = runtime.render_stats
-    stats["calls"] += 1
-    stats["cached"] += int(cached is not None)
-    stats["tokens"] += tokens
-    stream = runtime.render_stream
-    if stream is None:
+    tokens = sink.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"))
+    sink.stats["calls"] += 1
+    sink.stats["cached"] += int(cached is not None)
+    sink.stats["tokens"] += tokens
+    if sink.stream is None:
         return
     params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
-    stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
-                 f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
-                 f"{prompt_text}\n--- end ---\n")
+    sink.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
+                      f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
+                      f"{prompt_text}\n--- end ---\n")

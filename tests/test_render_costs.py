@@ -18,7 +18,7 @@ PIPELINE = """
     env: [FAKE_URL]
     models:
       local: {model: openai/local-model, api_base: "{{ env.FAKE_URL }}", temperature: 0, max_tokens: 100}
-      paid: {model: gpt-4o-mini, api_base: "{{ env.FAKE_URL }}"}
+      paid: {model: gpt-4o-mini, api_base: "{{ env.FAKE_URL }}", structured_output: json_object}
     steps:
       - id: jury
         uses: jury
@@ -41,8 +41,10 @@ def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
     out = done.stdout
     assert fake_llm.requests == []
     assert out.rstrip().endswith("litellm imported: False")
-    assert f"endpoint: {fake_llm.url}; sampling: max_tokens=100, temperature=0.0; structured output: auto" in out
-    assert f"endpoint: {fake_llm.url}; sampling: provider defaults; structured output: auto" in out
+    # the mode this endpoint uses (auto starts at json_schema), and the configured one when they differ
+    assert (f"endpoint: {fake_llm.url}; sampling: max_tokens=100, temperature=0.0; "
+            "structured output: json_schema (configured auto)") in out
+    assert f"endpoint: {fake_llm.url}; sampling: max_tokens=1024; structured output: json_object\n" in out
     lines = out.splitlines()
     local = next(line for line in lines if line.startswith("  local (openai/local-model): "))
     assert local.startswith("  local (openai/local-model): 2 call(s), 0 cached, est. prompt tokens ")
@@ -52,7 +54,7 @@ def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
     prompt_tokens = int(re.search(r"est\. prompt tokens (\d+)", paid).group(1))
     price = price_of("gpt-4o-mini")
     assert price is not None and prompt_tokens > 200          # the long claim counts
-    expected = price.cost(prompt_tokens, 2 * 256)
+    expected = price.cost(prompt_tokens, 2 * 1024)                # the default max_tokens, an upper bound
     assert f"est. cost ${expected:.4f} for the 2 uncached call(s)" in paid
     total = lines[-2]
     assert total.startswith("LLM calls: 4 (0 cached), est. prompt tokens: ") and total.endswith(f"${expected:.4f}")

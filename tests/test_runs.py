@@ -65,7 +65,7 @@ def test_explicit_out_writes_exactly_there(project, cli):
     source = write_json(project.root / "scores.json", [{"score": 0.9}])
     for _ in range(2):
         assert cli("run", str(path), "--input", str(source), "--out", "mine", "--quiet").exit_code == 0
-    assert sorted(p.name for p in (project.root / "mine").iterdir()) == [
+    assert sorted(p.name for p in (project.root / "mine").iterdir() if not p.name.startswith(".")) == [
         "report.html", "report.md", "results.jsonl", "summary.json"]
     assert not (project.root / "reports").exists()
 
