@@ -132,8 +132,8 @@ def test_slide_judge_traces_assessments_and_feedback(project, fake_llm, mlflow_s
     done = runner_cli(*args, cwd=example, env={"MLFLOW_TRACKING_URI": mlflow_server.url})
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"5 item(s) (green: 4, red: 1); errors: 0; LLM calls: 5 sent, 0 cached; written to {out}\n"
-    # nothing from MLflow (only the run's own progress lines, when the run takes over 5 s)
-    assert [line for line in done.stderr.splitlines() if not line.startswith("[runner] ")] == []
+    # nothing from MLflow (only runner's own lines: progress when the run takes over 5 s, the local-server note)
+    assert [line for line in done.stderr.splitlines() if not line.startswith(("[runner] ", "runner: "))] == []
 
     results = project.results()
     client = mlflow_server.client()
@@ -261,7 +261,7 @@ def test_an_unreachable_mlflow_never_fails_the_run(project, fake_llm, monkeypatc
                  "--no-cache", "--set", f"models.judge.api_base={base}", "--trace", "mlflow")
     assert traced.exit_code == 0
     assert traced.stdout == "3 item(s) (green: 3); errors: 0; LLM calls: 3 sent, 0 cached; written to traced\n"
-    (warning,) = [line for line in traced.stderr.splitlines() if not line.startswith("[runner] ")]   # not progress
+    (warning,) = [line for line in traced.stderr.splitlines() if not line.startswith(("[runner] ", "runner: "))]
     assert warning.startswith("warning: tracing (mlflow) is off for the rest of this run: cannot reach MLflow at ")
 
     def stable(out: str) -> list[dict[str, Any]]:
