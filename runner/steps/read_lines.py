@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 from ..context import Runtime, StepContext
 from ..errors import StepError
+from ..paths import FILE_NOT_FOUND, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
 from ..result_shapes import closed
 from .base import Step, register
 
-OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
+__all__ = ["FILE_NOT_FOUND", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache", "ReadLines", "read_lines",
+           "refusal", "resolve_inside"]
 
 
 class FileCache:
@@ -30,27 +32,6 @@ class FileCache:
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 self.lines[path] = None
         return self.lines[path]
-
-
-def resolve_inside(root: Path, name: str) -> tuple[Path | None, str]:
-    """The real path of `name` under `root`, or the status saying why not."""
-    if not name or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
-            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return None, PATH_OUTSIDE_ROOT
-    real_root = root.resolve()
-    candidate = (real_root / name).resolve()
-    if not candidate.is_relative_to(real_root):
-        return None, PATH_OUTSIDE_ROOT
-    if not candidate.is_file():
-        return None, FILE_NOT_FOUND
-    return candidate, OK
-
-
-def refusal(status: str, name: str, root: Path, kind: str) -> str:
-    """Why a file under a root could not be opened."""
-    if status == PATH_OUTSIDE_ROOT:
-        return f"path '{name}' leaves the {kind} root"
-    return f"file '{name}' not found under {root}"
 
 
 def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | None, context: int,

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..context import StepContext
+from ..paths import OK, refusal, resolve_inside
 from ..result_shapes import closed
 from .base import Step, register
-from .read_lines import OK, refusal, resolve_inside
 
 
 def _number(cell: str) -> Any:
