@@ -24,8 +24,15 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 T = TypeVar("T")
-NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "NOT_GIVEN"})()   # an argument left out
 A = TypeVar("A", bound="DataclassInstance")
+
+
+class _NotGiven:
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
 
 
 @dataclass
