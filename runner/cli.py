@@ -2,18 +2,51 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.models import CommandFunctionType
 
 from . import __version__
 from .errors import RunnerError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Declarative YAML pipelines for LLM-as-judge verification.")
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The one place a RunnerError becomes its message on stderr and its exit code (2), and
+    Ctrl-C becomes exit 130 (a run has written what finished by then)."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RunnerError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted: finished items are written", err=True)
+            raise typer.Exit(130) from None
+    return guarded
+
+
+class _App(typer.Typer):
+    """Every command, whoever adds it, maps user errors through `user_errors`."""
+
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        register = super().command(name, **kwargs)
+
+        def decorator(function: CommandFunctionType) -> CommandFunctionType:
+            register(user_errors(function))
+            return function
+        return decorator
+
+
+app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+           help="Declarative YAML pipelines for LLM-as-judge verification.")
 
 InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
@@ -24,11 +57,6 @@ CacheOpt = Annotated[Path | None, typer.Option("--cache-dir",
 
 def _cache_dir(value: Path | None) -> Path:
     return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
-
-
-def _fail(exc: RunnerError) -> None:
-    typer.echo(str(exc), err=True)
-    raise typer.Exit(exc.exit_code)
 
 
 def _version(value: bool) -> None:
@@ -83,13 +111,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         raise typer.Exit(2)
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
                          trace=trace)
-    try:
-        outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
-    except RunnerError as exc:
-        _fail(exc)
-    except KeyboardInterrupt:
-        typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(130) from None
+    outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
         typer.echo(note, err=True)
@@ -118,11 +140,8 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from .api import ItemSource, render_pipeline
     from .context import RunOptions
-    try:
-        render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
-                        sys.stdout, set_ or [], item)
-    except RunnerError as exc:
-        _fail(exc)
+    render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
+                    sys.stdout, set_ or [], item)
 
 
 @app.command("list")
@@ -174,21 +193,14 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
     if up == down:
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
-    try:
-        entry = record_feedback(store, trace_id, up, rationale, user, name,
-                                warn=lambda message: typer.echo(f"warning: {message}", err=True))
-    except RunnerError as exc:
-        _fail(exc)
+    entry = record_feedback(store, trace_id, up, rationale, user, name,
+                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
     where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
 
 def main() -> None:
-    try:
-        app()
-    except RunnerError as exc:  # pragma: no cover - commands catch their own
-        typer.echo(str(exc), err=True)
-        sys.exit(exc.exit_code)
+    app()
 
 
 if __name__ == "__main__":
