@@ -80,7 +80,8 @@ def _files(runtime: Runtime) -> FileCache:
 class ReadLines(Step):
     name = "read_lines"
     summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
-    result = closed({"exists": {"type": "boolean"}, "status": {"type": "string"},
+    result = closed({"exists": {"type": "boolean"}, "status": {"enum": [OK, FILE_NOT_FOUND, LINES_NOT_FOUND,
+                                                                         PATH_OUTSIDE_ROOT]},
                      "path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"},
                      "cited_text": {"type": "string"}, "cited_text_tagged": {"type": "string"},
                      "context_before": {"type": "string"}, "context_after": {"type": "string"},
