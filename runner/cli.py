@@ -18,7 +18,7 @@ from .errors import RunnerError
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """The one place a RunnerError becomes its message on stderr and its exit code (2), and
-    Ctrl-C becomes exit 130 (a run has written what finished by then)."""
+    an interruption its own (Ctrl-C 130; a run has written what finished by then)."""
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -27,9 +27,9 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except RunnerError as exc:
             typer.echo(str(exc), err=True)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             typer.echo("interrupted: finished items are written", err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(getattr(stop, "exit_code", 130)) from None
     return guarded
 
 
