@@ -167,6 +167,11 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'})")
 
 
+from .cli_calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
+
+_register_calibration(app)
+
+
 def main() -> None:
     try:
         app()
