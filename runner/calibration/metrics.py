@@ -28,7 +28,7 @@ def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
     if not truth:
         return None
     with warnings.catch_warnings():          # 0/0 on one class: reported as None, not warned
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore")
         return _number(cohen_kappa_score([str(t) for t in truth], [str(p) for p in predicted]))
 
 
@@ -50,7 +50,8 @@ def batch_kappa(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
 
 def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0,
                    resamples: int = BOOTSTRAP_RESAMPLES) -> list[float] | None:
-    """A percentile bootstrap 95% interval for kappa (scipy.stats.bootstrap, paired)."""
+    """A percentile bootstrap 95% interval for kappa (scipy.stats.bootstrap, paired); None when
+    some resamples have no defined kappa (a handful of items, or one class)."""
     import warnings
 
     import numpy as np
@@ -73,6 +74,13 @@ def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0
 def categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool = True) -> dict[str, Any]:
     """Accuracy, kappa (with its interval), confusion matrix, per-class P/R/F1, and the
     always-the-majority-label baseline beside them."""
+    import warnings
+    with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
+        warnings.simplefilter("ignore")
+        return _categorical(truth, predicted, interval)
+
+
+def _categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool) -> dict[str, Any]:
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
     t = [str(v) for v in truth]
     p = [str(v) for v in predicted]
