@@ -55,7 +55,7 @@ summary: {{count_by: verdict}}
     items = write_json(project.root / "items.json", [{"id": n, "score": s} for n, (s, _, _) in ITEMS.items()])
     (project.root / "labels.jsonl").write_text(
         "".join(json.dumps({"id": n, "label": label}) + "\n" for n, (_, _, label) in ITEMS.items()), encoding="utf-8")
-    outcome = run(pipeline, items, out="runs/first")
+    run(pipeline, items, out="runs/first")
     assert len(fake_llm.requests) == 18
     fake_llm.requests.clear()
     return pipeline, items, fake_llm

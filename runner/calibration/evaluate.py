@@ -66,7 +66,9 @@ def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
 
 
 def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
-             rows: list[LabelRow] | None = None, interval: bool = True, jurors: bool = True) -> dict[str, Any]:
+             rows: list[LabelRow] | None = None, detail: bool = True) -> dict[str, Any]:
+    """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
+    scores: no interval, per-class table or jurors."""
     predicted = predicted_field(spec, summary)
     rows = read_labels(spec.labels) if rows is None else rows
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
@@ -90,11 +92,11 @@ def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalS
         report["scored"] = len(kept)
         report["metrics"] = metrics.numeric(t, g)
     else:
-        report["metrics"] = metrics.categorical(truth, guesses, interval)
+        report["metrics"] = metrics.categorical(truth, guesses, detail)
         if spec.positive:
-            report["binary"] = metrics.binary(truth, guesses, spec.positive, interval)
-        if jurors:
-            report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary, interval)
+            report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
+        if detail:
+            report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
     report["problems"] = problems
     return report
 
@@ -111,8 +113,7 @@ def vote_lists(value: Any, prefix: str = "") -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str, Any],
-                  interval: bool = True) -> dict[str, Any] | None:
+def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str, Any]) -> dict[str, Any] | None:
     """Each juror's own answers against the labels, on the items whose label is something a
     juror can answer (a value some juror voted): a QUOTE_NOT_FOUND decided before the jury is
     not held against the jurors."""
@@ -146,7 +147,7 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
     models = summary.get("models") or {}
     out: dict[str, Any] = {"fields": paths, "labels_in_scope": sorted(vocabulary), "models": {}}
     for name, seat in seats.items():
-        scores = metrics.categorical(seat["truth"], seat["voted"], interval)
+        scores = metrics.categorical(seat["truth"], seat["voted"])
         entry = {"n": scores["n"], "accuracy": scores.get("accuracy"), "kappa": scores.get("kappa"),
                  "kappa_ci95": scores.get("kappa_ci95"), "macro_f1": scores.get("macro_f1"),
                  "abstained": len(seat["abstained"])}

@@ -129,14 +129,14 @@ def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, t
         label_lines.setdefault(k, []).append(row.line)
         if len(label_lines[k]) > 1:
             continue
-        result = by_key.get(k)
-        if result is None:
+        found = by_key.get(k)
+        if found is None:
             joined.unmatched_labels.append(k)
             continue
-        guess = lookup(result, predicted)
-        if result.get("error"):
-            joined.errored.append({"key": k, "error": str(result["error"]), "predicted": guess})
-        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, result))
+        guess = lookup(found, predicted)
+        if found.get("error"):
+            joined.errored.append({"key": k, "error": str(found["error"]), "predicted": guess})
+        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found))
     joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
     joined.unlabelled_results = [k for k in by_key if k not in label_lines]
     return joined

@@ -71,22 +71,26 @@ def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0
     return None if low is None or high is None else [low, high]
 
 
-def categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool = True) -> dict[str, Any]:
+def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = True) -> dict[str, Any]:
     """Accuracy, kappa (with its interval), confusion matrix, per-class P/R/F1, and the
-    always-the-majority-label baseline beside them."""
+    always-the-majority-label baseline beside them; without `detail`, only accuracy, kappa
+    and macro F1 (what a sweep compares)."""
     import warnings
     with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
         warnings.simplefilter("ignore")
-        return _categorical(truth, predicted, interval)
+        return _categorical(truth, predicted, detail)
 
 
-def _categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool) -> dict[str, Any]:
+def _categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool) -> dict[str, Any]:
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
     t = [str(v) for v in truth]
     p = [str(v) for v in predicted]
     if not t:
         return {"n": 0}
     classes = sorted(set(t) | set(p))
+    macro_f1 = _number(f1_score(t, p, labels=classes, average="macro", zero_division=0))
+    if not detail:
+        return {"n": len(t), "accuracy": _number(accuracy_score(t, p)), "kappa": kappa(t, p), "macro_f1": macro_f1}
     precision, recall, f1, support = precision_recall_fscore_support(t, p, labels=classes, zero_division=0)
     majority, _ = Counter(t).most_common(1)[0]
     baseline = [majority] * len(t)
@@ -94,8 +98,8 @@ def _categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool)
         "n": len(t),
         "accuracy": _number(accuracy_score(t, p)),
         "kappa": kappa(t, p),
-        "kappa_ci95": kappa_interval(t, p) if interval else None,
-        "macro_f1": _number(f1_score(t, p, labels=classes, average="macro", zero_division=0)),
+        "kappa_ci95": kappa_interval(t, p),
+        "macro_f1": macro_f1,
         "classes": classes,
         "confusion": {"labels": classes, "rows_truth_columns_predicted":
                       confusion_matrix(t, p, labels=classes).tolist()},
@@ -108,12 +112,12 @@ def _categorical(truth: Sequence[Any], predicted: Sequence[Any], interval: bool)
 
 
 def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[str],
-           interval: bool = True) -> dict[str, Any]:
+           detail: bool = True) -> dict[str, Any]:
     """Pass/fail: a value counts as positive when it is one of `positive`."""
     wanted = {str(v) for v in positive}
     t = ["pass" if str(v) in wanted else "fail" for v in truth]
     p = ["pass" if str(v) in wanted else "fail" for v in predicted]
-    return {"positive": sorted(wanted), **categorical(t, p, interval)}
+    return {"positive": sorted(wanted), **categorical(t, p, detail)}
 
 
 def as_numbers(values: Sequence[Any]) -> list[float] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from ..steps.base import NeedsModel
 from .evaluate import EvalSpec, evaluate
 from .labels import lookup, read_labels
 
+PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}
 METRICS = ("kappa", "accuracy", "macro_f1", "mae", "pearson", "spearman")
 
@@ -73,6 +75,7 @@ class SweepRequest:
     metric: str = "kappa"
     allow_calls: bool = False
     llm_concurrency: int = 8
+    workers: int | None = None         # processes for the cached pass (default: the CPUs, from PARALLEL_FROM settings)
 
 
 def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None] | None = None) -> dict[str, Any]:
@@ -82,29 +85,63 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
     settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
                 for combo in itertools.product(*(a.values for a in request.axes))]
     pending: list[Setting] = []
-    for setting in settings:
-        runtime, items = _prepare(request, setting, render=True)
-        results, stats, missing = asyncio.run(_from_cache(runtime, items))
-        if missing:
+    for setting, probe in zip(settings, _probe_all(request, settings), strict=True):
+        if probe.missing:
             setting.status = "needs_calls"
-            setting.calls_needed = stats["calls"] - stats["cached"]
-            setting.est_prompt_tokens = stats["tokens"]
+            setting.calls_needed = probe.stats["calls"] - probe.stats["cached"]
+            setting.est_prompt_tokens = probe.stats["tokens"]
             pending.append(setting)
         else:
-            _score(request, setting, runtime, results, rows)
+            _score(request, setting, probe.count_by, probe.results, rows)
     if pending and request.allow_calls:
         if on_estimate is not None:
             on_estimate(pending)
         for setting in pending:
-            runtime, items = _prepare(request, setting, render=False)
+            runtime, items = _prepare(request, setting.values, render=False)
             results = asyncio.run(_for_real(runtime, items, request.llm_concurrency))
             setting.status = "ran"
-            _score(request, setting, runtime, results, rows)
+            _score(request, setting, runtime.pipeline.summary.get("count_by"), results, rows)
     return _report(request, settings)
 
 
-def _prepare(request: SweepRequest, setting: Setting, render: bool) -> tuple[Runtime, list[Item]]:
-    assignments = [f"{k}={v}" for k, v in setting.values.items()]
+@dataclass
+class Probe:
+    results: list[dict[str, Any]]
+    stats: dict[str, int]
+    missing: int
+    count_by: str | None
+    error: str | None = None
+
+
+def _probe_all(request: SweepRequest, settings: list[Setting]) -> list[Probe]:
+    """Each setting from the cache: in worker processes when there are many (the settings
+    are independent, and a cached item is CPU-bound work)."""
+    workers = request.workers or (min(os.cpu_count() or 1, len(settings)) if len(settings) >= PARALLEL_FROM else 1)
+    values = [s.values for s in settings]
+    if workers <= 1:
+        probes = [probe_setting(request, v) for v in values]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            probes = list(pool.map(probe_setting, [request] * len(values), values))
+    for probe in probes:
+        if probe.error is not None:
+            raise RunnerError(probe.error)
+    return probes
+
+
+def probe_setting(request: SweepRequest, values: dict[str, str]) -> Probe:
+    try:
+        runtime, items = _prepare(request, values, render=True)
+    except RunnerError as exc:              # returned, not raised: it crosses a process boundary
+        return Probe([], {}, 0, None, str(exc))
+    results, stats, missing = asyncio.run(_from_cache(runtime, items))
+    return Probe(results, stats, missing, runtime.pipeline.summary.get("count_by"))
+
+
+def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, list[Item]]:
+    assignments = [f"{k}={v}" for k, v in values.items()]
     pipeline = load_pipeline(request.pipeline, [*request.overrides, *assignments])
     options = RunOptions(cache_dir=request.cache_dir, render=render, llm_concurrency=request.llm_concurrency,
                          input_path=str(request.source.input_path) if request.source.input_path else None)
@@ -132,10 +169,9 @@ async def _for_real(runtime: Runtime, items: list[Item], concurrency: int) -> li
         await runtime.aclose()
 
 
-def _score(request: SweepRequest, setting: Setting, runtime: Runtime, results: list[dict[str, Any]],
+def _score(request: SweepRequest, setting: Setting, count_by: str | None, results: list[dict[str, Any]],
            rows: list[Any]) -> None:
-    count_by = runtime.pipeline.summary.get("count_by")
-    report = evaluate(results, {"count_by": count_by}, request.spec, rows, interval=False, jurors=False)
+    report = evaluate(results, {"count_by": count_by}, request.spec, rows, detail=False)
     m = report["metrics"]
     predicted = report["predicted"]
     setting.scores = {"metric": m.get(request.metric), "kappa": m.get("kappa"), "accuracy": m.get("accuracy"),

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ REPO = EXAMPLE.parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
-
 from runner.api import ItemSource, run_pipeline  # noqa: E402
 from runner.engine import RunOptions  # noqa: E402
 from runner.inputs.markdown_citations import extract_citations  # noqa: E402
@@ -42,7 +42,7 @@ CONTEXT_LINES = (3, 5)
 ENABLE_ALL = ["models.gemini.enabled=true", "models.openai.enabled=true"]
 RECORDING = ["models.gemini.limits.requests_per_day=100000"]   # not part of any cache key
 
-V, M, U, I = "VALID", "MISLEADING", "UNSUPPORTED", "INSUFFICIENT"
+V, M, U, N = "VALID", "MISLEADING", "UNSUPPORTED", "INSUFFICIENT"
 # citation index -> verdicts of local, gemini, openai; or (text that must be in the prompt,
 # verdicts when it is, verdicts when it is not) for quotes whose context decides them.
 SCRIPT: dict[int, Any] = {
@@ -54,25 +54,26 @@ SCRIPT: dict[int, Any] = {
     35: (V, V, V), 36: (V, M, M), 37: (V, M, M), 38: (V, V, M),
     39: ("Right of the People to alter or to abolish", (M, M, M), (V, V, M)),
     40: ("The Congress shall have Power", (V, M, M), (V, V, M)),
-    41: (U, U, U), 42: (U, U, U), 43: (V, U, U), 44: (U, U, U), 45: (M, U, U), 46: (I, I, I), 47: (I, I, U),
+    41: (U, U, U), 42: (U, U, U), 43: (V, U, U), 44: (U, U, U), 45: (M, U, U), 46: (N, N, N), 47: (N, N, U),
 }
-REASONS = {V: "the quote is in the source and supports the claim", M: "the source's context changes the quote's meaning",
-           U: "the source does not say what the claim says", I: "the quote is too short to support anything"}
+REASONS = {V: "the quote is in the source and supports the claim",
+           M: "the source's context changes the quote's meaning",
+           U: "the source does not say what the claim says", N: "the quote is too short to support anything"}
 
 
 def answer(verdict: str, seat: str) -> str:
     good = verdict == V
-    return json.dumps({"verdict": verdict, "substantive_quote": verdict != I, "quote_in_context": verdict != M,
+    return json.dumps({"verdict": verdict, "substantive_quote": verdict != N, "quote_in_context": verdict != M,
                        "supports_claim": good, "reason": f"{seat}: {REASONS[verdict]}"})
 
 
-def script(fake: FakeLLM, report: Path) -> None:
+def script(fake: FakeLLM, report: Path, plan_of: Callable[[int], Any]) -> None:
     for citation in extract_citations(report.read_text(encoding="utf-8")):
         marker = f"CLAIM BEING MADE: {citation['claim']}\nQUOTE USED: {citation['quote']}"
-        plan = SCRIPT[citation["index"]]
+        plan = plan_of(citation["index"])
         for number, seat in enumerate(SEATS):
             model = f"scripted-{seat}"
-            if isinstance(plan[0], str) and plan[0] not in (V, M, U, I):
+            if isinstance(plan[0], str) and plan[0] not in (V, M, U, N):
                 needle, seen, unseen = plan
                 fake.script(answer(seen[number], seat), model=model, contains=marker,
                             when=lambda body, n=needle: any(n in str(m.get("content")) for m in body["messages"]))
@@ -105,19 +106,21 @@ async def never_refused(url: str, timeout: float = 3.0) -> bool:
     return False
 
 
-def record(cache_dir: Path, work: Path = EXAMPLE) -> int:
-    """Fill `cache_dir` with every juror answer; returns the number of calls the fake server saw."""
+def record(cache_dir: Path, work: Path = EXAMPLE, report: str = "labelled/report.md",
+           plan_of: Callable[[int], Any] = SCRIPT.__getitem__) -> int:
+    """Fill `cache_dir` with every juror answer to `report` (run from `work`); returns the
+    number of calls the fake server saw."""
     fake = FakeLLM().start()
     original = service.LiteLLMTransport, service.tcp_refused
     service.LiteLLMTransport = lambda: FakeServerTransport(fake.url)  # type: ignore[assignment,misc]
     service.tcp_refused = never_refused  # the seats' real endpoints are never contacted
     cwd = Path.cwd()
     try:
-        script(fake, work / "labelled" / "report.md")
+        script(fake, work / report, plan_of)
         os.chdir(work)
         with tempfile.TemporaryDirectory() as out:
             for lines in CONTEXT_LINES:
-                outcome = run_pipeline(PIPELINE, ItemSource(Path("labelled/report.md")),
+                outcome = run_pipeline(PIPELINE, ItemSource(Path(report)),
                                        RunOptions(cache_dir=cache_dir, out_dir=Path(out)),
                                        [*ENABLE_ALL, *RECORDING, f"params.context_lines={lines}"])
                 failed = [r["index"] for r in outcome.results
