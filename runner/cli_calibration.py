@@ -133,8 +133,9 @@ def sweep_command(
     def estimate(pending: list[Any]) -> None:
         calls = sum(s.calls_needed for s in pending)
         tokens = sum(s.est_prompt_tokens for s in pending)
-        typer.echo(f"--allow-calls: {len(pending)} setting(s) need about {calls} new LLM call(s) "
-                   f"(est. prompt tokens: {tokens}); running them", err=True)
+        typer.echo(f"--allow-calls: {len(pending)} setting(s) need up to {calls} new LLM call(s) "
+                   f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
+                   err=True)
 
     try:
         request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
@@ -145,7 +146,7 @@ def sweep_command(
     except RunnerError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(exc.exit_code) from None
-    typer.echo(sweep_markdown(report).split("\n", 3)[-1].rstrip())
+    typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
 
 

@@ -160,23 +160,21 @@ def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_
 def sweep_markdown(report: dict[str, Any]) -> str:
     keys = list(report["grid"])
     metric = report["metric"]
+    shown = [metric, *(m for m in ("kappa", "accuracy") if m != metric)]
     rows = []
     for s in report["settings"]:
         if s["status"] == "needs_calls":
-            rows.append([*s["set"].values(), None, None, None, None,
+            rows.append([*s["set"].values(), *[None] * len(shown), None,
                          f"needs {s['calls_needed']} call(s): run with --allow-calls"])
             continue
         counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
-        rows.append([*s["set"].values(), s["metric"], s["kappa"], s["accuracy"], s["scored"],
+        rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"],
                      counts + (" (new calls made)" if s["status"] == "ran" else "")])
-    headers = [*keys, metric, "kappa", "accuracy", "scored", "counts"]
-    if metric in ("kappa", "accuracy"):
-        headers[len(keys)] = f"{metric} (metric)"
     out = [f"# Sweep of {report['pipeline']} over {report['input']}\n",
-           f"Labels {report['labels']}; metric {metric}.\n", table(headers, rows)]
+           f"Labels {report['labels']}; metric {metric}.\n", table([*keys, *shown, "scored", "counts"], rows)]
     best = report["best"]
     if best:
-        out.append(f"\nBest: {best['set_line']} ({metric} {_cell(best['metric'])}, "
+        out.append(f"Best: {best['set_line']} ({metric} {_cell(best['metric'])}, "
                    f"accuracy {_cell(best['accuracy'])})\n")
     return "\n".join(out)
 
