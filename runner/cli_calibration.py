@@ -114,8 +114,9 @@ def sweep_command(
         labels: LabelsOpt, key: KeyOpt, truth: TruthOpt,
         grid: Annotated[list[str], typer.Option("--grid", help="KEY=V1,V2,... (repeat; every combination runs).")],
         predicted: PredictedOpt = None, positive: PositiveOpt = None, kind: KindOpt = "auto",
-        metric: Annotated[str, typer.Option("--metric", help="kappa, accuracy, macro_f1, mae, pearson or spearman.")]
-        = "kappa",
+        metric: Annotated[str | None, typer.Option(
+            "--metric", help="kappa, accuracy, macro_f1, mae, pearson or spearman (default: kappa; mae for numbers).")]
+        = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key in every setting.")] = None,
         allow_calls: Annotated[bool, typer.Option(
             "--allow-calls", help="Run settings whose prompts are not all cached (new LLM calls).")] = False,

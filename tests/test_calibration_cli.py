@@ -204,3 +204,27 @@ def test_run_and_validate_do_not_import_the_statistics_libraries():
             "print(sorted(m for m in ('sklearn', 'scipy', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_sweep_of_a_numeric_judge_ranks_by_mae(project, cli):
+    project.pipeline("""
+        version: 1
+        name: num
+        params: {bonus: 0}
+        steps:
+          - id: score
+            uses: compute
+            with: {value: "{{ item.x + params.bonus }}"}
+        output:
+          id: "{{ item.id }}"
+          score: "{{ steps.score.value }}"
+        """)
+    write_json(project.root / "items.json", [{"id": 1, "x": 1}, {"id": 2, "x": 2}, {"id": 3, "x": 4}])
+    (project.root / "labels.csv").write_text("id,truth\n1,2\n2,3\n3,4\n", encoding="utf-8")
+    result = cli("sweep", "pipelines/p.yaml", "--input", "items.json", "--labels", "labels.csv", "--key", "id",
+                 "--truth", "truth", "--predicted", "score", "--grid", "params.bonus=0,1,2", "--out", "sweep")
+    assert result.exit_code == 0, result.output
+    report = json.loads((project.root / "sweep/sweep.json").read_text())
+    # errors per bonus: 0 -> (1, 1, 0), 1 -> (0, 0, 1), 2 -> (1, 1, 2): MAE 2/3, 1/3, 4/3
+    assert report["metric"] == "mae" and [s["metric"] for s in report["settings"]] == [0.6667, 0.3333, 1.3333]
+    assert report["best"]["set_line"] == "--set params.bonus=1"

@@ -72,14 +72,14 @@ class SweepRequest:
     axes: list[Axis]
     cache_dir: Path
     overrides: list[str] = field(default_factory=list)
-    metric: str = "kappa"
+    metric: str | None = None          # default: kappa, or mae when the labels are numbers
     allow_calls: bool = False
     llm_concurrency: int = 8
     workers: int | None = None         # processes for the cached pass (default: the CPUs, from PARALLEL_FROM settings)
 
 
 def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None] | None = None) -> dict[str, Any]:
-    if request.metric not in METRICS:
+    if request.metric is not None and request.metric not in METRICS:
         raise RunnerError(f"--metric {request.metric}: choose one of {', '.join(METRICS)}")
     rows = read_labels(request.spec.labels)
     settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
@@ -174,8 +174,9 @@ def _score(request: SweepRequest, setting: Setting, count_by: str | None, result
     report = evaluate(results, {"count_by": count_by}, request.spec, rows, detail=False)
     m = report["metrics"]
     predicted = report["predicted"]
-    setting.scores = {"metric": m.get(request.metric), "kappa": m.get("kappa"), "accuracy": m.get("accuracy"),
-                      "scored": report["scored"],
+    metric = request.metric or ("mae" if report["kind"] == "numeric" else "kappa")
+    setting.scores = {"metric_name": metric, "metric": m.get(metric), "kappa": m.get("kappa"),
+                      "accuracy": m.get("accuracy"), "scored": report["scored"],
                       "counts": dict(Counter(str(lookup(r, predicted)) for r in results).most_common())}
 
 
@@ -188,13 +189,16 @@ def _better(a: Any, b: Any, metric: str) -> bool:
 
 
 def _report(request: SweepRequest, settings: list[Setting]) -> dict[str, Any]:
+    scored = [s for s in settings if s.scores]
+    metric = scored[0].scores.pop("metric_name") if scored else request.metric or "kappa"
+    for setting in scored:
+        setting.scores.pop("metric_name", None)
     best: Setting | None = None
-    for setting in settings:
-        if setting.status != "needs_calls" and (best is None or _better(setting.scores.get("metric"),
-                                                                         best.scores.get("metric"), request.metric)):
+    for setting in scored:
+        if best is None or _better(setting.scores.get("metric"), best.scores.get("metric"), metric):
             best = setting
     return {"pipeline": str(request.pipeline), "input": str(request.source.input_path),
-            "labels": str(request.spec.labels), "metric": request.metric,
+            "labels": str(request.spec.labels), "metric": metric,
             "grid": {a.key: list(a.values) for a in request.axes},
             "settings": [{"set": s.values, "status": s.status, "calls_needed": s.calls_needed,
                           "est_prompt_tokens": s.est_prompt_tokens, **s.scores} for s in settings],
