@@ -81,33 +81,9 @@ def eval_markdown(report: dict[str, Any]) -> str:
 
 
 def markdown_to_html(text: str) -> str:
-    """Enough of our own markdown (headings, tables, lists, paragraphs) for the report section."""
-    out: list[str] = []
-    rows: list[list[str]] = []
-
-    def flush() -> None:
-        if rows:
-            head, body = rows[0], rows[2:]
-            out.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr>"
-                       + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body) + "</table>")
-            rows.clear()
-
-    for line in text.splitlines():
-        if line.startswith("|"):
-            rows.append([html.escape(c.strip().replace("\\|", "|")) for c in line.strip("|").split(" | ")])
-            continue
-        flush()
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level + 1}>{html.escape(line.lstrip('#').strip())}</h{level + 1}>")
-        elif line.startswith("<svg"):
-            out.append(line)
-        elif line.startswith("- "):
-            out.append(f"<p>&bull; {html.escape(line[2:])}</p>")
-        elif line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
-    flush()
-    return "\n".join(out)
+    """Our markdown as HTML (markdown-it-py, with tables; raw HTML in the text is escaped)."""
+    from markdown_it import MarkdownIt
+    return str(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
 
 
 def with_section(page: str, body_html: str) -> str:
