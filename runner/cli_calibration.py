@@ -47,10 +47,11 @@ def eval_command(
         fail_under_kappa: Annotated[float | None, typer.Option(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
+    from .calibration.evaluate import evaluate_target
     from .cli import _cache_dir
     try:
-        report, folder = _evaluate(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
-                                   input, set_ or [], out, _cache_dir(cache_dir))
+        report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
+                                         input, set_ or [], out, _cache_dir(cache_dir))
     except RunnerError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(exc.exit_code) from None
@@ -60,28 +61,6 @@ def eval_command(
     if fail_under_kappa is not None and (kappa is None or kappa < fail_under_kappa):
         typer.echo(f"kappa {kappa} is below --fail-under-kappa {fail_under_kappa}", err=True)
         raise typer.Exit(1)
-
-
-def _evaluate(target: Path, spec: Any, input_path: Path | None, overrides: list[str], out: Path | None,
-              cache_dir: Path) -> tuple[dict[str, Any], Path]:
-    from .calibration.evaluate import evaluate, load_run
-    from .calibration.report import write_eval
-    if target.is_file() and target.suffix in (".yaml", ".yml"):
-        from .api import ItemSource, run_pipeline
-        from .engine import RunOptions
-        if input_path is None:
-            raise RunnerError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
-        outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),
-                               overrides)
-        folder, results, summary = outcome.out_dir, outcome.results, outcome.summary
-    else:
-        if input_path is not None or overrides:
-            raise RunnerError("--input and --set need a pipeline file, not a run folder")
-        run = load_run(target)
-        folder, results, summary = run.folder, run.results, run.summary
-    report = {"run": str(folder), **evaluate(results, summary, spec)}
-    write_eval(folder, report)
-    return report, folder
 
 
 def _eval_lines(report: dict[str, Any]) -> str:
@@ -142,15 +121,10 @@ def sweep_command(
         request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                                parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
         report = run_sweep(request, estimate)
-        folder = out or Path("reports") / _pipeline_name(pipeline) / input.stem / "sweep"
+        folder = out or Path("reports") / report["name"] / input.stem / "sweep"
         write_sweep(folder, report)
     except RunnerError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(exc.exit_code) from None
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
-
-
-def _pipeline_name(path: Path) -> str:
-    from .loader import load_pipeline
-    return load_pipeline(path).name

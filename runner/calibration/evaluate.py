@@ -58,6 +58,28 @@ def load_run(path: Path) -> Run:
     return Run(folder, results, summary)
 
 
+def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
+                    out: Path | None, cache_dir: Path) -> tuple[dict[str, Any], Path]:
+    """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
+    from the cache where it has them); write eval.json, eval.md and the report.html section."""
+    from .report import write_eval
+    if target.is_file() and target.suffix in (".yaml", ".yml"):
+        from ..api import ItemSource, run_pipeline
+        from ..engine import RunOptions
+        if input_path is None:
+            raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
+        outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),
+                               overrides)
+        run = Run(outcome.out_dir, outcome.results, outcome.summary)
+    elif input_path is not None or overrides:
+        raise InputError("--input and --set need a pipeline file, not a run folder")
+    else:
+        run = load_run(target)
+    report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
+    write_eval(run.folder, report)
+    return report, run.folder
+
+
 def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
     chosen = spec.predicted or summary.get("count_by")
     if not chosen:

@@ -85,7 +85,8 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
     settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
                 for combo in itertools.product(*(a.values for a in request.axes))]
     pending: list[Setting] = []
-    for setting, probe in zip(settings, _probe_all(request, settings), strict=True):
+    probes = _probe_all(request, settings)
+    for setting, probe in zip(settings, probes, strict=True):
         if probe.missing:
             setting.status = "needs_calls"
             setting.calls_needed = probe.stats["calls"] - probe.stats["cached"]
@@ -101,7 +102,7 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
             results = asyncio.run(_for_real(runtime, items, request.llm_concurrency))
             setting.status = "ran"
             _score(request, setting, runtime.pipeline.summary.get("count_by"), results, rows)
-    return _report(request, settings)
+    return _report(request, settings, probes[0].name)
 
 
 @dataclass
@@ -110,6 +111,7 @@ class Probe:
     stats: dict[str, int]
     missing: int
     count_by: str | None
+    name: str = ""                     # the pipeline's name
     error: str | None = None
 
 
@@ -135,9 +137,9 @@ def probe_setting(request: SweepRequest, values: dict[str, str]) -> Probe:
     try:
         runtime, items = _prepare(request, values, render=True)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
-        return Probe([], {}, 0, None, str(exc))
+        return Probe([], {}, 0, None, error=str(exc))
     results, stats, missing = asyncio.run(_from_cache(runtime, items))
-    return Probe(results, stats, missing, runtime.pipeline.summary.get("count_by"))
+    return Probe(results, stats, missing, runtime.pipeline.summary.get("count_by"), runtime.pipeline.name)
 
 
 def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, list[Item]]:
@@ -188,7 +190,7 @@ def _better(a: Any, b: Any, metric: str) -> bool:
     return a < b if metric in LOWER_IS_BETTER else a > b
 
 
-def _report(request: SweepRequest, settings: list[Setting]) -> dict[str, Any]:
+def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[str, Any]:
     scored = [s for s in settings if s.scores]
     metric = scored[0].scores.pop("metric_name") if scored else request.metric or "kappa"
     for setting in scored:
@@ -197,7 +199,7 @@ def _report(request: SweepRequest, settings: list[Setting]) -> dict[str, Any]:
     for setting in scored:
         if best is None or _better(setting.scores.get("metric"), best.scores.get("metric"), metric):
             best = setting
-    return {"pipeline": str(request.pipeline), "input": str(request.source.input_path),
+    return {"name": name, "pipeline": str(request.pipeline), "input": str(request.source.input_path),
             "labels": str(request.spec.labels), "metric": metric,
             "grid": {a.key: list(a.values) for a in request.axes},
             "settings": [{"set": s.values, "status": s.status, "calls_needed": s.calls_needed,
