@@ -52,9 +52,6 @@ class DailyBudget:
                 raise BudgetSpent(f"daily request budget of {limit} spent for {shown}")
             self._store.set(key, used + 1, expire=2 * 86400)
 
-    def used(self, model_key: str) -> int:
-        return int(self._store.get(f"{model_key}|{date.today().isoformat()}", 0))
-
     def close(self) -> None:
         self._store.close()
 

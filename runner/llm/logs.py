@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..outputs.files import atomic_write
+from ..fileio import atomic_write
 
 PENDING = ".pending"
 

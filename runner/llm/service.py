@@ -11,10 +11,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import RunnerError
+from ..errors import NeedsModel, RunnerError, StepError
 from ..json_cache import JsonCache
 from ..retry import RetryAfterTooLong, retry_delay
-from ..steps.base import NeedsModel, StepError
 from .cache import request_key
 from .limits import BudgetSpent, DailyBudget, ModelGate
 from .logs import CallLogWriter, format_messages
@@ -23,7 +22,7 @@ from .spec import ModelSpec, build_spec
 from .transport import Completion, LiteLLMTransport, Transport, TransportError
 
 if TYPE_CHECKING:
-    from ..engine import Runtime
+    from ..context import Runtime
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
@@ -75,7 +74,7 @@ class LLMService:
             if entry is None:
                 raise RunnerError(f"unknown model '{name}'")
             scope = {"env": self.runtime.env, "params": self.runtime.params, "run": self.runtime.run_info}
-            from ..engine import render_at
+            from ..context import render_at
             rendered = render_at(self.runtime, entry, ("models", name), scope)
             self._specs[name] = build_spec(name, rendered)
         return self._specs[name]
@@ -261,8 +260,8 @@ class LLMService:
         self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
-        stream = self.runtime.shared.get("render.stream")
-        stats = self.runtime.shared.setdefault("render.stats", {"calls": 0, "cached": 0, "tokens": 0})
+        stream = self.runtime.render_stream
+        stats = self.runtime.render_stats
         text = format_messages(messages)
         stats["calls"] += 1
         stats["cached"] += int(cached)
