@@ -171,7 +171,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
 
 from .cli_calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
 
-_register_calibration(app)
+_register_calibration(app, _cache_dir)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +20,18 @@ PositiveOpt = Annotated[list[str] | None, typer.Option(
 KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numeric.")]
 
 
-def register(app: typer.Typer) -> None:
+def _no_cache_dir_resolver(value: Path | None) -> Path:
+    raise AssertionError("register() sets the cache folder resolver")  # pragma: no cover
+
+
+_cache_dir: Callable[[Path | None], Path] = _no_cache_dir_resolver
+
+
+def register(app: typer.Typer, cache_dir: Callable[[Path | None], Path]) -> None:
+    """Add the commands to `app`; `cache_dir` resolves --cache-dir as `runner run` does
+    (passed in: this module must not import runner.cli, which imports it)."""
+    global _cache_dir
+    _cache_dir = cache_dir
     app.command("eval")(eval_command)
     app.command("sweep")(sweep_command)
 
@@ -48,7 +60,6 @@ def eval_command(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from .calibration.evaluate import evaluate_target
-    from .cli import _cache_dir
     try:
         report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
                                          input, set_ or [], out, _cache_dir(cache_dir))
@@ -108,7 +119,6 @@ def sweep_command(
     from .api import ItemSource
     from .calibration.report import sweep_markdown, write_sweep
     from .calibration.sweep import SweepRequest, parse_grid, run_sweep
-    from .cli import _cache_dir
 
     def estimate(pending: list[Any]) -> None:
         calls = sum(s.calls_needed for s in pending)

@@ -18,10 +18,9 @@ from typing import Any
 
 from ..api import ItemSource, load_items
 from ..engine import RunOptions, Runtime, run_item, run_items
-from ..errors import RunnerError
+from ..errors import NeedsModel, RunnerError
 from ..inputs import Item
 from ..loader import load_pipeline
-from ..steps.base import NeedsModel
 from .evaluate import EvalSpec, evaluate
 from .labels import lookup, read_labels
 
@@ -161,7 +160,7 @@ async def _from_cache(runtime: Runtime, items: list[Item]) -> tuple[list[dict[st
                 missing += 1
     finally:
         await runtime.aclose()
-    return results, runtime.shared.get("render.stats", {"calls": 0, "cached": 0, "tokens": 0}), missing
+    return results, runtime.render_stats, missing
 
 
 async def _for_real(runtime: Runtime, items: list[Item], concurrency: int) -> list[dict[str, Any]]:
