@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,6 +37,19 @@ def register(app: typer.Typer, cache_dir: Callable[[Path | None], Path]) -> None
     app.command("sweep")(sweep_command)
 
 
+@contextmanager
+def _exit_codes(interrupted: str) -> Iterator[None]:
+    """A RunnerError is its message and exit code 2; Ctrl-C is exit code 130."""
+    try:
+        yield
+    except RunnerError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: {interrupted}", err=True)
+        raise typer.Exit(130) from None
+
+
 def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
           juror_field: str | None = None, kind: str = "auto") -> Any:
     from .calibration.evaluate import EvalSpec
@@ -60,12 +74,9 @@ def eval_command(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from .calibration.evaluate import evaluate_target
-    try:
+    with _exit_codes("nothing evaluated (a pipeline's finished items are written)"):
         report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
                                          input, set_ or [], out, _cache_dir(cache_dir))
-    except RunnerError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(exc.exit_code) from None
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     kappa = report["metrics"].get("kappa")
@@ -127,14 +138,11 @@ def sweep_command(
                    f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
                    err=True)
 
-    try:
+    with _exit_codes("no sweep written"):
         request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                                parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
         report = run_sweep(request, estimate)
         folder = out or Path("reports") / report["name"] / input.stem / "sweep"
         write_sweep(folder, report)
-    except RunnerError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(exc.exit_code) from None
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
