@@ -14,12 +14,15 @@ The answers are scripted, not real models: they disagree where real jurors tend 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.util
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,6 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 from runner.api import ItemSource, run_pipeline  # noqa: E402
 from runner.engine import RunOptions  # noqa: E402
 from runner.inputs.markdown_citations import extract_citations  # noqa: E402
-from runner.llm import service  # noqa: E402
 from runner.llm.spec import ModelSpec  # noqa: E402
 from runner.llm.transport import Completion  # noqa: E402
 
@@ -106,19 +108,35 @@ async def never_refused(url: str, timeout: float = 3.0) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def routed_to(url: str) -> Iterator[None]:
+    """The LLM service's default transport answers from the fake server, and the pre-flight
+    connection probe never reports the seats' real endpoints as refused."""
+    replacements = {"RoutedTransport": lambda: FakeServerTransport(url),     # one transport per model kind
+                    "LiteLLMTransport": lambda: FakeServerTransport(url),    # (whichever the service uses)
+                    "tcp_refused": never_refused}
+    modules = [importlib.import_module(name) for name in ("runner.llm.service", "runner.llm.sender")
+               if importlib.util.find_spec(name) is not None]
+    saved = [(m, name, getattr(m, name)) for m in modules for name in replacements if hasattr(m, name)]
+    for module, name, _ in saved:
+        setattr(module, name, replacements[name])
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 def record(cache_dir: Path, work: Path = EXAMPLE, report: str = "labelled/report.md",
            plan_of: Callable[[int], Any] = SCRIPT.__getitem__) -> int:
     """Fill `cache_dir` with every juror answer to `report` (run from `work`); returns the
     number of calls the fake server saw."""
     fake = FakeLLM().start()
-    original = service.LiteLLMTransport, service.tcp_refused
-    service.LiteLLMTransport = lambda: FakeServerTransport(fake.url)  # type: ignore[assignment,misc]
-    service.tcp_refused = never_refused  # the seats' real endpoints are never contacted
     cwd = Path.cwd()
     try:
         script(fake, work / report, plan_of)
         os.chdir(work)
-        with tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory() as out, routed_to(fake.url):
             for lines in CONTEXT_LINES:
                 outcome = run_pipeline(PIPELINE, ItemSource(Path(report)),
                                        RunOptions(cache_dir=cache_dir, out_dir=Path(out)),
@@ -131,7 +149,6 @@ def record(cache_dir: Path, work: Path = EXAMPLE, report: str = "labelled/report
         return len(fake.requests)
     finally:
         os.chdir(cwd)
-        service.LiteLLMTransport, service.tcp_refused = original  # type: ignore[misc]
         fake.stop()
 
 
