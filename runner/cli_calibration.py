@@ -77,6 +77,8 @@ def eval_command(
     with _exit_codes("nothing evaluated (a pipeline's finished items are written)"):
         report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
                                          input, set_ or [], out, _cache_dir(cache_dir))
+    for hint in report.get("run_hints", []):
+        typer.echo(hint, err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     kappa = report["metrics"].get("kappa")

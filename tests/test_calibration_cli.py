@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import RunnerError
 
@@ -228,3 +229,15 @@ def test_sweep_of_a_numeric_judge_ranks_by_mae(project, cli):
     # errors per bonus: 0 -> (1, 1, 0), 1 -> (0, 0, 1), 2 -> (1, 1, 2): MAE 2/3, 1/3, 4/3
     assert report["metric"] == "mae" and [s["metric"] for s in report["settings"]] == [0.6667, 0.3333, 1.3333]
     assert report["best"]["set_line"] == "--set params.bonus=1"
+
+
+def test_eval_says_so_when_no_juror_answered(setup, cli, project, fake_llm):
+    fake_llm.reset()
+    fake_llm.script(Reply(status=500))
+    pipeline, items, _ = setup
+    result = cli("eval", str(pipeline), "--input", str(items), "--out", "runs/down", "--set", "params.style=fancy",
+                 *label_args())
+    assert result.exit_code == 0, result.output
+    report = json.loads((project.root / "runs/down/eval.json").read_text())
+    assert report["jurors"]["models"] == {} and report["metrics"]["accuracy"] == 0.1667   # only LOW is right
+    assert "No juror answered (jury.votes)" in (project.root / "runs/down/eval.md").read_text()

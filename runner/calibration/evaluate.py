@@ -76,6 +76,8 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     else:
         run = load_run(target)
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
+    if run.summary.get("hints"):
+        report["run_hints"] = run.summary["hints"]
     write_eval(run.folder, report)
     return report, run.folder
 

@@ -71,7 +71,9 @@ def eval_markdown(report: dict[str, Any]) -> str:
     if report.get("binary"):
         out.append(_categorical(report["binary"], f"Pass/fail (pass: {', '.join(report['binary']['positive'])})"))
     jurors = report.get("jurors")
-    if jurors:
+    if jurors and not jurors["models"]:
+        out.append(f"## Jurors\n\nNo juror answered ({', '.join(jurors['fields'])}): no per-juror scores.\n")
+    elif jurors:
         out.append(f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
                    f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n")
         out.append(table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
