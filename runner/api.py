@@ -17,6 +17,7 @@ from .outputs.files import ResultsLog
 from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
+from .tracing import make_observer
 
 
 @dataclass
@@ -62,6 +63,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     out_dir = options.out_dir or default_out_dir(pipeline, source)
     options.out_dir = out_dir
     runtime = Runtime.create(pipeline, options)
+    runtime.observer = make_observer(runtime)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
     outcome = RunOutcome(pipeline, out_dir, [], {})

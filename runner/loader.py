@@ -73,7 +73,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        located=located)
+        located=located, tracing=data.get("tracing"))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -137,7 +137,20 @@ class _Checker:
                 if name not in (self.data.get("output") or {}):
                     self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
                                                                   "output fields"))
+        if self.data.get("tracing"):
+            self._check_tracing(self.data["tracing"])
         return self.problems
+
+    def _check_tracing(self, tracing: dict[str, Any]) -> None:
+        self._check_strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
+        output = self.data.get("output") or {}
+        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
+                                             for i, name in enumerate(tracing.get("assessments") or [])]
+        if tracing.get("rationale"):
+            named.append((("tracing", "rationale"), tracing["rationale"]))
+        for where, name in named:
+            if name not in output and "output_base" not in self.data:
+                self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
         from .inputs import adapter_names

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ..errors import NeedsModel, RunnerError, StepError
 from ..json_cache import JsonCache
+from ..observe import LLMCall
 from ..retry import RetryAfterTooLong, retry_delay
 from .cache import request_key
 from .limits import BudgetSpent, DailyBudget, ModelGate
@@ -115,6 +116,7 @@ class LLMService:
                               extra=spec.extra or None)
             cached = None if self.options.no_cache else self.cache.get(key)
             seq = self._next_seq(request.item)
+            began = time.time_ns()
             if self.options.render:
                 self._render_call(spec, messages, cached is not None)
                 if cached is None:
@@ -133,11 +135,13 @@ class LLMService:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
+                    self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, completion=None,
                                                                   cached=False, started=started,
                                                                   error=message)) from None
             raw = completion.text or ""
             self._log(request.item, seq, spec, messages, raw, cached is not None)
+            self._observe(request, spec, messages, began, completion, cached=cached is not None)
             try:
                 parsed = parse_answer(raw, request.output_schema, request.as_json)
             except ParseFailure as exc:
@@ -208,9 +212,11 @@ class LLMService:
                     try:
                         completion = await self.transport.complete(spec, messages, sampling)
                         self._count(stats, completion)
+                        completion.attempts = attempt + 1
                         return completion
                     except TransportError as exc:
                         error = exc
+                        error.attempts = attempt + 1
             if error.opens_breaker:
                 self.breakers[spec.endpoint] = error.message
                 raise error
@@ -258,6 +264,15 @@ class LLMService:
         if self._logs is None:
             self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
         self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
+
+    def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
+                 completion: Completion | None, cached: bool = False, error: str | None = None,
+                 attempts: int = 0) -> None:
+        self.runtime.observer.llm_call(LLMCall(
+            request.item, spec.name, spec.model, spec.endpoint, messages,
+            completion.text if completion else None, began, time.time_ns(), cached,
+            0 if cached else completion.attempts if completion else attempts,
+            completion.usage if completion else {}, error))
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
         stream = self.runtime.render_stream

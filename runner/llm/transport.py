@@ -27,6 +27,7 @@ class Completion:
     cost: float = 0.0
     model: str = ""
     choices: int = 1
+    attempts: int = 1                  # requests it took (set by the service's retry loop)
 
 
 class TransportError(Exception):
@@ -38,6 +39,7 @@ class TransportError(Exception):
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.attempts = 0                  # requests sent before it gave up
 
     @property
     def retryable(self) -> bool:
