@@ -87,9 +87,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
     except RunnerError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:     # Ctrl-C 130, SIGTERM 143
         typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(getattr(stop, "exit_code", 130)) from None
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
         typer.echo(note, err=True)

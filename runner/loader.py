@@ -18,6 +18,8 @@ from jsonschema.exceptions import SchemaError
 from . import templating
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
+from .param_types import param_problems
+from .paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
 from .pipeline import Pipeline, StepSpec
 from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems
@@ -35,10 +37,13 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                   catalog: StepCatalog | None = None) -> Pipeline:
     file = Path(path)
     shown = _display(file)
+    status = regular_file(file)[1]
+    if status != OK:
+        reason = ("is larger than 64 MB" if status == FILE_TOO_LARGE
+                  else "is not a regular file" if file.exists() else "not found")
+        raise RunnerError(f"{shown}: pipeline file {reason}")
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RunnerError(f"{shown}: pipeline file not found") from None
+        text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
     catalog = catalog or StepCatalog.builtin()
@@ -51,7 +56,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     problems = schema_problems(located, located.data, pipeline_schema())
     project_dir = file.resolve().parent.parent
     if not problems:
-        problems = _Checker(located, catalog, project_dir).run()
+        problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
         raise ConfigError(problems)
     return _build(located, file, project_dir)
@@ -248,8 +253,10 @@ class _Checker:
 
     def _check_schema_file(self, name: str, path: DataPath) -> None:
         file = self.schemas_dir / name
-        if not file.is_file():
-            self.add(path, f"schema '{name}' not found ({_display(file)})")
+        found, status = resolve_inside(self.schemas_dir, name)
+        if found is None:
+            self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
+                     else refusal(status, name, self.schemas_dir, "schemas"))
             return
         try:
             Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))
