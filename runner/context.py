@@ -13,7 +13,7 @@ from typing import Any, TextIO, TypeVar, cast
 
 import jinja2
 
-from .errors import TemplateError
+from .errors import RunnerError, TemplateError
 from .inputs import Item
 from .observe import NULL_OBSERVER, Observer
 from .pipeline import Pipeline, StepSpec
@@ -80,9 +80,22 @@ class Runtime:
     def llm(self) -> Any:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
-            from .llm.service import LLMService
-            self._llm = LLMService(self)
+            from .llm.service import LLMService, RenderSink
+            sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
+            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer)
         return self._llm
+
+    def model_spec(self, name: str) -> Any:
+        """The rendered, checked spec of the model `name` under models:."""
+        from .llm.spec import build_spec
+        entry = self.pipeline.models.get(name)
+        if entry is None:
+            raise RunnerError(f"unknown model '{name}'")
+        scope = {"env": self.env, "params": self.params, "run": self.run_info}
+        try:
+            return build_spec(name, render_at(self, entry, ("models", name), scope))
+        except RunnerError as exc:
+            raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
 
     def base_scope(self, item: Item) -> dict[str, Any]:
         scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,

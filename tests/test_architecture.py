@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 
 
@@ -120,21 +118,9 @@ def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 
 # The LLM service still renders model entries through the runtime (runner.context); the
 # issue-15 rewrite gives it model specs and a transport instead, which removes this edge.
-PENDING = {("runner.llm.service", "runner.context")}
-
-
 def test_no_import_circle():
-    graph = import_graph()
-    for source, target in PENDING:
-        graph[source].discard(target)
-    found = cycles(graph)
+    found = cycles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" -> ".join(circle) for circle in found)
-
-
-@pytest.mark.xfail(strict=True, reason="runner.llm.service -> runner.context: removed by the issue-15 "
-                                       "rewrite (the LLM service takes model specs and a transport)")
-def test_no_import_circle_through_the_llm_service():
-    assert not cycles(import_graph())
 
 
 def test_the_graph_sees_lazy_imports_and_skips_type_checking_blocks():

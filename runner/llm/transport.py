@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
+from ..retry import parse_retry_after
 from .spec import ModelSpec
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
@@ -24,7 +24,7 @@ class Completion:
     text: str | None
     finish_reason: str | None
     usage: dict[str, int] = field(default_factory=dict)
-    cost: float = 0.0
+    cost: float | None = 0.0            # None: the price table does not know the model
     model: str = ""
     choices: int = 1
     attempts: int = 1                  # requests it took (set by the service's retry loop)
@@ -33,12 +33,14 @@ class Completion:
 class TransportError(Exception):
     """A failed request, classified: `kind` decides retry and the breaker."""
 
-    def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None):
+    def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None,
+                 body: str = ""):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.body = body or message      # the server's whole error text: says whether it rejects a format
         self.attempts = 0                  # requests sent before it gave up
 
     @property
@@ -74,23 +76,7 @@ def import_litellm() -> Any:
     return _litellm
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen and len(seen) < 12:
@@ -101,7 +87,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def classify(exc: BaseException) -> TransportError:
     """Map a litellm/openai/httpx exception to a TransportError."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     text = str(exc)
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return TransportError("refused", "connection refused")
@@ -114,16 +100,18 @@ def classify(exc: BaseException) -> TransportError:
     if name == "Timeout" or any(type(e).__name__ in ("TimeoutError", "ReadTimeout", "APITimeoutError") for e in chain):
         return TransportError("timeout", "request timed out", status)
     short = text.split(" - ", 1)[-1].strip()[:300]
+    if any(isinstance(e, json.JSONDecodeError) for e in chain) or "Expecting value" in text:
+        return TransportError("server", f"the server's answer is not complete JSON (cut short?): {short}", status)
     if status == 429:
-        return TransportError("rate_limit", f"rate limited (429): {short}", 429, retry_after)
+        return TransportError("rate_limit", f"rate limited (429): {short}", 429, retry_after, body=text)
     if status in (400, 401, 403, 404, 422):
-        return TransportError("client", f"HTTP {status}: {short}", status)
+        return TransportError("client", f"HTTP {status}: {short}", status, body=text)
     if any(type(e).__name__ in ("ConnectError", "ClientConnectorError", "RemoteProtocolError", "ReadError",
                                 "ServerDisconnectedError", "ClientOSError", "ConnectionResetError")
            for e in chain) or "Connection error" in text:
         return TransportError("connection", f"connection failed: {short}", status)
     if status is not None and status >= 500:
-        return TransportError("server", f"HTTP {status}: {short}", status, retry_after)
+        return TransportError("server", f"HTTP {status}: {short}", status, retry_after, body=text)
     return TransportError("other", f"{name}: {short}", status)
 
 
@@ -192,3 +180,4 @@ class LiteLLMTransport:
             return
         with contextlib.suppress(Exception):
             await self._litellm.close_litellm_async_clients()
+

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..context import Runtime, StepContext
 from ..errors import StepError
-from ..llm.service import CallRequest
+from ..llm.service import CallRequest, new_group
 from ..llm.spec import SAMPLING_KEYS
 from ..paths import refusal, resolve_inside
 from ..result_shapes import OPEN, TEXT, ShapeContext
@@ -58,10 +58,11 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
         messages.append({"role": "system", "content": render_text(ctx, args["system"], "system")})
     messages.append({"role": "user", "content": render_text(ctx, args["prompt"], "prompt")})
     schema = load_schema(ctx, args.get("output_schema"))
+    group = new_group()      # the run fails outright when no model of the group answers
     return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
                         as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
                         sampling={k: args[k] for k in SAMPLING_KEYS if args.get(k) is not None},
-                        sample=int(args.get("sample") or 0))
+                        sample=int(args.get("sample") or 0), group=group)
             for model in models]
 
 
