@@ -168,11 +168,22 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
 
 
 def main() -> None:
+    code: int | str | None = 0
     try:
         app()
     except RunnerError as exc:  # pragma: no cover - commands catch their own
         typer.echo(str(exc), err=True)
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    except SystemExit as exc:
+        code = exc.code
+    # Every file is written and closed by now: skip the interpreter's teardown, which
+    # spends up to a second collecting the objects of big libraries (litellm above all).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -66,9 +66,25 @@ class Runtime:
     def llm(self) -> Any:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
-            from .llm.service import LLMService
-            self._llm = LLMService(self)
+            from .llm.service import LLMService, RenderSink
+            sink = None
+            if self.options.render:
+                sink = RenderSink(self.shared.get("render.stream"),
+                                  self.shared.setdefault("render.stats", {"calls": 0, "cached": 0, "tokens": 0}))
+            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink)
         return self._llm
+
+    def model_spec(self, name: str) -> Any:
+        """The rendered, checked spec of the model `name` under models:."""
+        from .llm.spec import build_spec
+        entry = self.pipeline.models.get(name)
+        if entry is None:
+            raise RunnerError(f"unknown model '{name}'")
+        scope = {"env": self.env, "params": self.params, "run": self.run_info}
+        try:
+            return build_spec(name, render_at(self, entry, ("models", name), scope))
+        except RunnerError as exc:
+            raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
 
     def base_scope(self, item: Item) -> dict[str, Any]:
         scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,

@@ -50,6 +50,9 @@ def _registry() -> Registry:
     return Registry().with_resources(resources)
 
 
+TEMPLATE_PATTERN = "\\{[{%]"     # $defs.template: a value that is a {{ template }}
+
+
 @lru_cache(maxsize=64)
 def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json), registry=_registry())
@@ -85,6 +88,15 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
     if error.validator == "required":
         return [located.problem(path, error.message.replace("is a required property", "is required"))]
     if error.validator in ("anyOf", "oneOf") and error.context:
+        # A value of the right type that breaks a bound or a form (retries: -1, a bad URL).
+        bounds = [e for e in error.context if e.validator != "type"
+                  and not (e.validator == "pattern" and e.validator_value == TEMPLATE_PATTERN)]
+        if bounds:
+            if bounds[0].validator == "pattern":
+                about = error.schema.get("description") if isinstance(error.schema, dict) else None
+                suffix = f": {about}" if about else ""
+                return [located.problem(path, f"{error.instance!r} is not valid here{suffix}")]
+            return [located.problem(path, _short(bounds[0]))]
         type_errors = [e for e in error.context if e.validator == "type"]
         chosen = type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path))
         if type_errors and not isinstance(error.instance, str):

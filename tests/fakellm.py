@@ -2,7 +2,13 @@
 
 Scripted answers per model and prompt substring, latency, status codes, Retry-After,
 malformed bodies and empty choices; it records every request and the peak number of
-requests in flight."""
+requests in flight.
+
+A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
+structured-output formats it accepts (the rest get the error that server sends), that it
+serves one request at a time, or that it dribbles its answer out byte by byte. A server
+that constrains its output only through a format answers prose when it gets none, as a
+small local model does."""
 
 from __future__ import annotations
 
@@ -13,6 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+PROSE = "Sure! After careful thought, I think the claim is mostly fine."
+# llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
+# (body as recorded against the real server, the file path shortened).
+LLAMA_CPP_REJECTION = {"error": {
+    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+               "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+               "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"/.../llama_cpp/server/app.py\", "
+               "line 376, in create_chat_completion\n    POST /v1/chat/completions",
+    "type": "internal_server_error", "param": None, "code": None}}
+# llama-cpp-python's answer to a prompt longer than its context: not a format problem.
+CONTEXT_EXCEEDED = {"error": {
+    "message": "This model's maximum context length is 8192 tokens. However, you requested 9015 tokens (9010 in "
+               "the messages, 5 in the completion). Please reduce the length of the messages or completion.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
+PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "dribble")
 
 
 @dataclass
@@ -77,7 +100,10 @@ class FakeLLM:
         self.default = Reply("ok")
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.personality: str | None = None
+        self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self._lock = threading.Lock()
+        self._slot = threading.Lock()        # `single-slot`: the one request being served
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -98,7 +124,9 @@ class FakeLLM:
         with self._lock:
             self.rules.clear()
             self.requests.clear()
+            self.side_requests.clear()
             self.peak_in_flight = 0
+            self.personality = None
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
         return [r for r in self.requests if (model is None or r.model == model)
@@ -124,6 +152,23 @@ class FakeLLM:
                 if rule.matches(model, prompt, body):
                     return rule.take()
         return self.default
+
+    def _refusal(self, body: dict[str, Any], path: str) -> tuple[int, str] | None:
+        """The error a picky server sends for a response format it does not take."""
+        kind = (body.get("response_format") or {}).get("type")
+        if self.personality == "llama-cpp-python" and kind not in (None, "text", "json_object"):
+            return 500, json.dumps(LLAMA_CPP_REJECTION)
+        if self.personality == "lm-studio" and kind not in (None, "text", "json_schema"):
+            return 400, json.dumps(LM_STUDIO_REJECTION)
+        return None
+
+    def _unconstrained(self, body: dict[str, Any], path: str) -> bool:
+        """A small local model given no schema to follow answers prose."""
+        if self.personality == "ollama" and path.endswith("/api/chat"):
+            return not isinstance(body.get("format"), dict)
+        if self.personality in ("llama-cpp-python", "lm-studio", "ollama"):
+            return body.get("response_format") is None
+        return False
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -152,8 +197,18 @@ class FakeLLM:
                     fake.requests.append(request)
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                single = fake.personality == "single-slot"
+                if single:
+                    fake._slot.acquire()
                 try:
+                    refusal = fake._refusal(body, self.path)
+                    if refusal is not None:
+                        request.status = refusal[0]
+                        self._send(*refusal)
+                        return
                     reply = fake._pick(model, request.prompt, body)
+                    if fake._unconstrained(body, self.path):
+                        reply = Reply(PROSE, finish_reason=reply.finish_reason)
                     if reply.delay:
                         time.sleep(reply.delay)
                     request.status = reply.status
@@ -163,6 +218,8 @@ class FakeLLM:
                         return
                     self._send(reply.status, self._body(reply, model), reply.headers)
                 finally:
+                    if single:
+                        fake._slot.release()
                     request.finished = time.monotonic()
                     with fake._lock:
                         fake.in_flight -= 1
@@ -195,6 +252,12 @@ class FakeLLM:
                 for key, value in (headers or {}).items():
                     self.send_header(key, value() if callable(value) else value)
                 self.end_headers()
+                if fake.personality == "dribble":
+                    for index in range(len(data)):
+                        self.wfile.write(data[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(fake.dribble_seconds)
+                    return
                 self.wfile.write(data)
 
         return Handler

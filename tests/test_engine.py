@@ -250,7 +250,7 @@ def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fa
         version: 1
         name: t
         env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
+        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}", limits: {concurrency: 5}}}
         steps:
           - id: each
             uses: foreach

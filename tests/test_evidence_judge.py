@@ -39,7 +39,7 @@ def judge(project, fake_llm):
         source = write_json(project.root / f"{out}.json", batches)
         return run(PIPELINE, source, out=project.root / out, cache_dir=project.root / "cache",
                    overrides=[f"models.judge.api_base={base}", "models.judge.backoff=0.01",
-                              "models.judge.retries=0", *extra])
+                              "models.judge.retries=0", "models.judge.limits.concurrency=16", *extra])
     return go
 
 

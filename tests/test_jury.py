@@ -14,7 +14,10 @@ VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
                   "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}
 
 
-def jury_pipeline(project, limits_b="", limits_c="", quorum=""):
+MANY = ", limits: {concurrency: 16}"     # the fake server is local: one request at a time unless set
+
+
+def jury_pipeline(project, limits_b=MANY, limits_c=MANY, quorum=""):
     project.schema("v.schema.json", VERDICT_SCHEMA)
     project.prompt("judge.j2", "Judge claim {{ item.n }}\n")
     return project.pipeline(f"""
@@ -22,7 +25,7 @@ def jury_pipeline(project, limits_b="", limits_c="", quorum=""):
         name: j
         env: [FAKE_URL]
         models:
-          a: {{model: openai/judge-a, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0}}
+          a: {{model: openai/judge-a, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {MANY}}}
           b: {{model: openai/judge-b, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_b}}}
           c: {{model: openai/judge-c, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_c}}}
           spare: {{model: openai/judge-off, api_base: "{{{{ env.FAKE_URL }}}}", enabled: false}}
@@ -111,7 +114,7 @@ def test_requests_per_minute(project, env, monkeypatch):
     monkeypatch.setattr(limits, "RATE_WINDOW_SECONDS", 1.0)
     env.script(Reply(answer("VALID")))
     items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
-    run(jury_pipeline(project, limits_c=", limits: {requests_per_minute: 2}"), items)
+    run(jury_pipeline(project, limits_c=", limits: {concurrency: 16, requests_per_minute: 2}"), items)
     starts = sorted(r.started for r in env.calls(model="judge-c"))
     assert len(starts) == 6
     for i in range(len(starts) - 2):

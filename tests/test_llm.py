@@ -290,7 +290,7 @@ def test_cached_run_and_render_never_import_litellm(project, env):
 
 
 def test_unimportable_litellm_is_a_per_call_error(project, env):
-    path = llm_pipeline(project)
+    path = llm_pipeline(project, extra="transport: litellm")     # auto would use HTTP for openai/ + api_base
     write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}])
     block = "import sys; sys.modules['litellm'] = None; from runner.cli import main; main()"
     done = subprocess.run([sys.executable, "-c", block, "run", str(path), "--input", "in.json", "--out", "o"],

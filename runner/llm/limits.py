@@ -60,22 +60,21 @@ class DailyBudget:
 
 
 class ModelGate:
-    """The per-model concurrency and rate limits of one model."""
+    """The concurrency and rate limits of one model (the semaphore may be shared by the
+    models of one local endpoint)."""
 
-    def __init__(self, concurrency: int | None, per_minute: int | None):
-        self.semaphore = asyncio.Semaphore(concurrency) if concurrency else None
+    def __init__(self, semaphore: asyncio.Semaphore | None, per_minute: int | None):
+        self.semaphore = semaphore
         self.rate = RateWindow(per_minute) if per_minute else None
 
     async def __aenter__(self) -> None:
         if self.semaphore:
             await self.semaphore.acquire()
+
+    async def pace(self) -> None:
+        """Wait for the rate window; called last, right before the request is sent."""
         if self.rate:
-            try:
-                await self.rate.wait()
-            except BaseException:
-                if self.semaphore:
-                    self.semaphore.release()
-                raise
+            await self.rate.wait()
 
     async def __aexit__(self, *exc: object) -> None:
         if self.semaphore:

@@ -11,8 +11,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..outputs.files import atomic_write
-
 PENDING = ".pending"
 
 
@@ -27,10 +25,15 @@ class CallLogWriter:
         self.directory = directory
         self.pending = directory / PENDING
         shutil.rmtree(self.pending, ignore_errors=True)     # leftovers of a killed run
+        self._ready = False
 
     def add(self, item: int, seq: int, model: str, prompt: str, response: str, cached: bool) -> None:
         body = f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n" + ("\n(cached)\n" if cached else "")
-        atomic_write(self.pending / f"{item:08d}_{seq:05d}_{model}.txt", body)
+        # Debug output: one plain write, no fsync (results and the cache carry durability).
+        if not self._ready:
+            self.pending.mkdir(parents=True, exist_ok=True)
+            self._ready = True
+        (self.pending / f"{item:08d}_{seq:05d}_{model}.txt").write_text(body, encoding="utf-8")
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""

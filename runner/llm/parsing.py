@@ -10,14 +10,21 @@ from jsonschema import Draft202012Validator
 
 FENCED_JSON = re.compile(r"```json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 FENCED_ANY = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+# A reasoning model's thoughts are not its answer (an unclosed block runs to the end).
+THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 class ParseFailure(Exception):
     """The answer is not the JSON we asked for; the message is what a re-ask quotes."""
 
 
+def strip_thinking(text: str) -> str:
+    return THINKING.sub("", text) if "<" in text else text
+
+
 def json_candidates(text: str) -> list[str]:
     """The ladder: ```json block, any fenced block, first `{` to last `}`, raw text."""
+    text = strip_thinking(text)
     out = [m.group(1) for m in FENCED_JSON.finditer(text)]
     out += [m.group(1) for m in FENCED_ANY.finditer(text)]
     first, last = text.find("{"), text.rfind("}")
@@ -31,15 +38,28 @@ def extract_json(text: str) -> Any:
     errors = []
     for candidate in json_candidates(text):
         try:
-            return json.loads(candidate)
+            # strict=False: raw control characters inside strings, as grammar-constrained
+            # local servers emit them, are read as the characters they are.
+            return json.loads(candidate, strict=False)
         except json.JSONDecodeError as exc:
             errors.append(exc)
     raise ParseFailure(f"the answer is not valid JSON ({errors[-1].msg} at line {errors[-1].lineno} "
                        f"column {errors[-1].colno}); answer with one JSON object only")
 
 
+_VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """One validator per schema object (steps share their loaded schemas)."""
+    known = _VALIDATORS.get(id(schema))
+    if known is None or known[0] is not schema:
+        known = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
+    return known[1]
+
+
 def validate(value: Any, schema: dict[str, Any]) -> None:
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
         for error in errors[:5]:
@@ -50,7 +70,7 @@ def validate(value: Any, schema: dict[str, Any]) -> None:
 
 def parse_answer(text: str, schema: dict[str, Any] | None, as_json: bool) -> Any:
     if not as_json and schema is None:
-        return text
+        return strip_thinking(text).strip() if "<" in text else text
     value = extract_json(text)
     if schema is not None:
         validate(value, schema)

@@ -62,3 +62,10 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | N
     """What a call cost by the table, or None when the model has no price."""
     price = price_of(model)
     return None if price is None else price.cost(prompt_tokens, completion_tokens)
+
+
+def provider_of(model: str) -> str | None:
+    """The provider the table names for a bare model name (`gpt-4o-mini` -> openai), or None."""
+    entry = _table().get(model)
+    provider = entry.get("litellm_provider") if isinstance(entry, dict) else None
+    return provider if isinstance(provider, str) else None

@@ -1,31 +1,47 @@
-"""One run's LLM service: cache, render mode, breaker, limits, retries, parsing, logs, stats."""
+"""One run's LLM service: specs, cache, render mode, parsing, repair, logs, stats.
+
+It knows model specs (through a resolver the run gives it) and a transport, not the
+run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import itertools
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from pathlib import Path
+from typing import Any, Protocol, TextIO
 
-from ..errors import RunnerError
+from ..errors import NeedsModel, StepError
 from ..json_cache import JsonCache
-from ..retry import RetryAfterTooLong, retry_delay
-from ..steps.base import NeedsModel, StepError
 from .cache import request_key
-from .limits import BudgetSpent, DailyBudget, ModelGate
 from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
-from .spec import ModelSpec, build_spec
-from .transport import Completion, LiteLLMTransport, Transport, TransportError
-
-if TYPE_CHECKING:
-    from ..engine import Runtime
+from .sender import ModelStats, Sender
+from .spec import ModelSpec
+from .tally import FailureTally
+from .transport import Completion, RoutedTransport, Transport, TransportError
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
+DUMMY_KEYS = {"no-key-needed", "sk-no-key-required", "not-needed", "lm-studio", "ollama", "none", "dummy",
+              "empty", "changeme", "sk-dummy", "sk-local"}
+_GROUPS = itertools.count(1)
+
+
+def new_group() -> int:
+    """A fresh id for the calls of one step run (one llm call, or the seats of one jury)."""
+    return next(_GROUPS)
+
+
+class ServiceOptions(Protocol):
+    cache_dir: Path
+    no_cache: bool
+    llm_concurrency: int
+    out_dir: Path | None
+    render: bool
 
 
 @dataclass
@@ -38,50 +54,45 @@ class CallRequest:
     repair: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)
     sample: int = 0
+    group: int = 0                     # calls of one step run share it (see tally.py)
 
 
 @dataclass
-class ModelStats:
-    calls: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cost: float = 0.0
+class RenderSink:
+    """`runner render`: where prompts are printed, and what they add up to."""
+
+    stream: TextIO | None
+    stats: dict[str, int]
 
 
 class LLMService:
-    def __init__(self, runtime: Runtime, transport: Transport | None = None):
-        self.runtime = runtime
-        self.options = runtime.options
-        self.transport: Transport = transport or LiteLLMTransport()
+    def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
+                 transport: Transport | None = None, render: RenderSink | None = None):
+        self.resolve = resolve
+        self.options = options
+        self.env = env
+        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency)
+        self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = None
-        self._budget: DailyBudget | None = None
-        self._gates: dict[str, ModelGate] = {}
-        self._global: asyncio.Semaphore | None = None
-        self.breakers: dict[str, str] = {}
-        self._probes: dict[str, asyncio.Future[bool]] = {}
         self._logs: CallLogWriter | None = None
         self._seq: dict[int, int] = {}
+        self._secret_list: tuple[int, list[str]] = (-1, [])
         self.stats: dict[str, ModelStats] = {}
+        self.tally = FailureTally()
 
     # -- models --------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
         if name not in self._specs:
-            entry = self.runtime.pipeline.models.get(name)
-            if entry is None:
-                raise RunnerError(f"unknown model '{name}'")
-            scope = {"env": self.runtime.env, "params": self.runtime.params, "run": self.runtime.run_info}
-            from ..engine import render_at
-            rendered = render_at(self.runtime, entry, ("models", name), scope)
-            self._specs[name] = build_spec(name, rendered)
+            self._specs[name] = self.resolve(name)
         return self._specs[name]
 
     def enabled(self, name: str) -> bool:
         return self.spec(name).enabled
+
+    @property
+    def breakers(self) -> dict[str, str]:
+        return self.sender.breakers
 
     @property
     def cache(self) -> JsonCache:
@@ -90,30 +101,45 @@ class LLMService:
         return self._cache
 
     def _secrets(self) -> list[str]:
-        secrets = [s.api_key for s in self._specs.values() if s.api_key]
-        secrets += [v for k, v in self.runtime.env.items() if SECRET_NAME.search(k) and len(v) >= 6]
-        return secrets
+        if self._secret_list[0] != len(self._specs):
+            values = [s.api_key for s in self._specs.values() if s.api_key]
+            values += [v for k, v in self.env.items() if SECRET_NAME.search(k)]
+            secrets = sorted({v for v in values if len(v) >= MIN_SECRET and v.lower() not in DUMMY_KEYS},
+                             key=len, reverse=True)
+            self._secret_list = (len(self._specs), secrets)
+        return self._secret_list[1]
 
     def redact(self, text: str) -> str:
         for secret in self._secrets():
-            text = text.replace(secret, "***")
+            if secret in text:
+                text = text.replace(secret, "***")
         return text
 
     # -- the call ------------------------------------------------------------------
     async def call(self, request: CallRequest) -> dict[str, Any]:
         """A parsed answer, or StepError carrying what is known (raw answer, error)."""
         spec = self.spec(request.model)
+        group = request.group or new_group()
+        try:
+            answer = await self._call(spec, request)
+        except StepError as exc:
+            self.tally.failure(request.item, group, spec.endpoint, exc.message)
+            raise
+        self.tally.answer(request.item, group, None if answer["cached"] else spec.endpoint)
+        return answer
+
+    async def _call(self, spec: ModelSpec, request: CallRequest) -> dict[str, Any]:
         stats = self.stats.setdefault(spec.name, ModelStats())
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
         messages = [dict(m) for m in request.messages]
+        schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
-            key = request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
-                              output_schema=request.output_schema, sample=request.sample,
-                              extra=spec.extra or None)
+            mode = self.sender.formats.first(spec) if schema is not None else "none"
+            key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else self.cache.get(key)
             seq = self._next_seq(request.item)
             if self.options.render:
@@ -126,21 +152,28 @@ class LLMService:
                                         0.0, cached.get("model", spec.model))
             else:
                 try:
-                    completion = await self._send(spec, messages, sampling, stats)
-                    problem = self._answer_problem(completion)
-                    if problem:
-                        raise TransportError("answer", problem)
+                    completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
-                    raise StepError(message, partial=self._result(spec, None, None, completion=None,
-                                                                  cached=False, started=started,
+                    raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
+                if completion.text:
+                    completion.text = self.redact(completion.text)     # a model may echo a key it saw
+                problem = self._answer_problem(spec, completion, sampling)
+                if problem:
+                    stats.failures += 1
+                    message = f"{spec.describe()}: {problem}"
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}", False)
+                    raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
+                                                                  started, error=message))
+                if sent != mode:
+                    key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
             self._log(request.item, seq, spec, messages, raw, cached is not None)
             try:
-                parsed = parse_answer(raw, request.output_schema, request.as_json)
+                parsed = parse_answer(raw, schema, request.as_json)
             except ParseFailure as exc:
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},
@@ -159,11 +192,21 @@ class LLMService:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
-    def _answer_problem(completion: Completion) -> str | None:
+    def _key(spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
+             mode: str) -> str:
+        return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
+                           response_format=None if mode == "none" else mode, output_schema=request.output_schema,
+                           sample=request.sample, extra=spec.extra or None)
+
+    @staticmethod
+    def _answer_problem(spec: ModelSpec, completion: Completion, sampling: dict[str, Any]) -> str | None:
         if completion.choices == 0:
             return "the answer has no choices"
         if completion.finish_reason == "length":
-            return "the answer was truncated (finish_reason=length): raise max_tokens or shorten the prompt"
+            limit = sampling.get("max_tokens")
+            return (f"the answer was truncated (finish_reason=length) at max_tokens={limit}: raise it with "
+                    f"`max_tokens:` on the step or on the model (--set models.{spec.name}.max_tokens="
+                    f"{2 * int(limit or 1024)}), or ask for a shorter answer")
         if completion.text is None or not completion.text.strip():
             return "the answer is empty"
         return None
@@ -173,79 +216,6 @@ class LLMService:
         return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
                 "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
                 "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error}
-
-    async def _send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
-                    stats: ModelStats) -> Completion:
-        if spec.api_base:
-            await self._probe(spec)
-        return await self._attempts(spec, messages, sampling, stats)
-
-    async def _probe(self, spec: ModelSpec) -> None:
-        """One TCP connect per endpoint before its first request: a refused endpoint opens
-        the breaker before the rest of the run piles onto it."""
-        probe = self._probes.get(spec.endpoint)
-        if probe is None:
-            probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
-        if await asyncio.shield(probe):
-            self.breakers.setdefault(spec.endpoint, "connection refused")
-
-    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
-                        stats: ModelStats) -> Completion:
-        if spec.endpoint in self.breakers:
-            raise TransportError("breaker", self.breakers[spec.endpoint])
-        gate = self._gate(spec)
-        limit = spec.limits.get("requests_per_day")
-        for attempt in range(spec.retries + 1):
-            async with self._global_gate():
-                async with gate:
-                    if spec.endpoint in self.breakers:
-                        raise TransportError("breaker", self.breakers[spec.endpoint])
-                    if limit is not None:
-                        try:
-                            self._daily().spend(f"{spec.name}|{spec.model}", limit, spec.name)
-                        except BudgetSpent as exc:
-                            raise TransportError("budget", str(exc)) from None
-                    stats.calls += 1
-                    try:
-                        completion = await self.transport.complete(spec, messages, sampling)
-                        self._count(stats, completion)
-                        return completion
-                    except TransportError as exc:
-                        error = exc
-            if error.opens_breaker:
-                self.breakers[spec.endpoint] = error.message
-                raise error
-            if not error.retryable or attempt == spec.retries:
-                raise error
-            try:
-                delay = retry_delay(attempt, spec.backoff, error.retry_after)
-            except RetryAfterTooLong as too_long:
-                raise TransportError(error.kind, f"{error.message} ({too_long})", error.status) from None
-            stats.retries += 1
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    @staticmethod
-    def _count(stats: ModelStats, completion: Completion) -> None:
-        stats.prompt_tokens += completion.usage.get("prompt_tokens", 0)
-        stats.completion_tokens += completion.usage.get("completion_tokens", 0)
-        stats.total_tokens += completion.usage.get("total_tokens", 0)
-        stats.cost += completion.cost
-
-    def _global_gate(self) -> asyncio.Semaphore:
-        if self._global is None:
-            self._global = asyncio.Semaphore(max(1, self.options.llm_concurrency))
-        return self._global
-
-    def _gate(self, spec: ModelSpec) -> ModelGate:
-        if spec.name not in self._gates:
-            self._gates[spec.name] = ModelGate(spec.limits.get("concurrency"), spec.limits.get("requests_per_minute"))
-        return self._gates[spec.name]
-
-    def _daily(self) -> DailyBudget:
-        if self._budget is None:
-            self._budget = DailyBudget(self.options.cache_dir)
-        return self._budget
 
     # -- logs, render, summary ---------------------------------------------------------
     def _next_seq(self, item: int) -> int:
@@ -261,8 +231,8 @@ class LLMService:
         self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
-        stream = self.runtime.shared.get("render.stream")
-        stats = self.runtime.shared.setdefault("render.stats", {"calls": 0, "cached": 0, "tokens": 0})
+        sink = self.render_sink or RenderSink(None, {"calls": 0, "cached": 0, "tokens": 0})
+        stream, stats = sink.stream, sink.stats
         text = format_messages(messages)
         stats["calls"] += 1
         stats["cached"] += int(cached)
@@ -279,33 +249,23 @@ class LLMService:
             hints.append(f"{', '.join(names)} unreachable ({message}): start a model server there "
                          f"(LM Studio, Ollama, llama.cpp), point it elsewhere with "
                          f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
+        for endpoint, tally in self.tally.dead_endpoints().items():
+            if endpoint not in self.breakers:
+                names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
+                hints.append(f"every call to {', '.join(names)} at {endpoint} failed ({tally.failed} call(s)); "
+                             f"the last: {tally.last_error}")
         if hints:
             out["hints"] = hints
         return out
 
+    def failed_items(self) -> set[int]:
+        """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
+        return self.tally.failed_items()
+
     async def aclose(self) -> None:
         if self._logs is not None:
             self._logs.finish()
-        await self.transport.aclose()
+        await self.sender.aclose()
         if self._cache is not None:
             self._cache.close()
-        if self._budget is not None:
-            self._budget.close()
 
-
-async def tcp_refused(url: str, timeout: float = 3.0) -> bool:
-    """True only when the host actively refuses a connection to the URL's port."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return False
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-    except ConnectionRefusedError:
-        return True
-    except (TimeoutError, OSError):
-        return False
-    writer.close()
-    with contextlib.suppress(Exception):
-        await writer.wait_closed()
-    return False

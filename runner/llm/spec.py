@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import RunnerError
+from .prices import provider_of
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 3
+DEFAULT_MAX_TOKENS = 1024
+TRANSPORTS = ("auto", "http", "litellm")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
+OPENAI_BASE = "https://api.openai.com/v1"
+LOCAL_HOSTS = {"localhost"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,8 @@ class ModelSpec:
     backoff: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
+    transport: str = "litellm"          # resolved: http or litellm
+    structured_output: str = "auto"
 
     @property
     def endpoint(self) -> str:
@@ -33,14 +43,63 @@ class ModelSpec:
             return self.api_base
         return f"{self.model.split('/', 1)[0]} (provider default)" if "/" in self.model else "the provider default"
 
+    @property
+    def local(self) -> bool:
+        """The endpoint is on this machine (a local server, often serving one request at a time)."""
+        return bool(self.api_base) and is_local(self.api_base or "")
+
     def describe(self) -> str:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
+
+
+def is_local(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def openai_compatible(model: str, api_base: str | None) -> bool:
+    """`transport: auto` sends these over HTTP: `openai/...` (with an api_base, or OpenAI
+    itself) and bare OpenAI model names; every other provider goes through litellm."""
+    if model.startswith("openai/"):
+        return True
+    return "/" not in model and api_base is None and provider_of(model) == "openai"
+
+
+def check_api_base(value: str) -> str | None:
+    """Why an api_base is unusable, or None."""
+    try:
+        parts = urlsplit(value)
+        parts.port      # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return f"not a usable URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not a usable URL (expected http://HOST[:PORT]/PATH or https://...)"
+    return None
 
 
 def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes", "on")
     return bool(value)
+
+
+def _choice(name: str, key: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value or "auto")
+    if text not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(choices)}, not '{text}'")
+    return text
+
+
+def _at_least(key: str, value: Any, low: float, convert: Any) -> Any:
+    number = convert(value)
+    if number < low or number != number:      # NaN is not a usable limit either
+        raise ValueError(f"{key} must be at least {low:g}, not {value}")
+    return number
 
 
 def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
@@ -54,14 +113,24 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         for key in ("max_tokens", "seed"):
             if key in sampling:
                 sampling[key] = int(sampling[key])
-        limits = {k: int(v) for k, v in (entry.get("limits") or {}).items() if v is not None}
+        sampling["max_tokens"] = _at_least("max_tokens", sampling.get("max_tokens", DEFAULT_MAX_TOKENS), 1, int)
+        limits = {k: _at_least(f"limits.{k}", v, 0 if k == "requests_per_day" else 1, int)
+                  for k, v in (entry.get("limits") or {}).items() if v is not None}
+        api_base = (str(entry["api_base"]).rstrip("/") or None) if entry.get("api_base") else None
+        if api_base and (problem := check_api_base(api_base)):
+            raise ValueError(f"api_base '{api_base}' is {problem}")
+        model = str(entry["model"])
+        transport = _choice(name, "transport", entry.get("transport"), TRANSPORTS)
+        if transport == "auto":
+            transport = "http" if openai_compatible(model, api_base) else "litellm"
         return ModelSpec(
-            name=name, model=str(entry["model"]), api_base=(str(entry["api_base"]).rstrip("/") or None)
-            if entry.get("api_base") else None,
+            name=name, model=model, api_base=api_base,
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
             enabled=_truthy(entry.get("enabled", True)), sampling=sampling,
-            timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)), retries=int(entry.get("retries", DEFAULT_RETRIES)),
-            backoff=float(entry.get("backoff", 1.0)),
-            extra=dict(entry.get("params") or {}), limits=limits)
+            timeout=_at_least("timeout", entry.get("timeout", DEFAULT_TIMEOUT), 0.001, float),
+            retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
+            backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
+            extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
+            structured_output=_choice(name, "structured_output", entry.get("structured_output"), STRUCTURED_MODES))
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None

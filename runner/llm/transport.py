@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ class Completion:
     text: str | None
     finish_reason: str | None
     usage: dict[str, int] = field(default_factory=dict)
-    cost: float = 0.0
+    cost: float | None = 0.0            # None: the price table does not know the model
     model: str = ""
     choices: int = 1
 
@@ -32,12 +33,14 @@ class Completion:
 class TransportError(Exception):
     """A failed request, classified: `kind` decides retry and the breaker."""
 
-    def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None):
+    def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None,
+                 body: str = ""):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.body = body or message      # the server's whole error text: says whether it rejects a format
 
     @property
     def retryable(self) -> bool:
@@ -88,7 +91,7 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen and len(seen) < 12:
@@ -99,7 +102,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def classify(exc: BaseException) -> TransportError:
     """Map a litellm/openai/httpx exception to a TransportError."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     text = str(exc)
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return TransportError("refused", "connection refused")
@@ -112,16 +115,18 @@ def classify(exc: BaseException) -> TransportError:
     if name == "Timeout" or any(type(e).__name__ in ("TimeoutError", "ReadTimeout", "APITimeoutError") for e in chain):
         return TransportError("timeout", "request timed out", status)
     short = text.split(" - ", 1)[-1].strip()[:300]
+    if any(isinstance(e, json.JSONDecodeError) for e in chain) or "Expecting value" in text:
+        return TransportError("server", f"the server's answer is not complete JSON (cut short?): {short}", status)
     if status == 429:
-        return TransportError("rate_limit", f"rate limited (429): {short}", 429, retry_after)
+        return TransportError("rate_limit", f"rate limited (429): {short}", 429, retry_after, body=text)
     if status in (400, 401, 403, 404, 422):
-        return TransportError("client", f"HTTP {status}: {short}", status)
+        return TransportError("client", f"HTTP {status}: {short}", status, body=text)
     if any(type(e).__name__ in ("ConnectError", "ClientConnectorError", "RemoteProtocolError", "ReadError",
                                 "ServerDisconnectedError", "ClientOSError", "ConnectionResetError")
            for e in chain) or "Connection error" in text:
         return TransportError("connection", f"connection failed: {short}", status)
     if status is not None and status >= 500:
-        return TransportError("server", f"HTTP {status}: {short}", status, retry_after)
+        return TransportError("server", f"HTTP {status}: {short}", status, retry_after, body=text)
     return TransportError("other", f"{name}: {short}", status)
 
 
@@ -190,3 +195,27 @@ class LiteLLMTransport:
             return
         with contextlib.suppress(Exception):
             await self._litellm.close_litellm_async_clients()
+
+
+class RoutedTransport:
+    """Each model's own transport (`spec.transport`): httpx for OpenAI-compatible
+    endpoints, litellm (imported on its first call only) for every other provider."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Transport] = {}
+
+    def _for(self, name: str) -> Transport:
+        if name not in self._by_name:
+            if name == "http":
+                from .http import HTTPTransport
+                self._by_name[name] = HTTPTransport()
+            else:
+                self._by_name[name] = LiteLLMTransport()
+        return self._by_name[name]
+
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        return await self._for(spec.transport).complete(spec, messages, params)
+
+    async def aclose(self) -> None:
+        for transport in self._by_name.values():
+            await transport.aclose()

@@ -16,7 +16,9 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
     if field:
         counts = dict(Counter(_count_key(r, field) for r in results))
     total = len(results)
-    errors = sum(1 for r in results if r.get("error"))
+    # An error: an item with `error`, or one whose LLM work got no usable answer (runner/llm/tally.py).
+    failed = runtime.llm.failed_items() if runtime.llm_used else set()
+    errors = sum(1 for r in results if r.get("error") or r.get("index") in failed)
     scope: dict[str, Any] = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info,
                              "results": results, "counts": counts, "total": total, "errors": errors}
     summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": errors}

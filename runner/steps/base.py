@@ -10,25 +10,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..errors import NeedsModel as NeedsModel  # re-exported for step modules
 from ..errors import RunnerError, did_you_mean
+from ..errors import StepError as StepError  # re-exported for step modules
 
 if TYPE_CHECKING:
     from ..engine import StepContext
-
-
-
-class StepError(Exception):
-    """A step failed for this item. `partial` is what the step still knows (e.g. the
-    raw answer of a call whose parse failed); `on_error: continue` yields it."""
-
-    def __init__(self, message: str, partial: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.message = message
-        self.partial = partial
-
-
-class NeedsModel(Exception):
-    """`runner render` reached an LLM answer that is not cached."""
 
 
 @dataclass(frozen=True)

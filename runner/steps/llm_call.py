@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..engine import StepContext
-from ..llm.service import CallRequest
+from ..llm.service import CallRequest, new_group
 from .base import Step, StepError
 
 SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
@@ -46,10 +46,11 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
         messages.append({"role": "system", "content": render_text(ctx, args["system"], "system")})
     messages.append({"role": "user", "content": render_text(ctx, args["prompt"], "prompt")})
     schema = load_schema(ctx, args.get("output_schema"))
+    group = new_group()      # the run fails outright when no model of the group answers
     return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
                         as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
                         sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
-                        sample=int(args.get("sample") or 0))
+                        sample=int(args.get("sample") or 0), group=group)
             for model in models]
 
 

@@ -1,0 +1,112 @@
+"""The OpenAI-compatible path as whole processes, in one run: the citation judge on 200
+citations x 3 jurors (600 calls) against the fake server at 0.2 s latency, concurrency 16,
+next to a bare-httpx process sending the same 600 requests (the floor), a fully cached
+rerun, and the same cold run through litellm for comparison.
+
+    python bench/openai_compat.py            # prints the table recorded in bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from fakellm import FakeLLM, Reply  # noqa: E402
+
+CITATIONS, JURORS, CONCURRENCY, LATENCY = 200, 3, 16, 0.2
+ANSWER = json.dumps({"verdict": "VALID", "substantive_quote": True, "quote_in_context": True,
+                     "supports_claim": True, "reason": "scripted"})
+CITATION = re.compile(r"^.*\[([\w.]+):L(\d+)(?:-L(\d+))?\]\(data/canonical/[^)]+\).*$", re.MULTILINE)
+
+FLOOR = """
+import asyncio, json, sys
+import httpx
+url, calls, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+async def main():
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        async def one(n):
+            async with gate:
+                r = await client.post("chat/completions", json={
+                    "model": "bench", "messages": [{"role": "user", "content": f"Item {n}"}], "max_tokens": 1024})
+                json.loads(r.json()["choices"][0]["message"]["content"])
+        await asyncio.gather(*(one(n) for n in range(calls)))
+asyncio.run(main())
+"""
+
+
+def report(work: Path) -> None:
+    """200 readable citations (the jury runs on each), each with its own claim so every prompt differs."""
+    text = (work / "report.md").read_text(encoding="utf-8")
+    readable = []
+    for match in CITATION.finditer(text):
+        file = work / "data" / "canonical" / match.group(1)
+        last = int(match.group(3) or match.group(2))
+        if file.is_file() and last <= len(file.read_text(encoding="utf-8").splitlines()):
+            readable.append(match.group(0))
+    body = [f"Claim {n}: {readable[n % len(readable)]}" for n in range(CITATIONS)]
+    (work / "report.md").write_text("# Bench\n\n" + "\n\n".join(body) + "\n", encoding="utf-8")
+
+
+def timed(args: list[str], cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=dict(os.environ))
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return elapsed, done.stdout + done.stderr
+
+
+def runner_run(work: Path, cache: Path, out: str, url: str, transport: str = "auto") -> tuple[float, str]:
+    args = [sys.executable, "-m", "runner.cli", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
+            "--input", "report.md", "--out", out, "--cache-dir", str(cache), "--concurrency", str(CONCURRENCY),
+            "--set", f"concurrency={CONCURRENCY}"]
+    for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
+        args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
+                 "--set", f"models.{seat}.enabled=true", "--set", f"models.{seat}.transport={transport}",
+                 "--set", f"models.{seat}.limits.concurrency={CONCURRENCY}",
+                 "--set", f"models.{seat}.limits.requests_per_day=1000000"]
+    return timed(args, work)
+
+
+def main() -> None:
+    server = FakeLLM().start()
+    server.script(Reply(ANSWER, delay=LATENCY))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "example"
+        shutil.copytree(REPO / "examples" / "citation_judge", work)
+        report(work)
+        floor, _ = timed([sys.executable, "-c", FLOOR, server.url, str(CITATIONS * JURORS), str(CONCURRENCY)], work)
+        rows.append(("bare httpx (the floor)", floor, CITATIONS * JURORS))
+        sent = len(server.requests)
+        cold, output = runner_run(work, Path(tmp) / "cache", "cold", server.url)
+        rows.append(("runner, cold (http transport)", cold, len(server.requests) - sent))
+        assert "errors: 0" in output, output
+        sent = len(server.requests)
+        cached, _ = runner_run(work, Path(tmp) / "cache", "cached", server.url)
+        rows.append(("runner, fully cached rerun", cached, len(server.requests) - sent))
+        sent = len(server.requests)
+        via_litellm, _ = runner_run(work, Path(tmp) / "cache-litellm", "litellm", server.url, "litellm")
+        rows.append(("runner, cold, transport: litellm", via_litellm, len(server.requests) - sent))
+    server.stop()
+    print(f"| process ({CITATIONS} citations x {JURORS} jurors, {LATENCY} s latency, concurrency {CONCURRENCY}) "
+          "| wall | requests |\n|---|---|---|")
+    for name, seconds, requests in rows:
+        print(f"| {name} | {seconds:.2f} s | {requests} |")
+    print(f"\ncold / floor: {cold / floor:.2f}x; cached / cold: {cached / cold:.1%}; "
+          f"litellm cold / floor: {via_litellm / floor:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Sending one request: breaker and TCP probe, concurrency and rate gates, daily budget,
+a total deadline per attempt, retries with backoff, and the structured-output fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..retry import RetryAfterTooLong, retry_delay
+from .limits import BudgetSpent, DailyBudget, ModelGate
+from .spec import ModelSpec
+from .structured import FormatChoices, rejects_format, response_format
+from .transport import Completion, Transport, TransportError
+
+MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rarely ends differently
+
+
+@dataclass
+class ModelStats:
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost: float = 0.0
+
+
+def timeout_message(spec: ModelSpec, max_tokens: Any) -> str:
+    return (f"request timed out: no complete answer within models.{spec.name}.timeout = {spec.timeout:g} s. "
+            f"A slow or busy server: raise models.{spec.name}.timeout, send fewer requests at once "
+            f"(--concurrency, models.{spec.name}.limits.concurrency), or ask for shorter answers "
+            f"(max_tokens, now {max_tokens})")
+
+
+class FormatRejected(Exception):
+    def __init__(self, error: TransportError, mode: str):
+        super().__init__(error.message)
+        self.error = error
+        self.mode = mode
+
+
+class Sender:
+    def __init__(self, transport: Transport, cache_dir: Path, concurrency: int):
+        self.transport = transport
+        self.cache_dir = cache_dir
+        self.formats = FormatChoices(cache_dir)
+        self.concurrency = max(1, concurrency)
+        self.breakers: dict[str, str] = {}
+        self._probes: dict[str, asyncio.Future[bool]] = {}
+        self._gates: dict[str, ModelGate] = {}
+        self._local: dict[str, asyncio.Semaphore] = {}
+        self._global: asyncio.Semaphore | None = None
+        self._budget: DailyBudget | None = None
+
+    async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
+                   schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
+        """The completion, and the structured-output mode it was requested with."""
+        if spec.api_base:
+            await self._probe(spec)
+        while True:
+            try:
+                return await self._attempts(spec, messages, sampling, schema, mode, stats)
+            except FormatRejected as rejected:
+                error = rejected.error
+                following = self.formats.fall_back(spec, rejected.mode, error)
+                if following is None:
+                    raise TransportError(error.kind, f"{error.message} (the server rejects response_format "
+                                                     f"{rejected.mode}: set models.{spec.name}.structured_output "
+                                                     f"to auto or another mode)", error.status) from None
+                mode = following
+
+    async def _probe(self, spec: ModelSpec) -> None:
+        """One TCP connect per endpoint before its first request: a refused endpoint opens
+        the breaker before the rest of the run piles onto it."""
+        probe = self._probes.get(spec.endpoint)
+        if probe is None:
+            probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
+        if await asyncio.shield(probe):
+            self.breakers.setdefault(spec.endpoint, "connection refused")
+
+    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
+                        schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
+        if spec.endpoint in self.breakers:
+            raise TransportError("breaker", self.breakers[spec.endpoint])
+        gate = self._gate(spec)
+        limit = spec.limits.get("requests_per_day")
+        timeouts = 0
+        for attempt in range(spec.retries + 1):
+            # The model's own gate first: calls queued for a one-slot server must not hold
+            # run-wide slots that other models could use.
+            async with gate, self._global_gate():
+                await gate.pace()
+                if spec.endpoint in self.breakers:
+                    raise TransportError("breaker", self.breakers[spec.endpoint])
+                if limit is not None:
+                    try:
+                        self._daily().spend(f"{spec.name}|{spec.model}", limit, spec.name)
+                    except BudgetSpent as exc:
+                        raise TransportError("budget", str(exc)) from None
+                # Calls that queued while another learned the endpoint's format use it too.
+                mode = self.formats.settled(spec, mode)
+                params = dict(sampling)
+                wanted = response_format(mode, schema)
+                if wanted is not None:
+                    params["response_format"] = wanted
+                stats.calls += 1
+                try:
+                    async with asyncio.timeout(spec.timeout):     # the whole attempt, however the bytes dribble
+                        completion = await self.transport.complete(spec, messages, params)
+                    _count(stats, completion)
+                    return completion, mode
+                except TimeoutError:
+                    error = TransportError("timeout", "")
+                except TransportError as exc:
+                    error = exc
+            if wanted is not None and rejects_format(error):
+                raise FormatRejected(error, mode)       # not a transient fault: never retried
+            if error.kind == "timeout":
+                timeouts += 1
+                error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")))
+            if error.opens_breaker:
+                self.breakers[spec.endpoint] = error.message
+                raise error
+            if not error.retryable or attempt == spec.retries or timeouts >= MAX_TIMEOUTS:
+                raise error
+            try:
+                delay = retry_delay(attempt, spec.backoff, error.retry_after)
+            except RetryAfterTooLong as too_long:
+                raise TransportError(error.kind, f"{error.message} ({too_long})", error.status) from None
+            stats.retries += 1
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _global_gate(self) -> asyncio.Semaphore:
+        if self._global is None:
+            self._global = asyncio.Semaphore(self.concurrency)
+        return self._global
+
+    def _gate(self, spec: ModelSpec) -> ModelGate:
+        if spec.name not in self._gates:
+            concurrency = spec.limits.get("concurrency")
+            semaphore = asyncio.Semaphore(concurrency) if concurrency else None
+            if semaphore is None and spec.local:
+                # A local server often has one slot and queues the rest until they time out.
+                if spec.endpoint not in self._local:
+                    self._local[spec.endpoint] = asyncio.Semaphore(1)
+                    sys.stderr.write(f"runner: {spec.endpoint} is on this machine: sending it one request at a "
+                                     f"time (set models.{spec.name}.limits.concurrency to send more)\n")
+                semaphore = self._local[spec.endpoint]
+            self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
+        return self._gates[spec.name]
+
+    def _daily(self) -> DailyBudget:
+        if self._budget is None:
+            self._budget = DailyBudget(self.cache_dir)
+        return self._budget
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+        if self._budget is not None:
+            self._budget.close()
+
+
+def _count(stats: ModelStats, completion: Completion) -> None:
+    stats.prompt_tokens += completion.usage.get("prompt_tokens", 0)
+    stats.completion_tokens += completion.usage.get("completion_tokens", 0)
+    stats.total_tokens += completion.usage.get("total_tokens", 0)
+    stats.cost += completion.cost or 0.0
+
+
+async def tcp_refused(url: str, timeout: float = 3.0) -> bool:
+    """True only when the host actively refuses a connection to the URL's port."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+    except ConnectionRefusedError:
+        return True
+    except (TimeoutError, OSError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return False
