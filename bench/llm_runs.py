@@ -1,8 +1,9 @@
 """Cold vs fully cached run of the citation judge example, against the fake server.
 
 Three jurors on 127.0.0.1 with scripted answers and 50 ms latency; each run is a fresh
-`runner run` process, so the figures include start-up (and, for the cold run, importing
-litellm). Prints the table recorded in bench/RESULTS.md.
+`runner run` process, so the figures include start-up. The jurors are `openai/` models, so
+neither run imports litellm; they share one local endpoint, which runner sends one request
+at a time by default. Prints the table recorded in bench/RESULTS.md.
 
     python bench/llm_runs.py
 """

@@ -1,6 +1,7 @@
-"""Throughput of runner's LLM path (litellm transport, cache writes, logs) against bare
-httpx, for 600 calls at concurrency 16 on the fake server (10 ms latency). Both sides run
-in this process after their imports, so the ratio is the per-call overhead.
+"""Throughput of runner's LLM path (HTTP transport for `openai/` models, cache writes,
+logs) against bare httpx, for 600 calls at concurrency 16 on the fake server (10 ms
+latency). Both sides run in this process after their imports, so the ratio is the
+per-call overhead.
 
     python bench/llm_throughput.py
 """
@@ -40,7 +41,7 @@ def runner_side(url: str, work: Path) -> tuple[float, float]:
         version: 1
         name: bench
         concurrency: {CONCURRENCY}
-        models: {{m: {{model: openai/bench, api_base: "{url}"}}}}
+        models: {{m: {{model: openai/bench, api_base: "{url}", limits: {{concurrency: {CONCURRENCY}}}}}}}
         steps: [{{id: ask, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}", json: true}}}}]
         output: {{ok: "{{{{ steps.ask.output.ok }}}}"}}
         """))
@@ -82,7 +83,7 @@ def main() -> None:
     wall_h, cpu_h = httpx_side(server.url)
     server.stop()
     print(f"| path ({CALLS} calls, concurrency {CONCURRENCY}) | wall | CPU per call |\n|---|---|---|")
-    print(f"| runner (litellm transport, cache, logs) | {wall_r:.2f} s | {cpu_r / CALLS * 1000:.1f} ms |")
+    print(f"| runner (http transport, cache, logs) | {wall_r:.2f} s | {cpu_r / CALLS * 1000:.1f} ms |")
     print(f"| bare httpx | {wall_h:.2f} s | {cpu_h / CALLS * 1000:.1f} ms |")
     print(f"\nrunner / httpx: {wall_r / wall_h:.1f}x wall, {cpu_r / cpu_h:.1f}x CPU per call; "
           f"import litellm: {import_seconds:.1f} s (paid only on a cache miss)")

@@ -1,6 +1,6 @@
 """The OpenAI-compatible path as whole processes, in one run: the citation judge on 200
 citations x 3 jurors (600 calls) against the fake server at 0.2 s latency, concurrency 16,
-next to a bare-httpx process sending the same 600 requests (the floor), a fully cached
+next to a bare-httpx process sending the very requests runner sent (the floor), a fully cached
 rerun, and the same cold run through litellm for comparison.
 
     python bench/openai_compat.py            # prints the table recorded in bench/RESULTS.md
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -31,16 +32,15 @@ CITATION = re.compile(r"^.*\[([\w.]+):L(\d+)(?:-L(\d+))?\]\(data/canonical/[^)]+
 FLOOR = """
 import asyncio, json, sys
 import httpx
-url, calls, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, bodies, concurrency = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3])
 async def main():
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        async def one(n):
+        async def one(body):
             async with gate:
-                r = await client.post("chat/completions", json={
-                    "model": "bench", "messages": [{"role": "user", "content": f"Item {n}"}], "max_tokens": 1024})
+                r = await client.post("chat/completions", json=body)
                 json.loads(r.json()["choices"][0]["message"]["content"])
-        await asyncio.gather(*(one(n) for n in range(calls)))
+        await asyncio.gather(*(one(body) for body in bodies))
 asyncio.run(main())
 """
 
@@ -58,12 +58,21 @@ def report(work: Path) -> None:
     (work / "report.md").write_text("# Bench\n\n" + "\n\n".join(body) + "\n", encoding="utf-8")
 
 
+CPU: dict[float, float] = {}       # wall seconds -> CPU seconds of that process
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(args: list[str], cwd: Path) -> tuple[float, str]:
-    started = time.perf_counter()
+    started, used = time.perf_counter(), children_cpu()
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=dict(os.environ))
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(done.stderr)
+    CPU[elapsed] = children_cpu() - used
     return elapsed, done.stdout + done.stderr
 
 
@@ -74,8 +83,7 @@ def runner_run(work: Path, cache: Path, out: str, url: str, transport: str = "au
     for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
         args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
                  "--set", f"models.{seat}.enabled=true", "--set", f"models.{seat}.transport={transport}",
-                 "--set", f"models.{seat}.limits.concurrency={CONCURRENCY}",
-                 "--set", f"models.{seat}.limits.requests_per_day=1000000"]
+                 "--set", f"models.{seat}.limits={{concurrency: {CONCURRENCY}}}"]
     return timed(args, work)
 
 
@@ -87,12 +95,15 @@ def main() -> None:
         work = Path(tmp) / "example"
         shutil.copytree(REPO / "examples" / "citation_judge", work)
         report(work)
-        floor, _ = timed([sys.executable, "-c", FLOOR, server.url, str(CITATIONS * JURORS), str(CONCURRENCY)], work)
-        rows.append(("bare httpx (the floor)", floor, CITATIONS * JURORS))
-        sent = len(server.requests)
         cold, output = runner_run(work, Path(tmp) / "cache", "cold", server.url)
-        rows.append(("runner, cold (http transport)", cold, len(server.requests) - sent))
         assert "errors: 0" in output, output
+        bodies = [r.body for r in server.requests]       # the floor sends exactly what runner sent
+        (Path(tmp) / "bodies.json").write_text(json.dumps(bodies), encoding="utf-8")
+        sent = len(server.requests)
+        floor, _ = timed([sys.executable, "-c", FLOOR, server.url, str(Path(tmp) / "bodies.json"), str(CONCURRENCY)],
+                         work)
+        rows.append(("bare httpx (the floor): the same 600 requests", floor, len(server.requests) - sent))
+        rows.append(("runner, cold (http transport)", cold, sent))
         sent = len(server.requests)
         cached, _ = runner_run(work, Path(tmp) / "cache", "cached", server.url)
         rows.append(("runner, fully cached rerun", cached, len(server.requests) - sent))
@@ -101,9 +112,9 @@ def main() -> None:
         rows.append(("runner, cold, transport: litellm", via_litellm, len(server.requests) - sent))
     server.stop()
     print(f"| process ({CITATIONS} citations x {JURORS} jurors, {LATENCY} s latency, concurrency {CONCURRENCY}) "
-          "| wall | requests |\n|---|---|---|")
+          "| wall | CPU | requests |\n|---|---|---|---|")
     for name, seconds, requests in rows:
-        print(f"| {name} | {seconds:.2f} s | {requests} |")
+        print(f"| {name} | {seconds:.2f} s | {CPU[seconds]:.2f} s | {requests} |")
     print(f"\ncold / floor: {cold / floor:.2f}x; cached / cold: {cached / cold:.1%}; "
           f"litellm cold / floor: {via_litellm / floor:.2f}x")
 

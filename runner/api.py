@@ -7,15 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .engine import RunOptions, Runtime, render_at, run_item, run_items
-from .errors import InputError
+from .context import RunOptions, Runtime, render_at
+from .engine import run_item, run_items
+from .errors import InputError, NeedsModel
+from .fileio import atomic_write, dumps
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .loader import load_pipeline
-from .outputs.files import ResultsLog, atomic_write, dumps
+from .outputs.files import ResultsLog
 from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
-from .steps.base import NeedsModel
 
 
 @dataclass
@@ -94,7 +95,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     summary = summarize(runtime, results, interrupted=interrupted)
     if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
-    for name, section in runtime.shared.get("summary.sections", {}).items():
+    for name, section in runtime.summary_sections.items():
         summary[name] = section(runtime)
     if runtime.memo is not None:
         runtime.memo.save()
@@ -123,7 +124,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     options.render = True
     options.input_path = str(source.input_path) if source.input_path else None
     runtime = Runtime.create(pipeline, options)
-    runtime.shared["render.stream"] = stream
+    runtime.render_stream = stream
     return asyncio.run(_render(runtime, items, stream))
 
 
@@ -137,7 +138,7 @@ async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[s
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        stats = runtime.shared.get("render.stats", {"calls": 0, "cached": 0, "tokens": 0})
+        stats = runtime.render_stats
         stream.write(f"LLM calls: {stats['calls']} ({stats['cached']} cached), "
                      f"est. prompt tokens: {stats['tokens']}\n")
         return stats

@@ -73,7 +73,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
-    from .engine import RunOptions
+    from .context import RunOptions
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out)
     try:
         outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
@@ -109,7 +109,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            cache_dir: CacheOpt = None) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from .api import ItemSource, render_pipeline
-    from .engine import RunOptions
+    from .context import RunOptions
     try:
         render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
                         sys.stdout, set_ or [], item)
@@ -136,7 +136,8 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
 
 @app.command()
 def steps() -> None:
-    """The step types and their arguments (from their schemas)."""
+    """The step types, their arguments (from their schemas) and the fields of their results."""
+    from .result_shapes import ShapeContext, describe
     from .steps.base import step_info, step_names
     for name in step_names():
         info = step_info(name)
@@ -147,6 +148,7 @@ def steps() -> None:
             kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
             note = spec.get("description", "")
             typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
+        typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
 
 
 @app.command()

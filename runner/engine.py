@@ -3,155 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import jinja2
-
-from .errors import RunnerError, TemplateError
+from .context import RunOptions, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from .errors import NeedsModel, RunnerError, StepError, TemplateError
 from .inputs import Item
-from .pipeline import Pipeline, StepSpec
-from .steps.base import NeedsModel, Step, StepError, step_class
-from .templating import Renderer, describe_error
-from .yamlpos import Path as DataPath
+from .pipeline import StepSpec
+from .steps.base import Step, step_class
 
-
-@dataclass
-class RunOptions:
-    cache_dir: Path = Path("cache")
-    no_cache: bool = False
-    llm_concurrency: int = 8
-    out_dir: Path | None = None
-    render: bool = False           # `runner render`: print prompts, send nothing
-    input_path: str | None = None
-
-
-@dataclass
-class Runtime:
-    """Services shared by every item of one run."""
-
-    pipeline: Pipeline
-    options: RunOptions
-    renderer: Renderer
-    env: dict[str, str]
-    params: dict[str, Any]
-    run_info: dict[str, Any]
-    shared: dict[str, Any] = field(default_factory=dict)   # per-run caches keyed by their owner
-    memo: Any = None
-    closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
-    _llm: Any = None
-
-    @classmethod
-    def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
-        env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
-        run_info = {"pipeline": pipeline.name, "input": options.input_path,
-                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
-        if pipeline.memo and options.out_dir is not None:
-            from .memo import MemoStore, store_path
-            store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
-            runtime.memo = MemoStore(store_path(options.out_dir, store))
-        return runtime
-
-    @property
-    def llm_used(self) -> bool:
-        return self._llm is not None
-
-    @property
-    def llm(self) -> Any:
-        """The LLM service, created on first use (it never imports litellm until a cache miss)."""
-        if self._llm is None:
-            from .llm.service import LLMService, RenderSink
-            sink = None
-            if self.options.render:
-                sink = RenderSink(self.shared.get("render.stream"),
-                                  self.shared.setdefault("render.stats", {"calls": 0, "cached": 0, "tokens": 0}))
-            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink)
-        return self._llm
-
-    def model_spec(self, name: str) -> Any:
-        """The rendered, checked spec of the model `name` under models:."""
-        from .llm.spec import build_spec
-        entry = self.pipeline.models.get(name)
-        if entry is None:
-            raise RunnerError(f"unknown model '{name}'")
-        scope = {"env": self.env, "params": self.params, "run": self.run_info}
-        try:
-            return build_spec(name, render_at(self, entry, ("models", name), scope))
-        except RunnerError as exc:
-            raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
-
-    def base_scope(self, item: Item) -> dict[str, Any]:
-        scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,
-                                 "run": self.run_info, "steps": {}}
-        parent_as = self.pipeline.input.get("parent_as")
-        if parent_as:
-            scope[parent_as] = item.parent
-        return scope
-
-    async def aclose(self) -> None:
-        for close in self.closers:
-            close()
-        if self._llm is not None:
-            await self._llm.aclose()
-
-
-@dataclass
-class StepContext:
-    """What a step's run() sees."""
-
-    runtime: Runtime
-    spec: StepSpec
-    args: dict[str, Any]
-    scope: dict[str, Any]
-    item: Item
-    stop_requested: bool = False
-
-    def render(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> Any:
-        """Render a raw (lazy) value of this step's `with:`, errors naming the field."""
-        return render_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
-
-    def condition(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> bool:
-        return condition_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
-
-    def where(self, *field_path: str | int) -> str:
-        return self.runtime.pipeline.where((*self.spec.path, "with", *field_path))
-
-    async def run_steps(self, specs: tuple[StepSpec, ...], scope: dict[str, Any]) -> StepsOutcome:
-        return await run_steps(self.runtime, specs, scope, self.item)
-
-
-# What evaluating a template can raise: Jinja's errors and those of the Python it runs.
-TEMPLATE_FAILURES = (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, KeyError)
-
-
-def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, Any]) -> Any:
-    """Render a templated value; a failure is a TemplateError naming the file, line and field."""
-    try:
-        return runtime.renderer.value(value, scope)
-    except TEMPLATE_FAILURES as exc:
-        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
-
-
-def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mapping[str, Any]) -> bool:
-    """Evaluate an `if:`/`when:`-style condition, failing like render_at."""
-    try:
-        return runtime.renderer.condition(expression, scope)
-    except TEMPLATE_FAILURES as exc:
-        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc)}") from None
-
-
-@dataclass
-class StepsOutcome:
-    results: dict[str, Any]
-    stopped: bool = False
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
+__all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
+           "run_items", "run_steps"]
 
 
 _INSTANCES: dict[str, Step] = {}
@@ -163,7 +27,8 @@ def _instance(uses: str) -> Step:
     return _INSTANCES[uses]
 
 
-async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any], item: Item) -> StepsOutcome:
+async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any], *,
+                    item: Item) -> StepsOutcome:
     """Run `specs` in order in `scope` (whose `steps` dict they fill)."""
     results: dict[str, Any] = scope["steps"]
     for spec in specs:  # a step that does not run (skipped, or after a stop or failure) is null
@@ -184,7 +49,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             args = {k: (v if k in lazy or not step.render_args
                         else render_at(runtime, v, (*spec.path, "with", k), scope))
                     for k, v in spec.args.items()}
-            ctx = StepContext(runtime, spec, args, scope, item)
+            ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item))
             results[spec.id] = await step.run(ctx)
         except NeedsModel:
             raise
@@ -229,7 +94,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
     try:
-        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item)
+        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item=item)
     except NeedsModel:
         raise
     except RunnerError as exc:

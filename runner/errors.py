@@ -9,20 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class StepError(Exception):
-    """A step failed for this item. `partial` is what the step still knows (e.g. the
-    raw answer of a call whose parse failed); `on_error: continue` yields it."""
-
-    def __init__(self, message: str, partial: dict[str, Any] | None = None):
-        super().__init__(message)
-        self.message = message
-        self.partial = partial
-
-
-class NeedsModel(Exception):
-    """`runner render` reached an LLM answer that is not cached."""
-
-
 class RunnerError(Exception):
     """An error the user can act on: bad configuration, input or usage."""
 
@@ -52,6 +38,20 @@ class ConfigError(RunnerError):
 
 class InputError(RunnerError):
     """The --input file or --record values cannot be turned into items."""
+
+
+class StepError(Exception):
+    """A step failed for this item. `partial` is what the step still knows (e.g. the
+    raw answer of a call whose parse failed); `on_error: continue` yields it."""
+
+    def __init__(self, message: str, partial: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.partial = partial
+
+
+class NeedsModel(Exception):
+    """`runner render` reached an LLM answer that is not cached."""
 
 
 class TemplateError(RunnerError):

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunnerError
+from .fileio import dumps
 from .memo import MemoStore, find_store
-from .outputs.files import dumps
 
 
 def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: str | None = None) -> dict[str, Any]:

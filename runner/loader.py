@@ -19,6 +19,7 @@ from . import templating
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
 from .pipeline import Pipeline, StepSpec
+from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems
 from .steps.base import StepCatalog, StepInfo
 from .yamlpos import Located, load_located
@@ -72,7 +73,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        raw=data, located=located)
+        located=located)
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -99,6 +100,9 @@ class _Checker:
         self.models = self.data.get("models", {}) or {}
         self.env_names = set(self.data.get("env", []) or [])
         self.all_ids: dict[str, DataPath] = {}
+        self.step_data: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, dict[str, Any]] = {}
+        self.shapes = ShapeContext(self.schemas_dir, self._sub_results)
         self.prompt_env = templating.make_environment(self.prompts_dir)
 
     def add(self, path: DataPath, message: str, *, key: bool = False) -> None:
@@ -149,6 +153,7 @@ class _Checker:
                 self.add((*base, i, "id"), f"duplicate step id '{step_id}' (first at {first})")
             else:
                 self.all_ids[step_id] = (*base, i, "id")
+                self.step_data[step_id] = step
             nested = (step.get("with") or {}).get("steps")
             if isinstance(nested, list) and step.get("uses") in self.catalog.infos and \
                     self.catalog.infos[step["uses"]].substeps:
@@ -192,6 +197,8 @@ class _Checker:
             if step.get("on_error") == "default" and "default" not in step:
                 self.add((*path, "on_error"), "on_error: default needs a `default:` value")
             self._check_named_things(info, args, path, names, seen)
+            for where, message in info.static_problems(args, self.shapes):
+                self.add((*path, "with", *where), message)
             if nested:
                 self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
             seen.add(step["id"])
@@ -278,6 +285,10 @@ class _Checker:
                     hint = did_you_mean(ref, seen)
                     self.add(path, f"{prefix}steps.{ref}: no earlier step has id '{ref}'.{hint}" if hint else
                              f"{prefix}steps.{ref}: no earlier step has id '{ref}'")
+            for ref, fields in step_field_reads(tree):
+                problem = check_read(ref, self.result_shape(ref), fields) if ref in seen else None
+                if problem:
+                    self.add(path, prefix + problem)
         if "params" in names:
             for ref, _ in templating.attribute_refs(tree, "params"):
                 if ref not in self.params:
@@ -286,6 +297,24 @@ class _Checker:
             for ref, _ in templating.attribute_refs(tree, "env"):
                 if ref not in self.env_names:
                     self.add(path, f"{prefix}env.{ref} is not declared: add '{ref}' to the pipeline's `env:` list")
+
+    def result_shape(self, step_id: str) -> dict[str, Any]:
+        """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""
+        if step_id not in self.results:
+            step = self.step_data[step_id]
+            info = self.catalog.infos.get(step["uses"])
+            args = step.get("with") or {}
+            shape = info.result_schema(args, self.shapes) if info and isinstance(args, dict) else OPEN
+            if step.get("on_error") == "continue":
+                shape = union(shape, closed({"error": {"type": "string"}}))
+            elif step.get("on_error") == "default":
+                shape = union(shape, literal_shape(step.get("default")))
+            self.results[step_id] = shape
+        return self.results[step_id]
+
+    def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
+        return {s["id"]: self.result_shape(s["id"]) for s in steps
+                if isinstance(s, dict) and s.get("id") in self.step_data}
 
 
 def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:

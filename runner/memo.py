@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunnerError
-from .outputs.files import atomic_write, dumps
+from .fileio import atomic_write, dumps
 
 DEFAULT_STORE = "memo.json"
 

@@ -38,7 +38,6 @@ class Pipeline:
     summary: dict[str, Any]
     memo: dict[str, Any] | None
     concurrency: Any
-    raw: dict[str, Any] = field(repr=False, compare=False)
     located: Located = field(repr=False, compare=False)
 
     @property

@@ -129,6 +129,21 @@ class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined
 
     __slots__ = ()
 
+    def _fail_with_undefined_error(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._fail_with_undefined_error(*args, **kwargs)
+        except jinja2.UndefinedError as exc:
+            raise MissingName(exc.message or "", self._undefined_obj, self._undefined_name) from None
+
+
+class MissingName(jinja2.UndefinedError):
+    """An undefined name or key, with the object it was looked up on (for the message)."""
+
+    def __init__(self, message: str, owner: Any, name: str | None):
+        super().__init__(message)
+        self.owner = owner
+        self.name = name
+
 
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
@@ -197,10 +212,17 @@ def _defined(value: Any) -> Any:
     return value
 
 
-def describe_error(exc: BaseException) -> str:
-    """A one-line account of a template failure."""
+def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -> str:
+    """A one-line account of a template failure; a key missing from a step's result names
+    the step (found in `steps`) and the keys it has."""
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return f"template syntax error: {exc.message} (template line {exc.lineno})"
+    if isinstance(exc, MissingName) and isinstance(exc.owner, Mapping):
+        keys = ", ".join(sorted(map(str, exc.owner))) or "none"
+        step = next((name for name, result in (steps or {}).items() if result is exc.owner), None)
+        if step is not None:
+            return f"undefined: step '{step}' has no field '{exc.name}' (its fields: {keys})"
+        return f"undefined: {exc.message} (its keys: {keys})"
     if isinstance(exc, jinja2.UndefinedError):
         return f"undefined: {exc.message}"
     if isinstance(exc, jinja2.exceptions.SecurityError):

@@ -153,7 +153,7 @@ class FakeLLM:
                     return rule.take()
         return self.default
 
-    def _refusal(self, body: dict[str, Any], path: str) -> tuple[int, str] | None:
+    def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
         """The error a picky server sends for a response format it does not take."""
         kind = (body.get("response_format") or {}).get("type")
         if self.personality == "llama-cpp-python" and kind not in (None, "text", "json_object"):
@@ -201,7 +201,7 @@ class FakeLLM:
                 if single:
                     fake._slot.acquire()
                 try:
-                    refusal = fake._refusal(body, self.path)
+                    refusal = fake._refusal(body)
                     if refusal is not None:
                         request.status = refusal[0]
                         self._send(*refusal)

@@ -189,3 +189,16 @@ def test_nothing_litellm_prints_reaches_stdout(project, fake_llm):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "3 item(s); errors: 2; written to out\n"
     assert "Give Feedback" not in done.stderr and "LiteLLM" not in done.stderr
+
+
+def test_steps_lists_arguments_and_result_fields(cli):
+    result = cli("steps")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    read_lines = lines.index(next(line for line in lines if line.startswith("read_lines:")))
+    assert "    root (required): string  Folder the file must stay inside (relative to the working directory)." \
+        in lines[read_lines:]
+    assert "  result: exists, status, path, start, end, cited_text, cited_text_tagged, context_before, " \
+           "context_after, context_start, total_lines, error." in lines[read_lines:]
+    assert "  result: reason, agreement, decided, votes. Plus the vote field and the fields of the answer schema." \
+        in lines

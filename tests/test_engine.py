@@ -299,3 +299,23 @@ def test_html_report_escapes_and_matches_the_markdown(project):
     assert "<strong>Assessment:</strong> done &lt;ok&gt;" in page
     markdown = (project.root / "out" / "report.md").read_text()
     assert "| 1 | <b>bold</b> \\| pipe |" in markdown and "**Assessment:** done <ok>" in markdown
+
+
+def test_a_missing_result_field_names_the_step_and_its_fields(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        params: {key: verdict}
+        steps:
+          - {id: jury, uses: compute, with: {score: 3, reason: ok}}
+        output:
+          v: "{{ steps.jury[params.key] }}"
+          w: "{{ item.x }}"
+        """)
+    (result,) = run(path, records=["y=1"]).results
+    assert result["error"] == ("pipelines/p.yaml:7:6: output.v: undefined: step 'jury' has no field 'verdict' "
+                               "(its fields: reason, score)")
+    (other,) = run(project.pipeline(
+        "version: 1\nname: t\nsteps: [{id: a, uses: compute, with: {v: 1}}]\noutput: {w: '{{ item.x }}'}\n",
+        "q.yaml"), records=["y=1"]).results
+    assert other["error"].endswith("undefined: 'dict object' has no attribute 'x' (its keys: y)")

@@ -44,6 +44,7 @@ def test_llama_cpp_python_falls_back_to_json_object_once_and_remembers(project, 
     assert env.requests[1].body["response_format"]["schema"] == SCHEMA
     err = capfd.readouterr().err
     assert err.count("rejects response_format json_schema") == 1 and "using json_object" in err
+    assert "json_schema (HTTP 500: Input should be 'text' or 'json_object'); using json_object" in err
     assert outcome.summary["models"]["m"]["retries"] == 0
     env.reset()
     env.personality = "llama-cpp-python"

@@ -11,6 +11,11 @@ PROMPTS = {
     "ok.j2": "Hello {{ item.x }}\n",
     "bad.j2": "Hello {% if %}\n",
     "undef.j2": "Hello {{ itme.x }}\n",
+    "reads.j2": "{{ steps.a.output.scroe }}\n",
+}
+SCHEMAS = {
+    "score.schema.json": {"type": "object", "required": ["score", "reason"],
+                          "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}}},
 }
 
 CASES = [
@@ -155,6 +160,61 @@ CASES = [
             with: {rulez: []}
         """, ["pipelines/p.yaml:6:11: steps[0].with: 'rules' is required",
               "pipelines/p.yaml:6:12: steps[0].with.rulez: unknown key 'rulez'. Did you mean 'rules'?"]),
+    ("wrong_step_field", """
+        version: 1
+        name: x
+        models: {m: {model: openai/x}}
+        steps:
+          - id: jury
+            uses: jury
+            with: {models: [m], prompt: ok.j2, output_schema: score.schema.json, vote: {field: score}}
+          - id: verdict
+            uses: decide
+            with:
+              rules: [{verdict: "{{ steps.jury.verdict }}"}]
+        output:
+          score: "{{ steps.jury.score }}"
+          votes: "{{ steps.jury.vots }}"
+        """, ["pipelines/p.yaml:11:25: steps[1].with.rules[0].verdict: steps.jury.verdict: step 'jury' has no "
+              "field 'verdict' (its fields: agreement, decided, reason, score, votes)",
+              "pipelines/p.yaml:14:10: output.votes: steps.jury.vots: step 'jury' has no field 'vots'. "
+              "Did you mean 'votes'?"]),
+    ("wrong_vote_field", """
+        version: 1
+        name: x
+        models: {m: {model: openai/x}}
+        steps:
+          - id: jury
+            uses: jury
+            with: {models: [m], prompt: ok.j2, output_schema: score.schema.json, vote: {field: scor}}
+        """, ["pipelines/p.yaml:7:88: steps[0].with.vote.field: 'scor' is not a property of the answer schema "
+              "'score.schema.json'. Did you mean 'score'?"]),
+    ("wrong_nested_step_field", """
+        version: 1
+        name: x
+        models: {m: {model: openai/x}}
+        steps:
+          - id: a
+            uses: llm
+            with: {model: m, prompt: ok.j2, output_schema: score.schema.json}
+          - id: b
+            uses: llm
+            with: {model: m, prompt: reads.j2}
+          - id: each
+            uses: foreach
+            with:
+              items: [1, 2]
+              as: n
+              steps:
+                - {id: c, uses: compute, with: {twice: "{{ n * 2 }}"}}
+                - {id: d, uses: compute, with: {v: "{{ steps.c.twise }}"}}
+        output_base: "{{ {'raw': steps.a.rwa} }}"
+        """, ["pipelines/p.yaml:10:30: steps[1].with.prompt: prompt template 'reads.j2': steps.a.output.scroe: "
+              "steps.a.output has no field 'scroe'. Did you mean 'score'?",
+              "pipelines/p.yaml:18:44: steps[2].with.steps[1].with.v: steps.c.twise: step 'c' has no field "
+              "'twise'. Did you mean 'twice'?",
+              "pipelines/p.yaml:19:14: output_base: steps.a.rwa: step 'a' has no field 'rwa'. "
+              "Did you mean 'raw'?"]),
 ]
 
 
@@ -162,6 +222,8 @@ CASES = [
 def test_broken_pipeline_messages(project, name, text, expected):
     for file, body in PROMPTS.items():
         project.prompt(file, body)
+    for file, schema in SCHEMAS.items():
+        project.schema(file, schema)
     path = project.pipeline(text)
     with pytest.raises(ConfigError) as caught:
         load_pipeline(path)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..errors import InputError, RunnerError, unknown
+from ..errors import InputError
+from ..registry import Registry
 
 Adapter = Callable[[Path, dict[str, Any]], list["Record"]]
 
@@ -30,35 +31,22 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-ADAPTERS: dict[str, Adapter] = {}
-
-
-def adapter(name: str) -> Callable[[Adapter], Adapter]:
-    def register(fn: Adapter) -> Adapter:
-        ADAPTERS[name] = fn
-        return fn
-    return register
+# Every module of runner/inputs is imported on the first lookup and registers its adapters.
+ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs")
+adapter = ADAPTERS.register
 
 
 def adapter_names() -> list[str]:
-    _load()
-    return sorted(ADAPTERS)
-
-
-def _load() -> None:
-    from . import markdown_citations, structured  # noqa: F401
+    return ADAPTERS.names()
 
 
 def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]:
-    _load()
-    if name not in ADAPTERS:
-        raise RunnerError(unknown("input adapter", name, ADAPTERS))
+    read = ADAPTERS.get(name)
     if not path.is_file():
         raise InputError(f"{path}: input file not found")
-    return ADAPTERS[name](path, options)
+    return read(path, options)
 
 
 def make_items(records: list[Record], explode: str | None) -> list[Item]:

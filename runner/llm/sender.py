@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from ..retry import RetryAfterTooLong, retry_delay
 from .limits import BudgetSpent, DailyBudget, ModelGate
 from .spec import ModelSpec
-from .structured import FormatChoices, rejects_format, response_format
+from .structured import FormatChoices, brief, rejects_format, response_format
 from .transport import Completion, Transport, TransportError
 
 MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rarely ends differently
@@ -71,7 +71,7 @@ class Sender:
                 error = rejected.error
                 following = self.formats.fall_back(spec, rejected.mode, error)
                 if following is None:
-                    raise TransportError(error.kind, f"{error.message} (the server rejects response_format "
+                    raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format "
                                                      f"{rejected.mode}: set models.{spec.name}.structured_output "
                                                      f"to auto or another mode)", error.status) from None
                 mode = following

@@ -19,10 +19,11 @@ from ..json_cache import JsonCache
 from .cache import request_key
 from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
+from .routing import RoutedTransport
 from .sender import ModelStats, Sender
 from .spec import ModelSpec
 from .tally import FailureTally
-from .transport import Completion, RoutedTransport, Transport, TransportError
+from .transport import Completion, Transport, TransportError
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -173,7 +174,9 @@ class LLMService:
             raw = completion.text or ""
             self._log(request.item, seq, spec, messages, raw, cached is not None)
             try:
-                parsed = parse_answer(raw, schema, request.as_json)
+                # A cached answer passed this very schema (the key holds it) before it was stored.
+                check = None if cached is not None else schema
+                parsed = parse_answer(raw, check, request.as_json or schema is not None)
             except ParseFailure as exc:
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},

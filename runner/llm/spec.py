@@ -88,7 +88,7 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _choice(name: str, key: str, value: Any, choices: tuple[str, ...]) -> str:
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
     text = str(value or "auto")
     if text not in choices:
         raise ValueError(f"{key} must be one of {', '.join(choices)}, not '{text}'")
@@ -120,7 +120,7 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
         model = str(entry["model"])
-        transport = _choice(name, "transport", entry.get("transport"), TRANSPORTS)
+        transport = _choice("transport", entry.get("transport"), TRANSPORTS)
         if transport == "auto":
             transport = "http" if openai_compatible(model, api_base) else "litellm"
         return ModelSpec(
@@ -131,6 +131,6 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
             retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
             backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
-            structured_output=_choice(name, "structured_output", entry.get("structured_output"), STRUCTURED_MODES))
+            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES))
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None

@@ -23,6 +23,15 @@ FILE = "structured_output.json"
 FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|schema|grammar|format", re.IGNORECASE)
 VALIDATION_WORDS = re.compile(r"validation|input should be|invalid|unsupported|not supported", re.IGNORECASE)
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+PYDANTIC_MSG = re.compile(r"""'msg': (?:"([^"]+)"|'([^']+)')""")
+
+
+def brief(error: TransportError) -> str:
+    """The gist of a refusal: pydantic's `msg` (llama-cpp-python), else its first line."""
+    found = PYDANTIC_MSG.search(error.body)
+    if found:
+        return f"HTTP {error.status}: {found.group(1) or found.group(2)}"
+    return error.message.splitlines()[0][:200] if error.message else "refused"
 
 
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -66,9 +75,7 @@ class FormatChoices:
         return f"{spec.endpoint} {spec.model}"
 
     def first(self, spec: ModelSpec) -> str:
-        if spec.structured_output != "auto":
-            return spec.structured_output
-        return self._load().get(self.key(spec), LADDER[0])
+        return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0])
 
     def settled(self, spec: ModelSpec, mode: str) -> str:
         """`mode`, or the format learned for the endpoint since it was chosen."""
@@ -88,7 +95,7 @@ class FormatChoices:
             learned[key] = following
             self._save()
             sys.stderr.write(f"runner: {spec.endpoint} ({spec.model}) rejects response_format {rejected} "
-                             f"({error.message}); using {following} for it from now on "
+                             f"({brief(error)}); using {following} for it from now on "
                              f"(set models.{spec.name}.structured_output to choose)\n")
         return following
 

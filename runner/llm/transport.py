@@ -10,10 +10,9 @@ import io
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
+from ..retry import parse_retry_after
 from .spec import ModelSpec
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
@@ -73,22 +72,6 @@ def import_litellm() -> Any:
         litellm.set_verbose = False
         _litellm = litellm
     return _litellm
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def exception_chain(exc: BaseException) -> list[BaseException]:
@@ -196,26 +179,3 @@ class LiteLLMTransport:
         with contextlib.suppress(Exception):
             await self._litellm.close_litellm_async_clients()
 
-
-class RoutedTransport:
-    """Each model's own transport (`spec.transport`): httpx for OpenAI-compatible
-    endpoints, litellm (imported on its first call only) for every other provider."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, Transport] = {}
-
-    def _for(self, name: str) -> Transport:
-        if name not in self._by_name:
-            if name == "http":
-                from .http import HTTPTransport
-                self._by_name[name] = HTTPTransport()
-            else:
-                self._by_name[name] = LiteLLMTransport()
-        return self._by_name[name]
-
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        return await self._for(spec.transport).complete(spec, messages, params)
-
-    async def aclose(self) -> None:
-        for transport in self._by_name.values():
-            await transport.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..engine import Runtime, condition_at, render_at
+from ..context import Runtime, condition_at, render_at
 from ..errors import TemplateError
 
 

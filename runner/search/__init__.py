@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RunnerError, unknown
+from ..registry import Registry
 
 
 @dataclass
@@ -31,21 +31,19 @@ class Provider:
     secret_options: tuple[str, ...] = ()                                # never part of a cache key
 
 
-PROVIDERS: dict[str, Provider] = {}
+# Every module of runner/search is imported on the first lookup and registers its provider.
+PROVIDERS: Registry[Provider] = Registry("search provider", "runner.search")
 
 
 def provider(name: str, secret_options: tuple[str, ...] = ()) -> Callable[..., Any]:
     def register(fn: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]) -> Any:
-        PROVIDERS[name] = Provider(name, fn, secret_options=secret_options)
+        PROVIDERS.add(name, Provider(name, fn, secret_options=secret_options))
         return fn
     return register
 
 
 def get_provider(name: str) -> Provider:
-    from . import local, tavily  # noqa: F401  (register the shipped providers)
-    if name not in PROVIDERS:
-        raise RunnerError(unknown("search provider", name, PROVIDERS))
-    return PROVIDERS[name]
+    return PROVIDERS.get(name)
 
 
 def cache_key(found: Provider, request: SearchRequest) -> str:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from ..llm.transport import parse_retry_after
-from ..retry import RetryAfterTooLong, retry_delay
+from ..retry import Retryable, parse_retry_after, with_retries
 from . import SearchFailed, SearchRequest, provider
 
 DEFAULT_API_BASE = "https://api.tavily.com"
@@ -28,30 +26,26 @@ async def tavily_search(request: SearchRequest) -> list[dict[str, Any]]:
     retries = int(options.get("retries", 3))
     backoff = float(options.get("backoff", 1.0))
     timeout = float(options.get("timeout", 30.0))
-    problem = ""
     async with httpx.AsyncClient(timeout=timeout) as client:
-        for attempt in range(retries + 1):
-            retry_after = None
+
+        async def send() -> list[dict[str, Any]]:
             try:
                 response = await client.post(url, json=body, headers=headers)
             except httpx.TimeoutException:
-                problem = f"tavily: timed out after {timeout:g} s"
+                raise Retryable(f"tavily: timed out after {timeout:g} s") from None
             except httpx.TransportError as exc:
-                problem = f"tavily: connection failed: {type(exc).__name__}"
-            else:
-                if response.status_code == 200:
-                    return _results(response.json())
-                problem = f"tavily: HTTP {response.status_code}"
-                if response.status_code not in RETRY_STATUS:
-                    raise SearchFailed(problem)
-                retry_after = parse_retry_after(response.headers.get("retry-after"))
-            if attempt == retries:
-                break
-            try:
-                await asyncio.sleep(retry_delay(attempt, backoff, retry_after))
-            except RetryAfterTooLong as too_long:
-                raise SearchFailed(f"{problem} ({too_long})") from None
-    raise SearchFailed(problem)
+                raise Retryable(f"tavily: connection failed: {type(exc).__name__}") from None
+            if response.status_code == 200:
+                return _results(response.json())
+            problem = f"tavily: HTTP {response.status_code}"
+            if response.status_code not in RETRY_STATUS:
+                raise SearchFailed(problem)
+            raise Retryable(problem, parse_retry_after(response.headers.get("retry-after")))
+
+        try:
+            return await with_retries(send, retries, backoff)
+        except Retryable as failure:
+            raise SearchFailed(failure.message) from None
 
 
 def _results(payload: Any) -> list[dict[str, Any]]:

@@ -6,16 +6,19 @@ can check them statically), and one async `run`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import NeedsModel as NeedsModel  # re-exported for step modules
-from ..errors import RunnerError, did_you_mean
-from ..errors import StepError as StepError  # re-exported for step modules
+from ..errors import NeedsModel as NeedsModel  # noqa: F401  (old home of both)
+from ..errors import StepError as StepError  # noqa: F401
+from ..registry import Registry
+from ..result_shapes import OPEN, ShapeContext
+from ..yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
-    from ..engine import StepContext
+    from ..context import StepContext
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,11 @@ class StepInfo:
     schema_fields: tuple[str, ...] = ()
     substeps: bool = False
     sub_scope: tuple[str, ...] = ()
-    lazy_fields: tuple[str, ...] = ()
     own_scope: tuple[str, ...] = ()
     summary: str = ""
+    result_schema: Callable[[Mapping[str, Any], ShapeContext], dict[str, Any]] = lambda args, shapes: OPEN
+    static_problems: Callable[[Mapping[str, Any], ShapeContext], list[tuple[DataPath, str]]] = \
+        lambda args, shapes: []
 
 
 class Step:
@@ -48,17 +53,29 @@ class Step:
     lazy_fields: ClassVar[tuple[str, ...]] = ()
     render_args: ClassVar[bool] = True                 # False: run() renders all of `with:` itself
     own_scope: ClassVar[tuple[str, ...]] = ()          # extra names its own `with:` may read
+    result: ClassVar[dict[str, Any]] = OPEN            # run()'s result (JSON Schema) when `with:` does not shape it
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        """The JSON Schema of run()'s result for this `with:` (open where it depends on the run)."""
+        return cls.result
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        """Problems in `with:` that need more than its schema: (path under `with`, message)."""
+        return []
 
     async def run(self, ctx: StepContext) -> Any:
         raise NotImplementedError
 
 
-STEP_TYPES: dict[str, type[Step]] = {}
+# Every module of runner/steps is imported on the first lookup: a step type is its module
+# (a Step subclass decorated with @register) plus runner/schemas/steps/<name>.schema.json.
+STEPS: Registry[type[Step]] = Registry("step type", "runner.steps")
 
 
 def register(cls: type[Step]) -> type[Step]:
-    STEP_TYPES[cls.name] = cls
-    return cls
+    return STEPS.add(cls.name, cls)
 
 
 @cache
@@ -71,25 +88,16 @@ def step_info(name: str) -> StepInfo:
     cls = step_class(name)
     return StepInfo(name=cls.name, schema=step_schema(cls.name), template_fields=cls.template_fields,
                     model_fields=cls.model_fields, schema_fields=cls.schema_fields,
-                    substeps=cls.substeps, sub_scope=cls.sub_scope, lazy_fields=cls.lazy_fields,
-                    own_scope=cls.own_scope, summary=cls.summary)
+                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope, summary=cls.summary,
+                    result_schema=cls.result_schema, static_problems=cls.static_problems)
 
 
 def step_class(name: str) -> type[Step]:
-    _load_builtin_steps()
-    try:
-        return STEP_TYPES[name]
-    except KeyError:
-        raise RunnerError(f"unknown step type '{name}'.{did_you_mean(name, STEP_TYPES)}") from None
+    return STEPS.get(name)
 
 
 def step_names() -> list[str]:
-    _load_builtin_steps()
-    return sorted(STEP_TYPES)
-
-
-def _load_builtin_steps() -> None:
-    from . import builtin  # noqa: F401  (registers every shipped step type)
+    return STEPS.names()
 
 
 @dataclass

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..result_shapes import OPEN, ShapeContext, closed
 from .base import Step, register
 
 
@@ -14,6 +16,10 @@ class Compute(Step):
     summary = "Named values from expressions, e.g. `adjusted: \"{{ x * q if q > 0.5 else x }}\"`."
     own_scope = ("values",)
     render_args = False
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        return closed(dict.fromkeys(args, OPEN), "One field per name under `with:`.")
 
     async def run(self, ctx: StepContext) -> Any:
         values: dict[str, Any] = {}

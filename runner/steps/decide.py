@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..result_shapes import OPEN, ShapeContext, closed
 from .base import Step, register
 
 RULE_KEYS = {"when", "stop"}
@@ -15,6 +17,13 @@ class Decide(Step):
     name = "decide"
     summary = "Pick a result by ordered rules (first `when` that holds); `stop: true` ends the item."
     lazy_fields = ("rules",)
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        rules = args.get("rules")
+        rules = rules if isinstance(rules, list) else []
+        keys = {k: OPEN for rule in rules if isinstance(rule, dict) for k in rule if k not in RULE_KEYS}
+        return closed(keys, "The keys of the rule that matched (other than when and stop); null when none did.")
 
     async def run(self, ctx: StepContext) -> Any:
         for number, rule in enumerate(ctx.args["rules"]):

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import StepContext
+from ..errors import StepError
+from .base import Step, register
 
 
 @register
 class Fail(Step):
     name = "fail"
     summary = "Fail the item with `message` (with `if:`, a check that runs before any LLM call)."
+    result = {"type": "null"}
 
     async def run(self, ctx: StepContext) -> Any:
         raise StepError(str(ctx.args["message"]))

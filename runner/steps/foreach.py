@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import StepContext
+from ..errors import StepError
+from ..result_shapes import ShapeContext, sub_results
+from .base import Step, register
 
 
 @register
@@ -16,6 +19,11 @@ class ForEach(Step):
     substeps = True
     sub_scope = ("foreach",)
     lazy_fields = ("output",)
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        return {"type": "array", "items": sub_results(args.get("steps"), shapes, args.get("output")),
+                "description": "One entry per element: its `output`, or its sub-steps' results by id."}
 
     async def run(self, ctx: StepContext) -> Any:
         elements = ctx.args["items"]

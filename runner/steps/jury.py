@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import Runtime, StepContext
+from ..context import Runtime, StepContext
+from ..errors import StepError, did_you_mean
+from ..result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
 from ..voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
-from .base import StepError, register
+from ..yamlpos import Path as DataPath
+from .base import register
 from .llm_call import PromptedStep, build_requests
+
+VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},
+                  "decided": {"type": "boolean"}, "votes": {"type": "array"}}
 
 
 @register
@@ -16,6 +23,28 @@ class Jury(PromptedStep):
     name = "jury"
     summary = "Ask several models the same question at once and vote on one answer field."
     model_fields = ("models",)
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        vote = args.get("vote")
+        field = vote.get("field") if isinstance(vote, dict) else None
+        answer = fields_of(shapes.answer_schema(args.get("output_schema")))
+        if not isinstance(field, str) or answer is None:
+            return open_object(VERDICT_FIELDS, "Plus the vote field and the fields of the answer schema.")
+        return closed({**answer, field: answer.get(field, OPEN), **VERDICT_FIELDS},
+                      "The vote field, the winners' merged answer fields, and the vote's account.")
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        vote = args.get("vote")
+        field = vote.get("field") if isinstance(vote, dict) else None
+        schema = args.get("output_schema")
+        answer = fields_of(shapes.answer_schema(schema)) if isinstance(schema, str) else None
+        if not isinstance(field, str) or not answer or field in answer:
+            return []
+        hint = did_you_mean(field, answer)
+        tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
+        return [(("vote", "field"), f"'{field}' is not a property of the answer schema '{schema}'{tail}")]
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
@@ -60,13 +89,17 @@ class Jury(PromptedStep):
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
-    rows = runtime.shared.setdefault("jury.rows", {}).setdefault(step_id, [])
-    rows.append(row)
-    runtime.shared.setdefault("summary.sections", {})["juries"] = jury_summary
+    runtime.resource(_jury_rows).setdefault(step_id, []).append(row)
+
+
+def _jury_rows(runtime: Runtime) -> dict[str, list[dict[str, Any]]]:
+    """Each jury step's votes per item, for the run's agreement figures."""
+    runtime.summary_sections["juries"] = jury_summary
+    return {}
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
     """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
     return {step: {"items": len(rows), "pairwise_agreement": pairwise_agreement(rows),
                    "fleiss_kappa": fleiss_kappa(rows)}
-            for step, rows in runtime.shared.get("jury.rows", {}).items()}
+            for step, rows in runtime.resource(_jury_rows).items()}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
-from .base import StepError, register
-from .llm_call import PromptedStep, build_requests
+from ..context import StepContext
+from ..errors import StepError
+from ..result_shapes import ShapeContext, closed
+from .base import register
+from .llm_call import PromptedStep, answer_shape, build_requests
 
 
 @register
@@ -14,6 +17,14 @@ class LLM(PromptedStep):
     name = "llm"
     summary = "Call one model with a prompt template; parse the answer (text, or JSON against output_schema)."
     model_fields = ("model",)
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        return closed({"output": answer_shape(args, shapes), "raw": {"type": ["string", "null"]},
+                       "model": {"type": "string"}, "model_id": {"type": "string"}, "usage": {"type": "object"},
+                       "cost": {"type": "number"}, "cached": {"type": "boolean"},
+                       "latency_ms": {"type": "integer"}, "error": {"type": ["string", "null"]}},
+                      "`output` is the parsed answer (an object checked against output_schema, or text).")
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
+from ..context import Runtime, StepContext
+from ..errors import StepError
 from ..llm.service import CallRequest, new_group
-from .base import Step, StepError
-
-SAMPLING_ARGS = ("temperature", "top_p", "max_tokens", "seed")
+from ..llm.spec import SAMPLING_KEYS
+from ..result_shapes import OPEN, TEXT, ShapeContext
+from .base import Step
 
 
 def render_text(ctx: StepContext, value: str, field: str) -> str:
@@ -19,7 +21,8 @@ def render_text(ctx: StepContext, value: str, field: str) -> str:
             return ctx.runtime.renderer.file(value, ctx.scope)
         except Exception as exc:  # jinja errors, with the field that named the file
             from ..templating import describe_error
-            raise StepError(f"{ctx.where(field)}: prompt '{value}': {describe_error(exc)}") from None
+            problem = describe_error(exc, ctx.scope.get("steps"))
+            raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
     return str(ctx.render(value, field))
 
 
@@ -31,11 +34,15 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
     if isinstance(value, str):
         if value.lstrip().startswith("{"):
             return json.loads(value)
-        cache = ctx.runtime.shared.setdefault("llm.schemas", {})
+        cache = ctx.runtime.resource(_answer_schemas)
         if value not in cache:
             cache[value] = json.loads((ctx.runtime.pipeline.schemas_dir / value).read_text(encoding="utf-8"))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
+
+
+def _answer_schemas(runtime: Runtime) -> dict[str, Any]:
+    return {}
 
 
 def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
@@ -49,7 +56,7 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     group = new_group()      # the run fails outright when no model of the group answers
     return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
                         as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
-                        sampling={k: args[k] for k in SAMPLING_ARGS if args.get(k) is not None},
+                        sampling={k: args[k] for k in SAMPLING_KEYS if args.get(k) is not None},
                         sample=int(args.get("sample") or 0), group=group)
             for model in models]
 
@@ -60,3 +67,10 @@ class PromptedStep(Step):
     template_fields = ("prompt", "system")
     schema_fields = ("output_schema",)
     lazy_fields = ("prompt", "system")
+
+
+def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+    """The parsed answer: checked against a literal output_schema, text without one."""
+    if "output_schema" in args:
+        return shapes.answer_schema(args["output_schema"]) or OPEN
+    return OPEN if args.get("json") else TEXT

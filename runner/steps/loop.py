@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import StepContext
+from ..errors import StepError
+from ..result_shapes import ShapeContext, closed, sub_results
+from .base import Step, register
 
 
 @register
@@ -15,6 +18,13 @@ class Loop(Step):
     substeps = True
     sub_scope = ("loop",)
     lazy_fields = ("until", "output")
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        entry = sub_results(args.get("steps"), shapes, args.get("output"))
+        return closed({"iterations": {"type": "integer"}, "done": {"type": "boolean"}, "last": entry,
+                       "history": {"type": "array", "items": entry}},
+                      "`last` and each `history` entry: the iteration's `output`, or its sub-steps' results.")
 
     async def run(self, ctx: StepContext) -> Any:
         limit = int(ctx.args["max"])

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..errors import StepError
 from ..quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
-from .base import Step, StepError, register
+from ..result_shapes import closed
+from .base import Step, register
 
 
 @register
 class QuoteMatch(Step):
     name = "quote_match"
     summary = "Check a quote against a read_lines source or raw text: passed, score, status, lines, flags."
+    result = closed({"passed": {"type": "boolean"}, "score": {"type": "number"}, "status": {"type": "string"},
+                     "matched_text": {"type": "string"}, "lines": {"type": ["array", "null"]},
+                     "in_cited_range": {"type": ["boolean", "null"]}, "flags": {"type": "array"},
+                     "method_version": {"type": "string"}, "reason": {"type": "string"}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args

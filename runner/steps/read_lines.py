@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
-from ..engine import StepContext
-from .base import Step, StepError, register
+from ..context import Runtime, StepContext
+from ..errors import StepError
+from ..paths import FILE_NOT_FOUND, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
+from ..result_shapes import closed
+from .base import Step, register
 
-OK, FILE_NOT_FOUND, LINES_NOT_FOUND, PATH_OUTSIDE_ROOT = "OK", "FILE_NOT_FOUND", "LINES_NOT_FOUND", "PATH_OUTSIDE_ROOT"
+__all__ = ["FILE_NOT_FOUND", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache", "ReadLines", "read_lines",
+           "refusal", "resolve_inside"]
 
 
 class FileCache:
@@ -27,27 +31,6 @@ class FileCache:
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 self.lines[path] = None
         return self.lines[path]
-
-
-def resolve_inside(root: Path, name: str) -> tuple[Path | None, str]:
-    """The real path of `name` under `root`, or the status saying why not."""
-    if not name or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() \
-            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return None, PATH_OUTSIDE_ROOT
-    real_root = root.resolve()
-    candidate = (real_root / name).resolve()
-    if not candidate.is_relative_to(real_root):
-        return None, PATH_OUTSIDE_ROOT
-    if not candidate.is_file():
-        return None, FILE_NOT_FOUND
-    return candidate, OK
-
-
-def refusal(status: str, name: str, root: Path, kind: str) -> str:
-    """Why a file under a root could not be opened."""
-    if status == PATH_OUTSIDE_ROOT:
-        return f"path '{name}' leaves the {kind} root"
-    return f"file '{name}' not found under {root}"
 
 
 def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | None, context: int,
@@ -78,10 +61,21 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
             "context_start": before_start}
 
 
+def _files(runtime: Runtime) -> FileCache:
+    return FileCache()
+
+
 @register
 class ReadLines(Step):
     name = "read_lines"
     summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
+    result = closed({"exists": {"type": "boolean"}, "status": {"enum": [OK, FILE_NOT_FOUND, LINES_NOT_FOUND,
+                                                                         PATH_OUTSIDE_ROOT]},
+                     "path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"},
+                     "cited_text": {"type": "string"}, "cited_text_tagged": {"type": "string"},
+                     "context_before": {"type": "string"}, "context_after": {"type": "string"},
+                     "context_start": {"type": "integer"}, "total_lines": {"type": "integer"},
+                     "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args
@@ -91,6 +85,6 @@ class ReadLines(Step):
             context = int(args.get("context", 0) or 0)
         except (TypeError, ValueError) as exc:
             raise StepError(f"{ctx.where('start')}: line numbers must be integers ({exc})") from None
-        files = ctx.runtime.shared.setdefault("read_lines.files", FileCache())
+        files = ctx.runtime.resource(_files)
         return read_lines(files, Path(str(args["root"])), str(args["file"]), start, end, context,
                           args.get("encoding", "utf-8"))

@@ -7,9 +7,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..engine import StepContext
+from ..context import StepContext
+from ..paths import OK, refusal, resolve_inside
+from ..result_shapes import closed
 from .base import Step, register
-from .read_lines import OK, refusal, resolve_inside
 
 
 def _number(cell: str) -> Any:
@@ -45,6 +46,9 @@ def read_table(root: Path, name: str, max_rows: int | None = None, delimiter: st
 class ReadTable(Step):
     name = "read_table"
     summary = "Read a CSV file under a root into {columns, rows}; numbers become numbers."
+    result = closed({"exists": {"type": "boolean"}, "status": {"type": "string"}, "columns": {"type": "array"},
+                     "rows": {"type": "array"}, "total_rows": {"type": "integer"},
+                     "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args

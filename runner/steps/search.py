@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import Runtime, StepContext
+from ..context import Runtime, StepContext
 from ..json_cache import JsonCache
+from ..result_shapes import closed
 from ..search import SearchFailed, SearchRequest, cache_key, get_provider
 from .base import Step, register
 
@@ -16,6 +17,8 @@ OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retr
 class Search(Step):
     name = "search"
     summary = "Search (tavily or a local folder) -> results [{title, url|path, content, score}] and error."
+    result = closed({"results": {"type": "array"}, "error": {"type": ["string", "null"]},
+                     "cached": {"type": "boolean"}})
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.args
@@ -23,7 +26,7 @@ class Search(Step):
         request = SearchRequest(str(args["query"]), int(args.get("max_results") or 3),
                                 {k: args[k] for k in OPTION_KEYS if args.get(k) is not None})
         key = cache_key(found, request)
-        cache = _cache(ctx.runtime)
+        cache = ctx.runtime.resource(_cache)
         cached = None if ctx.runtime.options.no_cache else cache.get(key)
         if cached is not None:
             return {"results": cached, "error": None, "cached": True}
@@ -36,8 +39,6 @@ class Search(Step):
 
 
 def _cache(runtime: Runtime) -> JsonCache:
-    cache = runtime.shared.get("search.cache")
-    if cache is None:
-        cache = runtime.shared["search.cache"] = JsonCache(runtime.options.cache_dir / "search")
-        runtime.closers.append(cache.close)
+    cache = JsonCache(runtime.options.cache_dir / "search")
+    runtime.closers.append(cache.close)
     return cache

@@ -1,0 +1,32 @@
+"""Each model's own transport, chosen by `spec.transport`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import ModelSpec
+from .transport import Completion, LiteLLMTransport, Transport
+
+
+class RoutedTransport:
+    """Each model's own transport (`spec.transport`): httpx for OpenAI-compatible
+    endpoints, litellm (imported on its first call only) for every other provider."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Transport] = {}
+
+    def _for(self, name: str) -> Transport:
+        if name not in self._by_name:
+            if name == "http":
+                from .http import HTTPTransport  # httpx is imported on the first uncached call
+                self._by_name[name] = HTTPTransport()
+            else:
+                self._by_name[name] = LiteLLMTransport()
+        return self._by_name[name]
+
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        return await self._for(spec.transport).complete(spec, messages, params)
+
+    async def aclose(self) -> None:
+        for transport in self._by_name.values():
+            await transport.aclose()

@@ -1,0 +1,46 @@
+"""One registry for step types, input adapters and search providers: built-ins found
+by module, unknown names answered with the nearest one."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.errors import RunnerError
+from runner.inputs import ADAPTERS
+from runner.registry import Registry
+from runner.schema_check import step_schema_names
+from runner.search import PROVIDERS
+from runner.steps.base import STEPS, step_class
+
+
+def test_builtins_are_found_by_module_without_an_import_list():
+    assert STEPS.names() == ["compute", "decide", "fail", "foreach", "jury", "llm", "loop", "quote_match",
+                             "read_lines", "read_table", "search"]
+    assert {"json", "jsonl", "markdown_citations", "yaml"} <= set(ADAPTERS.names())
+    assert {"local", "tavily"} <= set(PROVIDERS.names())
+
+
+def test_every_step_type_is_one_module_plus_its_schema():
+    assert sorted(step_schema_names()) == STEPS.names()
+    for name in STEPS.names():
+        assert step_class(name).__module__ == f"runner.steps.{name}"
+
+
+@pytest.mark.parametrize("registry,name,message", [
+    (STEPS, "desicde", "unknown step type 'desicde'. Did you mean 'decide'?"),
+    (ADAPTERS, "jsonn", "unknown input adapter 'jsonn'. Did you mean 'json'?"),
+    (PROVIDERS, "tavly", "unknown search provider 'tavly'. Did you mean 'tavily'?"),
+])
+def test_unknown_names_get_the_nearest_one(registry, name, message):
+    with pytest.raises(RunnerError) as caught:
+        registry.get(name)
+    assert str(caught.value) == message
+
+
+def test_a_registry_lists_its_names_when_none_is_close():
+    widgets: Registry[int] = Registry("widget", "runner.search")
+    widgets.add("gear", 1)
+    assert widgets.get("gear") == 1 and "gear" in widgets
+    with pytest.raises(RunnerError) as caught:
+        widgets.get("xyz")
+    assert str(caught.value) == "unknown widget 'xyz' (known: gear)"
