@@ -4,13 +4,13 @@
 # only pointed at the server, nothing is tuned). Not part of CI: the first build of
 # llama-cpp-python takes about 20-40 minutes on 2 cores.
 #
-#     bench/real_server.sh
+#     bench/real_server.sh [PIPELINE...]      # default: all five
 #
 # LLAMA_VENV   the server's venv, built when it lacks the packages (default ~/.cache/runner-bench/llama-venv)
 # RUNNER       the runner command under test (default .venv/bin/runner of this checkout, else `runner`)
 # KEEP=1       keep the temporary output folders and caches (printed at the end)
 #
-# Prints one table row per pipeline: answers parsed / received, requests sent, failed calls,
+# Prints one table row per pipeline: answers parsed / calls, HTTP requests, failed calls,
 # items by verdict, cold wall time and the cached rerun's wall time (see bench/real_server_tally.py).
 set -euo pipefail
 
@@ -24,7 +24,13 @@ WORK=$(mktemp -d -t runner-real-server.XXXXXX)
 SERVER_PID=""
 
 cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+    if [[ -n "$SERVER_PID" ]]; then
+        # SIGTERM waits for a generation in progress (which a client's timeout does not stop).
+        kill "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 1 10); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
     if [[ "${KEEP:-0}" == 1 ]]; then echo "outputs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -57,9 +63,11 @@ echo "llama-cpp-python serving $MODEL at $BASE; runner: $RUNNER" >&2
 # 4. Every example, as the README runs it: cold (empty cache), then again from the cache.
 # Hosted seats stay disabled (no keys); ollama_chat/ models are pointed at the server.
 point() { echo --set "models.$1.model=openai/gemma" --set "models.$1.api_base=$BASE"; }
+ONLY=" $* "
 run() {  # NAME DIR -- runner run arguments
     local name=$1 dir=$2; shift 3
-    local cache=$WORK/$name/cache started seconds cold rerun
+    if [[ "$ONLY" != "  " && "$ONLY" != *" $name "* ]]; then return; fi
+    local cache=$WORK/$name/cache started seconds cold rerun parsed
     mkdir -p "$WORK/$name"
     for pass in cold rerun; do
         started=$EPOCHREALTIME
@@ -68,12 +76,18 @@ run() {  # NAME DIR -- runner run arguments
             >"$WORK/$name/$pass.stdout" 2>"$WORK/$name/$pass.stderr" \
             || { echo "$name ($pass) exited $?:" >&2; cat "$WORK/$name/$pass.stderr" >&2; }
         seconds=$(awk "BEGIN {print $EPOCHREALTIME - $started}")
-        if [[ $pass == cold ]]; then cold=$seconds; else rerun=$seconds; fi
+        if [[ $pass == cold ]]; then
+            cold=$seconds
+            # Only parsed, valid answers are cached: the cache's size after the cold run counts them.
+            parsed=$("$RUNNER_PY" -c "import diskcache, sys; print(len(diskcache.Cache(sys.argv[1])))" "$cache/responses")
+        else
+            rerun=$seconds
+        fi
     done
-    "$RUNNER_PY" "$ROOT/bench/real_server_tally.py" "$name" "$WORK/$name/cold" "$WORK/$name/rerun" "$cache" "$cold" "$rerun"
+    "$RUNNER_PY" "$ROOT/bench/real_server_tally.py" "$name" "$WORK/$name/cold" "$WORK/$name/rerun" "$parsed" "$cold" "$rerun"
 }
 
-echo "| pipeline | answers parsed / received | requests sent | failed calls | items by verdict | wall time | cached rerun |"
+echo "| pipeline | answers parsed / calls | HTTP requests | failed calls | items by verdict | wall time | cached rerun |"
 echo "|---|---|---|---|---|---|---|"
 # shellcheck disable=SC2046
 {
