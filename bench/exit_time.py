@@ -1,6 +1,7 @@
 """How long a `runner run` process takes to exit after printing its summary line: the
-interpreter's own teardown (typer's app() returning normally) against runner's main(),
-which skips it once every file is written. 20 uncached calls to the fake server.
+interpreter's own teardown (runner.cli.main returning normally) against the `runner`
+command's entry(), which skips it once every file is written. 20 uncached calls to the
+fake server.
 
     python bench/exit_time.py
 """
@@ -19,8 +20,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 
-ENTRIES = {"teardown (app() returns)": "from runner.cli import app; app()",
-           "runner's main() (os._exit)": "from runner.cli import main; main()"}
+ENTRIES = {"teardown (main() returns)": "from runner.cli import main; main()",
+           "runner's entry() (os._exit)": "from runner.cli import entry; entry()"}
 
 
 def after_summary(work: Path, code: str) -> float:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -12,11 +14,19 @@ from .engine import run_item, run_items
 from .errors import InputError, NeedsModel
 from .fileio import atomic_write, dumps
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
+from .json_cache import check_caches
 from .loader import load_pipeline
 from .outputs.files import ResultsLog
+from .outputs.folder import OutputFolder
 from .outputs.report import render_html, render_report
 from .outputs.summary import summarize
 from .pipeline import Pipeline
+from .tracing import make_observer
+
+# litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
+# the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
+# that says nothing useful to a user who asked the run to stop.
+warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
 @dataclass
@@ -26,6 +36,13 @@ class RunOutcome:
     results: list[dict[str, Any]]
     summary: dict[str, Any]
     interrupted: bool = False
+    terminated: bool = False       # by SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM ended the run; handled like Ctrl-C (what finished is written), exit 143."""
+
+    exit_code = 143
 
 
 @dataclass
@@ -62,14 +79,39 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     out_dir = options.out_dir or default_out_dir(pipeline, source)
     options.out_dir = out_dir
     runtime = Runtime.create(pipeline, options)
+    runtime.observer = make_observer(runtime)
     concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                 {"params": runtime.params, "env": runtime.env}))
+    check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
     outcome = RunOutcome(pipeline, out_dir, [], {})
-    asyncio.run(_run(runtime, items, concurrency, outcome))   # Ctrl-C: outputs written, then re-raised
+    folder = OutputFolder(out_dir).claim()       # one run at a time per folder
+    try:
+        asyncio.run(_run(runtime, items, concurrency, outcome))   # Ctrl-C: outputs written, then re-raised
+    except asyncio.CancelledError:
+        if outcome.terminated:
+            raise Terminated() from None
+        raise
+    finally:
+        folder.release()
     return outcome
 
 
+def _cancel_on_sigterm(outcome: RunOutcome) -> None:
+    """SIGTERM cancels the run as Ctrl-C does, so what finished is written."""
+    main = asyncio.current_task()
+
+    def terminate() -> None:
+        outcome.terminated = True
+        if main is not None:
+            main.cancel()
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    except (ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals here
+        pass
+
+
 async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome) -> None:
+    _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     done: list[dict[str, Any]] = []
     outcome.results = done

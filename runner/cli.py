@@ -70,21 +70,29 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
         fail_under: Annotated[float | None, typer.Option(
             "--fail-under", help="Exit 1 when the summary's first rate is below RATE.")] = None,
+        trace: Annotated[str | None, typer.Option(
+            "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
+                            "default: the pipeline's tracing.backend.")] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
     from .context import RunOptions
-    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out)
+    from .tracing import BACKENDS
+    if trace is not None and trace not in BACKENDS:
+        typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
+        raise typer.Exit(2)
+    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
+                         trace=trace)
     try:
         outcome = run_pipeline(pipeline, ItemSource(input, record or [], limit), options, set_ or [])
     except RunnerError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:     # Ctrl-C 130, SIGTERM 143
         typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(getattr(stop, "exit_code", 130)) from None
     summary = outcome.summary
-    for hint in summary.get("hints", []):
-        typer.echo(hint, err=True)
+    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("warnings", []))]:
+        typer.echo(note, err=True)
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
     typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
                f"errors: {summary['errors']}; written to {outcome.out_dir}")
@@ -153,33 +161,45 @@ def steps() -> None:
 
 @app.command()
 def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
-             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id.")],
+             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id (or mlflow_trace_id).")],
              up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
              down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
-             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None) -> None:
-    """Record human feedback on a stored result (appends to feedback.jsonl beside the store)."""
+             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
+             user: Annotated[str | None, typer.Option("--user", help="Who (default: the OS user).")] = None,
+             name: Annotated[str, typer.Option("--name", help="The assessment's name in MLflow.")] = "human_feedback",
+             ) -> None:
+    """Record human feedback on a stored result: appends to feedback.jsonl beside the store, and logs a
+    HUMAN assessment on the result's MLflow trace when it has one (to $MLFLOW_TRACKING_URI)."""
     from .feedback import record_feedback
     if up == down:
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
     try:
-        entry = record_feedback(store, trace_id, up, rationale)
+        entry = record_feedback(store, trace_id, up, rationale, user, name,
+                                warn=lambda message: typer.echo(f"warning: {message}", err=True))
     except RunnerError as exc:
         _fail(exc)
-    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'})")
+    where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
+    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
 
 def main() -> None:
-    code: int | str | None = 0
     try:
         app()
     except RunnerError as exc:  # pragma: no cover - commands catch their own
         typer.echo(str(exc), err=True)
-        code = exc.exit_code
+        sys.exit(exc.exit_code)
+
+
+def entry() -> None:
+    """The `runner` command: main(), then exit without the interpreter's teardown, which
+    spends up to seconds collecting the objects of big libraries (litellm above all);
+    every file is written and closed by then (bench/exit_time.py)."""
+    code: int | str | None = 0
+    try:
+        main()
     except SystemExit as exc:
         code = exc.code
-    # Every file is written and closed by now: skip the interpreter's teardown, which
-    # spends up to a second collecting the objects of big libraries (litellm above all).
     sys.stdout.flush()
     sys.stderr.flush()
     if isinstance(code, str):
@@ -189,4 +209,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    entry()

@@ -15,6 +15,7 @@ import jinja2
 
 from .errors import RunnerError, TemplateError
 from .inputs import Item
+from .observe import NULL_OBSERVER, Observer
 from .pipeline import Pipeline, StepSpec
 from .templating import Renderer, describe_error
 from .yamlpos import Path as DataPath
@@ -30,6 +31,7 @@ class RunOptions:
     out_dir: Path | None = None
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
+    trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Runtime:
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
     memo: Any = None
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
+    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
     _llm: Any = None
 
     @classmethod
@@ -79,7 +82,7 @@ class Runtime:
         if self._llm is None:
             from .llm.service import LLMService, RenderSink
             sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
-            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink)
+            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer)
         return self._llm
 
     def model_spec(self, name: str) -> Any:
@@ -107,6 +110,7 @@ class Runtime:
             close()
         if self._llm is not None:
             await self._llm.aclose()
+        await self.observer.aclose()
 
 
 @dataclass

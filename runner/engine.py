@@ -43,6 +43,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             outcome.error = str(exc)
             return outcome
         ctx: StepContext | None = None
+        span, failure = runtime.observer.step_start(item, spec), None
         try:
             step = _instance(spec.uses)
             lazy = set(step.lazy_fields) | ({"steps"} if step.substeps else set())
@@ -54,7 +55,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
         except NeedsModel:
             raise
         except (StepError, TemplateError) as exc:
-            message = exc.message if isinstance(exc, StepError) else str(exc)
+            message = failure = exc.message if isinstance(exc, StepError) else str(exc)
             partial = exc.partial if isinstance(exc, StepError) else None
             if spec.on_error == "fail":
                 results[spec.id] = partial
@@ -70,6 +71,8 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
                 except TemplateError as again:
                     outcome.error = str(again)
                     return outcome
+        finally:
+            runtime.observer.step_end(span, results.get(spec.id), failure)
         if ctx is not None and ctx.stop_requested:
             outcome.stopped = True
             return outcome
@@ -93,6 +96,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         except TemplateError as exc:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
+    runtime.observer.item_start(item)
     try:
         outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item=item)
     except NeedsModel:
@@ -126,6 +130,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     result.pop("warnings", None)
     if warnings:
         result["warnings"] = warnings
+    await runtime.observer.item_end(item, result)
     if memo_key is not None and not outcome.error:
         _remember(runtime, memo_key, result, scope)
     return result

@@ -4,15 +4,27 @@ search results."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
+
+from .errors import RunnerError
+from .pipeline import Pipeline, StepSpec
+
+
+class CacheUnusable(RunnerError):
+    """The cache folder cannot be opened: not a folder, not writable, or not a cache."""
 
 
 class JsonCache:
     def __init__(self, directory: Path):
         import diskcache  # imported on first use: validate and render never open a cache
         self.directory = directory
-        self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
+        try:
+            self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
+                                "or remove it to start an empty cache") from None
 
     def get(self, key: str) -> Any:
         raw = self._cache.get(key)
@@ -23,3 +35,13 @@ class JsonCache:
 
     def close(self) -> None:
         self._cache.close()
+
+
+def check_caches(pipeline: Pipeline, directory: Path) -> None:
+    """Open (and close) every cache the pipeline's run will use, or raise CacheUnusable."""
+    def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
+        return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
+    if pipeline.models:
+        JsonCache(directory / "responses").close()
+    if uses(pipeline.steps, "search"):
+        JsonCache(directory / "search").close()

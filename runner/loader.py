@@ -18,6 +18,8 @@ from jsonschema.exceptions import SchemaError
 from . import templating
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from .overrides import apply_overrides
+from .param_types import param_problems
+from .paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
 from .pipeline import Pipeline, StepSpec
 from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems
@@ -35,10 +37,13 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                   catalog: StepCatalog | None = None) -> Pipeline:
     file = Path(path)
     shown = _display(file)
+    status = regular_file(file)[1]
+    if status != OK:
+        reason = ("is larger than 64 MB" if status == FILE_TOO_LARGE
+                  else "is not a regular file" if file.exists() else "not found")
+        raise RunnerError(f"{shown}: pipeline file {reason}")
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RunnerError(f"{shown}: pipeline file not found") from None
+        text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
     catalog = catalog or StepCatalog.builtin()
@@ -51,7 +56,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     problems = schema_problems(located, located.data, pipeline_schema())
     project_dir = file.resolve().parent.parent
     if not problems:
-        problems = _Checker(located, catalog, project_dir).run()
+        problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
         raise ConfigError(problems)
     return _build(located, file, project_dir)
@@ -73,7 +78,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        located=located)
+        located=located, tracing=data.get("tracing"))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -137,7 +142,20 @@ class _Checker:
                 if name not in (self.data.get("output") or {}):
                     self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
                                                                   "output fields"))
+        if self.data.get("tracing"):
+            self._check_tracing(self.data["tracing"])
         return self.problems
+
+    def _check_tracing(self, tracing: dict[str, Any]) -> None:
+        self._check_strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
+        output = self.data.get("output") or {}
+        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
+                                             for i, name in enumerate(tracing.get("assessments") or [])]
+        if tracing.get("rationale"):
+            named.append((("tracing", "rationale"), tracing["rationale"]))
+        for where, name in named:
+            if name not in output and "output_base" not in self.data:
+                self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
         from .inputs import adapter_names
@@ -235,8 +253,10 @@ class _Checker:
 
     def _check_schema_file(self, name: str, path: DataPath) -> None:
         file = self.schemas_dir / name
-        if not file.is_file():
-            self.add(path, f"schema '{name}' not found ({_display(file)})")
+        found, status = resolve_inside(self.schemas_dir, name)
+        if found is None:
+            self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
+                     else refusal(status, name, self.schemas_dir, "schemas"))
             return
         try:
             Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))

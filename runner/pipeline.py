@@ -39,6 +39,7 @@ class Pipeline:
     memo: dict[str, Any] | None
     concurrency: Any
     located: Located = field(repr=False, compare=False)
+    tracing: dict[str, Any] | None = None
 
     @property
     def prompts_dir(self) -> Path:

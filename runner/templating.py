@@ -19,7 +19,10 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
+
+from .paths import OK, resolve_inside
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -52,13 +55,31 @@ def sha256(text: object) -> str:
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
 
 
+# User patterns run on the `regex` engine (re's syntax) with a time bound: a pattern that
+# backtracks catastrophically fails its item instead of hanging the run.
+REGEX_SECONDS = 1.0
+
+
+def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: bool) -> Any:
+    import regex
+    try:
+        return call(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
+    except TimeoutError:
+        raise SecurityError(f"regex {pattern!r} ran over {REGEX_SECONDS:g} s on {len(text):,} characters "
+                            "(catastrophic backtracking?)") from None
+    except regex.error as exc:
+        raise jinja2.TemplateRuntimeError(f"invalid regex {pattern!r}: {exc}") from None
+
+
 def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
-    return re.findall(pattern, str(text), re.IGNORECASE if ignorecase else 0)
+    import regex
+    return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
 
 
 def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
     """The first match: its groups (one group -> that string), or the match text, or None."""
-    match = re.search(pattern, str(text), re.IGNORECASE if ignorecase else 0)
+    import regex
+    match = _user_regex(regex.search, pattern, str(text), ignorecase)
     if not match:
         return None
     if match.re.groups == 0:
@@ -145,9 +166,52 @@ class MissingName(jinja2.UndefinedError):
         self.name = name
 
 
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """Prompt files from the prompts folder only: a symlink out of it, a device or a FIFO
+    is not found (Jinja's own loader already refuses `..`)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        if resolve_inside(Path(self.searchpath[0]), template)[1] != OK:
+            raise jinja2.TemplateNotFound(template)
+        return super().get_source(environment, template)
+
+
+# What one `*`, `**` or `+` may produce: a template cannot exhaust the machine.
+MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
+MAX_INT_BITS = 100_000            # about 30,000 decimal digits
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """The sandbox, with `*`, `**` and `+` refused when their result would be huge."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        size = _result_size(operator, left, right)
+        if size is not None and size[0] > size[1]:
+            raise SecurityError(f"'{operator}' would produce {size[0]:,} {size[2]} (the limit is {size[1]:,})")
+        return super().call_binop(context, operator, left, right)
+
+
+def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] | None:
+    """(estimated size, limit, unit) of `left <operator> right`, when it can be large."""
+    sequences = (str, list, tuple, bytes)
+    if operator == "+" and isinstance(left, sequences) and isinstance(right, sequences):
+        return len(left) + len(right), MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(left, sequences) and isinstance(right, int):
+        return len(left) * right, MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(right, sequences) and isinstance(left, int):
+        return len(right) * left, MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(left, int) and isinstance(right, int):
+        return left.bit_length() + right.bit_length(), MAX_INT_BITS, "bits"
+    if operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
+        return left.bit_length() * right, MAX_INT_BITS, "bits"
+    return None
+
+
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
-    loader = jinja2.FileSystemLoader(str(template_dir)) if template_dir else None
-    env = SandboxedEnvironment(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
+    loader = ConfinedLoader(str(template_dir)) if template_dir else None
+    env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
@@ -179,7 +243,7 @@ class Renderer:
                 fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
             else:
                 template = self.env.from_string(source)
-                fn = lambda scope, t=template: t.render(**scope)  # noqa: E731
+                fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
             self._compiled[key] = fn
         return fn
 
@@ -203,12 +267,32 @@ class Renderer:
         return bool(expr)
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
-        return self.env.get_template(name).render(**scope)
+        return bounded_text(self.env.get_template(name), scope)
+
+
+def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
+    """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
+    could otherwise build gigabytes before anything else noticed)."""
+    chunks, size = [], 0
+    for chunk in template.generate(**scope):
+        size += len(chunk)
+        if size > MAX_ELEMENTS:
+            raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
+        chunks.append(chunk)
+    return "".join(chunks)
 
 
 def _defined(value: Any) -> Any:
-    if isinstance(value, jinja2.Undefined):
-        value._fail_with_undefined_error()
+    """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
+    a dict or list holding one would otherwise fail only when results are written."""
+    pending, seen = [value], set()
+    while pending:
+        current = pending.pop()
+        if isinstance(current, jinja2.Undefined):
+            current._fail_with_undefined_error()
+        elif isinstance(current, (dict, list, tuple)) and id(current) not in seen:
+            seen.add(id(current))     # a list may hold itself (`x.append(x)`)
+            pending.extend(current.values() if isinstance(current, dict) else current)
     return value
 
 

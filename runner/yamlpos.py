@@ -63,28 +63,82 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
+# Aliases may repeat a node; beyond this many extra nodes a document is refused (a
+# "billion laughs" file of a few hundred bytes would otherwise expand to gigabytes).
+MAX_ALIAS_EXPANSION = 100_000
+
+
 def load_located(text: str, file: str) -> Located:
     """Parse YAML text, keeping positions; raise ConfigError on syntax or duplicate keys."""
+    located = Located(file, None)
+    problems: list[Problem] = []
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:
+            return located
+        refused = alias_problem(root)
+        if refused:
+            line, col = _mark(refused[0])
+            raise ConfigError([Problem(f"{file}:{line}:{col}", "", refused[1])])
+        located.data = _build(root, (), located, problems, yaml.SafeLoader(""))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         reason = exc.problem or str(exc)
         if exc.context:
             reason = f"{reason} ({exc.context})"
-        raise ConfigError([Problem(f"{file}:{line}:{col}", "", f"YAML syntax error: {reason}")]) from None
+        kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
+        raise ConfigError([Problem(f"{file}:{line}:{col}", "", f"{kind}: {reason}")]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(f"{file}:1:1", "", f"YAML error: {exc}")]) from None
-    located = Located(file, None)
-    problems: list[Problem] = []
-    constructor = yaml.SafeLoader("")
-    if root is None:
-        return located
-    located.data = _build(root, (), located, problems, constructor)
+    except RecursionError:
+        raise ConfigError([Problem(f"{file}:1:1", "", "YAML nested too deeply to load")]) from None
     if problems:
         raise ConfigError(problems)
     return located
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def alias_problem(root: yaml.Node) -> tuple[yaml.Node, str] | None:
+    """Why a composed document cannot be expanded (an alias to itself, or aliases that
+    expand past MAX_ALIAS_EXPANSION nodes), with the anchored node to blame; else None.
+    One pass over the distinct nodes: sizes are counted, never expanded."""
+    sizes: dict[int, int] = {}
+    uses: dict[int, int] = {}
+    nodes: dict[int, yaml.Node] = {}
+    open_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if key in sizes:
+            continue
+        nodes[key] = node
+        open_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            uses[id(child)] = uses.get(id(child), 0) + 1
+            if id(child) in open_path:
+                return child, "an alias refers to a node that contains it (a recursive structure)"
+            stack.append((child, False))
+    extra = sizes[id(root)] - len(nodes)
+    if extra <= MAX_ALIAS_EXPANSION:
+        return None
+    worst = max((k for k, n in uses.items() if n > 1), key=lambda k: sizes[k] * uses[k])
+    return nodes[worst], (f"aliases expand this document to {sizes[id(root)]:,} nodes ({len(nodes):,} written, "
+                          f"at most {MAX_ALIAS_EXPANSION:,} repeats allowed): refused; the anchor defined here "
+                          f"is used {uses[worst]} times")
 
 
 def _build(node: yaml.Node, path: Path, located: Located, problems: list[Problem],

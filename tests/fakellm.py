@@ -36,6 +36,7 @@ CONTEXT_EXCEEDED = {"error": {
     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
 PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "dribble")
+STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: true` with server-sent events
 
 
 @dataclass
@@ -97,6 +98,7 @@ class FakeLLM:
         self.rules: list[Rule] = []
         self.requests: list[Request] = []          # chat completions only
         self.side_requests: list[Request] = []     # anything else (e.g. Ollama's /api/show)
+        self.streamed = 0                          # answers sent as server-sent events
         self.default = Reply("ok")
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -127,6 +129,7 @@ class FakeLLM:
             self.side_requests.clear()
             self.peak_in_flight = 0
             self.personality = None
+            self.streamed = 0
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
         return [r for r in self.requests if (model is None or r.model == model)
@@ -216,6 +219,12 @@ class FakeLLM:
                         self.close_connection = True
                         self.connection.shutdown(2)
                         return
+                    if body.get("stream") and fake.personality in STREAMING and reply.status < 400 \
+                            and reply.raw_body is None and self.path.endswith("/chat/completions"):
+                        with fake._lock:
+                            fake.streamed += 1
+                        self._send(200, self._events(reply, model), {"Content-Type": "text/event-stream"})
+                        return
                     self._send(reply.status, self._body(reply, model), reply.headers)
                 finally:
                     if single:
@@ -223,6 +232,18 @@ class FakeLLM:
                     request.finished = time.monotonic()
                     with fake._lock:
                         fake.in_flight -= 1
+
+            def _events(self, reply: Reply, model: str) -> str:
+                """The answer in three content deltas, then the finish reason, then [DONE]."""
+                text = reply.content or ""
+                third = max(1, len(text) // 3)
+                pieces = [text[i:i + third] for i in range(0, len(text), third)] or [""]
+                chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}]
+                chunks += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+                chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
+                lines = [f"data: {json.dumps({'id': 'chatcmpl-fake', 'object': 'chat.completion.chunk', 'model': model, **c})}"
+                         for c in chunks]
+                return "\n\n".join([*lines, "data: [DONE]"]) + "\n\n"
 
             def _body(self, reply: Reply, model: str) -> str:
                 if reply.raw_body is not None:
@@ -246,10 +267,11 @@ class FakeLLM:
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode("utf-8")
+                headers = dict(headers or {})
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
                 self.send_header("Content-Length", str(len(data)))
-                for key, value in (headers or {}).items():
+                for key, value in headers.items():
                     self.send_header(key, value() if callable(value) else value)
                 self.end_headers()
                 if fake.personality == "dribble":

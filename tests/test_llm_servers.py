@@ -39,6 +39,8 @@ def test_llama_cpp_python_falls_back_to_json_object_once_and_remembers(project, 
     path = llm_pipeline(project)
     outcome = run(path, items(project, 3))
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 3
+    # a local server is asked to stream (it stops generating when a timed-out client leaves)
+    assert all(r.body["stream"] is True for r in env.requests) and env.streamed == 3
     # one rejected json_schema request, never retried as a transient fault, then json_object + schema
     assert formats(env) == ["json_schema", "json_object", "json_object", "json_object"]
     assert env.requests[1].body["response_format"]["schema"] == SCHEMA
@@ -142,12 +144,13 @@ def test_dribbling_server_hits_the_total_deadline_and_is_retried_once(project, e
 
 
 def test_truncated_answer_names_max_tokens_and_keeps_the_partial_text(project, env):
+    env.personality = "lm-studio"                # streamed: the finish reason comes in the last chunk
     env.script(Reply('{"verdict": "ye', finish_reason="length"))
     path = llm_pipeline(project, step_extra=", max_tokens: 7")
     text = path.read_text().replace("with: {model: m", "on_error: continue\n    with: {model: m")
     path.write_text(text.replace("cached: ", "raw: \"{{ steps.ask.raw }}\"\n  cached: "))
     result = run(path, items(project, 1)).results[0]
-    assert env.requests[0].body["max_tokens"] == 7
+    assert env.requests[0].body["max_tokens"] == 7 and env.streamed == 1
     assert result["raw"] == '{"verdict": "ye'
     [warning] = result["warnings"]
     assert "truncated (finish_reason=length) at max_tokens=7" in warning

@@ -45,8 +45,26 @@ def adapter_names() -> list[str]:
 def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]:
     read = ADAPTERS.get(name)
     if not path.is_file():
-        raise InputError(f"{path}: input file not found")
-    return read(path, options)
+        raise InputError(f"{path}: input file not found (or not a regular file)")
+    try:
+        return read(path, options)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to read") from None
+
+
+def decode(data: bytes, where: str, first_line: int = 1) -> str:
+    """UTF-8 text (a leading BOM dropped), or an InputError naming the first bad byte's line and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = first_line + before.count(b"\n")
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise InputError(f"{where}:{line}:{column}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def read_text(path: Path) -> str:
+    return decode(path.read_bytes(), str(path))
 
 
 def make_items(records: list[Record], explode: str | None) -> list[Item]:

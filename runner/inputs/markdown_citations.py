@@ -2,58 +2,100 @@
 
 Per citation: `file` (the label), `target` (the link, informational), `start`, `end`,
 `claim` (the sentence holding the citation, up to it; when the citation directly follows
-a sentence's end, that sentence), `quote` (the longest double-quoted span of the claim,
-else the claim) and `index` (1-based)."""
+a sentence's end, that sentence; at most MAX_CLAIM_CHARS), `quote` (the longest
+double-quoted span of the claim, else the claim) and `index` (1-based). Something that
+looks like a citation but is not one (`[f:L-3](x)`, `[:L1](x)`) becomes an item with an
+`error`, never silence.
+
+Linear in the report's size: the patterns cannot backtrack past the next bracket, and
+sentence ends and line numbers are found once and looked up by bisection."""
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
-from . import Record, adapter
+from . import Record, adapter, read_text
 
-DEFAULT_PATTERN = r"\[(?P<file>[^\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\s]*)\)"
+# Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
+DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"
+LOOKS_LIKE_CITATION = re.compile(r"\[(?P<inner>[^\[\]\n]*+)\]\((?P<target>[^)\[\s]*+)\)")
+LINE_MARK = re.compile(r":L[-\d]")
 DEFAULT_ABBREVIATIONS = ["e.g.", "i.e.", "etc.", "vs.", "cf.", "al.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.",
                          "No.", "Art.", "Sec.", "U.S.", "U.K.", "Inc.", "Ltd.", "Co.", "Fig.", "p.", "pp."]
-QUOTE_SPANS = re.compile(r"\"([^\"\n]+)\"|“([^”\n]+)”")
+QUOTE_SPANS = re.compile(r"\"([^\"\n]+)\"|“([^“”\n]+)”")
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|\x00|$)")
 BLOCK_SPLIT = re.compile(r"\n\s*\n|\n(?=\s*(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>))")
 LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 MASK = "\x00"
+MAX_CLAIM_CHARS = 2000     # a claim is the text before its citation, at most this long
+EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
 
 @adapter("markdown_citations")
 def read_citations(path: Path, options: dict[str, Any]) -> list[Record]:
-    return [Record(c) for c in extract_citations(path.read_text(encoding="utf-8"), options)]
+    records = []
+    for citation in extract_citations(read_text(path), options):
+        error = citation.pop("error", None)
+        records.append(Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None))
+    return records
 
 
 def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The citations in `text`, in order; a malformed one carries an `error`."""
     options = options or {}
     pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
+    check_malformed = "pattern" not in options
     abbreviations = options.get("abbreviations", DEFAULT_ABBREVIATIONS)
+    newlines = [m.start() for m in re.finditer("\n", text)]
     citations: list[dict[str, Any]] = []
     for block_start, block in _blocks(text):
         matches = list(pattern.finditer(block))
-        if not matches:
+        found: list[tuple[int, re.Match[str] | None, str]] = [(m.start(), m, "") for m in matches]
+        if check_malformed:
+            found.extend(_malformed(block, {m.start() for m in matches}))
+        if not found:
             continue
         masked = _mask(block, matches)
         ends = _sentence_ends(masked, abbreviations)
-        for match in matches:
-            claim = _claim(block, masked, ends, match.start())
-            start = int(match.group("start"))
-            end = int(match.group("end")) if match.groupdict().get("end") else start
-            citations.append({
-                "index": len(citations) + 1,
-                "file": match.group("file").strip(),
-                "target": match.groupdict().get("target") or "",
-                "start": start,
-                "end": end,
-                "claim": claim,
-                "quote": _quote(claim),
-                "line": text.count("\n", 0, block_start + match.start()) + 1,
-            })
+        for position, match, raw in sorted(found, key=lambda entry: entry[0]):
+            line = bisect_right(newlines, block_start + position - 1) + 1
+            citation = _citation(block, masked, ends, match, line) if match else None
+            if citation is None:
+                raw = raw or (match.group(0) if match else "")
+                citation = {"citation": raw, "line": line, "error": _what_is_wrong(raw)}
+            citations.append({"index": len(citations) + 1, **citation})
     return citations
+
+
+def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
+    """The item of one citation, or None when its file name is unusable."""
+    name = match.group("file").strip()
+    if not name or any(ord(char) < 32 for char in name):
+        return None
+    claim = _claim(block, masked, ends, match.start())
+    start = int(match.group("start"))
+    end = int(match.group("end")) if match.groupdict().get("end") else start
+    return {"file": name, "target": match.groupdict().get("target") or "", "start": start, "end": end,
+            "claim": claim, "quote": _quote(claim), "line": line}
+
+
+def _malformed(block: str, starts: set[int]) -> list[tuple[int, None, str]]:
+    """Links whose label holds `:L<digit or ->` but that the citation pattern did not take."""
+    return [(m.start(), None, m.group(0)) for m in LOOKS_LIKE_CITATION.finditer(block)
+            if m.start() not in starts and LINE_MARK.search(m.group("inner"))]
+
+
+def _what_is_wrong(raw: str) -> str:
+    label = raw[1:raw.find("]")] if "]" in raw else raw
+    name = label.rsplit(":L", 1)[0]
+    if not name.strip():
+        return f"citation {raw!r} names no file ({EXPECTED})"
+    if any(ord(char) < 32 for char in name):
+        return f"citation {raw!r}: the file name holds a control character"
+    return f"malformed citation {raw!r} ({EXPECTED})"
 
 
 def _blocks(text: str) -> list[tuple[int, str]]:
@@ -73,27 +115,25 @@ def _mask(block: str, matches: list[re.Match[str]]) -> str:
 
 
 def _sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:
-    """Offsets just past each sentence-ending punctuation mark."""
+    """Offsets just past each sentence-ending punctuation mark (one pass, no rescans)."""
     ends = []
     for match in SENTENCE_END.finditer(masked):
-        before = masked[:match.start() + 1]
-        if any(before.endswith(a) and (len(before) == len(a) or not before[-len(a) - 1].isalnum())
+        mark = match.start()
+        if any(masked.endswith(a, 0, mark + 1) and (mark + 1 == len(a) or not masked[mark - len(a)].isalnum())
                for a in abbreviations):
-            continue
-        if re.search(r"\d\.$", before) and re.match(r"\.\d", masked[match.start():]):
             continue
         ends.append(match.end())
     return ends
 
 
 def _claim(block: str, masked: str, ends: list[int], position: int) -> str:
-    before = [e for e in ends if e <= position]
-    start = before[-1] if before else 0
-    if not _clean(masked[start:position]) and before:
+    count = bisect_right(ends, position)          # sentence ends at or before the citation
+    start = ends[count - 1] if count else 0
+    if not _clean(masked[start:position]) and count:
         # The citation directly follows a sentence's end: the claim is that sentence.
         position = start
-        start = before[-2] if len(before) > 1 else 0
-    return _clean(masked[start:position])
+        start = ends[count - 2] if count > 1 else 0
+    return _clean(masked[max(start, position - MAX_CLAIM_CHARS):position])
 
 
 def _clean(span: str) -> str:

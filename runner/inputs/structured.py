@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from . import Record, adapter
+from ..yamlpos import alias_problem
+from . import Record, adapter, decode, read_text
 
 
 def _as_records(data: Any) -> list[Record]:
@@ -18,7 +19,7 @@ def _as_records(data: Any) -> list[Record]:
 
 @adapter("json")
 def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         return _as_records(json.loads(text))
     except json.JSONDecodeError as exc:
@@ -31,21 +32,36 @@ def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
 @adapter("jsonl")
 def read_jsonl(path: Path, options: dict[str, Any]) -> list[Record]:
     records: list[Record] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    data = path.read_bytes()
+    for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
+        # One bad line (not UTF-8, not JSON, nested too deeply) fails only its own item.
         try:
+            line = decode(raw, str(path), number)
+            if not line.strip():
+                continue
             records.append(Record(json.loads(line)))
+        except InputError as exc:
+            records.append(Record({"line": number}, error=str(exc)))
         except json.JSONDecodeError as exc:
             records.append(Record({"line": number}, error=f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}"))
+        except RecursionError:
+            records.append(Record({"line": number}, error=f"{path}:{number}: JSON nested too deeply to read"))
     return records
 
 
 @adapter("yaml")
 def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
+    loader = yaml.SafeLoader(read_text(path))
     try:
-        return _as_records(yaml.safe_load(path.read_text(encoding="utf-8")))
+        node = loader.get_single_node()
+        refused = alias_problem(node) if node is not None else None
+        if refused:
+            mark = refused[0].start_mark
+            raise InputError(f"{path}:{mark.line + 1}:{mark.column + 1}: {refused[1]}")
+        return _as_records(loader.construct_document(node) if node is not None else None)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise InputError(f"{where}: not valid YAML: {exc.problem}") from None
+    finally:
+        loader.dispose()

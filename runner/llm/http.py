@@ -107,11 +107,21 @@ class HTTPTransport:
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         key = self._key(spec)
         body = {**spec.extra, **params, "model": wire_model(spec.model), "messages": messages}
+        if spec.local:
+            # A local server stops generating when a streaming client leaves; a plain
+            # request it runs to the end, holding its one slot long after we timed out.
+            body["stream"] = True
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         client = self._client(spec.api_base or OPENAI_BASE, spec.timeout)
         try:
-            response = await client.post("chat/completions", json=body, headers=headers,
-                                         timeout=httpx.Timeout(spec.timeout))
+            async with client.stream("POST", "chat/completions", json=body, headers=headers,
+                                     timeout=httpx.Timeout(spec.timeout)) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise status_error(response)
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    return await streamed(response, spec)
+                content = await response.aread()
         except httpx.TimeoutException:
             raise TransportError("timeout", "request timed out") from None
         except httpx.ConnectError as exc:
@@ -121,9 +131,6 @@ class HTTPTransport:
             raise TransportError("connection", f"connection failed: {exc}") from None
         except (httpx.TransportError, OSError) as exc:
             raise TransportError("connection", f"connection failed: {type(exc).__name__}: {exc}") from None
-        if response.status_code >= 400:
-            raise status_error(response)
-        content = response.content
         try:
             data = json.loads(content)
         except ValueError as exc:
@@ -137,3 +144,40 @@ class HTTPTransport:
         for client in clients:
             await client.aclose()
 
+
+
+async def streamed(response: httpx.Response, spec: ModelSpec) -> Completion:
+    """A server-sent-events answer (`stream: true`) assembled into one completion."""
+    parts: list[str] = []
+    finish: str | None = None
+    usage: dict[str, int] = {}
+    model = spec.model
+    choices = 0
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            chunk = json.loads(payload)
+        except ValueError as exc:
+            raise TransportError("server", f"a streamed chunk is not complete JSON ({exc}): the server or a "
+                                           "proxy cut the answer short", response.status_code) from None
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("error"):
+            raise TransportError("server", f"the server failed mid-answer: {str(chunk['error'])[:ERROR_TEXT]}")
+        if isinstance(chunk.get("usage"), dict):
+            usage = {k: int(chunk["usage"].get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        model = str(chunk.get("model") or model)
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            choices = 1
+            delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+            if isinstance(delta.get("content"), str):
+                parts.append(delta["content"])
+            finish = choice.get("finish_reason") or finish
+    cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
+    return Completion("".join(parts) if choices else None, finish, usage, cost, model, choices)

@@ -115,16 +115,19 @@ class Sender:
                     async with asyncio.timeout(spec.timeout):     # the whole attempt, however the bytes dribble
                         completion = await self.transport.complete(spec, messages, params)
                     _count(stats, completion)
+                    completion.attempts = attempt + 1
                     return completion, mode
                 except TimeoutError:
                     error = TransportError("timeout", "")
                 except TransportError as exc:
                     error = exc
+            error.attempts = attempt + 1
             if wanted is not None and rejects_format(error):
                 raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
                 timeouts += 1
                 error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")))
+                error.attempts = attempt + 1
             if error.opens_breaker:
                 self.breakers[spec.endpoint] = error.message
                 raise error
@@ -133,7 +136,9 @@ class Sender:
             try:
                 delay = retry_delay(attempt, spec.backoff, error.retry_after)
             except RetryAfterTooLong as too_long:
-                raise TransportError(error.kind, f"{error.message} ({too_long})", error.status) from None
+                final = TransportError(error.kind, f"{error.message} ({too_long})", error.status)
+                final.attempts = error.attempts
+                raise final from None
             stats.retries += 1
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

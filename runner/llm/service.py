@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 
 from ..errors import NeedsModel, StepError
 from ..json_cache import JsonCache
+from ..observe import NULL_OBSERVER, LLMCall, Observer
 from .cache import request_key
 from .logs import CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
@@ -68,8 +69,10 @@ class RenderSink:
 
 class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
-                 transport: Transport | None = None, render: RenderSink | None = None):
+                 transport: Transport | None = None, render: RenderSink | None = None,
+                 observer: Observer = NULL_OBSERVER):
         self.resolve = resolve
+        self.observer = observer
         self.options = options
         self.env = env
         self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency)
@@ -143,6 +146,7 @@ class LLMService:
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else self.cache.get(key)
             seq = self._next_seq(request.item)
+            began = time.time_ns()
             if self.options.render:
                 self._render_call(spec, messages, cached is not None)
                 if cached is None:
@@ -158,6 +162,7 @@ class LLMService:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
+                    self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
                 if completion.text:
@@ -167,12 +172,14 @@ class LLMService:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
                     self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}", False)
+                    self._observe(request, spec, messages, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
                                                                   started, error=message))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
             self._log(request.item, seq, spec, messages, raw, cached is not None)
+            self._observe(request, spec, messages, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
                 check = None if cached is not None else schema
@@ -232,6 +239,15 @@ class LLMService:
         if self._logs is None:
             self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
         self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
+
+    def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
+                 completion: Completion | None, cached: bool = False, error: str | None = None,
+                 attempts: int = 0) -> None:
+        self.observer.llm_call(LLMCall(
+            request.item, spec.name, spec.model, spec.endpoint, messages,
+            completion.text if completion else None, began, time.time_ns(), cached,
+            0 if cached else completion.attempts if completion else attempts,
+            completion.usage if completion else {}, error))
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: bool) -> None:
         sink = self.render_sink or RenderSink(None, {"calls": 0, "cached": 0, "tokens": 0})

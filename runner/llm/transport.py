@@ -27,6 +27,7 @@ class Completion:
     cost: float | None = 0.0            # None: the price table does not know the model
     model: str = ""
     choices: int = 1
+    attempts: int = 1                  # requests it took (set by the service's retry loop)
 
 
 class TransportError(Exception):
@@ -40,6 +41,7 @@ class TransportError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.body = body or message      # the server's whole error text: says whether it rejects a format
+        self.attempts = 0                  # requests sent before it gave up
 
     @property
     def retryable(self) -> bool:

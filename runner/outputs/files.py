@@ -1,13 +1,15 @@
-"""The append-as-you-go results log (atomic writes live in runner/fileio.py)."""
+"""The append-as-you-go results log (atomic writes live in runner/fileio.py): a failed
+append is an OutputError and leaves whole lines only."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write, dumps
+from ..fileio import OutputError, atomic_write, dumps
 
-__all__ = ["ResultsLog", "atomic_write", "dumps"]
+__all__ = ["OutputError", "ResultsLog", "atomic_write", "dumps"]
 
 
 class ResultsLog:
@@ -16,14 +18,33 @@ class ResultsLog:
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = path.open("w", encoding="utf-8")
+        self._size = 0                     # bytes of complete lines written so far
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def append(self, result: dict[str, Any]) -> None:
-        # One write call per complete line: a crash leaves whole lines only.
-        self._handle.write(dumps(result) + "\n")
-        self._handle.flush()
+        """Write one complete line; on failure cut the file back to its last whole line."""
+        if self._fd is None:
+            return
+        data = (dumps(result) + "\n").encode("utf-8")
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                pass
+            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps the "
+                              f"results written before") from None
+        self._size += len(data)
 
     def close(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -5,7 +5,7 @@ Both come from one neutral layout (notes, then tables), so they never disagree."
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SKIP = {"index", "warnings"}
@@ -17,6 +17,7 @@ class Table:
     title: str
     headers: list[str]
     rows: list[list[str]]
+    links: dict[tuple[int, int], str] = field(default_factory=dict)    # (row, column) -> URL
 
 
 def _text(value: Any) -> str:
@@ -69,8 +70,19 @@ def layout(summary: dict[str, Any], results: list[dict[str, Any]], columns: list
             [name, str(s.get("calls", 0)), str(s.get("cache_hits", 0)), str(s.get("failures", 0)),
              str(s.get("total_tokens", 0)), _text(s.get("cost", 0.0))] for name, s in summary["models"].items()]))
     cols = columns_for(results, columns)
-    tables.append(Table("Items", cols, [[_text(lookup(r, c)) for c in cols] for r in results]))
+    tables.append(Table("Items", cols, [[_text(lookup(r, c)) for c in cols] for r in results],
+                        _trace_links(summary, results, cols)))
     return title, assessment, notes, tables
+
+
+def _trace_links(summary: dict[str, Any], results: list[dict[str, Any]], cols: list[str]) -> dict[tuple[int, int], str]:
+    """Trace ids link to the tracing UI when the run knows its address (summary.tracing.trace_url)."""
+    url = (summary.get("tracing") or {}).get("trace_url")
+    if not url or "mlflow_trace_id" not in cols:
+        return {}
+    column = cols.index("mlflow_trace_id")
+    return {(row, column): url.replace("{trace_id}", str(r["mlflow_trace_id"]))
+            for row, r in enumerate(results) if r.get("mlflow_trace_id")}
 
 
 def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
@@ -83,7 +95,8 @@ def render_report(summary: dict[str, Any], results: list[dict[str, Any]],
         lines += [f"> {note}", ""]
     for table in tables:
         lines += [f"## {table.title}", "", "| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.headers)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+        lines += ["| " + " | ".join(_md_cell(cell, table.links.get((i, j))) for j, cell in enumerate(row)) + " |"
+                  for i, row in enumerate(table.rows)]
         lines.append("")
     return "\n".join(lines)
 
@@ -103,7 +116,17 @@ def render_html(summary: dict[str, Any], results: list[dict[str, Any]],
     for table in tables:
         parts.append(f"<h2>{esc(table.title)}</h2><table><thead><tr>"
                      + "".join(f"<th>{esc(h)}</th>" for h in table.headers) + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in table.rows]
+        parts += ["<tr>" + "".join(f"<td>{_html_cell(cell, table.links.get((i, j)))}</td>"
+                                   for j, cell in enumerate(row)) + "</tr>" for i, row in enumerate(table.rows)]
         parts.append("</tbody></table>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _md_cell(text: str, link: str | None) -> str:
+    text = text.replace("|", "\\|")
+    return f"[{text}]({link})" if link else text
+
+
+def _html_cell(text: str, link: str | None) -> str:
+    return f'<a href="{html.escape(link)}">{html.escape(text)}</a>' if link else html.escape(text)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..context import Runtime, condition_at, render_at
 from ..errors import TemplateError
+from ..run_warnings import run_warnings
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
@@ -52,6 +53,9 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
             break
     if problems:
         summary["summary_errors"] = problems
+    warnings = run_warnings(runtime)
+    if warnings:
+        summary["warnings"] = warnings
     if interrupted:
         summary["interrupted"] = True
     return summary

@@ -9,6 +9,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process, utils
 
+from ..paths import OK, resolve_inside
 from . import PROVIDERS, SearchFailed, SearchRequest, provider
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
@@ -16,9 +17,16 @@ PARAGRAPH = re.compile(r"\n\s*\n")
 
 
 def _files(folder: Path) -> list[Path]:
+    """The folder's text files, each a regular file inside it (a symlink out, a device or
+    a FIFO is skipped, never read)."""
     if not folder.is_dir():
         raise SearchFailed(f"local search: folder '{folder}' not found")
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+    found = []
+    for candidate in sorted(folder.rglob("*")):
+        relative = str(candidate.relative_to(folder))
+        if candidate.suffix.lower() in SUFFIXES and resolve_inside(folder, relative)[1] == OK:
+            found.append(candidate)
+    return found
 
 
 def _passages(folder: Path) -> list[tuple[str, str, int]]:
@@ -26,12 +34,16 @@ def _passages(folder: Path) -> list[tuple[str, str, int]]:
     out = []
     for file in _files(folder):
         text = file.read_text(encoding="utf-8", errors="replace")
-        position = 0
-        for chunk in PARAGRAPH.split(text):
+        position, line = 0, 1
+        for separator in [*PARAGRAPH.finditer(text), None]:
+            end = separator.start() if separator else len(text)
+            chunk = text[position:end]
             if chunk.strip():
-                line = text.count("\n", 0, text.find(chunk, position)) + 1
-                out.append((str(file.relative_to(folder)), " ".join(chunk.split()), line))
-            position += len(chunk)
+                first = line + chunk[:len(chunk) - len(chunk.lstrip())].count("\n")
+                out.append((str(file.relative_to(folder)), " ".join(chunk.split()), first))
+            if separator:
+                line += text.count("\n", position, separator.end())
+                position = separator.end()
     return out
 
 

@@ -10,6 +10,7 @@ from ..context import Runtime, StepContext
 from ..errors import StepError
 from ..llm.service import CallRequest, new_group
 from ..llm.spec import SAMPLING_KEYS
+from ..paths import refusal, resolve_inside
 from ..result_shapes import OPEN, TEXT, ShapeContext
 from .base import Step
 
@@ -36,7 +37,11 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
             return json.loads(value)
         cache = ctx.runtime.resource(_answer_schemas)
         if value not in cache:
-            cache[value] = json.loads((ctx.runtime.pipeline.schemas_dir / value).read_text(encoding="utf-8"))
+            folder = ctx.runtime.pipeline.schemas_dir
+            path, status = resolve_inside(folder, value)
+            if path is None:
+                raise StepError(f"{ctx.where('output_schema')}: {refusal(status, value, folder, 'schemas')}")
+            cache[value] = json.loads(path.read_text(encoding="utf-8"))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
 

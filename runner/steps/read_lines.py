@@ -7,12 +7,12 @@ from typing import Any
 
 from ..context import Runtime, StepContext
 from ..errors import StepError
-from ..paths import FILE_NOT_FOUND, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
+from ..paths import FILE_NOT_FOUND, FILE_TOO_LARGE, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
 from ..result_shapes import closed
 from .base import Step, register
 
-__all__ = ["FILE_NOT_FOUND", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache", "ReadLines", "read_lines",
-           "refusal", "resolve_inside"]
+__all__ = ["FILE_NOT_FOUND", "FILE_TOO_LARGE", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache",
+           "ReadLines", "read_lines", "refusal", "resolve_inside"]
 
 
 class FileCache:
@@ -28,7 +28,7 @@ class FileCache:
                 text = path.read_text(encoding=encoding, errors="replace")
                 self.reads += 1
                 self.lines[path] = text.splitlines()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            except OSError:
                 self.lines[path] = None
         return self.lines[path]
 
@@ -70,7 +70,7 @@ class ReadLines(Step):
     name = "read_lines"
     summary = "Read cited lines with context from a file under a root (statuses, never outside the root)."
     result = closed({"exists": {"type": "boolean"}, "status": {"enum": [OK, FILE_NOT_FOUND, LINES_NOT_FOUND,
-                                                                         PATH_OUTSIDE_ROOT]},
+                                                                         PATH_OUTSIDE_ROOT, FILE_TOO_LARGE]},
                      "path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"},
                      "cited_text": {"type": "string"}, "cited_text_tagged": {"type": "string"},
                      "context_before": {"type": "string"}, "context_after": {"type": "string"},

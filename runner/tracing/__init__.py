@@ -1,0 +1,66 @@
+"""Tracing: `--trace mlflow` or a pipeline's `tracing: {backend: mlflow, ...}`.
+
+Chooses the run's observer. Nothing here imports a tracing SDK: the backend does, in its
+own thread, when the first item ends."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..observe import NULL_OBSERVER, Observer
+from ..run_warnings import add_warning
+
+if TYPE_CHECKING:
+    from ..context import Runtime
+
+BACKENDS = ("mlflow", "none")
+
+
+def backend_of(runtime: Runtime) -> str:
+    config = runtime.pipeline.tracing or {}
+    return str(runtime.options.trace or config.get("backend") or "none")
+
+
+def assessment_fields(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """The result fields logged as assessments: `tracing.assessments`, else `summary.count_by`."""
+    if config.get("assessments") is not None:
+        return list(config["assessments"])
+    return [summary["count_by"]] if summary.get("count_by") else []
+
+
+def make_observer(runtime: Runtime) -> Observer:
+    backend = backend_of(runtime)
+    if backend == "none" or runtime.options.render:
+        return NULL_OBSERVER
+    from ..context import render_at
+    from .mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
+
+    warn = functools.partial(add_warning, runtime)
+
+    def redact(text: str) -> str:     # what the LLM call logs hide, without starting an LLM service
+        if runtime.llm_used:
+            return str(runtime.llm.redact(text))
+        from ..llm.service import SECRET_NAME
+        for name, value in runtime.env.items():
+            if SECRET_NAME.search(name) and len(value) >= 6:
+                text = text.replace(value, "***")
+        return text
+
+    pipeline = runtime.pipeline
+    config = pipeline.tracing or {}
+    uri = runtime.env.get(URI_VAR) or os.environ.get(URI_VAR)
+    if not uri:
+        warn(f"tracing ({backend}) is off: set {URI_VAR} (e.g. http://127.0.0.1:5000 for `mlflow ui --port 5000`)")
+        return NULL_OBSERVER
+    if importlib.util.find_spec("mlflow") is None:
+        warn(f"tracing ({backend}) is off: the mlflow extra is not installed ({INSTALL_HINT})")
+        return NULL_OBSERVER
+    scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
+    experiment = str(render_at(runtime, config.get("experiment") or pipeline.name, ("tracing", "experiment"), scope))
+    tracer = MlflowTracer(uri, experiment, assessment_fields(config, pipeline.summary), config.get("rationale"),
+                          pipeline.name, redact=redact, warn=warn)
+    runtime.summary_sections["tracing"] = lambda _runtime: tracer.section()
+    return tracer
