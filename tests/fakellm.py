@@ -39,6 +39,10 @@ PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "drib
 STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: true` with server-sent events
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128         # the default 5 drops connections when 16 clients open at once
+
+
 @dataclass
 class Reply:
     content: str | None = "ok"
@@ -106,7 +110,7 @@ class FakeLLM:
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self._lock = threading.Lock()
         self._slot = threading.Lock()        # `single-slot`: the one request being served
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

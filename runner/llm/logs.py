@@ -4,12 +4,12 @@ call order (stable across reruns, whatever order calls finished in).
 Each call is written as soon as it is logged, under a provisional name in
 llm_logs/.pending/, so a killed run keeps its logs; the run's end gives them their
 final numbers. Files are written by one background thread: creating hundreds of small
-files waits on the disk, and the run's own work goes on meanwhile."""
+files waits on the disk, and the run's other work goes on meanwhile."""
 
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,10 @@ class CallLogWriter:
         self.pending.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-logs")
 
-    def add(self, item: int, seq: int, model: str, prompt: str, response: str, cached: bool) -> None:
+    def add(self, item: int, seq: int, model: str, prompt: str, response: str, cached: bool) -> Future[int]:
         body = f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n" + ("\n(cached)\n" if cached else "")
         # Debug output: one plain write, no fsync (results and the cache carry durability).
-        self._writer.submit((self.pending / f"{item:08d}_{seq:05d}_{model}.txt").write_text, body, "utf-8")
+        return self._writer.submit((self.pending / f"{item:08d}_{seq:05d}_{model}.txt").write_text, body, "utf-8")
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
