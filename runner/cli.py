@@ -199,6 +199,11 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
 
+from .cli_calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
+
+_register_calibration(app, _cache_dir)
+
+
 def main() -> None:
     app()
 
