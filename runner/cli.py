@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.models import CommandFunctionType
 
 from . import __version__, cli_tools
-from .cli_common import CacheDirOpt, cache_dir_of, fail
+from .cli_common import CacheDirOpt, cache_dir_of
 from .errors import RunnerError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Declarative YAML pipelines for LLM-as-judge verification.")
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The one place a RunnerError becomes its message on stderr and its exit code (2), and
+    an interruption its own (Ctrl-C 130; a run has written what finished by then)."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RunnerError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as stop:
+            typer.echo("interrupted: finished items are written", err=True)
+            raise typer.Exit(getattr(stop, "exit_code", 130)) from None
+    return guarded
+
+
+class _App(typer.Typer):
+    """Every command, whoever adds it, maps user errors through `user_errors`."""
+
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        register = super().command(name, **kwargs)
+
+        def decorator(function: CommandFunctionType) -> CommandFunctionType:
+            register(user_errors(function))
+            return function
+        return decorator
+
+
+app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+           help="Declarative YAML pipelines for LLM-as-judge verification.")
 
 InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
 CacheOpt = CacheDirOpt
 _cache_dir = cache_dir_of
-_fail = fail
 
 
 def _version(value: bool) -> None:
@@ -101,13 +133,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
                          trace=trace)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
-    try:
-        outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
-    except RunnerError as exc:
-        _fail(exc)
-    except KeyboardInterrupt as stop:     # Ctrl-C 130, SIGTERM 143
-        typer.echo("interrupted: finished items are written", err=True)
-        raise typer.Exit(getattr(stop, "exit_code", 130)) from None
+    outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
@@ -145,11 +171,8 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from .api import ItemSource, render_pipeline
     from .context import RunOptions
-    try:
-        render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
-                        sys.stdout, set_ or [], item)
-    except RunnerError as exc:
-        _fail(exc)
+    render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
+                    sys.stdout, set_ or [], item)
 
 
 @app.command("list")
@@ -201,11 +224,8 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
     if up == down:
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
-    try:
-        entry = record_feedback(store, trace_id, up, rationale, user, name,
-                                warn=lambda message: typer.echo(f"warning: {message}", err=True))
-    except RunnerError as exc:
-        _fail(exc)
+    entry = record_feedback(store, trace_id, up, rationale, user, name,
+                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
     where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
@@ -213,13 +233,13 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
 app.command()(cli_tools.diff)
 app.add_typer(cli_tools.cache_app, name="cache")
 
+from .cli_calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
+
+_register_calibration(app, _cache_dir)
+
 
 def main() -> None:
-    try:
-        app()
-    except RunnerError as exc:  # pragma: no cover - commands catch their own
-        typer.echo(str(exc), err=True)
-        sys.exit(exc.exit_code)
+    app()
 
 
 def entry() -> None:

@@ -4,12 +4,13 @@ the engine hands each context the way to run sub-steps."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import jinja2
 
@@ -20,7 +21,19 @@ from .pipeline import Pipeline, StepSpec
 from .templating import Renderer, describe_error
 from .yamlpos import Path as DataPath
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+A = TypeVar("A", bound="DataclassInstance")
+
+
+class _NotGiven:
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
 
 
 @dataclass
@@ -125,6 +138,13 @@ class StepContext:
     item: Item
     substeps: Callable[[tuple[StepSpec, ...], dict[str, Any]], Awaitable[StepsOutcome]]
     stop_requested: bool = False
+
+    def arguments(self, kind: type[A]) -> A:
+        """This step's `with:` (rendered, but for the step's lazy fields) as the dataclass
+        `kind`: a field per key, `as_` for `as`; keys not given keep the field's default."""
+        given = {f.name: self.args[f.name.rstrip("_")] for f in dataclasses.fields(kind)
+                 if f.name.rstrip("_") in self.args}
+        return kind(**given)
 
     def render(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> Any:
         """Render a raw (lazy) value of this step's `with:`, errors naming the field."""

@@ -204,3 +204,28 @@ def test_steps_lists_arguments_and_result_fields(cli):
            "context_after, context_start, total_lines, error." in lines[read_lines:]
     assert ("  result: reason, agreement, decided, votes, outcome, valid_votes, seats. Plus the vote field and the "
             "fields of the answer schema.") in lines
+
+
+def test_every_command_maps_user_errors_to_exit_2_in_one_place(project, cli):
+    from typer.testing import CliRunner
+
+    from runner.cli import _App
+    from runner.errors import RunnerError
+
+    extra = _App()
+
+    @extra.command()
+    def boom() -> None:
+        raise RunnerError("what went wrong, and where")
+
+    @extra.command()
+    def stop() -> None:
+        raise KeyboardInterrupt
+
+    result = CliRunner().invoke(extra, ["boom"])
+    assert (result.exit_code, result.stderr) == (2, "what went wrong, and where\n")
+    assert CliRunner().invoke(extra, ["stop"]).exit_code == 130
+    for args in (["render", "pipelines/none.yaml", "--record", "x=1"], ["run", "pipelines/none.yaml"],
+                 ["feedback", "--store", "nowhere", "--trace-id", "t", "--up"]):
+        result = cli(*args)
+        assert result.exit_code == 2 and "Traceback" not in result.output, args

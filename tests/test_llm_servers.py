@@ -48,6 +48,8 @@ def test_llama_cpp_python_falls_back_to_json_object_once_and_remembers(project, 
     assert err.count("rejects response_format json_schema") == 1 and "using json_object" in err
     assert "json_schema (HTTP 500: Input should be 'text' or 'json_object'); using json_object" in err
     assert outcome.summary["models"]["m"]["retries"] == 0
+    # llama-cpp-python streams no token counts: unknown, not zero
+    assert outcome.summary["models"]["m"]["usage_unknown"] == 3
     env.reset()
     env.personality = "llama-cpp-python"
     env.script(ANSWER)

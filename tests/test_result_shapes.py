@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run
 from runner.errors import ConfigError
 from runner.loader import load_pipeline
+from runner.result_shapes import OPEN, ShapeContext, closed, fields_of, union
+from runner.steps.base import step_info
 
 REPO = Path(__file__).resolve().parent.parent
 SCORE = {"type": "object", "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}}}
@@ -85,3 +88,62 @@ def test_shipped_pipelines_validate(monkeypatch):
     monkeypatch.chdir(REPO)
     for path in sorted((REPO / "pipelines").glob("*.yaml")):
         assert load_pipeline(path).steps
+
+
+def conforms(value, shape, where: str) -> list[str]:
+    """Keys a result has that its declared (closed) schema does not list."""
+    known = fields_of(shape)
+    if isinstance(value, dict) and known is not None:
+        extra = [f"{where}.{k}" for k in value if k not in known]
+        return extra + [p for k, v in value.items() if k in known for p in conforms(v, known[k], f"{where}.{k}")]
+    if isinstance(value, list) and isinstance(shape, dict) and shape.get("type") == "array":
+        return [p for i, v in enumerate(value) for p in conforms(v, shape.get("items"), f"{where}[{i}]")]
+    return []
+
+
+def test_every_step_returns_no_field_its_result_schema_leaves_out(project, fake_llm, monkeypatch):
+    """The declared result schemas against real results: a field added to a step's result
+    without its schema fails here (validate would reject reads of it)."""
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    fake_llm.script('{"score": 4, "reason": "fine"}')
+    project.file("data/f.txt", "one\ntwo\nthree\n")
+    project.file("data/t.csv", "a,b\n1,2\n")
+    project.prompt("ask.j2", "Rate {{ item.x }}\n")
+    project.schema("score.schema.json", SCORE)
+    path = project.pipeline("""
+        version: 1
+        name: x
+        env: [FAKE_URL]
+        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}", retries: 0}}
+        steps:
+          - {id: lines, uses: read_lines, with: {root: data, file: f.txt, start: 2, context: 1}}
+          - {id: table, uses: read_table, with: {root: data, file: t.csv}}
+          - {id: match, uses: quote_match, with: {quote: two, source: "{{ steps.lines }}"}}
+          - {id: found, uses: search, with: {query: two, provider: local, folder: data}}
+          - {id: rule, uses: decide, with: {rules: [{when: "false", a: 1}, {b: 2}]}}
+          - {id: values, uses: compute, with: {v: 1, w: "{{ values.v + 1 }}"}}
+          - {id: ask, uses: llm, with: {model: m, prompt: ask.j2, output_schema: score.schema.json}}
+          - {id: jury, uses: jury, with: {models: [m], prompt: ask.j2, output_schema: score.schema.json,
+                                          vote: {field: score, method: mean}}}
+          - {id: each, uses: foreach, with: {items: [1, 2], as: n, steps: [{id: twice, uses: compute,
+                                                                           with: {v: "{{ n * 2 }}"}}]}}
+          - {id: again, uses: loop, with: {max: 2, until: "loop.index == 2",
+                                           steps: [{id: once, uses: compute, with: {i: "{{ loop.index }}"}}]}}
+          - {id: broken, uses: fail, on_error: continue, with: {message: stop}}
+        output: {all: "{{ steps }}"}
+        """)
+    (result,) = run(path, records=["x=1"]).results
+    assert "error" not in result, result
+    pipeline = load_pipeline(path)
+    shapes = ShapeContext(pipeline.schemas_dir, lambda steps: {s["id"]: OPEN for s in steps})
+    shapes.substeps = lambda steps: {s["id"]: step_info(s["uses"]).result_schema(s.get("with") or {}, shapes)
+                                     for s in steps}
+    outside = []
+    for spec in pipeline.steps:
+        shape = step_info(spec.uses).result_schema(spec.args, shapes)
+        if spec.on_error == "continue":
+            shape = union(shape, closed({"error": {}}))
+        assert fields_of(shape) is not None or shape.get("type") == "array", spec.id
+        outside += conforms(result["all"][spec.id], shape, spec.id)
+    assert outside == []
+    assert result["all"]["jury"]["score"] == 4 and result["all"]["broken"] == {"error": "stop"}

@@ -29,6 +29,7 @@ class ModelStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    usage_unknown: int = 0      # answers whose server reported no token counts (e.g. streamed by llama.cpp)
     cost: float = 0.0
 
 
@@ -174,6 +175,8 @@ class Sender:
 
 
 def _count(stats: ModelStats, completion: Completion) -> None:
+    if not completion.usage:      # the token figures above then undercount: say so rather than add 0
+        stats.usage_unknown += 1
     stats.prompt_tokens += completion.usage.get("prompt_tokens", 0)
     stats.completion_tokens += completion.usage.get("completion_tokens", 0)
     stats.total_tokens += completion.usage.get("total_tokens", 0)

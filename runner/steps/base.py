@@ -1,8 +1,9 @@
 """The step interface and the registry of step types.
 
-A step type is a small class: its name, the schema of its `with:` (a file in
-schemas/steps/), which `with:` keys name prompt files, models or schemas (so the loader
-can check them statically), and one async `run`."""
+A step type is one module: a class with its name, which `with:` keys name prompt files,
+models or schemas (so the loader can check them statically), the JSON Schema of its
+result, and one async `run` reading a dataclass of its arguments; plus the schema of its
+`with:` in runner/schemas/steps/<name>.schema.json."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import StepContext
@@ -10,6 +11,11 @@ from ..result_shapes import OPEN, ShapeContext, closed
 from .base import Step, register
 
 RULE_KEYS = {"when", "stop"}
+
+
+@dataclass(frozen=True)
+class DecideArgs:
+    rules: list[dict[str, Any]]         # raw: each rule's fields render only when it matches
 
 
 @register
@@ -26,7 +32,7 @@ class Decide(Step):
         return closed(keys, "The keys of the rule that matched (other than when and stop); null when none did.")
 
     async def run(self, ctx: StepContext) -> Any:
-        for number, rule in enumerate(ctx.args["rules"]):
+        for number, rule in enumerate(ctx.arguments(DecideArgs).rules):
             if "when" in rule and not ctx.condition(rule["when"], "rules", number, "when"):
                 continue
             fields = {k: v for k, v in rule.items() if k not in RULE_KEYS}

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import StepContext
 from ..errors import StepError
 from .base import Step, register
+
+
+@dataclass(frozen=True)
+class FailArgs:
+    message: Any
 
 
 @register
@@ -16,4 +22,4 @@ class Fail(Step):
     result = {"type": "null"}
 
     async def run(self, ctx: StepContext) -> Any:
-        raise StepError(str(ctx.args["message"]))
+        raise StepError(str(ctx.arguments(FailArgs).message))

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..context import StepContext
+from ..context import NOT_GIVEN, StepContext
 from ..errors import StepError
 from ..result_shapes import ShapeContext, sub_results
 from .base import Step, register
+
+
+@dataclass(frozen=True)
+class ForEachArgs:
+    items: Any
+    as_: str
+    concurrency: Any = 4
+    output: Any = NOT_GIVEN            # raw: rendered per element (the sub-steps are the spec's)
 
 
 @register
@@ -26,15 +35,16 @@ class ForEach(Step):
                 "description": "One entry per element: its `output`, or its sub-steps' results by id."}
 
     async def run(self, ctx: StepContext) -> Any:
-        elements = ctx.args["items"]
+        args = ctx.arguments(ForEachArgs)
+        elements = args.items
         if isinstance(elements, dict):
             elements = [{"key": k, "value": v} for k, v in elements.items()]
         if elements is None:
             elements = []
         if not isinstance(elements, list):
             raise StepError(f"{ctx.where('items')}: expected a list, got {type(elements).__name__}")
-        gate = asyncio.Semaphore(max(1, int(ctx.args.get("concurrency", 4) or 4)))
-        name = ctx.args["as"]
+        gate = asyncio.Semaphore(max(1, int(args.concurrency or 4)))
+        name = args.as_
 
         async def one(index: int, element: Any) -> Any:
             async with gate:
@@ -44,8 +54,8 @@ class ForEach(Step):
                 if outcome.error:
                     raise StepError(f"element {index + 1}: {outcome.error}")
                 own = {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
-                if "output" in ctx.args:
-                    return ctx.render(ctx.args["output"], "output", scope=scope)
+                if args.output is not NOT_GIVEN:
+                    return ctx.render(args.output, "output", scope=scope)
                 return own
 
         return list(await asyncio.gather(*(one(i, e) for i, e in enumerate(elements))))

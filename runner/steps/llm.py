@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import StepContext
@@ -10,6 +11,11 @@ from ..errors import StepError
 from ..result_shapes import ShapeContext, closed
 from .base import register
 from .llm_call import PromptedStep, answer_shape, build_requests
+
+
+@dataclass(frozen=True)
+class LLMArgs:
+    model: str            # the prompt, schema and sampling arguments: see llm_call.build_requests
 
 
 @register
@@ -28,7 +34,7 @@ class LLM(PromptedStep):
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
-        model = ctx.args["model"]
+        model = ctx.arguments(LLMArgs).model
         if not service.enabled(model):
             raise StepError(f"model '{model}' is not enabled")
         (request,) = build_requests(ctx, [model])

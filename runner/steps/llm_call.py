@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import Runtime, StepContext
@@ -50,19 +51,36 @@ def _answer_schemas(runtime: Runtime) -> dict[str, Any]:
     return {}
 
 
+@dataclass(frozen=True)
+class PromptArgs:
+    """What the `llm` and `jury` steps send (`prompt` and `system` stay raw: rendered here)."""
+
+    prompt: str
+    system: str | None = None
+    output_schema: Any = None
+    json: bool = False
+    repair: Any = 0
+    temperature: Any = None
+    top_p: Any = None
+    max_tokens: Any = None
+    seed: Any = None
+    sample: Any = 0
+
+
 def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     """One request per model; the prompt is rendered once for all of them."""
-    args = ctx.args
+    args = ctx.arguments(PromptArgs)
     messages: list[dict[str, Any]] = []
-    if args.get("system"):
-        messages.append({"role": "system", "content": render_text(ctx, args["system"], "system")})
-    messages.append({"role": "user", "content": render_text(ctx, args["prompt"], "prompt")})
-    schema = load_schema(ctx, args.get("output_schema"))
+    if args.system:
+        messages.append({"role": "system", "content": render_text(ctx, args.system, "system")})
+    messages.append({"role": "user", "content": render_text(ctx, args.prompt, "prompt")})
+    schema = load_schema(ctx, args.output_schema)
+    sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
     group = new_group()      # the run fails outright when no model of the group answers
     return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
-                        as_json=bool(args.get("json")) or schema is not None, repair=int(args.get("repair") or 0),
-                        sampling={k: args[k] for k in SAMPLING_KEYS if args.get(k) is not None},
-                        sample=int(args.get("sample") or 0), group=group)
+                        as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
+                        sampling={k: v for k, v in sampling.items() if v is not None},
+                        sample=int(args.sample or 0), group=group)
             for model in models]
 
 

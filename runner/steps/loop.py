@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..context import StepContext
+from ..context import NOT_GIVEN, StepContext
 from ..errors import StepError
 from ..result_shapes import ShapeContext, closed, sub_results
 from .base import Step, register
+
+
+@dataclass(frozen=True)
+class LoopArgs:
+    max: Any
+    until: Any = NOT_GIVEN             # raw, like output: evaluated per iteration
+    output: Any = NOT_GIVEN
 
 
 @register
@@ -27,7 +35,8 @@ class Loop(Step):
                       "`last` and each `history` entry: the iteration's `output`, or its sub-steps' results.")
 
     async def run(self, ctx: StepContext) -> Any:
-        limit = int(ctx.args["max"])
+        args = ctx.arguments(LoopArgs)
+        limit = int(args.max)
         history: list[Any] = []
         previous: dict[str, Any] | None = None
         done = False
@@ -39,9 +48,9 @@ class Loop(Step):
                 raise StepError(f"iteration {index}: {outcome.error}",
                                 partial={"iterations": index, "done": False, "history": history})
             previous = {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
-            entry = ctx.render(ctx.args["output"], "output", scope=scope) if "output" in ctx.args else previous
+            entry = previous if args.output is NOT_GIVEN else ctx.render(args.output, "output", scope=scope)
             history.append(entry)
-            if outcome.stopped or ("until" in ctx.args and ctx.condition(ctx.args["until"], "until", scope=scope)):
+            if outcome.stopped or (args.until is not NOT_GIVEN and ctx.condition(args.until, "until", scope=scope)):
                 done = True
                 break
         return {"iterations": len(history), "done": done, "last": history[-1] if history else None,

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ..context import StepContext
+from ..context import NOT_GIVEN, StepContext
 from ..errors import StepError
 from ..quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
 from ..result_shapes import closed
 from .base import Step, register
+
+
+@dataclass(frozen=True)
+class QuoteMatchArgs:
+    quote: Any
+    source: Any = NOT_GIVEN            # a read_lines result ...
+    text: Any = None                   # ... or raw text
+    first_line: Any = 1
+    search_in: list[str] | None = None
+    threshold: Any = 0.8
 
 
 @register
@@ -21,13 +32,12 @@ class QuoteMatch(Step):
                      "method_version": {"type": "string"}, "reason": {"type": "string"}})
 
     async def run(self, ctx: StepContext) -> Any:
-        args = ctx.args
-        threshold = float(args.get("threshold", 0.8))
-        if "source" in args:
-            read = args["source"]
+        args = ctx.arguments(QuoteMatchArgs)
+        if args.source is not NOT_GIVEN:
+            read = args.source
             if not isinstance(read, dict):
                 raise StepError(f"{ctx.where('source')}: expected a read_lines result, got {type(read).__name__}")
-            source = source_from_read_lines(read, list(args.get("search_in") or DEFAULT_SEARCH_IN))
+            source = source_from_read_lines(read, list(args.search_in or DEFAULT_SEARCH_IN))
         else:
-            source = Source([(str(args["text"]), int(args.get("first_line", 1) or 1))])
-        return match_quote(str(args["quote"]), source, threshold).as_dict()
+            source = Source([(str(args.text), int(args.first_line or 1))])
+        return match_quote(str(args.quote), source, float(args.threshold)).as_dict()

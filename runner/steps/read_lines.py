@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,16 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
             "context_start": before_start}
 
 
+@dataclass(frozen=True)
+class ReadLinesArgs:
+    root: Any
+    file: Any
+    start: Any                          # line numbers: integers once rendered (checked in run)
+    end: Any = None
+    context: Any = 0
+    encoding: str = "utf-8"
+
+
 def _files(runtime: Runtime) -> FileCache:
     return FileCache()
 
@@ -78,13 +89,12 @@ class ReadLines(Step):
                      "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
-        args = ctx.args
+        args = ctx.arguments(ReadLinesArgs)
         try:
-            start = int(args["start"])
-            end = None if args.get("end") in (None, "") else int(args["end"])
-            context = int(args.get("context", 0) or 0)
+            start = int(args.start)
+            end = None if args.end in (None, "") else int(args.end)
+            context = int(args.context or 0)
         except (TypeError, ValueError) as exc:
             raise StepError(f"{ctx.where('start')}: line numbers must be integers ({exc})") from None
         files = ctx.runtime.resource(_files)
-        return read_lines(files, Path(str(args["root"])), str(args["file"]), start, end, context,
-                          args.get("encoding", "utf-8"))
+        return read_lines(files, Path(str(args.root)), str(args.file), start, end, context, args.encoding)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,14 @@ def read_table(root: Path, name: str, max_rows: int | None = None, delimiter: st
             "total_rows": len(body), "error": None}
 
 
+@dataclass(frozen=True)
+class ReadTableArgs:
+    root: Any
+    file: Any
+    max_rows: Any = None
+    delimiter: str | None = None
+
+
 @register
 class ReadTable(Step):
     name = "read_table"
@@ -51,6 +60,6 @@ class ReadTable(Step):
                      "error": {"type": ["string", "null"]}})
 
     async def run(self, ctx: StepContext) -> Any:
-        args = ctx.args
-        max_rows = int(args["max_rows"]) if args.get("max_rows") else None
-        return read_table(Path(str(args["root"])), str(args["file"]), max_rows, args.get("delimiter"))
+        args = ctx.arguments(ReadTableArgs)
+        max_rows = int(args.max_rows) if args.max_rows else None
+        return read_table(Path(str(args.root)), str(args.file), max_rows, args.delimiter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import Runtime, StepContext
@@ -13,6 +14,21 @@ from .base import Step, register
 OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
 
 
+@dataclass(frozen=True)
+class SearchArgs:
+    query: Any
+    provider: Any
+    max_results: Any = None
+    # provider options (OPTION_KEYS)
+    api_key: str | None = None
+    api_base: str | None = None
+    search_depth: str | None = None
+    folder: str | None = None
+    timeout: Any = None
+    retries: Any = None
+    backoff: Any = None
+
+
 @register
 class Search(Step):
     name = "search"
@@ -21,10 +37,10 @@ class Search(Step):
                      "cached": {"type": "boolean"}})
 
     async def run(self, ctx: StepContext) -> Any:
-        args = ctx.args
-        found = get_provider(str(args["provider"]))
-        request = SearchRequest(str(args["query"]), int(args.get("max_results") or 3),
-                                {k: args[k] for k in OPTION_KEYS if args.get(k) is not None})
+        args = ctx.arguments(SearchArgs)
+        found = get_provider(str(args.provider))
+        request = SearchRequest(str(args.query), int(args.max_results or 3),
+                                {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k) is not None})
         key = cache_key(found, request)
         cache = ctx.runtime.resource(_cache)
         cached = None if ctx.runtime.options.no_cache else cache.get(key)

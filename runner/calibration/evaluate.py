@@ -1,0 +1,183 @@
+"""`runner eval`: a run's results against human labels, written as eval.json and eval.md."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from . import metrics
+from .labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
+
+
+@dataclass
+class EvalSpec:
+    labels: Path
+    key: str
+    truth: str
+    predicted: str | None = None       # default: the run's summary count_by field
+    positive: list[str] = field(default_factory=list)
+    juror_field: str | None = None     # default: every list of votes ({model, value}) found in the results
+    kind: str = "auto"                 # auto, categorical or numeric
+
+
+@dataclass
+class Run:
+    folder: Path
+    results: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+
+def resolve_run_folder(path: Path) -> Path:
+    """A run folder (results.jsonl + summary.json), or a folder or file named `latest`
+    that points at one (a symlink, or a file holding the run folder's path)."""
+    for candidate in (path, path / "latest"):
+        if candidate.is_dir() and (candidate / "results.jsonl").is_file():
+            return candidate
+        if candidate.is_file() and candidate.name == "latest":
+            target = Path(candidate.read_text(encoding="utf-8").strip())
+            target = target if target.is_absolute() else candidate.parent / target
+            if (target / "results.jsonl").is_file():
+                return target
+    raise InputError(f"{path}: not a run folder (no results.jsonl and summary.json, nor a 'latest' pointer to one)")
+
+
+def load_run(path: Path) -> Run:
+    folder = resolve_run_folder(path)
+    results = []
+    for number, line in enumerate((folder / "results.jsonl").read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                results.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{folder / 'results.jsonl'}:{number}: not valid JSON: {exc.msg}") from None
+    summary_path = folder / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+    return Run(folder, results, summary)
+
+
+def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
+                    out: Path | None, cache_dir: Path) -> tuple[dict[str, Any], Path]:
+    """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
+    from the cache where it has them); write eval.json, eval.md and the report.html section."""
+    from .report import write_eval
+    if target.is_file() and target.suffix in (".yaml", ".yml"):
+        from ..api import ItemSource, run_pipeline
+        from ..engine import RunOptions
+        if input_path is None:
+            raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
+        outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),
+                               overrides)
+        run = Run(outcome.out_dir, outcome.results, outcome.summary)
+    elif input_path is not None or overrides:
+        raise InputError("--input and --set need a pipeline file, not a run folder")
+    else:
+        run = load_run(target)
+    report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
+    if run.summary.get("hints"):
+        report["run_hints"] = run.summary["hints"]
+    write_eval(run.folder, report)
+    return report, run.folder
+
+
+def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
+    chosen = spec.predicted or summary.get("count_by")
+    if not chosen:
+        raise InputError("no --predicted FIELD, and the pipeline's summary has no count_by to default to")
+    return str(chosen)
+
+
+def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
+             rows: list[LabelRow] | None = None, detail: bool = True) -> dict[str, Any]:
+    """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
+    scores: no interval, per-class table or jurors."""
+    predicted = predicted_field(spec, summary)
+    rows = read_labels(spec.labels) if rows is None else rows
+    joined = join_labels(results, rows, spec.key, spec.truth, predicted)
+    truth = [p.truth for p in joined.pairs]
+    guesses = [p.predicted for p in joined.pairs]
+    kind = spec.kind
+    if kind == "auto":
+        numbers = metrics.as_numbers(truth) is not None and \
+            metrics.as_numbers([g for g in guesses if g != NO_PREDICTION]) is not None
+        kind = "numeric" if numbers and truth else "categorical"
+    problems = joined.problems()
+    report: dict[str, Any] = {"labels": str(spec.labels), "key": spec.key, "truth": spec.truth,
+                              "predicted": predicted, "kind": kind, "label_rows": len(rows),
+                              "results": len(results), "scored": len(joined.pairs)}
+    if kind == "numeric":
+        kept = [p for p in joined.pairs if p.predicted != NO_PREDICTION]
+        problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]
+        t, g = metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
+        if t is None or g is None:
+            raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
+        report["scored"] = len(kept)
+        report["metrics"] = metrics.numeric(t, g)
+    else:
+        report["metrics"] = metrics.categorical(truth, guesses, detail)
+        if spec.positive:
+            report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
+        if detail:
+            report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
+    report["problems"] = problems
+    return report
+
+
+def vote_lists(value: Any, prefix: str = "") -> dict[str, list[dict[str, Any]]]:
+    """Every list of votes ({model, value, ...}) inside a result, by its dotted path."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            found.update(vote_lists(inner, f"{prefix}{name}."))
+    elif isinstance(value, list) and value and all(isinstance(v, dict) and "model" in v and "value" in v
+                                                   for v in value):
+        found[prefix.rstrip(".")] = value
+    return found
+
+
+def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Each juror's own answers against the labels, on the items whose label is something a
+    juror can answer (a value some juror voted): a QUOTE_NOT_FOUND decided before the jury is
+    not held against the jurors."""
+    per_item: list[tuple[Pair, dict[str, list[dict[str, Any]]]]] = []
+    for pair in pairs:
+        lists = vote_lists(pair.result)
+        if juror_field is not None:
+            chosen = lookup(pair.result, juror_field)
+            lists = {juror_field: chosen} if isinstance(chosen, list) else {}
+        per_item.append((pair, lists))
+    paths = sorted({path for _, lists in per_item for path in lists})
+    if not paths:
+        if juror_field is not None:
+            raise InputError(f"--juror-field {juror_field}: no list of votes ({{model, value}}) there in any result")
+        return None
+    vocabulary = {str(v["value"]) for _, lists in per_item for votes in lists.values() for v in votes
+                  if v.get("value") is not None}
+    seats: dict[str, dict[str, list[Any]]] = {}
+    for pair, lists in per_item:
+        if str(pair.truth) not in vocabulary:
+            continue
+        for path, votes in lists.items():
+            for vote in votes:
+                name = str(vote["model"]) if len(paths) == 1 else f"{path}: {vote['model']}"
+                seat = seats.setdefault(name, {"truth": [], "voted": [], "abstained": []})
+                if vote.get("value") is None:
+                    seat["abstained"].append(pair.key)
+                else:
+                    seat["truth"].append(pair.truth)
+                    seat["voted"].append(vote["value"])
+    models = summary.get("models") or {}
+    out: dict[str, Any] = {"fields": paths, "labels_in_scope": sorted(vocabulary), "models": {}}
+    for name, seat in seats.items():
+        scores = metrics.categorical(seat["truth"], seat["voted"])
+        entry = {"n": scores["n"], "accuracy": scores.get("accuracy"), "kappa": scores.get("kappa"),
+                 "kappa_ci95": scores.get("kappa_ci95"), "macro_f1": scores.get("macro_f1"),
+                 "abstained": len(seat["abstained"])}
+        usage = models.get(name.rsplit(": ", 1)[-1])
+        if isinstance(usage, dict):
+            entry["calls"] = usage.get("calls")
+            entry["cost"] = usage.get("cost")
+        out["models"][name] = entry
+    return out

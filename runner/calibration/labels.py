@@ -1,0 +1,142 @@
+"""Human labels (JSONL, JSON or CSV) joined to a run's results by a key field.
+
+Nothing is dropped silently: labels without a result, results without a label, duplicate
+keys on either side, unusable label rows and items that errored are all reported."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+NO_PREDICTION = "(no prediction)"
+
+
+def lookup(record: Any, path: str) -> Any:
+    """`a.b` reads inside nested objects; a literal key named `a.b` wins."""
+    if isinstance(record, dict) and path in record:
+        return record[path]
+    value = record
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+@dataclass
+class LabelRow:
+    line: int                  # 1-based line (JSONL, CSV) or position (JSON list)
+    record: dict[str, Any]
+
+
+def read_labels(path: Path) -> list[LabelRow]:
+    if not path.is_file():
+        raise InputError(f"{path}: labels file not found")
+    text = path.read_text(encoding="utf-8-sig")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        return [LabelRow(number + 2, dict(row)) for number, row in enumerate(reader)]
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        if isinstance(data, dict):
+            data = data.get("labels", data.get("items"))
+        if not isinstance(data, list):
+            raise InputError(f"{path}: expected a list of objects (or an object with a 'labels' list)")
+        rows = [LabelRow(n + 1, r) for n, r in enumerate(data)]
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(LabelRow(number, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    bad = [row.line for row in rows if not isinstance(row.record, dict)]
+    if bad:
+        raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
+    return rows
+
+
+def key_text(value: Any) -> str | None:
+    """Keys compare as text, so 3 in JSON matches "3" in CSV."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+@dataclass
+class Pair:
+    key: str
+    truth: Any
+    predicted: Any
+    result: dict[str, Any]
+
+
+@dataclass
+class Joined:
+    pairs: list[Pair] = field(default_factory=list)
+    unmatched_labels: list[str] = field(default_factory=list)     # labelled keys with no result
+    unlabelled_results: list[str] = field(default_factory=list)   # result keys with no label
+    duplicate_labels: dict[str, list[int]] = field(default_factory=dict)    # key -> label lines (first used)
+    duplicate_results: dict[str, list[int]] = field(default_factory=dict)   # key -> result indexes (first used)
+    invalid_labels: list[str] = field(default_factory=list)       # label rows without a key or a truth
+    results_without_key: list[int] = field(default_factory=list)  # result indexes
+    errored: list[dict[str, Any]] = field(default_factory=list)   # labelled items whose result has an error
+
+    def problems(self) -> dict[str, Any]:
+        return {"unmatched_labels": self.unmatched_labels, "unlabelled_results": self.unlabelled_results,
+                "duplicate_labels": self.duplicate_labels, "duplicate_results": self.duplicate_results,
+                "invalid_labels": self.invalid_labels, "results_without_key": self.results_without_key,
+                "errored": self.errored}
+
+
+def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
+                predicted: str) -> Joined:
+    joined = Joined()
+    by_key: dict[str, dict[str, Any]] = {}
+    result_positions: dict[str, list[int]] = {}
+    for result in results:
+        k = key_text(lookup(result, key))
+        if k is None:
+            joined.results_without_key.append(int(result.get("index", 0)))
+            continue
+        result_positions.setdefault(k, []).append(int(result.get("index", 0)))
+        by_key.setdefault(k, result)
+    joined.duplicate_results = {k: v for k, v in result_positions.items() if len(v) > 1}
+    label_lines: dict[str, list[int]] = {}
+    for row in rows:
+        k = key_text(lookup(row.record, key))
+        value = lookup(row.record, truth)
+        if k is None or value is None or value == "":
+            missing = key if k is None else truth
+            joined.invalid_labels.append(f"line {row.line}: no '{missing}'")
+            continue
+        label_lines.setdefault(k, []).append(row.line)
+        if len(label_lines[k]) > 1:
+            continue
+        found = by_key.get(k)
+        if found is None:
+            joined.unmatched_labels.append(k)
+            continue
+        guess = lookup(found, predicted)
+        if found.get("error"):
+            joined.errored.append({"key": k, "error": str(found["error"]), "predicted": guess})
+        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found))
+    joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
+    joined.unlabelled_results = [k for k in by_key if k not in label_lines]
+    return joined

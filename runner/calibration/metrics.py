@@ -1,0 +1,153 @@
+"""Agreement metrics: scikit-learn for the classification scores, scipy for correlations
+and the bootstrap. Imported lazily: only `runner eval` and `runner sweep` pay for them."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+BOOTSTRAP_RESAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+def _number(value: float | None, digits: int = 4) -> float | None:
+    """A JSON-safe rounded float; NaN (undefined, e.g. kappa with one class) becomes None."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else round(value, digits)
+
+
+def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
+    """Cohen's kappa; None when undefined (both sides all one and the same class)."""
+    import warnings
+
+    from sklearn.metrics import cohen_kappa_score
+    if not truth:
+        return None
+    with warnings.catch_warnings():          # 0/0 on one class: reported as None, not warned
+        warnings.simplefilter("ignore")
+        return _number(cohen_kappa_score([str(t) for t in truth], [str(p) for p in predicted]))
+
+
+def batch_kappa(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
+    """Kappa of many resamples at once (rows): confusion tables by bincount, then the usual
+    (po - pe) / (1 - pe). scikit-learn's one-call-per-resample costs ~10 ms each here, so a
+    1000-resample bootstrap needs this; tests check it equals cohen_kappa_score."""
+    import numpy as np
+    t = np.atleast_2d(truth_codes)
+    p = np.atleast_2d(predicted_codes)
+    rows, n = t.shape
+    cells = (np.arange(rows)[:, None] * classes * classes + t * classes + p).ravel()
+    tables = np.bincount(cells, minlength=rows * classes * classes).reshape(rows, classes, classes) / n
+    observed = np.trace(tables, axis1=1, axis2=2)
+    expected = (tables.sum(axis=2) * tables.sum(axis=1)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
+
+
+def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0,
+                   resamples: int = BOOTSTRAP_RESAMPLES) -> list[float] | None:
+    """A percentile bootstrap 95% interval for kappa (scipy.stats.bootstrap, paired); None when
+    some resamples have no defined kappa (a handful of items, or one class)."""
+    import warnings
+
+    import numpy as np
+    from scipy.stats import bootstrap
+    if len(truth) < 2:
+        return None
+    classes = sorted({str(v) for v in (*truth, *predicted)})
+    code = {c: i for i, c in enumerate(classes)}
+    t = np.array([code[str(v)] for v in truth])
+    p = np.array([code[str(v)] for v in predicted])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # degenerate resamples: an undefined interval is None
+        result = bootstrap((t, p), lambda a, b, axis=-1: batch_kappa(a, b, len(classes)), paired=True,
+                           vectorized=True, n_resamples=resamples, confidence_level=CONFIDENCE,
+                           method="percentile", rng=np.random.default_rng(seed))
+    low, high = _number(result.confidence_interval.low), _number(result.confidence_interval.high)
+    return None if low is None or high is None else [low, high]
+
+
+def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = True) -> dict[str, Any]:
+    """Accuracy, kappa (with its interval), confusion matrix, per-class P/R/F1, and the
+    always-the-majority-label baseline beside them; without `detail`, only accuracy, kappa
+    and macro F1 (what a sweep compares)."""
+    import warnings
+    with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
+        warnings.simplefilter("ignore")
+        return _categorical(truth, predicted, detail)
+
+
+def _categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool) -> dict[str, Any]:
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+    t = [str(v) for v in truth]
+    p = [str(v) for v in predicted]
+    if not t:
+        return {"n": 0}
+    classes = sorted(set(t) | set(p))
+    macro_f1 = _number(f1_score(t, p, labels=classes, average="macro", zero_division=0))
+    if not detail:
+        return {"n": len(t), "accuracy": _number(accuracy_score(t, p)), "kappa": kappa(t, p), "macro_f1": macro_f1}
+    precision, recall, f1, support = precision_recall_fscore_support(t, p, labels=classes, zero_division=0)
+    majority, _ = Counter(t).most_common(1)[0]
+    baseline = [majority] * len(t)
+    return {
+        "n": len(t),
+        "accuracy": _number(accuracy_score(t, p)),
+        "kappa": kappa(t, p),
+        "kappa_ci95": kappa_interval(t, p),
+        "macro_f1": macro_f1,
+        "classes": classes,
+        "confusion": {"labels": classes, "rows_truth_columns_predicted":
+                      confusion_matrix(t, p, labels=classes).tolist()},
+        "per_class": {c: {"precision": _number(precision[i]), "recall": _number(recall[i]),
+                          "f1": _number(f1[i]), "support": int(support[i])} for i, c in enumerate(classes)},
+        "baseline": {"predicts": majority, "accuracy": _number(accuracy_score(t, baseline)),
+                     "kappa": kappa(t, baseline),
+                     "macro_f1": _number(f1_score(t, baseline, labels=classes, average="macro", zero_division=0))},
+    }
+
+
+def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[str],
+           detail: bool = True) -> dict[str, Any]:
+    """Pass/fail: a value counts as positive when it is one of `positive`."""
+    wanted = {str(v) for v in positive}
+    t = ["pass" if str(v) in wanted else "fail" for v in truth]
+    p = ["pass" if str(v) in wanted else "fail" for v in predicted]
+    return {"positive": sorted(wanted), **categorical(t, p, detail)}
+
+
+def as_numbers(values: Sequence[Any]) -> list[float] | None:
+    out = []
+    for value in values:
+        if isinstance(value, bool):
+            return None
+        try:
+            out.append(float(value))
+        except (TypeError, ValueError):
+            return None
+    return out
+
+
+def numeric(truth: Sequence[float], predicted: Sequence[float]) -> dict[str, Any]:
+    """MAE, bias (mean signed error, predicted minus truth), Pearson and Spearman."""
+    import warnings
+
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import mean_absolute_error
+    if not truth:
+        return {"n": 0}
+    t = np.asarray(truth, dtype=float)
+    p = np.asarray(predicted, dtype=float)
+    out: dict[str, Any] = {"n": len(t), "mae": _number(mean_absolute_error(t, p)), "bias": _number(np.mean(p - t)),
+                           "pearson": None, "spearman": None}
+    if len(t) >= 2:
+        with warnings.catch_warnings():     # a constant side has no correlation: None
+            warnings.simplefilter("ignore")
+            out["pearson"] = _number(pearsonr(t, p).statistic)
+            out["spearman"] = _number(spearmanr(t, p).statistic)
+    return out

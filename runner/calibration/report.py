@@ -1,0 +1,194 @@
+"""eval.md, sweep.md and the eval section of report.html (with an inline SVG plot)."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+from ..fileio import atomic_write, dumps
+
+SECTION = re.compile(r"\n?<!-- runner eval -->.*?<!-- /runner eval -->\n?", re.DOTALL)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return str(value).replace("|", "\\|")
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _problems(report: dict[str, Any]) -> str:
+    out = []
+    for name, value in report["problems"].items():
+        if value:
+            shown = value if isinstance(value, list) else [f"{k} ({v})" for k, v in value.items()]
+            text = ", ".join(str(v if not isinstance(v, dict) else f"{v['key']}: {v['error']}") for v in shown[:20])
+            out.append(f"- {name.replace('_', ' ')} ({len(value)}): {text}{' ...' if len(value) > 20 else ''}")
+    return "\n".join(out) + "\n" if out else "- none\n"
+
+
+def _categorical(m: dict[str, Any], title: str) -> str:
+    if not m.get("n"):
+        return f"## {title}\n\nNothing to score.\n"
+    base = m["baseline"]
+    out = [f"## {title}\n",
+           table(["", "accuracy", "kappa", "kappa 95% CI", "macro F1"],
+                 [["judge", m["accuracy"], m["kappa"], m["kappa_ci95"], m["macro_f1"]],
+                  [f"always {base['predicts']}", base["accuracy"], base["kappa"], None, base["macro_f1"]]]),
+           "\nConfusion matrix (rows: label, columns: judge):\n",
+           table(["label \\ judge", *m["classes"]],
+                 [[c, *row] for c, row in zip(m["classes"], m["confusion"]["rows_truth_columns_predicted"],
+                                              strict=True)]),
+           "\n",
+           table(["class", "precision", "recall", "F1", "support"],
+                 [[c, v["precision"], v["recall"], v["f1"], v["support"]] for c, v in m["per_class"].items()])]
+    return "\n".join(out)
+
+
+def eval_markdown(report: dict[str, Any]) -> str:
+    out = [f"# Evaluation against {report['labels']}\n",
+           f"Key `{report['key']}`, label `{report['truth']}`, judge `{report['predicted']}` ({report['kind']}): "
+           f"{report['scored']} scored of {report['label_rows']} label rows and {report['results']} results.\n",
+           "## Join problems\n", _problems(report)]
+    m = report["metrics"]
+    if report["kind"] == "numeric":
+        out.append("## Numeric agreement\n")
+        out.append(table(["n", "MAE", "bias", "Pearson", "Spearman"],
+                         [[m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]]))
+    else:
+        out.append(_categorical(m, "Agreement"))
+    if report.get("binary"):
+        out.append(_categorical(report["binary"], f"Pass/fail (pass: {', '.join(report['binary']['positive'])})"))
+    jurors = report.get("jurors")
+    if jurors and not jurors["models"]:
+        out.append(f"## Jurors\n\nNo juror answered ({', '.join(jurors['fields'])}): no per-juror scores.\n")
+    elif jurors:
+        out.append(f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
+                   f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n")
+        out.append(table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
+                         [[name, j["n"], j["accuracy"], j["kappa"], j["kappa_ci95"], j["macro_f1"], j["abstained"],
+                           j.get("calls"), j.get("cost")] for name, j in jurors["models"].items()]))
+    return "\n".join(out)
+
+
+def markdown_to_html(text: str) -> str:
+    """Our markdown as HTML (markdown-it-py, with tables; raw HTML in the text is escaped)."""
+    from markdown_it import MarkdownIt
+    return str(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
+
+
+def with_section(page: str, body_html: str) -> str:
+    """report.html with the eval section replaced or added just before </body>."""
+    section = f"<!-- runner eval -->\n<section id=\"eval\">\n{body_html}\n</section>\n<!-- /runner eval -->\n"
+    page = SECTION.sub("\n", page)
+    at = page.lower().rfind("</body>")
+    return page[:at] + section + page[at:] if at >= 0 else page + section
+
+
+def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_label: str) -> str:
+    """A small line chart: one line per series over the x values (evenly spaced)."""
+    width, height, left, bottom, top, right = 420, 240, 48, 36, 28, 120
+    values = [v for series in lines.values() for v in series if v is not None]
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    if high - low < 1e-9:
+        low, high = low - 0.5, high + 0.5
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def x(i: int) -> float:
+        return left + (plot_w * i / (len(xs) - 1) if len(xs) > 1 else plot_w / 2)
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - (v - low) / (high - low))
+
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+             f'<text x="{left}" y="16" font-size="13">{html.escape(title)}</text>',
+             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#888"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>',
+             f'<text x="4" y="{top + 4}" font-size="10">{high:.2f}</text>',
+             f'<text x="4" y="{top + plot_h}" font-size="10">{low:.2f}</text>',
+             f'<text x="4" y="{top + plot_h / 2}" font-size="10">{html.escape(y_label)}</text>']
+    for i, label in enumerate(xs):
+        parts.append(f'<text x="{x(i):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">'
+                     f'{html.escape(label)}</text>')
+    for n, (name, series) in enumerate(lines.items()):
+        color = colors[n % len(colors)]
+        points = [(x(i), y(v)) for i, v in enumerate(series) if v is not None]
+        if len(points) > 1:
+            path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
+        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in points]
+        parts.append(f'<text x="{left + plot_w + 8}" y="{top + 12 + 14 * n}" font-size="10" fill="{color}">'
+                     f'{html.escape(name or "all")}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def sweep_markdown(report: dict[str, Any]) -> str:
+    keys = list(report["grid"])
+    metric = report["metric"]
+    shown = [metric, *(m for m in ("kappa", "accuracy") if m != metric)]
+    rows = []
+    for s in report["settings"]:
+        if s["status"] == "needs_calls":
+            rows.append([*s["set"].values(), *[None] * len(shown), None,
+                         f"needs {s['calls_needed']} call(s): run with --allow-calls"])
+            continue
+        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
+        rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"],
+                     counts + (" (new calls made)" if s["status"] == "ran" else "")])
+    out = [f"# Sweep of {report['pipeline']} over {report['input']}\n",
+           f"Labels {report['labels']}; metric {metric}.\n", table([*keys, *shown, "scored", "counts"], rows)]
+    best = report["best"]
+    if best:
+        out.append(f"Best: {best['set_line']} ({metric} {_cell(best['metric'])}, "
+                   f"accuracy {_cell(best['accuracy'])})\n")
+    return "\n".join(out)
+
+
+def sweep_plots(report: dict[str, Any]) -> list[str]:
+    """One chart per swept key: the metric over its values, one line per setting of the other keys."""
+    keys = list(report["grid"])
+    charts = []
+    for key in keys:
+        xs = report["grid"][key]
+        lines: dict[str, list[float | None]] = {}
+        for s in report["settings"]:
+            others = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in s["set"].items() if k != key)
+            series = lines.setdefault(others, [None] * len(xs))
+            series[xs.index(s["set"][key])] = s.get("metric")
+        charts.append(svg_plot(f"{report['metric']} against {key}", xs, lines, report["metric"]))
+    return charts
+
+
+def sweep_html(report: dict[str, Any]) -> str:
+    body = markdown_to_html(sweep_markdown(report)) + "\n" + "\n".join(sweep_plots(report))
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>sweep</title></head>\n<body>\n{body}\n"
+            f"</body></html>\n")
+
+
+def write_eval(folder: Path, report: dict[str, Any]) -> None:
+    """eval.json and eval.md beside the run's results, and the eval section of report.html."""
+    text = eval_markdown(report)
+    atomic_write(folder / "eval.json", dumps(report) + "\n")
+    atomic_write(folder / "eval.md", text)
+    page = folder / "report.html"
+    if page.is_file():
+        atomic_write(page, with_section(page.read_text(encoding="utf-8"), markdown_to_html(text)))
+
+
+def write_sweep(folder: Path, report: dict[str, Any]) -> None:
+    atomic_write(folder / "sweep.json", dumps(report) + "\n")
+    atomic_write(folder / "sweep.md", sweep_markdown(report))
+    atomic_write(folder / "sweep.html", sweep_html(report))
