@@ -1,6 +1,6 @@
 """`runner render`'s closing estimate: per model, the calls a run would make, how many are
 cached, estimated prompt and completion tokens, and the estimated cost of the uncached ones
-from litellm's bundled price table (read as data, runner/llm/prices.py: no litellm import)."""
+by litellm's bundled price table (read as data, runner/llm/prices.py: no litellm import)."""
 
 from __future__ import annotations
 
