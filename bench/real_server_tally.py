@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def logs(out: Path) -> list[str]:
-    return [f.read_text(encoding="utf-8") for f in sorted((out / "llm_logs").glob("*_[0-9][0-9][0-9][0-9].txt"))]
+    return [f.read_text(encoding="utf-8") for f in sorted((out / "llm_logs").glob("*_[0-9][0-9][0-9][0-9]*.txt"))]
 
 
 def response(text: str) -> str:
