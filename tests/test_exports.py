@@ -53,6 +53,6 @@ def test_fail_under_names_its_rate_and_its_range(project, cli):
     ok = cli("run", str(path), "--input", str(source), "--quiet", "--fail-under", "0.5")
     assert ok.exit_code == 0 and "pass_rate 0.5 meets --fail-under 0.5" in ok.stderr
     percent = cli("run", str(path), "--input", str(source), "--fail-under", "80")
-    assert percent.exit_code == 2 and "--fail-under" in percent.stderr and "less than or equal to 1" in percent.stderr
+    assert percent.exit_code == 2 and "--fail-under" in percent.stderr and "0.0<=x<=1.0" in percent.stderr
     help_text = " ".join(cli("run", "--help").stdout.replace("│", " ").split())
     assert "Rates run from 0 to 1" in help_text

@@ -5,7 +5,6 @@ run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
 import time
@@ -164,7 +163,7 @@ class LLMService:
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
-                    await self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
                     self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
@@ -174,7 +173,7 @@ class LLMService:
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
-                    await self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}",
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}",
                                     False)
                     self._observe(request, spec, messages, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
@@ -182,7 +181,7 @@ class LLMService:
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            await self._log(request.item, seq, spec, messages, raw, cached is not None)
+            self._log(request.item, seq, spec, messages, raw, cached is not None)
             self._observe(request, spec, messages, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
@@ -236,16 +235,15 @@ class LLMService:
         self._seq[item] = self._seq.get(item, 0) + 1
         return self._seq[item]
 
-    async def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
+    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
                    cached: bool) -> None:
-        """Write the call's log on the writer thread; the call goes on once it is on disk
-        (an item's result is never written before its logs), other items meanwhile."""
+        """Write the call's log before the call goes on (an item's result is never written
+        before its logs)."""
         if self.options.render or self.options.out_dir is None:
             return
         if self._logs is None:
             self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
-        await asyncio.wrap_future(self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)),
-                                                 self.redact(response), cached))
+        self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,

@@ -8,6 +8,7 @@ jury is any object in a result holding `votes`, flags are string lists named `*f
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,15 +127,15 @@ def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> 
     return seen
 
 
-def read_logs(folder: Path | None) -> dict[tuple[int, str], list[str]]:
-    """(item, model) -> its call log files, in call order."""
-    found: dict[tuple[int, str], list[str]] = {}
+def read_logs(folder: Path | None) -> dict[int, dict[str, list[str]]]:
+    """item -> model -> its call log files, in call order."""
+    found: dict[int, dict[str, list[str]]] = {}
     if folder is None or not folder.is_dir():
         return found
-    for file in sorted(folder.iterdir()):
-        match = LOG_NAME.match(file.name)
+    for name in sorted(os.listdir(folder)):
+        match = LOG_NAME.match(name)
         if match:
-            found.setdefault((int(match["item"]), match["model"]), []).append(file.name)
+            found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(name)
     return found
 
 
@@ -189,12 +190,14 @@ def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str
 
 
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
-               passed: Callable[[dict[str, Any]], bool | None], logs: dict[tuple[int, str], list[str]],
+               passed: Callable[[dict[str, Any]], bool | None], logs: dict[int, dict[str, list[str]]],
                trace_url: str | None = None) -> ItemView:
     index = int(result.get("index", 0))
     verdict = text(lookup(result, count_by)) if count_by else ""
     error = text(next((result[n] for n in ERROR_NAMES if result.get(n)), ""))
-    juries = _juries(result, "", count_by or "verdict", lambda model: logs.get((index, model), []))
+    item_logs = logs.get(index, {})
+    log_names = sorted(name for names in item_logs.values() for name in names)
+    juries = _juries(result, "", count_by or "verdict", lambda model: item_logs.get(model, []))
     reason_cols = [c for c in columns if _last(c) in REASON_NAMES]
     reason = next((text(lookup(result, c)) for c in reason_cols if lookup(result, c)), "")
     if not reason:
@@ -203,9 +206,8 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     skip = {count_by, *ERROR_NAMES, *reason_cols}
     inputs = [(_last(c), text(lookup(result, c))) for c in columns if c not in skip and lookup(result, c) is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
-    item_logs = [name for (item, _), names in sorted(logs.items()) if item == index for name in names]
     return ItemView(index, status_of(verdict, error, passed(result)), verdict, inputs, reason, _flags(result), error,
-                    [text(w) for w in result.get("warnings") or []], juries, overridden, sorted(item_logs),
+                    [text(w) for w in result.get("warnings") or []], juries, overridden, log_names,
                     [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
 
 
