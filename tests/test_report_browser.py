@@ -5,6 +5,7 @@ $RUNNER_TEST_ARTIFACTS when set (CI sets it), else in the test's tmp_path."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -75,6 +76,12 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     links = [a.get_attribute("href") for a in detail.find_elements("css selector", "a")]
     assert len(links) == 3 and all(Path(link.removeprefix("file://")).is_file() for link in links)
     assert "jury: VALID, overruled by the pipeline's rules" in rows[7].text       # QUOTE_NOT_FOUND over a VALID jury
+    full = detail.find_element("css selector", "details.result")
+    compact = full.find_element("css selector", "pre").get_attribute("textContent")
+    assert "\n" not in compact                                  # written compact, indented when opened
+    full.find_element("css selector", "summary").click()
+    shown = full.find_element("css selector", "pre").text
+    assert shown.startswith('{\n  "index": 4,') and json.loads(shown) == json.loads(compact)
 
     artifacts = Path(os.environ.get("RUNNER_TEST_ARTIFACTS") or tmp_path)
     artifacts.mkdir(parents=True, exist_ok=True)

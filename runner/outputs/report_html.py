@@ -87,6 +87,14 @@ SCRIPT = """
     t.querySelector('tr.detail').hidden=!open;});}
   document.getElementById('expand').addEventListener('click',function(){all(true);});
   document.getElementById('collapse').addEventListener('click',function(){all(false);});
+  [].slice.call(document.querySelectorAll('details.result')).forEach(function(d){
+    d.addEventListener('toggle',function(){
+      var pre=d.querySelector('pre');
+      if(!d.open||pre.dataset.indented){return;}
+      try{pre.textContent=JSON.stringify(JSON.parse(pre.textContent),null,2);}catch(e){}
+      pre.dataset.indented='1';
+    });
+  });
   apply();
 })();
 """
@@ -137,7 +145,8 @@ def _item(item: ItemView) -> str:
     if item.logs and not item.juries:
         detail.append("<div><b>LLM calls:</b> " + " ".join(
             f'<a href="llm_logs/{escape(n)}">{escape(n)}</a>' for n in item.logs) + "</div>")
-    detail.append(f"<details><summary>full result</summary><pre>{escape(result_json(item.result))}</pre></details>")
+    detail.append('<details class="result"><summary>full result</summary>'
+                  f"<pre>{escape(result_json(item.result))}</pre></details>")
     return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
