@@ -26,6 +26,12 @@ from .paths import OK, resolve_inside
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# `not`? then a dotted name such as `steps.match.passed`, perhaps `| default(...)`: most
+# templated values are one of these.
+_PLAIN_PATH = re.compile(r"^(?P<negate>not\s+)?(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)"
+                         r"(?:\s*\|\s*default\((?P<default>[^(),|{}]*)\))?$")
+_LITERAL_NAMES = frozenset({"none", "None", "true", "True", "false", "False", "not", "and", "or", "in", "is",
+                            "if", "else", "loop", "self", "caller", "varargs", "kwargs"})
 
 def is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
@@ -238,7 +244,10 @@ class Renderer:
         fn = self._compiled.get(key)
         if fn is None:
             expr = source if bare else single_expression(source)
-            if expr is not None:
+            path = _plain_path(expr) if expr is not None else None
+            if path is not None:
+                fn = self._path_reader(*path)
+            elif expr is not None:
                 compiled = self.env.compile_expression(expr, undefined_to_none=False)
                 fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
             else:
@@ -246,6 +255,24 @@ class Renderer:
                 fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
             self._compiled[key] = fn
         return fn
+
+    def _path_reader(self, names: list[str], negate: bool, default: str | None) -> Callable[[Mapping[str, Any]], Any]:
+        """What Jinja's compiled code for `a.b.c` (or `a.b | default(x)`) does: the
+        sandbox's getattr, its undefined values; without building a template context for
+        each of thousands of renders."""
+        env, first, rest = self.env, names[0], names[1:]
+        fallback = None if default is None else self._compile(default, True)
+
+        def read(scope: Mapping[str, Any]) -> Any:
+            value = scope[first] if first in scope else env.globals.get(first, _MISSING)
+            if value is _MISSING:
+                value = env.undefined(name=first)
+            for name in rest:
+                value = env.getattr(value, name)
+            if fallback is not None and isinstance(value, jinja2.Undefined):
+                value = fallback(scope)
+            return not value if negate else _defined(value)
+        return read
 
     def value(self, value: Any, scope: Mapping[str, Any]) -> Any:
         """Render a templated value (recursing into lists and dicts)."""
@@ -268,6 +295,18 @@ class Renderer:
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
         return bounded_text(self.env.get_template(name), scope)
+
+
+_MISSING = object()
+
+
+def _plain_path(expr: str) -> tuple[list[str], bool, str | None] | None:
+    match = _PLAIN_PATH.match(expr.strip())
+    if match is None or (match["negate"] and match["default"] is not None):   # `not` binds looser than `|`
+        return None
+    names = match["path"].split(".")
+    default = match["default"].strip() if match["default"] is not None else None
+    return None if names[0] in _LITERAL_NAMES or default == "" else (names, bool(match["negate"]), default)
 
 
 def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:

@@ -17,11 +17,18 @@ __all__ = ["FILE_NOT_FOUND", "FILE_TOO_LARGE", "LINES_NOT_FOUND", "OK", "PATH_OU
 
 
 class FileCache:
-    """Each file read once per run and shared by every item."""
+    """Each file resolved and read once per run, and shared by every item."""
 
     def __init__(self) -> None:
         self.lines: dict[Path, list[str] | None] = {}
+        self.resolved: dict[tuple[Path, str], tuple[Path | None, str]] = {}
         self.reads = 0
+
+    def resolve(self, root: Path, name: str) -> tuple[Path | None, str]:
+        key = (root, name)
+        if key not in self.resolved:
+            self.resolved[key] = resolve_inside(root, name)
+        return self.resolved[key]
 
     def get(self, path: Path, encoding: str) -> list[str] | None:
         if path not in self.lines:
@@ -40,7 +47,7 @@ def read_lines(files: FileCache, root: Path, name: str, start: int, end: int | N
     result: dict[str, Any] = {"exists": False, "status": OK, "path": name, "start": start, "end": end,
                               "cited_text": "", "cited_text_tagged": "", "context_before": "",
                               "context_after": "", "context_start": start, "total_lines": 0, "error": None}
-    path, status = resolve_inside(root, name)
+    path, status = files.resolve(root, name)
     lines = files.get(path, encoding) if path else None
     if path and lines is None:
         status = FILE_NOT_FOUND
