@@ -217,8 +217,9 @@ def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] |
 
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
+    # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
     env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
-                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+                         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,

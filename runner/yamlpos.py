@@ -63,6 +63,21 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
+# libyaml composes (with the same marks) several times faster than PyYAML's Python parser;
+# a document it refuses is parsed again by PyYAML, whose messages say more. Its composer
+# recurses in C without a bound (100,000 nested `[` crash the process), so it only gets
+# documents that cannot nest deeper than C_NESTING_BOUND: every level needs one of `[{-?:`
+# or a line of its own.
+C_COMPOSER = getattr(yaml, "CSafeLoader", None)
+C_NESTING_BOUND = 5_000
+NESTING_CHARS = "[{-?:\n"
+
+
+def _composer(text: str) -> type:
+    if C_COMPOSER is not None and sum(text.count(c) for c in NESTING_CHARS) < C_NESTING_BOUND:
+        return C_COMPOSER
+    return yaml.SafeLoader
+
 # Aliases may repeat a node; beyond this many extra nodes a document is refused (a
 # "billion laughs" file of a few hundred bytes would otherwise expand to gigabytes).
 MAX_ALIAS_EXPANSION = 100_000
@@ -73,7 +88,10 @@ def load_located(text: str, file: str) -> Located:
     located = Located(file, None)
     problems: list[Problem] = []
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        try:
+            root = yaml.compose(text, Loader=_composer(text))
+        except yaml.YAMLError:      # PyYAML's own parser words the error (the messages users know)
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
         if root is None:
             return located
         refused = alias_problem(root)

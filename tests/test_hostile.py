@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -510,3 +512,13 @@ def test_an_unusable_cache_dir_is_one_message_before_the_run(project, cli, make)
                  env={"FAKE_URL": "http://127.0.0.1:9/v1"})
     assert result.exit_code == 2 and "cache folder cache/responses cannot be used" in result.output
     assert not (project.root / "out" / "results.jsonl").exists()
+
+
+def test_a_pipeline_nested_past_the_c_parsers_stack_is_a_message(project):
+    """libyaml's composer recurses in C without a bound (200,000 `[` crash the process):
+    such a document goes to PyYAML's parser, whose depth Python bounds. In a subprocess,
+    so a crash fails this test instead of the whole session."""
+    path = project.pipeline("version: 1\nname: " + "[" * 200_000 + "]" * 200_000 + "\n")
+    done = subprocess.run([sys.executable, "-m", "runner.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "YAML nested too deeply to load" in done.stdout + done.stderr

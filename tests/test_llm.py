@@ -300,3 +300,26 @@ def test_unimportable_litellm_is_a_per_call_error(project, env):
     assert done.returncode == 0, done.stderr
     for result in project.results("o"):
         assert "litellm cannot be imported" in result["error"]
+
+
+def test_request_key_is_the_sha256_of_the_whole_canonical_payload():
+    """Keys of caches written before the schema's JSON was reused stay valid."""
+    import hashlib
+    import json
+
+    from runner.llm.cache import CACHE_FORMAT, request_key
+
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["VALID", "INVALID"]}, "é": {}}}
+    for messages, sampling, mode in (([{"role": "user", "content": "Is it ünïcode? \u2028"}], {"temperature": 0.3}, "json_schema"),
+                                     ([{"role": "user", "content": "again"}], {"max_tokens": 5, "seed": 1}, None)):
+        expected = hashlib.sha256(json.dumps(
+            {"format": CACHE_FORMAT, "model": "openai/m", "api_base": "http://h/v1", "messages": messages,
+             "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
+             "response_format": mode, "output_schema": schema, "sample": 2, "extra": {"a": 1}},
+            sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
+        for _ in range(2):          # the second time the schema's JSON comes from memory
+            assert request_key(model="openai/m", api_base="http://h/v1", messages=messages, sampling=sampling,
+                               response_format=mode, output_schema=schema, sample=2, extra={"a": 1}) == expected
+    other = {**schema, "required": ["verdict"]}
+    assert request_key(model="m", api_base=None, messages=[], sampling={}, output_schema=other) != \
+        request_key(model="m", api_base=None, messages=[], sampling={}, output_schema=schema)

@@ -13,6 +13,23 @@ from typing import Any
 CACHE_FORMAT = 1
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+_SCHEMA_TEXT: dict[int, tuple[Any, str]] = {}     # id -> (the schema, kept alive; its canonical JSON)
+
+
+def _schema_text(schema: Any) -> str:
+    """A step sends one schema with every call: its canonical JSON is made once."""
+    known = _SCHEMA_TEXT.get(id(schema))
+    if known is None or known[0] is not schema:
+        if len(_SCHEMA_TEXT) >= 256:
+            _SCHEMA_TEXT.clear()
+        known = _SCHEMA_TEXT[id(schema)] = (schema, _canonical(schema))
+    return known[1]
+
+
 def request_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]],
                 sampling: dict[str, Any], response_format: Any = None, output_schema: Any = None,
                 sample: int = 0, extra: dict[str, Any] | None = None) -> str:
@@ -20,5 +37,8 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
                "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
                "response_format": response_format, "output_schema": output_schema, "sample": sample,
                "extra": extra or {}}
-    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    # The canonical JSON of the whole payload (sorted keys, no spaces), the schema's part reused.
+    canonical = "{" + ",".join(
+        f"{_canonical(key)}:{_schema_text(value) if key == 'output_schema' else _canonical(value)}"
+        for key, value in sorted(payload.items())) + "}"
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
