@@ -111,15 +111,25 @@ def test_per_model_concurrency(project, env):
 
 
 def test_requests_per_minute(project, env, monkeypatch):
+    """Starts are paced by our own clock (the server's arrival times also carry the loaded
+    machine's scheduling delays, so they are checked only as a whole)."""
     monkeypatch.setattr(limits, "RATE_WINDOW_SECONDS", 1.0)
+    starts: list[float] = []
+    wait = limits.RateWindow.wait
+
+    async def recorded(self: limits.RateWindow) -> None:
+        await wait(self)
+        starts.append(self.starts[-1])
+
+    monkeypatch.setattr(limits.RateWindow, "wait", recorded)
     env.script(Reply(answer("VALID")))
     items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
     run(jury_pipeline(project, limits_c=", limits: {concurrency: 16, requests_per_minute: 2}"), items)
-    starts = sorted(r.started for r in env.calls(model="judge-c"))
-    assert len(starts) == 6
+    assert len(env.calls(model="judge-c")) == 6 == len(starts)
     for i in range(len(starts) - 2):
-        assert starts[i + 2] - starts[i] >= 0.95          # never 3 starts in one window
-    assert starts[-1] - starts[0] >= 1.9
+        assert starts[i + 2] - starts[i] >= 1.0           # never 3 starts in one window
+    arrivals = sorted(r.started for r in env.calls(model="judge-c"))
+    assert arrivals[-1] - arrivals[0] >= 1.5               # three windows, whatever the scheduling
 
 
 def test_daily_budget_spent_mid_run_and_kept_across_runs(project, env):
