@@ -5,6 +5,7 @@ the engine hands each context the way to run sub-steps."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -127,6 +128,12 @@ class Runtime:
         await self.observer.aclose()
 
 
+@functools.cache
+def _argument_keys(kind: type) -> tuple[tuple[str, str], ...]:
+    """(field name, `with:` key) of an argument dataclass, read once per class."""
+    return tuple((f.name, f.name.rstrip("_")) for f in dataclasses.fields(kind))
+
+
 @dataclass
 class StepContext:
     """What a step's run() sees."""
@@ -142,9 +149,7 @@ class StepContext:
     def arguments(self, kind: type[A]) -> A:
         """This step's `with:` (rendered, but for the step's lazy fields) as the dataclass
         `kind`: a field per key, `as_` for `as`; keys not given keep the field's default."""
-        given = {f.name: self.args[f.name.rstrip("_")] for f in dataclasses.fields(kind)
-                 if f.name.rstrip("_") in self.args}
-        return kind(**given)
+        return kind(**{name: self.args[key] for name, key in _argument_keys(kind) if key in self.args})
 
     def render(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> Any:
         """Render a raw (lazy) value of this step's `with:`, errors naming the field."""

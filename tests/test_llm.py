@@ -320,6 +320,15 @@ def test_request_key_is_the_sha256_of_the_whole_canonical_payload():
         for _ in range(2):          # the second time the schema's JSON comes from memory
             assert request_key(model="openai/m", api_base="http://h/v1", messages=messages, sampling=sampling,
                                response_format=mode, output_schema=schema, sample=2, extra={"a": 1}) == expected
+    # The schema's place in the payload is found even where the same text stands earlier.
+    tricky = [{"role": "user", "content": '"output_schema":null', "output_schema": None}]
+    expected = hashlib.sha256(json.dumps(
+        {"format": CACHE_FORMAT, "model": "m", "api_base": None, "messages": tricky,
+         "sampling": dict.fromkeys(("temperature", "top_p", "max_tokens", "seed", "stop")),
+         "response_format": None, "output_schema": schema, "sample": 0, "extra": {"output_schema": None}},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
+    assert request_key(model="m", api_base=None, messages=tricky, sampling={}, output_schema=schema,
+                       extra={"output_schema": None}) == expected
     other = {**schema, "required": ["verdict"]}
     assert request_key(model="m", api_base=None, messages=[], sampling={}, output_schema=other) != \
         request_key(model="m", api_base=None, messages=[], sampling={}, output_schema=schema)

@@ -17,6 +17,9 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+# The top-level key holds the last such text: only response_format, sample and sampling
+# (fixed keys) sort after it, while a string's own quotes are escaped.
+SCHEMA_SLOT = '"output_schema":null'
 _SCHEMA_TEXT: dict[int, tuple[Any, str]] = {}     # id -> (the schema, kept alive; its canonical JSON)
 
 
@@ -35,10 +38,12 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
                 sample: int = 0, extra: dict[str, Any] | None = None) -> str:
     payload = {"format": CACHE_FORMAT, "model": model, "api_base": api_base, "messages": messages,
                "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
-               "response_format": response_format, "output_schema": output_schema, "sample": sample,
+               "response_format": response_format, "output_schema": None, "sample": sample,
                "extra": extra or {}}
-    # The canonical JSON of the whole payload (sorted keys, no spaces), the schema's part reused.
-    canonical = "{" + ",".join(
-        f"{_canonical(key)}:{_schema_text(value) if key == 'output_schema' else _canonical(value)}"
-        for key, value in sorted(payload.items())) + "}"
+    # The canonical JSON of the whole payload (sorted keys, no spaces) in one encoding, the
+    # schema's part (the same for every call of a step) spliced in from its own cache.
+    canonical = _canonical(payload)
+    if output_schema is not None:
+        before, after = canonical.rsplit(SCHEMA_SLOT, 1)
+        canonical = f"{before}\"output_schema\":{_schema_text(output_schema)}{after}"
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
