@@ -17,7 +17,6 @@ from .fileio import atomic_write, dumps
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
 from .json_cache import check_caches
 from .loader import load_pipeline
-from .outputs.exports import write_exports
 from .outputs.files import ResultsLog
 from .outputs.folder import OutputFolder
 from .outputs.report import render_report
@@ -30,6 +29,7 @@ from .render_costs import CostEstimate
 from .runs import is_run, mark_latest, new_run_dir
 from .selection import Selection, pass_rule, select
 from .tracing import make_observer
+from .validated import ValidatedPipelines
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -86,7 +86,7 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = ()) -> RunOutcome:
-    pipeline = load_pipeline(path, overrides)
+    pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
     check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
@@ -186,6 +186,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
+        from .outputs.exports import write_exports  # csv and xml only for --format
         described = f"{rule[0]} ({rule[1]})" if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
                       lambda r: item_label(r, spec.get("report_columns")))
@@ -208,7 +209,7 @@ def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dic
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
     """Print every prompt the LLM steps would send, in item order; send nothing."""
-    pipeline = load_pipeline(path, overrides)
+    pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     if item_number is not None:
         source.selection.item = item_number
     items = load_items(pipeline, source)

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from . import templating
 from .errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
@@ -24,6 +22,7 @@ from .pipeline import Pipeline, StepSpec
 from .result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from .schema_check import pipeline_schema, schema_problems
 from .steps.base import StepCatalog, StepInfo
+from .validated import ValidatedPipelines
 from .yamlpos import Located, load_located
 from .yamlpos import Path as DataPath
 
@@ -34,7 +33,9 @@ CONDITION_KEYS = {"if", "when", "until"}
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
-                  catalog: StepCatalog | None = None) -> Pipeline:
+                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None) -> Pipeline:
+    """The typed pipeline, or ConfigError with every problem. With `validated` (runs and
+    renders), a pipeline already found valid as it is now skips the checks."""
     file = Path(path)
     shown = _display(file)
     status = regular_file(file)[1]
@@ -46,19 +47,25 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
-    catalog = catalog or StepCatalog.builtin()
     located = load_located(text, shown)
     if not isinstance(located.data, dict):
         raise ConfigError([located.problem((), "a pipeline file must be a mapping "
                                                "(version, name, steps, ...)")])
+    memo = validated if catalog is None else None        # a custom catalog's checks are its own
+    catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
-    problems = schema_problems(located, located.data, pipeline_schema())
     project_dir = file.resolve().parent.parent
+    fingerprint = memo.fingerprint(located.data, file, project_dir) if memo else ""
+    if memo and memo.known(fingerprint):
+        return _build(located, file, project_dir)
+    problems = schema_problems(located, located.data, pipeline_schema())
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
         raise ConfigError(problems)
+    if memo:
+        memo.remember(fingerprint)
     return _build(located, file, project_dir)
 
 
@@ -258,6 +265,8 @@ class _Checker:
             self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
                      else refusal(status, name, self.schemas_dir, "schemas"))
             return
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
         try:
             Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))
         except json.JSONDecodeError as exc:

@@ -6,9 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from .errors import Problem, unknown
 from .schema_check import schema_problems
 from .yamlpos import Located
@@ -19,6 +16,8 @@ def param_problems(located: Located) -> list[Problem]:
     params: dict[str, Any] = data.get("params") or {}
     problems: list[Problem] = []
     for name, schema in (data.get("params_schema") or {}).items():
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
         if name not in params:
             problems.append(located.problem(("params_schema", name), unknown("param", name, params, "params"),
                                             key=True))

@@ -6,15 +6,16 @@ import json
 from functools import lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from .errors import Problem, did_you_mean
 from .yamlpos import Located
 from .yamlpos import Path as DataPath
+
+if TYPE_CHECKING:       # jsonschema is imported when something is checked: a known-valid run never is
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
 
 # The runner's own schemas are package data (a wheel carries them); answer schemas
 # belong to pipelines and live beside them in the project's schemas/ folder.
@@ -43,6 +44,7 @@ def step_schema_names() -> list[str]:
 
 @lru_cache(maxsize=1)
 def _registry() -> Registry:
+    from referencing import Registry, Resource
     resources = [(PIPELINE_SCHEMA_ID, Resource.from_contents(pipeline_schema()))]
     for name in step_schema_names():
         contents = read_schema("steps", f"{name}.schema.json")
@@ -55,6 +57,7 @@ TEMPLATE_PATTERN = "\\{[{%]"     # $defs.template: a value that is a {{ template
 
 @lru_cache(maxsize=64)
 def _validator(schema_json: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
     return Draft202012Validator(json.loads(schema_json), registry=_registry())
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 FENCED_JSON = re.compile(r"```json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 FENCED_ANY = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -54,6 +55,7 @@ def validator(schema: dict[str, Any]) -> Draft202012Validator:
     """One validator per schema object (steps share their loaded schemas)."""
     known = _VALIDATORS.get(id(schema))
     if known is None or known[0] is not schema:
+        from jsonschema import Draft202012Validator  # only answers that were not cached are checked
         known = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
     return known[1]
 
