@@ -1,4 +1,5 @@
-"""`runner cache stats` and `runner cache clear`: the LLM answer cache under <cache>/responses.
+"""`runner cache stats` and `runner cache clear`: the LLM answer cache under <cache>/responses
+(and the log kept with each answer, under <cache>/call_logs).
 
 Each value is the JSON the LLM service stores (content, usage, model, timestamp), so the
 statistics and filters read the values themselves; nothing else is kept on the side."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from typing import Any
 
 from .errors import RunnerError
 from .json_cache import CacheUnusable
+from .llm.logs import LOG_STORE
 
 RESPONSES = "responses"
 DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -119,8 +122,10 @@ def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta
     """Delete the matching entries (all of them with no filter); returns how many."""
     directory = cache_dir / RESPONSES
     cutoff = (now or datetime.now(UTC)) - older_than if older_than is not None else None
+    logs = cache_dir / LOG_STORE
     with open_cache(directory) as cache:
         if model is None and cutoff is None:
+            shutil.rmtree(logs, ignore_errors=True)
             return int(cache.clear())
         doomed = []
         for key, value in _entries(cache):
@@ -132,4 +137,5 @@ def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta
             doomed.append(key)
         for key in doomed:
             cache.delete(key)
+            (logs / f"{key}.txt").unlink(missing_ok=True)
         return len(doomed)

@@ -35,8 +35,13 @@ def test_stats(filled, cli):
     assert "3 answer(s)" in text and "local-model" in text
 
 
-def test_clear_by_model_and_age(filled, cli):
+def test_clear_by_model_and_age(project, filled, cli):
+    logs = project.root / "cache" / "call_logs"      # the log kept with each answer goes with it
+    logs.mkdir()
+    for n in range(3):
+        (logs / f"k{n}.txt").write_text("=== PROMPT ===")
     assert cli("cache", "clear", "--model", "gpt-4o-mini", "--older-than", "30d").stdout == "removed 1 cached answer(s)\n"
+    assert sorted(p.name for p in logs.iterdir()) == ["k1.txt", "k2.txt"]
     assert json.loads(cli("cache", "stats", "--json").stdout)["entries"] == 2
     assert cli("cache", "clear", "--model", "local-model").stdout == "removed 1 cached answer(s)\n"
     assert cli("cache", "clear").stdout == "removed 1 cached answer(s)\n"

@@ -257,8 +257,50 @@ def test_logs_numbered_in_item_order(project, env):
     first = (logs / "m_0001_item1.txt").read_text()
     assert first.startswith("=== PROMPT ===\nQuestion 1\n") and '=== RESPONSE ===\n{"verdict": "yes"}' in first
     assert "Question 3" in (logs / "m_0003_item3.txt").read_text()
-    run(path, items)                                   # cached calls are logged too
-    assert "(cached)" in (logs / "m_0002_item2.txt").read_text()
+    before = {p.name: p.read_text() for p in logs.iterdir()}
+    run(path, items, out="again")                      # cached calls are logged too: the exchange that
+    again = project.root / "again" / "llm_logs"        # produced the answer, linked in from the cache
+    assert {p.name: p.read_text() for p in again.iterdir()} == before
+    kept = project.root / "cache" / "call_logs"
+    assert sorted(p.stat().st_nlink for p in kept.iterdir()) == [3, 3, 3]       # the cache and both runs
+
+
+def test_a_cached_call_without_a_kept_log_is_written_and_kept(project, env, monkeypatch):
+    env.answer_json({"verdict": "yes"})
+    path = llm_pipeline(project)
+    items = write_json(project.root / "in.json", [{"q": "1"}])
+    run(path, items)
+    kept = project.root / "cache" / "call_logs"
+    for file in kept.iterdir():                        # as a cache made before logs were kept
+        file.unlink()
+    run(path, items, out="again")
+    log = project.root / "again" / "llm_logs" / "m_0001_item1.txt"
+    assert log.read_text().startswith("=== PROMPT ===\nQuestion 1\n")
+    assert [p.stat().st_ino for p in kept.iterdir()] == [log.stat().st_ino]
+    # Where links cannot be made (another file system), logs are written.
+    monkeypatch.setattr("os.link", lambda *a, **k: (_ for _ in ()).throw(OSError(18, "Invalid cross-device link")))
+    run(path, items, out="elsewhere")
+    log = project.root / "elsewhere" / "llm_logs" / "m_0001_item1.txt"
+    assert log.stat().st_nlink == 1 and '=== RESPONSE ===\n{"verdict": "yes"}' in log.read_text()
+    assert env.requests and len(env.requests) == 1
+
+
+def test_an_answer_asked_again_keeps_its_new_log_and_clear_removes_logs(project, env, cli):
+    env.answer_json({"verdict": "yes"})
+    path = llm_pipeline(project)
+    items = write_json(project.root / "in.json", [{"q": "1"}])
+    run(path, items)
+    env.reset()
+    env.answer_json({"verdict": "no"})
+    run(path, items, out="fresh", no_cache=True)
+    run(path, items, out="reused")
+    kept = project.root / "cache" / "call_logs"
+    [only] = list(kept.iterdir())
+    assert '{"verdict": "no"}' in only.read_text()
+    assert (project.root / "reused" / "llm_logs" / "m_0001_item1.txt").read_text() == only.read_text()
+    assert '{"verdict": "yes"}' in (project.root / "out" / "llm_logs" / "m_0001_item1.txt").read_text()
+    assert cli("cache", "clear").exit_code == 0
+    assert not kept.exists()
 
 
 def test_api_key_never_reaches_logs_cache_or_results(project, env, monkeypatch):

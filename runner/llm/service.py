@@ -19,7 +19,7 @@ from ..json_cache import JsonCache
 from ..observe import NULL_OBSERVER, LLMCall, Observer
 from ..render_costs import CostEstimate, render_call
 from .cache import request_key
-from .logs import CallLogWriter, format_messages
+from .logs import LOG_STORE, CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
 from .routing import RoutedTransport
 from .sender import ModelStats, Sender
@@ -163,7 +163,7 @@ class LLMService:
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}", False)
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}")
                     self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
@@ -173,15 +173,14 @@ class LLMService:
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}",
-                                    False)
+                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}")
                     self._observe(request, spec, messages, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
                                                                   started, error=message))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            self._log(request.item, seq, spec, messages, raw, cached is not None)
+            logged = self._log(request.item, seq, spec, messages, raw, key if cached is not None else None)
             self._observe(request, spec, messages, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
@@ -201,6 +200,8 @@ class LLMService:
                 self.cache.set(key, {"content": raw, "finish_reason": completion.finish_reason,
                                      "usage": completion.usage, "cost": completion.cost, "model": completion.model,
                                      "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
+                if logged is not None and self._logs is not None:
+                    self._logs.keep(logged, key)
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -235,15 +236,24 @@ class LLMService:
         self._seq[item] = self._seq.get(item, 0) + 1
         return self._seq[item]
 
-    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
-                   cached: bool) -> None:
-        """Write the call's log before the call goes on (an item's result is never written
-        before its logs)."""
+    def _log_writer(self) -> CallLogWriter | None:
         if self.options.render or self.options.out_dir is None:
-            return
+            return None
         if self._logs is None:
-            self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
-        self._logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response), cached)
+            self._logs = CallLogWriter(self.options.out_dir / "llm_logs", self.options.cache_dir / LOG_STORE)
+        return self._logs
+
+    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
+             reused: str | None = None) -> str | None:
+        """Write the call's log before the call goes on (an item's result is never written
+        before its logs); a cache hit (`reused`: its key) links in the log kept with its answer."""
+        logs = self._log_writer()
+        if logs is None or (reused is not None and logs.reuse(item, seq, spec.name, reused)):
+            return None
+        path = logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response))
+        if reused is not None:
+            logs.keep(path, reused)        # kept from a cache made before logs were kept with it
+        return path
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
