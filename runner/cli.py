@@ -119,13 +119,14 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from .api import ItemSource, run_pipeline
     from .context import RunOptions
-    from .outputs.exports import FORMATS
     from .progress import for_terminal
     from .selection import Selection
-    unknown = [f for f in formats or [] if f not in FORMATS]
-    if unknown:
-        typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
-        raise typer.Exit(2)
+    if formats:
+        from .outputs.exports import FORMATS  # csv and xml only for --format
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown:
+            typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
+            raise typer.Exit(2)
     from .tracing import BACKENDS
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
