@@ -15,7 +15,7 @@ from .engine import run_item, run_items
 from .errors import InputError, NeedsModel, TemplateError
 from .fileio import atomic_write, dumps
 from .inputs import Item, Record, make_items, read_records, record_from_pairs
-from .json_cache import check_caches
+from .json_cache import open_caches
 from .loader import load_pipeline
 from .outputs.files import ResultsLog
 from .outputs.folder import OutputFolder
@@ -89,18 +89,24 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
-    check_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
-    group: Path | None = None                 # --out DIR writes exactly into DIR
-    if options.out_dir is None:
-        group = default_group(pipeline, source)
-        options.out_dir, options.memo_dir = new_run_dir(group), group
-    out_dir: Path = options.out_dir
-    runtime = Runtime.create(pipeline, options)
-    runtime.observer = make_observer(runtime)
-    concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                {"params": runtime.params, "env": runtime.env}))
-    outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
-    folder = OutputFolder(out_dir).claim()       # one run at a time per folder
+    caches = open_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
+    try:
+        group: Path | None = None                 # --out DIR writes exactly into DIR
+        if options.out_dir is None:
+            group = default_group(pipeline, source)
+            options.out_dir, options.memo_dir = new_run_dir(group), group
+        out_dir: Path = options.out_dir
+        runtime = Runtime.create(pipeline, options)
+        runtime.open_caches = caches              # the run closes them
+        runtime.observer = make_observer(runtime)
+        concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                    {"params": runtime.params, "env": runtime.env}))
+        outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
+        folder = OutputFolder(out_dir).claim()       # one run at a time per folder
+    except BaseException:
+        for cache in caches.values():
+            cache.close()
+        raise
     try:
         # Ctrl-C: outputs written, then re-raised
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))

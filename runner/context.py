@@ -67,6 +67,7 @@ class Runtime:
     memo: Any = None
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
+    open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
     _llm: Any = None
 
     @classmethod
@@ -97,7 +98,8 @@ class Runtime:
         if self._llm is None:
             from .llm.service import LLMService, RenderSink
             sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
-            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer)
+            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
+                                   cache=self.take_cache("responses"))
         return self._llm
 
     def model_spec(self, name: str) -> Any:
@@ -120,9 +122,16 @@ class Runtime:
             scope[parent_as] = item.parent
         return scope
 
+    def take_cache(self, name: str) -> Any:
+        """The cache `name` opened before the run (see json_cache.open_caches), or None."""
+        return self.open_caches.pop(name, None)
+
     async def aclose(self) -> None:
         for close in self.closers:
             close()
+        for cache in self.open_caches.values():      # caches the run never used
+            cache.close()
+        self.open_caches.clear()
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()

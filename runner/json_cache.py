@@ -37,11 +37,18 @@ class JsonCache:
         self._cache.close()
 
 
-def check_caches(pipeline: Pipeline, directory: Path) -> None:
-    """Open (and close) every cache the pipeline's run will use, or raise CacheUnusable."""
+def open_caches(pipeline: Pipeline, directory: Path) -> dict[str, JsonCache]:
+    """Every cache the pipeline's run will use, opened (by folder name), or CacheUnusable:
+    an unusable cache is one message before the run, and the run then uses these."""
     def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
         return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
-    if pipeline.models:
-        JsonCache(directory / "responses").close()
-    if uses(pipeline.steps, "search"):
-        JsonCache(directory / "search").close()
+    wanted = (["responses"] if pipeline.models else []) + (["search"] if uses(pipeline.steps, "search") else [])
+    opened: dict[str, JsonCache] = {}
+    try:
+        for name in wanted:
+            opened[name] = JsonCache(directory / name)
+    except CacheUnusable:
+        for cache in opened.values():
+            cache.close()
+        raise
+    return opened

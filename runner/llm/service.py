@@ -72,7 +72,7 @@ class RenderSink:
 class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
                  transport: Transport | None = None, render: RenderSink | None = None,
-                 observer: Observer = NULL_OBSERVER):
+                 observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None):
         self.resolve = resolve
         self.observer = observer
         self.options = options
@@ -80,7 +80,7 @@ class LLMService:
         self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
-        self._cache: JsonCache | None = None
+        self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | None = None
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])

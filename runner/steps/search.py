@@ -55,6 +55,6 @@ class Search(Step):
 
 
 def _cache(runtime: Runtime) -> JsonCache:
-    cache = JsonCache(runtime.options.cache_dir / "search")
+    cache = runtime.take_cache("search") or JsonCache(runtime.options.cache_dir / "search")
     runtime.closers.append(cache.close)
     return cache
