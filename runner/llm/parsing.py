@@ -26,8 +26,10 @@ def strip_thinking(text: str) -> str:
 def json_candidates(text: str) -> list[str]:
     """The ladder: ```json block, any fenced block, first `{` to last `}`, raw text."""
     text = strip_thinking(text)
-    out = [m.group(1) for m in FENCED_JSON.finditer(text)]
-    out += [m.group(1) for m in FENCED_ANY.finditer(text)]
+    out = []
+    if "```" in text:
+        out += [m.group(1) for m in FENCED_JSON.finditer(text)]
+        out += [m.group(1) for m in FENCED_ANY.finditer(text)]
     first, last = text.find("{"), text.rfind("}")
     if first != -1 and last > first:
         out.append(text[first:last + 1])
