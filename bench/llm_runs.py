@@ -11,7 +11,6 @@ at a time by default. Prints the table recorded in bench/RESULTS.md.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+
+from installed_env import INSTALLED_ENV  # noqa: E402
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 
@@ -35,7 +36,7 @@ def run_once(work: Path, cache: Path, out: str, url: str) -> float:
         args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
                  "--set", f"models.{seat}.enabled=true"]
     started = time.perf_counter()
-    done = subprocess.run(args, cwd=work, capture_output=True, text=True, env=dict(os.environ))
+    done = subprocess.run(args, cwd=work, capture_output=True, text=True, env=INSTALLED_ENV)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(done.stderr)
