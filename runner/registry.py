@@ -1,7 +1,8 @@
 """One small registry for every kind of named plug-in (step types, input adapters,
 search providers): entries register themselves by name with a decorator, and the
-built-ins are the modules of one package, imported on the first lookup. A new
-built-in is a new module in that package; nothing else names it."""
+built-ins are the modules of one package. A lookup imports the module named like the entry
+first, and every module of the package when that does not find it (or to list them all). A
+new built-in is a new module in that package; nothing else names it."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The entry, or a RunnerError naming the nearest known name."""
-        self._load()
+        if name not in self._entries:
+            self._load_named(name)
+        if name not in self._entries:
+            self._load()
         try:
             return self._entries[name]
         except KeyError:
@@ -50,6 +54,18 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def _load_named(self, name: str) -> None:
+        """Import the built-in module of that name, where there is one: a run imports the
+        entries it uses, not all of them (each costs its import and its dataclasses)."""
+        if self._loaded or not name.isidentifier():
+            return
+        module = f"{self.builtins}.{name}"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
 
     def _load(self) -> None:
         if self._loaded:

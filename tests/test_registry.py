@@ -44,3 +44,16 @@ def test_a_registry_lists_its_names_when_none_is_close():
     with pytest.raises(RunnerError) as caught:
         widgets.get("xyz")
     assert str(caught.value) == "unknown widget 'xyz' (known: gear)"
+
+
+def test_a_lookup_imports_only_the_module_it_names():
+    """A run imports the step types its pipeline uses, not every one (each costs its
+    import and its dataclasses); a name in another module still falls back to all."""
+    import subprocess
+    import sys
+    code = ("import sys; from runner.steps.base import STEPS; from runner.inputs import ADAPTERS; "
+            "STEPS.get('decide'); steps = sorted(m for m in sys.modules if m.startswith('runner.steps.')); "
+            "ADAPTERS.get('json'); print(steps, 'runner.inputs.structured' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['runner.steps.base', 'runner.steps.decide'] True"

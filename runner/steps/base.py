@@ -8,7 +8,7 @@ result, and one async `run` reading a dataclass of its arguments; plus the schem
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -70,8 +70,8 @@ class Step:
         raise NotImplementedError
 
 
-# Every module of runner/steps is imported on the first lookup: a step type is its module
-# (a Step subclass decorated with @register) plus runner/schemas/steps/<name>.schema.json.
+# A step type is its module of runner/steps (a Step subclass decorated with @register) plus
+# runner/schemas/steps/<name>.schema.json; a lookup by name imports that module first.
 STEPS: Registry[type[Step]] = Registry("step type", "runner.steps")
 
 
@@ -101,12 +101,20 @@ def step_names() -> list[str]:
     return STEPS.names()
 
 
-@dataclass
 class StepCatalog:
-    """The view of step types the loader uses (keeps the loader free of step code)."""
+    """The view of step types the loader uses (keeps the loader free of step code). The
+    built-in one reads every step type on first use: a run of a pipeline already found
+    valid never uses it, and imports only the step types the pipeline names."""
 
-    infos: dict[str, StepInfo] = field(default_factory=dict)
+    def __init__(self, infos: dict[str, StepInfo] | None = None):
+        self._infos = infos
+
+    @property
+    def infos(self) -> dict[str, StepInfo]:
+        if self._infos is None:
+            self._infos = {name: step_info(name) for name in step_names()}
+        return self._infos
 
     @classmethod
     def builtin(cls) -> StepCatalog:
-        return cls({name: step_info(name) for name in step_names()})
+        return cls()
