@@ -25,7 +25,6 @@ from .outputs.report_view import build_view, item_label
 from .outputs.summary import summarize
 from .pipeline import Pipeline
 from .progress import CallCounts, Progress, Quiet
-from .render_costs import CostEstimate
 from .runs import is_run, mark_latest, new_run_dir
 from .selection import Selection, pass_rule, select
 from .tracing import make_observer
@@ -236,6 +235,7 @@ async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[s
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
+        from .render_costs import CostEstimate
         estimate = runtime.llm.render_sink.estimate if runtime.llm_used else CostEstimate()
         for line in estimate.closing_lines():
             stream.write(line + "\n")

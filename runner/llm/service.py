@@ -12,12 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ..errors import NeedsModel, StepError
 from ..json_cache import JsonCache
 from ..observe import NULL_OBSERVER, LLMCall, Observer
-from ..render_costs import CostEstimate, render_call
 from .cache import request_key
 from .logs import LOG_STORE, CallLogWriter, format_messages
 from .parsing import ParseFailure, parse_answer
@@ -26,6 +25,9 @@ from .sender import ModelStats, Sender
 from .spec import ModelSpec
 from .tally import FailureTally
 from .transport import Completion, Transport, TransportError
+
+if TYPE_CHECKING:
+    from ..render_costs import CostEstimate
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -60,13 +62,18 @@ class CallRequest:
     group: int = 0                     # calls of one step run share it (see tally.py)
 
 
+def _new_estimate() -> CostEstimate:
+    from ..render_costs import CostEstimate  # render only: a run never estimates
+    return CostEstimate()
+
+
 @dataclass
 class RenderSink:
     """`runner render`: where prompts are printed, and what they add up to."""
 
     stream: TextIO | None
     stats: dict[str, int]
-    estimate: CostEstimate = field(default_factory=CostEstimate)     # what the calls add up to, per model
+    estimate: CostEstimate = field(default_factory=_new_estimate)     # what the calls add up to, per model
 
 
 class LLMService:
@@ -271,6 +278,7 @@ class LLMService:
             label = "none (no output schema)"
         else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
             label = mode + (f" (configured {spec.structured_output})" if spec.structured_output != mode else "")
+        from ..render_costs import render_call
         render_call(sink, spec, format_messages(messages), cached, sampling, label)
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
