@@ -25,8 +25,9 @@ from . import __version__
 FOLDER = "validated"
 
 
-def _files(root: str) -> list[os.DirEntry[str]]:
-    """Every file below root (links not followed into folders), in a stable order."""
+def _files(root: str, skip: str = "") -> list[os.DirEntry[str]]:
+    """Every entry below root that is not a folder (links not followed into folders, folders
+    named `skip` left out), in a stable order."""
     found: list[os.DirEntry[str]] = []
     pending = [root]
     while pending:
@@ -37,7 +38,8 @@ def _files(root: str) -> list[os.DirEntry[str]]:
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
+                    if entry.name != skip:
+                        pending.append(entry.path)
                 else:
                     found.append(entry)
             except OSError:
@@ -47,10 +49,14 @@ def _files(root: str) -> list[os.DirEntry[str]]:
 
 def _contents(root: str) -> list[tuple[str, str]]:
     """(path, sha256) of every file below root: a prompt edited twice within the file
-    system's clock tick, to the same size, still differs."""
+    system's clock tick, to the same size, still differs. Only regular files are read (a
+    FIFO would block); anything else counts by its name."""
     hashed = []
     for entry in _files(root):
         try:
+            if not entry.is_file():
+                hashed.append((entry.path, "not a regular file"))
+                continue
             with open(entry.path, "rb") as handle:
                 hashed.append((entry.path, hashlib.sha256(handle.read()).hexdigest()))
         except OSError:
@@ -61,11 +67,13 @@ def _contents(root: str) -> list[tuple[str, str]]:
 @lru_cache(maxsize=1)
 def _runner_stamp() -> str:
     """runner's version and each of its files' size and time (an edited checkout differs)."""
-    stats = []
-    for entry in _files(str(Path(__file__).resolve().parent)):
-        if "__pycache__" not in entry.path:
+    stats: list[tuple[str, int, int]] = []
+    for entry in _files(str(Path(__file__).resolve().parent), skip="__pycache__"):
+        try:
             info = entry.stat()
-            stats.append((entry.path, info.st_size, info.st_mtime_ns))
+        except OSError:
+            continue
+        stats.append((entry.path, info.st_size, info.st_mtime_ns))
     return hashlib.sha256(json.dumps([__version__, stats]).encode()).hexdigest()
 
 

@@ -126,3 +126,9 @@ def test_a_cached_run_and_render_import_no_jsonschema(project, valid, fake_llm):
         assert done.returncode == 0, done.stderr
     assert project.results("again") == [{"index": 1, "verdict": "yes"}]
     assert len(fake_llm.requests) == 1
+
+
+def test_a_fifo_in_the_prompts_folder_does_not_block_the_fingerprint(project, valid, memo):
+    os.mkfifo(project.root / "prompts" / "pipe.j2")
+    assert load_pipeline(valid, validated=memo).name == "v"
+    assert load_pipeline(valid, validated=memo).name == "v"
