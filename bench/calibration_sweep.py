@@ -66,7 +66,7 @@ def main() -> None:
                 "--grid", "params.context_lines=3,5", "--out", "sweep"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "runner.cli", "sweep", *args], cwd=work, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "runner.cli.app", "sweep", *args], cwd=work, capture_output=True,
                               text=True)
         process = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,5 +1,5 @@
 """How long a `runner run` process takes to exit after printing its summary line: the
-interpreter's own teardown (runner.cli.main returning normally) against the `runner`
+interpreter's own teardown (runner.cli.app.main returning normally) against the `runner`
 command's entry(), which skips it once every file is written. 20 uncached calls to the
 fake server.
 
@@ -20,8 +20,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 
-ENTRIES = {"teardown (main() returns)": "from runner.cli import main; main()",
-           "runner's entry() (os._exit)": "from runner.cli import entry; entry()"}
+ENTRIES = {"teardown (main() returns)": "from runner.cli.app import main; main()",
+           "runner's entry() (os._exit)": "from runner.cli.app import entry; entry()"}
 
 
 def after_summary(work: Path, code: str) -> float:

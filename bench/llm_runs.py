@@ -30,7 +30,7 @@ ANSWER = json.dumps({"verdict": "VALID", "substantive_quote": True, "quote_in_co
 
 
 def run_once(work: Path, cache: Path, out: str, url: str) -> float:
-    args = [sys.executable, "-m", "runner.cli", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
+    args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
             "--input", "report.md", "--out", out, "--cache-dir", str(cache)]
     for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
         args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",

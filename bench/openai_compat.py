@@ -80,7 +80,7 @@ def timed(args: list[str], cwd: Path) -> tuple[float, str]:
 
 
 def runner_run(work: Path, cache: Path, out: str, url: str, transport: str = "auto") -> tuple[float, str]:
-    args = [sys.executable, "-m", "runner.cli", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
+    args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
             "--input", "report.md", "--out", out, "--cache-dir", str(cache), "--concurrency", str(CONCURRENCY),
             "--set", f"concurrency={CONCURRENCY}"]
     for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from quote_cases import CASES, CON, DEC, FED, MIT  # noqa: E402
-from runner.quotes import match_quote  # noqa: E402
+from runner.text.quotes import match_quote  # noqa: E402
 
 
 def seed_method(quote: str, source: str, threshold: float = 0.8) -> bool:

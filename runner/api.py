@@ -10,25 +10,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .context import RunOptions, Runtime, condition_at, render_at
-from .engine import run_item, run_items
-from .errors import InputError, NeedsModel, TemplateError
-from .fileio import atomic_write, dumps
-from .inputs import Item, Record, make_items, read_records, record_from_pairs
-from .json_cache import open_caches
-from .loader import load_pipeline
-from .outputs.files import ResultsLog
-from .outputs.folder import OutputFolder
-from .outputs.report import render_report
-from .outputs.report_html import render_html
-from .outputs.report_view import build_view, item_label
-from .outputs.summary import summarize
-from .pipeline import Pipeline
-from .progress import CallCounts, Progress, Quiet
-from .runs import is_run, mark_latest, new_run_dir
-from .selection import Selection, pass_rule, select
-from .tracing import make_observer
-from .validated import ValidatedPipelines
+from runner.engine.context import RunOptions, Runtime, condition_at, render_at
+from runner.engine.execute import run_item, run_items
+from runner.engine.progress import CallCounts, Progress, Quiet
+from runner.engine.selection import Selection, pass_rule, select
+from runner.errors import InputError, NeedsModel, TemplateError
+from runner.fileio import atomic_write, dumps
+from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
+from runner.outputs.files import ResultsLog
+from runner.outputs.folder import OutputFolder
+from runner.outputs.report import render_report
+from runner.outputs.report_html import render_html
+from runner.outputs.report_view import build_view, item_label
+from runner.outputs.summary import summarize
+from runner.pipeline.loader import load_pipeline
+from runner.pipeline.model import Pipeline
+from runner.pipeline.validated import ValidatedPipelines
+from runner.stores.json_cache import open_caches
+from runner.stores.runs import is_run, mark_latest, new_run_dir
+from runner.tracing import make_observer
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -191,7 +191,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
-        from .outputs.exports import write_exports  # csv and xml only for --format
+        from runner.outputs.exports import write_exports  # csv and xml only for --format
         described = f"{rule[0]} ({rule[1]})" if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
                       lambda r: item_label(r, spec.get("report_columns")))
@@ -235,7 +235,7 @@ async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[s
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        from .render_costs import CostEstimate
+        from runner.render.costs import CostEstimate
         estimate = runtime.llm.render_sink.estimate if runtime.llm_used else CostEstimate()
         for line in estimate.closing_lines():
             stream.write(line + "\n")

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import RunnerError
+from runner.errors import RunnerError
 
 
 class OutputError(RunnerError):

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .inputs import Item
-    from .pipeline import StepSpec
+    from runner.inputs import Item
+    from runner.pipeline.model import StepSpec
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from .errors import RunnerError, unknown
+from runner.errors import RunnerError, unknown
 
 T = TypeVar("T")
 

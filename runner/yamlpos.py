@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, Problem
+from runner.errors import ConfigError, Problem
 
 Path = tuple[str | int, ...]
 

@@ -79,7 +79,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
     """Run the CLI in-process (typer's runner); returns the click Result."""
     from typer.testing import CliRunner
 
-    from runner.cli import app
+    from runner.cli.app import app
     return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import ItemSource, RunOutcome, run_pipeline
-from runner.engine import RunOptions
+from runner.engine.execute import RunOptions
 
 
 def write_json(path: Path, value: Any) -> Path:

@@ -116,7 +116,7 @@ def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
     return sorted(component)
 
 
-# The LLM service still renders model entries through the runtime (runner.context); the
+# The LLM service still renders model entries through the runtime (runner.engine.context); the
 # issue-15 rewrite gives it model specs and a transport instead, which removes this edge.
 def test_no_import_circle():
     found = cycles(import_graph())
@@ -125,8 +125,8 @@ def test_no_import_circle():
 
 def test_the_graph_sees_lazy_imports_and_skips_type_checking_blocks():
     graph = import_graph()
-    assert "runner.llm.service" in graph["runner.context"]         # inside a property
-    assert "runner.engine" not in graph["runner.steps.base"]         # `if TYPE_CHECKING:` only
+    assert "runner.llm.service" in graph["runner.engine.context"]         # inside a property
+    assert "runner.engine.execute" not in graph["runner.engine.steps.base"]         # `if TYPE_CHECKING:` only
 
 
 def test_a_circle_is_found_and_printed():

@@ -183,7 +183,7 @@ def test_local_search_never_follows_a_symlink_out_of_its_folder(project, monkeyp
     (lambda root: (root / "dev.txt").symlink_to("/dev/zero"), "PATH_OUTSIDE_ROOT"),
 ], ids=["fifo", "device"])
 def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
-    from runner.steps.read_lines import FileCache, read_lines
+    from runner.engine.steps.read_lines import FileCache, read_lines
     make(tmp_path)
     name = next(p.name for p in tmp_path.iterdir())
     assert read_lines(FileCache(), tmp_path, name, 1, 1, 0)["status"] == status
@@ -192,7 +192,7 @@ def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
 def test_a_prompt_file_never_leaves_the_prompts_folder(tmp_path):
     import jinja2
 
-    from runner.templating import Renderer
+    from runner.pipeline.templating import Renderer
     (tmp_path / "ok.j2").write_text("hi {{ x }}")
     (tmp_path / "out.j2").symlink_to("/etc/hostname")
     os.mkfifo(tmp_path / "fifo.j2")
@@ -204,7 +204,7 @@ def test_a_prompt_file_never_leaves_the_prompts_folder(tmp_path):
 
 
 def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
-    from runner.steps.read_lines import FileCache, read_lines
+    from runner.engine.steps.read_lines import FileCache, read_lines
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
 
 
@@ -330,8 +330,8 @@ def test_malformed_citations_become_items_with_an_error(project):
 
 def test_read_lines_and_read_table_refuse_a_file_over_the_size_bound(tmp_path, monkeypatch):
     from runner import paths
-    from runner.steps.read_lines import FileCache, read_lines
-    from runner.steps.read_table import read_table
+    from runner.engine.steps.read_lines import FileCache, read_lines
+    from runner.engine.steps.read_table import read_table
     monkeypatch.setattr(paths, "MAX_FILE_BYTES", 1000)
     (tmp_path / "big.txt").write_text("line\n" * 300)
     (tmp_path / "big.csv").write_text("a,b\n" + "1,2\n" * 300)
@@ -357,7 +357,7 @@ def test_a_full_disk_keeps_whole_lines_and_exits_1_with_a_message(project):
     import sys
     path = echo_pipeline(project, "  pad: '{{ \"x\" * 60 }}'\n")
     source = write_json(project.root / "in.json", [{"n": n} for n in range(200)])
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "run", str(path), "--input", str(source),
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", str(source),
                            "--out", "out"], cwd=project.root, capture_output=True, text=True, timeout=120,
                           preexec_fn=_limit_file_size)
     assert done.returncode == 1, done.stderr
@@ -519,6 +519,6 @@ def test_a_pipeline_nested_past_the_c_parsers_stack_is_a_message(project):
     such a document goes to PyYAML's parser, whose depth Python bounds. In a subprocess,
     so a crash fails this test instead of the whole session."""
     path = project.pipeline("version: 1\nname: " + "[" * 200_000 + "]" * 200_000 + "\n")
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "validate", str(path)],
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "validate", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "YAML nested too deeply to load" in done.stdout + done.stderr

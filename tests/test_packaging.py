@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.editor_schema import render_editor_schema
-from runner.schema_check import SCHEMA_ROOT, step_schema_names
+from runner.pipeline.editor_schema import render_editor_schema
+from runner.pipeline.schema_check import SCHEMA_ROOT, step_schema_names
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_editor_schema_is_generated_from_the_package_schemas():
     current = (REPO / "schemas" / "pipeline.schema.json").read_text(encoding="utf-8")
     assert current == render_editor_schema(), \
-        "schemas/pipeline.schema.json is stale: run `python -m runner.editor_schema`"
+        "schemas/pipeline.schema.json is stale: run `python -m runner.pipeline.editor_schema`"
 
 
 def test_runner_schemas_are_package_data():

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from runner.engine.steps.base import STEPS, step_class
 from runner.errors import RunnerError
 from runner.inputs import ADAPTERS
+from runner.pipeline.schema_check import step_schema_names
 from runner.registry import Registry
-from runner.schema_check import step_schema_names
 from runner.search import PROVIDERS
-from runner.steps.base import STEPS, step_class
 
 
 def test_builtins_are_found_by_module_without_an_import_list():
@@ -23,7 +23,7 @@ def test_builtins_are_found_by_module_without_an_import_list():
 def test_every_step_type_is_one_module_plus_its_schema():
     assert sorted(step_schema_names()) == STEPS.names()
     for name in STEPS.names():
-        assert step_class(name).__module__ == f"runner.steps.{name}"
+        assert step_class(name).__module__ == f"runner.engine.steps.{name}"
 
 
 @pytest.mark.parametrize("registry,name,message", [
@@ -51,9 +51,9 @@ def test_a_lookup_imports_only_the_module_it_names():
     import and its dataclasses); a name in another module still falls back to all."""
     import subprocess
     import sys
-    code = ("import sys; from runner.steps.base import STEPS; from runner.inputs import ADAPTERS; "
-            "STEPS.get('decide'); steps = sorted(m for m in sys.modules if m.startswith('runner.steps.')); "
+    code = ("import sys; from runner.engine.steps.base import STEPS; from runner.inputs import ADAPTERS; "
+            "STEPS.get('decide'); steps = sorted(m for m in sys.modules if m.startswith('runner.engine.steps.')); "
             "ADAPTERS.get('json'); print(steps, 'runner.inputs.structured' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['runner.steps.base', 'runner.steps.decide'] True"
+    assert done.stdout.strip() == "['runner.engine.steps.base', 'runner.engine.steps.decide'] True"

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from . import metrics
-from .labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
+from runner.calibration import metrics
+from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
+from runner.errors import InputError
 
 
 @dataclass
@@ -62,10 +62,10 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
                     out: Path | None, cache_dir: Path) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
     from the cache where it has them); write eval.json, eval.md and the report.html section."""
-    from .report import write_eval
+    from runner.calibration.report import write_eval
     if target.is_file() and target.suffix in (".yaml", ".yml"):
-        from ..api import ItemSource, run_pipeline
-        from ..engine import RunOptions
+        from runner.api import ItemSource, run_pipeline
+        from runner.engine.execute import RunOptions
         if input_path is None:
             raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
         outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),

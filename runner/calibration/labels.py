@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from runner.errors import InputError
 
 NO_PREDICTION = "(no prediction)"
 

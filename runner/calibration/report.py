@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write, dumps
+from runner.fileio import atomic_write, dumps
 
 SECTION = re.compile(r"\n?<!-- runner eval -->.*?<!-- /runner eval -->\n?", re.DOTALL)
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api import ItemSource, load_items
-from ..engine import RunOptions, Runtime, run_item, run_items
-from ..errors import NeedsModel, RunnerError
-from ..inputs import Item
-from ..loader import load_pipeline
-from .evaluate import EvalSpec, evaluate
-from .labels import lookup, read_labels
+from runner.api import ItemSource, load_items
+from runner.calibration.evaluate import EvalSpec, evaluate
+from runner.calibration.labels import lookup, read_labels
+from runner.engine.execute import RunOptions, Runtime, run_item, run_items
+from runner.errors import NeedsModel, RunnerError
+from runner.inputs import Item
+from runner.pipeline.loader import load_pipeline
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}

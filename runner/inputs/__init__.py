@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import InputError
-from ..registry import Registry
+from runner.errors import InputError
+from runner.registry import Registry
 
 Adapter = Callable[[Path, dict[str, Any]], list["Record"]]
 

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
-from . import Record, adapter, read_text
+from runner.inputs import Record, adapter, read_text
 
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
 DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"

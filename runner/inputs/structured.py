@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import InputError
-from ..yamlpos import alias_problem
-from . import Record, adapter, decode, read_text
+from runner.errors import InputError
+from runner.inputs import Record, adapter, decode, read_text
+from runner.yamlpos import alias_problem
 
 
 def _as_records(data: Any) -> list[Record]:

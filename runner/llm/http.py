@@ -17,10 +17,10 @@ if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
-from ..retry import parse_retry_after  # noqa: E402
-from .prices import cost_of  # noqa: E402
-from .spec import OPENAI_BASE, ModelSpec  # noqa: E402
-from .transport import Completion, TransportError, exception_chain  # noqa: E402
+from runner.llm.prices import cost_of  # noqa: E402
+from runner.llm.spec import OPENAI_BASE, ModelSpec  # noqa: E402
+from runner.llm.transport import Completion, TransportError, exception_chain  # noqa: E402
+from runner.retry import parse_retry_after  # noqa: E402
 
 ERROR_TEXT = 300
 

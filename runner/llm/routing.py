@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spec import ModelSpec
-from .transport import Completion, LiteLLMTransport, Transport
+from runner.llm.spec import ModelSpec
+from runner.llm.transport import Completion, LiteLLMTransport, Transport
 
 
 class RoutedTransport:
@@ -18,7 +18,7 @@ class RoutedTransport:
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
             if name == "http":
-                from .http import HTTPTransport  # httpx is imported on the first uncached call
+                from runner.llm.http import HTTPTransport  # httpx is imported on the first uncached call
                 self._by_name[name] = HTTPTransport()
             else:
                 self._by_name[name] = LiteLLMTransport()

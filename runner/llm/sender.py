@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..retry import RetryAfterTooLong, retry_delay
-from .limits import BudgetSpent, DailyBudget, ModelGate
-from .spec import ModelSpec
-from .structured import FormatChoices, brief, rejects_format, response_format
-from .transport import Completion, Transport, TransportError
+from runner.llm.limits import BudgetSpent, DailyBudget, ModelGate
+from runner.llm.spec import ModelSpec
+from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.transport import Completion, Transport, TransportError
+from runner.retry import RetryAfterTooLong, retry_delay
 
 MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rarely ends differently
 

@@ -14,20 +14,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from ..errors import NeedsModel, StepError
-from ..json_cache import JsonCache
-from ..observe import NULL_OBSERVER, LLMCall, Observer
-from .cache import request_key
-from .logs import LOG_STORE, CallLogWriter, format_messages
-from .parsing import ParseFailure, parse_answer
-from .routing import RoutedTransport
-from .sender import ModelStats, Sender
-from .spec import ModelSpec
-from .tally import FailureTally
-from .transport import Completion, Transport, TransportError
+from runner.errors import NeedsModel, StepError
+from runner.llm.logs import LOG_STORE, CallLogWriter, format_messages
+from runner.llm.parsing import ParseFailure, parse_answer
+from runner.llm.routing import RoutedTransport
+from runner.llm.sender import ModelStats, Sender
+from runner.llm.spec import ModelSpec
+from runner.llm.tally import FailureTally
+from runner.llm.transport import Completion, Transport, TransportError
+from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.stores.json_cache import JsonCache
+from runner.stores.llm_cache import request_key
 
 if TYPE_CHECKING:
-    from ..render_costs import CostEstimate
+    from runner.render.costs import CostEstimate
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -63,7 +63,7 @@ class CallRequest:
 
 
 def _new_estimate() -> CostEstimate:
-    from ..render_costs import CostEstimate  # render only: a run never estimates
+    from runner.render.costs import CostEstimate  # render only: a run never estimates
     return CostEstimate()
 
 
@@ -278,7 +278,7 @@ class LLMService:
             label = "none (no output schema)"
         else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
             label = mode + (f" (configured {spec.structured_output})" if spec.structured_output != mode else "")
-        from ..render_costs import render_call
+        from runner.render.costs import render_call
         render_call(sink, spec, format_messages(messages), cached, sampling, label)
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:

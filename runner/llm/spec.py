@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import RunnerError
-from .prices import provider_of
+from runner.errors import RunnerError
+from runner.llm.prices import provider_of
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_TIMEOUT = 120.0

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .spec import ModelSpec
-from .transport import TransportError
+from runner.llm.spec import ModelSpec
+from runner.llm.transport import TransportError
 
 LADDER = ("json_schema", "json_object", "none")
 FILE = "structured_output.json"

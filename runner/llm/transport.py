@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..retry import parse_retry_after
-from .spec import ModelSpec
+from runner.llm.spec import ModelSpec
+from runner.retry import parse_retry_after
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
 NO_KEY_PLACEHOLDER = "no-key-needed"

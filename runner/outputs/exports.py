@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .files import atomic_write
+from runner.outputs.files import atomic_write
 
 FORMATS = ("csv", "junit")
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..fileio import OutputError, atomic_write, dumps
+from runner.fileio import OutputError, atomic_write, dumps
 
 __all__ = ["OutputError", "ResultsLog", "atomic_write", "dumps"]
 

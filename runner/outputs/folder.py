@@ -7,7 +7,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..errors import RunnerError
+from runner.errors import RunnerError
 
 LOCK_FILE = ".runner.lock"
 # Written last when a run ends: removed first when a run starts, so a killed rerun

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .report_view import ItemView, ReportView
+from runner.outputs.report_view import ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from .report import NOTE_LABELS, percent, summary_rows
-from .report_view import ItemView, JuryView, ReportView, result_json
+from runner.outputs.report import NOTE_LABELS, percent, summary_rows
+from runner.outputs.report_view import ItemView, JuryView, ReportView, result_json
 
 STYLE = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#cf222e;--fail-bg:#ffebe9;--warn:#9a6700;--warn-bg:#fff8c5;

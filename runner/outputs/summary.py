@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..context import Runtime, condition_at, render_at
-from ..errors import TemplateError
-from ..run_warnings import run_warnings
+from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.run_warnings import run_warnings
+from runner.errors import TemplateError
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:

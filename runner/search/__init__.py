@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..registry import Registry
+from runner.registry import Registry
 
 
 @dataclass

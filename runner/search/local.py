@@ -9,8 +9,8 @@ from typing import Any
 
 from rapidfuzz import fuzz, process, utils
 
-from ..paths import OK, resolve_inside
-from . import PROVIDERS, SearchFailed, SearchRequest, provider
+from runner.paths import OK, resolve_inside
+from runner.search import PROVIDERS, SearchFailed, SearchRequest, provider
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
 PARAGRAPH = re.compile(r"\n\s*\n")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..retry import Retryable, parse_retry_after, with_retries
-from . import SearchFailed, SearchRequest, provider
+from runner.retry import Retryable, parse_retry_after, with_retries
+from runner.search import SearchFailed, SearchRequest, provider
 
 DEFAULT_API_BASE = "https://api.tavily.com"
 RETRY_STATUS = {429, 500, 502, 503, 504}

@@ -10,11 +10,11 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..observe import NULL_OBSERVER, Observer
-from ..run_warnings import add_warning
+from runner.engine.run_warnings import add_warning
+from runner.observe import NULL_OBSERVER, Observer
 
 if TYPE_CHECKING:
-    from ..context import Runtime
+    from runner.engine.context import Runtime
 
 BACKENDS = ("mlflow", "none")
 
@@ -35,15 +35,15 @@ def make_observer(runtime: Runtime) -> Observer:
     backend = backend_of(runtime)
     if backend == "none" or runtime.options.render:
         return NULL_OBSERVER
-    from ..context import render_at
-    from .mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
+    from runner.engine.context import render_at
+    from runner.tracing.mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
 
     warn = functools.partial(add_warning, runtime)
 
     def redact(text: str) -> str:     # what the LLM call logs hide, without starting an LLM service
         if runtime.llm_used:
             return str(runtime.llm.redact(text))
-        from ..llm.service import SECRET_NAME
+        from runner.llm.service import SECRET_NAME
         for name, value in runtime.env.items():
             if SECRET_NAME.search(name) and len(value) >= 6:
                 text = text.replace(value, "***")

@@ -11,7 +11,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .spans import Span, SpanRecorder, TracingFailed
+from runner.tracing.spans import Span, SpanRecorder, TracingFailed
 
 INSTALL_HINT = "pip install 'runner[mlflow]'"
 URI_VAR = "MLFLOW_TRACKING_URI"
@@ -102,7 +102,7 @@ class MlflowTracer(SpanRecorder):
         seen = len(_capture.messages)
         live = mlflow.start_span_no_context(
             root.name, span_type=SPAN_TYPES["item"], inputs=root.inputs, experiment_id=self.experiment_id,
-            start_time_ns=root.started_ns, tags={"runner.pipeline": self.pipeline, "runner.item": root.name})
+            start_time_ns=root.started_ns, tags={"runner.pipeline.model": self.pipeline, "runner.item": root.name})
         trace_id = live.trace_id
         for child in root.children:
             self._span(child, live)

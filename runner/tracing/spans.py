@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..observe import LLMCall, Observer
+from runner.observe import LLMCall, Observer
 
 if TYPE_CHECKING:
-    from ..inputs import Item
-    from ..pipeline import StepSpec
+    from runner.inputs import Item
+    from runner.pipeline.model import StepSpec
 
 
 @dataclass

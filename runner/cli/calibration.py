@@ -1,0 +1,150 @@
+"""`runner eval` and `runner sweep`: registered on the main typer app by runner/cli/app.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runner.errors import RunnerError
+
+LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
+KeyOpt = Annotated[str, typer.Option("--key", help="Field joining labels to results (a.b reads nested fields).")]
+TruthOpt = Annotated[str, typer.Option("--truth", help="The labels' field holding the right answer.")]
+PredictedOpt = Annotated[str | None, typer.Option(
+    "--predicted", help="The results' field holding the judge's answer (default: the summary's count_by).")]
+PositiveOpt = Annotated[list[str] | None, typer.Option(
+    "--positive", help="A value that counts as pass for pass/fail metrics (repeat).")]
+KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numeric.")]
+
+
+def _no_cache_dir_resolver(value: Path | None) -> Path:
+    raise AssertionError("register() sets the cache folder resolver")  # pragma: no cover
+
+
+_cache_dir: Callable[[Path | None], Path] = _no_cache_dir_resolver
+
+
+def register(app: typer.Typer, cache_dir: Callable[[Path | None], Path]) -> None:
+    """Add the commands to `app`; `cache_dir` resolves --cache-dir as `runner run` does
+    (passed in: this module must not import runner.cli.app, which imports it)."""
+    global _cache_dir
+    _cache_dir = cache_dir
+    app.command("eval")(eval_command)
+    app.command("sweep")(sweep_command)
+
+
+@contextmanager
+def _exit_codes(interrupted: str) -> Iterator[None]:
+    """A RunnerError is its message and exit code 2; Ctrl-C is exit code 130."""
+    try:
+        yield
+    except RunnerError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: {interrupted}", err=True)
+        raise typer.Exit(130) from None
+
+
+def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
+          juror_field: str | None = None, kind: str = "auto") -> Any:
+    from runner.calibration.evaluate import EvalSpec
+    if kind not in ("auto", "categorical", "numeric"):
+        raise RunnerError(f"--kind {kind}: choose auto, categorical or numeric")
+    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind)
+
+
+def eval_command(
+        target: Annotated[Path, typer.Argument(help="A run folder (or its 'latest' pointer), or a pipeline file.")],
+        labels: LabelsOpt, key: KeyOpt, truth: TruthOpt, predicted: PredictedOpt = None,
+        positive: PositiveOpt = None,
+        juror_field: Annotated[str | None, typer.Option(
+            "--juror-field", help="Path of the votes list (default: every {model, value} list found).")] = None,
+        kind: KindOpt = "auto",
+        input: Annotated[Path | None, typer.Option("--input", "-i", help="With a pipeline: run it on this first.")]
+        = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help="With a pipeline: override a key.")] = None,
+        out: Annotated[Path | None, typer.Option("--out", help="With a pipeline: its output folder.")] = None,
+        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        fail_under_kappa: Annotated[float | None, typer.Option(
+            "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
+    """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
+    from runner.calibration.evaluate import evaluate_target
+    with _exit_codes("nothing evaluated (a pipeline's finished items are written)"):
+        report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
+                                         input, set_ or [], out, _cache_dir(cache_dir))
+    for hint in report.get("run_hints", []):
+        typer.echo(hint, err=True)
+    typer.echo(_eval_lines(report))
+    typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
+    kappa = report["metrics"].get("kappa")
+    if fail_under_kappa is not None and (kappa is None or kappa < fail_under_kappa):
+        typer.echo(f"kappa {kappa} is below --fail-under-kappa {fail_under_kappa}", err=True)
+        raise typer.Exit(1)
+
+
+def _eval_lines(report: dict[str, Any]) -> str:
+    m = report["metrics"]
+    lines = [f"scored {report['scored']} of {report['label_rows']} label(s) against {report['results']} result(s)"]
+    problems = {k: len(v) for k, v in report["problems"].items() if v}
+    lines.append("join problems: " + (", ".join(f"{k.replace('_', ' ')} {n}" for k, n in problems.items())
+                                      or "none"))
+    if report["kind"] == "numeric":
+        lines.append(f"MAE {m.get('mae')}, bias {m.get('bias')}, Pearson {m.get('pearson')}, "
+                     f"Spearman {m.get('spearman')}")
+        return "\n".join(lines)
+    if not m.get("n"):
+        return "\n".join(lines)
+    base = m["baseline"]
+    lines.append(f"accuracy {m['accuracy']} (always {base['predicts']}: {base['accuracy']}), "
+                 f"kappa {m['kappa']} 95% CI {m['kappa_ci95']}, macro F1 {m['macro_f1']}")
+    if report.get("binary"):
+        b = report["binary"]
+        lines.append(f"pass/fail: accuracy {b['accuracy']}, kappa {b['kappa']} 95% CI {b['kappa_ci95']}")
+    for name, j in ((report.get("jurors") or {}).get("models") or {}).items():
+        lines.append(f"juror {name}: accuracy {j['accuracy']}, kappa {j['kappa']} on {j['n']} item(s)"
+                     f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
+    return "\n".join(lines)
+
+
+def sweep_command(
+        pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+        input: Annotated[Path, typer.Option("--input", "-i", help="Input file.")],
+        labels: LabelsOpt, key: KeyOpt, truth: TruthOpt,
+        grid: Annotated[list[str], typer.Option("--grid", help="KEY=V1,V2,... (repeat; every combination runs).")],
+        predicted: PredictedOpt = None, positive: PositiveOpt = None, kind: KindOpt = "auto",
+        metric: Annotated[str | None, typer.Option(
+            "--metric", help="kappa, accuracy, macro_f1, mae, pearson or spearman (default: kappa; mae for numbers).")]
+        = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key in every setting.")] = None,
+        allow_calls: Annotated[bool, typer.Option(
+            "--allow-calls", help="Run settings whose prompts are not all cached (new LLM calls).")] = False,
+        out: Annotated[Path | None, typer.Option("--out", help="Folder for sweep.md, sweep.json, sweep.html.")]
+        = None,
+        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        concurrency: Annotated[int, typer.Option(help="LLM requests in flight (with --allow-calls).", min=1)] = 8,
+) -> None:
+    """Score every combination of --grid values against labels, from the LLM cache."""
+    from runner.api import ItemSource
+    from runner.calibration.report import sweep_markdown, write_sweep
+    from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep
+
+    def estimate(pending: list[Any]) -> None:
+        calls = sum(s.calls_needed for s in pending)
+        tokens = sum(s.est_prompt_tokens for s in pending)
+        typer.echo(f"--allow-calls: {len(pending)} setting(s) need up to {calls} new LLM call(s) "
+                   f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
+                   err=True)
+
+    with _exit_codes("no sweep written"):
+        request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
+                               parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
+        report = run_sweep(request, estimate)
+        folder = out or Path("reports") / report["name"] / input.stem / "sweep"
+        write_sweep(folder, report)
+    typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
+    typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")

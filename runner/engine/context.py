@@ -1,0 +1,203 @@
+"""What a step sees: the run's options and shared services (Runtime), its own context
+(StepContext), and rendering that names the failing field. Never imports the engine:
+the engine hands each context the way to run sub-steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
+
+import jinja2
+
+from runner.errors import RunnerError, TemplateError
+from runner.inputs import Item
+from runner.observe import NULL_OBSERVER, Observer
+from runner.pipeline.model import Pipeline, StepSpec
+from runner.pipeline.templating import Renderer, describe_error
+from runner.yamlpos import Path as DataPath
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
+A = TypeVar("A", bound="DataclassInstance")
+
+
+class _NotGiven:
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
+
+
+@dataclass
+class RunOptions:
+    cache_dir: Path = Path("cache")
+    no_cache: bool = False
+    llm_concurrency: int = 8
+    out_dir: Path | None = None
+    memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
+    render: bool = False           # `runner render`: print prompts, send nothing
+    input_path: str | None = None
+    trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
+
+
+@dataclass
+class Runtime:
+    """Services shared by every item of one run."""
+
+    pipeline: Pipeline
+    options: RunOptions
+    renderer: Renderer
+    env: dict[str, str]
+    params: dict[str, Any]
+    run_info: dict[str, Any]
+    render_stream: TextIO | None = None                 # `runner render` prints each prompt here
+    render_stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cached": 0, "tokens": 0})
+    # Extra sections of summary.json, each computed from the runtime when the run ends.
+    summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
+    _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
+    memo: Any = None
+    closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
+    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
+    open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
+    _llm: Any = None
+
+    @classmethod
+    def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+        env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
+        run_info = {"pipeline": pipeline.name, "input": options.input_path,
+                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
+        if pipeline.memo and options.out_dir is not None:
+            from runner.stores.memo import MemoStore, store_path
+            store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
+            runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
+        return runtime
+
+    def resource(self, make: Callable[[Runtime], T]) -> T:
+        """One per-run object per factory (a step type's cache), made on first use."""
+        if make not in self._resources:
+            self._resources[make] = make(self)
+        return cast(T, self._resources[make])
+
+    @property
+    def llm_used(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def llm(self) -> Any:
+        """The LLM service, created on first use (it never imports litellm until a cache miss)."""
+        if self._llm is None:
+            from runner.llm.service import LLMService, RenderSink
+            sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
+            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
+                                   cache=self.take_cache("responses"))
+        return self._llm
+
+    def model_spec(self, name: str) -> Any:
+        """The rendered, checked spec of the model `name` under models:."""
+        from runner.llm.spec import build_spec
+        entry = self.pipeline.models.get(name)
+        if entry is None:
+            raise RunnerError(f"unknown model '{name}'")
+        scope = {"env": self.env, "params": self.params, "run": self.run_info}
+        try:
+            return build_spec(name, render_at(self, entry, ("models", name), scope))
+        except RunnerError as exc:
+            raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
+
+    def base_scope(self, item: Item) -> dict[str, Any]:
+        scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,
+                                 "run": self.run_info, "steps": {}}
+        parent_as = self.pipeline.input.get("parent_as")
+        if parent_as:
+            scope[parent_as] = item.parent
+        return scope
+
+    def take_cache(self, name: str) -> Any:
+        """The cache `name` opened before the run (see json_cache.open_caches), or None."""
+        return self.open_caches.pop(name, None)
+
+    async def aclose(self) -> None:
+        for close in self.closers:
+            close()
+        for cache in self.open_caches.values():      # caches the run never used
+            cache.close()
+        self.open_caches.clear()
+        if self._llm is not None:
+            await self._llm.aclose()
+        await self.observer.aclose()
+
+
+@functools.cache
+def _argument_keys(kind: type) -> tuple[tuple[str, str], ...]:
+    """(field name, `with:` key) of an argument dataclass, read once per class."""
+    return tuple((f.name, f.name.rstrip("_")) for f in dataclasses.fields(kind))
+
+
+@dataclass
+class StepContext:
+    """What a step's run() sees."""
+
+    runtime: Runtime
+    spec: StepSpec
+    args: dict[str, Any]
+    scope: dict[str, Any]
+    item: Item
+    substeps: Callable[[tuple[StepSpec, ...], dict[str, Any]], Awaitable[StepsOutcome]]
+    stop_requested: bool = False
+
+    def arguments(self, kind: type[A]) -> A:
+        """This step's `with:` (rendered, but for the step's lazy fields) as the dataclass
+        `kind`: a field per key, `as_` for `as`; keys not given keep the field's default."""
+        return kind(**{name: self.args[key] for name, key in _argument_keys(kind) if key in self.args})
+
+    def render(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> Any:
+        """Render a raw (lazy) value of this step's `with:`, errors naming the field."""
+        return render_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
+
+    def condition(self, value: Any, *field_path: str | int, scope: Mapping[str, Any] | None = None) -> bool:
+        return condition_at(self.runtime, value, (*self.spec.path, "with", *field_path), scope or self.scope)
+
+    def where(self, *field_path: str | int) -> str:
+        return self.runtime.pipeline.where((*self.spec.path, "with", *field_path))
+
+    async def run_steps(self, specs: tuple[StepSpec, ...], scope: dict[str, Any]) -> StepsOutcome:
+        """Run sub-steps (foreach, loop) in `scope`, through the engine that made this context."""
+        return await self.substeps(specs, scope)
+
+
+# What evaluating a template can raise: Jinja's errors and those of the Python it runs.
+TEMPLATE_FAILURES = (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, KeyError)
+
+
+def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, Any]) -> Any:
+    """Render a templated value; a failure is a TemplateError naming the file, line and field."""
+    try:
+        return runtime.renderer.value(value, scope)
+    except TEMPLATE_FAILURES as exc:
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
+
+
+def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mapping[str, Any]) -> bool:
+    """Evaluate an `if:`/`when:`-style condition, failing like render_at."""
+    try:
+        return runtime.renderer.condition(expression, scope)
+    except TEMPLATE_FAILURES as exc:
+        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
+
+
+@dataclass
+class StepsOutcome:
+    results: dict[str, Any]
+    stopped: bool = False
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,181 @@
+"""Runs items through steps: `if`, `on_error`, stop, concurrency, outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from runner.engine.context import RunOptions, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.steps.base import Step, step_class
+from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
+from runner.inputs import Item
+from runner.pipeline.model import StepSpec
+
+__all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
+           "run_items", "run_steps"]
+
+
+_INSTANCES: dict[str, Step] = {}
+
+
+def _instance(uses: str) -> Step:
+    if uses not in _INSTANCES:
+        _INSTANCES[uses] = step_class(uses)()
+    return _INSTANCES[uses]
+
+
+async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any], *,
+                    item: Item) -> StepsOutcome:
+    """Run `specs` in order in `scope` (whose `steps` dict they fill)."""
+    results: dict[str, Any] = scope["steps"]
+    for spec in specs:  # a step that does not run (skipped, or after a stop or failure) is null
+        results.setdefault(spec.id, None)
+    outcome = StepsOutcome(results)
+    for spec in specs:
+        try:
+            if spec.condition is not None and not condition_at(runtime, spec.condition, (*spec.path, "if"), scope):
+                results[spec.id] = None
+                continue
+        except TemplateError as exc:
+            outcome.error = str(exc)
+            return outcome
+        ctx: StepContext | None = None
+        span, failure = runtime.observer.step_start(item, spec), None
+        try:
+            step = _instance(spec.uses)
+            lazy = set(step.lazy_fields) | ({"steps"} if step.substeps else set())
+            args = {k: (v if k in lazy or not step.render_args
+                        else render_at(runtime, v, (*spec.path, "with", k), scope))
+                    for k, v in spec.args.items()}
+            ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item))
+            results[spec.id] = await step.run(ctx)
+        except NeedsModel:
+            raise
+        except (StepError, TemplateError) as exc:
+            message = failure = exc.message if isinstance(exc, StepError) else str(exc)
+            partial = exc.partial if isinstance(exc, StepError) else None
+            if spec.on_error == "fail":
+                results[spec.id] = partial
+                outcome.error = f"step '{spec.id}': {message}"
+                return outcome
+            outcome.warnings.append(f"step '{spec.id}': {message}")
+            if spec.on_error == "continue":
+                results[spec.id] = {**(partial or {}), "error": message}
+            else:
+                try:
+                    results[spec.id] = render_at(runtime, spec.default, (*spec.path, "default"),
+                                                 {**scope, "error": message})
+                except TemplateError as again:
+                    outcome.error = str(again)
+                    return outcome
+        finally:
+            runtime.observer.step_end(span, results.get(spec.id), failure)
+        if ctx is not None and ctx.stop_requested:
+            outcome.stopped = True
+            return outcome
+    return outcome
+
+
+async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
+    """One item's result: its output fields, `index`, and `error` when there is one."""
+    result: dict[str, Any] = {"index": item.index}
+    if item.error:
+        result["error"] = item.error
+        return result
+    scope = runtime.base_scope(item)
+    memo_key = None
+    if runtime.memo is not None and runtime.pipeline.memo is not None:
+        try:
+            memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
+            stored = runtime.memo.get(memo_key)
+            if stored is not None:
+                return _from_memo(runtime, stored, scope, result)
+        except TemplateError as exc:
+            return {**result, "error": str(exc)}
+    started = time.perf_counter()
+    runtime.observer.item_start(item)
+    try:
+        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item=item)
+    except NeedsModel:
+        raise
+    except RunnerError as exc:
+        outcome = StepsOutcome(scope["steps"], error=str(exc))
+    except Exception as exc:  # a bug in one step must not sink the other items
+        outcome = StepsOutcome(scope["steps"], error=f"internal error: {type(exc).__name__}: {exc}")
+    scope["duration_ms"] = round((time.perf_counter() - started) * 1000)
+    if runtime.pipeline.output_base:
+        try:
+            base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
+            if isinstance(base, dict):
+                result.update({k: v for k, v in base.items() if k != "index"})
+        except TemplateError as exc:
+            outcome.error = outcome.error or str(exc)
+    for name, template in runtime.pipeline.output.items():
+        try:
+            result[name] = render_at(runtime, template, ("output", name), scope)
+        except TemplateError as exc:
+            result[name] = None
+            if not outcome.error:
+                outcome.error = str(exc)
+    if outcome.error:
+        # A failed item keeps what it could compute; fields that came out empty are dropped.
+        result = {k: v for k, v in result.items() if v is not None}
+        result["error"] = outcome.error
+    elif result.get("error") is None:
+        result.pop("error", None)      # `error` is present only when there is one
+    warnings = [*(result.get("warnings") or []), *outcome.warnings]
+    result.pop("warnings", None)
+    if warnings:
+        result["warnings"] = warnings
+    await runtime.observer.item_end(item, result)
+    if memo_key is not None and not outcome.error:
+        _remember(runtime, memo_key, result, scope)
+    return result
+
+
+def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
+    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
+    skip = (runtime.pipeline.memo or {}).get("skip_when")
+    try:
+        if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
+            return
+    except TemplateError as exc:
+        result.setdefault("warnings", []).append(f"{exc}; result not stored")
+        return
+    runtime.memo.put(key, result)
+
+
+def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
+               result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result, with the fields listed in `memo.refresh` rendered for this item."""
+    result.update(stored)
+    for name in (runtime.pipeline.memo or {}).get("refresh") or []:
+        result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
+    result["memo_hit"] = True
+    return result
+
+
+async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
+                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> list[dict[str, Any]]:
+    """Run every item, at most `concurrency` at once; results come back in input order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+    results: dict[int, dict[str, Any]] = {}
+
+    async def one(item: Item) -> None:
+        async with gate:
+            result = await run_item(runtime, item)
+        results[item.index] = result
+        maybe = on_result(result)
+        if maybe is not None:
+            await maybe
+
+    tasks = [asyncio.ensure_future(one(item)) for item in items]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return [results[i.index] for i in items if i.index in results]

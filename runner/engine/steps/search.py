@@ -1,0 +1,60 @@
+"""`search`: results from a search provider, cached on disk; failures are data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runner.engine.context import Runtime, StepContext
+from runner.engine.steps.base import Step, register
+from runner.pipeline.result_shapes import closed
+from runner.search import SearchFailed, SearchRequest, cache_key, get_provider
+from runner.stores.json_cache import JsonCache
+
+OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
+
+
+@dataclass(frozen=True)
+class SearchArgs:
+    query: Any
+    provider: Any
+    max_results: Any = None
+    # provider options (OPTION_KEYS)
+    api_key: str | None = None
+    api_base: str | None = None
+    search_depth: str | None = None
+    folder: str | None = None
+    timeout: Any = None
+    retries: Any = None
+    backoff: Any = None
+
+
+@register
+class Search(Step):
+    name = "search"
+    summary = "Search (tavily or a local folder) -> results [{title, url|path, content, score}] and error."
+    result = closed({"results": {"type": "array"}, "error": {"type": ["string", "null"]},
+                     "cached": {"type": "boolean"}})
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.arguments(SearchArgs)
+        found = get_provider(str(args.provider))
+        request = SearchRequest(str(args.query), int(args.max_results or 3),
+                                {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k) is not None})
+        key = cache_key(found, request)
+        cache = ctx.runtime.resource(_cache)
+        cached = None if ctx.runtime.options.no_cache else cache.get(key)
+        if cached is not None:
+            return {"results": cached, "error": None, "cached": True}
+        try:
+            results = await found.search(request)
+        except SearchFailed as exc:
+            return {"results": [], "error": str(exc), "cached": False}
+        cache.set(key, results)
+        return {"results": results, "error": None, "cached": False}
+
+
+def _cache(runtime: Runtime) -> JsonCache:
+    cache = runtime.take_cache("search") or JsonCache(runtime.options.cache_dir / "search")
+    runtime.closers.append(cache.close)
+    return cache

@@ -1,0 +1,54 @@
+"""Typed, frozen view of a validated pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.yamlpos import Located, json_path
+from runner.yamlpos import Path as DataPath
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    id: str
+    uses: str
+    args: dict[str, Any]
+    path: DataPath                      # where the step sits in the file, e.g. ('steps', 2)
+    condition: Any = None               # `if:`
+    on_error: str = "fail"
+    default: Any = None
+    substeps: tuple[StepSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    description: str
+    file: Path
+    project_dir: Path                   # the folder holding pipelines/, prompts/, schemas/
+    env_names: tuple[str, ...]
+    input: dict[str, Any]
+    params: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    steps: tuple[StepSpec, ...]
+    output: dict[str, Any]
+    output_base: str | None
+    summary: dict[str, Any]
+    memo: dict[str, Any] | None
+    concurrency: Any
+    located: Located = field(repr=False, compare=False)
+    tracing: dict[str, Any] | None = None
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.project_dir / "prompts"
+
+    @property
+    def schemas_dir(self) -> Path:
+        return self.project_dir / "schemas"
+
+    def where(self, path: DataPath) -> str:
+        """`file:line:col: json.path` for messages about a field."""
+        return f"{self.located.location(path)}: {json_path(path)}"

@@ -1,0 +1,119 @@
+"""`--set a.b.c=VALUE`: set any path the pipeline schema allows, VALUE parsed as YAML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from runner.engine.steps.base import StepCatalog
+from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
+from runner.yamlpos import Located
+from runner.yamlpos import Path as DataPath
+
+
+def parse_assignment(text: str) -> tuple[list[str], Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise RunnerError(f"--set {text}: expected KEY=VALUE, e.g. --set params.quote_threshold=0.9")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise RunnerError(f"--set {text}: the value is not valid YAML: {exc}") from None
+    return key.strip().split("."), value
+
+
+def apply_overrides(located: Located, assignments: list[str], schema: dict[str, Any],
+                    catalog: StepCatalog) -> None:
+    """Write each assignment into `located.data`, or raise ConfigError naming every bad path."""
+    problems: list[Problem] = []
+    for text in assignments:
+        parts, value = parse_assignment(text)
+        try:
+            path = _resolve(located.data, parts, schema, catalog)
+        except _BadPath as exc:
+            problems.append(Problem(f"--set {text}", ".".join(parts), str(exc), (10**9, 0)))
+            continue
+        _write(located.data, path, value)
+        located.overridden[path] = text
+    if problems:
+        raise ConfigError(problems)
+
+
+class _BadPath(Exception):
+    pass
+
+
+def _resolve(data: Any, parts: list[str], schema: dict[str, Any], catalog: StepCatalog) -> DataPath:
+    """Check `parts` against the schema (and the file, for params, models and step ids)."""
+    defs = schema.get("$defs", {})
+    node: dict[str, Any] = schema
+    current: Any = data
+    path: list[str | int] = []
+    for position, part in enumerate(parts):
+        node = _deref(node, defs)
+        here = ".".join(parts[:position]) or "the pipeline"
+        if path == ["steps"]:
+            index = _step_index(current, part)
+            path.append(index)
+            current = current[index]
+            node = defs["step"]
+            continue
+        if path and path[0] == "steps" and len(path) == 2 and part == "with":
+            uses = current.get("uses") if isinstance(current, dict) else None
+            path.append(part)
+            current = current.get("with", {}) if isinstance(current, dict) else {}
+            node = catalog.infos[uses].schema if uses in catalog.infos else {"type": "object"}
+            continue
+        if path == ["params"]:
+            known = list(current) if isinstance(current, dict) else []
+            if part not in known:
+                raise _BadPath(unknown("param", part, known, "params"))
+        if path == ["models"]:
+            known = list(current) if isinstance(current, dict) else []
+            if part not in known:
+                raise _BadPath(unknown("model", part, known, "defined"))
+        properties = node.get("properties", {})
+        extra = node.get("additionalProperties", True)
+        if part in properties:
+            node = properties[part]
+        elif isinstance(extra, dict):
+            node = extra
+        elif extra is False:
+            hint = did_you_mean(part, properties)
+            raise _BadPath(f"'{part}' is not a key of {here}.{hint}" if hint else
+                           f"'{part}' is not a key of {here} (allowed: {', '.join(sorted(properties))})")
+        else:
+            node = {}
+        path.append(part)
+        current = current.get(part) if isinstance(current, dict) else None
+    return tuple(path)
+
+
+def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node and node["$ref"].startswith("#/$defs/"):
+        node = defs[node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def _step_index(steps: Any, part: str) -> int:
+    if not isinstance(steps, list):
+        raise _BadPath("the pipeline has no steps list")
+    if part.isdigit() and int(part) < len(steps):
+        return int(part)
+    ids = [s.get("id") for s in steps if isinstance(s, dict)]
+    if part in ids:
+        return ids.index(part)
+    raise _BadPath(unknown("step id", part, [i for i in ids if i], "steps"))
+
+
+def _write(data: dict[str, Any], path: DataPath, value: Any) -> None:
+    target: Any = data
+    for part in path[:-1]:
+        if isinstance(target, list):
+            target = target[part]  # type: ignore[index]
+            continue
+        if not isinstance(target.get(part), (dict, list)):
+            target[part] = {}
+        target = target[part]
+    target[path[-1]] = value

@@ -1,0 +1,160 @@
+"""What a step returns, as a JSON Schema, and the static check of `steps.X.FIELD` reads.
+
+A result schema is *closed* (its fields are known) when it is an object schema with
+`properties` and no way to hold other keys; anything else is open and never checked, so
+a shape that depends on run-time values (an output schema given by an expression, a
+templated `default:`) cannot produce a false error. Answer schemas written by users
+(`output_schema: x.schema.json`) count as closed when they list properties and do not
+allow additional ones explicitly: the schema is what the prompt asks the model for."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jinja2 import nodes
+
+import runner.pipeline.templating as templating
+from runner.errors import did_you_mean
+
+OPEN: dict[str, Any] = {}
+TEXT: dict[str, Any] = {"type": "string"}
+# Mapping methods a template may call on any result (`steps.x.output.get('k')`).
+MAPPING_METHODS = {"get", "items", "keys", "values"}
+_COMBINATORS = ("anyOf", "oneOf", "allOf", "$ref", "if", "patternProperties")
+
+
+def closed(properties: Mapping[str, Any], description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": dict(properties), "additionalProperties": False}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def open_object(properties: Mapping[str, Any], description: str) -> dict[str, Any]:
+    """Known fields plus others that depend on the run (documented, never checked)."""
+    return {"type": "object", "properties": dict(properties), "additionalProperties": True,
+            "description": description}
+
+
+def fields_of(schema: Any) -> dict[str, Any] | None:
+    """The known fields of a closed object schema; None when the shape is open."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("type") == "null":
+        return {}
+    if schema.get("type") not in ("object", ["object", "null"], ["null", "object"]):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or any(k in schema for k in _COMBINATORS):
+        return None
+    if schema.get("additionalProperties", False) is not False:
+        return None
+    return properties
+
+
+def union(a: Any, b: Any) -> dict[str, Any]:
+    """A shape holding either: fields of both when both are closed, else open."""
+    left, right = fields_of(a), fields_of(b)
+    if left is None or right is None:
+        return OPEN
+    merged = dict(left)
+    for key, value in right.items():
+        merged[key] = union(merged[key], value) if key in merged else value
+    return closed(merged)
+
+
+def literal_shape(value: Any) -> dict[str, Any]:
+    """The shape of a literal YAML value (a `default:`): mappings are closed, templates open."""
+    if isinstance(value, dict):
+        return closed({str(k): literal_shape(v) for k, v in value.items()})
+    return OPEN
+
+
+@dataclass
+class ShapeContext:
+    """What a step type may consult to derive its result schema from its `with:`."""
+
+    schemas_dir: Path | None = None
+    substeps: Callable[[list[Any]], dict[str, Any]] = lambda steps: {}
+    _answers: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def answer_schema(self, value: Any) -> dict[str, Any] | None:
+        """An `output_schema:` given literally (a file in schemas/ or an inline object); None otherwise."""
+        if isinstance(value, dict):
+            return value
+        if not isinstance(value, str) or templating.is_template(value) or self.schemas_dir is None:
+            return None
+        if value not in self._answers:
+            try:
+                loaded = json.loads((self.schemas_dir / value).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                loaded = None
+            self._answers[value] = loaded if isinstance(loaded, dict) else None
+        return self._answers[value]
+
+
+def sub_results(steps: Any, shapes: ShapeContext, output: Any) -> dict[str, Any]:
+    """What one pass of a foreach/loop yields: its `output`, or its sub-steps' results."""
+    if output is not None:
+        return literal_shape(output)
+    return closed(shapes.substeps(steps if isinstance(steps, list) else []))
+
+
+def describe(schema: dict[str, Any]) -> str:
+    """One line for `runner steps`: a result's fields and what shapes them."""
+    note = schema.get("description", "")
+    if schema.get("type") == "null":
+        return "none (the step never yields a value)"
+    if schema.get("type") == "array":
+        return f"a list. {note}".strip()
+    if schema.get("type") != "object":
+        return note or "any value"
+    names = ", ".join(schema.get("properties") or {})
+    return f"{names}. {note}".strip() if names else note
+
+
+# ---- reads of step results in templates ---------------------------------------------
+
+def step_field_reads(tree: nodes.Template) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(step id, fields read) for every `steps.X.A.B` (or `steps['X']['A']`) in a template."""
+    called = {id(call.node) for call in tree.find_all(nodes.Call)}
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        chain: list[str | None] = []
+        current: nodes.Node = node
+        while isinstance(current, (nodes.Getattr, nodes.Getitem)):
+            if isinstance(current, nodes.Getattr):
+                chain.append(current.attr)
+            else:
+                arg = current.arg
+                chain.append(arg.value if isinstance(arg, nodes.Const) and isinstance(arg.value, str) else None)
+            current = current.node
+        if not (isinstance(current, nodes.Name) and current.name == "steps"):
+            continue
+        chain.reverse()
+        if id(node) in called:          # `steps.x.output.get(...)`: a method, not a field
+            chain = chain[:-1]
+        if None in chain:               # a computed key: only what comes before it is checked
+            chain = chain[:chain.index(None)]
+        if len(chain) >= 2 and chain[0] is not None:
+            yield chain[0], tuple(str(part) for part in chain[1:])
+
+
+def check_read(step_id: str, shape: Any, fields: tuple[str, ...]) -> str | None:
+    """Why reading `fields` from a result of `shape` cannot work, or None."""
+    for depth, name in enumerate(fields):
+        known = fields_of(shape)
+        if known is None:
+            return None
+        if name not in known:
+            if depth and name in MAPPING_METHODS:
+                return None
+            owner = f"step '{step_id}'" if depth == 0 else f"steps.{step_id}.{'.'.join(fields[:depth])}"
+            hint = did_you_mean(name, known)
+            tail = f".{hint}" if hint else f" (its fields: {', '.join(sorted(known)) or 'none'})"
+            return f"steps.{step_id}.{'.'.join(fields[:depth + 1])}: {owner} has no field '{name}'{tail}"
+        shape = known[name]
+    return None

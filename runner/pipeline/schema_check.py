@@ -1,0 +1,120 @@
+"""JSON Schema validation with every error mapped back to its YAML line and column."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import Problem, did_you_mean
+from runner.yamlpos import Located
+from runner.yamlpos import Path as DataPath
+
+if TYPE_CHECKING:       # jsonschema is imported when something is checked: a known-valid run never is
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
+
+# The runner's own schemas are package data (a wheel carries them); answer schemas
+# belong to pipelines and live beside them in the project's schemas/ folder.
+SCHEMA_ROOT: Traversable = files("runner") / "schemas"
+PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"
+
+
+def read_schema(*parts: str) -> dict[str, Any]:
+    """A schema shipped with runner, e.g. read_schema("steps", "jury.schema.json")."""
+    resource = SCHEMA_ROOT
+    for part in parts:
+        resource = resource / part
+    return json.loads(resource.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def pipeline_schema() -> dict[str, Any]:
+    return read_schema("pipeline.schema.json")
+
+
+def step_schema_names() -> list[str]:
+    """The step types that ship a `with:` schema."""
+    return sorted(entry.name.removesuffix(".schema.json") for entry in (SCHEMA_ROOT / "steps").iterdir()
+                  if entry.name.endswith(".schema.json"))
+
+
+@lru_cache(maxsize=1)
+def _registry() -> Registry:
+    from referencing import Registry, Resource
+    resources = [(PIPELINE_SCHEMA_ID, Resource.from_contents(pipeline_schema()))]
+    for name in step_schema_names():
+        contents = read_schema("steps", f"{name}.schema.json")
+        resources.append((contents.get("$id", name), Resource.from_contents(contents)))
+    return Registry().with_resources(resources)
+
+
+TEMPLATE_PATTERN = "\\{[{%]"     # $defs.template: a value that is a {{ template }}
+
+
+@lru_cache(maxsize=64)
+def _validator(schema_json: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    return Draft202012Validator(json.loads(schema_json), registry=_registry())
+
+
+def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
+    return _validator(json.dumps(schema, sort_keys=True))
+
+
+def schema_problems(located: Located, data: Any, schema: dict[str, Any],
+                    base: DataPath = ()) -> list[Problem]:
+    """Every schema error of `data` (found at `base` in the file) as located problems."""
+    problems: list[Problem] = []
+    for error in validator_for(schema).iter_errors(data):
+        problems.extend(_explain(located, error, base))
+    return problems
+
+
+def _explain(located: Located, error: ValidationError, base: DataPath) -> list[Problem]:
+    path = (*base, *error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = set(schema.get("properties", {}))
+        out = []
+        for key in error.instance:
+            if key in known:
+                continue
+            hint = did_you_mean(key, known)
+            message = (f"unknown key '{key}'.{hint}" if hint
+                       else f"unknown key '{key}' (allowed: {', '.join(sorted(known))})")
+            out.append(located.problem((*path, key), message, key=True))
+        return out
+    if error.validator == "required":
+        return [located.problem(path, error.message.replace("is a required property", "is required"))]
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # A value of the right type that breaks a bound or a form (retries: -1, a bad URL).
+        bounds = [e for e in error.context if e.validator != "type"
+                  and not (e.validator == "pattern" and e.validator_value == TEMPLATE_PATTERN)]
+        if bounds:
+            if bounds[0].validator == "pattern":
+                about = error.schema.get("description") if isinstance(error.schema, dict) else None
+                suffix = f": {about}" if about else ""
+                return [located.problem(path, f"{error.instance!r} is not valid here{suffix}")]
+            return [located.problem(path, _short(bounds[0]))]
+        type_errors = [e for e in error.context if e.validator == "type"]
+        chosen = type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path))
+        if type_errors and not isinstance(error.instance, str):
+            return [located.problem(path, _short(chosen))]
+        if isinstance(error.instance, str):
+            wanted: list[Any] = [e.validator_value for e in type_errors]
+            names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
+            return [located.problem(path, f"{error.instance!r} is not of type {names!r} "
+                                          "(and is not a {{ template }})")]
+        return [located.problem(path, _short(chosen))]
+    if error.validator == "minItems" and error.validator_value == 1 and error.instance == []:
+        return [located.problem(path, "must not be empty")]
+    return [located.problem(path, _short(error))]
+
+
+def _short(error: ValidationError) -> str:
+    message = error.message
+    return message if len(message) <= 200 else message[:197] + "..."

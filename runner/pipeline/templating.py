@@ -1,0 +1,386 @@
+"""The one sandboxed Jinja environment, and rendering of templated values.
+
+A string that is exactly one `{{ expr }}` yields the expression's native value; any
+other string holding `{{` or `{%` renders to text; `if:`/`when:` are bare expressions.
+Input data is only ever passed in as values, never compiled as a template."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
+
+from runner.paths import OK, resolve_inside
+
+_SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# `not`? then a dotted name such as `steps.match.passed`, perhaps `| default(...)`: most
+# templated values are one of these.
+_PLAIN_PATH = re.compile(r"^(?P<negate>not\s+)?(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)"
+                         r"(?:\s*\|\s*default\((?P<default>[^(),|{}]*)\))?$")
+_LITERAL_NAMES = frozenset({"none", "None", "true", "True", "false", "False", "not", "and", "or", "in", "is",
+                            "if", "else", "loop", "self", "caller", "varargs", "kwargs"})
+
+def is_template(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def single_expression(value: str) -> str | None:
+    """The inner expression when `value` is exactly one `{{ expr }}`."""
+    match = _SINGLE_EXPR.match(value)
+    return match.group("expr").strip() if match else None
+
+
+# ---- filters -----------------------------------------------------------------
+
+def normalize(text: object) -> str:
+    """Unicode NFKC, casefold, collapse whitespace."""
+    return " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
+
+
+def normalize_html(html: object) -> str:
+    """Strip comments, collapse whitespace, lowercase (the slide judge's content key)."""
+    text = _HTML_COMMENT.sub("", str(html))
+    text = re.sub(r">\s+<", "><", text)
+    return " ".join(text.split()).lower()
+
+
+def sha256(text: object) -> str:
+    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+
+
+# User patterns run on the `regex` engine (re's syntax) with a time bound: a pattern that
+# backtracks catastrophically fails its item instead of hanging the run.
+REGEX_SECONDS = 1.0
+
+
+def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: bool) -> Any:
+    import regex
+    try:
+        return call(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
+    except TimeoutError:
+        raise SecurityError(f"regex {pattern!r} ran over {REGEX_SECONDS:g} s on {len(text):,} characters "
+                            "(catastrophic backtracking?)") from None
+    except regex.error as exc:
+        raise jinja2.TemplateRuntimeError(f"invalid regex {pattern!r}: {exc}") from None
+
+
+def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
+    import regex
+    return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
+
+
+def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
+    """The first match: its groups (one group -> that string), or the match text, or None."""
+    import regex
+    match = _user_regex(regex.search, pattern, str(text), ignorecase)
+    if not match:
+        return None
+    if match.re.groups == 0:
+        return match.group(0)
+    return match.group(1) if match.re.groups == 1 else list(match.groups())
+
+
+def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    return max(low, min(high, float(value)))
+
+
+def tojson(value: Any, indent: int | None = None) -> str:
+    # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+
+
+_JSON_TYPES = {"str": "string", "string": "string", "text": "string", "int": "integer", "integer": "integer",
+               "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
+               "list": "array", "array": "array", "dict": "object", "object": "object"}
+
+
+def fields_schema(fields: Any, nullable: bool = True) -> dict[str, Any]:
+    """A JSON Schema for an object from simple field specs {NAME: {type, description, enum?}}
+    (types: string/str, integer/int, number/float, boolean/bool, array/list[...], object/dict)."""
+    properties: dict[str, Any] = {}
+    for name, spec in dict(fields or {}).items():
+        spec = spec if isinstance(spec, dict) else {"type": spec}
+        declared = str(spec.get("type", "")).strip().lower()
+        base = declared.split("[", 1)[0]
+        prop: dict[str, Any] = {}
+        if base in _JSON_TYPES:
+            kind = _JSON_TYPES[base]
+            prop["type"] = [kind, "null"] if nullable else kind
+            inner = declared[len(base) + 1:-1] if "[" in declared and declared.endswith("]") else ""
+            if kind == "array" and inner in _JSON_TYPES:
+                prop["items"] = {"type": _JSON_TYPES[inner]}
+        if spec.get("enum"):
+            prop["enum"] = list(spec["enum"]) + ([None] if nullable else [])
+        if spec.get("description"):
+            prop["description"] = str(spec["description"])
+        properties[str(name)] = prop
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+def dict_from(rows: Any, key: str, value: str | None = None) -> dict[str, Any]:
+    """A list of mappings as a mapping keyed by one field (to `value`, or the whole row)."""
+    return {row[key]: (row.get(value) if value else row) for row in rows or [] if isinstance(row, dict)}
+
+
+def pick(row: Any, keys: list[str]) -> dict[str, Any]:
+    """Only the named keys of a mapping."""
+    return {k: row[k] for k in keys if isinstance(row, dict) and k in row}
+
+
+def pluck_values(mapping: Any, key: str) -> dict[str, Any]:
+    """{k: v[key]} for nested values, other values kept as they are."""
+    return {k: (v[key] if isinstance(v, dict) and key in v else v) for k, v in dict(mapping or {}).items()}
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Undefined that may be chained (`steps.x.output.field | default(...)` when step x
+    did not run) but fails on any real use: printing, comparing, testing, iterating."""
+
+    __slots__ = ()
+
+    def _fail_with_undefined_error(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._fail_with_undefined_error(*args, **kwargs)
+        except jinja2.UndefinedError as exc:
+            raise MissingName(exc.message or "", self._undefined_obj, self._undefined_name) from None
+
+
+class MissingName(jinja2.UndefinedError):
+    """An undefined name or key, with the object it was looked up on (for the message)."""
+
+    def __init__(self, message: str, owner: Any, name: str | None):
+        super().__init__(message)
+        self.owner = owner
+        self.name = name
+
+
+class ConfinedLoader(jinja2.FileSystemLoader):
+    """Prompt files from the prompts folder only: a symlink out of it, a device or a FIFO
+    is not found (Jinja's own loader already refuses `..`)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        if resolve_inside(Path(self.searchpath[0]), template)[1] != OK:
+            raise jinja2.TemplateNotFound(template)
+        return super().get_source(environment, template)
+
+
+# What one `*`, `**` or `+` may produce: a template cannot exhaust the machine.
+MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
+MAX_INT_BITS = 100_000            # about 30,000 decimal digits
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """The sandbox, with `*`, `**` and `+` refused when their result would be huge."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        size = _result_size(operator, left, right)
+        if size is not None and size[0] > size[1]:
+            raise SecurityError(f"'{operator}' would produce {size[0]:,} {size[2]} (the limit is {size[1]:,})")
+        return super().call_binop(context, operator, left, right)
+
+
+def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] | None:
+    """(estimated size, limit, unit) of `left <operator> right`, when it can be large."""
+    sequences = (str, list, tuple, bytes)
+    if operator == "+" and isinstance(left, sequences) and isinstance(right, sequences):
+        return len(left) + len(right), MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(left, sequences) and isinstance(right, int):
+        return len(left) * right, MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(right, sequences) and isinstance(left, int):
+        return len(right) * left, MAX_ELEMENTS, "elements"
+    if operator == "*" and isinstance(left, int) and isinstance(right, int):
+        return left.bit_length() + right.bit_length(), MAX_INT_BITS, "bits"
+    if operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
+        return left.bit_length() * right, MAX_INT_BITS, "bits"
+    return None
+
+
+def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
+    loader = ConfinedLoader(str(template_dir)) if template_dir else None
+    # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
+    env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
+                         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+    env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
+                       regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
+                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
+                       pluck_values=pluck_values)
+    from runner.text.quotes import quote_match_function
+    env.globals["quote_match"] = quote_match_function
+    env.globals["now"] = now
+    env.globals["uuid"] = lambda: uuid.uuid4().hex
+    return env
+
+
+# ---- compiled templates --------------------------------------------------------
+
+class Renderer:
+    """Compiles templated strings once and renders them with a scope."""
+
+    def __init__(self, template_dir: Path | None = None):
+        self.env = make_environment(template_dir)
+        self._compiled: dict[tuple[str, bool], Callable[[Mapping[str, Any]], Any]] = {}
+
+    def _compile(self, source: str, bare: bool) -> Callable[[Mapping[str, Any]], Any]:
+        key = (source, bare)
+        fn = self._compiled.get(key)
+        if fn is None:
+            expr = source if bare else single_expression(source)
+            path = _plain_path(expr) if expr is not None else None
+            if path is not None:
+                fn = self._path_reader(*path)
+            elif expr is not None:
+                compiled = self.env.compile_expression(expr, undefined_to_none=False)
+                fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
+            else:
+                template = self.env.from_string(source)
+                fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
+            self._compiled[key] = fn
+        return fn
+
+    def _path_reader(self, names: list[str], negate: bool, default: str | None) -> Callable[[Mapping[str, Any]], Any]:
+        """What Jinja's compiled code for `a.b.c` (or `a.b | default(x)`) does: the
+        sandbox's getattr, its undefined values; without building a template context for
+        each of thousands of renders."""
+        env, first, rest = self.env, names[0], names[1:]
+        fallback = None if default is None else self._compile(default, True)
+
+        def read(scope: Mapping[str, Any]) -> Any:
+            value = scope[first] if first in scope else env.globals.get(first, _MISSING)
+            if value is _MISSING:
+                value = env.undefined(name=first)
+            for name in rest:
+                value = env.getattr(value, name)
+            if fallback is not None and isinstance(value, jinja2.Undefined):
+                value = fallback(scope)
+            return not value if negate else _defined(value)
+        return read
+
+    def value(self, value: Any, scope: Mapping[str, Any]) -> Any:
+        """Render a templated value (recursing into lists and dicts)."""
+        if isinstance(value, str):
+            return self._compile(value, False)(scope) if is_template(value) else value
+        if isinstance(value, dict):
+            return {k: self.value(v, scope) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, scope) for v in value]
+        return value
+
+    def condition(self, expr: Any, scope: Mapping[str, Any]) -> bool:
+        """An `if:`/`when:` value: a bare expression, a `{{ }}` template, or a literal."""
+        if isinstance(expr, bool) or expr is None:
+            return bool(expr)
+        if isinstance(expr, str):
+            bare = single_expression(expr) is None and not is_template(expr)
+            return bool(self._compile(expr, bare)(scope))
+        return bool(expr)
+
+    def file(self, name: str, scope: Mapping[str, Any]) -> str:
+        return bounded_text(self.env.get_template(name), scope)
+
+
+_MISSING = object()
+
+
+def _plain_path(expr: str) -> tuple[list[str], bool, str | None] | None:
+    match = _PLAIN_PATH.match(expr.strip())
+    if match is None or (match["negate"] and match["default"] is not None):   # `not` binds looser than `|`
+        return None
+    names = match["path"].split(".")
+    default = match["default"].strip() if match["default"] is not None else None
+    return None if names[0] in _LITERAL_NAMES or default == "" else (names, bool(match["negate"]), default)
+
+
+def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
+    """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
+    could otherwise build gigabytes before anything else noticed)."""
+    chunks, size = [], 0
+    for chunk in template.generate(**scope):
+        size += len(chunk)
+        if size > MAX_ELEMENTS:
+            raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def _defined(value: Any) -> Any:
+    """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
+    a dict or list holding one would otherwise fail only when results are written."""
+    pending, seen = [value], set()
+    while pending:
+        current = pending.pop()
+        if isinstance(current, jinja2.Undefined):
+            current._fail_with_undefined_error()
+        elif isinstance(current, (dict, list, tuple)) and id(current) not in seen:
+            seen.add(id(current))     # a list may hold itself (`x.append(x)`)
+            pending.extend(current.values() if isinstance(current, dict) else current)
+    return value
+
+
+def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -> str:
+    """A one-line account of a template failure; a key missing from a step's result names
+    the step (found in `steps`) and the keys it has."""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return f"template syntax error: {exc.message} (template line {exc.lineno})"
+    if isinstance(exc, MissingName) and isinstance(exc.owner, Mapping):
+        keys = ", ".join(sorted(map(str, exc.owner))) or "none"
+        step = next((name for name, result in (steps or {}).items() if result is exc.owner), None)
+        if step is not None:
+            return f"undefined: step '{step}' has no field '{exc.name}' (its fields: {keys})"
+        return f"undefined: {exc.message} (its keys: {keys})"
+    if isinstance(exc, jinja2.UndefinedError):
+        return f"undefined: {exc.message}"
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return f"refused by the sandbox: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---- static analysis -------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def parse_source(source: str, bare: bool) -> nodes.Template:
+    """Parse a template or bare expression (raises TemplateSyntaxError)."""
+    env = _PARSE_ENV
+    if bare:
+        return env.parse("{{ " + source + " }}")
+    return env.parse(source)
+
+
+_PARSE_ENV = make_environment()
+
+
+def free_names(tree: nodes.Template) -> set[str]:
+    from jinja2 import meta
+    return set(meta.find_undeclared_variables(tree))
+
+
+def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
+    """Names read as `root.X` or `root['X']` (with their template line)."""
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        target = getattr(node, "node", None)
+        if not (isinstance(target, nodes.Name) and target.name == root):
+            continue
+        if isinstance(node, nodes.Getattr):
+            yield node.attr, node.lineno
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) \
+                and isinstance(node.arg.value, str):
+            yield node.arg.value, node.lineno

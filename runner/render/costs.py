@@ -1,0 +1,126 @@
+"""`runner render`'s closing estimate: per model, the calls a run would make, how many are
+cached, estimated prompt and completion tokens, and the estimated cost of the uncached ones
+by litellm's bundled price table (read as data, runner/llm/prices.py: no litellm import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runner.llm.prices import price_of
+
+if TYPE_CHECKING:
+    from runner.llm.service import RenderSink
+    from runner.llm.spec import ModelSpec
+
+CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
+FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass
+class ModelEstimate:
+    model_id: str
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    cached_completion: list[int] = field(default_factory=list)
+    uncached_prompt_tokens: int = 0
+    max_tokens: int | None = None
+
+    def completion_per_call(self) -> tuple[int, str]:
+        """(tokens, how they were estimated) for an uncached call."""
+        if self.cached_completion:
+            return round(sum(self.cached_completion) / len(self.cached_completion)), "mean of cached answers"
+        if self.max_tokens:
+            return self.max_tokens, "max_tokens, an upper bound"
+        return FALLBACK_COMPLETION, "a guess"
+
+    def completion_tokens(self) -> int:
+        per_call, _ = self.completion_per_call()
+        return sum(self.cached_completion) + per_call * (self.calls - self.cached)
+
+
+@dataclass
+class CostEstimate:
+    models: dict[str, ModelEstimate] = field(default_factory=dict)
+
+    def add(self, name: str, model_id: str, prompt_text: str, cached: dict[str, Any] | None,
+            max_tokens: int | None) -> int:
+        """Count one call; returns its estimated prompt tokens."""
+        entry = self.models.setdefault(name, ModelEstimate(model_id))
+        tokens = estimate_tokens(prompt_text)
+        entry.calls += 1
+        entry.prompt_tokens += tokens
+        entry.max_tokens = max_tokens
+        if cached is not None:
+            entry.cached += 1
+            completion = (cached.get("usage") or {}).get("completion_tokens")
+            if isinstance(completion, int):
+                entry.cached_completion.append(completion)
+        else:
+            entry.uncached_prompt_tokens += tokens
+        return tokens
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.models.values())
+
+    @property
+    def cached(self) -> int:
+        return sum(m.cached for m in self.models.values())
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(m.prompt_tokens for m in self.models.values())
+
+    def lines(self) -> list[str]:
+        out = []
+        for name, entry in self.models.items():
+            per_call, how = entry.completion_per_call()
+            uncached = entry.calls - entry.cached
+            price = price_of(entry.model_id)
+            if price is None:
+                cost_text = "no price in litellm's table (a local model costs nothing)"
+            else:
+                cost = price.cost(entry.uncached_prompt_tokens, per_call * uncached)
+                cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s)"
+            basis = f" ({per_call} per uncached call: {how})" if uncached else ""
+            out.append(f"  {name} ({entry.model_id}): {entry.calls} call(s), {entry.cached} cached, "
+                       f"est. prompt tokens {entry.prompt_tokens}, est. completion tokens "
+                       f"{entry.completion_tokens()}{basis}; {cost_text}")
+        return out
+
+    def closing_lines(self) -> list[str]:
+        """Per model, then the totals line (last, so scripts can read it)."""
+        completion = sum(m.completion_tokens() for m in self.models.values())
+        return ["Estimate per model:", *self.lines(),
+                f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
+                f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}"]
+
+    def total_cost(self) -> float:
+        total = 0.0
+        for entry in self.models.values():
+            price = price_of(entry.model_id)
+            if price is not None:
+                per_call, _ = entry.completion_per_call()
+                total += price.cost(entry.uncached_prompt_tokens, per_call * (entry.calls - entry.cached))
+        return total
+
+
+def render_call(sink: RenderSink, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
+                sampling: dict[str, Any], mode: str) -> None:
+    """Count one call of `runner render` and print it with where it goes and how it is asked."""
+    tokens = sink.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"))
+    sink.stats["calls"] += 1
+    sink.stats["cached"] += int(cached is not None)
+    sink.stats["tokens"] += tokens
+    if sink.stream is None:
+        return
+    params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
+    sink.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
+                      f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
+                      f"{prompt_text}\n--- end ---\n")

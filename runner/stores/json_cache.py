@@ -1,0 +1,54 @@
+"""A disk cache of JSON values (diskcache, eviction off), shared by LLM answers and
+search results."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from runner.errors import RunnerError
+from runner.pipeline.model import Pipeline, StepSpec
+
+
+class CacheUnusable(RunnerError):
+    """The cache folder cannot be opened: not a folder, not writable, or not a cache."""
+
+
+class JsonCache:
+    def __init__(self, directory: Path):
+        import diskcache  # imported on first use: validate and render never open a cache
+        self.directory = directory
+        try:
+            self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
+                                "or remove it to start an empty cache") from None
+
+    def get(self, key: str) -> Any:
+        raw = self._cache.get(key)
+        return json.loads(raw) if isinstance(raw, str) else None
+
+    def set(self, key: str, value: Any) -> None:
+        self._cache.set(key, json.dumps(value, ensure_ascii=False))
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+def open_caches(pipeline: Pipeline, directory: Path) -> dict[str, JsonCache]:
+    """Every cache the pipeline's run will use, opened (by folder name), or CacheUnusable:
+    an unusable cache is one message before the run, and the run then uses these."""
+    def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
+        return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
+    wanted = (["responses"] if pipeline.models else []) + (["search"] if uses(pipeline.steps, "search") else [])
+    opened: dict[str, JsonCache] = {}
+    try:
+        for name in wanted:
+            opened[name] = JsonCache(directory / name)
+    except CacheUnusable:
+        for cache in opened.values():
+            cache.close()
+        raise
+    return opened

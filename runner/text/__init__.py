@@ -1,0 +1,1 @@
+"""Text algorithms: quote matching (and normalisation) over source text."""

@@ -1,0 +1,60 @@
+"""Human feedback on a stored result: `runner feedback --store DIR --trace-id ID --up|--down`.
+
+Always appended to feedback.jsonl beside the store; also logged to MLflow as a HUMAN
+assessment when the result was traced there (it has an `mlflow_trace_id`)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.errors import RunnerError
+from runner.fileio import dumps
+from runner.stores.memo import MemoStore, find_store
+
+
+def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: str | None = None,
+                    user: str | None = None, name: str = "human_feedback",
+                    warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Append one feedback entry, linked to the stored result with that trace id (ours or MLflow's)."""
+    path = find_store(store)
+    memo = MemoStore(path)
+    for content_hash, result in memo.entries.items():
+        if isinstance(result, dict) and trace_id in (result.get("trace_id"), result.get("mlflow_trace_id")):
+            entry = {"trace_id": result.get("trace_id", trace_id), "content_hash": content_hash,
+                     "is_positive": is_positive, "rationale": rationale, "user": user or _os_user(),
+                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+            if result.get("mlflow_trace_id"):
+                entry["mlflow_trace_id"] = result["mlflow_trace_id"]
+                entry["mlflow_assessment_id"] = _to_mlflow(entry, name, warn)
+            with (path.parent / "feedback.jsonl").open("a", encoding="utf-8") as handle:
+                handle.write(dumps(entry) + "\n")
+            return entry
+    raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {path} has it "
+                      f"({len(memo.entries)} stored result(s))")
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):      # no login name (e.g. a container's numeric uid)
+        return "unknown"
+
+
+def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) -> str | None:
+    """The assessment's id, or None (with a warning) when MLflow cannot take it."""
+    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
+    uri = os.environ.get(URI_VAR)
+    if not uri:
+        warn(f"not logged to MLflow: set {URI_VAR} to the server that holds trace {entry['mlflow_trace_id']}")
+        return None
+    try:
+        return log_human_feedback(uri, entry["mlflow_trace_id"], name, entry["is_positive"], entry["rationale"],
+                                  entry["user"])
+    except Exception as exc:  # feedback.jsonl keeps it whatever MLflow says
+        warn(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}")
+        return None

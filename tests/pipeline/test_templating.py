@@ -1,0 +1,133 @@
+"""Expressions: native values, mixed strings, bare conditions, the sandbox, env scoping."""
+
+from __future__ import annotations
+
+import jinja2
+import pytest
+
+from runner.engine.execute import RunOptions, Runtime
+from runner.pipeline.loader import load_pipeline
+from runner.pipeline.templating import Renderer, normalize_html, regex_search, sha256
+
+
+@pytest.fixture
+def renderer() -> Renderer:
+    return Renderer()
+
+
+SCOPE = {"item": {"n": 3, "name": "Ada", "tags": ["a", "b"]}, "params": {"t": 0.5}, "steps": {"s": None}}
+
+
+@pytest.mark.parametrize("template,expected", [
+    ("{{ item.n }}", 3),
+    ("{{ item.n > 2 }}", True),
+    ("{{ item.tags }}", ["a", "b"]),
+    ("{{ {'a': item.n} }}", {"a": 3}),
+    ("{{ [item.n, 1] | min }}", 1),
+    ("{{ params.t * 2 if item.n > 2 else 0 }}", 1.0),
+    ("  {{ item.n }}  ", 3),
+    ("{{ none }}", None),
+    ("n={{ item.n }}", "n=3"),
+    ("{{ item.n }} and {{ item.n }}", "3 and 3"),
+    ("plain text", "plain text"),
+    ("{{ steps.s.passed | default(false) }}", False),
+    ("{{ 0.94 | clamp(0, 0.9) }}", 0.9),
+    ("{{ 'x<y' | tojson }}", '"x<y"'),
+])
+def test_render_values(renderer, template, expected):
+    assert renderer.value(template, SCOPE) == expected
+
+
+def test_nested_structures_render(renderer):
+    assert renderer.value({"a": ["{{ item.n }}", {"b": "{{ item.name }}!"}]}, SCOPE) == {"a": [3, {"b": "Ada!"}]}
+
+
+@pytest.mark.parametrize("expr,expected", [
+    ("item.n > 2", True), ("not steps.s", True), ("{{ item.n == 4 }}", False), (True, True), (False, False),
+])
+def test_bare_conditions(renderer, expr, expected):
+    assert renderer.condition(expr, SCOPE) is expected
+
+
+@pytest.mark.parametrize("template", [
+    "{{ item.__class__ }}",
+    "{{ item.__class__.__mro__ }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ cycler.__init__.__globals__ }}",
+    "{{ item.name.__class__.__mro__ }}",
+])
+def test_sandbox_refuses_internals(renderer, template):
+    with pytest.raises((jinja2.exceptions.SecurityError, jinja2.UndefinedError)):
+        renderer.value(template, SCOPE)
+
+
+def test_undefined_name_is_an_error_not_empty(renderer):
+    with pytest.raises(jinja2.UndefinedError):
+        renderer.value("{{ item.missing }}", SCOPE)
+    with pytest.raises(jinja2.UndefinedError):
+        renderer.value("x {{ item.missing }} y", SCOPE)
+
+
+def test_input_data_is_never_rendered(renderer):
+    scope = {"item": {"text": "{{ 7 * 7 }}"}}
+    assert renderer.value("{{ item.text }}", scope) == "{{ 7 * 7 }}"
+    assert renderer.value("say: {{ item.text }}", scope) == "say: {{ 7 * 7 }}"
+
+
+def test_only_declared_env_vars_are_visible(project, monkeypatch):
+    monkeypatch.setenv("DECLARED_VAR", "yes")
+    monkeypatch.setenv("SECRET_UNDECLARED", "no")
+    path = project.pipeline("""
+        version: 1
+        name: x
+        env: [DECLARED_VAR, ABSENT_VAR]
+        steps: [{id: a, uses: compute, with: {v: 1}}]
+        """)
+    runtime = Runtime.create(load_pipeline(path), RunOptions())
+    assert runtime.env == {"DECLARED_VAR": "yes"}
+    assert runtime.renderer.value("{{ env.ABSENT_VAR is defined }}", {"env": runtime.env}) is False
+    assert "SECRET_UNDECLARED" not in runtime.env
+
+
+def test_filters():
+    assert normalize_html("<div>\n  <!-- c -->  <P>Hi  There</P></div>") == "<div><p>hi there</p></div>"
+    assert sha256("a") == "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+    assert regex_search("Email 12 here", r"email\s+(\d+)", True) == "12"
+    renderer = Renderer()
+    assert renderer.value("{{ 'Email 3, email 40' | regex_findall('(?i)email\\\\s+(\\\\d+)') }}", {}) == ["3", "40"]
+    assert renderer.value("{{ '  A  b ' | normalize }}", {}) == "a b"
+
+
+class Record:
+    verdict = "VALID"
+    _hidden = "secret"
+
+
+PATH_SCOPE = {"steps": {"match": {"passed": True, "score": 0.5, "items": [1]}, "none_step": None},
+              "item": {"file": "a.md"}, "obj": Record(), "empty": {}}
+
+
+@pytest.mark.parametrize("expr", [
+    "steps.match.passed", "not steps.match.passed", "steps.match", "item.file", "obj.verdict", "steps.none_step",
+    "steps.match.items", "item.keys", "steps.match.missing", "nowhere", "nowhere.deeper", "not steps.missing",
+    "obj._hidden", "obj.__class__", "steps.none_step.verdict", "empty.x.y", "now",
+    "item.missing | default(item.file)", "steps.match.score | default(0.0)", "steps.match.flags | default([])",
+    "nowhere | default(none)", "steps.none_step.x | default('x')", "item.file | default(nowhere)",
+    "nowhere | default(also_nowhere)", "nowhere|default(steps.match.passed)", "obj._hidden | default(1)",
+])
+def test_plain_paths_read_what_jinja_reads(expr):
+    """Dotted names skip Jinja's per-render context; the value or error must be Jinja's own."""
+    fast, slow = Renderer(), Renderer()
+    compiled = slow.env.compile_expression(expr, undefined_to_none=False)
+
+    def outcome(read):
+        try:
+            value = read()
+            return ("value", value if not callable(value) else getattr(value, "__name__", "callable"))
+        except Exception as exc:  # noqa: BLE001 - the comparison is the point
+            return ("error", type(exc).__name__, str(exc))
+
+    from runner.pipeline.templating import _defined
+    assert outcome(lambda: fast.value("{{ " + expr + " }}", PATH_SCOPE)) == \
+        outcome(lambda: _defined(compiled(**PATH_SCOPE)))
+    assert outcome(lambda: fast.condition(expr, PATH_SCOPE)) == outcome(lambda: bool(_defined(compiled(**PATH_SCOPE))))

@@ -1,0 +1,176 @@
+"""The slide judge: ratings, unknown, errors, the content-hash memo and feedback."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fakellm import Reply
+from helpers import run, write_json
+
+REPO = Path(__file__).resolve().parent.parent
+PIPELINE = REPO / "pipelines" / "slide_judge.yaml"
+EXAMPLE = REPO / "examples" / "slide_judge"
+
+DECK = {
+    "session_id": "s1",
+    "source_data": [{"query": "SELECT q, revenue FROM kpis", "columns": ["q", "revenue"],
+                     "rows": [["Q1", 7234567], ["Q2", 8080000]]}],
+    "slides": [
+        {"slide_index": 0, "html": "<h1>Slide A</h1><p>Q1 revenue $7.2M</p>"},
+        {"slide_index": 1, "html": "<h1>Slide B</h1><p>Q2 revenue $8.1M</p>"},
+        {"slide_index": 2, "html": "<h1>Slide C</h1><p>Growth 50%</p>"},
+    ],
+}
+
+
+def verdict(rating=None, score=None, explanation="checked", issues=()):
+    body = {"explanation": explanation, "issues": list(issues)}
+    if rating:
+        body["rating"] = rating
+    if score is not None:
+        body["score"] = score
+    return json.dumps(body)
+
+
+@pytest.fixture
+def judge(project, fake_llm):
+    base = fake_llm.url.rsplit("/v1", 1)[0]
+
+    def go(deck, *extra: str, out: str = "out", **options):
+        source = write_json(project.root / "deck.json", deck)
+        return run(PIPELINE, source, out=project.root / out, cache_dir=project.root / "fresh-cache",
+                   overrides=[f"models.judge.api_base={base}", "models.judge.retries=0", *extra], **options)
+    return go
+
+
+def test_each_rating(judge, fake_llm):
+    fake_llm.script(verdict("green", 92), contains="Slide A")
+    fake_llm.script(verdict("amber"), contains="Slide B")
+    fake_llm.script(verdict("red", issues=[{"type": "derived", "detail": "growth is 11.7%, not 50%"}]),
+                    contains="Slide C")
+    results = judge(DECK).results
+    assert [(r["rating"], r["score"]) for r in results] == [("green", 92), ("amber", 65), ("red", 25)]
+    assert results[2]["issues"] == [{"type": "derived", "detail": "growth is 11.7%, not 50%"}]
+    assert [r["slide_index"] for r in results] == [0, 1, 2]
+    for result in results:
+        assert result["error"] is False and result["error_message"] is None
+        assert len(result["content_hash"]) == 16 and len(result["trace_id"]) == 32
+        assert isinstance(result["duration_ms"], int) and result["timestamp"].endswith("+00:00")
+    assert fake_llm.requests[0].body["options"]["temperature"] == 0
+
+
+@pytest.mark.parametrize("score,rating", [(80, "green"), (79, "amber"), (50, "amber"), (49.5, "red")])
+def test_a_score_without_a_rating_is_rated_by_thresholds(judge, fake_llm, score, rating):
+    fake_llm.script(verdict(score=score))
+    result = judge({**DECK, "slides": DECK["slides"][:1]}).results[0]
+    assert (result["rating"], result["score"]) == (rating, score)
+
+
+def test_no_source_data_is_unknown_without_a_call(judge, fake_llm):
+    outcome = judge({**DECK, "source_data": []})
+    assert {(r["rating"], r["score"], r["error"]) for r in outcome.results} == {("unknown", 0, False)}
+    assert fake_llm.requests == []
+
+
+def test_judge_failure_is_an_error_and_never_stored(judge, fake_llm, project):
+    fake_llm.script(Reply(status=500), contains="Slide A")
+    fake_llm.script(verdict("green"))
+    first = judge(DECK).results
+    assert (first[0]["rating"], first[0]["error"]) == ("error", True)
+    assert "HTTP 500" in first[0]["error_message"]
+    store = json.loads((project.root / "out" / "verification_map.json").read_text())
+    assert first[0]["content_hash"] not in store and len(store) == 2
+    fake_llm.reset()
+    fake_llm.script(verdict("green"))
+    again = judge(DECK).results
+    assert again[0]["rating"] == "green" and len(fake_llm.requests) == 1      # only the failed slide
+
+
+def test_memo_survives_no_cache_and_follows_content(judge, fake_llm, project):
+    fake_llm.script(verdict("green"))
+    first = judge(DECK).results
+    assert len(fake_llm.requests) == 3
+    traces = {r["content_hash"]: r["trace_id"] for r in first}
+
+    def rerun(deck):
+        fake_llm.requests.clear()
+        return judge(deck, no_cache=True)          # the memo holds even when the cache is not read
+
+    edited = copy.deepcopy(DECK)
+    edited["slides"][1]["html"] = "<h1>Slide B</h1><p>Q2 revenue $8.08M</p>"
+    outcome = rerun(edited)
+    assert len(fake_llm.requests) == 1 and "Slide B" in fake_llm.requests[0].prompt
+    assert outcome.results[0]["trace_id"] == traces[first[0]["content_hash"]]        # reused as stored
+
+    cosmetic = copy.deepcopy(edited)
+    cosmetic["slides"][0]["html"] = "<H1>Slide A</H1>\n   <!-- reviewed -->  <p>Q1  REVENUE $7.2M</p>"
+    rerun(cosmetic)
+    assert fake_llm.requests == []
+
+    reordered = copy.deepcopy(cosmetic)
+    reordered["slides"].reverse()
+    for position, slide in enumerate(reordered["slides"]):
+        slide["slide_index"] = position
+    outcome = rerun(reordered)
+    assert fake_llm.requests == []
+    assert [r["slide_index"] for r in outcome.results] == [0, 1, 2]               # position is live
+    assert all(r["memo_hit"] for r in outcome.results)
+
+    deleted = copy.deepcopy(reordered)
+    del deleted["slides"][1]
+    outcome = rerun(deleted)
+    assert fake_llm.requests == [] and len(outcome.results) == 2
+
+
+def test_memo_ignores_the_llm_cache(judge, fake_llm, project):
+    fake_llm.script(verdict("green"))
+    judge(DECK)
+    shutil.rmtree(project.root / "fresh-cache")
+    fake_llm.requests.clear()
+    from runner.api import ItemSource, run_pipeline
+    from runner.engine.execute import RunOptions
+    base = fake_llm.url.rsplit("/v1", 1)[0]
+    options = RunOptions(cache_dir=project.root / "other-cache", no_cache=True, out_dir=project.root / "out")
+    outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options,
+                           [f"models.judge.api_base={base}"])
+    assert fake_llm.requests == [] and outcome.summary["memo"]["reused"] == 3
+
+
+def test_feedback(judge, fake_llm, project, cli):
+    fake_llm.script(verdict("green"))
+    results = judge(DECK).results
+    store = project.root / "out"
+    up = cli("feedback", "--store", str(store), "--trace-id", results[0]["trace_id"], "--up")
+    assert up.exit_code == 0, up.output
+    down = cli("feedback", "--store", str(store), "--trace-id", results[1]["trace_id"], "--down",
+               "--rationale", "Q2 is 8.08M, not 8.1M")
+    assert down.exit_code == 0
+    entries = [json.loads(line) for line in (store / "feedback.jsonl").read_text().splitlines()]
+    assert [(e["trace_id"], e["content_hash"], e["is_positive"], e["rationale"]) for e in entries] == [
+        (results[0]["trace_id"], results[0]["content_hash"], True, None),
+        (results[1]["trace_id"], results[1]["content_hash"], False, "Q2 is 8.08M, not 8.1M")]
+    assert all(e["timestamp"].endswith("+00:00") for e in entries)
+    unknown = cli("feedback", "--store", str(store), "--trace-id", "nope", "--up")
+    assert unknown.exit_code == 2
+    assert unknown.stderr.startswith("unknown trace id 'nope': no stored result in ")
+    both = cli("feedback", "--store", str(store), "--trace-id", "x", "--up", "--down")
+    assert both.exit_code == 2
+    missing = cli("feedback", "--store", str(project.root / "nowhere"), "--trace-id", "x", "--up")
+    assert missing.exit_code == 2 and "no such file or folder" in missing.stderr
+
+
+def test_example_reads_its_csv(project, fake_llm):
+    shutil.copytree(EXAMPLE, project.root / "example")
+    fake_llm.script(verdict("green"))
+    base = fake_llm.url.rsplit("/v1", 1)[0]
+    os.chdir(project.root / "example")
+    outcome = run(PIPELINE, Path("input.json"), out=project.root / "ex", cache_dir=project.root / "c",
+                  overrides=[f"models.judge.api_base={base}"])
+    assert len(outcome.results) == 5
+    assert "West | 3254567 | 3810000" in fake_llm.requests[0].prompt

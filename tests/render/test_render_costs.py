@@ -1,0 +1,72 @@
+"""`runner render` ends with what a run would cost: calls, cached calls, estimated tokens and
+cost per model (litellm's price table read as data), and prints how each call is asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from helpers import write_json
+from runner.llm.prices import price_of
+
+PIPELINE = """
+    version: 1
+    name: rc
+    env: [FAKE_URL]
+    models:
+      local: {model: openai/local-model, api_base: "{{ env.FAKE_URL }}", temperature: 0, max_tokens: 100}
+      paid: {model: gpt-4o-mini, api_base: "{{ env.FAKE_URL }}", structured_output: json_object}
+    steps:
+      - id: jury
+        uses: jury
+        with: {models: [local, paid], prompt: "Is {{ item.claim }} true? Answer in JSON.",
+               output_schema: v.schema.json, vote: {field: verdict}}
+    output: {verdict: "{{ steps.jury.verdict }}"}
+    """
+
+
+def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
+    project.schema("v.schema.json", {"type": "object", "properties": {"verdict": {"type": "string"}}})
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"claim": "the sky is blue " * 50}, {"claim": "grass"}])
+    env = dict(os.environ, FAKE_URL=fake_llm.url, RUNNER_CACHE_DIR=str(project.root / "cache"))
+    code = ("import sys, runner.cli.app; sys.argv = ['runner', 'render', sys.argv[1], '--input', sys.argv[2]]\n"
+            "try:\n    runner.cli.app.main()\nexcept SystemExit:\n    pass\nprint('litellm imported:', 'litellm' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, str(path), str(source)], cwd=project.root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert fake_llm.requests == []
+    assert out.rstrip().endswith("litellm imported: False")
+    # the mode this endpoint uses (auto starts at json_schema), and the configured one when they differ
+    assert (f"endpoint: {fake_llm.url}; sampling: max_tokens=100, temperature=0.0; "
+            "structured output: json_schema (configured auto)") in out
+    assert f"endpoint: {fake_llm.url}; sampling: max_tokens=1024; structured output: json_object\n" in out
+    lines = out.splitlines()
+    local = next(line for line in lines if line.startswith("  local (openai/local-model): "))
+    assert local.startswith("  local (openai/local-model): 2 call(s), 0 cached, est. prompt tokens ")
+    assert "est. completion tokens 200 (100 per uncached call: max_tokens, an upper bound)" in local
+    assert local.endswith("no price in litellm's table (a local model costs nothing)")
+    paid = next(line for line in lines if line.startswith("  paid (gpt-4o-mini): "))
+    prompt_tokens = int(re.search(r"est\. prompt tokens (\d+)", paid).group(1))
+    price = price_of("gpt-4o-mini")
+    assert price is not None and prompt_tokens > 200          # the long claim counts
+    expected = price.cost(prompt_tokens, 2 * 1024)                # the default max_tokens, an upper bound
+    assert f"est. cost ${expected:.4f} for the 2 uncached call(s)" in paid
+    total = lines[-2]
+    assert total.startswith("LLM calls: 4 (0 cached), est. prompt tokens: ") and total.endswith(f"${expected:.4f}")
+
+
+def test_cached_answers_teach_the_completion_estimate(project, fake_llm, cli):
+    project.schema("v.schema.json", {"type": "object", "properties": {"verdict": {"type": "string"}}})
+    path = project.pipeline(PIPELINE)
+    fake_llm.script(json.dumps({"verdict": "yes"}))
+    env = {"FAKE_URL": fake_llm.url}
+    assert cli("run", str(path), "--record", "claim=grass", "--quiet", env=env).exit_code == 0
+    out = cli("render", str(path), "--record", "claim=grass", env=env).stdout
+    assert out.count("[cached]") == 2
+    assert out.rstrip().splitlines()[-1].startswith("LLM calls: 2 (2 cached)")
+    assert out.rstrip().endswith("est. cost: $0.0000")

@@ -1,0 +1,87 @@
+"""Runs kept in their own folders, the `latest` pointer, memo stores across runs, runner diff."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import write_json
+from runner.stores.runs import LATEST, resolve_run, runs_in
+
+THRESHOLD_PIPELINE = """
+    version: 1
+    name: th
+    params: {threshold: 0.5}
+    steps: [{id: s, uses: compute, with: {ok: "{{ item.score >= params.threshold }}"}}]
+    output:
+      verdict: "{{ 'PASS' if steps.s.ok else 'FAIL' }}"
+      score: "{{ item.score }}"
+    summary:
+      count_by: verdict
+      rates: {pass_rate: "result.verdict == 'PASS'"}
+    """
+
+
+def test_each_run_gets_its_folder_and_latest_points_at_the_last(project, cli):
+    path = project.pipeline(THRESHOLD_PIPELINE)
+    source = write_json(project.root / "scores.json", [{"score": s} for s in (0.2, 0.55, 0.7, 0.9)])
+    first = cli("run", str(path), "--input", str(source), "--quiet")
+    second = cli("run", str(path), "--input", str(source), "--quiet", "--set", "params.threshold=0.6")
+    assert first.exit_code == second.exit_code == 0
+    group = project.root / "reports" / "th" / "scores"
+    runs = runs_in(group)
+    assert len(runs) == 2 and runs[0] != runs[1]
+    assert (group / LATEST).read_text().strip() == runs[1].name
+    assert resolve_run(group) == runs[1] and resolve_run(group / LATEST) == runs[1]
+    assert f"written to {runs[1].relative_to(project.root)}" in second.stdout
+    assert [json.loads(x)["verdict"] for x in (runs[0] / "results.jsonl").read_text().splitlines()] == \
+        ["FAIL", "PASS", "PASS", "PASS"]
+
+    shown = cli("diff")                                       # default: the last two runs
+    assert shown.exit_code == 0, shown.stderr
+    assert "counts by verdict: FAIL 1 -> 2, PASS 3 -> 2" in shown.stdout
+    assert "pass_rate: 0.75 -> 0.5" in shown.stdout
+    assert "1 item(s) changed:\n  item 2: verdict: PASS -> FAIL\n" in shown.stdout
+    as_json = json.loads(cli("diff", str(runs[0]), str(runs[1]), "--json", "--field", "score").stdout)
+    assert as_json["changed"] == [{"index": 2, "changes": {"verdict": ["PASS", "FAIL"]}}]
+    assert as_json["counts"] == {"before": {"FAIL": 1, "PASS": 3}, "after": {"FAIL": 2, "PASS": 2}}
+    assert as_json["fields"] == ["verdict", "score", "error"]
+    same = cli("diff", str(group))                           # a group: its last two
+    assert same.stdout.splitlines()[2:] == shown.stdout.splitlines()[2:]
+    previous = cli("diff", str(runs[1]))                      # one run: it and the run before
+    assert "item 2: verdict: PASS -> FAIL" in previous.stdout
+
+
+def test_diff_needs_two_runs(project, cli):
+    path = project.pipeline(THRESHOLD_PIPELINE)
+    source = write_json(project.root / "scores.json", [{"score": 0.9}])
+    assert cli("diff").stderr.startswith("no runs under reports/")
+    cli("run", str(path), "--input", str(source), "--quiet")
+    lone = cli("diff")
+    assert lone.exit_code == 2 and "1 finished run(s) here, need two" in lone.stderr
+
+
+def test_explicit_out_writes_exactly_there(project, cli):
+    path = project.pipeline(THRESHOLD_PIPELINE)
+    source = write_json(project.root / "scores.json", [{"score": 0.9}])
+    for _ in range(2):
+        assert cli("run", str(path), "--input", str(source), "--out", "mine", "--quiet").exit_code == 0
+    assert sorted(p.name for p in (project.root / "mine").iterdir() if not p.name.startswith(".")) == [
+        "report.html", "report.md", "results.jsonl", "summary.json"]
+    assert not (project.root / "reports").exists()
+
+
+def test_memo_store_is_shared_by_the_runs_of_a_group(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: m
+        memo: {key: "{{ item.k }}", store: memo_map.json}
+        steps: [{id: s, uses: compute, with: {v: "{{ item.k | upper }}"}}]
+        output: {v: "{{ steps.s.v }}"}
+        """)
+    source = write_json(project.root / "in.json", [{"k": "a"}, {"k": "b"}])
+    cli("run", str(path), "--input", str(source), "--quiet")
+    cli("run", str(path), "--input", str(source), "--quiet")
+    group = project.root / "reports" / "m" / "in"
+    assert json.loads((group / "memo_map.json").read_text()) == {"a": {"v": "A"}, "b": {"v": "B"}}
+    latest = json.loads((resolve_run(group) / "summary.json").read_text())
+    assert latest["memo"]["reused"] == 2

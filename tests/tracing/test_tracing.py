@@ -1,0 +1,241 @@
+"""Tracing without a tracing backend: the observer hooks, the span tree, redaction, and
+failures that never touch results. (MLflow itself: tests/tracing/test_mlflow_tracing.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from helpers import run, write_json
+from runner.tracing.spans import Span, SpanRecorder
+
+SECRET = "sk-tracing-secret-0123456789"
+
+
+class Recorder(SpanRecorder):
+    """Keeps what a backend would receive; fails on request."""
+
+    backend = "test"
+
+    def __init__(self, fail_on: int | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.exported: list[tuple[Span, dict[str, Any]]] = []
+        self.fail_on = fail_on
+
+    def export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
+        if self.fail_on is not None and len(self.exported) + 1 >= self.fail_on:
+            raise ConnectionError(f"backend down (it saw {SECRET})")
+        self.exported.append((root, result))
+        return {"test_trace_id": f"t{result['index']}"}
+
+
+class Recorders(list[Recorder]):
+    fail_on: int | None = None
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """Every traced run gets a Recorder as its observer (they are kept in order)."""
+    from runner.engine.run_warnings import add_warning
+    from runner.observe import NULL_OBSERVER
+    made = Recorders()
+
+    def make(runtime):
+        if runtime.options.trace == "none":
+            return NULL_OBSERVER
+        made.append(Recorder(made.fail_on, redact=lambda text: text.replace(SECRET, "***"),
+                             warn=lambda message: add_warning(runtime, message)))
+        return made[-1]
+
+    monkeypatch.setattr("runner.api.make_observer", make)
+    return made
+
+
+@pytest.fixture
+def traced(project, fake_llm, monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", SECRET)
+    project.prompt("ask.j2", "Check {{ part }} of {{ item.text }} (key {{ env.MY_API_KEY }}).")
+    path = project.pipeline(f"""
+        version: 1
+        name: traced
+        env: [MY_API_KEY]
+        models:
+          m: {{model: openai/fake, api_base: "{fake_llm.url}", retries: 0}}
+        steps:
+          - id: parts
+            uses: foreach
+            with:
+              items: "{{{{ ['a', 'b'] }}}}"
+              as: part
+              steps:
+                - id: ask
+                  uses: llm
+                  with: {{model: m, prompt: ask.j2}}
+          - id: broken
+            uses: fail
+            on_error: default
+            default: recovered
+            with: {{message: "no good"}}
+          - id: skipped
+            uses: compute
+            if: "false"
+            with: {{x: 1}}
+        output:
+          verdict: "{{{{ steps.parts[1].ask.raw }}}}"
+        summary: {{count_by: verdict}}
+        """)
+    source = write_json(project.root / "items.json", [{"text": "one"}, {"text": "two"}])
+    return lambda **options: run(path, source, **options)
+
+
+def test_one_tree_per_item_with_steps_and_llm_calls(traced, recorder, fake_llm):
+    fake_llm.script("VALID")
+    outcome = traced()
+    assert [r["test_trace_id"] for r in outcome.results] == ["t1", "t2"]          # fields a backend adds
+    rec = recorder[-1]
+    assert rec.traces == 2 and len(rec.exported) == 2
+    root, result = sorted(rec.exported, key=lambda e: e[1]["index"])[0]
+    assert (root.name, root.kind, root.inputs) == ("item 1", "item", {"text": "one"})
+    assert root.outputs["verdict"] == "VALID" and result["verdict"] == "VALID"
+    assert [c.name for c in root.children] == ["parts", "broken"]                 # a skipped step has no span
+    parts, broken = root.children
+    assert parts.attributes == {"uses": "foreach"} and parts.error is None
+    assert [c.name for c in parts.children] == ["ask", "ask"]
+    for ask in parts.children:
+        (call,) = ask.children
+        assert (call.name, call.kind, call.outputs) == ("llm:m", "llm", {"response": "VALID"})
+        assert call.attributes["model_id"] == "openai/fake" and call.attributes["cached"] is False
+        assert call.attributes["attempts"] == 1 and call.attributes["usage"]["total_tokens"] > 0
+        assert call.started_ns <= call.ended_ns
+        assert ask.started_ns <= call.started_ns and call.ended_ns <= ask.ended_ns
+    prompts = sorted(c.children[0].inputs["messages"][0]["content"] for c in parts.children)
+    assert prompts == ["Check a of one (key ***).", "Check b of one (key ***)."]   # redacted before export
+    assert (broken.error, broken.outputs) == ("no good", "recovered")
+    assert root.started_ns <= parts.started_ns <= parts.ended_ns <= broken.started_ns <= root.ended_ns
+
+
+def test_cached_calls_are_marked(traced, recorder, fake_llm):
+    fake_llm.script("VALID")
+    traced()
+    traced()
+    root = recorder[-1].exported[0][0]
+    call = root.children[0].children[0].children[0]
+    assert (call.attributes["cached"], call.attributes["attempts"]) == (True, 0)
+
+
+def test_a_failing_backend_warns_once_and_changes_no_result(traced, recorder, fake_llm):
+    fake_llm.script("VALID")
+    plain = traced(trace="none")
+    recorder.fail_on = 1
+    outcome = traced()
+    strip = [{k: v for k, v in r.items() if k != "test_trace_id"} for r in plain.results]
+    assert outcome.results == strip                                                # unchanged, no trace field
+    assert outcome.summary["run_warnings"] == [
+        "tracing (test) is off for the rest of this run: backend down (it saw ***)"]
+    assert recorder[-1].exported == [] and recorder[-1].failed
+
+
+def test_tracing_off_without_a_tracking_uri_or_the_extra(project, fake_llm, cli, monkeypatch):
+    project.pipeline("""
+        version: 1
+        name: plain
+        steps: [{id: c, uses: compute, with: {x: "{{ item.n * 2 }}"}}]
+        output: {x: "{{ steps.c.x }}"}
+        tracing: {backend: mlflow}
+        """)
+    write_json(project.root / "in.json", [{"n": 1}])
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
+    assert done.exit_code == 0
+    assert done.stderr.splitlines() == ["warning: tracing (mlflow) is off: set MLFLOW_TRACKING_URI "
+                                        "(e.g. http://127.0.0.1:5000 for `mlflow ui --port 5000`)"]
+    assert project.results() == [{"index": 1, "x": 2}]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    monkeypatch.setattr("runner.tracing.importlib.util.find_spec", lambda name: None)
+    done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
+    assert done.exit_code == 0 and project.results() == [{"index": 1, "x": 2}]
+    assert done.stderr == ("warning: tracing (mlflow) is off: the mlflow extra is not installed "
+                           "(pip install 'runner[mlflow]')\n")
+    quiet = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", "--trace", "none")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    bad = cli("run", "pipelines/p.yaml", "--input", "in.json", "--trace", "zipkin")
+    assert bad.exit_code == 2 and bad.stderr == "--trace zipkin: choose from mlflow, none\n"
+
+
+def test_tracing_fields_are_checked(project, cli):
+    project.pipeline("""
+        version: 1
+        name: checked
+        steps: [{id: c, uses: compute, with: {x: 1}}]
+        output: {rating: "{{ steps.c.x }}", why: "{{ steps.c.x }}"}
+        tracing:
+          backend: mlflow
+          experiment: "{{ params.nope }}"
+          assessments: [rating, ratng]
+          rationale: whyy
+          colour: blue
+        """)
+    done = cli("validate", "pipelines/p.yaml")
+    assert done.exit_code == 2
+    assert done.stderr == ("pipelines/p.yaml:10:3: tracing.colour: unknown key 'colour' "
+                           "(allowed: assessments, backend, experiment, rationale)\n")
+    text = project.root / "pipelines" / "p.yaml"
+    text.write_text(text.read_text().replace("  colour: blue\n", ""))
+    done = cli("validate", "pipelines/p.yaml")
+    assert done.exit_code == 2
+    lines = done.stderr.splitlines()
+    assert any("tracing.experiment: unknown param 'nope'" in line for line in lines)
+    assert any("tracing.assessments[1]: unknown output field 'ratng'. Did you mean 'rating'?" in line
+               for line in lines)
+    assert any("tracing.rationale: unknown output field 'whyy'. Did you mean 'why'?" in line for line in lines)
+
+
+def test_the_core_never_imports_mlflow_unless_tracing_is_on(project, fake_llm):
+    project.pipeline(f"""
+        version: 1
+        name: quiet
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        tracing: {{experiment: quiet}}
+        """)
+    fake_llm.script("ok")
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    code = textwrap.dedent("""
+        import sys
+        from runner.cli.app import main
+        sys.argv = ["runner", *sys.argv[1:]]
+        try:
+            main()
+        except SystemExit as done:
+            assert not done.code, done.code
+        assert "mlflow" not in sys.modules, "mlflow was imported"
+        print("mlflow not imported")
+    """)
+    for extra in ([], ["--trace", "none"]):
+        done = subprocess.run([sys.executable, "-c", code, "run", "pipelines/p.yaml", "--input", "in.json",
+                               "--out", "out", *extra], capture_output=True, text=True, cwd=project.root)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.endswith("mlflow not imported\n")
+    assert [json.loads(line)["answer"] for line in (project.root / "out" / "results.jsonl").open()] == ["ok", "ok"]
+
+
+def test_feedback_without_a_tracking_uri_is_kept_with_a_warning(project, cli, monkeypatch):
+    store = write_json(project.root / "out" / "verification_map.json",
+                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"},
+                        "def": {"rating": "green", "trace_id": "t2"}})
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--down", "--rationale", "no")
+    assert done.exit_code == 0 and done.stdout == "feedback recorded for t1 (down)\n"
+    assert done.stderr == "warning: not logged to MLflow: set MLFLOW_TRACKING_URI to the server that holds trace tr-1\n"
+    plain = cli("feedback", "--store", str(store.parent), "--trace-id", "t2", "--up", "--user", "bob")
+    assert plain.exit_code == 0 and plain.stderr == ""                      # never traced: nothing to say
+    entries = [json.loads(line) for line in (store.parent / "feedback.jsonl").read_text().splitlines()]
+    assert [(e["trace_id"], e["is_positive"], e["rationale"], e.get("mlflow_trace_id"), e.get("mlflow_assessment_id"))
+            for e in entries] == [("t1", False, "no", "tr-1", None), ("t2", True, None, None, None)]
+    assert entries[1]["user"] == "bob" and entries[0]["user"]
