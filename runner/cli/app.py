@@ -2,57 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.models import CommandFunctionType
 
-import runner.cli.tools as cli_tools
 from runner import __version__
-from runner.cli.common import CacheDirOpt, cache_dir_of
-from runner.errors import RunnerError
+from runner.cli import calibration, pipelines, tools
+from runner.cli.base import RunnerApp
+from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
-
-def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The one place a RunnerError becomes its message on stderr and its exit code (2), and
-    an interruption its own (Ctrl-C 130; a run has written what finished by then)."""
-
-    @functools.wraps(command)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except RunnerError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt as stop:
-            typer.echo("interrupted: finished items are written", err=True)
-            raise typer.Exit(getattr(stop, "exit_code", 130)) from None
-    return guarded
-
-
-class _App(typer.Typer):
-    """Every command, whoever adds it, maps user errors through `user_errors`."""
-
-    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
-        register = super().command(name, **kwargs)
-
-        def decorator(function: CommandFunctionType) -> CommandFunctionType:
-            register(user_errors(function))
-            return function
-        return decorator
-
-
-app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
 
-InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
-RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
 CacheOpt = CacheDirOpt
 _cache_dir = cache_dir_of
 
@@ -69,27 +33,10 @@ def main_options(version: Annotated[bool, typer.Option("--version", callback=_ve
     """Declarative YAML pipelines for LLM-as-judge verification."""
 
 
-@app.command()
-def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline files.")],
-             set_: SetOpt = None) -> None:
-    """Check pipeline files: schema, references, templates, models. Exit 0 or 2."""
-    from runner.pipeline.loader import load_pipeline
-    failed = False
-    for path in pipelines:
-        try:
-            pipeline = load_pipeline(path, set_ or [])
-            typer.echo(f"{path}: ok ({len(pipeline.steps)} steps)")
-        except RunnerError as exc:
-            typer.echo(str(exc), err=True)
-            failed = True
-    raise typer.Exit(2 if failed else 0)
-
-
 FormatOpt = Annotated[list[str] | None, typer.Option(
     "--format", help="Also write results.csv (csv) or junit.xml (junit); repeat for both.")]
 
 
-@app.command()
 def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         input: InputOpt = None, record: RecordOpt = None,
         out: Annotated[Path | None, typer.Option(
@@ -164,7 +111,6 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> No
     typer.echo(f"{rule[0]} {rate} meets --fail-under {fail_under}", err=True)
 
 
-@app.command()
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
@@ -177,67 +123,17 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                     sys.stdout, set_ or [], item)
 
 
-@app.command("list")
-def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipelines.")] = Path("pipelines")) -> None:
-    """The pipelines under pipelines/ with their descriptions."""
-    import yaml
-    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
-    if not files:
-        typer.echo(f"no pipelines in {folder}/", err=True)
-        raise typer.Exit(2)
-    for file in files:
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-            description = data.get("description", "") if isinstance(data, dict) else ""
-        except yaml.YAMLError:
-            description = "(invalid YAML: run `runner validate`)"
-        typer.echo(f"{file}: {' '.join(str(description).split())}")
-
-
-@app.command()
-def steps() -> None:
-    """The step types, their arguments (from their schemas) and the fields of their results."""
-    from runner.engine.steps.base import step_info, step_names
-    from runner.pipeline.result_shapes import ShapeContext, describe
-    for name in step_names():
-        info = step_info(name)
-        typer.echo(f"{name}: {info.summary}")
-        schema = info.schema
-        required = set(schema.get("required", []))
-        for arg, spec in (schema.get("properties") or {}).items():
-            kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
-            note = spec.get("description", "")
-            typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
-        typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
-
-
-@app.command()
-def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
-             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id (or mlflow_trace_id).")],
-             up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
-             down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
-             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
-             user: Annotated[str | None, typer.Option("--user", help="Who (default: the OS user).")] = None,
-             name: Annotated[str, typer.Option("--name", help="The assessment's name in MLflow.")] = "human_feedback",
-             ) -> None:
-    """Record human feedback on a stored result: appends to feedback.jsonl beside the store, and logs a
-    HUMAN assessment on the result's MLflow trace when it has one (to $MLFLOW_TRACKING_URI)."""
-    from runner.tracing.feedback import record_feedback
-    if up == down:
-        typer.echo("give exactly one of --up or --down", err=True)
-        raise typer.Exit(2)
-    entry = record_feedback(store, trace_id, up, rationale, user, name,
-                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
-    where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
-    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
-
-
-app.command()(cli_tools.diff)
-app.add_typer(cli_tools.cache_app, name="cache")
-
-from runner.cli.calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
-
-_register_calibration(app, _cache_dir)
+# Registered in the order `runner --help` lists them.
+app.command()(pipelines.validate)
+app.command()(run)
+app.command()(render)
+app.command("list")(pipelines.list_pipelines)
+app.command()(pipelines.steps)
+app.command()(tools.feedback)
+app.command()(tools.diff)
+app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
+app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
+app.add_typer(tools.cache_app, name="cache")
 
 
 def main() -> None:

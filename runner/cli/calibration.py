@@ -1,14 +1,13 @@
-"""`runner eval` and `runner sweep`: registered on the main typer app by runner/cli/app.py."""
+"""`runner eval` and `runner sweep`: scoring runs against human labels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from runner.cli.common import cache_dir_of
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -19,35 +18,6 @@ PredictedOpt = Annotated[str | None, typer.Option(
 PositiveOpt = Annotated[list[str] | None, typer.Option(
     "--positive", help="A value that counts as pass for pass/fail metrics (repeat).")]
 KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numeric.")]
-
-
-def _no_cache_dir_resolver(value: Path | None) -> Path:
-    raise AssertionError("register() sets the cache folder resolver")  # pragma: no cover
-
-
-_cache_dir: Callable[[Path | None], Path] = _no_cache_dir_resolver
-
-
-def register(app: typer.Typer, cache_dir: Callable[[Path | None], Path]) -> None:
-    """Add the commands to `app`; `cache_dir` resolves --cache-dir as `runner run` does
-    (passed in: this module must not import runner.cli.app, which imports it)."""
-    global _cache_dir
-    _cache_dir = cache_dir
-    app.command("eval")(eval_command)
-    app.command("sweep")(sweep_command)
-
-
-@contextmanager
-def _exit_codes(interrupted: str) -> Iterator[None]:
-    """A RunnerError is its message and exit code 2; Ctrl-C is exit code 130."""
-    try:
-        yield
-    except RunnerError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted: {interrupted}", err=True)
-        raise typer.Exit(130) from None
 
 
 def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
@@ -74,9 +44,8 @@ def eval_command(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from runner.calibration.evaluate import evaluate_target
-    with _exit_codes("nothing evaluated (a pipeline's finished items are written)"):
-        report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
-                                         input, set_ or [], out, _cache_dir(cache_dir))
+    report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
+                                     input, set_ or [], out, cache_dir_of(cache_dir))
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
     typer.echo(_eval_lines(report))
@@ -140,11 +109,10 @@ def sweep_command(
                    f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
                    err=True)
 
-    with _exit_codes("no sweep written"):
-        request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
-                               parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
-        report = run_sweep(request, estimate)
-        folder = out or Path("reports") / report["name"] / input.stem / "sweep"
-        write_sweep(folder, report)
+    request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
+                           parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
+    report = run_sweep(request, estimate)
+    folder = out or Path("reports") / report["name"] / input.stem / "sweep"
+    write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")

@@ -1,4 +1,4 @@
-"""What the CLI's command modules share: the cache folder option and the error exit."""
+"""What the CLI's command modules share: options used by several commands."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from runner.errors import RunnerError
-
+InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
+RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
 CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
                                                   help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
 
@@ -17,8 +18,3 @@ CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
 def cache_dir_of(value: Path | None) -> Path:
     return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
 
-
-def fail(exc: RunnerError) -> None:
-    """A user-fixable error: its message on stderr, its exit code (2), no traceback."""
-    typer.echo(str(exc), err=True)
-    raise typer.Exit(exc.exit_code)

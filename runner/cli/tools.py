@@ -1,4 +1,4 @@
-"""`runner diff` and `runner cache ...`: commands around runs, kept apart from cli.py."""
+"""`runner feedback`, `runner diff` and `runner cache ...`: commands around finished runs and the cache."""
 
 from __future__ import annotations
 
@@ -8,10 +8,30 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.common import CacheDirOpt, cache_dir_of, fail
-from runner.errors import RunnerError
+from runner.cli.base import RunnerApp
+from runner.cli.common import CacheDirOpt, cache_dir_of
 
-cache_app = typer.Typer(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
+cache_app = RunnerApp(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
+
+
+def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
+             trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id (or mlflow_trace_id).")],
+             up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
+             down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
+             rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
+             user: Annotated[str | None, typer.Option("--user", help="Who (default: the OS user).")] = None,
+             name: Annotated[str, typer.Option("--name", help="The assessment's name in MLflow.")] = "human_feedback",
+             ) -> None:
+    """Record human feedback on a stored result: appends to feedback.jsonl beside the store, and logs a
+    HUMAN assessment on the result's MLflow trace when it has one (to $MLFLOW_TRACKING_URI)."""
+    from runner.tracing.feedback import record_feedback
+    if up == down:
+        typer.echo("give exactly one of --up or --down", err=True)
+        raise typer.Exit(2)
+    entry = record_feedback(store, trace_id, up, rationale, user, name,
+                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
+    where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
+    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 
 
 def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (folder, or its group for the latest).")]
@@ -25,11 +45,8 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     Each item whose verdict (or a --field) changed, before -> after. With no run given: the
     last two runs of the pipeline and input that ran last."""
     from runner.outputs.diff import diff_runs, format_diff, pick_runs
-    try:
-        before, after = pick_runs(run_a, run_b)
-        result = diff_runs(before, after, field or [])
-    except RunnerError as exc:
-        fail(exc)
+    before, after = pick_runs(run_a, run_b)
+    result = diff_runs(before, after, field or [])
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:
@@ -61,10 +78,7 @@ def cache_stats(cache_dir: CacheDirOpt = None,
     from rich.table import Table
 
     from runner.llm.cache_admin import cache_stats as compute
-    try:
-        stats = compute(cache_dir_of(cache_dir))
-    except RunnerError as exc:
-        fail(exc)
+    stats = compute(cache_dir_of(cache_dir))
     if as_json:
         typer.echo(json.dumps(asdict(stats), indent=2))
         return
@@ -86,8 +100,5 @@ def cache_clear(cache_dir: CacheDirOpt = None,
                                                                "this: 30d, 12h, 2w.")] = None) -> None:
     """Delete cached answers (all of them, or those matching --model and --older-than)."""
     from runner.llm.cache_admin import clear_cache, parse_age
-    try:
-        removed = clear_cache(cache_dir_of(cache_dir), model, parse_age(older_than) if older_than else None)
-    except RunnerError as exc:
-        fail(exc)
+    removed = clear_cache(cache_dir_of(cache_dir), model, parse_age(older_than) if older_than else None)
     typer.echo(f"removed {removed} cached answer(s)")

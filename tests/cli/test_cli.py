@@ -209,7 +209,7 @@ def test_steps_lists_arguments_and_result_fields(cli):
 def test_every_command_maps_user_errors_to_exit_2_in_one_place(project, cli):
     from typer.testing import CliRunner
 
-    from runner.cli.app import _App
+    from runner.cli.base import RunnerApp as _App
     from runner.errors import RunnerError
 
     extra = _App()

@@ -1,0 +1,45 @@
+"""The one place an error becomes an exit code, for every command of every command group."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from typer.models import CommandFunctionType
+
+from runner.errors import RunnerError
+
+FINISHED_ITEMS_WRITTEN = "finished items are written"
+
+
+def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN) -> Callable[..., Any]:
+    """A RunnerError becomes its message on stderr and its exit code (2), and an
+    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RunnerError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as stop:
+            typer.echo(f"interrupted: {interrupted}", err=True)
+            raise typer.Exit(getattr(stop, "exit_code", 130)) from None
+    return guarded
+
+
+class RunnerApp(typer.Typer):
+    """A typer app (or command group) whose every command maps errors through `user_errors`;
+    `interrupted=` says what an interrupted command leaves behind."""
+
+    def command(self, name: str | None = None, *, interrupted: str = FINISHED_ITEMS_WRITTEN,
+                **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        register = super().command(name, **kwargs)
+
+        def decorator(function: CommandFunctionType) -> CommandFunctionType:
+            register(user_errors(function, interrupted))
+            return function
+        return decorator
