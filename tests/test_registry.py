@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.steps.base import STEPS, step_class
+from runner.engine.steps.base import step_class
 from runner.errors import RunnerError
 from runner.inputs import ADAPTERS
+from runner.pipeline.catalog import STEPS
 from runner.pipeline.schema_check import step_schema_names
 from runner.registry import Registry
 from runner.search import PROVIDERS
@@ -51,7 +52,7 @@ def test_a_lookup_imports_only_the_module_it_names():
     import and its dataclasses); a name in another module still falls back to all."""
     import subprocess
     import sys
-    code = ("import sys; from runner.engine.steps.base import STEPS; from runner.inputs import ADAPTERS; "
+    code = ("import sys; from runner.pipeline.catalog import STEPS; from runner.inputs import ADAPTERS; "
             "STEPS.get('decide'); steps = sorted(m for m in sys.modules if m.startswith('runner.engine.steps.')); "
             "ADAPTERS.get('json'); print(steps, 'runner.inputs.structured' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -44,7 +44,7 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
 
 def steps() -> None:
     """The step types, their arguments (from their schemas) and the fields of their results."""
-    from runner.engine.steps.base import step_info, step_names
+    from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
     for name in step_names():
         info = step_info(name)

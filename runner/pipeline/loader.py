@@ -14,9 +14,9 @@ from typing import Any
 import jinja2
 
 import runner.pipeline.templating as templating
-from runner.engine.steps.base import StepCatalog, StepInfo
 from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
+from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems

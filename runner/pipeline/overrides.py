@@ -6,8 +6,8 @@ from typing import Any
 
 import yaml
 
-from runner.engine.steps.base import StepCatalog
 from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
+from runner.pipeline.catalog import StepCatalog
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import runner.engine.steps.base as base
+import runner.pipeline.catalog as base
 from helpers import run
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers import run
-from runner.engine.steps.base import step_info
 from runner.errors import ConfigError
+from runner.pipeline.catalog import step_info
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, union
 

@@ -1,0 +1,94 @@
+"""The catalog of step types as the loader sees them: names, `with:` schemas, what their
+`with:` keys name, and the shapes of their results. Step types register here (their
+modules live in runner/engine/steps/); a lookup by name imports the module named like the
+entry, so the loader checks steps without importing any step logic of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, Protocol
+
+from runner.pipeline.result_shapes import OPEN, ShapeContext
+from runner.registry import Registry
+from runner.yamlpos import Path as DataPath
+
+
+class StepType(Protocol):
+    """What a registered step class declares (runner.engine.steps.base.Step has it all)."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    template_fields: ClassVar[tuple[str, ...]]
+    model_fields: ClassVar[tuple[str, ...]]
+    schema_fields: ClassVar[tuple[str, ...]]
+    substeps: ClassVar[bool]
+    sub_scope: ClassVar[tuple[str, ...]]
+    own_scope: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]: ...
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]: ...
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What the loader may know about a step type without importing its logic."""
+
+    name: str
+    schema: dict[str, Any]
+    template_fields: tuple[str, ...] = ()
+    model_fields: tuple[str, ...] = ()
+    schema_fields: tuple[str, ...] = ()
+    substeps: bool = False
+    sub_scope: tuple[str, ...] = ()
+    own_scope: tuple[str, ...] = ()
+    summary: str = ""
+    result_schema: Callable[[Mapping[str, Any], ShapeContext], dict[str, Any]] = lambda args, shapes: OPEN
+    static_problems: Callable[[Mapping[str, Any], ShapeContext], list[tuple[DataPath, str]]] = \
+        lambda args, shapes: []
+
+
+# A step type is its module of runner/engine/steps (a Step subclass decorated with @register)
+# plus runner/schemas/steps/<name>.schema.json; a lookup by name imports that module first.
+STEPS: Registry[type[StepType]] = Registry("step type", "runner.engine.steps")
+
+
+@cache
+def step_schema(name: str) -> dict[str, Any]:
+    from runner.pipeline.schema_check import read_schema
+    return read_schema("steps", f"{name}.schema.json")
+
+
+def step_info(name: str) -> StepInfo:
+    cls = STEPS.get(name)
+    return StepInfo(name=cls.name, schema=step_schema(cls.name), template_fields=cls.template_fields,
+                    model_fields=cls.model_fields, schema_fields=cls.schema_fields,
+                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope, summary=cls.summary,
+                    result_schema=cls.result_schema, static_problems=cls.static_problems)
+
+
+def step_names() -> list[str]:
+    return STEPS.names()
+
+
+class StepCatalog:
+    """The view of step types the loader uses (keeps the loader free of step code). The
+    built-in one reads every step type on first use: a run of a pipeline already found
+    valid never uses it, and imports only the step types the pipeline names."""
+
+    def __init__(self, infos: dict[str, StepInfo] | None = None):
+        self._infos = infos
+
+    @property
+    def infos(self) -> dict[str, StepInfo]:
+        if self._infos is None:
+            self._infos = {name: step_info(name) for name in step_names()}
+        return self._infos
+
+    @classmethod
+    def builtin(cls) -> StepCatalog:
+        return cls()
