@@ -96,8 +96,11 @@ class Runtime:
     def llm(self) -> Any:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
-            from runner.llm.service import LLMService, RenderSink
-            sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
+            from runner.llm.service import LLMService
+            sink = None
+            if self.options.render:
+                from runner.render.sink import RenderSink
+                sink = RenderSink(self.render_stream, self.render_stats)
             self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
                                    cache=self.take_cache("responses"))
         return self._llm

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from runner.errors import NeedsModel, StepError
 from runner.llm.logs import LOG_STORE, CallLogWriter, format_messages
@@ -25,9 +25,6 @@ from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.stores.json_cache import JsonCache
 from runner.stores.llm_cache import request_key
-
-if TYPE_CHECKING:
-    from runner.render.costs import CostEstimate
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -62,23 +59,16 @@ class CallRequest:
     group: int = 0                     # calls of one step run share it (see tally.py)
 
 
-def _new_estimate() -> CostEstimate:
-    from runner.render.costs import CostEstimate  # render only: a run never estimates
-    return CostEstimate()
+class CallPreview(Protocol):
+    """`runner render`'s sink (runner/render/sink.py): takes each call instead of a model."""
 
-
-@dataclass
-class RenderSink:
-    """`runner render`: where prompts are printed, and what they add up to."""
-
-    stream: TextIO | None
-    stats: dict[str, int]
-    estimate: CostEstimate = field(default_factory=_new_estimate)     # what the calls add up to, per model
+    def call(self, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
+             sampling: dict[str, Any], mode: str) -> None: ...
 
 
 class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
-                 transport: Transport | None = None, render: RenderSink | None = None,
+                 transport: Transport | None = None, render: CallPreview | None = None,
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None):
         self.resolve = resolve
         self.observer = observer
@@ -273,13 +263,13 @@ class LLMService:
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: dict[str, Any] | None,
                      sampling: dict[str, Any], mode: str) -> None:
-        sink = self.render_sink or RenderSink(None, {"calls": 0, "cached": 0, "tokens": 0})
+        if self.render_sink is None:
+            return
         if not mode:
             label = "none (no output schema)"
         else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
             label = mode + (f" (configured {spec.structured_output})" if spec.structured_output != mode else "")
-        from runner.render.costs import render_call
-        render_call(sink, spec, format_messages(messages), cached, sampling, label)
+        self.render_sink.call(spec, format_messages(messages), cached, sampling, label)
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}

@@ -5,13 +5,9 @@ by litellm's bundled price table (read as data, runner/llm/prices.py: no litellm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.llm.prices import price_of
-
-if TYPE_CHECKING:
-    from runner.llm.service import RenderSink
-    from runner.llm.spec import ModelSpec
 
 CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
 FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from
@@ -110,17 +106,3 @@ class CostEstimate:
                 total += price.cost(entry.uncached_prompt_tokens, per_call * (entry.calls - entry.cached))
         return total
 
-
-def render_call(sink: RenderSink, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
-                sampling: dict[str, Any], mode: str) -> None:
-    """Count one call of `runner render` and print it with where it goes and how it is asked."""
-    tokens = sink.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"))
-    sink.stats["calls"] += 1
-    sink.stats["cached"] += int(cached is not None)
-    sink.stats["tokens"] += tokens
-    if sink.stream is None:
-        return
-    params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
-    sink.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
-                      f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
-                      f"{prompt_text}\n--- end ---\n")
