@@ -1,4 +1,5 @@
-"""runner's modules import each other without a circle.
+"""runner's layout: modules import each other without a circle and only downwards through
+the layers below; at most ten modules at the package root; no module over 400 lines.
 
 The graph is built with `ast` from every module's imports, at module level and inside
 functions (a lazy import still ties two modules together), leaving out `if
@@ -116,8 +117,76 @@ def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
     return sorted(component)
 
 
-# The LLM service still renders model entries through the runtime (runner.engine.context); the
-# issue-15 rewrite gives it model specs and a transport instead, which removes this edge.
+# The layers, lowest first (ARCHITECTURE.md says what each owns). A module may import its own
+# package and the layers below its own; packages that share a layer do not import each other.
+# The root modules of the base layer are each their own unit (they may import one another).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("runner", "runner.errors", "runner.fileio", "runner.paths", "runner.retry", "runner.registry",
+              "runner.yamlpos", "runner.observe")),
+    ("text", ("runner.text",)),
+    ("inputs", ("runner.inputs",)),
+    ("pipeline", ("runner.pipeline",)),
+    ("stores", ("runner.stores",)),
+    ("services", ("runner.llm", "runner.search")),
+    ("render", ("runner.render",)),
+    ("engine", ("runner.engine",)),
+    ("observers and outputs", ("runner.tracing", "runner.outputs")),
+    ("api", ("runner.api",)),
+    ("calibration", ("runner.calibration",)),
+    ("cli", ("runner.cli",)),
+]
+MAX_ROOT_MODULES = 10
+MAX_LINES = 400
+
+
+def unit_of(module: str) -> str:
+    """runner.llm.service -> runner.llm; a root module (runner.api) is its own unit."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer_of(unit: str) -> int:
+    for number, (_, units) in enumerate(LAYERS):
+        if unit in units:
+            return number
+    raise AssertionError(f"{unit} is in no layer: add it to LAYERS in tests/test_architecture.py "
+                         "and to ARCHITECTURE.md")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        unit = unit_of(module)
+        for target in sorted(targets):
+            other = unit_of(target)
+            if other == unit or layer_of(unit) == layer_of(other) == 0:
+                continue
+            if layer_of(other) >= layer_of(unit):
+                found.append(f"{module} ({LAYERS[layer_of(unit)][0]}) imports {target} "
+                             f"({LAYERS[layer_of(other)][0]})")
+    return found
+
+
+def test_imports_go_down_the_layers_only():
+    found = upward_imports(import_graph())
+    assert not found, "imports into the same or a higher layer:\n" + "\n".join(found)
+
+
+def test_an_upward_or_sideways_import_is_found():
+    graph = {"runner.engine.execute": set(), "runner.llm.service": {"runner.engine.execute"},
+             "runner.llm.sender": {"runner.search.tavily"}, "runner.search.tavily": set()}
+    assert upward_imports(graph) == [
+        "runner.llm.sender (services) imports runner.search.tavily (services)",
+        "runner.llm.service (services) imports runner.engine.execute (engine)"]
+
+
+def test_few_modules_at_the_root_and_none_too_long():
+    root = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    assert len(root) <= MAX_ROOT_MODULES, sorted(root)
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
 def test_no_import_circle():
     found = cycles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" -> ".join(circle) for circle in found)
