@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from fakellm import Reply
-from helpers import write_json
+from helpers import group_dir, write_json
 from runner.stores.runs import resolve_run
 
 SLOW_PIPELINE = """
@@ -61,7 +61,7 @@ def test_item_errors_do_not_change_the_exit_code(project, cli):
     source = write_json(project.root / "in.json", [{"d": 0}, {"d": 2}])
     result = cli("run", str(path), "--input", str(source))
     assert result.exit_code == 0
-    results = project.results(str(resolve_run(project.root / "reports" / "e" / "in")))
+    results = project.results(str(resolve_run(group_dir(project.root, "e", "in.json"))))
     assert "ZeroDivisionError" in results[0]["error"] and results[1]["v"] == 0.5
 
 
@@ -75,7 +75,7 @@ def test_default_out_dir_and_report(project, cli):
         """)
     source = write_json(project.root / "batch.json", [{"v": "a"}, {"v": "b"}, {"v": "a"}])
     assert cli("run", str(path), "--input", str(source)).exit_code == 0
-    out = resolve_run(project.root / "reports" / "dflt" / "batch")      # the run's own folder (issue 18)
+    out = resolve_run(group_dir(project.root, "dflt", "batch.json"))      # the run's own folder (issue 18)
     assert json.loads((out / "summary.json").read_text())["counts"] == {"a": 2, "b": 1}
     assert "| 2 | b |" in (out / "report.md").read_text()
 
