@@ -41,14 +41,16 @@ def nested_error(value: Any) -> str | None:
     return None
 
 
-def error_groups(results: Iterable[dict[str, Any]], llm_failed: set[int]) -> list[dict[str, Any]]:
+def error_groups(results: Iterable[dict[str, Any]], llm_failed: dict[int, str]) -> list[dict[str, Any]]:
     """Identical item errors counted together, most frequent first: an item's `error`, or for
-    an item whose LLM work got no usable answer, the first error inside its result."""
+    an item whose LLM work got no usable answer, its last failed call's error (else the first
+    error inside its result)."""
     counts: Counter[str] = Counter()
     for result in results:
         message = result.get("error")
-        if not message and result.get("index") in llm_failed:
-            message = nested_error(result) or "no usable answer from any model"
+        index = result.get("index")
+        if not message and index in llm_failed:
+            message = llm_failed[index] or nested_error(result) or "no usable answer from any model"
         if message:
             counts[" ".join(str(message).split())] += 1
     return [{"count": n, "error": text} for text, n in counts.most_common(KEPT_GROUPS)]

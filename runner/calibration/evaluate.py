@@ -78,6 +78,8 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
     if run.summary.get("hints"):
         report["run_hints"] = run.summary["hints"]
+    from runner.calibration.provenance import input_warnings
+    report["input_warnings"] = input_warnings(run.folder, spec.labels, report)
     write_eval(run.folder, report)
     return report, run.folder
 

@@ -162,14 +162,14 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
 
 
 def _extent(summary: dict[str, Any]) -> str:
-    """`13 item(s)`, or `159 of 300 item(s) (interrupted)` / `2 of 13 item(s) (partial)` when the run is not whole."""
+    """`13 item(s)`, or `159 of 300 item(s), interrupted` / `2 of 13 item(s), partial` when the run is not whole."""
     total = summary.get("total", 0)
     if summary.get("interrupted"):
-        return f"{total} of {summary.get('planned', '?')} item(s) (interrupted)"
+        return f"{total} of {summary.get('planned', '?')} item(s), interrupted"
     if summary.get("partial"):
-        return f"{total} of {summary.get('input_items', '?')} item(s) (partial)"
+        return f"{total} of {summary.get('input_items', '?')} item(s), partial"
     if summary.get("rerun_of"):
-        return f"{total} item(s) ({summary.get('rerun_items', 0)} rerun, the others from {summary['rerun_of']})"
+        return f"{total} item(s), {summary.get('rerun_items', 0)} rerun and the others from {summary['rerun_of']}"
     return f"{total} item(s)"
 
 

@@ -79,6 +79,8 @@ def eval_command(
                                          input, set_ or [], out, _cache_dir(cache_dir))
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
+    for warning in report.get("input_warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     kappa = report["metrics"].get("kappa")
@@ -144,7 +146,8 @@ def sweep_command(
         request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                                parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
         report = run_sweep(request, estimate)
-        folder = out or Path("reports") / report["name"] / input.stem / "sweep"
+        from runner.stores.runs import group_name
+        folder = out or Path("reports") / report["name"] / group_name(input, [], pipeline.resolve().parent.parent) / "sweep"
         write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")

@@ -28,6 +28,7 @@ from runner.outputs.manifest import (
     now,
     pipeline_entry,
     read_manifest,
+    shown_path,
     write_manifest,
 )
 from runner.pipeline.model import Pipeline
@@ -103,7 +104,8 @@ class RunRecord:
         """Everything known before the run; a --failed-from parent over another input is refused here."""
         input_items = source.input_items if source.input_items is not None else len(indexes)
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
-        parent = resolve_run(source.selection.failed_from) if source.selection.failed_from is not None else None
+        parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
+                  if source.selection.failed_from is not None else None)
         selected = set(indexes)
         planned, partial = len(indexes), not source.selection.empty or bool(source.limit)
         if parent is not None:

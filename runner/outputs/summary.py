@@ -25,7 +25,7 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
                              "results": results, "counts": counts, "total": total, "errors": errors}
     summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": errors}
     if errors:
-        summary["error_groups"] = error_groups(results, failed)
+        summary["error_groups"] = error_groups(results, runtime.llm.failure_reasons() if runtime.llm_used else {})
     if field:
         summary["count_by"] = field
         summary["counts"] = counts

@@ -169,12 +169,15 @@ def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     process = _spawn(project, path, source, fake_llm.url)
     _wait_for_lines(project.root / "out" / "results.jsonl", 2)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     summary = json.loads((project.root / "out" / "summary.json").read_text())
     results = [json.loads(line) for line in (project.root / "out" / "results.jsonl").read_text().splitlines()]
     assert summary["interrupted"] is True and summary["total"] == len(results) >= 2
+    assert summary["planned"] == 40 and stdout.startswith(f"{len(results)} of 40 item(s), interrupted")  # issue 32
+    made = json.loads((project.root / "out" / "run.json").read_text())
+    assert (made["status"], made["interrupted"], made["counts"]["done"]) == ("interrupted", True, len(results))
     assert [r["index"] for r in results] == sorted(r["index"] for r in results)
 
 
