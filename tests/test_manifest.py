@@ -283,3 +283,15 @@ def test_eta_counts_uncached_work_only():
     lines.done, calls.sent, now[0] = 169, 20, 11.0          # then 10 items, 2 calls each, in 10 s
     # 131 items left at 2 calls each, 20 calls sent in 11 s: 131 * 2 * 11 / 20 = 144 s
     assert lines.line().endswith("ETA 2:24"), lines.line()
+
+
+def test_secrets_never_reach_run_json():
+    from runner.outputs.manifest import redact, redact_assignment, strip_credentials
+    assert strip_credentials("https://u:pw@host.example:8443/v1?api-key=abc&version=2") == \
+        "https://host.example:8443/v1?api-key=%3Credacted%3E&version=2"
+    assert redact_assignment("models.m.api_key=sk-live-123456789") == "models.m.api_key=<redacted>"
+    assert redact_assignment("params.threshold=0.9") == "params.threshold=0.9"
+    assert redact({"models": {"m": {"api_key": "sk-1234567890", "headers": {"Authorization": "Bearer x"},
+                                    "api_base": "http://a:b@h/v1", "token": "{{ env.T }}"}}}) == \
+        {"models": {"m": {"api_key": "<redacted>", "headers": {"Authorization": "<redacted>"},
+                          "api_base": "http://h/v1", "token": "{{ env.T }}"}}}

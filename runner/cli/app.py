@@ -97,14 +97,16 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
-        limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
-        item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
+        limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
+        item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
+        = None,
         filter_: Annotated[str | None, typer.Option(
             "--filter", help="Only items for which this expression over `item` is true, "
                              "e.g. \"item.file == 'a.txt'\".")] = None,
         failed_from: Annotated[Path | None, typer.Option(
-            "--failed-from", help="Only the items that errored or failed the pass rule in this earlier run "
-                                  "(its folder, or its group folder for the latest run).")] = None,
+            "--failed-from", help="Rerun the items that errored or failed the pass rule in this earlier run "
+                                  "(its folder, or its group folder for the latest complete run); the new run "
+                                  "holds the parent's other results too, so it covers the whole input.")] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
         formats: FormatOpt = None,

@@ -147,7 +147,8 @@ def sweep_command(
                                parse_grid(grid), _cache_dir(cache_dir), set_ or [], metric, allow_calls, concurrency)
         report = run_sweep(request, estimate)
         from runner.stores.runs import group_name
-        folder = out or Path("reports") / report["name"] / group_name(input, [], pipeline.resolve().parent.parent) / "sweep"
+        group = group_name(input, [], pipeline.resolve().parent.parent)     # the group `runner run` uses
+        folder = out or Path("reports") / report["name"] / group / "sweep"
         write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")

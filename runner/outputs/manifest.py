@@ -83,8 +83,7 @@ def redact_assignment(text: str) -> str:
     name, sep, value = text.partition("=")
     if not sep:
         return text
-    last = name.rsplit(".", 1)[-1]
-    return f"{name}={redact(value, last)}" if isinstance(redact(value, last), str) else text
+    return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
 def _strings(value: Any) -> Iterator[str]:
