@@ -119,12 +119,10 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
         failed = False
     except asyncio.CancelledError:
-        failed = False
         if outcome.terminated:
             raise Terminated(outcome) from None
         raise
     except KeyboardInterrupt as stop:
-        failed = False
         stop.args = (outcome,)       # the CLI prints what finished
         raise
     finally:

@@ -8,21 +8,11 @@ import json
 import os
 from pathlib import Path
 
+from test_runs import THRESHOLD_PIPELINE as THRESHOLD
+
 from helpers import group_dir, write_json
 from runner.engine.progress import CallCounts, PlainLines
 from runner.stores.runs import LATEST, LATEST_PARTIAL, resolve_run, runs_in
-
-THRESHOLD = """
-    version: 1
-    name: th
-    params: {threshold: 0.5}
-    steps: [{id: s, uses: compute, with: {ok: "{{ item.score >= params.threshold }}"}}]
-    output:
-      verdict: "{{ 'PASS' if steps.s.ok else 'FAIL' }}"
-    summary:
-      count_by: verdict
-      rates: {pass_rate: "result.verdict == 'PASS'"}
-    """
 
 JUDGE = """
     version: 1
