@@ -19,6 +19,7 @@ from runner.fileio import atomic_write, dumps
 from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder
+from runner.outputs.health import check_before_run
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view, item_label
@@ -27,7 +28,6 @@ from runner.outputs.summary import summarize
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.run_health import check_before_run
 from runner.stores.json_cache import open_caches
 from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir
 from runner.tracing import make_observer

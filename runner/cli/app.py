@@ -74,7 +74,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.engine.context import RunOptions
     from runner.engine.progress import for_terminal
     from runner.engine.selection import Selection
-    from runner.run_health import TOO_MANY_ERRORS, MaxErrors, error_lines
+    from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]

@@ -8,7 +8,7 @@ from typing import Any
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
-from runner.run_health import error_groups
+from runner.outputs.health import error_groups
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
