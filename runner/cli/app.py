@@ -13,7 +13,7 @@ import typer
 from typer.models import CommandFunctionType
 
 import runner.cli.tools as cli_tools
-from runner import __version__
+from runner import __version__, cli_batches
 from runner.cli.common import CacheDirOpt, cache_dir_of
 from runner.errors import RunnerError
 
@@ -116,6 +116,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
                             "default: the pipeline's tracing.backend.")] = None,
+        batch: Annotated[bool, typer.Option(
+            "--batch", help="Answer through the provider's batch API (half the price, within hours) every model "
+                            "that has one (OpenAI-compatible /v1/batches); the others stay live.")] = False,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary and report."""
     from runner.api import ItemSource, run_pipeline
@@ -133,7 +136,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
         raise typer.Exit(2)
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace)
+                         trace=trace, batch=batch)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
     summary = outcome.summary
@@ -234,6 +237,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
 
 app.command()(cli_tools.diff)
 app.add_typer(cli_tools.cache_app, name="cache")
+app.command("batches")(cli_batches.batches)
 
 from runner.cli.calibration import register as _register_calibration  # noqa: E402 - needs `app` defined above
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 import jinja2
 
 from runner.errors import RunnerError, TemplateError
+from runner.in_flight import ItemsInFlight
 from runner.inputs import Item
 from runner.observe import NULL_OBSERVER, Observer
 from runner.pipeline.model import Pipeline, StepSpec
@@ -47,6 +48,7 @@ class RunOptions:
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
     trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
+    batch: bool = False            # `--batch`: every model with a batch API answers through it
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Runtime:
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
     open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
+    in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
     _llm: Any = None
 
     @classmethod
@@ -99,7 +102,7 @@ class Runtime:
             from runner.llm.service import LLMService, RenderSink
             sink = RenderSink(self.render_stream, self.render_stats) if self.options.render else None
             self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
-                                   cache=self.take_cache("responses"))
+                                   cache=self.take_cache("responses"), in_flight=self.in_flight)
         return self._llm
 
     def model_spec(self, name: str) -> Any:
