@@ -16,7 +16,7 @@ CHAT_URL = "/v1/chat/completions"
 MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; headers and rounding aside
 ERROR_TEXT = 300
 # Line error codes that name a fault of the request itself: the same line would fail again.
-CLIENT_CODES = ("invalid", "not_found", "unsupported", "too_long", "context_length")
+CLIENT_CODES = ("invalid", "not_found", "unsupported", "too_long", "context_length", "cancelled")
 
 
 @dataclass

@@ -1,0 +1,142 @@
+"""Provider batch APIs (issue 28): calls gathered per model while items wait, submitted to
+the fake server's /v1/files and /v1/batches, polled, resumed; the same cache as live calls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fakellm import Reply
+from helpers import run, write_json
+
+SCHEMA = {"type": "object", "required": ["verdict"],
+          "properties": {"verdict": {"enum": ["yes", "no"]}, "reason": {"type": "string"}}}
+POLL = "batch_poll_seconds: 0.02"
+
+
+def batch_pipeline(project, *, extra="", models=("m",), retries=1):
+    project.schema("answer.schema.json", SCHEMA)
+    project.prompt("ask.j2", "Question {{ item.q }}\n")
+    project.prompt("again.j2", "Second look at {{ item.q }}: first said {{ steps.ask.output.verdict }}\n")
+    entries = "".join(f"""
+          {name}:
+            model: openai/{name}-model
+            api_base: "{{{{ env.FAKE_URL }}}}"
+            backoff: 0.01
+            retries: {retries}
+            {POLL}
+            {extra}""" for name in models)
+    return project.pipeline(f"""
+        version: 1
+        name: batcht
+        env: [FAKE_URL]
+        models:{entries}
+        steps:
+          - id: ask
+            uses: llm
+            with: {{model: {models[0]}, prompt: ask.j2, output_schema: answer.schema.json}}
+          - id: again
+            uses: llm
+            with: {{model: {models[0]}, prompt: again.j2, output_schema: answer.schema.json}}
+        output:
+          verdict: "{{{{ steps.ask.output.verdict | default(none) }}}}"
+          second: "{{{{ steps.again.output.verdict | default(none) }}}}"
+          cached: "{{{{ steps.ask.cached | default(none) }}}}"
+        """)
+
+
+@pytest.fixture
+def env(fake_llm, monkeypatch):
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    return fake_llm
+
+
+def items(project, count):
+    return write_json(project.root / "in.json", [{"q": f"q{i}"} for i in range(count)])
+
+
+def test_two_stages_become_two_batches_and_a_rerun_sends_nothing(project, env):
+    env.answer_json({"verdict": "no"}, contains="Second look")
+    env.answer_json({"verdict": "yes"}, contains="Question")
+    path = batch_pipeline(project)
+    outcome = run(path, items(project, 12), batch=True)
+    assert [(r["verdict"], r["second"]) for r in outcome.results] == [("yes", "no")] * 12
+    assert env.requests == []                                   # no live chat request
+    batches = env.batches.created()
+    assert [len(b.lines) for b in batches] == [12, 12]          # stage one, then stage two
+    assert all(b.status == "completed" for b in batches)
+    assert env.batches.uploads[0]["purpose"] == "batch"
+    summary = outcome.summary
+    assert summary["models"]["m"]["calls"] == 24
+    assert summary["batches"]["m"]["batches"] == 2 and summary["batches"]["m"]["requests"] == 24
+    # The same cache as live calls: a live rerun (no --batch needed either) sends nothing.
+    env.batches.reset()
+    again = run(path, items(project, 12), out="out2")
+    assert [r["cached"] for r in again.results] == [True] * 12
+    assert env.requests == [] and env.batches.created() == []
+
+
+def test_batch_and_live_answers_share_cache_keys(project, env):
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project)
+    live = run(path, items(project, 3))
+    assert len(env.requests) == 6 and env.batches.created() == []
+    env.reset()
+    batched = run(path, items(project, 3), batch=True, out="out2")
+    assert [r["cached"] for r in batched.results] == [True] * 3
+    assert env.batches.created() == [] and env.requests == []
+    assert [r["verdict"] for r in batched.results] == [r["verdict"] for r in live.results]
+
+
+def test_an_error_line_is_retried_in_the_next_batch_then_recorded(project, env):
+    env.script(Reply(status=500), Reply(json.dumps({"verdict": "no"})), contains="Question q1", repeat_last=True)
+    env.script(Reply(status=500), contains="Question q2")        # fails every time
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=1)
+    outcome = run(path, items(project, 3), batch=True)
+    by_q = {r["index"]: r for r in outcome.results}
+    assert by_q[1]["verdict"] == "yes"
+    assert by_q[2]["verdict"] == "no"                              # answered by the retry round
+    assert by_q[3].get("verdict") is None and "HTTP 500" in by_q[3]["error"]
+    assert env.requests == []
+    batches = env.batches.created()
+    prompts = [[line["body"]["messages"][-1]["content"] for line in b.lines] for b in batches]
+    # Stage one; then its two error lines again, gathered with item 1's second stage.
+    assert sorted(prompts[1]) == ["Question q1\n", "Question q2\n", "Second look at q0: first said yes\n"]
+    assert sum(len(p) for p in prompts) == 3 + 2 + 2
+    assert outcome.summary["models"]["m"]["retries"] == 2
+
+
+def test_batch_retry_live_sends_only_the_failed_line_live(project, env):
+    env.script(Reply(status=500), Reply(json.dumps({"verdict": "no"})), contains="Question q1")
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, extra="batch_retry: live")
+    outcome = run(path, items(project, 3), batch=True)
+    assert [r["verdict"] for r in outcome.results] == ["yes", "no", "yes"]
+    assert [r.prompt for r in env.requests] == ["Question q1\n"]           # the declared live retry only
+    assert outcome.summary["batches"]["m"]["live_retries"] == 1
+
+
+@pytest.mark.parametrize("ending", ["expired", "cancelled", "failed"])
+def test_a_batch_that_does_not_complete_is_reported_and_its_calls_retried_or_failed(project, env, ending, capsys):
+    env.batches.outcomes = [ending]
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=1)
+    outcome = run(path, items(project, 2), batch=True)
+    problems = outcome.summary["batches"]["m"]["problems"]
+    assert len(problems) == 1 and ending in problems[0]
+    assert ending in capsys.readouterr().err
+    if ending == "expired":                     # retried in a new batch, which completes
+        assert [r["verdict"] for r in outcome.results] == ["yes", "yes"]
+    else:                                       # refused or cancelled: the calls fail, with the reason
+        assert all(ending in r["error"] for r in outcome.results)
+        message = "scripted failure" if ending == "failed" else "cancelled"
+        assert all(message in r["error"] for r in outcome.results)
+
+
+def test_no_batch_api_on_the_endpoint_fails_the_calls_with_a_clear_message(project, env):
+    env.batches.enabled = False
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 1), batch=True)
+    assert "/v1/files and /v1/batches" in outcome.results[0]["error"]
