@@ -4,6 +4,8 @@ the fake server's /v1/files and /v1/batches, polled, resumed; the same cache as 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -140,3 +142,94 @@ def test_no_batch_api_on_the_endpoint_fails_the_calls_with_a_clear_message(proje
     path = batch_pipeline(project, retries=0)
     outcome = run(path, items(project, 1), batch=True)
     assert "/v1/files and /v1/batches" in outcome.results[0]["error"]
+
+
+def test_summary_costs_use_the_batch_price(project, env):
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, models=("m",))
+    paid = ["models.m.model=openai/gpt-4o-mini"]
+    batched = run(path, items(project, 40), batch=True, overrides=paid)
+    live = run(path, items(project, 40), overrides=paid, cache_dir=project.root / "live-cache", out="live")
+    batch_cost, live_cost = batched.summary["models"]["m"]["cost"], live.summary["models"]["m"]["cost"]
+    # gpt-4o-mini: litellm's table lists its batch price, half the live one; 80 calls of 10 + 5 tokens
+    assert live_cost == round(80 * (10 * 1.5e-07 + 5 * 6e-07), 6)
+    assert batch_cost == round(80 * (10 * 7.5e-08 + 5 * 3e-07), 6) == round(live_cost / 2, 6)
+    assert batched.summary["batches"]["m"]["cost_basis"] == "batch price from litellm's table"
+
+
+def test_a_price_without_a_batch_entry_is_estimated_at_half():
+    from runner.llm.prices import batch_price_of, price_of
+    live = price_of("gpt-3.5-turbo")
+    assert batch_price_of("gpt-3.5-turbo") == (type(live)(live.input_per_token / 2, live.output_per_token / 2), False)
+    assert batch_price_of("openai/gpt-4o-mini")[1] is True
+    assert batch_price_of("openai/local-model") is None
+
+
+def test_render_estimates_the_batch_price(project, env, cli):
+    path = batch_pipeline(project)
+    write_json(project.root / "in.json", [{"q": f"q{n}"} for n in range(50)])
+
+    def estimate(*extra):
+        done = cli("render", str(path), "--input", "in.json", "--set", "models.m.model=openai/gpt-4o-mini",
+                   "--set", "models.m.max_tokens=1000", *extra)
+        assert done.exit_code == 0, done.output
+        return next(x for x in done.stdout.splitlines() if x.startswith("  m (openai/gpt-4o-mini)"))
+    live, flagged, field = estimate(), estimate("--batch"), estimate("--set", "models.m.batch=true")
+    assert live.endswith("est. cost $0.0300 for the 50 uncached call(s)")        # 50 x 1000 x 6e-07, and the prompts
+    assert flagged.endswith("est. cost $0.0150 for the 50 uncached call(s) at the batch price") and field == flagged
+    assert env.requests == [] and env.batches.created() == []
+
+
+def test_a_model_without_a_batch_api_stays_live_said_once(project, env, capsys):
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, extra="transport: litellm")
+    outcome = run(path, items(project, 2), batch=True, overrides=["models.m.transport=http"])
+    assert env.batches.created() and env.requests == []       # http: batched
+    env.reset()
+    env.answer_json({"verdict": "yes"})
+    monkeyed = run(path, items(project, 2), batch=True, cache_dir=project.root / "c2", out="o2",
+                   overrides=["models.m.transport=litellm", "models.m.api_key=sk-fake-key-123"])
+    assert [r["verdict"] for r in monkeyed.results] == ["yes", "yes"]
+    assert env.batches.created() == [] and len(env.requests) == 4
+    assert capsys.readouterr().err.count("has no batch API runner can use") == 1
+    assert outcome.results
+
+
+def test_a_format_the_endpoint_refuses_falls_back_in_the_next_batch(project, env):
+    env.personality = "llama-cpp-python"        # refuses json_schema with a 500, takes json_object
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 3), batch=True)
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 3
+    kinds = [{line["body"]["response_format"]["type"] for line in b.lines} for b in env.batches.created()]
+    assert kinds[:2] == [{"json_schema"}, {"json_object"}]
+    assert env.requests == []
+
+
+def test_runner_batches_lists_and_cancels_pending_batches(project, env, cli):
+    env.batches.hold = True
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, extra="batch_max_wait: 0")
+    cache = project.root / "cache"
+    first = cli("batches", "--cache-dir", str(cache))
+    assert first.exit_code == 0 and "no batches" in first.stdout
+
+    def release_later():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not env.batches.created():
+            time.sleep(0.02)
+        while time.monotonic() < deadline and env.batches.created()[0].polls < 2:
+            time.sleep(0.02)
+        listing.append(cli("batches", "--cache-dir", str(cache)))
+        cancelled.append(cli("batches", "--cache-dir", str(cache), "--cancel"))
+    listing: list = []
+    cancelled: list = []
+    helper = threading.Thread(target=release_later)
+    helper.start()
+    outcome = run(path, items(project, 2), batch=True)
+    helper.join()
+    batch_id = env.batches.created()[0].id
+    assert f"{batch_id}: model m (openai/m-model) at {env.url}: in_progress, 2 request(s)" in listing[0].stdout
+    assert cancelled[0].exit_code == 0 and f"{batch_id}: cancelling" in cancelled[0].stdout
+    assert all("cancelled" in r["error"] for r in outcome.results)        # the run saw its batch cancelled
+    assert "no pending batches" in cli("batches", "--cache-dir", str(cache)).stdout

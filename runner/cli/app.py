@@ -172,12 +172,14 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
-           cache_dir: CacheOpt = None) -> None:
+           cache_dir: CacheOpt = None,
+           batch: Annotated[bool, typer.Option("--batch", help="Estimate the cost as `run --batch` would pay "
+                                                                "(the batch price).")] = False) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
     from runner.engine.context import RunOptions
-    render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
-                    sys.stdout, set_ or [], item)
+    render_pipeline(pipeline, ItemSource(input, record or [], limit),
+                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, set_ or [], item)
 
 
 @app.command("list")
