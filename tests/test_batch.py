@@ -4,6 +4,8 @@ the fake server's /v1/files and /v1/batches, polled, resumed; the same cache as 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -214,22 +216,26 @@ def test_runner_batches_lists_and_cancels_pending_batches(project, env, cli):
     first = cli("batches", "--cache-dir", str(cache))
     assert first.exit_code == 0 and "no batches" in first.stdout
 
-    def release_later():
+    def batches_command(*extra):        # another process, as a user in a second shell
+        return subprocess.run([sys.executable, "-m", "runner.cli.app", "batches", "--cache-dir", str(cache), *extra],
+                              capture_output=True, text=True, timeout=60)
+
+    def inspect_then_cancel():
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not env.batches.created():
             time.sleep(0.02)
         while time.monotonic() < deadline and env.batches.created()[0].polls < 2:
             time.sleep(0.02)
-        listing.append(cli("batches", "--cache-dir", str(cache)))
-        cancelled.append(cli("batches", "--cache-dir", str(cache), "--cancel"))
+        listing.append(batches_command())
+        cancelled.append(batches_command("--cancel"))
     listing: list = []
     cancelled: list = []
-    helper = threading.Thread(target=release_later)
+    helper = threading.Thread(target=inspect_then_cancel)
     helper.start()
     outcome = run(path, items(project, 2), batch=True)
     helper.join()
     batch_id = env.batches.created()[0].id
     assert f"{batch_id}: model m (openai/m-model) at {env.url}: in_progress, 2 request(s)" in listing[0].stdout
-    assert cancelled[0].exit_code == 0 and f"{batch_id}: cancelling" in cancelled[0].stdout
+    assert cancelled[0].returncode == 0 and f"{batch_id}: cancelling" in cancelled[0].stdout
     assert all("cancelled" in r["error"] for r in outcome.results)        # the run saw its batch cancelled
     assert "no pending batches" in cli("batches", "--cache-dir", str(cache)).stdout

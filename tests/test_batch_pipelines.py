@@ -156,7 +156,11 @@ def test_deep_judgment_with_batch_gives_the_live_results_stage_by_stage(project,
 
 
 # -- killed while batches are pending -----------------------------------------------------
-def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(example, fake_llm, tmp_path):
+@pytest.mark.parametrize("lost", ["nothing", "the batch id", "the batch"])
+def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(example, fake_llm, tmp_path, lost):
+    """Killed with its three batches pending. `the batch id`: as if killed between creating a
+    batch and writing its id (found again by its submission id); `the batch`: as if killed
+    before the batch was created (its calls are gathered again)."""
     script(fake_llm)
     fake_llm.batches.hold = True             # the batches stay in progress until released
     cache = tmp_path / "cache"
@@ -166,21 +170,33 @@ def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(
         args += ["--set", setting]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNER_")}
     first = subprocess.Popen(args, cwd=example, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = cache / "batches.sqlite3"
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _all_recorded(cache / "batches.sqlite3", 3):
+
+        def polled() -> bool:       # every batch on disk and polled at least once: the run waits on them
+            created = fake_llm.batches.created()
+            return _all_recorded(store, 3) and len(created) == 3 and all(b.polls for b in created)
+        while time.monotonic() < deadline and not polled():
             time.sleep(0.05)
-        assert _all_recorded(cache / "batches.sqlite3", 3), first.stderr.read1().decode() if first.poll() else ""
-        assert len(fake_llm.batches.created()) == 3 and fake_llm.batches.created()[0].polls > 0
+        assert polled(), first.stderr.read1().decode() if first.poll() else ""
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
     assert not (example / "out" / "summary.json").exists()          # it really died mid-run
+    expected_batches = 3
+    if lost != "nothing":
+        with sqlite3.connect(store) as db:
+            (batch_id,) = db.execute("SELECT batch_id FROM batches ORDER BY created LIMIT 1").fetchone()
+            db.execute("UPDATE batches SET batch_id = NULL, status = 'submitting' WHERE batch_id = ?", (batch_id,))
+        if lost == "the batch":
+            del fake_llm.batches.batches[batch_id]
+            expected_batches = 3 - 1 + 1                              # its calls go out once more, in a new one
     fake_llm.batches.hold = False
     again = subprocess.run(args, cwd=example, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert len(fake_llm.batches.created()) == 3                      # nothing submitted twice
-    assert again.stderr.count("submitted by an earlier run") == 3
+    assert len(fake_llm.batches.created()) == expected_batches       # nothing submitted twice
+    assert again.stderr.count("submitted by an earlier run") == (2 if lost == "the batch" else 3)
     assert fake_llm.requests == []
     results = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
     assert [r["verdict"] for r in results] == ["VALID", "VALID", "VALID", "HUNG_JURY", "MISLEADING", "LLM_ERROR",

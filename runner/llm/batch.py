@@ -97,7 +97,6 @@ class BatchCollector:
         self._gathered: dict[str, Gathered] = {}
         self._tracked: dict[str, Tracked] = {}
         self._in_batches: dict[str, Tracked] = {}
-        self._collected: set[str] = set()
         self._waiting: dict[int, int] = {}
         self._changed: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
@@ -183,8 +182,7 @@ class BatchCollector:
                 return outcome
 
     def _stored(self, key: str, spec: ModelSpec) -> BatchRecord | None:
-        record = self.store.holding(key, spec.api_base, spec.model)
-        return None if record is None or record.submission in self._collected else record
+        return self.store.holding(key, spec.api_base, spec.model)
 
     def _adopt(self, record: BatchRecord, spec: ModelSpec, key: str, future: asyncio.Future[Any]) -> None:
         tracked = self._tracked.get(record.submission)
@@ -332,7 +330,7 @@ class BatchCollector:
                 collected: bool = True) -> None:
         self._tracked.pop(tracked.submission, None)
         if collected:
-            self._collected.add(tracked.submission)
+            self.store.collected(tracked.submission)
         for key, futures in tracked.waiters.items():
             if self._in_batches.get(key) is tracked:
                 del self._in_batches[key]

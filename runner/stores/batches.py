@@ -23,7 +23,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     submission TEXT PRIMARY KEY, batch_id TEXT, model_name TEXT NOT NULL, model TEXT NOT NULL,
     api_base TEXT, status TEXT NOT NULL, requests INTEGER NOT NULL, counts TEXT NOT NULL DEFAULT '{}',
-    message TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL);
+    message TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL,
+    collected INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS requests (
     custom_id TEXT NOT NULL, submission TEXT NOT NULL, PRIMARY KEY (custom_id, submission));
 CREATE INDEX IF NOT EXISTS requests_by_submission ON requests (submission);
@@ -56,6 +57,7 @@ class BatchStore:
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        self.prune()
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -73,7 +75,7 @@ class BatchStore:
         now = time.time()
         with self._transaction() as db:
             ids = list(custom_ids)
-            db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?)",
+            db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?, 0)",
                        (submission, model_name, model, api_base, len(ids), now, now))
             db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?)", ((c, submission) for c in ids))
 
@@ -89,6 +91,11 @@ class BatchStore:
             db.execute(f"UPDATE batches SET {sets}, updated = ? WHERE submission = ?",   # noqa: S608 - fixed names
                        (*fields.values(), time.time(), submission))
 
+    def collected(self, submission: str) -> None:
+        """Its answers reached their calls: a later run sends a call that failed again rather
+        than reading the same answer back."""
+        self._update(submission, collected=1)
+
     def forget(self, submission: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM requests WHERE submission = ?", (submission,))
@@ -96,10 +103,10 @@ class BatchStore:
 
     def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
         """The newest batch of this endpoint and model that holds the request and may still
-        answer it (pending, or completed: its output file can be read again)."""
+        answer it: pending, or completed but never collected (its run stopped first)."""
         row = self._db.execute(
             "SELECT b.* FROM requests r JOIN batches b ON b.submission = r.submission "
-            "WHERE r.custom_id = ? AND b.model = ? AND b.api_base IS ? AND b.status NOT IN "
+            "WHERE r.custom_id = ? AND b.model = ? AND b.api_base IS ? AND b.collected = 0 AND b.status NOT IN "
             "('failed', 'expired', 'cancelled') ORDER BY b.created DESC LIMIT 1",
             (custom_id, model, api_base)).fetchone()
         return _record(row) if row else None
@@ -131,7 +138,7 @@ class BatchStore:
 
 def _record(row: tuple[object, ...]) -> BatchRecord:
     (submission, batch_id, model_name, model, api_base, status, requests, counts, message, created,
-     updated) = row
+     updated, _) = row
     return BatchRecord(str(submission), None if batch_id is None else str(batch_id), str(model_name), str(model),
                        None if api_base is None else str(api_base), str(status), int(requests),  # type: ignore[call-overload]
                        json.loads(str(counts)), str(message), float(created), float(updated))  # type: ignore[arg-type]
