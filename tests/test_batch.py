@@ -239,3 +239,24 @@ def test_runner_batches_lists_and_cancels_pending_batches(project, env, cli):
     assert cancelled[0].returncode == 0 and f"{batch_id}: cancelling" in cancelled[0].stdout
     assert all("cancelled" in r["error"] for r in outcome.results)        # the run saw its batch cancelled
     assert "no pending batches" in cli("batches", "--cache-dir", str(cache)).stdout
+
+
+def test_progress_shows_each_batch_with_its_state_and_counts(project, env):
+    import io
+
+    from runner.engine.progress import PlainLines
+    env.answer_json({"verdict": "yes"})
+    env.batches.hold = True
+    path = batch_pipeline(project)
+    stream = io.StringIO()
+
+    def release_when_seen():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "in_progress" not in stream.getvalue():
+            time.sleep(0.02)
+        env.batches.hold = False
+    helper = threading.Thread(target=release_when_seen)
+    helper.start()
+    run(path, items(project, 3), batch=True, progress=PlainLines(stream, interval=0.02))
+    helper.join()
+    assert "LLM calls 3 sent, 0 cached, 0 failed; batches: m in_progress 0/3" in stream.getvalue()

@@ -22,7 +22,16 @@ from typing import Any
 
 from runner.in_flight import ItemsInFlight
 from runner.llm.batch_client import BatchClient
-from runner.llm.batch_lines import RequestLine, chunks, line_outcome, read_lines
+from runner.llm.batch_lines import (
+    RequestLine,
+    batch_problem,
+    chunks,
+    line_outcome,
+    quietly,
+    read_lines,
+    unsupported,
+    wire_model,
+)
 from runner.llm.prices import batch_price_of
 from runner.llm.sender import ModelStats, _count
 from runner.llm.spec import ModelSpec
@@ -169,7 +178,7 @@ class BatchCollector:
             elif (record := self._stored(key, spec)) is not None:
                 self._adopt(record, spec, key, future)
             else:
-                body = {**spec.extra, **call.sampling, "model": _wire_model(spec.model), "messages": call.messages}
+                body = {**spec.extra, **call.sampling, "model": wire_model(spec.model), "messages": call.messages}
                 wanted = response_format(mode, call.schema)
                 if wanted is not None:
                     body["response_format"] = wanted
@@ -246,10 +255,10 @@ class BatchCollector:
             file_id = await client.upload(data)
             batch = await client.create(file_id, submission)
         except TransportError as exc:
-            found = None if exc.kind == "client" else await _quietly(client.find(submission))
+            found = None if exc.kind == "client" else await quietly(client.find(submission))
             if found is None:
                 self.store.forget(submission)
-                self._finish(tracked, {}, _unsupported(exc), collected=False)
+                self._finish(tracked, {}, unsupported(exc), collected=False)
                 return
             batch = found
         self._model(spec).batches += 1
@@ -312,14 +321,14 @@ class BatchCollector:
         counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items() if isinstance(v, int)}
         if status != tracked.status or counts != tracked.counts:
             tracked.status, tracked.counts = status, counts
-            self.store.update(tracked.submission, status, counts, _problem(batch))
+            self.store.update(tracked.submission, status, counts, batch_problem(batch))
 
     def _missing(self, tracked: Tracked, batch: dict[str, Any]) -> TransportError:
         """What a call gets when the batch's files hold no line for it."""
         status = tracked.status
         if status == "completed":
             return TransportError("server", f"batch {tracked.batch_id} completed without a line for this call")
-        message = _problem(batch) or "no reason given"
+        message = batch_problem(batch) or "no reason given"
         said = f"batch {tracked.batch_id} of model {tracked.spec.name} {status}: {message}"
         self._model(tracked.spec).problems.append(said)
         sys.stderr.write(f"runner: {said}\n")
@@ -384,29 +393,3 @@ class BatchCollector:
             await client.aclose()
         if self._store is not None:
             self._store.close()
-
-
-def _wire_model(model: str) -> str:
-    from runner.llm.http import wire_model
-    return wire_model(model)
-
-
-def _problem(batch: dict[str, Any]) -> str:
-    errors = batch.get("errors") or {}
-    data = errors.get("data") if isinstance(errors, dict) else None
-    texts = [str(e.get("message") or e.get("code")) for e in data or [] if isinstance(e, dict)]
-    return "; ".join(dict.fromkeys(texts))[:500]
-
-
-def _unsupported(error: TransportError) -> TransportError:
-    if error.status in (404, 405):
-        return TransportError("client", f"{error.message} (does the endpoint serve /v1/files and /v1/batches? "
-                                        f"Without them, run the model live: batch: false)", error.status)
-    return error
-
-
-async def _quietly(lookup: Awaitable[dict[str, Any] | None]) -> dict[str, Any] | None:
-    try:
-        return await lookup
-    except TransportError:
-        return None

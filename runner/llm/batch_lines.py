@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +104,29 @@ def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Completion | Transpor
 def batch_cost(model: str, usage: dict[str, int]) -> float | None:
     found = batch_price_of(model)
     return None if found is None else found[0].cost(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+
+
+def wire_model(model: str) -> str:
+    from runner.llm.http import wire_model as live_name  # the name a live call sends
+    return live_name(model)
+
+
+def batch_problem(batch: dict[str, Any]) -> str:
+    errors = batch.get("errors") or {}
+    data = errors.get("data") if isinstance(errors, dict) else None
+    texts = [str(e.get("message") or e.get("code")) for e in data or [] if isinstance(e, dict)]
+    return "; ".join(dict.fromkeys(texts))[:500]
+
+
+def unsupported(error: TransportError) -> TransportError:
+    if error.status in (404, 405):
+        return TransportError("client", f"{error.message} (does the endpoint serve /v1/files and /v1/batches? "
+                                        f"Without them, run the model live: batch: false)", error.status)
+    return error
+
+
+async def quietly(lookup: Awaitable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    try:
+        return await lookup
+    except TransportError:
+        return None
