@@ -330,6 +330,8 @@ class FakeBatch:
     output_file_id: str | None = None
     error_file_id: str | None = None
     polls: int = 0
+    answered: int = 0
+    failed: int = 0
     created_at: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -337,13 +339,13 @@ class FakeBatch:
         return str((self.lines[0].get("body") or {}).get("model", "")) if self.lines else ""
 
     def view(self) -> dict[str, Any]:
-        done = len(self.lines) if self.status == "completed" else 0
+        done = self.answered if self.status in ("completed", "expired", "cancelled") else 0
         return {"id": self.id, "object": "batch", "endpoint": "/v1/chat/completions",
                 "errors": {"object": "list", "data": self.errors} if self.errors else None,
                 "input_file_id": self.input_file_id, "completion_window": "24h", "status": self.status,
                 "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
                 "created_at": self.created_at, "metadata": self.metadata,
-                "request_counts": {"total": len(self.lines), "completed": done, "failed": 0}}
+                "request_counts": {"total": len(self.lines), "completed": done, "failed": self.failed}}
 
 
 class FakeBatches:
@@ -476,6 +478,7 @@ class FakeBatches:
             entry = {"id": self._id("batch_req"), "custom_id": line["custom_id"],
                      "response": {"status_code": code, "request_id": self._id("req"), "body": answer}, "error": None}
             (output if code < 400 else errors).append(entry)
+        batch.answered, batch.failed = len(output), len(errors)
         batch.output_file_id = self._file(output)
         batch.error_file_id = self._file(errors)
         batch.status = status

@@ -260,3 +260,10 @@ def test_progress_shows_each_batch_with_its_state_and_counts(project, env):
     run(path, items(project, 3), batch=True, progress=PlainLines(stream, interval=0.02))
     helper.join()
     assert "LLM calls 3 sent, 0 cached, 0 failed; batches: m in_progress 0/3" in stream.getvalue()
+
+
+def test_a_gateway_answering_nonsense_fails_the_calls_instead_of_hanging(project, env, monkeypatch):
+    monkeypatch.setattr(type(env.batches), "_create", lambda self, body: (200, json.dumps({"object": "batch"})))
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 2), batch=True)
+    assert all("batch handling failed: KeyError" in r["error"] for r in outcome.results)

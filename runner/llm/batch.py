@@ -14,13 +14,13 @@ import asyncio
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.in_flight import ItemsInFlight
+from runner.llm.batch_calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked
 from runner.llm.batch_client import BatchClient
 from runner.llm.batch_lines import (
     RequestLine,
@@ -45,50 +45,6 @@ POLL_CAP = 8              # the pause between polls grows to 8x batch_poll_secon
 POLL_FAILURES = 10        # failed polls in a row before the waiting calls are failed (the batch stays on disk)
 Outcome = Completion | TransportError
 LiveSend = Callable[..., Awaitable[tuple[Completion, str]]]
-
-
-class Requeue:
-    """A call's stored batch was never created: gather it again."""
-
-
-@dataclass
-class BatchCall:
-    spec: ModelSpec
-    item: int
-    messages: list[dict[str, Any]]
-    sampling: dict[str, Any]
-    schema: dict[str, Any] | None
-    key: Callable[[str], str]          # the call's cache key for a structured-output mode
-
-
-@dataclass
-class Gathered:
-    """A model's calls waiting to be submitted."""
-
-    lines: dict[str, RequestLine] = field(default_factory=dict)
-    waiters: dict[str, list[asyncio.Future[Any]]] = field(default_factory=dict)
-    since: float = 0.0
-
-
-@dataclass
-class Tracked:
-    """A submitted (or, after a restart, adopted) batch and the calls waiting on it."""
-
-    submission: str
-    spec: ModelSpec
-    waiters: dict[str, list[asyncio.Future[Any]]]
-    batch_id: str | None = None
-    status: str = "submitting"
-    counts: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class ModelBatches:
-    batches: int = 0
-    requests: int = 0
-    resumed: int = 0
-    live_retries: int = 0
-    problems: list[str] = field(default_factory=list)
 
 
 class BatchCollector:
@@ -153,7 +109,7 @@ class BatchCollector:
                 return await self.live(spec, call.messages, call.sampling, call.schema, mode, stats)
 
     @contextmanager
-    def _waiting_item(self, item: int) -> Any:
+    def _waiting_item(self, item: int) -> Iterator[None]:
         self._waiting[item] = self._waiting.get(item, 0) + 1
         self._wake()
         try:
@@ -199,7 +155,7 @@ class BatchCollector:
             tracked = self._tracked[record.submission] = Tracked(record.submission, spec, {}, record.batch_id,
                                                                  record.status)
             self._model(spec).resumed += 1
-            self._spawn(self._resume(tracked))
+            self._spawn(self._resume(tracked), tracked)
         tracked.waiters.setdefault(key, []).append(future)
         self._in_batches[key] = tracked
 
@@ -226,7 +182,18 @@ class BatchCollector:
             self._changed.clear()
             for _ in range(SETTLE_TURNS):
                 await asyncio.sleep(0)
-            self._submit_due()
+            try:
+                self._submit_due()
+            except Exception as exc:    # the calls gathered so far fail; the dispatcher goes on for the next
+                self._fail_gathered(TransportError("other", f"batch handling failed: {type(exc).__name__}: {exc}"))
+
+    def _fail_gathered(self, error: TransportError) -> None:
+        gathered, self._gathered = self._gathered, {}
+        for waiting in gathered.values():
+            for futures in waiting.waiters.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_result(error)
 
     def _submit_due(self) -> None:
         everyone_waits = len(self._waiting) >= (self.in_flight.count if self.in_flight else 0)
@@ -239,15 +206,16 @@ class BatchCollector:
                     or now - gathered.since >= spec.batch_max_wait:
                 self._gathered[name] = Gathered()
                 for ids, data in chunks(list(gathered.lines.values()), spec.batch_max_requests):
-                    waiters = {key: gathered.waiters[key] for key in ids}
-                    self._spawn(self._submit(spec, ids, data, waiters))
+                    # Tracked at once: the same call from another item joins this batch, never a second one.
+                    submission = uuid.uuid4().hex
+                    tracked = self._tracked[submission] = Tracked(submission, spec,
+                                                                  {key: gathered.waiters[key] for key in ids})
+                    for key in ids:
+                        self._in_batches[key] = tracked
+                    self._spawn(self._submit(tracked, ids, data), tracked)
 
-    async def _submit(self, spec: ModelSpec, ids: list[str], data: bytes,
-                      waiters: dict[str, list[asyncio.Future[Any]]]) -> None:
-        submission = uuid.uuid4().hex
-        tracked = self._tracked[submission] = Tracked(submission, spec, waiters)
-        for key in ids:
-            self._in_batches[key] = tracked
+    async def _submit(self, tracked: Tracked, ids: list[str], data: bytes) -> None:
+        spec, submission = tracked.spec, tracked.submission
         self.store.intend(submission, spec.name, spec.model, spec.api_base, ids)
         self.stats.setdefault(spec.name, ModelStats()).calls += len(ids)
         client = self._client(spec)
@@ -357,10 +325,19 @@ class BatchCollector:
             self._clients[spec.endpoint] = BatchClient(spec)
         return self._clients[spec.endpoint]
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Awaitable[None], tracked: Tracked) -> None:
+        """Run a batch's submission or polling; should it break, its calls fail rather than wait forever."""
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._tasks.discard(finished)
+            problem = None if finished.cancelled() else finished.exception()
+            if problem is not None:
+                self._finish(tracked, {}, TransportError("other", f"batch handling failed: "
+                                                                  f"{type(problem).__name__}: {problem}"),
+                             collected=False)
+        task.add_done_callback(done)
 
     def progress(self) -> str:
         """Each batch's state and counts (read by the progress thread: copies only)."""
