@@ -41,6 +41,8 @@ def judge_example(cli, folder: Path, cache: Path, url: str, *extra: str) -> list
             *jury_overrides(url), *extra]
     result = cli(*args)
     assert result.exit_code == 0, result.output
+    if "--batch" in extra:
+        assert "LLM calls: 30 sent, 0 cached, 5 failed (30 in 3 provider batch(es)); written to out" in result.output
     return [json.loads(line) for line in (folder / "out" / "results.jsonl").read_text().splitlines()]
 
 

@@ -146,12 +146,18 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     models = (summary.get("models") or {}).values()
     failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
-             f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}; "
-             if models else "")
+             f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}"
+             f"{_batched(summary)}; " if models else "")
     typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
                f"errors: {summary['errors']}; {calls}written to {outcome.out_dir}")
     if fail_under is not None:
         _check_rate(outcome.pipeline, summary, fail_under)
+
+
+def _batched(summary: dict[str, Any]) -> str:
+    batches = (summary.get("batches") or {}).values()
+    return f" ({sum(b.get('requests', 0) for b in batches)} in {sum(b.get('batches', 0) for b in batches)} " \
+           f"provider batch(es))" if batches else ""
 
 
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
