@@ -161,7 +161,7 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
 def batch_choice(spec: ModelSpec, run_batches: bool) -> ModelSpec:
     """The spec as this run sends it: batched when the model asks for it (or the run does,
     `--batch`) and its endpoint has a batch API; live otherwise, said once per model."""
-    if not (spec.batch or run_batches):
+    if not (spec.batch or run_batches) or not spec.enabled:     # a model that takes no seat is not mentioned
         return spec
     if spec.batchable:
         return spec if spec.batch else replace(spec, batch=True)
