@@ -268,11 +268,3 @@ def test_a_gateway_answering_nonsense_fails_the_calls_instead_of_hanging(project
     outcome = run(path, items(project, 2), batch=True)
     assert all("batch handling failed: KeyError" in r["error"] for r in outcome.results)
 
-
-def test_a_disabled_model_without_a_batch_api_is_not_mentioned(project, env, capsys):
-    env.answer_json({"verdict": "yes"})
-    path = batch_pipeline(project, models=("m", "spare"))
-    outcome = run(path, items(project, 1), batch=True,
-                  overrides=["models.spare.transport=litellm", "models.spare.enabled=false"])
-    assert outcome.results[0]["verdict"] == "yes"
-    assert "has no batch API" not in capsys.readouterr().err

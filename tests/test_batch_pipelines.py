@@ -216,3 +216,19 @@ def _all_recorded(store: Path, count: int) -> bool:
     except sqlite3.Error:
         return False
     return len(rows) == count and all(r[0] for r in rows)
+
+
+def test_seats_that_are_not_enabled_are_not_mentioned_by_batch(example, fake_llm, cli, tmp_path):
+    fake_llm.script(answer("VALID", "local"), model="local-model")
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "c"),
+                 "--set", f"models.local.api_base={fake_llm.url}", "--set", "models.local.batch_poll_seconds=0.02",
+                 "--batch")
+    assert result.exit_code == 0, result.output
+    assert "has no batch API" not in result.stderr              # gemini (litellm) takes no seat here
+    assert "(10 in 1 provider batch(es))" in result.stdout
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out2", "--cache-dir", str(tmp_path / "c2"),
+                 "--set", f"models.local.api_base={fake_llm.url}", "--set", "models.local.batch_poll_seconds=0.02",
+                 "--set", "models.gemini.enabled=true", "--set", "models.gemini.api_key=fake-google-key-123",
+                 "--set", f"models.gemini.api_base={fake_llm.url}", "--set", "models.gemini.retries=0", "--batch")
+    assert result.stderr.count("model 'gemini' (gemini/gemma-3-27b-it)") == 1
+    assert "has no batch API runner can use" in result.stderr
