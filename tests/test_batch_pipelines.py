@@ -158,8 +158,10 @@ def test_deep_judgment_with_batch_gives_the_live_results_stage_by_stage(project,
 
 
 # -- killed while batches are pending -----------------------------------------------------
-@pytest.mark.parametrize("lost", ["nothing", "the batch id", "the batch"])
-def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(example, fake_llm, tmp_path, lost):
+@pytest.mark.parametrize(("stop", "lost"), [(signal.SIGKILL, "nothing"), (signal.SIGKILL, "the batch id"),
+                                            (signal.SIGKILL, "the batch"), (signal.SIGTERM, "nothing")])
+def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(example, fake_llm, tmp_path, stop,
+                                                                                lost):
     """Killed with its three batches pending. `the batch id`: as if killed between creating a
     batch and writing its id (found again by its submission id); `the batch`: as if killed
     before the batch was created (its calls are gathered again)."""
@@ -183,9 +185,13 @@ def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(
             time.sleep(0.05)
         assert polled(), first.stderr.read1().decode() if first.poll() else ""
     finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
-    assert not (example / "out" / "summary.json").exists()          # it really died mid-run
+        first.send_signal(stop)
+        first.wait(timeout=60)
+    if stop == signal.SIGKILL:
+        assert not (example / "out" / "summary.json").exists()      # it really died mid-run
+    else:                                                            # stopped cleanly: what finished is written
+        assert first.returncode == 143
+        assert json.loads((example / "out" / "summary.json").read_text())["interrupted"] is True
     expected_batches = 3
     if lost != "nothing":
         with sqlite3.connect(store) as db:
