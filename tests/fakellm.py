@@ -363,6 +363,7 @@ class FakeBatches:
         self.hold = False
         self.outcomes = []
         self.enabled = True                    # false: no Batch API here (404, as llama.cpp or LM Studio)
+        self.refusals: list[int] = []          # statuses for the next batch creations (429: queue full)
         self._ids = 0
 
     def created(self, model: str | None = None) -> list[FakeBatch]:
@@ -384,6 +385,10 @@ class FakeBatches:
             if path.rstrip("/").endswith("/files"):
                 return self._upload(content_type, data)
             if path.rstrip("/").endswith("/batches"):
+                if self.refusals:
+                    return self.refusals.pop(0), json.dumps({"error": {
+                        "message": "Enqueued token limit reached for this model in your organization.",
+                        "type": "invalid_request_error", "code": "token_limit_exceeded"}})
                 return self._create(json.loads(data or b"{}"))
             if path.endswith("/cancel"):
                 batch = self.batches.get(path.split("/")[-2])

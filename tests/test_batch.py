@@ -4,6 +4,7 @@ the fake server's /v1/files and /v1/batches, polled, resumed; the same cache as 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -268,3 +269,24 @@ def test_a_gateway_answering_nonsense_fails_the_calls_instead_of_hanging(project
     outcome = run(path, items(project, 2), batch=True)
     assert all("batch handling failed: KeyError" in r["error"] for r in outcome.results)
 
+
+
+def test_a_refused_submission_is_retried_after_the_backoff(project, env):
+    env.batches.refusals = [429]
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=1)
+    outcome = run(path, items(project, 2), batch=True)
+    assert [r["verdict"] for r in outcome.results] == ["yes", "yes"]
+    assert len(env.batches.uploads) == 2 + 1          # stage one twice (refused, then taken), stage two once
+    assert [len(b.lines) for b in env.batches.created()] == [2, 2]
+    assert outcome.summary["models"]["m"]["retries"] == 2
+
+
+def test_a_refused_submission_out_of_retries_fails_its_calls_with_the_providers_message(project, env):
+    env.batches.refusals = [429]
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 1), batch=True)
+    assert "Enqueued token limit reached" in outcome.results[0]["error"]
+    assert env.batches.created() == []
+    with sqlite3.connect(project.root / "cache" / "batches.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM batches").fetchone() == (0,)    # nothing left to poll

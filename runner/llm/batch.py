@@ -37,6 +37,7 @@ from runner.llm.sender import ModelStats, _count
 from runner.llm.spec import ModelSpec
 from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
 from runner.llm.transport import Completion, TransportError
+from runner.retry import RetryAfterTooLong, retry_delay
 from runner.stores.batches import TERMINAL, BatchRecord, BatchStore
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits
@@ -102,8 +103,15 @@ class BatchCollector:
                 failure = TransportError(error.kind, error.message, error.status, body=error.body)
                 failure.attempts = attempt + 1
                 raise failure
+            try:
+                delay = retry_delay(attempt, spec.backoff, error.retry_after)
+            except RetryAfterTooLong as too_long:       # said by a refused submission: not worth a later batch
+                failure = TransportError(error.kind, f"{error.message} ({too_long})", error.status)
+                failure.attempts = attempt + 1
+                raise failure from None
             attempt += 1
             stats.retries += 1
+            await asyncio.sleep(delay)      # the model's backoff: a refused submission (429) is not sent straight back
             if spec.batch_retry == "live":
                 self._model(spec).live_retries += 1
                 return await self.live(spec, call.messages, call.sampling, call.schema, mode, stats)
