@@ -63,6 +63,7 @@ class BatchCollector:
         self._gathered: dict[str, Gathered] = {}
         self._tracked: dict[str, Tracked] = {}
         self._in_batches: dict[str, Tracked] = {}
+        self._ours: set[str] = set()            # submissions made by this run
         self._waiting: dict[int, int] = {}
         self._changed: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
@@ -216,6 +217,7 @@ class BatchCollector:
                 for ids, data in chunks(list(gathered.lines.values()), spec.batch_max_requests):
                     # Tracked at once: the same call from another item joins this batch, never a second one.
                     submission = uuid.uuid4().hex
+                    self._ours.add(submission)
                     tracked = self._tracked[submission] = Tracked(submission, spec,
                                                                   {key: gathered.waiters[key] for key in ids})
                     for key in ids:
@@ -257,8 +259,9 @@ class BatchCollector:
         except TransportError as exc:
             self._finish(tracked, {}, exc, collected=False)
             return
-        sys.stderr.write(f"runner: polling batch {batch['id']} of model {tracked.spec.name}, submitted by an "
-                         f"earlier run\n")
+        if tracked.submission not in self._ours:
+            sys.stderr.write(f"runner: polling batch {batch['id']} of model {tracked.spec.name}, submitted by an "
+                             f"earlier run\n")
         await self._poll(tracked, batch)
 
     # -- polling and answers -----------------------------------------------------------------
