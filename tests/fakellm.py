@@ -364,6 +364,7 @@ class FakeBatches:
         self.outcomes = []
         self.enabled = True                    # false: no Batch API here (404, as llama.cpp or LM Studio)
         self.refusals: list[int] = []          # statuses for the next batch creations (429: queue full)
+        self.failing_polls = 0                 # the next retrieves answer 503
         self._ids = 0
 
     def created(self, model: str | None = None) -> list[FakeBatch]:
@@ -413,6 +414,9 @@ class FakeBatches:
             batch = self.batches.get(route.split("/")[-1])
             if batch is None:
                 return _not_found("batch")
+            if self.failing_polls:
+                self.failing_polls -= 1
+                return 503, json.dumps({"error": {"message": "The server is overloaded.", "type": "server_error"}})
             self._advance(batch)
             return 200, json.dumps(batch.view())
 

@@ -290,3 +290,12 @@ def test_a_refused_submission_out_of_retries_fails_its_calls_with_the_providers_
     assert env.batches.created() == []
     with sqlite3.connect(project.root / "cache" / "batches.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM batches").fetchone() == (0,)    # nothing left to poll
+
+
+def test_failed_polls_are_polled_again(project, env):
+    env.batches.failing_polls = 3
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 2), batch=True)
+    assert [r["verdict"] for r in outcome.results] == ["yes", "yes"]
+    assert len(env.batches.created()) == 2 and env.batches.failing_polls == 0
