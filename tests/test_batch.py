@@ -299,3 +299,38 @@ def test_failed_polls_are_polled_again(project, env):
     outcome = run(path, items(project, 2), batch=True)
     assert [r["verdict"] for r in outcome.results] == ["yes", "yes"]
     assert len(env.batches.created()) == 2 and env.batches.failing_polls == 0
+
+
+def test_the_fake_fails_a_file_that_mixes_models_with_its_errors(env):
+    """The fake's Batch API as a client sees it: multipart upload, create, the status sequence."""
+    import asyncio
+
+    from runner.llm.batch_client import BatchClient
+    from runner.llm.batch_lines import RequestLine
+    from runner.llm.spec import build_spec
+
+    async def submit(models):
+        client = BatchClient(build_spec("m", {"model": "openai/a", "api_base": env.url}))
+        try:
+            data = b"".join(RequestLine(f"c{i}", {"model": m, "messages": [{"role": "user", "content": "hi"}]})
+                            .encoded() for i, m in enumerate(models))
+            batch = await client.create(await client.upload(data), "sub-1")
+            statuses = [batch["status"]]
+            while statuses[-1] not in ("completed", "failed"):
+                statuses.append((await client.retrieve(batch["id"]))["status"])
+            final = await client.retrieve(batch["id"])
+            output = await client.content(final["output_file_id"]) if final["output_file_id"] else b""
+            return statuses, final, output
+        finally:
+            await client.aclose()
+    statuses, final, _ = asyncio.run(submit(["a", "b"]))
+    assert statuses == ["validating", "failed"] and final["output_file_id"] is None
+    assert "more than one model (a, b)" in final["errors"]["data"][0]["message"]
+    env.answer_json({"verdict": "yes"}, model="a")
+    statuses, final, output = asyncio.run(submit(["a", "a"]))
+    assert statuses == ["validating", "in_progress", "finalizing", "completed"]
+    lines = [json.loads(line) for line in output.splitlines()]
+    assert [(x["custom_id"], x["response"]["status_code"]) for x in lines] == [("c0", 200), ("c1", 200)]
+    assert json.loads(lines[0]["response"]["body"]["choices"][0]["message"]["content"]) == {"verdict": "yes"}
+    assert final["request_counts"] == {"total": 2, "completed": 2, "failed": 0}
+    assert env.requests == [] and len(env.batches.requests) == 2
