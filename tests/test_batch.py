@@ -80,6 +80,9 @@ def test_two_stages_become_two_batches_and_a_rerun_sends_nothing(project, env):
     again = run(path, items(project, 12), out="out2")
     assert [r["cached"] for r in again.results] == [True] * 12
     assert env.requests == [] and env.batches.created() == []
+    rerun = run(path, items(project, 12), batch=True, out="out3")
+    assert [r["cached"] for r in rerun.results] == [True] * 12
+    assert env.requests == [] and env.batches.created() == [] and env.batches.uploads == []
 
 
 def test_batch_and_live_answers_share_cache_keys(project, env):
@@ -334,3 +337,13 @@ def test_the_fake_fails_a_file_that_mixes_models_with_its_errors(env):
     assert json.loads(lines[0]["response"]["body"]["choices"][0]["message"]["content"]) == {"verdict": "yes"}
     assert final["request_counts"] == {"total": 2, "completed": 2, "failed": 0}
     assert env.requests == [] and len(env.batches.requests) == 2
+
+
+def test_the_same_call_from_several_items_is_one_line(project, env):
+    """A batch file takes each custom_id once: items asking the very same thing share a line."""
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project)
+    source = write_json(project.root / "same.json", [{"q": "same"}] * 5 + [{"q": "other"}])
+    outcome = run(path, source, batch=True)
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 6
+    assert [len(b.lines) for b in env.batches.created()] == [2, 2]
