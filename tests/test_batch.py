@@ -347,3 +347,31 @@ def test_the_same_call_from_several_items_is_one_line(project, env):
     outcome = run(path, source, batch=True)
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 6
     assert [len(b.lines) for b in env.batches.created()] == [2, 2]
+
+
+def test_a_model_field_batch_true_batches_that_juror_only(project, env):
+    project.schema("answer.schema.json", SCHEMA)
+    project.prompt("ask.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: mixed
+        env: [FAKE_URL]
+        models:
+          slow: {model: openai/slow-model, api_base: "{{ env.FAKE_URL }}", batch: true, batch_poll_seconds: 0.02}
+          fast: {model: openai/fast-model, api_base: "{{ env.FAKE_URL }}"}
+        steps:
+          - id: jury
+            uses: jury
+            with: {models: [slow, fast], prompt: ask.j2, output_schema: answer.schema.json,
+                    vote: {field: verdict, method: majority}}
+        output:
+          verdict: "{{ steps.jury.verdict }}"
+        """)
+    env.answer_json({"verdict": "yes"}, model="slow-model")
+    env.answer_json({"verdict": "yes"}, model="fast-model", contains="q1")
+    env.answer_json({"verdict": "no"}, model="fast-model")
+    outcome = run(path, items(project, 4))
+    assert {b.model for b in env.batches.created()} == {"slow-model"}
+    assert len(env.batches.created()) == 1 and len(env.batches.created()[0].lines) == 4
+    assert sorted({r.model for r in env.requests}) == ["fast-model"] and len(env.requests) == 4
+    assert [r["verdict"] for r in outcome.results] == ["HUNG_JURY", "yes", "HUNG_JURY", "HUNG_JURY"]
