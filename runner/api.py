@@ -106,6 +106,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         runtime.observer = make_observer(runtime)
         concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                     {"params": runtime.params, "env": runtime.env}))
+        if _batching(pipeline, options):
+            concurrency = max(concurrency, BATCH_WINDOW)
         outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
         folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     except BaseException:
@@ -133,12 +135,22 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     return outcome
 
 
+BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
+
+
+def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
+    """Batched calls wait for the others: every item must be able to reach its wait."""
+    return options.batch or any(entry.get("batch") not in (None, False, "false")
+                                for entry in pipeline.models.values() if isinstance(entry, dict))
+
+
 def call_counts(runtime: Runtime) -> CallCounts:
     """LLM calls so far (read by the progress display's thread: copies, never iterates live)."""
     if not runtime.llm_used:
         return CallCounts()
     stats = list(runtime.llm.stats.values())
-    return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats))
+    return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats),
+                      runtime.llm.progress_note())
 
 
 def _cancel_on_sigterm(outcome: RunOutcome) -> None:
