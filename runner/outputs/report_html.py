@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from runner.outputs.report import NOTE_LABELS, percent, summary_rows
+from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
 from runner.outputs.report_view import ItemView, JuryView, ReportView, result_json
 
 STYLE = """
@@ -65,14 +65,14 @@ SCRIPT = """
   var items=[].slice.call(document.querySelectorAll('tbody.item'));
   var chips=[].slice.call(document.querySelectorAll('button.chip'));
   var search=document.getElementById('search'), shown=document.getElementById('shown');
-  var verdict='';
+  var verdict='', total=Number(shown.dataset.total);
   function apply(){
     var q=search.value.trim().toLowerCase(), n=0;
     items.forEach(function(t){
       var ok=(!verdict||t.dataset.verdict===verdict)&&(!q||t.dataset.search.indexOf(q)>=0);
       t.hidden=!ok; if(ok){n++;}
     });
-    shown.textContent='showing '+n+' of '+items.length;
+    shown.textContent='showing '+n+' of '+items.length+(total>items.length?' listed ('+total+' in the run)':'');
   }
   chips.forEach(function(c){c.addEventListener('click',function(){
     verdict=c.dataset.verdict;
@@ -157,13 +157,14 @@ def _item(item: ItemView) -> str:
 def render_html(view: ReportView) -> str:
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{escape(view.title)}</title><style>{STYLE}</style></head><body><main>",
-             f"<h1>{escape(view.title)}</h1>"]
+             f"<title>{escape(title(view))}</title><style>{STYLE}</style></head><body><main>",
+             f"<h1>{escape(title(view))}</h1>"]
     if view.assessment:
-        parts.append(f'<p class="assessment"><strong>Assessment:</strong> {escape(view.assessment)}</p>')
+        parts.append(f'<p class="assessment"><strong>{escape(assessment_label(view))}:</strong> '
+                     f'{escape(view.assessment)}</p>')
     for kind, notes in view.notes.items():
         parts += [f'<div class="note {kind}"><b>{NOTE_LABELS[kind]}:</b> {escape(n)}</div>' for n in notes]
-    cards = [("items", str(view.total)), ("errors", str(view.errors))]
+    cards = [("items", view.scope.count), ("need review", str(view.review)), ("errors", str(view.errors))]
     cards += [(name, percent(rate) + (f" ({count} of {view.total})" if count is not None else ""))
               for name, rate, count in view.rates]
     parts.append('<div class="cards">' + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>"
@@ -171,14 +172,18 @@ def render_html(view: ReportView) -> str:
     chips = [f'<button class="chip" data-verdict="" aria-pressed="true">all {view.total}</button>']
     chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" aria-pressed="false">'
               f"{escape(k)} {n}</button>" for k, n, status in view.counts]
-    parts.append(f'<h2>Items</h2><div class="toolbar">{"".join(chips)}'
-                 '<input id="search" type="search" placeholder="search claims, quotes, reasons…" aria-label="search">'
+    parts.append("<h2>Items</h2>")
+    if view.unlisted:
+        parts.append(f'<div class="note hints" id="unlisted">{len(view.items)} of {view.total} items listed here, '
+                     f"those that need review first ({view.review} need review in all; the counts and filters "
+                     f"count every item). The other {view.unlisted}: {escape(WHERE_THE_REST_IS)}.</div>")
+    parts.append(f'<div class="toolbar">{"".join(chips)}'
+                 f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
-                 '<span id="shown"></span></div>')
-    verdict_head = escape(view.count_by or "verdict")
+                 f'<span id="shown" data-total="{view.total}"></span></div>')
     parts.append('<table class="items"><colgroup><col class="n"><col class="in"><col class="v"><col class="r">'
-                 f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{verdict_head}</th>'
-                 "<th>reason</th><th>flags</th></tr></thead>")
+                 f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{escape(view.verdict_name)}</th>'
+                 f"<th>{escape(view.reason_name)}</th><th>flags</th></tr></thead>")
     parts += [_item(item) for item in view.items]
     parts.append("</table>")
     parts.append('<div class="wide"><h2>Summary</h2>' + _table(["measure", "value"], summary_rows(view)))
