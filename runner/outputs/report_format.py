@@ -3,6 +3,7 @@ control characters made visible, and markdown that carries no raw HTML or links.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -51,6 +52,7 @@ def text(value: Any, limit: int | None = None) -> str:
     return out if limit is None or len(out) <= limit else out[:limit - 1] + "…"
 
 
+@functools.lru_cache(maxsize=1024)        # called once per result with a handful of distinct verdicts
 def count_label(key: str) -> str:
     """A summary count key (Python's str() of the counted value) as a person reads it."""
     if key in WORDS:

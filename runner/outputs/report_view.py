@@ -184,7 +184,7 @@ def status_of(verdict: str, error: str, passed: bool | None) -> str:
         return "error"
     if passed is True or (passed is None and (not verdict or GOOD.match(verdict))):
         return "pass"
-    return "fail" if BAD.search(verdict) else "warn"
+    return "fail" if BAD.search(verdict) or verdict == "no" else "warn"     # "no": a false boolean
 
 
 def error_of(result: dict[str, Any]) -> str:

@@ -150,7 +150,7 @@ def test_numbers_and_booleans_read_as_people_write_them():
                {"index": 3, "verify_result": None, "score": None}]
     view = build_view(summary, results, ["verify_result", "score"])
     text, page = render_report(view), render_html(view)
-    assert [c[0] for c in view.counts] == ["yes", "no", "none"]
+    assert view.counts == [("yes", 1, "pass"), ("no", 1, "fail"), ("none", 1, "warn")]
     assert "| mean | 0.455 |" in text and "| share | 2 |" in text
     assert "| 1 | yes | 0.455 |" in text and "| 2 | no | 12346 |" in text and "| 3 |  |  |" in text
     for python in ("True", "False", "None", "0.45499999999999996"):
