@@ -3,6 +3,7 @@ works from: verdict counts, filter and search, a row per item, details on click.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
@@ -100,6 +101,11 @@ SCRIPT = """
 """
 
 
+def _code_spans(text: str) -> str:
+    """`name` as <code>name</code>: our own markdown phrases, once escaped."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
+
+
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -176,7 +182,7 @@ def render_html(view: ReportView) -> str:
     if view.unlisted:
         parts.append(f'<div class="note hints" id="unlisted">{len(view.items)} of {view.total} items listed here, '
                      f"those that need review first ({view.review} need review in all; the counts and filters "
-                     f"count every item). The other {view.unlisted}: {escape(WHERE_THE_REST_IS)}.</div>")
+                     f"count every item). The other {view.unlisted}: {_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
     parts.append(f'<div class="toolbar">{"".join(chips)}'
                  f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
