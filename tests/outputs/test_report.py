@@ -111,6 +111,7 @@ def test_a_big_run_keeps_counts_of_all_and_rows_for_review_first(tmp_path):
     assert page.count('<tbody class="item"') == 1000 and 'data-total="5000"' in page
     assert "1000 of 5000 items listed here, those that need review first (714 need review in all" in page
     assert "all 5000</button>" in page and "INVALID 714</button>" in page
+    assert "every result is in results.jsonl (<code>runner view</code> browses them all)" in page
 
 
 def test_a_small_run_lists_every_item_in_order(tmp_path):
