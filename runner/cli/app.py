@@ -139,7 +139,8 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
-    counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
+    from runner.outputs.report_format import count_label  # `VALID\v` must not read as a second VALID
+    counts = ", ".join(f"{count_label(str(k))}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()
     failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "

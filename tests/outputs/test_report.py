@@ -178,3 +178,19 @@ def test_markdown_carries_no_raw_html_or_script_links():
     assert "<a " not in rendered                                   # no link at all: the trace URL is not http(s)
     assert "| VALID | 4 |" in text and "| VALID\\\\x0b | 1 |" in text      # two keys stay two, visibly
     assert "\v" not in text
+
+
+def test_the_run_line_keeps_a_control_character_visible(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
+        output: {verdict: "{{ steps.s.v }}"}
+        summary: {count_by: verdict}
+        """)
+    source = project.root / "in.json"
+    source.write_text(json.dumps([{"v": "VALID"}, {"v": "VALID\v"}, {"v": True}]))
+    result = cli("run", str(path), "--input", str(source), "--out", "out", "--quiet")
+    assert result.exit_code == 0, result.stderr
+    assert "3 item(s) (VALID: 1, VALID\\x0b: 1, yes: 1)" in result.stdout
+    assert "| VALID\\\\x0b | 1 |" in (project.root / "out" / "report.md").read_text()
