@@ -115,7 +115,7 @@ class ReportView:
 
     @property
     def search_hint(self) -> str:
-        names = [_last(c) for c in self.columns if c != self.count_by][:4]
+        names = [_last(c) for c in self.columns if c != self.count_by][:3]
         return "search " + ", ".join(names or [self.verdict_name, self.reason_name]) + "…"
 
     @property

@@ -100,7 +100,7 @@ def test_a_pipelines_declared_fields_drive_junit_and_the_reports(project, cli):
 
     page = (project.root / "out" / "report.html").read_text()
     assert "<th>rating</th><th>note</th>" in page                    # the verdict and reason columns
-    assert 'placeholder="search slide_index, score, note, error_message…"' in page and "claims" not in page
+    assert 'placeholder="search slide_index, score, note…"' in page and "claims" not in page
     assert '<span class="badge fail">red</span>' in page and '<span class="badge pass">amber</span>' in page
     assert "growth is 11.7%, not 50%" in page.split('<tbody class="item" data-verdict="red"')[1].split("</tr>")[0]
     assert '<span class="badge">-</span>' not in page and ">True<" not in page
@@ -108,9 +108,19 @@ def test_a_pipelines_declared_fields_drive_junit_and_the_reports(project, cli):
     assert "### Item 4: ERROR" in text and "- **error:** judge unreachable" in text
 
 
-def test_slide_judge_declares_that_a_red_slide_fails():
+def passes(name: str, result: dict) -> bool:
     from runner.engine.selection import item_rule
     from runner.pipeline.loader import load_pipeline
-    pipeline = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines" / "slide_judge.yaml")
-    assert item_rule(pipeline) == ("pass_when", "result.rating != 'red'")
-    assert pipeline.summary["reason_field"] == "explanation"
+    from runner.pipeline.templating import Renderer
+    pipeline = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines" / f"{name}.yaml")
+    rule = item_rule(pipeline)
+    assert rule is not None and rule[0] == "pass_when"
+    return bool(Renderer(pipeline.prompts_dir).condition(rule[1], {"params": pipeline.params, "result": result}))
+
+
+def test_shipped_pipelines_declare_what_passes():
+    assert [passes("slide_judge", {"rating": r}) for r in ("green", "amber", "unknown", "red")] == [
+        True, True, True, False]
+    fine = {"blocked": False, "hallucination": False, "judge_error": False}
+    assert passes("evidence_judge", fine)
+    assert not any(passes("evidence_judge", {**fine, flag: True}) for flag in fine)
