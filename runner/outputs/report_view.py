@@ -123,19 +123,26 @@ class ReportView:
         return max(self.scope.done - len(self.items), 0)
 
 
-def columns_for(results: Iterable[dict[str, Any]], configured: list[str] | None) -> list[str]:
-    if configured:
-        return [c for c in configured if c != "index"]
-    seen: dict[str, None] = {}
-    errored = False
-    for result in results:
-        errored = errored or "error" in result
-        if len(seen) < MAX_COLUMNS:
-            seen.update((k, None) for k, v in result.items()
-                        if k not in ("index", "warnings") and not isinstance(v, (dict, list)))
-    if errored:
-        seen["error"] = None
-    return list(seen)
+class Columns:
+    """The table's columns: the configured ones, else every scalar field seen (in first-seen
+    order, at most MAX_COLUMNS), plus `error` when any result has one."""
+
+    def __init__(self, configured: list[str] | None) -> None:
+        self.fixed = [c for c in configured if c != "index"] if configured else None
+        self.seen: dict[str, None] = {}
+        self.errored = False
+
+    def see(self, result: dict[str, Any]) -> None:
+        if self.fixed is None:
+            self.errored = self.errored or "error" in result
+            if len(self.seen) < MAX_COLUMNS:
+                self.seen.update((k, None) for k, v in result.items()
+                                 if k not in ("index", "warnings") and not isinstance(v, (dict, list)))
+
+    def names(self) -> list[str]:
+        if self.fixed is not None:
+            return self.fixed
+        return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
 
 
 def read_logs(folder: Path | None, wanted: set[int] | None = None) -> dict[int, dict[str, list[str]]]:
@@ -184,6 +191,8 @@ def status_of(verdict: str, error: str, passed: bool | None) -> str:
         return "error"
     if passed is True or (passed is None and (not verdict or GOOD.match(verdict))):
         return "pass"
+    if passed is False and not verdict:
+        return "fail"
     return "fail" if BAD.search(verdict) or verdict == "no" else "warn"     # "no": a false boolean
 
 
@@ -255,16 +264,18 @@ def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], confi
                logs_dir: Path | None = None, *, reason_field: str | None = None,
                limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
-    be a reader over results.jsonl, iterated once here (twice without configured columns)."""
+    be a reader over results.jsonl, or a generator: it is iterated once."""
     count_by = summary.get("count_by")
-    columns = columns_for(results, configured)
+    found = Columns(configured)
     check = passed or (lambda _: None)
 
     def classify(result: dict[str, Any]) -> tuple[str, str]:
+        found.see(result)
         verdict = verdict_of(result, count_by)
         return verdict, status_of(verdict, error_of(result), check(result))
 
     rows = pick_rows(results, classify, limit)
+    columns = found.names()
     logs = read_logs(logs_dir, {index_of(r) for r in rows.chosen})
     tracing = summary.get("tracing")
     trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
