@@ -66,17 +66,17 @@ SCRIPT = """
   var items=[].slice.call(document.querySelectorAll('tbody.item'));
   var chips=[].slice.call(document.querySelectorAll('button.chip'));
   var search=document.getElementById('search'), shown=document.getElementById('shown');
-  var verdict='', total=Number(shown.dataset.total);
+  var verdict='', inRun=Number(shown.dataset.total), total=inRun;
   function apply(){
     var q=search.value.trim().toLowerCase(), n=0;
     items.forEach(function(t){
       var ok=(!verdict||t.dataset.verdict===verdict)&&(!q||t.dataset.search.indexOf(q)>=0);
       t.hidden=!ok; if(ok){n++;}
     });
-    shown.textContent='showing '+n+' of '+items.length+(total>items.length?' listed ('+total+' in the run)':'');
+    shown.textContent='showing '+n+' of '+items.length+(total>items.length?' listed ('+inRun+' in the run)':'');
   }
   chips.forEach(function(c){c.addEventListener('click',function(){
-    verdict=c.dataset.verdict;
+    verdict=c.dataset.verdict; inRun=Number(c.dataset.count);
     chips.forEach(function(o){o.setAttribute('aria-pressed',String(o===c));});
     apply();
   });});
@@ -175,8 +175,9 @@ def render_html(view: ReportView) -> str:
               for name, rate, count in view.rates]
     parts.append('<div class="cards">' + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>"
                                                  for k, v in cards) + "</div>")
-    chips = [f'<button class="chip" data-verdict="" aria-pressed="true">all {view.total}</button>']
-    chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" aria-pressed="false">'
+    chips = [f'<button class="chip" data-verdict="" data-count="{view.total}" aria-pressed="true">'
+             f"all {view.total}</button>"]
+    chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" data-count="{n}" aria-pressed="false">'
               f"{escape(k)} {n}</button>" for k, n, status in view.counts]
     parts.append("<h2>Items</h2>")
     if view.unlisted:

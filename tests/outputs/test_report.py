@@ -56,7 +56,7 @@ def test_markdown_has_the_page_content(tmp_path):
 def test_page_is_self_contained_and_links_traces(tmp_path):
     page = render_html(view(tmp_path))
     assert '<a href="http://mlflow:5000/#/traces?selectedEvaluationId=tr-1">tr-1</a>' in page
-    assert '<button class="chip badge fail" data-verdict="QUOTE_NOT_FOUND"' in page
+    assert '<button class="chip badge fail" data-verdict="QUOTE_NOT_FOUND" data-count="1"' in page
     assert "jury: VALID, overruled by the pipeline's rules" in page
     assert 'href="llm_logs/a_0001_item1.txt"' in page
     assert "<script src" not in page and "<link" not in page and "@import" not in page

@@ -114,6 +114,9 @@ def test_a_capped_report_opens_and_filters_in_chromium(browser, tmp_path):
     chip.click()
     shown = visible(browser)
     assert len(shown) == failing == 600 and shown[:2] == ["5", "10"]
+    assert browser.find_element("id", "shown").text == "showing 600 of 1000 listed (600 in the run)"
+    browser.find_element("css selector", 'button.chip[data-verdict="VALID"]').click()
+    assert browser.find_element("id", "shown").text == "showing 400 of 1000 listed (2400 in the run)"
     browser.find_element("css selector", 'button.chip[data-verdict=""]').click()
     browser.find_element("id", "search").send_keys("claim 2995")
     assert visible(browser) == ["2995"]
