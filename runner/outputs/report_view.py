@@ -150,10 +150,14 @@ def read_logs(folder: Path | None, wanted: set[int] | None = None) -> dict[int, 
     found: dict[int, dict[str, list[str]]] = {}
     if folder is None or not folder.is_dir():
         return found
-    for name in sorted(os.listdir(folder)):
-        match = LOG_NAME.match(name)
-        if match and (wanted is None or int(match["item"]) in wanted):
-            found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(name)
+    with os.scandir(folder) as entries:         # a big run's folder: keep only the wanted names
+        for entry in entries:
+            match = LOG_NAME.match(entry.name)
+            if match and (wanted is None or int(match["item"]) in wanted):
+                found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(entry.name)
+    for models in found.values():
+        for names in models.values():
+            names.sort()
     return found
 
 
