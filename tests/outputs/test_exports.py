@@ -124,3 +124,9 @@ def test_shipped_pipelines_declare_what_passes():
     fine = {"blocked": False, "hallucination": False, "judge_error": False}
     assert passes("evidence_judge", fine)
     assert not any(passes("evidence_judge", {**fine, flag: True}) for flag in fine)
+
+
+def test_validate_checks_the_pass_rule(project, cli):
+    broken = SLIDES.replace("pass_when: \"result.rating != 'red'\"", "pass_when: \"reslt.rating != 'red'\"")
+    result = cli("validate", str(project.pipeline(broken)))
+    assert result.exit_code == 2 and "summary.pass_when" in result.output and "reslt" in result.output
