@@ -9,6 +9,9 @@ from html import escape
 from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
 from runner.outputs.report_view import ItemView, JuryView, ReportView, result_json
 
+ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
+RESULT_CHARS = 50_000           # of one item's full result in its details
+
 STYLE = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#cf222e;--fail-bg:#ffebe9;--warn:#9a6700;--warn-bg:#fff8c5;
 --error:#8250df;--error-bg:#fbefff;--line:#d0d7de;--muted:#57606a;--head:#f6f8fa}
@@ -152,12 +155,26 @@ def _item(item: ItemView) -> str:
         detail.append("<div><b>LLM calls:</b> " + " ".join(
             f'<a href="llm_logs/{escape(n)}">{escape(n)}</a>' for n in item.logs) + "</div>")
     detail.append('<details class="result"><summary>full result</summary>'
-                  f"<pre>{escape(result_json(item.result))}</pre></details>")
+                  f"<pre>{escape(result_json(item.result, RESULT_CHARS))}</pre></details>")
     return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
             f"<td>{reason}</td><td>{flags}</td></tr>"
             f'<tr class="detail" hidden><td colspan="5">{"".join(detail)}</td></tr></tbody>')
+
+
+def _rows(items: list[ItemView]) -> list[str]:
+    """The listed items' rows within ROWS_BUDGET characters (huge results must not make a page
+    no browser opens): those needing review first, then passing ones, shown in index order."""
+    kept: list[tuple[int, int, str]] = []
+    used = 0
+    for order, item in sorted(enumerate(items), key=lambda pair: pair[1].status == "pass"):
+        row = _item(item)
+        if kept and used + len(row) > ROWS_BUDGET:
+            break
+        kept.append((order, item.index, row))
+        used += len(row)
+    return [row for _, _, row in sorted(kept)]
 
 
 def render_html(view: ReportView) -> str:
@@ -180,10 +197,12 @@ def render_html(view: ReportView) -> str:
     chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" data-count="{n}" aria-pressed="false">'
               f"{escape(k)} {n}</button>" for k, n, status in view.counts]
     parts.append("<h2>Items</h2>")
-    if view.unlisted:
-        parts.append(f'<div class="note hints" id="unlisted">{len(view.items)} of {view.total} items listed here, '
+    rows = _rows(view.items)
+    if view.total > len(rows):
+        parts.append(f'<div class="note hints" id="unlisted">{len(rows)} of {view.total} items listed here, '
                      f"those that need review first ({view.review} need review in all; the counts and filters "
-                     f"count every item). The other {view.unlisted}: {_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
+                     f"count every item). The other {view.total - len(rows)}: "
+                     f"{_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
     parts.append(f'<div class="toolbar">{"".join(chips)}'
                  f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
@@ -191,7 +210,7 @@ def render_html(view: ReportView) -> str:
     parts.append('<table class="items"><colgroup><col class="n"><col class="in"><col class="v"><col class="r">'
                  f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{escape(view.verdict_name)}</th>'
                  f"<th>{escape(view.reason_name)}</th><th>flags</th></tr></thead>")
-    parts += [_item(item) for item in view.items]
+    parts += rows
     parts.append("</table>")
     parts.append('<div class="wide"><h2>Summary</h2>' + _table(["measure", "value"], summary_rows(view)))
     if view.models:

@@ -28,6 +28,7 @@ ERROR_NAMES = ("error", "error_message")
 SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "run_warnings", "summary_errors",
                     "total", "errors", "memo", "planned", "interrupted", "partial"}
 MAX_COLUMNS = 40
+FIELD_CHARS = 4000          # one value as a report shows it; the whole value stays in results.jsonl
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
 GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|YES)$", re.IGNORECASE)
@@ -176,9 +177,9 @@ def _juries(value: Any, where: str, field_name: str, logs: Callable[[str], list[
 
 def _vote(vote: dict[str, Any], logs: Callable[[str], list[str]]) -> VoteView:
     answer: dict[str, Any] = vote["answer"] if isinstance(vote.get("answer"), dict) else {}
-    reason = next((text(answer[n]) for n in REASON_NAMES if answer.get(n)), "")
-    return VoteView(str(vote["model"]), text(vote.get("value")), reason, bool(vote.get("cached")),
-                    int(vote.get("latency_ms") or 0), text(vote.get("error")), logs(str(vote["model"])))
+    reason = next((text(answer[n], FIELD_CHARS) for n in REASON_NAMES if answer.get(n)), "")
+    return VoteView(text(vote["model"], 200), text(vote.get("value"), 200), reason, bool(vote.get("cached")),
+                    _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), logs(str(vote["model"])))
 
 
 def _flags(result: dict[str, Any]) -> list[str]:
@@ -208,7 +209,7 @@ def error_of(result: dict[str, Any]) -> str:
         if isinstance(value, bool):
             flagged = flagged or value
         elif value:
-            return text(value)
+            return text(value, FIELD_CHARS)
     return "error" if flagged else ""
 
 
@@ -245,16 +246,17 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     log_names = sorted(name for names in item_logs.values() for name in names)
     juries = _juries(result, "", count_by or "verdict", lambda model: item_logs.get(model, []))
     reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
-    reason = next((text(lookup(result, c)) for c in reason_cols if lookup(result, c)), "")
+    reason = next((text(lookup(result, c), FIELD_CHARS) for c in reason_cols if lookup(result, c)), "")
     if not reason and not reason_field:
-        reason = next((text(result[n]) for n in REASON_NAMES if result.get(n)), "") or \
+        reason = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "") or \
             next((j.reason for j in juries if j.reason), "")
     skip = {count_by, *ERROR_NAMES, *reason_cols}
-    inputs = [(_last(c), text(lookup(result, c))) for c in columns if c not in skip and lookup(result, c) is not None]
+    inputs = [(_last(c), text(lookup(result, c), FIELD_CHARS)) for c in columns
+              if c not in skip and lookup(result, c) is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
     status = status_of(verdict, error, passed(result))
     return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
-                    [text(w) for w in _warnings(result)], juries, overridden, log_names,
+                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, log_names,
                     [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
 
 
@@ -325,7 +327,11 @@ def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def result_json(result: dict[str, Any]) -> str:
+def result_json(result: dict[str, Any], limit: int | None = None) -> str:
     """Compact JSON: json's C encoder does not indent, and its Python one took a fifth of a
-    cached run's report; the page indents a result when it is opened."""
-    return json.dumps(result, ensure_ascii=False, default=str)
+    cached run's report; the page indents a result when it is opened. Past `limit` characters
+    it is cut, saying where the whole result is."""
+    whole = json.dumps(result, ensure_ascii=False, default=str)
+    if limit is None or len(whole) <= limit:
+        return whole
+    return whole[:limit] + f" … (cut at {limit} characters: the whole result is in results.jsonl)"

@@ -122,6 +122,22 @@ def test_a_generator_of_results_is_enough():
     assert view.counts == [("pass", 150, "pass"), ("fail", 150, "fail")]      # no count_by: by status
 
 
+def test_huge_results_still_make_a_page_under_15_mb():
+    claim, reason = "word " * 12_000, "because " * 2_500                    # 60 KB and 20 KB per item
+    results = ({"index": n, "verdict": "INVALID" if n % 3 == 0 else "VALID", "claim": claim, "reason": reason,
+                "blob": "x" * 100_000} for n in range(1, 1501))
+    summary = {"pipeline": "huge", "total": 1500, "errors": 0, "count_by": "verdict",
+               "counts": {"VALID": 1000, "INVALID": 500}}
+    view = build_view(summary, results, ["claim", "verdict", "reason"], passed=lambda r: r["verdict"] == "VALID")
+    page = render_html(view)
+    assert len(page.encode()) < 15_000_000
+    listed = page.count('<tbody class="item"')
+    assert 50 < listed < 1000 and f"{listed} of 1500 items listed here" in page
+    assert page.count('data-verdict="INVALID"') == listed + 1        # every listed row needs review (+ its chip)
+    assert "(cut at 50000 characters: the whole result is in results.jsonl)" in page
+    assert len(render_report(view).encode()) < 2_000_000
+
+
 def test_a_small_run_lists_every_item_in_order(tmp_path):
     summary, results, _ = big_run(tmp_path, 30)
     view = build_view(summary, results, ["claim", "verdict"], passed=lambda r: r["ok"])
