@@ -126,7 +126,8 @@ def _extent(summary: dict[str, Any]) -> str:
 
 
 def _summary_line(summary: dict[str, Any], out_dir: Path) -> str:
-    counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
+    from runner.outputs.report_format import count_label  # `VALID\v` must not read as a second VALID
+    counts = ", ".join(f"{count_label(str(k))}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()
     failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
