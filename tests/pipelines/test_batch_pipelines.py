@@ -21,7 +21,7 @@ from fakellm import Reply
 from helpers import run, write_json
 from test_citation_judge import EXAMPLE, PIPELINE, SEATS, answer, jury_overrides, script
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEEP = REPO / "pipelines" / "deep_judgment.yaml"
 VOLATILE = {"latency_ms", "cached", "duration_ms"}
 FAST_POLL = [f"models.{seat}.batch_poll_seconds=0.02" for seat in SEATS]
