@@ -14,11 +14,11 @@ from runner.engine.context import RunOptions, Runtime, condition_at, render_at
 from runner.engine.execute import run_item, run_items
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, pass_rule, select
-from runner.errors import InputError, NeedsModel, TemplateError
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import atomic_write, dumps
 from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
 from runner.outputs.files import ResultsLog
-from runner.outputs.folder import OutputFolder
+from runner.outputs.folder import OutputFolder, refuse_overwriting_input
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view, item_label
@@ -27,7 +27,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.stores.json_cache import open_caches
-from runner.stores.runs import is_run, mark_latest, new_run_dir
+from runner.stores.runs import is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.tracing import make_observer
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -89,22 +89,25 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     items = load_items(pipeline, source)
     options.input_path = str(source.input_path) if source.input_path else None
     caches = open_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
+    group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
-        group: Path | None = None                 # --out DIR writes exactly into DIR
         if options.out_dir is None:
             group = default_group(pipeline, source)
             options.out_dir, options.memo_dir = new_run_dir(group), group
         out_dir: Path = options.out_dir
+        refuse_overwriting_input(out_dir, source.input_path)
         runtime = Runtime.create(pipeline, options)
         runtime.open_caches = caches              # the run closes them
         runtime.observer = make_observer(runtime)
-        concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                    {"params": runtime.params, "env": runtime.env}))
+        concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                             {"params": runtime.params, "env": runtime.env}))
         outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
         folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     except BaseException:
         for cache in caches.values():
             cache.close()
+        if group is not None and options.out_dir is not None:
+            remove_if_empty(options.out_dir)      # a run that never started leaves no folder
         raise
     try:
         # Ctrl-C: outputs written, then re-raised
@@ -118,6 +121,13 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         if group is not None and is_run(out_dir):
             mark_latest(out_dir)
     return outcome
+
+
+def _concurrency(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise RunnerError(f"concurrency: {str(value)[:80]!r} is not a whole number") from None
 
 
 def call_counts(runtime: Runtime) -> CallCounts:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -162,3 +163,124 @@ def test_an_output_index_that_is_not_an_item_number_fails_only_its_item(project,
     assert second == {"index": 7}
     assert project.summary()["errors"] == 1
     assert "is not an item number" in (project.root / "out" / "report.md").read_text()
+
+
+# ---- H6: a run never writes over its own input ----------------------------------------------
+
+CITING = """
+    version: 1
+    name: t
+    input: {adapter: markdown_citations}
+    steps: [{id: echo, uses: compute, with: {n: "{{ item.claim }}"}}]
+    output: {n: "{{ steps.echo.n }}"}
+    """
+
+
+@pytest.mark.parametrize("name, out", [("report.md", "."), ("report.md", "folder"), ("summary.json", "folder"),
+                                       ("llm_logs/notes.md", "folder")])
+def test_an_out_that_would_write_over_the_input_is_refused(project, cli, name, out):
+    source = project.file(f"{out}/{name}", "A claim [a.txt:L1](a.txt).\n")
+    before = source.read_text()
+    result = cli("run", str(project.pipeline(CITING)), "--input", str(source), "--out", out)
+    assert result.exit_code == 2
+    assert f"--out {out} would write over it" in result.output and f"writes {name.split('/')[0]} there" in result.output
+    assert source.read_text() == before
+    assert not (project.root / out / "results.jsonl").exists()
+
+
+def test_an_input_beside_the_outputs_is_fine(project, cli):
+    source = project.file("folder/notes.md", "A claim [a.txt:L1](a.txt).\n")
+    assert cli("run", str(project.pipeline(CITING)), "--input", str(source), "--out", "folder").exit_code == 0
+    assert source.read_text() == "A claim [a.txt:L1](a.txt).\n" and project.results("folder")
+
+
+# ---- H7: a planted symlink never sends a write or a removal outside the folder --------------
+
+def _outside(project) -> Path:
+    outside = project.root / "outside"
+    outside.mkdir()
+    for name in ("victim.txt", "notes_2024.txt", "m_0001_item1.txt"):
+        (outside / name).write_text("keep me")
+    return outside
+
+
+@pytest.mark.parametrize("planted", [".runner.lock", "results.jsonl", "summary.json", "llm_logs"])
+def test_a_symlink_planted_in_the_output_folder_is_refused(project, judge, fake_llm, cli, planted):
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+    outside = _outside(project)
+    (project.root / "out").mkdir()
+    target = outside if planted == "llm_logs" else outside / "victim.txt"
+    (project.root / "out" / planted).symlink_to(target)
+    source = write_json(project.root / "in.json", [{"claim": "a"}])
+    result = cli("run", str(judge), "--input", str(source), "--out", "out")
+    assert result.exit_code == 2
+    assert f"{planted} there is a symbolic link; a run never writes through one" in result.output
+    assert sorted(p.name for p in outside.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt", "victim.txt"]
+    assert all(p.read_text() == "keep me" for p in outside.iterdir())
+
+
+def test_the_logs_cleanup_removes_only_logs_and_never_follows_a_link(project, judge, fake_llm, cli):
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+    outside = _outside(project)
+    logs = project.root / "out" / "llm_logs"
+    logs.mkdir(parents=True)
+    (logs / "notes_2024.txt").write_text("mine")                  # a user's file, not a log
+    (logs / "m_0007_item7.txt").symlink_to(outside / "m_0001_item1.txt")   # a stale log's name, as a link
+    (logs / ".pending").symlink_to(outside)
+    source = write_json(project.root / "in.json", [{"claim": "a"}])
+    assert cli("run", str(judge), "--input", str(source), "--out", "out").exit_code == 0
+    assert sorted(p.name for p in logs.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt"]
+    assert (logs / "notes_2024.txt").read_text() == "mine" and not (logs / "m_0001_item1.txt").is_symlink()
+    assert sorted(p.name for p in outside.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt", "victim.txt"]
+    assert all(p.read_text() == "keep me" for p in outside.iterdir())
+
+
+def test_writes_open_no_symlink_even_when_one_appears_after_the_check(tmp_path):
+    from runner.fileio import OutputError
+    from runner.outputs.files import ResultsLog
+    (tmp_path / "victim").write_text("keep me")
+    (tmp_path / "results.jsonl").symlink_to(tmp_path / "victim")
+    with pytest.raises(OutputError):
+        ResultsLog(tmp_path / "results.jsonl")
+    assert (tmp_path / "victim").read_text() == "keep me"
+
+
+# ---- H8: no writable content shared between runs and the cache; the umask holds --------------
+
+def test_a_runs_call_log_is_its_own_file_with_the_umask(project, judge, fake_llm, cli):
+    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+    source = write_json(project.root / "in.json", [{"claim": "a"}])
+    assert cli("run", str(judge), "--input", str(source), "--out", "one").exit_code == 0
+    previous = os.umask(0o077)
+    try:
+        assert cli("run", str(judge), "--input", str(source), "--out", "two").exit_code == 0
+    finally:
+        os.umask(previous)
+    [kept] = (project.root / "cache" / "call_logs").iterdir()
+    first, second = (project.root / name / "llm_logs" / "m_0001_item1.txt" for name in ("one", "two"))
+    original = kept.read_text()
+    assert first.read_text() == second.read_text() == original and "Judge: a" in original
+    assert second.stat().st_mode & 0o777 == 0o600
+    assert {p.stat().st_mode & 0o777 for p in (project.root / "two").rglob("*") if p.is_file()} == {0o600}
+    second.write_text("TAMPERED")
+    assert kept.read_text() == original and first.read_text() == original
+    assert cli("run", str(judge), "--input", str(source), "--out", "three").exit_code == 0
+    assert (project.root / "three" / "llm_logs" / "m_0001_item1.txt").read_text() == original
+    assert fake_llm.requests and len(fake_llm.requests) == 1
+
+
+# ---- H21: a run whose setup fails leaves no folder behind -------------------------------------
+
+def test_a_run_that_fails_to_start_leaves_no_run_folder(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        concurrency: "{{ params.width }}"
+        params: {width: wide}
+        steps: [{id: echo, uses: compute, with: {n: 1}}]
+        output: {n: "{{ steps.echo.n }}"}
+        """)
+    result = cli("run", str(path), "--record", "n=1")
+    assert result.exit_code == 2, result.output
+    group = project.root / "reports" / "t" / "record"
+    assert not group.exists() or list(group.iterdir()) == []

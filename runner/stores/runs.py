@@ -38,6 +38,14 @@ def new_run_dir(group: Path, now: datetime | None = None) -> Path:
     raise RunnerError(f"{group}: cannot make a new run folder for {stamp}")
 
 
+def remove_if_empty(run_dir: Path) -> None:
+    """Remove a run folder that holds nothing (its run failed before writing)."""
+    try:
+        run_dir.rmdir()
+    except OSError:                 # not empty, or already gone
+        pass
+
+
 def mark_latest(run_dir: Path) -> None:
     atomic_write(run_dir.parent / LATEST, run_dir.name + "\n")
 
