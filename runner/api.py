@@ -204,7 +204,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
         from runner.outputs.exports import write_exports  # csv and xml only for --format
         described = f"{rule[0]} ({rule[1]})" if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
-                      lambda r: item_label(r, spec.get("report_columns")))
+                      lambda r: item_label(r, spec.get("report_columns")), csv_raw=runtime.options.csv_raw)
 
 
 def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dict[str, Any]], bool]:

