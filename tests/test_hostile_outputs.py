@@ -334,3 +334,110 @@ def test_junit_is_well_formed_whatever_the_text(project, cli):
     assert [case.find("failure") is not None for case in cases] == [True] * 4 + [False] * 4
     errors = [case.find("error") for case in cases[4:]]
     assert all(error is not None and "output.score" in error.get("message") for error in errors)
+
+
+# ---- H15: every file a command reads is a located message (exit 2), never a traceback -------
+
+VERDICTS = """
+    version: 1
+    name: t
+    steps: [{id: echo, uses: compute, with: {v: "{{ item.v }}"}}]
+    output: {verdict: "{{ steps.echo.v }}"}
+    summary:
+      count_by: verdict
+      rates: {ok_rate: "{{ result.verdict == 'A' }}"}
+    """
+
+
+@pytest.fixture
+def two_runs(project, cli):
+    path = project.pipeline(VERDICTS)
+    source = write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}])
+    for out in ("one", "two"):
+        assert cli("run", str(path), "--input", str(source), "--out", out).exit_code == 0
+    return path, source
+
+
+def _spoil(folder: Path, spoil: str) -> str:
+    """Damage a run folder one way; returns the file the message must name."""
+    results, summary = folder / "results.jsonl", folder / "summary.json"
+    lines = results.read_text().splitlines()
+    if spoil == "summary a list":
+        summary.write_text("[1, 2]\n")
+        return "summary.json"
+    if spoil in ("counts a list", "count_by a list"):
+        data = json.loads(summary.read_text())
+        data[spoil.split()[0]] = ["A", 1]
+        summary.write_text(json.dumps(data))
+        return "summary.json"
+    if spoil == "summary deep":
+        summary.write_text("[" * 100_000 + "]" * 100_000)
+        return "summary.json"
+    if spoil == "summary not UTF-8":
+        summary.write_bytes(b'{"total": "\xff\xfe"}')
+        return "summary.json"
+    replacement = {"line a list": "[1, 2]", "index abc": '{"index": "abc", "verdict": "A"}',
+                   "index null": '{"index": null, "verdict": "A"}', "index 1e400": '{"index": 1e400, "verdict": "A"}',
+                   "index true": '{"index": true, "verdict": "A"}',
+                   "line deep": "[" * 100_000 + "]" * 100_000}[spoil]
+    results.write_text("\n".join([lines[0], replacement]) + "\n")
+    return "results.jsonl:2"
+
+
+RESULT_SPOILS = ["line a list", "index abc", "index null", "index 1e400", "index true", "line deep"]
+SUMMARY_SPOILS = ["summary a list", "counts a list", "count_by a list", "summary deep", "summary not UTF-8"]
+
+
+@pytest.mark.parametrize("spoil", RESULT_SPOILS + SUMMARY_SPOILS)
+def test_diff_of_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoil):
+    where = _spoil(project.root / "two", spoil)
+    result = cli("diff", "one", "two")
+    assert result.exit_code == 2, result.output
+    assert f"two/{where}" in result.output, result.output
+
+
+@pytest.mark.parametrize("spoil", RESULT_SPOILS)
+def test_failed_from_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoil):
+    path, source = two_runs
+    where = _spoil(project.root / "two", spoil)
+    result = cli("run", str(path), "--input", str(source), "--out", "three", "--failed-from", "two")
+    assert result.exit_code == 2, result.output
+    assert f"two/{where}" in result.output, result.output
+
+
+@pytest.mark.parametrize("spoil", RESULT_SPOILS + ["summary a list", "count_by a list", "summary deep"])
+def test_eval_of_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoil):
+    labels = write_json(project.root / "labels.json", [{"index": 1, "verdict": "A"}, {"index": 2, "verdict": "B"}])
+    where = _spoil(project.root / "two", spoil)
+    result = cli("eval", "two", "--labels", str(labels), "--key", "index", "--truth", "verdict")
+    assert result.exit_code == 2, result.output
+    assert f"two/{where}" in result.output, result.output
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("labels.jsonl", b'{"index": 1, "verdict": "\xff"}\n', "labels.jsonl:1: not UTF-8"),
+    ("labels.json", b'[{"index": 1, "verdict": "A\xc3"}]', "labels.json:1: not UTF-8"),
+    ("labels.csv", b"index,verdict\n1,\xff\n", "labels.csv:2: not UTF-8"),
+    ("labels.json", b"[" * 100_000 + b"]" * 100_000, "labels.json: JSON nested deeper than"),
+    ("labels.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n", "labels.jsonl:1: JSON nested deeper than"),
+    ("labels.csv", b"index,verdict\n1,NaN\n2,inf\n", "labels.csv:2: verdict 'NaN' is not a finite number"),
+], ids=["jsonl-bytes", "json-bytes", "csv-bytes", "json-deep", "jsonl-deep", "csv-nan"])
+def test_eval_of_hostile_labels_is_a_located_message(project, cli, two_runs, name, content, message):
+    labels = project.root / name
+    labels.write_bytes(content)
+    result = cli("eval", "two", "--labels", str(labels), "--key", "index", "--truth", "verdict", "--kind", "numeric",
+                 "--predicted", "index")
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"k": {"trace_id": "t1", "verdict": "\xff"}}', "memo.json:1: not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "memo.json: JSON nested deeper than"),
+], ids=["bytes", "deep"])
+def test_feedback_on_a_hostile_store_is_a_located_message(project, cli, content, message):
+    (project.root / "store").mkdir()
+    (project.root / "store" / "memo.json").write_bytes(content)
+    result = cli("feedback", "--store", "store", "--trace-id", "t1", "--up")
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output

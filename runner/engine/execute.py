@@ -14,6 +14,7 @@ from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
 from runner.safetext import clean_value
+from runner.stores.runs import is_item_number
 
 __all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
            "run_items", "run_steps"]
@@ -121,7 +122,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             result[name] = None
             if not outcome.error:
                 outcome.error = str(exc)
-    if not _is_index(result.get("index")):
+    if not is_item_number(result.get("index")):
         # The results are ordered, matched and reported by their index: one that is not an
         # item number is this item's error, and the item keeps its own number.
         outcome.error = outcome.error or (f"output.index: {str(result['index'])[:80]!r} is not an item number (an "
@@ -151,10 +152,6 @@ RESERVED_FROM_BASE = ("error", "warnings")
 
 def _from_base(base: dict[str, Any]) -> dict[str, Any]:
     return {f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items() if k != "index"}
-
-
-def _is_index(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
 
 
 def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
