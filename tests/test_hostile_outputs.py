@@ -441,3 +441,21 @@ def test_feedback_on_a_hostile_store_is_a_located_message(project, cli, content,
     result = cli("feedback", "--store", "store", "--trace-id", "t1", "--up")
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"type": "object", "title": "\xff"}', "answer.schema.json:1: not UTF-8"),
+    (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, "answer.schema.json: JSON nested deeper than"),
+], ids=["bytes", "deep"])
+def test_a_hostile_schema_file_is_a_located_message(project, cli, content, message):
+    (project.root / "schemas" / "answer.schema.json").write_bytes(content)
+    path = project.pipeline("""
+        version: 1
+        name: t
+        models: {m: {model: openai/m1, api_base: "http://127.0.0.1:9/v1"}}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: answer.schema.json}}]
+        output: {a: "{{ steps.ask.raw }}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
