@@ -459,3 +459,29 @@ def test_a_hostile_schema_file_is_a_located_message(project, cli, content, messa
     result = cli("validate", str(path))
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output
+
+
+# ---- Done when: every answer and every record hostile, every output file valid --------------
+
+def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(project, judge, fake_llm, cli):
+    reason = " | ".join(HOSTILE) + " escaped \\ud83d"
+    answer = json.dumps({"verdict": "=VALID", "reason": reason}, ensure_ascii=False)
+    fake_llm.script(Reply(answer.replace("\\\\ud83d", "\\ud83d")))          # raw and JSON-escaped surrogates
+    records = [{"claim": text, "note": text} for text in HOSTILE]
+    source = write_json(project.root / "in.json", records)
+    for out in ("out", "again"):                                          # sent, then from the cache
+        result = cli("run", str(judge), "--input", str(source), "--out", out, "--format", "csv", "--format", "junit")
+        assert result.exit_code == 0, result.output
+        results = valid_outputs(project.root / out)
+        assert len(results) == len(HOSTILE) and not any("error" in r for r in results)
+        for r in results:
+            assert r["verdict"] == "=VALID" and "x \ufffd lone" in r["reason"] and r["reason"].endswith("escaped \ufffd")
+        summary = project.summary(out)
+        assert summary["total"] == len(HOSTILE) and summary["errors"] == 0 and summary["counts"] == {"=VALID": 10}
+        assert len(list((project.root / out / "llm_logs").iterdir())) == len(HOSTILE)
+        header, *rows = _csv_rows(project.root / out / "results.csv")
+        assert [row[header.index("verdict")] for row in rows] == ["'=VALID"] * len(HOSTILE)
+        cases = list(ET.parse(project.root / out / "junit.xml").iter("testcase"))
+        assert len(cases) == len(HOSTILE)
+        assert "&lt;script&gt;" in (project.root / out / "report.html").read_text(encoding="utf-8")
+    assert len(fake_llm.requests) == len(HOSTILE)
