@@ -164,6 +164,21 @@ def test_an_output_index_that_is_not_an_item_number_fails_only_its_item(project,
     assert "is not an item number" in (project.root / "out" / "report.md").read_text()
 
 
+def test_a_memo_store_entry_with_an_index_or_odd_warnings_keeps_the_items_own(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        memo: {key: "{{ item.k }}"}
+        steps: [{id: echo, uses: compute, with: {n: 1}}]
+        output: {n: "{{ steps.echo.n }}"}
+        """)
+    write_json(project.root / "out" / "memo.json", {"a": {"index": "abc", "warnings": 5, "n": 9}})
+    source = write_json(project.root / "in.json", [{"k": "a"}, {"k": "b"}])
+    assert cli("run", str(path), "--input", str(source), "--out", "out").exit_code == 0
+    first, second = valid_outputs(project.root / "out")
+    assert first == {"index": 1, "n": 9, "memo_hit": True} and second == {"index": 2, "n": 1}
+
+
 # ---- H6: a run never writes over its own input ----------------------------------------------
 
 CITING = """

@@ -168,12 +168,13 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
 
 def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
                result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result, with the fields listed in `memo.refresh` rendered for this item."""
-    result.update(stored)
+    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
+    never holds an index or warnings: whatever a store file says, the item keeps its own)."""
+    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
     for name in (runtime.pipeline.memo or {}).get("refresh") or []:
         result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
     result["memo_hit"] = True
-    return result
+    return clean_value(result)
 
 
 async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
