@@ -3,20 +3,26 @@ stores): every one with a size and a depth limit, every failure a message naming
 file and line (InputError, exit 2), never a traceback.
 
 Depth: JSON nested past MAX_DEPTH is refused; past the interpreter's recursion limit the
-parser itself stops (RecursionError), which is caught here rather than let through."""
+parser itself stops (RecursionError), which is caught here rather than let through. Text:
+an escaped lone surrogate becomes U+FFFD (runner/safetext.py), so what is read can be
+printed and written again."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.safetext import clean_value
 
 MAX_DEPTH = 200
 MAX_FILE_BYTES = 2 * 2**30           # a whole file read at once (summary, labels, a memo store)
 MAX_LINE_BYTES = 256 * 2**20          # one line of a JSON lines file
+# `"\ud83d"` escaped in JSON parses to a lone surrogate, which no UTF-8 output can hold.
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -46,7 +52,7 @@ def parse_json(text: str, where: str, line: int | None = None) -> Any:
     # Only a text with that many brackets can nest that deep: most never pay for the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
         raise InputError(f"{at}: JSON nested deeper than {MAX_DEPTH} levels")
-    return value
+    return clean_value(value) if _ESCAPED_SURROGATE.search(text) else value
 
 
 def decode(data: bytes, where: str, first_line: int = 1, encoding: str = "utf-8") -> str:

@@ -411,6 +411,15 @@ def test_diff_of_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoi
     assert f"two/{where}" in result.output, result.output
 
 
+def test_diff_prints_an_escaped_lone_surrogate_as_a_replacement(project, cli, two_runs):
+    results = project.root / "two" / "results.jsonl"
+    first = results.read_text().splitlines()[0]
+    results.write_text(first + "\n" + '{"index": 2, "verdict": "B \\ud800"}\n')
+    result = cli("diff", "one", "two", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["changed"] == [{"index": 2, "changes": {"verdict": ["B", "B \ufffd"]}}]
+
+
 @pytest.mark.parametrize("spoil", RESULT_SPOILS)
 def test_failed_from_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoil):
     path, source = two_runs
