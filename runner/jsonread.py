@@ -25,6 +25,10 @@ MAX_LINE_BYTES = 256 * 2**20          # one line of a JSON lines file
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
+class NotJson(InputError):
+    """The text is not JSON at all (as opposed to JSON too deep or too big)."""
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     """Whether `value` nests more than `limit` levels (iteratively: no recursion to exhaust)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -46,22 +50,24 @@ def parse_json(text: str, where: str, line: int | None = None) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         position = f"{line}:{exc.colno}" if line is not None else f"{exc.lineno}:{exc.colno}"
-        raise InputError(f"{where}:{position}: not valid JSON: {exc.msg}") from None
+        raise NotJson(f"{where}:{position}: not valid JSON: {exc.msg}") from None
     except RecursionError:
-        raise InputError(f"{at}: JSON nested deeper than {MAX_DEPTH} levels") from None
+        raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
     # Only a text with that many brackets can nest that deep: most never pay for the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
-        raise InputError(f"{at}: JSON nested deeper than {MAX_DEPTH} levels")
+        raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)")
     return clean_value(value) if _ESCAPED_SURROGATE.search(text) else value
 
 
-def decode(data: bytes, where: str, first_line: int = 1, encoding: str = "utf-8") -> str:
-    """`data` as text, or InputError naming the line of the first byte that is not UTF-8."""
+def decode(data: bytes, where: str, first_line: int = 1) -> str:
+    """UTF-8 text (a leading BOM dropped), or an InputError naming the first bad byte's line and column."""
     try:
-        return data.decode(encoding)
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = first_line + data.count(b"\n", 0, exc.start)
-        raise InputError(f"{where}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x})") from None
+        before = data[:exc.start]
+        line = first_line + before.count(b"\n")
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise InputError(f"{where}:{line}:{column}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -76,7 +82,7 @@ def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
 
 def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     """A whole UTF-8 file (a BOM dropped), with the size limit."""
-    return decode(read_bytes(path, limit), str(path), encoding="utf-8-sig")
+    return decode(read_bytes(path, limit), str(path))
 
 
 def read_json(path: Path, limit: int = MAX_FILE_BYTES) -> Any:
@@ -93,6 +99,6 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
                 raise InputError(f"{path}:{number}: a line of more than {MAX_LINE_BYTES} bytes")
-            text = decode(raw, str(path), number, "utf-8-sig" if number == 1 else "utf-8")
+            text = decode(raw, str(path), number)
             if text.strip():
                 yield number, parse_json(text, str(path), number)

@@ -439,11 +439,11 @@ def test_eval_of_a_spoiled_run_is_a_located_message(project, cli, two_runs, spoi
 
 
 @pytest.mark.parametrize("name, content, message", [
-    ("labels.jsonl", b'{"index": 1, "verdict": "\xff"}\n', "labels.jsonl:1: not UTF-8"),
-    ("labels.json", b'[{"index": 1, "verdict": "A\xc3"}]', "labels.json:1: not UTF-8"),
-    ("labels.csv", b"index,verdict\n1,\xff\n", "labels.csv:2: not UTF-8"),
-    ("labels.json", b"[" * 100_000 + b"]" * 100_000, "labels.json: JSON nested deeper than"),
-    ("labels.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n", "labels.jsonl:1: JSON nested deeper than"),
+    ("labels.jsonl", b'{"index": 1, "verdict": "\xff"}\n', "labels.jsonl:1:26: not UTF-8 text (byte 0xff)"),
+    ("labels.json", b'[{"index": 1, "verdict": "A\xc3"}]', "labels.json:1:28: not UTF-8 text (byte 0xc3)"),
+    ("labels.csv", b"index,verdict\n1,\xff\n", "labels.csv:2:3: not UTF-8 text (byte 0xff)"),
+    ("labels.json", b"[" * 100_000 + b"]" * 100_000, "labels.json: JSON nested too deeply"),
+    ("labels.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n", "labels.jsonl:1: JSON nested too deeply"),
     ("labels.csv", b"index,verdict\n1,NaN\n2,inf\n", "labels.csv:2: verdict 'NaN' is not a finite number"),
 ], ids=["jsonl-bytes", "json-bytes", "csv-bytes", "json-deep", "jsonl-deep", "csv-nan"])
 def test_eval_of_hostile_labels_is_a_located_message(project, cli, two_runs, name, content, message):
@@ -456,8 +456,8 @@ def test_eval_of_hostile_labels_is_a_located_message(project, cli, two_runs, nam
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"k": {"trace_id": "t1", "verdict": "\xff"}}', "memo.json:1: not UTF-8"),
-    (b"[" * 100_000 + b"]" * 100_000, "memo.json: JSON nested deeper than"),
+    (b'{"k": {"trace_id": "t1", "verdict": "\xff"}}', "memo.json:1:38: not UTF-8 text (byte 0xff)"),
+    (b"[" * 100_000 + b"]" * 100_000, "memo.json: JSON nested too deeply"),
 ], ids=["bytes", "deep"])
 def test_feedback_on_a_hostile_store_is_a_located_message(project, cli, content, message):
     (project.root / "store").mkdir()
@@ -468,8 +468,8 @@ def test_feedback_on_a_hostile_store_is_a_located_message(project, cli, content,
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"type": "object", "title": "\xff"}', "answer.schema.json:1: not UTF-8"),
-    (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, "answer.schema.json: JSON nested deeper than"),
+    (b'{"type": "object", "title": "\xff"}', "answer.schema.json:1:30: not UTF-8 text (byte 0xff)"),
+    (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, "answer.schema.json: JSON nested too deeply"),
 ], ids=["bytes", "deep"])
 def test_a_hostile_schema_file_is_a_located_message(project, cli, content, message):
     (project.root / "schemas" / "answer.schema.json").write_bytes(content)
