@@ -145,8 +145,8 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     return result
 
 
-# Fields a result's runner sets: a record's own fields of these names (through output_base)
-# are kept as input_error and input_warnings, never taken as the item's error or warnings.
+# Fields runner itself sets in a result: a record's own fields of these names (through
+# output_base) are kept as input_error and input_warnings, never taken for the item's.
 RESERVED_FROM_BASE = ("error", "warnings")
 
 

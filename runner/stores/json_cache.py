@@ -3,12 +3,12 @@ search results."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
+from runner.jsonread import parse_json
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.safetext import dumps
 
@@ -35,8 +35,8 @@ class JsonCache:
         if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
             return None
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
+            return parse_json(raw, key)
+        except InputError:
             return None
 
     def set(self, key: str, value: Any) -> None:
