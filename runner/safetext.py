@@ -40,15 +40,40 @@ def utf8(text: str) -> bytes:
         return clean_text(text).encode("utf-8")
 
 
-def clean_value(value: Any) -> Any:
-    """A JSON-like value with every string (keys too) passed through `clean_text`."""
+def _is_clean(value: Any) -> bool:
+    """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
+    strings are almost always fine, and copying every result cost more than checking it)."""
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            if not current.isascii():
+                try:
+                    current.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(current, dict):
+            stack.extend(current)
+            stack.extend(current.values())
+        elif isinstance(current, (list, tuple)):
+            stack.extend(current)
+    return True
+
+
+def _cleaned(value: Any) -> Any:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
-        return {clean_value(k) if isinstance(k, str) else k: clean_value(v) for k, v in value.items()}
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [clean_value(v) for v in value]
+        return [_cleaned(v) for v in value]
     return value
+
+
+def clean_value(value: Any) -> Any:
+    """A JSON-like value with every string (keys too) passed through `clean_text`: the value
+    itself when nothing needs it (the usual case, checked without copying)."""
+    return value if _is_clean(value) else _cleaned(value)
 
 
 def dumps(value: Any) -> str:
