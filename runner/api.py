@@ -14,11 +14,11 @@ from runner.engine.context import RunOptions, Runtime, condition_at, render_at
 from runner.engine.execute import run_item, run_items
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, item_rule, select
-from runner.errors import InputError, NeedsModel, TemplateError
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import atomic_write, dumps
 from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
 from runner.outputs.files import ResultsLog
-from runner.outputs.folder import OutputFolder
+from runner.outputs.folder import OutputFolder, refuse_overwriting_input
 from runner.outputs.health import check_before_run
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
@@ -29,7 +29,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.stores.json_cache import open_caches
-from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir
+from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.tracing import make_observer
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -95,17 +95,18 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     record = RunRecord.plan(pipeline, source, options, list(overrides or []), [i.index for i in items], list(formats))
     options.input_path = str(source.input_path) if source.input_path else None
     caches = open_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
+    group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
-        group: Path | None = None                 # --out DIR writes exactly into DIR
         if options.out_dir is None:
             group = default_group(pipeline, source)
             options.out_dir, options.memo_dir = new_run_dir(group), group
         out_dir: Path = options.out_dir
+        refuse_overwriting_input(out_dir, source.input_path)
         runtime = Runtime.create(pipeline, options)
         runtime.open_caches = caches              # the run closes them
         runtime.observer = make_observer(runtime)
-        concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                    {"params": runtime.params, "env": runtime.env}))
+        concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                             {"params": runtime.params, "env": runtime.env}))
         if _batching(pipeline, options):
             concurrency = max(concurrency, BATCH_WINDOW)
         outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
@@ -113,6 +114,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     except BaseException:
         for cache in caches.values():
             cache.close()
+        if group is not None and options.out_dir is not None:
+            remove_if_empty(options.out_dir)      # a run that never started leaves no folder
         raise
     failed = True
     try:
@@ -142,6 +145,13 @@ def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
     """Batched calls wait for the others: every item must be able to reach its wait."""
     return options.batch or any(entry.get("batch") not in (None, False, "false")
                                 for entry in pipeline.models.values() if isinstance(entry, dict))
+
+
+def _concurrency(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise RunnerError(f"concurrency: {str(value)[:80]!r} is not a whole number") from None
 
 
 def call_counts(runtime: Runtime) -> CallCounts:
@@ -222,7 +232,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
         from runner.outputs.exports import write_exports  # csv and xml only for --format
         described = f"{rule[0]} ({rule[1]})" if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
-                      lambda r: item_label(r, spec.get("report_columns")))
+                      lambda r: item_label(r, spec.get("report_columns")), csv_raw=runtime.options.csv_raw)
 
 
 def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dict[str, Any]], bool]:

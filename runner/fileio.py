@@ -5,13 +5,18 @@ failed (exit 1), and what was already written stays whole."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from runner.errors import RunnerError
+from runner.safetext import dumps, utf8
+
+__all__ = ["OutputError", "atomic_write", "dumps", "open_own", "utf8"]
+
+# A file runner writes in its output folder is opened without following a symlink planted
+# in its place (ELOOP): a link there never sends a write outside the folder.
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class OutputError(RunnerError):
@@ -41,8 +46,8 @@ def atomic_write(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())          # mkstemp makes 0600; honour the umask like open() does
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(utf8(text))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -56,5 +61,6 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
+    """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its place."""
+    return os.open(path, flags | NO_FOLLOW, 0o666)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
-from runner.stores.runs import POINTERS
+from runner.stores.runs import POINTERS, read_results, read_summary
 
 
 @dataclass
@@ -31,6 +31,17 @@ class Run:
     summary: dict[str, Any]
 
 
+def _refuse_non_finite(spec: EvalSpec, predicted: str, pairs: list[Pair], truth: list[float],
+                       guesses: list[float]) -> None:
+    """NaN or infinity has no error to measure: a message naming the label (or the item)."""
+    for pair, true, guess in zip(pairs, truth, guesses, strict=True):
+        if not math.isfinite(true):
+            raise InputError(f"{spec.labels}:{pair.line}: {spec.truth} {str(pair.truth)[:40]!r} is not a finite number")
+        if not math.isfinite(guess):
+            raise InputError(f"item {pair.result.get('index')} (key {pair.key}): {predicted} "
+                             f"{str(pair.predicted)[:40]!r} is not a finite number")
+
+
 def resolve_run_folder(path: Path) -> Path:
     """A run folder (results.jsonl + summary.json), or a folder or file named `latest` (or a
     file named `latest-partial`) that points at one (a symlink, or a file holding the run folder's path)."""
@@ -47,16 +58,7 @@ def resolve_run_folder(path: Path) -> Path:
 
 def load_run(path: Path) -> Run:
     folder = resolve_run_folder(path)
-    results = []
-    for number, line in enumerate((folder / "results.jsonl").read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                results.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{folder / 'results.jsonl'}:{number}: not valid JSON: {exc.msg}") from None
-    summary_path = folder / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
-    return Run(folder, results, summary)
+    return Run(folder, read_results(folder), read_summary(folder))
 
 
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
@@ -116,6 +118,7 @@ def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalS
         t, g = metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
         if t is None or g is None:
             raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
+        _refuse_non_finite(spec, predicted, kept, t, g)
         report["scored"] = len(kept)
         report["metrics"] = metrics.numeric(t, g)
     else:

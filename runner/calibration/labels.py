@@ -6,12 +6,12 @@ keys on either side, unusable label rows and items that errored are all reported
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.jsonread import parse_json, read_json_lines, read_text
 
 NO_PREDICTION = "(no prediction)"
 
@@ -40,30 +40,20 @@ class LabelRow:
 def read_labels(path: Path) -> list[LabelRow]:
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
-    text = path.read_text(encoding="utf-8-sig")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        return [LabelRow(number + 2, dict(row)) for number, row in enumerate(reader)]
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    if suffix == ".jsonl" or suffix not in (".csv", ".json"):
+        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
+    else:
+        text = read_text(path)
+        if suffix == ".csv":
+            reader = csv.DictReader(text.splitlines())
+            return [LabelRow(number + 2, dict(row)) for number, row in enumerate(reader)]
+        data = parse_json(text, str(path))
         if isinstance(data, dict):
             data = data.get("labels", data.get("items"))
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a list of objects (or an object with a 'labels' list)")
         rows = [LabelRow(n + 1, r) for n, r in enumerate(data)]
-    else:
-        rows = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(LabelRow(number, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}") from None
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
@@ -85,6 +75,7 @@ class Pair:
     truth: Any
     predicted: Any
     result: dict[str, Any]
+    line: int = 0              # the label's line (or position) in its file
 
 
 @dataclass
@@ -136,7 +127,7 @@ def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, t
         guess = lookup(found, predicted)
         if found.get("error"):
             joined.errored.append({"key": k, "error": str(found["error"]), "predicted": guess})
-        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found))
+        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found, row.line))
     joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
     joined.unlabelled_results = [k for k in by_key if k not in label_lines]
     return joined

@@ -57,6 +57,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
         formats: FormatOpt = None,
+        csv_raw: Annotated[bool, typer.Option(
+            "--csv-raw", help="results.csv cells exactly as the results hold them: no ' before a cell "
+                              "starting with = + - @ (a spreadsheet may run such a cell as a formula).")] = False,
         fail_under: Annotated[float | None, typer.Option(
             "--fail-under", min=0.0, max=1.0,
             help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
@@ -91,7 +94,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace, fail_under=fail_under, command_flags=flags, batch=batch)
+                         trace=trace, fail_under=fail_under, command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])

@@ -51,6 +51,7 @@ class RunOptions:
     fail_under: float | None = None                                 # checked before the run: needs a rate
     command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
     batch: bool = False            # `--batch`: every model with a batch API answers through it
+    csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
 
 
 @dataclass

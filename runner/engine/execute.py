@@ -13,6 +13,8 @@ from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
+from runner.safetext import clean_value
+from runner.stores.runs import is_item_number
 
 __all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
            "run_items", "run_steps"]
@@ -84,7 +86,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     result: dict[str, Any] = {"index": item.index}
     if item.error:
         result["error"] = item.error
-        return result
+        return clean_value(result)
     scope = runtime.base_scope(item)
     memo_key = None
     if runtime.memo is not None and runtime.pipeline.memo is not None:
@@ -110,7 +112,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
             if isinstance(base, dict):
-                result.update({k: v for k, v in base.items() if k != "index"})
+                result.update(_from_base(base))
         except TemplateError as exc:
             outcome.error = outcome.error or str(exc)
     for name, template in runtime.pipeline.output.items():
@@ -120,20 +122,36 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             result[name] = None
             if not outcome.error:
                 outcome.error = str(exc)
+    if not is_item_number(result.get("index")):
+        # The results are ordered, matched and reported by their index: one that is not an
+        # item number is this item's error, and the item keeps its own number.
+        outcome.error = outcome.error or (f"output.index: {str(result['index'])[:80]!r} is not an item number (an "
+                                          "output named index replaces the item's number: name it otherwise)")
+        result["index"] = item.index
     if outcome.error:
         # A failed item keeps what it could compute; fields that came out empty are dropped.
         result = {k: v for k, v in result.items() if v is not None}
         result["error"] = outcome.error
     elif result.get("error") is None:
         result.pop("error", None)      # `error` is present only when there is one
-    warnings = [*(result.get("warnings") or []), *outcome.warnings]
-    result.pop("warnings", None)
+    given = result.pop("warnings", None)
+    warnings = [*(given if isinstance(given, list) else [] if given is None else [given]), *outcome.warnings]
     if warnings:
         result["warnings"] = warnings
+    result = clean_value(result)        # one encoding for every output it reaches (runner/safetext.py)
     await runtime.observer.item_end(item, result)
     if memo_key is not None and not outcome.error:
         _remember(runtime, memo_key, result, scope)
     return result
+
+
+# Fields runner itself sets in a result: a record's own fields of these names (through
+# output_base) are kept as input_error and input_warnings, never taken for the item's.
+RESERVED_FROM_BASE = ("error", "warnings")
+
+
+def _from_base(base: dict[str, Any]) -> dict[str, Any]:
+    return {f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items() if k != "index"}
 
 
 def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
@@ -150,12 +168,13 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
 
 def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
                result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result, with the fields listed in `memo.refresh` rendered for this item."""
-    result.update(stored)
+    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
+    never holds an index or warnings: whatever a store file says, the item keeps its own)."""
+    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
     for name in (runtime.pipeline.memo or {}).get("refresh") or []:
         result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
     result["memo_hit"] = True
-    return result
+    return clean_value(result)
 
 
 async def run_items(runtime: Runtime, items: list[Item], concurrency: int,

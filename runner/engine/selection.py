@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from runner.errors import InputError, RunnerError
 from runner.inputs import Item
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import Renderer, describe_error
-from runner.stores.runs import RESULTS, resolve_run
+from runner.stores.runs import read_results, resolve_run
 
 
 @dataclass
@@ -49,18 +48,17 @@ def _scope(pipeline: Pipeline) -> dict[str, Any]:
 
 def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
     """Items of an earlier run that errored, or that fail the pass rule as the pipeline says now."""
-    folder = resolve_run(run)
     try:
-        results = [json.loads(line) for line in (folder / RESULTS).read_text(encoding="utf-8").splitlines() if line]
-    except (OSError, ValueError) as exc:
-        raise RunnerError(f"--failed-from {run}: cannot read {folder / RESULTS} ({exc})") from None
+        results = read_results(resolve_run(run))
+    except InputError as exc:
+        raise InputError(f"--failed-from {run}: {exc}") from None
     rule = item_rule(pipeline)
     renderer = Renderer(pipeline.prompts_dir)
     scope = _scope(pipeline)
     failed = set()
     for result in results:
         if result.get("error"):
-            failed.add(int(result["index"]))
+            failed.add(result["index"])
         elif rule is not None:
             try:
                 ok = renderer.condition(rule[1], {**scope, "result": result})
@@ -68,7 +66,7 @@ def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule[0]} ({rule[1]}) does not apply "
                                   f"to its results: {describe_error(exc)}") from None
             if not ok:
-                failed.add(int(result["index"]))
+                failed.add(result["index"])
     return failed
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
+from runner.jsonread import decode
 from runner.registry import Registry
 
 Adapter = Callable[[Path, dict[str, Any]], list["Record"]]
@@ -50,17 +51,6 @@ def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]
         return read(path, options)
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to read") from None
-
-
-def decode(data: bytes, where: str, first_line: int = 1) -> str:
-    """UTF-8 text (a leading BOM dropped), or an InputError naming the first bad byte's line and column."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[:exc.start]
-        line = first_line + before.count(b"\n")
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
-        raise InputError(f"{where}:{line}:{column}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def read_text(path: Path) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import yaml
 
 from runner.errors import InputError
 from runner.inputs import Record, adapter, decode, read_text
+from runner.jsonread import NotJson, parse_json
 from runner.yamlpos import alias_problem
 
 
@@ -21,12 +21,12 @@ def _as_records(data: Any) -> list[Record]:
 def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
     text = read_text(path)
     try:
-        return _as_records(json.loads(text))
-    except json.JSONDecodeError as exc:
+        return _as_records(parse_json(text, str(path)))
+    except NotJson:
         # A file of one JSON object per line is JSONL; read it as such.
         if text.lstrip().startswith("{") and "\n" in text.strip():
             return read_jsonl(path, options)
-        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        raise
 
 
 @adapter("jsonl")
@@ -37,15 +37,10 @@ def read_jsonl(path: Path, options: dict[str, Any]) -> list[Record]:
         # One bad line (not UTF-8, not JSON, nested too deeply) fails only its own item.
         try:
             line = decode(raw, str(path), number)
-            if not line.strip():
-                continue
-            records.append(Record(json.loads(line)))
+            if line.strip():
+                records.append(Record(parse_json(line, str(path), number)))
         except InputError as exc:
             records.append(Record({"line": number}, error=str(exc)))
-        except json.JSONDecodeError as exc:
-            records.append(Record({"line": number}, error=f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}"))
-        except RecursionError:
-            records.append(Record({"line": number}, error=f"{path}:{number}: JSON nested too deeply to read"))
     return records
 
 

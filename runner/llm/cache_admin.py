@@ -6,7 +6,6 @@ statistics and filters read the values themselves; nothing else is kept on the s
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sqlite3
@@ -17,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
+from runner.jsonread import parse_json
 from runner.llm.logs import LOG_STORE
 from runner.stores.json_cache import CacheUnusable
 
@@ -59,8 +59,8 @@ def _entries(cache: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
     for key in cache.iterkeys():
         raw = cache.get(key)
         try:
-            value = json.loads(raw) if isinstance(raw, str) else {}
-        except ValueError:
+            value = parse_json(raw, str(key)) if isinstance(raw, str) else {}
+        except InputError:
             value = {}
         yield key, value if isinstance(value, dict) else {}
 

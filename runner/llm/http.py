@@ -20,6 +20,7 @@ import httpx  # noqa: E402
 from runner.llm.prices import cost_of  # noqa: E402
 from runner.llm.spec import OPENAI_BASE, ModelSpec  # noqa: E402
 from runner.llm.transport import Completion, TransportError, exception_chain  # noqa: E402
+from runner.llm.usage import usage_of  # noqa: E402
 from runner.retry import parse_retry_after  # noqa: E402
 
 ERROR_TEXT = 300
@@ -69,8 +70,7 @@ def _text(content: Any) -> str | None:
 def completion_of(data: Any, spec: ModelSpec) -> Completion:
     if not isinstance(data, dict):
         raise TransportError("server", "the server answered 200 with JSON that is not a chat completion")
-    raw_usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
-    usage = {k: int(raw_usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    usage = usage_of(data.get("usage"))
     cost = cost_of(spec.model, usage["prompt_tokens"], usage["completion_tokens"])
     model = str(data.get("model") or spec.model)
     choices = data.get("choices") if isinstance(data.get("choices"), list) else []
@@ -169,7 +169,7 @@ async def streamed(response: httpx.Response, spec: ModelSpec) -> Completion:
         if chunk.get("error"):
             raise TransportError("server", f"the server failed mid-answer: {str(chunk['error'])[:ERROR_TEXT]}")
         if isinstance(chunk.get("usage"), dict):
-            usage = {k: int(chunk["usage"].get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            usage = usage_of(chunk["usage"])
         model = str(chunk.get("model") or model)
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:

@@ -8,21 +8,58 @@ final numbers. Files are written in place, on the event loop: one small file cos
 microseconds, while handing each one to a writer thread and awaiting it cost a fully cached
 run of 600 calls half a second in thread switches (bench/openai_compat.py).
 
-The log of an answer the cache keeps is kept beside the cache too (<cache>/call_logs/<key>.txt,
-a hard link: no copy), and a later run that reuses the answer links that log in rather than
-writing a new file. A cached call's log is thus the exchange that produced its answer; the
-report and the results say the call was cached. A new file costs the file system an inode
-(measured here from 20 us to 0.5 ms each, by how busy the disk's area is), a link does not."""
+The log of an answer the cache keeps is kept beside the cache too (<cache>/call_logs/<key>.txt),
+and a later run that reuses the answer copies that log in rather than formatting it again.
+A cached call's log is thus the exchange that produced its answer; the report and the
+results say the call was cached. Each run's log and the cache's are separate files (issue
+31: no hard links): editing one never rewrites another run's or the cache's, and every file
+gets the mode the writing run's umask gives. The copy is copy_file_range (a clone where the
+file system shares extents). Its price is the inode a new file costs, which a link did not
+(bench/call_logs.py): on this busy 2-core machine 600 copies took 30-120 ms against 9-26 ms
+of links, and a fully cached 600-call run 0.56-1.35 s against 0.27-0.46 s linked.
+
+Only files named as runner names logs are ever removed, and no write follows a symlink."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from runner.fileio import NO_FOLLOW, open_own
+from runner.safetext import utf8
+
 PENDING = ".pending"
 LOG_STORE = "call_logs"          # in the cache folder: the log of each cached answer
+LOG_NAME = re.compile(r".+_\d{4,}_item\d+\.txt")      # what finish() names a log; nothing else is removed
+_TEMP_NAMES = itertools.count()
+
+
+def copy_file(source: str, target: str) -> None:
+    """A new file at `target` (umask mode, no symlink followed) with `source`'s bytes."""
+    src = os.open(source, os.O_RDONLY | NO_FOLLOW)
+    try:
+        dst = open_own(target)
+        try:
+            size = os.fstat(src).st_size
+            copied = 0
+            try:
+                while copied < size:
+                    step = os.copy_file_range(src, dst, size - copied)
+                    if step == 0:
+                        break
+                    copied += step
+            except OSError:          # an old kernel or another file system: read and write
+                os.lseek(src, copied, os.SEEK_SET)
+                while chunk := os.read(src, 1 << 20):
+                    os.write(dst, chunk)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def format_messages(messages: list[dict[str, Any]]) -> str:
@@ -35,6 +72,8 @@ class CallLogWriter:
     def __init__(self, directory: Path, store: Path | None = None):
         self.directory = directory
         self.pending = directory / PENDING
+        if self.pending.is_symlink():                       # planted: removing a link leaves its target alone
+            self.pending.unlink()
         shutil.rmtree(self.pending, ignore_errors=True)     # leftovers of a killed run
         self.pending.mkdir(parents=True, exist_ok=True)
         self._pending = str(self.pending)
@@ -54,24 +93,23 @@ class CallLogWriter:
         body = f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n"
         # Debug output: one plain write, no fsync (results and the cache carry durability);
         # os-level calls, as a cached run writes hundreds of these in a fraction of a second.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        fd = open_own(path)
         try:
-            os.write(fd, body.encode("utf-8"))
+            os.write(fd, utf8(body))
         finally:
             os.close(fd)
         return path
 
     def reuse(self, item: int, seq: int, model: str, key: str) -> bool:
-        """Log a cache hit as the kept log of the call that produced its answer, if there is one."""
+        """Log a cache hit as a copy of the kept log of the call that produced its answer, if there is one."""
         if self._store is None:
             return False
         try:
-            os.link(os.path.join(self._store, f"{key}.txt"), self._path(item, seq, model))
+            copy_file(os.path.join(self._store, f"{key}.txt"), self._path(item, seq, model))
             return True
         except FileNotFoundError:
             return False
-        except OSError:                 # another file system, or links not allowed: write instead
-            self._store = None
+        except OSError:                 # unreadable, or a link planted in the store: write instead
             return False
 
     def keep(self, path: str, key: str) -> None:
@@ -79,16 +117,21 @@ class CallLogWriter:
         if self._store is None:
             return
         kept = os.path.join(self._store, f"{key}.txt")
+        # A copy renamed into place: a concurrent reader never sees half, and an answer asked
+        # again (--no-cache) replaces the old log.
+        temp = os.path.join(self._store, f".{key}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
         try:
-            try:
-                os.link(path, kept)
-            except FileExistsError:     # the answer was asked again (--no-cache): the new log
-                os.unlink(kept)
-                os.link(path, kept)
+            copy_file(path, temp)
+            os.replace(temp, kept)
         except FileNotFoundError:
             pass
         except OSError:
             self._store = None
+        finally:
+            try:
+                os.unlink(temp)
+            except OSError:             # renamed into place, or never made
+                pass
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
@@ -103,9 +146,10 @@ class CallLogWriter:
             counters[model] = counters.get(model, 0) + 1
             moves.append((name, f"{model}_{counters[model]:04d}_item{int(item)}.txt"))
         kept = {target for _, target in moves}
-        for stale in self.directory.glob("*_[0-9][0-9][0-9][0-9]*.txt"):
-            if stale.name not in kept:                          # the rest are replaced in place
-                stale.unlink()
+        for stale in os.scandir(self.directory):
+            if stale.name not in kept and LOG_NAME.fullmatch(stale.name) and \
+                    (stale.is_symlink() or stale.is_file(follow_symlinks=False)):
+                os.unlink(stale.path)                           # the rest are replaced in place
         folder = str(self.directory)
         for name, target in moves:
             os.replace(os.path.join(self._pending, name), os.path.join(folder, target))

@@ -25,8 +25,9 @@ from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.safetext import clean_text, clean_value
 from runner.stores.json_cache import JsonCache
-from runner.stores.llm_cache import request_key
+from runner.stores.llm_cache import request_key, usable
 
 if TYPE_CHECKING:
     from runner.llm.batch import BatchCollector
@@ -152,14 +153,14 @@ class LLMService:
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
-        messages = [dict(m) for m in request.messages]
+        messages = [clean_value(dict(m)) for m in request.messages]     # what is sent, keyed and logged is UTF-8
         schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else self.cache.get(key)
+            cached = None if self.options.no_cache else usable(self.cache.get(key))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -187,7 +188,7 @@ class LLMService:
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
                 if completion.text:
-                    completion.text = self.redact(completion.text)     # a model may echo a key it saw
+                    completion.text = self.redact(clean_text(completion.text))     # a model may echo a key it saw
                 problem = self._answer_problem(spec, completion, sampling)
                 if problem:
                     stats.failures += 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runner.llm.spec import ModelSpec
+from runner.llm.usage import usage_of
 from runner.retry import parse_retry_after
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
@@ -163,7 +164,7 @@ class LiteLLMTransport:
     def _completion(litellm: Any, response: Any, spec: ModelSpec) -> Completion:
         choices = list(getattr(response, "choices", None) or [])
         usage_obj = getattr(response, "usage", None)
-        usage = {k: int(getattr(usage_obj, k, 0) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        usage = usage_of(usage_obj, getattr)
         cost = 0.0
         hidden = getattr(response, "_hidden_params", {}) or {}
         if hidden.get("response_cost"):

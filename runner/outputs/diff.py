@@ -11,7 +11,7 @@ from typing import Any
 from runner.errors import RunnerError
 from runner.outputs.manifest import read_manifest
 from runner.outputs.report_view import lookup
-from runner.stores.runs import RESULTS, SUMMARY, newest_group, previous_run, resolve_run, runs_in
+from runner.stores.runs import RESULTS, newest_group, previous_run, read_results, read_summary, resolve_run, runs_in
 
 
 def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
@@ -37,12 +37,7 @@ def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
 
 
 def _load(run: Path) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
-    try:
-        summary = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
-        results = [json.loads(line) for line in (run / RESULTS).read_text(encoding="utf-8").splitlines() if line]
-    except (OSError, ValueError) as exc:
-        raise RunnerError(f"{run}: cannot read its results ({exc})") from None
-    return {int(r.get("index", n + 1)): r for n, r in enumerate(results)}, summary
+    return {r["index"]: r for r in read_results(run)}, read_summary(run)
 
 
 def _leaves(value: Any, prefix: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runner.fileio import OutputError, atomic_write, dumps
+from runner.fileio import OutputError, atomic_write, dumps, open_own, utf8
 
 __all__ = ["OutputError", "ResultsLog", "atomic_write", "dumps"]
 
@@ -21,7 +21,7 @@ class ResultsLog:
         self._size = 0                     # bytes of complete lines written so far
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            self._fd: int | None = open_own(path)
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -29,7 +29,7 @@ class ResultsLog:
         """Write one complete line; on failure cut the file back to its last whole line."""
         if self._fd is None:
             return
-        data = (dumps(result) + "\n").encode("utf-8")
+        data = utf8(dumps(result) + "\n")
         try:
             written = 0
             while written < len(data):

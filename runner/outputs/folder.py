@@ -8,11 +8,31 @@ import os
 from pathlib import Path
 
 from runner.errors import RunnerError
+from runner.fileio import open_own
 
 LOCK_FILE = ".runner.lock"
 # Written last when a run ends: removed first when a run starts, so a killed rerun
 # leaves its partial results.jsonl alone rather than beside the previous run's summary.
 FINISHED_FILES = ("summary.json", "report.md", "report.html")
+LOGS_FOLDER = "llm_logs"
+# Every name a run writes in its folder (exports only with --format).
+RUN_FILES = (LOCK_FILE, "results.jsonl", *FINISHED_FILES, "results.csv", "junit.xml", LOGS_FOLDER)
+
+
+def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
+    """A run never writes over its own input: `--input report.md --out .` is refused."""
+    if input_path is None:
+        return
+    try:
+        source = input_path.resolve()
+        out = out_dir.resolve()
+    except (OSError, RuntimeError):
+        return
+    for name in RUN_FILES:
+        target = out / name
+        if source == target or (name == LOGS_FOLDER and target in source.parents):
+            raise RunnerError(f"--input {input_path}: --out {out_dir} would write over it (a run writes "
+                              f"{name} there); choose another --out or move the input")
 
 
 class OutputFolder:
@@ -26,7 +46,8 @@ class OutputFolder:
         lock = self.path / LOCK_FILE
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            self._refuse_links()
+            fd = open_own(lock, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise RunnerError(f"--out {self.path}: cannot write the output folder: {exc.strerror or exc}") from None
         try:
@@ -46,6 +67,14 @@ class OutputFolder:
             self.release()
             raise RunnerError(f"--out {self.path}: cannot write the output folder: {exc.strerror or exc}") from None
         return self
+
+    def _refuse_links(self) -> None:
+        """A symlink where the run writes a file or its logs could send a write (or the logs'
+        cleanup) outside the folder: refused before anything is written."""
+        for name in RUN_FILES:
+            if (self.path / name).is_symlink():
+                raise RunnerError(f"--out {self.path}: {name} there is a symbolic link; a run never writes "
+                                  "through one: remove it or choose another --out")
 
     def release(self) -> None:
         if self._fd is not None:

@@ -6,7 +6,6 @@ what a step does beyond the StepInfo the catalog gives it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ from typing import Any
 import jinja2
 
 import runner.pipeline.templating as templating
-from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
+from runner.errors import ConfigError, InputError, Problem, RunnerError, did_you_mean, unknown
+from runner.jsonread import read_json
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.model import Pipeline, StepSpec
@@ -271,9 +271,9 @@ class _Checker:
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
         try:
-            Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))
-        except json.JSONDecodeError as exc:
-            self.add(path, f"schema '{name}' is not valid JSON: {exc}")
+            Draft202012Validator.check_schema(read_json(found))
+        except InputError as exc:
+            self.add(path, f"schema '{name}': {exc}")
         except SchemaError as exc:
             self.add(path, f"schema '{name}' is not a valid JSON Schema: {exc.message}")
 

@@ -9,7 +9,6 @@ allow additional ones explicitly: the schema is what the prompt asks the model f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 from jinja2 import nodes
 
 import runner.pipeline.templating as templating
-from runner.errors import did_you_mean
+from runner.errors import InputError, did_you_mean
+from runner.jsonread import read_json
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}
@@ -90,8 +90,8 @@ class ShapeContext:
             return None
         if value not in self._answers:
             try:
-                loaded = json.loads((self.schemas_dir / value).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                loaded = read_json(self.schemas_dir / value)
+            except InputError:
                 loaded = None
             self._answers[value] = loaded if isinstance(loaded, dict) else None
         return self._answers[value]

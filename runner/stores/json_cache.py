@@ -3,13 +3,16 @@ search results."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
+from runner.jsonread import parse_json
 from runner.pipeline.model import Pipeline, StepSpec
+from runner.safetext import dumps
+
+MAX_ENTRY_CHARS = 256 * 2**20        # an entry past this was not written by runner: asked again
 
 
 class CacheUnusable(RunnerError):
@@ -27,11 +30,17 @@ class JsonCache:
                                 "or remove it to start an empty cache") from None
 
     def get(self, key: str) -> Any:
+        """The value, or None when there is none or the entry cannot be read (it is asked again)."""
         raw = self._cache.get(key)
-        return json.loads(raw) if isinstance(raw, str) else None
+        if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
+            return None
+        try:
+            return parse_json(raw, key)
+        except InputError:
+            return None
 
     def set(self, key: str, value: Any) -> None:
-        self._cache.set(key, json.dumps(value, ensure_ascii=False))
+        self._cache.set(key, dumps(value))
 
     def close(self) -> None:
         self._cache.close()

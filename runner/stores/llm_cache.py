@@ -10,7 +10,22 @@ import hashlib
 import json
 from typing import Any
 
+from runner.llm.usage import usage_of
+from runner.safetext import clean_text, utf8
+
 CACHE_FORMAT = 1
+
+
+def usable(cached: Any) -> dict[str, Any] | None:
+    """A cached answer as the service reads it, or None (asked again) when the entry is not
+    one: whatever a cache file holds, a rerun never fails on it."""
+    if not isinstance(cached, dict) or not isinstance(cached.get("content"), str):
+        return None
+    finish = cached.get("finish_reason")
+    model = cached.get("model")
+    return {**cached, "content": clean_text(cached["content"]), "usage": usage_of(cached.get("usage")),
+            "finish_reason": clean_text(finish) if isinstance(finish, str) else None,
+            **({"model": clean_text(model)} if isinstance(model, str) else {})}
 
 
 def _canonical(value: Any) -> str:
@@ -46,4 +61,4 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
     if output_schema is not None:
         before, after = canonical.rsplit(SCHEMA_SLOT, 1)
         canonical = f"{before}\"output_schema\":{_schema_text(output_schema)}{after}"
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(utf8(canonical)).hexdigest()

@@ -6,12 +6,12 @@ LLM cache holds; failed items are never stored."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps
+from runner.jsonread import parse_json, read_text
 
 DEFAULT_STORE = "memo.json"
 
@@ -23,10 +23,11 @@ class MemoStore:
         self.hits = 0
         self.stored = 0
         if path.exists():
+            text = read_text(path)
             try:
-                loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
-            except json.JSONDecodeError as exc:
-                raise RunnerError(f"{path}: memo store is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+                loaded = parse_json(text or "{}", str(path))
+            except InputError as exc:
+                raise RunnerError(f"memo store {exc}") from None
             if not isinstance(loaded, dict):
                 raise RunnerError(f"{path}: memo store must be a JSON object of key -> result")
             self.entries = loaded

@@ -26,9 +26,11 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write
+from runner.jsonread import read_json, read_json_lines
 
 LATEST = "latest"
 LATEST_PARTIAL = "latest-partial"
@@ -69,6 +71,14 @@ def new_run_dir(group: Path, now: datetime | None = None) -> Path:
         except FileExistsError:
             continue
     raise RunnerError(f"{group}: cannot make a new run folder for {stamp}")
+
+
+def remove_if_empty(run_dir: Path) -> None:
+    """Remove a run folder that holds nothing (its run failed before writing)."""
+    try:
+        run_dir.rmdir()
+    except OSError:                 # not empty, or already gone
+        pass
 
 
 def mark_latest(run_dir: Path) -> None:
@@ -153,3 +163,38 @@ def newest_group(reports: Path = Path("reports")) -> Path | None:
     """The group under reports/<pipeline>/<group>/ whose latest run (complete or not) finished last."""
     pointers = [p for name in POINTERS for p in reports.glob(f"*/*/{name}") if p.is_file()]
     return max(pointers, key=lambda p: p.stat().st_mtime).parent if pointers else None
+
+
+def is_item_number(value: Any) -> bool:
+    """An item's `index`: a whole number from 1 (never a bool, a float or a text)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+
+
+def read_results(folder: Path) -> list[dict[str, Any]]:
+    """A run's results, each an object with an item number (a line without `index` takes
+    its line number); anything else is a message naming the file and line."""
+    path = folder / RESULTS
+    results = []
+    for number, result in read_json_lines(path):
+        if not isinstance(result, dict):
+            raise InputError(f"{path}:{number}: not a result (a JSON object), but {type(result).__name__}")
+        index = result.setdefault("index", number)
+        if not is_item_number(index):
+            raise InputError(f"{path}:{number}: index {str(index)[:40]!r} is not an item number")
+        results.append(result)
+    return results
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A run's summary.json ({} when there is none), checked where commands read it."""
+    path = folder / SUMMARY
+    if not path.is_file():
+        return {}
+    summary = read_json(path)
+    if not isinstance(summary, dict):
+        raise InputError(f"{path}: not a run summary (a JSON object), but {type(summary).__name__}")
+    if not isinstance(summary.get("count_by", ""), (str, type(None))):
+        raise InputError(f"{path}: count_by is not a field name")
+    if not isinstance(summary.get("counts", {}), (dict, type(None))):
+        raise InputError(f"{path}: counts is not an object of value -> count")
+    return summary

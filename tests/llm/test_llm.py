@@ -259,10 +259,10 @@ def test_logs_numbered_in_item_order(project, env):
     assert "Question 3" in (logs / "m_0003_item3.txt").read_text()
     before = {p.name: p.read_text() for p in logs.iterdir()}
     run(path, items, out="again")                      # cached calls are logged too: the exchange that
-    again = project.root / "again" / "llm_logs"        # produced the answer, linked in from the cache
+    again = project.root / "again" / "llm_logs"        # produced the answer, copied in from the cache
     assert {p.name: p.read_text() for p in again.iterdir()} == before
     kept = project.root / "cache" / "call_logs"
-    assert sorted(p.stat().st_nlink for p in kept.iterdir()) == [3, 3, 3]       # the cache and both runs
+    assert sorted(p.stat().st_nlink for p in kept.iterdir()) == [1, 1, 1]       # copies: nothing shared (issue 31)
 
 
 def test_a_cached_call_without_a_kept_log_is_written_and_kept(project, env, monkeypatch):
@@ -276,9 +276,10 @@ def test_a_cached_call_without_a_kept_log_is_written_and_kept(project, env, monk
     run(path, items, out="again")
     log = project.root / "again" / "llm_logs" / "m_0001_item1.txt"
     assert log.read_text().startswith("=== PROMPT ===\nQuestion 1\n")
-    assert [p.stat().st_ino for p in kept.iterdir()] == [log.stat().st_ino]
-    # Where links cannot be made (another file system), logs are written.
-    monkeypatch.setattr("os.link", lambda *a, **k: (_ for _ in ()).throw(OSError(18, "Invalid cross-device link")))
+    assert [p.read_text() for p in kept.iterdir()] == [log.read_text()]
+    # Where the kernel cannot copy between the files (another file system), they are read and written.
+    monkeypatch.setattr("os.copy_file_range",
+                        lambda *a, **k: (_ for _ in ()).throw(OSError(18, "Invalid cross-device link")))
     run(path, items, out="elsewhere")
     log = project.root / "elsewhere" / "llm_logs" / "m_0001_item1.txt"
     assert log.stat().st_nlink == 1 and '=== RESPONSE ===\n{"verdict": "yes"}' in log.read_text()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
-from runner.errors import StepError
+from runner.errors import InputError, StepError
+from runner.jsonread import parse_json, read_json
 from runner.llm.service import CallRequest, new_group
 from runner.llm.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside
@@ -35,16 +35,27 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
         return value
     if isinstance(value, str):
         if value.lstrip().startswith("{"):
-            return json.loads(value)
+            return _as_schema(ctx, lambda: parse_json(value, ctx.where("output_schema")))
         cache = ctx.runtime.resource(_answer_schemas)
         if value not in cache:
             folder = ctx.runtime.pipeline.schemas_dir
             path, status = resolve_inside(folder, value)
             if path is None:
                 raise StepError(f"{ctx.where('output_schema')}: {refusal(status, value, folder, 'schemas')}")
-            cache[value] = json.loads(path.read_text(encoding="utf-8"))
+            cache[value] = _as_schema(ctx, lambda: read_json(path))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
+
+
+def _as_schema(ctx: StepContext, read: Callable[[], Any]) -> dict[str, Any]:
+    """A schema read (a file or inline JSON), or StepError saying why it is not one."""
+    try:
+        schema = read()
+    except InputError as exc:
+        raise StepError(f"{ctx.where('output_schema')}: {exc}") from None
+    if not isinstance(schema, dict):
+        raise StepError(f"{ctx.where('output_schema')}: a schema is a JSON object, not {type(schema).__name__}")
+    return schema
 
 
 def _answer_schemas(runtime: Runtime) -> dict[str, Any]:
