@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.errors import NeedsModel, StepError
+from runner.llm.cache import request_key, usable
 from runner.llm.in_flight import ItemsInFlight
 from runner.llm.logs import LOG_STORE, CallLogWriter, format_messages
 from runner.llm.parsing import ParseFailure, parse_answer
@@ -27,7 +28,6 @@ from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.safetext import clean_text, clean_value
 from runner.stores.json_cache import JsonCache
-from runner.stores.llm_cache import request_key, usable
 
 if TYPE_CHECKING:
     from runner.llm.batch import BatchCollector

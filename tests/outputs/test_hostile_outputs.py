@@ -344,8 +344,9 @@ def test_junit_is_well_formed_whatever_the_text(project, cli):
     """)
     assert cli("run", str(path), "--input", str(source), "--out", "out", "--format", "junit").exit_code == 0
     cases = list(ET.parse(project.root / "out" / "junit.xml").iter("testcase"))
-    expected = ["bell \ufffd vt ff end", "non \ufffd \ufffd", "lone \ufffd", "<b>&amp;</b>\ufffd"]   # labels fold spaces
-    assert [case.get("name") for case in cases] == [f"item {n}: {t}" for n, t in enumerate(expected * 2, 1)]
+    # labels show what XML 1.0 refuses (and any control character) as a visible escape
+    expected = ["bell \\x01 vt \\x0b ff \\x0c end", "non \\ufffe \\uffff", "lone \ufffd", "<b>&amp;</b>\\x00"]
+    assert [case.get("name") for case in cases] == [f"item {n} (claim {t})" for n, t in enumerate(expected * 2, 1)]
     assert [case.find("failure") is not None for case in cases] == [True] * 4 + [False] * 4
     errors = [case.find("error") for case in cases[4:]]
     assert all(error is not None and "output.score" in error.get("message") for error in errors)
@@ -508,4 +509,6 @@ def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(proje
         cases = list(ET.parse(project.root / out / "junit.xml").iter("testcase"))
         assert len(cases) == len(HOSTILE)
         assert "&lt;script&gt;" in (project.root / out / "report.html").read_text(encoding="utf-8")
+        markdown = (project.root / out / "report.md").read_text(encoding="utf-8")
+        assert "<script" not in markdown.lower() and "<img" not in markdown.lower()      # H16: no raw HTML
     assert len(fake_llm.requests) == len(HOSTILE)
