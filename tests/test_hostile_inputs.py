@@ -32,3 +32,73 @@ def test_citations_on_one_line_without_a_sentence_end_cost_linear_work(monkeypat
     found = markdown_citations.extract_citations(line * 200)
     assert len(found) == 200 and found[-1]["claim"].endswith("See") and found[-1]["start"] == 1
     assert len(found[-1]["claim"]) <= markdown_citations.MAX_CLAIM_CHARS
+
+
+# ---- H14: every string-building filter, global, method and operator has a size guard ------
+
+@pytest.mark.parametrize("expression, refusal", [
+    ("item.claim | center(2500000000)", "filter 'center' would produce 2,500,000,000"),
+    ("item.claim | indent(2500000000)", "filter 'indent' would produce"),
+    ("'%2500000000d' | format(1)", "filter 'format' would produce"),
+    ("'%*d' | format(2500000000, 1)", "filter 'format' would produce"),
+    ("'%2500000000d' % 1", "'%' would produce"),
+    ("'{:>2500000000}'.format(1)", "format() would produce"),
+    ("('{0:>{1}' ~ '}').format(1, 2500000000)", "format() would produce"),
+    ("item.claim.center(2500000000)", "center() would produce"),
+    ("item.claim.ljust(2500000000)", "ljust() would produce"),
+    ("'1'.zfill(2500000000)", "zfill() would produce"),
+    ("lipsum(n=300000)", "lipsum() would produce 30,000,000 words"),
+    ("(item.claim * 1000000) | wordwrap(1, wrapstring='<br>' * 100)", "filter 'wordwrap' would produce"),
+    ("(item.claim * 1000000) | replace('', 'yyyyyyyyyy')", "filter 'replace' would produce"),
+    ("([item.claim * 1000000] * 9) | join('x' * 5000000)", "filter 'join' would produce"),
+    ("('x' * 9000000).join(['a', 'b', 'c'])", "join() would produce"),
+    ("[1] | batch(2500000000, 0) | list", "filter 'batch' would produce"),
+    ("[1] | slice(2500000000) | list", "filter 'slice' would produce"),
+    ("{'a': [1, 2, 3]} | tojson(indent=2500000000)", "tojson's indent would produce"),
+    ("(item.claim * 6000000) ~ (item.claim * 6000000)", "'~' would produce"),
+])
+def test_string_building_filters_and_operators_refuse_a_huge_result(project, expression, refusal):
+    from helpers import run, write_json
+    path = project.pipeline(f"""
+        version: 1
+        name: t
+        steps: [{{id: echo, uses: compute, with: {{n: "{{{{ item.n }}}}"}}}}]
+        output:
+          n: "{{{{ steps.echo.n }}}}"
+          big: "{{{{ ({expression}) if item.n == 2 else 0 }}}}"
+        """)
+    items = write_json(project.root / "in.json", [{"n": 1, "claim": "x"}, {"n": 2, "claim": "x"}])
+    first, second = run(path, items).results
+    assert first == {"index": 1, "n": 1, "big": 0}
+    assert refusal in second.get("error", ""), second
+    assert "output.big" in second["error"]
+
+
+def test_namespace_doubling_with_tilde_stops_at_the_limit(project):
+    from helpers import run, write_json
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: echo, uses: compute, with: {n: "{{ item.n }}"}}]
+        output:
+          text: "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"
+        """)
+    [only] = run(path, write_json(project.root / "in.json", [{"n": 1}])).results
+    assert "'~' would produce" in only["error"]
+
+
+def test_modest_uses_of_the_guarded_filters_still_work(project):
+    from helpers import run, write_json
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: echo, uses: compute, with: {n: "{{ item.n }}"}}]
+        output:
+          r: "{{ ['a' | center(5), 'a\\nb' | indent(2, first=true), '%03d' | format(7), '%s-%s' % (1, 2),
+                  '{:>4}'.format(item.n), 'x'.ljust(3, '.'), [1, 2, 3] | join(', '), 'a-b' | replace('-', '+'),
+                  [1, 2, 3] | batch(2) | list, {'a': 1} | tojson(indent=2), 'a' ~ item.n ~ 'b',
+                  lipsum(n=1, html=false, min=3, max=5) | wordcount > 2] }}"
+        """)
+    [only] = run(path, write_json(project.root / "in.json", [{"n": 1}])).results
+    assert only["r"] == ["  a  ", "  a\n  b", "007", "1-2", "   1", "x..", "1, 2, 3", "a+b", [[1, 2], [3]],
+                         '{\n  "a": 1\n}', "a1b", True], only
