@@ -17,7 +17,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
 
 MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
 MAX_INT_BITS = 100_000            # about 30,000 decimal digits
@@ -258,3 +258,11 @@ class _BoundedCodeGenerator(CodeGenerator):
 
 
 BoundedSandbox.code_generator_class = _BoundedCodeGenerator
+
+
+class ReadOnlySandbox(BoundedSandbox):
+    """The bounded sandbox without the methods that change a list, dict, set or deque in
+    place (`item.update(...)`): for expressions that only choose, such as `--filter`."""
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        return super().is_safe_attribute(obj, attr, value) and not modifies_known_mutable(obj, attr)

@@ -102,3 +102,26 @@ def test_modest_uses_of_the_guarded_filters_still_work(project):
     [only] = run(path, write_json(project.root / "in.json", [{"n": 1}])).results
     assert only["r"] == ["  a  ", "  a\n  b", "007", "1-2", "   1", "x..", "1, 2, 3", "a+b", [[1, 2], [3]],
                          '{\n  "a": 1\n}', "a1b", True], only
+
+
+# ---- H17: --filter sees a read-only item -------------------------------------------------
+
+@pytest.mark.parametrize("expression", [
+    "item.update({'claim': 'HACKED'}) or item.n == 1",
+    "item.tags.append('HACKED') or item.n == 1",
+    "item.setdefault('claim', 'HACKED') and item.pop('claim') and item.n == 1",
+])
+def test_a_filter_cannot_change_the_items_it_chooses_from(project, cli, expression):
+    from helpers import write_json
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: echo, uses: compute, with: {claim: "{{ item.claim }}", tags: "{{ item.tags }}"}}]
+        output: {claim: "{{ steps.echo.claim }}", tags: "{{ steps.echo.tags }}"}
+        """)
+    items = write_json(project.root / "in.json", [{"n": 1, "claim": "a", "tags": []}, {"n": 2, "claim": "b", "tags": []}])
+    refused = cli("run", str(path), "--input", str(items), "--out", "out", "--filter", expression)
+    assert refused.exit_code == 2 and "unsafe" in refused.stderr, refused.output
+    assert not (project.root / "out" / "results.jsonl").exists()
+    chosen = cli("run", str(path), "--input", str(items), "--out", "out", "--filter", "item.n == 2 and 'b' in item.claim")
+    assert chosen.exit_code == 0 and project.results() == [{"index": 2, "claim": "b", "tags": []}]

@@ -48,7 +48,7 @@ def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
     except (OSError, ValueError) as exc:
         raise RunnerError(f"--failed-from {run}: cannot read {folder / RESULTS} ({exc})") from None
     rule = pass_rule(pipeline)
-    renderer = Renderer(pipeline.prompts_dir)
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     failed = set()
     for result in results:
@@ -84,7 +84,7 @@ def select(pipeline: Pipeline, items: list[Item], selection: Selection) -> list[
 def _filtered(pipeline: Pipeline, items: list[Item], expression: str) -> list[Item]:
     """An item the expression cannot be evaluated on (a missing field) is not selected; an
     expression that fails on every item is a mistake and says why."""
-    renderer = Renderer(pipeline.prompts_dir)
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     kept: list[Item] = []
     first_error: str | None = None

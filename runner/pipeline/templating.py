@@ -22,7 +22,14 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
-from runner.sandbox_limits import MAX_ELEMENTS, BoundedSandbox, bounded_json, bounded_lipsum, guard_filters
+from runner.sandbox_limits import (
+    MAX_ELEMENTS,
+    BoundedSandbox,
+    ReadOnlySandbox,
+    bounded_json,
+    bounded_lipsum,
+    guard_filters,
+)
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -182,10 +189,11 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         return super().get_source(environment, template)
 
 
-def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
+def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
+    sandbox = ReadOnlySandbox if read_only else BoundedSandbox
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
-    env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
+    env = sandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                          keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
@@ -205,8 +213,8 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
 class Renderer:
     """Compiles templated strings once and renders them with a scope."""
 
-    def __init__(self, template_dir: Path | None = None):
-        self.env = make_environment(template_dir)
+    def __init__(self, template_dir: Path | None = None, read_only: bool = False):
+        self.env = make_environment(template_dir, read_only)
         self._compiled: dict[tuple[str, bool], Callable[[Mapping[str, Any]], Any]] = {}
 
     def _compile(self, source: str, bare: bool) -> Callable[[Mapping[str, Any]], Any]:
