@@ -3,9 +3,17 @@ an attack that worked on main and checks it no longer does."""
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
+from helpers import run, write_json
+from runner.errors import ConfigError
 from runner.inputs import markdown_citations
+from runner.pipeline.loader import load_located, load_pipeline
+from runner.pipeline.validated import ValidatedPipelines
 
 # ---- H5: one line of thousands of citations parses in linear work -------------------------
 
@@ -58,7 +66,6 @@ def test_citations_on_one_line_without_a_sentence_end_cost_linear_work(monkeypat
     ("(item.claim * 6000000) ~ (item.claim * 6000000)", "'~' would produce"),
 ])
 def test_string_building_filters_and_operators_refuse_a_huge_result(project, expression, refusal):
-    from helpers import run, write_json
     path = project.pipeline(f"""
         version: 1
         name: t
@@ -75,7 +82,6 @@ def test_string_building_filters_and_operators_refuse_a_huge_result(project, exp
 
 
 def test_namespace_doubling_with_tilde_stops_at_the_limit(project):
-    from helpers import run, write_json
     path = project.pipeline("""
         version: 1
         name: t
@@ -88,7 +94,6 @@ def test_namespace_doubling_with_tilde_stops_at_the_limit(project):
 
 
 def test_modest_uses_of_the_guarded_filters_still_work(project):
-    from helpers import run, write_json
     path = project.pipeline("""
         version: 1
         name: t
@@ -112,7 +117,6 @@ def test_modest_uses_of_the_guarded_filters_still_work(project):
     "item.setdefault('claim', 'HACKED') and item.pop('claim') and item.n == 1",
 ])
 def test_a_filter_cannot_change_the_items_it_chooses_from(project, cli, expression):
-    from helpers import write_json
     path = project.pipeline("""
         version: 1
         name: t
@@ -125,3 +129,47 @@ def test_a_filter_cannot_change_the_items_it_chooses_from(project, cli, expressi
     assert not (project.root / "out" / "results.jsonl").exists()
     chosen = cli("run", str(path), "--input", str(items), "--out", "out", "--filter", "item.n == 2 and 'b' in item.claim")
     assert chosen.exit_code == 0 and project.results() == [{"index": 2, "claim": "b", "tags": []}]
+
+
+# ---- H19: a validated marker holds a keyed hash of what was checked ----------------------
+
+def _forged_marker(project, content: bytes) -> tuple[Path, ValidatedPipelines]:
+    project.prompt("ask.j2", "Question {{ steps.nothing }}\n")          # invalid: no step 'nothing'
+    path = project.pipeline("""
+        version: 1
+        name: v
+        models: {m: {model: openai/m, api_base: "http://127.0.0.1:9/v1"}}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: ask.j2}}]
+        output: {answer: "{{ steps.ask.text }}"}
+        """)
+    memo = ValidatedPipelines(project.root / "cache")
+    data = load_located(path.read_text(encoding="utf-8"), "pipelines/p.yaml").data
+    marker = memo.folder / memo.fingerprint(data, path, project.root)
+    marker.parent.mkdir(parents=True)
+    marker.write_bytes(content)
+    return path, memo
+
+
+@pytest.mark.parametrize("content", [b"", b"0" * 64])
+def test_a_forged_validated_marker_does_not_skip_the_checks(project, content):
+    path, memo = _forged_marker(project, content)
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path, validated=memo)
+    assert "nothing" in str(raised.value)
+
+
+def test_the_marker_key_is_private_and_one_open_to_others_is_not_trusted(project):
+    project.prompt("ask.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: v
+        steps: [{id: echo, uses: compute, with: {q: "{{ item.q }}"}}]
+        output: {q: "{{ steps.echo.q }}"}
+        """)
+    memo = ValidatedPipelines(project.root / "cache")
+    load_pipeline(path, validated=memo)
+    [marker] = memo.folder.iterdir()
+    assert stat.S_IMODE(memo.key_file.stat().st_mode) == 0o600 and len(marker.read_bytes()) == 64
+    assert memo.known(marker.name)
+    os.chmod(memo.key_file, 0o644)            # anyone could have replaced it: its markers mean nothing
+    assert not memo.known(marker.name)
