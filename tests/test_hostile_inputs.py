@@ -173,3 +173,52 @@ def test_the_marker_key_is_private_and_one_open_to_others_is_not_trusted(project
     assert memo.known(marker.name)
     os.chmod(memo.key_file, 0o644)            # anyone could have replaced it: its markers mean nothing
     assert not memo.known(marker.name)
+
+
+# ---- H11: render and sweep send no search request without --allow-calls -------------------
+
+def _search_project(project, fake_llm, monkeypatch) -> tuple[Path, Path]:
+    monkeypatch.setenv("SEARCH_URL", fake_llm.url.rsplit("/v1", 1)[0])
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret-key-1234")
+    fake_llm.script('{"results": [{"title": "t", "url": "u", "content": "c", "score": 0.5}]}')
+    path = project.pipeline("""
+        version: 1
+        name: s
+        env: [SEARCH_URL, TAVILY_API_KEY]
+        params: {depth: basic}
+        steps:
+          - id: found
+            uses: search
+            with: {query: "{{ item.q }}", provider: tavily, api_base: "{{ env.SEARCH_URL }}",
+                   api_key: "{{ env.TAVILY_API_KEY }}", search_depth: "{{ params.depth }}", retries: 0}
+        output:
+          id: "{{ item.id }}"
+          verdict: "{{ 'FOUND' if steps.found.results else 'NONE' }}"
+        summary: {count_by: verdict}
+        """)
+    items = write_json(project.root / "in.json", [{"id": n, "q": f"query {n}"} for n in range(1, 4)])
+    (project.root / "labels.jsonl").write_text("".join(f'{{"id": {n}, "label": "FOUND"}}\n' for n in range(1, 4)))
+    return path, items
+
+
+def test_render_sends_no_search_request(project, cli, fake_llm, monkeypatch):
+    path, items = _search_project(project, fake_llm, monkeypatch)
+    result = cli("render", str(path), "--input", str(items))
+    assert result.exit_code == 0, result.output
+    assert fake_llm.requests == []
+    assert "needs a model answer that is not cached: search tavily 'query 1'" in result.output
+    assert cli("run", str(path), "--input", str(items), "--item", "1", "--out", "out").exit_code == 0
+    assert len(fake_llm.requests) == 1 and project.results() == [{"index": 1, "id": 1, "verdict": "FOUND"}]
+    cached = cli("render", str(path), "--input", str(items), "--item", "1")      # a cached search is shown
+    assert cached.exit_code == 0 and "not cached" not in cached.output and len(fake_llm.requests) == 1
+
+
+def test_sweep_sends_no_search_request_without_allow_calls(project, cli, fake_llm, monkeypatch):
+    path, items = _search_project(project, fake_llm, monkeypatch)
+    args = ["sweep", str(path), "--input", str(items), "--labels", "labels.jsonl", "--key", "id", "--truth", "label",
+            "--grid", "params.depth=basic,advanced", "--out", "sweep"]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    assert fake_llm.requests == []
+    assert cli(*args, "--allow-calls").exit_code == 0
+    assert len(fake_llm.requests) == 6 and all(r.path.endswith("/search") for r in fake_llm.requests)

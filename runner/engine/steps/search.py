@@ -7,6 +7,7 @@ from typing import Any
 
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step, register
+from runner.errors import NeedsModel
 from runner.pipeline.result_shapes import closed
 from runner.search import SearchFailed, SearchRequest, cache_key, get_provider
 from runner.stores.json_cache import JsonCache
@@ -46,6 +47,9 @@ class Search(Step):
         cached = None if ctx.runtime.options.no_cache else cache.get(key)
         if cached is not None:
             return {"results": cached, "error": None, "cached": True}
+        if found.network and ctx.runtime.options.render:
+            raise NeedsModel(f"search {found.name} {request.query[:80]!r} (render and a sweep's cached pass "
+                             "send no request)")
         try:
             results = await found.search(request)
         except SearchFailed as exc:
