@@ -140,7 +140,7 @@ def _forged_marker(project, content: bytes) -> tuple[Path, ValidatedPipelines]:
         name: v
         models: {m: {model: openai/m, api_base: "http://127.0.0.1:9/v1"}}
         steps: [{id: ask, uses: llm, with: {model: m, prompt: ask.j2}}]
-        output: {answer: "{{ steps.ask.text }}"}
+        output: {answer: "{{ steps.ask.raw }}"}
         """)
     memo = ValidatedPipelines(project.root / "cache")
     data = load_located(path.read_text(encoding="utf-8"), "pipelines/p.yaml").data
@@ -222,3 +222,104 @@ def test_sweep_sends_no_search_request_without_allow_calls(project, cli, fake_ll
     assert fake_llm.requests == []
     assert cli(*args, "--allow-calls").exit_code == 0
     assert len(fake_llm.requests) == 6 and all(r.path.endswith("/search") for r in fake_llm.requests)
+
+
+# ---- H4: credentials in a URL never reach what runner writes or prints ------------------
+
+PASSWORD = "pw-SECRET-4711"
+FAKE_MLFLOW = '''
+_uri = None
+
+
+def set_tracking_uri(uri):
+    global _uri
+    _uri = uri
+
+
+def _refused():
+    # What MLflow's own errors look like: the whole URI, and the password on its own.
+    return Exception(f"API request to {_uri}/api/2.0/mlflow/experiments/get-by-name failed "
+                     f"(auth admin/''' + PASSWORD + ''' refused)")
+
+
+def set_experiment(name):
+    raise _refused()
+
+
+def log_feedback(**kwargs):
+    raise _refused()
+'''
+
+
+@pytest.fixture
+def leaky_mlflow(project, monkeypatch):
+    (project.root / "fake_site" / "mlflow").mkdir(parents=True)
+    (project.root / "fake_site" / "mlflow" / "__init__.py").write_text(FAKE_MLFLOW)
+    (project.root / "fake_site" / "mlflow" / "entities.py").write_text("class AssessmentSource:\n"
+                                                                       "    def __init__(self, **kw): pass\n")
+    monkeypatch.syspath_prepend(str(project.root / "fake_site"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://admin:{PASSWORD}@127.0.0.1:9")
+    yield
+    import sys
+    for name in ("mlflow", "mlflow.entities"):
+        sys.modules.pop(name, None)
+
+
+def test_a_tracking_uri_password_never_reaches_the_run_folder_or_stderr(project, cli, leaky_mlflow):
+    project.pipeline("""
+        version: 1
+        name: plain
+        steps: [{id: c, uses: compute, with: {x: "{{ item.n * 2 }}"}}]
+        output: {x: "{{ steps.c.x }}"}
+        tracing: {backend: mlflow}
+        """)
+    write_json(project.root / "in.json", [{"n": 1}])
+    done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
+    assert done.exit_code == 0 and project.results() == [{"index": 1, "x": 2}]
+    [warning] = project.summary()["run_warnings"]
+    assert "tracing (mlflow) is off" in warning and "http://***@127.0.0.1:9/api" in warning, warning
+    for name in ("summary.json", "report.md", "report.html", "results.jsonl"):
+        assert PASSWORD not in (project.root / "out" / name).read_text(encoding="utf-8"), name
+    assert PASSWORD not in done.output
+
+
+def test_feedback_never_prints_the_tracking_uri_password(project, cli, leaky_mlflow):
+    store = write_json(project.root / "out" / "verification_map.json",
+                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"}})
+    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--down")
+    assert done.exit_code == 0 and "not logged to MLflow at http://127.0.0.1:9" in done.stderr
+    assert PASSWORD not in done.stderr and "***" in done.stderr
+
+
+def test_an_api_base_password_never_reaches_an_item_error_or_the_cli(project, cli, monkeypatch):
+    project.prompt("ask.j2", "Question {{ item.q }}\n")
+    text = """
+        version: 1
+        name: creds
+        env: [BASE]
+        models: {m: {model: openai/m, api_base: "API_BASE", retries: 0}}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: ask.j2}}]
+        output: {answer: "{{ steps.ask.raw }}"}
+        """
+    write_json(project.root / "in.json", [{"q": "x"}])
+    project.pipeline(text.replace("API_BASE", f"http://admin:{PASSWORD}@127.0.0.1:9/v1"))
+    refused = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
+    assert refused.exit_code == 2 and "models.m.api_base" in refused.stderr and PASSWORD not in refused.stderr
+    monkeypatch.setenv("BASE", f"http://admin:{PASSWORD}@127.0.0.1:9/v1")
+    project.pipeline(text.replace("API_BASE", "{{ env.BASE }}"))
+    done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
+    [only] = project.results()
+    assert "error" in only and PASSWORD not in only["error"]
+    for path in (project.root / "out").rglob("*"):
+        if path.is_file():
+            assert PASSWORD not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert PASSWORD not in done.output
+
+
+def test_redact_hides_url_user_information_and_remembered_passwords(monkeypatch):
+    from runner.redact import redact, remember_url
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert redact("see https://bob:s3cr%40t@host:1/x and ftp://TOKEN123@h/") == "see https://***@host:1/x and ftp://***@h/"
+    assert redact("mail bob@example.org, http://host/a@b") == "mail bob@example.org, http://host/a@b"
+    remember_url("http://u:only-here-99@127.0.0.1/")
+    assert redact("password only-here-99 rejected") == "password *** rejected"

@@ -16,6 +16,7 @@ import runner.cli.tools as cli_tools
 from runner import __version__
 from runner.cli.common import CacheDirOpt, cache_dir_of
 from runner.errors import RunnerError
+from runner.redact import redact
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,7 +28,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except RunnerError as exc:
-            typer.echo(str(exc), err=True)
+            typer.echo(redact(str(exc)), err=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as stop:
             typer.echo("interrupted: finished items are written", err=True)
@@ -80,7 +81,7 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
             pipeline = load_pipeline(path, set_ or [])
             typer.echo(f"{path}: ok ({len(pipeline.steps)} steps)")
         except RunnerError as exc:
-            typer.echo(str(exc), err=True)
+            typer.echo(redact(str(exc)), err=True)
             failed = True
     raise typer.Exit(2 if failed else 0)
 
@@ -227,7 +228,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
     entry = record_feedback(store, trace_id, up, rationale, user, name,
-                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
+                            warn=lambda message: typer.echo(f"warning: {redact(message)}", err=True))
     where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 

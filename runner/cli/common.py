@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from runner.errors import RunnerError
+from runner.redact import redact
 
 CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
                                                   help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
@@ -20,5 +21,5 @@ def cache_dir_of(value: Path | None) -> Path:
 
 def fail(exc: RunnerError) -> None:
     """A user-fixable error: its message on stderr, its exit code (2), no traceback."""
-    typer.echo(str(exc), err=True)
+    typer.echo(redact(str(exc)), err=True)
     raise typer.Exit(exc.exit_code)

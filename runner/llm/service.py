@@ -23,6 +23,7 @@ from runner.llm.spec import ModelSpec
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.redact import redact as redact_urls
 from runner.stores.json_cache import JsonCache
 from runner.stores.llm_cache import request_key
 
@@ -123,6 +124,7 @@ class LLMService:
         return self._secret_list[1]
 
     def redact(self, text: str) -> str:
+        text = redact_urls(text)
         for secret in self._secrets():
             if secret in text:
                 text = text.replace(secret, "***")
