@@ -3,12 +3,15 @@ an attack that worked on main and checks it no longer does."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
+from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import ConfigError
 from runner.inputs import markdown_citations
@@ -323,3 +326,99 @@ def test_redact_hides_url_user_information_and_remembered_passwords(monkeypatch)
     assert redact("mail bob@example.org, http://host/a@b") == "mail bob@example.org, http://host/a@b"
     remember_url("http://u:only-here-99@127.0.0.1/")
     assert redact("password only-here-99 rejected") == "password *** rejected"
+
+
+# ---- H9: structured output falls back only on a refusal of the format, per schema shape ----
+
+ANSWER = json.dumps({"verdict": "yes", "reason": "r"})
+
+
+def _formats(server) -> list[str | None]:
+    return [(r.body.get("response_format") or {}).get("type") for r in server.requests]
+
+
+@pytest.fixture
+def llm_env(fake_llm, monkeypatch):
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    return fake_llm
+
+
+def _state(project) -> dict:
+    path = project.root / "cache" / "structured_output.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@pytest.mark.parametrize("status, body", [
+    (400, '{"error": "Missing information: the messages must not be empty"}'),
+    (400, '{"error": "invalid value for max_tokens (the format of an integer)"}'),
+    (500, '{"error": "invalid chat template formatting, try again"}'),
+])
+def test_an_error_that_does_not_refuse_the_format_never_downgrades(project, llm_env, status, body):
+    from test_llm import llm_pipeline
+    llm_env.script(Reply(status=status, raw_body=body), Reply(ANSWER))
+    outcome = run(llm_pipeline(project, retries=1), write_json(project.root / "in.json", [{"q": "1"}]))
+    assert set(_formats(llm_env)) == {"json_schema"}
+    assert _state(project) == {}
+    if status == 500:                                   # transient: retried with the same format
+        assert outcome.results[0]["verdict"] == "yes" and len(llm_env.requests) == 2
+
+
+def test_a_schema_the_server_cannot_convert_downgrades_only_that_schema(project, llm_env):
+    from test_llm import SCHEMA, llm_pipeline
+    hard = {**SCHEMA, "properties": {**SCHEMA["properties"], "n": {"type": "integer", "multipleOf": 3}}}
+    llm_env.script(Reply(status=400, raw_body='{"error": "json_schema conversion failed: unsupported multipleOf"}'),
+                   when=lambda body: (body.get("response_format") or {}).get("type") == "json_schema"
+                   and "multipleOf" in json.dumps(body["response_format"]))
+    llm_env.script(ANSWER)
+    path = llm_pipeline(project)
+    project.schema("answer.schema.json", hard)
+    assert run(path, write_json(project.root / "in.json", [{"q": "1"}])).results[0]["verdict"] == "yes"
+    assert _formats(llm_env) == ["json_schema", "json_object"]
+    [entry] = _state(project).values()
+    assert entry["mode"] == "json_object" and entry["until"] > time.time() + 86400
+    llm_env.reset()
+    llm_env.script(ANSWER)
+    project.schema("answer.schema.json", SCHEMA)        # another schema on the same endpoint
+    assert run(path, write_json(project.root / "in.json", [{"q": "2"}])).results[0]["verdict"] == "yes"
+    assert _formats(llm_env) == ["json_schema"]
+
+
+def test_a_learned_format_expires(project, llm_env):
+    from test_llm import SCHEMA, llm_pipeline
+
+    from runner.llm.structured import FILE, schema_shape
+    llm_env.script(ANSWER)
+    path = llm_pipeline(project)
+    key = f"{llm_env.url.rstrip('/')} openai/m1 {schema_shape(SCHEMA)}"
+    (project.root / "cache").mkdir()
+    (project.root / "cache" / FILE).write_text(json.dumps({key: {"mode": "none", "until": time.time() - 1}}))
+    run(path, write_json(project.root / "in.json", [{"q": "1"}]))
+    assert _formats(llm_env) == ["json_schema"]
+
+
+def test_concurrent_learners_keep_each_others_formats(tmp_path):
+    from runner.llm.spec import build_spec
+    from runner.llm.structured import FILE, FormatChoices
+    from runner.llm.transport import TransportError
+    refusal = TransportError("http", "HTTP 400", 400)
+    refusal.body = '{"error": "response_format json_schema is not supported"}'
+    first, second = FormatChoices(tmp_path), FormatChoices(tmp_path)
+    spec_a = build_spec("a", {"model": "openai/a", "api_base": "http://127.0.0.1:1/v1"})
+    spec_b = build_spec("b", {"model": "openai/b", "api_base": "http://127.0.0.1:2/v1"})
+    assert first.first(spec_a, {"type": "object"}) == second.first(spec_b, {"type": "object"}) == "json_schema"
+    assert first.fall_back(spec_a, "json_schema", refusal, {"type": "object"}) == "json_object"
+    assert second.fall_back(spec_b, "json_schema", refusal, {"type": "object"}) == "json_object"
+    third = FormatChoices(tmp_path)
+    assert third.first(spec_a, {"type": "object"}) == third.first(spec_b, {"type": "object"}) == "json_object"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != FILE + ".lock") == [FILE]
+
+
+def test_a_deeply_nested_state_file_is_ignored_with_one_warning(project, llm_env, capfd):
+    from test_llm import llm_pipeline
+    llm_env.script(ANSWER)
+    path = llm_pipeline(project)
+    (project.root / "cache").mkdir()
+    (project.root / "cache" / "structured_output.json").write_text("[" * 200_000 + "]" * 200_000)
+    outcome = run(path, write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}]))
+    assert [r.get("verdict") for r in outcome.results] == ["yes", "yes"], outcome.results
+    assert capfd.readouterr().err.count("ignoring") == 1

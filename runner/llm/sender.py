@@ -70,7 +70,7 @@ class Sender:
                 return await self._attempts(spec, messages, sampling, schema, mode, stats)
             except FormatRejected as rejected:
                 error = rejected.error
-                following = self.formats.fall_back(spec, rejected.mode, error)
+                following = self.formats.fall_back(spec, rejected.mode, error, schema)
                 if following is None:
                     raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format "
                                                      f"{rejected.mode}: set models.{spec.name}.structured_output "
@@ -106,7 +106,7 @@ class Sender:
                     except BudgetSpent as exc:
                         raise TransportError("budget", str(exc)) from None
                 # Calls that queued while another learned the endpoint's format use it too.
-                mode = self.formats.settled(spec, mode)
+                mode = self.formats.settled(spec, mode, schema)
                 params = dict(sampling)
                 wanted = response_format(mode, schema)
                 if wanted is not None:

@@ -153,7 +153,7 @@ class LLMService:
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
-            mode = self.sender.formats.first(spec) if schema is not None else "none"
+            mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else self.cache.get(key)
             seq = self._next_seq(request.item)
