@@ -47,6 +47,13 @@ def test_citations_on_one_line_without_a_sentence_end_cost_linear_work(monkeypat
 
 # ---- H14: every string-building filter, global, method and operator has a size guard ------
 
+def _outputs(project, output: dict[str, str], records: list[dict]) -> list[dict]:
+    """The results of `records` through one compute step and these output templates."""
+    path = project.pipeline(json.dumps({"version": 1, "name": "t", "output": output,
+                                        "steps": [{"id": "echo", "uses": "compute", "with": {"n": "{{ item.n }}"}}]}))
+    return run(path, write_json(project.root / "in.json", records)).results
+
+
 @pytest.mark.parametrize("expression, refusal", [
     ("item.claim | center(2500000000)", "filter 'center' would produce 2,500,000,000"),
     ("item.claim | indent(2500000000)", "filter 'indent' would produce"),
@@ -69,45 +76,28 @@ def test_citations_on_one_line_without_a_sentence_end_cost_linear_work(monkeypat
     ("(item.claim * 6000000) ~ (item.claim * 6000000)", "'~' would produce"),
 ])
 def test_string_building_filters_and_operators_refuse_a_huge_result(project, expression, refusal):
-    path = project.pipeline(f"""
-        version: 1
-        name: t
-        steps: [{{id: echo, uses: compute, with: {{n: "{{{{ item.n }}}}"}}}}]
-        output:
-          n: "{{{{ steps.echo.n }}}}"
-          big: "{{{{ ({expression}) if item.n == 2 else 0 }}}}"
-        """)
-    items = write_json(project.root / "in.json", [{"n": 1, "claim": "x"}, {"n": 2, "claim": "x"}])
-    first, second = run(path, items).results
+    first, second = _outputs(project, {"n": "{{ steps.echo.n }}", "big": f"{{{{ ({expression}) if item.n == 2 else 0 }}}}"},
+                             [{"n": 1, "claim": "x"}, {"n": 2, "claim": "x"}])
     assert first == {"index": 1, "n": 1, "big": 0}
     assert refusal in second.get("error", ""), second
     assert "output.big" in second["error"]
 
 
+def _one_output(project, template: str) -> dict:
+    return _outputs(project, {"r": template}, [{"n": 1}])[0]
+
+
 def test_namespace_doubling_with_tilde_stops_at_the_limit(project):
-    path = project.pipeline("""
-        version: 1
-        name: t
-        steps: [{id: echo, uses: compute, with: {n: "{{ item.n }}"}}]
-        output:
-          text: "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"
-        """)
-    [only] = run(path, write_json(project.root / "in.json", [{"n": 1}])).results
+    only = _one_output(project, "{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                                "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}")
     assert "'~' would produce" in only["error"]
 
 
 def test_modest_uses_of_the_guarded_filters_still_work(project):
-    path = project.pipeline("""
-        version: 1
-        name: t
-        steps: [{id: echo, uses: compute, with: {n: "{{ item.n }}"}}]
-        output:
-          r: "{{ ['a' | center(5), 'a\\nb' | indent(2, first=true), '%03d' | format(7), '%s-%s' % (1, 2),
-                  '{:>4}'.format(item.n), 'x'.ljust(3, '.'), [1, 2, 3] | join(', '), 'a-b' | replace('-', '+'),
-                  [1, 2, 3] | batch(2) | list, {'a': 1} | tojson(indent=2), 'a' ~ item.n ~ 'b',
-                  lipsum(n=1, html=false, min=3, max=5) | wordcount > 2] }}"
-        """)
-    [only] = run(path, write_json(project.root / "in.json", [{"n": 1}])).results
+    only = _one_output(project, "{{ ['a' | center(5), 'a\\nb' | indent(2, first=true), '%03d' | format(7), "
+                                "'%s-%s' % (1, 2), '{:>4}'.format(item.n), 'x'.ljust(3, '.'), [1, 2, 3] | join(', '), "
+                                "'a-b' | replace('-', '+'), [1, 2, 3] | batch(2) | list, {'a': 1} | tojson(indent=2), "
+                                "'a' ~ item.n ~ 'b', lipsum(n=1, html=false, min=3, max=5) | wordcount > 2] }}")
     assert only["r"] == ["  a  ", "  a\n  b", "007", "1-2", "   1", "x..", "1, 2, 3", "a+b", [[1, 2], [3]],
                          '{\n  "a": 1\n}', "a1b", True], only
 
