@@ -64,7 +64,11 @@ def _numbers(values: Any) -> list[int]:
 
 
 def _text_size(value: Any) -> int:
-    return len(value) if isinstance(value, (str, bytes)) else len(repr(value)) if isinstance(value, Sized) else 24
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e18:
+        return len(str(value))
+    return len(repr(value)) if isinstance(value, Sized) else 24
 
 
 def percent_size(template: str, arguments: Any) -> int:
@@ -120,6 +124,20 @@ def _replace_size(s: Any, old: Any, new: Any, count: Any = None) -> int:
     return len(text) + found * max(len(new) - len(old), 0)
 
 
+def _sum_size(iterable: Any, attribute: Any = None, start: Any = 0) -> int:
+    """`[[...]] | sum(start=[])` concatenates: the elements of every list, not the count of lists."""
+    if not isinstance(start, (list, tuple, str)) or attribute is not None:
+        return 0
+    return len(start) + sum(len(part) for part in iterable if isinstance(part, (list, tuple, str)))
+
+
+def _translate_size(s: str, table: Any) -> int:
+    if not isinstance(table, Mapping):
+        return len(s)
+    longest = max((len(value) for value in table.values() if isinstance(value, str)), default=1)
+    return len(s) * max(longest, 1)
+
+
 # name -> the estimated size of its result, from its arguments bound by name (no context).
 FILTER_SIZES: dict[str, Callable[..., int]] = {
     "center": lambda value, width=80: max(len(str(value)), _width(width)),
@@ -132,6 +150,7 @@ FILTER_SIZES: dict[str, Callable[..., int]] = {
     "truncate": lambda s, length=255, killwords=False, end="...", leeway=None: len(str(s)) + len(str(end)),
     "batch": lambda value, linecount, fill_with=None: _width(linecount),
     "slice": lambda value, slices, fill_with=None: _width(slices),
+    "sum": _sum_size,
 }
 
 
@@ -193,6 +212,7 @@ _STR_METHODS: dict[str, Callable[..., int]] = {
     "expandtabs": lambda s, tabsize=8: len(s) + s.count("\t") * _width(tabsize),
     "replace": _replace_size,
     "join": lambda s, iterable: _join_size(iterable, s),
+    "translate": _translate_size,
 }
 
 

@@ -74,6 +74,8 @@ def _outputs(project, output: dict[str, str], records: list[dict]) -> list[dict]
     ("[1] | slice(2500000000) | list", "filter 'slice' would produce"),
     ("{'a': [1, 2, 3]} | tojson(indent=2500000000)", "tojson's indent would produce"),
     ("(item.claim * 6000000) ~ (item.claim * 6000000)", "'~' would produce"),
+    ("([[0] * 100000] * 1000) | sum(start=[])", "filter 'sum' would produce 100,000,000"),
+    ("(item.claim * 1000000).translate({120: 'y' * 1000})", "translate() would produce"),
 ])
 def test_string_building_filters_and_operators_refuse_a_huge_result(project, expression, refusal):
     first, second = _outputs(project, {"n": "{{ steps.echo.n }}", "big": f"{{{{ ({expression}) if item.n == 2 else 0 }}}}"},
@@ -97,9 +99,10 @@ def test_modest_uses_of_the_guarded_filters_still_work(project):
     only = _one_output(project, "{{ ['a' | center(5), 'a\\nb' | indent(2, first=true), '%03d' | format(7), "
                                 "'%s-%s' % (1, 2), '{:>4}'.format(item.n), 'x'.ljust(3, '.'), [1, 2, 3] | join(', '), "
                                 "'a-b' | replace('-', '+'), [1, 2, 3] | batch(2) | list, {'a': 1} | tojson(indent=2), "
-                                "'a' ~ item.n ~ 'b', lipsum(n=1, html=false, min=3, max=5) | wordcount > 2] }}")
+                                "'a' ~ item.n ~ 'b', lipsum(n=1, html=false, min=3, max=5) | wordcount > 2, "
+                                "[[1], [2, 3]] | sum(start=[]), [1, 2] | sum, range(3) | join('-')] }}")
     assert only["r"] == ["  a  ", "  a\n  b", "007", "1-2", "   1", "x..", "1, 2, 3", "a+b", [[1, 2], [3]],
-                         '{\n  "a": 1\n}', "a1b", True], only
+                         '{\n  "a": 1\n}', "a1b", True, [1, 2, 3], 3, "0-1-2"], only
 
 
 # ---- H17: --filter sees a read-only item -------------------------------------------------
