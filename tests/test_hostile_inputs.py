@@ -415,3 +415,17 @@ def test_a_deeply_nested_state_file_is_ignored_with_one_warning(project, llm_env
     outcome = run(path, write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}]))
     assert [r.get("verdict") for r in outcome.results] == ["yes", "yes"], outcome.results
     assert capfd.readouterr().err.count("ignoring") == 1
+
+
+def test_an_api_base_password_never_reaches_the_structured_output_state_or_stderr(project, fake_llm, monkeypatch,
+                                                                                  capfd):
+    from test_llm import llm_pipeline
+    monkeypatch.setenv("FAKE_URL", fake_llm.url.replace("http://", f"http://admin:{PASSWORD}@"))
+    fake_llm.personality = "llama-cpp-python"
+    fake_llm.script(ANSWER)
+    outcome = run(llm_pipeline(project), write_json(project.root / "in.json", [{"q": "1"}]))
+    assert outcome.results[0]["verdict"] == "yes" and _formats(fake_llm) == ["json_schema", "json_object"]
+    state = (project.root / "cache" / "structured_output.json").read_text()
+    assert "127.0.0.1" in state and PASSWORD not in state
+    err = capfd.readouterr().err
+    assert "rejects response_format json_schema" in err and PASSWORD not in err

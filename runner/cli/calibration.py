@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.errors import RunnerError
+from runner.redact import redact
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
 KeyOpt = Annotated[str, typer.Option("--key", help="Field joining labels to results (a.b reads nested fields).")]
@@ -43,7 +44,7 @@ def _exit_codes(interrupted: str) -> Iterator[None]:
     try:
         yield
     except RunnerError as exc:
-        typer.echo(str(exc), err=True)
+        typer.echo(redact(str(exc)), err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         typer.echo(f"interrupted: {interrupted}", err=True)

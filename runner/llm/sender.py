@@ -15,6 +15,7 @@ from runner.llm.limits import BudgetSpent, DailyBudget, ModelGate
 from runner.llm.spec import ModelSpec
 from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
 from runner.llm.transport import Completion, Transport, TransportError
+from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
 
 MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rarely ends differently
@@ -157,8 +158,8 @@ class Sender:
                 # A local server often has one slot and queues the rest until they time out.
                 if spec.endpoint not in self._local:
                     self._local[spec.endpoint] = asyncio.Semaphore(1)
-                    sys.stderr.write(f"runner: {spec.endpoint} is on this machine: sending it one request at a "
-                                     f"time (set models.{spec.name}.limits.concurrency to send more)\n")
+                    sys.stderr.write(redact(f"runner: {spec.endpoint} is on this machine: sending it one request at "
+                                            f"a time (set models.{spec.name}.limits.concurrency to send more)\n"))
                 semaphore = self._local[spec.endpoint]
             self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
         return self._gates[spec.name]

@@ -25,6 +25,7 @@ from typing import Any
 
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import TransportError
+from runner.redact import redact
 
 LADDER = ("json_schema", "json_object", "none")
 FILE = "structured_output.json"
@@ -135,7 +136,7 @@ class FormatChoices:
 
     @staticmethod
     def key(spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
-        return f"{spec.endpoint} {spec.model} {schema_shape(schema)}"
+        return f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}"     # no credentials on disk
 
     def first(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
         return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0], schema)
@@ -159,9 +160,9 @@ class FormatChoices:
         if LADDER.index(learned.get(key, {}).get("mode", LADDER[0])) < LADDER.index(following):
             learned[key] = {"mode": following, "until": time.time() + LEARNED_DAYS * 86400}
             self._save(key)
-            sys.stderr.write(f"runner: {spec.endpoint} ({spec.model}) rejects response_format {rejected} "
-                             f"({brief(error)}); using {following} for it and this answer schema for "
-                             f"{LEARNED_DAYS} days (set models.{spec.name}.structured_output to choose)\n")
+            sys.stderr.write(redact(f"runner: {spec.endpoint} ({spec.model}) rejects response_format {rejected} "
+                                    f"({brief(error)}); using {following} for it and this answer schema for "
+                                    f"{LEARNED_DAYS} days (set models.{spec.name}.structured_output to choose)\n"))
         return following
 
     def _save(self, key: str) -> None:
