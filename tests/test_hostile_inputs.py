@@ -306,6 +306,9 @@ def test_an_api_base_password_never_reaches_an_item_error_or_the_cli(project, cl
     done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
     [only] = project.results()
     assert "error" in only and PASSWORD not in only["error"]
+    assert "http://***@127.0.0.1:9/v1" in only["error"] and project.summary()["hints"]
+    rendered = cli("render", "pipelines/p.yaml", "--input", "in.json")
+    assert "endpoint: http://***@127.0.0.1:9/v1" in rendered.output and PASSWORD not in rendered.output
     for path in (project.root / "out").rglob("*"):
         if path.is_file():
             assert PASSWORD not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -268,7 +268,7 @@ class LLMService:
                  completion: Completion | None, cached: bool = False, error: str | None = None,
                  attempts: int = 0) -> None:
         self.observer.llm_call(LLMCall(
-            request.item, spec.name, spec.model, spec.endpoint, messages,
+            request.item, spec.name, spec.model, redact_urls(spec.endpoint), messages,
             completion.text if completion else None, began, time.time_ns(), cached,
             0 if cached else completion.attempts if completion else attempts,
             completion.usage if completion else {}, error))
@@ -297,7 +297,7 @@ class LLMService:
                 hints.append(f"every call to {', '.join(names)} at {endpoint} failed ({tally.failed} call(s)); "
                              f"the last: {tally.last_error}")
         if hints:
-            out["hints"] = hints
+            out["hints"] = [self.redact(hint) for hint in hints]
         return out
 
     def failed_items(self) -> set[int]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runner.llm.prices import price_of
+from runner.redact import redact
 
 if TYPE_CHECKING:
     from runner.llm.service import RenderSink
@@ -122,5 +123,5 @@ def render_call(sink: RenderSink, spec: ModelSpec, prompt_text: str, cached: dic
         return
     params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
     sink.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
-                      f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
+                      f"endpoint: {redact(spec.endpoint)}; sampling: {params}; structured output: {mode}\n"
                       f"{prompt_text}\n--- end ---\n")
