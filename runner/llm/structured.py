@@ -32,6 +32,7 @@ FILE = "structured_output.json"
 LEARNED_DAYS = 7               # a server may be upgraded: try the better format again after this
 MAX_STATE_BYTES = 1 << 20
 MAX_STATE_DEPTH = 4            # {key: {"mode": ..., "until": ...}} is two deep
+MAX_KEYS = 256
 # What a server's refusal of a response format names, as whole words ("information" or
 # "formatting" are not a format), and the words that say it is refused.
 FORMAT_WORDS = re.compile(r"\b(?:response_format|json_schema|json_object|json[ _-]schema|grammar)\b", re.IGNORECASE)
@@ -98,6 +99,8 @@ class FormatChoices:
         self.file = directory / FILE
         self._learned: dict[str, dict[str, Any]] | None = None
         self._warned = False
+        # (endpoint, model, id(schema)) -> (the schema, kept so its id is not reused; its key)
+        self._keys: dict[tuple[str, str, int], tuple[Any, str]] = {}
 
     def _load(self) -> dict[str, dict[str, Any]]:
         if self._learned is None:
@@ -134,9 +137,15 @@ class FormatChoices:
                              "learned again\n")
         return {}
 
-    @staticmethod
-    def key(spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
-        return f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}"     # no credentials on disk
+    def key(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
+        """Endpoint (without credentials: this goes to disk), model and schema shape; worked
+        out once per schema, not on every call."""
+        slot = (spec.endpoint, spec.model, id(schema))
+        if slot not in self._keys:
+            if len(self._keys) >= MAX_KEYS:      # a schema rendered per item is a new object each time
+                self._keys.clear()
+            self._keys[slot] = (schema, f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}")
+        return self._keys[slot][1]
 
     def first(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
         return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0], schema)
