@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -256,22 +257,17 @@ def leaky_mlflow(project, monkeypatch):
     monkeypatch.syspath_prepend(str(project.root / "fake_site"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://admin:{PASSWORD}@127.0.0.1:9")
     yield
-    import sys
     for name in ("mlflow", "mlflow.entities"):
         sys.modules.pop(name, None)
 
 
 def test_a_tracking_uri_password_never_reaches_the_run_folder_or_stderr(project, cli, leaky_mlflow):
-    project.pipeline("""
-        version: 1
-        name: plain
-        steps: [{id: c, uses: compute, with: {x: "{{ item.n * 2 }}"}}]
-        output: {x: "{{ steps.c.x }}"}
-        tracing: {backend: mlflow}
-        """)
+    project.pipeline(json.dumps({"version": 1, "name": "traced", "tracing": {"backend": "mlflow"},
+                                 "steps": [{"id": "echo", "uses": "compute", "with": {"n": "{{ item.n }}"}}],
+                                 "output": {"n": "{{ steps.echo.n }}"}}))
     write_json(project.root / "in.json", [{"n": 1}])
     done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
-    assert done.exit_code == 0 and project.results() == [{"index": 1, "x": 2}]
+    assert done.exit_code == 0 and project.results() == [{"index": 1, "n": 1}]
     [warning] = project.summary()["run_warnings"]
     assert "tracing (mlflow) is off" in warning and "http://***@127.0.0.1:9/api" in warning, warning
     for name in ("summary.json", "report.md", "report.html", "results.jsonl"):
