@@ -24,6 +24,11 @@ def citations(count: int) -> str:
                     for n in range(count))
 
 
+def one_line(count: int) -> str:
+    """`count` citations on one line with no sentence end: each claim cleaned the whole line."""
+    return "See [a.txt:L1](a.txt) " * count
+
+
 def one_paragraph(size: int) -> str:
     """A `size`-character paragraph of prose with a citation every ~500 characters."""
     sentence = "The committee reviewed the evidence, e.g. the minutes, and found no fault. "
@@ -53,6 +58,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     run("'[a' * n/2, no newline", brackets, (40_000, 80_000))
     run("citations in one paragraph", citations, (10_000, 20_000))
+    run("citations on one line, no sentence end", one_line, (20_000, 40_000))
     run("one-paragraph report (chars)", one_paragraph, (500_000, 1_000_000))
 
 

@@ -1,16 +1,30 @@
-"""Writing files so a reader never sees half of one, and the JSON every output uses.
+"""Writing files so a reader never sees half of one, and reading the JSON files runner reads
+back.
 
 A failed write (disk full, quota, read-only folder) is an OutputError: the run itself
-failed (exit 1), and what was already written stays whole."""
+failed (exit 1), and what was already written stays whole.
+
+Reading (run results and summaries, labels, memo stores): every file with a size and a
+depth limit, every failure a message naming the file and line (InputError, exit 2), never
+a traceback.
+
+Depth: JSON nested past MAX_DEPTH is refused; past the interpreter's recursion limit the
+parser itself stops (RecursionError), which is caught here rather than let through. Text:
+an escaped lone surrogate becomes U+FFFD (runner/safetext.py), so what is read can be
+printed and written again."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from runner.errors import RunnerError
-from runner.safetext import dumps, utf8
+from runner.errors import InputError, RunnerError
+from runner.safetext import clean_value, dumps, utf8
 
 __all__ = ["OutputError", "atomic_write", "dumps", "open_own", "utf8"]
 
@@ -64,3 +78,88 @@ def atomic_write(path: Path, text: str) -> None:
 def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
     """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its place."""
     return os.open(path, flags | NO_FOLLOW, 0o666)
+
+MAX_DEPTH = 200
+MAX_FILE_BYTES = 2 * 2**30           # a whole file read at once (summary, labels, a memo store)
+MAX_LINE_BYTES = 256 * 2**20          # one line of a JSON lines file
+# `"\ud83d"` escaped in JSON parses to a lone surrogate, which no UTF-8 output can hold.
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+class NotJson(InputError):
+    """The text is not JSON at all (as opposed to JSON too deep or too big)."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` levels (iteratively: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(current, dict):
+            stack.extend((v, depth + 1) for v in current.values() if isinstance(v, (dict, list)))
+        elif isinstance(current, list):
+            stack.extend((v, depth + 1) for v in current if isinstance(v, (dict, list)))
+    return False
+
+
+def parse_json(text: str, where: str, line: int | None = None) -> Any:
+    """`text` parsed, or InputError at `where` (`where:line` for one line of a file)."""
+    at = f"{where}:{line}" if line is not None else where
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        position = f"{line}:{exc.colno}" if line is not None else f"{exc.lineno}:{exc.colno}"
+        raise NotJson(f"{where}:{position}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
+    # Only a text with that many brackets can nest that deep: most never pay for the walk.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)")
+    return clean_value(value) if _ESCAPED_SURROGATE.search(text) else value
+
+
+def decode(data: bytes, where: str, first_line: int = 1) -> str:
+    """UTF-8 text (a leading BOM dropped), or an InputError naming the first bad byte's line and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = first_line + before.count(b"\n")
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise InputError(f"{where}:{line}:{column}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise InputError(f"{path}: {size} bytes, more than the {limit} runner reads")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A whole UTF-8 file (a BOM dropped), with the size limit."""
+    return decode(read_bytes(path, limit), str(path))
+
+
+def read_json(path: Path, limit: int = MAX_FILE_BYTES) -> Any:
+    return parse_json(read_text(path, limit), str(path))
+
+
+def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line, read one line at a time."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    with handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"{path}:{number}: a line of more than {MAX_LINE_BYTES} bytes")
+            text = decode(raw, str(path), number)
+            if text.strip():
+                yield number, parse_json(text, str(path), number)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.jsonread import parse_json, read_json_lines, read_text
+from runner.fileio import parse_json, read_json_lines, read_text
 
 NO_PREDICTION = "(no prediction)"
 

@@ -10,6 +10,7 @@ import typer
 from typer.models import CommandFunctionType
 
 from runner.errors import RunnerError
+from runner.redact import redact
 
 FINISHED_ITEMS_WRITTEN = "finished items are written"
 
@@ -23,7 +24,7 @@ def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_W
         try:
             return command(*args, **kwargs)
         except RunnerError as exc:
-            typer.echo(str(exc), err=True)
+            typer.echo(redact(str(exc)), err=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as stop:
             typer.echo(f"interrupted: {interrupted}", err=True)

@@ -9,6 +9,7 @@ import typer
 
 from runner.cli.common import SetOpt
 from runner.errors import RunnerError
+from runner.redact import redact
 
 
 def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline files.")],
@@ -21,7 +22,7 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
             pipeline = load_pipeline(path, set_ or [])
             typer.echo(f"{path}: ok ({len(pipeline.steps)} steps)")
         except RunnerError as exc:
-            typer.echo(str(exc), err=True)
+            typer.echo(redact(str(exc)), err=True)
             failed = True
     raise typer.Exit(2 if failed else 0)
 

@@ -10,6 +10,7 @@ import typer
 
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, cache_dir_of
+from runner.redact import redact
 
 cache_app = RunnerApp(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
 
@@ -29,7 +30,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or fil
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
     entry = record_feedback(store, trace_id, up, rationale, user, name,
-                            warn=lambda message: typer.echo(f"warning: {message}", err=True))
+                            warn=lambda message: typer.echo(f"warning: {redact(message)}", err=True))
     where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
     typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
 

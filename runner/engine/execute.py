@@ -13,6 +13,7 @@ from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
+from runner.redact import redact
 from runner.safetext import clean_value
 from runner.stores.runs import is_item_number
 
@@ -131,13 +132,13 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     if outcome.error:
         # A failed item keeps what it could compute; fields that came out empty are dropped.
         result = {k: v for k, v in result.items() if v is not None}
-        result["error"] = outcome.error
+        result["error"] = redact(outcome.error)
     elif result.get("error") is None:
         result.pop("error", None)      # `error` is present only when there is one
     given = result.pop("warnings", None)
     warnings = [*(given if isinstance(given, list) else [] if given is None else [given]), *outcome.warnings]
     if warnings:
-        result["warnings"] = warnings
+        result["warnings"] = [redact(w) if isinstance(w, str) else w for w in warnings]
     result = clean_value(result)        # one encoding for every output it reaches (runner/safetext.py)
     await runtime.observer.item_end(item, result)
     if memo_key is not None and not outcome.error:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from runner.redact import redact
+
 if TYPE_CHECKING:
     from runner.engine.context import Runtime
 
@@ -14,6 +16,7 @@ def _warnings(runtime: Runtime) -> list[str]:
 
 
 def add_warning(runtime: Runtime, message: str) -> None:
+    message = redact(message)
     warnings = runtime.resource(_warnings)
     if message not in warnings:
         warnings.append(message)

@@ -53,7 +53,7 @@ def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
     except InputError as exc:
         raise InputError(f"--failed-from {run}: {exc}") from None
     rule = item_rule(pipeline)
-    renderer = Renderer(pipeline.prompts_dir)
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     failed = set()
     for result in results:
@@ -89,7 +89,7 @@ def select(pipeline: Pipeline, items: list[Item], selection: Selection) -> list[
 def _filtered(pipeline: Pipeline, items: list[Item], expression: str) -> list[Item]:
     """An item the expression cannot be evaluated on (a missing field) is not selected; an
     expression that fails on every item is a mistake and says why."""
-    renderer = Renderer(pipeline.prompts_dir)
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     kept: list[Item] = []
     first_error: str | None = None

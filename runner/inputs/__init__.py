@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
-from runner.jsonread import decode
+from runner.fileio import decode
 from runner.registry import Registry
 
 Adapter = Callable[[Path, dict[str, Any]], list["Record"]]

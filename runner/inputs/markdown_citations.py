@@ -129,7 +129,9 @@ def _sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:
 def _claim(block: str, masked: str, ends: list[int], position: int) -> str:
     count = bisect_right(ends, position)          # sentence ends at or before the citation
     start = ends[count - 1] if count else 0
-    if not _clean(masked[start:position]) and count:
+    # Only the last MAX_CLAIM_CHARS are ever cleaned: a long span without a sentence end (one
+    # line of thousands of citations) would otherwise be cleaned again for every citation.
+    if not _clean(masked[max(start, position - MAX_CLAIM_CHARS):position]) and count:
         # The citation directly follows a sentence's end: the claim is that sentence.
         position = start
         start = ends[count - 2] if count > 1 else 0

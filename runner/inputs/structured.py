@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
+from runner.fileio import NotJson, parse_json
 from runner.inputs import Record, adapter, decode, read_text
-from runner.jsonread import NotJson, parse_json
 from runner.yamlpos import alias_problem
 
 

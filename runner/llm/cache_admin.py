@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError, RunnerError
-from runner.jsonread import parse_json
+from runner.fileio import parse_json
 from runner.llm.logs import LOG_STORE
 from runner.stores.json_cache import CacheUnusable
 

@@ -15,6 +15,7 @@ from runner.llm.limits import BudgetSpent, DailyBudget, ModelGate
 from runner.llm.spec import ModelSpec
 from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
 from runner.llm.transport import Completion, Transport, TransportError
+from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
 
 MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rarely ends differently
@@ -70,7 +71,7 @@ class Sender:
                 return await self._attempts(spec, messages, sampling, schema, mode, stats)
             except FormatRejected as rejected:
                 error = rejected.error
-                following = self.formats.fall_back(spec, rejected.mode, error)
+                following = self.formats.fall_back(spec, rejected.mode, error, schema)
                 if following is None:
                     raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format "
                                                      f"{rejected.mode}: set models.{spec.name}.structured_output "
@@ -106,7 +107,7 @@ class Sender:
                     except BudgetSpent as exc:
                         raise TransportError("budget", str(exc)) from None
                 # Calls that queued while another learned the endpoint's format use it too.
-                mode = self.formats.settled(spec, mode)
+                mode = self.formats.settled(spec, mode, schema)
                 params = dict(sampling)
                 wanted = response_format(mode, schema)
                 if wanted is not None:
@@ -157,8 +158,8 @@ class Sender:
                 # A local server often has one slot and queues the rest until they time out.
                 if spec.endpoint not in self._local:
                     self._local[spec.endpoint] = asyncio.Semaphore(1)
-                    sys.stderr.write(f"runner: {spec.endpoint} is on this machine: sending it one request at a "
-                                     f"time (set models.{spec.name}.limits.concurrency to send more)\n")
+                    sys.stderr.write(redact(f"runner: {spec.endpoint} is on this machine: sending it one request at "
+                                            f"a time (set models.{spec.name}.limits.concurrency to send more)\n"))
                 semaphore = self._local[spec.endpoint]
             self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
         return self._gates[spec.name]

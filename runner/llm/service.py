@@ -26,6 +26,7 @@ from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.redact import redact as redact_urls
 from runner.safetext import clean_text, clean_value
 from runner.stores.json_cache import JsonCache
 
@@ -130,6 +131,7 @@ class LLMService:
         return self._secret_list[1]
 
     def redact(self, text: str) -> str:
+        text = redact_urls(text)
         for secret in self._secrets():
             if secret in text:
                 text = text.replace(secret, "***")
@@ -158,7 +160,7 @@ class LLMService:
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
-            mode = self.sender.formats.first(spec) if schema is not None else "none"
+            mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else usable(self.cache.get(key))
             seq = self._next_seq(request.item)
@@ -279,7 +281,7 @@ class LLMService:
                  completion: Completion | None, cached: bool = False, error: str | None = None,
                  attempts: int = 0) -> None:
         self.observer.llm_call(LLMCall(
-            request.item, spec.name, spec.model, spec.endpoint, messages,
+            request.item, spec.name, spec.model, redact_urls(spec.endpoint), messages,
             completion.text if completion else None, began, time.time_ns(), cached,
             0 if cached else completion.attempts if completion else attempts,
             completion.usage if completion else {}, error))
@@ -308,7 +310,7 @@ class LLMService:
                 hints.append(f"every call to {', '.join(names)} at {endpoint} failed ({tally.failed} call(s)); "
                              f"the last: {tally.last_error}")
         if hints:
-            out["hints"] = hints
+            out["hints"] = [self.redact(hint) for hint in hints]
         if self._batches is not None and self._batches.models:
             out["batches"] = self._batches.summary()
         return out

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from runner.errors import RunnerError
 from runner.llm.prices import provider_of
+from runner.redact import remember_url
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_TIMEOUT = 120.0
@@ -132,6 +133,7 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         limits = {k: _at_least(f"limits.{k}", v, 0 if k == "requests_per_day" else 1, int)
                   for k, v in (entry.get("limits") or {}).items() if v is not None}
         api_base = (str(entry["api_base"]).rstrip("/") or None) if entry.get("api_base") else None
+        remember_url(api_base or "")
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
         model = str(entry["model"])

@@ -14,7 +14,7 @@ import jinja2
 
 import runner.pipeline.templating as templating
 from runner.errors import ConfigError, InputError, Problem, RunnerError, did_you_mean, unknown
-from runner.jsonread import read_json
+from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.model import Pipeline, StepSpec
@@ -22,6 +22,7 @@ from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
+from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located, load_located
 from runner.yamlpos import Path as DataPath
@@ -146,6 +147,8 @@ class _Checker:
             if "pass_when" in summary:                     # a bare expression over one result
                 self._check_strings(summary["pass_when"], ("summary", "pass_when"), {"params", "env", "result"},
                                     set(), bare=True)
+        for where, message in result_field_problems(self.data):
+            self.add(where, message)
         if self.data.get("memo"):
             self._check_strings(self.data["memo"], ("memo",), base | {"result"}, set())
             for index, name in enumerate(self.data["memo"].get("refresh") or []):
@@ -299,9 +302,27 @@ class _Checker:
             return
         self._check_tree(tree, path, names, seen, "")
 
-    def _check_tree(self, tree: Any, path: DataPath, names: set[str], seen: set[str], prefix: str) -> None:
+    def _check_tree(self, tree: Any, path: DataPath, names: set[str], seen: set[str], prefix: str,
+                    chain: tuple[str, ...] = ()) -> None:
+        at = (lambda line: f"{prefix}line {line}: ") if prefix else (lambda line: "")
+        unknowns = list(unknown_callables(tree, self.prompt_env))
+        for line, message in unknowns:
+            self.add(path, at(line) + message)
+        for named in referenced_templates(tree, self.prompt_env):
+            where = f"{at(named.line) or prefix}{named.keyword} '{named.name}': "
+            if named.problem is not None:
+                self.add(path, where + named.problem)
+            elif named.tree is not None and named.name not in chain:
+                self._check_tree(named.tree, path, names if named.shares_context else set(), seen, where,
+                                 (*chain, named.name))
         known_globals = set(self.prompt_env.globals)
-        for name in sorted(templating.free_names(tree) - names - known_globals):
+        try:
+            free = templating.free_names(tree)
+        except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
+            if not unknowns:
+                self.add(path, f"{prefix}template error: {exc.message}")
+            free = set()
+        for name in sorted(free - names - known_globals):
             hint = did_you_mean(name, names)
             self.add(path, f"{prefix}undefined name '{name}'.{hint}" if hint else
                      f"{prefix}undefined name '{name}' (in scope: {', '.join(sorted(names))})")

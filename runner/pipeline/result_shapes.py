@@ -18,7 +18,7 @@ from jinja2 import nodes
 
 import runner.pipeline.templating as templating
 from runner.errors import InputError, did_you_mean
-from runner.jsonread import read_json
+from runner.fileio import read_json
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}

@@ -7,7 +7,6 @@ Input data is only ever passed in as values, never compiled as a template."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 import uuid
@@ -23,6 +22,14 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
+from runner.pipeline.sandbox_limits import (
+    MAX_ELEMENTS,
+    BoundedSandbox,
+    ReadOnlySandbox,
+    bounded_json,
+    bounded_lipsum,
+    guard_filters,
+)
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -99,7 +106,7 @@ def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
 
 def tojson(value: Any, indent: int | None = None) -> str:
     # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
-    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    return bounded_json(value, indent)
 
 
 _JSON_TYPES = {"str": "string", "string": "string", "text": "string", "int": "integer", "integer": "integer",
@@ -182,48 +189,18 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         return super().get_source(environment, template)
 
 
-# What one `*`, `**` or `+` may produce: a template cannot exhaust the machine.
-MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
-MAX_INT_BITS = 100_000            # about 30,000 decimal digits
-
-
-class BoundedSandbox(SandboxedEnvironment):
-    """The sandbox, with `*`, `**` and `+` refused when their result would be huge."""
-
-    intercepted_binops = frozenset({"*", "**", "+"})
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        size = _result_size(operator, left, right)
-        if size is not None and size[0] > size[1]:
-            raise SecurityError(f"'{operator}' would produce {size[0]:,} {size[2]} (the limit is {size[1]:,})")
-        return super().call_binop(context, operator, left, right)
-
-
-def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] | None:
-    """(estimated size, limit, unit) of `left <operator> right`, when it can be large."""
-    sequences = (str, list, tuple, bytes)
-    if operator == "+" and isinstance(left, sequences) and isinstance(right, sequences):
-        return len(left) + len(right), MAX_ELEMENTS, "elements"
-    if operator == "*" and isinstance(left, sequences) and isinstance(right, int):
-        return len(left) * right, MAX_ELEMENTS, "elements"
-    if operator == "*" and isinstance(right, sequences) and isinstance(left, int):
-        return len(right) * left, MAX_ELEMENTS, "elements"
-    if operator == "*" and isinstance(left, int) and isinstance(right, int):
-        return left.bit_length() + right.bit_length(), MAX_INT_BITS, "bits"
-    if operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
-        return left.bit_length() * right, MAX_INT_BITS, "bits"
-    return None
-
-
-def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
+def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
+    sandbox = ReadOnlySandbox if read_only else BoundedSandbox
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
-    env = BoundedSandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
+    env = sandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                          keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
                        pluck_values=pluck_values)
+    guard_filters(env.filters)
+    env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now
@@ -236,8 +213,8 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
 class Renderer:
     """Compiles templated strings once and renders them with a scope."""
 
-    def __init__(self, template_dir: Path | None = None):
-        self.env = make_environment(template_dir)
+    def __init__(self, template_dir: Path | None = None, read_only: bool = False):
+        self.env = make_environment(template_dir, read_only)
         self._compiled: dict[tuple[str, bool], Callable[[Mapping[str, Any]], Any]] = {}
 
     def _compile(self, source: str, bare: bool) -> Callable[[Mapping[str, Any]], Any]:

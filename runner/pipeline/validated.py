@@ -8,14 +8,19 @@ schema files and the same runner, skips the checks. The fingerprint covers every
 they read: the data, the file's place (which decides the prompts/ and schemas/ folders),
 the content of every file in those folders, and runner itself (its version, and the size
 and time of each of its own files, so an edited checkout checks again). `runner validate`
-always checks. A marker is an empty file named by the fingerprint; anything that goes
-wrong reading or writing one only means the checks run."""
+always checks. A marker is a file named by the fingerprint holding an HMAC of it under a
+secret key of this cache (`validated.key`, 0600, made on first use), so a marker written by
+anyone without the key (an empty file named by a predictable hash) is not believed; a key
+file that is not this user's alone is not used. Anything that goes wrong reading or
+writing either only means the checks run."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,8 @@ from typing import Any
 from runner import __version__
 
 FOLDER = "validated"
+KEY_FILE = "validated.key"
+KEY_BYTES = 32
 
 
 def _files(root: str, skip: str = "") -> list[os.DirEntry[str]]:
@@ -80,6 +87,7 @@ def _runner_stamp() -> str:
 class ValidatedPipelines:
     def __init__(self, cache_dir: Path):
         self.folder = cache_dir / FOLDER
+        self.key_file = cache_dir / KEY_FILE
 
     @staticmethod
     def fingerprint(data: Any, file: Path, project_dir: Path) -> str:
@@ -89,11 +97,52 @@ class ValidatedPipelines:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def known(self, fingerprint: str) -> bool:
-        return (self.folder / fingerprint).is_file()
+        key = self._key(create=False)
+        if key is None:
+            return False
+        try:
+            with open(self.folder / fingerprint, "rb") as handle:
+                held = handle.read(256)
+        except OSError:
+            return False
+        return hmac.compare_digest(held, _seal(key, fingerprint))
 
     def remember(self, fingerprint: str) -> None:
+        key = self._key(create=True)
+        if key is None:
+            return
+        temporary = self.folder / f".{fingerprint}.{os.getpid()}.{os.urandom(4).hex()}"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / fingerprint).touch()
+            temporary.write_bytes(_seal(key, fingerprint))
+            os.replace(temporary, self.folder / fingerprint)
         except OSError:
-            pass
+            temporary.unlink(missing_ok=True)
+
+    def _key(self, create: bool) -> bytes | None:
+        """This cache's secret; None when it is missing (and not to be made), unreadable, or
+        readable or writable by anyone else (then anyone could have written it)."""
+        if create:
+            try:
+                self.key_file.parent.mkdir(parents=True, exist_ok=True)
+                descriptor = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                pass
+            except OSError:
+                return None
+            else:
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(os.urandom(KEY_BYTES))
+        try:
+            descriptor = os.open(self.key_file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            key = handle.read(KEY_BYTES + 1)
+        private = stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+        return key if private and len(key) == KEY_BYTES else None
+
+
+def _seal(key: bytes, fingerprint: str) -> bytes:
+    return hmac.new(key, fingerprint.encode("ascii", "replace"), hashlib.sha256).hexdigest().encode("ascii")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from runner.llm.spec import ModelSpec
+from runner.redact import redact
 from runner.render.costs import CostEstimate
 
 
@@ -30,5 +31,5 @@ class RenderSink:
         params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
         self.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) "
                           f"{'[cached]' if cached else '[not cached]'} ---\n"
-                          f"endpoint: {spec.endpoint}; sampling: {params}; structured output: {mode}\n"
+                          f"endpoint: {redact(spec.endpoint)}; sampling: {params}; structured output: {mode}\n"
                           f"{prompt_text}\n--- end ---\n")

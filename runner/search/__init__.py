@@ -29,15 +29,16 @@ class Provider:
     search: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]
     cache_salt: Callable[[SearchRequest], Any] = lambda request: None   # e.g. the folder's file hashes
     secret_options: tuple[str, ...] = ()                                # never part of a cache key
+    network: bool = False          # asks a service over the network: never from `render` or a sweep's probe
 
 
 # Every module of runner/search is imported on the first lookup and registers its provider.
 PROVIDERS: Registry[Provider] = Registry("search provider", "runner.search")
 
 
-def provider(name: str, secret_options: tuple[str, ...] = ()) -> Callable[..., Any]:
+def provider(name: str, secret_options: tuple[str, ...] = (), network: bool = False) -> Callable[..., Any]:
     def register(fn: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]) -> Any:
-        PROVIDERS.add(name, Provider(name, fn, secret_options=secret_options))
+        PROVIDERS.add(name, Provider(name, fn, secret_options=secret_options, network=network))
         return fn
     return register
 

@@ -11,7 +11,7 @@ DEFAULT_API_BASE = "https://api.tavily.com"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
-@provider("tavily", secret_options=("api_key",))
+@provider("tavily", secret_options=("api_key",), network=True)
 async def tavily_search(request: SearchRequest) -> list[dict[str, Any]]:
     import httpx  # installed with litellm; imported only when a search runs
 

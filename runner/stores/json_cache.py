@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError, RunnerError
-from runner.jsonread import parse_json
+from runner.fileio import parse_json
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.safetext import dumps
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError, RunnerError
-from runner.fileio import atomic_write, dumps
-from runner.jsonread import parse_json, read_text
+from runner.fileio import atomic_write, dumps, parse_json, read_text
 
 DEFAULT_STORE = "memo.json"
 

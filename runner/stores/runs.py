@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError, RunnerError
-from runner.fileio import atomic_write
-from runner.jsonread import read_json, read_json_lines
+from runner.fileio import atomic_write, read_json, read_json_lines
 
 LATEST = "latest"
 LATEST_PARTIAL = "latest-partial"

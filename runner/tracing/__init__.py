@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from runner.engine.run_warnings import add_warning
 from runner.observe import NULL_OBSERVER, Observer
+from runner.redact import redact as redact_urls
+from runner.redact import remember_url
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime
@@ -47,11 +49,12 @@ def make_observer(runtime: Runtime) -> Observer:
         for name, value in runtime.env.items():
             if SECRET_NAME.search(name) and len(value) >= 6:
                 text = text.replace(value, "***")
-        return text
+        return redact_urls(text)
 
     pipeline = runtime.pipeline
     config = pipeline.tracing or {}
     uri = runtime.env.get(URI_VAR) or os.environ.get(URI_VAR)
+    remember_url(uri or "")
     if not uri:
         warn(f"tracing ({backend}) is off: set {URI_VAR} (e.g. http://127.0.0.1:5000 for `mlflow ui --port 5000`)")
         return NULL_OBSERVER

@@ -14,6 +14,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.fileio import dumps
+from runner.redact import redact, remember_url
 from runner.stores.memo import MemoStore, find_store
 
 
@@ -49,6 +50,7 @@ def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) ->
     """The assessment's id, or None (with a warning) when MLflow cannot take it."""
     from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
     uri = os.environ.get(URI_VAR)
+    remember_url(uri or "")
     if not uri:
         warn(f"not logged to MLflow: set {URI_VAR} to the server that holds trace {entry['mlflow_trace_id']}")
         return None
@@ -56,5 +58,5 @@ def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) ->
         return log_human_feedback(uri, entry["mlflow_trace_id"], name, entry["is_positive"], entry["rationale"],
                                   entry["user"])
     except Exception as exc:  # feedback.jsonl keeps it whatever MLflow says
-        warn(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}")
+        warn(redact(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}"))
         return None

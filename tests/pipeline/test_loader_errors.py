@@ -218,9 +218,82 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,text,expected", CASES, ids=[c[0] for c in CASES])
+# ---- validate follows includes and knows every filter, test and result field (issues 31 H18, 32.5)
+
+NAME_PROMPTS = {
+    "filters.j2": "Question {{ item.q }}\n{{ item.q | upperr }}\n",
+    "inc.j2": "Header\n{% include 'missing.j2' %}\n",
+    "broken_inc.j2": "{% include 'broken.j2' %}\n",
+    "broken.j2": "ok\n{{ item.q }\n",
+    "uses_part.j2": "{% include 'part.j2' %}\n",
+    "part.j2": "{{ itme.q }}\n",
+    "loop_a.j2": "{% include 'loop_b.j2' %}\n",
+    "loop_b.j2": "{% include 'loop_a.j2' %}{{ item.q | map('lowerr') | list }}\n",
+    "macros.j2": "{% macro box(x) %}[{{ x | center(9) }}]{% endmacro %}\n",
+    "imports.j2": "{% from 'macros.j2' import box %}{{ box(item.q) }}\n",
+}
+
+NAME_CASES = [
+    ("unknown_filters_and_tests", """
+        version: 1
+        name: x
+        steps:
+          - id: a
+            uses: compute
+            if: "item.n is evn"
+            with: {v: "{{ item.claim | trimm }}", w: "{{ item.tags | map('trimm') | select('odd') | list }}",
+                   z: "{{ item.tags | selectattr('n', 'eqalto', 1) | list }}", ok: "{{ item.q | map(attribute='x') }}"}
+        """, ["pipelines/p.yaml:6:9: steps[0].if: unknown test 'evn'. Did you mean 'even'?",
+              "pipelines/p.yaml:7:15: steps[0].with.v: unknown filter 'trimm'. Did you mean 'trim'?",
+              "pipelines/p.yaml:7:46: steps[0].with.w: unknown filter 'trimm'. Did you mean 'trim'?",
+              "pipelines/p.yaml:8:15: steps[0].with.z: unknown test 'eqalto'. Did you mean 'equalto'?"]),
+    ("prompt_files_and_includes", """
+        version: 1
+        name: x
+        models: {m: {model: openai/x}}
+        steps:
+          - {id: a, uses: llm, with: {model: m, prompt: filters.j2}}
+          - {id: b, uses: llm, with: {model: m, prompt: inc.j2}}
+          - {id: c, uses: llm, with: {model: m, prompt: broken_inc.j2}}
+          - {id: d, uses: llm, with: {model: m, prompt: uses_part.j2}}
+          - {id: e, uses: llm, with: {model: m, prompt: loop_a.j2}}
+          - {id: f, uses: llm, with: {model: m, prompt: imports.j2}}
+          - {id: g, uses: compute, with: {v: "{% include 'gone.j2' %}"}}
+        """, ["pipelines/p.yaml:5:49: steps[0].with.prompt: prompt template 'filters.j2': line 2: "
+              "unknown filter 'upperr'. Did you mean 'upper'?",
+              "pipelines/p.yaml:6:49: steps[1].with.prompt: prompt template 'inc.j2': line 2: "
+              "include 'missing.j2': not found in the prompts folder",
+              "pipelines/p.yaml:7:49: steps[2].with.prompt: prompt template 'broken_inc.j2': line 1: "
+              "include 'broken.j2': line 2: unexpected '}'",
+              "pipelines/p.yaml:8:49: steps[3].with.prompt: prompt template 'uses_part.j2': line 1: "
+              "include 'part.j2': undefined name 'itme'. Did you mean 'item'?",
+              "pipelines/p.yaml:9:49: steps[4].with.prompt: prompt template 'loop_a.j2': line 1: "
+              "include 'loop_b.j2': line 1: unknown filter 'lowerr'. Did you mean 'lower'?",
+              "pipelines/p.yaml:11:38: steps[6].with.v: include 'gone.j2': not found in the prompts folder"]),
+    ("result_fields", """
+        version: 1
+        name: x
+        steps:
+          - {id: a, uses: compute, with: {v: "{{ item.n > 1 }}"}}
+        output:
+          passed: "{{ steps.a.v }}"
+          verdict: "{{ 'PASS' if steps.a.v else 'FAIL' }}"
+        summary:
+          count_by: verdit
+          rates: {pass_rate: "result.pased", ok_rate: "{{ result.passed and not result.error }}"}
+          report_columns: [verdcit, verdict, index, error, passed.nested]
+        """, ["pipelines/p.yaml:9:13: summary.count_by: unknown output field 'verdit'. Did you mean 'verdict'?",
+              "pipelines/p.yaml:10:22: summary.rates.pass_rate: result.pased: unknown output field 'pased'. "
+              "Did you mean 'passed'?",
+              "pipelines/p.yaml:11:20: summary.report_columns[0]: unknown output field 'verdcit'. "
+              "Did you mean 'verdict'?"]),
+]
+
+
+
+@pytest.mark.parametrize("name,text,expected", CASES + NAME_CASES, ids=[c[0] for c in CASES + NAME_CASES])
 def test_broken_pipeline_messages(project, name, text, expected):
-    for file, body in PROMPTS.items():
+    for file, body in {**PROMPTS, **NAME_PROMPTS}.items():
         project.prompt(file, body)
     for file, schema in SCHEMAS.items():
         project.schema(file, schema)
@@ -330,3 +403,17 @@ def test_top_level_concurrency_sees_params_only(project):
         load_pipeline(path)
     assert str(caught.value) == ("pipelines/p.yaml:4:14: concurrency: undefined name 'item' "
                                  "(in scope: env, params)")
+
+
+def test_validate_cli_reports_an_unknown_filter_in_a_prompt_file(project, cli):
+    project.prompt("ask.j2", "Question {{ item.q | trimm }}\n")
+    project.pipeline("""
+        version: 1
+        name: x
+        models: {m: {model: openai/x}}
+        steps: [{id: a, uses: llm, with: {model: m, prompt: ask.j2}}]
+        """)
+    result = cli("validate", "pipelines/p.yaml")
+    assert result.exit_code == 2
+    assert result.stderr == ("pipelines/p.yaml:4:53: steps[0].with.prompt: prompt template 'ask.j2': line 1: "
+                             "unknown filter 'trimm'. Did you mean 'trim'?\n")

@@ -9,7 +9,7 @@ from typing import Any
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError
-from runner.jsonread import parse_json, read_json
+from runner.fileio import parse_json, read_json
 from runner.llm.service import CallRequest, new_group
 from runner.llm.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside

@@ -7,7 +7,9 @@ from typing import Any
 
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step, register
+from runner.errors import NeedsModel
 from runner.pipeline.result_shapes import closed
+from runner.redact import remember_url
 from runner.search import SearchFailed, SearchRequest, cache_key, get_provider
 from runner.stores.json_cache import JsonCache
 
@@ -39,6 +41,7 @@ class Search(Step):
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(SearchArgs)
         found = get_provider(str(args.provider))
+        remember_url(args.api_base or "")
         request = SearchRequest(str(args.query), int(args.max_results or 3),
                                 {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k) is not None})
         key = cache_key(found, request)
@@ -46,6 +49,9 @@ class Search(Step):
         cached = None if ctx.runtime.options.no_cache else cache.get(key)
         if cached is not None:
             return {"results": cached, "error": None, "cached": True}
+        if found.network and ctx.runtime.options.render:
+            raise NeedsModel(f"search {found.name} {request.query[:80]!r} (render and a sweep's cached pass "
+                             "send no request)")
         try:
             results = await found.search(request)
         except SearchFailed as exc:
