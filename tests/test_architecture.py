@@ -122,7 +122,7 @@ def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 # The root modules of the base layer are each their own unit (they may import one another).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("runner", "runner.errors", "runner.fileio", "runner.paths", "runner.retry", "runner.registry",
-              "runner.yamlpos", "runner.observe", "runner.safetext", "runner.fileio")),
+              "runner.yamlpos", "runner.observe", "runner.safetext", "runner.redact")),
     ("text", ("runner.text",)),
     ("inputs", ("runner.inputs",)),
     ("pipeline", ("runner.pipeline",)),

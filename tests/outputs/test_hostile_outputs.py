@@ -15,7 +15,7 @@ import pytest
 from fakellm import Reply
 from helpers import run, write_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
                   "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}
 JUDGE = """
