@@ -14,6 +14,7 @@ SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 3
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 TRANSPORTS = ("auto", "http", "litellm")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -35,6 +36,7 @@ class ModelSpec:
     limits: dict[str, int] = field(default_factory=dict)
     transport: str = "litellm"          # resolved: http or litellm
     structured_output: str = "auto"
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
 
     @property
     def endpoint(self) -> str:
@@ -131,6 +133,8 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
             retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
             backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
-            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES))
+            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
+            max_response_bytes=_at_least("max_response_bytes",
+                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int))
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None

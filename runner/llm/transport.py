@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from runner.llm.spec import ModelSpec
 from runner.retry import parse_retry_after
 
-RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
+RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
 NO_KEY_PLACEHOLDER = "no-key-needed"
 
 
