@@ -228,6 +228,8 @@ class LLMService:
             return (f"the answer was truncated (finish_reason=length) at max_tokens={limit}: raise it with "
                     f"`max_tokens:` on the step or on the model (--set models.{spec.name}.max_tokens="
                     f"{2 * int(limit or 1024)}), or ask for a shorter answer")
+        if completion.finish_reason == "content_filter":
+            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
         if completion.text is None or not completion.text.strip():
             return "the answer is empty"
         return None
