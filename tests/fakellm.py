@@ -6,7 +6,8 @@ requests in flight.
 
 A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
 structured-output formats it accepts (the rest get the error that server sends), that it
-serves one request at a time, or that it dribbles its answer out byte by byte. A server
+serves one request at a time (`single-slot`) or N at a time and says so at /props and /slots
+as llama.cpp's server does (`multi-slot`), or that it dribbles its answer out byte by byte. A server
 that constrains its output only through a format answers prose when it gets none, as a
 small local model does."""
 
@@ -35,7 +36,7 @@ CONTEXT_EXCEEDED = {"error": {
                "the messages, 5 in the completion). Please reduce the length of the messages or completion.",
     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
-PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "dribble")
+PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "multi-slot", "dribble")
 STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: true` with server-sent events
 
 
@@ -108,6 +109,9 @@ class FakeLLM:
         self.peak_in_flight = 0
         self.personality: str | None = None
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
+        self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
+        self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
+        self._slot_gate: tuple[int, threading.Semaphore] | None = None
         self._lock = threading.Lock()
         self._slot = threading.Lock()        # `single-slot`: the one request being served
         self._server = _Server(("127.0.0.1", 0), self._handler())
@@ -134,6 +138,8 @@ class FakeLLM:
             self.peak_in_flight = 0
             self.personality = None
             self.streamed = 0
+            self.slots = 4
+            self.reports_slots = True
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
         return [r for r in self.requests if (model is None or r.model == model)
@@ -152,6 +158,13 @@ class FakeLLM:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def _slot_semaphore(self) -> threading.Semaphore:
+        """`multi-slot`: the server's N slots (made again when `slots` changed)."""
+        with self._lock:
+            if self._slot_gate is None or self._slot_gate[0] != self.slots:
+                self._slot_gate = (self.slots, threading.Semaphore(self.slots))
+            return self._slot_gate[1]
 
     def _pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -187,6 +200,15 @@ class FakeLLM:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - model listing for health checks
+                if fake.personality == "multi-slot" and fake.reports_slots and self.path in ("/props", "/slots"):
+                    with fake._lock:
+                        fake.side_requests.append(Request("", [], {}, {}, time.monotonic(), path=self.path))
+                    if self.path == "/props":       # llama.cpp server's shape, abridged
+                        self._send(200, json.dumps({"total_slots": fake.slots, "model_path": "fake.gguf",
+                                                    "default_generation_settings": {"n_ctx": 8192}}))
+                    else:
+                        self._send(200, json.dumps([{"id": n, "is_processing": False} for n in range(fake.slots)]))
+                    return
                 self._send(200, json.dumps({"object": "list", "data": []}))
 
             def do_POST(self) -> None:  # noqa: N802
@@ -207,6 +229,9 @@ class FakeLLM:
                 single = fake.personality == "single-slot"
                 if single:
                     fake._slot.acquire()
+                slots = fake._slot_semaphore() if fake.personality == "multi-slot" else None
+                if slots is not None:
+                    slots.acquire()
                 try:
                     refusal = fake._refusal(body)
                     if refusal is not None:
@@ -233,6 +258,8 @@ class FakeLLM:
                 finally:
                     if single:
                         fake._slot.release()
+                    if slots is not None:
+                        slots.release()
                     request.finished = time.monotonic()
                     with fake._lock:
                         fake.in_flight -= 1

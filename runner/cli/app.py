@@ -96,7 +96,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
                           "reports/<pipeline>/<input stem>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None,
-        concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
+        concurrency: Annotated[int | None, typer.Option(
+            help="LLM requests in flight across the run (default 8); also what a server on this machine gets "
+                 "unless its model sets limits.concurrency.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
         filter_: Annotated[str | None, typer.Option(
@@ -132,8 +134,8 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
         raise typer.Exit(2)
-    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace)
+    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
+                         concurrency_given=concurrency is not None, out_dir=out, trace=trace)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
     summary = outcome.summary

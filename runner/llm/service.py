@@ -45,6 +45,7 @@ class ServiceOptions(Protocol):
     cache_dir: Path
     no_cache: bool
     llm_concurrency: int
+    concurrency_given: bool
     out_dir: Path | None
     render: bool
 
@@ -84,7 +85,8 @@ class LLMService:
         self.observer = observer
         self.options = options
         self.env = env
-        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency)
+        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency,
+                             options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache

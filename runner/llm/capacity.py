@@ -1,0 +1,176 @@
+"""How many requests a model server on this machine serves at once.
+
+A server that says so is taken at its word: llama.cpp's server reports its slots at
+/props (`total_slots`) and /slots. Any other starts at one request at a time and adapts
+(AIMD): after a window of calls at the current limit whose mean latency held (within
+TOLERANCE of the window at the level below, so throughput rose with the limit), one
+more; a window whose latency grew (requests queue in the server) settles the limit one
+below; a timeout, 429, 503 or a stream cut short halves it and settles it there. The
+limit found is said once on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections import deque
+from urllib.parse import urlsplit, urlunsplit
+
+TOLERANCE = 1.5          # a window's mean latency may grow this much before the server counts as full
+MIN_WINDOW = 3           # calls per window, at least (and twice the limit)
+PROBE_SECONDS = 2.0
+OVERLOAD_STATUS = (429, 503)
+
+
+def server_root(api_base: str) -> str:
+    """http://host:port/v1 -> http://host:port: where llama.cpp's server answers /props."""
+    parts = urlsplit(api_base)
+    path = parts.path.rstrip("/")
+    path = path[:-3] if path.endswith("/v1") else path
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def slots_in(path: str, data: object) -> int | None:
+    if path == "/props" and isinstance(data, dict):
+        slots = data.get("total_slots")
+        return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1 else None
+    if path == "/slots" and isinstance(data, list) and data and all(isinstance(s, dict) for s in data):
+        return len(data)
+    return None
+
+
+async def reported_slots(api_base: str) -> tuple[int, str] | None:
+    """The slots the server reports, and where it said so; None when it does not say."""
+    import aiohttp  # the HTTP transport's client; imported only when a local server is called
+
+    root = server_root(api_base)
+    timeout = aiohttp.ClientTimeout(total=PROBE_SECONDS)
+    async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
+        for path in ("/props", "/slots"):
+            try:
+                async with session.get(root + path, allow_redirects=False) as response:
+                    if response.status != 200 or response.content_length and response.content_length > 1 << 20:
+                        continue
+                    data = json.loads(await response.content.read(1 << 20))
+            except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+                continue
+            slots = slots_in(path, data)
+            if slots is not None:
+                return slots, path
+    return None
+
+
+class AdaptiveLimit:
+    """A semaphore for the models of one local endpoint whose limit is found while the run goes."""
+
+    def __init__(self, endpoint: str, model_name: str, ceiling: int):
+        self.endpoint = endpoint
+        self.model_name = model_name
+        self.ceiling = max(1, ceiling)
+        self.limit = 1
+        self.peak = 1
+        self.in_flight = 0
+        self.settled = False
+        self.said = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._window: list[float] = []
+        self._below: float | None = None           # mean latency of the last window that held
+        self._probe: asyncio.Task[tuple[int, str] | None] | None = None
+
+    def start_probe(self, api_base: str) -> None:
+        self._probe = asyncio.ensure_future(reported_slots(api_base))
+
+    async def _reported(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is None:
+            return
+        try:
+            found = await probe
+        except Exception:     # any failure of the question means the server does not say
+            found = None
+        if found is not None and not self.settled:
+            slots, path = found
+            self._settle(slots, f"it reports {slots} slot(s) at {path}")
+
+    # -- the semaphore ------------------------------------------------------------------
+    async def acquire(self) -> int:
+        """Wait for a place; returns the limit in force, to pass back to `observe`."""
+        if self._probe is not None:
+            await self._reported()
+        if self.in_flight < self.limit and not self._waiters:
+            self.in_flight += 1
+            return self.limit
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()              # the place was given as the caller left
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+        return self.limit
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+    # -- what the calls say ---------------------------------------------------------------
+    def observe(self, level: int, seconds: float) -> None:
+        """A call sent while the limit was `level` answered in `seconds`."""
+        if self.settled or level != self.limit:
+            return
+        self._window.append(seconds)
+        if len(self._window) < max(MIN_WINDOW, 2 * level):
+            return
+        mean = sum(self._window) / len(self._window)
+        self._window = []
+        if self._below is not None and mean > self._below * TOLERANCE:
+            self._settle(level - 1, "its answers slowed when sent more at once")
+        elif level >= self.ceiling:
+            self._below = mean
+        else:
+            self._below = mean if self._below is None else min(self._below, mean)
+            self.limit = level + 1
+            self.peak = max(self.peak, self.limit)
+            self._wake()
+
+    def overloaded(self) -> None:
+        """A timeout, 429, 503 or a stream cut short: halve the limit and keep it there."""
+        if not self.settled:
+            self._settle(max(1, self.limit // 2), "it timed out or refused more requests")
+        elif self.limit > 1:
+            self.limit = max(1, self.limit // 2)
+            self._say(f"it timed out or refused more requests; lowered to {self.limit}")
+
+    def _settle(self, limit: int, why: str) -> None:
+        self.settled = True
+        self.limit = max(1, limit)
+        self.peak = max(self.peak, self.limit)
+        self._window = []
+        self._say(why)
+        self._wake()
+
+    def _say(self, why: str, verb: str = "sending it") -> None:
+        self.said = True
+        sys.stderr.write(f"runner: {self.endpoint} is on this machine: {verb} up to {self.limit} request(s) "
+                         f"at a time ({why}; set models.{self.model_name}.limits.concurrency to choose)\n")
+
+    def finish(self) -> None:
+        """At the run's end, say what was found if nothing was said yet."""
+        if self._probe is not None:
+            self._probe.cancel()
+        if not self.said:
+            self.limit = self.peak
+            capped = f", the run's --concurrency {self.ceiling} capped it" if self.peak >= self.ceiling else ""
+            self._say(f"found by adapting from 1: raised while its answers kept their pace{capped}", "sent it")
