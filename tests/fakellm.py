@@ -195,6 +195,7 @@ class FakeLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            _finishing: Callable[[], None] | None = None
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
@@ -232,6 +233,20 @@ class FakeLLM:
                 slots = fake._slot_semaphore() if fake.personality == "multi-slot" else None
                 if slots is not None:
                     slots.acquire()
+
+                def finishing() -> None:
+                    """Counted out as its last bytes go: a client that reads them and sends its next
+                    request at once must not find this one still counted in flight."""
+                    if request.finished:
+                        return
+                    if single:
+                        fake._slot.release()
+                    if slots is not None:
+                        slots.release()
+                    request.finished = time.monotonic()
+                    with fake._lock:
+                        fake.in_flight -= 1
+                self._finishing = finishing
                 try:
                     refusal = fake._refusal(body)
                     if refusal is not None:
@@ -256,13 +271,8 @@ class FakeLLM:
                         return
                     self._send(reply.status, self._body(reply, model), reply.headers)
                 finally:
-                    if single:
-                        fake._slot.release()
-                    if slots is not None:
-                        slots.release()
-                    request.finished = time.monotonic()
-                    with fake._lock:
-                        fake.in_flight -= 1
+                    finishing()
+                    self._finishing = None
 
             def _events(self, reply: Reply, model: str) -> str:
                 """The answer in three content deltas, then the finish reason, then [DONE]."""
@@ -307,10 +317,14 @@ class FakeLLM:
                 self.end_headers()
                 if fake.personality == "dribble":
                     for index in range(len(data)):
+                        if index == len(data) - 1 and self._finishing is not None:
+                            self._finishing()
                         self.wfile.write(data[index:index + 1])
                         self.wfile.flush()
                         time.sleep(fake.dribble_seconds)
                     return
+                if self._finishing is not None:
+                    self._finishing()
                 self.wfile.write(data)
 
         return Handler

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -22,6 +23,7 @@ from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
+from runner.llm.writer import BackgroundWriter
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.stores.json_cache import JsonCache
 from runner.stores.llm_cache import request_key
@@ -91,6 +93,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | None = None
+        self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self.stats: dict[str, ModelStats] = {}
@@ -155,7 +158,7 @@ class LLMService:
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else self.cache.get(key)
+            cached = None if self.options.no_cache else self._writer.pending.get(key) or self.cache.get(key)
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -206,11 +209,12 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                self.cache.set(key, {"content": raw, "finish_reason": completion.finish_reason,
-                                     "usage": completion.usage, "cost": completion.cost, "model": completion.model,
-                                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
-                if logged is not None and self._logs is not None:
-                    self._logs.keep(logged, key)
+                self._writer.cache_set(self.cache, key, {
+                    "content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
+                    "cost": completion.cost, "model": completion.model,
+                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
+                if logged is not None:
+                    self._writer.submit(partial(logged.keep_as, key))
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -255,16 +259,15 @@ class LLMService:
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
-             reused: str | None = None) -> str | None:
-        """Write the call's log before the call goes on (an item's result is never written
-        before its logs); a cache hit (`reused`: its key) links in the log kept with its answer."""
+             reused: str | None = None) -> LogJob | None:
+        """Hand the call's log to the writer thread; a cache hit (`reused`: its key) links in
+        the log kept with its answer. The run's end waits for every log (see writer.py)."""
         logs = self._log_writer()
-        if logs is None or (reused is not None and logs.reuse(item, seq, spec.name, reused)):
+        if logs is None:
             return None
-        path = logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response))
-        if reused is not None:
-            logs.keep(path, reused)        # kept from a cache made before logs were kept with it
-        return path
+        job = LogJob(logs, item, seq, spec.name, messages, response, reused, self.redact)
+        self._writer.submit(job)
+        return job
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
@@ -307,9 +310,35 @@ class LLMService:
         return self.tally.failed_items()
 
     async def aclose(self) -> None:
+        self._writer.close()
         if self._logs is not None:
             self._logs.finish()
         await self.sender.aclose()
         if self._cache is not None:
             self._cache.close()
 
+
+
+class LogJob:
+    """One call's log, written by the writer thread: linked in from the cache's kept log
+    for a cache hit, else formatted (prompts redacted) and written."""
+
+    def __init__(self, logs: CallLogWriter, item: int, seq: int, model: str, messages: list[dict[str, Any]],
+                 response: str, reused: str | None, redact: Callable[[str], str]):
+        self.logs, self.item, self.seq, self.model = logs, item, seq, model
+        self.messages, self.response, self.reused, self.redact = messages, response, reused, redact
+        self.path: str | None = None
+
+    def __call__(self) -> None:
+        logs = self.logs
+        if self.reused is not None and logs.reuse(self.item, self.seq, self.model, self.reused):
+            return
+        self.path = logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
+                             self.redact(self.response))
+        if self.reused is not None:
+            logs.keep(self.path, self.reused)        # kept from a cache made before logs were kept with it
+
+    def keep_as(self, key: str) -> None:
+        """Keep the log as the log of the cached answer `key` (runs after __call__: one thread, in order)."""
+        if self.path is not None:
+            self.logs.keep(self.path, key)

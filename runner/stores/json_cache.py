@@ -33,6 +33,12 @@ class JsonCache:
     def set(self, key: str, value: Any) -> None:
         self._cache.set(key, json.dumps(value, ensure_ascii=False))
 
+    def set_many(self, pairs: list[tuple[str, Any]]) -> None:
+        """Several values in one transaction (one commit instead of one each)."""
+        with self._cache.transact():
+            for key, value in pairs:
+                self._cache.set(key, json.dumps(value, ensure_ascii=False))
+
     def close(self) -> None:
         self._cache.close()
 
