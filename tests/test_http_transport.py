@@ -8,6 +8,7 @@ import asyncio
 import gzip
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,15 +156,16 @@ def stream(*events: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
     return answer
 
 
-def test_a_stream_ending_without_finish_reason_or_done_is_incomplete():
-    with hostile(stream(event({"role": "assistant"}), event({"content": '{"verdict": "y'}))) as url:
+@pytest.mark.parametrize("ending", [b"", b"data: [DONE]\n\n"], ids=["cut", "interrupted"])
+def test_a_stream_ending_without_a_finish_reason_is_incomplete(ending):
+    """llama-cpp-python ends an answer it interrupts for another request with [DONE] alone."""
+    with hostile(stream(event({"role": "assistant"}), event({"content": '{"verdict": "y'}), ending)) as url:
         error = failure(url)
-    assert error.kind == "incomplete" and "no finish_reason, no [DONE]" in error.message
+    assert error.kind == "incomplete" and error.retryable and "finish_reason" in error.message
 
 
-@pytest.mark.parametrize("ending", [event({}, "stop"), b"data: [DONE]\n\n"])
-def test_a_stream_is_complete_with_a_finish_reason_or_done(ending):
-    with hostile(stream(event({"content": "whole"}), ending)) as url:
+def test_a_stream_is_complete_with_a_finish_reason():
+    with hostile(stream(event({"content": "whole"}), event({}, "stop"))) as url:
         assert complete(url).text == "whole"
 
 
@@ -234,5 +236,34 @@ def test_an_incomplete_stream_is_never_cached(project, monkeypatch):
         monkeypatch.setenv("FAKE_URL", url)
         path = llm_pipeline(project, retries=0)
         first = run(path, write_json(project.root / "in.json", [{"q": "1"}])).results[0]
-        assert "the stream ended before the answer did" in first["error"]
+        assert "the stream ended without finish_reason or [DONE]" in first["error"]
         assert run(path, project.root / "in.json").results[0] == {"index": 1, "verdict": "yes", "cached": False}
+
+
+def test_a_server_interrupting_an_answer_for_the_next_request_settles_at_one(project, monkeypatch, capfd):
+    """llama-cpp-python (interrupt_requests, its default) ends the answer it is streaming with
+    [DONE] when another request arrives: found out, sent one at a time, every item answered."""
+    serving, guard, waiting = threading.Lock(), threading.Lock(), [0]
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        with guard:
+            waiting[0] += 1
+        with serving:
+            with guard:
+                waiting[0] -= 1
+            head(handler, Content_Type="text/event-stream")
+            for piece in ('{"verdict": ', '"yes"}'):
+                time.sleep(0.05)
+                if waiting[0]:
+                    handler.wfile.write(b"data: [DONE]\n\n")
+                    return
+                handler.wfile.write(event({"content": piece}))
+            handler.wfile.write(event({}, "stop") + b"data: [DONE]\n\n")
+
+    with hostile(answer) as url:
+        monkeypatch.setenv("FAKE_URL", url)
+        outcome = run(llm_pipeline(project), write_json(project.root / "in.json", [{"q": str(n)} for n in range(10)]))
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 10
+    err = capfd.readouterr().err
+    assert err.count("is on this machine") == 1
+    assert "sending it up to 1 request(s) at a time (an answer was cut short while it was sent more at once" in err

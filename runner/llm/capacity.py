@@ -145,13 +145,13 @@ class AdaptiveLimit:
             self.peak = max(self.peak, self.limit)
             self._wake()
 
-    def overloaded(self) -> None:
+    def overloaded(self, why: str) -> None:
         """A timeout, 429, 503 or a stream cut short: halve the limit and keep it there."""
         if not self.settled:
-            self._settle(max(1, self.limit // 2), "it timed out or refused more requests")
+            self._settle(max(1, self.limit // 2), why)
         elif self.limit > 1:
             self.limit = max(1, self.limit // 2)
-            self._say(f"it timed out or refused more requests; lowered to {self.limit}")
+            self._say(f"{why}; lowered")
 
     def _settle(self, limit: int, why: str) -> None:
         self.settled = True

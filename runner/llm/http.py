@@ -126,7 +126,7 @@ def parse_body(content: bytes, status: int, spec: ModelSpec) -> Completion:
 
 class StreamAssembler:
     """A server-sent-events answer (`stream: true`), fed line by line, assembled into one
-    completion. Complete only when a finish reason or `[DONE]` arrived."""
+    completion. Complete only when a finish reason arrived."""
 
     def __init__(self, spec: ModelSpec, status: int):
         self.spec = spec
@@ -169,9 +169,13 @@ class StreamAssembler:
         return False
 
     def completion(self) -> Completion:
-        if not self.done and self.finish is None:
-            raise TransportError("incomplete", "the stream ended before the answer did (no finish_reason, no "
-                                               "[DONE]): the server stopped or a proxy cut it short", self.status)
+        # `[DONE]` alone is not enough: llama-cpp-python ends an answer it interrupts (another
+        # request arrived) with `[DONE]` and no finish reason; every server sends one otherwise.
+        if self.finish is None:
+            ended = "with [DONE] but no finish_reason" if self.done else "without finish_reason or [DONE]"
+            raise TransportError("incomplete", f"the stream ended {ended}: the server stopped the answer "
+                                               "(e.g. interrupted it for another request) or a proxy cut it short",
+                                 self.status)
         spec, usage = self.spec, self.usage
         cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
         # Joined before the surrogates are mended: a pair can arrive split across two chunks.

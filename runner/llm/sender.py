@@ -131,8 +131,8 @@ class Sender:
                 except TransportError as exc:
                     error = exc
             error.attempts = attempt + 1
-            if adaptive is not None and (error.kind in ("timeout", "incomplete") or error.status in OVERLOAD_STATUS):
-                adaptive.overloaded()
+            if adaptive is not None:
+                _overload(adaptive, error)
             if wanted is not None and rejects_format(error):
                 raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
@@ -194,6 +194,16 @@ class Sender:
         await self.transport.aclose()
         if self._budget is not None:
             self._budget.close()
+
+
+def _overload(adaptive: AdaptiveLimit, error: TransportError) -> None:
+    """Tell a local server's limit about an error that says it was sent too much."""
+    if error.kind == "timeout":
+        adaptive.overloaded("an answer timed out")
+    elif error.kind == "incomplete":
+        adaptive.overloaded("an answer was cut short while it was sent more at once")
+    elif error.status in OVERLOAD_STATUS:
+        adaptive.overloaded(f"it answered HTTP {error.status}")
 
 
 def _count(stats: ModelStats, completion: Completion) -> None:
