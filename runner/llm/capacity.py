@@ -69,7 +69,7 @@ class AdaptiveLimit:
         self.model_name = model_name
         self.ceiling = max(1, ceiling)
         self.limit = 1
-        self.peak = 1
+        self.peak = 0                               # most requests in flight at once so far
         self.in_flight = 0
         self.settled = False
         self.said = False
@@ -100,6 +100,7 @@ class AdaptiveLimit:
             await self._reported()
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
             return self.limit
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
@@ -123,6 +124,7 @@ class AdaptiveLimit:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
                 waiter.set_result(None)
 
     # -- what the calls say ---------------------------------------------------------------
@@ -142,7 +144,6 @@ class AdaptiveLimit:
         else:
             self._below = mean if self._below is None else min(self._below, mean)
             self.limit = level + 1
-            self.peak = max(self.peak, self.limit)
             self._wake()
 
     def overloaded(self, why: str) -> None:
@@ -156,7 +157,6 @@ class AdaptiveLimit:
     def _settle(self, limit: int, why: str) -> None:
         self.settled = True
         self.limit = max(1, limit)
-        self.peak = max(self.peak, self.limit)
         self._window = []
         self._say(why)
         self._wake()
@@ -171,6 +171,10 @@ class AdaptiveLimit:
         if self._probe is not None:
             self._probe.cancel()
         if not self.said:
-            self.limit = self.peak
-            capped = f", the run's --concurrency {self.ceiling} capped it" if self.peak >= self.ceiling else ""
-            self._say(f"found by adapting from 1: raised while its answers kept their pace{capped}", "sent it")
+            self.limit = max(1, self.peak)
+            if self.peak <= 1:
+                why = "starting at 1, too few calls to try more"
+            else:
+                capped = f", up to the run's {self.ceiling} in flight" if self.peak >= self.ceiling else ""
+                why = f"found by adapting from 1: raised while its answers kept their pace{capped}"
+            self._say(why, "sent it")
