@@ -81,14 +81,17 @@ class AdaptiveLimit:
     def start_probe(self, api_base: str) -> None:
         self._probe = asyncio.ensure_future(reported_slots(api_base))
 
-    async def _reported(self) -> None:
-        probe, self._probe = self._probe, None
-        if probe is None:
-            return
+    async def _reported(self, probe: asyncio.Task[tuple[int, str] | None]) -> None:
+        """Every call waits for the question's answer (the first request must not race it)."""
         try:
-            found = await probe
+            found = await asyncio.shield(probe)
+        except asyncio.CancelledError:
+            raise
         except Exception:     # any failure of the question means the server does not say
             found = None
+        if self._probe is not probe:
+            return            # another call already applied it
+        self._probe = None
         if found is not None and not self.settled:
             slots, path = found
             self._settle(slots, f"it reports {slots} slot(s) at {path}")
@@ -97,7 +100,7 @@ class AdaptiveLimit:
     async def acquire(self) -> int:
         """Wait for a place; returns the limit in force, to pass back to `observe`."""
         if self._probe is not None:
-            await self._reported()
+            await self._reported(self._probe)
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)

@@ -143,6 +143,7 @@ def test_a_multi_slot_server_gets_the_slots_it_reports(project, env, capfd):
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 9
     assert env.peak_in_flight == 3                                     # no setting: above 1, not past 3
     assert [r.path for r in env.side_requests] == ["/props"]
+    assert env.side_requests[0].started < min(r.started for r in env.requests)     # asked before any call
     err = capfd.readouterr().err
     assert err.count("is on this machine") == 1
     assert "sending it up to 3 request(s) at a time (it reports 3 slot(s) at /props" in err
