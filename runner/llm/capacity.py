@@ -177,7 +177,8 @@ class AdaptiveLimit:
             self.limit = max(1, self.peak)
             if self.peak <= 1:
                 why = "starting at 1, too few calls to try more"
+            elif self.peak >= self.ceiling:
+                why = f"found by adapting from 1: its answers kept their pace up to the run's {self.ceiling} in flight"
             else:
-                capped = f", up to the run's {self.ceiling} in flight" if self.peak >= self.ceiling else ""
-                why = f"found by adapting from 1: raised while its answers kept their pace{capped}"
+                why = "adapting from 1: the run ended before its limit was found"
             self._say(why, "sent it")
