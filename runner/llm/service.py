@@ -261,9 +261,10 @@ class LLMService:
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
              reused: str | None = None) -> LogJob | None:
         """Hand the call's log to the writer thread; a cache hit (`reused`: its key) links in
-        the log kept with its answer. The run's end waits for every log (see writer.py)."""
+        the log kept with its answer instead. The run's end waits for every log (writer.py)."""
         logs = self._log_writer()
-        if logs is None:
+        # A link costs a few microseconds: done here, it spares a fully cached run the thread.
+        if logs is None or (reused is not None and logs.reuse(item, seq, spec.name, reused)):
             return None
         job = LogJob(logs, item, seq, spec.name, messages, response, reused, self.redact)
         self._writer.submit(job)
@@ -320,8 +321,7 @@ class LLMService:
 
 
 class LogJob:
-    """One call's log, written by the writer thread: linked in from the cache's kept log
-    for a cache hit, else formatted (prompts redacted) and written."""
+    """One call's log, formatted (prompts redacted) and written by the writer thread."""
 
     def __init__(self, logs: CallLogWriter, item: int, seq: int, model: str, messages: list[dict[str, Any]],
                  response: str, reused: str | None, redact: Callable[[str], str]):
@@ -331,8 +331,6 @@ class LogJob:
 
     def __call__(self) -> None:
         logs = self.logs
-        if self.reused is not None and logs.reuse(self.item, self.seq, self.model, self.reused):
-            return
         self.path = logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
                              self.redact(self.response))
         if self.reused is not None:
