@@ -6,7 +6,8 @@ The citation judge, every seat on the fake server with `limits.concurrency` = `-
 = the pipeline's `concurrency` = N:
   16 in flight: 200 citations x 3 jurors at 0.2 s latency (bench/openai_compat.py's run);
   64 and 256:   2,000 citations x 3 jurors at 50 ms latency.
-Per process: wall, CPU (user + system) and its own peak RSS (wait4).
+Per process: wall, CPU (user + system, from wait4) and its own peak RSS (VmHWM). A first cold
+run, not counted, warms the machine and gives the requests the floors send.
 
     python bench/throughput.py              # all three; or e.g. `python bench/throughput.py 64`
 """
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,24 +55,49 @@ asyncio.run(main())
 @dataclass
 class Process:
     wall: float
-    cpu: float
+    user: float
+    system: float
     rss_mb: float
     output: str
 
+    @property
+    def cpu(self) -> float:
+        return self.user + self.system
+
+
+def peak_rss_mb(pid: int, done: threading.Event, seen: list[float]) -> None:
+    """The child's own high-water mark (VmHWM), read until it exits. wait4's ru_maxrss will
+    not do: a child inherits its parent's high-water mark, and this process holds every
+    request the fake server recorded."""
+    while not done.is_set():
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        seen.append(int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            pass
+        done.wait(0.02)
+
 
 def measured(args: list[str], cwd: Path) -> Process:
-    """One whole process: its wall time, and its own CPU time and peak RSS from wait4."""
+    """One whole process: its wall time, its own CPU time (wait4) and peak RSS."""
     with tempfile.TemporaryFile("w+") as out:
         started = time.perf_counter()
         child = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=INSTALLED_ENV)
+        done, seen = threading.Event(), [0.0]
+        watcher = threading.Thread(target=peak_rss_mb, args=(child.pid, done, seen), daemon=True)
+        watcher.start()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
+        done.set()
+        watcher.join()
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         output = out.read()
     if child.returncode != 0:
         raise SystemExit(f"{args[:4]} exited {child.returncode}:\n{output[-3000:]}")
-    return Process(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+    return Process(wall, usage.ru_utime, usage.ru_stime, max(seen), output)
 
 
 def runner_run(work: Path, cache: Path, out: str, url: str, in_flight: int) -> Process:
@@ -126,12 +153,12 @@ def main() -> None:
         rows, calls = scenario(in_flight)
         floor, cold, cached = rows[0][1], rows[2][1], rows[3][1]
         print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls\n")
-        print("| process | wall | CPU | CPU per call | peak RSS | wall / aiohttp floor | requests |")
+        print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
         print("|---|---|---|---|---|---|---|")
         for name, process, requests in rows:
             per_call = f"{process.cpu / calls * 1000:.2f} ms" if requests else "-"
-            print(f"| {name} | {process.wall:.2f} s | {process.cpu:.2f} s | {per_call} | {process.rss_mb:.0f} MB "
-                  f"| {process.wall / floor.wall:.2f}x | {requests} |")
+            print(f"| {name} | {process.wall:.2f} s | {process.cpu:.2f} s ({process.user:.2f} + {process.system:.2f}) "
+                  f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
         print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
               f"{cold.cpu / calls * 1000:.2f} ms CPU per call; cached rerun / cold: {cached.wall / cold.wall:.1%}")
 
