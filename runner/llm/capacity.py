@@ -94,7 +94,8 @@ class AdaptiveLimit:
         self._probe = None
         if found is not None and not self.settled:
             slots, path = found
-            self._settle(slots, f"it reports {slots} slot(s) at {path}")
+            capped = f"; the run sends at most {self.ceiling} at once (--concurrency)" if slots > self.ceiling else ""
+            self._settle(min(slots, self.ceiling), f"it reports {slots} slot(s) at {path}{capped}")
 
     # -- the semaphore ------------------------------------------------------------------
     async def acquire(self) -> int:

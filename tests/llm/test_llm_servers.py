@@ -149,6 +149,16 @@ def test_a_multi_slot_server_gets_the_slots_it_reports(project, env, capfd):
     assert "sending it up to 3 request(s) at a time (it reports 3 slot(s) at /props" in err
 
 
+def test_slots_past_the_runs_concurrency_are_said_as_capped(project, env, capfd):
+    env.personality = "multi-slot"
+    env.slots = 6
+    env.script(Reply(ANSWER, delay=0.1))
+    run(llm_pipeline(project), items(project, 6), llm_concurrency=2)
+    assert env.peak_in_flight == 2
+    assert "sending it up to 2 request(s) at a time (it reports 6 slot(s) at /props; the run sends at most 2" \
+        in capfd.readouterr().err
+
+
 def test_a_multi_slot_server_that_says_nothing_is_found_by_adapting(project, env, capfd):
     env.personality = "multi-slot"
     env.slots, env.reports_slots = 4, False
