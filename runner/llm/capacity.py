@@ -69,7 +69,8 @@ class AdaptiveLimit:
         self.model_name = model_name
         self.ceiling = max(1, ceiling)
         self.limit = 1
-        self.peak = 0                               # most requests in flight at once so far
+        self.peak = 0                               # most requests on the wire at once so far
+        self.sending = 0
         self.in_flight = 0
         self.settled = False
         self.said = False
@@ -104,7 +105,6 @@ class AdaptiveLimit:
             await self._reported(self._probe)
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
             return self.limit
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
@@ -128,10 +128,17 @@ class AdaptiveLimit:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self.in_flight += 1
-                self.peak = max(self.peak, self.in_flight)
                 waiter.set_result(None)
 
     # -- what the calls say ---------------------------------------------------------------
+    def started(self) -> None:
+        """A request goes out (a place is held a little longer than its request)."""
+        self.sending += 1
+        self.peak = max(self.peak, self.sending)
+
+    def ended(self) -> None:
+        self.sending -= 1
+
     def observe(self, level: int, seconds: float) -> None:
         """A call sent while the limit was `level` answered in `seconds`."""
         if self.settled or level != self.limit:

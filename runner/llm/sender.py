@@ -116,13 +116,8 @@ class Sender:
                 if wanted is not None:
                     params["response_format"] = wanted
                 stats.calls += 1
-                level = adaptive.limit if adaptive is not None else 0
-                sent = time.perf_counter()
                 try:
-                    async with asyncio.timeout(spec.timeout):     # the whole attempt, however the bytes dribble
-                        completion = await self.transport.complete(spec, messages, params)
-                    if adaptive is not None:
-                        adaptive.observe(level, time.perf_counter() - sent)
+                    completion = await self._once(spec, messages, params, adaptive)
                     _count(stats, completion)
                     completion.attempts = attempt + 1
                     return completion, mode
@@ -153,6 +148,23 @@ class Sender:
             stats.retries += 1
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _once(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
+                    adaptive: AdaptiveLimit | None) -> Completion:
+        """One request under the total deadline (however the bytes dribble); a local server's
+        adaptive limit learns how long it took."""
+        if adaptive is None:
+            async with asyncio.timeout(spec.timeout):
+                return await self.transport.complete(spec, messages, params)
+        level, sent = adaptive.limit, time.perf_counter()
+        adaptive.started()
+        try:
+            async with asyncio.timeout(spec.timeout):
+                completion = await self.transport.complete(spec, messages, params)
+        finally:
+            adaptive.ended()
+        adaptive.observe(level, time.perf_counter() - sent)
+        return completion
 
     def _global_gate(self) -> asyncio.Semaphore:
         if self._global is None:
