@@ -2,7 +2,7 @@
 
 A server that says so is taken at its word: llama.cpp's server reports its slots at
 /props (`total_slots`) and /slots. Any other starts at one request at a time and adapts
-(AIMD): after a window of calls at the current limit whose mean latency held (within
+(AIMD): after a window of calls at the current limit whose median latency held (within
 TOLERANCE of the window at the level below, so throughput rose with the limit), one
 more; a window whose latency grew (requests queue in the server) settles the limit one
 below; a timeout, 429, 503 or a stream cut short halves it and settles it there. The
@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import statistics
 import sys
 from collections import deque
 from urllib.parse import urlsplit, urlunsplit
 
-TOLERANCE = 1.5          # a window's mean latency may grow this much before the server counts as full
+TOLERANCE = 1.5          # a window's median latency may grow this much before the server counts as full
 MIN_WINDOW = 3           # calls per window, at least (and twice the limit)
 PROBE_SECONDS = 2.0
 OVERLOAD_STATUS = (429, 503)
@@ -76,7 +77,7 @@ class AdaptiveLimit:
         self.said = False
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._window: list[float] = []
-        self._below: float | None = None           # mean latency of the last window that held
+        self._below: float | None = None           # lowest median latency of a window that held
         self._probe: asyncio.Task[tuple[int, str] | None] | None = None
 
     def start_probe(self, api_base: str) -> None:
@@ -146,14 +147,14 @@ class AdaptiveLimit:
         self._window.append(seconds)
         if len(self._window) < max(MIN_WINDOW, 2 * level):
             return
-        mean = sum(self._window) / len(self._window)
+        median = statistics.median(self._window)         # one slow answer must not decide
         self._window = []
-        if self._below is not None and mean > self._below * TOLERANCE:
+        if self._below is not None and median > self._below * TOLERANCE:
             self._settle(level - 1, "its answers slowed when sent more at once")
         elif level >= self.ceiling:
-            self._below = mean
+            self._below = median
         else:
-            self._below = mean if self._below is None else min(self._below, mean)
+            self._below = median if self._below is None else min(self._below, median)
             self.limit = level + 1
             self._wake()
 
