@@ -48,8 +48,8 @@ asyncio.run(main())
 """
 
 
-def report(work: Path) -> None:
-    """200 readable citations (the jury runs on each), each with its own claim so every prompt differs."""
+def report(work: Path, citations: int = CITATIONS) -> None:
+    """`citations` readable citations (the jury runs on each), each with its own claim so every prompt differs."""
     text = (work / "report.md").read_text(encoding="utf-8")
     readable = []
     for match in CITATION.finditer(text):
@@ -57,7 +57,7 @@ def report(work: Path) -> None:
         last = int(match.group(3) or match.group(2))
         if file.is_file() and last <= len(file.read_text(encoding="utf-8").splitlines()):
             readable.append(match.group(0))
-    body = [f"Claim {n}: {readable[n % len(readable)]}" for n in range(CITATIONS)]
+    body = [f"Claim {n}: {readable[n % len(readable)]}" for n in range(citations)]
     (work / "report.md").write_text("# Bench\n\n" + "\n\n".join(body) + "\n", encoding="utf-8")
 
 

@@ -6,7 +6,8 @@ requests in flight.
 
 A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
 structured-output formats it accepts (the rest get the error that server sends), that it
-serves one request at a time, or that it dribbles its answer out byte by byte. A server
+serves one request at a time (`single-slot`) or N at a time and says so at /props and /slots
+as llama.cpp's server does (`multi-slot`), or that it dribbles its answer out byte by byte. A server
 that constrains its output only through a format answers prose when it gets none, as a
 small local model does."""
 
@@ -35,7 +36,7 @@ CONTEXT_EXCEEDED = {"error": {
                "the messages, 5 in the completion). Please reduce the length of the messages or completion.",
     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
-PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "dribble")
+PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "multi-slot", "dribble")
 STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: true` with server-sent events
 
 
@@ -121,6 +122,9 @@ class FakeLLM:
         self.peak_in_flight = 0
         self.personality: str | None = None
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
+        self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
+        self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
+        self._slot_gate: tuple[int, threading.Semaphore] | None = None
         self._lock = threading.Lock()
         self._slot = threading.Lock()        # `single-slot`: the one request being served
         self.batches = FakeBatches(self)     # the Batch API (/v1/files, /v1/batches): its own section below
@@ -148,6 +152,8 @@ class FakeLLM:
             self.peak_in_flight = 0
             self.personality = None
             self.streamed = 0
+            self.slots = 4
+            self.reports_slots = True
         self.batches.reset()
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
@@ -167,6 +173,13 @@ class FakeLLM:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def _slot_semaphore(self) -> threading.Semaphore:
+        """`multi-slot`: the server's N slots (made again when `slots` changed)."""
+        with self._lock:
+            if self._slot_gate is None or self._slot_gate[0] != self.slots:
+                self._slot_gate = (self.slots, threading.Semaphore(self.slots))
+            return self._slot_gate[1]
 
     def _pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -197,6 +210,7 @@ class FakeLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            _finishing: Callable[[], None] | None = None
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
@@ -204,6 +218,15 @@ class FakeLLM:
             def do_GET(self) -> None:  # noqa: N802 - model listing for health checks
                 if fake.batches.serves(self.path):
                     self._send(*fake.batches.get(self.path))
+                    return
+                if fake.personality == "multi-slot" and fake.reports_slots and self.path in ("/props", "/slots"):
+                    with fake._lock:
+                        fake.side_requests.append(Request("", [], {}, {}, time.monotonic(), path=self.path))
+                    if self.path == "/props":       # llama.cpp server's shape, abridged
+                        self._send(200, json.dumps({"total_slots": fake.slots, "model_path": "fake.gguf",
+                                                    "default_generation_settings": {"n_ctx": 8192}}))
+                    else:
+                        self._send(200, json.dumps([{"id": n, "is_processing": False} for n in range(fake.slots)]))
                     return
                 self._send(200, json.dumps({"object": "list", "data": []}))
 
@@ -230,6 +253,23 @@ class FakeLLM:
                 single = fake.personality == "single-slot"
                 if single:
                     fake._slot.acquire()
+                slots = fake._slot_semaphore() if fake.personality == "multi-slot" else None
+                if slots is not None:
+                    slots.acquire()
+
+                def finishing() -> None:
+                    """Counted out as its last bytes go: a client that reads them and sends its next
+                    request at once must not find this one still counted in flight."""
+                    if request.finished:
+                        return
+                    if single:
+                        fake._slot.release()
+                    if slots is not None:
+                        slots.release()
+                    request.finished = time.monotonic()
+                    with fake._lock:
+                        fake.in_flight -= 1
+                self._finishing = finishing
                 try:
                     refusal = fake._refusal(body)
                     if refusal is not None:
@@ -254,11 +294,8 @@ class FakeLLM:
                         return
                     self._send(reply.status, self._body(reply, model), reply.headers)
                 finally:
-                    if single:
-                        fake._slot.release()
-                    request.finished = time.monotonic()
-                    with fake._lock:
-                        fake.in_flight -= 1
+                    finishing()
+                    self._finishing = None
 
             def _events(self, reply: Reply, model: str) -> str:
                 """The answer in three content deltas, then the finish reason, then [DONE]."""
@@ -295,10 +332,14 @@ class FakeLLM:
                 self.end_headers()
                 if fake.personality == "dribble":
                     for index in range(len(data)):
+                        if index == len(data) - 1 and self._finishing is not None:
+                            self._finishing()
                         self.wfile.write(data[index:index + 1])
                         self.wfile.flush()
                         time.sleep(fake.dribble_seconds)
                     return
+                if self._finishing is not None:
+                    self._finishing()
                 self.wfile.write(data)
 
         return Handler

@@ -43,7 +43,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None,
-        concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
+        concurrency: Annotated[int | None, typer.Option(
+            help="LLM requests in flight across the run (default 8); also what a server on this machine gets "
+                 "unless its model sets limits.concurrency.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
         = None,
@@ -93,8 +95,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         raise typer.Exit(2)
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else [])]
-    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace, fail_under=fail_under, command_flags=flags, batch=batch, csv_raw=csv_raw)
+    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
+                         concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
+                         command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])

@@ -43,6 +43,7 @@ class RunOptions:
     cache_dir: Path = Path("cache")
     no_cache: bool = False
     llm_concurrency: int = 8
+    concurrency_given: bool = False   # llm_concurrency came from --concurrency: it beats a local server's default
     out_dir: Path | None = None
     memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
     render: bool = False           # `runner render`: print prompts, send nothing

@@ -1,29 +1,28 @@
-"""The HTTP transport: OpenAI-compatible chat completions over httpx, one pooled client
-per endpoint (LM Studio, llama.cpp, vLLM, Ollama's /v1, OpenAI itself).
+"""OpenAI-compatible chat completions as data: the request body's model name, a status
+line and body turned into a classified error, a JSON body or a server-sent-events stream
+turned into one Completion, and the answer's text made safe to write.
 
-It costs a fraction of litellm's import time and per-call CPU; usage and finish reason
-come from the response, cost from litellm's price table read as data."""
+No network here: aio_http.py sends the requests (LM Studio, llama.cpp, vLLM, Ollama's /v1,
+OpenAI itself). Cost comes from litellm's price table read as data."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
+import math
+import re
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-# httpx imports its command-line tool (click, rich, pygments) with itself; runner never
-# runs it, and skipping it saves a tenth of a second or more of every run's start.
-if "httpx" not in sys.modules:
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-import httpx  # noqa: E402
-
-from runner.llm.prices import cost_of  # noqa: E402
-from runner.llm.spec import OPENAI_BASE, ModelSpec  # noqa: E402
-from runner.llm.transport import Completion, TransportError, exception_chain  # noqa: E402
-from runner.llm.usage import usage_of  # noqa: E402
-from runner.retry import parse_retry_after  # noqa: E402
+from runner.llm.prices import cost_of
+from runner.llm.spec import ModelSpec
+from runner.llm.transport import Completion, TransportError
+from runner.llm.usage import usage_of
+from runner.retry import parse_retry_after
 
 ERROR_TEXT = 300
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def wire_model(model: str) -> str:
@@ -31,9 +30,21 @@ def wire_model(model: str) -> str:
     return model.split("/", 1)[1] if model.startswith("openai/") else model
 
 
-def _error_text(response: httpx.Response) -> str:
+def safe_text(text: str) -> str:
+    """Surrogates a JSON answer may carry as escapes: a pair split across two stream chunks
+    is joined into its character, a lone one becomes U+FFFD (it cannot be written as UTF-8)."""
+    if SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def too_large(spec: ModelSpec) -> TransportError:
+    return TransportError("too_large", f"the answer is over models.{spec.name}.max_response_bytes = "
+                                       f"{spec.max_response_bytes} bytes (decompressed): stopped reading it")
+
+
+def error_text(text: str) -> str:
     """The server's own message when its error body is JSON, else the body as text."""
-    text = response.text
     try:
         body = json.loads(text)
     except ValueError:
@@ -48,23 +59,46 @@ def _error_text(response: httpx.Response) -> str:
     return text.strip()
 
 
-def status_error(response: httpx.Response) -> TransportError:
-    status = response.status_code
-    text = _error_text(response)
-    short = text[:ERROR_TEXT]
+def redirect_error(status: int, location: str | None) -> TransportError:
+    """A 3xx: never followed (a redirect could carry the key elsewhere) and never retried."""
+    target = ""
+    if location:
+        parts = urlsplit(location)       # no credentials or query string in the message
+        target = f" to {parts.scheme + '://' if parts.scheme else ''}{parts.hostname or ''}" \
+                 f"{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    return TransportError("redirect", f"HTTP {status}: the server redirects{target}; runner does not follow "
+                                      f"redirects: set api_base to the address that answers", status)
+
+
+def status_error(status: int, headers: Mapping[str, str], text: str) -> TransportError:
+    message = error_text(text)
+    short = message[:ERROR_TEXT]
     if status == 429:
         return TransportError("rate_limit", f"rate limited (429): {short}", 429,
-                              parse_retry_after(response.headers.get("retry-after")), body=text)
+                              parse_retry_after(headers.get("retry-after")), body=message)
     if 400 <= status < 500:
-        return TransportError("client", f"HTTP {status}: {short}", status, body=text)
-    return TransportError("server", f"HTTP {status}: {short}", status,
-                          parse_retry_after(response.headers.get("retry-after")), body=text)
+        return TransportError("client", f"HTTP {status}: {short}", status, body=message)
+    return TransportError("server", f"HTTP {status}: {short}", status, parse_retry_after(headers.get("retry-after")),
+                          body=message)
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    usage = {}
+    for key in USAGE_KEYS:
+        value = raw.get(key)
+        # A server's odd count ("12.5", [1], 1e400) is unknown, not a failed answer.
+        if isinstance(value, float) and math.isfinite(value):
+            value = int(value)
+        usage[key] = value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return usage
 
 
 def _text(content: Any) -> str | None:
     if isinstance(content, list):        # content parts: keep the text ones
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return content if content is None or isinstance(content, str) else str(content)
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    elif content is not None and not isinstance(content, str):
+        content = str(content)
+    return None if content is None else safe_text(content)
 
 
 def completion_of(data: Any, spec: ModelSpec) -> Completion:
@@ -81,103 +115,70 @@ def completion_of(data: Any, spec: ModelSpec) -> Completion:
     return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices))
 
 
-class HTTPTransport:
-    def __init__(self) -> None:
-        self._clients: dict[str, httpx.AsyncClient] = {}
-
-    def _client(self, base: str, timeout: float) -> httpx.AsyncClient:
-        client = self._clients.get(base)
-        if client is None:
-            client = self._clients[base] = httpx.AsyncClient(
-                base_url=base, timeout=httpx.Timeout(timeout), trust_env=False,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
-        return client
-
-    @staticmethod
-    def _key(spec: ModelSpec) -> str | None:
-        if spec.api_key:
-            return spec.api_key
-        if spec.api_base is None:           # OpenAI itself; a local server never gets this key
-            key = os.environ.get("OPENAI_API_KEY")
-            if not key:
-                raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
-            return key
-        return None
-
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        key = self._key(spec)
-        body = {**spec.extra, **params, "model": wire_model(spec.model), "messages": messages}
-        if spec.local:
-            # A local server stops generating when a streaming client leaves; a plain
-            # request it runs to the end, holding its one slot long after we timed out.
-            body["stream"] = True
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        client = self._client(spec.api_base or OPENAI_BASE, spec.timeout)
-        try:
-            async with client.stream("POST", "chat/completions", json=body, headers=headers,
-                                     timeout=httpx.Timeout(spec.timeout)) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise status_error(response)
-                if "text/event-stream" in response.headers.get("content-type", ""):
-                    return await streamed(response, spec)
-                content = await response.aread()
-        except httpx.TimeoutException:
-            raise TransportError("timeout", "request timed out") from None
-        except httpx.ConnectError as exc:
-            chain = exception_chain(exc)
-            if "refused" in str(exc).lower() or any(isinstance(e, ConnectionRefusedError) for e in chain):
-                raise TransportError("refused", "connection refused") from None
-            raise TransportError("connection", f"connection failed: {exc}") from None
-        except (httpx.TransportError, OSError) as exc:
-            raise TransportError("connection", f"connection failed: {type(exc).__name__}: {exc}") from None
-        try:
-            data = json.loads(content)
-        except ValueError as exc:
-            raise TransportError(
-                "server", f"HTTP {response.status_code} but the body is not complete JSON ({len(content)} bytes, "
-                          f"{exc}): the server or a proxy cut the answer short", response.status_code) from None
-        return completion_of(data, spec)
-
-    async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.aclose()
+def parse_body(content: bytes, status: int, spec: ModelSpec) -> Completion:
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise TransportError(
+            "server", f"HTTP {status} but the body is not complete JSON ({len(content)} bytes, {exc}): the "
+                      f"server or a proxy cut the answer short", status) from None
+    return completion_of(data, spec)
 
 
+class StreamAssembler:
+    """A server-sent-events answer (`stream: true`), fed line by line, assembled into one
+    completion. Complete only when a finish reason arrived."""
 
-async def streamed(response: httpx.Response, spec: ModelSpec) -> Completion:
-    """A server-sent-events answer (`stream: true`) assembled into one completion."""
-    parts: list[str] = []
-    finish: str | None = None
-    usage: dict[str, int] = {}
-    model = spec.model
-    choices = 0
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
+    def __init__(self, spec: ModelSpec, status: int):
+        self.spec = spec
+        self.status = status
+        self.parts: list[str] = []
+        self.finish: str | None = None
+        self.usage: dict[str, int] = {}
+        self.model = spec.model
+        self.choices = 0
+        self.done = False
+
+    def feed(self, line: bytes) -> bool:
+        """Take one line; True once `[DONE]` arrived (nothing after it counts)."""
+        if not line.startswith(b"data:"):
+            return False
         payload = line[5:].strip()
-        if payload == "[DONE]":
-            break
+        if payload == b"[DONE]":
+            self.done = True
+            return True
         try:
-            chunk = json.loads(payload)
+            chunk = json.loads(payload.decode("utf-8", "replace"))
         except ValueError as exc:
             raise TransportError("server", f"a streamed chunk is not complete JSON ({exc}): the server or a "
-                                           "proxy cut the answer short", response.status_code) from None
+                                           "proxy cut the answer short", self.status) from None
         if not isinstance(chunk, dict):
-            continue
+            return False
         if chunk.get("error"):
             raise TransportError("server", f"the server failed mid-answer: {str(chunk['error'])[:ERROR_TEXT]}")
         if isinstance(chunk.get("usage"), dict):
-            usage = usage_of(chunk["usage"])
-        model = str(chunk.get("model") or model)
+            self.usage = usage_of(chunk["usage"])
+        self.model = str(chunk.get("model") or self.model)
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            choices = 1
+            self.choices = 1
             delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
             if isinstance(delta.get("content"), str):
-                parts.append(delta["content"])
-            finish = choice.get("finish_reason") or finish
-    cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
-    return Completion("".join(parts) if choices else None, finish, usage, cost, model, choices)
+                self.parts.append(delta["content"])
+            self.finish = choice.get("finish_reason") or self.finish
+        return False
+
+    def completion(self) -> Completion:
+        # `[DONE]` alone is not enough: llama-cpp-python ends an answer it interrupts (another
+        # request arrived) with `[DONE]` and no finish reason; every server sends one otherwise.
+        if self.finish is None:
+            ended = "with [DONE] but no finish_reason" if self.done else "without finish_reason or [DONE]"
+            raise TransportError("incomplete", f"the stream ended {ended}: the server stopped the answer "
+                                               "(e.g. interrupted it for another request) or a proxy cut it short",
+                                 self.status)
+        spec, usage = self.spec, self.usage
+        cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
+        # Joined before the surrogates are mended: a pair can arrive split across two chunks.
+        text = safe_text("".join(self.parts)) if self.choices else None
+        return Completion(text, self.finish, usage, cost, self.model, self.choices)

@@ -7,6 +7,7 @@ import time
 from collections import deque
 from datetime import date
 from pathlib import Path
+from typing import Protocol
 
 RATE_WINDOW_SECONDS = 60.0
 # The server counts arrivals, not our starts: a request that first opens a connection
@@ -59,11 +60,17 @@ class DailyBudget:
         self._store.close()
 
 
+class Limiter(Protocol):
+    async def acquire(self) -> object: ...
+
+    def release(self) -> None: ...
+
+
 class ModelGate:
     """The concurrency and rate limits of one model (the semaphore may be shared by the
     models of one local endpoint)."""
 
-    def __init__(self, semaphore: asyncio.Semaphore | None, per_minute: int | None):
+    def __init__(self, semaphore: Limiter | None, per_minute: int | None):
         self.semaphore = semaphore
         self.rate = RateWindow(per_minute) if per_minute else None
 

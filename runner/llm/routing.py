@@ -9,7 +9,7 @@ from runner.llm.transport import Completion, LiteLLMTransport, Transport
 
 
 class RoutedTransport:
-    """Each model's own transport (`spec.transport`): httpx for OpenAI-compatible
+    """Each model's own transport (`spec.transport`): aiohttp for OpenAI-compatible
     endpoints, litellm (imported on its first call only) for every other provider."""
 
     def __init__(self) -> None:
@@ -18,7 +18,7 @@ class RoutedTransport:
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
             if name == "http":
-                from runner.llm.http import HTTPTransport  # httpx is imported on the first uncached call
+                from runner.llm.aio_http import HTTPTransport  # aiohttp is imported on the first uncached call
                 self._by_name[name] = HTTPTransport()
             else:
                 self._by_name[name] = LiteLLMTransport()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.llm.limits import BudgetSpent, DailyBudget, ModelGate
+from runner.llm.capacity import OVERLOAD_STATUS, AdaptiveLimit
+from runner.llm.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
 from runner.llm.spec import ModelSpec
 from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
 from runner.llm.transport import Completion, Transport, TransportError
@@ -49,15 +51,16 @@ class FormatRejected(Exception):
 
 
 class Sender:
-    def __init__(self, transport: Transport, cache_dir: Path, concurrency: int):
+    def __init__(self, transport: Transport, cache_dir: Path, concurrency: int, concurrency_given: bool = False):
         self.transport = transport
         self.cache_dir = cache_dir
         self.formats = FormatChoices(cache_dir)
         self.concurrency = max(1, concurrency)
+        self.concurrency_given = concurrency_given      # --concurrency was on the command line
         self.breakers: dict[str, str] = {}
         self._probes: dict[str, asyncio.Future[bool]] = {}
         self._gates: dict[str, ModelGate] = {}
-        self._local: dict[str, asyncio.Semaphore] = {}
+        self._local: dict[str, AdaptiveLimit | None] = {}
         self._global: asyncio.Semaphore | None = None
         self._budget: DailyBudget | None = None
 
@@ -92,6 +95,7 @@ class Sender:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
         gate = self._gate(spec)
+        adaptive = gate.semaphore if isinstance(gate.semaphore, AdaptiveLimit) else None
         limit = spec.limits.get("requests_per_day")
         timeouts = 0
         for attempt in range(spec.retries + 1):
@@ -114,8 +118,7 @@ class Sender:
                     params["response_format"] = wanted
                 stats.calls += 1
                 try:
-                    async with asyncio.timeout(spec.timeout):     # the whole attempt, however the bytes dribble
-                        completion = await self.transport.complete(spec, messages, params)
+                    completion = await self._once(spec, messages, params, adaptive)
                     _count(stats, completion)
                     completion.attempts = attempt + 1
                     return completion, mode
@@ -124,6 +127,8 @@ class Sender:
                 except TransportError as exc:
                     error = exc
             error.attempts = attempt + 1
+            if adaptive is not None:
+                _overload(adaptive, error)
             if wanted is not None and rejects_format(error):
                 raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
@@ -145,6 +150,23 @@ class Sender:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _once(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
+                    adaptive: AdaptiveLimit | None) -> Completion:
+        """One request under the total deadline (however the bytes dribble); a local server's
+        adaptive limit learns how long it took."""
+        if adaptive is None:
+            async with asyncio.timeout(spec.timeout):
+                return await self.transport.complete(spec, messages, params)
+        level, sent = adaptive.limit, time.perf_counter()
+        adaptive.started()
+        try:
+            async with asyncio.timeout(spec.timeout):
+                completion = await self.transport.complete(spec, messages, params)
+        finally:
+            adaptive.ended()
+        adaptive.observe(level, time.perf_counter() - sent)
+        return completion
+
     def _global_gate(self) -> asyncio.Semaphore:
         if self._global is None:
             self._global = asyncio.Semaphore(self.concurrency)
@@ -153,16 +175,25 @@ class Sender:
     def _gate(self, spec: ModelSpec) -> ModelGate:
         if spec.name not in self._gates:
             concurrency = spec.limits.get("concurrency")
-            semaphore = asyncio.Semaphore(concurrency) if concurrency else None
+            semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
             if semaphore is None and spec.local:
-                # A local server often has one slot and queues the rest until they time out.
-                if spec.endpoint not in self._local:
-                    self._local[spec.endpoint] = asyncio.Semaphore(1)
-                    sys.stderr.write(redact(f"runner: {spec.endpoint} is on this machine: sending it one request at "
-                                            f"a time (set models.{spec.name}.limits.concurrency to send more)\n"))
-                semaphore = self._local[spec.endpoint]
+                semaphore = self._local_limit(spec)
             self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
         return self._gates[spec.name]
+
+    def _local_limit(self, spec: ModelSpec) -> AdaptiveLimit | None:
+        """A server on this machine: as many requests as --concurrency says when given, else
+        as many as it serves at once (capacity.py), shared by the models on it."""
+        if spec.endpoint not in self._local:
+            if self.concurrency_given:
+                self._local[spec.endpoint] = None
+                sys.stderr.write(redact(f"runner: {spec.endpoint} is on this machine: sending it up to "
+                                        f"{self.concurrency} request(s) at a time (--concurrency {self.concurrency}; "
+                                        f"models.{spec.name}.limits.concurrency overrides)\n"))
+            else:
+                limiter = self._local[spec.endpoint] = AdaptiveLimit(spec.endpoint, spec.name, self.concurrency)
+                limiter.start_probe(spec.api_base or "")
+        return self._local[spec.endpoint]
 
     def _daily(self) -> DailyBudget:
         if self._budget is None:
@@ -170,9 +201,22 @@ class Sender:
         return self._budget
 
     async def aclose(self) -> None:
+        for limiter in self._local.values():
+            if limiter is not None:
+                limiter.finish()
         await self.transport.aclose()
         if self._budget is not None:
             self._budget.close()
+
+
+def _overload(adaptive: AdaptiveLimit, error: TransportError) -> None:
+    """Tell a local server's limit about an error that says it was sent too much."""
+    if error.kind == "timeout":
+        adaptive.overloaded("an answer timed out")
+    elif error.kind == "incomplete":
+        adaptive.overloaded("an answer was cut short while it was sent more at once")
+    elif error.status in OVERLOAD_STATUS:
+        adaptive.overloaded(f"it answered HTTP {error.status}")
 
 
 def _count(stats: ModelStats, completion: Completion) -> None:

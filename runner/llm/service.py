@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +26,7 @@ from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
+from runner.llm.writer import BackgroundWriter
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import redact as redact_urls
 from runner.safetext import clean_text, clean_value
@@ -49,6 +51,7 @@ class ServiceOptions(Protocol):
     cache_dir: Path
     no_cache: bool
     llm_concurrency: int
+    concurrency_given: bool
     out_dir: Path | None
     render: bool
 
@@ -82,11 +85,13 @@ class LLMService:
         self.observer = observer
         self.options = options
         self.env = env
-        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency)
+        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency,
+                             options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | None = None
+        self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self.stats: dict[str, ModelStats] = {}
@@ -162,7 +167,7 @@ class LLMService:
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else usable(self.cache.get(key))
+            cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or self.cache.get(key))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -219,11 +224,12 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                self.cache.set(key, {"content": raw, "finish_reason": completion.finish_reason,
-                                     "usage": completion.usage, "cost": completion.cost, "model": completion.model,
-                                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
-                if logged is not None and self._logs is not None:
-                    self._logs.keep(logged, key)
+                self._writer.cache_set(self.cache, key, {
+                    "content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
+                    "cost": completion.cost, "model": completion.model,
+                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
+                if logged is not None:
+                    self._writer.submit(partial(logged.keep_as, key))
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -243,6 +249,8 @@ class LLMService:
             return (f"the answer was truncated (finish_reason=length) at max_tokens={limit}: raise it with "
                     f"`max_tokens:` on the step or on the model (--set models.{spec.name}.max_tokens="
                     f"{2 * int(limit or 1024)}), or ask for a shorter answer")
+        if completion.finish_reason == "content_filter":
+            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
         if completion.text is None or not completion.text.strip():
             return "the answer is empty"
         return None
@@ -266,16 +274,16 @@ class LLMService:
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
-             reused: str | None = None) -> str | None:
-        """Write the call's log before the call goes on (an item's result is never written
-        before its logs); a cache hit (`reused`: its key) links in the log kept with its answer."""
+             reused: str | None = None) -> LogJob | None:
+        """Hand the call's log to the writer thread; a cache hit (`reused`: its key) links in
+        the log kept with its answer instead. The run's end waits for every log (writer.py)."""
         logs = self._log_writer()
+        # A link costs a few microseconds: done here, it spares a fully cached run the thread.
         if logs is None or (reused is not None and logs.reuse(item, seq, spec.name, reused)):
             return None
-        path = logs.add(item, seq, spec.name, self.redact(format_messages(messages)), self.redact(response))
-        if reused is not None:
-            logs.keep(path, reused)        # kept from a cache made before logs were kept with it
-        return path
+        job = LogJob(logs, item, seq, spec.name, messages, response, reused, self.redact)
+        self._writer.submit(job)
+        return job
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
@@ -327,6 +335,7 @@ class LLMService:
         return self.tally.failure_reasons()
 
     async def aclose(self) -> None:
+        self._writer.close()
         if self._logs is not None:
             self._logs.finish()
         if self._batches is not None:
@@ -335,3 +344,25 @@ class LLMService:
         if self._cache is not None:
             self._cache.close()
 
+
+
+class LogJob:
+    """One call's log, formatted (prompts redacted) and written by the writer thread."""
+
+    def __init__(self, logs: CallLogWriter, item: int, seq: int, model: str, messages: list[dict[str, Any]],
+                 response: str, reused: str | None, redact: Callable[[str], str]):
+        self.logs, self.item, self.seq, self.model = logs, item, seq, model
+        self.messages, self.response, self.reused, self.redact = messages, response, reused, redact
+        self.path: str | None = None
+
+    def __call__(self) -> None:
+        logs = self.logs
+        self.path = logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
+                             self.redact(self.response))
+        if self.reused is not None:
+            logs.keep(self.path, self.reused)        # kept from a cache made before logs were kept with it
+
+    def keep_as(self, key: str) -> None:
+        """Keep the log as the log of the cached answer `key` (runs after __call__: one thread, in order)."""
+        if self.path is not None:
+            self.logs.keep(self.path, key)

@@ -16,6 +16,7 @@ SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 3
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 TRANSPORTS = ("auto", "http", "litellm")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 BATCH_RETRY = ("batch", "live")
@@ -51,6 +52,7 @@ class ModelSpec:
     def batchable(self) -> bool:
         """The endpoint speaks OpenAI's /v1/files and /v1/batches (plain HTTP)."""
         return self.transport == "http"
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
 
     @property
     def endpoint(self) -> str:
@@ -155,7 +157,9 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
             batch_max_wait=_at_least("batch_max_wait", entry.get("batch_max_wait", DEFAULT_BATCH_MAX_WAIT), 0, float),
             batch_poll_seconds=_at_least("batch_poll_seconds", entry.get("batch_poll_seconds", DEFAULT_BATCH_POLL),
                                          0.001, float),
-            batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY))
+            batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY),
+            max_response_bytes=_at_least("max_response_bytes",
+                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int))
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None
 

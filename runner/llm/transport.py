@@ -16,7 +16,7 @@ from runner.llm.spec import ModelSpec
 from runner.llm.usage import usage_of
 from runner.retry import parse_retry_after
 
-RETRYABLE = {"rate_limit", "server", "timeout", "connection"}
+RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
 NO_KEY_PLACEHOLDER = "no-key-needed"
 
 

@@ -320,10 +320,11 @@ def test_api_key_never_reaches_logs_cache_or_results(project, env, monkeypatch):
 
 
 def test_cached_run_and_render_never_import_litellm(project, env):
+    """Nor aiohttp: the HTTP transport is imported when a call is sent."""
     env.answer_json({"verdict": "yes"})
     path = llm_pipeline(project)
     run(path, write_json(project.root / "in.json", [{"q": "1"}]))
-    block = "import sys; sys.modules['litellm'] = None; from runner.cli.app import main; main()"
+    block = "import sys; sys.modules['litellm'] = sys.modules['aiohttp'] = None; from runner.cli.app import main; main()"
     base = dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache"))
     for args in (["run", str(path), "--input", "in.json", "--out", "again"],
                  ["render", str(path), "--input", "in.json"], ["validate", str(path)]):

@@ -120,17 +120,66 @@ def test_ollama_native_chat_gets_the_schema_in_format(project, env):
     assert request.path == "/v1/api/chat" and request.body["format"] == SCHEMA
 
 
-def test_single_slot_server_gets_one_request_at_a_time(project, env, capfd):
-    env.personality = "single-slot"
+def test_a_one_slot_server_settles_at_one_request_and_sees_no_timeouts(project, env, capfd):
+    env.personality = "single-slot"              # says nothing of its slots: found by adapting
     env.script(Reply(ANSWER, delay=0.2))
-    outcome = run(llm_pipeline(project, extra="timeout: 0.6"), items(project, 5), llm_concurrency=8)
-    assert [r["verdict"] for r in outcome.results] == ["yes"] * 5     # none queued past its deadline
-    assert env.peak_in_flight == 1
-    assert capfd.readouterr().err.count("is on this machine: sending it one request at a time") == 1
+    outcome = run(llm_pipeline(project, extra="timeout: 1.5", retries=0), items(project, 12), llm_concurrency=8)
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 12    # none queued past its deadline
+    assert env.peak_in_flight <= 2 and outcome.summary["models"]["m"]["failures"] == 0
+    err = capfd.readouterr().err
+    assert err.count("is on this machine") == 1
+    assert "sending it up to 1 request(s) at a time (its answers slowed when sent more at once" in err
     env.reset()
     env.script(Reply(ANSWER, delay=0.3))
     run(llm_pipeline(project, extra="limits: {concurrency: 4}"), items(project, 5), no_cache=True)
     assert env.peak_in_flight == 4                                     # an explicit limit wins
+
+
+def test_a_multi_slot_server_gets_the_slots_it_reports(project, env, capfd):
+    env.personality = "multi-slot"
+    env.slots = 3
+    env.script(Reply(ANSWER, delay=0.2))
+    outcome = run(llm_pipeline(project), items(project, 9), llm_concurrency=8)
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 9
+    assert env.peak_in_flight == 3                                     # no setting: above 1, not past 3
+    assert [r.path for r in env.side_requests] == ["/props"]
+    assert env.side_requests[0].started < min(r.started for r in env.requests)     # asked before any call
+    err = capfd.readouterr().err
+    assert err.count("is on this machine") == 1
+    assert "sending it up to 3 request(s) at a time (it reports 3 slot(s) at /props" in err
+
+
+def test_slots_past_the_runs_concurrency_are_said_as_capped(project, env, capfd):
+    env.personality = "multi-slot"
+    env.slots = 6
+    env.script(Reply(ANSWER, delay=0.1))
+    run(llm_pipeline(project), items(project, 6), llm_concurrency=2)
+    assert env.peak_in_flight == 2
+    assert "sending it up to 2 request(s) at a time (it reports 6 slot(s) at /props; the run sends at most 2" \
+        in capfd.readouterr().err
+
+
+def test_a_multi_slot_server_that_says_nothing_is_found_by_adapting(project, env, capfd):
+    env.personality = "multi-slot"
+    env.slots, env.reports_slots = 4, False
+    env.script(Reply(ANSWER, delay=0.1))
+    outcome = run(llm_pipeline(project), items(project, 40), llm_concurrency=8)
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 40
+    assert env.peak_in_flight > 1                                      # the limit rose with no setting
+    err = capfd.readouterr().err
+    assert err.count("is on this machine") == 1 and "request(s) at a time" in err
+
+
+def test_an_explicit_concurrency_beats_the_local_default_and_is_said(project, env, cli):
+    env.personality = "single-slot"
+    env.script(Reply(ANSWER, delay=0.2))
+    llm_pipeline(project)
+    items(project, 8)
+    result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "o", "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    assert env.peak_in_flight == 4
+    assert result.stderr.count("is on this machine") == 1
+    assert "sending it up to 4 request(s) at a time (--concurrency 4" in result.stderr
 
 
 def test_dribbling_server_hits_the_total_deadline_and_is_retried_once(project, env):

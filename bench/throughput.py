@@ -1,0 +1,167 @@
+"""Throughput of the OpenAI-compatible path at 16, 64 and 256 calls in flight, as whole
+processes in one run: runner cold, its fully cached rerun, and two floors sending the very
+requests runner sent (bare aiohttp, bare httpx) at the same number in flight.
+
+The citation judge, every seat on the fake server with `limits.concurrency` = `--concurrency`
+= the pipeline's `concurrency` = N:
+  16 in flight: 200 citations x 3 jurors at 0.2 s latency (bench/openai_compat.py's run);
+  64 and 256:   2,000 citations x 3 jurors at 50 ms latency.
+Per process: wall, CPU (user + system, from wait4) and its own peak RSS (VmHWM). A first cold
+run, not counted, warms the machine and gives the requests the floors send.
+
+    python bench/throughput.py              # all three; or e.g. `python bench/throughput.py 64`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from installed_env import INSTALLED_ENV  # noqa: E402
+from openai_compat import ANSWER, FLOOR, report  # noqa: E402
+
+from fakellm import FakeLLM, Reply  # noqa: E402
+
+SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
+RERUNS = 3
+AIOHTTP_FLOOR = """
+import asyncio, json, sys
+import aiohttp
+url, bodies, concurrency = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3])
+async def main():
+    gate = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        async def one(body):
+            async with gate:
+                async with session.post(url + "/chat/completions", json=body) as r:
+                    json.loads(json.loads(await r.read())["choices"][0]["message"]["content"])
+        await asyncio.gather(*(one(body) for body in bodies))
+asyncio.run(main())
+"""
+
+
+@dataclass
+class Process:
+    wall: float
+    user: float
+    system: float
+    rss_mb: float
+    output: str
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.system
+
+
+def peak_rss_mb(pid: int, done: threading.Event, seen: list[float]) -> None:
+    """The child's own high-water mark (VmHWM), read until it exits. wait4's ru_maxrss will
+    not do: a child inherits its parent's high-water mark, and this process holds every
+    request the fake server recorded."""
+    while not done.is_set():
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        seen.append(int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            pass
+        done.wait(0.02)
+
+
+def measured(args: list[str], cwd: Path) -> Process:
+    """One whole process: its wall time, its own CPU time (wait4) and peak RSS."""
+    with tempfile.TemporaryFile("w+") as out:
+        started = time.perf_counter()
+        child = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=INSTALLED_ENV)
+        done, seen = threading.Event(), [0.0]
+        watcher = threading.Thread(target=peak_rss_mb, args=(child.pid, done, seen), daemon=True)
+        watcher.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        done.set()
+        watcher.join()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read()
+    if child.returncode != 0:
+        raise SystemExit(f"{args[:4]} exited {child.returncode}:\n{output[-3000:]}")
+    return Process(wall, usage.ru_utime, usage.ru_stime, max(seen), output)
+
+
+def runner_run(work: Path, cache: Path, out: str, url: str, in_flight: int) -> Process:
+    args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
+            "--input", "report.md", "--out", out, "--cache-dir", str(cache), "--concurrency", str(in_flight),
+            "--set", f"concurrency={in_flight}", "--quiet"]
+    for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
+        args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
+                 "--set", f"models.{seat}.enabled=true", "--set", f"models.{seat}.limits={{concurrency: {in_flight}}}"]
+    done = measured(args, work)
+    assert "errors: 0" in done.output, done.output[-3000:]
+    return done
+
+
+def scenario(in_flight: int) -> tuple[list[tuple[str, Process, int]], int]:
+    citations, latency = SCENARIOS[in_flight]
+    server = FakeLLM().start()
+    server.script(Reply(ANSWER, delay=latency))
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp) / "example"
+            shutil.copytree(REPO / "examples" / "citation_judge", work)
+            report(work, citations)
+            # A first cold run, not counted, warms what any first process pays for (the page
+            # cache, the server's threads) and gives the requests the floors send.
+            runner_run(work, Path(tmp) / "warm-up", "warm-up", server.url, in_flight)
+            bodies = Path(tmp) / "bodies.json"
+            bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
+            for name, script in (("bare aiohttp (the floor)", AIOHTTP_FLOOR), ("bare httpx", FLOOR)):
+                sent = len(server.requests)
+                rows.append((name, measured([sys.executable, "-c", script, server.url, str(bodies), str(in_flight)],
+                                            work), len(server.requests) - sent))
+            sent = len(server.requests)
+            cold = runner_run(work, Path(tmp) / "cache", "cold", server.url, in_flight)
+            calls = len(server.requests) - sent
+            rows.append(("runner, cold", cold, calls))
+            sent = len(server.requests)
+            # A cached rerun is short enough for the machine's noise to move it by a third: the median.
+            reruns = sorted((runner_run(work, Path(tmp) / "cache", f"cached{n}", server.url, in_flight)
+                             for n in range(RERUNS)), key=lambda p: p.wall)
+            rows.append((f"runner, fully cached rerun (median of {RERUNS})", reruns[RERUNS // 2],
+                         len(server.requests) - sent))
+    finally:
+        server.stop()
+    return rows, calls
+
+
+def main() -> None:
+    chosen = [int(n) for n in sys.argv[1].split(",")] if len(sys.argv) > 1 else list(SCENARIOS)
+    for in_flight in chosen:
+        citations, latency = SCENARIOS[in_flight]
+        rows, calls = scenario(in_flight)
+        floor, cold, cached = rows[0][1], rows[2][1], rows[3][1]
+        print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls\n")
+        print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
+        print("|---|---|---|---|---|---|---|")
+        for name, process, requests in rows:
+            per_call = f"{process.cpu / calls * 1000:.2f} ms" if requests else "-"
+            print(f"| {name} | {process.wall:.2f} s | {process.cpu:.2f} s ({process.user:.2f} + {process.system:.2f}) "
+                  f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
+        print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
+              f"{cold.cpu / calls * 1000:.2f} ms CPU per call; cached rerun / cold: {cached.wall / cold.wall:.1%}")
+
+
+if __name__ == "__main__":
+    main()
