@@ -29,6 +29,7 @@ class HTTPTransport:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._urls: dict[str, URL] = {}
+        self._basic: dict[str, str | None] = {}
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _client(self) -> aiohttp.ClientSession:
@@ -44,7 +45,10 @@ class HTTPTransport:
         base = spec.api_base or OPENAI_BASE
         url = self._urls.get(base)
         if url is None:
-            url = self._urls[base] = URL(base.rstrip("/") + "/chat/completions")
+            # Credentials in the URL travel as the Authorization header (Basic), unless the
+            # model has a key (Bearer): aiohttp refuses both at once, httpx let the key win.
+            url = self._urls[base] = URL(base.rstrip("/") + "/chat/completions").with_user(None)
+            self._basic[spec.api_base or ""] = _basic_auth(base)
         return url
 
     def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
@@ -71,11 +75,15 @@ class HTTPTransport:
             # A local server stops generating when a streaming client leaves; a plain
             # request it runs to the end, holding its slot long after we timed out.
             body["stream"] = True
+        url = self._url(spec)
         headers = {"Content-Type": "application/json"}
+        basic = self._basic.get(spec.api_base or "")
+        if basic:
+            headers["Authorization"] = basic
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            async with self._client().post(self._url(spec), data=json.dumps(body).encode(), headers=headers,
+            async with self._client().post(url, data=json.dumps(body).encode(), headers=headers,
                                            allow_redirects=False, timeout=self._timeout(spec.timeout)) as response:
                 status = response.status
                 if 300 <= status < 400:
@@ -146,3 +154,11 @@ async def streamed(response: aiohttp.ClientResponse, spec: ModelSpec) -> Complet
     if pending:
         assembler.feed(bytes(pending.rstrip(b"\r")))
     return assembler.completion()
+
+
+def _basic_auth(base: str) -> str | None:
+    """`Basic ...` for `http://user:password@host/...`: how a gateway behind basic auth is reached."""
+    parts = URL(base)
+    if not parts.user:
+        return None
+    return aiohttp.encode_basic_auth(parts.user, parts.password or "")
