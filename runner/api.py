@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,13 +16,15 @@ from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, pass_rule, select
 from runner.errors import InputError, NeedsModel, TemplateError
 from runner.fileio import atomic_write, dumps
-from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
+from runner.inputs import Item, iter_items, iter_records, record_from_pairs
+from runner.inputs.stream import ItemStream
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view, item_label
-from runner.outputs.summary import summarize
+from runner.outputs.results_file import ResultsView, rewrite_in_order
+from runner.outputs.summary import ErrorCount, summarize
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
@@ -40,7 +42,7 @@ warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was nev
 class RunOutcome:
     pipeline: Pipeline
     out_dir: Path
-    results: list[dict[str, Any]]
+    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
     interrupted: bool = False
     terminated: bool = False       # by SIGTERM
@@ -61,19 +63,23 @@ class ItemSource:
     selection: Selection = field(default_factory=Selection)
 
 
-def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
+def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
+    """The run's items as a stream read from the input as the run takes them (each pass reads it again)."""
     if source.records and source.input_path:
         raise InputError("give either --input or --record, not both")
     if source.records:
-        items = [Item(1, record_from_pairs(source.records))]
+        items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        spec = pipeline.input
-        records: list[Record] = read_records(spec.get("adapter", "json"), source.input_path, spec.get("with") or {})
-        items = make_items(records, spec.get("explode"))
+        spec, path = pipeline.input, source.input_path
+        adapter, options, explode = spec.get("adapter", "json"), spec.get("with") or {}, spec.get("explode")
+        records = iter_records(adapter, path, options)       # an unusable input fails here
+        if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
+            items = ItemStream(lambda: iter_items(records, explode))
+        else:
+            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
-    items = select(pipeline, items, source.selection)
-    return items[:source.limit] if source.limit else items
+    return select(pipeline, items, source.selection, source.limit)
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
@@ -142,21 +148,20 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
         pass
 
 
-async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome,
+async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
                progress: Progress) -> None:
     _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
-    done: list[dict[str, Any]] = []
-    outcome.results = done
+    errors = ErrorCount(runtime)
 
     def keep(result: dict[str, Any]) -> None:
-        done.append(result)
-        log.append(result)
+        log.append(result)           # and then dropped: the results live in results.jsonl
+        errors.add(result)
         progress.advance()
 
     progress.start(len(items), lambda: call_counts(runtime))
     try:
-        outcome.results = await run_items(runtime, items, concurrency, keep)
+        await run_items(runtime, items, concurrency, keep)
     except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
         outcome.interrupted = True
         raise
@@ -164,13 +169,15 @@ async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: R
         progress.stop()
         log.close()
         await runtime.aclose()
-        _write_outputs(runtime, outcome, interrupted=outcome.interrupted)
+        _write_outputs(runtime, outcome, errors.count, interrupted=outcome.interrupted)
 
 
-def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = False) -> None:
-    results = sorted(outcome.results, key=lambda r: r.get("index", 0))
+def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: int, interrupted: bool = False) -> None:
+    out = outcome.out_dir
+    rewrite_in_order(out / "results.jsonl")
+    results = ResultsView(out / "results.jsonl")
     outcome.results = results
-    summary = summarize(runtime, results, interrupted=interrupted)
+    summary = summarize(runtime, results, interrupted=interrupted, errors=errors)
     if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.summary_sections.items():
@@ -180,8 +187,6 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
     outcome.summary = summary
-    out = outcome.out_dir
-    atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     spec = runtime.pipeline.summary
     rule = pass_rule(runtime.pipeline)
@@ -225,7 +230,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     return asyncio.run(_render(runtime, items, stream))
 
 
-async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[str, int]:
+async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
     try:
         for item in items:
             stream.write(f"=== item {item.index} ===\n")

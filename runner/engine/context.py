@@ -68,6 +68,7 @@ class Runtime:
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
     open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
+    in_flight: int = 0            # items the engine's window is running now (runner/engine/execute.py run_items)
     _llm: Any = None
 
     @classmethod

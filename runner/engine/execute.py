@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from runner.engine.context import RunOptions, Runtime, StepContext, StepsOutcome, condition_at, render_at
@@ -19,6 +19,7 @@ __all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at
 
 
 _INSTANCES: dict[str, Step] = {}
+WINDOW_AHEAD = 8      # how many windows' worth of items may finish past the oldest running one
 
 
 def _instance(uses: str) -> Step:
@@ -158,24 +159,51 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
     return result
 
 
-async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
-                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> list[dict[str, Any]]:
-    """Run every item, at most `concurrency` at once; results come back in input order."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-    results: dict[int, dict[str, Any]] = {}
+async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
+                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> int:
+    """Run every item, at most `concurrency` at once, handing each result to `on_result` as it
+    finishes; the number of items run.
+
+    Items are taken from `items` only as the window has room (`runtime.in_flight` says how
+    many are running), so neither the input nor the results are ever all in memory. The
+    window also bounds how far a finished item can be ahead of the oldest running one
+    (WINDOW_AHEAD times the concurrency), which keeps results.jsonl nearly in input order."""
+    limit = max(1, concurrency)
+    ahead = limit * WINDOW_AHEAD
+    running: dict[asyncio.Task[None], int] = {}
+    finished = 0
+    source = iter(items)
+    position = 0
 
     async def one(item: Item) -> None:
-        async with gate:
-            result = await run_item(runtime, item)
-        results[item.index] = result
+        result = await run_item(runtime, item)
         maybe = on_result(result)
         if maybe is not None:
             await maybe
 
-    tasks = [asyncio.ensure_future(one(item)) for item in items]
     try:
-        await asyncio.gather(*tasks)
+        exhausted = False
+        while True:
+            oldest = min(running.values(), default=position)
+            while not exhausted and len(running) < limit and position - oldest < ahead:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                    break
+                running[asyncio.ensure_future(one(item))] = position
+                position += 1
+            runtime.in_flight = len(running)
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                del running[task]
+                finished += 1
+                task.result()           # a bug in on_result ends the run, as it did before
     finally:
-        for task in tasks:
+        for task in running:
             task.cancel()
-    return [results[i.index] for i in items if i.index in results]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        runtime.in_flight = 0
+    return finished

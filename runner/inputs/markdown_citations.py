@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +36,30 @@ EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
 
 @adapter("markdown_citations")
-def read_citations(path: Path, options: dict[str, Any]) -> list[Record]:
-    records = []
-    for citation in extract_citations(read_text(path), options):
+def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    text = read_text(path)          # decoded before the first record: a bad byte fails the input
+    return _records(path, text, options)
+
+
+def _records(path: Path, text: str, options: dict[str, Any]) -> Iterator[Record]:
+    for citation in iter_citations(text, options):
         error = citation.pop("error", None)
-        records.append(Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None))
-    return records
+        yield Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None)
 
 
 def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The citations in `text`, in order; a malformed one carries an `error`."""
+    return list(iter_citations(text, options))
+
+
+def iter_citations(text: str, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The citations in `text`, one block at a time (a report of any size is never held as citations)."""
     options = options or {}
     pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
     check_malformed = "pattern" not in options
     abbreviations = options.get("abbreviations", DEFAULT_ABBREVIATIONS)
-    newlines = [m.start() for m in re.finditer("\n", text)]
-    citations: list[dict[str, Any]] = []
+    lines = _LineCounter(text)
+    count = 0
     for block_start, block in _blocks(text):
         matches = list(pattern.finditer(block))
         found: list[tuple[int, re.Match[str] | None, str]] = [(m.start(), m, "") for m in matches]
@@ -61,13 +70,27 @@ def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[
         masked = _mask(block, matches)
         ends = _sentence_ends(masked, abbreviations)
         for position, match, raw in sorted(found, key=lambda entry: entry[0]):
-            line = bisect_right(newlines, block_start + position - 1) + 1
+            line = lines.at(block_start + position)
             citation = _citation(block, masked, ends, match, line) if match else None
             if citation is None:
                 raw = raw or (match.group(0) if match else "")
                 citation = {"citation": raw, "line": line, "error": _what_is_wrong(raw)}
-            citations.append({"index": len(citations) + 1, **citation})
-    return citations
+            count += 1
+            yield {"index": count, **citation}
+
+
+class _LineCounter:
+    """The line of an offset, for offsets asked in increasing order (counted once, no index kept)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.offset = 0
+        self.line = 1
+
+    def at(self, offset: int) -> int:
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line
 
 
 def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
@@ -98,13 +121,12 @@ def _what_is_wrong(raw: str) -> str:
     return f"malformed citation {raw!r} ({EXPECTED})"
 
 
-def _blocks(text: str) -> list[tuple[int, str]]:
-    out, position = [], 0
+def _blocks(text: str) -> Iterator[tuple[int, str]]:
+    position = 0
     for separator in BLOCK_SPLIT.finditer(text):
-        out.append((position, text[position:separator.start()]))
+        yield position, text[position:separator.start()]
         position = separator.end()
-    out.append((position, text[position:]))
-    return out
+    yield position, text[position:]
 
 
 def _mask(block: str, matches: list[re.Match[str]]) -> str:
