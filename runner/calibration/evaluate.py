@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
+from runner.outputs.results_file import ResultsView
 
 
 @dataclass
@@ -26,7 +28,7 @@ class EvalSpec:
 @dataclass
 class Run:
     folder: Path
-    results: list[dict[str, Any]]
+    results: Iterable[dict[str, Any]]
     summary: dict[str, Any]
 
 
@@ -46,13 +48,7 @@ def resolve_run_folder(path: Path) -> Path:
 
 def load_run(path: Path) -> Run:
     folder = resolve_run_folder(path)
-    results = []
-    for number, line in enumerate((folder / "results.jsonl").read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                results.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{folder / 'results.jsonl'}:{number}: not valid JSON: {exc.msg}") from None
+    results = ResultsView(folder / "results.jsonl", strict=True)     # read as it is scored, never held
     summary_path = folder / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     return Run(folder, results, summary)
@@ -89,7 +85,7 @@ def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
     return str(chosen)
 
 
-def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
+def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
              rows: list[LabelRow] | None = None, detail: bool = True) -> dict[str, Any]:
     """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
     scores: no interval, per-class table or jurors."""
@@ -106,7 +102,7 @@ def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalS
     problems = joined.problems()
     report: dict[str, Any] = {"labels": str(spec.labels), "key": spec.key, "truth": spec.truth,
                               "predicted": predicted, "kind": kind, "label_rows": len(rows),
-                              "results": len(results), "scored": len(joined.pairs)}
+                              "results": joined.results, "scored": len(joined.pairs)}
     if kind == "numeric":
         kept = [p for p in joined.pairs if p.predicted != NO_PREDICTION]
         problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]

@@ -91,9 +91,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     if runtime.memo is not None and runtime.pipeline.memo is not None:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
-            stored = runtime.memo.get(memo_key)
+            # --no-cache reads no stored result either; what it computes is stored as usual.
+            stored = None if runtime.options.no_cache else runtime.memo.get(memo_key)
             if stored is not None:
-                return _from_memo(runtime, stored, scope, result)
+                return await _traced_memo_hit(runtime, item, stored, scope, result)
         except TemplateError as exc:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
@@ -147,6 +148,22 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
     runtime.memo.put(key, result)
+
+
+async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
+                           result: dict[str, Any]) -> dict[str, Any]:
+    """A memo hit, traced as one item marked `memo_hit`. The stored result keeps the ids of the
+    trace that judged it (feedback belongs there); the new trace's fields only fill gaps."""
+    runtime.observer.item_start(item)
+    try:
+        reused = _from_memo(runtime, stored, scope, result)
+    except TemplateError as exc:
+        reused = {**result, "error": str(exc)}
+    traced = dict(reused)
+    await runtime.observer.item_end(item, traced)
+    for name, value in traced.items():
+        reused.setdefault(name, value)
+    return reused
 
 
 def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],

@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, overload
 
+from runner.errors import InputError
 from runner.fileio import OutputError
 
 RUN_LINES = 20_000                  # lines sorted in memory at once when a file needs reordering
@@ -54,18 +55,28 @@ class ResultsView(Sequence[dict[str, Any]]):
     the count). Iterating, `len`, indexing and slicing work as on a list; each costs a pass
     over the file, so code that needs several figures gathers them in one loop."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, strict: bool = False):
         self.path = path
+        self.strict = strict          # a line that is not JSON is an InputError (else skipped: a crash cut it)
         self._length: int | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for line in result_lines(self.path):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue               # a line cut by a crash is not a result
-            if isinstance(value, dict):
-                yield value
+        try:
+            handle = self.path.open(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as exc:
+                    if self.strict:
+                        raise InputError(f"{self.path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}") from None
+                    continue
+                if isinstance(value, dict):
+                    yield value
 
     def __len__(self) -> int:
         if self._length is None:
