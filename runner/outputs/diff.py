@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
 from runner.outputs.report_view import lookup
+from runner.outputs.results_file import in_order, result_lines, sorted_lines
 from runner.stores.runs import RESULTS, SUMMARY, newest_group, previous_run, resolve_run, runs_in
 
 
@@ -33,34 +35,56 @@ def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
     return before, after
 
 
-def _load(run: Path) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+def _summary(run: Path) -> dict[str, Any]:
     try:
-        summary = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
-        results = [json.loads(line) for line in (run / RESULTS).read_text(encoding="utf-8").splitlines() if line]
+        loaded = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunnerError(f"{run}: cannot read its results ({exc})") from None
-    return {int(r.get("index", n + 1)): r for n, r in enumerate(results)}, summary
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _by_index(run: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, result) in index order, read one at a time (a killed run's file is sorted on disk first)."""
+    path = run / RESULTS
+    try:
+        lines = result_lines(path) if in_order(result_lines(path)) else sorted_lines(path, run)
+        for number, line in enumerate(lines):
+            result = json.loads(line)
+            yield int(result.get("index", number + 1)), result
+    except (OSError, ValueError) as exc:
+        raise RunnerError(f"{run}: cannot read its results ({exc})") from None
 
 
 def diff_runs(before: Path, after: Path, fields: list[str] | None = None) -> dict[str, Any]:
     """Items whose verdict (the summary's count_by field), error or chosen fields changed,
-    and the counts before and after."""
-    old, old_summary = _load(before)
-    new, new_summary = _load(after)
+    and the counts before and after: one merge of the two results files, nothing held."""
+    old_summary, new_summary = _summary(before), _summary(after)
     count_by = new_summary.get("count_by") or old_summary.get("count_by")
     watched = list(dict.fromkeys([*([count_by] if count_by else []), *(fields or []), "error"]))
-    changed = []
-    for index in sorted(old.keys() & new.keys()):
-        changes = {f: [lookup(old[index], f), lookup(new[index], f)] for f in watched
-                   if lookup(old[index], f) != lookup(new[index], f)}
-        if changes:
-            changed.append({"index": index, "changes": changes})
+    changed: list[dict[str, Any]] = []
+    only_before: list[int] = []
+    only_after: list[int] = []
+    old, new = _by_index(before), _by_index(after)
+    left, right = next(old, None), next(new, None)
+    while left is not None or right is not None:
+        if left is not None and (right is None or left[0] < right[0]):
+            only_before.append(left[0])
+            left = next(old, None)
+        elif right is not None and (left is None or right[0] < left[0]):
+            only_after.append(right[0])
+            right = next(new, None)
+        elif left is not None and right is not None:
+            changes = {f: [lookup(left[1], f), lookup(right[1], f)] for f in watched
+                       if lookup(left[1], f) != lookup(right[1], f)}
+            if changes:
+                changed.append({"index": left[0], "changes": changes})
+            left, right = next(old, None), next(new, None)
     counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     rates = {name: [old_summary.get(name), new_summary.get(name)] for name in new_summary
              if name.endswith("_rate") and old_summary.get(name) != new_summary.get(name)}
     return {"before": str(before), "after": str(after), "count_by": count_by, "fields": watched,
             "counts": counts, "rates": rates, "changed": changed,
-            "only_before": sorted(old.keys() - new.keys()), "only_after": sorted(new.keys() - old.keys())}
+            "only_before": only_before, "only_after": only_after}
 
 
 def _show(value: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,7 @@ class ReportView:
     items: list[ItemView] = field(default_factory=list)
 
 
-def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> list[str]:
+def columns_for(results: Sequence[dict[str, Any]], configured: list[str] | None) -> list[str]:
     if configured:
         return [c for c in configured if c != "index"]
     seen: list[str] = []
@@ -211,7 +211,7 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
                     [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
 
 
-def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configured: list[str] | None = None,
+def build_view(summary: dict[str, Any], results: Sequence[dict[str, Any]], configured: list[str] | None = None,
                assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
                logs_dir: Path | None = None) -> ReportView:
     count_by = summary.get("count_by")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from runner.errors import InputError
-from runner.fileio import OutputError
+from runner.fileio import atomic_write_lines
 
 RUN_LINES = 20_000                  # lines sorted in memory at once when a file needs reordering
 _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
@@ -156,16 +155,4 @@ def rewrite_in_order(path: Path) -> None:
     """Rewrite results.jsonl in input (`index`) order, atomically, in bounded memory."""
     if not path.is_file() or in_order(result_lines(path)):
         return
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.fchmod(fd, os.stat(path).st_mode & 0o777)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(sorted_lines(path, path.parent))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    atomic_write_lines(path, sorted_lines(path, path.parent))
