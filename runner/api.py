@@ -15,7 +15,7 @@ from runner.engine.execute import run_item, run_items
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, pass_rule, select
 from runner.errors import InputError, NeedsModel, TemplateError
-from runner.fileio import atomic_write, dumps
+from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_from_pairs
 from runner.inputs.stream import ItemStream
 from runner.outputs.files import ResultsLog
@@ -160,16 +160,24 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         progress.advance()
 
     progress.start(len(items), lambda: call_counts(runtime))
+    unwritable: OutputError | None = None
     try:
         await run_items(runtime, items, concurrency, keep)
     except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
         outcome.interrupted = True
         raise
+    except OutputError as exc:
+        unwritable = exc
+        raise
     finally:
         progress.stop()
         log.close()
         await runtime.aclose()
-        _write_outputs(runtime, outcome, errors.count, interrupted=outcome.interrupted)
+        try:
+            _write_outputs(runtime, outcome, errors.count, interrupted=outcome.interrupted)
+        except OutputError:
+            if unwritable is None:       # else the first failure (results.jsonl) is the one to report
+                raise
 
 
 def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: int, interrupted: bool = False) -> None:
