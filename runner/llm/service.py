@@ -298,6 +298,12 @@ class LLMService:
             out["hints"] = hints
         return out
 
+    def settle(self, item: object) -> bool:
+        """A finished item: whether its LLM work got no usable answer; what was kept for it is dropped."""
+        if isinstance(item, int):
+            self._seq.pop(item, None)
+        return self.tally.settle(item)
+
     def failed_items(self) -> set[int]:
         """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
         return self.tally.failed_items()

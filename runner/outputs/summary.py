@@ -20,7 +20,7 @@ class ErrorCount:
         self.count = 0
 
     def add(self, result: dict[str, Any]) -> None:
-        failed = self.runtime.llm.tally.settle(result.get("index")) if self.runtime.llm_used else False
+        failed = self.runtime.llm.settle(result.get("index")) if self.runtime.llm_used else False
         if result.get("error") or failed:
             self.count += 1
 
