@@ -90,6 +90,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 20_000, 100_000, 1_000_000])
     parser.add_argument("--jury-size", type=int, default=20_000, help="items of the 3-juror run (0: none)")
     parser.add_argument("--no-reports", action="store_true", help="also run each size with the reports stubbed")
+    parser.add_argument("--reports-up-to", type=int, default=100_000,
+                        help="larger sizes run with the reports stubbed only (they hold every item)")
     parser.add_argument("--generate", nargs=2, metavar=("COUNT", "DIR"), help="only write a report and its data")
     options = parser.parse_args()
     if options.generate:
@@ -100,6 +102,8 @@ def main() -> None:
         for size in options.sizes:
             folder = generate(size, Path(tmp) / str(size)).parent
             variants = [True, False] if options.no_reports else [True]
+            if size > options.reports_up_to:
+                variants = [False]
             for reports in variants:
                 figures = run(folder, None, reports)
                 label = "jurors off" + ("" if reports else ", reports stubbed")

@@ -215,6 +215,14 @@ def _result_size(operator: str, left: Any, right: Any) -> tuple[int, int, str] |
     return None
 
 
+def length(value: Any) -> int:
+    """len(); and for a lazy chain such as `results | selectattr('verified')`, its element count
+    (counted as it streams, so a summary over a big run need not build a list)."""
+    if not hasattr(value, "__len__") and hasattr(value, "__iter__"):
+        return sum(1 for _ in value)
+    return len(value)
+
+
 def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
@@ -223,7 +231,7 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values)
+                       pluck_values=pluck_values, length=length, count=length)
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now
