@@ -159,7 +159,8 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         errors.add(result)
         progress.advance()
 
-    progress.start(len(items), lambda: call_counts(runtime))
+    total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown
+    progress.start(total, lambda: call_counts(runtime))
     unwritable: OutputError | None = None
     try:
         await run_items(runtime, items, concurrency, keep)

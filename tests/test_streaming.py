@@ -124,3 +124,21 @@ def test_a_json_lines_file_is_read_as_the_run_takes_it(tmp_path):
     assert first.value == {"a": 1}
     assert [(r.value, bool(r.error)) for r in iter_records("json", path, {})] == [
         ({"a": 1}, False), ({"a": 2}, False), ({"line": 3}, True)]
+
+
+def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path):
+    from runner.inputs import read_records
+    from runner.inputs.markdown_blocks import file_blocks, text_blocks
+    from runner.inputs.markdown_citations import extract_citations
+    pieces = ["a", "b ", " ", "\n", "\n", "\r", "#", "##", "-", "1", ".", ")", ">", "\x0b", "\u2028", "\x85",
+              "\t", "[f.txt:L1](x)", "+ ", "\ufeff", "Quote \"so it is\" [g:L2-L3](y). "]
+    rng = random.Random(7)
+    path = tmp_path / "r.md"
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        path.write_bytes(text.encode())
+        text = text.removeprefix("\ufeff")                     # a leading BOM is dropped, as it always was
+        assert list(file_blocks(path)) == list(text_blocks(text)), repr(text)
+        records = read_records("markdown_citations", path, {})
+        expected = extract_citations(text)
+        assert [r.value for r in records] == [{k: v for k, v in c.items() if k != "error"} for c in expected]
