@@ -43,8 +43,9 @@ NO_REPORTS = ("import sys, runner.api as api\n"
               "from runner.cli.app import entry\nsys.argv[0] = 'runner'\nentry()\n")
 
 
-def generate(count: int, folder: Path) -> Path:
-    """A report of `count` citations, cycling the example's citation sentences (10 a paragraph)."""
+def generate(count: int, folder: Path, unique: bool = False) -> Path:
+    """A report of `count` citations, cycling the example's citation sentences (10 a paragraph);
+    `unique` numbers each sentence ("Point 12: ..."), so that no two prompts are the same."""
     sentences = [line for line in (EXAMPLE / "report.md").read_text(encoding="utf-8").splitlines()
                  if "](data/" in line]
     folder.mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,7 @@ def generate(count: int, folder: Path) -> Path:
     with path.open("w", encoding="utf-8") as out:
         out.write("# A long report\n\n")
         for number, sentence in zip(range(count), itertools.cycle(sentences), strict=False):
-            out.write(sentence + "\n")
+            out.write((f"Point {number + 1}: " if unique else "") + sentence + "\n")
             if number % 10 == 9:
                 out.write("\n")
     return path
@@ -88,7 +89,7 @@ def run(folder: Path, jurors_url: str | None, reports: bool = True) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 20_000, 100_000, 1_000_000])
-    parser.add_argument("--jury-size", type=int, default=20_000, help="items of the 3-juror run (0: none)")
+    parser.add_argument("--jury-size", type=int, nargs="*", default=[20_000], help="items of the 3-juror runs")
     parser.add_argument("--no-reports", action="store_true", help="also run each size with the reports stubbed")
     parser.add_argument("--reports-up-to", type=int, default=100_000,
                         help="larger sizes run with the reports stubbed only (they hold every item)")
@@ -110,11 +111,11 @@ def main() -> None:
                 print(f"| {label} | {figures['total']:,.0f} | {figures['seconds']:.1f} s | "
                       f"{figures['peak_mb']:.0f} MB |", flush=True)
             shutil.rmtree(folder)
-        if options.jury_size:
+        for jury_size in options.jury_size:
             server = FakeLLM().start()
             server.script(Reply(ANSWER))
             try:
-                folder = generate(options.jury_size, Path(tmp) / "jury").parent
+                folder = generate(jury_size, Path(tmp) / f"jury{jury_size}", unique=True).parent
                 for reports in [True, False] if options.no_reports else [True]:
                     shutil.rmtree(folder / "cache", ignore_errors=True)      # every call sent
                     figures = run(folder, server.url, reports)
@@ -123,6 +124,7 @@ def main() -> None:
                           f"{figures['peak_mb']:.0f} MB |", flush=True)
             finally:
                 server.stop()
+                shutil.rmtree(folder)
 
 
 if __name__ == "__main__":
