@@ -62,6 +62,7 @@ def test_the_window_takes_items_only_as_it_has_room(project, monkeypatch):
 
 def test_results_are_put_in_input_order_by_an_external_merge(tmp_path, monkeypatch):
     monkeypatch.setattr(results_file, "RUN_LINES", 7)                      # many runs on disk
+    monkeypatch.setattr(results_file, "RUN_CHARS", 200)                    # some cut by their size
     path = tmp_path / "results.jsonl"
     indexes = list(range(1, 101))
     random.Random(4).shuffle(indexes)

@@ -4,7 +4,7 @@ the end-of-run rewrite into input order in bounded memory.
 A run appends each result as it finishes (runner/outputs/files.py), so the file is in
 finishing order: nearly input order, since the engine's window bounds how far an item can
 run ahead of an earlier one. The rewrite sorts it by `index` with an external merge: runs
-of at most RUN_LINES lines are sorted in memory and spilled to temporary files, then
+of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to temporary files, then
 merged; a file already in order is left as it is."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, overload
 from runner.errors import InputError
 from runner.fileio import atomic_write_lines
 
-RUN_LINES = 20_000                  # lines sorted in memory at once when a file needs reordering
+RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
+RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
 _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
@@ -124,7 +125,7 @@ def in_order(lines: Iterable[str]) -> bool:
 
 
 def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
-    """The lines of `path` by index (stable), holding at most RUN_LINES of them at once."""
+    """The lines of `path` by index, holding at most RUN_LINES of them (RUN_CHARS of text) at once."""
     with ExitStack() as stack:
         runs: list[Iterator[tuple[int, int, str]]] = []
         chunk: list[tuple[int, int, str]] = []
@@ -137,10 +138,13 @@ def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
             runs.append((line_index(line), position, line) for position, line in enumerate(handle))
             chunk.clear()
 
+        chars = 0
         for position, line in enumerate(result_lines(path)):
             chunk.append((line_index(line), position, line))
-            if len(chunk) >= RUN_LINES:
+            chars += len(line)
+            if len(chunk) >= RUN_LINES or chars >= RUN_CHARS:
                 spill()
+                chars = 0
         if not runs:
             chunk.sort()
             yield from (line for _, _, line in chunk)
