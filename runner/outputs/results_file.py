@@ -4,8 +4,8 @@ the end-of-run rewrite into input order in bounded memory.
 A run appends each result as it finishes (runner/outputs/files.py), so the file is in
 finishing order: nearly input order, since the engine's window bounds how far an item can
 run ahead of an earlier one. The rewrite sorts it by `index` with an external merge: runs
-of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to temporary files, then
-merged; a file already in order is left as it is."""
+of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to
+temporary files, then merged; a file already in order is left as it is."""
 
 from __future__ import annotations
 
