@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -15,8 +15,9 @@ from runner.engine.execute import run_item, run_items
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
-from runner.fileio import atomic_write, dumps
-from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
+from runner.fileio import OutputError, atomic_write, dumps
+from runner.inputs import Item, iter_items, iter_records, record_from_pairs
+from runner.inputs.stream import ItemStream
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder, refuse_overwriting_input
 from runner.outputs.health import check_before_run
@@ -24,11 +25,12 @@ from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view, item_label
 from runner.outputs.run_record import RunRecord
-from runner.outputs.summary import summarize
+from runner.outputs.summary import ErrorCount, summarize
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.stores.json_cache import open_caches
+from runner.stores.results_file import ResultsView, merge_parent, rewrite_in_order
 from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.tracing import make_observer
 
@@ -42,7 +44,7 @@ warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was nev
 class RunOutcome:
     pipeline: Pipeline
     out_dir: Path
-    results: list[dict[str, Any]]
+    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
     interrupted: bool = False
     terminated: bool = False       # by SIGTERM
@@ -65,20 +67,24 @@ class ItemSource:
     input_items: int | None = None        # items in the input before selection (set by load_items)
 
 
-def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
+def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
+    """The run's items as a stream read from the input as the run takes them (each pass reads it again)."""
     if source.records and source.input_path:
         raise InputError("give either --input or --record, not both")
     if source.records:
-        items = [Item(1, record_from_pairs(source.records))]
+        items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        spec = pipeline.input
-        records: list[Record] = read_records(spec.get("adapter", "json"), source.input_path, spec.get("with") or {})
-        items = make_items(records, spec.get("explode"))
+        spec, path = pipeline.input, source.input_path
+        adapter, options, explode = spec.get("adapter", "json"), spec.get("with") or {}, spec.get("explode")
+        records = iter_records(adapter, path, options)       # an unusable input fails here
+        if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
+            items = ItemStream(lambda: iter_items(records, explode))
+        else:
+            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
     source.input_items = len(items)
-    items = select(pipeline, items, source.selection)
-    return items[:source.limit] if source.limit else items
+    return select(pipeline, items, source.selection, source.limit)
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
@@ -92,7 +98,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     check_before_run(pipeline, options.fail_under)
     items = load_items(pipeline, source)
-    record = RunRecord.plan(pipeline, source, options, list(overrides or []), [i.index for i in items], list(formats))
+    record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
     options.input_path = str(source.input_path) if source.input_path else None
     caches = open_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
     group: Path | None = None                     # --out DIR writes exactly into DIR
@@ -177,36 +183,48 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
         pass
 
 
-async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: RunOutcome,
+async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
                progress: Progress) -> None:
     _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
-    done: list[dict[str, Any]] = []
-    outcome.results = done
+    errors = ErrorCount(runtime)
 
     def keep(result: dict[str, Any]) -> None:
-        done.append(result)
-        log.append(result)
+        log.append(result)           # and then dropped: the results live in results.jsonl
+        errors.add(result)
         progress.advance()
 
-    progress.start(len(items), lambda: call_counts(runtime))
+    total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown
+    progress.start(total, lambda: call_counts(runtime))
+    unwritable: OutputError | None = None
     try:
-        outcome.results = await run_items(runtime, items, concurrency, keep)
+        await run_items(runtime, items, concurrency, keep)
     except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
         outcome.interrupted = True
+        raise
+    except OutputError as exc:
+        unwritable = exc
         raise
     finally:
         progress.stop()
         log.close()
         await runtime.aclose()
-        _write_outputs(runtime, outcome, interrupted=outcome.interrupted)
+        try:
+            _write_outputs(runtime, outcome, errors, interrupted=outcome.interrupted)
+        except OutputError:
+            if unwritable is None:       # else the first failure (results.jsonl) is the one to report
+                raise
 
 
-def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = False) -> None:
+def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
+    out = outcome.out_dir
     record = outcome.record
-    results = record.complete_view(outcome.results) if record else sorted(outcome.results, key=lambda r: r["index"])
+    rewrite_in_order(out / "results.jsonl")
+    if record is not None and record.parent is not None:     # a --failed-from rerun: a complete view
+        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
+    results = ResultsView(out / "results.jsonl")
     outcome.results = results
-    summary = summarize(runtime, results, interrupted=interrupted)
+    summary = summarize(runtime, results, interrupted=interrupted, errors=errors)
     if record is not None:
         summary.update(record.summary_fields(results))
     if runtime.llm_used:
@@ -218,8 +236,6 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
     outcome.summary = summary
-    out = outcome.out_dir
-    atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     spec = runtime.pipeline.summary
     rule = item_rule(runtime.pipeline)
@@ -264,7 +280,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     return asyncio.run(_render(runtime, items, stream))
 
 
-async def _render(runtime: Runtime, items: list[Item], stream: TextIO) -> dict[str, int]:
+async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
     try:
         for item in items:
             stream.write(f"=== item {item.index} ===\n")

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,18 @@ def _umask() -> int:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
+    atomic_write_lines(path, (text,))
+
+
+def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
+    """atomic_write for text made piece by piece (a file of any size, never whole in memory)."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())          # mkstemp makes 0600; honour the umask like open() does
         with os.fdopen(fd, "wb") as handle:
-            handle.write(utf8(text))
+            handle.writelines(utf8(chunk) for chunk in chunks)     # one safe encoding (runner/safetext.py)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
-from runner.stores.runs import POINTERS, read_results, read_summary
+from runner.stores.results_file import ResultsView
+from runner.stores.runs import POINTERS, read_summary
 
 
 @dataclass
@@ -27,7 +29,7 @@ class EvalSpec:
 @dataclass
 class Run:
     folder: Path
-    results: list[dict[str, Any]]
+    results: Iterable[dict[str, Any]]
     summary: dict[str, Any]
 
 
@@ -58,7 +60,8 @@ def resolve_run_folder(path: Path) -> Path:
 
 def load_run(path: Path) -> Run:
     folder = resolve_run_folder(path)
-    return Run(folder, read_results(folder), read_summary(folder))
+    results = ResultsView(folder / "results.jsonl", strict=True)     # read as it is scored, never held
+    return Run(folder, results, read_summary(folder))
 
 
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
@@ -94,7 +97,7 @@ def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
     return str(chosen)
 
 
-def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
+def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: EvalSpec,
              rows: list[LabelRow] | None = None, detail: bool = True) -> dict[str, Any]:
     """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
     scores: no interval, per-class table or jurors."""
@@ -111,7 +114,7 @@ def evaluate(results: list[dict[str, Any]], summary: dict[str, Any], spec: EvalS
     problems = joined.problems()
     report: dict[str, Any] = {"labels": str(spec.labels), "key": spec.key, "truth": spec.truth,
                               "predicted": predicted, "kind": kind, "label_rows": len(rows),
-                              "results": len(results), "scored": len(joined.pairs)}
+                              "results": joined.results, "scored": len(joined.pairs)}
     if kind == "numeric":
         kept = [p for p in joined.pairs if p.predicted != NO_PREDICTION]
         problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]

@@ -6,6 +6,7 @@ keys on either side, unusable label rows and items that errored are all reported
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ class Joined:
     duplicate_results: dict[str, list[int]] = field(default_factory=dict)   # key -> result indexes (first used)
     invalid_labels: list[str] = field(default_factory=list)       # label rows without a key or a truth
     results_without_key: list[int] = field(default_factory=list)  # result indexes
+    results: int = 0                                                # results read
     errored: list[dict[str, Any]] = field(default_factory=list)   # labelled items whose result has an error
 
     def problems(self) -> dict[str, Any]:
@@ -96,20 +98,12 @@ class Joined:
                 "errored": self.errored}
 
 
-def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
+def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
                 predicted: str) -> Joined:
+    """Labels joined to results in one pass over the results: only labelled results are kept."""
     joined = Joined()
-    by_key: dict[str, dict[str, Any]] = {}
-    result_positions: dict[str, list[int]] = {}
-    for result in results:
-        k = key_text(lookup(result, key))
-        if k is None:
-            joined.results_without_key.append(int(result.get("index", 0)))
-            continue
-        result_positions.setdefault(k, []).append(int(result.get("index", 0)))
-        by_key.setdefault(k, result)
-    joined.duplicate_results = {k: v for k, v in result_positions.items() if len(v) > 1}
     label_lines: dict[str, list[int]] = {}
+    wanted: dict[str, Any] = {}                 # key -> truth of its first label row, in label order
     for row in rows:
         k = key_text(lookup(row.record, key))
         value = lookup(row.record, truth)
@@ -118,8 +112,29 @@ def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, t
             joined.invalid_labels.append(f"line {row.line}: no '{missing}'")
             continue
         label_lines.setdefault(k, []).append(row.line)
-        if len(label_lines[k]) > 1:
+        if len(label_lines[k]) == 1:
+            wanted[k] = value
+    by_key: dict[str, dict[str, Any]] = {}      # labelled keys only: the first result of each
+    first_index: dict[str, int] = {}
+    repeats: dict[str, list[int]] = {}
+    joined.results = 0
+    for result in results:
+        joined.results += 1
+        k = key_text(lookup(result, key))
+        index = int(result.get("index", 0))
+        if k is None:
+            joined.results_without_key.append(index)
             continue
+        if k in first_index:
+            repeats.setdefault(k, [first_index[k]]).append(index)
+            continue
+        first_index[k] = index
+        if k in wanted:
+            by_key[k] = result
+        else:
+            joined.unlabelled_results.append(k)
+    joined.duplicate_results = {k: repeats[k] for k in first_index if k in repeats}
+    for k, value in wanted.items():
         found = by_key.get(k)
         if found is None:
             joined.unmatched_labels.append(k)
@@ -127,7 +142,6 @@ def join_labels(results: list[dict[str, Any]], rows: list[LabelRow], key: str, t
         guess = lookup(found, predicted)
         if found.get("error"):
             joined.errored.append({"key": k, "error": str(found["error"]), "predicted": guess})
-        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found, row.line))
+        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found, label_lines[k][0]))
     joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
-    joined.unlabelled_results = [k for k in by_key if k not in label_lines]
     return joined

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from runner.calibration.labels import lookup, read_labels
 from runner.engine.execute import RunOptions, Runtime, run_item, run_items
 from runner.errors import NeedsModel, RunnerError
 from runner.inputs import Item
+from runner.outputs.files import ResultsLog
 from runner.pipeline.loader import load_pipeline
+from runner.stores.results_file import ResultsView, rewrite_in_order
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}
@@ -92,21 +95,22 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
             setting.est_prompt_tokens = probe.stats["tokens"]
             pending.append(setting)
         else:
-            _score(request, setting, probe.count_by, probe.results, rows)
+            setting.scores = probe.scores
     if pending and request.allow_calls:
         if on_estimate is not None:
             on_estimate(pending)
         for setting in pending:
             runtime, items = _prepare(request, setting.values, render=False)
-            results = asyncio.run(_for_real(runtime, items, request.llm_concurrency))
-            setting.status = "ran"
-            _score(request, setting, runtime.pipeline.summary.get("count_by"), results, rows)
+            with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
+                results = asyncio.run(_for_real(runtime, items, request.llm_concurrency, Path(folder)))
+                setting.status = "ran"
+                setting.scores = _score(request, runtime.pipeline.summary.get("count_by"), results, rows)
     return _report(request, settings, probes[0].name)
 
 
 @dataclass
 class Probe:
-    results: list[dict[str, Any]]
+    scores: dict[str, Any]             # when nothing was missing (scored where it ran: no results cross processes)
     stats: dict[str, int]
     missing: int
     count_by: str | None
@@ -136,12 +140,15 @@ def probe_setting(request: SweepRequest, values: dict[str, str]) -> Probe:
     try:
         runtime, items = _prepare(request, values, render=True)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
-        return Probe([], {}, 0, None, error=str(exc))
-    results, stats, missing = asyncio.run(_from_cache(runtime, items))
-    return Probe(results, stats, missing, runtime.pipeline.summary.get("count_by"), runtime.pipeline.name)
+        return Probe({}, {}, 0, None, error=str(exc))
+    count_by = runtime.pipeline.summary.get("count_by")
+    with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
+        results, stats, missing = asyncio.run(_from_cache(runtime, items, Path(folder)))
+        scores = {} if missing else _score(request, count_by, results, read_labels(request.spec.labels))
+    return Probe(scores, stats, missing, count_by, runtime.pipeline.name)
 
 
-def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, list[Item]]:
+def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, Iterable[Item]]:
     assignments = [f"{k}={v}" for k, v in values.items()]
     pipeline = load_pipeline(request.pipeline, [*request.overrides, *assignments])
     options = RunOptions(cache_dir=request.cache_dir, render=render, llm_concurrency=request.llm_concurrency,
@@ -149,36 +156,43 @@ def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tup
     return Runtime.create(pipeline, options), load_items(pipeline, request.source)
 
 
-async def _from_cache(runtime: Runtime, items: list[Item]) -> tuple[list[dict[str, Any]], dict[str, int], int]:
-    """Every item with cached answers only; an item that needs a new answer is counted, not sent."""
-    results, missing = [], 0
+async def _from_cache(runtime: Runtime, items: Iterable[Item],
+                      folder: Path) -> tuple[ResultsView, dict[str, int], int]:
+    """Every item with cached answers only; an item that needs a new answer is counted, not sent.
+    The results go to a results file in `folder`, not into memory."""
+    missing = 0
+    log = ResultsLog(folder / "results.jsonl")
     try:
         for item in items:
             try:
-                results.append(await run_item(runtime, item))
+                log.append(await run_item(runtime, item))
             except NeedsModel:
                 missing += 1
     finally:
+        log.close()
         await runtime.aclose()
-    return results, runtime.render_stats, missing
+    return ResultsView(log.path), runtime.render_stats, missing
 
 
-async def _for_real(runtime: Runtime, items: list[Item], concurrency: int) -> list[dict[str, Any]]:
+async def _for_real(runtime: Runtime, items: Iterable[Item], concurrency: int, folder: Path) -> ResultsView:
+    log = ResultsLog(folder / "results.jsonl")
     try:
-        return await run_items(runtime, items, concurrency, lambda _: None)
+        await run_items(runtime, items, concurrency, log.append)
     finally:
+        log.close()
         await runtime.aclose()
+    rewrite_in_order(log.path)
+    return ResultsView(log.path)
 
 
-def _score(request: SweepRequest, setting: Setting, count_by: str | None, results: list[dict[str, Any]],
-           rows: list[Any]) -> None:
+def _score(request: SweepRequest, count_by: str | None, results: ResultsView, rows: list[Any]) -> dict[str, Any]:
     report = evaluate(results, {"count_by": count_by}, request.spec, rows, detail=False)
     m = report["metrics"]
     predicted = report["predicted"]
     metric = request.metric or ("mae" if report["kind"] == "numeric" else "kappa")
-    setting.scores = {"metric_name": metric, "metric": m.get(metric), "kappa": m.get("kappa"),
-                      "accuracy": m.get("accuracy"), "scored": report["scored"],
-                      "counts": dict(Counter(str(lookup(r, predicted)) for r in results).most_common())}
+    return {"metric_name": metric, "metric": m.get(metric), "kappa": m.get("kappa"),
+            "accuracy": m.get("accuracy"), "scored": report["scored"],
+            "counts": dict(Counter(str(lookup(r, predicted)) for r in results).most_common())}
 
 
 def _better(a: Any, b: Any, metric: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from runner.engine.context import RunOptions, Runtime, StepContext, StepsOutcome, condition_at, render_at
@@ -22,6 +22,7 @@ __all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at
 
 
 _INSTANCES: dict[str, Step] = {}
+WINDOW_AHEAD = 8      # how many windows' worth of items may finish past the oldest running one
 
 
 def _instance(uses: str) -> Step:
@@ -93,9 +94,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     if runtime.memo is not None and runtime.pipeline.memo is not None:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
-            stored = runtime.memo.get(memo_key)
+            # --no-cache reads no stored result either; what it computes is stored as usual.
+            stored = None if runtime.options.no_cache else runtime.memo.get(memo_key)
             if stored is not None:
-                return _from_memo(runtime, stored, scope, result)
+                return await _traced_memo_hit(runtime, item, stored, scope, result)
         except TemplateError as exc:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
@@ -167,6 +169,22 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
     runtime.memo.put(key, result)
 
 
+async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
+                           result: dict[str, Any]) -> dict[str, Any]:
+    """A memo hit, traced as one item marked `memo_hit`. The stored result keeps the ids of the
+    trace that judged it (feedback belongs there); the new trace's fields only fill gaps."""
+    runtime.observer.item_start(item)
+    try:
+        reused = _from_memo(runtime, stored, scope, result)
+    except TemplateError as exc:
+        reused = {**result, "error": str(exc)}
+    traced = dict(reused)
+    await runtime.observer.item_end(item, traced)
+    for name, value in traced.items():
+        reused.setdefault(name, value)
+    return reused
+
+
 def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
                result: dict[str, Any]) -> dict[str, Any]:
     """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
@@ -178,25 +196,50 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
     return clean_value(result)
 
 
-async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
-                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> list[dict[str, Any]]:
-    """Run every item, at most `concurrency` at once; results come back in input order."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-    results: dict[int, dict[str, Any]] = {}
+async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
+                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> int:
+    """Run every item, at most `concurrency` at once, handing each result to `on_result` as it
+    finishes; the number of items run.
+
+    Items are taken from `items` only as the window has room (`runtime.in_flight` counts
+    the running ones), so neither the input nor the results are ever all in memory. The
+    window also bounds how far a finished item can be ahead of the oldest running one
+    (WINDOW_AHEAD times the concurrency), which keeps results.jsonl nearly in input order."""
+    limit = max(1, concurrency)
+    ahead = limit * WINDOW_AHEAD
+    running: dict[asyncio.Task[None], int] = {}
+    finished = 0
+    source = iter(items)
+    position = 0
 
     async def one(item: Item) -> None:
-        async with gate:
-            with runtime.in_flight.item():
-                result = await run_item(runtime, item)
-        results[item.index] = result
+        with runtime.in_flight.item():      # a batch collector reads how many items are running
+            result = await run_item(runtime, item)
         maybe = on_result(result)
         if maybe is not None:
             await maybe
 
-    tasks = [asyncio.ensure_future(one(item)) for item in items]
     try:
-        await asyncio.gather(*tasks)
+        exhausted = False
+        while True:
+            oldest = min(running.values(), default=position)
+            while not exhausted and len(running) < limit and position - oldest < ahead:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                    break
+                running[asyncio.ensure_future(one(item))] = position
+                position += 1
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                del running[task]
+                finished += 1
+                task.result()           # a bug in on_result ends the run, as it did before
     finally:
-        for task in tasks:
+        for task in running:
             task.cancel()
-    return [results[i.index] for i in items if i.index in results]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    return finished

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,11 @@ from typing import Any
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item
+from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import Renderer, describe_error
-from runner.stores.runs import read_results, resolve_run
+from runner.stores.results_file import results_in_order
+from runner.stores.runs import resolve_run
 
 
 @dataclass
@@ -48,17 +52,18 @@ def _scope(pipeline: Pipeline) -> dict[str, Any]:
 
 def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
     """Items of an earlier run that errored, or that fail the pass rule as the pipeline says now."""
-    try:
-        results = read_results(resolve_run(run))
-    except InputError as exc:
-        raise InputError(f"--failed-from {run}: {exc}") from None
+    return set(iter_failed(pipeline, run))
+
+
+def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[int]:
+    """The failed items' indexes in increasing order, read from the run's results one at a time."""
+    results = results_in_order(resolve_run(run))
     rule = item_rule(pipeline)
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
-    failed = set()
     for result in results:
         if result.get("error"):
-            failed.add(result["index"])
+            yield int(result["index"])
         elif rule is not None:
             try:
                 ok = renderer.condition(rule[1], {**scope, "result": result})
@@ -66,39 +71,69 @@ def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule[0]} ({rule[1]}) does not apply "
                                   f"to its results: {describe_error(exc)}") from None
             if not ok:
-                failed.add(result["index"])
-    return failed
+                yield int(result["index"])
 
 
-def select(pipeline: Pipeline, items: list[Item], selection: Selection) -> list[Item]:
-    if selection.empty:
-        return items
-    chosen = items
+def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: int | None = None) -> ItemStream:
+    """The selected items, as a stream: mistakes (an --item past the end, a filter that fails on
+    every item, a run whose results the pass rule cannot read) are found before it is returned."""
     if selection.item is not None:
-        chosen = [i for i in chosen if i.index == selection.item]
+        chosen = [i for i in items if i.index == selection.item]
         if not chosen:
             raise InputError(f"--item {selection.item}: the input has {len(items)} item(s)")
+        items = ItemStream.of(chosen)
     if selection.failed_from is not None:
-        failed = failed_indexes(pipeline, selection.failed_from)
-        chosen = [i for i in chosen if i.index in failed]
+        for _ in iter_failed(pipeline, selection.failed_from):    # read once now: a bad run fails here
+            pass
+
+    def unfiltered() -> Iterator[Item]:
+        if selection.failed_from is not None:
+            return _among(iter(items), iter_failed(pipeline, selection.failed_from))
+        return iter(items)
+
+    def chosen_items() -> Iterator[Item]:
+        chosen = _filtered(pipeline, unfiltered(), selection.filter) if selection.filter else unfiltered()
+        return itertools.islice(chosen, limit) if limit else chosen
+
     if selection.filter:
-        chosen = _filtered(pipeline, chosen, selection.filter)
-    return chosen
+        _check_filter(pipeline, unfiltered(), selection.filter)
+    return ItemStream(chosen_items)
 
 
-def _filtered(pipeline: Pipeline, items: list[Item], expression: str) -> list[Item]:
-    """An item the expression cannot be evaluated on (a missing field) is not selected; an
-    expression that fails on every item is a mistake and says why."""
+def _among(items: Iterable[Item], indexes: Iterator[int]) -> Iterator[Item]:
+    """The items whose index is in `indexes` (both in increasing order: a merge, nothing held)."""
+    wanted = next(indexes, None)
+    for item in items:
+        while wanted is not None and wanted < item.index:
+            wanted = next(indexes, None)
+        if wanted is None:
+            return
+        if wanted == item.index:
+            yield item
+
+
+def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[Item]:
+    """An item the expression cannot be evaluated on (a missing field) is not selected."""
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
-    kept: list[Item] = []
+    for item in items:
+        try:
+            if renderer.condition(expression, {**scope, "item": item.value}):
+                yield item
+        except TEMPLATE_FAILURES:
+            continue
+
+
+def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) -> None:
+    """An expression that fails on every item is a mistake and says why (read until one passes)."""
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
+    scope = _scope(pipeline)
     first_error: str | None = None
     for item in items:
         try:
             if renderer.condition(expression, {**scope, "item": item.value}):
-                kept.append(item)
+                return
         except TEMPLATE_FAILURES as exc:
             first_error = first_error or describe_error(exc)
-    if not kept and first_error is not None:
+    if first_error is not None:
         raise InputError(f"--filter {expression!r}: {first_error}")
-    return kept

@@ -147,30 +147,72 @@ def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
 
 # ---- agreement between jurors over a run ---------------------------------------------
 
+class Agreement:
+    """Juror agreement kept as running sums, one jury row ({seat: vote}) at a time, so a run
+    of any size holds no rows: pairwise agreement, and Fleiss' kappa over the items every
+    seat voted on (the seats being all those that ever voted, known only at the end)."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self._pairs: dict[tuple[str, str], list[int]] = {}          # (a, b): [both voted, agreed]
+        # Per set of seats that voted on an item: [items, sum of P_i], and votes per category.
+        self._by_seats: dict[frozenset[str], tuple[list[float], Counter[Any]]] = {}
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.items += 1
+        for a, b in combinations(sorted(row), 2):
+            pair = self._pairs.setdefault((a, b), [0, 0])
+            pair[0] += 1
+            pair[1] += _key(row[a]) == _key(row[b])
+        raters = len(row)
+        if raters < 2:
+            self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))[0][0] += 1
+            return
+        counts = Counter(_key(v) for v in row.values())
+        sums, categories = self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))
+        sums[0] += 1
+        sums[1] += (sum(n * n for n in counts.values()) - raters) / (raters * (raters - 1))
+        categories.update(counts)
+
+    def seats(self) -> list[str]:
+        return sorted({seat for group in self._by_seats for seat in group})
+
+    def pairwise(self) -> dict[str, float | None]:
+        """For each pair of seats, the share of items (both voted) on which they agreed."""
+        out: dict[str, float | None] = {}
+        for a, b in combinations(self.seats(), 2):
+            both, agreed = self._pairs.get((a, b), (0, 0))
+            out[f"{a}~{b}"] = round(agreed / both, 4) if both else None
+        return out
+
+    def fleiss_kappa(self) -> float | None:
+        seats = self.seats()
+        raters = len(seats)
+        full = self._by_seats.get(frozenset(seats))
+        if raters < 2 or full is None or not full[0][0]:
+            return None
+        (items, p_sum), counts = full
+        categories = sorted(counts, key=repr)
+        p_j = [counts[c] / (items * raters) for c in categories]
+        p_bar = p_sum / items
+        p_e = sum(p * p for p in p_j)
+        if p_e == 1:
+            return None
+        return round((p_bar - p_e) / (1 - p_e), 4)
+
+
+def _agreement(rows: list[dict[str, Any]]) -> Agreement:
+    agreement = Agreement()
+    for row in rows:
+        agreement.add(row)
+    return agreement
+
+
 def pairwise_agreement(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """For each pair of seats, the share of items (both voted) on which they agreed."""
-    seats = sorted({seat for row in rows for seat in row})
-    out: dict[str, float | None] = {}
-    for a, b in combinations(seats, 2):
-        both = [row for row in rows if a in row and b in row]
-        out[f"{a}~{b}"] = round(sum(_key(r[a]) == _key(r[b]) for r in both) / len(both), 4) if both else None
-    return out
+    return _agreement(rows).pairwise()
 
 
 def fleiss_kappa(rows: list[dict[str, Any]]) -> float | None:
     """Fleiss' kappa over the items every seat voted on (None when undefined)."""
-    seats = sorted({seat for row in rows for seat in row})
-    full = [row for row in rows if len(row) == len(seats)]
-    raters = len(seats)
-    if raters < 2 or not full:
-        return None
-    categories = sorted({_key(v) for row in full for v in row.values()}, key=repr)
-    table = [[sum(_key(v) == c for v in row.values()) for c in categories] for row in full]
-    items = len(table)
-    p_j = [sum(r[j] for r in table) / (items * raters) for j in range(len(categories))]
-    p_i = [(sum(n * n for n in r) - raters) / (raters * (raters - 1)) for r in table]
-    p_bar = sum(p_i) / items
-    p_e = sum(p * p for p in p_j)
-    if p_e == 1:
-        return None
-    return round((p_bar - p_e) / (1 - p_e), 4)
+    return _agreement(rows).fleiss_kappa()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,9 @@ from runner.errors import InputError
 from runner.fileio import decode
 from runner.registry import Registry
 
-Adapter = Callable[[Path, dict[str, Any]], list["Record"]]
+# An adapter may return its records lazily (a generator): inputs of any size are then read
+# as the run takes them. Whatever makes the whole input unusable is raised before the first.
+Adapter = Callable[[Path, dict[str, Any]], Iterable["Record"]]
 
 
 @dataclass
@@ -44,6 +46,12 @@ def adapter_names() -> list[str]:
 
 
 def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]:
+    return list(iter_records(name, path, options))
+
+
+def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Record]:
+    """The records of `path`, read as they are taken where the adapter can (JSONL, JSON lines,
+    markdown citations); an unusable input raises here, before the first record."""
     read = ADAPTERS.get(name)
     if not path.is_file():
         raise InputError(f"{path}: input file not found (or not a regular file)")
@@ -57,22 +65,27 @@ def read_text(path: Path) -> str:
     return decode(path.read_bytes(), str(path))
 
 
-def make_items(records: list[Record], explode: str | None) -> list[Item]:
-    """Number records (exploding a list field into one item per element)."""
-    items: list[Item] = []
+def make_items(records: Iterable[Record], explode: str | None) -> list[Item]:
+    return list(iter_items(records, explode))
+
+
+def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:
+    """Number records (exploding a list field into one item per element), one at a time."""
+    count = 0
     for number, record in enumerate(records, start=1):
         if record.error or not explode:
-            items.append(Item(len(items) + 1, record.value, error=record.error))
+            count += 1
+            yield Item(count, record.value, error=record.error)
             continue
         value = record.value
         children = value.get(explode) if isinstance(value, dict) else None
         if not isinstance(children, list):
-            items.append(Item(len(items) + 1, value,
-                              error=f"record {number}: field '{explode}' is missing or not a list"))
+            count += 1
+            yield Item(count, value, error=f"record {number}: field '{explode}' is missing or not a list")
             continue
         for child in children:
-            items.append(Item(len(items) + 1, child, parent=value))
-    return items
+            count += 1
+            yield Item(count, child, parent=value)
 
 
 def record_from_pairs(pairs: list[str]) -> dict[str, Any]:

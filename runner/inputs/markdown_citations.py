@@ -8,16 +8,19 @@ looks like a citation but is not one (`[f:L-3](x)`, `[:L1](x)`) becomes an item 
 `error`, never silence.
 
 Linear in the report's size: the patterns cannot backtrack past the next bracket, and
-sentence ends and line numbers are found once and looked up by bisection."""
+sentence ends are found once per block and looked up by bisection. A report is read a block
+at a time (runner/inputs/markdown_blocks.py), never whole."""
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.inputs import Record, adapter, read_text
+from runner.inputs import Record, adapter
+from runner.inputs.markdown_blocks import check_utf8, file_blocks, text_blocks
 
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
 DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"
@@ -27,7 +30,6 @@ DEFAULT_ABBREVIATIONS = ["e.g.", "i.e.", "etc.", "vs.", "cf.", "al.", "Mr.", "Mr
                          "No.", "Art.", "Sec.", "U.S.", "U.K.", "Inc.", "Ltd.", "Co.", "Fig.", "p.", "pp."]
 QUOTE_SPANS = re.compile(r"\"([^\"\n]+)\"|“([^“”\n]+)”")
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|\x00|$)")
-BLOCK_SPLIT = re.compile(r"\n\s*\n|\n(?=\s*(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>))")
 LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 MASK = "\x00"
 MAX_CLAIM_CHARS = 2000     # a claim is the text before its citation, at most this long
@@ -35,23 +37,31 @@ EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
 
 @adapter("markdown_citations")
-def read_citations(path: Path, options: dict[str, Any]) -> list[Record]:
-    records = []
-    for citation in extract_citations(read_text(path), options):
+def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    check_utf8(path)          # a bad byte fails the whole input, before the first record
+    return _records(path, options)
+
+
+def _records(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    """Read a block at a time: a report of any size is never held whole."""
+    for citation in _citations(file_blocks(path), options):
         error = citation.pop("error", None)
-        records.append(Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None))
-    return records
+        yield Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None)
 
 
 def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The citations in `text`, in order; a malformed one carries an `error`."""
+    return list(_citations(text_blocks(text), options))
+
+
+def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    """The citations of (first line, block) pairs, in order."""
     options = options or {}
     pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
     check_malformed = "pattern" not in options
     abbreviations = options.get("abbreviations", DEFAULT_ABBREVIATIONS)
-    newlines = [m.start() for m in re.finditer("\n", text)]
-    citations: list[dict[str, Any]] = []
-    for block_start, block in _blocks(text):
+    count = 0
+    for first_line, block in blocks:
         matches = list(pattern.finditer(block))
         found: list[tuple[int, re.Match[str] | None, str]] = [(m.start(), m, "") for m in matches]
         if check_malformed:
@@ -61,13 +71,13 @@ def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[
         masked = _mask(block, matches)
         ends = _sentence_ends(masked, abbreviations)
         for position, match, raw in sorted(found, key=lambda entry: entry[0]):
-            line = bisect_right(newlines, block_start + position - 1) + 1
+            line = first_line + block.count("\n", 0, position)
             citation = _citation(block, masked, ends, match, line) if match else None
             if citation is None:
                 raw = raw or (match.group(0) if match else "")
                 citation = {"citation": raw, "line": line, "error": _what_is_wrong(raw)}
-            citations.append({"index": len(citations) + 1, **citation})
-    return citations
+            count += 1
+            yield {"index": count, **citation}
 
 
 def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
@@ -96,15 +106,6 @@ def _what_is_wrong(raw: str) -> str:
     if any(ord(char) < 32 for char in name):
         return f"citation {raw!r}: the file name holds a control character"
     return f"malformed citation {raw!r} ({EXPECTED})"
-
-
-def _blocks(text: str) -> list[tuple[int, str]]:
-    out, position = [], 0
-    for separator in BLOCK_SPLIT.finditer(text):
-        out.append((position, text[position:separator.start()]))
-        position = separator.end()
-    out.append((position, text[position:]))
-    return out
 
 
 def _mask(block: str, matches: list[re.Match[str]]) -> str:

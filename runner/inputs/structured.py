@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ def _as_records(data: Any) -> list[Record]:
 
 
 @adapter("json")
-def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
+def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
+    if _json_lines(path):
+        return read_jsonl(path, options)     # streamed: a JSON-lines file of any size
     text = read_text(path)
     try:
         return _as_records(parse_json(text, str(path)))
@@ -29,19 +33,43 @@ def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
         raise
 
 
-@adapter("jsonl")
-def read_jsonl(path: Path, options: dict[str, Any]) -> list[Record]:
-    records: list[Record] = []
-    data = path.read_bytes()
-    for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
-        # One bad line (not UTF-8, not JSON, nested too deeply) fails only its own item.
+def _json_lines(path: Path) -> bool:
+    """Whether the file is JSON lines: its first line a whole JSON object, another line after it
+    (read from the start of the file only; anything else is decided by reading it whole)."""
+    with path.open("rb") as handle:
+        first = handle.readline().removeprefix(b"\xef\xbb\xbf")
+        if not first.lstrip().startswith(b"{"):
+            return False
         try:
-            line = decode(raw, str(path), number)
-            if line.strip():
-                records.append(Record(parse_json(line, str(path), number)))
-        except InputError as exc:
-            records.append(Record({"line": number}, error=str(exc)))
-    return records
+            json.loads(first)
+        except (ValueError, RecursionError):
+            return False
+        return any(line.strip() for line in handle)
+
+
+@adapter("jsonl")
+def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    number = 0
+    with path.open("rb") as handle:
+        for chunk in handle:
+            if number == 0:
+                chunk = chunk.removeprefix(b"\xef\xbb\xbf")
+            for raw in chunk.splitlines():      # a lone \r ends a line too, as it always did
+                number += 1
+                record = _jsonl_record(path, number, raw)
+                if record is not None:
+                    yield record
+
+
+def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:
+    """One line's record; a bad line (not UTF-8, not JSON, nested too deeply) fails only its own item."""
+    try:
+        line = decode(raw, str(path), number)
+        if not line.strip():
+            return None
+        return Record(parse_json(line, str(path), number))
+    except InputError as exc:
+        return Record({"line": number}, error=str(exc))
 
 
 @adapter("yaml")

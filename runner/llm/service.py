@@ -326,6 +326,12 @@ class LLMService:
     def progress_note(self) -> str:
         """Each batch's state and counts, for the progress line ('' without batches)."""
         return self._batches.progress() if self._batches is not None else ""
+    def settle(self, item: object) -> tuple[bool, str]:
+        """A finished item: whether its LLM work got no usable answer (and its last call's error);
+        what was kept for it is dropped."""
+        if isinstance(item, int):
+            self._seq.pop(item, None)
+        return self.tally.settle(item)
 
     def failed_items(self) -> set[int]:
         """Items whose LLM work got no usable answer (see tally.py): they count as errors."""

@@ -20,21 +20,39 @@ class EndpointTally:
 class FailureTally:
     def __init__(self) -> None:
         self._groups: dict[tuple[int, int], list[int]] = {}     # (item, group): [answered, failed]
+        self._by_item: dict[int, list[tuple[int, int]]] = {}     # item: its groups, until settled
         self.endpoints: dict[str, EndpointTally] = {}
         self._reasons: dict[int, str] = {}                       # item: its last failed call's error
 
+    def _group(self, item: int, group: int) -> list[int]:
+        key = (item, group)
+        if key not in self._groups:
+            self._groups[key] = [0, 0]
+            self._by_item.setdefault(item, []).append(key)
+        return self._groups[key]
+
     def answer(self, item: int, group: int, endpoint: str | None) -> None:
-        self._groups.setdefault((item, group), [0, 0])[0] += 1
+        self._group(item, group)[0] += 1
         if endpoint is not None:
             self.endpoints.setdefault(endpoint, EndpointTally()).answered += 1
 
     def failure(self, item: int, group: int, endpoint: str | None, error: str) -> None:
-        self._groups.setdefault((item, group), [0, 0])[1] += 1
+        self._group(item, group)[1] += 1
         self._reasons[item] = error
         if endpoint is not None:
             tally = self.endpoints.setdefault(endpoint, EndpointTally())
             tally.failed += 1
             tally.last_error = error
+
+    def settle(self, item: object) -> tuple[bool, str]:
+        """Whether a finished item got no usable answer somewhere, and its last failed call's
+        error; its groups are then forgotten, so a run's tally stays as small as its window."""
+        failed = False
+        for key in self._by_item.pop(item, []) if isinstance(item, int) else []:
+            answered, failures = self._groups.pop(key)
+            failed = failed or bool(failures and not answered)
+        reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
+        return failed, reason
 
     def failed_items(self) -> set[int]:
         return {item for (item, _), (answered, failed) in self._groups.items() if failed and not answered}

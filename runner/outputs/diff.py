@@ -5,13 +5,15 @@ forced; a partial or interrupted run is compared on the items it has."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
 from runner.outputs.manifest import read_manifest
 from runner.outputs.report_view import lookup
-from runner.stores.runs import RESULTS, newest_group, previous_run, read_results, read_summary, resolve_run, runs_in
+from runner.stores.results_file import results_in_order
+from runner.stores.runs import RESULTS, newest_group, previous_run, read_summary, resolve_run, runs_in
 
 
 def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
@@ -36,8 +38,9 @@ def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
     return before, after
 
 
-def _load(run: Path) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
-    return {r["index"]: r for r in read_results(run)}, read_summary(run)
+def _by_index(run: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for result in results_in_order(run):
+        yield result["index"], result
 
 
 def _leaves(value: Any, prefix: str) -> dict[str, Any]:
@@ -98,47 +101,58 @@ def _partial(summary: dict[str, Any]) -> bool:
 
 def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force: bool = False) -> dict[str, Any]:
     """How the runs were made (their manifests), then the items whose verdict (the summary's
-    count_by field), error or chosen fields changed, and the counts before and after. When a
-    run is partial or interrupted, counts are over the items both runs have and rates are not compared."""
+    count_by field), error or chosen fields changed, and the counts before and after: one merge
+    of the two results files, nothing held. When a run is partial or interrupted, counts are
+    over the items both runs have and rates are not compared."""
     old_manifest, new_manifest = read_manifest(before), read_manifest(after)
     if not force:
         check_same_input(before, after, old_manifest, new_manifest)
-    old, old_summary = _load(before)
-    new, new_summary = _load(after)
+    old_summary, new_summary = read_summary(before), read_summary(after)
     count_by = new_summary.get("count_by") or old_summary.get("count_by")
     watched = list(dict.fromkeys([*([count_by] if count_by else []), *(fields or []), "error"]))
-    changed = []
-    for index in sorted(old.keys() & new.keys()):
-        changes = {f: [lookup(old[index], f), lookup(new[index], f)] for f in watched
-                   if lookup(old[index], f) != lookup(new[index], f)}
-        if changes:
-            changed.append({"index": index, "changes": changes})
+    changed: list[dict[str, Any]] = []
+    only_before: list[int] = []
+    only_after: list[int] = []
+    common: dict[str, dict[str, int]] = {"before": {}, "after": {}}     # over the items both runs have
+    compared = 0
+    old, new = _by_index(before), _by_index(after)
+    left, right = next(old, None), next(new, None)
+    while left is not None or right is not None:
+        if left is not None and (right is None or left[0] < right[0]):
+            only_before.append(left[0])
+            left = next(old, None)
+        elif right is not None and (left is None or right[0] < left[0]):
+            only_after.append(right[0])
+            right = next(new, None)
+        elif left is not None and right is not None:
+            compared += 1
+            if count_by:
+                _count(common["before"], left[1], count_by)
+                _count(common["after"], right[1], count_by)
+            changes = {f: [lookup(left[1], f), lookup(right[1], f)] for f in watched
+                       if lookup(left[1], f) != lookup(right[1], f)}
+            if changes:
+                changed.append({"index": left[0], "changes": changes})
+            left, right = next(old, None), next(new, None)
     counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     rates = {name: [old_summary.get(name), new_summary.get(name)] for name in new_summary
              if name.endswith("_rate") and old_summary.get(name) != new_summary.get(name)}
     partial = [str(run) for run, summary in ((before, old_summary), (after, new_summary)) if _partial(summary)]
-    common = sorted(old.keys() & new.keys())
     if partial:
-        counts = {side: _counts([rows[i] for i in common], count_by)
-                  for side, rows in (("before", old), ("after", new))} if count_by else {"before": {}, "after": {}}
-        rates = {}
+        counts, rates = common, {}
     made = (manifest_changes(old_manifest, new_manifest) if old_manifest and new_manifest else None)
     return {"before": str(before), "after": str(after), "count_by": count_by, "fields": watched,
             "manifest": made, "without_manifest": [str(run) for run, m in ((before, old_manifest),
                                                                           (after, new_manifest)) if m is None],
-            "partial": partial, "compared": len(common),
+            "partial": partial, "compared": compared,
             "counts": counts, "rates": rates, "changed": changed,
-            "only_before": [] if partial else sorted(old.keys() - new.keys()),
-            "only_after": [] if partial else sorted(new.keys() - old.keys())}
+            "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
 
 
-def _counts(results: list[dict[str, Any]], field: str) -> dict[str, int]:
-    counted: dict[str, int] = {}
-    for result in results:
-        value = lookup(result, field)
-        key = "ERROR" if value is None and result.get("error") else str(value)
-        counted[key] = counted.get(key, 0) + 1
-    return counted
+def _count(counts: dict[str, int], result: dict[str, Any], field: str) -> None:
+    value = lookup(result, field)
+    key = "ERROR" if value is None and result.get("error") else str(value)
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _show(value: Any) -> str:

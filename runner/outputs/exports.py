@@ -1,4 +1,5 @@
-"""Exports for CI, chosen with `runner run --format`: results.csv and junit.xml.
+"""Exports for CI, chosen with `runner run --format`: results.csv and junit.xml, each written
+a row (a test case) at a time from the results file: a run of any size, never whole in memory.
 
 A CSV cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return is a formula to
 a spreadsheet: such text cells get a leading `'` (OWASP's CSV injection advice) unless
@@ -10,11 +11,11 @@ import csv
 import io
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.outputs.files import atomic_write
+from runner.fileio import atomic_write_lines
 from runner.outputs.report_view import error_of
 from runner.safetext import xml_text
 
@@ -41,55 +42,96 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def results_csv(results: list[dict[str, Any]], raw: bool = False) -> str:
-    rows = [flatten(r) for r in results]
+def results_csv(results: Iterable[dict[str, Any]], raw: bool = False) -> str:
+    return "".join(csv_chunks(results, raw))
+
+
+def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator[str]:
+    """results.csv a row at a time: one pass over `results` (re-iterable) for the columns, one for the rows."""
     columns: dict[str, None] = {"index": None}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
+    for result in results:
+        columns.update(dict.fromkeys(flatten(result)))
     buffer = io.StringIO()
     # RFC 4180 line ends: the writer then quotes every cell holding a CR or an LF, which
     # with "\n" alone it would leave bare a CR that readers take for a line break.
     writer = csv.writer(buffer, lineterminator="\r\n")
     cell = (lambda value: value) if raw else neutralised
     writer.writerow([cell(name) for name in columns])
-    writer.writerows([cell(row.get(name, "")) for name in columns] for row in rows)
-    return buffer.getvalue()
+    for result in results:
+        row = flatten(result)
+        writer.writerow([cell(row.get(name, "")) for name in columns])
+        if buffer.tell() > 1 << 16:
+            yield _drain(buffer)
+    yield _drain(buffer)
 
 
-def junit_xml(pipeline: str, results: list[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],
+def _drain(buffer: io.StringIO) -> str:
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
+
+
+def junit_xml(pipeline: str, results: Iterable[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],
               rule: str, verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
+    return "".join(junit_chunks(pipeline, results, passed, rule, verdict_field, label))
+
+
+def junit_chunks(pipeline: str, results: Iterable[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],
+                 rule: str, verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> Iterator[str]:
     """One testcase per item: <error> when the item errored, <failure> when it fails the
     pipeline's pass rule (`summary.pass_when`, else its first summary rate), else passed.
-    The error is the item's message (`error_message` where `error` is a mere true)."""
+    The error is the item's message (`error_message` where `error` is a mere true). Written
+    a case at a time (the counts in the opening tags come from a first pass over `results`)."""
     pipeline = xml_text(pipeline)
-    suite = ET.Element("testsuite", name=pipeline, tests=str(len(results)))
-    failures = errors = 0
+    tests = failures = errors = 0
     for result in results:
-        case = ET.SubElement(suite, "testcase", classname=pipeline, name=xml_text(label(result)))
-        verdict = result.get(verdict_field) if verdict_field else None
+        tests += 1
         if result.get("error"):
             errors += 1
-            error = xml_text(error_of(result))
-            detail = xml_text(result["error"]) if isinstance(result["error"], str) else error
-            ET.SubElement(case, "error", message=error[:500]).text = detail
         elif not passed(result):
             failures += 1
-            message = f"{verdict_field}={verdict}: fails {rule}" if verdict_field else f"fails {rule}"
-            ET.SubElement(case, "failure", message=xml_text(message)).text = xml_text(
-                json.dumps(result, ensure_ascii=False, default=str, indent=2))
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    suites = ET.Element("testsuites", name=pipeline, tests=str(len(results)), failures=str(failures),
-                        errors=str(errors))
-    suites.append(suite)
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
+    suites = _opening("testsuites", {"name": pipeline, **counts})
+    suite = _opening("testsuite", {"name": pipeline, **counts})
+    yield "<?xml version='1.0' encoding='utf-8'?>\n"
+    if not tests:
+        yield f"{suites}\n  {suite[:-1]} />\n</testsuites>\n"
+        return
+    yield f"{suites}\n  {suite}"
+    for result in results:
+        yield "\n    " + _case(pipeline, result, passed, rule, verdict_field, label)
+    yield "\n  </testsuite>\n</testsuites>\n"
 
 
-def write_exports(out: Path, formats: list[str], pipeline: str, results: list[dict[str, Any]],
+def _opening(tag: str, attributes: dict[str, str]) -> str:
+    """`<tag a="...">`, escaped as ElementTree escapes it."""
+    element = ET.Element(tag, attributes)
+    element.text = "-"
+    return ET.tostring(element, encoding="unicode").rsplit("-</", 1)[0]
+
+
+def _case(pipeline: str, result: dict[str, Any], passed: Callable[[dict[str, Any]], bool], rule: str,
+          verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
+    case = ET.Element("testcase", classname=pipeline, name=xml_text(label(result)))
+    verdict = result.get(verdict_field) if verdict_field else None
+    if result.get("error"):
+        error = xml_text(error_of(result))
+        detail = xml_text(result["error"]) if isinstance(result["error"], str) else error
+        ET.SubElement(case, "error", message=error[:500]).text = detail
+    elif not passed(result):
+        message = f"{verdict_field}={verdict}: fails {rule}" if verdict_field else f"fails {rule}"
+        ET.SubElement(case, "failure", message=xml_text(message)).text = xml_text(
+            json.dumps(result, ensure_ascii=False, default=str, indent=2))
+    ET.indent(case, space="  ", level=2)
+    return ET.tostring(case, encoding="unicode")
+
+
+def write_exports(out: Path, formats: list[str], pipeline: str, results: Iterable[dict[str, Any]],
                   passed: Callable[[dict[str, Any]], bool], rule: str, verdict_field: str | None,
                   label: Callable[[dict[str, Any]], str], csv_raw: bool = False) -> None:
+    """results.csv and junit.xml streamed from `results` (re-iterable: a view over results.jsonl)."""
     if "csv" in formats:
-        atomic_write(out / "results.csv", results_csv(results, raw=csv_raw))
+        atomic_write_lines(out / "results.csv", csv_chunks(results, csv_raw))
     if "junit" in formats:
-        atomic_write(out / "junit.xml", junit_xml(pipeline, results, passed, rule, verdict_field, label))
+        atomic_write_lines(out / "junit.xml", junit_chunks(pipeline, results, passed, rule, verdict_field, label))

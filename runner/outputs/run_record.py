@@ -11,16 +11,15 @@ summary.json and never `latest` (see runner/stores/runs.py)."""
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner import __version__
-from runner.errors import InputError, RunnerError
+from runner.errors import InputError
 from runner.outputs.manifest import (
     FORMAT,
     input_entry,
@@ -32,11 +31,13 @@ from runner.outputs.manifest import (
     write_manifest,
 )
 from runner.pipeline.model import Pipeline
+from runner.stores.results_file import result_lines
 from runner.stores.runs import RESULTS, is_complete, resolve_run
 
 if TYPE_CHECKING:
     from runner.api import ItemSource, RunOutcome
     from runner.engine.context import RunOptions, Runtime
+    from runner.inputs.stream import ItemStream
 
 
 def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
@@ -79,14 +80,6 @@ def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, ov
     return argv + list(options.command_flags)
 
 
-def _read_results(folder: Path) -> list[dict[str, Any]]:
-    try:
-        with open(folder / RESULTS, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise RunnerError(f"--failed-from {folder}: cannot read {folder / RESULTS} ({exc})") from None
-
-
 @dataclass
 class RunRecord:
     manifest: dict[str, Any]
@@ -100,22 +93,24 @@ class RunRecord:
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
-             indexes: list[int], formats: list[str]) -> RunRecord:
-        """Everything known before the run; a --failed-from parent over another input is refused here."""
-        input_items = source.input_items if source.input_items is not None else len(indexes)
+             items: ItemStream, formats: list[str]) -> RunRecord:
+        """Everything known before the run; a --failed-from parent over another input is refused here.
+        `items` is counted (a pass over the input), never held."""
+        selected_count = len(items)
+        input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
         parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
                   if source.selection.failed_from is not None else None)
-        selected = set(indexes)
-        planned, partial = len(indexes), not source.selection.empty or bool(source.limit)
+        selected = {item.index for item in items} if parent is not None else set()    # only a rerun's: its failures
+        planned, partial = selected_count, not source.selection.empty or bool(source.limit)
         if parent is not None:
             parent_input = (read_manifest(parent) or {}).get("input") or {}
             if parent_input.get("sha256") and parent_input.get("sha256") != entry.get("sha256"):
                 raise InputError(f"--failed-from {parent}: that run read another input ({parent_input.get('path')}, "
                                  f"content {str(parent_input['sha256'])[:12]}) than {entry.get('path')} "
                                  f"(content {str(entry.get('sha256'))[:12]}); rerun the whole input instead")
-            parent_indexes = {int(r.get("index", 0)) for r in _read_results(parent)}
-            planned, partial = len(parent_indexes | selected), not is_complete(parent)
+            planned = sum(1 for _ in result_lines(parent / RESULTS))   # the rerun items are the parent's own
+            partial = not is_complete(parent)
         manifest = {
             "format": FORMAT, "runner_version": __version__, "status": "running", "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
@@ -123,7 +118,7 @@ class RunRecord:
             "selection": {"item": source.selection.item, "filter": source.selection.filter,
                           "failed_from": str(parent) if parent else None, "limit": source.limit},
             "partial": partial, "rerun_of": str(parent) if parent else None,
-            "counts": {"input_items": input_items, "selected": len(indexes), "planned": planned},
+            "counts": {"input_items": input_items, "selected": selected_count, "planned": planned},
             "options": {"concurrency": options.llm_concurrency, "no_cache": options.no_cache,
                         "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats},
         }
@@ -139,14 +134,7 @@ class RunRecord:
         self.manifest["group"] = None if explicit_out else str(run_dir.parent)
         write_manifest(run_dir, self.manifest)
 
-    def complete_view(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """This run's results in input order; a rerun's with its parent's other items."""
-        if self.parent is not None:
-            done = {r.get("index") for r in results}
-            results = results + [r for r in _read_results(self.parent) if r.get("index") not in done]
-        return sorted(results, key=lambda r: r.get("index", 0))
-
-    def summary_fields(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def summary_fields(self, results: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """What summary.json says of the run's extent (read by the reports and the CLI's line)."""
         fields: dict[str, Any] = {"planned": self.planned, "input_items": self.input_items, "partial": self.partial}
         if self.parent is not None:

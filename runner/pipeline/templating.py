@@ -189,6 +189,14 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         return super().get_source(environment, template)
 
 
+def length(value: Any) -> int:
+    """len(); and for a lazy chain such as `results | selectattr('verified')`, its element count
+    (counted as it streams, so a summary over a big run need not build a list)."""
+    if not hasattr(value, "__len__") and hasattr(value, "__iter__"):
+        return sum(1 for _ in value)
+    return len(value)
+
+
 def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
     sandbox = ReadOnlySandbox if read_only else BoundedSandbox
@@ -198,7 +206,7 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values)
+                       pluck_values=pluck_values, length=length, count=length)
     guard_filters(env.filters)
     env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function

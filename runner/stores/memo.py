@@ -1,48 +1,52 @@
 """Results kept by a content key across runs (`memo:` in a pipeline).
 
-The store is one JSON object {key: result}, written atomically at the end of a run. An
-item whose key is in the store reuses the stored result with no step run, whatever the
-LLM cache holds; failed items are never stored."""
+An item whose key is in the store reuses the stored result with no step run, whatever the
+LLM cache holds; failed items are never stored. The store is an SQLite database
+(runner/stores/memo_sqlite.py) written as each item finishes; a store configured as
+`name.json` lives in `name.sqlite` beside it, and an existing `name.json` (the format
+of earlier versions) is imported into it once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.errors import InputError, RunnerError
-from runner.fileio import atomic_write, dumps, parse_json, read_text
+from runner.errors import RunnerError
+from runner.stores.memo_sqlite import SqliteMemo, database_path
 
 DEFAULT_STORE = "memo.json"
+STORE_NAMES = ("verification_map", "memo")
 
 
 class MemoStore:
     def __init__(self, path: Path):
-        self.path = path
-        self.entries: dict[str, dict[str, Any]] = {}
+        self.configured = path
+        self.path = database_path(path)
         self.hits = 0
         self.stored = 0
-        if path.exists():
-            text = read_text(path)
-            try:
-                loaded = parse_json(text or "{}", str(path))
-            except InputError as exc:
-                raise RunnerError(f"memo store {exc}") from None
-            if not isinstance(loaded, dict):
-                raise RunnerError(f"{path}: memo store must be a JSON object of key -> result")
-            self.entries = loaded
+        self._db = SqliteMemo(self.path, path if path.suffix == ".json" else None)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        entry = self.entries.get(key)
+        entry = self._db.get(key)
         if entry is not None:
             self.hits += 1
-        return dict(entry) if isinstance(entry, dict) else None
+        return entry
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        self.entries[key] = {k: v for k, v in result.items() if k not in ("index", "warnings")}
+        self._db.put(key, {k: v for k, v in result.items() if k not in ("index", "warnings")})
         self.stored += 1
 
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored (key, result), read one at a time."""
+        return self._db.items()
+
+    def __len__(self) -> int:
+        return len(self._db)
+
     def save(self) -> None:
-        atomic_write(self.path, dumps(self.entries) + "\n")
+        """Every entry is already stored as its item finished: this only closes the database."""
+        self._db.close()
 
 
 def store_path(out_dir: Path, store: str | None) -> Path:
@@ -51,14 +55,14 @@ def store_path(out_dir: Path, store: str | None) -> Path:
 
 
 def find_store(location: Path) -> Path:
-    """A memo store file: the path itself, or the store inside a folder."""
+    """A memo store: the path itself (its database or its JSON), or the store inside a folder."""
     if location.is_file():
         return location
     if location.is_dir():
-        candidates = [location / "verification_map.json", location / DEFAULT_STORE]
-        for candidate in candidates:
-            if candidate.is_file():
-                return candidate
+        for name in STORE_NAMES:
+            for suffix in (".sqlite", ".json"):
+                if (location / f"{name}{suffix}").is_file():
+                    return location / f"{name}.json"
         stores = sorted(p.name for p in location.glob("*.json") if p.name not in ("summary.json",))
         raise RunnerError(f"{location}: no memo store here (looked for verification_map.json and memo.json"
                           + (f"; found {', '.join(stores)}" if stores else "") + ")")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -170,18 +171,25 @@ def is_item_number(value: Any) -> bool:
 
 
 def read_results(folder: Path) -> list[dict[str, Any]]:
-    """A run's results, each an object with an item number (a line without `index` takes
-    its line number); anything else is a message naming the file and line."""
+    """A run's results (a list: for small runs and tests; commands stream `iter_results`)."""
+    return list(iter_results(folder))
+
+
+def iter_results(folder: Path) -> Iterator[dict[str, Any]]:
+    """A run's results one at a time, each an object with an item number (a line without
+    `index` takes its line number); anything else is a message naming the file and line."""
     path = folder / RESULTS
-    results = []
     for number, result in read_json_lines(path):
-        if not isinstance(result, dict):
-            raise InputError(f"{path}:{number}: not a result (a JSON object), but {type(result).__name__}")
-        index = result.setdefault("index", number)
-        if not is_item_number(index):
-            raise InputError(f"{path}:{number}: index {str(index)[:40]!r} is not an item number")
-        results.append(result)
-    return results
+        yield checked_result(result, path, number)
+
+
+def checked_result(result: Any, path: Path, number: int) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise InputError(f"{path}:{number}: not a result (a JSON object), but {type(result).__name__}")
+    index = result.setdefault("index", number)
+    if not is_item_number(index):
+        raise InputError(f"{path}:{number}: index {str(index)[:40]!r} is not an item number")
+    return result
 
 
 def read_summary(folder: Path) -> dict[str, Any]:

@@ -24,7 +24,15 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
     """Append one feedback entry, linked to the stored result with that trace id (ours or MLflow's)."""
     path = find_store(store)
     memo = MemoStore(path)
-    for content_hash, result in memo.entries.items():
+    try:
+        return _record(memo, path, trace_id, is_positive, rationale, user, name, warn)
+    finally:
+        memo.save()
+
+
+def _record(memo: MemoStore, path: Path, trace_id: str, is_positive: bool, rationale: str | None,
+            user: str | None, name: str, warn: Callable[[str], None]) -> dict[str, Any]:
+    for content_hash, result in memo.items():
         if isinstance(result, dict) and trace_id in (result.get("trace_id"), result.get("mlflow_trace_id")):
             entry = {"trace_id": result.get("trace_id", trace_id), "content_hash": content_hash,
                      "is_positive": is_positive, "rationale": rationale, "user": user or _os_user(),
@@ -35,8 +43,8 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
             with (path.parent / "feedback.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(dumps(entry) + "\n")
             return entry
-    raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {path} has it "
-                      f"({len(memo.entries)} stored result(s))")
+    raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {memo.path} has it "
+                      f"({len(memo)} stored result(s))")
 
 
 def _os_user() -> str:

@@ -102,7 +102,7 @@ class MlflowTracer(SpanRecorder):
         seen = len(_capture.messages)
         live = mlflow.start_span_no_context(
             root.name, span_type=SPAN_TYPES["item"], inputs=root.inputs, experiment_id=self.experiment_id,
-            start_time_ns=root.started_ns, tags={"runner.pipeline.model": self.pipeline, "runner.item": root.name})
+            start_time_ns=root.started_ns, tags=self._tags(root, result))
         trace_id = live.trace_id
         for child in root.children:
             self._span(child, live)
@@ -110,8 +110,17 @@ class MlflowTracer(SpanRecorder):
         problems = _capture.messages[seen:]
         if problems:
             raise TracingFailed(problems[-1])
-        self._assess(trace_id, root, result)
+        if not root.attributes.get("memo_hit"):      # a reused result's assessments live on its first trace
+            self._assess(trace_id, root, result)
         return {"mlflow_trace_id": trace_id}
+
+    def _tags(self, root: Span, result: dict[str, Any]) -> dict[str, str]:
+        tags = {"runner.pipeline.model": self.pipeline, "runner.item": root.name}
+        if root.attributes.get("memo_hit"):
+            tags["runner.memo_hit"] = "true"
+            if result.get("mlflow_trace_id"):
+                tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
+        return tags
 
     def _span(self, span: Span, parent: Any) -> None:
         attributes = dict(span.attributes)

@@ -105,6 +105,8 @@ class SpanRecorder(Observer):
         if root is None or self.failed:
             return
         root.outputs, root.error, root.ended_ns = dict(result), result.get("error"), time.time_ns()
+        if result.get("memo_hit"):
+            root.attributes["memo_hit"] = True       # reused from the memo store: no step ran
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=EXPORT_THREADS, thread_name_prefix="runner-tracing")
         # Redacted here, on the loop: the secrets it reads (model specs) are the loop's.

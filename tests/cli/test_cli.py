@@ -158,7 +158,9 @@ def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     assert 3 <= len(lines) < 40
     assert all(json.loads(line)["answer"] == "done" for line in lines)
     pending = sorted((project.root / "out" / "llm_logs" / ".pending").iterdir())     # call logs survive too
-    assert len(pending) >= len(lines)
+    # (written by the writer thread: a kill may land between the results line of one of the
+    # two items in flight and its log, runner/llm/writer.py)
+    assert len(pending) >= len(lines) - 2
     assert all(p.read_text().startswith("=== PROMPT ===\nItem ") for p in pending)
 
 

@@ -54,7 +54,7 @@ def judge(project, fake_llm, monkeypatch):
 def valid_outputs(out: Path) -> list[dict]:
     """Every file of a run folder is valid: UTF-8 throughout, JSON lines, XML, CSV."""
     for path in out.rglob("*"):
-        if path.is_file():
+        if path.is_file() and ".sqlite" not in path.name:          # a memo store is a database, not text
             path.read_bytes().decode("utf-8")          # strict: no surrogate, no stray byte
     results = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     json.loads((out / "summary.json").read_text(encoding="utf-8"))

@@ -12,6 +12,7 @@ import pytest
 
 from fakellm import Reply
 from helpers import run, write_json
+from runner.stores.memo import MemoStore
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "slide_judge.yaml"
@@ -84,7 +85,7 @@ def test_judge_failure_is_an_error_and_never_stored(judge, fake_llm, project):
     first = judge(DECK).results
     assert (first[0]["rating"], first[0]["error"]) == ("error", True)
     assert "HTTP 500" in first[0]["error_message"]
-    store = json.loads((project.root / "out" / "verification_map.json").read_text())
+    store = dict(MemoStore(project.root / "out" / "verification_map.json").items())
     assert first[0]["content_hash"] not in store and len(store) == 2
     fake_llm.reset()
     fake_llm.script(verdict("green"))
@@ -92,7 +93,7 @@ def test_judge_failure_is_an_error_and_never_stored(judge, fake_llm, project):
     assert again[0]["rating"] == "green" and len(fake_llm.requests) == 1      # only the failed slide
 
 
-def test_memo_survives_no_cache_and_follows_content(judge, fake_llm, project):
+def test_memo_follows_content(judge, fake_llm, project):
     fake_llm.script(verdict("green"))
     first = judge(DECK).results
     assert len(fake_llm.requests) == 3
@@ -100,7 +101,7 @@ def test_memo_survives_no_cache_and_follows_content(judge, fake_llm, project):
 
     def rerun(deck):
         fake_llm.requests.clear()
-        return judge(deck, no_cache=True)          # the memo holds even when the cache is not read
+        return judge(deck)
 
     edited = copy.deepcopy(DECK)
     edited["slides"][1]["html"] = "<h1>Slide B</h1><p>Q2 revenue $8.08M</p>"
@@ -136,7 +137,7 @@ def test_memo_ignores_the_llm_cache(judge, fake_llm, project):
     from runner.api import ItemSource, run_pipeline
     from runner.engine.execute import RunOptions
     base = fake_llm.url.rsplit("/v1", 1)[0]
-    options = RunOptions(cache_dir=project.root / "other-cache", no_cache=True, out_dir=project.root / "out")
+    options = RunOptions(cache_dir=project.root / "other-cache", out_dir=project.root / "out")
     outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options,
                            [f"models.judge.api_base={base}"])
     assert fake_llm.requests == [] and outcome.summary["memo"]["reused"] == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from helpers import group_dir, write_json
+from runner.stores.memo import MemoStore
 from runner.stores.runs import LATEST, resolve_run, runs_in
 
 THRESHOLD_PIPELINE = """
@@ -82,6 +83,7 @@ def test_memo_store_is_shared_by_the_runs_of_a_group(project, cli):
     cli("run", str(path), "--input", str(source), "--quiet")
     cli("run", str(path), "--input", str(source), "--quiet")
     group = group_dir(project.root, "m", "in.json")
-    assert json.loads((group / "memo_map.json").read_text()) == {"a": {"v": "A"}, "b": {"v": "B"}}
+    assert dict(MemoStore(group / "memo_map.json").items()) == {"a": {"v": "A"}, "b": {"v": "B"}}
+    assert (group / "memo_map.sqlite").is_file()
     latest = json.loads((resolve_run(group) / "summary.json").read_text())
     assert latest["memo"]["reused"] == 2

@@ -205,13 +205,18 @@ def test_slide_judge_traces_assessments_and_feedback(project, fake_llm, mlflow_s
         (red["trace_id"], False, "alice", red["mlflow_trace_id"], human.assessment_id),
         (green["trace_id"], True, getpass.getuser(), green["mlflow_trace_id"], agrees.assessment_id)]
 
-    # Unchanged slides come from the memo: no new trace, the stored trace ids stay.
+    # Unchanged slides come from the memo: each gets a new trace marked as a memo hit (no
+    # assessments: they live on the trace that judged it), and the stored trace ids stay.
     fake_llm.requests.clear()
     again = run(PIPELINE, example / "input.json", out=out, cache_dir=project.root / "c", trace="mlflow",
                 overrides=[f"models.judge.api_base={base}", "tracing.experiment=slides-slide_judge"])
     assert fake_llm.requests == [] and all(r["memo_hit"] for r in again.results)
     assert [r["mlflow_trace_id"] for r in again.results] == [r["mlflow_trace_id"] for r in results]
-    assert len(client.search_traces(locations=[experiment.experiment_id], max_results=100)) == 5
+    traces = client.search_traces(locations=[experiment.experiment_id], max_results=100)
+    hits = [t for t in traces if t.info.tags.get("runner.memo_hit") == "true"]
+    assert len(traces) == 10 and len(hits) == 5
+    assert {t.info.tags["runner.memo_of_trace"] for t in hits} == {r["mlflow_trace_id"] for r in results}
+    assert all(not t.info.assessments for t in hits)
 
 
 @needs_server

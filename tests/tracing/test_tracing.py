@@ -239,3 +239,24 @@ def test_feedback_without_a_tracking_uri_is_kept_with_a_warning(project, cli, mo
     assert [(e["trace_id"], e["is_positive"], e["rationale"], e.get("mlflow_trace_id"), e.get("mlflow_assessment_id"))
             for e in entries] == [("t1", False, "no", "tr-1", None), ("t2", True, None, None, None)]
     assert entries[1]["user"] == "bob" and entries[0]["user"]
+
+
+def test_memo_hits_are_traced_and_marked(project, recorder):
+    path = project.pipeline("""
+        version: 1
+        name: memoised
+        memo: {key: "{{ item.text }}"}
+        steps: [{id: s, uses: compute, with: {n: "{{ item.text | length }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        """)
+    source = write_json(project.root / "items.json", [{"text": "one"}, {"text": "three"}])
+    first = run(path, source)
+    assert [r["test_trace_id"] for r in first.results] == ["t1", "t2"]
+    again = run(path, source)
+    assert all(r["memo_hit"] for r in again.results)
+    assert recorder[-1].traces == 2                                 # one trace per item, memo hit or not
+    roots = [root for root, _ in sorted(recorder[-1].exported, key=lambda e: e[1]["index"])]
+    assert [(root.name, root.attributes, root.children) for root in roots] == [
+        ("item 1", {"memo_hit": True}, []), ("item 2", {"memo_hit": True}, [])]
+    assert [root.outputs["n"] for root in roots] == [3, 5]
+    assert "memo_hit" not in recorder[0].exported[0][0].attributes   # a judged item is not marked

@@ -10,7 +10,7 @@ from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import PromptedStep, build_requests
-from runner.engine.voting import Vote, fleiss_kappa, majority_of, merge_answers, pairwise_agreement, tally
+from runner.engine.voting import Agreement, Vote, majority_of, merge_answers, tally
 from runner.errors import StepError, did_you_mean
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
 from runner.yamlpos import Path as DataPath
@@ -110,17 +110,17 @@ def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: li
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
-    runtime.resource(_jury_rows).setdefault(step_id, []).append(row)
+    runtime.resource(_agreements).setdefault(step_id, Agreement()).add(row)
 
 
-def _jury_rows(runtime: Runtime) -> dict[str, list[dict[str, Any]]]:
-    """Each jury step's votes per item, for the run's agreement figures."""
+def _agreements(runtime: Runtime) -> dict[str, Agreement]:
+    """Each jury step's agreement figures, kept as running sums over its items."""
     runtime.summary_sections["juries"] = jury_summary
     return {}
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
     """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
-    return {step: {"items": len(rows), "pairwise_agreement": pairwise_agreement(rows),
-                   "fleiss_kappa": fleiss_kappa(rows)}
-            for step, rows in runtime.resource(_jury_rows).items()}
+    return {step: {"items": agreement.items, "pairwise_agreement": agreement.pairwise(),
+                   "fleiss_kappa": agreement.fleiss_kappa()}
+            for step, agreement in runtime.resource(_agreements).items()}

@@ -1,0 +1,28 @@
+"""Items as a re-iterable stream: each pass reads the input again, one item at a time, so a
+run of any size never holds its items (`len` is one counting pass, done once)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from runner.inputs import Item
+
+
+class ItemStream:
+    def __init__(self, open_items: Callable[[], Iterable[Item]]):
+        self._open = open_items
+        self._count: int | None = None
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self._open())
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = sum(1 for _ in self)
+        return self._count
+
+    @classmethod
+    def of(cls, items: list[Item]) -> ItemStream:
+        stream = cls(lambda: items)
+        stream._count = len(items)
+        return stream
