@@ -53,7 +53,16 @@ app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=
 InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
+ModelOpt = Annotated[list[str] | None, typer.Option(
+    "--model", help="Judge with this model: NAME=provider/model[@api_base] points the pipeline's model NAME "
+                    "there and seats it, e.g. judge=openai/gpt-4o-mini (repeat for more).")]
 CacheOpt = CacheDirOpt
+
+
+def _overrides(sets: list[str] | None, models: list[str] | None) -> list[str]:
+    """--set assignments, then each --model as the loader's `--model NAME=...` text."""
+    from runner.pipeline.overrides import MODEL_FLAG
+    return [*(sets or []), *(MODEL_FLAG + text for text in models or [])]
 _cache_dir = cache_dir_of
 
 
@@ -95,7 +104,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         out: Annotated[Path | None, typer.Option(
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
                           "reports/<pipeline>/<input stem>/, with a `latest` pointer).")] = None,
-        set_: SetOpt = None,
+        set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
         limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
@@ -135,7 +144,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
                          trace=trace)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
-    outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
+    outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet), formats or [])
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
@@ -166,7 +175,7 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> No
 
 @app.command()
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
-           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
+           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None, model: ModelOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
            cache_dir: CacheOpt = None) -> None:
@@ -174,7 +183,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.api import ItemSource, render_pipeline
     from runner.engine.context import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
-                    sys.stdout, set_ or [], item)
+                    sys.stdout, _overrides(set_, model), item)
 
 
 @app.command("list")

@@ -18,6 +18,8 @@ TRANSPORTS = ("auto", "http", "litellm")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_HOSTS = {"localhost"}
+OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ModelSpec:
     limits: dict[str, int] = field(default_factory=dict)
     transport: str = "litellm"          # resolved: http or litellm
     structured_output: str = "auto"
+    cache_as: str | None = None         # stands for the endpoint in cache keys (see cache.py)
 
     @property
     def endpoint(self) -> str:
@@ -68,6 +71,22 @@ def openai_compatible(model: str, api_base: str | None) -> bool:
     if model.startswith("openai/"):
         return True
     return "/" not in model and api_base is None and provider_of(model) == "openai"
+
+
+def openai_route(model: str, api_base: str | None, transport: str) -> tuple[str, str | None, str]:
+    """(model, api_base, transport) as sent. An Ollama model whose base URL is an
+    OpenAI-compatible `/v1` endpoint (or whose transport is declared `http`) speaks that
+    protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME` over HTTP, so the Ollama
+    pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
+    if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
+        if transport == "auto":
+            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        return model, api_base, transport
+    served_v1 = urlsplit(api_base or "").path.rstrip("/").endswith("/v1")
+    if transport == "auto" and not served_v1:
+        return model, api_base, "litellm"
+    base = api_base or OLLAMA_DEFAULT_BASE
+    return "openai/" + model.split("/", 1)[1], base if served_v1 else f"{base}/v1", "http"
 
 
 def check_api_base(value: str) -> str | None:
@@ -119,10 +138,8 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         api_base = (str(entry["api_base"]).rstrip("/") or None) if entry.get("api_base") else None
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
-        model = str(entry["model"])
-        transport = _choice("transport", entry.get("transport"), TRANSPORTS)
-        if transport == "auto":
-            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        model, api_base, transport = openai_route(str(entry["model"]), api_base,
+                                                  _choice("transport", entry.get("transport"), TRANSPORTS))
         return ModelSpec(
             name=name, model=model, api_base=api_base,
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
@@ -131,6 +148,7 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
             retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
             backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
-            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES))
+            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
+            cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None)
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None

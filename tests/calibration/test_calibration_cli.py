@@ -14,7 +14,7 @@ from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import RunnerError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 SCHEMA = {"type": "object", "required": ["verdict", "reason"],
           "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}

@@ -16,7 +16,7 @@ from helpers import run
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_blocks(language: str) -> list[str]:

@@ -13,7 +13,7 @@ from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, union
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCORE = {"type": "object", "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}}}
 
 

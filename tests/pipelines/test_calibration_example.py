@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "citation_judge"
 PIPELINE = REPO / "pipelines" / "citation_judge.yaml"
 ENABLE = ["--set", "models.gemini.enabled=true", "--set", "models.openai.enabled=true"]

@@ -11,7 +11,7 @@ import pytest
 from fakellm import Reply
 from runner.engine.steps.read_lines import FileCache
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "citation_judge"
 PIPELINE = REPO / "pipelines" / "citation_judge.yaml"
 

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import run, write_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "deep_judgment.yaml"
 RESPONSE = ("In the ATLAS-2 trial, patients received ZX-41 at 40 mg once daily for 12 weeks. "
             "The primary endpoint was met: systolic blood pressure fell by 11.2 mmHg compared with placebo.")

@@ -13,7 +13,7 @@ import pytest
 from fakellm import Reply
 from helpers import run, write_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "slide_judge.yaml"
 EXAMPLE = REPO / "examples" / "slide_judge"
 

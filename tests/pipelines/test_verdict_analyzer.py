@@ -10,7 +10,7 @@ import pytest
 from fakellm import Reply
 from helpers import run, write_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "verdict_analyzer.yaml"
 RATIONALE = "Several randomized trials agree, and the meta-analysis is consistent."
 

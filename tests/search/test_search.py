@@ -12,7 +12,7 @@ from fakellm import Reply
 from helpers import run, write_json
 from test_deep_judgment import ABSTAIN, EXTRACT, GOOD, PARSE, REASON, RECORD, excerpts
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEEP = REPO / "pipelines" / "deep_judgment.yaml"
 TAVILY_RESULTS = {"results": [
     {"title": "ATLAS-2 results", "url": "https://example.org/atlas2", "content": "ZX-41 40 mg daily met its endpoint.",

@@ -22,7 +22,7 @@ import pytest
 
 from helpers import run, write_json
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "slide_judge.yaml"
 EXAMPLE = REPO / "examples" / "slide_judge"
 JUDGE = "ollama_chat/gpt-oss:20b"
