@@ -23,6 +23,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
+from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -223,7 +224,7 @@ def make_environment(template_dir: Path | None = None) -> SandboxedEnvironment:
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values)
+                       pluck_values=pluck_values, sentences=split_sentences)
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now
