@@ -36,6 +36,8 @@ EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
 @adapter("markdown_citations")
 def read_citations(path: Path, options: dict[str, Any]) -> list[Record]:
+    """Every citation `[file:Lnnn](target)` or `[file:Lnnn-Lmmm](target)` of a markdown report, with its
+    claim and quote: fields index, file, start, end, claim, quote."""
     records = []
     for citation in extract_citations(read_text(path), options):
         error = citation.pop("error", None)

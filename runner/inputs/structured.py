@@ -19,6 +19,7 @@ def _as_records(data: Any) -> list[Record]:
 
 @adapter("json")
 def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
+    """A JSON file: a list of records (one item each) or one object (one item)."""
     text = read_text(path)
     try:
         return _as_records(json.loads(text))
@@ -31,6 +32,7 @@ def read_json(path: Path, options: dict[str, Any]) -> list[Record]:
 
 @adapter("jsonl")
 def read_jsonl(path: Path, options: dict[str, Any]) -> list[Record]:
+    """JSON Lines: one record per line (a bad line is an item with an error, the others go on)."""
     records: list[Record] = []
     data = path.read_bytes()
     for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), start=1):
@@ -51,6 +53,7 @@ def read_jsonl(path: Path, options: dict[str, Any]) -> list[Record]:
 
 @adapter("yaml")
 def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
+    """A YAML file (safe loading): a list of records or one mapping."""
     loader = yaml.SafeLoader(read_text(path))
     try:
         node = loader.get_single_node()

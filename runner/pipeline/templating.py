@@ -59,6 +59,7 @@ def normalize_html(html: object) -> str:
 
 
 def sha256(text: object) -> str:
+    """The hex SHA-256 of the text: a stable content key."""
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
 
 
@@ -79,6 +80,7 @@ def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: b
 
 
 def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
+    """Every match of a pattern (Python's syntax; its groups when it has any), bounded in time."""
     import regex
     return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
 
@@ -95,10 +97,12 @@ def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
 
 
 def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    """The number kept within [low, high] (default 0 to 1)."""
     return max(low, min(high, float(value)))
 
 
 def tojson(value: Any, indent: int | None = None) -> str:
+    """JSON text of a value, with non-ASCII characters kept as they are."""
     # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
     return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
