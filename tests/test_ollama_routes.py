@@ -110,3 +110,21 @@ def test_model_flag_keeps_an_at_sign_inside_a_model_name():
     writes = dict((".".join(parts), value) for parts, value in model_flag("j=openai/m@https://h.example/v1"))
     assert writes["models.j.model"] == "openai/m" and writes["models.j.api_base"] == "https://h.example/v1"
     assert writes["models.j.enabled"] is True
+
+
+@pytest.mark.parametrize("pipeline,folder,given", [
+    ("verdict_analyzer", ".", "examples/verdict_analyzer/input.jsonl"),
+    ("evidence_judge", ".", "examples/evidence_judge/input.json"),
+    ("slide_judge", "examples/slide_judge", "input.json"),
+])
+def test_every_ollama_default_pipeline_reaches_an_openai_server_through_ollama_base_url(
+        pipeline, folder, given, project, fake_llm, cli, monkeypatch):
+    fake_llm.personality = "openai-only"
+    monkeypatch.setenv("OLLAMA_BASE_URL", fake_llm.url)
+    monkeypatch.chdir(REPO / folder)
+    result = cli("run", str(REPO / "pipelines" / f"{pipeline}.yaml"), "--input", given,
+                 "--out", str(project.root / "out"), "--cache-dir", str(project.root / "cache"), "--limit", "2")
+    assert result.exit_code == 0, result.output
+    assert fake_llm.requests and {r.path for r in fake_llm.requests} == {"/v1/chat/completions"}
+    written = (project.root / "out" / "results.jsonl").read_text() + result.output
+    assert "Traceback" not in written and "litellm" not in written
