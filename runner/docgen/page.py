@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ def _group(table: dict[str, Any]) -> dict[Any, list[str]]:
     return groups
 
 
-def _entries(title: str, table: dict[str, Callable[..., Any]], examples: dict[str, Example],
+def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
              order: list[str]) -> list[str]:
     lines = [f"### {title}", ""]
     groups = _group(table)
