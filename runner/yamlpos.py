@@ -41,7 +41,8 @@ class Located:
         """`file:line:col`, or the `--set` that wrote this path."""
         for depth in range(len(path), 0, -1):
             if tuple(path[:depth]) in self.overridden:
-                return f"--set {self.overridden[tuple(path[:depth])]}"
+                written = self.overridden[tuple(path[:depth])]
+                return written if written.startswith("--") else f"--set {written}"
         line, col = self.where(path, key=key)
         return f"{self.file}:{line}:{col}"
 

@@ -36,7 +36,9 @@ CONTEXT_EXCEEDED = {"error": {
                "the messages, 5 in the completion). Please reduce the length of the messages or completion.",
     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 LM_STUDIO_REJECTION = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
-PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "multi-slot", "dribble")
+# `openai-only`: a plain OpenAI-compatible server (no Ollama API) that answers a chat
+# completion on any path, as a scripted test server does.
+PERSONALITIES = ("llama-cpp-python", "lm-studio", "ollama", "single-slot", "multi-slot", "dribble", "openai-only")
 STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: true` with server-sent events
 
 
@@ -314,7 +316,8 @@ class FakeLLM:
                     return reply.raw_body
                 if self.path.endswith("/search") and reply.status < 400:     # a search API: the body as scripted
                     return reply.content or json.dumps({"results": []})
-                if self.path.endswith("/api/chat") and reply.status < 400:   # Ollama's native API
+                native = self.path.endswith("/api/chat") and fake.personality != "openai-only"
+                if native and reply.status < 400:                             # Ollama's native API
                     return json.dumps({"model": model, "created_at": "2026-01-01T00:00:00Z",
                                        "message": {"role": "assistant", "content": reply.content or ""},
                                        "done": True, "done_reason": reply.finish_reason,

@@ -133,6 +133,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("observers and outputs", ("runner.tracing", "runner.outputs")),
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
+    ("reference", ("runner.docgen",)),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

@@ -17,7 +17,16 @@ from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_di
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
 
+ModelOpt = Annotated[list[str] | None, typer.Option(
+    "--model", help="Judge with this model: NAME=provider/model[@api_base] points the pipeline's model NAME "
+                    "there and seats it, e.g. judge=openai/gpt-4o-mini (repeat for more).")]
 CacheOpt = CacheDirOpt
+
+
+def _overrides(sets: list[str] | None, models: list[str] | None) -> list[str]:
+    """--set assignments, then each --model as the loader's `--model NAME=...` text."""
+    from runner.pipeline.overrides import MODEL_FLAG
+    return [*(sets or []), *(MODEL_FLAG + text for text in models or [])]
 _cache_dir = cache_dir_of
 
 
@@ -42,7 +51,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         out: Annotated[Path | None, typer.Option(
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
-        set_: SetOpt = None,
+        set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(
             help="LLM requests in flight across the run (default 8); also what a server on this machine gets "
                  "unless its model sets limits.concurrency.", min=1)] = None,
@@ -100,7 +109,8 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                          command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
-        outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
+        outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet),
+                               formats or [])
     except KeyboardInterrupt as stop:
         if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
             typer.echo(_summary_line(stop.args[0].summary, stop.args[0].out_dir))
@@ -163,7 +173,7 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> No
 
 
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
-           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
+           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None, model: ModelOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
            cache_dir: CacheOpt = None,
@@ -173,7 +183,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.api import ItemSource, render_pipeline
     from runner.engine.context import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit),
-                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, set_ or [], item)
+                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, _overrides(set_, model), item)
 
 
 # Registered in the order `runner --help` lists them.

@@ -38,6 +38,8 @@ EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
 @adapter("markdown_citations")
 def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    """Every citation `[file:Lnnn](target)` or `[file:Lnnn-Lmmm](target)` of a markdown report, with its
+    claim and quote: fields index, file, start, end, claim, quote."""
     check_utf8(path)          # a bad byte fails the whole input, before the first record
     return _records(path, options)
 

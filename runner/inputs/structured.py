@@ -21,6 +21,8 @@ def _as_records(data: Any) -> list[Record]:
 
 @adapter("json")
 def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
+    """A JSON file: a list of records (one item each) or one object (one item); a file of one
+    JSON object per line is JSON lines (streamed)."""
     if _json_lines(path):
         return read_jsonl(path, options)     # streamed: a JSON-lines file of any size
     text = read_text(path)
@@ -49,6 +51,7 @@ def _json_lines(path: Path) -> bool:
 
 @adapter("jsonl")
 def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
+    """JSON Lines: one record per line (a bad line is an item with an error, the others go on)."""
     number = 0
     with path.open("rb") as handle:
         for chunk in handle:
@@ -74,6 +77,7 @@ def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:
 
 @adapter("yaml")
 def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
+    """A YAML file (safe loading): a list of records or one mapping."""
     loader = yaml.SafeLoader(read_text(path))
     try:
         node = loader.get_single_node()

@@ -1,14 +1,20 @@
 """The on-disk response cache (diskcache, eviction off).
 
 Key: sha256 of canonical JSON of everything that changes the answer (format version,
-exact model string, api_base, messages as sent, sampling parameters after defaults,
-response format, output schema, sample index). Never keys, timeouts or retry settings."""
+exact model string, the endpoint, messages as sent, sampling parameters after defaults,
+response format, output schema, sample index). Never keys, timeouts or retry settings.
+
+The endpoint is the model's `cache_as` name when it has one, else its api_base in one
+spelling (`endpoint_identity`): `http://127.0.0.1:1234/v1/` and `http://LOCALHOST:1234/v1`
+are one server. The common spelling is its own identity, so keys made before stay valid."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from runner.llm.usage import usage_of
 from runner.safetext import clean_text, utf8
@@ -48,13 +54,50 @@ def _schema_text(schema: Any) -> str:
     return known[1]
 
 
+LOOPBACK_NAME = "localhost"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host(name: str) -> str:
+    """The host in one spelling: lowercase, any loopback address as `localhost`."""
+    host = name.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return LOOPBACK_NAME if host == LOOPBACK_NAME else host
+    return LOOPBACK_NAME if address.is_loopback else address.compressed
+
+
+def endpoint_identity(api_base: str | None) -> str | None:
+    """The server an api_base names, however it is spelled: scheme and host lowercase, a
+    loopback address as localhost, no default port, no credentials, no trailing slash."""
+    if not api_base:
+        return None
+    try:
+        parts = urlsplit(api_base.strip())
+        port = parts.port
+    except ValueError:
+        return api_base
+    if not parts.hostname:
+        return api_base.rstrip("/")
+    scheme = parts.scheme.lower()
+    host = _host(parts.hostname)
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, parts.fragment))
+
+
 def request_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]],
                 sampling: dict[str, Any], response_format: Any = None, output_schema: Any = None,
-                sample: int = 0, extra: dict[str, Any] | None = None) -> str:
-    payload = {"format": CACHE_FORMAT, "model": model, "api_base": api_base, "messages": messages,
+                sample: int = 0, extra: dict[str, Any] | None = None, cache_as: str | None = None) -> str:
+    endpoint = endpoint_identity(api_base) if cache_as is None else None
+    payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint, "messages": messages,
                "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
                "response_format": response_format, "output_schema": None, "sample": sample,
                "extra": extra or {}}
+    if cache_as is not None:         # only then: keys without it stay as they were
+        payload["cache_as"] = cache_as
     # The canonical JSON of the whole payload (sorted keys, no spaces) in one encoding, the
     # schema's part (the same for every call of a step) spliced in from its own cache.
     canonical = _canonical(payload)

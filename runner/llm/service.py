@@ -238,7 +238,7 @@ class LLMService:
              mode: str) -> str:
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
-                           sample=request.sample, extra=spec.extra or None)
+                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as)
 
     @staticmethod
     def _answer_problem(spec: ModelSpec, completion: Completion, sampling: dict[str, Any]) -> str | None:

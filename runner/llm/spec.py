@@ -25,6 +25,8 @@ DEFAULT_BATCH_MAX_WAIT = 60.0      # seconds a gathered call waits for the other
 DEFAULT_BATCH_POLL = 30.0
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_HOSTS = {"localhost"}
+OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,13 @@ class ModelSpec:
     batch_max_wait: float = DEFAULT_BATCH_MAX_WAIT
     batch_poll_seconds: float = DEFAULT_BATCH_POLL
     batch_retry: str = "batch"         # where an error line is retried: the next batch, or live
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
+    cache_as: str | None = None         # stands for the endpoint in cache keys (see cache.py)
 
     @property
     def batchable(self) -> bool:
         """The endpoint speaks OpenAI's /v1/files and /v1/batches (plain HTTP)."""
         return self.transport == "http"
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
 
     @property
     def endpoint(self) -> str:
@@ -86,6 +89,22 @@ def openai_compatible(model: str, api_base: str | None) -> bool:
     if model.startswith("openai/"):
         return True
     return "/" not in model and api_base is None and provider_of(model) == "openai"
+
+
+def openai_route(model: str, api_base: str | None, transport: str) -> tuple[str, str | None, str]:
+    """(model, api_base, transport) as sent. An Ollama model whose base URL is an
+    OpenAI-compatible `/v1` endpoint (or whose transport is declared `http`) speaks that
+    protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME` over HTTP, so the Ollama
+    pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
+    if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
+        if transport == "auto":
+            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        return model, api_base, transport
+    served_v1 = urlsplit(api_base or "").path.rstrip("/").endswith("/v1")
+    if transport == "auto" and not served_v1:
+        return model, api_base, "litellm"
+    base = api_base or OLLAMA_DEFAULT_BASE
+    return "openai/" + model.split("/", 1)[1], base if served_v1 else f"{base}/v1", "http"
 
 
 def check_api_base(value: str) -> str | None:
@@ -138,10 +157,8 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         remember_url(api_base or "")
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
-        model = str(entry["model"])
-        transport = _choice("transport", entry.get("transport"), TRANSPORTS)
-        if transport == "auto":
-            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        model, api_base, transport = openai_route(str(entry["model"]), api_base,
+                                                  _choice("transport", entry.get("transport"), TRANSPORTS))
         return ModelSpec(
             name=name, model=model, api_base=api_base,
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
@@ -159,7 +176,8 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
                                          0.001, float),
             batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY),
             max_response_bytes=_at_least("max_response_bytes",
-                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int))
+                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int),
+            cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None)
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None
 

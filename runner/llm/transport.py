@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -86,10 +87,23 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+_LITELLM_PREFIX = re.compile(r"^(?:litellm\.[\w.]*(?:Error|Exception)\s*:\s*)+")
+# What litellm's Ollama handlers raise when the answer is not Ollama's (an OpenAI-shaped body).
+OLLAMA_SHAPE = "argument after ** must be a mapping"
+
+
+def first_line(text: str) -> str:
+    """A library's error text without the traceback litellm embeds in its messages, and
+    without its `litellm.SomeError:` prefixes: one line a user can read."""
+    head = text.split("Traceback (most recent call last)", 1)[0]
+    line = next((part.strip() for part in head.splitlines() if part.strip()), "")
+    return _LITELLM_PREFIX.sub("", line) or "(no message)"
+
+
 def classify(exc: BaseException) -> TransportError:
     """Map a litellm/openai/httpx exception to a TransportError."""
     chain = exception_chain(exc)
-    text = str(exc)
+    text = first_line(str(exc))
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return TransportError("refused", "connection refused")
     status = getattr(exc, "status_code", None)
@@ -114,6 +128,14 @@ def classify(exc: BaseException) -> TransportError:
     if status is not None and status >= 500:
         return TransportError("server", f"HTTP {status}: {short}", status, retry_after, body=text)
     return TransportError("other", f"{name}: {short}", status)
+
+
+def not_ollama(spec: ModelSpec) -> str:
+    """The message for an OpenAI-compatible server reached through Ollama's protocol."""
+    base = (spec.api_base or "http://localhost:11434").rstrip("/")
+    return (f"the server at {base} did not answer in Ollama's protocol (/api/chat): if it is an "
+            f"OpenAI-compatible server, give its /v1 URL (e.g. {base}/v1) or set "
+            f"models.{spec.name}.transport=http")
 
 
 class LiteLLMTransport:
@@ -157,6 +179,8 @@ class LiteLLMTransport:
             # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
             response = await litellm.acompletion(**kwargs)
         except Exception as exc:
+            if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
+                raise TransportError("client", not_ollama(spec)) from None
             raise classify(exc) from None
         return self._completion(litellm, response, spec)
 

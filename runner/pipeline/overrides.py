@@ -1,4 +1,6 @@
-"""`--set a.b.c=VALUE`: set any path the pipeline schema allows, VALUE parsed as YAML."""
+"""`--set a.b.c=VALUE`: set any path the pipeline schema allows, VALUE parsed as YAML; and
+`--model NAME=provider/model[@api_base]` (passed on as the text `--model NAME=...`), which
+points a model of the pipeline somewhere else and seats it."""
 
 from __future__ import annotations
 
@@ -23,19 +25,51 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
+MODEL_FLAG = "--model "
+_REMOVE = object()       # an assignment that deletes the key
+# What the endpoint's own settings say about the old endpoint: a new one starts without them.
+_ENDPOINT_KEYS = ("cache_as",)
+
+
+def model_flag(text: str) -> list[tuple[list[str], Any]]:
+    """The assignments of `--model NAME=provider/model[@api_base]`: the model string, its
+    api_base (none: the provider's own endpoint, whose key comes from the provider's env
+    var, so the old endpoint's api_key goes too), enabled. `@` starts the api_base only
+    before http:// or https:// (a model string may hold an `@`, e.g. vertex_ai/x@001)."""
+    name, sep, target = text.partition("=")
+    name, target = name.strip(), target.strip()
+    if not sep or not name or not target:
+        raise RunnerError(f"{MODEL_FLAG}{text}: expected NAME=provider/model[@api_base], "
+                          "e.g. --model judge=openai/gpt-4o-mini or --model local=openai/qwen@http://127.0.0.1:8080/v1")
+    model, at, base = target.rpartition("@")
+    if not at or not base.lower().startswith(("http://", "https://")) or not model:
+        model, base = target, ""
+    assignments: list[tuple[list[str], Any]] = [(["models", name, "model"], model),
+                                                (["models", name, "api_base"], base or _REMOVE)]
+    if not base:
+        assignments.append((["models", name, "api_key"], _REMOVE))
+    assignments += [(["models", name, key], _REMOVE) for key in _ENDPOINT_KEYS]
+    return [*assignments, (["models", name, "enabled"], True)]
+
+
 def apply_overrides(located: Located, assignments: list[str], schema: dict[str, Any],
                     catalog: StepCatalog) -> None:
     """Write each assignment into `located.data`, or raise ConfigError naming every bad path."""
     problems: list[Problem] = []
     for text in assignments:
-        parts, value = parse_assignment(text)
-        try:
-            path = _resolve(located.data, parts, schema, catalog)
-        except _BadPath as exc:
-            problems.append(Problem(f"--set {text}", ".".join(parts), str(exc), (10**9, 0)))
-            continue
-        _write(located.data, path, value)
-        located.overridden[path] = text
+        if text.startswith(MODEL_FLAG):
+            label, writes = text, model_flag(text[len(MODEL_FLAG):])
+        else:
+            label, writes = f"--set {text}", [parse_assignment(text)]
+        for parts, value in writes:
+            try:
+                path = _resolve(located.data, parts, schema, catalog)
+            except _BadPath as exc:
+                problems.append(Problem(label, ".".join(parts[:2] if label == text else parts), str(exc),
+                                        (10**9, 0)))
+                break
+            _write(located.data, path, value)
+            located.overridden[path] = text
     if problems:
         raise ConfigError(problems)
 
@@ -116,4 +150,7 @@ def _write(data: dict[str, Any], path: DataPath, value: Any) -> None:
         if not isinstance(target.get(part), (dict, list)):
             target[part] = {}
         target = target[part]
-    target[path[-1]] = value
+    if value is _REMOVE:
+        target.pop(path[-1], None)
+    else:
+        target[path[-1]] = value

@@ -30,6 +30,7 @@ from runner.pipeline.sandbox_limits import (
     bounded_lipsum,
     guard_filters,
 )
+from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -65,6 +66,7 @@ def normalize_html(html: object) -> str:
 
 
 def sha256(text: object) -> str:
+    """The hex SHA-256 of the text: a stable content key."""
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
 
 
@@ -85,6 +87,7 @@ def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: b
 
 
 def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
+    """Every match of a pattern (Python's syntax; its groups when it has any), bounded in time."""
     import regex
     return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
 
@@ -101,10 +104,12 @@ def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
 
 
 def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    """The number kept within [low, high] (default 0 to 1)."""
     return max(low, min(high, float(value)))
 
 
 def tojson(value: Any, indent: int | None = None) -> str:
+    """JSON text of a value, with non-ASCII characters kept as they are."""
     # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
     return bounded_json(value, indent)
 
@@ -206,7 +211,8 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
     env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
                        regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values, length=length, count=length)
+                       pluck_values=pluck_values, length=length, count=length,
+                       sentences=split_sentences)
     guard_filters(env.filters)
     env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function

@@ -1,1 +1,1 @@
-"""Text algorithms: quote matching (and normalisation) over source text."""
+"""Text algorithms the pipeline language offers as filters (sentence splitting, ...)."""

@@ -111,13 +111,15 @@ def test_answers_without_a_schema_carry_no_format(project, env):
     assert "response_format" not in env.requests[0].body and env.requests[0].body["max_tokens"] == 50
 
 
-def test_ollama_native_chat_gets_the_schema_in_format(project, env):
+def test_ollama_native_chat_gets_the_schema_in_format(project, env, monkeypatch):
     env.personality = "ollama"
     env.script(ANSWER)
+    # Ollama's own base URL (no /v1: a /v1 URL is spoken to in OpenAI's protocol)
+    monkeypatch.setenv("FAKE_URL", env.url.rsplit("/v1", 1)[0])
     path = llm_pipeline(project, model="ollama_chat/gemma3")           # litellm's Ollama route
     assert run(path, items(project, 1)).results[0]["verdict"] == "yes"
     (request,) = env.requests
-    assert request.path == "/v1/api/chat" and request.body["format"] == SCHEMA
+    assert request.path == "/api/chat" and request.body["format"] == SCHEMA
 
 
 def test_a_one_slot_server_settles_at_one_request_and_sees_no_timeouts(project, env, capfd):

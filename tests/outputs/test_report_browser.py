@@ -48,7 +48,7 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     script(fake_llm)
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),
-                 "--quiet", *jury_overrides(fake_llm.url))
+                 "--quiet", "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides(fake_llm.url))
     assert result.exit_code == 0, result.output
     page = work / "out" / "report.html"
     assert "http://" not in page.read_text().split("<script>")[1] and "<link" not in page.read_text()   # offline

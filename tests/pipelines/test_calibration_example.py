@@ -62,3 +62,19 @@ def test_eval_and_sweep_run_offline_from_the_recorded_answers(recorded, cli, mon
     settings = json.loads((work / "sweep" / "sweep.json").read_text())["settings"]
     assert {s["status"] for s in settings} == {"cached"}
     assert "Best: --set params.quote_threshold=0.95 --set params.context_lines=5" in sweep.output
+
+
+@pytest.mark.parametrize("exported", ["HTTP://127.0.0.1:1234/v1/", "http://localhost:11434/v1"])
+def test_eval_reproduces_the_readme_with_local_llm_base_url_exported(recorded, cli, monkeypatch, exported):
+    """The README tells Ollama and llama.cpp users to export LOCAL_LLM_BASE_URL: the
+    recorded answers of the `local` seat (cache_as: local) are found all the same."""
+    work, _ = recorded
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("LOCAL_LLM_BASE_URL", exported)
+    result = cli("eval", str(PIPELINE), "--input", "labelled/report.md", *LABELS, "--cache-dir", "labelled/cache",
+                 "--out", "exported", *ENABLE)
+    assert result.exit_code == 0, result.output
+    assert "accuracy 0.8723 (always VALID: 0.4255), kappa 0.8186" in result.output
+    assert "juror local: accuracy 0.6875, kappa 0.4234 on 32 item(s)" in result.output
+    summary = json.loads((work / "exported" / "summary.json").read_text())
+    assert {m["calls"] for m in summary["models"].values()} == {0}

@@ -91,9 +91,13 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
         (True, True, True)
     assert [v["model"] for v in semantic[3]["votes"]] == ["local", "gemini", "openai"]
     assert semantic[3]["votes"][0]["error"] and semantic[3]["votes"][1]["value"] == "VALID"
-    # quote not found although the jurors said VALID: the jury still ran, for debugging
+    # quote not found: the verdict cannot change, so no juror is asked; the reason is the quote check's
     fabricated = by_index[8]
-    assert fabricated["step_2_quote_match"] is False and fabricated["step_3_semantic"]["verdict"] == "VALID"
+    assert fabricated["step_2_quote_match"] is False and fabricated["step_3_semantic"] is None
+    assert fabricated["reason"] == "Quote check failed: not found in the source"
+    assert by_index[9]["reason"] == "Quote check failed: a number differs from the source"
+    assert by_index[1]["reason"] == semantic[1]["reason"]
+    assert by_index[12]["reason"] == "file 'magna_carta.txt' not found under data/canonical"
     assert "changed_number" in by_index[9]["quote_flags"]
     first = by_index[1]
     assert first["step_1_existence"] is True and first["step_2_quote_match"] is True and first["quote_score"] == 1.0
@@ -110,7 +114,7 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
     root = (workdir / "data" / "canonical").resolve()
     assert opened and all(path.is_relative_to(root) for path in opened)
     assert not any("etc" in p.parts or "magna" in p.name for p in fake_llm_prompts(fake_llm))
-    assert len(fake_llm.requests) == 30            # 10 readable citations x 3 jurors, nothing for the rest
+    assert len(fake_llm.requests) == 21            # 7 readable citations with their quote found x 3 jurors
     summary = json.loads((workdir / "out" / "summary.json").read_text())
     assert summary["total"] == 13 and summary["verified"] == 3 and summary["verification_rate"] == 0.2308
     assert summary["counts"]["QUOTE_NOT_FOUND"] == 3 and summary["counts"]["HUNG_JURY"] == 1
@@ -120,9 +124,10 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
             "must be made to counteract ambition\" | Ambition must be made to counteract ambition | HUNG_JURY | 1 | "
             "Hung jury: 1 VALID, 1 UNSUPPORTED |  |  |") in report
     assert "  - openai (" in report and "[openai_0004_item4.txt](llm_logs/openai_0004_item4.txt)" in report
-    assert "- final verdict QUOTE_NOT_FOUND overrides the jury's VALID" in report
+    assert "| QUOTE_NOT_FOUND | 0.431 | Quote check failed: not found in the source |" in report
+    assert "overrides the jury's" not in report
     logs = sorted(p.name for p in (workdir / "out" / "llm_logs").iterdir())
-    assert logs[:2] == ["gemini_0001_item1.txt", "gemini_0002_item2.txt"] and len(logs) == 30
+    assert logs[:2] == ["gemini_0001_item1.txt", "gemini_0002_item2.txt"] and len(logs) == 21
 
     # a second run repeats no successful call: only the failed ones are sent again
     fake_llm.requests.clear()
@@ -133,6 +138,22 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
                              ("local-model", "limits presidents to two terms"),
                              ("gemini-fake", "limits presidents to two terms"),
                              ("gpt-fake", "limits presidents to two terms")])
+
+
+def test_the_jury_still_runs_for_debugging_when_asked(workdir, fake_llm, cli, tmp_path):
+    script(fake_llm)
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),
+                 "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides(fake_llm.url))
+    assert result.exit_code == 0, result.output
+    results = [json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in results][7:10] == ["QUOTE_NOT_FOUND"] * 3
+    fabricated = results[7]
+    assert fabricated["step_3_semantic"]["verdict"] == "VALID"          # the jury ran, and was overruled
+    assert fabricated["reason"] == "Quote check failed: not found in the source"
+    assert len(fake_llm.requests) == 30
+    report = (workdir / "out" / "report.md").read_text()
+    assert "- final verdict QUOTE_NOT_FOUND overrides the jury's VALID" in report
+    assert "| QUOTE_NOT_FOUND | 0.431 | Quote check failed: not found in the source |" in report
 
 
 def fake_llm_prompts(fake_llm) -> list[Path]:
@@ -148,7 +169,7 @@ def test_no_model_reachable_finishes_quickly_with_a_hint(workdir, cli, tmp_path)
     assert "local unreachable (connection refused): start a model server there" in result.stderr
     results = [json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()]
     readable = [r for r in results if r["step_1_existence"]]
-    assert {r["step_3_semantic"]["verdict"] for r in readable} == {"LLM_ERROR"}
+    assert {(r["step_3_semantic"] or {}).get("verdict") for r in readable} == {"LLM_ERROR", None}
     assert {r["verdict"] for r in readable} == {"LLM_ERROR", "QUOTE_NOT_FOUND"}
 
 
@@ -168,10 +189,10 @@ def test_single_claim_with_record(workdir, fake_llm, cli, tmp_path):
 def test_render_previews_every_prompt_without_a_model(workdir, cli, tmp_path, fake_llm):
     result = cli("render", str(PIPELINE), "--input", "report.md", "--cache-dir", str(tmp_path / "cache"))
     assert result.exit_code == 0
-    assert result.stdout.count("--- LLM call: model local") == 10
+    assert result.stdout.count("--- LLM call: model local") == 7      # not for the 3 quotes not found
     assert "CLAIM BEING MADE: The First Amendment opens by declaring" in result.stdout
     assert "SOURCE FILE: us_constitution.txt\nCITED LINES: L100-L101" in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("LLM calls: 10 (0 cached), est. prompt tokens: ")
+    assert result.stdout.rstrip().splitlines()[-1].startswith("LLM calls: 7 (0 cached), est. prompt tokens: ")
     assert fake_llm.requests == []
 
 

@@ -42,7 +42,9 @@ PIPELINE = REPO / "pipelines" / "citation_judge.yaml"
 SEATS = ("local", "gemini", "openai")
 CONTEXT_LINES = (3, 5)
 ENABLE_ALL = ["models.gemini.enabled=true", "models.openai.enabled=true"]
-RECORDING = ["models.gemini.limits.requests_per_day=100000"]   # not part of any cache key
+# Neither is part of any cache key. Every citation gets its jury, quote found or not, so a
+# sweep may also try a quote_threshold below the default.
+RECORDING = ["models.gemini.limits.requests_per_day=100000", "params.skip_jury_when_quote_not_found=false"]
 
 V, M, U, N = "VALID", "MISLEADING", "UNSUPPORTED", "INSUFFICIENT"
 # citation index -> verdicts of local, gemini, openai; or (text that must be in the prompt,

@@ -1,0 +1,125 @@
+"""The pipeline language page, built from the registries, docstrings and schemas."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.docgen.examples import CHOSEN_NAMES, FILTERS, GLOBALS, NAMESPACES, TESTS, Example
+from runner.text.sentences import split_sentences
+
+DOC_FILE = Path("docs") / "pipeline-language.md"
+RUNNER_FILTERS = ("normalize", "normalize_html", "sha256", "regex_findall", "regex_search", "clamp", "tojson",
+                  "fields_schema", "dict_from", "pick", "pluck_values", "sentences")
+_RST = re.compile(r":\w+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`_")
+
+
+def first_sentence(function: Any, note: str = "") -> str:
+    """`note` when given, else the first sentence of the docstring, as plain Markdown."""
+    if note:
+        return note
+    doc = inspect.getdoc(function) or ""
+    paragraph = " ".join(doc.split("\n\n", 1)[0].split())
+    paragraph = _RST.sub(lambda m: f"`{m.group(1) or m.group(2) or m.group(3)}`", paragraph)
+    first = (split_sentences(paragraph) or [""])[0]
+    return first[:-1] + "." if first.endswith(":") else first
+
+
+def shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _example_line(example: Example) -> str:
+    arrow = "→" if example.checked else "→ e.g."
+    return f"`{{{{ {example.expression} }}}}` {arrow} `{shown(example.result)}`"
+
+
+def _group(table: dict[str, Any]) -> dict[Any, list[str]]:
+    """Names by the function they name (Jinja registers aliases: ==, eq, equalto)."""
+    groups: dict[Any, list[str]] = {}
+    for name, function in table.items():
+        groups.setdefault(function, []).append(name)
+    return groups
+
+
+def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
+             order: list[str]) -> list[str]:
+    lines = [f"### {title}", ""]
+    groups = _group(table)
+    for name in order:
+        function = table[name]
+        names = groups[function]
+        if name != next(n for n in names if n in examples):
+            continue
+        example = examples[name]
+        aliases = ", ".join(f"`{n}`" for n in names)
+        lines.append(f"- {aliases}: {first_sentence(function, example.note)} {_example_line(example)}")
+    return [*lines, ""]
+
+
+def _steps() -> list[str]:
+    from runner.pipeline.catalog import step_info, step_names
+    from runner.pipeline.result_shapes import ShapeContext, describe
+    lines = ["## Step types", "",
+             "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
+             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`.", ""]
+    for name in step_names():
+        info = step_info(name)
+        schema = info.schema
+        required = set(schema.get("required", []))
+        arguments = ", ".join(f"`{arg}`{' (required)' if arg in required else ''}"
+                              for arg in schema.get("properties") or {})
+        example = yaml.safe_dump({"id": name, "uses": name, "with": schema["examples"][0]}, default_flow_style=True,
+                                 width=10**6, sort_keys=False, allow_unicode=True).strip()
+        lines += [f"### `{name}`", "", info.summary, "",
+                  f"- arguments: {arguments or 'none'}",
+                  f"- result: {describe(info.result_schema({}, ShapeContext()))}",
+                  f"- example: `- {example}`", ""]
+    return lines
+
+
+def _names() -> list[str]:
+    lines = ["## Names in scope", "",
+             "A template sees only these names (an unknown one is an error naming it, never an empty string).",
+             ""]
+    for name, (where, what, example) in NAMESPACES.items():
+        lines.append(f"- `{name}` ({where}): {what}. `{example}`")
+    lines += ["", "Names a pipeline chooses:", ""]
+    for name, (what, example, declared) in CHOSEN_NAMES.items():
+        lines.append(f"- {name}: {what}. `{example}` with `{declared}`")
+    return [*lines, ""]
+
+
+def _adapters() -> list[str]:
+    from runner.inputs import ADAPTERS, adapter_names
+    lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
+             "makes one item without a file).", ""]
+    for name in adapter_names():
+        lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
+    return [*lines, ""]
+
+
+def render_page() -> str:
+    from runner.pipeline.templating import make_environment
+    env = make_environment()
+    jinja_filters = sorted(set(env.filters) - set(RUNNER_FILTERS))
+    lines = ["# The pipeline language", "",
+             "Generated from the code by `python -m runner.docgen`; do not edit (a test fails when it is "
+             "stale). Every checked example below is evaluated by the tests.", "",
+             *_steps(),
+             "## Expressions", "",
+             "A string holding `{{ ... }}` is a Jinja template; a string that is exactly one `{{ expression }}` "
+             "yields its native value (number, list, mapping); `if:`, `when:` and `until:` take a bare "
+             "expression. Templates run in Jinja's sandbox.", "",
+             *_entries("Filters of runner", {n: env.filters[n] for n in RUNNER_FILTERS}, FILTERS,
+                       list(RUNNER_FILTERS)),
+             *_entries("Filters of Jinja", {n: env.filters[n] for n in jinja_filters}, FILTERS, jinja_filters),
+             *_entries("Tests (`x is NAME`, `select('NAME')`)", dict(env.tests), TESTS, sorted(env.tests)),
+             *_entries("Global functions", dict(env.globals), GLOBALS, sorted(env.globals)),
+             *_names(), *_adapters()]
+    return "\n".join(lines).rstrip("\n") + "\n"
