@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_llm import llm_pipeline, one
 
-from runner.stores.llm_cache import endpoint_identity, request_key
+from runner.llm.cache import endpoint_identity, request_key
 
 MESSAGES = [{"role": "user", "content": "q"}]
 

@@ -53,7 +53,7 @@ def test_an_openai_server_behind_an_ollama_url_is_one_clean_item_error(project, 
     fake_llm.script(ANSWER)
     monkeypatch.setenv("OLLAMA_BASE_URL", fake_llm.url.rsplit("/v1", 1)[0])
     result = cli("run", str(ANALYZER), "--input", str(INPUT), "--out", "out", "--limit", "2")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output          # every item errored (issue 32: exit code 3)
     errors = [r["error"] for r in results(project.root)]
     assert len(errors) == 2 and all("did not answer in Ollama's protocol" in e and "/v1" in e for e in errors)
     assert errors[0].startswith("step 'analyze': model 'analyst'")
@@ -124,7 +124,7 @@ def test_every_ollama_default_pipeline_reaches_an_openai_server_through_ollama_b
     monkeypatch.chdir(REPO / folder)
     result = cli("run", str(REPO / "pipelines" / f"{pipeline}.yaml"), "--input", given,
                  "--out", str(project.root / "out"), "--cache-dir", str(project.root / "cache"), "--limit", "2")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output      # the fake answers "ok", not JSON: every item errors (exit 3); the route is what counts
     assert fake_llm.requests and {r.path for r in fake_llm.requests} == {"/v1/chat/completions"}
     written = (project.root / "out" / "results.jsonl").read_text() + result.output
     assert "Traceback" not in written and "litellm" not in written

@@ -42,7 +42,7 @@ def judge_example(cli, folder: Path, cache: Path, url: str, *extra: str) -> list
     result = cli(*args)
     assert result.exit_code == 0, result.output
     if "--batch" in extra:
-        assert "LLM calls: 30 sent, 0 cached, 5 failed (30 in 3 provider batch(es)); written to out" in result.output
+        assert "LLM calls: 21 sent, 0 cached, 5 failed (21 in 3 provider batch(es)); written to out" in result.output
     return [json.loads(line) for line in (folder / "out" / "results.jsonl").read_text().splitlines()]
 
 
@@ -56,13 +56,13 @@ def example(tmp_path, monkeypatch):
 def test_citation_example_with_batch_gives_the_live_verdicts_one_batch_per_juror(example, fake_llm, cli, tmp_path):
     script(fake_llm)
     live = judge_example(cli, example, tmp_path / "live-cache", fake_llm.url)
-    assert len(fake_llm.requests) == 30 and fake_llm.batches.created() == []
+    assert len(fake_llm.requests) == 21 and fake_llm.batches.created() == []   # no jury for a quote not found
     fake_llm.requests.clear()
     poll = [arg for setting in FAST_POLL for arg in ("--set", setting)]
     batched = judge_example(cli, example, tmp_path / "batch-cache", fake_llm.url, "--batch", *poll)
     assert fake_llm.requests == []                                  # no live chat request at all
     assert sorted(b.model for b in fake_llm.batches.created()) == sorted(SEATS.values())
-    assert all(len(b.lines) == 10 for b in fake_llm.batches.created())
+    assert all(len(b.lines) == 7 for b in fake_llm.batches.created())
     assert [r["verdict"] for r in batched] == [r["verdict"] for r in live]
     assert stable(batched) == stable(live)
 
@@ -231,7 +231,7 @@ def test_seats_that_are_not_enabled_are_not_mentioned_by_batch(example, fake_llm
                  "--batch")
     assert result.exit_code == 0, result.output
     assert "has no batch API" not in result.stderr              # gemini (litellm) takes no seat here
-    assert "(10 in 1 provider batch(es))" in result.stdout
+    assert "(7 in 1 provider batch(es))" in result.stdout
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out2", "--cache-dir", str(tmp_path / "c2"),
                  "--set", f"models.local.api_base={fake_llm.url}", "--set", "models.local.batch_poll_seconds=0.02",
                  "--set", "models.gemini.enabled=true", "--set", "models.gemini.api_key=fake-google-key-123",
