@@ -81,7 +81,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one."""
-    result: dict[str, Any] = {"index": item.index}
+    result: dict[str, Any] = {"index": item.index, "item_key": item.key}
     if item.error:
         result["error"] = item.error
         return result
@@ -110,7 +110,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
             if isinstance(base, dict):
-                result.update({k: v for k, v in base.items() if k != "index"})
+                result.update({k: v for k, v in base.items() if k not in ("index", "item_key")})
         except TemplateError as exc:
             outcome.error = outcome.error or str(exc)
     for name, template in runtime.pipeline.output.items():

@@ -30,7 +30,7 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def results_csv(results: list[dict[str, Any]]) -> str:
-    rows = [flatten(r) for r in results]
+    rows = [flatten({k: v for k, v in r.items() if k != "item_key"}) for r in results]
     columns: dict[str, None] = {"index": None}
     for row in rows:
         columns.update(dict.fromkeys(row))

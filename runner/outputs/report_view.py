@@ -121,7 +121,7 @@ def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> 
     seen: list[str] = []
     for result in results:
         seen += [k for k, v in result.items()
-                 if k not in seen and k not in ("index", "warnings") and not isinstance(v, (dict, list))]
+                 if k not in seen and k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list))]
     if any("error" in r for r in results) and "error" not in seen:
         seen.append("error")
     return seen

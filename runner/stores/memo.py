@@ -38,7 +38,7 @@ class MemoStore:
         return dict(entry) if isinstance(entry, dict) else None
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        self.entries[key] = {k: v for k, v in result.items() if k not in ("index", "warnings")}
+        self.entries[key] = {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")}
         self.stored += 1
 
     def save(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 from helpers import run, write_json
 
@@ -27,8 +28,8 @@ def test_if_skips_and_decide_stops(project):
         """)
     items = write_json(project.root / "in.json", [{"n": 2}, {"n": -1}])
     results = run(path, items).results
-    assert results[0] == {"index": 1, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
-    assert results[1] == {"index": 2, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
+    assert results[0] == {"index": 1, "item_key": ANY, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
+    assert results[1] == {"index": 2, "item_key": ANY, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
                           "ran_later": False}
 
 
@@ -75,7 +76,7 @@ def test_on_error_fail_ends_the_item_with_an_error(project):
     assert bad["after"] is False and "risky" not in bad          # empty fields of a failed item are dropped
     assert bad["error"].startswith("step 'risky': pipelines/p.yaml:")
     assert "steps[0].with.ratio" in bad["error"] and "ZeroDivisionError" in bad["error"]
-    assert good == {"index": 2, "risky": {"ratio": 2.0}, "after": True}
+    assert good == {"index": 2, "item_key": ANY, "risky": {"ratio": 2.0}, "after": True}
 
 
 def test_on_error_continue_yields_the_error_and_goes_on(project):
@@ -133,7 +134,7 @@ def test_loop_sees_previous_iteration(project):
           values: "{{ steps.grow.history | map(attribute='step') | map(attribute='value') | list }}"
         """)
     result = run(path, write_json(project.root / "in.json", [{}])).results[0]
-    assert result == {"index": 1, "iterations": 4, "done": True, "values": [1, 2, 4, 8]}
+    assert result == {"index": 1, "item_key": ANY, "iterations": 4, "done": True, "values": [1, 2, 4, 8]}
 
 
 def test_loop_stops_at_max(project):
@@ -150,7 +151,7 @@ def test_loop_stops_at_max(project):
         output: {l: "{{ steps.l.iterations }}", done: "{{ steps.l.done }}", last: "{{ steps.l.last.s.i }}"}
         """)
     assert run(path, write_json(project.root / "in.json", [{}])).results[0] == \
-        {"index": 1, "l": 3, "done": False, "last": 3}
+        {"index": 1, "item_key": ANY, "l": 3, "done": False, "last": 3}
 
 
 def test_foreach_over_list_and_mapping(project):
@@ -277,10 +278,10 @@ def test_memo_key_failure_is_an_item_error(project):
         output: {n: "{{ steps.s.n }}"}
         """)
     results = run(path, write_json(project.root / "in.json", [{"text": "abc"}, {"other": 1}])).results
-    assert results[0] == {"index": 1, "n": 3}
+    assert results[0] == {"index": 1, "item_key": ANY, "n": 3}
     assert results[1]["index"] == 2 and "memo.key" in results[1]["error"]
     again = run(path, write_json(project.root / "in.json", [{"text": "abc"}])).results
-    assert again == [{"index": 1, "n": 3, "memo_hit": True}]
+    assert again == [{"index": 1, "item_key": ANY, "n": 3, "memo_hit": True}]
     stored = (project.root / "out" / "memo.json").read_text()
     assert '"n": 3' in stored
 
