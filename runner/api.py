@@ -19,15 +19,17 @@ from runner.fileio import atomic_write, dumps
 from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder
+from runner.outputs.health import check_before_run
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view, item_label
+from runner.outputs.run_record import RunRecord
 from runner.outputs.summary import summarize
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.stores.json_cache import open_caches
-from runner.stores.runs import is_run, mark_latest, new_run_dir
+from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir
 from runner.tracing import make_observer
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -45,6 +47,7 @@ class RunOutcome:
     interrupted: bool = False
     terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
+    record: RunRecord | None = None
 
 
 class Terminated(KeyboardInterrupt):
@@ -59,6 +62,7 @@ class ItemSource:
     records: list[str] = field(default_factory=list)
     limit: int | None = None
     selection: Selection = field(default_factory=Selection)
+    input_items: int | None = None        # items in the input before selection (set by load_items)
 
 
 def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
@@ -72,21 +76,23 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> list[Item]:
         items = make_items(records, spec.get("explode"))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
+    source.input_items = len(items)
     items = select(pipeline, items, source.selection)
     return items[:source.limit] if source.limit else items
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>/: each default run gets its own folder inside."""
-    stem = source.input_path.stem if source.input_path else "record"
-    return Path("reports") / pipeline.name / stem
+    """reports/<pipeline>/<input stem>-<hash>/ (runner/stores/runs.py): each default run gets its own folder inside."""
+    return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
 
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = ()) -> RunOutcome:
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
+    check_before_run(pipeline, options.fail_under)
     items = load_items(pipeline, source)
+    record = RunRecord.plan(pipeline, source, options, list(overrides or []), [i.index for i in items], list(formats))
     options.input_path = str(source.input_path) if source.input_path else None
     caches = open_caches(pipeline, options.cache_dir)     # an unusable cache is one message, not an error per item
     try:
@@ -100,20 +106,27 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         runtime.observer = make_observer(runtime)
         concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                     {"params": runtime.params, "env": runtime.env}))
-        outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats))
+        outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
         folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     except BaseException:
         for cache in caches.values():
             cache.close()
         raise
+    failed = True
     try:
+        record.begin(runtime, out_dir, explicit_out=group is None)
         # Ctrl-C: outputs written, then re-raised
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
+        failed = False
     except asyncio.CancelledError:
         if outcome.terminated:
-            raise Terminated() from None
+            raise Terminated(outcome) from None
+        raise
+    except KeyboardInterrupt as stop:
+        stop.args = (outcome,)       # the CLI prints what finished
         raise
     finally:
+        record.finish(outcome, failed=failed and not outcome.interrupted)
         folder.release()
         if group is not None and is_run(out_dir):
             mark_latest(out_dir)
@@ -168,9 +181,12 @@ async def _run(runtime: Runtime, items: list[Item], concurrency: int, outcome: R
 
 
 def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = False) -> None:
-    results = sorted(outcome.results, key=lambda r: r.get("index", 0))
+    record = outcome.record
+    results = record.complete_view(outcome.results) if record else sorted(outcome.results, key=lambda r: r["index"])
     outcome.results = results
     summary = summarize(runtime, results, interrupted=interrupted)
+    if record is not None:
+        summary.update(record.summary_fields(results))
     if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.summary_sections.items():

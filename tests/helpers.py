@@ -8,6 +8,12 @@ from typing import Any
 
 from runner.api import ItemSource, RunOutcome, run_pipeline
 from runner.engine.execute import RunOptions
+from runner.stores.runs import group_name
+
+
+def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
+    """reports/<pipeline>/<stem>-<hash>/ of an input at `root / input_file` (root: the project)."""
+    return root / "reports" / pipeline / group_name(root / input_file, [], root)
 
 
 def write_json(path: Path, value: Any) -> Path:

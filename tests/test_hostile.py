@@ -53,7 +53,7 @@ def test_an_output_holding_an_undefined_or_refused_value_fails_only_its_item(pro
         """)
     items = write_json(project.root / "in.json", [{"claim": "x", "start": 1}, {"start": 2}])
     result = cli("run", str(path), "--input", str(items), "--out", "out")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (3 if "__class__" in template else 0), result.output   # 3: every item errored
     first, second = project.results()
     assert "error" not in first or "__class__" in template
     assert "error" in second and "output.packed" in second["error"]
@@ -65,7 +65,7 @@ def test_an_output_holding_an_undefined_or_refused_value_fails_only_its_item(pro
 def test_the_shipped_citation_judge_with_a_partial_record_fails_only_that_item(project, cli):
     result = cli("run", str(Path(__file__).resolve().parent.parent / "pipelines" / "citation_judge.yaml"),
                  "--record", "claim=x", "--record", "start=1", "--out", "out")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output          # its only item errored (issue 32): written, then exit 3
     [only] = project.results()
     assert "has no attribute 'file'" in only["error"]
     assert project.summary()["errors"] == 1 and (project.root / "out" / "report.md").exists()
@@ -438,7 +438,8 @@ def test_output_files_honour_the_umask(project):
         os.umask(previous)
     out = project.root / "out"
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
-    assert modes == {"results.jsonl": 0o644, "summary.json": 0o644, "report.md": 0o644, "report.html": 0o644}
+    assert modes == {"results.jsonl": 0o644, "summary.json": 0o644, "report.md": 0o644, "report.html": 0o644,
+                     "run.json": 0o644}
 
 
 # ---- 16. SIGTERM is handled like Ctrl-C ---------------------------------------------------

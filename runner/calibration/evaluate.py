@@ -10,6 +10,7 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
+from runner.stores.runs import POINTERS
 
 
 @dataclass
@@ -31,12 +32,12 @@ class Run:
 
 
 def resolve_run_folder(path: Path) -> Path:
-    """A run folder (results.jsonl + summary.json), or a folder or file named `latest`
-    that points at one (a symlink, or a file holding the run folder's path)."""
+    """A run folder (results.jsonl + summary.json), or a folder or file named `latest` (or a
+    file named `latest-partial`) that points at one (a symlink, or a file holding the run folder's path)."""
     for candidate in (path, path / "latest"):
         if candidate.is_dir() and (candidate / "results.jsonl").is_file():
             return candidate
-        if candidate.is_file() and candidate.name == "latest":
+        if candidate.is_file() and candidate.name in POINTERS:
             target = Path(candidate.read_text(encoding="utf-8").strip())
             target = target if target.is_absolute() else candidate.parent / target
             if (target / "results.jsonl").is_file():
@@ -78,6 +79,8 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
     if run.summary.get("hints"):
         report["run_hints"] = run.summary["hints"]
+    from runner.calibration.provenance import input_warnings
+    report["input_warnings"] = input_warnings(run.folder, spec.labels, report)
     write_eval(run.folder, report)
     return report, run.folder
 

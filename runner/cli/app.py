@@ -41,17 +41,19 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         input: InputOpt = None, record: RecordOpt = None,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
-                          "reports/<pipeline>/<input stem>/, with a `latest` pointer).")] = None,
+                          "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight across the run.", min=1)] = 8,
-        limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
-        item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
+        limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
+        item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
+        = None,
         filter_: Annotated[str | None, typer.Option(
             "--filter", help="Only items for which this expression over `item` is true, "
                              "e.g. \"item.file == 'a.txt'\".")] = None,
         failed_from: Annotated[Path | None, typer.Option(
-            "--failed-from", help="Only the items that errored or failed the pass rule in this earlier run "
-                                  "(its folder, or its group folder for the latest run).")] = None,
+            "--failed-from", help="Rerun the items that errored or failed the pass rule in this earlier run "
+                                  "(its folder, or its group folder for the latest complete run); the new run "
+                                  "holds the parent's other results too, so it covers the whole input.")] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
         formats: FormatOpt = None,
@@ -59,16 +61,20 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--fail-under", min=0.0, max=1.0,
             help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
                  "below RATE. Rates run from 0 to 1: 0.8 means 80%.")] = None,
+        max_errors: Annotated[str | None, typer.Option(
+            "--max-errors", help="Exit 3 when more items than this errored: a count (5), a fraction (0.2) or a "
+                                 "percentage (20%); default: only when every item errored.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
                             "default: the pipeline's tracing.backend.")] = None,
         ) -> None:
-    """Run a pipeline over --input (or one --record) and write results, summary and report."""
-    from runner.api import ItemSource, run_pipeline
+    """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
+    from runner.api import ItemSource, RunOutcome, run_pipeline
     from runner.engine.context import RunOptions
     from runner.engine.progress import for_terminal
     from runner.engine.selection import Selection
+    from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]
@@ -79,29 +85,58 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
         raise typer.Exit(2)
+    allowed = MaxErrors.parse(max_errors)
+    flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace)
+                         trace=trace, fail_under=fail_under, command_flags=flags)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
-    outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
+    try:
+        outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
+    except KeyboardInterrupt as stop:
+        if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
+            typer.echo(_summary_line(stop.args[0].summary, stop.args[0].out_dir))
+        raise
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
+    for line in error_lines(summary):
+        typer.echo(line, err=True)
+    typer.echo(_summary_line(summary, outcome.out_dir))
+    if allowed.exceeded(int(summary.get("errors") or 0), int(summary.get("total") or 0)):
+        typer.echo(f"run failed: {allowed.describe()} ({summary['errors']} of {summary['total']}; "
+                   f"exit code {TOO_MANY_ERRORS})", err=True)
+        raise typer.Exit(TOO_MANY_ERRORS)
+    if fail_under is not None:
+        _check_rate(outcome.pipeline, summary, fail_under)
+
+
+def _extent(summary: dict[str, Any]) -> str:
+    """`13 item(s)`, or `159 of 300 item(s), interrupted` / `2 of 13 item(s), partial` when the run is not whole."""
+    total = summary.get("total", 0)
+    if summary.get("interrupted"):
+        return f"{total} of {summary.get('planned', '?')} item(s), interrupted"
+    if summary.get("partial"):
+        return f"{total} of {summary.get('input_items', '?')} item(s), partial"
+    if summary.get("rerun_of"):
+        return f"{total} item(s), {summary.get('rerun_items', 0)} rerun and the others from {summary['rerun_of']}"
+    return f"{total} item(s)"
+
+
+def _summary_line(summary: dict[str, Any], out_dir: Path) -> str:
     counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()
     failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
              f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}; "
              if models else "")
-    typer.echo(f"{summary['total']} item(s){' (' + counts + ')' if counts else ''}; "
-               f"errors: {summary['errors']}; {calls}written to {outcome.out_dir}")
-    if fail_under is not None:
-        _check_rate(outcome.pipeline, summary, fail_under)
+    return (f"{_extent(summary)}{' (' + counts + ')' if counts else ''}; "
+            f"errors: {summary.get('errors', 0)}; {calls}written to {out_dir}")
 
 
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
     from runner.engine.selection import pass_rule
     rule = pass_rule(pipeline)
-    if rule is None:
+    if rule is None:       # checked before the run too (run_health.check_before_run)
         typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
         raise typer.Exit(2)
     rate = summary.get(rule[0])

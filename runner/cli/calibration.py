@@ -48,6 +48,8 @@ def eval_command(
                                      input, set_ or [], out, cache_dir_of(cache_dir))
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
+    for warning in report.get("input_warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     kappa = report["metrics"].get("kappa")
@@ -112,7 +114,9 @@ def sweep_command(
     request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)
-    folder = out or Path("reports") / report["name"] / input.stem / "sweep"
+    from runner.stores.runs import group_name
+    group = group_name(input, [], pipeline.resolve().parent.parent)     # the group `runner run` uses
+    folder = out or Path("reports") / report["name"] / group / "sweep"
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")

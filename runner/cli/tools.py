@@ -39,14 +39,18 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
          run_b: Annotated[Path | None, typer.Argument(help="The later run.")] = None,
          field: Annotated[list[str] | None, typer.Option("--field", help="Also compare this result field "
                                                                           "(a.b reads nested; repeat).")] = None,
-         as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False) -> None:
-    """What changed between two runs: counts, rates and the items that moved.
+         as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+         force: Annotated[bool, typer.Option("--force", help="Compare runs even when their inputs differ.")]
+         = False) -> None:
+    """What changed between two runs: how they were made (run.json), counts, rates and the items that moved.
 
-    Each item whose verdict (or a --field) changed, before -> after. With no run given: the
-    last two runs of the pipeline and input that ran last."""
+    First what differs in how they were made (--set, params, models, pipeline hash, prompt
+    and schema files, input), then each item whose verdict (or a --field) changed, before ->
+    after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
+    the last two complete runs of the pipeline and input that ran last."""
     from runner.outputs.diff import diff_runs, format_diff, pick_runs
     before, after = pick_runs(run_a, run_b)
-    result = diff_runs(before, after, field or [])
+    result = diff_runs(before, after, field or [], force)
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:

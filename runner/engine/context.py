@@ -47,6 +47,8 @@ class RunOptions:
     render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
     trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
+    fail_under: float | None = None                                 # checked before the run: needs a rate
+    command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
 
 
 @dataclass

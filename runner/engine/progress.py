@@ -51,11 +51,34 @@ def _clock(seconds: float) -> str:
         else f"{seconds // 60}:{seconds % 60:02d}"
 
 
+def eta_seconds(done: int, total: int, elapsed: float, calls: CallCounts) -> float | None:
+    """Seconds left, from uncached work only: a resumed run's cached items finish at once, so
+    counting them as progress would promise the rest just as fast. With LLM calls: the time
+    per call sent so far, times the calls an item makes, for every item left (each assumed
+    uncached); without: the time per item. None until there is something to go by."""
+    left = total - done
+    if left <= 0:
+        return 0.0
+    made = calls.sent + calls.cached
+    if made:
+        if not calls.sent or not done:
+            return None
+        return elapsed / calls.sent * (made / done) * left
+    return elapsed / done * left if done else None
+
+
+def eta_text(done: int, total: int, elapsed: float, calls: CallCounts) -> str:
+    seconds = eta_seconds(done, total, elapsed, calls)
+    return "?" if seconds is None else _clock(seconds)
+
+
 class PlainLines:
     """One line every `interval` seconds, from a background thread (no terminal codes)."""
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 5.0):
+    def __init__(self, stream: TextIO | None = None, interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.stream = stream or sys.stderr
+        self.clock = clock
         self.interval = interval
         self.total = self.done = 0
         self.counts: Counter = no_calls
@@ -64,7 +87,7 @@ class PlainLines:
         self._started = 0.0
 
     def start(self, total: int, counts: Counter) -> None:
-        self.total, self.counts, self._started = total, counts, time.monotonic()
+        self.total, self.counts, self._started = total, counts, self.clock()
         self._thread = threading.Thread(target=self._loop, name="runner-progress", daemon=True)
         self._thread.start()
 
@@ -72,10 +95,10 @@ class PlainLines:
         self.done += 1
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self._started
-        eta = _clock(elapsed / self.done * (self.total - self.done)) if self.done else "?"
-        return (f"[runner] {self.done}/{self.total} items, {self.counts().text()}, "
-                f"elapsed {_clock(elapsed)}, ETA {eta}")
+        elapsed = self.clock() - self._started
+        calls = self.counts()
+        return (f"[runner] {self.done}/{self.total} items, {calls.text()}, "
+                f"elapsed {_clock(elapsed)}, ETA {eta_text(self.done, self.total, elapsed, calls)}")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -105,7 +128,6 @@ class LiveBar:
             ProgressColumn,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
         from rich.text import Text
 
@@ -113,8 +135,13 @@ class LiveBar:
             def render(self, task: Any) -> Text:
                 return Text(counts().text(), style="cyan")
 
+        class Remaining(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(eta_text(int(task.completed), int(task.total or 0), task.elapsed or 0.0, counts()),
+                            style="cyan")
+
         self._progress = Progress(TextColumn("items"), BarColumn(), MofNCompleteColumn(), Calls(),
-                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                  TimeElapsedColumn(), TextColumn("ETA"), Remaining(),
                                   console=self.console or Console(stderr=True), refresh_per_second=4,
                                   transient=False)
         self._task = self._progress.add_task("items", total=total)

@@ -292,6 +292,9 @@ class LLMService:
         """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
         return self.tally.failed_items()
 
+    def failure_reasons(self) -> dict[int, str]:
+        return self.tally.failure_reasons()
+
     async def aclose(self) -> None:
         if self._logs is not None:
             self._logs.finish()

@@ -21,6 +21,7 @@ class FailureTally:
     def __init__(self) -> None:
         self._groups: dict[tuple[int, int], list[int]] = {}     # (item, group): [answered, failed]
         self.endpoints: dict[str, EndpointTally] = {}
+        self._reasons: dict[int, str] = {}                       # item: its last failed call's error
 
     def answer(self, item: int, group: int, endpoint: str | None) -> None:
         self._groups.setdefault((item, group), [0, 0])[0] += 1
@@ -29,6 +30,7 @@ class FailureTally:
 
     def failure(self, item: int, group: int, endpoint: str | None, error: str) -> None:
         self._groups.setdefault((item, group), [0, 0])[1] += 1
+        self._reasons[item] = error
         if endpoint is not None:
             tally = self.endpoints.setdefault(endpoint, EndpointTally())
             tally.failed += 1
@@ -36,6 +38,10 @@ class FailureTally:
 
     def failed_items(self) -> set[int]:
         return {item for (item, _), (answered, failed) in self._groups.items() if failed and not answered}
+
+    def failure_reasons(self) -> dict[int, str]:
+        """Each failed item's last call error (what the run's grouped error lines show)."""
+        return {item: self._reasons.get(item, "") for item in self.failed_items()}
 
     def dead_endpoints(self) -> dict[str, EndpointTally]:
         """Endpoints that were sent requests and answered none of them."""

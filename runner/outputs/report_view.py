@@ -19,7 +19,7 @@ LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
 SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "run_warnings", "summary_errors",
-                    "total", "errors", "memo"}
+                    "total", "errors", "memo", "planned", "input_items", "rerun_items", "error_groups"}
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
 GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|YES)$", re.IGNORECASE)
@@ -227,7 +227,7 @@ def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configure
     rate_names = [k for k in summary if f"{k}_count" in summary]
     rates = [(k, float(summary[k]), summary.get(f"{k}_count")) for k in rate_names]
     hidden = SUMMARY_SECTIONS | set(rate_names) | {f"{k}_count" for k in rate_names} | {assessment_key}
-    measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden]
+    measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden and not (k == "partial" and not v)]
     models = [[name, str(s.get("calls", 0)), str(s.get("cache_hits", 0)), str(s.get("failures", 0)),
                str(s.get("total_tokens", 0)), f"${s.get('cost', 0.0):.4f}"]
               for name, s in (summary.get("models") or {}).items()]

@@ -8,6 +8,7 @@ from typing import Any
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
+from runner.outputs.health import error_groups
 
 
 def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
@@ -23,6 +24,8 @@ def summarize(runtime: Runtime, results: list[dict[str, Any]], interrupted: bool
     scope: dict[str, Any] = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info,
                              "results": results, "counts": counts, "total": total, "errors": errors}
     summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": errors}
+    if errors:
+        summary["error_groups"] = error_groups(results, runtime.llm.failure_reasons() if runtime.llm_used else {})
     if field:
         summary["count_by"] = field
         summary["counts"] = counts

@@ -1,10 +1,19 @@
-"""Run folders: each default run in its own folder under reports/<pipeline>/<input stem>/.
+"""Run folders: each default run in its own folder under reports/<pipeline>/<group>/.
 
-    reports/citation_judge/report/
-        20261122-124501/      results.jsonl, summary.json, report.md, report.html, llm_logs/
+    reports/citation_judge/report-1f3a9c/
+        20261122-124501/      run.json, results.jsonl, summary.json, report.md, report.html, llm_logs/
         20261122-130210/
-        latest                one line: the name of the newest finished run's folder
+        latest                one line: the name of the newest complete run's folder
+        latest-partial        the newest partial (--item, --filter, --limit) or interrupted run
         verification_map.json memo stores and other state shared by the runs live here
+
+A group is one pipeline over one input: the input's stem, then a short hash of its path
+relative to the project (the folder holding pipelines/), so `labelled/report.md` and
+`report.md` never share a group, and the name stays the same from any working directory
+and on any machine. `--record` runs group by a hash of their records.
+
+Only complete runs become `latest`: diff, eval and --failed-from compare like with like
+unless a partial run is named (its folder, or the `latest-partial` file).
 
 `latest` is a small text file rather than a symlink: symlinks need privileges on Windows
 and are dropped or followed by zip files and CI artifact uploads; a text file works
@@ -13,6 +22,8 @@ its latest run) or the `latest` file itself."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,8 +31,30 @@ from runner.errors import RunnerError
 from runner.fileio import atomic_write
 
 LATEST = "latest"
+LATEST_PARTIAL = "latest-partial"
+POINTERS = (LATEST, LATEST_PARTIAL)
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:6]
+
+
+def input_identity(input_path: Path, project_dir: Path) -> str:
+    """The input's path relative to the project (POSIX), or its absolute path outside it."""
+    resolved = input_path.resolve()
+    try:
+        return resolved.relative_to(project_dir.resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def group_name(input_path: Path | None, records: list[str], project_dir: Path) -> str:
+    """`report-1f3a9c`: the input's stem and a hash of its identity (see the module's text)."""
+    if input_path is None:
+        return f"record-{short_hash(chr(10).join(records))}"
+    return f"{input_path.stem}-{short_hash(input_identity(input_path, project_dir))}"
 
 
 def new_run_dir(group: Path, now: datetime | None = None) -> Path:
@@ -39,33 +72,62 @@ def new_run_dir(group: Path, now: datetime | None = None) -> Path:
 
 
 def mark_latest(run_dir: Path) -> None:
-    atomic_write(run_dir.parent / LATEST, run_dir.name + "\n")
+    """Point `latest` (a complete run) or `latest-partial` (any other) at this run."""
+    pointer = LATEST if is_complete(run_dir) else LATEST_PARTIAL
+    atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
 
 def is_run(folder: Path) -> bool:
     return (folder / RESULTS).is_file() and (folder / SUMMARY).is_file()
 
 
-def runs_in(group: Path) -> list[Path]:
-    """The finished runs of a group, oldest first."""
+def run_summary(folder: Path) -> dict[str, object]:
+    try:
+        summary = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def is_complete(folder: Path) -> bool:
+    """A run over its whole input that finished (runs from before run.json count as complete)."""
+    summary = run_summary(folder)
+    return not summary.get("partial") and not summary.get("interrupted")
+
+
+def runs_in(group: Path, complete_only: bool = True) -> list[Path]:
+    """The finished runs of a group (the complete ones unless asked), oldest first."""
     if not group.is_dir():
         return []
-    return sorted((p for p in group.iterdir() if p.is_dir() and is_run(p)), key=lambda p: p.name)
+    runs = sorted((p for p in group.iterdir() if p.is_dir() and is_run(p)), key=lambda p: p.name)
+    return [p for p in runs if is_complete(p)] if complete_only else runs
+
+
+def _pointed(group: Path, pointer: str) -> Path | None:
+    file = group / pointer
+    if file.is_file():
+        target = group / file.read_text(encoding="utf-8").strip()
+        if is_run(target):
+            return target
+    return None
 
 
 def latest_run(group: Path) -> Path | None:
-    pointer = group / LATEST
-    if pointer.is_file():
-        target = group / pointer.read_text(encoding="utf-8").strip()
-        if is_run(target):
-            return target
+    """The newest complete run of a group."""
+    pointed = _pointed(group, LATEST)
+    if pointed is not None and is_complete(pointed):
+        return pointed
     runs = runs_in(group)
     return runs[-1] if runs else None
 
 
 def resolve_run(location: Path) -> Path:
-    """A run folder from a run folder, a group folder (its latest run) or a `latest` file."""
-    if location.name == LATEST and location.is_file():
+    """A run folder from a run folder, a group folder (its latest complete run), or a
+    `latest` or `latest-partial` file."""
+    if location.name in POINTERS and location.is_file():
+        pointed = _pointed(location.parent, location.name)
+        if location.name == LATEST_PARTIAL and pointed is not None:
+            return pointed
         location = location.parent
     if is_run(location):
         return location
@@ -73,16 +135,21 @@ def resolve_run(location: Path) -> Path:
         latest = latest_run(location)
         if latest is not None:
             return latest
+        partial = runs_in(location, complete_only=False)
+        if partial:
+            raise RunnerError(f"{location}: holds only partial or interrupted runs (newest: {partial[-1].name}); "
+                              f"name one, or {location / LATEST_PARTIAL}")
         raise RunnerError(f"{location}: not a run folder (no {RESULTS} and {SUMMARY}) and holds no runs")
     raise RunnerError(f"{location}: no such run folder")
 
 
 def previous_run(run_dir: Path) -> Path | None:
+    """The newest complete run of the same group started before this one."""
     earlier = [p for p in runs_in(run_dir.parent) if p.name < run_dir.name]
     return earlier[-1] if earlier else None
 
 
 def newest_group(reports: Path = Path("reports")) -> Path | None:
-    """The group under reports/<pipeline>/<stem>/ whose latest run finished last."""
-    pointers = [p for p in reports.glob(f"*/*/{LATEST}") if p.is_file()]
+    """The group under reports/<pipeline>/<group>/ whose latest run (complete or not) finished last."""
+    pointers = [p for name in POINTERS for p in reports.glob(f"*/*/{name}") if p.is_file()]
     return max(pointers, key=lambda p: p.stat().st_mtime).parent if pointers else None

@@ -12,7 +12,7 @@ from pathlib import Path
 from unittest.mock import ANY
 
 from fakellm import Reply
-from helpers import write_json
+from helpers import group_dir, write_json
 from runner.stores.runs import resolve_run
 
 SLOW_PIPELINE = """
@@ -62,7 +62,7 @@ def test_item_errors_do_not_change_the_exit_code(project, cli):
     source = write_json(project.root / "in.json", [{"d": 0}, {"d": 2}])
     result = cli("run", str(path), "--input", str(source))
     assert result.exit_code == 0
-    results = project.results(str(resolve_run(project.root / "reports" / "e" / "in")))
+    results = project.results(str(resolve_run(group_dir(project.root, "e", "in.json"))))
     assert "ZeroDivisionError" in results[0]["error"] and results[1]["v"] == 0.5
 
 
@@ -76,7 +76,7 @@ def test_default_out_dir_and_report(project, cli):
         """)
     source = write_json(project.root / "batch.json", [{"v": "a"}, {"v": "b"}, {"v": "a"}])
     assert cli("run", str(path), "--input", str(source)).exit_code == 0
-    out = resolve_run(project.root / "reports" / "dflt" / "batch")      # the run's own folder (issue 18)
+    out = resolve_run(group_dir(project.root, "dflt", "batch.json"))      # the run's own folder (issue 18)
     assert json.loads((out / "summary.json").read_text())["counts"] == {"a": 2, "b": 1}
     assert "| 2 | b |" in (out / "report.md").read_text()
 
@@ -170,12 +170,15 @@ def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     process = _spawn(project, path, source, fake_llm.url)
     _wait_for_lines(project.root / "out" / "results.jsonl", 2)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     summary = json.loads((project.root / "out" / "summary.json").read_text())
     results = [json.loads(line) for line in (project.root / "out" / "results.jsonl").read_text().splitlines()]
     assert summary["interrupted"] is True and summary["total"] == len(results) >= 2
+    assert summary["planned"] == 40 and stdout.startswith(f"{len(results)} of 40 item(s), interrupted")  # issue 32
+    made = json.loads((project.root / "out" / "run.json").read_text())
+    assert (made["status"], made["interrupted"], made["counts"]["done"]) == ("interrupted", True, len(results))
     assert [r["index"] for r in results] == sorted(r["index"] for r in results)
 
 

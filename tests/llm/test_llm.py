@@ -340,7 +340,8 @@ def test_unimportable_litellm_is_a_per_call_error(project, env):
     done = subprocess.run([sys.executable, "-c", block, "run", str(path), "--input", "in.json", "--out", "o"],
                           cwd=project.root, env=dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache")),
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr               # every item errored: written, then exit 3 (issue 32)
+    assert "2/2 items: step 'ask': model 'm' (openai/m1) at " in done.stderr
     for result in project.results("o"):
         assert "litellm cannot be imported" in result["error"]
 

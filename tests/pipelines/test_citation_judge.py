@@ -142,7 +142,9 @@ def fake_llm_prompts(fake_llm) -> list[Path]:
 def test_no_model_reachable_finishes_quickly_with_a_hint(workdir, cli, tmp_path):
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "c"),
                  "--set", "models.local.api_base=http://127.0.0.1:9/v1")
-    assert result.exit_code == 0
+    assert result.exit_code == 3                     # every item errored (issue 32): a run that did nothing fails
+    assert "10/13 items: model 'local' (openai/local-model) at http://127.0.0.1:9/v1: connection refused" \
+        in result.stderr.splitlines()
     assert "local unreachable (connection refused): start a model server there" in result.stderr
     results = [json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()]
     readable = [r for r in results if r["step_1_existence"]]

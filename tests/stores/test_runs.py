@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import write_json
+from helpers import group_dir, write_json
 from runner.stores.runs import LATEST, resolve_run, runs_in
 
 THRESHOLD_PIPELINE = """
@@ -27,7 +27,7 @@ def test_each_run_gets_its_folder_and_latest_points_at_the_last(project, cli):
     first = cli("run", str(path), "--input", str(source), "--quiet")
     second = cli("run", str(path), "--input", str(source), "--quiet", "--set", "params.threshold=0.6")
     assert first.exit_code == second.exit_code == 0
-    group = project.root / "reports" / "th" / "scores"
+    group = group_dir(project.root, "th", "scores.json")
     runs = runs_in(group)
     assert len(runs) == 2 and runs[0] != runs[1]
     assert (group / LATEST).read_text().strip() == runs[1].name
@@ -66,7 +66,7 @@ def test_explicit_out_writes_exactly_there(project, cli):
     for _ in range(2):
         assert cli("run", str(path), "--input", str(source), "--out", "mine", "--quiet").exit_code == 0
     assert sorted(p.name for p in (project.root / "mine").iterdir() if not p.name.startswith(".")) == [
-        "report.html", "report.md", "results.jsonl", "summary.json"]
+        "report.html", "report.md", "results.jsonl", "run.json", "summary.json"]
     assert not (project.root / "reports").exists()
 
 
@@ -81,7 +81,7 @@ def test_memo_store_is_shared_by_the_runs_of_a_group(project, cli):
     source = write_json(project.root / "in.json", [{"k": "a"}, {"k": "b"}])
     cli("run", str(path), "--input", str(source), "--quiet")
     cli("run", str(path), "--input", str(source), "--quiet")
-    group = project.root / "reports" / "m" / "in"
+    group = group_dir(project.root, "m", "in.json")
     assert json.loads((group / "memo_map.json").read_text()) == {"a": {"v": "A"}, "b": {"v": "B"}}
     latest = json.loads((resolve_run(group) / "summary.json").read_text())
     assert latest["memo"]["reused"] == 2
