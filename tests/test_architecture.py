@@ -133,6 +133,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("observers and outputs", ("runner.tracing", "runner.outputs")),
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
+    ("view", ("runner.view",)),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10
