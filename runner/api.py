@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from runner.engine.context import RunOptions, Runtime, condition_at, render_at
 from runner.engine.execute import run_item, run_items
 from runner.engine.progress import CallCounts, Progress, Quiet
-from runner.engine.selection import Selection, pass_rule, select
+from runner.engine.selection import Selection, item_rule, select
 from runner.errors import InputError, NeedsModel, TemplateError
 from runner.fileio import atomic_write, dumps
 from runner.inputs import Item, Record, make_items, read_records, record_from_pairs
@@ -106,6 +106,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         runtime.observer = make_observer(runtime)
         concurrency = int(render_at(runtime, pipeline.concurrency, ("concurrency",),
                                     {"params": runtime.params, "env": runtime.env}))
+        if _batching(pipeline, options):
+            concurrency = max(concurrency, BATCH_WINDOW)
         outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
         folder = OutputFolder(out_dir).claim()       # one run at a time per folder
     except BaseException:
@@ -133,12 +135,22 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     return outcome
 
 
+BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
+
+
+def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
+    """Batched calls wait for the others: every item must be able to reach its wait."""
+    return options.batch or any(entry.get("batch") not in (None, False, "false")
+                                for entry in pipeline.models.values() if isinstance(entry, dict))
+
+
 def call_counts(runtime: Runtime) -> CallCounts:
     """LLM calls so far (read by the progress display's thread: copies, never iterates live)."""
     if not runtime.llm_used:
         return CallCounts()
     stats = list(runtime.llm.stats.values())
-    return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats))
+    return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats),
+                      runtime.llm.progress_note())
 
 
 def _cancel_on_sigterm(outcome: RunOutcome) -> None:
@@ -200,10 +212,10 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
     atomic_write(out / "results.jsonl", "".join(dumps(r) + "\n" for r in results))
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     spec = runtime.pipeline.summary
-    rule = pass_rule(runtime.pipeline)
+    rule = item_rule(runtime.pipeline)
     passed = _pass_check(runtime, rule)
     view = build_view(summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"),
-                      (lambda r: passed(r) if rule else None), out / "llm_logs")
+                      (lambda r: passed(r) if rule else None), out / "llm_logs", reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
@@ -214,14 +226,15 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, interrupted: bool = Fa
 
 
 def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dict[str, Any]], bool]:
-    """Whether a result meets the pipeline's pass rule (its first summary rate)."""
+    """Whether a result meets the pipeline's pass rule (`summary.pass_when`, else its first rate)."""
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
 
     def passed(result: dict[str, Any]) -> bool:
         if rule is None:
             return True
         try:
-            return condition_at(runtime, rule[1], ("summary", "rates", rule[0]), {**scope, "result": result})
+            where = ("summary", "pass_when") if rule[0] == "pass_when" else ("summary", "rates", rule[0])
+            return condition_at(runtime, rule[1], where, {**scope, "result": result})
         except TemplateError:
             return False
     return passed

@@ -97,6 +97,19 @@ class Request:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
+def completion_body(reply: Reply, model: str) -> str:
+    """A chat completion (or the error a scripted status sends), as JSON text."""
+    if reply.status >= 400:
+        return json.dumps({"error": {"message": f"scripted status {reply.status}",
+                                     "type": "fake_error", "code": reply.status}})
+    choices = [] if reply.empty_choices else [{
+        "index": 0, "finish_reason": reply.finish_reason,
+        "message": {"role": "assistant", "content": reply.content}}]
+    return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                       "model": model, "choices": choices,
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+
 class FakeLLM:
     def __init__(self) -> None:
         self.rules: list[Rule] = []
@@ -110,6 +123,7 @@ class FakeLLM:
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self._lock = threading.Lock()
         self._slot = threading.Lock()        # `single-slot`: the one request being served
+        self.batches = FakeBatches(self)     # the Batch API (/v1/files, /v1/batches): its own section below
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -134,6 +148,7 @@ class FakeLLM:
             self.peak_in_flight = 0
             self.personality = None
             self.streamed = 0
+        self.batches.reset()
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
         return [r for r in self.requests if (model is None or r.model == model)
@@ -187,9 +202,17 @@ class FakeLLM:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - model listing for health checks
+                if fake.batches.serves(self.path):
+                    self._send(*fake.batches.get(self.path))
+                    return
                 self._send(200, json.dumps({"object": "list", "data": []}))
 
             def do_POST(self) -> None:  # noqa: N802
+                if fake.batches.serves(self.path):
+                    length = int(self.headers.get("Content-Length", 0))
+                    self._send(*fake.batches.post(self.path, self.headers.get("Content-Type", ""),
+                                                  self.rfile.read(length)))
+                    return
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 model = str(body.get("model", ""))
@@ -259,15 +282,7 @@ class FakeLLM:
                                        "message": {"role": "assistant", "content": reply.content or ""},
                                        "done": True, "done_reason": reply.finish_reason,
                                        "prompt_eval_count": 10, "eval_count": 5})
-                if reply.status >= 400:
-                    return json.dumps({"error": {"message": f"scripted status {reply.status}",
-                                                 "type": "fake_error", "code": reply.status}})
-                choices = [] if reply.empty_choices else [{
-                    "index": 0, "finish_reason": reply.finish_reason,
-                    "message": {"role": "assistant", "content": reply.content}}]
-                return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                                   "model": model, "choices": choices,
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+                return completion_body(reply, model)
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode("utf-8")
@@ -287,3 +302,239 @@ class FakeLLM:
                 self.wfile.write(data)
 
         return Handler
+
+
+# -- the Batch API -------------------------------------------------------------------------
+# OpenAI's, as documented: a JSONL file uploaded (multipart, purpose=batch) to /v1/files;
+# /v1/batches create, retrieve, list and cancel; each retrieve moves a batch one status on
+# (validating, in_progress, finalizing, completed) unless `hold` keeps it in progress; a
+# file whose lines name more than one model fails validation with `errors`. Each line is
+# answered by the same rules as a live call (scripts, refusals, personalities); successes go
+# to the output file, other statuses and unanswered lines to the error file.
+
+BATCH_STEPS = ("validating", "in_progress", "finalizing", "completed")
+UNFINISHED = {"expired": ("batch_expired", "This request could not be executed before the completion window "
+                                           "expired."),
+              "cancelled": ("batch_cancelled", "This request was not executed because the batch was cancelled.")}
+
+
+@dataclass
+class FakeBatch:
+    id: str
+    input_file_id: str
+    lines: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    status: str = "validating"
+    outcome: str = "completed"             # where it ends: completed, expired, cancelled or failed
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    polls: int = 0
+    answered: int = 0
+    failed: int = 0
+    created_at: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def model(self) -> str:
+        return str((self.lines[0].get("body") or {}).get("model", "")) if self.lines else ""
+
+    def view(self) -> dict[str, Any]:
+        done = self.answered if self.status in ("completed", "expired", "cancelled") else 0
+        return {"id": self.id, "object": "batch", "endpoint": "/v1/chat/completions",
+                "errors": {"object": "list", "data": self.errors} if self.errors else None,
+                "input_file_id": self.input_file_id, "completion_window": "24h", "status": self.status,
+                "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
+                "created_at": self.created_at, "metadata": self.metadata,
+                "request_counts": {"total": len(self.lines), "completed": done, "failed": self.failed}}
+
+
+class FakeBatches:
+    def __init__(self, fake: FakeLLM):
+        self.fake = fake
+        self.hold = False                      # batches stay in_progress while true
+        self.outcomes: list[str] = []          # how the next batches end (expired, cancelled, failed)
+        self.reset()
+
+    def reset(self) -> None:
+        self.files: dict[str, tuple[str, bytes]] = {}        # id -> (purpose, content)
+        self.batches: dict[str, FakeBatch] = {}
+        self.requests: list[Request] = []                    # every line answered
+        self.uploads: list[dict[str, str]] = []              # multipart fields of each upload (no content)
+        self.hold = False
+        self.outcomes = []
+        self.enabled = True                    # false: no Batch API here (404, as llama.cpp or LM Studio)
+        self.refusals: list[int] = []          # statuses for the next batch creations (429: queue full)
+        self.failing_polls = 0                 # the next retrieves answer 503
+        self._ids = 0
+
+    def created(self, model: str | None = None) -> list[FakeBatch]:
+        return [b for b in self.batches.values() if model is None or b.model == model]
+
+    @staticmethod
+    def serves(path: str) -> bool:
+        return "/files" in path or "/batches" in path
+
+    def _id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}-{self._ids:04d}"
+
+    # -- HTTP -------------------------------------------------------------------------------
+    def post(self, path: str, content_type: str, data: bytes) -> tuple[int, str]:
+        if not self.enabled:
+            return _not_found("route")
+        with self.fake._lock:
+            if path.rstrip("/").endswith("/files"):
+                return self._upload(content_type, data)
+            if path.rstrip("/").endswith("/batches"):
+                if self.refusals:
+                    return self.refusals.pop(0), json.dumps({"error": {
+                        "message": "Enqueued token limit reached for this model in your organization.",
+                        "type": "invalid_request_error", "code": "token_limit_exceeded"}})
+                return self._create(json.loads(data or b"{}"))
+            if path.endswith("/cancel"):
+                batch = self.batches.get(path.split("/")[-2])
+                if batch is None:
+                    return _not_found("batch")
+                if batch.status not in ("completed", "failed", "expired", "cancelled"):
+                    batch.status, batch.outcome = "cancelling", "cancelled"
+                return 200, json.dumps(batch.view())
+        return _not_found("route")
+
+    def get(self, path: str) -> tuple[int, str]:
+        if not self.enabled:
+            return _not_found("route")
+        with self.fake._lock:
+            route = path.split("?")[0].rstrip("/")
+            if route.endswith("/batches"):
+                data = [b.view() for b in reversed(self.batches.values())]
+                return 200, json.dumps({"object": "list", "data": data, "has_more": False})
+            if "/files/" in route and route.endswith("/content"):
+                found = self.files.get(route.split("/")[-2])
+                return (200, found[1].decode("utf-8")) if found else _not_found("file")
+            batch = self.batches.get(route.split("/")[-1])
+            if batch is None:
+                return _not_found("batch")
+            if self.failing_polls:
+                self.failing_polls -= 1
+                return 503, json.dumps({"error": {"message": "The server is overloaded.", "type": "server_error"}})
+            self._advance(batch)
+            return 200, json.dumps(batch.view())
+
+    def _upload(self, content_type: str, data: bytes) -> tuple[int, str]:
+        fields = _multipart(content_type, data)
+        purpose = fields.get("purpose", (None, b""))[1].decode()
+        if purpose != "batch" or "file" not in fields:
+            return 400, json.dumps({"error": {"message": "a batch file needs purpose=batch and a file",
+                                              "type": "invalid_request_error"}})
+        file_id = self._id("file")
+        self.files[file_id] = (purpose, fields["file"][1])
+        self.uploads.append({"purpose": purpose, "filename": fields["file"][0] or ""})
+        return 200, json.dumps({"id": file_id, "object": "file", "purpose": purpose, "bytes": len(fields["file"][1]),
+                                "filename": fields["file"][0]})
+
+    def _create(self, body: dict[str, Any]) -> tuple[int, str]:
+        found = self.files.get(str(body.get("input_file_id")))
+        if found is None:
+            return _not_found("file")
+        lines = [json.loads(line) for line in found[1].decode("utf-8").splitlines() if line.strip()]
+        batch = FakeBatch(self._id("batch"), str(body["input_file_id"]), lines, body.get("metadata") or {})
+        models = sorted({str((line.get("body") or {}).get("model")) for line in lines})
+        if len(models) > 1:
+            batch.outcome = "failed"
+            batch.errors = [{"code": "model_mismatch", "line": None, "param": "body.model",
+                             "message": f"The batch input file contains requests for more than one model "
+                                        f"({', '.join(models)}); every request in a batch must use the same model."}]
+        elif self.outcomes:
+            batch.outcome = self.outcomes.pop(0)
+            if batch.outcome == "failed":
+                batch.errors = [{"code": "invalid_request", "line": 1, "param": None,
+                                 "message": "scripted failure of the whole batch"}]
+        self.batches[batch.id] = batch
+        return 200, json.dumps(batch.view())
+
+    # -- the life of a batch ---------------------------------------------------------------------
+    def _advance(self, batch: FakeBatch) -> None:
+        batch.polls += 1
+        if batch.status in ("completed", "failed", "expired", "cancelled"):
+            return
+        if batch.status == "cancelling":
+            self._end(batch, "cancelled")
+        elif batch.status == "validating":
+            if batch.outcome == "failed":
+                batch.status = "failed"
+            else:
+                batch.status = "in_progress"
+        elif batch.status == "in_progress" and not self.hold:
+            batch.status = "finalizing" if batch.outcome == "completed" else batch.status
+            if batch.outcome in UNFINISHED:
+                self._end(batch, batch.outcome)
+        elif batch.status == "finalizing":
+            self._end(batch, "completed")
+
+    def _end(self, batch: FakeBatch, status: str) -> None:
+        output, errors = [], []
+        for line in batch.lines:
+            if status in UNFINISHED:
+                code, message = UNFINISHED[status]
+                errors.append({"id": self._id("batch_req"), "custom_id": line["custom_id"], "response": None,
+                               "error": {"code": code, "message": message}})
+                continue
+            code, text = self._answer(line.get("body") or {})
+            try:
+                answer: Any = json.loads(text)
+            except ValueError:
+                answer = text
+            entry = {"id": self._id("batch_req"), "custom_id": line["custom_id"],
+                     "response": {"status_code": code, "request_id": self._id("req"), "body": answer}, "error": None}
+            (output if code < 400 else errors).append(entry)
+        batch.answered, batch.failed = len(output), len(errors)
+        batch.output_file_id = self._file(output)
+        batch.error_file_id = self._file(errors)
+        batch.status = status
+
+    def _file(self, lines: list[dict[str, Any]]) -> str | None:
+        if not lines:
+            return None
+        file_id = self._id("file")
+        self.files[file_id] = ("batch_output", "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8"))
+        return file_id
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, str]:
+        """A line answered as the live route answers the same body (the lock is held)."""
+        model = str(body.get("model", ""))
+        request = Request(model, body.get("messages", []), body, {}, time.monotonic(), path="batch")
+        self.requests.append(request)
+        refusal = self.fake._refusal(body)
+        if refusal is not None:
+            return refusal
+        reply = None
+        for rule in self.fake.rules:
+            if rule.matches(model, request.prompt, body):
+                reply = rule.take()
+                break
+        reply = reply or self.fake.default
+        if self.fake._unconstrained(body, "/v1/chat/completions"):
+            reply = Reply(PROSE, finish_reason=reply.finish_reason)
+        if reply.close:
+            return 500, json.dumps({"error": {"message": "the server closed the connection", "type": "server_error"}})
+        request.status = reply.status
+        return reply.status, reply.raw_body if reply.raw_body is not None else completion_body(reply, model)
+
+
+def _not_found(what: str) -> tuple[int, str]:
+    return 404, json.dumps({"error": {"message": f"no such {what}", "type": "invalid_request_error"}})
+
+
+def _multipart(content_type: str, data: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """name -> (filename, content) of a multipart/form-data body."""
+    boundary = content_type.split("boundary=", 1)[-1].strip().strip('"').encode()
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for part in data.split(b"--" + boundary):
+        head, _, content = part.partition(b"\r\n\r\n")
+        disposition = head.decode("utf-8", "replace")
+        if "name=" not in disposition:
+            continue
+        name = disposition.split('name="', 1)[1].split('"', 1)[0]
+        filename = disposition.split('filename="', 1)[1].split('"', 1)[0] if 'filename="' in disposition else None
+        fields[name] = (filename, content[:-2] if content.endswith(b"\r\n") else content)
+    return fields

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.fileio import atomic_write, dumps
+from runner.outputs.report_format import count_label
+from runner.outputs.report_html import STYLE
 
 SECTION = re.compile(r"\n?<!-- runner eval -->.*?<!-- /runner eval -->\n?", re.DOTALL)
 
@@ -15,6 +17,8 @@ SECTION = re.compile(r"\n?<!-- runner eval -->.*?<!-- /runner eval -->\n?", re.D
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, list):
@@ -89,16 +93,31 @@ def markdown_to_html(text: str) -> str:
 
 
 def with_section(page: str, body_html: str) -> str:
-    """report.html with the eval section replaced or added just before </body>."""
+    """report.html with the eval section replaced or added at the end of the page's container
+    (its <main>, so it reads in the report's style), else just before </body>."""
     section = f"<!-- runner eval -->\n<section id=\"eval\">\n{body_html}\n</section>\n<!-- /runner eval -->\n"
     page = SECTION.sub("\n", page)
-    at = page.lower().rfind("</body>")
+    at = page.lower().rfind("</main>")
+    at = at if at >= 0 else page.lower().rfind("</body>")
     return page[:at] + section + page[at:] if at >= 0 else page + section
 
 
+CHART_STYLE = ".charts{display:flex;flex-wrap:wrap;gap:1rem}.chart{margin:0;border:1px solid var(--line);" \
+              "border-radius:8px;padding:.5rem;background:#fff}"
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+DASHES = ["", "6 3", "2 3", "8 3 2 3", "1 4", "10 4"]
+
+
 def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_label: str) -> str:
-    """A small line chart: one line per series over the x values (evenly spaced)."""
-    width, height, left, bottom, top, right = 420, 240, 48, 36, 28, 120
+    """A small line chart: one line per series over the x values (evenly spaced). Series that
+    coincide stay visible: each has its own dash pattern, earlier ones drawn wider beneath, and
+    marker shapes alternate; the legend and the x labels get the room their text needs."""
+    names = [name or "all" for name in lines]
+    legend_w = 24 + 6 * max((len(n) for n in names), default=3)
+    crowded = len(xs) > 1 and max(len(x) for x in xs) * 6 > 380 / len(xs)
+    width, left, top, right = 380 + legend_w + 48, 48, 28, legend_w + 16
+    bottom = 36 + (4 * max(len(x) for x in xs) if crowded and xs else 0)
+    height = max(240, top + bottom + 176, top + 18 * len(names) + 10)
     values = [v for series in lines.values() for v in series if v is not None]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if high - low < 1e-9:
@@ -111,28 +130,42 @@ def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_
     def y(v: float) -> float:
         return top + plot_h * (1 - (v - low) / (high - low))
 
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'font-family="system-ui, sans-serif">',
              f'<text x="{left}" y="16" font-size="13">{html.escape(title)}</text>',
              f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#888"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>',
-             f'<text x="4" y="{top + 4}" font-size="10">{high:.2f}</text>',
-             f'<text x="4" y="{top + plot_h}" font-size="10">{low:.2f}</text>',
-             f'<text x="4" y="{top + plot_h / 2}" font-size="10">{html.escape(y_label)}</text>']
+             f'<text x="{left - 4}" y="{top + 4}" font-size="10" text-anchor="end">{high:.2f}</text>',
+             f'<text x="{left - 4}" y="{top + plot_h}" font-size="10" text-anchor="end">{low:.2f}</text>',
+             f'<text x="12" y="{top + plot_h / 2}" font-size="10" text-anchor="middle" '
+             f'transform="rotate(-90 12 {top + plot_h / 2})">{html.escape(y_label)}</text>']
     for i, label in enumerate(xs):
-        parts.append(f'<text x="{x(i):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">'
-                     f'{html.escape(label)}</text>')
-    for n, (name, series) in enumerate(lines.items()):
-        color = colors[n % len(colors)]
+        at = f'x="{x(i):.1f}" y="{top + plot_h + 14}"'
+        turn = f' text-anchor="end" transform="rotate(-40 {x(i):.1f} {top + plot_h + 14})"' if crowded \
+            else ' text-anchor="middle"'
+        parts.append(f'<text {at} font-size="10"{turn}>{html.escape(label)}</text>')
+    for n, (name, series) in enumerate(zip(names, lines.values(), strict=True)):
+        color, dash = COLORS[n % len(COLORS)], DASHES[n % len(DASHES)]
+        stroke = max(4.5 - 1.0 * n, 1.5)
         points = [(x(i), y(v)) for i, v in enumerate(series) if v is not None]
         if len(points) > 1:
             path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
-        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in points]
-        parts.append(f'<text x="{left + plot_w + 8}" y="{top + 12 + 14 * n}" font-size="10" fill="{color}">'
-                     f'{html.escape(name or "all")}</text>')
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{stroke}" stroke-opacity="0.85" '
+                         f'stroke-dasharray="{dash}" points="{path}"/>')
+        parts += [_marker(n, px, py, color) for px, py in points]
+        legend_y = top + 12 + 18 * n
+        parts.append(f'<line x1="{left + plot_w + 8}" y1="{legend_y - 4}" x2="{left + plot_w + 24}" '
+                     f'y2="{legend_y - 4}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
+        parts.append(f'<text x="{left + plot_w + 28}" y="{legend_y}" font-size="10" fill="{color}">'
+                     f'{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _marker(n: int, px: float, py: float, color: str) -> str:
+    if n % 2:
+        return f'<rect x="{px - 3:.1f}" y="{py - 3:.1f}" width="6" height="6" fill="none" stroke="{color}"/>'
+    return f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>'
 
 
 def sweep_markdown(report: dict[str, Any]) -> str:
@@ -145,7 +178,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
             rows.append([*s["set"].values(), *[None] * len(shown), None,
                          f"needs {s['calls_needed']} call(s): run with --allow-calls"])
             continue
-        counts = ", ".join(f"{k} {v}" for k, v in s["counts"].items())
+        counts = ", ".join(f"{count_label(str(k))} {v}" for k, v in s["counts"].items())
         rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"],
                      counts + (" (new calls made)" if s["status"] == "ran" else "")])
     out = [f"# Sweep of {report['pipeline']} over {report['input']}\n",
@@ -173,9 +206,13 @@ def sweep_plots(report: dict[str, Any]) -> list[str]:
 
 
 def sweep_html(report: dict[str, Any]) -> str:
-    body = markdown_to_html(sweep_markdown(report)) + "\n" + "\n".join(sweep_plots(report))
-    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>sweep</title></head>\n<body>\n{body}\n"
-            f"</body></html>\n")
+    """One page in report.html's style: the table, then one chart per swept key."""
+    charts = "".join(f'<figure class="chart">{chart}</figure>' for chart in sweep_plots(report))
+    title = html.escape(f"sweep of {report['pipeline']}")
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
+            f'{markdown_to_html(sweep_markdown(report))}\n<div class="charts">{charts}</div>\n</main></body></html>\n')
 
 
 def write_eval(folder: Path, report: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import calibration, pipelines, tools, view
+from runner.cli import batches, calibration, pipelines, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
@@ -68,6 +68,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
                             "default: the pipeline's tracing.backend.")] = None,
+        batch: Annotated[bool, typer.Option(
+            "--batch", help="Answer through the provider's batch API (half the price, within hours) every model "
+                            "that has one (OpenAI-compatible /v1/batches); the others stay live.")] = False,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
@@ -88,7 +91,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency, out_dir=out,
-                         trace=trace, fail_under=fail_under, command_flags=flags)
+                         trace=trace, fail_under=fail_under, command_flags=flags, batch=batch)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, set_ or [], for_terminal(quiet), formats or [])
@@ -123,14 +126,21 @@ def _extent(summary: dict[str, Any]) -> str:
 
 
 def _summary_line(summary: dict[str, Any], out_dir: Path) -> str:
-    counts = ", ".join(f"{k}: {v}" for k, v in (summary.get("counts") or {}).items())
+    from runner.outputs.report_format import count_label  # `VALID\v` must not read as a second VALID
+    counts = ", ".join(f"{count_label(str(k))}: {v}" for k, v in (summary.get("counts") or {}).items())
     models = (summary.get("models") or {}).values()
     failed = sum(m.get("failures", 0) for m in models)
     calls = (f"LLM calls: {sum(m.get('calls', 0) for m in models)} sent, "
-             f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}; "
-             if models else "")
+             f"{sum(m.get('cache_hits', 0) for m in models)} cached{f', {failed} failed' if failed else ''}"
+             f"{_batched(summary)}; " if models else "")
     return (f"{_extent(summary)}{' (' + counts + ')' if counts else ''}; "
             f"errors: {summary.get('errors', 0)}; {calls}written to {out_dir}")
+
+
+def _batched(summary: dict[str, Any]) -> str:
+    batches = (summary.get("batches") or {}).values()
+    return f" ({sum(b.get('requests', 0) for b in batches)} in {sum(b.get('batches', 0) for b in batches)} " \
+           f"provider batch(es))" if batches else ""
 
 
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
@@ -150,12 +160,14 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
-           cache_dir: CacheOpt = None) -> None:
+           cache_dir: CacheOpt = None,
+           batch: Annotated[bool, typer.Option("--batch", help="Estimate the cost as `run --batch` would pay "
+                                                                "(the batch price).")] = False) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
     from runner.engine.context import RunOptions
-    render_pipeline(pipeline, ItemSource(input, record or [], limit), RunOptions(cache_dir=_cache_dir(cache_dir)),
-                    sys.stdout, set_ or [], item)
+    render_pipeline(pipeline, ItemSource(input, record or [], limit),
+                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, set_ or [], item)
 
 
 # Registered in the order `runner --help` lists them.
@@ -169,6 +181,7 @@ app.command()(tools.diff)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
 app.command("view", interrupted="stopped")(view.view)
+app.command("batches")(batches.batches)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
 

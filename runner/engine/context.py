@@ -17,6 +17,7 @@ import jinja2
 
 from runner.errors import RunnerError, TemplateError
 from runner.inputs import Item
+from runner.llm.in_flight import ItemsInFlight
 from runner.observe import NULL_OBSERVER, Observer
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.templating import Renderer, describe_error
@@ -49,6 +50,7 @@ class RunOptions:
     trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
     fail_under: float | None = None                                 # checked before the run: needs a rate
     command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
+    batch: bool = False            # `--batch`: every model with a batch API answers through it
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Runtime:
     closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
     open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
+    in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
     _llm: Any = None
 
     @classmethod
@@ -104,7 +107,7 @@ class Runtime:
                 from runner.render.sink import RenderSink
                 sink = RenderSink(self.render_stream, self.render_stats)
             self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
-                                   cache=self.take_cache("responses"))
+                                   cache=self.take_cache("responses"), in_flight=self.in_flight)
         return self._llm
 
     def model_spec(self, name: str) -> Any:

@@ -166,7 +166,8 @@ async def run_items(runtime: Runtime, items: list[Item], concurrency: int,
 
     async def one(item: Item) -> None:
         async with gate:
-            result = await run_item(runtime, item)
+            with runtime.in_flight.item():
+                result = await run_item(runtime, item)
         results[item.index] = result
         maybe = on_result(result)
         if maybe is not None:

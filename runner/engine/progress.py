@@ -16,9 +16,11 @@ class CallCounts:
     sent: int = 0
     cached: int = 0
     failed: int = 0
+    batches: str = ""          # each provider batch's state and counts, when the run batches
 
     def text(self) -> str:
-        return f"LLM calls {self.sent} sent, {self.cached} cached, {self.failed} failed"
+        calls = f"LLM calls {self.sent} sent, {self.cached} cached, {self.failed} failed"
+        return f"{calls}; {self.batches}" if self.batches else calls
 
 
 Counter = Callable[[], CallCounts]

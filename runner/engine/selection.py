@@ -35,6 +35,13 @@ def pass_rule(pipeline: Pipeline) -> tuple[str, str] | None:
     return None
 
 
+def item_rule(pipeline: Pipeline) -> tuple[str, str] | None:
+    """(name, expression) an item must meet to pass: `summary.pass_when` (slide_judge: not red),
+    else the first summary rate."""
+    declared = pipeline.summary.get("pass_when")
+    return ("pass_when", str(declared)) if declared else pass_rule(pipeline)
+
+
 def _scope(pipeline: Pipeline) -> dict[str, Any]:
     env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
     return {"params": pipeline.params, "env": env}
@@ -47,7 +54,7 @@ def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
         results = [json.loads(line) for line in (folder / RESULTS).read_text(encoding="utf-8").splitlines() if line]
     except (OSError, ValueError) as exc:
         raise RunnerError(f"--failed-from {run}: cannot read {folder / RESULTS} ({exc})") from None
-    rule = pass_rule(pipeline)
+    rule = item_rule(pipeline)
     renderer = Renderer(pipeline.prompts_dir)
     scope = _scope(pipeline)
     failed = set()

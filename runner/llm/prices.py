@@ -69,3 +69,21 @@ def provider_of(model: str) -> str | None:
     entry = _table().get(model)
     provider = entry.get("litellm_provider") if isinstance(entry, dict) else None
     return provider if isinstance(provider, str) else None
+
+
+def batch_price_of(model: str) -> tuple[Price, bool] | None:
+    """The batch price (provider batch APIs) and whether the table lists it; when it does
+    not, half the live price, the usual discount (an estimate). None: no price at all."""
+    live = price_of(model)
+    if live is None:
+        return None
+    table = _table()
+    for name in (model, model.split("/", 1)[-1]):
+        entry = table.get(name)
+        if isinstance(entry, dict) and "input_cost_per_token_batches" in entry:
+            try:
+                return Price(float(entry.get("input_cost_per_token_batches") or 0.0),
+                             float(entry.get("output_cost_per_token_batches") or 0.0)), True
+            except (TypeError, ValueError):
+                break
+    return Price(live.input_per_token / 2, live.output_per_token / 2), False

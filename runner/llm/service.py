@@ -5,6 +5,7 @@ run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -12,19 +13,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.errors import NeedsModel, StepError
+from runner.llm.in_flight import ItemsInFlight
 from runner.llm.logs import LOG_STORE, CallLogWriter, format_messages
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
-from runner.llm.spec import ModelSpec
+from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.stores.json_cache import JsonCache
 from runner.stores.llm_cache import request_key
+
+if TYPE_CHECKING:
+    from runner.llm.batch import BatchCollector
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -69,7 +74,8 @@ class CallPreview(Protocol):
 class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
                  transport: Transport | None = None, render: CallPreview | None = None,
-                 observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None):
+                 observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
+                 in_flight: ItemsInFlight | None = None):
         self.resolve = resolve
         self.observer = observer
         self.options = options
@@ -83,12 +89,22 @@ class LLMService:
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self.stats: dict[str, ModelStats] = {}
         self.tally = FailureTally()
+        self.in_flight = in_flight
+        self._batches: BatchCollector | None = None
 
     # -- models --------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
         if name not in self._specs:
-            self._specs[name] = self.resolve(name)
+            self._specs[name] = batch_choice(self.resolve(name), getattr(self.options, "batch", False))
         return self._specs[name]
+
+    @property
+    def batches(self) -> BatchCollector:
+        if self._batches is None:
+            from runner.llm.batch import BatchCollector
+            self._batches = BatchCollector(self.options.cache_dir, self.sender.formats, self.stats, self.sender.send,
+                                           self.in_flight)
+        return self._batches
 
     def enabled(self, name: str) -> bool:
         return self.spec(name).enabled
@@ -156,7 +172,13 @@ class LLMService:
                                         0.0, cached.get("model", spec.model))
             else:
                 try:
-                    completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
+                    if spec.batch:
+                        from runner.llm.batch import BatchCall
+                        call = BatchCall(spec, request.item, messages, sampling, schema,
+                                         functools.partial(self._key, spec, messages, sampling, request))
+                        completion, sent = await self.batches.send(call, mode, stats)
+                    else:
+                        completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
@@ -286,7 +308,13 @@ class LLMService:
                              f"the last: {tally.last_error}")
         if hints:
             out["hints"] = hints
+        if self._batches is not None and self._batches.models:
+            out["batches"] = self._batches.summary()
         return out
+
+    def progress_note(self) -> str:
+        """Each batch's state and counts, for the progress line ('' without batches)."""
+        return self._batches.progress() if self._batches is not None else ""
 
     def failed_items(self) -> set[int]:
         """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
@@ -298,6 +326,8 @@ class LLMService:
     async def aclose(self) -> None:
         if self._logs is not None:
             self._logs.finish()
+        if self._batches is not None:
+            await self._batches.aclose()
         await self.sender.aclose()
         if self._cache is not None:
             self._cache.close()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +17,10 @@ DEFAULT_RETRIES = 3
 DEFAULT_MAX_TOKENS = 1024
 TRANSPORTS = ("auto", "http", "litellm")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
+BATCH_RETRY = ("batch", "live")
+BATCH_MAX_REQUESTS = 50_000        # the provider's limit per batch file (OpenAI, Azure)
+DEFAULT_BATCH_MAX_WAIT = 60.0      # seconds a gathered call waits for the others before its batch goes
+DEFAULT_BATCH_POLL = 30.0
 OPENAI_BASE = "https://api.openai.com/v1"
 LOCAL_HOSTS = {"localhost"}
 
@@ -35,6 +40,16 @@ class ModelSpec:
     limits: dict[str, int] = field(default_factory=dict)
     transport: str = "litellm"          # resolved: http or litellm
     structured_output: str = "auto"
+    batch: bool = False                # answered through the provider's batch API (batch.py)
+    batch_max_requests: int = BATCH_MAX_REQUESTS
+    batch_max_wait: float = DEFAULT_BATCH_MAX_WAIT
+    batch_poll_seconds: float = DEFAULT_BATCH_POLL
+    batch_retry: str = "batch"         # where an error line is retried: the next batch, or live
+
+    @property
+    def batchable(self) -> bool:
+        """The endpoint speaks OpenAI's /v1/files and /v1/batches (plain HTTP)."""
+        return self.transport == "http"
 
     @property
     def endpoint(self) -> str:
@@ -131,6 +146,25 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
             retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
             backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
-            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES))
+            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
+            batch=_truthy(entry.get("batch", False)),
+            batch_max_requests=min(BATCH_MAX_REQUESTS, _at_least(
+                "batch_max_requests", entry.get("batch_max_requests", BATCH_MAX_REQUESTS), 1, int)),
+            batch_max_wait=_at_least("batch_max_wait", entry.get("batch_max_wait", DEFAULT_BATCH_MAX_WAIT), 0, float),
+            batch_poll_seconds=_at_least("batch_poll_seconds", entry.get("batch_poll_seconds", DEFAULT_BATCH_POLL),
+                                         0.001, float),
+            batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY))
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None
+
+
+def batch_choice(spec: ModelSpec, run_batches: bool) -> ModelSpec:
+    """The spec as this run sends it: batched when the model asks for it (or the run does,
+    `--batch`) and its endpoint has a batch API; live otherwise, said once per model."""
+    if not (spec.batch or run_batches) or not spec.enabled:     # a model that takes no seat is not mentioned
+        return spec
+    if spec.batchable:
+        return spec if spec.batch else replace(spec, batch=True)
+    sys.stderr.write(f"runner: {spec.describe()} has no batch API runner can use (transport {spec.transport}; "
+                     f"batches need an OpenAI-compatible endpoint): its calls stay live\n")
+    return replace(spec, batch=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.outputs.files import atomic_write
+from runner.outputs.report_view import error_of
 
 FORMATS = ("csv", "junit")
 
@@ -44,7 +45,8 @@ def results_csv(results: list[dict[str, Any]]) -> str:
 def junit_xml(pipeline: str, results: list[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],
               rule: str, verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
     """One testcase per item: <error> when the item errored, <failure> when it fails the
-    pipeline's pass rule (its first summary rate), else passed."""
+    pipeline's pass rule (`summary.pass_when`, else its first summary rate), else passed.
+    The error is the item's message (`error_message` where `error` is a mere true)."""
     suite = ET.Element("testsuite", name=pipeline, tests=str(len(results)))
     failures = errors = 0
     for result in results:
@@ -52,7 +54,9 @@ def junit_xml(pipeline: str, results: list[dict[str, Any]], passed: Callable[[di
         verdict = result.get(verdict_field) if verdict_field else None
         if result.get("error"):
             errors += 1
-            ET.SubElement(case, "error", message=str(result["error"])[:500]).text = str(result["error"])
+            error = error_of(result)
+            detail = result["error"] if isinstance(result["error"], str) else error
+            ET.SubElement(case, "error", message=error[:500]).text = detail
         elif not passed(result):
             failures += 1
             message = f"{verdict_field}={verdict}: fails {rule}" if verdict_field else f"fails {rule}"

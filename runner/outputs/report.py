@@ -1,58 +1,87 @@
-"""report.md: the report as text, from the same view as report.html (report_view.py)."""
+"""report.md: the report as text, from the same view as report.html (report_view.py). Every
+value from a result or an answer goes through `markdown()`: no raw HTML, no links but ours."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
+from runner.outputs.report_format import markdown
+from runner.outputs.report_rows import MARKDOWN_ROWS, choose
 from runner.outputs.report_view import ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
-
-
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|")
+URL_SAFE = ":/?#[]@!$&'*+,;=%~"     # parentheses, spaces and angle brackets are encoded: they end a link
+WHERE_THE_REST_IS = "every result is in results.jsonl (`runner view` browses them all)"
 
 
 def _linked(item: ItemView, columns: list[str]) -> list[str]:
-    """The item's cells, a cell with a link (its trace) as [text](url); escaped here, not again."""
-    return [f"[{_cell(cell)}]({item.links[column]})" if column in item.links else _cell(cell)
+    """The item's cells, a cell with a link (its trace) as [text](url)."""
+    return [f"[{markdown(cell)}]({quote(item.links[column], safe=URL_SAFE)})"
+            if column in item.links else markdown(cell)
             for column, cell in zip(columns, item.cells, strict=True)]
 
 
 def _table(headers: list[str], rows: list[list[str]], escaped: bool = False) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return lines + ["| " + " | ".join(c if escaped else _cell(c) for c in row) + " |" for row in rows] + [""]
+    lines = ["| " + " | ".join(markdown(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(c if escaped else markdown(c) for c in row) + " |" for row in rows] + [""]
 
 
 def percent(rate: float) -> str:
     return f"{rate * 100:.1f}%"
 
 
+def title(view: ReportView) -> str:
+    headline = view.scope.headline
+    return view.title + (f" ({headline})" if headline else "")
+
+
+def assessment_label(view: ReportView) -> str:
+    """`Assessment` or `Assessment (159 of 300 items, interrupted)`: the pipeline's text speaks
+    of what ran, so an incomplete run says what it covers."""
+    headline = view.scope.headline
+    return "Assessment" + (f" ({headline})" if headline else "")
+
+
 def summary_rows(view: ReportView) -> list[list[str]]:
-    rows = [["total", str(view.total)], ["errors", str(view.errors)]]
+    rows = [["total", view.scope.count], ["errors", str(view.errors)]]
     rows += [[name, percent(rate) + (f" ({count}/{view.total})" if count is not None else "")]
              for name, rate, count in view.rates]
     return rows + [[k, v] for k, v in view.measures]
 
 
+def unlisted_line(view: ReportView, listed: int) -> str:
+    """Where the items a capped report leaves out are; empty when every item is listed."""
+    more = view.total - listed
+    if more <= 0:
+        return ""
+    return (f"{listed} of {view.total} items listed, those that need review first "
+            f"({view.review} need review in all); {more} more not listed: {WHERE_THE_REST_IS}.")
+
+
 def render_report(view: ReportView) -> str:
-    lines = [f"# {view.title}", ""]
+    lines = [f"# {markdown(title(view))}", ""]
     if view.assessment:
-        lines += [f"**Assessment:** {view.assessment}", ""]
+        lines += [f"**{markdown(assessment_label(view))}:** {markdown(view.assessment)}", ""]
     for kind, notes in view.notes.items():
-        lines += [f"> **{NOTE_LABELS[kind]}:** {note}\n" for note in notes]
+        lines += [f"> **{NOTE_LABELS[kind]}:** {markdown(note)}\n" for note in notes]
     lines += ["## Summary", ""] + _table(["measure", "value"], summary_rows(view))
     if view.counts:
-        lines += [f"## Counts by {view.count_by}", ""]
-        lines += _table([str(view.count_by), "count", "status"], [[k, str(n), s] for k, n, s in view.counts])
+        lines += [f"## Counts by {markdown(view.verdict_name)}", ""]
+        lines += _table([view.verdict_name, "count", "status"], [[k, str(n), s] for k, n, s in view.counts])
     if view.models:
         lines += ["## Models", ""] + _table(["model", "calls", "cached", "failed", "tokens", "cost"], view.models)
     if view.juries:
         lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
-    with_flags = any(item.flags for item in view.items)
+    shown = choose(view.items, MARKDOWN_ROWS, lambda item: item.status != "pass")
+    with_flags = any(item.flags for item in shown)
     headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
-    rows = [[str(i.index), *_linked(i, view.columns), *([_cell(", ".join(i.flags))] if with_flags else [])]
-            for i in view.items]
-    lines += ["## Items", ""] + _table(headers, rows, escaped=True)
-    detailed = [item for item in view.items if item.juries or item.error or item.warnings or item.logs]
+    rows = [[str(i.index), *_linked(i, view.columns), *([markdown(", ".join(i.flags))] if with_flags else [])]
+            for i in shown]
+    lines += ["## Items", ""]
+    unlisted = unlisted_line(view, len(shown))
+    lines += [unlisted, ""] if unlisted else []
+    lines += _table(headers, rows, escaped=True)
+    detailed = [item for item in shown if item.juries or item.error or item.warnings or item.logs]
     if detailed:
         lines += ["## Item details", ""]
         for item in detailed:
@@ -60,23 +89,28 @@ def render_report(view: ReportView) -> str:
     return "\n".join(lines)
 
 
+def _log_links(names: list[str]) -> str:
+    return " ".join(f"[{markdown(name)}](llm_logs/{quote(name)})" for name in names)
+
+
 def _details(item: ItemView) -> list[str]:
-    lines = [f"### Item {item.index}: {item.verdict or '-'}", ""]
-    lines += [f"- {name}: {value}" for name, value in item.inputs]
+    lines = [f"### Item {item.index}: {markdown(item.verdict or '-')}", ""]
+    lines += [f"- {markdown(name)}: {markdown(value)}" for name, value in item.inputs]
     if item.overridden:
-        lines.append(f"- final verdict {item.verdict} overrides the jury's {item.overridden} "
+        lines.append(f"- final verdict {markdown(item.verdict)} overrides the jury's {markdown(item.overridden)} "
                      "(the pipeline's rules decide after the jury)")
     if item.error:
-        lines.append(f"- **error:** {item.error}")
-    lines += [f"- warning: {w}" for w in item.warnings]
+        lines.append(f"- **error:** {markdown(item.error)}")
+    lines += [f"- warning: {markdown(w)}" for w in item.warnings]
     for jury in item.juries:
-        counted = f", {jury.valid_votes} valid vote(s)" if jury.valid_votes is not None else ""
-        lines.append(f"- jury `{jury.where}`: {jury.verdict}{counted}: {jury.reason}")
+        counted = f", {jury.valid_votes} valid vote(s)" if isinstance(jury.valid_votes, int) else ""
+        lines.append(f"- jury `{jury.where.replace('`', '')}`: {markdown(jury.verdict)}{counted}: "
+                     f"{markdown(jury.reason)}")
         for vote in jury.votes:
             how = f"{'cached' if vote.cached else f'{vote.latency_ms} ms'}"
-            said = f"error: {vote.error}" if vote.error else f"{vote.value}: {vote.reason}"
-            links = " ".join(f"[{name}](llm_logs/{name})" for name in vote.logs)
-            lines.append(f"  - {vote.model} ({how}): {said} {links}".rstrip())
+            said = (f"error: {markdown(vote.error)}" if vote.error
+                    else f"{markdown(vote.value)}: {markdown(vote.reason)}")
+            lines.append(f"  - {markdown(vote.model)} ({how}): {said} {_log_links(vote.logs)}".rstrip())
     if item.logs and not item.juries:
-        lines.append("- logs: " + " ".join(f"[{name}](llm_logs/{name})" for name in item.logs))
+        lines.append("- logs: " + _log_links(item.logs))
     return lines + [""]

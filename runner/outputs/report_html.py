@@ -3,10 +3,14 @@ works from: verdict counts, filter and search, a row per item, details on click.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
-from runner.outputs.report import NOTE_LABELS, percent, summary_rows
+from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
 from runner.outputs.report_view import ItemView, JuryView, ReportView, result_json
+
+ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
+RESULT_CHARS = 50_000           # of one item's full result in its details
 
 STYLE = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#cf222e;--fail-bg:#ffebe9;--warn:#9a6700;--warn-bg:#fff8c5;
@@ -65,17 +69,17 @@ SCRIPT = """
   var items=[].slice.call(document.querySelectorAll('tbody.item'));
   var chips=[].slice.call(document.querySelectorAll('button.chip'));
   var search=document.getElementById('search'), shown=document.getElementById('shown');
-  var verdict='';
+  var verdict='', inRun=Number(shown.dataset.total), total=inRun;
   function apply(){
     var q=search.value.trim().toLowerCase(), n=0;
     items.forEach(function(t){
       var ok=(!verdict||t.dataset.verdict===verdict)&&(!q||t.dataset.search.indexOf(q)>=0);
       t.hidden=!ok; if(ok){n++;}
     });
-    shown.textContent='showing '+n+' of '+items.length;
+    shown.textContent='showing '+n+' of '+items.length+(total>items.length?' listed ('+inRun+' in the run)':'');
   }
   chips.forEach(function(c){c.addEventListener('click',function(){
-    verdict=c.dataset.verdict;
+    verdict=c.dataset.verdict; inRun=Number(c.dataset.count);
     chips.forEach(function(o){o.setAttribute('aria-pressed',String(o===c));});
     apply();
   });});
@@ -98,6 +102,11 @@ SCRIPT = """
   apply();
 })();
 """
+
+
+def _code_spans(text: str) -> str:
+    """`name` as <code>name</code>: our own markdown phrases, once escaped."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -146,7 +155,7 @@ def _item(item: ItemView) -> str:
         detail.append("<div><b>LLM calls:</b> " + " ".join(
             f'<a href="llm_logs/{escape(n)}">{escape(n)}</a>' for n in item.logs) + "</div>")
     detail.append('<details class="result"><summary>full result</summary>'
-                  f"<pre>{escape(result_json(item.result))}</pre></details>")
+                  f"<pre>{escape(result_json(item.result, RESULT_CHARS))}</pre></details>")
     return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
@@ -154,32 +163,54 @@ def _item(item: ItemView) -> str:
             f'<tr class="detail" hidden><td colspan="5">{"".join(detail)}</td></tr></tbody>')
 
 
+def _rows(items: list[ItemView]) -> list[str]:
+    """The listed items' rows within ROWS_BUDGET characters (huge results must not make a page
+    no browser opens): those needing review first, then passing ones, shown in index order."""
+    kept: list[tuple[int, int, str]] = []
+    used = 0
+    for order, item in sorted(enumerate(items), key=lambda pair: pair[1].status == "pass"):
+        row = _item(item)
+        if kept and used + len(row) > ROWS_BUDGET:
+            break
+        kept.append((order, item.index, row))
+        used += len(row)
+    return [row for _, _, row in sorted(kept)]
+
+
 def render_html(view: ReportView) -> str:
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{escape(view.title)}</title><style>{STYLE}</style></head><body><main>",
-             f"<h1>{escape(view.title)}</h1>"]
+             f"<title>{escape(title(view))}</title><style>{STYLE}</style></head><body><main>",
+             f"<h1>{escape(title(view))}</h1>"]
     if view.assessment:
-        parts.append(f'<p class="assessment"><strong>Assessment:</strong> {escape(view.assessment)}</p>')
+        parts.append(f'<p class="assessment"><strong>{escape(assessment_label(view))}:</strong> '
+                     f'{escape(view.assessment)}</p>')
     for kind, notes in view.notes.items():
         parts += [f'<div class="note {kind}"><b>{NOTE_LABELS[kind]}:</b> {escape(n)}</div>' for n in notes]
-    cards = [("items", str(view.total)), ("errors", str(view.errors))]
+    cards = [("items", view.scope.count), ("need review", str(view.review)), ("errors", str(view.errors))]
     cards += [(name, percent(rate) + (f" ({count} of {view.total})" if count is not None else ""))
               for name, rate, count in view.rates]
     parts.append('<div class="cards">' + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>"
                                                  for k, v in cards) + "</div>")
-    chips = [f'<button class="chip" data-verdict="" aria-pressed="true">all {view.total}</button>']
-    chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" aria-pressed="false">'
+    chips = [f'<button class="chip" data-verdict="" data-count="{view.total}" aria-pressed="true">'
+             f"all {view.total}</button>"]
+    chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" data-count="{n}" aria-pressed="false">'
               f"{escape(k)} {n}</button>" for k, n, status in view.counts]
-    parts.append(f'<h2>Items</h2><div class="toolbar">{"".join(chips)}'
-                 '<input id="search" type="search" placeholder="search claims, quotes, reasons…" aria-label="search">'
+    parts.append("<h2>Items</h2>")
+    rows = _rows(view.items)
+    if view.total > len(rows):
+        parts.append(f'<div class="note hints" id="unlisted">{len(rows)} of {view.total} items listed here, '
+                     f"those that need review first ({view.review} need review in all; the counts and filters "
+                     f"count every item). The other {view.total - len(rows)}: "
+                     f"{_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
+    parts.append(f'<div class="toolbar">{"".join(chips)}'
+                 f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
-                 '<span id="shown"></span></div>')
-    verdict_head = escape(view.count_by or "verdict")
+                 f'<span id="shown" data-total="{view.total}"></span></div>')
     parts.append('<table class="items"><colgroup><col class="n"><col class="in"><col class="v"><col class="r">'
-                 f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{verdict_head}</th>'
-                 "<th>reason</th><th>flags</th></tr></thead>")
-    parts += [_item(item) for item in view.items]
+                 f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{escape(view.verdict_name)}</th>'
+                 f"<th>{escape(view.reason_name)}</th><th>flags</th></tr></thead>")
+    parts += rows
     parts.append("</table>")
     parts.append('<div class="wide"><h2>Summary</h2>' + _table(["measure", "value"], summary_rows(view)))
     if view.models:

@@ -1,44 +1,38 @@
 """What a report shows, built once from summary.json, the results and llm_logs/, so that
 report.md and report.html never disagree.
 
-Generic over pipelines: the verdict is the summary's `count_by` field, an item passes by the
-pipeline's pass rule (its first summary rate), key inputs are `summary.report_columns`, a
-jury is any object in a result holding `votes`, flags are string lists named `*flags`."""
+Generic over pipelines: the verdict is the summary's `count_by` field (else the item's status),
+an item passes by the pipeline's pass rule (`summary.pass_when`, else its first summary rate),
+the reason is `summary.reason_field` (else a column named like a reason), key inputs are
+`summary.report_columns`, a jury is any object in a result holding `votes`, flags are string
+lists named `*flags`. Bounded at any size: counts over every result, rows for at most `limit`
+items (report_rows.py)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from runner.outputs.report_format import count_label, safe_url, text
+from runner.outputs.report_rows import HTML_ROWS, RunScope, index_of, pick_rows
 
 LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
 SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "run_warnings", "summary_errors",
-                    "total", "errors", "memo", "planned", "input_items", "rerun_items", "error_groups"}
+                    "total", "errors", "memo", "planned", "input_items", "rerun_items", "error_groups",
+                    "interrupted", "partial", "rerun_of"}
+MAX_COLUMNS = 40
+FIELD_CHARS = 4000          # one value as a report shows it; the whole value stays in results.jsonl
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
 GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|YES)$", re.IGNORECASE)
-
-
-def text(value: Any, limit: int | None = None) -> str:
-    """One line of text for any value: numbers short, lists joined, objects as k: v."""
-    if isinstance(value, bool) or value is None:
-        out = "" if value is None else str(value)
-    elif isinstance(value, float):
-        out = f"{value:.3g}"
-    elif isinstance(value, list):
-        out = ", ".join(text(v) for v in value)
-    elif isinstance(value, dict):
-        out = ", ".join(f"{k}: {text(v)}" for k, v in value.items())
-    else:
-        out = str(value)
-    out = " ".join(out.split())
-    return out if limit is None or len(out) <= limit else out[:limit - 1] + "…"
 
 
 def lookup(result: dict[str, Any], column: str) -> Any:
@@ -112,30 +106,60 @@ class ReportView:
     models: list[list[str]]
     juries: list[tuple[str, str]]
     columns: list[str]
-    items: list[ItemView] = field(default_factory=list)
+    items: list[ItemView] = field(default_factory=list)    # at most `limit`: those needing review first
+    review: int = 0                               # items of the whole run that need a person (not pass)
+    scope: RunScope = field(default_factory=lambda: RunScope(0))
+    reason_name: str = "reason"
+
+    @property
+    def verdict_name(self) -> str:
+        return self.count_by or "status"
+
+    @property
+    def search_hint(self) -> str:
+        names = [_last(c) for c in self.columns if c != self.count_by][:3]
+        return "search " + ", ".join(names or [self.verdict_name, self.reason_name]) + "…"
+
+    @property
+    def unlisted(self) -> int:
+        return max(self.scope.done - len(self.items), 0)
 
 
-def columns_for(results: list[dict[str, Any]], configured: list[str] | None) -> list[str]:
-    if configured:
-        return [c for c in configured if c != "index"]
-    seen: list[str] = []
-    for result in results:
-        seen += [k for k, v in result.items()
-                 if k not in seen and k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list))]
-    if any("error" in r for r in results) and "error" not in seen:
-        seen.append("error")
-    return seen
+class Columns:
+    """The table's columns: the configured ones, else every scalar field seen (in first-seen
+    order, at most MAX_COLUMNS), plus `error` when any result has one."""
+
+    def __init__(self, configured: list[str] | None) -> None:
+        self.fixed = [c for c in configured if c != "index"] if configured else None
+        self.seen: dict[str, None] = {}
+        self.errored = False
+
+    def see(self, result: dict[str, Any]) -> None:
+        if self.fixed is None:
+            self.errored = self.errored or "error" in result
+            if len(self.seen) < MAX_COLUMNS:
+                self.seen.update((k, None) for k, v in result.items()
+                                 if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
+
+    def names(self) -> list[str]:
+        if self.fixed is not None:
+            return self.fixed
+        return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
 
 
-def read_logs(folder: Path | None) -> dict[int, dict[str, list[str]]]:
-    """item -> model -> its call log files, in call order."""
+def read_logs(folder: Path | None, wanted: set[int] | None = None) -> dict[int, dict[str, list[str]]]:
+    """item -> model -> its call log files, in call order (only the `wanted` items, when given)."""
     found: dict[int, dict[str, list[str]]] = {}
     if folder is None or not folder.is_dir():
         return found
-    for name in sorted(os.listdir(folder)):
-        match = LOG_NAME.match(name)
-        if match:
-            found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(name)
+    with os.scandir(folder) as entries:         # a big run's folder: keep only the wanted names
+        for entry in entries:
+            match = LOG_NAME.match(entry.name)
+            if match and (wanted is None or int(match["item"]) in wanted):
+                found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(entry.name)
+    for models in found.values():
+        for names in models.values():
+            names.sort()
     return found
 
 
@@ -154,16 +178,16 @@ def _juries(value: Any, where: str, field_name: str, logs: Callable[[str], list[
 
 def _vote(vote: dict[str, Any], logs: Callable[[str], list[str]]) -> VoteView:
     answer: dict[str, Any] = vote["answer"] if isinstance(vote.get("answer"), dict) else {}
-    reason = next((text(answer[n]) for n in REASON_NAMES if answer.get(n)), "")
-    return VoteView(str(vote["model"]), text(vote.get("value")), reason, bool(vote.get("cached")),
-                    int(vote.get("latency_ms") or 0), text(vote.get("error")), logs(str(vote["model"])))
+    reason = next((text(answer[n], FIELD_CHARS) for n in REASON_NAMES if answer.get(n)), "")
+    return VoteView(text(vote["model"], 200), text(vote.get("value"), 200), reason, bool(vote.get("cached")),
+                    _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), logs(str(vote["model"])))
 
 
 def _flags(result: dict[str, Any]) -> list[str]:
     flags: list[str] = []
     for key, value in result.items():
         if key.endswith("flags") and isinstance(value, list):
-            flags += [str(v) for v in value]
+            flags += [text(v) for v in value]
     return flags
 
 
@@ -171,77 +195,144 @@ def status_of(verdict: str, error: str, passed: bool | None) -> str:
     """pass (green), fail (red), warn (amber: neither, e.g. a hung jury) or error."""
     if error:
         return "error"
-    if passed is True or (passed is None and GOOD.match(verdict)):
+    if passed is True or (passed is None and (not verdict or GOOD.match(verdict))):
         return "pass"
-    return "fail" if BAD.search(verdict) else "warn"
+    if passed is False and not verdict:
+        return "fail"
+    return "fail" if BAD.search(verdict) or verdict == "no" else "warn"     # "no": a false boolean
+
+
+def error_of(result: dict[str, Any]) -> str:
+    """The item's error as text: a message, not `True` when a pipeline flags errors with a boolean."""
+    flagged = False
+    for name in ERROR_NAMES:
+        value = result.get(name)
+        if isinstance(value, bool):
+            flagged = flagged or value
+        elif value:
+            return text(value, FIELD_CHARS)
+    return "error" if flagged else ""
+
+
+def verdict_of(result: dict[str, Any], count_by: str | None) -> str:
+    """The verdict as the summary counted it (summary.py's key, then count_label), so a badge
+    and its filter chip always carry the same text."""
+    if not count_by:
+        return ""
+    value = lookup(result, count_by)
+    return "ERROR" if value is None and result.get("error") else count_label(str(value))
 
 
 def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
-    """`item 3: notes.txt, 12`: the index and the first configured key inputs."""
-    keys = [text(lookup(result, c), 60) for c in (columns or [])[:3]]
-    keys = [k for k in keys if k]
-    return f"item {result.get('index')}" + (f": {', '.join(keys)}" if keys else "")
+    """`item 3 (file notes.txt, line 12)`: the index and the first configured key inputs."""
+    keys = [(_last(c), text(lookup(result, c), 60)) for c in (columns or [])[:3]]
+    shown = ", ".join(f"{name} {value}" for name, value in keys if value)
+    return f"item {result.get('index')}" + (f" ({shown})" if shown else "")
 
 
 def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
     """The item's trace in the tracing UI, when the run knows its address (summary.tracing.trace_url)."""
     trace_id = result.get("mlflow_trace_id")
-    return {"mlflow_trace_id": trace_url.replace("{trace_id}", str(trace_id))} if trace_url and trace_id else {}
+    link = safe_url(trace_url.replace("{trace_id}", str(trace_id))) if trace_url and trace_id else None
+    return {"mlflow_trace_id": link} if link else {}
 
 
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
                passed: Callable[[dict[str, Any]], bool | None], logs: dict[int, dict[str, list[str]]],
-               trace_url: str | None = None) -> ItemView:
-    index = int(result.get("index", 0))
-    verdict = text(lookup(result, count_by)) if count_by else ""
-    error = text(next((result[n] for n in ERROR_NAMES if result.get(n)), ""))
+               trace_url: str | None = None, reason_field: str | None = None) -> ItemView:
+    index = index_of(result)
+    verdict = verdict_of(result, count_by)
+    error = error_of(result)
     item_logs = logs.get(index, {})
     log_names = sorted(name for names in item_logs.values() for name in names)
     juries = _juries(result, "", count_by or "verdict", lambda model: item_logs.get(model, []))
-    reason_cols = [c for c in columns if _last(c) in REASON_NAMES]
-    reason = next((text(lookup(result, c)) for c in reason_cols if lookup(result, c)), "")
-    if not reason:
-        reason = next((text(result[n]) for n in REASON_NAMES if result.get(n)), "") or \
+    reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
+    reason = next((text(lookup(result, c), FIELD_CHARS) for c in reason_cols if lookup(result, c)), "")
+    if not reason and not reason_field:
+        reason = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "") or \
             next((j.reason for j in juries if j.reason), "")
     skip = {count_by, *ERROR_NAMES, *reason_cols}
-    inputs = [(_last(c), text(lookup(result, c))) for c in columns if c not in skip and lookup(result, c) is not None]
+    inputs = [(_last(c), text(lookup(result, c), FIELD_CHARS)) for c in columns
+              if c not in skip and lookup(result, c) is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
-    return ItemView(index, status_of(verdict, error, passed(result)), verdict, inputs, reason, _flags(result), error,
-                    [text(w) for w in result.get("warnings") or []], juries, overridden, log_names,
+    status = status_of(verdict, error, passed(result))
+    return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
+                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, log_names,
                     [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
 
 
-def build_view(summary: dict[str, Any], results: list[dict[str, Any]], configured: list[str] | None = None,
+def _warnings(result: dict[str, Any]) -> list[Any]:
+    warnings = result.get("warnings")
+    return warnings if isinstance(warnings, list) else [warnings] if warnings else []
+
+
+def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
                assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
-               logs_dir: Path | None = None) -> ReportView:
+               logs_dir: Path | None = None, *, reason_field: str | None = None,
+               limit: int = HTML_ROWS) -> ReportView:
+    """The view over every result, holding only counts and at most `limit` rows: `results` may
+    be a reader over results.jsonl, or a generator: it is iterated once."""
     count_by = summary.get("count_by")
-    columns = columns_for(results, configured)
-    logs = read_logs(logs_dir)
-    trace_url = (summary.get("tracing") or {}).get("trace_url") if isinstance(summary.get("tracing"), dict) else None
-    items = [build_item(r, columns, count_by, passed or (lambda _: None), logs, trace_url) for r in results]
-    status: dict[str, str] = {}
-    for item in items:
-        status.setdefault(item.verdict, item.status)
-    counts = [(str(k), int(v), status.get(str(k), "warn"))
-              for k, v in sorted((summary.get("counts") or {}).items(), key=lambda kv: -kv[1])]
-    rate_names = [k for k in summary if f"{k}_count" in summary]
+    found = Columns(configured)
+    check = passed or (lambda _: None)
+
+    def classify(result: dict[str, Any]) -> tuple[str, str]:
+        found.see(result)
+        verdict = verdict_of(result, count_by)
+        return verdict, status_of(verdict, error_of(result), check(result))
+
+    rows = pick_rows(results, classify, limit)
+    columns = found.names()
+    logs = read_logs(logs_dir, {index_of(r) for r in rows.chosen})
+    tracing = summary.get("tracing")
+    trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
+    items = [build_item(r, columns, count_by, check, logs, trace_url, reason_field) for r in rows.chosen]
+    if count_by:
+        counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
+                  for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
+    else:
+        counts = [(s, n, s) for s, n in sorted(rows.statuses.items(), key=lambda kv: -kv[1])]
+    rate_names = [k for k in summary if f"{k}_count" in summary and isinstance(summary[k], (int, float))]
     rates = [(k, float(summary[k]), summary.get(f"{k}_count")) for k in rate_names]
     hidden = SUMMARY_SECTIONS | set(rate_names) | {f"{k}_count" for k in rate_names} | {assessment_key}
-    measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden and not (k == "partial" and not v)]
-    models = [[name, str(s.get("calls", 0)), str(s.get("cache_hits", 0)), str(s.get("failures", 0)),
-               str(s.get("total_tokens", 0)), f"${s.get('cost', 0.0):.4f}"]
-              for name, s in (summary.get("models") or {}).items()]
-    juries = [(step, f"{info.get('items')} item(s); pairwise agreement {text(info.get('pairwise_agreement')) or '-'}; "
+    measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden]
+    models = [[name, text(s.get("calls", 0)), text(s.get("cache_hits", 0)), text(s.get("failures", 0)),
+               text(s.get("total_tokens", 0)), f"${_float(s.get('cost')):.4f}"]
+              for name, s in _section(summary, "models").items() if isinstance(s, dict)]
+    juries = [(step, f"{text(info.get('items'))} item(s); pairwise agreement "
+                     f"{text(info.get('pairwise_agreement')) or '-'}; "
                      f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")
-              for step, info in (summary.get("juries") or {}).items()]
+              for step, info in _section(summary, "juries").items() if isinstance(info, dict)]
     notes = {kind: [text(n) for n in summary[kind]] if isinstance(summary.get(kind), list) else []
              for kind in ("summary_errors", "run_warnings", "hints")}
-    return ReportView(f"{summary.get('pipeline', 'run')}: report", str(summary.get("pipeline", "")),
-                      text(summary.get(assessment_key)), count_by, int(summary.get("total", len(results))),
-                      int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries, columns, items)
+    scope = RunScope.of(summary, rows.seen)
+    title = f"{text(summary.get('pipeline')) or 'run'}: report"
+    reason_name = _last(reason_field) if reason_field else next(
+        (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
+    return ReportView(title, text(summary.get("pipeline")), text(summary.get(assessment_key)), count_by,
+                      scope.done, _int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries,
+                      columns, items, rows.review, scope, reason_name)
 
 
-def result_json(result: dict[str, Any]) -> str:
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else 0
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
+    value = summary.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def result_json(result: dict[str, Any], limit: int | None = None) -> str:
     """Compact JSON: json's C encoder does not indent, and its Python one took a fifth of a
-    cached run's report; the page indents a result when it is opened."""
-    return json.dumps(result, ensure_ascii=False, default=str)
+    cached run's report; the page indents a result when it is opened. Past `limit` characters
+    it is cut, saying where the whole result is."""
+    whole = json.dumps(result, ensure_ascii=False, default=str)
+    if limit is None or len(whole) <= limit:
+        return whole
+    return whole[:limit] + f" … (cut at {limit} characters: the whole result is in results.jsonl)"

@@ -143,6 +143,9 @@ class _Checker:
             computed |= {f"{name}_count" for name in summary.get("rates") or {}}
             self._check_strings(summary, ("summary",), {"params", "env", "run", "errors"} | SUMMARY_NAMES | computed,
                                 set())
+            if "pass_when" in summary:                     # a bare expression over one result
+                self._check_strings(summary["pass_when"], ("summary", "pass_when"), {"params", "env", "result"},
+                                    set(), bare=True)
         if self.data.get("memo"):
             self._check_strings(self.data["memo"], ("memo",), base | {"result"}, set())
             for index, name in enumerate(self.data["memo"].get("refresh") or []):

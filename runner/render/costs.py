@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.llm.prices import price_of
+from runner.llm.prices import Price, batch_price_of, price_of
 
 CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
 FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from
@@ -26,6 +26,16 @@ class ModelEstimate:
     cached_completion: list[int] = field(default_factory=list)
     uncached_prompt_tokens: int = 0
     max_tokens: int | None = None
+    batch: bool = False               # answered through a batch API: the batch price
+
+    def price(self) -> tuple[Price | None, str]:
+        """The price per token that applies, and how it is known."""
+        if not self.batch:
+            return price_of(self.model_id), ""
+        found = batch_price_of(self.model_id)
+        if found is None:
+            return None, ""
+        return found[0], " at the batch price" if found[1] else " at the batch price (est. 50% of the live price)"
 
     def completion_per_call(self) -> tuple[int, str]:
         """(tokens, how they were estimated) for an uncached call."""
@@ -45,9 +55,9 @@ class CostEstimate:
     models: dict[str, ModelEstimate] = field(default_factory=dict)
 
     def add(self, name: str, model_id: str, prompt_text: str, cached: dict[str, Any] | None,
-            max_tokens: int | None) -> int:
+            max_tokens: int | None, batch: bool = False) -> int:
         """Count one call; returns its estimated prompt tokens."""
-        entry = self.models.setdefault(name, ModelEstimate(model_id))
+        entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch))
         tokens = estimate_tokens(prompt_text)
         entry.calls += 1
         entry.prompt_tokens += tokens
@@ -78,12 +88,12 @@ class CostEstimate:
         for name, entry in self.models.items():
             per_call, how = entry.completion_per_call()
             uncached = entry.calls - entry.cached
-            price = price_of(entry.model_id)
+            price, basis_text = entry.price()
             if price is None:
                 cost_text = "no price in litellm's table (a local model costs nothing)"
             else:
                 cost = price.cost(entry.uncached_prompt_tokens, per_call * uncached)
-                cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s)"
+                cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s){basis_text}"
             basis = f" ({per_call} per uncached call: {how})" if uncached else ""
             out.append(f"  {name} ({entry.model_id}): {entry.calls} call(s), {entry.cached} cached, "
                        f"est. prompt tokens {entry.prompt_tokens}, est. completion tokens "
@@ -100,7 +110,7 @@ class CostEstimate:
     def total_cost(self) -> float:
         total = 0.0
         for entry in self.models.values():
-            price = price_of(entry.model_id)
+            price, _ = entry.price()
             if price is not None:
                 per_call, _ = entry.completion_per_call()
                 total += price.cost(entry.uncached_prompt_tokens, per_call * (entry.calls - entry.cached))

@@ -1,1 +1,1 @@
-"""What persists across runs: the LLM and JSON caches, the memo store, run folders."""
+"""Stores: what outlives a run and has several writers, in SQLite (each write a transaction)."""

@@ -180,6 +180,9 @@ def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     made = json.loads((project.root / "out" / "run.json").read_text())
     assert (made["status"], made["interrupted"], made["counts"]["done"]) == ("interrupted", True, len(results))
     assert [r["index"] for r in results] == sorted(r["index"] for r in results)
+    headline = (project.root / "out" / "report.md").read_text().splitlines()[0]       # no report looks complete
+    assert f"({len(results)} " in headline and "items, interrupted" in headline
+    assert "items, interrupted" in (project.root / "out" / "report.html").read_text().split("</h1>")[0]
 
 
 def test_nothing_litellm_prints_reaches_stdout(project, fake_llm):

@@ -239,7 +239,7 @@ def test_summary_rates_fields_and_assessment(project):
     assert summary["ok_rate"] == 0.6667 and summary["ok_rate_count"] == 2
     assert summary["assessment"] == "mostly yes (2/3)"
     report = (project.root / "out" / "report.md").read_text()
-    assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | False |" in report
+    assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | no |" in report     # booleans read yes/no
 
 
 def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fake_llm, monkeypatch):
@@ -299,7 +299,8 @@ def test_html_report_escapes_and_matches_the_markdown(project):
     assert "&lt;b&gt;bold&lt;/b&gt; | pipe" in page and "<b>bold</b>" not in page
     assert "<strong>Assessment:</strong> done &lt;ok&gt;" in page
     markdown = (project.root / "out" / "report.md").read_text()
-    assert "| 1 | <b>bold</b> \\| pipe |" in markdown and "**Assessment:** done <ok>" in markdown
+    # report.md carries no raw HTML either (issue 31 H16)
+    assert "| 1 | &lt;b&gt;bold&lt;/b&gt; \\| pipe |" in markdown and "**Assessment:** done &lt;ok&gt;" in markdown
 
 
 def test_a_missing_result_field_names_the_step_and_its_fields(project):

@@ -90,3 +90,34 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     print(f"report screenshot: {shot}")
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_a_capped_report_opens_and_filters_in_chromium(browser, tmp_path):
+    """3,000 results read from results.jsonl: the page lists 1,000 rows (every failing item
+    first), its chips count all 3,000, and it says where the rest are (bench/report_browser.py
+    does the same at 100,000 items and times it)."""
+    from test_report import big_run
+
+    from runner.outputs.report_html import render_html
+    from runner.outputs.report_view import build_view
+
+    summary, results, failing = big_run(tmp_path, 3000, failing_every=5)
+    page = tmp_path / "report.html"
+    page.write_text(render_html(build_view(summary, results, ["claim", "verdict"], passed=lambda r: r["ok"])))
+    browser.get(page.as_uri())
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    assert browser.find_element("id", "shown").text == "showing 1000 of 1000 listed (3000 in the run)"
+    assert "600 need review in all" in browser.find_element("id", "unlisted").text
+    assert "results.jsonl" in browser.find_element("id", "unlisted").text
+    chip = browser.find_element("css selector", 'button.chip[data-verdict="INVALID"]')
+    assert chip.text == f"INVALID {failing}"
+    chip.click()
+    shown = visible(browser)
+    assert len(shown) == failing == 600 and shown[:2] == ["5", "10"]
+    assert browser.find_element("id", "shown").text == "showing 600 of 1000 listed (600 in the run)"
+    browser.find_element("css selector", 'button.chip[data-verdict="VALID"]').click()
+    assert browser.find_element("id", "shown").text == "showing 400 of 1000 listed (2400 in the run)"
+    browser.find_element("css selector", 'button.chip[data-verdict=""]').click()
+    browser.find_element("id", "search").send_keys("claim 2995")
+    assert visible(browser) == ["2995"]
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400

@@ -1,0 +1,76 @@
+"""Values as people read them in reports: numbers to sensible precision, booleans as yes/no,
+control characters made visible, and markdown that carries no raw HTML or links."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any
+
+# C0/C1 controls (tab, newline and carriage return are whitespace, folded elsewhere), line and
+# paragraph separators, non-characters and lone surrogates: invisible or invalid in a report,
+# so `VALID\v` would print as a second `VALID`.
+CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\ud800-\udfff]")
+NUMBER = re.compile(r"^-?\d+\.\d{5,}(e[-+]?\d+)?$")
+WORDS = {"True": "yes", "False": "no", "None": "none"}
+MARKDOWN_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "[": "\\[", "]": "\\]", "<": "&lt;", ">": "&gt;",
+                                  "&": "&amp;", "`": "\\`"})
+
+
+def visible(value: str) -> str:
+    """Control characters as `\\x0b`-style escapes, so two values that differ by one stay two."""
+    return CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", value)
+
+
+def number(value: float) -> str:
+    """3 significant digits, integral values without `.0`, no exponent for large ones."""
+    if not math.isfinite(value):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def text(value: Any, limit: int | None = None) -> str:
+    """One line of text for any value: numbers short, yes/no, lists joined, objects as k: v."""
+    if value is None:
+        out = ""
+    elif isinstance(value, bool):
+        out = "yes" if value else "no"
+    elif isinstance(value, float):
+        out = number(value)
+    elif isinstance(value, list):
+        out = ", ".join(text(v) for v in value)
+    elif isinstance(value, dict):
+        out = ", ".join(f"{visible(str(k))}: {text(v)}" for k, v in value.items())
+    else:
+        out = visible(str(value))
+    out = " ".join(out.split())
+    return out if limit is None or len(out) <= limit else out[:limit - 1] + "…"
+
+
+@functools.lru_cache(maxsize=1024)        # called once per result with a handful of distinct verdicts
+def count_label(key: str) -> str:
+    """A summary count key (Python's str() of the counted value) as a person reads it."""
+    if key in WORDS:
+        return WORDS[key]
+    if NUMBER.match(key):
+        try:
+            return number(float(key))
+        except ValueError:
+            pass
+    return " ".join(visible(key).split()) or "(empty)"
+
+
+def markdown(value: str) -> str:
+    """Text safe in markdown: no raw HTML, no link or image syntax, no table breaks."""
+    return value.translate(MARKDOWN_SPECIAL)
+
+
+def safe_url(url: str) -> str | None:
+    """A link target a report may carry: web addresses only (never `javascript:` or `data:`)."""
+    cleaned = "".join(url.split())
+    return cleaned if re.match(r"^https?://", cleaned, re.IGNORECASE) else None

@@ -1,0 +1,114 @@
+"""Which items a report lists, chosen in one pass over any number of results with bounded
+state: tallies, and at most `limit` rows, those that need a person first (errored, failed,
+neither), then passing ones while room remains, shown in index order."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+HTML_ROWS = 1000            # report.html stays a few MB at any size (bench/report_browser.py)
+MARKDOWN_ROWS = 200
+
+
+def index_of(result: dict[str, Any]) -> int:
+    value = result.get("index")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass
+class Rows:
+    chosen: list[dict[str, Any]] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)
+    verdict_status: dict[str, str] = field(default_factory=dict)     # each verdict's status, as first seen
+    seen: int = 0
+
+    @property
+    def review(self) -> int:
+        return self.seen - self.statuses["pass"]
+
+
+class _Lowest:
+    """The `size` results of lowest index seen so far (a max-heap on index)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.heap: list[tuple[int, int, dict[str, Any]]] = []
+
+    def offer(self, order: int, result: dict[str, Any]) -> None:
+        entry = (-index_of(result), -order, result)
+        if len(self.heap) < self.size:
+            heapq.heappush(self.heap, entry)
+        elif self.size and entry > self.heap[0]:
+            heapq.heapreplace(self.heap, entry)
+
+    def results(self) -> list[dict[str, Any]]:
+        return [result for _, _, result in sorted(self.heap, reverse=True)]
+
+
+def pick_rows(results: Iterable[dict[str, Any]], classify: Callable[[dict[str, Any]], tuple[str, str]],
+              limit: int) -> Rows:
+    """`classify(result)` gives (verdict, status); status `pass` needs no review."""
+    rows = Rows()
+    review, passing = _Lowest(limit), _Lowest(limit)
+    order = itertools.count()
+    for result in results:
+        verdict, status = classify(result)
+        rows.seen += 1
+        rows.statuses[status] += 1
+        rows.verdict_status.setdefault(verdict, status)
+        (passing if status == "pass" else review).offer(next(order), result)
+    chosen = review.results()
+    chosen += passing.results()[:limit - len(chosen)]
+    rows.chosen = sorted(chosen, key=index_of)
+    return rows
+
+
+def choose(items: list[Any], limit: int, needs_review: Callable[[Any], bool]) -> list[Any]:
+    """The same rule over already chosen rows, for a smaller page (report.md)."""
+    if len(items) <= limit:
+        return items
+    first = [item for item in items if needs_review(item)][:limit]
+    kept = {id(item) for item in first}
+    rest = [item for item in items if id(item) not in kept][:limit - len(first)]
+    kept |= {id(item) for item in rest}
+    return [item for item in items if id(item) in kept]
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """How much of the run the report covers: `159 of 300` when interrupted or partial."""
+    done: int
+    planned: int | None = None
+    interrupted: bool = False
+    partial: bool = False
+
+    @classmethod
+    def of(cls, summary: dict[str, Any], seen: int) -> RunScope:
+        total, planned = summary.get("total"), summary.get("planned")
+        done = total if isinstance(total, int) and not isinstance(total, bool) else seen
+        return cls(done, planned if isinstance(planned, int) and not isinstance(planned, bool) else None,
+                   summary.get("interrupted") is True, summary.get("partial") is True)
+
+    @property
+    def incomplete(self) -> bool:
+        return self.interrupted or self.partial or (self.planned is not None and self.planned != self.done)
+
+    @property
+    def count(self) -> str:
+        """`159 of 300` for an incomplete run whose plan is known, else `159`."""
+        return f"{self.done} of {self.planned}" if self.planned is not None and self.incomplete else str(self.done)
+
+    @property
+    def headline(self) -> str:
+        """What qualifies every headline of an incomplete run; empty for a complete one."""
+        if not self.incomplete:
+            return ""
+        why = "interrupted" if self.interrupted else "partial run"
+        if self.planned is None:
+            return f"{self.done} items, {why}: the number planned is not recorded"
+        return f"{self.count} items, {why}"

@@ -1,0 +1,144 @@
+"""Submitted provider batches, on disk before anyone polls them.
+
+One SQLite file in the cache folder. A submission is written (with a local id sent as the
+batch's metadata) before the batch is created, and its provider id right after, so a run
+stopped at any point (Ctrl-C, SIGTERM, kill -9) and started again finds its batches, by
+the cache keys of their requests, and polls them instead of paying twice."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+STORE_FILE = "batches.sqlite3"
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+KEEP_SECONDS = 30 * 86400        # a provider keeps batch files about as long
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    submission TEXT PRIMARY KEY, batch_id TEXT, model_name TEXT NOT NULL, model TEXT NOT NULL,
+    api_base TEXT, status TEXT NOT NULL, requests INTEGER NOT NULL, counts TEXT NOT NULL DEFAULT '{}',
+    message TEXT NOT NULL DEFAULT '', created REAL NOT NULL, updated REAL NOT NULL,
+    collected INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS requests (
+    custom_id TEXT NOT NULL, submission TEXT NOT NULL, PRIMARY KEY (custom_id, submission));
+CREATE INDEX IF NOT EXISTS requests_by_submission ON requests (submission);
+"""
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    submission: str
+    batch_id: str | None
+    model_name: str
+    model: str
+    api_base: str | None
+    status: str
+    requests: int
+    counts: dict[str, int]
+    message: str
+    created: float
+    updated: float
+
+    @property
+    def pending(self) -> bool:
+        return self.status not in TERMINAL
+
+
+class BatchStore:
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / STORE_FILE
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self.prune()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def intend(self, submission: str, model_name: str, model: str, api_base: str | None,
+               custom_ids: Iterable[str]) -> None:
+        """Record a batch about to be created (status `submitting`), with its requests."""
+        now = time.time()
+        with self._transaction() as db:
+            ids = list(custom_ids)
+            db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?, 0)",
+                       (submission, model_name, model, api_base, len(ids), now, now))
+            db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?)", ((c, submission) for c in ids))
+
+    def submitted(self, submission: str, batch_id: str, status: str) -> None:
+        self._update(submission, batch_id=batch_id, status=status)
+
+    def update(self, submission: str, status: str, counts: dict[str, int] | None = None, message: str = "") -> None:
+        self._update(submission, status=status, counts=json.dumps(counts or {}), message=message)
+
+    def _update(self, submission: str, **fields: object) -> None:
+        sets = ", ".join(f"{name} = ?" for name in fields)
+        with self._transaction() as db:
+            db.execute(f"UPDATE batches SET {sets}, updated = ? WHERE submission = ?",   # noqa: S608 - fixed names
+                       (*fields.values(), time.time(), submission))
+
+    def collected(self, submission: str) -> None:
+        """Its answers reached their calls: a later run sends a call that failed again rather
+        than reading the same answer back."""
+        self._update(submission, collected=1)
+
+    def forget(self, submission: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM requests WHERE submission = ?", (submission,))
+            db.execute("DELETE FROM batches WHERE submission = ?", (submission,))
+
+    def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
+        """The newest batch of this endpoint and model that holds the request and may still
+        answer it: pending, or completed but never collected (its run stopped first)."""
+        row = self._db.execute(
+            "SELECT b.* FROM requests r JOIN batches b ON b.submission = r.submission "
+            "WHERE r.custom_id = ? AND b.model = ? AND b.api_base IS ? AND b.collected = 0 AND b.status NOT IN "
+            "('failed', 'expired', 'cancelled') ORDER BY b.created DESC LIMIT 1",
+            (custom_id, model, api_base)).fetchone()
+        return _record(row) if row else None
+
+    def custom_ids(self, submission: str) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT custom_id FROM requests WHERE submission = ?", (submission,))]
+
+    def get(self, submission: str) -> BatchRecord | None:
+        row = self._db.execute("SELECT * FROM batches WHERE submission = ?", (submission,)).fetchone()
+        return _record(row) if row else None
+
+    def all(self, pending_only: bool = False) -> list[BatchRecord]:
+        rows = self._db.execute("SELECT * FROM batches ORDER BY created").fetchall()
+        records = [_record(r) for r in rows]
+        return [r for r in records if r.pending] if pending_only else records
+
+    def prune(self, now: float | None = None) -> None:
+        """Drop finished batches older than their files' lifetime."""
+        cutoff = (now or time.time()) - KEEP_SECONDS
+        with self._transaction() as db:
+            old = [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
+                                            "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))]
+            db.executemany("DELETE FROM requests WHERE submission = ?", ((s,) for s in old))
+            db.executemany("DELETE FROM batches WHERE submission = ?", ((s,) for s in old))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _record(row: tuple[object, ...]) -> BatchRecord:
+    (submission, batch_id, model_name, model, api_base, status, requests, counts, message, created,
+     updated, _) = row
+    return BatchRecord(str(submission), None if batch_id is None else str(batch_id), str(model_name), str(model),
+                       None if api_base is None else str(api_base), str(status), int(requests),  # type: ignore[call-overload]
+                       json.loads(str(counts)), str(message), float(created), float(updated))  # type: ignore[arg-type]

@@ -1,0 +1,240 @@
+"""Shipped pipelines with --batch give exactly the live run's results (issue 28): the
+citation judge example, a 200-citation load, and deep judgment (whose stages become
+successive batches); a --batch run killed with SIGKILL while its batches are pending
+polls the same batches when started again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fakellm import Reply
+from helpers import run, write_json
+from test_citation_judge import EXAMPLE, PIPELINE, SEATS, answer, jury_overrides, script
+
+REPO = Path(__file__).resolve().parents[2]
+DEEP = REPO / "pipelines" / "deep_judgment.yaml"
+VOLATILE = {"latency_ms", "cached", "duration_ms"}
+FAST_POLL = [f"models.{seat}.batch_poll_seconds=0.02" for seat in SEATS]
+
+
+def stable(value):
+    """A result without what differs between two equal runs (timings, cache flags)."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
+
+
+def judge_example(cli, folder: Path, cache: Path, url: str, *extra: str) -> list[dict]:
+    args = ["run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(cache),
+            *jury_overrides(url), *extra]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    if "--batch" in extra:
+        assert "LLM calls: 30 sent, 0 cached, 5 failed (30 in 3 provider batch(es)); written to out" in result.output
+    return [json.loads(line) for line in (folder / "out" / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def example(tmp_path, monkeypatch):
+    shutil.copytree(EXAMPLE, tmp_path / "example")
+    monkeypatch.chdir(tmp_path / "example")
+    return tmp_path / "example"
+
+
+def test_citation_example_with_batch_gives_the_live_verdicts_one_batch_per_juror(example, fake_llm, cli, tmp_path):
+    script(fake_llm)
+    live = judge_example(cli, example, tmp_path / "live-cache", fake_llm.url)
+    assert len(fake_llm.requests) == 30 and fake_llm.batches.created() == []
+    fake_llm.requests.clear()
+    poll = [arg for setting in FAST_POLL for arg in ("--set", setting)]
+    batched = judge_example(cli, example, tmp_path / "batch-cache", fake_llm.url, "--batch", *poll)
+    assert fake_llm.requests == []                                  # no live chat request at all
+    assert sorted(b.model for b in fake_llm.batches.created()) == sorted(SEATS.values())
+    assert all(len(b.lines) == 10 for b in fake_llm.batches.created())
+    assert [r["verdict"] for r in batched] == [r["verdict"] for r in live]
+    assert stable(batched) == stable(live)
+
+
+def two_hundred_citations(folder: Path) -> Path:
+    """200 citations of the example's sources, numbered so each juror's answer is scripted."""
+    lines = [f'Claim number {n} says "Congress shall make no law respecting an establishment of religion" '
+             f'[us_constitution.txt:L100-L101](data/canonical/us_constitution.txt).' for n in range(200)]
+    return folder.joinpath("load.md").write_text("\n".join(lines) + "\n", encoding="utf-8") and folder / "load.md"
+
+
+def script_load(fake_llm) -> None:
+    verdicts = ("VALID", "MISLEADING", "UNSUPPORTED", "INSUFFICIENT")
+    for n in range(200):
+        for offset, (seat, model) in enumerate(SEATS.items()):
+            choice = (n + offset * (n % 3)) % 5
+            reply = Reply(status=500) if choice == 4 else Reply(answer(verdicts[choice], seat))
+            fake_llm.script(reply, model=model, contains=f"Claim number {n} says")
+
+
+def test_two_hundred_citations_with_batch_match_the_live_run(example, fake_llm, cli, tmp_path):
+    two_hundred_citations(example)
+    script_load(fake_llm)
+    base = ["run", str(PIPELINE), "--input", "load.md", "--out", "out", *jury_overrides(fake_llm.url),
+            "--set", "models.gemini.limits.requests_per_day=1000"]      # the example's free tier allows 20
+    assert cli(*base, "--cache-dir", str(tmp_path / "live")).exit_code == 0
+    live = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
+    assert len(fake_llm.requests) == 600
+    fake_llm.requests.clear()
+    poll = [arg for setting in FAST_POLL for arg in ("--set", setting)]
+    result = cli(*base, "--cache-dir", str(tmp_path / "batch"), "--batch", *poll)
+    assert result.exit_code == 0, result.output
+    batched = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
+    assert fake_llm.requests == []
+    assert sorted((b.model, len(b.lines)) for b in fake_llm.batches.created()) == \
+        sorted((model, 200) for model in SEATS.values())
+    assert len({r["verdict"] for r in live}) >= 3                   # the load has several outcomes
+    assert [r["verdict"] for r in batched] == [r["verdict"] for r in live]
+    assert stable(batched) == stable(live)
+
+
+# -- deep judgment ------------------------------------------------------------------------
+RESPONSE = ("In the ATLAS-2 trial, patients received ZX-41 at 40 mg once daily for 12 weeks. "
+            "The primary endpoint was met: systolic blood pressure fell by 11.2 mmHg compared with placebo.")
+TEMPLATE = {"attributes": {"dose_mg": {"type": "number", "description": "Daily dose"},
+                           "endpoint_met": {"type": "boolean", "description": "Primary endpoint met"}}}
+EXTRACT, RETRY, REASON = "You extract evidence", "could not be found in the response", "explain in one or two"
+PARSE, ABSTAIN = "Fill the attributes below", "decline to answer"
+GOOD = {"dose_mg": [{"text": "ZX-41 at 40 mg once daily", "confidence": "high"}],
+        "endpoint_met": [{"text": "The primary endpoint was met", "confidence": "high"}]}
+PARAPHRASE = {**GOOD, "endpoint_met": [{"text": "the main study goal was reached", "confidence": "medium"}]}
+
+
+def _prompt(body: dict) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+
+
+def script_deep(fake_llm) -> None:
+    """Case A answers well; B paraphrases, then fixes it when re-asked; C never does."""
+    def case(marker: str, stage: str):
+        return lambda body: marker in _prompt(body) and stage in _prompt(body)
+    fake_llm.script(json.dumps({"excerpts": GOOD}), when=case("case A", EXTRACT))
+    fake_llm.script(json.dumps({"excerpts": {"endpoint_met": GOOD["endpoint_met"]}}), when=case("case B", RETRY))
+    fake_llm.script(json.dumps({"excerpts": PARAPHRASE}), when=case("case B", EXTRACT))
+    fake_llm.script(json.dumps({"excerpts": {"endpoint_met": [{"text": "a triumph", "confidence": "low"}]}}),
+                    when=case("case C", RETRY))
+    fake_llm.script(json.dumps({"excerpts": PARAPHRASE}), when=case("case C", EXTRACT))
+    fake_llm.script(json.dumps({"reasoning": {"dose_mg": "40 mg", "endpoint_met": "met"}}), contains=REASON)
+    fake_llm.script(json.dumps({"dose_mg": 40, "endpoint_met": True}), contains=PARSE)
+    fake_llm.script(json.dumps({"abstained": False, "reason": "answered"}), contains=ABSTAIN)
+
+
+def test_deep_judgment_with_batch_gives_the_live_results_stage_by_stage(project, fake_llm):
+    records = [{"question": f"What did ATLAS-2 find? (case {c})", "response": f"{RESPONSE} (case {c})",
+                "template": TEMPLATE, "expected": {"dose_mg": 40, "endpoint_met": True}} for c in "ABC"]
+    source = write_json(project.root / "in.json", records)
+    script_deep(fake_llm)
+    overrides = [f"models.parser.api_base={fake_llm.url}", "models.parser.retries=0"]
+    live = run(DEEP, source, out=project.root / "live", cache_dir=project.root / "live-cache", overrides=overrides)
+    live_calls = len(fake_llm.requests)
+    fake_llm.requests.clear()
+    batched = run(DEEP, source, out=project.root / "batch", cache_dir=project.root / "batch-cache", batch=True,
+                  overrides=[*overrides, "models.parser.batch_poll_seconds=0.02"])
+    assert fake_llm.requests == []
+    assert stable(batched.results) == stable(live.results)
+    dj = {r["index"]: r["deep_judgment"] for r in batched.results}
+    assert [dj[i]["deep_judgment_excerpt_retry_count"] for i in (1, 2, 3)] == [0, 1, 2]
+    batches = fake_llm.batches.created()
+    assert sum(len(b.lines) for b in batches) == live_calls
+    assert len(batches) >= 4            # excerpts, the re-asks, reasoning, parse ...: one batch per stage
+    first = [_prompt(line["body"]) for line in batches[0].lines]
+    assert len(first) == 3 and all(EXTRACT in p for p in first)   # every item's first stage in one batch
+
+
+# -- killed while batches are pending -----------------------------------------------------
+@pytest.mark.parametrize(("stop", "lost"), [(signal.SIGKILL, "nothing"), (signal.SIGKILL, "the batch id"),
+                                            (signal.SIGKILL, "the batch"), (signal.SIGTERM, "nothing")])
+def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(example, fake_llm, tmp_path, stop,
+                                                                                lost):
+    """Killed with its three batches pending. `the batch id`: as if killed between creating a
+    batch and writing its id (found again by its submission id); `the batch`: as if killed
+    before the batch was created (its calls are gathered again)."""
+    script(fake_llm)
+    fake_llm.batches.hold = True             # the batches stay in progress until released
+    cache = tmp_path / "cache"
+    args = [sys.executable, "-m", "runner.cli.app", "run", str(PIPELINE), "--input", "report.md", "--out", "out",
+            "--cache-dir", str(cache), "--batch", *jury_overrides(fake_llm.url), "--quiet"]
+    for setting in FAST_POLL:
+        args += ["--set", setting]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNER_")}
+    first = subprocess.Popen(args, cwd=example, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = cache / "batches.sqlite3"
+    try:
+        deadline = time.monotonic() + 60
+
+        def polled() -> bool:       # every batch on disk and polled at least once: the run waits on them
+            created = fake_llm.batches.created()
+            return _all_recorded(store, 3) and len(created) == 3 and all(b.polls for b in created)
+        while time.monotonic() < deadline and not polled():
+            time.sleep(0.05)
+        assert polled(), first.stderr.read1().decode() if first.poll() else ""
+    finally:
+        first.send_signal(stop)
+        first.wait(timeout=60)
+    if stop == signal.SIGKILL:
+        assert not (example / "out" / "summary.json").exists()      # it really died mid-run
+    else:                                                            # stopped cleanly: what finished is written
+        assert first.returncode == 143
+        assert json.loads((example / "out" / "summary.json").read_text())["interrupted"] is True
+    expected_batches = 3
+    if lost != "nothing":
+        with sqlite3.connect(store) as db:
+            (batch_id,) = db.execute("SELECT batch_id FROM batches ORDER BY created LIMIT 1").fetchone()
+            db.execute("UPDATE batches SET batch_id = NULL, status = 'submitting' WHERE batch_id = ?", (batch_id,))
+        if lost == "the batch":
+            del fake_llm.batches.batches[batch_id]
+            expected_batches = 3 - 1 + 1                              # its calls go out once more, in a new one
+    fake_llm.batches.hold = False
+    again = subprocess.run(args, cwd=example, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert len(fake_llm.batches.created()) == expected_batches       # nothing submitted twice
+    assert again.stderr.count("submitted by an earlier run") == (2 if lost == "the batch" else 3)
+    assert fake_llm.requests == []
+    results = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in results] == ["VALID", "VALID", "VALID", "HUNG_JURY", "MISLEADING", "LLM_ERROR",
+                                               "INSUFFICIENT", "QUOTE_NOT_FOUND", "QUOTE_NOT_FOUND",
+                                               "QUOTE_NOT_FOUND", "LINES_NOT_FOUND", "FILE_NOT_FOUND",
+                                               "PATH_OUTSIDE_ROOT"]
+
+
+def _all_recorded(store: Path, count: int) -> bool:
+    if not store.exists():
+        return False
+    try:
+        with sqlite3.connect(store) as db:
+            rows = db.execute("SELECT batch_id FROM batches").fetchall()
+    except sqlite3.Error:
+        return False
+    return len(rows) == count and all(r[0] for r in rows)
+
+
+def test_seats_that_are_not_enabled_are_not_mentioned_by_batch(example, fake_llm, cli, tmp_path):
+    fake_llm.script(answer("VALID", "local"), model="local-model")
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "c"),
+                 "--set", f"models.local.api_base={fake_llm.url}", "--set", "models.local.batch_poll_seconds=0.02",
+                 "--batch")
+    assert result.exit_code == 0, result.output
+    assert "has no batch API" not in result.stderr              # gemini (litellm) takes no seat here
+    assert "(10 in 1 provider batch(es))" in result.stdout
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out2", "--cache-dir", str(tmp_path / "c2"),
+                 "--set", f"models.local.api_base={fake_llm.url}", "--set", "models.local.batch_poll_seconds=0.02",
+                 "--set", "models.gemini.enabled=true", "--set", "models.gemini.api_key=fake-google-key-123",
+                 "--set", f"models.gemini.api_base={fake_llm.url}", "--set", "models.gemini.retries=0", "--batch")
+    assert result.stderr.count("model 'gemini' (gemini/gemma-3-27b-it)") == 1
+    assert "has no batch API runner can use" in result.stderr
