@@ -321,3 +321,24 @@ def test_a_missing_result_field_names_the_step_and_its_fields(project):
         "version: 1\nname: t\nsteps: [{id: a, uses: compute, with: {v: 1}}]\noutput: {w: '{{ item.x }}'}\n",
         "q.yaml"), records=["y=1"]).results
     assert other["error"].endswith("undefined: 'dict object' has no attribute 'x' (its keys: y)")
+
+
+def test_item_key_follows_content_not_position_or_run(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: c
+            uses: compute
+            with: {n: "{{ item.n }}"}
+        output:
+          n: "{{ steps.c.n }}"
+        """)
+    first = run(path, write_json(project.root / "a.json", [{"n": 1}, {"n": 2}, {"n": 3}])).results
+    again = run(path, write_json(project.root / "b.json", [{"n": 3}, {"n": 1}, {"n": 4}])).results
+    key = {r["n"]: r["item_key"] for r in first}
+    moved = {r["n"]: r["item_key"] for r in again}
+    assert moved[1] == key[1] and moved[3] == key[3]
+    assert moved[4] not in key.values()
+    assert len(set(key.values())) == 3
+    assert all(isinstance(k, str) and len(k) == 16 for k in key.values())
