@@ -1,0 +1,118 @@
+"""`runner view` over HTTP: runs page, run page, item page, reviews, confinement, escaping."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from helpers import run, write_json
+from runner.errors import RunnerError
+from runner.view.app import create_app
+from runner.view.catalog import list_runs, run_folder
+
+TOKEN = "secret-token"
+
+
+@pytest.fixture
+def reports(project) -> Path:
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: c
+            uses: compute
+            with: {claim: "{{ item.claim }}", verdict: "{{ 'yes' if item.n > 1 else 'no' }}"}
+        output:
+          claim: "{{ steps.c.claim }}"
+          verdict: "{{ steps.c.verdict }}"
+        """)
+    items = write_json(project.root / "in.json", [{"n": 1, "claim": "<script>alert(1)</script>"},
+                                                   {"n": 2, "claim": "plain"}, {"n": 3, "claim": "other"}])
+    folder = project.root / "reports"
+    run(path, items, out=folder / "t" / "r1")
+    return folder
+
+
+def client(reports: Path) -> TestClient:
+    return TestClient(create_app(reports, token=TOKEN), base_url="http://127.0.0.1")
+
+
+def listing(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime for p in root.rglob("*")
+            if ".runner-view" not in p.parts and p.name != "reviews.sqlite" and not p.name.startswith("reviews.sqlite")}
+
+
+def test_pages_escape_values_and_browsing_changes_no_run(reports):
+    before = listing(reports)
+    web = client(reports)
+    [entry] = list_runs(reports)
+    home = web.get("/")
+    assert home.status_code == 200 and entry.path in home.text
+    page = web.get(f"/run/{entry.path}")
+    assert page.status_code == 200
+    assert "<script>alert(1)</script>" not in page.text
+    item = web.get(f"/run/{entry.path}/item/1")
+    assert item.status_code == 200 and "<script>alert(1)</script>" not in item.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in item.text
+    assert web.get(f"/run/{entry.path}/item/99").status_code == 404
+    assert listing(reports) == before
+
+
+@pytest.mark.parametrize("bad", ["%2e%2e/%2e%2e", "/etc", "..%2f..%2fetc", "t/%2e%2e/%2e%2e"])
+def test_paths_outside_reports_are_not_found(reports, bad):
+    answer = client(reports).get(f"/run/{bad}")
+    assert answer.status_code == 404
+    assert "root:" not in answer.text
+
+
+@pytest.mark.parametrize("bad", ["..", "t/../..", "/etc", "t/./r1", ""])
+def test_run_folder_refuses_dot_segments_and_absolute_paths(reports, bad):
+    with pytest.raises(RunnerError):
+        run_folder(reports, bad)
+
+
+def test_log_names_are_confined(reports):
+    [entry] = list_runs(reports)
+    for name in ("..%2f..%2fsummary.json", "%2e%2e", "summary.json"):
+        answer = client(reports).get(f"/run/{entry.path}/log/{name}")
+        assert answer.status_code == 404 and '"total"' not in answer.text
+
+
+def test_a_symlink_out_of_reports_is_not_served(reports, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    [entry] = list_runs(reports)
+    for name in os.listdir(reports / entry.path):
+        source = reports / entry.path / name
+        if source.is_file():
+            (outside / name).write_bytes(source.read_bytes())
+    (reports / "escape").symlink_to(outside)
+    assert client(reports).get("/run/escape").status_code == 404
+
+
+def test_foreign_host_is_refused(reports):
+    web = TestClient(create_app(reports, token=TOKEN), base_url="http://evil.example")
+    assert web.get("/").status_code == 400
+
+
+def test_review_needs_the_token_and_json_and_replaces_per_reviewer(reports):
+    web = client(reports)
+    [entry] = list_runs(reports)
+    body = {"run": entry.path, "index": 2, "agrees": False, "correct": "no", "reviewer": "ann"}
+    assert web.post("/api/review", json=body).status_code == 403
+    assert web.post("/api/review", json=body, headers={"X-Runner-Token": "wrong"}).status_code == 403
+    assert web.post("/api/review", content=json.dumps(body), headers={"X-Runner-Token": TOKEN,
+                                                                      "Content-Type": "text/plain"}).status_code == 415
+    saved = web.post("/api/review", json=body, headers={"X-Runner-Token": TOKEN})
+    assert saved.status_code == 200 and saved.json()["saved"] is True
+    again = web.post("/api/review", json={**body, "agrees": True, "correct": None},
+                     headers={"X-Runner-Token": TOKEN})
+    assert again.status_code == 200
+    import sqlite3
+    with sqlite3.connect(reports / "reviews.sqlite") as db:
+        rows = db.execute("select reviewer, agrees from reviews").fetchall()
+    assert rows == [("ann", 1)]
