@@ -29,6 +29,8 @@ def reports(project) -> Path:
         output:
           claim: "{{ steps.c.claim }}"
           verdict: "{{ steps.c.verdict }}"
+        summary:
+          count_by: verdict
         """)
     items = write_json(project.root / "in.json", [{"n": 1, "claim": "<script>alert(1)</script>"},
                                                    {"n": 2, "claim": "plain"}, {"n": 3, "claim": "other"}])
@@ -116,3 +118,54 @@ def test_review_needs_the_token_and_json_and_replaces_per_reviewer(reports):
     with sqlite3.connect(reports / "reviews.sqlite") as db:
         rows = db.execute("select reviewer, agrees from reviews").fetchall()
     assert rows == [("ann", 1)]
+
+
+def review(web: TestClient, run_path: str, index: int, agrees: bool, reviewer: str = "ann",
+           correct: str | None = None) -> dict:
+    answer = web.post("/api/review", json={"run": run_path, "index": index, "agrees": agrees, "reviewer": reviewer,
+                                           "correct": correct}, headers={"X-Runner-Token": TOKEN})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_review_follows_the_item_into_a_new_run(project, reports):
+    web = client(reports)
+    review(web, "t/r1", 2, False, reviewer="bob", correct="no")
+    items = write_json(project.root / "moved.json", [{"n": 9, "claim": "new"}, {"n": 2, "claim": "plain"}])
+    run(project.root / "pipelines" / "p.yaml", items, out=reports / "t" / "r2")
+    page = web.get("/run/t/r2/item/2")
+    assert page.status_code == 200 and "bob" in page.text
+    assert "bob" not in web.get("/run/t/r2/item/1").text
+
+
+def test_concurrent_reviewers_lose_nothing(reports):
+    from concurrent.futures import ThreadPoolExecutor
+    web = client(reports)
+    names = [f"reviewer{n}" for n in range(24)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: review(web, "t/r1", 1 + len(name) % 3, True, reviewer=name), names))
+    import sqlite3
+    with sqlite3.connect(reports / "reviews.sqlite") as db:
+        stored = {row[0] for row in db.execute("select reviewer from reviews")}
+    assert stored == set(names)
+
+
+def test_exported_labels_and_the_review_store_both_score_the_reviewed_items(reports, tmp_path):
+    from typer.testing import CliRunner
+
+    from runner.cli.app import app
+    web = client(reports)
+    review(web, "t/r1", 1, True)
+    review(web, "t/r1", 2, False, correct="no")
+    review(web, "t/r1", 3, True)
+    labels = tmp_path / "labels.jsonl"
+    exported = CliRunner().invoke(app, ["labels", "export", str(reports), "--pipeline", "t", "--out", str(labels)])
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert sorted(row["label"] for row in rows) == ["no", "no", "yes"]
+    for source in (labels, reports / "reviews.sqlite"):
+        scored = CliRunner().invoke(app, ["eval", str(reports / "t" / "r1"), "--labels", str(source),
+                                          "--key", "item_key", "--truth", "label"])
+        assert scored.exit_code == 0, scored.output
+        report = json.loads((reports / "t" / "r1" / "eval.json").read_text())
+        assert report["scored"] == 3 and report["metrics"]["accuracy"] == pytest.approx(2 / 3, abs=1e-3)
