@@ -17,28 +17,6 @@ from runner.view.catalog import list_runs, run_folder
 TOKEN = "secret-token"
 
 
-@pytest.fixture
-def reports(project) -> Path:
-    path = project.pipeline("""
-        version: 1
-        name: t
-        steps:
-          - id: c
-            uses: compute
-            with: {claim: "{{ item.claim }}", verdict: "{{ 'yes' if item.n > 1 else 'no' }}"}
-        output:
-          claim: "{{ steps.c.claim }}"
-          verdict: "{{ steps.c.verdict }}"
-        summary:
-          count_by: verdict
-        """)
-    items = write_json(project.root / "in.json", [{"n": 1, "claim": "<script>alert(1)</script>"},
-                                                   {"n": 2, "claim": "plain"}, {"n": 3, "claim": "other"}])
-    folder = project.root / "reports"
-    run(path, items, out=folder / "t" / "r1")
-    return folder
-
-
 def client(reports: Path) -> TestClient:
     return TestClient(create_app(reports, token=TOKEN), base_url="http://127.0.0.1")
 
