@@ -147,3 +147,19 @@ def test_exported_labels_and_the_review_store_both_score_the_reviewed_items(repo
         assert scored.exit_code == 0, scored.output
         report = json.loads((reports / "t" / "r1" / "eval.json").read_text())
         assert report["scored"] == 3 and report["metrics"]["accuracy"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def shown_items(page: str) -> list[int]:
+    import re
+    return [int(n) for n in re.findall(r'<tr data-index="(\d+)"', page)]
+
+
+def test_the_run_page_filters_searches_and_sorts(reports):
+    web = client(reports)
+    assert shown_items(web.get("/run/t/r1").text) == [1, 2, 3]
+    assert shown_items(web.get("/run/t/r1?verdict=yes").text) == [2, 3]
+    assert shown_items(web.get("/run/t/r1?verdict=no").text) == [1]
+    assert shown_items(web.get("/run/t/r1?field=claim&value=plain").text) == [2]
+    assert shown_items(web.get("/run/t/r1?q=other").text) == [3]
+    assert shown_items(web.get("/run/t/r1?errors=1").text) == []
+    assert shown_items(web.get("/run/t/r1?sort=index&desc=1").text) == [3, 2, 1]
