@@ -163,3 +163,19 @@ def test_the_run_page_filters_searches_and_sorts(reports):
     assert shown_items(web.get("/run/t/r1?q=other").text) == [3]
     assert shown_items(web.get("/run/t/r1?errors=1").text) == []
     assert shown_items(web.get("/run/t/r1?sort=index&desc=1").text) == [3, 2, 1]
+
+
+def test_compare_shows_the_diff_and_refuses_other_inputs_unless_forced(project, reports):
+    web = client(reports)
+    pipeline = project.root / "pipelines" / "p.yaml"
+    run(pipeline, project.root / "in.json", out=reports / "t" / "same")
+    run(pipeline, write_json(project.root / "other.json", [{"n": 1, "claim": "x"}]), out=reports / "t" / "other")
+    same = web.get("/compare?run=t/r1&run=t/same")
+    assert same.status_code == 200 and "<script>alert(1)</script>" not in same.text
+    assert "0 item(s) changed" in same.text and "compare anyway" not in same.text
+    refused = web.get("/compare?run=t/r1&run=t/other")
+    forced = web.get("/compare?run=t/r1&run=t/other&force=1")
+    assert refused.status_code == 200 and forced.status_code == 200
+    assert "compare anyway" in refused.text and "item(s) changed" not in refused.text
+    assert "compare anyway" not in forced.text and "item(s) changed" in forced.text
+    assert web.get("/compare?run=t/r1").status_code == 400
