@@ -4,6 +4,7 @@ Chromium through a real `runner view`, exported as labels and scored by `runner 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,10 @@ def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, c
             WebDriverWait(browser, 10).until(
                 lambda b: b.find_element("id", "review-status").get_attribute("data-saved") == "yes")
             assert browser.find_element("id", "review-status").text.startswith("saved")
+        if os.environ.get("RUNNER_VIEW_SCREENSHOT"):                  # how README's docs/view.png is made
+            browser.set_window_size(1100, 760)
+            browser.get(f"{base}/run/citation_judge/second/item/2")
+            browser.save_screenshot(os.environ["RUNNER_VIEW_SCREENSHOT"])
     finally:
         server.terminate()
         server.wait(timeout=10)
