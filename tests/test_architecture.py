@@ -134,6 +134,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
     ("reference", ("runner.docgen",)),
+    ("view", ("runner.view",)),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from test_cli import SLOW_PIPELINE, _spawn, _wait_for_lines
@@ -101,7 +102,7 @@ def test_templates_that_would_exhaust_memory_or_time_fail_their_item(project, ex
     path = echo_pipeline(project, f"  big: '{{{{ {expression} if item.n == 2 else 0 }}}}'\n")
     items = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
     first, second = run(path, items).results
-    assert first == {"index": 1, "n": 1, "big": 0}
+    assert first == {"index": 1, "item_key": ANY, "n": 1, "big": 0}
     assert refusal in second["error"] and "output.big" in second["error"]
 
 
@@ -292,7 +293,7 @@ def test_out_naming_a_read_only_folder_is_a_message(project, cli):
 def test_a_bom_is_stripped_from_structured_inputs(project, adapter, text):
     path = echo_pipeline(project, adapter=adapter)
     (project.root / f"in.{adapter}").write_bytes(b"\xef\xbb\xbf" + text.encode())
-    assert run(path, project.root / f"in.{adapter}").results == [{"index": 1, "n": 1}]
+    assert run(path, project.root / f"in.{adapter}").results == [{"index": 1, "item_key": ANY, "n": 1}]
 
 
 def test_a_bom_stays_out_of_the_first_claim(project):

@@ -102,7 +102,7 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
     """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
     scores: no interval, per-class table or jurors."""
     predicted = predicted_field(spec, summary)
-    rows = read_labels(spec.labels) if rows is None else rows
+    rows = read_labels(spec.labels, summary.get("pipeline")) if rows is None else rows
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
     truth = [p.truth for p in joined.pairs]
     guesses = [p.predicted for p in joined.pairs]

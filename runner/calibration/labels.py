@@ -38,7 +38,14 @@ class LabelRow:
     record: dict[str, Any]
 
 
-def read_labels(path: Path) -> list[LabelRow]:
+def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
+    """Label rows from JSONL, JSON or CSV, or from a review store (reviews.sqlite of `runner
+    view`, read for `pipeline`: rows of item_key and label, as `runner labels export` writes)."""
+    if path.suffix.lower() in (".sqlite", ".db"):
+        from runner.calibration.review_labels import label_records
+        if not pipeline:
+            raise InputError(f"{path}: a review store holds reviews of many pipelines; the run names none")
+        return [LabelRow(number, record) for number, record in enumerate(label_records(path, pipeline), 1)]
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     suffix = path.suffix.lower()

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, pipelines, tools
+from runner.cli import batches, calibration, pipelines, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
@@ -196,8 +196,10 @@ app.command()(tools.feedback)
 app.command()(tools.diff)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
+app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
 app.add_typer(tools.cache_app, name="cache")
+app.add_typer(view.labels_app, name="labels")
 
 
 def main() -> None:

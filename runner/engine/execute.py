@@ -85,7 +85,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one."""
-    result: dict[str, Any] = {"index": item.index}
+    result: dict[str, Any] = {"index": item.index, "item_key": item.key}
     if item.error:
         result["error"] = item.error
         return clean_value(result)
@@ -154,7 +154,8 @@ RESERVED_FROM_BASE = ("error", "warnings")
 
 
 def _from_base(base: dict[str, Any]) -> dict[str, Any]:
-    return {f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items() if k != "index"}
+    return {f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items()
+            if k not in ("index", "item_key")}
 
 
 def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,14 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The item's content key: a hash of what it reads (its record, and its parent's), the
+        same in every run of the same input, whatever its position (reviews follow it)."""
+        text = json.dumps([self.value, self.parent], sort_keys=True, ensure_ascii=False, default=str,
+                          separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # Every module of runner/inputs is imported on the first lookup and registers its adapters.

@@ -50,7 +50,7 @@ def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator
     """results.csv a row at a time: one pass over `results` (re-iterable) for the columns, one for the rows."""
     columns: dict[str, None] = {"index": None}
     for result in results:
-        columns.update(dict.fromkeys(flatten(result)))
+        columns.update(dict.fromkeys(flatten(_exported(result))))
     buffer = io.StringIO()
     # RFC 4180 line ends: the writer then quotes every cell holding a CR or an LF, which
     # with "\n" alone it would leave bare a CR that readers take for a line break.
@@ -58,11 +58,16 @@ def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator
     cell = (lambda value: value) if raw else neutralised
     writer.writerow([cell(name) for name in columns])
     for result in results:
-        row = flatten(result)
+        row = flatten(_exported(result))
         writer.writerow([cell(row.get(name, "")) for name in columns])
         if buffer.tell() > 1 << 16:
             yield _drain(buffer)
     yield _drain(buffer)
+
+
+def _exported(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as the CSV shows it: without `item_key` (runner's own, for reviews)."""
+    return {k: v for k, v in result.items() if k != "item_key"}
 
 
 def _drain(buffer: io.StringIO) -> str:

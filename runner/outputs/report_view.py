@@ -139,7 +139,7 @@ class Columns:
             self.errored = self.errored or "error" in result
             if len(self.seen) < MAX_COLUMNS:
                 self.seen.update((k, None) for k, v in result.items()
-                                 if k not in ("index", "warnings") and not isinstance(v, (dict, list)))
+                                 if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
 
     def names(self) -> list[str]:
         if self.fixed is not None:

@@ -34,7 +34,7 @@ class MemoStore:
         return entry
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        self._db.put(key, {k: v for k, v in result.items() if k not in ("index", "warnings")})
+        self._db.put(key, {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")})
         self.stored += 1
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:

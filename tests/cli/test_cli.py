@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 from fakellm import Reply
 from helpers import group_dir, write_json
@@ -38,7 +39,7 @@ def test_run_with_record_and_exit_codes(project, cli):
         """)
     result = cli("run", str(path), "--record", "claim=The sky: blue", "--record", "start=12", "--out", "o")
     assert result.exit_code == 0, result.output
-    assert project.results("o") == [{"index": 1, "claim": "The sky: blue", "n": 13, "ok": True}]
+    assert project.results("o") == [{"index": 1, "item_key": ANY, "claim": "The sky: blue", "n": 13, "ok": True}]
     assert cli("run", str(path), "--record", "claim=x", "--record", "start=1", "--out", "o",
                "--fail-under", "0.5").exit_code == 1
     assert cli("run", str(path), "--record", "claim=x", "--record", "start=9", "--out", "o",

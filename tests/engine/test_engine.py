@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 from helpers import run, write_json
 
@@ -27,8 +28,8 @@ def test_if_skips_and_decide_stops(project):
         """)
     items = write_json(project.root / "in.json", [{"n": 2}, {"n": -1}])
     results = run(path, items).results
-    assert results[0] == {"index": 1, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
-    assert results[1] == {"index": 2, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
+    assert results[0] == {"index": 1, "item_key": ANY, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
+    assert results[1] == {"index": 2, "item_key": ANY, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
                           "ran_later": False}
 
 
@@ -75,7 +76,7 @@ def test_on_error_fail_ends_the_item_with_an_error(project):
     assert bad["after"] is False and "risky" not in bad          # empty fields of a failed item are dropped
     assert bad["error"].startswith("step 'risky': pipelines/p.yaml:")
     assert "steps[0].with.ratio" in bad["error"] and "ZeroDivisionError" in bad["error"]
-    assert good == {"index": 2, "risky": {"ratio": 2.0}, "after": True}
+    assert good == {"index": 2, "item_key": ANY, "risky": {"ratio": 2.0}, "after": True}
 
 
 def test_on_error_continue_yields_the_error_and_goes_on(project):
@@ -133,7 +134,7 @@ def test_loop_sees_previous_iteration(project):
           values: "{{ steps.grow.history | map(attribute='step') | map(attribute='value') | list }}"
         """)
     result = run(path, write_json(project.root / "in.json", [{}])).results[0]
-    assert result == {"index": 1, "iterations": 4, "done": True, "values": [1, 2, 4, 8]}
+    assert result == {"index": 1, "item_key": ANY, "iterations": 4, "done": True, "values": [1, 2, 4, 8]}
 
 
 def test_loop_stops_at_max(project):
@@ -150,7 +151,7 @@ def test_loop_stops_at_max(project):
         output: {l: "{{ steps.l.iterations }}", done: "{{ steps.l.done }}", last: "{{ steps.l.last.s.i }}"}
         """)
     assert run(path, write_json(project.root / "in.json", [{}])).results[0] == \
-        {"index": 1, "l": 3, "done": False, "last": 3}
+        {"index": 1, "item_key": ANY, "l": 3, "done": False, "last": 3}
 
 
 def test_foreach_over_list_and_mapping(project):
@@ -277,10 +278,10 @@ def test_memo_key_failure_is_an_item_error(project):
         output: {n: "{{ steps.s.n }}"}
         """)
     results = run(path, write_json(project.root / "in.json", [{"text": "abc"}, {"other": 1}])).results
-    assert results[0] == {"index": 1, "n": 3}
+    assert results[0] == {"index": 1, "item_key": ANY, "n": 3}
     assert results[1]["index"] == 2 and "memo.key" in results[1]["error"]
     again = run(path, write_json(project.root / "in.json", [{"text": "abc"}])).results
-    assert again == [{"index": 1, "n": 3, "memo_hit": True}]
+    assert again == [{"index": 1, "item_key": ANY, "n": 3, "memo_hit": True}]
     from runner.stores.memo import MemoStore
     store = MemoStore(project.root / "out" / "memo.json")
     assert [result for _, result in store.items()] == [{"n": 3}]
@@ -321,3 +322,24 @@ def test_a_missing_result_field_names_the_step_and_its_fields(project):
         "version: 1\nname: t\nsteps: [{id: a, uses: compute, with: {v: 1}}]\noutput: {w: '{{ item.x }}'}\n",
         "q.yaml"), records=["y=1"]).results
     assert other["error"].endswith("undefined: 'dict object' has no attribute 'x' (its keys: y)")
+
+
+def test_item_key_follows_content_not_position_or_run(project):
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps:
+          - id: c
+            uses: compute
+            with: {n: "{{ item.n }}"}
+        output:
+          n: "{{ steps.c.n }}"
+        """)
+    first = run(path, write_json(project.root / "a.json", [{"n": 1}, {"n": 2}, {"n": 3}])).results
+    again = run(path, write_json(project.root / "b.json", [{"n": 3}, {"n": 1}, {"n": 4}])).results
+    key = {r["n"]: r["item_key"] for r in first}
+    moved = {r["n"]: r["item_key"] for r in again}
+    assert moved[1] == key[1] and moved[3] == key[3]
+    assert moved[4] not in key.values()
+    assert len(set(key.values())) == 3
+    assert all(isinstance(k, str) and len(k) == 16 for k in key.values())

@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_the_readme_step_type_validates_and_runs(project, word_count):
         output: {words: "{{ steps.count.words }}"}
         """)
     (result,) = run(path, records=["text=three little words"]).results
-    assert result == {"index": 1, "words": 3}
+    assert result == {"index": 1, "item_key": ANY, "words": 3}
     bad = project.pipeline("""
         version: 1
         name: w

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from email.utils import formatdate
+from unittest.mock import ANY
 
 import pytest
 
@@ -57,8 +58,8 @@ def one(project, path, q="1", **kwargs):
 def test_answer_parsed_and_cached(project, env):
     env.answer_json({"verdict": "yes"})
     path = llm_pipeline(project)
-    assert one(project, path) == {"index": 1, "verdict": "yes", "cached": False}
-    assert one(project, path) == {"index": 1, "verdict": "yes", "cached": True}
+    assert one(project, path) == {"index": 1, "item_key": ANY, "verdict": "yes", "cached": False}
+    assert one(project, path) == {"index": 1, "item_key": ANY, "verdict": "yes", "cached": True}
     assert len(env.requests) == 1
     assert one(project, path, no_cache=True)["cached"] is False     # --no-cache skips reads ...
     assert len(env.requests) == 2
@@ -331,7 +332,7 @@ def test_cached_run_and_render_never_import_litellm(project, env):
         done = subprocess.run([sys.executable, "-c", block, *args], cwd=project.root, env=base,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
-    assert project.results("again") == [{"index": 1, "verdict": "yes", "cached": True}]
+    assert project.results("again") == [{"index": 1, "item_key": ANY, "verdict": "yes", "cached": True}]
 
 
 def test_unimportable_litellm_is_a_per_call_error(project, env):

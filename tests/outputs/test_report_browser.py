@@ -80,8 +80,9 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     compact = full.find_element("css selector", "pre").get_attribute("textContent")
     assert "\n" not in compact                                  # written compact, indented when opened
     full.find_element("css selector", "summary").click()
-    from selenium.webdriver.support.ui import WebDriverWait  # the page indents it on opening: wait for that
-    WebDriverWait(browser, 10).until(lambda _: "\n" in full.find_element("css selector", "pre").text)
+    from selenium.webdriver.support.ui import WebDriverWait
+    # the details' toggle event (which indents) fires after the click returns
+    WebDriverWait(browser, 10).until(lambda _: full.find_element("css selector", "pre").get_attribute("data-indented"))
     shown = full.find_element("css selector", "pre").text
     assert shown.startswith('{\n  "index": 4,') and json.loads(shown) == json.loads(compact)
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -154,11 +155,11 @@ def test_tracing_off_without_a_tracking_uri_or_the_extra(project, fake_llm, cli,
     assert done.exit_code == 0
     assert done.stderr.splitlines() == ["warning: tracing (mlflow) is off: set MLFLOW_TRACKING_URI "
                                         "(e.g. http://127.0.0.1:5000 for `mlflow ui --port 5000`)"]
-    assert project.results() == [{"index": 1, "x": 2}]
+    assert project.results() == [{"index": 1, "item_key": ANY, "x": 2}]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     monkeypatch.setattr("runner.tracing.importlib.util.find_spec", lambda name: None)
     done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
-    assert done.exit_code == 0 and project.results() == [{"index": 1, "x": 2}]
+    assert done.exit_code == 0 and project.results() == [{"index": 1, "item_key": ANY, "x": 2}]
     assert done.stderr == ("warning: tracing (mlflow) is off: the mlflow extra is not installed "
                            "(pip install 'runner[mlflow]')\n")
     quiet = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", "--trace", "none")

@@ -1,0 +1,128 @@
+"""People's reviews of verdicts (`runner view`): SQLite in WAL mode beside the runs
+(REPORTS_DIR/reviews.sqlite), keyed by pipeline and the item's content key (`item_key`, a
+hash of its input), so a review follows its item into every later run of the same content.
+One row per reviewer and item (a second review by the same person replaces the first); each
+write is its own transaction, so several reviewers at once lose nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.errors import InputError
+
+REVIEWS_FILE = "reviews.sqlite"
+BUSY_MS = 30_000
+_CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reviews (
+    pipeline    TEXT NOT NULL,
+    item_key    TEXT NOT NULL,
+    reviewer    TEXT NOT NULL,
+    agrees      INTEGER NOT NULL,   -- 1: the judge's verdict is right; 0: it is wrong
+    judged      TEXT,               -- the verdict the reviewer saw
+    correct     TEXT,               -- the right verdict, when the reviewer gave it
+    rationale   TEXT,
+    run         TEXT,               -- the run folder (under REPORTS_DIR) it was reviewed in
+    item_index  INTEGER,
+    trace_id    TEXT,
+    reviewed_at TEXT NOT NULL,
+    PRIMARY KEY (pipeline, item_key, reviewer)
+);
+"""
+_COLUMNS = ("pipeline", "item_key", "reviewer", "agrees", "judged", "correct", "rationale", "run", "item_index",
+            "trace_id", "reviewed_at")
+
+
+@dataclass(frozen=True)
+class Review:
+    pipeline: str
+    item_key: str
+    reviewer: str
+    agrees: bool
+    judged: str | None = None
+    correct: str | None = None
+    rationale: str | None = None
+    run: str | None = None
+    item_index: int | None = None
+    trace_id: str | None = None
+    reviewed_at: str = ""
+
+    @property
+    def label(self) -> str | None:
+        """The right verdict as this review tells it: the one given, else the judged one when
+        the reviewer agrees; a disagreement that names no right verdict tells none."""
+        if self.correct not in (None, ""):
+            return self.correct
+        return self.judged if self.agrees else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _COLUMNS}
+
+
+class ReviewStore:
+    def __init__(self, path: Path, create: bool = True):
+        if not create and not path.is_file():
+            raise InputError(f"{path}: no review store there (reviews are made in `runner view`)")
+        try:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{path}: not a usable review store ({exc})") from None
+        self.path = path
+
+    def put(self, review: Review) -> Review:
+        stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": _now()})
+        values = stamped.as_dict()
+        values["agrees"] = int(stamped.agrees)
+        self._db.execute(
+            f"INSERT INTO reviews ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            "ON CONFLICT (pipeline, item_key, reviewer) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:]),
+            [values[c] for c in _COLUMNS])
+        return stamped
+
+    def for_items(self, pipeline: str, keys: Iterable[str]) -> dict[str, list[Review]]:
+        """The reviews of these items, by item key (reviewers in name order)."""
+        found: dict[str, list[Review]] = {}
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            rows = self._db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM reviews WHERE pipeline = ? AND item_key IN "
+                f"({', '.join('?' * len(chunk))}) ORDER BY reviewer", [pipeline, *chunk])
+            for row in rows:
+                review = _review(row)
+                found.setdefault(review.item_key, []).append(review)
+        return found
+
+    def of_pipeline(self, pipeline: str) -> Iterator[Review]:
+        rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM reviews WHERE pipeline = ? "
+                                "ORDER BY item_key, reviewed_at, reviewer", [pipeline])
+        for row in rows:
+            yield _review(row)
+
+    def pipelines(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT DISTINCT pipeline FROM reviews ORDER BY pipeline")]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _review(row: tuple[Any, ...]) -> Review:
+    values = dict(zip(_COLUMNS, row, strict=True))
+    values["agrees"] = bool(values["agrees"])
+    return Review(**values)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -1,0 +1,259 @@
+"""`runner view`: a local web app over the run folders under REPORTS_DIR.
+
+Read-only on runs (their indexes live in REPORTS_DIR/.runner-view/); the one thing it writes
+is a review, into REPORTS_DIR/reviews.sqlite, and only with the session's token, which is
+in the pages it serves (a page of another site cannot read it, so cannot post a review).
+Requests for another Host are refused (a DNS-rebinding page would carry its own name).
+Handlers are plain functions: Starlette runs them in its thread pool, SQLite and all."""
+
+from __future__ import annotations
+
+import getpass
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from runner.errors import RunnerError
+from runner.outputs.report_view import LOG_NAME, build_item, lookup, status_of
+from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
+from runner.view.catalog import RunEntry, describe, list_runs, run_entry, run_folder
+from runner.view.index import Query, RunIndex
+from runner.view.pages import render
+
+MAX_BODY = 64 * 1024
+MAX_LOG = 256 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+SOURCE_FIELDS = ("text_found", "cited_text", "source_text", "source")
+
+
+class View:
+    """One server's state: where the runs are, the session token, open indexes, the review store."""
+
+    def __init__(self, reports: Path, token: str | None = None):
+        self.reports = reports
+        self.token = token or secrets.token_urlsafe(24)
+        self._indexes: dict[Path, RunIndex] = {}
+        self._store: ReviewStore | None = None
+
+    @property
+    def store(self) -> ReviewStore:
+        if self._store is None:
+            self._store = ReviewStore(self.reports / REVIEWS_FILE)
+        return self._store
+
+    def index(self, entry: RunEntry, folder: Path) -> RunIndex:
+        if folder not in self._indexes:
+            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns))
+        return self._indexes[folder]
+
+    def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
+        nonce = secrets.token_urlsafe(12)
+        body = render(template, token=self.token, nonce=nonce, reports=str(self.reports), **values)
+        return HTMLResponse(body, code, headers={
+            "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+                                       "connect-src 'self'; img-src 'self' data:; form-action 'self'; "
+                                       "frame-ancestors 'none'; base-uri 'none'",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+
+def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str | None = None) -> Starlette:
+    view = View(reports, token)
+
+    def runs(request: Request) -> Response:
+        return view.page("runs.html", runs=list_runs(view.reports))
+
+    def run(request: Request) -> Response:
+        folder = run_folder(view.reports, request.path_params["run"])
+        entry = run_entry(view.reports, folder)
+        index = view.index(entry, folder)
+        query = _query(request)
+        page = index.page(query)
+        reviews = view.store.for_items(entry.pipeline, [row.item_key for row in page.rows if row.item_key])
+        rows = [{**vars(row), "status": status_of(row.verdict, row.error or "", None),
+                 "reviews": reviews.get(row.item_key, [])} for row in page.rows]
+        params = dict(request.query_params)
+
+        def link(**changes: Any) -> str:
+            return urlencode({k: v for k, v in {**params, **changes}.items() if v not in (None, "")})
+        return view.page("run.html", run=entry, page=page, rows=rows, query=query, link=link,
+                         counts=index.counts(), agreement=index.agreement(view.store.path, entry.pipeline))
+
+    def item(request: Request) -> Response:
+        folder = run_folder(view.reports, request.path_params["run"])
+        entry = run_entry(view.reports, folder)
+        index_db = view.index(entry, folder)
+        number = int(request.path_params["index"])
+        result = index_db.item(number)
+        if result is None:
+            return view.page("message.html", 404, title="No such item",
+                             message=f"{entry.path} has no item {number}.")
+        logs = index_db.logs(number)
+        trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
+            if isinstance(entry.summary.get("tracing"), dict) else None
+        shown = build_item(result, entry.report_columns or [], entry.verdict_field, lambda _: None,
+                           {number: _by_model(logs)}, trace_url)
+        key = str(result.get("item_key") or "")
+        previous, following = index_db.neighbours(number)
+        return view.page(
+            "item.html", run=entry, index=number, verdict=index_db.verdict_of(result), status=shown.status,
+            verdict_field=entry.verdict_field, item_key=key, juries=shown.juries, counts=index_db.counts(),
+            result_json=json.dumps(result, ensure_ascii=False, indent=2, default=str),
+            quote=_first_text(result, ("quote",)), source=_first_text(result, SOURCE_FIELDS),
+            logs=[(name, _read_log(folder, name)) for name in logs], previous=previous, following=following,
+            reviews=view.store.for_items(entry.pipeline, [key]).get(key, []) if key else [],
+            reviewer=_os_user(), trace_id=result.get("mlflow_trace_id"),
+            trace_link=shown.links.get("mlflow_trace_id"))
+
+    def log(request: Request) -> Response:
+        folder = run_folder(view.reports, request.path_params["run"])
+        name = request.path_params["name"]
+        if not LOG_NAME.match(name) or "/" in name:
+            return PlainTextResponse("no such log", 404)
+        text = _read_log(folder, name)
+        return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff",
+                                                "Content-Security-Policy": "default-src 'none'"})
+
+    def compare(request: Request) -> Response:
+        from runner.outputs.diff import diff_runs
+        chosen = request.query_params.getlist("run") or [request.query_params.get("a", ""),
+                                                          request.query_params.get("b", "")]
+        if len(chosen) != 2 or not all(chosen):
+            return view.page("message.html", 400, title="Compare two runs",
+                             message="Tick exactly two runs on the runs page to compare them.")
+        folders = sorted((run_folder(view.reports, c) for c in chosen),
+                         key=lambda f: run_entry(view.reports, f).started)
+        before, after = (f.relative_to(view.reports).as_posix() for f in folders)
+        try:
+            diff = diff_runs(folders[0], folders[1], [], force=request.query_params.get("force") == "1")
+        except RunnerError as refused:
+            return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused),
+                             count_keys=[])
+        keys = list(dict.fromkeys([*diff["counts"]["before"], *diff["counts"]["after"]]))
+        return view.page("compare.html", before=before, after=after, diff=diff, refused=None, count_keys=keys)
+
+    async def review(request: Request) -> Response:
+        if not hmac.compare_digest(request.headers.get("x-runner-token", ""), view.token):
+            return JSONResponse({"error": "missing or wrong session token: reload the page"}, 403)
+        if "application/json" not in request.headers.get("content-type", ""):
+            return JSONResponse({"error": "send JSON"}, 415)
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return JSONResponse({"error": f"a review is at most {MAX_BODY} bytes"}, 413)
+        from starlette.concurrency import run_in_threadpool
+        return await run_in_threadpool(_save_review, view, body)
+
+    def not_found(request: Request, exc: Exception) -> Response:
+        return view.page("message.html", 404, title="Not found", message=str(exc))
+
+    routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
+              Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/log/{name}", log),
+              Route("/run/{run:path}", run)]
+    hosts = allowed_hosts or list(LOOPBACK)
+    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+                     exception_handlers={RunnerError: not_found})
+
+
+def _save_review(view: View, body: bytes) -> Response:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return JSONResponse({"error": "not JSON"}, 400)
+    if not isinstance(data, dict) or not isinstance(data.get("agrees"), bool) \
+            or not isinstance(data.get("index"), int) or not isinstance(data.get("run"), str):
+        return JSONResponse({"error": "give run, index and agrees (true or false)"}, 400)
+    texts = {name: data.get(name) for name in ("correct", "rationale", "reviewer")}
+    if any(v is not None and not isinstance(v, str) for v in texts.values()):
+        return JSONResponse({"error": "correct, rationale and reviewer are text"}, 400)
+    folder = run_folder(view.reports, data["run"])
+    entry = run_entry(view.reports, folder)
+    index = view.index(entry, folder)
+    result = index.item(data["index"])
+    if result is None:
+        return JSONResponse({"error": f"{entry.path} has no item {data['index']}"}, 404)
+    key = result.get("item_key")
+    if not isinstance(key, str) or not key:
+        return JSONResponse({"error": "this run's results carry no item_key (made by an older runner): run it "
+                                      "again to review it"}, 409)
+    saved = view.store.put(Review(
+        pipeline=entry.pipeline, item_key=key, reviewer=(texts["reviewer"] or "").strip()[:100] or _os_user(),
+        agrees=data["agrees"], judged=index.verdict_of(result), correct=(texts["correct"] or "").strip()[:200] or None,
+        rationale=(texts["rationale"] or "").strip()[:5000] or None, run=entry.path, item_index=data["index"],
+        trace_id=result.get("mlflow_trace_id") if isinstance(result.get("mlflow_trace_id"), str) else None))
+    answer: dict[str, Any] = {"saved": True, "review": saved.as_dict(), "mlflow": False}
+    if saved.trace_id:
+        answer["mlflow"], warning = _to_mlflow(saved, saved.trace_id)
+        if warning:
+            answer["warning"] = warning
+    return JSONResponse(answer)
+
+
+def _to_mlflow(review: Review, trace_id: str) -> tuple[bool, str | None]:
+    """The review as a HUMAN assessment on the item's trace, as `runner feedback` logs one."""
+    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
+    uri = os.environ.get(URI_VAR)
+    if not uri:
+        return False, f"not logged to MLflow: set {URI_VAR} when starting runner view"
+    try:
+        log_human_feedback(uri, trace_id, "human_feedback", review.agrees, review.rationale, review.reviewer)
+    except Exception as exc:  # the review is stored whatever MLflow says
+        return False, f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}"
+    return True, None
+
+
+def _query(request: Request) -> Query:
+    params = request.query_params
+    page = params.get("page", "1")
+    return Query(verdict=params.get("verdict") or None, errors_only=params.get("errors") == "1",
+                 field=params.get("field") or None, value=params.get("value") or None,
+                 search=params.get("q") or None, sort=params.get("sort") or "index",
+                 descending=params.get("desc") == "1", page=int(page) if page.isdigit() else 1)
+
+
+def _by_model(names: list[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name in names:
+        match = LOG_NAME.match(name)
+        if match:
+            found.setdefault(match["model"], []).append(name)
+    return found
+
+
+def _read_log(folder: Path, name: str) -> str:
+    path = folder / "llm_logs" / name
+    try:
+        if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
+            return "(not shown: the log is a link out of the run folder)"
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            text = handle.read(MAX_LOG + 1)
+    except OSError:
+        return "(log missing)"
+    return text if len(text) <= MAX_LOG else text[:MAX_LOG] + f"\n... (cut at {MAX_LOG} characters: see raw)"
+
+
+def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
+    """The first string field of these names, at the top or one object down."""
+    places = [result, *(v for v in result.values() if isinstance(v, dict))]
+    for name in names:
+        for place in places:
+            value = lookup(place, name)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,296 @@
+"""A run's items as a SQLite index, so a page of a million-item run reads one page of rows.
+
+Built once from results.jsonl, streamed line by line, into REPORTS_DIR/.runner-view/ (the
+run folder itself is never written), and built again when results.jsonl changes. Each item
+keeps its verdict, error, label, reason and its whole result; a full-text index (FTS5)
+holds its text for search."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.errors import InputError
+from runner.outputs.report_view import LOG_NAME
+from runner.stores.runs import RESULTS
+
+INDEX_DIR = ".runner-view"
+LOGS = "llm_logs"
+FORMAT = 1
+PAGE_SIZE = 50
+SEARCH_TEXT = 8000          # characters of an item's text kept for search
+_BATCH = 5000
+_FIELD = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
+SORTS = {"index": "idx", "verdict": "verdict", "error": "error", "label": "label"}
+_builds = threading.Lock()
+
+
+@dataclass
+class Query:
+    verdict: str | None = None
+    errors_only: bool = False
+    field: str | None = None          # a.b reads nested
+    value: str | None = None
+    search: str | None = None
+    sort: str = "index"               # a column of SORTS, or field:<a.b>
+    descending: bool = False
+    page: int = 1
+
+
+@dataclass
+class Row:
+    index: int
+    item_key: str
+    verdict: str
+    error: str | None
+    label: str
+    reason: str
+
+
+@dataclass
+class Page:
+    rows: list[Row]
+    matched: int
+    page: int
+    pages: int
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+Describe = Callable[[dict[str, Any]], tuple[str, str]]     # result -> (label, reason)
+
+
+class RunIndex:
+    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe):
+        self.run = run
+        self.verdict_field = verdict_field
+        self.describe = describe
+        relative = run.resolve().relative_to(reports.resolve())
+        self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
+
+    # -- building ------------------------------------------------------------------
+    def _stamp(self) -> str:
+        stat = (self.run / RESULTS).stat()
+        return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{self.verdict_field}"
+
+    def _fresh(self) -> bool:
+        if not self.path.is_file():
+            return False
+        try:
+            with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) as db:
+                row = db.execute("SELECT value FROM meta WHERE name = 'stamp'").fetchone()
+        except sqlite3.DatabaseError:
+            return False
+        return bool(row) and row[0] == self._stamp()
+
+    def ensure(self) -> None:
+        """Build the index unless it matches results.jsonl as it is now (one build at a time)."""
+        if self._fresh():
+            return
+        with _builds:
+            if not self._fresh():
+                self._build()
+
+    def _build(self) -> None:
+        stamp = self._stamp()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temporary.unlink(missing_ok=True)
+        db = sqlite3.connect(temporary)
+        try:
+            db.executescript("""
+                PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
+                CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT);
+                CREATE TABLE items (idx INTEGER PRIMARY KEY, item_key TEXT, verdict TEXT, error TEXT,
+                                    label TEXT, reason TEXT, body TEXT);
+                CREATE VIRTUAL TABLE search USING fts5(text, content='', tokenize='unicode61');
+                CREATE TABLE logs (idx INTEGER, name TEXT);
+            """)
+            counts: dict[str, int] = {}
+            batch: list[tuple[Any, ...]] = []
+            texts: list[tuple[int, str]] = []
+            for number, result in self._results():
+                index = _as_index(result.get("index"), number)
+                label, reason = self.describe(result)
+                verdict = self.verdict_of(result)
+                counts[verdict] = counts.get(verdict, 0) + 1
+                batch.append((index, str(result.get("item_key") or ""), verdict,
+                              _text(result.get("error")) or None, label, reason,
+                              json.dumps(result, ensure_ascii=False)))
+                texts.append((index, " ".join(_strings(result))[:SEARCH_TEXT]))
+                if len(batch) >= _BATCH:
+                    _flush(db, batch, texts)
+            _flush(db, batch, texts)
+            db.executemany("INSERT INTO logs VALUES (?, ?)", self._log_names())
+            db.executescript("CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
+                             "CREATE INDEX by_key ON items (item_key); CREATE INDEX by_item ON logs (idx);")
+            db.execute("INSERT INTO meta VALUES ('counts', ?)",
+                       (json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1]))),))
+            db.execute("INSERT INTO meta VALUES ('stamp', ?)", (stamp,))
+            db.commit()
+        finally:
+            db.close()
+        os.replace(temporary, self.path)
+
+    def _results(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        with (self.run / RESULTS).open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    result = json.loads(line)
+                except ValueError:
+                    result = {"index": number, "error": f"{RESULTS}:{number}: not valid JSON"}
+                yield number, result if isinstance(result, dict) else {"index": number, "value": result}
+
+    def _log_names(self) -> Iterator[tuple[int, str]]:
+        """(item, file) of every call log (the folder is listed once, at build time)."""
+        try:
+            with os.scandir(self.run / LOGS) as entries:
+                for entry in entries:
+                    match = LOG_NAME.match(entry.name)
+                    if match:
+                        yield int(match["item"]), entry.name
+        except OSError:
+            return
+
+    def verdict_of(self, result: dict[str, Any]) -> str:
+        value = result.get(self.verdict_field) if self.verdict_field else None
+        if value is None:
+            return "ERROR" if result.get("error") else "-"
+        return _text(value)
+
+    # -- reading ---------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        self.ensure()
+        return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+
+    def page(self, query: Query) -> Page:
+        where, args = _where(query)
+        order = _order(query)
+        with self._connect() as db:
+            matched = db.execute(f"SELECT count(*) FROM items {where}", args).fetchone()[0]
+            pages = max(1, -(-matched // PAGE_SIZE))
+            page = min(max(1, query.page), pages)
+            rows = db.execute(f"SELECT idx, item_key, verdict, error, label, reason FROM items {where} {order} "
+                              "LIMIT ? OFFSET ?", [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE]).fetchall()
+        return Page([Row(*row) for row in rows], matched, page, pages)
+
+    def counts(self) -> dict[str, int]:
+        """Items by verdict, most first (counted when the index was built)."""
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM meta WHERE name = 'counts'").fetchone()
+        return dict(json.loads(row[0])) if row else {}
+
+    def logs(self, index: int) -> list[str]:
+        with self._connect() as db:
+            return sorted(name for (name,) in db.execute("SELECT name FROM logs WHERE idx = ?", (index,)))
+
+    def agreement(self, reviews: Path, pipeline: str) -> dict[str, int]:
+        """How reviewers agree with this run's verdicts, over every reviewed item of the run:
+        a review agrees when its right verdict (given, or the judged one it approved) is this
+        run's verdict, and disagrees when it names another or rejects this very verdict."""
+        found = {"reviewed": 0, "agree": 0, "disagree": 0, "total_reviews": 0}
+        if not reviews.is_file():
+            return found
+        with self._connect() as db:
+            db.execute("ATTACH DATABASE ? AS r", (f"file:{reviews}?mode=ro",))
+            found["total_reviews"] = db.execute("SELECT count(*) FROM r.reviews WHERE pipeline = ?",
+                                                (pipeline,)).fetchone()[0]
+            rows = db.execute("SELECT i.item_key, i.verdict, v.agrees, v.judged, v.correct FROM r.reviews v "
+                              "JOIN items i ON i.item_key = v.item_key WHERE v.pipeline = ?", (pipeline,))
+            keys = set()
+            for key, verdict, agrees, judged, correct in rows:
+                keys.add(key)
+                right = correct or (judged if agrees else None)
+                if right is not None:
+                    found["agree" if right == verdict else "disagree"] += 1
+                elif judged == verdict:
+                    found["disagree"] += 1
+            found["reviewed"] = len(keys)
+        return found
+
+    def item(self, index: int) -> dict[str, Any] | None:
+        with self._connect() as db:
+            row = db.execute("SELECT body FROM items WHERE idx = ?", (index,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def neighbours(self, index: int) -> tuple[int | None, int | None]:
+        with self._connect() as db:
+            before = db.execute("SELECT max(idx) FROM items WHERE idx < ?", (index,)).fetchone()[0]
+            after = db.execute("SELECT min(idx) FROM items WHERE idx > ?", (index,)).fetchone()[0]
+        return before, after
+
+
+def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
+    db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+    db.executemany("INSERT INTO search (rowid, text) VALUES (?, ?)", texts)
+    batch.clear()
+    texts.clear()
+
+
+def _where(query: Query) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    args: list[Any] = []
+    if query.verdict:
+        clauses.append("verdict = ?")
+        args.append(query.verdict)
+    if query.errors_only:
+        clauses.append("error IS NOT NULL")
+    if query.field:
+        clauses.append(f"CAST(json_extract(body, ?) AS TEXT) {'= ?' if query.value else 'IS NULL'}")
+        args.append(json_path(query.field))
+        if query.value:
+            args.append({"true": "1", "false": "0"}.get(query.value.lower(), query.value))
+    if query.search and query.search.strip():
+        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.search.split())
+        clauses.append("idx IN (SELECT rowid FROM search WHERE search MATCH ?)")
+        args.append(terms)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def _order(query: Query) -> str:
+    direction = "DESC" if query.descending else "ASC"
+    if query.sort.startswith("field:"):
+        return f"ORDER BY json_extract(body, '{json_path(query.sort[6:])}') {direction}, idx"
+    column = SORTS.get(query.sort, "idx")
+    return f"ORDER BY {column} {direction}" + (", idx" if column != "idx" else "")
+
+
+def json_path(name: str) -> str:
+    """`a.b` -> `$."a"."b"`; a name that is not a dotted field is refused (never put in SQL)."""
+    if not _FIELD.match(name):
+        raise InputError(f"field '{name}': give a result field such as verdict or citation.file")
+    return "$" + "".join(f'."{part}"' for part in name.split("."))
+
+
+def _as_index(value: Any, fallback: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else fallback
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string and number inside a result, for full-text search."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)

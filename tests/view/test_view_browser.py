@@ -1,0 +1,94 @@
+"""The issue's done-when: two runs of the citation example, browsed and reviewed in headless
+Chromium through a real `runner view`, exported as labels and scored by `runner eval`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from test_server import free_port, wait_until_up
+
+from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="Chromium not installed: apt-get install -y chromium chromium-driver")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    yield driver
+    driver.quit()
+
+
+def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, cli, tmp_path, monkeypatch):
+    from selenium.webdriver.support.ui import WebDriverWait
+    work = tmp_path / "example"
+    shutil.copytree(EXAMPLE, work)
+    monkeypatch.chdir(work)
+    script(fake_llm)
+    for out, threshold in (("reports/citation_judge/first", "0.8"), ("reports/citation_judge/second", "0.6")):
+        done = cli("run", str(PIPELINE), "--input", "report.md", "--out", out, "--cache-dir", str(tmp_path / "cache"),
+                   "--quiet", "--set", f"params.quote_threshold={threshold}", *jury_overrides(fake_llm.url))
+        assert done.exit_code == 0, done.output
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "view", "reports", "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_up(port, server)
+        base = f"http://127.0.0.1:{port}"
+        browser.get(base + "/")
+        links = [a.get_attribute("href") for a in browser.find_elements("css selector", "a")
+                 if "/run/citation_judge/" in (a.get_attribute("href") or "")]
+        assert links and links[0].endswith("/run/citation_judge/second")          # newest first
+        browser.get(base + "/run/citation_judge/second")
+        rows = browser.find_elements("css selector", "tr[data-index]")
+        assert len(rows) == 13
+        browser.get(base + "/run/citation_judge/second?verdict=VALID")
+        valid = [r.get_attribute("data-index") for r in browser.find_elements("css selector", "tr[data-index]")]
+        assert 0 < len(valid) < 13
+        for number, agrees, correct in ((1, True, None), (2, False, "INVALID"), (3, True, None), (4, False, "VALID"),
+                                        (5, True, None)):
+            browser.get(f"{base}/run/citation_judge/second/item/{number}")
+            if number == 1:
+                page = browser.find_element("tag name", "body").text
+                assert "Quote against its source" in page and browser.find_element("id", "source").text
+                votes = browser.find_elements("css selector", "div.panel table tbody tr")
+                assert len(votes) >= 3                                   # each juror's vote
+                assert browser.find_elements("css selector", "div.panel[id^='log-'] pre")   # prompts and answers
+            browser.find_element("id", "up" if agrees else "down").click()
+            if correct:
+                browser.find_element("id", "correct").send_keys(correct)
+            browser.find_element("id", "save").click()
+            WebDriverWait(browser, 10).until(
+                lambda b: b.find_element("id", "review-status").get_attribute("data-saved") == "yes")
+            assert browser.find_element("id", "review-status").text.startswith("saved")
+        if os.environ.get("RUNNER_VIEW_SCREENSHOT"):                  # how README's docs/view.png is made
+            browser.set_window_size(1100, 760)
+            browser.get(f"{base}/run/citation_judge/second/item/2")
+            browser.save_screenshot(os.environ["RUNNER_VIEW_SCREENSHOT"])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    exported = cli("labels", "export", "reports", "--pipeline", "citation_judge", "--out", "labels.jsonl")
+    assert exported.exit_code == 0, exported.output
+    assert len((work / "labels.jsonl").read_text().splitlines()) == 5
+    scored = cli("eval", "reports/citation_judge/second", "--labels", "labels.jsonl", "--key", "item_key",
+                 "--truth", "label")
+    assert scored.exit_code == 0, scored.output
+    report = json.loads((work / "reports" / "citation_judge" / "second" / "eval.json").read_text())
+    assert report["scored"] == 5
