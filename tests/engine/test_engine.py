@@ -335,7 +335,8 @@ def test_item_key_follows_content_not_position_or_run(project):
         output:
           n: "{{ steps.c.n }}"
         """)
-    first = run(path, write_json(project.root / "a.json", [{"n": 1}, {"n": 2}, {"n": 3}])).results
+    # read before the second run: results are a view over the run folder's results.jsonl
+    first = list(run(path, write_json(project.root / "a.json", [{"n": 1}, {"n": 2}, {"n": 3}])).results)
     again = run(path, write_json(project.root / "b.json", [{"n": 3}, {"n": 1}, {"n": 4}])).results
     key = {r["n"]: r["item_key"] for r in first}
     moved = {r["n"]: r["item_key"] for r in again}

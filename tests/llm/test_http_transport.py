@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from test_llm import llm_pipeline
@@ -237,7 +238,7 @@ def test_an_incomplete_stream_is_never_cached(project, monkeypatch):
         path = llm_pipeline(project, retries=0)
         first = run(path, write_json(project.root / "in.json", [{"q": "1"}])).results[0]
         assert "the stream ended without finish_reason or [DONE]" in first["error"]
-        assert run(path, project.root / "in.json").results[0] == {"index": 1, "verdict": "yes", "cached": False}
+        assert run(path, project.root / "in.json").results[0] == {"index": 1, "item_key": ANY, "verdict": "yes", "cached": False}
 
 
 def test_a_server_interrupting_an_answer_for_the_next_request_settles_at_one(project, monkeypatch, capfd):

@@ -9,6 +9,7 @@ import stat
 import sys
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
@@ -81,7 +82,7 @@ def _outputs(project, output: dict[str, str], records: list[dict]) -> list[dict]
 def test_string_building_filters_and_operators_refuse_a_huge_result(project, expression, refusal):
     first, second = _outputs(project, {"n": "{{ steps.echo.n }}", "big": f"{{{{ ({expression}) if item.n == 2 else 0 }}}}"},
                              [{"n": 1, "claim": "x"}, {"n": 2, "claim": "x"}])
-    assert first == {"index": 1, "n": 1, "big": 0}
+    assert first == {"index": 1, "item_key": ANY, "n": 1, "big": 0}
     assert refusal in second.get("error", ""), second
     assert "output.big" in second["error"]
 
@@ -125,7 +126,7 @@ def test_a_filter_cannot_change_the_items_it_chooses_from(project, cli, expressi
     assert refused.exit_code == 2 and "unsafe" in refused.stderr, refused.output
     assert not (project.root / "out" / "results.jsonl").exists()
     chosen = cli("run", str(path), "--input", str(items), "--out", "out", "--filter", "item.n == 2 and 'b' in item.claim")
-    assert chosen.exit_code == 0 and project.results() == [{"index": 2, "claim": "b", "tags": []}]
+    assert chosen.exit_code == 0 and project.results() == [{"index": 2, "item_key": ANY, "claim": "b", "tags": []}]
 
 
 # ---- H19: a validated marker holds a keyed hash of what was checked ----------------------
@@ -205,7 +206,7 @@ def test_render_sends_no_search_request(project, cli, fake_llm, monkeypatch):
     assert fake_llm.requests == []
     assert "needs a model answer that is not cached: search tavily 'query 1'" in result.output
     assert cli("run", str(path), "--input", str(items), "--item", "1", "--out", "out").exit_code == 0
-    assert len(fake_llm.requests) == 1 and project.results() == [{"index": 1, "id": 1, "verdict": "FOUND"}]
+    assert len(fake_llm.requests) == 1 and project.results() == [{"index": 1, "item_key": ANY, "id": 1, "verdict": "FOUND"}]
     cached = cli("render", str(path), "--input", str(items), "--item", "1")      # a cached search is shown
     assert cached.exit_code == 0 and "not cached" not in cached.output and len(fake_llm.requests) == 1
 
@@ -267,7 +268,7 @@ def test_a_tracking_uri_password_never_reaches_the_run_folder_or_stderr(project,
                                  "output": {"n": "{{ steps.echo.n }}"}}))
     write_json(project.root / "in.json", [{"n": 1}])
     done = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out")
-    assert done.exit_code == 0 and project.results() == [{"index": 1, "n": 1}]
+    assert done.exit_code == 0 and project.results() == [{"index": 1, "item_key": ANY, "n": 1}]
     [warning] = project.summary()["run_warnings"]
     assert "tracing (mlflow) is off" in warning and "http://***@127.0.0.1:9/api" in warning, warning
     for name in ("summary.json", "report.md", "report.html", "results.jsonl"):
