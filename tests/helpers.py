@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +30,26 @@ def run(pipeline: Path, input_path: Path | None = None, records: list[str] | Non
     progress = options.pop("progress", None)
     opts = RunOptions(cache_dir=Path(options.pop("cache_dir", root / "cache")), out_dir=Path(out), **options)
     return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [], progress)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def chromium_driver(profile: Path) -> Iterator[Any]:
+    """Headless Chromium (Debian's chromium and chromium-driver, through selenium) with a fresh
+    profile; quit when the generator closes. For a pytest fixture: `yield from chromium_driver(...)`."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM or "chromium"
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--user-data-dir={profile}", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()

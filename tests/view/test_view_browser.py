@@ -12,27 +12,17 @@ import sys
 import pytest
 from test_server import free_port, wait_until_up
 
+from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                 reason="Chromium not installed: apt-get install -y chromium chromium-driver")
 
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    yield driver
-    driver.quit()
+    yield from chromium_driver(tmp_path / "profile")
 
 
 def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, cli, tmp_path, monkeypatch):
