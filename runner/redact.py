@@ -42,13 +42,22 @@ def remember_url(url: object) -> None:
     _remembered.update(url_secrets(url))
 
 
-def redact(text: str) -> str:
-    if "@" in text:
-        text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
-    secrets = set(_remembered)
+def environment_secrets() -> frozenset[str]:
+    """The passwords of the URLs the environment holds now."""
+    found: set[str] = set()
     for value in os.environ.values():
         if "://" in value and "@" in value:
-            secrets |= url_secrets(value)
+            found |= url_secrets(value)
+    return frozenset(found)
+
+
+def redact(text: str, environment: frozenset[str] | None = None) -> str:
+    """`text` without URL credentials. `environment`: the environment's secrets read once
+    (environment_secrets) by a caller that redacts every call of a run, as reading
+    os.environ for each text cost the LLM path about 8% of its CPU."""
+    if "@" in text:
+        text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
+    secrets = _remembered | (environment_secrets() if environment is None else environment)
     for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, HIDDEN)

@@ -82,6 +82,8 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
         if not chosen:
             raise InputError(f"--item {selection.item}: the input has {len(items)} item(s)")
         items = ItemStream.of(chosen)
+    if selection.failed_from is None and not selection.filter and not limit:
+        return items                    # the same stream: its count is not taken twice
     if selection.failed_from is not None:
         for _ in iter_failed(pipeline, selection.failed_from):    # read once now: a bad run fails here
             pass

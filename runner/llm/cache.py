@@ -10,6 +10,7 @@ are one server. The common spelling is its own identity, so keys made before sta
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import json
@@ -68,6 +69,7 @@ def _host(name: str) -> str:
     return LOOPBACK_NAME if address.is_loopback else address.compressed
 
 
+@functools.lru_cache(maxsize=1024)     # a pure function of the text, asked for every call's key
 def endpoint_identity(api_base: str | None) -> str | None:
     """The server an api_base names, however it is spelled: scheme and host lowercase, a
     loopback address as localhost, no default port, no credentials, no trailing slash."""

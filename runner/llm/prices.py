@@ -40,6 +40,7 @@ def _table() -> dict[str, Any]:
     return {}
 
 
+@cache                # asked for every answer; the table does not change during a process
 def price_of(model: str) -> Price | None:
     """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`,
     `gemini/gemma-3-27b-it`), or None when the table does not know it (local models)."""

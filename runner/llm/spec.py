@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import sys
 from dataclasses import dataclass, field, replace
@@ -73,6 +74,7 @@ class ModelSpec:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
 
 
+@functools.lru_cache(maxsize=1024)     # a pure function of the text, asked for every call
 def is_local(url: str) -> bool:
     host = (urlsplit(url).hostname or "").lower()
     if host in LOCAL_HOSTS:
