@@ -1,12 +1,13 @@
-"""A cached call's log in a run folder: hard link (before issue 31), copy (now), or written anew.
+"""A cached call's log in a run folder: hard link to a log kept beside the cache (before
+issue 31), a copy of it (issue 31), or written anew from the messages and the cached answer
+(now, issue 26: no kept log, so a cold call creates one file instead of two).
 
 First the files alone: 600 logs of a cached run's size (a 3 KB prompt, a 400-byte answer),
 each way in turn, best of 5 rounds; the store and the run folders on one file system, as a
 run's cache and out folder usually are. Then whole fully cached runs of 600 calls (one llm
-step, 600 items, in this process), copying the kept logs as runner does now or linking
-them as it did, alternately, median of 7 each. A hard link shared the cache's file with
-every run (an edit to one rewrote all, and the umask of later runs was ignored); a copy is
-a file of the run's own.
+step, 600 items, in this process), median of 7. A hard link shared the cache's file with
+every run (an edit to one rewrote all, and the umask of later runs was ignored); a copy or
+a new file is the run's own.
 
     python bench/call_logs.py"""
 
@@ -27,8 +28,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 from runner.fileio import open_own  # noqa: E402
-from runner.llm import logs  # noqa: E402
-from runner.llm.logs import copy_file  # noqa: E402
 
 LOGS = 600
 ROUNDS = 5
@@ -40,6 +39,18 @@ def link(store: str, target: str) -> None:
     os.link(store, target)
 
 
+def copy_file(source: str, target: str) -> None:
+    src = os.open(source, os.O_RDONLY)
+    try:
+        dst = open_own(target)
+        try:
+            os.copy_file_range(src, dst, os.fstat(src).st_size)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
 def write(store: str, target: str) -> None:
     fd = open_own(target)
     try:
@@ -48,8 +59,8 @@ def write(store: str, target: str) -> None:
         os.close(fd)
 
 
-WAYS: dict[str, Callable[[str, str], None]] = {"hard link (before)": link, "copy_file_range (now)": copy_file,
-                                               "written anew": write}
+WAYS: dict[str, Callable[[str, str], None]] = {"hard link (before issue 31)": link,
+                                               "copy_file_range (issue 31)": copy_file, "written anew (now)": write}
 
 
 PIPELINE = """
@@ -63,8 +74,8 @@ output: {a: "{{ steps.ask.output.a }}"}
 """
 
 
-def cached_runs(root: Path) -> dict[str, float]:
-    """Median wall time of a fully cached 600-call run, logs copied (now) or linked (before)."""
+def cached_run(root: Path) -> float:
+    """Median wall time of a fully cached 600-call run."""
     from helpers import run
     server = FakeLLM().start()
     try:
@@ -77,16 +88,13 @@ def cached_runs(root: Path) -> dict[str, float]:
         items = root / "in.json"
         items.write_text(json.dumps([{"q": n} for n in range(LOGS)]))
         run(pipeline, items, out=root / "cold", cache_dir=root / "cache")
-        times: dict[str, list[float]] = {"copied (now)": [], "hard-linked (before)": []}
+        times = []
         for attempt in range(7):
-            for name in times:
-                logs.copy_file = link if name.startswith("hard") else copy_file    # type: ignore[assignment]
-                started = time.perf_counter()
-                run(pipeline, items, out=root / f"{name[:4]}{attempt}", cache_dir=root / "cache")
-                times[name].append(time.perf_counter() - started)
-        logs.copy_file = copy_file
+            started = time.perf_counter()
+            run(pipeline, items, out=root / f"cached{attempt}", cache_dir=root / "cache")
+            times.append(time.perf_counter() - started)
         assert len(server.requests) == LOGS
-        return {name: statistics.median(values) for name, values in times.items()}
+        return statistics.median(times)
     finally:
         server.stop()
 
@@ -106,17 +114,13 @@ def main() -> None:
                 for n in range(LOGS):
                     way(str(store / f"{n}.txt"), str(folder / f"m_{n + 1:04d}_item{n + 1}.txt"))
                 best[name] = min(best[name], time.perf_counter() - started)
-        base = best["hard link (before)"]
+        base = best["hard link (before issue 31)"]
         print(f"| way | {LOGS} logs, best of {ROUNDS} | per log | vs hard link |")
         print("|---|---|---|---|")
         for name, seconds in best.items():
             print(f"| {name} | {seconds * 1000:.1f} ms | {seconds / LOGS * 1e6:.0f} us | {seconds / base:.1f}x |")
     with tempfile.TemporaryDirectory(dir=Path(__file__).resolve().parent) as root:
-        runs = cached_runs(Path(root))
-        print(f"\n| fully cached run, {LOGS} calls, logs | median of 7 |\n|---|---|")
-        for name, seconds in runs.items():
-            print(f"| {name} | {seconds:.3f} s |")
-        print(f"\ncopied / linked: {runs['copied (now)'] / runs['hard-linked (before)']:.3f}x")
+        print(f"\nfully cached run of {LOGS} calls, logs written anew: {cached_run(Path(root)):.3f} s (median of 7)")
 
 
 if __name__ == "__main__":

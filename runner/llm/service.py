@@ -12,14 +12,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.errors import NeedsModel, StepError
 from runner.llm.cache import request_key, usable
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.logs import LOG_STORE, CallLogWriter, format_messages
+from runner.llm.logs import CallLogWriter, format_messages
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
@@ -28,6 +27,7 @@ from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.llm.writer import BackgroundWriter
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
 from runner.safetext import clean_text, clean_value
 from runner.stores.json_cache import JsonCache
@@ -94,6 +94,7 @@ class LLMService:
         self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
+        self._environment = environment_secrets()      # read once: a run's environment does not change
         self.stats: dict[str, ModelStats] = {}
         self.tally = FailureTally()
         self.in_flight = in_flight
@@ -136,7 +137,7 @@ class LLMService:
         return self._secret_list[1]
 
     def redact(self, text: str) -> str:
-        text = redact_urls(text)
+        text = redact_urls(text, self._environment)
         for secret in self._secrets():
             if secret in text:
                 text = text.replace(secret, "***")
@@ -207,7 +208,7 @@ class LLMService:
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            logged = self._log(request.item, seq, spec, messages, raw, key if cached is not None else None)
+            self._log(request.item, seq, spec, messages, raw)
             self._observe(request, spec, messages, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
@@ -228,8 +229,6 @@ class LLMService:
                     "content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
                     "cost": completion.cost, "model": completion.model,
                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
-                if logged is not None:
-                    self._writer.submit(partial(logged.keep_as, key))
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -270,26 +269,22 @@ class LLMService:
         if self.options.render or self.options.out_dir is None:
             return None
         if self._logs is None:
-            self._logs = CallLogWriter(self.options.out_dir / "llm_logs", self.options.cache_dir / LOG_STORE)
+            self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
         return self._logs
 
-    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str,
-             reused: str | None = None) -> LogJob | None:
-        """Hand the call's log to the writer thread; a cache hit (`reused`: its key) links in
-        the log kept with its answer instead. The run's end waits for every log (writer.py)."""
+    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
+        """Hand the call's log to the writer thread (the run's end waits for every log: writer.py)."""
         logs = self._log_writer()
-        # A link costs a few microseconds: done here, it spares a fully cached run the thread.
-        if logs is None or (reused is not None and logs.reuse(item, seq, spec.name, reused)):
-            return None
-        job = LogJob(logs, item, seq, spec.name, messages, response, reused, self.redact)
-        self._writer.submit(job)
-        return job
+        if logs is not None:
+            self._writer.submit(LogJob(logs, item, seq, spec.name, messages, response, self.redact))
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
                  attempts: int = 0) -> None:
+        if self.observer is NULL_OBSERVER:       # no tracing: nothing to build
+            return
         self.observer.llm_call(LLMCall(
-            request.item, spec.name, spec.model, redact_urls(spec.endpoint), messages,
+            request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
             completion.text if completion else None, began, time.time_ns(), cached,
             0 if cached else completion.attempts if completion else attempts,
             completion.usage if completion else {}, error))
@@ -356,19 +351,10 @@ class LogJob:
     """One call's log, formatted (prompts redacted) and written by the writer thread."""
 
     def __init__(self, logs: CallLogWriter, item: int, seq: int, model: str, messages: list[dict[str, Any]],
-                 response: str, reused: str | None, redact: Callable[[str], str]):
+                 response: str, redact: Callable[[str], str]):
         self.logs, self.item, self.seq, self.model = logs, item, seq, model
-        self.messages, self.response, self.reused, self.redact = messages, response, reused, redact
-        self.path: str | None = None
+        self.messages, self.response, self.redact = messages, response, redact
 
     def __call__(self) -> None:
-        logs = self.logs
-        self.path = logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
-                             self.redact(self.response))
-        if self.reused is not None:
-            logs.keep(self.path, self.reused)        # kept from a cache made before logs were kept with it
-
-    def keep_as(self, key: str) -> None:
-        """Keep the log as the log of the cached answer `key` (runs after __call__: one thread, in order)."""
-        if self.path is not None:
-            self.logs.keep(self.path, key)
+        self.logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
+                      self.redact(self.response))
