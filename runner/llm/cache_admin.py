@@ -1,5 +1,5 @@
 """`runner cache stats` and `runner cache clear`: the LLM answer cache under <cache>/responses
-(and the log kept with each answer, under <cache>/call_logs).
+(and <cache>/call_logs, the logs older versions kept beside their answers).
 
 Each value is the JSON the LLM service stores (content, usage, model, timestamp), so the
 statistics and filters read the values themselves; nothing else is kept on the side."""
