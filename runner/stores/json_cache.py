@@ -24,7 +24,8 @@ class JsonCache:
         import diskcache  # imported on first use: validate and render never open a cache
         self.directory = directory
         try:
-            self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
+            # cull_limit 0: nothing expires or is evicted, so each write skips diskcache's query for what to cull.
+            self._cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62, cull_limit=0)
         except (OSError, sqlite3.Error) as exc:
             raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
                                 "or remove it to start an empty cache") from None
