@@ -22,6 +22,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
+from runner.pipeline.jinja_fast import evaluate, generate
 from runner.pipeline.sandbox_limits import (
     MAX_ELEMENTS,
     BoundedSandbox,
@@ -241,7 +242,7 @@ class Renderer:
                 fn = self._path_reader(*path)
             elif expr is not None:
                 compiled = self.env.compile_expression(expr, undefined_to_none=False)
-                fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
+                fn = lambda scope, c=compiled: _defined(evaluate(c, scope))  # noqa: E731
             else:
                 template = self.env.from_string(source)
                 fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
@@ -305,7 +306,7 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
     """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
     could otherwise build gigabytes before anything else noticed)."""
     chunks, size = [], 0
-    for chunk in template.generate(**scope):
+    for chunk in generate(template, scope):
         size += len(chunk)
         if size > MAX_ELEMENTS:
             raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
