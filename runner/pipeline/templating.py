@@ -291,6 +291,7 @@ class Renderer:
 
 
 _MISSING = object()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain_path(expr: str) -> tuple[list[str], bool, str | None] | None:
@@ -317,6 +318,8 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
+    if type(value) in _SCALARS:        # most renders: nothing inside to check
+        return value
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
