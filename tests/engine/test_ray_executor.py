@@ -236,3 +236,20 @@ def test_without_ray_or_with_a_wrong_executor_is_exit_2(workdir, cli, tmp_path, 
     missing = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "ray", "--cache-dir", str(tmp_path))
     assert missing.exit_code == 2 and "pip install 'runner[ray]'" in missing.stderr
     assert not (workdir / "reports").exists()
+
+
+def test_batch_mode_works_under_ray(on_cluster, project, fake_llm, monkeypatch):
+    from helpers import run, write_json
+    from test_batch import batch_pipeline
+
+    from runner.engine.executors import ExecutorChoice
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    fake_llm.answer_json({"verdict": "no"}, contains="Second look")
+    fake_llm.answer_json({"verdict": "yes"}, contains="Question")
+    path = batch_pipeline(project)
+    items = write_json(project.root / "in.json", [{"q": f"q{i}"} for i in range(12)])
+    outcome = run(path, items, batch=True, executor=ExecutorChoice("ray", on_cluster.address, 2))
+    assert [(r["verdict"], r["second"]) for r in outcome.results] == [("yes", "no")] * 12
+    assert fake_llm.requests == []                                   # no live chat request
+    assert sum(len(b.lines) for b in fake_llm.batches.created()) == 24
+    assert outcome.summary["models"]["m"]["calls"] == 24

@@ -48,7 +48,8 @@ def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
     # The pipeline's declared variables (API keys, endpoints) reach every worker.
     env = {name: os.environ[name] for name in runtime.pipeline.env_names if name in os.environ}
     try:
-        ray.init(address=choice.ray_address, include_dashboard=False, log_to_driver=False,
+        # "local": a new instance on this machine, never a cluster that happens to run here.
+        ray.init(address=choice.ray_address or "local", include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env={"env_vars": env} if env else None)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RunnerError(f"--executor ray: cannot reach the Ray cluster"
