@@ -16,11 +16,8 @@ driver's own CPU and peak RSS (Ray's workers are processes of their own).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,7 +25,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from big_runs import ANSWER, JURORS, generate  # noqa: E402
-from installed_env import INSTALLED_ENV  # noqa: E402
+from throughput import Process, measured  # noqa: E402
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 
@@ -36,19 +33,13 @@ EXECUTORS = {"local": [], "ray, 1 worker": ["--executor", "ray", "--workers", "1
              "ray, 2 workers": ["--executor", "ray", "--workers", "2"]}
 
 
-def run(work: Path, out: str, extra: list[str]) -> tuple[float, float, float]:
-    """Wall time, the process's own CPU (user + system) and peak RSS (wait4)."""
+def run(work: Path, out: str, extra: list[str]) -> Process:
+    """The runner process: wall time, its CPU (wait4) and its own peak RSS (VmHWM, read while
+    it runs: wait4's maximum would include the Ray processes it started and reaped)."""
     args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
             "--input", "report.md", "--out", out, "--cache-dir", str(work / f"cache-{out}"), "--quiet", *extra]
-    with tempfile.TemporaryFile("w+") as log:
-        started = time.perf_counter()
-        child = subprocess.Popen(args, cwd=work, env=INSTALLED_ENV, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        if os.waitstatus_to_exitcode(status) not in (0, 3):
-            log.seek(0)
-            raise SystemExit(f"{out}: exit {os.waitstatus_to_exitcode(status)}\n{log.read()[-3000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    done = measured(args, work, ok=(0, 3))
+    return done
 
 
 def results(folder: Path) -> list[str]:
@@ -67,7 +58,8 @@ def table(title: str, work: Path, extra: list[str]) -> None:
     print("|---|---|---|---|---|---|")
     local_wall, same = 0.0, ""
     for n, (name, flags) in enumerate(EXECUTORS.items()):
-        wall, cpu, rss = run(work, f"out{n}", [*extra, *flags])
+        done = run(work, f"out{n}", [*extra, *flags])
+        wall, cpu, rss = done.wall, done.cpu, done.rss_mb
         if n == 0:
             local_wall = wall
         else:

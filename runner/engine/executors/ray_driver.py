@@ -141,6 +141,9 @@ def _absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
     absorb_agreements(runtime, answer["juries"])
     for warning in answer["warnings"]:
         add_warning(runtime, warning)
+    if runtime.memo is not None:
+        runtime.memo.hits += answer["memo"][0]
+        runtime.memo.stored += answer["memo"][1]
 
 
 async def _awaited(ref: Any) -> Any:

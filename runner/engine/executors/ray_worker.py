@@ -47,10 +47,16 @@ class BlockWorker:
             runtime.llm.sender.cluster_limits = self.limits
         await run_items(runtime, items, concurrency, results.append)
         indexes = [result["index"] for result in results]
+        memo, reused = runtime.memo, (0, 0)
+        if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
+            reused = (memo.hits, memo.stored)
+            memo.hits -= reused[0]
+            memo.stored -= reused[1]
         return {"results": results,
                 "llm": take_report(runtime.llm, indexes) if runtime.llm_used else None,
                 "juries": take_agreements(runtime),
                 "warnings": run_warnings(runtime),
+                "memo": reused,
                 "remote_cache": self.remote_cache}
 
     async def close(self) -> None:
