@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from runner.engine.context import RunOptions, Runtime, condition_at, render_at
-from runner.engine.execute import run_item, run_items
+from runner.engine.execute import run_item
+from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
@@ -94,7 +95,9 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
-                 formats: Sequence[str] = ()) -> RunOutcome:
+                 formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
+    executor = executor or ExecutorChoice()
+    executor.check()
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     check_before_run(pipeline, options.fail_under)
     items = load_items(pipeline, source)
@@ -127,7 +130,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     try:
         record.begin(runtime, out_dir, explicit_out=group is None)
         # Ctrl-C: outputs written, then re-raised
-        asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet()))
+        asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet(), executor))
         failed = False
     except asyncio.CancelledError:
         if outcome.terminated:
@@ -184,7 +187,7 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
 
 
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
-               progress: Progress) -> None:
+               progress: Progress, executor: ExecutorChoice) -> None:
     _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
@@ -198,7 +201,7 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
     progress.start(total, lambda: call_counts(runtime))
     unwritable: OutputError | None = None
     try:
-        await run_items(runtime, items, concurrency, keep)
+        await execute(executor, runtime, items, concurrency, keep)
     except asyncio.CancelledError:       # asyncio.run cancels the run on Ctrl-C
         outcome.interrupted = True
         raise

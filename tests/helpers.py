@@ -28,8 +28,10 @@ def run(pipeline: Path, input_path: Path | None = None, records: list[str] | Non
         overrides: list[str] | None = None, out: str | Path = "out", **options: Any) -> RunOutcome:
     root = pipeline.parent.parent
     progress = options.pop("progress", None)
+    executor = options.pop("executor", None)
     opts = RunOptions(cache_dir=Path(options.pop("cache_dir", root / "cache")), out_dir=Path(out), **options)
-    return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [], progress)
+    return run_pipeline(pipeline, ItemSource(input_path, records or []), opts, overrides or [], progress,
+                        executor=executor)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -85,10 +85,20 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         batch: Annotated[bool, typer.Option(
             "--batch", help="Answer through the provider's batch API (half the price, within hours) every model "
                             "that has one (OpenAI-compatible /v1/batches); the others stay live.")] = False,
+        executor: Annotated[str, typer.Option(
+            "--executor", help="Where items run: local (this process) or ray (a Ray cluster: --ray-address, "
+                               "--workers).")] = "local",
+        ray_address: Annotated[str | None, typer.Option(
+            "--ray-address", help="The Ray cluster to join (auto, ray://host:10001); without it --executor ray "
+                                  "starts Ray on this machine.")] = None,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", help="Ray workers (each runs blocks of items); default: one per CPU of the cluster.",
+            min=1)] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
     from runner.engine.context import RunOptions
+    from runner.engine.executors import ExecutorChoice
     from runner.engine.progress import for_terminal
     from runner.engine.selection import Selection
     from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
@@ -103,14 +113,17 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
         raise typer.Exit(2)
     allowed = MaxErrors.parse(max_errors)
-    flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else [])]
+    flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else []),
+             *(["--executor", executor] if executor != "local" else []),
+             *(["--ray-address", ray_address] if ray_address else []),
+             *(["--workers", str(workers)] if workers else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
                          command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet),
-                               formats or [])
+                               formats or [], ExecutorChoice(executor, ray_address, workers))
     except KeyboardInterrupt as stop:
         if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
             typer.echo(_summary_line(stop.args[0].summary, stop.args[0].out_dir))

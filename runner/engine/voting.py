@@ -158,6 +158,19 @@ class Agreement:
         # Per set of seats that voted on an item: [items, sum of P_i], and votes per category.
         self._by_seats: dict[frozenset[str], tuple[list[float], Counter[Any]]] = {}
 
+    def merge(self, other: Agreement) -> None:
+        """Add another's sums (a Ray worker's block) to these."""
+        self.items += other.items
+        for pair, (both, agreed) in other._pairs.items():
+            mine = self._pairs.setdefault(pair, [0, 0])
+            mine[0] += both
+            mine[1] += agreed
+        for seats, (sums, categories) in other._by_seats.items():
+            my_sums, my_categories = self._by_seats.setdefault(seats, ([0, 0.0], Counter()))
+            my_sums[0] += sums[0]
+            my_sums[1] += sums[1]
+            my_categories.update(categories)
+
     def add(self, row: dict[str, Any]) -> None:
         self.items += 1
         for a, b in combinations(sorted(row), 2):

@@ -31,12 +31,39 @@ from runner.safetext import utf8
 PENDING = ".pending"
 LOG_STORE = "call_logs"          # in the cache folder: logs kept by older versions (cache clear removes them)
 LOG_NAME = re.compile(r".+_\d{4,}_item\d+\.txt")      # what finish() names a log; nothing else is removed
+PENDING_NAME = re.compile(r"\d{8,}_\d{5,}_[^/\\\x00]+\.txt")
 
 
 def format_messages(messages: list[dict[str, Any]]) -> str:
     if len(messages) == 1 and messages[0].get("role") == "user":
         return str(messages[0].get("content", ""))
     return "\n\n".join(f"[{m.get('role')}]\n{m.get('content', '')}" for m in messages)
+
+
+def pending_name(item: int, seq: int, model: str) -> str:
+    return f"{item:08d}_{seq:05d}_{model}.txt"
+
+
+def log_body(prompt: str, response: str) -> bytes:
+    return utf8(f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n")
+
+
+class LogCollector:
+    """A Ray worker's call logs, kept until its block's results go to the driver, which
+    writes them into the run folder (a worker on another machine cannot)."""
+
+    def __init__(self) -> None:
+        self._logs: list[tuple[str, bytes]] = []
+
+    def add(self, item: int, seq: int, model: str, prompt: str, response: str) -> None:
+        self._logs.append((pending_name(item, seq, model), log_body(prompt, response)))   # list.append: thread-safe
+
+    def take(self) -> list[tuple[str, bytes]]:
+        taken, self._logs = self._logs, []
+        return taken
+
+    def finish(self) -> None:
+        return None
 
 
 class CallLogWriter:
@@ -49,15 +76,17 @@ class CallLogWriter:
         self.pending.mkdir(parents=True, exist_ok=True)
         self._pending = str(self.pending)
 
-    def _path(self, item: int, seq: int, model: str) -> str:
-        return os.path.join(self._pending, f"{item:08d}_{seq:05d}_{model}.txt")
-
     def add(self, item: int, seq: int, model: str, prompt: str, response: str) -> None:
         """Write one call's log under its provisional name."""
-        body = utf8(f"=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response}\n")
+        self.put(pending_name(item, seq, model), log_body(prompt, response))
+
+    def put(self, name: str, body: bytes) -> None:
+        """Write a log made elsewhere (a Ray worker's) under its provisional name."""
+        if not PENDING_NAME.fullmatch(name):
+            raise ValueError(f"not a provisional log name: {name[:80]!r}")
         # Debug output: one plain write, no fsync (results and the cache carry durability);
         # os-level calls, as a cached run writes hundreds of these in a fraction of a second.
-        fd = open_own(self._path(item, seq, model))
+        fd = open_own(os.path.join(self._pending, name))
         try:
             os.write(fd, body)
         finally:

@@ -63,6 +63,8 @@ class Sender:
         self._local: dict[str, AdaptiveLimit | None] = {}
         self._global: asyncio.Semaphore | None = None
         self._budget: DailyBudget | None = None
+        # Set on a Ray worker: gates and daily budgets held for the whole cluster (ray_services.py).
+        self.cluster_limits: Any = None
 
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                    schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
@@ -173,6 +175,10 @@ class Sender:
         return self._global
 
     def _gate(self, spec: ModelSpec) -> ModelGate:
+        if spec.name not in self._gates and self.cluster_limits is not None:
+            shared = self.cluster_limits.gate(spec)
+            if shared is not None:
+                self._gates[spec.name] = shared
         if spec.name not in self._gates:
             concurrency = spec.limits.get("concurrency")
             semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
@@ -197,7 +203,8 @@ class Sender:
 
     def _daily(self) -> DailyBudget:
         if self._budget is None:
-            self._budget = DailyBudget(self.cache_dir)
+            shared = self.cluster_limits
+            self._budget = shared.budget() if shared is not None else DailyBudget(self.cache_dir)
         return self._budget
 
     async def aclose(self) -> None:

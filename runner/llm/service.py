@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runner.errors import NeedsModel, StepError
 from runner.llm.cache import request_key, usable
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.logs import CallLogWriter, format_messages
+from runner.llm.logs import CallLogWriter, LogCollector, format_messages
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
@@ -90,7 +90,7 @@ class LLMService:
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
-        self._logs: CallLogWriter | None = None
+        self._logs: CallLogWriter | LogCollector | None = None
         self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -168,7 +168,7 @@ class LLMService:
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or self.cache.get(key))
+            cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or await self._cached(key))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -232,6 +232,13 @@ class LLMService:
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _cached(self, key: str) -> Any:
+        """The cache's entry for `key`: asked of the cache's owner when the cache is another
+        process's (a Ray worker on another machine), read here otherwise."""
+        cache = self.cache
+        remote = getattr(cache, "aget", None)
+        return await remote(key) if remote is not None else cache.get(key)
+
     @staticmethod
     def _key(spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
              mode: str) -> str:
@@ -265,11 +272,24 @@ class LLMService:
         self._seq[item] = self._seq.get(item, 0) + 1
         return self._seq[item]
 
-    def _log_writer(self) -> CallLogWriter | None:
+    def flush(self) -> None:
+        """Wait until every log and cache write handed to the writer thread is done."""
+        self._writer.flush()
+
+    @property
+    def logs(self) -> CallLogWriter | LogCollector | None:
+        return self._logs
+
+    def log_writer(self) -> CallLogWriter | LogCollector | None:
+        return self._log_writer()
+
+    def _log_writer(self) -> CallLogWriter | LogCollector | None:
         if self.options.render or self.options.out_dir is None:
             return None
         if self._logs is None:
-            self._logs = CallLogWriter(self.options.out_dir / "llm_logs")
+            # A Ray worker keeps its logs for the driver, which writes the run folder.
+            self._logs = (LogCollector() if getattr(self.options, "worker", False)
+                          else CallLogWriter(self.options.out_dir / "llm_logs"))
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
@@ -350,8 +370,8 @@ class LLMService:
 class LogJob:
     """One call's log, formatted (prompts redacted) and written by the writer thread."""
 
-    def __init__(self, logs: CallLogWriter, item: int, seq: int, model: str, messages: list[dict[str, Any]],
-                 response: str, redact: Callable[[str], str]):
+    def __init__(self, logs: CallLogWriter | LogCollector, item: int, seq: int, model: str,
+                 messages: list[dict[str, Any]], response: str, redact: Callable[[str], str]):
         self.logs, self.item, self.seq, self.model = logs, item, seq, model
         self.messages, self.response, self.redact = messages, response, redact
 

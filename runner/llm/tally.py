@@ -54,6 +54,29 @@ class FailureTally:
         reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
         return failed, reason
 
+    def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
+        """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
+        taken = []
+        for item in items:
+            groups = []
+            for key in self._by_item.pop(item, []):
+                answered, failed = self._groups.pop(key)
+                groups.append((key[1], answered, failed))
+            reason = self._reasons.pop(item, "")
+            if groups or reason:
+                taken.append((item, groups, reason))
+        return taken
+
+    def absorb(self, taken: list[tuple[int, list[tuple[int, int, int]], str]]) -> None:
+        """Items a Ray worker counted (`take`), counted here as if this process had."""
+        for item, groups, reason in taken:
+            for group, answered, failed in groups:
+                counts = self._group(item, group)
+                counts[0] += answered
+                counts[1] += failed
+            if reason:
+                self._reasons[item] = reason
+
     def failed_items(self) -> set[int]:
         return {item for (item, _), (answered, failed) in self._groups.items() if failed and not answered}
 

@@ -77,6 +77,14 @@ class BackgroundWriter:
         except Exception as exc:               # debug output: a failed log never fails a call
             self._failures.setdefault("logs", f"{type(exc).__name__}: {exc}")
 
+    def flush(self) -> None:
+        """Wait until everything handed over so far is written."""
+        if self._thread is None:
+            return
+        written = threading.Event()
+        self._queue.put(written.set)
+        written.wait()
+
     def close(self) -> None:
         """Wait for everything handed over, then say once what could not be written."""
         if self._thread is None:

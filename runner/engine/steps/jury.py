@@ -119,6 +119,20 @@ def _agreements(runtime: Runtime) -> dict[str, Agreement]:
     return {}
 
 
+def take_agreements(runtime: Runtime) -> dict[str, Agreement]:
+    """The agreement sums kept since the last take, reset (a Ray worker sends them per block)."""
+    kept = runtime.resource(_agreements)
+    taken = dict(kept)
+    kept.clear()
+    return taken
+
+
+def absorb_agreements(runtime: Runtime, taken: dict[str, Agreement]) -> None:
+    kept = runtime.resource(_agreements)
+    for step, agreement in taken.items():
+        kept.setdefault(step, Agreement()).merge(agreement)
+
+
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
     """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
     return {step: {"items": agreement.items, "pairwise_agreement": agreement.pairwise(),

@@ -1,0 +1,56 @@
+"""A Ray worker's LLM accounting for one block of items, and the driver taking it in, so
+summary.json (calls, cache hits, failures, tokens, cost, items without a usable answer,
+hints) and llm_logs/ read as a local run's.
+
+The worker's counts are taken and reset after each block: a block retried elsewhere after
+its worker died is counted once, by the worker that finished it."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from runner.llm.logs import CallLogWriter, LogCollector
+from runner.llm.sender import ModelStats
+from runner.llm.tally import EndpointTally
+
+
+def take_report(service: Any, items: list[int]) -> dict[str, Any]:
+    """What the worker's LLM service counted since the last report (plain data: it crosses
+    processes); `items`: the block's items, whose failure tally moves to the driver. Counts
+    are taken by subtraction, in place: another block running in the same worker goes on
+    adding to the same counters, and its share stays for its own report."""
+    service.flush()
+    return {"stats": {name: _take(stats) for name, stats in list(service.stats.items())},
+            "items": service.tally.take(items),
+            "endpoints": {name: _take(tally) for name, tally in list(service.tally.endpoints.items())},
+            "breakers": dict(service.breakers),
+            "logs": service.logs.take() if isinstance(service.logs, LogCollector) else []}
+
+
+def _take(counters: Any) -> dict[str, Any]:
+    taken = dict(vars(counters))
+    for name, value in taken.items():
+        if isinstance(value, (int, float)):
+            setattr(counters, name, getattr(counters, name) - value)
+    return taken
+
+
+def absorb_report(service: Any, report: dict[str, Any]) -> None:
+    """Add one block's report to the driver's LLM service (its logs included)."""
+    for name, counted in report["stats"].items():
+        stats = service.stats.setdefault(name, ModelStats())
+        for field in fields(ModelStats):
+            setattr(stats, field.name, getattr(stats, field.name) + counted[field.name])
+        service.spec(name)                      # hints name the models of an endpoint
+    service.tally.absorb(report["items"])
+    for endpoint, counted in report["endpoints"].items():
+        mine = service.tally.endpoints.setdefault(endpoint, EndpointTally())
+        mine.answered += counted["answered"]
+        mine.failed += counted["failed"]
+        mine.last_error = counted["last_error"] or mine.last_error
+    service.breakers.update(report["breakers"])
+    logs = service.log_writer()
+    if isinstance(logs, CallLogWriter):
+        for name, body in report["logs"]:
+            logs.put(name, body)

@@ -1,0 +1,255 @@
+"""`--executor ray` on a real local Ray cluster (a head node and a second node process):
+the same files as a local run, one cache, run-wide limits, and no item lost to a dead node."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fakellm import Reply
+from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
+
+REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI: run, never skip
+pytestmark = [pytest.mark.ray, pytest.mark.skipif(
+    not (REQUIRED or importlib.util.find_spec("ray")), reason="the ray extra is not installed")]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Cluster:
+    def __init__(self, root: Path):
+        self.root = root
+        self.temp = root / "ray"            # Ray's sockets need a short path
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.second_port = _free_port()
+        # Token authentication (on by default for new clusters) with a token of our own, in
+        # the environment of every process: the nodes, the driver and its workers.
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+                    "RAY_USAGE_STATS_ENABLED": "0"}
+
+    def ray(self, *args: str) -> None:
+        done = subprocess.run([str(Path(sys.executable).parent / "ray"), *args], env=self.env,
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    def start(self) -> None:
+        self.ray("start", "--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                 "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp}")
+        self.ray("start", f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                 f"--node-manager-port={self.second_port}", "--disable-usage-stats")
+
+    def stop(self) -> None:
+        subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], env=self.env,
+                       capture_output=True, timeout=120)
+
+    def second_raylet(self) -> int:
+        for proc in Path("/proc").iterdir():
+            try:
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if args and args[0].endswith(b"raylet") and f"--node_manager_port={self.second_port}".encode() in args:
+                return int(proc.name)
+        raise AssertionError(f"no raylet on port {self.second_port}")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    root = Path(f"/tmp/rr{os.getpid()}")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    running = Cluster(root)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def on_cluster(cluster, monkeypatch):
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED"):
+        monkeypatch.setenv(name, cluster.env[name])
+    return cluster
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    shutil.copytree(EXAMPLE, tmp_path / "example")
+    monkeypatch.chdir(tmp_path / "example")
+    return tmp_path / "example"
+
+
+def _untimed(value):
+    """Without timings (latency_ms, duration_ms), which differ between any two runs."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in ("latency_ms", "duration_ms")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def _results(folder: Path) -> list[dict]:
+    return [_untimed(json.loads(line)) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
+def _summary(folder: Path) -> dict:
+    summary = json.loads((folder / "summary.json").read_text())
+    for key in ("duration_s", "started_at", "finished_at", "out_dir"):
+        summary.pop(key, None)
+    # An item whose three jurors all fail is grouped under the call that failed last, which
+    # depends on timing in a local run too: the groups' sizes are compared.
+    summary["error_groups"] = sorted(group["count"] for group in summary.get("error_groups", []))
+    return _untimed(summary)
+
+
+def _report(folder: Path) -> str:
+    """report.md without its timings and its folder's name."""
+    text = (folder / "report.md").read_text().replace(str(folder.name), "FOLDER")
+    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
+
+
+def _logs(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in (folder / "llm_logs").iterdir()}
+
+
+def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_cluster, workdir, fake_llm, cli,
+                                                                        tmp_path, monkeypatch):
+    script(fake_llm)
+    common = ["--input", "report.md", *jury_overrides(fake_llm.url)]
+    local = cli("run", str(PIPELINE), "--out", "run-local", *common, "--cache-dir", str(tmp_path / "local-cache"))
+    assert local.exit_code == 0, local.output
+    sent_locally = len(fake_llm.requests)
+    fake_llm.requests.clear()
+
+    ray_run = cli("run", str(PIPELINE), "--out", "run-ray", *common, "--cache-dir", str(tmp_path / "cache"),
+                  "--executor", "ray", "--ray-address", on_cluster.address, "--workers", "2")
+    assert ray_run.exit_code == local.exit_code, ray_run.output
+    assert len(fake_llm.requests) == sent_locally
+    assert _results(workdir / "run-ray") == _results(workdir / "run-local")
+    assert _summary(workdir / "run-ray") == _summary(workdir / "run-local")
+    assert _logs(workdir / "run-ray") == _logs(workdir / "run-local")
+    assert _report(workdir / "run-ray") == _report(workdir / "run-local")
+    manifest = json.loads((workdir / "run-ray" / "run.json").read_text())
+    assert "--executor" in json.dumps(manifest)
+
+    # The cached rerun through Ray sends only what failed (answers the cache never keeps) ...
+    failed = sum(1 for r in fake_llm.requests if r.status >= 400)
+    fake_llm.requests.clear()
+    again = cli("run", str(PIPELINE), "--out", "ray2", *common, "--cache-dir", str(tmp_path / "cache"),
+                "--executor", "ray", "--ray-address", on_cluster.address)
+    assert again.exit_code == local.exit_code, again.output
+    assert len(fake_llm.requests) == failed
+    assert [r["verdict"] for r in _results(workdir / "ray2")] == [r["verdict"] for r in _results(workdir / "run-local")]
+
+    # ... and so does a local run after it, on what the Ray workers cached.
+    fake_llm.requests.clear()
+    back = cli("run", str(PIPELINE), "--out", "local2", *common, "--cache-dir", str(tmp_path / "cache"))
+    assert back.exit_code == local.exit_code and len(fake_llm.requests) == failed
+
+    # Workers that cannot see the driver's disk (on another machine) go through the cache actor.
+    monkeypatch.setenv("RUNNER_RAY_REMOTE_CACHE", "1")
+    fake_llm.requests.clear()
+    remote = cli("run", str(PIPELINE), "--out", "remote", *common, "--cache-dir", str(tmp_path / "cache"),
+                 "--executor", "ray", "--ray-address", on_cluster.address)
+    assert remote.exit_code == local.exit_code and len(fake_llm.requests) == failed
+    assert _results(workdir / "remote") == _results(workdir / "ray2")
+
+
+def test_a_models_concurrency_holds_across_workers(on_cluster, project, fake_llm, cli):
+    project.pipeline(f"""
+        version: 1
+        name: limited
+        concurrency: 4
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}", limits: {{concurrency: 2}}}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    fake_llm.script(Reply("ok", delay=0.3))
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(16)]))
+    result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", "--executor", "ray",
+                 "--ray-address", on_cluster.address, "--workers", "2")
+    assert result.exit_code == 0, result.output
+    spans = [(r.started, r.finished) for r in fake_llm.requests]
+    assert len(spans) == 16
+    most = max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans)
+    assert most == 2                  # 2 workers x 4 items each could have sent 8 at once
+
+
+def test_a_node_killed_mid_run_loses_no_item_and_writes_none_twice(on_cluster, project, fake_llm, cli):
+    project.pipeline(f"""
+        version: 1
+        name: slow
+        concurrency: 1
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}", retries: 0}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    fake_llm.script(Reply("ok", delay=0.3))
+    items = 24
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(items)]))
+    outcome: dict[str, object] = {}
+    run = threading.Thread(target=lambda: outcome.setdefault("result", cli(
+        "run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", "--executor", "ray",
+        "--ray-address", on_cluster.address, "--workers", "2")))
+    run.start()
+    while len(fake_llm.requests) < 6 and run.is_alive():
+        time.sleep(0.05)
+    os.kill(on_cluster.second_raylet(), signal.SIGKILL)
+    run.join(timeout=300)
+    result = outcome["result"]
+    assert result.exit_code == 0, result.output
+    results = project.results("out")
+    assert [r["index"] for r in results] == list(range(1, items + 1))
+    assert all(r["answer"] == "ok" and "error" not in r for r in results)
+    asked = [r.prompt for r in fake_llm.requests]
+    assert len(set(asked)) == items
+    assert len(asked) <= items + 2     # asked again: at most the calls in flight on the lost node (2 blocks)
+
+
+def test_without_ray_or_with_a_wrong_executor_is_exit_2(workdir, cli, tmp_path, monkeypatch):
+    wrong = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "spark", "--cache-dir", str(tmp_path))
+    assert wrong.exit_code == 2 and "--executor spark: choose from local, ray" in wrong.stderr
+    alone = cli("run", str(PIPELINE), "--input", "report.md", "--workers", "2", "--cache-dir", str(tmp_path))
+    assert alone.exit_code == 2 and "go with --executor ray" in alone.stderr
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "ray" else object())
+    missing = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "ray", "--cache-dir", str(tmp_path))
+    assert missing.exit_code == 2 and "pip install 'runner[ray]'" in missing.stderr
+    assert not (workdir / "reports").exists()
+
+
+def test_batch_mode_works_under_ray(on_cluster, project, fake_llm, monkeypatch):
+    from helpers import run, write_json
+    from test_batch import batch_pipeline
+
+    from runner.engine.executors import ExecutorChoice
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    fake_llm.answer_json({"verdict": "no"}, contains="Second look")
+    fake_llm.answer_json({"verdict": "yes"}, contains="Question")
+    path = batch_pipeline(project)
+    items = write_json(project.root / "in.json", [{"q": f"q{i}"} for i in range(12)])
+    outcome = run(path, items, batch=True, executor=ExecutorChoice("ray", on_cluster.address, 2))
+    assert [(r["verdict"], r["second"]) for r in outcome.results] == [("yes", "no")] * 12
+    assert fake_llm.requests == []                                   # no live chat request
+    assert sum(len(b.lines) for b in fake_llm.batches.created()) == 24
+    assert outcome.summary["models"]["m"]["calls"] == 24
