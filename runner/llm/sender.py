@@ -89,7 +89,11 @@ class Sender:
         probe = self._probes.get(spec.endpoint)
         if probe is None:
             probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
-        if await asyncio.shield(probe):
+        if probe.done():                # every call after the first few: no shield to build
+            refused = probe.result()
+        else:
+            refused = await asyncio.shield(probe)
+        if refused:
             self.breakers.setdefault(spec.endpoint, "connection refused")
 
     async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
