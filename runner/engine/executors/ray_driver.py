@@ -80,32 +80,37 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
     absolute = replace(options, cache_dir=Path(options.cache_dir).resolve(),
                        out_dir=Path(options.out_dir).resolve() if options.out_dir else None,
                        memo_dir=Path(options.memo_dir).resolve() if options.memo_dir else None)
-    driver_node = ray.get_runtime_context().get_node_id()
-    here = NodeAffinitySchedulingStrategy(node_id=driver_node, soft=False)
-    cache_owner = ray.remote(CacheOwner).options(scheduling_strategy=here, num_cpus=0).remote(
-        str(absolute.cache_dir / "responses"))
-    limits_owner = ray.remote(LimitsOwner).options(scheduling_strategy=here, num_cpus=0,
-                                                   max_concurrency=100_000).remote(str(absolute.cache_dir))
-    count = choice.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    # num_cpus=0 and SPREAD: one worker per CPU by default, spread over the nodes, and never
-    # left waiting for a CPU that Ray's own processes hold.
-    worker_class = ray.remote(BlockWorker).options(num_cpus=0, max_restarts=-1, max_task_retries=-1,
-                                                   max_concurrency=IN_FLIGHT_PER_WORKER, scheduling_strategy="SPREAD")
-    workers = [worker_class.remote(runtime.pipeline, absolute, os.getcwd(), driver_node, cache_owner, limits_owner)
-               for _ in range(count)]
-    total = len(items) if isinstance(items, Sized) else MAX_BLOCK * count
-    blocks = _blocks(items, block_size(total, count))
+    workers: list[Any] = []
+    owners: list[Any] = []
     running: dict[asyncio.Future[Any], int] = {}
     finished = 0
-
-    def send(worker: int) -> bool:
-        block = next(blocks, None)
-        if block is None:
-            return False
-        running[asyncio.ensure_future(_awaited(workers[worker].run_block.remote(block, concurrency)))] = worker
-        return True
-
     try:
+        driver_node = ray.get_runtime_context().get_node_id()
+        here = NodeAffinitySchedulingStrategy(node_id=driver_node, soft=False)
+        cache_owner = ray.remote(CacheOwner).options(scheduling_strategy=here, num_cpus=0).remote(
+            str(absolute.cache_dir / "responses"))
+        owners.append(cache_owner)
+        limits_owner = ray.remote(LimitsOwner).options(scheduling_strategy=here, num_cpus=0,
+                                                       max_concurrency=100_000).remote(str(absolute.cache_dir))
+        owners.append(limits_owner)
+        count = choice.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # num_cpus=0 and SPREAD: one worker per CPU by default, spread over the nodes, and never
+        # left waiting for a CPU that Ray's own processes hold.
+        worker_class = ray.remote(BlockWorker).options(
+            num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=IN_FLIGHT_PER_WORKER,
+            scheduling_strategy="SPREAD")
+        workers += [worker_class.remote(runtime.pipeline, absolute, os.getcwd(), driver_node, cache_owner,
+                                        limits_owner) for _ in range(count)]
+        total = len(items) if isinstance(items, Sized) else MAX_BLOCK * count
+        blocks = _blocks(items, block_size(total, count))
+
+        def send(worker: int) -> bool:
+            block = next(blocks, None)
+            if block is None:
+                return False
+            running[asyncio.ensure_future(_awaited(workers[worker].run_block.remote(block, concurrency)))] = worker
+            return True
+
         for worker in range(count):
             for _ in range(IN_FLIGHT_PER_WORKER):
                 send(worker)
@@ -127,7 +132,7 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
     finally:
         for future in running:        # Ctrl-C or a failure: stop the workers, keep what finished
             future.cancel()
-        for actor in [*workers, cache_owner, limits_owner]:
+        for actor in [*workers, *owners]:
             ray.kill(actor, no_restart=True)
         if started:
             ray.shutdown()
