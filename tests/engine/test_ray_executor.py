@@ -239,9 +239,9 @@ def test_without_ray_or_with_a_wrong_executor_is_exit_2(workdir, cli, tmp_path, 
 
 
 def test_batch_mode_works_under_ray(on_cluster, project, fake_llm, monkeypatch):
-    from helpers import run, write_json
     from test_batch import batch_pipeline
 
+    from helpers import run, write_json
     from runner.engine.executors import ExecutorChoice
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     fake_llm.answer_json({"verdict": "no"}, contains="Second look")
