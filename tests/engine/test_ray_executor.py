@@ -253,3 +253,37 @@ def test_batch_mode_works_under_ray(on_cluster, project, fake_llm, monkeypatch):
     assert fake_llm.requests == []                                   # no live chat request
     assert sum(len(b.lines) for b in fake_llm.batches.created()) == 24
     assert outcome.summary["models"]["m"]["calls"] == 24
+
+
+def test_ctrl_c_stops_the_workers_and_writes_what_finished(on_cluster, project, fake_llm):
+    fake_llm.script(Reply("done", delay=0.3))
+    path = project.pipeline(f"""
+        version: 1
+        name: slow
+        concurrency: 1
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(40)]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out",
+         "--executor", "ray", "--ray-address", on_cluster.address, "--workers", "2"],
+        cwd=project.root, env={**os.environ, "RUNNER_CACHE_DIR": str(project.root / "cache")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = project.root / "out" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.read_text().count("\n") >= 5) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    summary = json.loads((project.root / "out" / "summary.json").read_text())
+    written = [json.loads(line) for line in results.read_text().splitlines()]
+    assert summary["interrupted"] is True and summary["total"] == len(written) and 5 <= len(written) < 40
+    assert all(r["answer"] == "done" for r in written)
+    assert stdout.startswith(f"{len(written)} of 40 item(s), interrupted")
+    asked = len(fake_llm.requests)
+    time.sleep(1.0)
+    assert len(fake_llm.requests) == asked          # the workers stopped with the driver

@@ -82,7 +82,7 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
                        memo_dir=Path(options.memo_dir).resolve() if options.memo_dir else None)
     workers: list[Any] = []
     owners: list[Any] = []
-    running: dict[asyncio.Future[Any], int] = {}
+    running: dict[asyncio.Future[Any], tuple[int, Any]] = {}      # block: (worker, its ObjectRef)
     finished = 0
     try:
         driver_node = ray.get_runtime_context().get_node_id()
@@ -108,7 +108,8 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
             block = next(blocks, None)
             if block is None:
                 return False
-            running[asyncio.ensure_future(_awaited(workers[worker].run_block.remote(block, concurrency)))] = worker
+            ref = workers[worker].run_block.remote(block, concurrency)
+            running[asyncio.ensure_future(_awaited(ref))] = (worker, ref)
             return True
 
         for worker in range(count):
@@ -117,7 +118,7 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
         while running:
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                worker = running.pop(future)
+                worker, _ = running.pop(future)
                 try:
                     answer = future.result()
                 except ray.exceptions.RayError as exc:
@@ -130,8 +131,9 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
                         await maybe
                 send(worker)
     finally:
-        for future in running:        # Ctrl-C or a failure: stop the workers, keep what finished
+        for future, (_, ref) in running.items():    # Ctrl-C or a failure: stop the workers, keep what finished
             future.cancel()
+            ray.cancel(ref)         # cancelled, not lost: Ray neither retries nor reports the block
         for actor in [*workers, *owners]:
             ray.kill(actor, no_restart=True)
         if started:
