@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
+from test_citation_judge import EXAMPLE, PIPELINE, answer, jury_overrides, script
 
 REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI: run, never skip
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(
@@ -174,6 +174,18 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
                  "--executor", "ray", "--ray-address", on_cluster.address)
     assert remote.exit_code == local.exit_code and len(fake_llm.requests) == failed
     assert _results(workdir / "remote") == _results(workdir / "ray2")
+
+    # Once every juror has answered, a cached rerun through Ray sends nothing at all.
+    fake_llm.reset()
+    fake_llm.script(Reply(answer("VALID", "any")))
+    assert cli("run", str(PIPELINE), "--out", "filled", *common, "--cache-dir", str(tmp_path / "cache"),
+               "--executor", "ray", "--ray-address", on_cluster.address).exit_code == 0
+    assert len(fake_llm.requests) == failed
+    fake_llm.requests.clear()
+    cached = cli("run", str(PIPELINE), "--out", "cached", *common, "--cache-dir", str(tmp_path / "cache"),
+                 "--executor", "ray", "--ray-address", on_cluster.address)
+    assert cached.exit_code == 0 and fake_llm.requests == []
+    assert "0 sent" in cached.stdout
 
 
 def test_a_models_concurrency_holds_across_workers(on_cluster, project, fake_llm, cli):
