@@ -281,9 +281,6 @@ class LLMService:
         return self._logs
 
     def log_writer(self) -> CallLogWriter | LogCollector | None:
-        return self._log_writer()
-
-    def _log_writer(self) -> CallLogWriter | LogCollector | None:
         if self.options.render or self.options.out_dir is None:
             return None
         if self._logs is None:
@@ -294,7 +291,7 @@ class LLMService:
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
         """Hand the call's log to the writer thread (the run's end waits for every log: writer.py)."""
-        logs = self._log_writer()
+        logs = self.log_writer()
         if logs is not None:
             self._writer.submit(LogJob(logs, item, seq, spec.name, messages, response, self.redact))
 

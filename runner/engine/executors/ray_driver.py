@@ -33,14 +33,6 @@ MAX_BLOCK = 1000               # items in one block at most
 IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise RunnerError("--executor ray needs Ray: pip install 'runner[ray]'") from None
-    return ray
-
-
 def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
     """Join --ray-address, or start a Ray instance on this machine; True when this run started it."""
     if ray.is_initialized():
@@ -69,7 +61,7 @@ def block_size(total: int, workers: int) -> int:
 
 async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[Item], concurrency: int,
                      on_result: OnResult) -> int:
-    ray = _ray()
+    import ray  # there: ExecutorChoice.check() found it before the run began
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from runner.engine.executors.ray_services import CacheOwner, LimitsOwner
@@ -104,13 +96,11 @@ async def run_on_ray(choice: ExecutorChoice, runtime: Runtime, items: Iterable[I
         total = len(items) if isinstance(items, Sized) else MAX_BLOCK * count
         blocks = _blocks(items, block_size(total, count))
 
-        def send(worker: int) -> bool:
+        def send(worker: int) -> None:
             block = next(blocks, None)
-            if block is None:
-                return False
-            ref = workers[worker].run_block.remote(block, concurrency)
-            running[asyncio.ensure_future(_awaited(ref))] = (worker, ref)
-            return True
+            if block is not None:
+                ref = workers[worker].run_block.remote(block, concurrency)
+                running[asyncio.ensure_future(_awaited(ref))] = (worker, ref)
 
         for worker in range(count):
             for _ in range(IN_FLIGHT_PER_WORKER):

@@ -6,7 +6,9 @@ machine cannot see that disk and asks the cache actor (`RemoteCache`). Limits ar
 actor for every worker (`ClusterLimits`): a model's `concurrency`, `requests_per_minute`
 and `requests_per_day` then hold for the run as a whole, not per worker. A permit is a
 lease that expires after the model's timeout, so a worker that dies holding one (a lost
-node) cannot hold it for ever."""
+node) cannot hold it for ever.
+
+This module is loaded by --executor ray only, and imports ray where it calls it."""
 
 from __future__ import annotations
 
@@ -15,8 +17,6 @@ import itertools
 import time
 from pathlib import Path
 from typing import Any
-
-import ray
 
 from runner.llm.limits import BudgetSpent, DailyBudget, RateWindow
 from runner.stores.json_cache import JsonCache
@@ -46,13 +46,8 @@ class RemoteCache:
     async def aget(self, key: str) -> Any:
         return await self._owner.get.remote(key)
 
-    def get(self, key: str) -> Any:
-        return ray.get(self._owner.get.remote(key))
-
-    def set(self, key: str, value: Any) -> None:
-        self.set_many([(key, value)])
-
     def set_many(self, pairs: list[tuple[str, Any]]) -> None:     # from the writer thread
+        import ray
         ray.get(self._owner.set_many.remote(pairs))
 
     def close(self) -> None:
@@ -159,6 +154,7 @@ class ClusterBudget:
         self._owner = owner
 
     def spend(self, model_key: str, limit: int, shown: str) -> None:
+        import ray
         refused = ray.get(self._owner.spend.remote(model_key, limit, shown))
         if refused is not None:
             raise BudgetSpent(refused)

@@ -13,8 +13,6 @@ import os
 from dataclasses import replace
 from typing import Any
 
-import ray
-
 from runner.engine.context import RunOptions, Runtime
 from runner.engine.execute import run_items
 from runner.engine.executors.ray_services import ClusterLimits, RemoteCache
@@ -32,6 +30,7 @@ REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"
 class BlockWorker:
     def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str, driver_node: str,
                  cache_owner: Any, limits_owner: Any) -> None:
+        import ray
         os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
         self.runtime = Runtime.create(pipeline, replace(options, worker=True))
         remote = ray.get_runtime_context().get_node_id() != driver_node or os.environ.get(REMOTE_CACHE_ENV) == "1"
