@@ -25,6 +25,7 @@ MAX_LIPSUM_WORDS = 100_000        # lipsum(n=300000) ran for minutes
 MAX_JSON_INDENT = 64
 
 _SEQUENCES = (str, list, tuple, bytes)
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 # A %-conversion: flags, then width and precision (digits or `*`, taken from the arguments).
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
 _DIGITS = re.compile(r"\d+")
@@ -234,6 +235,18 @@ class BoundedSandbox(SandboxedEnvironment):
     string or list refused when its result would pass MAX_ELEMENTS (sandbox_limits)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # Most lookups are `item.claim` or `steps.x.passed` on a plain dict: Jinja first asks
+        # the dict for an attribute of that name and only then for the key, raising and
+        # catching an AttributeError each time. A name that is no dict attribute goes
+        # straight to the key: the same answer (a fifth of a cached run's template time).
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         refuse_if_huge(f"'{operator}'", binop_size(operator, left, right))

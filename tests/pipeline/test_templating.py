@@ -131,3 +131,28 @@ def test_plain_paths_read_what_jinja_reads(expr):
     assert outcome(lambda: fast.value("{{ " + expr + " }}", PATH_SCOPE)) == \
         outcome(lambda: _defined(compiled(**PATH_SCOPE)))
     assert outcome(lambda: fast.condition(expr, PATH_SCOPE)) == outcome(lambda: bool(_defined(compiled(**PATH_SCOPE))))
+
+
+@pytest.mark.parametrize("obj,attribute", [
+    ({"claim": "c"}, "claim"), ({"claim": "c"}, "missing"), ({"items": 5}, "items"), ({"get": 1}, "get"),
+    ({"__class__": 1}, "__class__"), ({}, "__init__"), ({"mro": 1}, "mro"), ({1: "x"}, "1"),
+    (__import__("collections").OrderedDict(a=1), "a"), (__import__("collections").defaultdict(int), "nope"),
+    ({"a": None}, "a"), (Record(), "verdict"), (Record(), "_hidden"), ("text", "upper"), ([1], "append"),
+])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_attribute_lookups_answer_what_jinjas_sandbox_answers(obj, attribute, read_only):
+    """The sandbox reads a plain dict's key without asking the dict for an attribute first;
+    the answer must be the one Jinja's own lookup gives, whatever the name."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    env = Renderer(read_only=read_only).env
+
+    def outcome(value):
+        if isinstance(value, jinja2.Undefined):
+            try:
+                str(value)
+            except jinja2.TemplateError as exc:      # undefined, or refused by the sandbox
+                return ("undefined", type(value).__name__, type(exc).__name__, str(exc))
+        return ("value", value if not callable(value) else getattr(value, "__name__", "callable"))
+
+    assert outcome(env.getattr(obj, attribute)) == outcome(SandboxedEnvironment.getattr(env, obj, attribute))
