@@ -34,7 +34,9 @@ FLAG_REASONS = {
 }
 
 LINE_TAG = re.compile(r"\[L\d+\]\s?")
-HYPHEN_BREAK = re.compile(r"(?<=\w)[-\u00ad][ \t]*\r?\n[ \t]*(?=\w)")
+# The hyphen first, its word character looked behind: the engine then skips to hyphens
+# instead of trying a lookbehind at every character (a third of the time on a source).
+HYPHEN_BREAK = re.compile(r"[-\u00ad](?<=\w[-\u00ad])[ \t]*\r?\n[ \t]*(?=\w)")
 QUOTE_MARKS = set("\"'`´“”„‟«»‹›‘’‚‛′″‴〝〞＂＇")
 INVISIBLE = {"\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"}
 DASHES = set("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58\ufe63\uff0d")
@@ -56,7 +58,9 @@ class Normalized:
 # Only "irregular" spots need a Python step: quotation marks and deleted spans (with the
 # whitespace around them), whitespace runs, and non-ASCII characters. Everything between
 # them maps one to one and is copied in bulk, which keeps a 350k-character source fast.
-_IRREGULAR = re.compile("\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*")
+# The lookahead lets the engine pass over plain characters without trying each alternative
+# (the first can start with nothing): half the time of a scan.
+_IRREGULAR = re.compile("(?=[\\s\\x00\"'`\\x80-\\U0010ffff])(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
 _SPACES = str.maketrans("\t\n\r\x0b\x0c", "     ")
 _DELETED = "\x00"
 
