@@ -17,7 +17,7 @@ from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.selection import Selection, item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
-from runner.inputs import Item, iter_items, iter_records, record_from_pairs
+from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder, refuse_overwriting_input
@@ -81,7 +81,9 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
             items = ItemStream(lambda: iter_items(records, explode))
         else:
-            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode))
+            counter = None if explode else record_counter(adapter)     # exploded records: counted by a pass
+            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode),
+                               count=None if counter is None else lambda: counter(path, options))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
     source.input_items = len(items)

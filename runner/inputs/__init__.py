@@ -50,6 +50,24 @@ class Item:
 ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs")
 adapter = ADAPTERS.register
 
+# How many records an adapter would yield, found without building them, where an adapter
+# knows a cheaper way than reading every record (a run counts its input before it starts).
+Counter = Callable[[Path, dict[str, Any]], int]
+COUNTERS: dict[str, Counter] = {}
+
+
+def counts(name: str) -> Callable[[Counter], Counter]:
+    """Decorator: the record counter of adapter `name` (it must count exactly what the adapter yields)."""
+    def add(counter: Counter) -> Counter:
+        COUNTERS[name] = counter
+        return counter
+    return add
+
+
+def record_counter(name: str) -> Counter | None:
+    ADAPTERS.get(name)          # the adapter's module registers its counter
+    return COUNTERS.get(name)
+
 
 def adapter_names() -> list[str]:
     return ADAPTERS.names()

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.inputs import Record, adapter
+from runner.inputs import Record, adapter, counts
 from runner.inputs.markdown_blocks import check_utf8, file_blocks, text_blocks
 
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
@@ -42,6 +42,19 @@ def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     claim and quote: fields index, file, start, end, claim, quote."""
     check_utf8(path)          # a bad byte fails the whole input, before the first record
     return _records(path, options)
+
+
+@counts("markdown_citations")
+def count_citations(path: Path, options: dict[str, Any]) -> int:
+    """How many records read_citations yields: one per citation and per malformed one, found
+    by the same patterns over the same blocks, without their claims."""
+    pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
+    check_malformed = "pattern" not in options
+    total = 0
+    for _, block in file_blocks(path):
+        starts = {m.start() for m in pattern.finditer(block)}
+        total += len(starts) + (len(_malformed(block, starts)) if check_malformed else 0)
+    return total
 
 
 def _records(path: Path, options: dict[str, Any]) -> Iterator[Record]:

@@ -9,16 +9,17 @@ from runner.inputs import Item
 
 
 class ItemStream:
-    def __init__(self, open_items: Callable[[], Iterable[Item]]):
+    def __init__(self, open_items: Callable[[], Iterable[Item]], count: Callable[[], int] | None = None):
         self._open = open_items
         self._count: int | None = None
+        self._counter = count         # a cheaper count than a pass over the items, where there is one
 
     def __iter__(self) -> Iterator[Item]:
         return iter(self._open())
 
     def __len__(self) -> int:
         if self._count is None:
-            self._count = sum(1 for _ in self)
+            self._count = self._counter() if self._counter is not None else sum(1 for _ in self)
         return self._count
 
     @classmethod

@@ -11,7 +11,7 @@ import yaml
 
 from runner.errors import InputError
 from runner.fileio import NotJson, parse_json
-from runner.inputs import Record, adapter, decode, read_text
+from runner.inputs import Record, adapter, counts, decode, read_text
 from runner.yamlpos import alias_problem
 
 
@@ -62,6 +62,22 @@ def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
                 record = _jsonl_record(path, number, raw)
                 if record is not None:
                     yield record
+
+
+@counts("jsonl")
+def count_jsonl(path: Path, options: dict[str, Any]) -> int:
+    """How many records read_jsonl yields (a line that is not blank, readable or not), without parsing them."""
+    total = 0
+    with path.open("rb") as handle:
+        for number, chunk in enumerate(handle):
+            if number == 0:
+                chunk = chunk.removeprefix(b"\xef\xbb\xbf")
+            for raw in chunk.splitlines():
+                try:
+                    total += bool(raw.decode("utf-8-sig").strip())
+                except UnicodeDecodeError:
+                    total += 1          # an item with the error
+    return total
 
 
 def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:
