@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import ipaddress
-import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from runner.llm.shared_json import CANONICAL, canonical
 from runner.llm.usage import usage_of
 from runner.safetext import clean_text, utf8
 
@@ -35,24 +35,9 @@ def usable(cached: Any) -> dict[str, Any] | None:
             **({"model": clean_text(model)} if isinstance(model, str) else {})}
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 # The top-level key holds the last such text: only response_format, sample and sampling
 # (fixed keys) sort after it, while a string's own quotes are escaped.
 SCHEMA_SLOT = '"output_schema":null'
-_SCHEMA_TEXT: dict[int, tuple[Any, str]] = {}     # id -> (the schema, kept alive; its canonical JSON)
-
-
-def _schema_text(schema: Any) -> str:
-    """A step sends one schema with every call: its canonical JSON is made once."""
-    known = _SCHEMA_TEXT.get(id(schema))
-    if known is None or known[0] is not schema:
-        if len(_SCHEMA_TEXT) >= 256:
-            _SCHEMA_TEXT.clear()
-        known = _SCHEMA_TEXT[id(schema)] = (schema, _canonical(schema))
-    return known[1]
 
 
 LOOPBACK_NAME = "localhost"
@@ -94,16 +79,20 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
                 sampling: dict[str, Any], response_format: Any = None, output_schema: Any = None,
                 sample: int = 0, extra: dict[str, Any] | None = None, cache_as: str | None = None) -> str:
     endpoint = endpoint_identity(api_base) if cache_as is None else None
-    payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint, "messages": messages,
+    payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint,
                "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
                "response_format": response_format, "output_schema": None, "sample": sample,
                "extra": extra or {}}
     if cache_as is not None:         # only then: keys without it stay as they were
         payload["cache_as"] = cache_as
-    # The canonical JSON of the whole payload (sorted keys, no spaces) in one encoding, the
-    # schema's part (the same for every call of a step) spliced in from its own cache.
-    canonical = _canonical(payload)
+    # The canonical JSON of the whole payload (sorted keys, no spaces): the keys that sort
+    # before and after "messages" each in one encoding, the messages (the same for every seat
+    # of a jury) and the schema (the same for every call of a step) spliced in, each encoded
+    # once (shared_json.py). The same text as one canonical() of it all.
+    head = canonical({k: v for k, v in payload.items() if k < "messages"})
+    tail = canonical({k: v for k, v in payload.items() if k > "messages"})
     if output_schema is not None:
-        before, after = canonical.rsplit(SCHEMA_SLOT, 1)
-        canonical = f"{before}\"output_schema\":{_schema_text(output_schema)}{after}"
-    return hashlib.sha256(utf8(canonical)).hexdigest()
+        before, after = tail.rsplit(SCHEMA_SLOT, 1)
+        tail = f"{before}\"output_schema\":{CANONICAL.text(output_schema)}{after}"
+    text = f"{head[:-1]},\"messages\":{CANONICAL.text(messages)},{tail[1:]}"
+    return hashlib.sha256(utf8(text)).hexdigest()

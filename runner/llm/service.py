@@ -93,6 +93,7 @@ class LLMService:
         self._logs: CallLogWriter | LogCollector | None = None
         self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
         self._seq: dict[int, int] = {}
+        self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self._environment = environment_secrets()      # read once: a run's environment does not change
         self.stats: dict[str, ModelStats] = {}
@@ -161,7 +162,7 @@ class LLMService:
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
-        messages = [clean_value(dict(m)) for m in request.messages]     # what is sent, keyed and logged is UTF-8
+        messages = self._sendable(request.messages)
         schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
@@ -231,6 +232,14 @@ class LLMService:
                     "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _sendable(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages as sent, keyed and logged (UTF-8 throughout): one list for every seat
+        of a jury, which send the same messages, so their JSON is made once (shared_json.py)."""
+        known = self._messages
+        if known is None or known[0] is not messages:
+            known = self._messages = (messages, [clean_value(dict(m)) for m in messages])
+        return known[1]
 
     async def _cached(self, key: str) -> Any:
         """The cache's entry for `key`: asked of the cache's owner when the cache is another

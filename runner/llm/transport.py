@@ -6,6 +6,7 @@ fully cached run never pay for it."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -167,8 +168,10 @@ class LiteLLMTransport:
         missing = self.missing_key(spec)
         if missing:
             raise TransportError("missing_key", f"missing API key: set {missing}")
-        kwargs: dict[str, Any] = {**spec.extra, **params, "model": spec.model, "messages": messages,
-                                  "timeout": spec.timeout, "max_retries": 0}
+        # Copies: the messages and response format are shared with other calls (shared_json.py),
+        # and a provider's adapter in litellm may rewrite what it is given.
+        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model,
+                                  "messages": copy.deepcopy(messages), "timeout": spec.timeout, "max_retries": 0}
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
             kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER   # local servers ignore it
