@@ -7,12 +7,12 @@ This module, and aiohttp with it, is imported on the first uncached call only.
 
 Every body is read through a cap (models.NAME.max_response_bytes, counted after
 decompression, while reading); redirects are reported, never followed; no proxy from the
-environment is used."""
+environment is used. The deadline of an attempt is the sender's (`asyncio.timeout` around
+`complete`, sender.py): aiohttp keeps no timer of its own, one fewer per request."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Any
 
@@ -20,8 +20,11 @@ import aiohttp
 from yarl import URL
 
 from runner.llm.http import ERROR_TEXT, StreamAssembler, parse_body, redirect_error, status_error, too_large, wire_model
+from runner.llm.shared_json import body_text
 from runner.llm.spec import OPENAI_BASE, ModelSpec
 from runner.llm.transport import Completion, TransportError, exception_chain
+
+NO_TIMER = aiohttp.ClientTimeout()          # the sender's asyncio.timeout bounds each attempt
 
 
 class HTTPTransport:
@@ -30,7 +33,6 @@ class HTTPTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._urls: dict[str, URL] = {}
         self._basic: dict[str, str | None] = {}
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -50,12 +52,6 @@ class HTTPTransport:
             url = self._urls[base] = URL(base.rstrip("/") + "/chat/completions").with_user(None)
             self._basic[spec.api_base or ""] = _basic_auth(base)
         return url
-
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
-        return timeout
 
     @staticmethod
     def _key(spec: ModelSpec) -> str | None:
@@ -83,8 +79,8 @@ class HTTPTransport:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            async with self._client().post(url, data=json.dumps(body).encode(), headers=headers,
-                                           allow_redirects=False, timeout=self._timeout(spec.timeout)) as response:
+            async with self._client().post(url, data=body_text(body).encode(), headers=headers,
+                                           allow_redirects=False, timeout=NO_TIMER) as response:
                 status = response.status
                 if 300 <= status < 400:
                     raise redirect_error(status, response.headers.get("location"))
