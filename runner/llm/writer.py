@@ -4,12 +4,15 @@ were handed over and writes answers to the cache in batches, one transaction eac
 At 64 calls in flight a profile of the citation judge found the loop blocked a third of
 its time creating log files (the file system takes 20 us to 1 ms an inode) and a tenth
 committing one cache transaction per answer. Nothing waits for this thread but the run's
-end (`close`): handing over costs a queue put, and writes overlap the wait for answers.
-An answer handed over but not yet committed is served from `pending`, so a call asked
-again in the same run still finds it."""
+end (`close`): writes overlap the wait for answers. What one turn of the event loop hands
+over goes to the thread as one batch, at the end of that turn: a put per job woke the
+thread for each (at 256 calls in flight, 4% of the loop's time). An answer handed over but
+not yet committed is served from `pending`, so a call asked again in the same run still
+finds it."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import sys
 import threading
@@ -28,16 +31,29 @@ class BackgroundWriter:
         self.pending: dict[str, Any] = {}
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._turn: list[Any] = []           # handed over in this turn of the event loop, not yet sent
         self._failures: dict[str, str] = {}       # what failed -> its first error
 
     def submit(self, job: Job) -> None:
-        self._start()
-        self._queue.put(job)
+        self._hand_over(job)
 
     def cache_set(self, cache: JsonCache, key: str, value: Any) -> None:
         self.pending[key] = value
+        self._hand_over((cache, key, value))
+
+    def _hand_over(self, entry: Any) -> None:
         self._start()
-        self._queue.put((cache, key, value))
+        self._turn.append(entry)
+        if len(self._turn) == 1:
+            try:
+                asyncio.get_running_loop().call_soon(self._send_turn)
+            except RuntimeError:        # no event loop in this thread: at once
+                self._send_turn()
+
+    def _send_turn(self) -> None:
+        if self._turn:
+            turn, self._turn = self._turn, []
+            self._queue.put(turn)
 
     def _start(self) -> None:
         if self._thread is None:
@@ -46,10 +62,10 @@ class BackgroundWriter:
 
     def _work(self) -> None:
         while True:
-            work = [self._queue.get()]
+            work = list(self._queue.get())
             while len(work) < BATCH:
                 try:
-                    work.append(self._queue.get_nowait())
+                    work.extend(self._queue.get_nowait())
                 except queue.Empty:
                     break
             answers: dict[JsonCache, list[tuple[str, Any]]] = {}
@@ -82,14 +98,16 @@ class BackgroundWriter:
         if self._thread is None:
             return
         written = threading.Event()
-        self._queue.put(written.set)
+        self._turn.append(written.set)
+        self._send_turn()
         written.wait()
 
     def close(self) -> None:
         """Wait for everything handed over, then say once what could not be written."""
         if self._thread is None:
             return
-        self._queue.put(_STOP)
+        self._turn.append(_STOP)
+        self._send_turn()
         self._thread.join()
         self._thread = None
         if "cache" in self._failures:
