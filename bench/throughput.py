@@ -9,7 +9,9 @@ The citation judge, every seat on the fake server with `limits.concurrency` = `-
 Per process: wall, CPU (user + system, from wait4) and its own peak RSS (VmHWM). A first cold
 run, not counted, warms the machine and gives the requests the floors send. The aiohttp floor
 and runner cold then run in turn three times (each a fresh cache), and the median of each is
-compared; the cached rerun is the median of three.
+compared; the cached rerun is the median of three. Before each scenario the bench waits until
+creating a file costs what it costs on a quiet disk (settle(): this VM's file system charges
+every new file for the files removed in the last minutes), and prints that cost.
 
     python bench/throughput.py              # all three; or e.g. `python bench/throughput.py 64`
     python bench/throughput.py --tmp /dev/shm   # the work folders on another file system
@@ -40,6 +42,8 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
 RERUNS = 3
 COLD_PAIRS = 3
+QUIET_FILE_US = 60        # what creating a file costs on this VM's disk when nothing was removed lately (23-40 us)
+SETTLE_SECONDS = 330      # ext4's longest window for recently removed inodes, and a little more
 AIOHTTP_FLOOR = """
 import asyncio, json, sys
 import aiohttp
@@ -116,62 +120,79 @@ def runner_run(work: Path, cache: Path, out: str, url: str, in_flight: int) -> P
     return done
 
 
-def scenario(in_flight: int, where: str | None) -> tuple[list[tuple[str, Process, int]], int]:
+def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]], int]:
     citations, latency = SCENARIOS[in_flight]
     server = FakeLLM().start()
     server.script(Reply(ANSWER, delay=latency))
     rows = []
     try:
-        with tempfile.TemporaryDirectory(dir=where) as tmp:
-            work = Path(tmp) / "example"
-            shutil.copytree(REPO / "examples" / "citation_judge", work)
-            report(work, citations)
-            # A first cold run, not counted, warms what any first process pays for (the page
-            # cache, the server's threads) and gives the requests the floors send.
-            runner_run(work, Path(tmp) / "warm-up", "warm-up", server.url, in_flight)
-            bodies = Path(tmp) / "bodies.json"
-            bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
+        tmp = top / f"in-flight-{in_flight}"
+        work = tmp / "example"
+        shutil.copytree(REPO / "examples" / "citation_judge", work)
+        report(work, citations)
+        # A first cold run, not counted, warms what any first process pays for (the page
+        # cache, the server's threads) and gives the requests the floors send.
+        runner_run(work, tmp / "warm-up", "warm-up", server.url, in_flight)
+        bodies = tmp / "bodies.json"
+        bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
 
-            def floor(script: str) -> tuple[Process, int]:
-                sent = len(server.requests)
-                done = measured([sys.executable, "-c", script, server.url, str(bodies), str(in_flight)], work)
-                return done, len(server.requests) - sent
-
-            def cold(n: int) -> tuple[Process, int]:
-                sent = len(server.requests)
-                done = runner_run(work, Path(tmp) / f"cache{n}", f"cold{n}", server.url, in_flight)
-                return done, len(server.requests) - sent
-
-            # The floor and runner cold in turn, COLD_PAIRS times, each the median of its
-            # runs: on this VM a process's system time for the same work varies 5x with
-            # whether the pages it writes were handed back to the host (see RESULTS.md).
-            pairs = [(floor(AIOHTTP_FLOOR), cold(n)) for n in range(COLD_PAIRS)]
-            floors = sorted((pair[0] for pair in pairs), key=lambda run: run[0].wall)
-            colds = sorted((pair[1] for pair in pairs), key=lambda run: run[0].wall)
-            rows.append(("bare aiohttp (the floor), median", *floors[COLD_PAIRS // 2]))
-            rows.append(("bare httpx", *floor(FLOOR)))
-            calls = colds[COLD_PAIRS // 2][1]
-            rows.append(("runner, cold, median", *colds[COLD_PAIRS // 2]))
-            rows.append(("runner, cold, best", *colds[0]))
+        def floor(script: str) -> tuple[Process, int]:
             sent = len(server.requests)
-            # A cached rerun is short enough for the machine's noise to move it by a third: the median.
-            reruns = sorted((runner_run(work, Path(tmp) / "cache0", f"cached{n}", server.url, in_flight)
-                             for n in range(RERUNS)), key=lambda p: p.wall)
-            rows.append((f"runner, fully cached rerun (median of {RERUNS})", reruns[RERUNS // 2],
-                         len(server.requests) - sent))
+            done = measured([sys.executable, "-c", script, server.url, str(bodies), str(in_flight)], work)
+            return done, len(server.requests) - sent
+
+        def cold(n: int) -> tuple[Process, int]:
+            sent = len(server.requests)
+            done = runner_run(work, tmp / f"cache{n}", f"cold{n}", server.url, in_flight)
+            return done, len(server.requests) - sent
+
+        # The floor and runner cold in turn, COLD_PAIRS times, each the median of its
+        # runs: on this VM a process's system time for the same work varies 5x with
+        # whether the pages it writes were handed back to the host (see RESULTS.md).
+        pairs = [(floor(AIOHTTP_FLOOR), cold(n)) for n in range(COLD_PAIRS)]
+        floors = sorted((pair[0] for pair in pairs), key=lambda run: run[0].wall)
+        colds = sorted((pair[1] for pair in pairs), key=lambda run: run[0].wall)
+        rows.append(("bare aiohttp (the floor), median", *floors[COLD_PAIRS // 2]))
+        rows.append(("bare httpx", *floor(FLOOR)))
+        calls = colds[COLD_PAIRS // 2][1]
+        rows.append(("runner, cold, median", *colds[COLD_PAIRS // 2]))
+        rows.append(("runner, cold, best", *colds[0]))
+        sent = len(server.requests)
+        # A cached rerun is short enough for the machine's noise to move it by a third: the median.
+        reruns = sorted((runner_run(work, tmp / "cache0", f"cached{n}", server.url, in_flight)
+                         for n in range(RERUNS)), key=lambda p: p.wall)
+        rows.append((f"runner, fully cached rerun (median of {RERUNS})", reruns[RERUNS // 2],
+                     len(server.requests) - sent))
     finally:
         server.stop()
     return rows, calls
 
 
-def settle() -> None:
-    """Write back what earlier work left dirty and wait out ext4's window for reusing the
-    inodes it deleted: on a file system without a journal (this VM's), a new file is placed
-    past every inode deleted in the last 5 s, or 300 s while its inode table block is dirty
-    (fs/ext4/ialloc.c, recently_deleted). After a 30,000-file folder is removed, creating a
-    file costs 300-480 us instead of 33 us for minutes, and runner creates one log a call."""
+def file_cost_us(where: Path, files: int = 300) -> float:
+    """Microseconds to create one small file in a new folder under `where` (the folder is
+    kept: removing it would charge the next files again)."""
+    folder = Path(tempfile.mkdtemp(prefix="probe-", dir=where))
+    started = time.perf_counter()
+    for n in range(files):
+        (folder / f"{n:05d}.txt").write_bytes(b"x" * 2000)
+    return (time.perf_counter() - started) / files * 1e6
+
+
+def settle(where: Path) -> float:
+    """Wait (at most SETTLE_SECONDS) until creating a file costs what it costs on a quiet file
+    system, and say what it costs. This VM's ext4 has no journal, and ext4 without one never
+    reuses an inode deleted in the last 5 s (300 s while its inode table block is dirty): each
+    new file is placed past every such inode (fs/ext4/ialloc.c, recently_deleted). After a test
+    suite or an earlier bench removed its folders, a file cost 400-540 us instead of 23 us here
+    for minutes, and runner writes one call log a call (the floors write none)."""
     os.sync()
-    time.sleep(6)
+    waited = 0.0
+    cost = file_cost_us(where)
+    while cost > QUIET_FILE_US and waited < SETTLE_SECONDS:
+        time.sleep(15)
+        waited += 15
+        cost = file_cost_us(where)
+    return cost
 
 
 def main() -> None:
@@ -180,21 +201,29 @@ def main() -> None:
     if where:
         args = [a for a in args if a not in ("--tmp", where)]
     chosen = [int(n) for n in args[0].split(",")] if args else list(SCENARIOS)
-    for in_flight in chosen:
-        citations, latency = SCENARIOS[in_flight]
-        settle()
-        rows, calls = scenario(in_flight, where)
-        floor, cold, cached = rows[0][1], rows[2][1], rows[4][1]
-        print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls\n")
-        print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
-        print("|---|---|---|---|---|---|---|")
-        for name, process, requests in rows:
-            per_call = f"{process.cpu / calls * 1000:.2f} ms" if requests else "-"
-            print(f"| {name} | {process.wall:.2f} s | {process.cpu:.2f} s ({process.user:.2f} + {process.system:.2f}) "
-                  f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
-        print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
-              f"{cold.cpu / calls * 1000:.2f} ms CPU per call ({cold.user / calls * 1000:.2f} user + "
-              f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}")
+    # One folder for every scenario, removed at the end: removing one between scenarios would
+    # charge the next scenario's files (settle()).
+    with tempfile.TemporaryDirectory(dir=where) as top:
+        for in_flight in chosen:
+            report_scenario(in_flight, Path(top))
+
+
+def report_scenario(in_flight: int, top: Path) -> None:
+    citations, latency = SCENARIOS[in_flight]
+    cost = settle(top)
+    rows, calls = scenario(in_flight, top)
+    floor, cold, cached = rows[0][1], rows[2][1], rows[4][1]
+    print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls; "
+          f"creating a file here cost {cost:.0f} us before the scenario\n")
+    print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
+    print("|---|---|---|---|---|---|---|")
+    for name, process, requests in rows:
+        per_call = f"{process.cpu / calls * 1000:.2f} ms" if requests else "-"
+        print(f"| {name} | {process.wall:.2f} s | {process.cpu:.2f} s ({process.user:.2f} + {process.system:.2f}) "
+              f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
+    print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
+          f"{cold.cpu / calls * 1000:.2f} ms CPU per call ({cold.user / calls * 1000:.2f} user + "
+          f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}")
 
 
 if __name__ == "__main__":
