@@ -55,8 +55,8 @@ class LogCollector:
     def __init__(self) -> None:
         self._logs: list[tuple[str, bytes]] = []
 
-    def add(self, item: int, seq: int, model: str, prompt: str, response: str) -> None:
-        self._logs.append((pending_name(item, seq, model), log_body(prompt, response)))   # list.append: thread-safe
+    def put(self, name: str, body: bytes) -> None:
+        self._logs.append((name, body))
 
     def take(self) -> list[tuple[str, bytes]]:
         taken, self._logs = self._logs, []
@@ -76,12 +76,8 @@ class CallLogWriter:
         self.pending.mkdir(parents=True, exist_ok=True)
         self._pending = str(self.pending)
 
-    def add(self, item: int, seq: int, model: str, prompt: str, response: str) -> None:
-        """Write one call's log under its provisional name."""
-        self.put(pending_name(item, seq, model), log_body(prompt, response))
-
     def put(self, name: str, body: bytes) -> None:
-        """Write a log made elsewhere (a Ray worker's) under its provisional name."""
+        """Write one call's log (made here, or by a Ray worker) under its provisional name."""
         if not PENDING_NAME.fullmatch(name):
             raise ValueError(f"not a provisional log name: {name[:80]!r}")
         # Debug output: one plain write, no fsync (results and the cache carry durability);

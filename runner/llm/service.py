@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runner.errors import NeedsModel, StepError
 from runner.llm.cache import request_key, usable
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.logs import CallLogWriter, LogCollector, format_messages
+from runner.llm.logs import CallLogWriter, LogCollector, format_messages, log_body, pending_name
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
@@ -91,7 +91,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
-        self._writer = BackgroundWriter()      # logs and cache writes, off the event loop
+        self._writer = BackgroundWriter()      # cache writes once a turn, log files by a thread
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -299,10 +299,17 @@ class LLMService:
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
-        """Hand the call's log to the writer thread (the run's end waits for every log: writer.py)."""
+        """The call's log, formatted here; its file is written by the writer thread (the run's
+        end waits for every log: writer.py), a Ray worker's kept for its driver."""
         logs = self.log_writer()
-        if logs is not None:
-            self._writer.submit(LogJob(logs, item, seq, spec.name, messages, response, self.redact))
+        if logs is None:
+            return
+        name = pending_name(item, seq, spec.name)
+        body = log_body(self.redact(format_messages(messages)), self.redact(response))
+        if isinstance(logs, LogCollector):
+            logs.put(name, body)
+        else:
+            self._writer.submit(functools.partial(logs.put, name, body))
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
@@ -371,16 +378,3 @@ class LLMService:
         if self._cache is not None:
             self._cache.close()
 
-
-
-class LogJob:
-    """One call's log, formatted (prompts redacted) and written by the writer thread."""
-
-    def __init__(self, logs: CallLogWriter | LogCollector, item: int, seq: int, model: str,
-                 messages: list[dict[str, Any]], response: str, redact: Callable[[str], str]):
-        self.logs, self.item, self.seq, self.model = logs, item, seq, model
-        self.messages, self.response, self.redact = messages, response, redact
-
-    def __call__(self) -> None:
-        self.logs.add(self.item, self.seq, self.model, self.redact(format_messages(self.messages)),
-                      self.redact(self.response))

@@ -1,0 +1,99 @@
+"""The writer (runner/llm/writer.py): answers committed once per turn of the event loop, call
+logs written at once while files are quick to write and by a thread once they are not."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from runner.llm import writer as writer_module
+from runner.llm.writer import BackgroundWriter
+
+
+class FakeCache:
+    def __init__(self, fail: bool = False) -> None:
+        self.commits: list[list[tuple[str, Any]]] = []
+        self.fail = fail
+
+    def set_many(self, pairs: list[tuple[str, Any]]) -> None:
+        if self.fail:
+            raise OSError("disk full")
+        self.commits.append(list(pairs))
+
+
+def test_answers_of_one_turn_are_one_transaction_and_served_until_committed():
+    cache, writer = FakeCache(), BackgroundWriter()
+
+    async def run() -> None:
+        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+        writer.cache_set(cache, "b", 2)         # type: ignore[arg-type]
+        assert writer.pending == {"a": 1, "b": 2} and cache.commits == []
+        await asyncio.sleep(0)                  # the turn ends
+        writer.cache_set(cache, "c", 3)         # type: ignore[arg-type]
+        await asyncio.sleep(0)
+
+    asyncio.run(run())
+    writer.close()
+    assert cache.commits == [[("a", 1), ("b", 2)], [("c", 3)]]
+    assert writer.pending == {}
+
+
+def test_quick_files_are_written_at_once_without_a_thread():
+    writer, written = BackgroundWriter(), []
+
+    async def run() -> None:
+        for n in range(50):
+            writer.submit(lambda n=n: written.append((n, threading.current_thread().name)))
+        assert len(written) == 50               # before the turn ends
+
+    asyncio.run(run())
+    writer.close()
+    assert {name for _, name in written} == {threading.current_thread().name}
+
+
+def test_slow_files_move_to_the_thread_and_all_are_written_in_order(monkeypatch):
+    monkeypatch.setattr(writer_module, "SLOW_WRITE", 0.002)
+    writer, written = BackgroundWriter(), []
+
+    def slow(n: int) -> None:
+        time.sleep(0.005)
+        written.append((n, threading.current_thread().name))
+
+    async def run() -> None:
+        for n in range(40):
+            writer.submit(lambda n=n: slow(n))
+        inline = [name for _, name in written]
+        assert 0 < len(inline) < 40             # a few at once, then the thread took the rest
+
+    asyncio.run(run())
+    writer.close()
+    assert [n for n, _ in written] == list(range(40))
+    assert "runner-writer" in {name for _, name in written}
+
+
+def test_what_could_not_be_written_is_said_once_at_the_end(capsys):
+    writer = BackgroundWriter()
+
+    def broken() -> None:
+        raise PermissionError("llm_logs is read-only")
+
+    async def run() -> None:
+        writer.cache_set(FakeCache(fail=True), "a", 1)     # type: ignore[arg-type]
+        writer.submit(broken)
+        writer.submit(broken)
+
+    asyncio.run(run())
+    writer.close()
+    err = capsys.readouterr().err
+    assert err.count("some call logs could not be written (PermissionError: llm_logs is read-only)") == 1
+    assert err.count("some answers could not be written to the cache (OSError: disk full)") == 1
+    assert writer.pending == {}
+
+
+def test_without_an_event_loop_answers_are_committed_at_once():
+    cache, writer = FakeCache(), BackgroundWriter()
+    writer.cache_set(cache, "a", 1)             # type: ignore[arg-type]
+    assert cache.commits == [[("a", 1)]] and writer.pending == {}
+    writer.close()
