@@ -58,9 +58,13 @@ class Normalized:
 # Only "irregular" spots need a Python step: quotation marks and deleted spans (with the
 # whitespace around them), whitespace runs, and non-ASCII characters. Everything between
 # them maps one to one and is copied in bulk, which keeps a 350k-character source fast.
-# The lookahead lets the engine pass over plain characters without trying each alternative
-# (the first can start with nothing): half the time of a scan.
-_IRREGULAR = re.compile("(?=[\\s\\x00\"'`\\x80-\\U0010ffff])(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
+# The lookahead lets the engine pass over plain characters (printable ASCII other than the
+# quotation marks, and control characters that are not whitespace) without trying each
+# alternative, the first of which can start with nothing: half the time of a scan. Written
+# as the plain characters' complement, it compiles in 0.1 ms, not the 2.7 ms of a class
+# that spells out the rest of Unicode.
+_IRREGULAR = re.compile("(?=[^!#-&(-_a-~\\x01-\\x08\\x0e-\\x1b\\x7f])"
+                        "(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
 _SPACES = str.maketrans("\t\n\r\x0b\x0c", "     ")
 _DELETED = "\x00"
 
