@@ -10,7 +10,6 @@ from runner.text import quotes
 
 
 def test_the_fast_scans_find_what_the_plain_patterns_find():
-
     plain_irregular = re.compile("\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*")
     plain_hyphen = re.compile(r"(?<=\w)[-\u00ad][ \t]*\r?\n[ \t]*(?=\w)")
     alphabet = [chr(code) for code in range(0x80)] + list("\u00a0\u2028\u0085é“”’…\u200b\u00ad\U0001f600")
