@@ -299,8 +299,9 @@ class LLMService:
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
-        """The call's log, formatted here; its file is written by the writer thread (the run's
-        end waits for every log: writer.py), a Ray worker's kept for its driver."""
+        """The call's log, formatted here; its file written by the writer (at once while files
+        are quick to write, else by its thread; the run's end waits for every log), a Ray
+        worker's kept for its driver."""
         logs = self.log_writer()
         if logs is None:
             return
