@@ -48,8 +48,7 @@ def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
 def count_citations(path: Path, options: dict[str, Any]) -> int:
     """How many records read_citations yields: one per citation and per malformed one, found
     by the same patterns over the same blocks, without their claims."""
-    pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
-    check_malformed = "pattern" not in options
+    pattern, check_malformed = _patterns(options)
     total = 0
     for _, block in file_blocks(path):
         starts = {m.start() for m in pattern.finditer(block)}
@@ -72,8 +71,7 @@ def extract_citations(text: str, options: dict[str, Any] | None = None) -> list[
 def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
     """The citations of (first line, block) pairs, in order."""
     options = options or {}
-    pattern = re.compile(options.get("pattern", DEFAULT_PATTERN))
-    check_malformed = "pattern" not in options
+    pattern, check_malformed = _patterns(options)
     abbreviations = options.get("abbreviations", DEFAULT_ABBREVIATIONS)
     count = 0
     for first_line, block in blocks:
@@ -93,6 +91,12 @@ def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None
                 citation = {"citation": raw, "line": line, "error": _what_is_wrong(raw)}
             count += 1
             yield {"index": count, **citation}
+
+
+def _patterns(options: dict[str, Any]) -> tuple[re.Pattern[str], bool]:
+    """The citation pattern, and whether links that look like citations are checked (only
+    with the default pattern)."""
+    return re.compile(options.get("pattern", DEFAULT_PATTERN)), "pattern" not in options
 
 
 def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:

@@ -52,32 +52,29 @@ def _json_lines(path: Path) -> bool:
 @adapter("jsonl")
 def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     """JSON Lines: one record per line (a bad line is an item with an error, the others go on)."""
-    number = 0
-    with path.open("rb") as handle:
-        for chunk in handle:
-            if number == 0:
-                chunk = chunk.removeprefix(b"\xef\xbb\xbf")
-            for raw in chunk.splitlines():      # a lone \r ends a line too, as it always did
-                number += 1
-                record = _jsonl_record(path, number, raw)
-                if record is not None:
-                    yield record
+    for number, raw in enumerate(_raw_lines(path), start=1):
+        record = _jsonl_record(path, number, raw)
+        if record is not None:
+            yield record
 
 
 @counts("jsonl")
 def count_jsonl(path: Path, options: dict[str, Any]) -> int:
     """How many records read_jsonl yields (a line that is not blank, readable or not), without parsing them."""
     total = 0
+    for raw in _raw_lines(path):
+        try:
+            total += bool(raw.decode("utf-8-sig").strip())
+        except UnicodeDecodeError:
+            total += 1          # an item with the error
+    return total
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines as bytes, a leading BOM dropped (a lone \\r ends a line too, as it always did)."""
     with path.open("rb") as handle:
         for number, chunk in enumerate(handle):
-            if number == 0:
-                chunk = chunk.removeprefix(b"\xef\xbb\xbf")
-            for raw in chunk.splitlines():
-                try:
-                    total += bool(raw.decode("utf-8-sig").strip())
-                except UnicodeDecodeError:
-                    total += 1          # an item with the error
-    return total
+            yield from (chunk.removeprefix(b"\xef\xbb\xbf") if number == 0 else chunk).splitlines()
 
 
 def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:

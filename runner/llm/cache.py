@@ -93,6 +93,6 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
     tail = canonical({k: v for k, v in payload.items() if k > "messages"})
     if output_schema is not None:
         before, after = tail.rsplit(SCHEMA_SLOT, 1)
-        tail = f"{before}\"output_schema\":{CANONICAL.text(output_schema)}{after}"
-    text = f"{head[:-1]},\"messages\":{CANONICAL.text(messages)},{tail[1:]}"
+        tail = f"{before}\"output_schema\":{CANONICAL(output_schema)}{after}"
+    text = f"{head[:-1]},\"messages\":{CANONICAL(messages)},{tail[1:]}"
     return hashlib.sha256(utf8(text)).hexdigest()

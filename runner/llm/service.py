@@ -91,7 +91,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
-        self._writer = BackgroundWriter()      # cache writes once a turn, log files by a thread
+        self._writer = BackgroundWriter()      # cache writes once a turn, log files (a thread when slow)
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])

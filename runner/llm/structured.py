@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runner.llm.shared_json import IdentityMemo
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import TransportError
 from runner.redact import redact
@@ -52,29 +53,25 @@ def brief(error: TransportError) -> str:
     return error.message.splitlines()[0][:200] if error.message else "refused"
 
 
-_FORMATS: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}    # (mode, id) -> (schema, format)
-
-
-def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The request's response_format: one object per mode and schema, so its JSON is made
-    once for every call of a step (shared_json.py; nobody changes a format once made)."""
-    if schema is None or mode == "none":
-        return None
-    known = _FORMATS.get((mode, id(schema)))
-    if known is None or known[0] is not schema:
-        if len(_FORMATS) >= 256:
-            _FORMATS.clear()
-        known = _FORMATS[(mode, id(schema))] = (schema, _new_format(mode, schema))
-    return known[1]
-
-
-def _new_format(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
-    if mode == "json_object":
-        return {"type": "json_object", "schema": schema}
+def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
     name = NAME_CHARS.sub("_", str(schema.get("title") or "answer"))[:64] or "answer"
     # strict false: strict mode needs every property required and no extra ones, which
     # most answer schemas are not; servers still constrain the output to the schema.
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+
+# One format object per mode and schema, so its JSON is made once for every call of a step
+# (shared_json.py; nobody changes a format once made).
+_FORMATS: dict[str, IdentityMemo[dict[str, Any]]] = {
+    "json_schema": IdentityMemo(_json_schema_format),
+    "json_object": IdentityMemo(lambda schema: {"type": "json_object", "schema": schema}),
+}
+
+
+def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    if schema is None or mode == "none":
+        return None
+    return _FORMATS[mode](schema)
 
 
 def rejects_format(error: TransportError) -> bool:

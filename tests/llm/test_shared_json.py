@@ -106,10 +106,10 @@ def test_a_body_is_the_json_of_the_request_with_the_schema_in_its_own_order():
 
 def test_the_memo_follows_the_object_not_its_id():
     first = [{"role": "user", "content": "one"}]
-    assert PLAIN.text(first) == json.dumps(first)
+    assert PLAIN(first) == json.dumps(first)
     second = [{"role": "user", "content": "two"}]
-    assert PLAIN.text(second) == json.dumps(second)
-    assert PLAIN.text(first) == json.dumps(first)
+    assert PLAIN(second) == json.dumps(second)
+    assert PLAIN(first) == json.dumps(first)
 
 
 def test_litellm_gets_copies_of_what_calls_share():
