@@ -216,7 +216,7 @@ app.add_typer(view.labels_app, name="labels")
 
 
 def main() -> None:
-    app()
+    app.narrowed_to(sys.argv[1:])()
 
 
 def entry() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
-from typer.models import CommandFunctionType
+from typer.main import get_command_name
+from typer.models import CommandFunctionType, CommandInfo
 
 from runner.errors import RunnerError
 from runner.redact import redact
@@ -44,3 +46,25 @@ class RunnerApp(typer.Typer):
             register(user_errors(function, interrupted))
             return function
         return decorator
+
+    def narrowed_to(self, args: Sequence[str]) -> typer.Typer:
+        """This app holding only the command (or command group) `args` starts with. Typer
+        builds every command's parameters from its signature at each start, 15 ms for all of
+        runner's, and an invocation needs one. Anything else (no command, an option such as
+        --help or --version, a name it does not know) gets the whole app, so help, the
+        version and "No such command" read as before."""
+        if not args or args[0].startswith("-"):
+            return self
+        commands = [info for info in self.registered_commands if _name(info) == args[0]]
+        groups = [info for info in self.registered_groups if info.name == args[0]]
+        if not commands and not groups:
+            return self
+        narrowed = copy.copy(self)
+        narrowed.registered_commands, narrowed.registered_groups = commands, groups
+        return narrowed
+
+
+def _name(info: CommandInfo) -> str | None:
+    if info.name:
+        return info.name
+    return get_command_name(info.callback.__name__) if info.callback is not None else None
