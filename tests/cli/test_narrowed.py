@@ -1,4 +1,5 @@
-"""`runner <command>` builds only that command: the same parameters, help and errors."""
+"""`runner <command>` builds only that command (the same parameters, help and errors), and
+the command line collects young objects less often."""
 
 from __future__ import annotations
 
@@ -39,3 +40,11 @@ def test_the_runner_command_still_reports_an_unknown_command():
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert "No such command 'rnu'" in done.stderr
+
+
+def test_the_command_line_collects_young_objects_less_often():
+    code = "import gc; t = gc.get_threshold()[0]; import runner.cli.app; print(t, *gc.get_threshold())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    default, youngest, middle, oldest = map(int, done.stdout.split())
+    assert (youngest, middle, oldest) == (50_000, 10, 10)
+    assert default < youngest
