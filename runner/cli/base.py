@@ -11,18 +11,23 @@ import typer
 from typer.main import get_command_name
 from typer.models import CommandFunctionType, CommandInfo
 
+from runner.cli.collector import imports_done
 from runner.errors import RunnerError
 from runner.redact import redact
 
 FINISHED_ITEMS_WRITTEN = "finished items are written"
 
 
-def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN) -> Callable[..., Any]:
+def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN,
+                imports_first: bool = False) -> Callable[..., Any]:
     """A RunnerError becomes its message on stderr and its exit code (2), and an
-    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind."""
+    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind.
+    `imports_first`: the command says itself when its imports are done (collector.py)."""
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
+        if not imports_first:
+            imports_done()
         try:
             return command(*args, **kwargs)
         except RunnerError as exc:
@@ -39,11 +44,11 @@ class RunnerApp(typer.Typer):
     `interrupted=` says what an interrupted command leaves behind."""
 
     def command(self, name: str | None = None, *, interrupted: str = FINISHED_ITEMS_WRITTEN,
-                **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+                imports_first: bool = False, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
         register = super().command(name, **kwargs)
 
         def decorator(function: CommandFunctionType) -> CommandFunctionType:
-            register(user_errors(function, interrupted))
+            register(user_errors(function, interrupted, imports_first))
             return function
         return decorator
 
