@@ -79,20 +79,45 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
                 sampling: dict[str, Any], response_format: Any = None, output_schema: Any = None,
                 sample: int = 0, extra: dict[str, Any] | None = None, cache_as: str | None = None) -> str:
     endpoint = endpoint_identity(api_base) if cache_as is None else None
-    payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint,
-               "sampling": {k: sampling.get(k) for k in ("temperature", "top_p", "max_tokens", "seed", "stop")},
-               "response_format": response_format, "output_schema": None, "sample": sample,
-               "extra": extra or {}}
-    if cache_as is not None:         # only then: keys without it stay as they were
-        payload["cache_as"] = cache_as
     # The canonical JSON of the whole payload (sorted keys, no spaces): the keys that sort
     # before and after "messages" each in one encoding, the messages (the same for every seat
     # of a jury) and the schema (the same for every call of a step) spliced in, each encoded
     # once (shared_json.py). The same text as one canonical() of it all.
-    head = canonical({k: v for k, v in payload.items() if k < "messages"})
-    tail = canonical({k: v for k, v in payload.items() if k > "messages"})
+    head, tail = _around_messages(model, endpoint, sampling, response_format, sample, extra, cache_as)
     if output_schema is not None:
         before, after = tail.rsplit(SCHEMA_SLOT, 1)
         tail = f"{before}\"output_schema\":{CANONICAL(output_schema)}{after}"
     text = f"{head[:-1]},\"messages\":{CANONICAL(messages)},{tail[1:]}"
     return hashlib.sha256(utf8(text)).hexdigest()
+
+
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_AROUND: dict[tuple[Any, ...], tuple[str, str]] = {}
+MAX_KEPT = 1024
+
+
+def _around_messages(model: str, endpoint: str | None, sampling: dict[str, Any], response_format: Any,
+                     sample: int, extra: dict[str, Any] | None, cache_as: str | None) -> tuple[str, str]:
+    """The payload's text before and after its messages: the same for every call of a seat,
+    so encoded once a seat (7 us a call) when every part is a plain value. Their types are in
+    the memo's key, as 1, 1.0 and True are equal keys but not the same JSON."""
+    values = (model, endpoint, response_format, sample, cache_as, *[sampling.get(k) for k in SAMPLING_KEYS])
+    types = tuple(map(type, values))
+    memo = (types, values) if not extra and _PLAIN.issuperset(types) else None
+    known = _AROUND.get(memo) if memo is not None else None
+    if known is not None:
+        return known
+    payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint,
+               "sampling": {k: sampling.get(k) for k in SAMPLING_KEYS},
+               "response_format": response_format, "output_schema": None, "sample": sample,
+               "extra": extra or {}}
+    if cache_as is not None:         # only then: keys without it stay as they were
+        payload["cache_as"] = cache_as
+    around = (canonical({k: v for k, v in payload.items() if k < "messages"}),
+              canonical({k: v for k, v in payload.items() if k > "messages"}))
+    if memo is not None:
+        if len(_AROUND) >= MAX_KEPT:
+            _AROUND.clear()
+        _AROUND[memo] = around
+    return around
