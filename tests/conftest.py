@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -16,6 +17,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fakellm import FakeLLM  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A shell starts a background job (`pytest &`, `nohup pytest &`) with Ctrl-C ignored, and every
+# process it starts inherits that: the tests that interrupt a run would see the run finish.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
