@@ -101,10 +101,12 @@ def _around_messages(model: str, endpoint: str | None, sampling: dict[str, Any],
                      sample: int, extra: dict[str, Any] | None, cache_as: str | None) -> tuple[str, str]:
     """The payload's text before and after its messages: the same for every call of a seat,
     so encoded once a seat (7 us a call) when every part is a plain value. Their types are in
-    the memo's key, as 1, 1.0 and True are equal keys but not the same JSON."""
+    the memo's key, as 1, 1.0 and True are equal keys but not the same JSON, and so is each
+    float's text, as 0.0 and -0.0 are equal floats but not the same JSON."""
     values = (model, endpoint, response_format, sample, cache_as, *[sampling.get(k) for k in SAMPLING_KEYS])
     types = tuple(map(type, values))
-    memo = (types, values) if not extra and _PLAIN.issuperset(types) else None
+    memo = (types, values, tuple(repr(v) for v in values if type(v) is float)) \
+        if not extra and _PLAIN.issuperset(types) else None
     known = _AROUND.get(memo) if memo is not None else None
     if known is not None:
         return known

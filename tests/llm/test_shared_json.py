@@ -141,15 +141,15 @@ def test_litellm_gets_copies_of_what_calls_share():
     assert schema["properties"] == {"verdict": {"type": "string"}}
 
 
-def test_equal_values_of_other_types_make_their_own_keys():
-    # 1, 1.0 and True are equal (and hash alike), but not the same JSON: the key made once a
-    # seat must not be reused across them.
+def test_equal_values_that_are_not_the_same_json_make_their_own_keys():
+    # 1, 1.0 and True (and 0.0 and -0.0) are equal and hash alike, but are not the same JSON:
+    # the text made once a seat must not be reused across them.
     made = set()
-    for value in (1, 1.0, True, 0, 0.0, False, "1"):
+    for value in (1, 1.0, True, 0, 0.0, -0.0, False, "1"):
         for _ in range(2):                       # the second time from what was made once
             kw = dict(model="m", api_base="http://h/v1", messages=[{"role": "user", "content": "x"}],
                       sampling={"temperature": value, "seed": value}, response_format=None, output_schema=None,
                       sample=value if not isinstance(value, str) else 0, extra=None, cache_as=None)
             assert request_key(**kw) == whole_key(**kw), value
         made.add(request_key(**kw))
-    assert len(made) == 7
+    assert len(made) == 8
