@@ -48,8 +48,12 @@ def text(value: Any, limit: int | None = None) -> str:
         out = ", ".join(f"{visible(str(k))}: {text(v)}" for k, v in value.items())
     else:
         out = visible(str(value))
-    out = " ".join(out.split())
-    return out if limit is None or len(out) <= limit else out[:limit - 1] + "…"
+    return cut(" ".join(out.split()), limit)
+
+
+def cut(line: str, limit: int | None) -> str:
+    """`line` (as text() made it) at most `limit` characters long, an ellipsis ending a cut one."""
+    return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
 @functools.lru_cache(maxsize=1024)        # called once per result with a handful of distinct verdicts

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.outputs.report_format import count_label, safe_url, text
+from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, RunScope, index_of, pick_rows
 
 LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
@@ -247,18 +247,20 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     log_names = sorted(name for names in item_logs.values() for name in names)
     juries = _juries(result, "", count_by or "verdict", lambda model: item_logs.get(model, []))
     reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
-    reason = next((text(lookup(result, c), FIELD_CHARS) for c in reason_cols if lookup(result, c)), "")
+    # Each column read and written out once, then cut to what each place shows.
+    values = {c: lookup(result, c) for c in (*columns, *reason_cols)}
+    texts = {c: text(v) for c, v in values.items()}
+    reason = next((cut(texts[c], FIELD_CHARS) for c in reason_cols if values[c]), "")
     if not reason and not reason_field:
         reason = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "") or \
             next((j.reason for j in juries if j.reason), "")
     skip = {count_by, *ERROR_NAMES, *reason_cols}
-    inputs = [(_last(c), text(lookup(result, c), FIELD_CHARS)) for c in columns
-              if c not in skip and lookup(result, c) is not None]
+    inputs = [(_last(c), cut(texts[c], FIELD_CHARS)) for c in columns if c not in skip and values[c] is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
     status = status_of(verdict, error, passed(result))
     return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
                     [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, log_names,
-                    [text(lookup(result, c), 300) for c in columns], result, _trace_links(result, trace_url))
+                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
 
 
 def _warnings(result: dict[str, Any]) -> list[Any]:
