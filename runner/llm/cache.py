@@ -93,33 +93,33 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
-_AROUND: dict[tuple[Any, ...], tuple[str, str]] = {}
-MAX_KEPT = 1024
 
 
 def _around_messages(model: str, endpoint: str | None, sampling: dict[str, Any], response_format: Any,
                      sample: int, extra: dict[str, Any] | None, cache_as: str | None) -> tuple[str, str]:
     """The payload's text before and after its messages: the same for every call of a seat,
-    so encoded once a seat (7 us a call) when every part is a plain value. Their types are in
-    the memo's key, as 1, 1.0 and True are equal keys but not the same JSON, and so is each
-    float's text, as 0.0 and -0.0 are equal floats but not the same JSON."""
+    so encoded once a seat (7 us a call) when every part is a plain value."""
     values = (model, endpoint, response_format, sample, cache_as, *[sampling.get(k) for k in SAMPLING_KEYS])
     types = tuple(map(type, values))
-    memo = (types, values, tuple(repr(v) for v in values if type(v) is float)) \
-        if not extra and _PLAIN.issuperset(types) else None
-    known = _AROUND.get(memo) if memo is not None else None
-    if known is not None:
-        return known
+    if extra or not _PLAIN.issuperset(types):
+        return _encode_around(values, extra)
+    return _encode_plain(types, tuple(repr(v) for v in values if type(v) is float), values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _encode_plain(types: tuple[type, ...], floats: tuple[str, ...], values: tuple[Any, ...]) -> tuple[str, str]:
+    """_encode_around of plain values. Their types and each float's text are in the key: 1,
+    1.0 and True are equal keys, and so are 0.0 and -0.0, but none is the JSON of another."""
+    return _encode_around(values, None)
+
+
+def _encode_around(values: tuple[Any, ...], extra: dict[str, Any] | None) -> tuple[str, str]:
+    model, endpoint, response_format, sample, cache_as, *sampled = values
     payload = {"format": CACHE_FORMAT, "model": model, "api_base": endpoint,
-               "sampling": {k: sampling.get(k) for k in SAMPLING_KEYS},
+               "sampling": dict(zip(SAMPLING_KEYS, sampled, strict=True)),
                "response_format": response_format, "output_schema": None, "sample": sample,
                "extra": extra or {}}
     if cache_as is not None:         # only then: keys without it stay as they were
         payload["cache_as"] = cache_as
-    around = (canonical({k: v for k, v in payload.items() if k < "messages"}),
-              canonical({k: v for k, v in payload.items() if k > "messages"}))
-    if memo is not None:
-        if len(_AROUND) >= MAX_KEPT:
-            _AROUND.clear()
-        _AROUND[memo] = around
-    return around
+    return (canonical({k: v for k, v in payload.items() if k < "messages"}),
+            canonical({k: v for k, v in payload.items() if k > "messages"}))
