@@ -79,3 +79,32 @@ def test_explode_and_record_pairs():
         {"start": 12, "claim": "The sky: blue", "flag": True, "q": ""}
     with pytest.raises(InputError):
         record_from_pairs(["novalue"])
+
+
+def _sentence_ends_by_each_abbreviation(masked: str, abbreviations: list[str]) -> list[int]:
+    """The sentence ends as runner found them before one pattern searched for every
+    abbreviation at once: each abbreviation tested in turn."""
+    from runner.inputs.markdown_citations import SENTENCE_END
+    ends = []
+    for match in SENTENCE_END.finditer(masked):
+        mark = match.start()
+        if any(masked.endswith(a, 0, mark + 1) and (mark + 1 == len(a) or not masked[mark - len(a)].isalnum())
+               for a in abbreviations):
+            continue
+        ends.append(match.end())
+    return ends
+
+
+def test_sentence_ends_skip_exactly_the_abbreviations_a_test_per_abbreviation_skips():
+    import random
+
+    from runner.inputs.markdown_citations import DEFAULT_ABBREVIATIONS, _sentence_ends
+    rng = random.Random(26)
+    pieces = ["e.g.", "i.e.", "U.S.", "p.", "pp.", "Dr.", "etc", ".", "!", "?", ".\"", ".)", " ", "\n", "\x00",
+              "a", "Z", "7", "_", "é", "ß", "٣", "x.", "(", "-", "vs", "al.", "Co."]
+    lists = [DEFAULT_ABBREVIATIONS, [], [""], ["p.", "pp."], ["U.S.", "S."], ["a.b.c."], ["e.g.", ".", "é."]]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        for abbreviations in lists:
+            assert _sentence_ends(text, abbreviations) == _sentence_ends_by_each_abbreviation(text, abbreviations), \
+                (text, abbreviations)
