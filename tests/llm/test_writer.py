@@ -1,5 +1,6 @@
-"""The writer (runner/llm/writer.py): answers committed once per turn of the event loop, call
-logs written at once while files are quick to write and by a thread once they are not."""
+"""The writer (runner/llm/writer.py): answers committed together once the first has waited
+COMMIT_EVERY (or COMMIT_AT are waiting), call logs written at once while files are quick to
+write and by a thread once they are not."""
 
 from __future__ import annotations
 
@@ -23,21 +24,43 @@ class FakeCache:
         self.commits.append(list(pairs))
 
 
-def test_answers_of_one_turn_are_one_transaction_and_served_until_committed():
+def test_answers_within_the_commit_interval_are_one_transaction_and_served_until_committed(monkeypatch):
+    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.05)
     cache, writer = FakeCache(), BackgroundWriter()
 
     async def run() -> None:
         writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+        await asyncio.sleep(0)                  # turns of the loop pass: still waiting
         writer.cache_set(cache, "b", 2)         # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
         assert writer.pending == {"a": 1, "b": 2} and cache.commits == []
-        await asyncio.sleep(0)                  # the turn ends
+        await asyncio.sleep(0.06)               # the first answer's interval is over
+        assert cache.commits == [[("a", 1), ("b", 2)]] and writer.pending == {}
         writer.cache_set(cache, "c", 3)         # type: ignore[arg-type]
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.06)
+        writer.cache_set(cache, "d", 4)         # type: ignore[arg-type]
+
+    asyncio.run(run())
+    assert cache.commits == [[("a", 1), ("b", 2)], [("c", 3)]]
+    writer.close()                              # the run's end commits what still waits
+    assert cache.commits == [[("a", 1), ("b", 2)], [("c", 3)], [("d", 4)]]
+    assert writer.pending == {}
+
+
+def test_many_waiting_answers_are_committed_at_once(monkeypatch):
+    monkeypatch.setattr(writer_module, "COMMIT_AT", 3)
+    cache, writer = FakeCache(), BackgroundWriter()
+
+    async def run() -> None:
+        for n in range(7):
+            writer.cache_set(cache, str(n), n)  # type: ignore[arg-type]
+        assert [len(c) for c in cache.commits] == [3, 3] and writer.pending == {"6": 6}
+        writer.flush()                          # a Ray worker's report: everything so far
+        assert [len(c) for c in cache.commits] == [3, 3, 1] and writer.pending == {}
 
     asyncio.run(run())
     writer.close()
-    assert cache.commits == [[("a", 1), ("b", 2)], [("c", 3)]]
-    assert writer.pending == {}
+    assert [key for commit in cache.commits for key, _ in commit] == [str(n) for n in range(7)]
 
 
 def test_quick_files_are_written_at_once_without_a_thread():
