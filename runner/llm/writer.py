@@ -48,6 +48,7 @@ class BackgroundWriter:
         self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed
         self._waiting = 0                                              # how many answers that is
         self._commit_timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._files: list[Any] = []                                    # this turn's, not yet handed to the thread
         self._turn_ends = False
         self._queue: queue.SimpleQueue[list[Any]] = queue.SimpleQueue()
@@ -75,13 +76,17 @@ class BackgroundWriter:
         self.pending[key] = value
         self._answers.setdefault(cache, []).append((key, value))
         self._waiting += 1
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:            # no event loop in this thread: at once
+            self._commit()
+            return
         if self._waiting >= COMMIT_AT:
             self._commit()
-        elif self._commit_timer is None:
-            try:
-                self._commit_timer = asyncio.get_running_loop().call_later(COMMIT_EVERY, self._commit)
-            except RuntimeError:        # no event loop in this thread: at once
-                self._commit()
+        elif self._commit_timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
+            if self._commit_timer is not None:
+                self._commit_timer.cancel()
+            self._commit_timer, self._timer_loop = loop.call_later(COMMIT_EVERY, self._commit), loop
 
     def _end_turn_soon(self) -> None:
         if self._turn_ends:

@@ -63,6 +63,24 @@ def test_many_waiting_answers_are_committed_at_once(monkeypatch):
     assert [key for commit in cache.commits for key, _ in commit] == [str(n) for n in range(7)]
 
 
+def test_answers_left_waiting_by_a_loop_that_ended_go_with_the_next_loops(monkeypatch):
+    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.05)
+    cache, writer = FakeCache(), BackgroundWriter()
+
+    async def first() -> None:
+        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+
+    async def second() -> None:
+        writer.cache_set(cache, "b", 2)         # type: ignore[arg-type]
+        await asyncio.sleep(0.08)
+
+    asyncio.run(first())                        # ends before its timer fires
+    assert cache.commits == [] and writer.pending == {"a": 1}
+    asyncio.run(second())
+    assert cache.commits == [[("a", 1), ("b", 2)]] and writer.pending == {}
+    writer.close()
+
+
 def test_quick_files_are_written_at_once_without_a_thread():
     writer, written = BackgroundWriter(), []
 
