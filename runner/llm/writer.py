@@ -45,8 +45,7 @@ COMMIT_AT = 512         # answers waiting that are committed at once
 class BackgroundWriter:
     def __init__(self) -> None:
         self.pending: dict[str, Any] = {}
-        self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed
-        self._waiting = 0                                              # how many answers that is
+        self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed (also in pending)
         self._commit_timer: asyncio.TimerHandle | None = None
         self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._files: list[Any] = []                                    # this turn's, not yet handed to the thread
@@ -75,13 +74,12 @@ class BackgroundWriter:
     def cache_set(self, cache: JsonCache, key: str, value: Any) -> None:
         self.pending[key] = value
         self._answers.setdefault(cache, []).append((key, value))
-        self._waiting += 1
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:            # no event loop in this thread: at once
             self._commit()
             return
-        if self._waiting >= COMMIT_AT:
+        if len(self.pending) >= COMMIT_AT:
             self._commit()
         elif self._commit_timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
             if self._commit_timer is not None:
@@ -101,7 +99,7 @@ class BackgroundWriter:
         if self._commit_timer is not None:
             self._commit_timer.cancel()
             self._commit_timer = None
-        answers, self._answers, self._waiting = self._answers, {}, 0
+        answers, self._answers = self._answers, {}
         for cache, pairs in answers.items():
             try:
                 cache.set_many(pairs)
