@@ -114,8 +114,8 @@ async def never_refused(url: str, timeout: float = 3.0) -> bool:
 def routed_to(url: str) -> Iterator[None]:
     """The LLM service's default transport answers from the fake server, and the pre-flight
     connection probe never reports the seats' real endpoints as refused."""
-    replacements = {"RoutedTransport": lambda: FakeServerTransport(url),     # one transport per model kind
-                    "LiteLLMTransport": lambda: FakeServerTransport(url),    # (whichever the service uses)
+    replacements = {"RoutedTransport": lambda *_: FakeServerTransport(url),     # one transport per model kind
+                    "LiteLLMTransport": lambda *_: FakeServerTransport(url),    # (whichever the service uses)
                     "tcp_refused": never_refused}
     modules = [importlib.import_module(name) for name in ("runner.llm.service", "runner.llm.sender")
                if importlib.util.find_spec(name) is not None]

@@ -1,0 +1,201 @@
+"""`--http-process`: OpenAI-compatible calls sent from a second process, against the fake
+server: answers, errors, retries and deadlines as in-process; a process that dies or cannot
+start leaves every call to this one; auto moves calls once the loop is busy."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from test_llm import llm_pipeline
+
+from fakellm import Reply
+from helpers import run, write_json
+from runner.errors import RunnerError
+from runner.llm import aio_http, routing, spill
+from runner.llm.frames import HEADER, FrameChannel
+from runner.llm.http_process import HTTPProcess
+
+
+@pytest.fixture
+def env(fake_llm, monkeypatch):
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    return fake_llm
+
+
+@pytest.fixture
+def no_local_http(monkeypatch):
+    """This process cannot send a request itself: an answer came through the second process
+    (a fresh interpreter, which this patch does not reach)."""
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("sent from the main process")
+    monkeypatch.setattr(aio_http.HTTPTransport, "complete", refuse)
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[HTTPProcess]:
+    """Every HTTP process a run starts."""
+    seen: list[HTTPProcess] = []
+    start = HTTPProcess.start
+
+    async def recording(self: HTTPProcess) -> None:
+        seen.append(self)
+        await start(self)
+    monkeypatch.setattr(HTTPProcess, "start", recording)
+    return seen
+
+
+def items(project, count: int):
+    return write_json(project.root / "in.json", [{"q": str(n)} for n in range(count)])
+
+
+@pytest.mark.parametrize("personality", [None, "llama-cpp-python", "ollama"])   # a JSON body, streams
+def test_every_call_goes_through_the_process_and_answers_as_in_process(project, env, personality, no_local_http,
+                                                                       started):
+    env.personality = personality
+    env.answer_json({"verdict": "yes"})
+    outcome = run(llm_pipeline(project), items(project, 6), http_process="on")
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 6
+    assert sum(r.status == 200 for r in env.requests) == 6 and len(started) == 1   # (llama: a format refused first)
+    assert started[0]._process is None                          # ended with the run
+    assert run(llm_pipeline(project), items(project, 6), http_process="on",
+               out="again").results[0]["cached"] is True
+
+
+def test_a_retried_status_and_a_refused_request_read_as_in_process(project, env, no_local_http):
+    env.script(Reply(status=429, content="slow down"), Reply(content='{"verdict": "no"}'))
+    assert run(llm_pipeline(project), items(project, 1), http_process="on").results[0]["verdict"] == "no"
+    assert len(env.requests) == 2
+
+    env.reset()
+    env.script(Reply(status=400))
+    other = write_json(project.root / "other.json", [{"q": "another"}])
+    result = run(llm_pipeline(project), other, http_process="on", out="bad").results[0]
+    assert result["error"].endswith("HTTP 400: scripted status 400")       # the status and the server's text
+    assert len(env.requests) == 1                               # a 400 is not retried
+
+
+def test_a_deadline_cancels_the_call_in_the_process(project, env, no_local_http):
+    env.script(Reply(content='{"verdict": "yes"}', delay=3))
+    path = llm_pipeline(project, retries=0, extra="timeout: 0.3")
+    result = run(path, items(project, 1), http_process="on").results[0]
+    assert "timed out" in result["error"]
+
+
+def test_a_process_that_dies_leaves_its_calls_to_this_one(project, env, started, capfd):
+    env.script(Reply(content='{"verdict": "yes"}', delay=0.4))
+    killed = threading.Event()
+
+    def kill_once_a_request_arrived() -> None:
+        deadline = time.monotonic() + 10
+        while not env.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process = started[0]._process
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
+        killed.set()
+
+    killer = threading.Thread(target=kill_once_a_request_arrived)
+    killer.start()
+    outcome = run(llm_pipeline(project), items(project, 4), http_process="on")
+    killer.join()
+    assert killed.is_set()
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 4      # each lost call sent again, here
+    assert capfd.readouterr().err.count("the HTTP process stopped") == 1
+
+
+def test_a_process_that_cannot_start_leaves_every_call_to_this_one(project, env, monkeypatch, capfd):
+    env.answer_json({"verdict": "yes"})
+    monkeypatch.setattr(sys, "executable", str(project.root / "no-such-python"))
+    outcome = run(llm_pipeline(project), items(project, 3), http_process="on")
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 3
+    err = capfd.readouterr().err
+    assert err.count("the HTTP process stopped (cannot start it:") == 1
+
+
+def test_auto_moves_new_calls_to_the_process_once_the_loop_is_busy(project, env, monkeypatch, started):
+    env.answer_json({"verdict": "yes"})
+    looks = []
+
+    def busy(self: spill.LoopLoad, in_flight: int) -> bool:
+        looks.append(in_flight)
+        return len(looks) >= 2
+    monkeypatch.setattr(spill.LoopLoad, "busy", busy)
+    outcome = run(llm_pipeline(project, extra="limits: {concurrency: 1}"), items(project, 8), http_process="auto")
+    assert [r["verdict"] for r in outcome.results] == ["yes"] * 8
+    assert len(started) == 1 and 2 <= len(looks) < 8            # looked until busy, then stopped looking
+
+
+def test_off_never_starts_a_process(project, env, started):
+    env.answer_json({"verdict": "yes"})
+    assert run(llm_pipeline(project), items(project, 3)).results[0]["verdict"] == "yes"
+    assert started == []
+
+
+def test_the_loop_counts_as_busy_after_busy_windows_with_calls_enough_in_flight(monkeypatch):
+    clock = {"wall": 0.0, "cpu": 0.0}
+    monkeypatch.setattr(spill.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(spill.time, "thread_time", lambda: clock["cpu"])
+    load = spill.LoopLoad()
+
+    def window(cpu_share: float, in_flight: int = spill.MIN_IN_FLIGHT) -> bool:
+        clock["wall"] += spill.WINDOW
+        clock["cpu"] += spill.WINDOW * cpu_share
+        return load.busy(in_flight)
+
+    assert [window(1.0) for _ in range(spill.WINDOWS - 1)] == [False] * (spill.WINDOWS - 1)
+    assert window(0.5) is False                                  # an idle window starts the count again
+    assert [window(0.95) for _ in range(spill.WINDOWS - 1)] == [False] * (spill.WINDOWS - 1)
+    assert window(1.0, in_flight=spill.MIN_IN_FLIGHT - 1) is False   # busy, but with few calls: not the HTTP
+    assert [window(1.0) for _ in range(spill.WINDOWS)][-1] is True
+    assert load.busy(spill.MIN_IN_FLIGHT) is False               # within a window: no new look
+
+
+def test_the_mode_follows_the_machine_and_refuses_what_it_does_not_know(monkeypatch):
+    monkeypatch.setattr(routing, "usable_cpus", lambda: 1)
+    assert routing.http_process_mode("auto") == "off" and routing.http_process_mode("on") == "on"
+    monkeypatch.setattr(routing, "usable_cpus", lambda: 4)
+    assert routing.http_process_mode("auto") == "auto"
+    with pytest.raises(RunnerError, match="--http-process sometimes: choose from auto, on, off"):
+        routing.http_process_mode("sometimes")
+
+
+def test_a_ray_worker_sends_its_own_calls(tmp_path):
+    from runner.engine.context import RunOptions
+    from runner.llm.service import LLMService
+    options = RunOptions(cache_dir=tmp_path, worker=True, http_process="on")
+    service = LLMService(lambda name: None, options, {})         # type: ignore[arg-type,return-value]
+    assert service.sender.transport.http_process == "off"
+
+
+def test_a_bad_mode_on_the_command_line_is_exit_2(project, cli):
+    path = llm_pipeline(project)
+    result = cli("run", str(path), "--input", str(items(project, 1)), "--http-process", "always")
+    assert result.exit_code == 2
+    assert "--http-process always: choose from auto, on, off" in result.output
+
+
+def test_the_mode_is_kept_in_the_runs_command_line(project, env, cli):
+    env.answer_json({"verdict": "yes"})
+    result = cli("run", str(llm_pipeline(project)), "--input", str(items(project, 1)), "--out", "o",
+                 "--http-process", "on", "--quiet")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((project.root / "o" / "run.json").read_text(encoding="utf-8"))
+    assert "--http-process" in json.dumps(manifest)
+
+
+def test_frames_cut_anywhere_arrive_whole_and_in_order():
+    got: list[Any] = []
+    channel = FrameChannel(got.append, lambda exc: None)
+    messages = [("spec", 0, {"a": 1}), (1, 0, [{"role": "user", "content": "x" * 5000}], {}), ("cancel", 1)]
+    stream = b"".join(HEADER.pack(len(p)) + p for p in (pickle.dumps(m) for m in messages))
+    for start in range(0, len(stream), 7):
+        channel.data_received(stream[start:start + 7])
+    assert got == messages
