@@ -96,9 +96,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--workers", help="Ray workers (each runs blocks of items); default: one per CPU of the cluster.",
             min=1)] = None,
         http_process: Annotated[str, typer.Option(
-            "--http-process", help="Send OpenAI-compatible calls from a second process, for hundreds of calls a "
-                                   "second on a machine with a spare core: on, auto (once this process is busy; "
-                                   "for long runs) or off.")] = "off",
+            "--http-process", help="on: send OpenAI-compatible calls from a second process, for hundreds of "
+                                   "calls a second on a machine with a spare core; off (default): from this one.")]
+        = "off",
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline

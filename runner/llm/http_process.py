@@ -1,5 +1,5 @@
 """The HTTP transport in a process of its own (http_worker.py), for when this process's
-event loop is the bottleneck (spill.py decides).
+event loop is the bottleneck (`--http-process on`, spill.py).
 
 Requests go to the process, answers come back, over a socket pair (frames.py): the
 model's spec once, then (call, spec, messages, params) per call. A call that is cancelled
@@ -54,10 +54,6 @@ class HTTPProcess:
         except (OSError, ValueError) as exc:
             ours.close()
             raise WorkerLost(f"cannot start it: {exc}") from None
-
-    @property
-    def alive(self) -> bool:
-        return self._channel is not None and self._channel.open
 
     def _token(self, spec: ModelSpec, channel: FrameChannel) -> int:
         known = self._specs.get(id(spec))

@@ -9,40 +9,35 @@ from runner.errors import RunnerError
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import Completion, LiteLLMTransport, Transport
 
-HTTP_PROCESS_MODES = ("auto", "on", "off")
+HTTP_PROCESS_MODES = ("on", "off")
 
 
 def http_process_mode(asked: str) -> str:
-    """`--http-process`, as this machine allows: off with one usable core, or where a socket
-    cannot be handed to a child process (Windows)."""
+    """`--http-process`, as this system allows: off where a socket cannot be handed to a
+    child process (Windows)."""
     if asked not in HTTP_PROCESS_MODES:
         raise RunnerError(f"--http-process {asked}: choose from {', '.join(HTTP_PROCESS_MODES)}")
-    if os.name != "posix" or (asked == "auto" and usable_cpus() < 2):
-        return "off"
-    return asked
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:          # not Linux
-        return os.cpu_count() or 1
+    return asked if os.name == "posix" else "off"
 
 
 class RoutedTransport:
     """Each model's own transport (`spec.transport`): aiohttp for OpenAI-compatible
-    endpoints (in a second process when this one is busy: spill.py), litellm (imported on
-    its first call only) for every other provider."""
+    endpoints (from a second process with `--http-process on`: spill.py), litellm (imported
+    on its first call only) for every other provider."""
 
     def __init__(self, http_process: str = "off") -> None:
         self._by_name: dict[str, Transport] = {}
-        self.http_process = http_process        # auto, on or off (spill.py)
+        self.http_process = http_process        # on or off (spill.py)
 
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
             if name == "http":
-                from runner.llm.spill import SpillingHTTP  # aiohttp is imported on the first uncached call
-                self._by_name[name] = SpillingHTTP(self.http_process)
+                if self.http_process == "on":
+                    from runner.llm.spill import SpillingHTTP
+                    self._by_name[name] = SpillingHTTP()
+                else:
+                    from runner.llm.aio_http import HTTPTransport  # aiohttp is imported on the first uncached call
+                    self._by_name[name] = HTTPTransport()
             else:
                 self._by_name[name] = LiteLLMTransport()
         return self._by_name[name]

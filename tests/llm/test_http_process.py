@@ -1,6 +1,6 @@
-"""`--http-process`: OpenAI-compatible calls sent from a second process, against the fake
+"""`--http-process on`: OpenAI-compatible calls sent from a second process, against the fake
 server: answers, errors, retries and deadlines as in-process; a process that dies or cannot
-start leaves every call to this one; auto moves calls once the loop is busy."""
+start leaves every call to this one."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from test_llm import llm_pipeline
 from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import RunnerError
-from runner.llm import aio_http, routing, spill
+from runner.llm import aio_http, routing
 from runner.llm.frames import HEADER, FrameChannel
 from runner.llm.http_process import HTTPProcess
 
@@ -120,50 +120,17 @@ def test_a_process_that_cannot_start_leaves_every_call_to_this_one(project, env,
     assert err.count("the HTTP process stopped (cannot start it:") == 1
 
 
-def test_auto_moves_new_calls_to_the_process_once_the_loop_is_busy(project, env, monkeypatch, started):
-    env.answer_json({"verdict": "yes"})
-    looks = []
-
-    def busy(self: spill.LoopLoad, in_flight: int) -> bool:
-        looks.append(in_flight)
-        return len(looks) >= 2
-    monkeypatch.setattr(spill.LoopLoad, "busy", busy)
-    outcome = run(llm_pipeline(project, extra="limits: {concurrency: 1}"), items(project, 8), http_process="auto")
-    assert [r["verdict"] for r in outcome.results] == ["yes"] * 8
-    assert len(started) == 1 and 2 <= len(looks) < 8            # looked until busy, then stopped looking
-
-
 def test_off_never_starts_a_process(project, env, started):
     env.answer_json({"verdict": "yes"})
     assert run(llm_pipeline(project), items(project, 3)).results[0]["verdict"] == "yes"
     assert started == []
 
 
-def test_the_loop_counts_as_busy_after_busy_windows_with_calls_enough_in_flight(monkeypatch):
-    clock = {"wall": 0.0, "cpu": 0.0}
-    monkeypatch.setattr(spill.time, "perf_counter", lambda: clock["wall"])
-    monkeypatch.setattr(spill.time, "thread_time", lambda: clock["cpu"])
-    load = spill.LoopLoad()
-
-    def window(cpu_share: float, in_flight: int = spill.MIN_IN_FLIGHT) -> bool:
-        clock["wall"] += spill.WINDOW
-        clock["cpu"] += spill.WINDOW * cpu_share
-        return load.busy(in_flight)
-
-    assert [window(1.0) for _ in range(spill.WINDOWS - 1)] == [False] * (spill.WINDOWS - 1)
-    assert window(0.5) is False                                  # an idle window starts the count again
-    assert [window(0.95) for _ in range(spill.WINDOWS - 1)] == [False] * (spill.WINDOWS - 1)
-    assert window(1.0, in_flight=spill.MIN_IN_FLIGHT - 1) is False   # busy, but with few calls: not the HTTP
-    assert [window(1.0) for _ in range(spill.WINDOWS)][-1] is True
-    assert load.busy(spill.MIN_IN_FLIGHT) is False               # within a window: no new look
-
-
-def test_the_mode_follows_the_machine_and_refuses_what_it_does_not_know(monkeypatch):
-    monkeypatch.setattr(routing, "usable_cpus", lambda: 1)
-    assert routing.http_process_mode("auto") == "off" and routing.http_process_mode("on") == "on"
-    monkeypatch.setattr(routing, "usable_cpus", lambda: 4)
-    assert routing.http_process_mode("auto") == "auto"
-    with pytest.raises(RunnerError, match="--http-process sometimes: choose from auto, on, off"):
+def test_the_mode_follows_the_system_and_refuses_what_it_does_not_know(monkeypatch):
+    assert routing.http_process_mode("on") == "on" and routing.http_process_mode("off") == "off"
+    monkeypatch.setattr(routing.os, "name", "nt")                 # no socket for a child process
+    assert routing.http_process_mode("on") == "off"
+    with pytest.raises(RunnerError, match="--http-process sometimes: choose from on, off"):
         routing.http_process_mode("sometimes")
 
 
@@ -179,7 +146,7 @@ def test_a_bad_mode_on_the_command_line_is_exit_2(project, cli):
     path = llm_pipeline(project)
     result = cli("run", str(path), "--input", str(items(project, 1)), "--http-process", "always")
     assert result.exit_code == 2
-    assert "--http-process always: choose from auto, on, off" in result.output
+    assert "--http-process always: choose from on, off" in result.output
 
 
 def test_the_mode_is_kept_in_the_runs_command_line(project, env, cli):
