@@ -9,6 +9,7 @@
 # LLAMA_VENV   the server's venv, built when it lacks the packages (default ~/.cache/runner-bench/llama-venv)
 # RUNNER       the runner command under test (default .venv/bin/runner of this checkout, else `runner`)
 # KEEP=1       keep the temporary output folders and caches (printed at the end)
+# RUN_ARGS     more `runner run` arguments for every run, e.g. RUN_ARGS="--http-process on"
 #
 # Prints one table row per pipeline: answers parsed / calls, HTTP requests, failed calls,
 # items by verdict, cold wall time and the cached rerun's wall time (see bench/real_server_tally.py).
@@ -72,7 +73,7 @@ run() {  # NAME DIR -- runner run arguments
     for pass in cold rerun; do
         started=$EPOCHREALTIME
         (cd "$ROOT/$dir" && env -u OPENAI_API_KEY -u GOOGLE_API_KEY LOCAL_LLM_BASE_URL="$BASE" PARSER_BASE_URL="$BASE" \
-            "$RUNNER" run "$@" --out "$WORK/$name/$pass" --cache-dir "$cache") \
+            "$RUNNER" run "$@" ${RUN_ARGS:-} --out "$WORK/$name/$pass" --cache-dir "$cache") \
             >"$WORK/$name/$pass.stdout" 2>"$WORK/$name/$pass.stderr" \
             || { echo "$name ($pass) exited $?:" >&2; cat "$WORK/$name/$pass.stderr" >&2; }
         seconds=$(awk "BEGIN {print $EPOCHREALTIME - $started}")
