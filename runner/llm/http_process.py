@@ -42,18 +42,27 @@ class HTTPProcess:
         """Start the process; WorkerLost when it cannot be started."""
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        # Where this runner is imported from, after what the user set (an installed runner
+        # is found there anyway); -P: nothing from the working directory is importable.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), PACKAGE_ROOT) if p)
         try:
             with theirs:
+                # A session of its own: Ctrl-C and a SIGTERM to the group reach runner, which
+                # ends its calls and closes the socket; the process ends with it.
                 self._process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "runner.llm.http_worker", str(theirs.fileno()),
+                    sys.executable, "-P", "-m", "runner.llm.http_worker", str(theirs.fileno()),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(),), env=env)
+                    pass_fds=(theirs.fileno(),), env=env, start_new_session=True)
             _, self._channel = await asyncio.get_running_loop().create_unix_connection(
                 lambda: FrameChannel(self._answer, self._closed), sock=ours)
-        except (OSError, ValueError) as exc:
+        except BaseException as exc:
             ours.close()
-            raise WorkerLost(f"cannot start it: {exc}") from None
+            if self._process is not None and self._process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+            if isinstance(exc, (OSError, ValueError)):
+                raise WorkerLost(f"cannot start it: {exc}") from None
+            raise
 
     def _token(self, spec: ModelSpec, channel: FrameChannel) -> int:
         known = self._specs.get(id(spec))
@@ -71,13 +80,15 @@ class HTTPProcess:
         call = self._calls
         future = asyncio.get_running_loop().create_future()
         self._pending[call] = future
-        channel.send((call, token, messages, params))
         try:
+            channel.send((call, token, messages, params))
             return await future
         except asyncio.CancelledError:
             if self._pending.pop(call, None) is not None and channel.open:
                 channel.send(("cancel", call))
             raise
+        finally:
+            self._pending.pop(call, None)
 
     def _answer(self, message: tuple[int, str, Any]) -> None:
         call, outcome, value = message

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import sys
 from typing import Any
@@ -15,6 +14,7 @@ from runner.llm.aio_http import HTTPTransport
 from runner.llm.frames import FrameChannel
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import TransportError
+from runner.redact import redact
 
 
 class Worker:
@@ -56,6 +56,7 @@ class Worker:
             self.ended.set_result(None)
 
     async def serve(self, fd: int) -> None:
+        os.set_inheritable(fd, False)          # nothing this process might start gets the socket
         await asyncio.get_running_loop().create_unix_connection(lambda: self.channel, sock=socket.socket(fileno=fd))
         await self.ended
         for task in list(self.calls.values()):
@@ -68,13 +69,10 @@ async def serve(fd: int) -> None:
 
 
 def main() -> None:
-    # Ctrl-C reaches the whole process group: runner stops its calls and closes the
-    # socket, which ends this process; an interrupt of its own would only print a traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         asyncio.run(serve(int(sys.argv[1])))
     except Exception as exc:  # noqa: BLE001 - runner sees the socket close and goes on without it
-        sys.stderr.write(f"runner: the HTTP process stopped: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(redact(f"runner: the HTTP process stopped: {type(exc).__name__}: {exc}\n"))
         sys.stderr.flush()
         os._exit(1)
     os._exit(0)

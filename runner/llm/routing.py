@@ -42,6 +42,11 @@ class RoutedTransport:
                 self._by_name[name] = LiteLLMTransport()
         return self._by_name[name]
 
+    async def prepare(self, spec: ModelSpec) -> None:
+        prepare = getattr(self._for(spec.transport), "prepare", None)
+        if prepare is not None:
+            await prepare()
+
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         return await self._for(spec.transport).complete(spec, messages, params)
 

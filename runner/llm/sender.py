@@ -100,6 +100,9 @@ class Sender:
                         schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
+        prepare = getattr(self.transport, "prepare", None)
+        if prepare is not None:          # set-up outside any gate or deadline (spill.py's process)
+            await prepare(spec)
         gate = self._gate(spec)
         adaptive = gate.semaphore if isinstance(gate.semaphore, AdaptiveLimit) else None
         limit = spec.limits.get("requests_per_day")

@@ -4,6 +4,7 @@ start leaves every call to this one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -11,9 +12,11 @@ import signal
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from test_http_transport import hostile as streaming
 from test_llm import llm_pipeline
 
 from fakellm import Reply
@@ -41,13 +44,14 @@ def no_local_http(monkeypatch):
 
 @pytest.fixture
 def started(monkeypatch) -> list[HTTPProcess]:
-    """Every HTTP process a run starts."""
-    seen: list[HTTPProcess] = []
+    """Every HTTP process a run starts (each with its child as `child`)."""
+    seen: list[Any] = []
     start = HTTPProcess.start
 
     async def recording(self: HTTPProcess) -> None:
         seen.append(self)
         await start(self)
+        self.child = self._process          # type: ignore[attr-defined]
     monkeypatch.setattr(HTTPProcess, "start", recording)
     return seen
 
@@ -64,7 +68,7 @@ def test_every_call_goes_through_the_process_and_answers_as_in_process(project, 
     outcome = run(llm_pipeline(project), items(project, 6), http_process="on")
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 6
     assert sum(r.status == 200 for r in env.requests) == 6 and len(started) == 1   # (llama: a format refused first)
-    assert started[0]._process is None                          # ended with the run
+    assert started[0].child.returncode == 0                     # ended with the run, of itself
     assert run(llm_pipeline(project), items(project, 6), http_process="on",
                out="again").results[0]["cached"] is True
 
@@ -82,11 +86,36 @@ def test_a_retried_status_and_a_refused_request_read_as_in_process(project, env,
     assert len(env.requests) == 1                               # a 400 is not retried
 
 
-def test_a_deadline_cancels_the_call_in_the_process(project, env, no_local_http):
-    env.script(Reply(content='{"verdict": "yes"}', delay=3))
-    path = llm_pipeline(project, retries=0, extra="timeout: 0.3")
-    result = run(path, items(project, 1), http_process="on").results[0]
-    assert "timed out" in result["error"]
+def test_a_deadline_cancels_the_call_in_the_process(project, monkeypatch, no_local_http):
+    """A call past its deadline is cancelled in the HTTP process at once: its stream to the
+    server closes before the next call (sent one at a time) is answered, not at the run's end."""
+    left, answered, arrived = threading.Event(), [], iter(range(2))
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        if next(arrived) == 0:                                   # the first: a piece each 50 ms, for 10 s
+            try:
+                for _ in range(200):
+                    handler.wfile.write(b'data: {"choices": [{"delta": {"content": " "}}]}\n\n')
+                    handler.wfile.flush()
+                    time.sleep(0.05)
+            except (BrokenPipeError, ConnectionResetError):
+                left.set()
+            return
+        time.sleep(0.3)                                          # the slow stream's writes notice, meanwhile
+        answered.append(left.is_set())
+        handler.wfile.write(b'data: {"choices": [{"delta": {"content": "{\\"verdict\\": \\"yes\\"}"}, '
+                            b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
+
+    with streaming(answer) as url:
+        monkeypatch.setenv("FAKE_URL", url)
+        path = llm_pipeline(project, retries=0, extra="timeout: 1\n            limits: {concurrency: 1}")
+        results = run(path, items(project, 2), http_process="on").results
+    assert sorted(str(r.get("verdict")) + ("timed out" in r.get("error", "")) * " timed out" for r in results) \
+        == ["None timed out", "yes"]
+    assert answered == [True]                                    # the slow stream had closed already
 
 
 def test_a_process_that_dies_leaves_its_calls_to_this_one(project, env, started, capfd):
@@ -166,3 +195,24 @@ def test_frames_cut_anywhere_arrive_whole_and_in_order():
     for start in range(0, len(stream), 7):
         channel.data_received(stream[start:start + 7])
     assert got == messages
+
+
+def test_a_failed_request_comes_back_with_every_field_of_its_error(fake_llm):
+    from runner.llm.spec import build_spec
+    from runner.llm.transport import TransportError
+    fake_llm.script(Reply(status=429, headers={"Retry-After": "7"}))
+    spec = build_spec("m", {"model": "openai/m", "api_base": fake_llm.url})
+
+    async def ask() -> TransportError:
+        process = HTTPProcess()
+        await process.start()
+        try:
+            with pytest.raises(TransportError) as caught:
+                await process.complete(spec, [{"role": "user", "content": "hi"}], {})
+            return caught.value
+        finally:
+            await process.aclose()
+
+    error = asyncio.run(ask())
+    assert (error.kind, error.status, error.retry_after) == ("rate_limit", 429, 7.0)
+    assert "scripted status 429" in error.body and error.retryable
