@@ -216,3 +216,28 @@ def test_a_failed_request_comes_back_with_every_field_of_its_error(fake_llm):
     error = asyncio.run(ask())
     assert (error.kind, error.status, error.retry_after) == ("rate_limit", 429, 7.0)
     assert "scripted status 429" in error.body and error.retryable
+
+
+def test_closing_with_a_call_in_flight_ends_the_call_and_the_process(fake_llm, capfd):
+    from runner.llm.spec import build_spec
+    from runner.llm.spill import SpillingHTTP
+    from runner.llm.transport import TransportError
+    fake_llm.script(Reply(content="late", delay=5))
+    spec = build_spec("m", {"model": "openai/m", "api_base": fake_llm.url})
+
+    async def close_while_asking() -> tuple[BaseException | None, int | None]:
+        transport = SpillingHTTP()
+        await transport.prepare()
+        child = transport.process._process
+        call = asyncio.ensure_future(transport.complete(spec, [{"role": "user", "content": "hi"}], {}))
+        while not fake_llm.requests:
+            await asyncio.sleep(0.01)
+        await transport.aclose()
+        outcome = (await asyncio.gather(call, return_exceptions=True))[0]
+        assert child is not None
+        return outcome if isinstance(outcome, BaseException) else None, child.returncode
+
+    error, returncode = asyncio.run(close_while_asking())
+    assert isinstance(error, TransportError) and error.kind == "connection"
+    assert returncode == 0                                       # it ended of itself, not killed
+    assert "the HTTP process stopped" not in capfd.readouterr().err   # closing is not a loss to report
