@@ -159,9 +159,12 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
             return counted(lambda: measured([sys.executable, "-c", script, server.url, str(bodies), str(in_flight)],
                                             work))
 
+        def cache(run_name: str) -> Path:
+            return tmp / f"cache-{run_name}"
+
         def cold(n: int, *extra: str) -> tuple[Process, int]:
             name = f"cold{n}" + ("-process" if extra else "")
-            return counted(lambda: runner_run(work, tmp / f"cache-{name}", name, server.url, in_flight, *extra))
+            return counted(lambda: runner_run(work, cache(name), name, server.url, in_flight, *extra))
 
         # The floor, runner cold and runner cold with its HTTP process in turn, COLD_PAIRS
         # times, each the median of its runs: on this VM a process's system time for the
@@ -180,7 +183,7 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         rows.append(("runner, cold, best", *colds[0]))
         rows.append((f"runner, cold, `{' '.join(HTTP_PROCESS)}`, median", *median([turn[2] for turn in turns])))
         # A cached rerun is short enough for the machine's noise to move it by a third: the median.
-        reruns = sorted((counted(lambda n=n: runner_run(work, tmp / "cache0", f"cached{n}", server.url, in_flight))
+        reruns = sorted((counted(lambda n=n: runner_run(work, cache("cold0"), f"cached{n}", server.url, in_flight))
                          for n in range(RERUNS)), key=lambda done: done[0].wall)
         rows.append((f"runner, fully cached rerun (median of {RERUNS})", *reruns[RERUNS // 2]))
     finally:
