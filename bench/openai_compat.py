@@ -1,5 +1,5 @@
 """The OpenAI-compatible path as whole processes, in one run: the citation judge on 200
-citations x 3 jurors (600 calls) against the fake server at 0.2 s latency, concurrency 16,
+citations x 3 jurors (522 calls: see report()) against the fake server at 0.2 s latency, concurrency 16,
 next to a bare-httpx process sending the very requests runner sent (the floor), a fully cached
 rerun, and the same cold run through litellm for comparison.
 
@@ -31,6 +31,8 @@ RERUNS = 5
 ANSWER = json.dumps({"verdict": "VALID", "substantive_quote": True, "quote_in_context": True,
                      "supports_claim": True, "reason": "scripted"})
 CITATION = re.compile(r"^.*\[([\w.]+):L(\d+)(?:-L(\d+))?\]\(data/canonical/[^)]+\).*$", re.MULTILINE)
+QUOTED = re.compile(r'"([^"]+)"')
+JURY_SHARE = 5214 / 6000        # issue 26: "2,000 citations x 3 jurors = 5,214 calls"
 
 FLOOR = """
 import asyncio, json, sys
@@ -48,17 +50,33 @@ asyncio.run(main())
 """
 
 
-def report(work: Path, citations: int = CITATIONS) -> None:
-    """`citations` readable citations (the jury runs on each), each with its own claim so every prompt differs."""
+def report(work: Path, citations: int = CITATIONS) -> int:
+    """Write `citations` citations, each with its own claim so every prompt differs, in issue 26's
+    mix (2,000 citations, 5,214 calls): JURY_SHARE of them quote their source word for word, so
+    the jury runs on each, and the rest misquote it, so the quote check stops them before any
+    call. Returns how many the jury runs on. (Until 2026-11-25 the bench cycled through the
+    example's readable citations, three of whose quotes the example invents on purpose, and
+    prefixed each unquoted claim so that its words no longer matched: 60% reached the jury.)"""
     text = (work / "report.md").read_text(encoding="utf-8")
-    readable = []
+    quoting, misquoting = [], []
     for match in CITATION.finditer(text):
         file = work / "data" / "canonical" / match.group(1)
-        last = int(match.group(3) or match.group(2))
-        if file.is_file() and last <= len(file.read_text(encoding="utf-8").splitlines()):
-            readable.append(match.group(0))
-    body = [f"Claim {n}: {readable[n % len(readable)]}" for n in range(citations)]
+        first, last = int(match.group(2)), int(match.group(3) or match.group(2))
+        quote = QUOTED.search(match.group(0))
+        lines = file.read_text(encoding="utf-8").splitlines() if file.is_file() else []
+        if quote is None or last > len(lines):
+            continue
+        cited = " ".join(" ".join(lines[first - 1:last]).split())
+        (quoting if " ".join(quote.group(1).split()) in cited else misquoting).append(match.group(0))
+    jury = round(citations * JURY_SHARE)
+    stopped = citations - jury
+    body = []
+    for n in range(citations):
+        misquoted = (n + 1) * stopped // citations > n * stopped // citations    # spread evenly
+        pool = misquoting if misquoted else quoting
+        body.append(f"Claim {n}: {pool[n % len(pool)]}")
     (work / "report.md").write_text("# Bench\n\n" + "\n\n".join(body) + "\n", encoding="utf-8")
+    return jury
 
 
 CPU: dict[float, float] = {}       # wall seconds -> CPU seconds of that process
@@ -97,15 +115,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "example"
         shutil.copytree(REPO / "examples" / "citation_judge", work)
-        report(work)
+        jury = report(work)
         cold, output = runner_run(work, Path(tmp) / "cache", "cold", server.url)
-        assert "errors: 0" in output, output
+        assert "errors: 0" in output and len(server.requests) == JURORS * jury, output
         bodies = [r.body for r in server.requests]       # the floor sends exactly what runner sent
         (Path(tmp) / "bodies.json").write_text(json.dumps(bodies), encoding="utf-8")
         sent = len(server.requests)
         floor, _ = timed([sys.executable, "-c", FLOOR, server.url, str(Path(tmp) / "bodies.json"), str(CONCURRENCY)],
                          work)
-        rows.append(("bare httpx (the floor): the same 600 requests", floor, len(server.requests) - sent))
+        rows.append((f"bare httpx (the floor): the same {sent} requests", floor, len(server.requests) - sent))
         rows.append(("runner, cold (http transport)", cold, sent))
         sent = len(server.requests)
         # A cached rerun is short enough for the machine's noise (another process, where the

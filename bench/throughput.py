@@ -6,6 +6,8 @@ The citation judge, every seat on the fake server with `limits.concurrency` = `-
 = the pipeline's `concurrency` = N:
   16 in flight: 200 citations x 3 jurors at 0.2 s latency (bench/openai_compat.py's run);
   64 and 256:   2,000 citations x 3 jurors at 50 ms latency.
+As in the issue, 86.9% of the citations reach the jury (5,214 calls for 2,000; 522 for 200);
+the rest misquote their source and stop at the quote check (openai_compat.report()).
 Per process: wall, CPU (user + system, from wait4: a child's waited-for children included) and
 peak RSS (VmHWM, with its children's). A first cold run, not counted, warms the machine and
 gives the requests the floors send. The aiohttp floor, runner cold and runner cold with
@@ -141,10 +143,12 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         tmp = top / f"in-flight-{in_flight}"
         work = tmp / "example"
         shutil.copytree(REPO / "examples" / "citation_judge", work)
-        report(work, citations)
+        jury = report(work, citations)
         # A first cold run, not counted, warms what any first process pays for (the page
         # cache, the server's threads) and gives the requests the floors send.
         runner_run(work, tmp / "warm-up", "warm-up", server.url, in_flight)
+        if len(server.requests) != 3 * jury:
+            raise SystemExit(f"runner sent {len(server.requests)} calls, not 3 x {jury}: the workload is not issue 26's")
         bodies = tmp / "bodies.json"
         bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
 
