@@ -11,9 +11,12 @@ over is served from `pending` until it is committed, so a call asked again in th
 finds it.
 
 A call's log is formatted where it is made, and its file written at once while the file
-system is quick; once writing a file takes longer (SLOW_WRITE, on average), files go to one
-thread that writes them in the order they came, and the loop no longer waits for them.
-Nothing waits for that thread but the run's end (`close`).
+system is quick; once most of the last WINDOW files took longer than SLOW_WRITE each, files
+go to one thread that writes them in the order they came, and the loop no longer waits for
+them. Nothing waits for that thread but the run's end (`close`). Most of a window, not an
+average: with the server on the same cores, the scheduler now and then pauses this process
+in the middle of a write for a few milliseconds, and one such pause moved an average past
+SLOW_WRITE, and the files to the thread, in one cold run in four at 256 calls in flight.
 
 Why not a thread for everything: every call the thread makes (SQLite's, the file's) hands
 the interpreter lock back and forth with the loop. With the cache and the logs written by
@@ -30,6 +33,7 @@ import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +41,8 @@ from runner.stores.json_cache import JsonCache
 
 Job = Callable[[], object]
 _STOP = object()
-SLOW_WRITE = 150e-6     # seconds a file may take to write, on average, before files go to the thread
+SLOW_WRITE = 150e-6     # seconds a quick file system takes, at most, to write a file
+WINDOW = 16             # the last writes judged together: files go to the thread when most of them were slow
 COMMIT_EVERY = 0.05     # seconds the first answer waiting may wait to be committed
 COMMIT_AT = 512         # answers waiting that are committed at once
 
@@ -53,14 +58,19 @@ class BackgroundWriter:
         self._queue: queue.SimpleQueue[list[Any]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._failures: dict[str, str] = {}       # what failed -> its first error
-        self._write_time = 0.0                    # seconds a file took to write here, on average
+        self._recent: deque[bool] = deque(maxlen=WINDOW)    # whether each of the last writes here was slow
+        self._slow = 0                                         # how many of them were
 
     def submit(self, job: Job) -> None:
         """A file to write (a call's log): here while files are quick to write, else by the thread."""
-        if self._thread is None and self._write_time < SLOW_WRITE:
+        if self._thread is None and self._slow * 2 <= WINDOW:
             started = time.perf_counter()
             self._run(job)
-            self._write_time += (time.perf_counter() - started - self._write_time) * 0.1   # a moving average
+            slow = time.perf_counter() - started > SLOW_WRITE
+            if len(self._recent) == WINDOW:
+                self._slow -= self._recent[0]
+            self._recent.append(slow)
+            self._slow += slow
             return
         self._files.append(job)
         self._end_turn_soon()

@@ -114,6 +114,25 @@ def test_slow_files_move_to_the_thread_and_all_are_written_in_order(monkeypatch)
     assert "runner-writer" in {name for _, name in written}
 
 
+def test_a_write_the_scheduler_paused_now_and_then_keeps_files_out_of_the_thread(monkeypatch):
+    monkeypatch.setattr(writer_module, "SLOW_WRITE", 0.002)
+    writer, written = BackgroundWriter(), []
+
+    def write(n: int) -> None:
+        if n % 8 == 7:
+            time.sleep(0.03)            # paused: an average of the writes would pass SLOW_WRITE at once
+        written.append(threading.current_thread().name)
+
+    async def run() -> None:
+        for n in range(32):
+            writer.submit(lambda n=n: write(n))
+        assert len(written) == 32               # every one at once, no thread
+
+    asyncio.run(run())
+    writer.close()
+    assert set(written) == {threading.current_thread().name}
+
+
 def test_what_could_not_be_written_is_said_once_at_the_end(capsys):
     writer = BackgroundWriter()
 
