@@ -148,7 +148,7 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         # cache, the server's threads) and gives the requests the floors send.
         runner_run(work, tmp / "warm-up", "warm-up", server.url, in_flight)
         if len(server.requests) != 3 * jury:
-            raise SystemExit(f"runner sent {len(server.requests)} calls, not 3 x {jury}: the workload is not issue 26's")
+            raise SystemExit(f"runner sent {len(server.requests)} calls, not 3 x {jury}: not issue 26's workload")
         bodies = tmp / "bodies.json"
         bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
 
