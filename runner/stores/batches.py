@@ -15,7 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.stores.shared_sqlite import open_shared
+
 STORE_FILE = "batches.sqlite3"
+BUSY_MS = 30_000          # how long a write waits for another run's transaction
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 KEEP_SECONDS = 30 * 86400        # a provider keeps batch files about as long
 
@@ -54,9 +57,7 @@ class BatchStore:
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / STORE_FILE
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = open_shared(self.path, BUSY_MS, SCHEMA)
         self.prune()
 
     @contextmanager

@@ -17,6 +17,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
+from runner.stores.shared_sqlite import open_shared
 
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
 SCHEMA = """
@@ -37,11 +38,7 @@ class SqliteMemo:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
-            self._db.executescript(SCHEMA)
+            self._db = open_shared(path, BUSY_TIMEOUT_MS, SCHEMA, synchronous_normal=True)
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{path}: not a usable memo store ({exc})") from None
         if legacy_json is not None and legacy_json.is_file():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
 BUSY_MS = 30_000
@@ -72,10 +73,7 @@ class ReviewStore:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.executescript(_SCHEMA)
+            self._db = open_shared(path, BUSY_MS, _SCHEMA, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path = path

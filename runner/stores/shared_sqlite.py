@@ -1,0 +1,38 @@
+"""An SQLite store that several runs open at once: WAL, a busy timeout, and its tables.
+
+Two processes creating the same store at the same moment may both read the new file and
+then both want it to themselves (to switch it to WAL, to create the tables). SQLite then
+answers "database is locked" at once instead of waiting, as waiting could deadlock; one of
+them goes on, and the other tries again here until the busy timeout passes."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+SETUP_RETRY = 0.01        # seconds between tries to set up a store another process is creating
+
+
+def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool = True,
+                synchronous_normal: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
+    for a file that is not a usable database."""
+    db = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=check_same_thread)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        deadline = time.monotonic() + busy_ms / 1000
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode = WAL")
+                if synchronous_normal:
+                    db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
+                db.executescript(schema)
+                return db
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(SETUP_RETRY)
+    except BaseException:
+        db.close()
+        raise
