@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from installed_env import INSTALLED_ENV  # noqa: E402
-from openai_compat import ANSWER, FLOOR, report  # noqa: E402
+from openai_compat import ANSWER, FLOOR, JURORS, report  # noqa: E402
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 
@@ -147,8 +147,8 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         # A first cold run, not counted, warms what any first process pays for (the page
         # cache, the server's threads) and gives the requests the floors send.
         runner_run(work, tmp / "warm-up", "warm-up", server.url, in_flight)
-        if len(server.requests) != 3 * jury:
-            raise SystemExit(f"runner sent {len(server.requests)} calls, not 3 x {jury}: not issue 26's workload")
+        if len(server.requests) != JURORS * jury:
+            raise SystemExit(f"runner sent {len(server.requests)} calls, not {JURORS} x {jury}: not issue 26's mix")
         bodies = tmp / "bodies.json"
         bodies.write_text(json.dumps([r.body for r in server.requests]), encoding="utf-8")
 

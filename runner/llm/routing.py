@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runner.errors import RunnerError
@@ -28,6 +29,9 @@ class RoutedTransport:
     def __init__(self, http_process: str = "off") -> None:
         self._by_name: dict[str, Transport] = {}
         self.http_process = http_process        # on or off (spill.py)
+        # The sender's set-up step before each call (starting the HTTP process): none when
+        # off, so the default path awaits nothing more per call.
+        self.prepare: Callable[[ModelSpec], Awaitable[None]] | None = self._prepare if http_process == "on" else None
 
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
@@ -42,7 +46,7 @@ class RoutedTransport:
                 self._by_name[name] = LiteLLMTransport()
         return self._by_name[name]
 
-    async def prepare(self, spec: ModelSpec) -> None:
+    async def _prepare(self, spec: ModelSpec) -> None:
         prepare = getattr(self._for(spec.transport), "prepare", None)
         if prepare is not None:
             await prepare()

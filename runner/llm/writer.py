@@ -59,18 +59,13 @@ class BackgroundWriter:
         self._thread: threading.Thread | None = None
         self._failures: dict[str, str] = {}       # what failed -> its first error
         self._recent: deque[bool] = deque(maxlen=WINDOW)    # whether each of the last writes here was slow
-        self._slow = 0                                         # how many of them were
 
     def submit(self, job: Job) -> None:
         """A file to write (a call's log): here while files are quick to write, else by the thread."""
-        if self._thread is None and self._slow * 2 <= WINDOW:
+        if self._thread is None and sum(self._recent) * 2 <= WINDOW:
             started = time.perf_counter()
             self._run(job)
-            slow = time.perf_counter() - started > SLOW_WRITE
-            if len(self._recent) == WINDOW:
-                self._slow -= self._recent[0]
-            self._recent.append(slow)
-            self._slow += slow
+            self._recent.append(time.perf_counter() - started > SLOW_WRITE)
             return
         self._files.append(job)
         self._end_turn_soon()

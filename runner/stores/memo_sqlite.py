@@ -38,7 +38,8 @@ class SqliteMemo:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = open_shared(path, BUSY_TIMEOUT_MS, SCHEMA, synchronous_normal=True)
+            self._db = open_shared(path, BUSY_TIMEOUT_MS, SCHEMA)
+            self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{path}: not a usable memo store ({exc})") from None
         if legacy_json is not None and legacy_json.is_file():

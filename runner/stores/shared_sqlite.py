@@ -14,8 +14,7 @@ from pathlib import Path
 SETUP_RETRY = 0.01        # seconds between tries to set up a store another process is creating
 
 
-def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool = True,
-                synchronous_normal: bool = False) -> sqlite3.Connection:
+def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool = True) -> sqlite3.Connection:
     """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
     for a file that is not a usable database."""
     db = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=check_same_thread)
@@ -25,8 +24,6 @@ def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool =
         while True:
             try:
                 db.execute("PRAGMA journal_mode = WAL")
-                if synchronous_normal:
-                    db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
                 db.executescript(schema)
                 return db
             except sqlite3.OperationalError as exc:

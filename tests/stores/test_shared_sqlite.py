@@ -13,7 +13,7 @@ from runner.stores.batches import BatchStore
 from runner.stores.memo_sqlite import SqliteMemo
 from runner.stores.reviews import ReviewStore
 
-OPENERS: dict[str, Callable[[Path], object]] = {
+OPENERS: dict[str, Callable[[Path], SqliteMemo | ReviewStore | BatchStore]] = {
     "memo": SqliteMemo,
     "reviews": ReviewStore,
     "batches": lambda path: BatchStore(path.parent / path.stem),
@@ -36,7 +36,7 @@ def test_runs_creating_one_store_at_the_same_moment_all_open_it(tmp_path, store)
             except Exception as exc:      # noqa: BLE001 - each failure is what the test reports
                 failures.append(exc)
             else:
-                opened._db.close()       # type: ignore[attr-defined]
+                opened.close()
 
         threads = [threading.Thread(target=open_store) for _ in range(6)]
         for thread in threads:
