@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
 from runner.llm.cache import request_key, usable
@@ -25,7 +25,7 @@ from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
-from runner.llm.writer import BackgroundWriter
+from runner.llm.writer import BackgroundWriter, SharedCache
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
@@ -95,7 +95,8 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
-        self._writer = BackgroundWriter()      # cache writes once a turn, log files (a thread when slow)
+        # Cache writes many to a transaction (one by one in a Ray worker), log files (a thread when slow).
+        self._writer = BackgroundWriter(at_once=options.worker)
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -230,10 +231,13 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                self._writer.cache_set(self.cache, key, {
-                    "content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
-                    "cost": completion.cost, "model": completion.model,
-                    "timestamp": datetime.now(UTC).isoformat(timespec="seconds")})
+                entry = {"content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
+                         "cost": completion.cost, "model": completion.model,
+                         "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+                if hasattr(self.cache, "aset"):
+                    await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
+                else:
+                    self._writer.cache_set(self.cache, key, entry)
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -10,6 +10,11 @@ from the cache (its results keep them), which a rerun asks for again. An answer 
 over is served from `pending` until it is committed, so a call asked again in the same run
 finds it.
 
+A Ray worker's answers are committed one by one, as they come (`at_once`), and one
+whose cache is another process's (`aset`, a worker on another machine) is awaited there
+before its item goes on: a block Ray runs again after its worker died then repeats only
+the calls that were in flight, never one that was answered.
+
 A call's log is formatted where it is made, and its file written at once while the file
 system is quick; once most of the last WINDOW files took longer than SLOW_WRITE each, files
 go to one thread that writes them in the order they came, and the loop no longer waits for
@@ -35,11 +40,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from runner.stores.json_cache import JsonCache
 
 Job = Callable[[], object]
+
+
+class SharedCache(Protocol):
+    async def aset(self, key: str, value: Any) -> None: ...
+
+
 _STOP = object()
 SLOW_WRITE = 150e-6     # seconds a quick file system takes, at most, to write a file
 WINDOW = 16             # the last writes judged together: files go to the thread when most of them were slow
@@ -48,7 +59,8 @@ COMMIT_AT = 512         # answers waiting that are committed at once
 
 
 class BackgroundWriter:
-    def __init__(self) -> None:
+    def __init__(self, at_once: bool = False) -> None:
+        self._at_once = at_once           # answers committed one by one, as they come
         self.pending: dict[str, Any] = {}
         self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed (also in pending)
         self._commit_timer: asyncio.TimerHandle | None = None
@@ -84,12 +96,19 @@ class BackgroundWriter:
         except RuntimeError:            # no event loop in this thread: at once
             self._commit()
             return
-        if len(self.pending) >= COMMIT_AT:
+        if self._at_once or len(self.pending) >= COMMIT_AT:
             self._commit()
         elif self._commit_timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
             if self._commit_timer is not None:
                 self._commit_timer.cancel()
             self._commit_timer, self._timer_loop = loop.call_later(COMMIT_EVERY, self._commit), loop
+
+    async def cache_set_shared(self, cache: SharedCache, key: str, value: Any) -> None:
+        """An answer for a cache another process owns, there before the caller goes on."""
+        try:
+            await cache.aset(key, value)
+        except Exception as exc:       # the owner is gone: the answer is still in results
+            self._failures.setdefault("cache", f"{type(exc).__name__}: {exc}")
 
     def _end_turn_soon(self) -> None:
         if self._turn_ends:

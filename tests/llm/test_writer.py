@@ -157,3 +157,47 @@ def test_without_an_event_loop_answers_are_committed_at_once():
     writer.cache_set(cache, "a", 1)             # type: ignore[arg-type]
     assert cache.commits == [[("a", 1)]] and writer.pending == {}
     writer.close()
+
+
+def test_a_ray_workers_answers_are_committed_one_by_one_as_they_come():
+    cache, writer = FakeCache(), BackgroundWriter(at_once=True)
+
+    async def run() -> None:
+        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+        assert cache.commits == [[("a", 1)]] and writer.pending == {}
+        writer.cache_set(cache, "b", 2)         # type: ignore[arg-type]
+        assert cache.commits == [[("a", 1)], [("b", 2)]]
+
+    asyncio.run(run())
+    writer.close()
+    assert cache.commits == [[("a", 1)], [("b", 2)]]
+
+
+class SharedFakeCache:
+    """A cache another process owns: a write takes a round trip, and may fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.entries: dict[str, Any] = {}
+        self.fail = fail
+
+    async def aset(self, key: str, value: Any) -> None:
+        await asyncio.sleep(0.01)
+        if self.fail:
+            raise ConnectionError("the cache's owner is gone")
+        self.entries[key] = value
+
+
+def test_an_answer_for_a_shared_cache_is_there_when_the_write_returns_and_a_failure_is_said_once(capsys):
+    shared, gone, writer = SharedFakeCache(), SharedFakeCache(fail=True), BackgroundWriter(at_once=True)
+
+    async def run() -> None:
+        await writer.cache_set_shared(shared, "a", 1)
+        assert shared.entries == {"a": 1}
+        await writer.cache_set_shared(gone, "b", 2)      # the run goes on: the answer is in its results
+        await writer.cache_set_shared(gone, "c", 3)
+
+    asyncio.run(run())
+    writer.close()
+    assert shared.entries == {"a": 1} and gone.entries == {}
+    err = capsys.readouterr().err
+    assert err.count("some answers could not be written to the cache (ConnectionError: the cache's owner is gone)") == 1

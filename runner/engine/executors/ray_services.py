@@ -38,7 +38,7 @@ class CacheOwner:
 
 
 class RemoteCache:
-    """A JsonCache whose entries live with the cache actor (LLMService awaits `aget`)."""
+    """A JsonCache whose entries live with the cache actor (LLMService awaits `aget` and `aset`)."""
 
     def __init__(self, owner: Any) -> None:
         self._owner = owner
@@ -46,9 +46,8 @@ class RemoteCache:
     async def aget(self, key: str) -> Any:
         return await self._owner.get.remote(key)
 
-    def set_many(self, pairs: list[tuple[str, Any]]) -> None:     # from the writer thread
-        import ray
-        ray.get(self._owner.set_many.remote(pairs))
+    async def aset(self, key: str, value: Any) -> None:
+        await self._owner.set_many.remote([(key, value)])
 
     def close(self) -> None:
         return None
