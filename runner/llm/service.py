@@ -95,8 +95,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
-        # Cache writes many to a transaction (one by one in a Ray worker), log files (a thread when slow).
-        self._writer = BackgroundWriter(at_once=options.worker)
+        self._writer = BackgroundWriter()      # cache writes many to a transaction, log files (a thread when slow)
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])

@@ -10,10 +10,12 @@ from the cache (its results keep them), which a rerun asks for again. An answer 
 over is served from `pending` until it is committed, so a call asked again in the same run
 finds it.
 
-A Ray worker's answers are committed one by one, as they come (`at_once`), and one
-whose cache is another process's (`aset`, a worker on another machine) is awaited there
-before its item goes on: a block Ray runs again after its worker died then repeats only
-the calls that were in flight, never one that was answered.
+An answer whose cache is another process's (`aset`: a Ray worker on another machine) is
+awaited there before its item goes on, one by one: a block Ray runs again after that
+machine was lost then repeats only the calls that were in flight, never one that was
+answered. A worker on the driver's machine commits as a run does, and at the end of each
+block: one that dies alone (its node lives on) may have its last COMMIT_EVERY of answers
+asked again.
 
 A call's log is formatted where it is made, and its file written at once while the file
 system is quick; once most of the last WINDOW files took longer than SLOW_WRITE each, files
@@ -45,12 +47,6 @@ from typing import Any, Protocol
 from runner.stores.json_cache import JsonCache
 
 Job = Callable[[], object]
-
-
-class SharedCache(Protocol):
-    async def aset(self, key: str, value: Any) -> None: ...
-
-
 _STOP = object()
 SLOW_WRITE = 150e-6     # seconds a quick file system takes, at most, to write a file
 WINDOW = 16             # the last writes judged together: files go to the thread when most of them were slow
@@ -58,9 +54,12 @@ COMMIT_EVERY = 0.05     # seconds the first answer waiting may wait to be commit
 COMMIT_AT = 512         # answers waiting that are committed at once
 
 
+class SharedCache(Protocol):
+    async def aset(self, key: str, value: Any) -> None: ...
+
+
 class BackgroundWriter:
-    def __init__(self, at_once: bool = False) -> None:
-        self._at_once = at_once           # answers committed one by one, as they come
+    def __init__(self) -> None:
         self.pending: dict[str, Any] = {}
         self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed (also in pending)
         self._commit_timer: asyncio.TimerHandle | None = None
@@ -96,7 +95,7 @@ class BackgroundWriter:
         except RuntimeError:            # no event loop in this thread: at once
             self._commit()
             return
-        if self._at_once or len(self.pending) >= COMMIT_AT:
+        if len(self.pending) >= COMMIT_AT:
             self._commit()
         elif self._commit_timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
             if self._commit_timer is not None:

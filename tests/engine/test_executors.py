@@ -1,14 +1,21 @@
-"""The executor choice: a local run never imports ray (only --executor ray pays for it)."""
+"""The executor choice: a local run never imports ray (only --executor ray pays for it); a
+worker whose cache another process owns stores each answer there before its item ends."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from typing import Any
 
 from test_llm import llm_pipeline
 
 from helpers import write_json
+from runner.engine.context import RunOptions, Runtime
+from runner.engine.execute import run_items
+from runner.inputs import Item
+from runner.pipeline.loader import load_pipeline
 
 
 def test_a_local_run_sent_or_cached_never_imports_ray(project, fake_llm):
@@ -23,3 +30,51 @@ def test_a_local_run_sent_or_cached_never_imports_ray(project, fake_llm):
         assert done.returncode == 0, done.stderr
     assert len(fake_llm.requests) == 2                    # the second run came from the cache
     assert "verdict" in (project.root / "cached" / "results.jsonl").read_text()
+
+
+class OwnedElsewhere:
+    """A cache another process owns, as a Ray worker on another machine sees the driver's:
+    each read and write a round trip."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Any] = {}
+
+    async def aget(self, key: str) -> Any:
+        await asyncio.sleep(0.005)
+        return self.entries.get(key)
+
+    async def aset(self, key: str, value: Any) -> None:
+        await asyncio.sleep(0.02)
+        self.entries[key] = value
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_worker_stores_each_answer_with_the_caches_owner_before_its_item_ends(project, fake_llm, monkeypatch):
+    """A block retried after its worker's machine was lost then asks only what was in flight."""
+    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+    fake_llm.answer_json({"verdict": "yes"})
+    pipeline = load_pipeline(llm_pipeline(project))
+    owner = OwnedElsewhere()
+    stored_at_each_end: list[int] = []
+
+    async def block(values: list[str]) -> list[dict[str, Any]]:
+        runtime = Runtime.create(pipeline, RunOptions(cache_dir=project.root / "cache", worker=True))
+        runtime.open_caches = {"responses": owner}
+        results: list[dict[str, Any]] = []
+
+        def keep(result: dict[str, Any]) -> None:
+            stored_at_each_end.append(len(owner.entries))
+            results.append(result)
+        try:
+            await run_items(runtime, [Item(n, {"q": q}) for n, q in enumerate(values, start=1)], 1, keep)
+        finally:
+            await runtime.aclose()
+        return results
+
+    first = asyncio.run(block(["1", "2", "3"]))
+    assert [r["verdict"] for r in first] == ["yes"] * 3 and stored_at_each_end == [1, 2, 3]
+    again = asyncio.run(block(["1", "2", "3", "4"]))       # the block again, on another worker
+    assert [r["cached"] for r in again] == [True, True, True, False]
+    assert len(fake_llm.requests) == 4

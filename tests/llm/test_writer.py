@@ -159,20 +159,6 @@ def test_without_an_event_loop_answers_are_committed_at_once():
     writer.close()
 
 
-def test_a_ray_workers_answers_are_committed_one_by_one_as_they_come():
-    cache, writer = FakeCache(), BackgroundWriter(at_once=True)
-
-    async def run() -> None:
-        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
-        assert cache.commits == [[("a", 1)]] and writer.pending == {}
-        writer.cache_set(cache, "b", 2)         # type: ignore[arg-type]
-        assert cache.commits == [[("a", 1)], [("b", 2)]]
-
-    asyncio.run(run())
-    writer.close()
-    assert cache.commits == [[("a", 1)], [("b", 2)]]
-
-
 class SharedFakeCache:
     """A cache another process owns: a write takes a round trip, and may fail."""
 
@@ -188,7 +174,7 @@ class SharedFakeCache:
 
 
 def test_an_answer_for_a_shared_cache_is_there_when_the_write_returns_and_a_failure_is_said_once(capsys):
-    shared, gone, writer = SharedFakeCache(), SharedFakeCache(fail=True), BackgroundWriter(at_once=True)
+    shared, gone, writer = SharedFakeCache(), SharedFakeCache(fail=True), BackgroundWriter()
 
     async def run() -> None:
         await writer.cache_set_shared(shared, "a", 1)
