@@ -38,7 +38,7 @@ def run(work: Path, out: str, extra: list[str]) -> Process:
     it runs: wait4's maximum would include the Ray processes it started and reaped)."""
     args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
             "--input", "report.md", "--out", out, "--cache-dir", str(work / f"cache-{out}"), "--quiet", *extra]
-    done = measured(args, work, ok=(0, 3))
+    done = measured(args, work, ok=(0, 3), children=False)     # Ray's GCS and raylet are its children
     return done
 
 

@@ -78,17 +78,20 @@ class Process:
         return self.user + self.system
 
 
-def peak_rss_mb(pid: int, done: threading.Event, seen: list[float]) -> None:
-    """The child's own high-water mark (VmHWM), plus its children's (runner's HTTP process),
-    read until it exits. wait4's ru_maxrss will not do: a child inherits its parent's
-    high-water mark, and this process holds every request the fake server recorded."""
+def peak_rss_mb(pid: int, done: threading.Event, seen: list[float], children: bool = True) -> None:
+    """The child's own high-water mark (VmHWM), plus its children's (runner's HTTP process)
+    unless `children` is False, read until it exits. wait4's ru_maxrss will not do: a child
+    inherits its parent's high-water mark, and this process holds every request the fake
+    server recorded."""
     marks: dict[int, float] = {}
     while not done.is_set():
+        family = [pid]
         try:
-            with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as children:
-                family = [pid, *(int(child) for child in children.read().split())]
+            if children:
+                with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as listed:
+                    family += [int(child) for child in listed.read().split()]
         except (OSError, ValueError):
-            family = [pid]
+            pass
         for member in family:
             try:
                 with open(f"/proc/{member}/status", encoding="ascii") as status:
@@ -102,13 +105,14 @@ def peak_rss_mb(pid: int, done: threading.Event, seen: list[float]) -> None:
         done.wait(0.02)
 
 
-def measured(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> Process:
-    """One whole process: its wall time, its own CPU time (wait4) and peak RSS."""
+def measured(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), children: bool = True) -> Process:
+    """One whole process: its wall time, its own CPU time (wait4) and peak RSS (with its
+    children's unless `children` is False)."""
     with tempfile.TemporaryFile("w+") as out:
         started = time.perf_counter()
         child = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=INSTALLED_ENV)
         done, seen = threading.Event(), [0.0]
-        watcher = threading.Thread(target=peak_rss_mb, args=(child.pid, done, seen), daemon=True)
+        watcher = threading.Thread(target=peak_rss_mb, args=(child.pid, done, seen, children), daemon=True)
         watcher.start()
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
