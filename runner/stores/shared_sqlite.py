@@ -17,9 +17,9 @@ SETUP_RETRY = 0.01        # seconds between tries to set up a store another proc
 def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool = True) -> sqlite3.Connection:
     """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
     for a file that is not a usable database."""
+    # connect's timeout is SQLite's busy timeout: a write waits that long for another run's.
     db = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=check_same_thread)
     try:
-        db.execute(f"PRAGMA busy_timeout = {busy_ms}")
         deadline = time.monotonic() + busy_ms / 1000
         while True:
             try:
