@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+from typing import Any
 
 FENCED_JSON = re.compile(r"```json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 FENCED_ANY = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -50,25 +47,82 @@ def extract_json(text: str) -> Any:
                        f"column {errors[-1].colno}); answer with one JSON object only")
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+# Keys after which a property's subschema no longer stands alone: references, and the
+# identifiers and dialects they resolve against.
+_REFERENCES = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+_IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$schema"})
 
 
-def validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """One validator per schema object (steps share their loaded schemas)."""
-    known = _VALIDATORS.get(id(schema))
-    if known is None or known[0] is not schema:
+class AnswerSchema:
+    """An output schema's checks, made by jsonschema. When each property's subschema stands
+    alone, the root and each property get a validator of their own: the root's with those
+    properties set to `true` (so `additionalProperties` still sees their names), each
+    property's run on its value. Same errors, messages and paths; but jsonschema no longer
+    builds a validator per property per answer (`descend` evolves one each time), which was
+    half of what checking an answer cost (24 us for the citation verdict, 10 us split)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator  # only answers that were not cached are checked
-        known = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(properties, dict) and properties and _stands_alone(schema, properties):
+            # `true`, `false` and `{}` stay: nothing to save, and jsonschema reports a `false`
+            # property's error without its path, which a validator of its own would add.
+            alone = {name: sub for name, sub in properties.items() if isinstance(sub, dict) and sub}
+            self.root = Draft202012Validator({**schema, "properties": {**properties, **dict.fromkeys(alone, True)}})
+            self.properties = [(name, Draft202012Validator(sub)) for name, sub in alone.items()]
+        else:
+            self.root = Draft202012Validator(schema)
+            self.properties = []
+
+    def errors(self, value: Any) -> list[tuple[list[str | int], str]]:
+        """(path, message) of each error, in jsonschema's order."""
+        found = [(list(error.absolute_path), error.message) for error in self.root.iter_errors(value)]
+        if isinstance(value, dict):         # `properties` applies to objects only
+            for name, check in self.properties:
+                if name in value:
+                    found += [([name, *error.absolute_path], error.message) for error in check.iter_errors(value[name])]
+        return found
+
+
+def _stands_alone(schema: dict[str, Any], properties: dict[str, Any]) -> bool:
+    """No reference anywhere, no identifier in a property's subschema, and nothing at the
+    root that depends on how the properties were evaluated."""
+    if "unevaluatedProperties" in schema or _has_key(schema, _REFERENCES):
+        return False
+    return not any(_has_key(sub, _IDENTIFIERS) for sub in properties.values())
+
+
+def _has_key(value: Any, keys: frozenset[str]) -> bool:
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            if not keys.isdisjoint(current):
+                return True
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return False
+
+
+_SCHEMAS: dict[int, tuple[dict[str, Any], AnswerSchema]] = {}
+
+
+def answer_schema(schema: dict[str, Any]) -> AnswerSchema:
+    """One set of validators per schema object (steps share their loaded schemas)."""
+    known = _SCHEMAS.get(id(schema))
+    if known is None or known[0] is not schema:
+        known = _SCHEMAS[id(schema)] = (schema, AnswerSchema(schema))
     return known[1]
 
 
 def validate(value: Any, schema: dict[str, Any]) -> None:
-    errors = sorted(validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(answer_schema(schema).errors(value), key=lambda error: error[0])
     if errors:
         parts = []
-        for error in errors[:5]:
-            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-            parts.append(f"{where}: {error.message}")
+        for path, message in errors[:5]:
+            where = "/".join(str(p) for p in path) or "(root)"
+            parts.append(f"{where}: {message}")
         raise ParseFailure("the answer does not match the required schema: " + "; ".join(parts))
 
 
