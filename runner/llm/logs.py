@@ -105,7 +105,15 @@ class CallLogWriter:
             if stale.name not in kept and LOG_NAME.fullmatch(stale.name) and \
                     (stale.is_symlink() or stale.is_file(follow_symlinks=False)):
                 os.unlink(stale.path)                           # the rest are replaced in place
-        folder = str(self.directory)
-        for name, target in moves:
-            os.replace(os.path.join(self._pending, name), os.path.join(folder, target))
+        # Relative to open folders: the kernel walks neither path again for each of a run's logs.
+        source = os.open(self._pending, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                for name, target in moves:
+                    os.replace(name, target, src_dir_fd=source, dst_dir_fd=folder)
+            finally:
+                os.close(folder)
+        finally:
+            os.close(source)
         shutil.rmtree(self.pending, ignore_errors=True)
