@@ -3,6 +3,8 @@ by module, unknown names answered with the nearest one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runner.engine.steps.base import step_class
@@ -12,6 +14,8 @@ from runner.pipeline.catalog import STEPS
 from runner.pipeline.schema_check import step_schema_names
 from runner.registry import Registry
 from runner.search import PROVIDERS
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_builtins_are_found_by_module_without_an_import_list():
@@ -58,3 +62,27 @@ def test_a_lookup_imports_only_the_module_it_names():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['runner.engine.steps.base', 'runner.engine.steps.decide'] True"
+
+
+def test_checking_a_pipeline_imports_only_the_step_types_it_names(tmp_path):
+    """The loader's catalog reads a step type when a step names it: a first load (nothing
+    validated yet) of the citation judge imports its 4 step types, not all 14."""
+    import subprocess
+    import sys
+    code = ("import sys; from runner.pipeline.loader import load_pipeline; "
+            f"load_pipeline({str(REPO / 'pipelines' / 'citation_judge.yaml')!r}); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('runner.engine.steps.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['base', 'decide', 'jury', 'llm_call', 'quote_match', 'read_lines']"
+
+
+def test_an_unknown_step_type_is_named_with_the_nearest_known_one(tmp_path):
+    from runner.errors import ConfigError
+    from runner.pipeline.loader import load_pipeline
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\nname: p\ninput: {adapter: json}\nsteps:\n  - id: a\n    uses: quote_mach\n"
+                    "output: {x: 1}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(path)
+    assert "unknown step type 'quote_mach'. Did you mean 'quote_match'?" in str(caught.value)

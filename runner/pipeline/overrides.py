@@ -97,7 +97,8 @@ def _resolve(data: Any, parts: list[str], schema: dict[str, Any], catalog: StepC
             uses = current.get("uses") if isinstance(current, dict) else None
             path.append(part)
             current = current.get("with", {}) if isinstance(current, dict) else {}
-            node = catalog.infos[uses].schema if uses in catalog.infos else {"type": "object"}
+            info = catalog.infos.get(uses) if isinstance(uses, str) else None
+            node = info.schema if info is not None else {"type": "object"}
             continue
         if path == ["params"]:
             known = list(current) if isinstance(current, dict) else []
