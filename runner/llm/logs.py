@@ -74,7 +74,8 @@ class CallLogWriter:
             self.pending.unlink()
         shutil.rmtree(self.pending, ignore_errors=True)     # leftovers of a killed run
         self.pending.mkdir(parents=True, exist_ok=True)
-        self._pending = str(self.pending)
+        # Logs are made relative to the open folder: the kernel walks its path once, not per log.
+        self._folder: int | None = os.open(self.pending, os.O_RDONLY | os.O_DIRECTORY)
 
     def put(self, name: str, body: bytes) -> None:
         """Write one call's log (made here, or by a Ray worker) under its provisional name."""
@@ -82,7 +83,7 @@ class CallLogWriter:
             raise ValueError(f"not a provisional log name: {name[:80]!r}")
         # Debug output: one plain write, no fsync (results and the cache carry durability);
         # os-level calls, as a cached run writes hundreds of these in a fraction of a second.
-        fd = open_own(os.path.join(self._pending, name))
+        fd = open_own(name, dir_fd=self._folder)
         try:
             os.write(fd, body)
         finally:
@@ -90,8 +91,18 @@ class CallLogWriter:
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
+        pending, self._folder = self._folder, None
+        if pending is None:
+            return
         try:
-            names = sorted(os.listdir(self._pending))           # names sort by (item, call)
+            self._rename(pending)
+        finally:
+            os.close(pending)
+        shutil.rmtree(self.pending, ignore_errors=True)
+
+    def _rename(self, pending: int) -> None:
+        try:
+            names = sorted(os.listdir(pending))           # names sort by (item, call)
         except OSError:
             return
         counters: dict[str, int] = {}
@@ -105,15 +116,10 @@ class CallLogWriter:
             if stale.name not in kept and LOG_NAME.fullmatch(stale.name) and \
                     (stale.is_symlink() or stale.is_file(follow_symlinks=False)):
                 os.unlink(stale.path)                           # the rest are replaced in place
-        # Relative to open folders: the kernel walks neither path again for each of a run's logs.
-        source = os.open(self._pending, os.O_RDONLY | os.O_DIRECTORY)
+        # Relative to the two open folders: the kernel walks neither path again for each log.
+        folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                for name, target in moves:
-                    os.replace(name, target, src_dir_fd=source, dst_dir_fd=folder)
-            finally:
-                os.close(folder)
+            for name, target in moves:
+                os.replace(name, target, src_dir_fd=pending, dst_dir_fd=folder)
         finally:
-            os.close(source)
-        shutil.rmtree(self.pending, ignore_errors=True)
+            os.close(folder)
