@@ -86,14 +86,13 @@ class _BuiltinInfos(Mapping[str, StepInfo]):
         self._read: dict[str, StepInfo] = {}
 
     def __getitem__(self, name: str) -> StepInfo:
+        if not isinstance(name, str):
+            raise KeyError(name)
         if name not in self._read:
-            if not isinstance(name, str):
-                raise KeyError(name)
             try:
-                STEPS.get(name)
-            except RunnerError:
+                self._read[name] = step_info(name)
+            except RunnerError:           # no such step type
                 raise KeyError(name) from None
-            self._read[name] = step_info(name)
         return self._read[name]
 
     def __iter__(self) -> Iterator[str]:
