@@ -20,6 +20,12 @@ def strip_thinking(text: str) -> str:
     return THINKING.sub("", text) if "<" in text else text
 
 
+# strict=False: raw control characters inside strings, as grammar-constrained local servers
+# emit them, are read as the characters they are. One decoder for every answer:
+# json.loads(text, strict=False) builds a new one each time (half of its 2.8 us).
+LENIENT = json.JSONDecoder(strict=False)
+
+
 def json_candidates(text: str) -> list[str]:
     """The ladder: ```json block, any fenced block, first `{` to last `}`, raw text."""
     text = strip_thinking(text)
@@ -38,9 +44,7 @@ def extract_json(text: str) -> Any:
     errors = []
     for candidate in json_candidates(text):
         try:
-            # strict=False: raw control characters inside strings, as grammar-constrained
-            # local servers emit them, are read as the characters they are.
-            return json.loads(candidate, strict=False)
+            return LENIENT.decode(candidate)
         except json.JSONDecodeError as exc:
             errors.append(exc)
     raise ParseFailure(f"the answer is not valid JSON ({errors[-1].msg} at line {errors[-1].lineno} "
