@@ -55,7 +55,7 @@ _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 def _surely_absent(name: str) -> bool:
     """Whether no string in the table's text is `name`, known without parsing the table (its
-    2.4 MB take 45 ms to parse, paid by every run with a local model, which it never names).
+    2.4 MB take 13 ms to parse, paid by every run with a local model, which it never names).
     A string is either written as is, or holds an escape, so a backslash; and a JSON string
     never spans lines, so each line holding a backslash is read string by string."""
     text = _text()
