@@ -53,26 +53,31 @@ def _table() -> dict[str, Any]:
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
-def _surely_absent(name: str) -> bool:
-    """Whether no string in the table's text is `name`, known without parsing the table (its
-    2.4 MB take 13 ms to parse, paid by every run with a local model, which it never names).
-    A string is either written as is, or holds an escape, so a backslash; and a JSON string
-    never spans lines, so each line holding a backslash is read string by string."""
+@cache
+def _escaped_strings() -> frozenset[str]:
+    """Every string of the table's text written with an escape, decoded. Such a string holds
+    a backslash, and a JSON string never spans lines: the few lines with a backslash are
+    read string by string."""
     text = _text()
-    if json.dumps(name, ensure_ascii=False) in text:
-        return False
+    found: set[str] = set()
     at = text.find("\\")
     while at != -1:
         start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
         end = len(text) if end == -1 else end
         for token in _STRING.findall(text, start, end):
             try:
-                if json.loads(token) == name:
-                    return False
+                found.add(json.loads(token))
             except ValueError:
                 pass
         at = text.find("\\", end)
-    return True
+    return frozenset(found)
+
+
+def _surely_absent(name: str) -> bool:
+    """Whether no string in the table's text is `name`, known without parsing the table (its
+    2.4 MB take 13 ms to parse, paid by every run with a local model, which it never names):
+    a string is either written as is, or holds an escape."""
+    return json.dumps(name, ensure_ascii=False) not in _text() and name not in _escaped_strings()
 
 
 @cache                # asked for every answer; the table does not change during a process

@@ -32,6 +32,7 @@ def test_a_name_the_table_lacks_is_known_without_parsing_it():
 
 
 def test_a_name_written_with_escapes_is_not_taken_for_absent(monkeypatch):
+    import functools
     import json
 
     from runner.llm import prices
@@ -40,6 +41,7 @@ def test_a_name_written_with_escapes_is_not_taken_for_absent(monkeypatch):
             ' "note": "say \\"hi\\""},\n  "q\\"uote": {}\n}\n')
     assert set(json.loads(text)) == {"plain", "acme/gpt-x", 'q"uote'}
     monkeypatch.setattr(prices, "_text", lambda: text)
+    monkeypatch.setattr(prices, "_escaped_strings", functools.cache(prices._escaped_strings.__wrapped__))
     assert not prices._surely_absent("acme/gpt-x")          # only in escaped form
     assert not prices._surely_absent('q"uote')
     assert not prices._surely_absent("plain") and not prices._surely_absent('say "hi"')
