@@ -215,13 +215,15 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         log.close()
         await runtime.aclose()
         try:
-            _write_outputs(runtime, outcome, errors, interrupted=outcome.interrupted)
+            await _write_outputs(runtime, outcome, errors, interrupted=outcome.interrupted)
         except OutputError:
             if unwritable is None:       # else the first failure (results.jsonl) is the one to report
                 raise
+        finally:
+            await runtime.logs_named()
 
 
-def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
+async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
     out = outcome.out_dir
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
@@ -245,6 +247,7 @@ def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, in
     spec = runtime.pipeline.summary
     rule = item_rule(runtime.pipeline)
     passed = _pass_check(runtime, rule)
+    await runtime.logs_named()           # the report links each vote to its log by its final name
     view = build_view(summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"),
                       (lambda r: passed(r) if rule else None), out / "llm_logs", reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
-import sys
-from pathlib import Path
 from typing import Any
 
+from runner.llm.children import child_environment, module_command
 from runner.llm.frames import FrameChannel
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import Completion, TransportError
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)     # where `import runner` finds runner
 EXIT_WAIT = 5.0          # seconds the process gets to end after its socket closed
 
 
@@ -41,18 +38,14 @@ class HTTPProcess:
     async def start(self) -> None:
         """Start the process; WorkerLost when it cannot be started."""
         ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        # Where this runner is imported from, after what the user set (an installed runner
-        # is found there anyway); -P: nothing from the working directory is importable.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), PACKAGE_ROOT) if p)
         try:
             with theirs:
                 # A session of its own: Ctrl-C and a SIGTERM to the group reach runner, which
                 # ends its calls and closes the socket; the process ends with it.
                 self._process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-P", "-m", "runner.llm.http_worker", str(theirs.fileno()),
+                    *module_command("runner.llm.http_worker", str(theirs.fileno())),
                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(),), env=env, start_new_session=True)
+                    pass_fds=(theirs.fileno(),), env=child_environment(), start_new_session=True)
             _, self._channel = await asyncio.get_running_loop().create_unix_connection(
                 lambda: FrameChannel(self._answer, self._closed), sock=ours)
         except BaseException as exc:

@@ -4,7 +4,8 @@ name says which item K the call belongs to, so the report links each vote to its
 
 Each call is written as soon as it is logged, under a provisional name in
 llm_logs/.pending/, so a killed run keeps its logs; the run's end gives them their
-final numbers.
+final numbers. A run writes its first SPOOL_AFTER logs itself, then hands the rest to a
+process of their own (log_process.py), which also names them all at the end.
 
 A cached call's log is written like any other, from the messages and the cached answer:
 the exchange that produced the answer, byte for byte, as the key holds the messages and
@@ -19,19 +20,20 @@ Only files named as runner names logs are ever removed, and no write follows a s
 
 from __future__ import annotations
 
+import asyncio
 import os
-import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
-from runner.fileio import open_own
+from runner.llm.log_files import rename_logs, write_pending
+from runner.llm.log_process import LogProcess, LogProcessUnavailable
 from runner.safetext import utf8
 
 PENDING = ".pending"
 LOG_STORE = "call_logs"          # in the cache folder: logs kept by older versions (cache clear removes them)
-LOG_NAME = re.compile(r".+_\d{4,}_item\d+\.txt")      # what finish() names a log; nothing else is removed
-PENDING_NAME = re.compile(r"\d{8,}_\d{5,}_[^/\\\x00]+\.txt")
+SPOOL_AFTER = 256        # logs a run writes itself before a process of their own takes the rest
 
 
 def format_messages(messages: list[dict[str, Any]]) -> str:
@@ -76,50 +78,67 @@ class CallLogWriter:
         self.pending.mkdir(parents=True, exist_ok=True)
         # Logs are made relative to the open folder: the kernel walks its path once, not per log.
         self._folder: int | None = os.open(self.pending, os.O_RDONLY | os.O_DIRECTORY)
+        self._final: int | None = None           # llm_logs itself, opened when first needed
+        self._spool: LogProcess | None = None
+        self._spool_failed = False
+        self._written = 0
 
     def put(self, name: str, body: bytes) -> None:
         """Write one call's log (made here, or by a Ray worker) under its provisional name."""
-        if not PENDING_NAME.fullmatch(name):
-            raise ValueError(f"not a provisional log name: {name[:80]!r}")
-        # Debug output: one plain write, no fsync (results and the cache carry durability);
-        # os-level calls, as a cached run writes hundreds of these in a fraction of a second.
-        fd = open_own(name, dir_fd=self._folder)
-        try:
-            os.write(fd, body)
-        finally:
-            os.close(fd)
+        if self._folder is None:
+            raise ValueError("the run's call logs are finished")
+        write_pending(self._folder, name, body)
+
+    def spooled(self, name: str, body: bytes) -> bool:
+        """Hand the log to the log process (started once this run wrote SPOOL_AFTER logs
+        here); False when it is to be written here. On the event loop's thread only."""
+        if self._spool is None:
+            self._written += 1
+            if self._written <= SPOOL_AFTER or self._spool_failed or self._folder is None:
+                return False
+            try:
+                self._spool = LogProcess(self._folder, self._directory_fd())
+            except LogProcessUnavailable:
+                self._spool_failed = True
+                return False
+        return self._spool.send(name, body)
+
+    def _directory_fd(self) -> int:
+        if self._final is None:
+            self._final = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        return self._final
+
+    def end(self) -> asyncio.Task[None] | None:
+        """Give this run's logs their final names: here, at once (None), or by the log process,
+        which is told now and awaited with the task returned (the caller may work meanwhile)."""
+        spool, self._spool = self._spool, None
+        if spool is None:
+            self.finish()
+            return None
+        spool.end()
+        return asyncio.get_running_loop().create_task(self._named_by(spool))
+
+    async def _named_by(self, spool: LogProcess) -> None:
+        code = await spool.ended()
+        if code == 0:
+            self._close_folders()
+            shutil.rmtree(self.pending, ignore_errors=True)
+            return
+        sys.stderr.write(f"runner: the log process ended (exit code {code}): some call logs may be missing\n")
+        self.finish()                           # what it left is named here
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
-        pending, self._folder = self._folder, None
-        if pending is None:
+        if self._folder is None:
             return
         try:
-            self._rename(pending)
+            rename_logs(self._folder, self._directory_fd())
         finally:
-            os.close(pending)
+            self._close_folders()
         shutil.rmtree(self.pending, ignore_errors=True)
 
-    def _rename(self, pending: int) -> None:
-        try:
-            names = sorted(os.listdir(pending))           # names sort by (item, call)
-        except OSError:
-            return
-        counters: dict[str, int] = {}
-        moves = []
-        for name in names:
-            item, _, model = name.removesuffix(".txt").split("_", 2)
-            counters[model] = counters.get(model, 0) + 1
-            moves.append((name, f"{model}_{counters[model]:04d}_item{int(item)}.txt"))
-        kept = {target for _, target in moves}
-        for stale in os.scandir(self.directory):
-            if stale.name not in kept and LOG_NAME.fullmatch(stale.name) and \
-                    (stale.is_symlink() or stale.is_file(follow_symlinks=False)):
-                os.unlink(stale.path)                           # the rest are replaced in place
-        # Relative to the two open folders: the kernel walks neither path again for each log.
-        folder = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            for name, target in moves:
-                os.replace(name, target, src_dir_fd=pending, dst_dir_fd=folder)
-        finally:
-            os.close(folder)
+    def _close_folders(self) -> None:
+        for folder in (self._folder, self._final):
+            if folder is not None:
+                os.close(folder)
+        self._folder = self._final = None

@@ -5,6 +5,7 @@ run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import re
@@ -95,6 +96,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
+        self._naming: asyncio.Task[None] | None = None
         self._writer = BackgroundWriter()      # cache writes many to a transaction, log files (a thread when slow)
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
@@ -316,7 +318,7 @@ class LLMService:
         body = log_body(self.redact(format_messages(messages)), self.redact(response))
         if isinstance(logs, LogCollector):
             logs.put(name, body)
-        else:
+        elif not logs.spooled(name, body):
             self._writer.submit(functools.partial(logs.put, name, body))
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
@@ -376,10 +378,17 @@ class LLMService:
     def failure_reasons(self) -> dict[int, str]:
         return self.tally.failure_reasons()
 
+    async def logs_named(self) -> None:
+        """Once the call logs have their final names (the log process may still be naming
+        them when aclose returns)."""
+        naming, self._naming = self._naming, None
+        if naming is not None:
+            await naming
+
     async def aclose(self) -> None:
         self._writer.close()
-        if self._logs is not None:
-            self._logs.finish()
+        if isinstance(self._logs, CallLogWriter):
+            self._naming = self._logs.end()
         if self._batches is not None:
             await self._batches.aclose()
         await self.sender.aclose()
