@@ -70,10 +70,10 @@ class LogProcess(asyncio.Protocol):
         if self._ended.done():
             return False
         encoded = name.encode("utf-8")
-        self.send_frame(FRAME.pack(len(encoded), len(body)), encoded, body)
+        self._send_frame(FRAME.pack(len(encoded), len(body)), encoded, body)
         return True
 
-    def send_frame(self, *parts: bytes) -> None:
+    def _send_frame(self, *parts: bytes) -> None:
         if not self._outgoing:
             asyncio.get_running_loop().call_later(SEND_EVERY, self._flush)
         self._outgoing += parts
@@ -102,11 +102,10 @@ class LogProcess(asyncio.Protocol):
     def end(self) -> None:
         """Every log was sent: the process may name them all (it starts as soon as it reads this)."""
         if not self._ended.done():
-            self.send_frame(END)
+            self._send_frame(END)
             self._flush()
 
     async def ended(self) -> int:
         """Wait for the process; its exit code, 0 when it wrote and named every log."""
-        await asyncio.wait([self._connecting])
         await asyncio.shield(self._ended)            # the process closes its end once every log is named
         return self._process.wait()

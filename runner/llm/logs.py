@@ -120,19 +120,20 @@ class CallLogWriter:
 
     async def _named_by(self, spool: LogProcess) -> None:
         code = await spool.ended()
-        if code == 0:
-            self._close_folders()
-            shutil.rmtree(self.pending, ignore_errors=True)
-            return
-        sys.stderr.write(f"runner: the log process ended (exit code {code}): some call logs may be missing\n")
-        self.finish()                           # what it left is named here
+        if code != 0:                           # what it left is named here
+            sys.stderr.write(f"runner: the log process ended (exit code {code}): some call logs may be missing\n")
+        self._release(rename=code != 0)
 
     def finish(self) -> None:
         """Replace the folder's logs with this run's (a rerun's numbering starts again at 0001)."""
+        self._release(rename=True)
+
+    def _release(self, rename: bool) -> None:
         if self._folder is None:
             return
         try:
-            rename_logs(self._folder, self._directory_fd())
+            if rename:
+                rename_logs(self._folder, self._directory_fd())
         finally:
             self._close_folders()
         shutil.rmtree(self.pending, ignore_errors=True)

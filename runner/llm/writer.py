@@ -17,9 +17,10 @@ answered. A worker on the driver's machine commits as a run does, and at the end
 block: one that dies alone (its node lives on) may have its last COMMIT_EVERY of answers
 asked again.
 
-A call's log is formatted where it is made, and its file written at once while the file
-system is quick; once most of the last WINDOW files took longer than SLOW_WRITE each, files
-go to one thread that writes them in the order they came, and the loop no longer waits for
+A call's log is formatted where it is made, and its file (one of the first SPOOL_AFTER of a
+run; the rest go to the log process, logs.py) written at once while the file system is
+quick; once most of the last WINDOW files took longer than SLOW_WRITE each, files go to one
+thread that writes them in the order they came, and the loop no longer waits for
 them. Nothing waits for that thread but the run's end (`close`). Most of a window, not an
 average: with the server on the same cores, the scheduler now and then pauses this process
 in the middle of a write for a few milliseconds, and one such pause moved an average past
