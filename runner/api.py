@@ -24,9 +24,9 @@ from runner.outputs.folder import OutputFolder, refuse_overwriting_input
 from runner.outputs.health import check_before_run
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
-from runner.outputs.report_view import build_view, item_label
+from runner.outputs.report_view import RowChooser, item_label, view_of
 from runner.outputs.run_record import RunRecord
-from runner.outputs.summary import ErrorCount, summarize
+from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
@@ -231,7 +231,17 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
         errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
-    summary = summarize(runtime, results, interrupted=interrupted, errors=errors)
+    spec = runtime.pipeline.summary
+    rule = item_rule(runtime.pipeline)
+    passed = _pass_check(runtime, rule)
+    rate_rule = rule[0] if rule is not None and rule[0] != "pass_when" else None
+    # One pass for the summary's counts and the report's rows (each a parse of every result):
+    # an item passes as the summary's reading of the rate that is the pass rule said.
+    tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.get("report_columns"), spec.get("count_by"))
+    for result in results:
+        said = tally.add(result)
+        chosen.add(result, None if rule is None else said[rate_rule] if rate_rule in said else passed(result))
+    summary = tally.summary(results, interrupted)
     if record is not None:
         summary.update(record.summary_fields(results))
     if runtime.llm_used:
@@ -244,12 +254,9 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    spec = runtime.pipeline.summary
-    rule = item_rule(runtime.pipeline)
-    passed = _pass_check(runtime, rule)
     await runtime.logs_named()           # the report links each vote to its log by its final name
-    view = build_view(summary, results, spec.get("report_columns"), spec.get("assessment_key", "assessment"),
-                      (lambda r: passed(r) if rule else None), out / "llm_logs", reason_field=spec.get("reason_field"))
+    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), (lambda r: passed(r) if rule else None),
+                   out / "llm_logs", reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:

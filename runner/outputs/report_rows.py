@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,22 +50,27 @@ class _Lowest:
         return [result for _, _, result in sorted(self.heap, reverse=True)]
 
 
-def pick_rows(results: Iterable[dict[str, Any]], classify: Callable[[dict[str, Any]], tuple[str, str]],
-              limit: int) -> Rows:
-    """`classify(result)` gives (verdict, status); status `pass` needs no review."""
-    rows = Rows()
-    review, passing = _Lowest(limit), _Lowest(limit)
-    order = itertools.count()
-    for result in results:
-        verdict, status = classify(result)
+class RowPicker:
+    """`offer` each result with its verdict and status (`pass` needs no review), then `rows()`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._rows = Rows()
+        self._review, self._passing = _Lowest(limit), _Lowest(limit)
+        self._order = itertools.count()
+
+    def offer(self, result: dict[str, Any], verdict: str, status: str) -> None:
+        rows = self._rows
         rows.seen += 1
         rows.statuses[status] += 1
         rows.verdict_status.setdefault(verdict, status)
-        (passing if status == "pass" else review).offer(next(order), result)
-    chosen = review.results()
-    chosen += passing.results()[:limit - len(chosen)]
-    rows.chosen = sorted(chosen, key=index_of)
-    return rows
+        (self._passing if status == "pass" else self._review).offer(next(self._order), result)
+
+    def rows(self) -> Rows:
+        chosen = self._review.results()
+        chosen += self._passing.results()[:self._limit - len(chosen)]
+        self._rows.chosen = sorted(chosen, key=index_of)
+        return self._rows
 
 
 def choose(items: list[Any], limit: int, needs_review: Callable[[Any], bool]) -> list[Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.outputs.report_format import count_label, cut, safe_url, text
-from runner.outputs.report_rows import HTML_ROWS, RunScope, index_of, pick_rows
+from runner.outputs.report_rows import HTML_ROWS, RowPicker, RunScope, index_of
 
 LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
 REASON_NAMES = ("reason", "rationale", "explanation")
@@ -268,27 +268,47 @@ def _warnings(result: dict[str, Any]) -> list[Any]:
     return warnings if isinstance(warnings, list) else [warnings] if warnings else []
 
 
+class RowChooser:
+    """A report's rows and columns, chosen as results pass by (one pass over any number, in
+    bounded memory: report_rows.py). Fed by build_view, or by the run's own pass over its
+    results, which knows whether each passed from the summary's reading of its rate (api.py)."""
+
+    def __init__(self, configured: list[str] | None, count_by: str | None, limit: int = HTML_ROWS) -> None:
+        self.columns = Columns(configured)
+        self.count_by = count_by
+        self.picker = RowPicker(limit)
+
+    def add(self, result: dict[str, Any], passed: bool | None) -> None:
+        """One result, and whether it meets the pass rule (None: there is none)."""
+        self.columns.see(result)
+        verdict = verdict_of(result, self.count_by)
+        self.picker.offer(result, verdict, status_of(verdict, error_of(result), passed))
+
+
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
                assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
                logs_dir: Path | None = None, *, reason_field: str | None = None,
                limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
     be a reader over results.jsonl, or a generator: it is iterated once."""
-    count_by = summary.get("count_by")
-    found = Columns(configured)
     check = passed or (lambda _: None)
+    chosen = RowChooser(configured, summary.get("count_by"), limit)
+    for result in results:
+        chosen.add(result, check(result))
+    return view_of(summary, chosen, assessment_key, check, logs_dir, reason_field=reason_field)
 
-    def classify(result: dict[str, Any]) -> tuple[str, str]:
-        found.see(result)
-        verdict = verdict_of(result, count_by)
-        return verdict, status_of(verdict, error_of(result), check(result))
 
-    rows = pick_rows(results, classify, limit)
-    columns = found.names()
+def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str,
+            passed: Callable[[dict[str, Any]], bool | None], logs_dir: Path | None, *,
+            reason_field: str | None = None) -> ReportView:
+    """The view, once every result went through `chosen` (its count_by is the summary's)."""
+    count_by = summary.get("count_by")
+    rows = chosen.picker.rows()
+    columns = chosen.columns.names()
     logs = read_logs(logs_dir, {index_of(r) for r in rows.chosen})
     tracing = summary.get("tracing")
     trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
-    items = [build_item(r, columns, count_by, check, logs, trace_url, reason_field) for r in rows.chosen]
+    items = [build_item(r, columns, count_by, passed, logs, trace_url, reason_field) for r in rows.chosen]
     if count_by:
         counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]

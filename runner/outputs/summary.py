@@ -55,69 +55,95 @@ def summarize(runtime: Runtime, results: Iterable[dict[str, Any]], interrupted: 
     """summary.json from one pass over `results` (a list, or a view over results.jsonl that
     `summary.fields` expressions see as `results`); `errors` as counted during the run, when
     it was (else counted here)."""
-    spec = runtime.pipeline.summary
-    field = spec.get("count_by")
-    base = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
-    failed = runtime.llm.failed_items() if runtime.llm_used and errors is None else set()
-    rates = dict(spec.get("rates") or {})
-    hits = dict.fromkeys(rates, 0)
-    broken: dict[str, str] = {}
-    counter: Counter[str] = Counter()
-    total = counted_errors = 0
+    tally = SummaryTally(runtime, errors)
     for result in results:
-        total += 1
-        if field:
-            counter[_count_key(result, field)] += 1
-        if errors is None and (result.get("error") or result.get("index") in failed):
-            counted_errors += 1
-        for name, expression in rates.items():
-            if name in broken:
+        tally.add(result)
+    return tally.summary(results, interrupted)
+
+
+class SummaryTally:
+    """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
+
+    def __init__(self, runtime: Runtime, errors: ErrorCount | None = None) -> None:
+        """`errors` as counted during the run, when it was (else counted here)."""
+        spec = runtime.pipeline.summary
+        self.runtime = runtime
+        self.errors = errors
+        self.field = spec.get("count_by")
+        self.base = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
+        self.failed = runtime.llm.failed_items() if runtime.llm_used and errors is None else set()
+        self.rates = dict(spec.get("rates") or {})
+        self.hits = dict.fromkeys(self.rates, 0)
+        self.broken: dict[str, str] = {}
+        self.counter: Counter[str] = Counter()
+        self.total = self.counted_errors = 0
+
+    def add(self, result: dict[str, Any]) -> dict[str, bool]:
+        """Count one result; what each rate said of it (a rate whose expression failed, now or
+        on an earlier result, says nothing)."""
+        self.total += 1
+        if self.field:
+            self.counter[_count_key(result, self.field)] += 1
+        if self.errors is None and (result.get("error") or result.get("index") in self.failed):
+            self.counted_errors += 1
+        said: dict[str, bool] = {}
+        for name, expression in self.rates.items():
+            if name in self.broken:
                 continue
             try:
-                if condition_at(runtime, expression, ("summary", "rates", name), {**base, "result": result}):
-                    hits[name] += 1
+                said[name] = condition_at(self.runtime, expression, ("summary", "rates", name),
+                                          {**self.base, "result": result})
             except TemplateError as exc:
-                broken[name] = str(exc)
-    error_count = counted_errors if errors is None else errors.count
-    counts = dict(counter)
-    scope: dict[str, Any] = {**base, "results": results, "counts": counts, "total": total, "errors": error_count}
-    summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
-    if error_count:
-        summary["error_groups"] = errors.top() if errors is not None else \
-            error_groups(results, runtime.llm.failure_reasons() if runtime.llm_used else {})
-    if field:
-        summary["count_by"] = field
-        summary["counts"] = counts
-    problems: list[str] = []     # a broken summary expression must not lose the results
-    for name in rates:
-        if name in broken:
-            problems.append(broken[name])
-            continue
-        summary[name] = round(hits[name] / total, 4) if total else 0.0
-        summary[f"{name}_count"] = hits[name]
-    for name, expression in (spec.get("fields") or {}).items():
-        try:
-            summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
-        except TemplateError as exc:
-            problems.append(str(exc))
-    for number, rule in enumerate(spec.get("assessment") or []):
-        where = ("summary", "assessment", number)
-        try:
-            if "when" not in rule or condition_at(runtime, rule["when"], (*where, "when"), {**scope, **summary}):
-                summary[spec.get("assessment_key", "assessment")] = render_at(
-                    runtime, rule["text"], (*where, "text"), {**scope, **summary})
+                self.broken[name] = str(exc)
+                continue
+            if said[name]:
+                self.hits[name] += 1
+        return said
+
+    def summary(self, results: Iterable[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
+        """summary.json, once every result was added (`results` as `summary.fields` see them)."""
+        runtime, spec, total = self.runtime, self.runtime.pipeline.summary, self.total
+        error_count = self.counted_errors if self.errors is None else self.errors.count
+        counts = dict(self.counter)
+        scope: dict[str, Any] = {**self.base, "results": results, "counts": counts, "total": total,
+                                 "errors": error_count}
+        summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
+        if error_count:
+            summary["error_groups"] = self.errors.top() if self.errors is not None else \
+                error_groups(results, runtime.llm.failure_reasons() if runtime.llm_used else {})
+        if self.field:
+            summary["count_by"] = self.field
+            summary["counts"] = counts
+        problems: list[str] = []     # a broken summary expression must not lose the results
+        for name in self.rates:
+            if name in self.broken:
+                problems.append(self.broken[name])
+                continue
+            summary[name] = round(self.hits[name] / total, 4) if total else 0.0
+            summary[f"{name}_count"] = self.hits[name]
+        for name, expression in (spec.get("fields") or {}).items():
+            try:
+                summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
+            except TemplateError as exc:
+                problems.append(str(exc))
+        for number, rule in enumerate(spec.get("assessment") or []):
+            where = ("summary", "assessment", number)
+            try:
+                if "when" not in rule or condition_at(runtime, rule["when"], (*where, "when"), {**scope, **summary}):
+                    summary[spec.get("assessment_key", "assessment")] = render_at(
+                        runtime, rule["text"], (*where, "text"), {**scope, **summary})
+                    break
+            except TemplateError as exc:
+                problems.append(str(exc))
                 break
-        except TemplateError as exc:
-            problems.append(str(exc))
-            break
-    if problems:
-        summary["summary_errors"] = problems
-    warnings = run_warnings(runtime)
-    if warnings:
-        summary["run_warnings"] = warnings
-    if interrupted:
-        summary["interrupted"] = True
-    return summary
+        if problems:
+            summary["summary_errors"] = problems
+        warnings = run_warnings(runtime)
+        if warnings:
+            summary["run_warnings"] = warnings
+        if interrupted:
+            summary["interrupted"] = True
+        return summary
 
 
 def _count_key(result: dict[str, Any], field: str) -> str:

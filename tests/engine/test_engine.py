@@ -344,3 +344,27 @@ def test_item_key_follows_content_not_position_or_run(project):
     assert moved[4] not in key.values()
     assert len(set(key.values())) == 3
     assert all(isinstance(k, str) and len(k) == 16 for k in key.values())
+
+
+def test_the_report_passes_items_by_the_rule_the_summary_read_once(project):
+    """The summary's counts and the report's rows come from one pass: an item passes as the
+    summary's reading of the pass-rule rate said, and once that rate's expression failed on an
+    item, each later item is judged by the rule itself, as the report always did."""
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {n: "{{ item.n | default(none) }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        summary:
+          rates: {high: "result.n > 1"}
+        """)
+    outcome = run(path, write_json(project.root / "in.json", [{"n": 2}, {"n": 0}, {}, {"n": 3}, {"n": 1}]))
+    assert "high" not in outcome.summary and "summary.rates.high" in outcome.summary["summary_errors"][0]
+    from runner.outputs.report_view import build_view
+    expected = build_view(outcome.summary, outcome.results,
+                          passed=lambda r: isinstance(r["n"], int) and r["n"] > 1)
+    assert [(item.index, item.status) for item in expected.items] == \
+        [(1, "pass"), (2, "fail"), (3, "fail"), (4, "pass"), (5, "fail")]
+    page = (project.root / "out" / "report.html").read_text()
+    from runner.outputs.report_html import render_html
+    assert page == render_html(expected)
