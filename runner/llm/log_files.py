@@ -11,6 +11,7 @@ from runner.fileio import open_own
 
 LOG_NAME = re.compile(r".+_\d{4,}_item\d+\.txt")      # what finish() names a log; nothing else is removed
 PENDING_NAME = re.compile(r"\d{8,}_\d{5,}_[^/\\\x00]+\.txt")
+LOGS_UNWRITTEN = "runner: some call logs could not be written ({})\n"     # said once, by whoever wrote them
 
 
 def write_pending(folder: int, name: str, body: bytes) -> None:

@@ -13,7 +13,7 @@ import socket
 import struct
 import sys
 
-from runner.llm.log_files import rename_logs, write_pending
+from runner.llm.log_files import LOGS_UNWRITTEN, rename_logs, write_pending
 
 FRAME = struct.Struct("!II")     # the name's length and the body's; then the name and the body
 END = FRAME.pack(0, 0)           # no name: every log was sent, name them all
@@ -47,7 +47,7 @@ def main() -> None:
     except OSError as exc:
         named, failure = False, f"{type(exc).__name__}: {exc}"
     if failure:
-        sys.stderr.write(f"runner: some call logs could not be written ({failure})\n")
+        sys.stderr.write(LOGS_UNWRITTEN.format(failure))
         sys.stderr.flush()
     channel.close()           # runner waits for this: every log is written and named
     os._exit(0 if named else 1)

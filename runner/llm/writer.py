@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from runner.llm.log_files import LOGS_UNWRITTEN
 from runner.stores.json_cache import JsonCache
 
 Job = Callable[[], object]
@@ -170,4 +171,4 @@ class BackgroundWriter:
             sys.stderr.write(f"runner: some answers could not be written to the cache "
                              f"({self._failures['cache']}): a rerun asks for them again\n")
         if "logs" in self._failures:
-            sys.stderr.write(f"runner: some call logs could not be written ({self._failures['logs']})\n")
+            sys.stderr.write(LOGS_UNWRITTEN.format(self._failures["logs"]))
