@@ -11,6 +11,7 @@ from runner.errors import InputError, RunnerError
 from runner.fileio import parse_json
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.safetext import dumps
+from runner.stores.key_filter import KeyFilter
 
 MAX_ENTRY_CHARS = 256 * 2**20        # an entry past this was not written by runner: asked again
 
@@ -20,7 +21,11 @@ class CacheUnusable(RunnerError):
 
 
 class JsonCache:
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, only_writer: bool = False):
+        """`only_writer`: no other process writes this cache while it is open (a local run).
+        Then, if it was empty when opened, a key never stored through this object is not looked
+        up: it cannot be there. A cold run's every call looked up an answer that could not be
+        there, at 20-36 us each (issue 26, bench/RESULTS.md)."""
         import diskcache  # imported on first use: validate and render never open a cache
         self.directory = directory
         try:
@@ -29,9 +34,12 @@ class JsonCache:
         except (OSError, sqlite3.Error) as exc:
             raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
                                 "or remove it to start an empty cache") from None
+        self._stored: KeyFilter | None = KeyFilter() if only_writer and len(self._cache) == 0 else None
 
     def get(self, key: str) -> Any:
         """The value, or None when there is none or the entry cannot be read (it is asked again)."""
+        if self._stored is not None and key not in self._stored:
+            return None
         raw = self._cache.get(key)
         if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
             return None
@@ -41,10 +49,15 @@ class JsonCache:
             return None
 
     def set(self, key: str, value: Any) -> None:
+        if self._stored is not None:
+            self._stored.add(key)
         self._cache.set(key, dumps(value))
 
     def set_many(self, pairs: list[tuple[str, Any]]) -> None:
         """Several values in one transaction (one commit instead of one each)."""
+        if self._stored is not None:
+            for key, _ in pairs:
+                self._stored.add(key)
         with self._cache.transact():
             for key, value in pairs:
                 self._cache.set(key, dumps(value))
@@ -53,16 +66,17 @@ class JsonCache:
         self._cache.close()
 
 
-def open_caches(pipeline: Pipeline, directory: Path) -> dict[str, JsonCache]:
+def open_caches(pipeline: Pipeline, directory: Path, only_writer: bool = False) -> dict[str, JsonCache]:
     """Every cache the pipeline's run will use, opened (by folder name), or CacheUnusable:
-    an unusable cache is one message before the run, and the run then uses these."""
+    an unusable cache is one message before the run, and the run then uses these.
+    `only_writer`: this process alone writes them while the run lasts (JsonCache)."""
     def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
         return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
     wanted = (["responses"] if pipeline.models else []) + (["search"] if uses(pipeline.steps, "search") else [])
     opened: dict[str, JsonCache] = {}
     try:
         for name in wanted:
-            opened[name] = JsonCache(directory / name)
+            opened[name] = JsonCache(directory / name, only_writer)
     except CacheUnusable:
         for cache in opened.values():
             cache.close()
