@@ -34,7 +34,12 @@ class JsonCache:
         except (OSError, sqlite3.Error) as exc:
             raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
                                 "or remove it to start an empty cache") from None
-        self._stored: KeyFilter | None = KeyFilter() if only_writer and len(self._cache) == 0 else None
+        self._stored: KeyFilter | None = None
+        self._rows_writable = False
+        if only_writer and len(self._cache) == 0:
+            from runner.stores.disk_rows import writable
+            self._stored = KeyFilter()
+            self._rows_writable = writable(self._cache)     # a new key's row, written straight (disk_rows.py)
 
     def get(self, key: str) -> Any:
         """The value, or None when there is none or the entry cannot be read (it is asked again)."""
@@ -55,12 +60,27 @@ class JsonCache:
 
     def set_many(self, pairs: list[tuple[str, Any]]) -> None:
         """Several values in one transaction (one commit instead of one each)."""
-        if self._stored is not None:
-            for key, _ in pairs:
-                self._stored.add(key)
+        texts = [(key, dumps(value)) for key, value in pairs]
         with self._cache.transact():
-            for key, value in pairs:
-                self._cache.set(key, dumps(value))
+            for key, text in self._insert_new(texts):
+                self._cache.set(key, text)
+
+    def _insert_new(self, texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Write the rows of keys this cache cannot hold yet (disk_rows.py), in the caller's
+        transaction; the rest, in order, are for Cache.set (a key given twice: the second
+        replaces the first)."""
+        if self._stored is None:
+            return texts
+        stored = self._stored
+        new: list[tuple[str, str]] = []
+        rest: list[tuple[str, str]] = []
+        for key, text in texts:
+            (new if self._rows_writable and key not in stored else rest).append((key, text))
+            stored.add(key)
+        if not new:
+            return rest
+        from runner.stores.disk_rows import insert_new
+        return insert_new(self._cache, new) + rest
 
     def close(self) -> None:
         self._cache.close()

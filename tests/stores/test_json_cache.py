@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,51 @@ def test_open_caches_passes_on_who_writes(tmp_path):
         assert (opened["responses"]._stored is not None) is only_writer
         for cache in opened.values():
             cache.close()
+
+
+def test_rows_written_straight_read_back_through_diskcache_as_if_it_wrote_them(tmp_path):
+    import diskcache
+    cache = JsonCache(tmp_path / "responses", only_writer=True)
+    long_text = "x" * 40_000                 # past diskcache's min_file_size: kept in a file, by Cache.set
+    cache.set_many([(digest(1), {"content": "one"}), (digest(2), {"content": long_text}),
+                    (digest(3), {"content": "first"}), (digest(3), {"content": "second"})])
+    cache.set_many([(digest(1), {"content": "one again"}), (digest(4), {"content": "four"})])
+    cache.close()
+    disk = diskcache.Cache(str(tmp_path / "responses"))
+    assert len(disk) == 4 and disk.check() == []
+    assert [json.loads(disk.get(digest(n)))["content"] for n in (1, 2, 3, 4)] == ["one again", long_text, "second",
+                                                                                  "four"]
+    assert disk.volume() > 40_000
+    assert JsonCache(tmp_path / "responses").get(digest(4)) == {"content": "four"}
+    disk.close()
+
+
+def test_a_row_another_process_wrote_meanwhile_is_kept(tmp_path):
+    """An only writer that is not: the other answer stays, nothing fails, nothing is counted twice."""
+    mine, other = JsonCache(tmp_path / "responses", only_writer=True), JsonCache(tmp_path / "responses")
+    other.set(digest(9), {"content": "theirs"})
+    mine.set_many([(digest(9), {"content": "mine"}), (digest(10), {"content": "ten"})])
+    assert other.get(digest(9)) == {"content": "theirs"} and other.get(digest(10)) == {"content": "ten"}
+    assert len(other._cache) == 2
+    mine.close()
+    other.close()
+
+
+def test_rows_go_through_diskcache_when_its_table_is_not_the_one_known(tmp_path, monkeypatch):
+    import runner.stores.disk_rows as disk_rows
+    monkeypatch.setattr(disk_rows, "COLUMNS", (*disk_rows.COLUMNS, "added_by_a_newer_diskcache"))
+    cache = JsonCache(tmp_path / "responses", only_writer=True)
+    assert not cache._rows_writable
+    monkeypatch.setattr(disk_rows, "insert_new", lambda *_: pytest.fail("wrote rows into an unknown table"))
+    cache.set_many([(digest(1), {"content": "one"})])
+    assert cache.get(digest(1)) == {"content": "one"} and cache.get(digest(2)) is None
+    cache.close()
+
+
+def test_the_table_written_is_diskcache_5s():
+    import diskcache
+
+    from runner.stores.disk_rows import writable
+    cache = diskcache.Cache()
+    assert writable(cache)
+    cache.close()
