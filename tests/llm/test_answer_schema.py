@@ -36,7 +36,28 @@ NESTED = {
     "allOf": [{"if": {"required": ["confidence"]}, "then": {"required": ["values", "confidence"]}}],
     "minProperties": 1,
 }
-SPLIT = [VERDICT, CLOSED, NESTED]
+# Plain subschemas, each passed without jsonschema's walk when it passes (parsing._plain_check):
+# one type of each kind, texts' lengths, enums of texts; and look-alikes that are not plain.
+PLAIN = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema", "title": "plain", "description": "notes only",
+    "type": "object",
+    "required": ["verdict", "flag"],
+    "properties": {
+        "verdict": {"enum": ["VALID", "MISLEADING"], "description": "a note"},
+        "flag": {"type": "boolean"}, "count": {"type": "integer"}, "score": {"type": "number"},
+        "items": {"type": "array"}, "nested": {"type": "object"}, "nothing": {"type": "null"},
+        "reason": {"type": "string", "minLength": 1, "maxLength": 5},
+        "mixed": {"enum": ["1", 1, True, None]},
+        "odd": {"type": "string", "minLength": 1.5},
+        "unknown_keyword": {"type": "string", "nullable": True},
+        "several": {"type": ["string", "null"]},
+    },
+}
+PLAIN_ANSWER = {"verdict": "VALID", "flag": True, "count": 2, "score": 0.5, "items": [], "nested": {}, "nothing": None,
+                "reason": "ok", "mixed": 1, "odd": "xy", "unknown_keyword": "text", "several": None}
+PLAIN_ROOTS = [{**PLAIN, "required": ["verdict", 7]}, {**PLAIN, "type": ["object"]}, {**PLAIN, "maxProperties": 3},
+               {**PLAIN, "properties": {**PLAIN["properties"], "never": False}}]
+SPLIT = [VERDICT, CLOSED, NESTED, PLAIN, *PLAIN_ROOTS]
 
 WHOLE = [
     {"$defs": {"verdict": {"enum": ["VALID", "UNSUPPORTED"]}}, "type": "object",
@@ -63,6 +84,12 @@ ANSWERS: list[Any] = [
     {"values": [{"name": "a", "value": None}], "confidence": 1.5, "never": 1, "anything": {"x": [1]}},
     {"confidence": 0.4},
     [1, "2", 3.5],
+    PLAIN_ANSWER,
+    {"verdict": "VALID", "flag": 1, "count": True, "score": True, "items": {}, "nested": [], "nothing": 0,
+     "reason": "", "mixed": "True", "odd": "x", "unknown_keyword": 3, "several": 1},
+    {"verdict": "VALID", "flag": False, "count": 2.0, "score": 3, "reason": "toolong", "mixed": True},
+    {"verdict": ["VALID"], "flag": None, "count": 2.5, "score": "1", "reason": 5, "mixed": 1.0},
+    {"flag": True, "verdict": "VALID", "extra": {"never": 1}, "never": 1},
 ]
 
 
@@ -112,3 +139,24 @@ def test_a_wrong_property_is_named_with_its_path():
         validate({"values": [{"name": "a", "value": "x"}]}, NESTED)
     assert str(failure.value) == ("the answer does not match the required schema: "
                                   "values/0/value: 'x' is not of type 'number', 'null'")
+
+
+def test_plain_subschemas_are_passed_without_jsonschema_and_the_rest_are_not(monkeypatch):
+    checked = AnswerSchema(PLAIN)
+    assert set(checked._passes) == {"verdict", "flag", "count", "score", "items", "nested", "nothing", "reason"}
+    assert checked._root_passes is not None
+    assert all(AnswerSchema(root)._root_passes is None for root in PLAIN_ROOTS)
+    walked: list[str] = []
+
+    class Walked:
+        def __init__(self, name: str, check: Any) -> None:
+            self.name, self.check = name, check
+
+        def iter_errors(self, value: Any) -> Any:
+            walked.append(self.name)
+            return self.check.iter_errors(value)
+
+    checked.properties = [(name, Walked(name, check)) for name, check in checked.properties]
+    assert checked.errors(PLAIN_ANSWER) == [] and walked == ["mixed", "odd", "unknown_keyword", "several"]
+    walked.clear()
+    assert [path for path, _ in checked.errors({**PLAIN_ANSWER, "flag": 1})] == [["flag"]] and walked[0] == "flag"
