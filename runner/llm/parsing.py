@@ -103,7 +103,7 @@ class AnswerSchema:
 # A plain subschema's yes, without jsonschema's walk: a yes is exactly jsonschema's "no
 # error" (its own type checker, and its reading of `enum`, `required` and the lengths of a
 # string); a no, or any other keyword, is left to jsonschema, which words every message. Most
-# answers pass, and the walk was most of checking one (15.6 us for the citation verdict, 4 us).
+# answers pass, and the walk was most of checking one (15.6 us for the citation verdict, 2.5 us).
 _NOTES = frozenset({"$schema", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly",
                     "writeOnly"})
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})

@@ -17,13 +17,19 @@ _HEX_DIGITS = 3 * POSITION_BITS // 4
 
 
 def _positions(key: str) -> tuple[int, int, int]:
-    try:
-        if len(key) < _HEX_DIGITS:
-            raise ValueError(key)
-        value = int(key[:_HEX_DIGITS], 16)
-    except ValueError:
+    value = _leading_hex(key)
+    if value is None:
         value = int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=9).digest())
-    return value & _MASK, (value >> POSITION_BITS) & _MASK, value >> (2 * POSITION_BITS) & _MASK
+    return value & _MASK, (value >> POSITION_BITS) & _MASK, (value >> (2 * POSITION_BITS)) & _MASK
+
+
+def _leading_hex(key: str) -> int | None:
+    if len(key) < _HEX_DIGITS:
+        return None
+    try:
+        return int(key[:_HEX_DIGITS], 16)
+    except ValueError:
+        return None
 
 
 class KeyFilter:
