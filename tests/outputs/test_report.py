@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runner.outputs.report import render_report
+from runner.outputs.report_format import text
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import build_view
 
@@ -218,3 +221,17 @@ def test_the_run_line_keeps_a_control_character_visible(project, cli):
     assert result.exit_code == 0, result.stderr
     assert "3 item(s) (VALID: 1, VALID\\x0b: 1, yes: 1)" in result.stdout
     assert "| VALID\\\\x0b | 1 |" in (project.root / "out" / "report.md").read_text()
+
+
+class Text(str):
+    """A text that is not exactly a str: text() reads it the long way (visible, then folded)."""
+
+
+@pytest.mark.parametrize("value", [
+    "VALID", "a plain line", "", " ", "two  spaces", " leading", "trailing ", "tab\there", "line\nbreak",
+    "no-break\xa0space", "ideographic\u3000space", "line\u2028separator", "next\x85line", "VALID\v", "bell\x07",
+    "lone \ud83d surrogate", "non\ufffecharacter", "accents: café, naïve", "emoji 🙂 ok", "x" * 5000,
+])
+@pytest.mark.parametrize("limit", [None, 3, 300])
+def test_a_plain_line_is_read_as_the_long_way_reads_it(value, limit):
+    assert text(value, limit) == text(Text(value), limit)
