@@ -257,8 +257,8 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     await runtime.logs_named()           # the report links each vote to its log by its final name
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), (lambda r: passed(r) if rule else None),
-                   out / "llm_logs", reason_field=spec.get("reason_field"))
+    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / "llm_logs",
+                   reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:

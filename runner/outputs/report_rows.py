@@ -22,7 +22,7 @@ def index_of(result: dict[str, Any]) -> int:
 
 @dataclass
 class Rows:
-    chosen: list[dict[str, Any]] = field(default_factory=list)
+    chosen: list[tuple[dict[str, Any], bool | None]] = field(default_factory=list)   # (result, passed)
     statuses: Counter[str] = field(default_factory=Counter)
     verdict_status: dict[str, str] = field(default_factory=dict)     # each verdict's status, as first seen
     seen: int = 0
@@ -33,25 +33,27 @@ class Rows:
 
 
 class _Lowest:
-    """The `size` results of lowest index seen so far (a max-heap on index)."""
+    """The `size` results of lowest index seen so far (a max-heap on index), each with what
+    was said of it."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.heap: list[tuple[int, int, dict[str, Any]]] = []
+        self.heap: list[tuple[int, int, dict[str, Any], Any]] = []
 
-    def offer(self, order: int, result: dict[str, Any]) -> None:
-        entry = (-index_of(result), -order, result)
+    def offer(self, order: int, result: dict[str, Any], said: Any) -> None:
+        entry = (-index_of(result), -order, result, said)      # order is unique: `said` is never compared
         if len(self.heap) < self.size:
             heapq.heappush(self.heap, entry)
         elif self.size and entry > self.heap[0]:
             heapq.heapreplace(self.heap, entry)
 
-    def results(self) -> list[dict[str, Any]]:
-        return [result for _, _, result in sorted(self.heap, reverse=True)]
+    def results(self) -> list[tuple[dict[str, Any], Any]]:
+        return [(result, said) for _, _, result, said in sorted(self.heap, reverse=True)]
 
 
 class RowPicker:
-    """`offer` each result with its verdict and status (`pass` needs no review), then `rows()`."""
+    """`offer` each result with its verdict and status (`pass` needs no review), then `rows()`:
+    the chosen results, each with whether it passed."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -59,17 +61,18 @@ class RowPicker:
         self._review, self._passing = _Lowest(limit), _Lowest(limit)
         self._order = itertools.count()
 
-    def offer(self, result: dict[str, Any], verdict: str, status: str) -> None:
+    def offer(self, result: dict[str, Any], verdict: str, status: str, passed: bool | None = None) -> None:
+        """One result, its verdict and status, and whether it passed (kept with a chosen row)."""
         rows = self._rows
         rows.seen += 1
         rows.statuses[status] += 1
         rows.verdict_status.setdefault(verdict, status)
-        (self._passing if status == "pass" else self._review).offer(next(self._order), result)
+        (self._passing if status == "pass" else self._review).offer(next(self._order), result, passed)
 
     def rows(self) -> Rows:
         chosen = self._review.results()
         chosen += self._passing.results()[:self._limit - len(chosen)]
-        self._rows.chosen = sorted(chosen, key=index_of)
+        self._rows.chosen = sorted(chosen, key=lambda row: index_of(row[0]))
         return self._rows
 
 

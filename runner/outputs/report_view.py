@@ -238,7 +238,7 @@ def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str
 
 
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
-               passed: Callable[[dict[str, Any]], bool | None], logs: dict[int, dict[str, list[str]]],
+               passed: bool | None, logs: dict[int, dict[str, list[str]]],
                trace_url: str | None = None, reason_field: str | None = None) -> ItemView:
     index = index_of(result)
     verdict = verdict_of(result, count_by)
@@ -257,7 +257,7 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     skip = {count_by, *ERROR_NAMES, *reason_cols}
     inputs = [(_last(c), cut(texts[c], FIELD_CHARS)) for c in columns if c not in skip and values[c] is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
-    status = status_of(verdict, error, passed(result))
+    status = status_of(verdict, error, passed)
     return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
                     [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, log_names,
                     [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
@@ -282,7 +282,7 @@ class RowChooser:
         """One result, and whether it meets the pass rule (None: there is none)."""
         self.columns.see(result)
         verdict = verdict_of(result, self.count_by)
-        self.picker.offer(result, verdict, status_of(verdict, error_of(result), passed))
+        self.picker.offer(result, verdict, status_of(verdict, error_of(result), passed), passed)
 
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
@@ -295,20 +295,20 @@ def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], confi
     chosen = RowChooser(configured, summary.get("count_by"), limit)
     for result in results:
         chosen.add(result, check(result))
-    return view_of(summary, chosen, assessment_key, check, logs_dir, reason_field=reason_field)
+    return view_of(summary, chosen, assessment_key, logs_dir, reason_field=reason_field)
 
 
-def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str,
-            passed: Callable[[dict[str, Any]], bool | None], logs_dir: Path | None, *,
+def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, logs_dir: Path | None, *,
             reason_field: str | None = None) -> ReportView:
-    """The view, once every result went through `chosen` (its count_by is the summary's)."""
+    """The view, once every result went through `chosen` (its count_by is the summary's):
+    each row passes as it did there."""
     count_by = summary.get("count_by")
     rows = chosen.picker.rows()
     columns = chosen.columns.names()
-    logs = read_logs(logs_dir, {index_of(r) for r in rows.chosen})
+    logs = read_logs(logs_dir, {index_of(r) for r, _ in rows.chosen})
     tracing = summary.get("tracing")
     trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
-    items = [build_item(r, columns, count_by, passed, logs, trace_url, reason_field) for r in rows.chosen]
+    items = [build_item(r, columns, count_by, passed, logs, trace_url, reason_field) for r, passed in rows.chosen]
     if count_by:
         counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]

@@ -30,8 +30,8 @@ def writable(cache: diskcache.Cache) -> bool:
     if type(cache.disk) is not diskcache.Disk:
         return False
     try:
-        columns = tuple(row[1] for row in cache._sql("PRAGMA table_info(Cache)"))
-        unique = {row[1] for row in cache._sql("PRAGMA index_list(Cache)") if row[2]}
+        columns = tuple(row[1] for row in cache._con.execute("PRAGMA table_info(Cache)"))
+        unique = {row[1] for row in cache._con.execute("PRAGMA index_list(Cache)") if row[2]}
     except sqlite3.Error:
         return False
     return columns == COLUMNS and UNIQUE_INDEX in unique

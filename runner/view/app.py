@@ -101,7 +101,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         logs = index_db.logs(number)
         trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
             if isinstance(entry.summary.get("tracing"), dict) else None
-        shown = build_item(result, entry.report_columns or [], entry.verdict_field, lambda _: None,
+        shown = build_item(result, entry.report_columns or [], entry.verdict_field, None,
                            {number: _by_model(logs)}, trace_url)
         key = str(result.get("item_key") or "")
         previous, following = index_db.neighbours(number)
