@@ -47,18 +47,31 @@ def _is_clean(value: Any) -> bool:
     stack = [value]
     while stack:
         current = stack.pop()
-        if isinstance(current, str):
-            if not current.isascii():
-                try:
-                    current.encode("utf-8")
-                except UnicodeEncodeError:
-                    return False
-        elif isinstance(current, dict):
+        kind = type(current)          # the exact types first: most of a result is plain str and numbers
+        if kind is str:
+            if not current.isascii() and not _encodable(current):
+                return False
+        elif kind in _NUMBERS:
+            continue
+        elif kind is dict or isinstance(current, dict):
             stack.extend(current)
             stack.extend(current.values())
-        elif isinstance(current, (list, tuple)):
+        elif kind is list or isinstance(current, (list, tuple)):
             stack.extend(current)
+        elif isinstance(current, str) and not current.isascii() and not _encodable(current):
+            return False
     return True
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+_NUMBERS = frozenset({int, float, bool, type(None)})
 
 
 def _cleaned(value: Any) -> Any:

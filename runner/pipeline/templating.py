@@ -323,11 +323,15 @@ def _defined(value: Any) -> Any:
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
-        if isinstance(current, jinja2.Undefined):
+        kind = type(current)
+        if kind in _SCALARS:           # most of what a dict or list holds
+            continue
+        if kind is dict or kind is list or isinstance(current, (dict, list, tuple)):
+            if id(current) not in seen:
+                seen.add(id(current))     # a list may hold itself (`x.append(x)`)
+                pending.extend(current.values() if isinstance(current, dict) else current)
+        elif isinstance(current, jinja2.Undefined):
             current._fail_with_undefined_error()
-        elif isinstance(current, (dict, list, tuple)) and id(current) not in seen:
-            seen.add(id(current))     # a list may hold itself (`x.append(x)`)
-            pending.extend(current.values() if isinstance(current, dict) else current)
     return value
 
 

@@ -156,3 +156,35 @@ def test_attribute_lookups_answer_what_jinjas_sandbox_answers(obj, attribute, re
         return ("value", value if not callable(value) else getattr(value, "__name__", "callable"))
 
     assert outcome(env.getattr(obj, attribute)) == outcome(SandboxedEnvironment.getattr(env, obj, attribute))
+
+
+class _Dict(dict):
+    pass
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("build, fails", [
+    (lambda u: {"a": [1, 2.0, None, True, "x"]}, False),
+    (lambda u: {"a": [1, {"b": (2, u)}]}, True),           # deep inside a tuple in a dict in a list
+    (lambda u: [_Dict(x=u)], True),                          # a dict subclass is looked into
+    (lambda u: (_Text("t"), {"k": [u]}), True),
+])
+def test_an_undefined_anywhere_inside_a_value_fails_it(build, fails):
+    from runner.pipeline.templating import _defined
+    undefined = Renderer().env.undefined(name="missing")
+    value = build(undefined)
+    if fails:
+        with pytest.raises(jinja2.UndefinedError, match="missing"):
+            _defined(value)
+    else:
+        assert _defined(value) is value
+
+
+def test_a_list_holding_itself_is_checked_once():
+    from runner.pipeline.templating import _defined
+    loop: list[object] = [1, "x"]
+    loop.append(loop)
+    assert _defined(loop) is loop
