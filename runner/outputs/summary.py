@@ -50,17 +50,6 @@ class ErrorCount:
         return [{"count": n, "error": text} for text, n in self.groups.most_common(KEPT_GROUPS)]
 
 
-def summarize(runtime: Runtime, results: Iterable[dict[str, Any]], interrupted: bool = False,
-              errors: ErrorCount | None = None) -> dict[str, Any]:
-    """summary.json from one pass over `results` (a list, or a view over results.jsonl that
-    `summary.fields` expressions see as `results`); `errors` as counted during the run, when
-    it was (else counted here)."""
-    tally = SummaryTally(runtime, errors)
-    for result in results:
-        tally.add(result)
-    return tally.summary(results, interrupted)
-
-
 class SummaryTally:
     """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
 
