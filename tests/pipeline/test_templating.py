@@ -103,36 +103,6 @@ class Record:
     _hidden = "secret"
 
 
-PATH_SCOPE = {"steps": {"match": {"passed": True, "score": 0.5, "items": [1]}, "none_step": None},
-              "item": {"file": "a.md"}, "obj": Record(), "empty": {}}
-
-
-@pytest.mark.parametrize("expr", [
-    "steps.match.passed", "not steps.match.passed", "steps.match", "item.file", "obj.verdict", "steps.none_step",
-    "steps.match.items", "item.keys", "steps.match.missing", "nowhere", "nowhere.deeper", "not steps.missing",
-    "obj._hidden", "obj.__class__", "steps.none_step.verdict", "empty.x.y", "now",
-    "item.missing | default(item.file)", "steps.match.score | default(0.0)", "steps.match.flags | default([])",
-    "nowhere | default(none)", "steps.none_step.x | default('x')", "item.file | default(nowhere)",
-    "nowhere | default(also_nowhere)", "nowhere|default(steps.match.passed)", "obj._hidden | default(1)",
-])
-def test_plain_paths_read_what_jinja_reads(expr):
-    """Dotted names skip Jinja's per-render context; the value or error must be Jinja's own."""
-    fast, slow = Renderer(), Renderer()
-    compiled = slow.env.compile_expression(expr, undefined_to_none=False)
-
-    def outcome(read):
-        try:
-            value = read()
-            return ("value", value if not callable(value) else getattr(value, "__name__", "callable"))
-        except Exception as exc:  # noqa: BLE001 - the comparison is the point
-            return ("error", type(exc).__name__, str(exc))
-
-    from runner.pipeline.templating import _defined
-    assert outcome(lambda: fast.value("{{ " + expr + " }}", PATH_SCOPE)) == \
-        outcome(lambda: _defined(compiled(**PATH_SCOPE)))
-    assert outcome(lambda: fast.condition(expr, PATH_SCOPE)) == outcome(lambda: bool(_defined(compiled(**PATH_SCOPE))))
-
-
 @pytest.mark.parametrize("obj,attribute", [
     ({"claim": "c"}, "claim"), ({"claim": "c"}, "missing"), ({"items": 5}, "items"), ({"get": 1}, "get"),
     ({"__class__": 1}, "__class__"), ({}, "__init__"), ({"mro": 1}, "mro"), ({1: "x"}, "1"),
