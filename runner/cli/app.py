@@ -12,7 +12,6 @@ import typer
 from runner import __version__
 from runner.cli import batches, calibration, pipelines, tools, view
 from runner.cli.base import RunnerApp
-from runner.cli.collector import imports_done, own_process
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -107,7 +106,6 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.engine.progress import for_terminal
     from runner.engine.selection import Selection
     from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
-    imports_done()
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]
@@ -213,7 +211,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
 
 # Registered in the order `runner --help` lists them.
 app.command()(pipelines.validate)
-app.command(imports_first=True)(run)
+app.command()(run)
 app.command()(render)
 app.command("list")(pipelines.list_pipelines)
 app.command()(pipelines.steps)
@@ -236,7 +234,6 @@ def entry() -> None:
     spends up to seconds collecting the objects of big libraries (litellm above all);
     every file is written and closed by then (bench/exit_time.py)."""
     code: int | str | None = 0
-    own_process()
     try:
         main()
     except SystemExit as exc:
