@@ -43,23 +43,18 @@ def utf8(text: str) -> bytes:
 
 def _is_clean(value: Any) -> bool:
     """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
-    strings are almost always fine, and copying every result cost more than checking it)."""
+    strings are almost always fine, so most results need no copy)."""
     stack = [value]
     while stack:
         current = stack.pop()
-        kind = type(current)          # the exact types first: most of a result is plain str and numbers
-        if kind is str:
-            if not current.isascii() and not _encodable(current):
+        if isinstance(current, str):
+            if not _encodable(current):
                 return False
-        elif kind in _NUMBERS:
-            continue
-        elif kind is dict or isinstance(current, dict):
+        elif isinstance(current, dict):
             stack.extend(current)
             stack.extend(current.values())
-        elif kind is list or isinstance(current, (list, tuple)):
+        elif isinstance(current, (list, tuple)):
             stack.extend(current)
-        elif isinstance(current, str) and not current.isascii() and not _encodable(current):
-            return False
     return True
 
 
@@ -70,8 +65,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
 
-
-_NUMBERS = frozenset({int, float, bool, type(None)})
 
 
 def _cleaned(value: Any) -> Any:

@@ -274,21 +274,13 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
     return "".join(chunks)
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
-    if type(value) in _SCALARS:        # most renders: nothing inside to check
-        return value
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
-        kind = type(current)
-        if kind in _SCALARS:           # most of what a dict or list holds
-            continue
-        if kind is dict or kind is list or isinstance(current, (dict, list, tuple)):
+        if isinstance(current, (dict, list, tuple)):
             if id(current) not in seen:
                 seen.add(id(current))     # a list may hold itself (`x.append(x)`)
                 pending.extend(current.values() if isinstance(current, dict) else current)

@@ -143,18 +143,16 @@ class _Text(str):
     (lambda u: (_Text("t"), {"k": [u]}), True),
 ])
 def test_an_undefined_anywhere_inside_a_value_fails_it(build, fails):
-    from runner.pipeline.templating import _defined
-    undefined = Renderer().env.undefined(name="missing")
-    value = build(undefined)
+    renderer = Renderer()
+    value = build(renderer.env.undefined(name="missing"))
     if fails:
         with pytest.raises(jinja2.UndefinedError, match="missing"):
-            _defined(value)
+            renderer.value("{{ v }}", {"v": value})
     else:
-        assert _defined(value) is value
+        assert renderer.value("{{ v }}", {"v": value}) is value
 
 
 def test_a_list_holding_itself_is_checked_once():
-    from runner.pipeline.templating import _defined
     loop: list[object] = [1, "x"]
     loop.append(loop)
-    assert _defined(loop) is loop
+    assert Renderer().value("{{ v }}", {"v": loop}) is loop
