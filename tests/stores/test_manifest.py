@@ -285,27 +285,3 @@ def test_secrets_never_reach_run_json():
                                     "api_base": "http://a:b@h/v1", "token": "{{ env.T }}"}}}) == \
         {"models": {"m": {"api_key": "<redacted>", "headers": {"Authorization": "<redacted>"},
                           "api_base": "http://h/v1", "token": "{{ env.T }}"}}}
-
-
-def test_included_templates_are_found_however_their_tags_are_written(tmp_path):
-    """The quick look for a naming tag (no parse without one) finds every tag Jinja's own
-    parse finds: whitespace control, a line break after `{%`, import and from and extends."""
-    import jinja2
-    import jinja2.meta
-
-    from runner.outputs.manifest import _included_templates
-    sources = {
-        "plain": ("Judge {{ item.claim }}\n{% if x %}{{ x }}{% endif %}\n", []),
-        "trimmed": ("{%- include 'a.j2' -%}\n", ["a.j2"]),
-        "plus": ("{%+ include 'b.j2' %}", ["b.j2"]),
-        "line break": ("{%\n   extends 'base.j2' %}{% block b %}{% endblock %}", ["base.j2"]),
-        "import": ("{% import 'macros.j2' as m %}{% from 'more.j2' import f %}", ["macros.j2", "more.j2"]),
-        "in a comment": ("{# {% include 'gone.j2' %} #}text", []),
-        "a word, not a tag": ("include this {{ from_x }} {% set imported = 1 %}", []),
-    }
-    for name, (source, expected) in sources.items():
-        path = tmp_path / f"{name}.j2"
-        path.write_text(source, encoding="utf-8")
-        by_jinja = [n for n in jinja2.meta.find_referenced_templates(jinja2.Environment().parse(source))
-                    if isinstance(n, str)]
-        assert sorted(_included_templates(path)) == sorted(by_jinja) == sorted(expected), name
