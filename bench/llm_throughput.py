@@ -32,8 +32,8 @@ def cpu() -> float:
 
 def runner_side(url: str, work: Path) -> tuple[float, float]:
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.execute import RunOptions
     from runner.llm.transport import import_litellm
+    from runner.runs.request import RunOptions
 
     import_litellm()                          # measured separately: import time is not per-call cost
     (work / "pipelines").mkdir()

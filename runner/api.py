@@ -6,34 +6,36 @@ import asyncio
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.context import RunOptions, Runtime, condition_at, render_at
+from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
+from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
-from runner.engine.selection import Selection, item_rule, select
+from runner.engine.selection import item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
-from runner.outputs.files import ResultsLog
-from runner.outputs.folder import OutputFolder, refuse_overwriting_input
-from runner.outputs.health import check_before_run
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import RowChooser, item_label, view_of
-from runner.outputs.run_record import RunRecord
 from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
+from runner.runs.folders import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.lock import OutputFolder, refuse_overwriting_input
+from runner.runs.manifest import model_entries
+from runner.runs.record import RunOutcome, RunRecord
+from runner.runs.request import ItemSource, RunOptions
+from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.stores.json_cache import open_caches
-from runner.stores.results_file import ResultsView, merge_parent, rewrite_in_order
-from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.tracing import make_observer
+
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -41,31 +43,10 @@ from runner.tracing import make_observer
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
-@dataclass
-class RunOutcome:
-    pipeline: Pipeline
-    out_dir: Path
-    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
-    summary: dict[str, Any]
-    interrupted: bool = False
-    terminated: bool = False       # by SIGTERM
-    formats: list[str] = field(default_factory=list)
-    record: RunRecord | None = None
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM ended the run; handled like Ctrl-C (what finished is written), exit 143."""
 
     exit_code = 143
-
-
-@dataclass
-class ItemSource:
-    input_path: Path | None = None
-    records: list[str] = field(default_factory=list)
-    limit: int | None = None
-    selection: Selection = field(default_factory=Selection)
-    input_items: int | None = None        # items in the input before selection (set by load_items)
 
 
 def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
@@ -91,7 +72,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/stores/runs.py): each default run gets its own folder inside."""
+    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py): each default run gets its own folder inside."""
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
 
 
@@ -132,7 +113,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
         raise
     failed = True
     try:
-        record.begin(runtime, out_dir, explicit_out=group is None)
+        record.begin(out_dir, explicit_out=group is None,
+                     models=model_entries(runtime.model_spec, list(pipeline.models)))
         # Ctrl-C: outputs written, then re-raised
         asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet(), executor))
         failed = False
@@ -308,7 +290,7 @@ async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> di
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
         from runner.render.costs import CostEstimate
-        estimate = runtime.llm.render_sink.estimate if runtime.llm_used else CostEstimate()
+        estimate = runtime.render_sink.estimate if runtime.render_sink is not None else CostEstimate()
         for line in estimate.closing_lines():
             stream.write(line + "\n")
         return runtime.render_stats

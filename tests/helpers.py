@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import ItemSource, RunOutcome, run_pipeline
-from runner.engine.execute import RunOptions
-from runner.stores.runs import group_name
+from runner.runs.folders import group_name
+from runner.runs.request import RunOptions
 
 
 def group_dir(root: Path, pipeline: str, input_file: str) -> Path:

@@ -370,7 +370,7 @@ def test_a_full_disk_keeps_whole_lines_and_exits_1_with_a_message(project):
 
 
 def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch):
-    from runner.outputs import files
+    from runner.runs import results_file as files
     log = files.ResultsLog(tmp_path / "results.jsonl")
     log.append({"index": 1})
     real_write = os.write

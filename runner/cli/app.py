@@ -101,11 +101,11 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
-    from runner.engine.context import RunOptions
     from runner.engine.executors import ExecutorChoice
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     from runner.engine.progress import for_terminal
     from runner.engine.selection import Selection
-    from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
+    from runner.runs.request import RunOptions
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]
@@ -185,7 +185,7 @@ def _batched(summary: dict[str, Any]) -> str:
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
     from runner.engine.selection import pass_rule
     rule = pass_rule(pipeline)
-    if rule is None:       # checked before the run too (run_health.check_before_run)
+    if rule is None:       # checked before the run too (health.check_before_run)
         typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
         raise typer.Exit(2)
     rate = summary.get(rule[0])
@@ -204,7 +204,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                                                 "(the batch price).")] = False) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
-    from runner.engine.context import RunOptions
+    from runner.runs.request import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit),
                     RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, _overrides(set_, model), item)
 

@@ -49,7 +49,7 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     and schema files, input), then each item whose verdict (or a --field) changed, before ->
     after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
     the last two complete runs of the pipeline and input that ran last."""
-    from runner.outputs.diff import diff_runs, format_diff, pick_runs
+    from runner.calibration.diff import diff_runs, format_diff, pick_runs
     before, after = pick_runs(run_a, run_b)
     result = diff_runs(before, after, field or [], force)
     if as_json:

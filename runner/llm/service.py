@@ -27,9 +27,9 @@ from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
 from runner.llm.writer import BackgroundWriter, SharedCache
-from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
+from runner.runs.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.safetext import clean_text, clean_value
 from runner.stores.json_cache import JsonCache
 

@@ -11,9 +11,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.run_warnings import add_warning
-from runner.observe import NULL_OBSERVER, Observer
 from runner.redact import redact as redact_urls
 from runner.redact import remember_url
+from runner.runs.observe import NULL_OBSERVER, Observer
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime

@@ -125,7 +125,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                                                 "Content-Security-Policy": "default-src 'none'"})
 
     def compare(request: Request) -> Response:
-        from runner.outputs.diff import diff_runs
+        from runner.calibration.diff import diff_runs
         chosen = request.query_params.getlist("run") or [request.query_params.get("a", ""),
                                                           request.query_params.get("b", "")]
         if len(chosen) != 2 or not all(chosen):

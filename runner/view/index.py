@@ -19,7 +19,7 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.outputs.report_view import LOG_NAME
-from runner.stores.runs import RESULTS
+from runner.runs.folders import RESULTS
 
 INDEX_DIR = ".runner-view"
 LOGS = "llm_logs"

@@ -13,7 +13,7 @@ from unittest.mock import ANY
 
 from fakellm import Reply
 from helpers import group_dir, write_json
-from runner.stores.runs import resolve_run
+from runner.runs.folders import resolve_run
 
 SLOW_PIPELINE = """
     version: 1

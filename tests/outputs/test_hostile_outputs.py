@@ -250,7 +250,7 @@ def test_the_logs_cleanup_removes_only_logs_and_never_follows_a_link(project, ju
 
 def test_writes_open_no_symlink_even_when_one_appears_after_the_check(tmp_path):
     from runner.fileio import OutputError
-    from runner.outputs.files import ResultsLog
+    from runner.runs.results_file import ResultsLog
     (tmp_path / "victim").write_text("keep me")
     (tmp_path / "results.jsonl").symlink_to(tmp_path / "victim")
     with pytest.raises(OutputError):

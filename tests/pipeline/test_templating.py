@@ -5,9 +5,10 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from runner.engine.execute import RunOptions, Runtime
+from runner.engine.execute import Runtime
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.templating import Renderer, normalize_html, regex_search, sha256
+from runner.runs.request import RunOptions
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from test_runs import THRESHOLD_PIPELINE as THRESHOLD
 
 from helpers import group_dir, write_json
 from runner.engine.progress import CallCounts, PlainLines
-from runner.stores.runs import LATEST, LATEST_PARTIAL, resolve_run, runs_in
+from runner.runs.folders import LATEST, LATEST_PARTIAL, resolve_run, runs_in
 
 JUDGE = """
     version: 1
@@ -60,8 +60,8 @@ def test_run_json_records_how_the_run_was_made(project, fake_llm, monkeypatch, c
             pass
 
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.context import RunOptions
     from runner.engine.selection import Selection
+    from runner.runs.request import RunOptions
     outcome = run_pipeline(path, ItemSource(Path("data/claims.json"), limit=2, selection=Selection(filter="true")),
                            RunOptions(cache_dir=project.root / "cache"), ["params.threshold=0.9"], Peek())
     assert [m["status"] for m in seen_at_start] == ["running"] and seen_at_start[0]["ended_at"] is None
@@ -276,7 +276,7 @@ def test_eta_counts_uncached_work_only():
 
 
 def test_secrets_never_reach_run_json():
-    from runner.outputs.manifest import redact, redact_assignment, strip_credentials
+    from runner.runs.manifest import redact, redact_assignment, strip_credentials
     assert strip_credentials("https://u:pw@host.example:8443/v1?api-key=abc&version=2") == \
         "https://host.example:8443/v1?api-key=%3Credacted%3E&version=2"
     assert redact_assignment("models.m.api_key=sk-live-123456789") == "models.m.api_key=<redacted>"

@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 from runner.api import ItemSource, run_pipeline  # noqa: E402
-from runner.engine.execute import RunOptions  # noqa: E402
 from runner.inputs.markdown_citations import extract_citations  # noqa: E402
 from runner.llm.spec import ModelSpec  # noqa: E402
 from runner.llm.transport import Completion  # noqa: E402
+from runner.runs.request import RunOptions  # noqa: E402
 
 PIPELINE = REPO / "pipelines" / "citation_judge.yaml"
 SEATS = ("local", "gemini", "openai")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
-from runner.engine.context import RunOptions, Runtime
+from runner.engine.context import Runtime
 from runner.engine.execute import run_items
 from runner.engine.executors.ray_services import ClusterLimits, RemoteCache
 from runner.engine.run_warnings import run_warnings
@@ -21,7 +21,8 @@ from runner.engine.steps.jury import take_agreements
 from runner.inputs import Item
 from runner.llm.worker_report import take_report
 from runner.pipeline.model import Pipeline
-from runner.stores.json_cache import open_caches
+from runner.runs.request import RunOptions
+from runner.stores.json_cache import JsonCache, open_caches
 
 # Tests set it to make every worker ask the cache actor, as one on another machine does.
 REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"
@@ -35,15 +36,14 @@ class BlockWorker:
         self.runtime = Runtime.create(pipeline, replace(options, worker=True))
         remote = ray.get_runtime_context().get_node_id() != driver_node or os.environ.get(REMOTE_CACHE_ENV) == "1"
         self.remote_cache = remote
-        self.runtime.open_caches = ({"responses": RemoteCache(cache_owner)} if remote and pipeline.models
-                                    else open_caches(pipeline, options.cache_dir))
-        self.limits = ClusterLimits(limits_owner)
+        # A RemoteCache serves what the LLM service asks of its cache (aget, aset, close).
+        self.runtime.open_caches = ({"responses": cast("JsonCache", RemoteCache(cache_owner))}
+                                    if remote and pipeline.models else open_caches(pipeline, options.cache_dir))
+        self.runtime.shared_limits = ClusterLimits(limits_owner)
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
         runtime = self.runtime
         results: list[dict[str, Any]] = []
-        if runtime.pipeline.models:
-            runtime.llm.sender.cluster_limits = self.limits
         await run_items(runtime, items, concurrency, results.append)
         indexes = [result["index"] for result in results]
         memo, reused = runtime.memo, (0, 0)

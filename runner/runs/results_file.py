@@ -1,9 +1,10 @@
-"""results.jsonl read back without holding it: a lazy, re-iterable view of its results, and
-the end-of-run rewrite into input order in bounded memory.
+"""results.jsonl: appended as results finish, read back without holding it (a lazy,
+re-iterable view of its results), and rewritten into input order in bounded memory when the
+run ends.
 
-A run appends each result as it finishes (runner/outputs/files.py), so the file is in
-finishing order: nearly input order, since the engine's window bounds how far an item can
-run ahead of an earlier one. The rewrite sorts it by `index` with an external merge: runs
+A run appends each result as it finishes (ResultsLog), so the file is in finishing order:
+nearly input order, since the engine's window bounds how far an item can run ahead of an
+earlier one. The rewrite sorts it by `index` with an external merge: runs
 of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to
 temporary files, then merged; a file already in order is left as it is."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import re
 import tempfile
 from collections import Counter
@@ -19,12 +21,50 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, overload
 
-from runner.fileio import atomic_write_lines, parse_json
-from runner.stores.runs import RESULTS, checked_result, iter_results
+from runner.fileio import OutputError, atomic_write_lines, dumps, open_own, parse_json, utf8
+from runner.runs.folders import RESULTS, checked_result, iter_results
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
 RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
 _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
+
+
+class ResultsLog:
+    """results.jsonl: each result appended as one complete line as soon as it finishes
+    (the run's end rewrites the file in input order)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._size = 0                     # bytes of complete lines written so far
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = open_own(path)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def append(self, result: dict[str, Any]) -> None:
+        """Write one complete line; on failure cut the file back to its last whole line."""
+        if self._fd is None:
+            return
+        data = utf8(dumps(result) + "\n")
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                pass
+            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps the "
+                              f"results written before") from None
+        self._size += len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def line_index(line: str) -> int:

@@ -6,38 +6,47 @@ new results and the parent's results for every other item, so its summary, rates
 and diff cover the whole input, it becomes `latest` when the parent was complete, and the
 next `--failed-from` starts from the whole input again rather than a shrinking set. A run
 over a selection (`--item`, `--filter`, `--limit`) is partial: marked in run.json and
-summary.json and never `latest` (see runner/stores/runs.py)."""
+summary.json and never `latest` (see runner/runs/folders.py)."""
 
 from __future__ import annotations
 
 import functools
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner import __version__
 from runner.errors import InputError
-from runner.outputs.manifest import (
+from runner.inputs.stream import ItemStream
+from runner.pipeline.model import Pipeline
+from runner.runs.folders import RESULTS, is_complete, resolve_run
+from runner.runs.manifest import (
     FORMAT,
     input_entry,
-    model_entries,
     now,
     pipeline_entry,
     read_manifest,
+    redact_assignment,
     shown_path,
     write_manifest,
 )
-from runner.pipeline.model import Pipeline
-from runner.stores.results_file import result_lines
-from runner.stores.runs import RESULTS, is_complete, resolve_run
+from runner.runs.request import ItemSource, RunOptions
+from runner.runs.results_file import result_lines
 
-if TYPE_CHECKING:
-    from runner.api import ItemSource, RunOutcome
-    from runner.engine.context import RunOptions, Runtime
-    from runner.inputs.stream import ItemStream
+
+@dataclass
+class RunOutcome:
+    pipeline: Pipeline
+    out_dir: Path
+    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
+    summary: dict[str, Any]
+    interrupted: bool = False
+    terminated: bool = False       # by SIGTERM
+    formats: list[str] = field(default_factory=list)
+    record: RunRecord | None = None
 
 
 def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
@@ -57,7 +66,6 @@ def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
 def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
     """The `runner run` command that makes this run again (from the same working directory)."""
-    from runner.outputs.manifest import redact_assignment
     argv = ["runner", "run", str(pipeline.file)]
     if source.input_path is not None:
         argv += ["--input", str(source.input_path)]
@@ -125,12 +133,13 @@ class RunRecord:
         return cls(manifest, planned, input_items, partial, parent, selected,
                    command=functools.partial(command_line, pipeline, source, options, overrides, formats, parent))
 
-    def begin(self, runtime: Runtime, run_dir: Path, explicit_out: bool) -> None:
-        """Write run.json (status running) into the claimed run folder."""
+    def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
+        """Write run.json (status running) into the claimed run folder; `models`: each
+        model's entry as the run resolved it (manifest.model_entries)."""
         self.run_dir = run_dir
         if self.command is not None:
             self.manifest["argv"] = self.command(run_dir if explicit_out else None)
-        self.manifest["models"] = model_entries(runtime.model_spec, list(runtime.pipeline.models))
+        self.manifest["models"] = models
         self.manifest["group"] = None if explicit_out else str(run_dir.parent)
         write_manifest(run_dir, self.manifest)
 

@@ -1,10 +1,9 @@
-"""Whether a run did its job: what its errors were (grouped), whether too many items errored
-(`--max-errors`, exit code 3), and the checks that can fail a run before anything runs."""
+"""Whether a run can start and whether it did its job: the checks that fail a run before
+anything runs, whether too many items errored (`--max-errors`, exit code 3), and the lines
+that say what its errors were."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,6 @@ from runner.pipeline.model import Pipeline
 
 TOO_MANY_ERRORS = 3        # exit code: every item errored, or more than --max-errors did
 SHOWN_GROUPS = 3
-KEPT_GROUPS = 10
 
 
 def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
@@ -22,38 +20,6 @@ def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
     if fail_under is not None and pass_rule(pipeline) is None:
         raise InputError(f"--fail-under {fail_under}: pipeline '{pipeline.name}' has no summary.rates to check "
                          "(add one, e.g. summary: {rates: {pass_rate: \"result.verdict == 'PASS'\"}}); nothing run")
-
-
-def nested_error(value: Any) -> str | None:
-    """The first `error` text inside a result (a juror's vote, a step's result)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("error"), str) and value["error"]:
-            return str(value["error"])
-        inner_values: Iterable[Any] = value.values()
-    elif isinstance(value, list):
-        inner_values = value
-    else:
-        return None
-    for inner in inner_values:
-        found = nested_error(inner)
-        if found:
-            return found
-    return None
-
-
-def error_groups(results: Iterable[dict[str, Any]], llm_failed: dict[int, str]) -> list[dict[str, Any]]:
-    """Identical item errors counted together, most frequent first: an item's `error`, or for
-    an item whose LLM work got no usable answer, its last failed call's error (else the first
-    error inside its result)."""
-    counts: Counter[str] = Counter()
-    for result in results:
-        message = result.get("error")
-        index = result.get("index")
-        if not message and index in llm_failed:
-            message = llm_failed[index] or nested_error(result) or "no usable answer from any model"
-        if message:
-            counts[" ".join(str(message).split())] += 1
-    return [{"count": n, "error": text} for text, n in counts.most_common(KEPT_GROUPS)]
 
 
 def error_lines(summary: dict[str, Any]) -> list[str]:

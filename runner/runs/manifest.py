@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from runner.errors import RunnerError
 from runner.fileio import atomic_write
 from runner.pipeline.model import Pipeline
-from runner.stores.runs import input_identity
+from runner.runs.folders import input_identity
 
 MANIFEST = "run.json"
 FORMAT = 1

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
-from runner.outputs.manifest import read_manifest
 from runner.outputs.report_view import lookup
-from runner.stores.results_file import results_in_order
-from runner.stores.runs import RESULTS, newest_group, previous_run, read_summary, resolve_run, runs_in
+from runner.runs.folders import RESULTS, newest_group, previous_run, read_summary, resolve_run, runs_in
+from runner.runs.manifest import read_manifest
+from runner.runs.results_file import results_in_order
 
 
 def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
