@@ -11,8 +11,10 @@ the rest misquote their source and stop at the quote check (openai_compat.report
 Per process: wall, CPU (user + system, from wait4: a child's waited-for children included) and
 peak RSS (VmHWM, with its children's). A first cold run, not counted, warms the machine and
 gives the requests the floors send. The aiohttp floor, runner cold and runner cold with
-`--http-process on` then run in turn five times (each a fresh cache), and the median of each
-is compared (with three turns, one scenario in sixteen moved past 1.3x on a fast spell of
+`--http-process on` (and at 256 in flight, runner cold with `--executor processes --workers 2`,
+each worker given half the calls in flight and half the pipeline's items at once, so that
+the server sees the floor's 256) then run in turn five times (each a fresh cache), and the
+median of each is compared (with three turns, one scenario in sixteen moved past 1.3x on a fast spell of
 the floor); the cached rerun is the median of three. Before each scenario the bench waits
 until creating a file costs what it costs on a quiet disk (settle(): this VM's file system
 charges every new file for the files removed in the last minutes), and prints that cost.
@@ -47,6 +49,9 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
 RERUNS = 3
 HTTP_PROCESS = ("--http-process", "on")      # runner's OpenAI-compatible calls from a second process
+WORKERS = 2
+PROCESSES = ("--executor", "processes", "--workers", str(WORKERS))
+PROCESSES_FROM = 256      # the scenarios (calls in flight) that also run runner with PROCESSES
 COLD_PAIRS = 5
 QUIET_FILE_US = 60        # what creating a file costs on this VM's disk when nothing was removed lately (23-40 us)
 SETTLE_SECONDS = 330      # ext4's longest window for recently removed inodes, and a little more
@@ -128,9 +133,14 @@ def measured(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), children: b
 
 
 def runner_run(work: Path, cache: Path, out: str, url: str, in_flight: int, *extra: str) -> Process:
+    """`runner run` with `in_flight` calls at once, shared by its workers when it has some
+    (`--concurrency` and the pipeline's items at once are a worker's own; a model's limit is
+    the run's)."""
+    workers = WORKERS if "--workers" in extra else 1
     args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
-            "--input", "report.md", "--out", out, "--cache-dir", str(cache), "--concurrency", str(in_flight),
-            "--set", f"concurrency={in_flight}", "--quiet", *extra]
+            "--input", "report.md", "--out", out, "--cache-dir", str(cache),
+            "--concurrency", str(in_flight // workers), "--set", f"concurrency={in_flight // workers}", "--quiet",
+            *extra]
     for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
         args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
                  "--set", f"models.{seat}.enabled=true", "--set", f"models.{seat}.limits={{concurrency: {in_flight}}}"]
@@ -171,15 +181,18 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         def cache(run_name: str) -> Path:
             return tmp / f"cache-{run_name}"
 
-        def cold(n: int, *extra: str) -> tuple[Process, int]:
-            name = f"cold{n}" + ("-process" if extra else "")
+        def cold(n: int, label: str = "", *extra: str) -> tuple[Process, int]:
+            name = f"cold{n}{label}"
             return counted(lambda: runner_run(work, cache(name), name, server.url, in_flight, *extra))
 
-        # The floor, runner cold and runner cold with its HTTP process in turn, COLD_PAIRS
-        # times, each the median of its runs: on this VM a process's system time for the
-        # same work varies 5x with whether the pages it writes were handed back to the host
-        # (see RESULTS.md).
-        turns = [(floor(AIOHTTP_FLOOR), cold(n), cold(n, *HTTP_PROCESS)) for n in range(COLD_PAIRS)]
+        # The floor, runner cold, runner cold with its HTTP process (and with worker processes)
+        # in turn, COLD_PAIRS times, each the median of its runs: on this VM a process's system
+        # time for the same work varies 5x with whether the pages it writes were handed back
+        # to the host (see RESULTS.md).
+        with_processes = in_flight >= PROCESSES_FROM
+        turns = [(floor(AIOHTTP_FLOOR), cold(n), cold(n, "-process", *HTTP_PROCESS),
+                  *([cold(n, "-processes", *PROCESSES)] if with_processes else []))
+                 for n in range(COLD_PAIRS)]
 
         def median(runs: list[tuple[Process, int]]) -> tuple[Process, int]:
             return sorted(runs, key=lambda run: run[0].wall)[COLD_PAIRS // 2]
@@ -191,6 +204,8 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         rows.append(("runner, cold, median", *colds[COLD_PAIRS // 2]))
         rows.append(("runner, cold, best", *colds[0]))
         rows.append((f"runner, cold, `{' '.join(HTTP_PROCESS)}`, median", *median([turn[2] for turn in turns])))
+        if with_processes:
+            rows.append((f"runner, cold, `{' '.join(PROCESSES)}`, median", *median([turn[3] for turn in turns])))
         # A cached rerun is short enough for the machine's noise to move it by a third: the median.
         reruns = sorted((counted(lambda n=n: runner_run(work, cache("cold0"), f"cached{n}", server.url, in_flight))
                          for n in range(RERUNS)), key=lambda done: done[0].wall)
@@ -244,7 +259,7 @@ def report_scenario(in_flight: int, top: Path) -> None:
     citations, latency = SCENARIOS[in_flight]
     cost = settle(top)
     rows, calls = scenario(in_flight, top)
-    floor, cold, cold_process, cached = rows[0][1], rows[2][1], rows[4][1], rows[5][1]
+    floor, cold, cold_process, cached = rows[0][1], rows[2][1], rows[4][1], rows[-1][1]
     print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls; "
           f"creating a file here cost {cost:.0f} us before the scenario\n")
     print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
@@ -258,6 +273,10 @@ def report_scenario(in_flight: int, top: Path) -> None:
           f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}; "
           f"with `{' '.join(HTTP_PROCESS)}`: {cold_process.wall / floor.wall:.2f}x wall, "
           f"{cold_process.cpu / calls * 1000:.2f} ms CPU per call")
+    if in_flight >= PROCESSES_FROM:
+        processes = rows[5][1]
+        print(f"with `{' '.join(PROCESSES)}`: {processes.wall / floor.wall:.2f}x wall, "
+              f"{processes.cpu / calls * 1000:.2f} ms CPU per call (the driver and its workers)")
 
 
 if __name__ == "__main__":

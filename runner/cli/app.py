@@ -53,8 +53,8 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(
-            help="LLM requests in flight across the run (default 8); also what a server on this machine gets "
-                 "unless its model sets limits.concurrency.", min=1)] = None,
+            help="LLM requests in flight across the run (default 8; per worker with --executor processes or ray); "
+                 "also what a server on this machine gets unless its model sets limits.concurrency.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
         = None,
@@ -86,13 +86,14 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--batch", help="Answer through the provider's batch API (half the price, within hours) every model "
                             "that has one (OpenAI-compatible /v1/batches); the others stay live.")] = False,
         executor: Annotated[str, typer.Option(
-            "--executor", help="Where items run: local (this process) or ray (a Ray cluster: --ray-address, "
-                               "--workers).")] = "local",
+            "--executor", help="Where items run: local (this process), processes (--workers processes on this "
+                               "machine) or ray (a Ray cluster: --ray-address, --workers).")] = "local",
         ray_address: Annotated[str | None, typer.Option(
             "--ray-address", help="The Ray cluster to join (auto, ray://host:10001); without it --executor ray "
                                   "starts Ray on this machine.")] = None,
         workers: Annotated[int | None, typer.Option(
-            "--workers", help="Ray workers (each runs blocks of items); default: one per CPU of the cluster.",
+            "--workers", help="Worker processes or Ray workers (each runs blocks of items); default: one per "
+                              "CPU of this machine (processes) or of the cluster (ray).",
             min=1)] = None,
         http_process: Annotated[str, typer.Option(
             "--http-process", help="on: send OpenAI-compatible calls from a second process, for hundreds of "

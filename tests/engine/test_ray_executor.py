@@ -264,9 +264,9 @@ def test_a_node_killed_mid_run_loses_no_item_and_writes_none_twice(on_cluster, p
 
 def test_without_ray_or_with_a_wrong_executor_is_exit_2(workdir, cli, tmp_path, monkeypatch):
     wrong = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "spark", "--cache-dir", str(tmp_path))
-    assert wrong.exit_code == 2 and "--executor spark: choose from local, ray" in wrong.stderr
+    assert wrong.exit_code == 2 and "--executor spark: choose from local, processes, ray" in wrong.stderr
     alone = cli("run", str(PIPELINE), "--input", "report.md", "--workers", "2", "--cache-dir", str(tmp_path))
-    assert alone.exit_code == 2 and "go with --executor ray" in alone.stderr
+    assert alone.exit_code == 2 and "--workers goes with --executor processes or --executor ray" in alone.stderr
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "ray" else object())
     missing = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "ray", "--cache-dir", str(tmp_path))
     assert missing.exit_code == 2 and "pip install 'runner[ray]'" in missing.stderr
