@@ -16,7 +16,7 @@ from typing import Any
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Everything XML 1.0 allows is \t \n \r, U+0020-U+D7FF, U+E000-U+FFFD and U+10000 up.
-# Compiled when first used (JUnit exports only): the class takes 4 ms to compile.
+# Compiled when first used (JUnit exports only): the class is slow to compile.
 _NOT_XML = "[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 

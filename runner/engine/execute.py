@@ -224,7 +224,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
             await maybe
 
     # Finished tasks arrive here (asyncio.wait would add and remove a callback on every
-    # running task each time one finishes: at 256 items in flight, a tenth of the run).
+    # running task each time one finishes).
     done: asyncio.Queue[asyncio.Task[None]] = asyncio.Queue()
     try:
         exhausted = False
@@ -240,8 +240,8 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 running[task] = position
                 position += 1
                 # Let the items started so far reach their first await (an LLM call on its way)
-                # before the next one's own work: filling a window of 256 items at once kept
-                # the first request back for a third of a second.
+                # before the next one's own work: a wide window filled at once would keep the
+                # first request back until every item had started.
                 await asyncio.sleep(0)
             if not running:
                 break

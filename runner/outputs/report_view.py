@@ -351,8 +351,8 @@ def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def result_json(result: dict[str, Any], limit: int | None = None) -> str:
-    """Compact JSON: json's C encoder does not indent, and its Python one took a fifth of a
-    cached run's report; the page indents a result when it is opened. Past `limit` characters
+    """Compact JSON: json's C encoder does not indent (its Python one is slow over a big run);
+    the page indents a result when it is opened. Past `limit` characters
     it is cut, saying where the whole result is."""
     whole = json.dumps(result, ensure_ascii=False, default=str)
     if limit is None or len(whole) <= limit:
