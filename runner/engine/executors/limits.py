@@ -28,23 +28,20 @@ class LimitsOwner:
 
     def __init__(self, cache_dir: str | Path) -> None:
         self._cache_dir = Path(cache_dir)
-        self._free: dict[str, int] = {}
+        self._permits: dict[str, asyncio.Semaphore] = {}
         self._leases: dict[int, tuple[str, float]] = {}      # lease: (model, expiry)
         self._ids = itertools.count(1)
-        self._changed = asyncio.Event()
         self._windows: dict[str, RateWindow] = {}
         self._budget: DailyBudget | None = None
 
     async def acquire(self, model: str, concurrency: int, lease_seconds: float) -> int:
-        self._free.setdefault(model, concurrency)
-        while self._free[model] <= 0:
-            self._expire()
-            self._changed.clear()
+        permits = self._permits.setdefault(model, asyncio.Semaphore(concurrency))
+        while True:
             try:
-                await asyncio.wait_for(self._changed.wait(), LEASE_CHECK_SECONDS)
+                await asyncio.wait_for(permits.acquire(), LEASE_CHECK_SECONDS)
+                break
             except TimeoutError:
-                pass
-        self._free[model] -= 1
+                self._expire()          # a lease its worker never gave back (a lost node) returns
         lease = next(self._ids)
         self._leases[lease] = (model, time.monotonic() + lease_seconds)
         return lease
@@ -52,8 +49,7 @@ class LimitsOwner:
     def release(self, lease: int) -> None:
         held = self._leases.pop(lease, None)
         if held is not None:
-            self._free[held[0]] += 1
-            self._changed.set()
+            self._permits[held[0]].release()
 
     def _expire(self) -> None:
         now = time.monotonic()

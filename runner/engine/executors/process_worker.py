@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event
 from typing import Any
@@ -62,7 +63,7 @@ def run_block(items: list[Item], concurrency: int) -> dict[str, Any]:
     return _this.loop.run_until_complete(_unless_stopped(_this, _this.worker.run_block(items, concurrency)))
 
 
-async def _unless_stopped(this: _Process, block: Any) -> dict[str, Any]:
+async def _unless_stopped(this: _Process, block: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
     task = asyncio.ensure_future(block)
     while not task.done():
         await asyncio.wait([task], timeout=STOP_CHECK_SECONDS)
