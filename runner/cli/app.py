@@ -105,8 +105,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.engine.executors import ExecutorChoice
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     from runner.engine.progress import for_terminal
-    from runner.engine.selection import Selection
-    from runner.runs.request import RunOptions
+    from runner.runs.request import RunOptions, Selection
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]

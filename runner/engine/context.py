@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import jinja2
 
-from runner.engine.services import LLM, SharedLimits
+from runner.engine.services import LLM
 from runner.errors import RunnerError, TemplateError
 from runner.inputs import Item
 from runner.llm.in_flight import ItemsInFlight
@@ -27,6 +27,7 @@ from runner.yamlpos import Path as DataPath
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from runner.engine.executors.limits import SharedLimits
     from runner.llm.spec import ModelSpec
     from runner.render.sink import RenderSink
     from runner.stores.json_cache import JsonCache

@@ -1,8 +1,9 @@
 """What the engine, its steps and a run's end ask of the run's LLM service, as a Protocol.
 
-The Runtime makes the service (runner/llm/service.py) on a run's first LLM call; everything
-above the LLM layer talks to it through these methods only, so mypy checks every call on
-the main path and another implementation (a worker's, a test's) needs no more than this."""
+The Runtime makes the service (runner/llm/service.py) on a run's first LLM call; the
+engine, the steps and the run's end call it through these methods only, so mypy checks
+every such call against the service. (A worker's accounting, runner/llm/worker_report.py,
+is the LLM layer's own and reads the service itself.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from runner.llm.service import CallRequest
-    from runner.llm.spec import ModelSpec
 
 
 class CallStats(Protocol):
@@ -55,12 +55,3 @@ class LLM(Protocol):
     async def aclose(self) -> None: ...
 
     async def logs_named(self) -> None: ...
-
-
-class SharedLimits(Protocol):
-    """Model limits held for every worker of a run at once (runner/engine/executors/limits.py):
-    what the LLM service's sender asks for a model's gate and the daily budget."""
-
-    def gate(self, spec: ModelSpec) -> Any: ...
-
-    def budget(self) -> Any: ...

@@ -60,8 +60,7 @@ def test_run_json_records_how_the_run_was_made(project, fake_llm, monkeypatch, c
             pass
 
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.selection import Selection
-    from runner.runs.request import RunOptions
+    from runner.runs.request import RunOptions, Selection
     outcome = run_pipeline(path, ItemSource(Path("data/claims.json"), limit=2, selection=Selection(filter="true")),
                            RunOptions(cache_dir=project.root / "cache"), ["params.threshold=0.9"], Peek())
     assert [m["status"] for m in seen_at_start] == ["running"] and seen_at_start[0]["ended_at"] is None

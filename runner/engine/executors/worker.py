@@ -16,8 +16,8 @@ from typing import Any
 
 from runner.engine.context import Runtime
 from runner.engine.execute import run_items
+from runner.engine.executors.limits import SharedLimits
 from runner.engine.run_warnings import run_warnings
-from runner.engine.services import SharedLimits
 from runner.engine.steps.jury import take_agreements
 from runner.inputs import Item
 from runner.llm.worker_report import take_report
