@@ -10,10 +10,10 @@ As in the issue, 86.9% of the citations reach the jury (5,214 calls for 2,000; 5
 the rest misquote their source and stop at the quote check (openai_compat.report()).
 Per process: wall, CPU (user + system, from wait4: a child's waited-for children included) and
 peak RSS (VmHWM, with its children's). A first cold run, not counted, warms the machine and
-gives the requests the floors send. The aiohttp floor, runner cold and runner cold with
-`--http-process on` then run in turn five times (each a fresh cache), and the median of each
-is compared (with three turns, one scenario in sixteen moved past 1.3x on a fast spell of
-the floor); the cached rerun is the median of three. Before each scenario the bench waits
+gives the requests the floors send. The aiohttp floor and runner cold then run in turn
+five times (runner with a fresh cache each time), and the median of each is compared (with
+three turns, one scenario in sixteen moved past 1.3x on a fast spell of the floor); the
+cached rerun is the median of three. Before each scenario the bench waits
 until creating a file costs what it costs on a quiet disk (settle(): this VM's file system
 charges every new file for the files removed in the last minutes), and prints that cost.
 
@@ -46,7 +46,6 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 
 SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
 RERUNS = 3
-HTTP_PROCESS = ("--http-process", "on")      # runner's OpenAI-compatible calls from a second process
 COLD_PAIRS = 5
 QUIET_FILE_US = 60        # what creating a file costs on this VM's disk when nothing was removed lately (23-40 us)
 SETTLE_SECONDS = 330      # ext4's longest window for recently removed inodes, and a little more
@@ -80,10 +79,9 @@ class Process:
 
 
 def peak_rss_mb(pid: int, done: threading.Event, seen: list[float], children: bool = True) -> None:
-    """The child's own high-water mark (VmHWM), plus its children's (runner's HTTP process)
-    unless `children` is False, read until it exits. wait4's ru_maxrss will not do: a child
-    inherits its parent's high-water mark, and this process holds every request the fake
-    server recorded."""
+    """The child's own high-water mark (VmHWM), plus its children's unless `children` is
+    False, read until it exits. wait4's ru_maxrss will not do: a child inherits its parent's
+    high-water mark, and this process holds every request the fake server recorded."""
     marks: dict[int, float] = {}
     while not done.is_set():
         family = [pid]
@@ -171,15 +169,14 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         def cache(run_name: str) -> Path:
             return tmp / f"cache-{run_name}"
 
-        def cold(n: int, *extra: str) -> tuple[Process, int]:
-            name = f"cold{n}" + ("-process" if extra else "")
-            return counted(lambda: runner_run(work, cache(name), name, server.url, in_flight, *extra))
+        def cold(n: int) -> tuple[Process, int]:
+            name = f"cold{n}"
+            return counted(lambda: runner_run(work, cache(name), name, server.url, in_flight))
 
-        # The floor, runner cold and runner cold with its HTTP process in turn, COLD_PAIRS
-        # times, each the median of its runs: on this VM a process's system time for the
-        # same work varies 5x with whether the pages it writes were handed back to the host
-        # (see RESULTS.md).
-        turns = [(floor(AIOHTTP_FLOOR), cold(n), cold(n, *HTTP_PROCESS)) for n in range(COLD_PAIRS)]
+        # The floor and runner cold in turn, COLD_PAIRS times, each the median of its runs:
+        # on this VM a process's system time for the same work varies 5x with whether the
+        # pages it writes were handed back to the host (see RESULTS.md).
+        turns = [(floor(AIOHTTP_FLOOR), cold(n)) for n in range(COLD_PAIRS)]
 
         def median(runs: list[tuple[Process, int]]) -> tuple[Process, int]:
             return sorted(runs, key=lambda run: run[0].wall)[COLD_PAIRS // 2]
@@ -190,7 +187,6 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         calls = colds[COLD_PAIRS // 2][1]
         rows.append(("runner, cold, median", *colds[COLD_PAIRS // 2]))
         rows.append(("runner, cold, best", *colds[0]))
-        rows.append((f"runner, cold, `{' '.join(HTTP_PROCESS)}`, median", *median([turn[2] for turn in turns])))
         # A cached rerun is short enough for the machine's noise to move it by a third: the median.
         reruns = sorted((counted(lambda n=n: runner_run(work, cache("cold0"), f"cached{n}", server.url, in_flight))
                          for n in range(RERUNS)), key=lambda done: done[0].wall)
@@ -244,7 +240,7 @@ def report_scenario(in_flight: int, top: Path) -> None:
     citations, latency = SCENARIOS[in_flight]
     cost = settle(top)
     rows, calls = scenario(in_flight, top)
-    floor, cold, cold_process, cached = rows[0][1], rows[2][1], rows[4][1], rows[5][1]
+    floor, cold, cached = rows[0][1], rows[2][1], rows[4][1]
     print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls; "
           f"creating a file here cost {cost:.0f} us before the scenario\n")
     print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
@@ -255,9 +251,7 @@ def report_scenario(in_flight: int, top: Path) -> None:
               f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
     print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
           f"{cold.cpu / calls * 1000:.2f} ms CPU per call ({cold.user / calls * 1000:.2f} user + "
-          f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}; "
-          f"with `{' '.join(HTTP_PROCESS)}`: {cold_process.wall / floor.wall:.2f}x wall, "
-          f"{cold_process.cpu / calls * 1000:.2f} ms CPU per call")
+          f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,6 @@ class RunOptions:
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a Ray worker: call logs go back to the driver with the results
-    http_process: str = "off"      # `--http-process`: OpenAI-compatible calls from a second process (spill.py)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Python processes runner starts for itself (the HTTP process, the log process)."""
+"""Python processes runner starts for itself (the log process)."""
 
 from __future__ import annotations
 

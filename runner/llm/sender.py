@@ -53,7 +53,6 @@ class FormatRejected(Exception):
 class Sender:
     def __init__(self, transport: Transport, cache_dir: Path, concurrency: int, concurrency_given: bool = False):
         self.transport = transport
-        self._prepare = getattr(transport, "prepare", None)
         self.cache_dir = cache_dir
         self.formats = FormatChoices(cache_dir)
         self.concurrency = max(1, concurrency)
@@ -101,8 +100,6 @@ class Sender:
                         schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
-        if self._prepare is not None:          # set-up outside any gate or deadline (spill.py's process)
-            await self._prepare(spec)
         gate = self._gate(spec)
         adaptive = gate.semaphore if isinstance(gate.semaphore, AdaptiveLimit) else None
         limit = spec.limits.get("requests_per_day")

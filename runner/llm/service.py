@@ -21,7 +21,7 @@ from runner.llm.cache import request_key, usable
 from runner.llm.in_flight import ItemsInFlight
 from runner.llm.logs import CallLogWriter, LogCollector, format_messages, log_body, pending_name
 from runner.llm.parsing import ParseFailure, parse_answer
-from runner.llm.routing import RoutedTransport, http_process_mode
+from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
@@ -56,7 +56,6 @@ class ServiceOptions(Protocol):
     out_dir: Path | None
     render: bool
     worker: bool
-    http_process: str
 
 
 @dataclass
@@ -88,9 +87,7 @@ class LLMService:
         self.observer = observer
         self.options = options
         self.env = env
-        # A Ray worker's process is one of many on its machine: no second process of its own.
-        http_process = "off" if options.worker else http_process_mode(options.http_process)
-        self.sender = Sender(transport or RoutedTransport(http_process), options.cache_dir, options.llm_concurrency,
+        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency,
                              options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
