@@ -221,8 +221,6 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         except OutputError:
             if unwritable is None:       # else the first failure (results.jsonl) is the one to report
                 raise
-        finally:
-            await runtime.logs_named()
 
 
 async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
@@ -256,7 +254,6 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    await runtime.logs_named()           # the report links each vote to its log by its final name
     view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / "llm_logs",
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))

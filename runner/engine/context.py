@@ -147,11 +147,6 @@ class Runtime:
             await self._llm.aclose()
         await self.observer.aclose()
 
-    async def logs_named(self) -> None:
-        """Once the call logs have their final names (see LLMService.logs_named)."""
-        if self._llm is not None:
-            await self._llm.logs_named()
-
 
 @functools.cache
 def _argument_keys(kind: type) -> tuple[tuple[str, str], ...]:

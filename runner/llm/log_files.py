@@ -1,6 +1,5 @@
 """A run's call log files (see logs.py): written under provisional names in the open
-llm_logs/.pending folder, then given their final names in llm_logs. Here, or in the log
-process (log_worker.py), which imports nothing else of runner's LLM code."""
+llm_logs/.pending folder, then given their final names in llm_logs."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from runner.fileio import open_own
 
 LOG_NAME = re.compile(r".+_\d{4,}_item\d+\.txt")      # what finish() names a log; nothing else is removed
 PENDING_NAME = re.compile(r"\d{8,}_\d{5,}_[^/\\\x00]+\.txt")
-LOGS_UNWRITTEN = "runner: some call logs could not be written ({})\n"     # said once, by whoever wrote them
+LOGS_UNWRITTEN = "runner: some call logs could not be written ({})\n"     # said once, at the run's end
 
 
 def write_pending(folder: int, name: str, body: bytes) -> None:

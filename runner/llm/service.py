@@ -5,7 +5,6 @@ run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import re
@@ -26,7 +25,7 @@ from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
-from runner.llm.writer import BackgroundWriter, SharedCache
+from runner.llm.writer import SharedCache, Writer
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
@@ -93,8 +92,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
         self._logs: CallLogWriter | LogCollector | None = None
-        self._naming: asyncio.Task[None] | None = None
-        self._writer = BackgroundWriter()      # cache writes many to a transaction, log files (a thread when slow)
+        self._writer = Writer()      # cache writes many to a transaction, call logs
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -288,7 +286,7 @@ class LLMService:
         return self._seq[item]
 
     def flush(self) -> None:
-        """Wait until every log and cache write handed to the writer thread is done."""
+        """Commit every answer handed to the writer so far."""
         self._writer.flush()
 
     @property
@@ -305,18 +303,13 @@ class LLMService:
         return self._logs
 
     def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
-        """The call's log, formatted here; its file written by the writer (at once while files
-        are quick to write, else by its thread; the run's end waits for every log), a Ray
-        worker's kept for its driver."""
+        """The call's log, written at once (a Ray worker's kept for its driver)."""
         logs = self.log_writer()
         if logs is None:
             return
         name = pending_name(item, seq, spec.name)
         body = log_body(self.redact(format_messages(messages)), self.redact(response))
-        if isinstance(logs, LogCollector):
-            logs.put(name, body)
-        elif not logs.spooled(name, body):
-            self._writer.submit(functools.partial(logs.put, name, body))
+        self._writer.write_log(functools.partial(logs.put, name, body))
 
     def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
                  completion: Completion | None, cached: bool = False, error: str | None = None,
@@ -375,17 +368,10 @@ class LLMService:
     def failure_reasons(self) -> dict[int, str]:
         return self.tally.failure_reasons()
 
-    async def logs_named(self) -> None:
-        """Once the call logs have their final names (the log process may still be naming
-        them when aclose returns)."""
-        naming, self._naming = self._naming, None
-        if naming is not None:
-            await naming
-
     async def aclose(self) -> None:
-        self._writer.close()
         if isinstance(self._logs, CallLogWriter):
-            self._naming = self._logs.end()
+            self._writer.write_log(self._logs.finish)
+        self._writer.close()
         if self._batches is not None:
             await self._batches.aclose()
         await self.sender.aclose()
