@@ -105,9 +105,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     items = load_items(pipeline, source)
     record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
     options.input_path = str(source.input_path) if source.input_path else None
-    # An unusable cache is one message, not an error per item. A local run is its caches' only
-    # writer; Ray's workers write the same folder from processes of their own.
-    caches = open_caches(pipeline, options.cache_dir, only_writer=executor.name == "local")
+    # An unusable cache is one message, not an error per item.
+    caches = open_caches(pipeline, options.cache_dir)
     group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
         if options.out_dir is None:
