@@ -13,6 +13,7 @@ environment is used. The deadline of an attempt is the sender's (`asyncio.timeou
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -20,7 +21,6 @@ import aiohttp
 from yarl import URL
 
 from runner.llm.http import ERROR_TEXT, StreamAssembler, parse_body, redirect_error, status_error, too_large, wire_model
-from runner.llm.shared_json import body_text
 from runner.llm.spec import OPENAI_BASE, ModelSpec
 from runner.llm.transport import Completion, TransportError, exception_chain
 
@@ -79,7 +79,7 @@ class HTTPTransport:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            async with self._client().post(url, data=body_text(body).encode(), headers=headers,
+            async with self._client().post(url, data=json.dumps(body).encode(), headers=headers,
                                            allow_redirects=False, timeout=NO_TIMER) as response:
                 status = response.status
                 if 300 <= status < 400:

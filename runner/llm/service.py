@@ -94,7 +94,6 @@ class LLMService:
         self._logs: CallLogWriter | LogCollector | None = None
         self._writer = Writer()      # cache writes many to a transaction, call logs
         self._seq: dict[int, int] = {}
-        self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self._environment = environment_secrets()      # read once: a run's environment does not change
         self.stats: dict[str, ModelStats] = {}
@@ -163,7 +162,7 @@ class LLMService:
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
-        messages = self._sendable(request.messages)
+        messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
         schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
@@ -236,14 +235,6 @@ class LLMService:
                     self._writer.cache_set(self.cache, key, entry)
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _sendable(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The messages as sent, keyed and logged (UTF-8 throughout): one list for every seat
-        of a jury, which send the same messages, so their JSON is made once (shared_json.py)."""
-        known = self._messages
-        if known is None or known[0] is not messages:
-            known = self._messages = (messages, [clean_value(dict(m)) for m in messages])
-        return known[1]
 
     async def _cached(self, key: str) -> Any:
         """The cache's entry for `key`: asked of the cache's owner when the cache is another

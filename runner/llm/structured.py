@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runner.llm.shared_json import IdentityMemo
 from runner.llm.spec import ModelSpec
 from runner.llm.transport import TransportError
 from runner.redact import redact
@@ -33,7 +32,6 @@ FILE = "structured_output.json"
 LEARNED_DAYS = 7               # a server may be upgraded: try the better format again after this
 MAX_STATE_BYTES = 1 << 20
 MAX_STATE_DEPTH = 4            # {key: {"mode": ..., "until": ...}} is two deep
-MAX_KEYS = 256
 # What a server's refusal of a response format names, as whole words ("information" or
 # "formatting" are not a format), and the words that say it is refused.
 FORMAT_WORDS = re.compile(r"\b(?:response_format|json_schema|json_object|json[ _-]schema|grammar)\b", re.IGNORECASE)
@@ -60,18 +58,13 @@ def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
 
 
-# One format object per mode and schema, so its JSON is made once for every call of a step
-# (shared_json.py; nobody changes a format once made).
-_FORMATS: dict[str, IdentityMemo[dict[str, Any]]] = {
-    "json_schema": IdentityMemo(_json_schema_format),
-    "json_object": IdentityMemo(lambda schema: {"type": "json_object", "schema": schema}),
-}
-
-
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `response_format` a request in `mode` carries for `schema` (None: none)."""
     if schema is None or mode == "none":
         return None
-    return _FORMATS[mode](schema)
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return _json_schema_format(schema)
 
 
 def rejects_format(error: TransportError) -> bool:
@@ -110,8 +103,6 @@ class FormatChoices:
         self.file = directory / FILE
         self._learned: dict[str, dict[str, Any]] | None = None
         self._warned = False
-        # (endpoint, model, id(schema)) -> (the schema, kept so its id is not reused; its key)
-        self._keys: dict[tuple[str, str, int], tuple[Any, str]] = {}
 
     def _load(self) -> dict[str, dict[str, Any]]:
         if self._learned is None:
@@ -148,26 +139,22 @@ class FormatChoices:
                              "learned again\n")
         return {}
 
-    def key(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
-        """Endpoint (without credentials: this goes to disk), model and schema shape; worked
-        out once per schema, not on every call."""
-        slot = (spec.endpoint, spec.model, id(schema))
-        if slot not in self._keys:
-            if len(self._keys) >= MAX_KEYS:      # a schema rendered per item is a new object each time
-                self._keys.clear()
-            self._keys[slot] = (schema, f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}")
-        return self._keys[slot][1]
+    @staticmethod
+    def key(spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
+        """Endpoint (without credentials: this goes to disk), model and schema shape."""
+        return f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}"
 
     def first(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
         return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0], schema)
 
     def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None = None) -> str:
         """`mode`, or the format learned for the endpoint and schema since it was chosen."""
-        if spec.structured_output != "auto":
+        learned = self._load()
+        if spec.structured_output != "auto" or not learned:
             return mode
-        entry = self._load().get(self.key(spec, schema))
-        learned = entry["mode"] if entry else LADDER[0]
-        return learned if LADDER.index(learned) > LADDER.index(mode) else mode
+        entry = learned.get(self.key(spec, schema))
+        found = entry["mode"] if entry else LADDER[0]
+        return found if LADDER.index(found) > LADDER.index(mode) else mode
 
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
                   schema: dict[str, Any] | None = None) -> str | None:

@@ -168,8 +168,8 @@ class LiteLLMTransport:
         missing = self.missing_key(spec)
         if missing:
             raise TransportError("missing_key", f"missing API key: set {missing}")
-        # Copies: the messages and response format are shared with other calls (shared_json.py),
-        # and a provider's adapter in litellm may rewrite what it is given.
+        # Copies: the response format holds the step's schema, which every call of the step
+        # shares, and a provider's adapter in litellm may rewrite what it is given.
         kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model,
                                   "messages": copy.deepcopy(messages), "timeout": spec.timeout, "max_retries": 0}
         if spec.api_base:
