@@ -1,14 +1,13 @@
 """Token prices from litellm's bundled price table, read as data.
 
 The table ships inside the litellm package (model_prices_and_context_window_backup.json);
-reading the file costs milliseconds, importing litellm seconds, so cost estimates and the
-cost of answers that did not go through litellm never import it."""
+it is read as JSON, once a process and only when a price or a provider is asked for: cost
+estimates and the cost of answers that did not go through litellm never import litellm."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,61 +25,21 @@ class Price:
         return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
 
 
-@cache
-def _text() -> str:
-    """The table's text ('' when litellm or its table is not there)."""
+@cache                # read once a process: the table does not change while it runs
+def _table() -> dict[str, Any]:
+    """The table; {} when litellm or its table is not there, or the file is not a JSON object."""
     spec = importlib.util.find_spec("litellm")     # locates the package without importing it
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for folder in locations:
+    for folder in list(spec.submodule_search_locations or []) if spec else []:
         file = Path(folder) / TABLE_FILE
         if file.is_file():
             try:
-                return file.read_text(encoding="utf-8")
+                table = json.loads(file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                return ""
-    return ""
+                return {}
+            return table if isinstance(table, dict) else {}
+    return {}
 
 
-@cache
-def _table() -> dict[str, Any]:
-    try:
-        table = json.loads(_text() or "{}")
-    except ValueError:
-        return {}
-    return table if isinstance(table, dict) else {}
-
-
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-
-
-@cache
-def _escaped_strings() -> frozenset[str]:
-    """Every string of the table's text written with an escape, decoded. Such a string holds
-    a backslash, and a JSON string never spans lines: the few lines with a backslash are
-    read string by string."""
-    text = _text()
-    found: set[str] = set()
-    at = text.find("\\")
-    while at != -1:
-        start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-        end = len(text) if end == -1 else end
-        for token in _STRING.findall(text, start, end):
-            try:
-                found.add(json.loads(token))
-            except ValueError:
-                pass
-        at = text.find("\\", end)
-    return frozenset(found)
-
-
-def _surely_absent(name: str) -> bool:
-    """Whether no string in the table's text is `name`, known without parsing the table (its
-    2.4 MB take 13 ms to parse, paid by every run with a local model, which it never names):
-    a string is either written as is, or holds an escape."""
-    return json.dumps(name, ensure_ascii=False) not in _text() and name not in _escaped_strings()
-
-
-@cache                # asked for every answer; the table does not change during a process
 def price_of(model: str) -> Price | None:
     """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`,
     `gemini/gemma-3-27b-it`), or None when the table does not know it (local models)."""
@@ -88,7 +47,7 @@ def price_of(model: str) -> Price | None:
     if "/" in model:
         candidates.append(model.split("/", 1)[1])     # openai/gpt-4o-mini is priced as gpt-4o-mini
     for name in candidates:
-        entry = None if _surely_absent(name) else _table().get(name)
+        entry = _table().get(name)
         if isinstance(entry, dict) and "input_cost_per_token" in entry:
             try:
                 return Price(float(entry.get("input_cost_per_token") or 0.0),
