@@ -13,9 +13,7 @@ peak RSS (VmHWM, with its children's). A first cold run, not counted, warms the 
 gives the requests the floors send. The aiohttp floor and runner cold then run in turn
 five times (runner with a fresh cache each time), and the median of each is compared (with
 three turns, one scenario in sixteen moved past 1.3x on a fast spell of the floor); the
-cached rerun is the median of three. Before each scenario the bench waits
-until creating a file costs what it costs on a quiet disk (settle(): this VM's file system
-charges every new file for the files removed in the last minutes), and prints that cost.
+cached rerun is the median of three.
 
     python bench/throughput.py              # all three; or e.g. `python bench/throughput.py 64`
     python bench/throughput.py --tmp /dev/shm   # the work folders on another file system
@@ -47,8 +45,6 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
 RERUNS = 3
 COLD_PAIRS = 5
-QUIET_FILE_US = 60        # what creating a file costs on this VM's disk when nothing was removed lately (23-40 us)
-SETTLE_SECONDS = 330      # ext4's longest window for recently removed inodes, and a little more
 AIOHTTP_FLOOR = """
 import asyncio, json, sys
 import aiohttp
@@ -196,41 +192,13 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
     return rows, calls
 
 
-def file_cost_us(where: Path, files: int = 300) -> float:
-    """Microseconds to create one small file in a new folder under `where` (the folder is
-    kept: removing it would charge the next files again)."""
-    folder = Path(tempfile.mkdtemp(prefix="probe-", dir=where))
-    started = time.perf_counter()
-    for n in range(files):
-        (folder / f"{n:05d}.txt").write_bytes(b"x" * 2000)
-    return (time.perf_counter() - started) / files * 1e6
-
-
-def settle(where: Path) -> float:
-    """Wait (at most SETTLE_SECONDS) until creating a file costs what it costs on a quiet file
-    system, and say what it costs. This VM's ext4 has no journal, and ext4 without one never
-    reuses an inode deleted in the last 5 s (300 s while its inode table block is dirty): each
-    new file is placed past every such inode (fs/ext4/ialloc.c, recently_deleted). After a test
-    suite or an earlier bench removed its folders, a file cost 400-540 us instead of 23 us here
-    for minutes, and runner writes one call log a call (the floors write none)."""
-    os.sync()
-    waited = 0.0
-    cost = file_cost_us(where)
-    while cost > QUIET_FILE_US and waited < SETTLE_SECONDS:
-        time.sleep(15)
-        waited += 15
-        cost = file_cost_us(where)
-    return cost
-
-
 def main() -> None:
     args = sys.argv[1:]
     where = args[args.index("--tmp") + 1] if "--tmp" in args else None
     if where:
         args = [a for a in args if a not in ("--tmp", where)]
     chosen = [int(n) for n in args[0].split(",")] if args else list(SCENARIOS)
-    # One folder for every scenario, removed at the end: removing one between scenarios would
-    # charge the next scenario's files (settle()).
+    # One folder for every scenario, removed at the end.
     with tempfile.TemporaryDirectory(dir=where) as top:
         for in_flight in chosen:
             report_scenario(in_flight, Path(top))
@@ -238,11 +206,9 @@ def main() -> None:
 
 def report_scenario(in_flight: int, top: Path) -> None:
     citations, latency = SCENARIOS[in_flight]
-    cost = settle(top)
     rows, calls = scenario(in_flight, top)
     floor, cold, cached = rows[0][1], rows[2][1], rows[4][1]
-    print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls; "
-          f"creating a file here cost {cost:.0f} us before the scenario\n")
+    print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls\n")
     print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
     print("|---|---|---|---|---|---|---|")
     for name, process, requests in rows:

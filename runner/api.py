@@ -19,6 +19,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.calls.record import CALLS_FILE
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder, refuse_overwriting_input
 from runner.outputs.health import check_before_run
@@ -253,7 +254,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / "llm_logs",
+    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / CALLS_FILE,
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))

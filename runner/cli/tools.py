@@ -1,4 +1,5 @@
-"""`runner feedback`, `runner diff` and `runner cache ...`: commands around finished runs and the cache."""
+"""`runner feedback`, `runner diff`, `runner calls` and `runner cache ...`: commands around
+finished runs and the cache."""
 
 from __future__ import annotations
 
@@ -57,6 +58,32 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     else:
         for line in format_diff(result):
             typer.echo(line)
+
+
+def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its group folder (the latest complete "
+                                                  "run), or a `latest` file.")],
+          item: Annotated[int | None, typer.Option("--item", help="Only the calls of item N.", min=1)] = None,
+          model: Annotated[str | None, typer.Option("--model", help="Only the calls of this model (its name "
+                                                                    "under models:).")] = None) -> None:
+    """Print a run's LLM calls from its calls.jsonl: a header per call (item, step, model, cached,
+    attempts), then its prompt and response, in the order the calls ended."""
+    from runner.errors import RunnerError
+    from runner.llm.calls.file import read_calls
+    from runner.llm.calls.record import CALLS_FILE, text_of
+    from runner.stores.runs import resolve_run
+    folder = run if (run / CALLS_FILE).is_file() else resolve_run(run)     # a killed run's folder too
+    path = folder / CALLS_FILE
+    if not path.is_file():
+        raise RunnerError(f"{folder}: no {CALLS_FILE} (the run made no LLM call, or an older runner wrote "
+                          "llm_logs/ instead)")
+    shown = 0
+    for record in read_calls(path, None if item is None else {item}, model):
+        typer.echo(("\n" if shown else "") + text_of(record), nl=False)
+        shown += 1
+    if not shown:
+        wanted = " and ".join(part for part in (f"item {item}" if item else "", f"model {model}" if model else "")
+                              if part)
+        typer.echo(f"{path}: no call{' of ' + wanted if wanted else ''}", err=True)
 
 
 def _size(count: int) -> str:

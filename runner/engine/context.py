@@ -53,7 +53,7 @@ class RunOptions:
     command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
-    worker: bool = False           # a Ray worker: call logs go back to the driver with the results
+    worker: bool = False           # a Ray worker: its calls go back to the driver with the results
 
 
 @dataclass

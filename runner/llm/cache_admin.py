@@ -18,10 +18,10 @@ from typing import Any
 
 from runner.errors import InputError, RunnerError
 from runner.fileio import parse_json
-from runner.llm.logs import LOG_STORE
 from runner.stores.json_cache import CacheUnusable
 
 RESPONSES = "responses"
+LEGACY_LOGS = "call_logs"     # call logs older versions kept beside their answers: `cache clear` removes them
 DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -122,7 +122,7 @@ def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta
     """Delete the matching entries (all of them with no filter); returns how many."""
     directory = cache_dir / RESPONSES
     cutoff = (now or datetime.now(UTC)) - older_than if older_than is not None else None
-    logs = cache_dir / LOG_STORE
+    logs = cache_dir / LEGACY_LOGS
     with open_cache(directory) as cache:
         if model is None and cutoff is None:
             shutil.rmtree(logs, ignore_errors=True)

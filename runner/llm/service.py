@@ -1,7 +1,10 @@
-"""One run's LLM service: specs, cache, render mode, parsing, repair, logs, stats.
+"""One run's LLM service: a step's call from its messages to a parsed answer.
 
-It knows model specs (through a resolver the run gives it) and a transport, not the
-run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
+It looks the answer up in the cache, else sends the request (the client: limits, retries,
+deadlines, structured output), checks and parses the answer (re-asking when the step
+allows), stores it in the cache and writes the call's line of calls.jsonl, and counts
+calls, tokens and failures for the summary. It knows model specs (through a resolver the
+run gives it), not the run itself."""
 
 from __future__ import annotations
 
@@ -17,15 +20,16 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
 from runner.llm.cache import request_key, usable
+from runner.llm.calls.file import CallsFile, KeptCalls
+from runner.llm.calls.record import CALLS_FILE, call_record, format_messages, line_of
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.logs import CallLogWriter, LogCollector, format_messages, log_body, pending_name
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import ModelStats, Sender
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
-from runner.llm.writer import SharedCache, Writer
+from runner.llm.writer import CallLines, SharedCache, Writer
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
@@ -62,12 +66,20 @@ class CallRequest:
     model: str                         # a name under models:
     messages: list[dict[str, Any]]
     item: int
+    step: str = ""                     # the id of the step that asks
     output_schema: dict[str, Any] | None = None
     as_json: bool = False
     repair: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)
     sample: int = 0
     group: int = 0                     # calls of one step run share it (see tally.py)
+
+
+def call_lines(options: ServiceOptions) -> CallLines | None:
+    """Where a run's calls go: its calls.jsonl, a Ray worker's report, or nowhere (render)."""
+    if options.render or options.out_dir is None:
+        return None
+    return KeptCalls() if options.worker else CallsFile(options.out_dir / CALLS_FILE)
 
 
 class CallPreview(Protocol):
@@ -91,8 +103,7 @@ class LLMService:
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._cache: JsonCache | None = cache
-        self._logs: CallLogWriter | LogCollector | None = None
-        self._writer = Writer()      # cache writes many to a transaction, call logs
+        self._writer = Writer(call_lines(options))
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self._environment = environment_secrets()      # read once: a run's environment does not change
@@ -192,8 +203,7 @@ class LLMService:
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}")
-                    self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
+                    self._done(request, seq, spec, messages, key, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
                 if completion.text:
@@ -202,15 +212,13 @@ class LLMService:
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}")
-                    self._observe(request, spec, messages, began, completion, error=message)
+                    self._done(request, seq, spec, messages, key, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
                                                                   started, error=message))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            self._log(request.item, seq, spec, messages, raw)
-            self._observe(request, spec, messages, began, completion, cached=cached is not None)
+            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
                 check = None if cached is not None else schema
@@ -280,38 +288,44 @@ class LLMService:
         """Commit every answer handed to the writer so far."""
         self._writer.flush()
 
-    @property
-    def logs(self) -> CallLogWriter | LogCollector | None:
-        return self._logs
+    def take_calls(self) -> list[bytes]:
+        """A Ray worker's lines of calls.jsonl since the last report (flushed first)."""
+        self._writer.flush()
+        calls = self._writer.calls
+        return calls.take() if isinstance(calls, KeptCalls) else []
 
-    def log_writer(self) -> CallLogWriter | LogCollector | None:
-        if self.options.render or self.options.out_dir is None:
-            return None
-        if self._logs is None:
-            # A Ray worker keeps its logs for the driver, which writes the run folder.
-            self._logs = (LogCollector() if getattr(self.options, "worker", False)
-                          else CallLogWriter(self.options.out_dir / "llm_logs"))
-        return self._logs
+    def add_calls(self, lines: list[bytes]) -> None:
+        """Lines of calls.jsonl a Ray worker made, appended to this run's."""
+        self._writer.add_calls(lines)
 
-    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
-        """The call's log, written at once (a Ray worker's kept for its driver)."""
-        logs = self.log_writer()
-        if logs is None:
-            return
-        name = pending_name(item, seq, spec.name)
-        body = log_body(self.redact(format_messages(messages)), self.redact(response))
-        self._writer.write_log(functools.partial(logs.put, name, body))
+    def _done(self, request: CallRequest, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], key: str,
+              began: int, completion: Completion | None, cached: bool = False, error: str | None = None,
+              attempts: int = 0) -> None:
+        """The call's line of calls.jsonl (secrets taken out), and its tracing event."""
+        ended = time.time_ns()
+        answer = completion.text if completion else None
+        attempts = 0 if cached else completion.attempts if completion else attempts
+        usage = completion.usage if completion else {}
+        if self._writer.calls is not None:
+            self._writer.add_calls([line_of(call_record(
+                item=request.item, call=f"{request.item}.{seq}", step=request.step, model=spec.name,
+                model_id=spec.model, endpoint=redact_urls(spec.endpoint, self._environment), key=key,
+                messages=self._redacted(messages), answer=answer, usage=usage, attempts=attempts,
+                began_ns=began, ended_ns=ended, cached=cached, error=error))])
+        if self.observer is not NULL_OBSERVER:
+            self.observer.llm_call(LLMCall(
+                request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
+                answer, began, ended, cached, attempts, usage, error))
 
-    def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
-                 completion: Completion | None, cached: bool = False, error: str | None = None,
-                 attempts: int = 0) -> None:
-        if self.observer is NULL_OBSERVER:       # no tracing: nothing to build
-            return
-        self.observer.llm_call(LLMCall(
-            request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
-            completion.text if completion else None, began, time.time_ns(), cached,
-            0 if cached else completion.attempts if completion else attempts,
-            completion.usage if completion else {}, error))
+    def _redacted(self, value: Any) -> Any:
+        """Every text in `value` (messages: contents, parts) without the run's secrets."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self._redacted(inner) for inner in value]
+        if isinstance(value, dict):
+            return {name: self._redacted(inner) for name, inner in value.items()}
+        return value
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: dict[str, Any] | None,
                      sampling: dict[str, Any], mode: str) -> None:
@@ -360,8 +374,6 @@ class LLMService:
         return self.tally.failure_reasons()
 
     async def aclose(self) -> None:
-        if isinstance(self._logs, CallLogWriter):
-            self._writer.write_log(self._logs.finish)
         self._writer.close()
         if self._batches is not None:
             await self._batches.aclose()

@@ -1,12 +1,12 @@
-"""What a run writes as its calls answer: cache entries, many to a transaction, and call
-logs, written at once.
+"""What a run writes as its calls end: cache entries, many to a transaction, and lines of
+calls.jsonl, many to a write.
 
-Answers go to the cache on the event loop's thread, committed together once the first one
-waiting has waited COMMIT_EVERY (at once when COMMIT_AT are waiting, and at `flush` and
-`close`): one SQLite transaction for many answers, not one each. A run killed outright
-(SIGKILL) loses at most the last COMMIT_EVERY of answers from the cache (its results keep
-them), which a rerun asks for again. An answer handed over is served from `pending` until
-it is committed, so a call asked again in the same run finds it.
+Both wait in memory until the first one waiting has waited FLUSH_EVERY (at once when
+FLUSH_AT are waiting, and at `flush` and `close`), then go together: one SQLite transaction
+for many answers, not one each, and one write for many lines. A run killed outright
+(SIGKILL) loses at most the last FLUSH_EVERY of them: the answers are in its results, and a
+rerun asks for them again. An answer handed over is served from `pending` until it is
+committed, so a call asked again in the same run finds it.
 
 An answer whose cache is another process's (`aset`: a Ray worker on another machine) is
 awaited there before its item goes on, one by one: a block Ray runs again after that
@@ -19,49 +19,59 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from runner.llm.log_files import LOGS_UNWRITTEN
 from runner.stores.json_cache import JsonCache
 
-COMMIT_EVERY = 0.05     # seconds the first answer waiting may wait to be committed
-COMMIT_AT = 512         # answers waiting that are committed at once
+FLUSH_EVERY = 0.05      # seconds the first thing waiting may wait to be written
+FLUSH_AT = 512          # things waiting that are written at once
 
 
 class SharedCache(Protocol):
     async def aset(self, key: str, value: Any) -> None: ...
 
 
+class CallLines(Protocol):
+    """Where the lines of calls.jsonl go: the run's file, or a Ray worker's report."""
+
+    def append(self, lines: list[bytes]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Writer:
-    def __init__(self) -> None:
+    def __init__(self, calls: CallLines | None = None) -> None:
         self.pending: dict[str, Any] = {}
+        self.calls = calls
         self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed (also in pending)
-        self._commit_timer: asyncio.TimerHandle | None = None
+        self._lines: list[bytes] = []
+        self._timer: asyncio.TimerHandle | None = None
         self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._failures: dict[str, str] = {}       # what failed -> its first error
-
-    def write_log(self, write: Callable[[], object]) -> None:
-        """Write a call's log now; a failure is said at `close` (a log never fails a call)."""
-        try:
-            write()
-        except Exception as exc:
-            self._failures.setdefault("logs", f"{type(exc).__name__}: {exc}")
 
     def cache_set(self, cache: JsonCache, key: str, value: Any) -> None:
         self.pending[key] = value
         self._answers.setdefault(cache, []).append((key, value))
+        self._wait()
+
+    def add_calls(self, lines: list[bytes]) -> None:
+        """Lines of calls.jsonl (ignored when the run keeps no calls)."""
+        if self.calls is not None:
+            self._lines += lines
+            self._wait()
+
+    def _wait(self) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:            # no event loop in this thread: at once
-            self._commit()
+            self.flush()
             return
-        if len(self.pending) >= COMMIT_AT:
-            self._commit()
-        elif self._commit_timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
-            if self._commit_timer is not None:
-                self._commit_timer.cancel()
-            self._commit_timer, self._timer_loop = loop.call_later(COMMIT_EVERY, self._commit), loop
+        if len(self.pending) + len(self._lines) >= FLUSH_AT:
+            self.flush()
+        elif self._timer is None or self._timer_loop is not loop:   # a loop that ended never fires its timer
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_loop = loop.call_later(FLUSH_EVERY, self.flush), loop
 
     async def cache_set_shared(self, cache: SharedCache, key: str, value: Any) -> None:
         """An answer for a cache another process owns, there before the caller goes on."""
@@ -70,10 +80,11 @@ class Writer:
         except Exception as exc:       # the owner is gone: the answer is still in results
             self._failures.setdefault("cache", f"{type(exc).__name__}: {exc}")
 
-    def _commit(self) -> None:
-        if self._commit_timer is not None:
-            self._commit_timer.cancel()
-            self._commit_timer = None
+    def flush(self) -> None:
+        """Write everything handed over so far."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         answers, self._answers = self._answers, {}
         for cache, pairs in answers.items():
             try:
@@ -82,16 +93,23 @@ class Writer:
                 self._failures.setdefault("cache", f"{type(exc).__name__}: {exc}")
             for key, _ in pairs:
                 self.pending.pop(key, None)
-
-    def flush(self) -> None:
-        """Commit every answer handed over so far."""
-        self._commit()
+        lines, self._lines = self._lines, []
+        if lines and self.calls is not None:
+            try:
+                self.calls.append(lines)
+            except Exception as exc:       # debug output: the results hold every answer
+                self._failures.setdefault("calls", f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
-        """Commit everything handed over, then say once what could not be written."""
-        self._commit()
+        """Write everything handed over, then say once what could not be written."""
+        self.flush()
+        if self.calls is not None:
+            try:
+                self.calls.close()
+            except OSError as exc:
+                self._failures.setdefault("calls", f"{type(exc).__name__}: {exc}")
         if "cache" in self._failures:
             sys.stderr.write(f"runner: some answers could not be written to the cache "
                              f"({self._failures['cache']}): a rerun asks for them again\n")
-        if "logs" in self._failures:
-            sys.stderr.write(LOGS_UNWRITTEN.format(self._failures["logs"]))
+        if "calls" in self._failures:
+            sys.stderr.write(f"runner: some calls could not be written to calls.jsonl ({self._failures['calls']})\n")

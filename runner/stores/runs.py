@@ -1,7 +1,7 @@
 """Run folders: each default run in its own folder under reports/<pipeline>/<group>/.
 
     reports/citation_judge/report-1f3a9c/
-        20261122-124501/      run.json, results.jsonl, summary.json, report.md, report.html, llm_logs/
+        20261122-124501/      run.json, results.jsonl, summary.json, report.md, report.html, calls.jsonl
         20261122-130210/
         latest                one line: the name of the newest complete run's folder
         latest-partial        the newest partial (--item, --filter, --limit) or interrupted run

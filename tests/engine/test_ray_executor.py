@@ -17,10 +17,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fakellm import Reply
+from helpers import calls_of
 from test_citation_judge import EXAMPLE, PIPELINE, answer, jury_overrides, script
 
 REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI: run, never skip
@@ -152,8 +154,11 @@ def _report(folder: Path) -> str:
     return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
 
 
-def _logs(folder: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in (folder / "llm_logs").iterdir()}
+def _calls(folder: Path) -> list[dict[str, Any]]:
+    """calls.jsonl without its timings, in item and call order (lines come as calls end)."""
+    timings = ("started", "ended", "latency_ms")
+    return sorted(({k: v for k, v in call.items() if k not in timings} for call in calls_of(folder)),
+                  key=lambda call: (call["item"], call["call"]))
 
 
 def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_cluster, workdir, fake_llm, cli,
@@ -171,7 +176,7 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
     assert len(fake_llm.requests) == sent_locally
     assert _results(workdir / "run-ray") == _results(workdir / "run-local")
     assert _summary(workdir / "run-ray") == _summary(workdir / "run-local")
-    assert _logs(workdir / "run-ray") == _logs(workdir / "run-local")
+    assert _calls(workdir / "run-ray") == _calls(workdir / "run-local")
     assert _report(workdir / "run-ray") == _report(workdir / "run-local")
     manifest = json.loads((workdir / "run-ray" / "run.json").read_text())
     assert "--executor" in json.dumps(manifest)

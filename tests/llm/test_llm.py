@@ -1,5 +1,5 @@
 """The llm step through litellm against the fake server: cache, retries, breaker,
-parsing, repair, truncation, logs, keys."""
+parsing, repair, truncation, keys."""
 
 from __future__ import annotations
 
@@ -244,42 +244,6 @@ def test_truncated_and_empty_answers(project, env, reply, message):
     env.script(reply)
     result = one(project, llm_pipeline(project))
     assert message in result["error"]
-
-
-def test_logs_numbered_in_item_order(project, env):
-    env.script(Reply('{"verdict": "yes"}', delay=0.3), contains="Question 1")
-    env.answer_json({"verdict": "no"})
-    path = llm_pipeline(project)
-    items = write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}, {"q": "3"}])
-    run(path, items)
-    logs = project.root / "out" / "llm_logs"
-    # each file names its item (issue 18)
-    assert sorted(p.name for p in logs.iterdir()) == ["m_0001_item1.txt", "m_0002_item2.txt", "m_0003_item3.txt"]
-    first = (logs / "m_0001_item1.txt").read_text()
-    assert first.startswith("=== PROMPT ===\nQuestion 1\n") and '=== RESPONSE ===\n{"verdict": "yes"}' in first
-    assert "Question 3" in (logs / "m_0003_item3.txt").read_text()
-    before = {p.name: p.read_text() for p in logs.iterdir()}
-    run(path, items, out="again")                      # cached calls are logged too: the exchange that
-    again = project.root / "again" / "llm_logs"        # produced the answer, byte for byte
-    assert {p.name: p.read_text() for p in again.iterdir()} == before
-    assert sorted(p.stat().st_nlink for p in again.iterdir()) == [1, 1, 1]      # files of its own (issue 31)
-    assert not (project.root / "cache" / "call_logs").exists()      # nothing kept beside the cache (issue 26)
-
-
-def test_an_answer_asked_again_is_the_log_of_later_cached_runs(project, env):
-    env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
-    items = write_json(project.root / "in.json", [{"q": "1"}])
-    run(path, items)
-    env.reset()
-    env.answer_json({"verdict": "no"})
-    run(path, items, out="fresh", no_cache=True)
-    run(path, items, out="reused")
-    fresh, reused, first = ((project.root / name / "llm_logs" / "m_0001_item1.txt").read_text()
-                            for name in ("fresh", "reused", "out"))
-    assert reused == fresh and '{"verdict": "no"}' in reused
-    assert '{"verdict": "yes"}' in first
-    assert len(env.requests) == 1
 
 
 def test_cache_clear_removes_logs_older_versions_kept(project, env, cli):

@@ -1,5 +1,6 @@
-"""The writer (runner/llm/writer.py): answers committed together once the first has waited
-COMMIT_EVERY (or COMMIT_AT are waiting); what could not be written said once at the end."""
+"""The writer (runner/llm/writer.py): answers committed together, and lines of calls.jsonl
+written together, once the first has waited FLUSH_EVERY (or FLUSH_AT are waiting); what
+could not be written said once at the end."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class FakeCache:
 
 
 def test_answers_within_the_commit_interval_are_one_transaction_and_served_until_committed(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.3)     # room for a busy machine to stall before the first check
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.3)     # room for a busy machine to stall before the first check
     cache, writer = FakeCache(), Writer()
 
     async def run() -> None:
@@ -45,7 +46,7 @@ def test_answers_within_the_commit_interval_are_one_transaction_and_served_until
 
 
 def test_many_waiting_answers_are_committed_at_once(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_AT", 3)
+    monkeypatch.setattr(writer_module, "FLUSH_AT", 3)
     cache, writer = FakeCache(), Writer()
 
     async def run() -> None:
@@ -61,7 +62,7 @@ def test_many_waiting_answers_are_committed_at_once(monkeypatch):
 
 
 def test_answers_left_waiting_by_a_loop_that_ended_go_with_the_next_loops(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.05)
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.05)
     cache, writer = FakeCache(), Writer()
 
     async def first() -> None:
@@ -78,21 +79,59 @@ def test_answers_left_waiting_by_a_loop_that_ended_go_with_the_next_loops(monkey
     writer.close()
 
 
-def test_what_could_not_be_written_is_said_once_at_the_end(capsys):
-    writer = Writer()
+class Lines:
+    def __init__(self, fail: bool = False) -> None:
+        self.writes: list[list[bytes]] = []
+        self.fail, self.closed = fail, False
 
-    def broken() -> None:
-        raise PermissionError("llm_logs is read-only")
+    def append(self, lines: list[bytes]) -> None:
+        if self.fail:
+            raise PermissionError("calls.jsonl is read-only")
+        self.writes.append(list(lines))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_call_lines_go_with_the_answers_in_one_write(monkeypatch):
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.3)
+    cache, lines = FakeCache(), Lines()
+    writer = Writer(lines)
+
+    async def run() -> None:
+        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+        writer.add_calls([b"one\n"])
+        writer.add_calls([b"two\n", b"three\n"])
+        await asyncio.sleep(0.01)
+        assert lines.writes == [] and cache.commits == []
+        await asyncio.sleep(0.35)
+        assert lines.writes == [[b"one\n", b"two\n", b"three\n"]] and cache.commits == [[("a", 1)]]
+        writer.add_calls([b"four\n"])
+
+    asyncio.run(run())
+    writer.close()                              # the run's end writes what still waits
+    assert lines.writes[-1] == [b"four\n"] and lines.closed
+
+
+def test_a_writer_without_a_calls_file_drops_call_lines():
+    writer = Writer()
+    writer.add_calls([b"one\n"])
+    writer.close()
+
+
+def test_what_could_not_be_written_is_said_once_at_the_end(capsys):
+    writer = Writer(Lines(fail=True))
 
     async def run() -> None:
         writer.cache_set(FakeCache(fail=True), "a", 1)     # type: ignore[arg-type]
-        writer.write_log(broken)
-        writer.write_log(broken)
+        writer.add_calls([b"one\n"])
+        writer.flush()
+        writer.add_calls([b"two\n"])
 
     asyncio.run(run())
     writer.close()
     err = capsys.readouterr().err
-    assert err.count("some call logs could not be written (PermissionError: llm_logs is read-only)") == 1
+    assert err.count("some calls could not be written to calls.jsonl (PermissionError: calls.jsonl is read-only)") == 1
     assert err.count("some answers could not be written to the cache (OSError: disk full)") == 1
     assert writer.pending == {}
 

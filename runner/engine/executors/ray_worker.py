@@ -2,9 +2,9 @@
 at a time, built once per worker (pipeline, Runtime, LLM service, HTTP session).
 
 A block's answer is its results and what the driver adds up for the summary: LLM counts
-and the failure tally of its items, jury agreement sums, run warnings, and the call logs
-(the driver writes them into the run folder, which a worker on another machine cannot
-see). Each is taken and reset per block, so a block Ray runs again after a worker died
+and the failure tally of its items, jury agreement sums, run warnings, and its calls'
+lines (the driver appends them to calls.jsonl in the run folder, which a worker on another
+machine cannot see). Each is taken and reset per block, so a block Ray runs again after a worker died
 is counted once."""
 
 from __future__ import annotations

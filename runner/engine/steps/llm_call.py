@@ -88,7 +88,7 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
     group = new_group()      # the run fails outright when no model of the group answers
-    return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
+    return [CallRequest(model=model, messages=messages, item=ctx.item.index, step=ctx.spec.id, output_schema=schema,
                         as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
                         sampling={k: v for k, v in sampling.items() if v is not None},
                         sample=int(args.sample or 0), group=group)
