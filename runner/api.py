@@ -19,6 +19,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.cache.store import open_caches
 from runner.llm.calls.record import CALLS_FILE
 from runner.outputs.files import ResultsLog
 from runner.outputs.folder import OutputFolder, refuse_overwriting_input
@@ -31,7 +32,6 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.stores.json_cache import open_caches
 from runner.stores.results_file import ResultsView, merge_parent, rewrite_in_order
 from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.tracing import make_observer

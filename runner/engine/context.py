@@ -115,7 +115,7 @@ class Runtime:
 
     def model_spec(self, name: str) -> Any:
         """The rendered, checked spec of the model `name` under models:."""
-        from runner.llm.spec import build_spec
+        from runner.llm.client.spec import build_spec
         entry = self.pipeline.models.get(name)
         if entry is None:
             raise RunnerError(f"unknown model '{name}'")

@@ -14,30 +14,30 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
-from runner.llm.cache import request_key, usable
+from runner.llm.cache.entries import new_entry, usable
+from runner.llm.cache.key import request_key
+from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import CallsFile, KeptCalls
 from runner.llm.calls.record import CALLS_FILE, call_record, format_messages, line_of
+from runner.llm.client.parsing import ParseFailure, parse_answer
+from runner.llm.client.routing import RoutedTransport
+from runner.llm.client.sender import ModelStats, Sender
+from runner.llm.client.spec import ModelSpec, batch_choice
+from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.parsing import ParseFailure, parse_answer
-from runner.llm.routing import RoutedTransport
-from runner.llm.sender import ModelStats, Sender
-from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
-from runner.llm.transport import Completion, Transport, TransportError
 from runner.llm.writer import CallLines, SharedCache, Writer
 from runner.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
 from runner.safetext import clean_text, clean_value
-from runner.stores.json_cache import JsonCache
 
 if TYPE_CHECKING:
-    from runner.llm.batch import BatchCollector
+    from runner.llm.batch.collector import BatchCollector
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -121,7 +121,7 @@ class LLMService:
     @property
     def batches(self) -> BatchCollector:
         if self._batches is None:
-            from runner.llm.batch import BatchCollector
+            from runner.llm.batch.collector import BatchCollector
             self._batches = BatchCollector(self.options.cache_dir, self.sender.formats, self.stats, self.sender.send,
                                            self.in_flight)
         return self._batches
@@ -194,7 +194,7 @@ class LLMService:
             else:
                 try:
                     if spec.batch:
-                        from runner.llm.batch import BatchCall
+                        from runner.llm.batch.collector import BatchCall
                         call = BatchCall(spec, request.item, messages, sampling, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
@@ -234,9 +234,7 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                entry = {"content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
-                         "cost": completion.cost, "model": completion.model,
-                         "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+                entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
                     await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
@@ -285,7 +283,7 @@ class LLMService:
         return self._seq[item]
 
     def flush(self) -> None:
-        """Commit every answer handed to the writer so far."""
+        """Write every answer and call line handed to the writer so far."""
         self._writer.flush()
 
     def take_calls(self) -> list[bytes]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from runner.llm.sender import ModelStats
+from runner.llm.client.sender import ModelStats
 from runner.llm.tally import EndpointTally
 
 

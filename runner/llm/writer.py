@@ -21,7 +21,7 @@ import asyncio
 import sys
 from typing import Any, Protocol
 
-from runner.stores.json_cache import JsonCache
+from runner.llm.cache.store import JsonCache
 
 FLUSH_EVERY = 0.05      # seconds the first thing waiting may wait to be written
 FLUSH_AT = 512          # things waiting that are written at once

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 
-from runner.llm.parsing import ParseFailure, validate
+from runner.llm.client.parsing import ParseFailure, validate
 
 VERDICT = {
     "type": "object",

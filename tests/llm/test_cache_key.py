@@ -14,7 +14,7 @@ import pytest
 from test_llm import llm_pipeline
 
 from helpers import run, write_json
-from runner.llm.cache import request_key
+from runner.llm.cache.key import request_key
 
 SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["VALID", "INVALID"]}, "reason": {"type": "string"}},
           "required": ["verdict"]}
@@ -121,9 +121,9 @@ def test_sampling_keys_that_are_not_sampling_do_not_reach_the_key():
 def test_litellm_gets_copies_of_what_calls_share(monkeypatch):
     """A step's calls share its schema (in the response format): a provider adapter inside
     litellm that rewrites what it is given must not change what the next call sends."""
-    from runner.llm import transport as transport_module
-    from runner.llm.spec import build_spec
-    from runner.llm.structured import response_format
+    from runner.llm.client import transport as transport_module
+    from runner.llm.client.spec import build_spec
+    from runner.llm.client.structured import response_format
 
     async def rewriting(**kwargs: Any) -> Any:
         kwargs["messages"][0]["content"] = "rewritten"

@@ -304,7 +304,7 @@ def test_request_key_is_the_sha256_of_the_whole_canonical_payload():
     import hashlib
     import json
 
-    from runner.llm.cache import CACHE_FORMAT, request_key
+    from runner.llm.cache.key import CACHE_FORMAT, request_key
 
     schema = {"type": "object", "properties": {"verdict": {"enum": ["VALID", "INVALID"]}, "é": {}}}
     for messages, sampling, mode in (([{"role": "user", "content": "Is it ünïcode? \u2028"}], {"temperature": 0.3}, "json_schema"),

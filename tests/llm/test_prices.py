@@ -7,7 +7,7 @@ import sys
 
 
 def test_known_and_unknown_models():
-    from runner.llm.prices import cost_of, price_of
+    from runner.llm.client.prices import cost_of, price_of
     price = price_of("gpt-4o-mini")
     assert price is not None and price.input_per_token > 0 and price.output_per_token > price.input_per_token
     assert price_of("openai/gpt-4o-mini") == price
@@ -16,6 +16,6 @@ def test_known_and_unknown_models():
 
 
 def test_reading_prices_does_not_import_litellm():
-    code = ("import sys; from runner.llm.prices import price_of; assert price_of('gpt-4o-mini'); "
+    code = ("import sys; from runner.llm.client.prices import price_of; assert price_of('gpt-4o-mini'); "
             "assert 'litellm' not in sys.modules, 'litellm was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runner.llm.limits import BudgetSpent, DailyBudget, RateWindow
-from runner.stores.json_cache import JsonCache
+from runner.llm.cache.store import JsonCache
+from runner.llm.client.limits import BudgetSpent, DailyBudget, RateWindow
 
 LEASE_CHECK_SECONDS = 1.0
 
@@ -107,7 +107,7 @@ class LimitsOwner:
 
 
 class ClusterGate:
-    """A ModelGate (runner/llm/limits.py) whose permits and pace come from LimitsOwner."""
+    """A ModelGate (runner/llm/client/limits.py) whose permits and pace come from LimitsOwner."""
 
     semaphore = None                    # no adaptive limit of its own
 
@@ -131,7 +131,7 @@ class ClusterGate:
 
 
 class ClusterLimits:
-    """What a worker's Sender asks for its gates and daily budget (runner/llm/sender.py)."""
+    """What a worker's Sender asks for its gates and daily budget (runner/llm/client/sender.py)."""
 
     def __init__(self, owner: Any) -> None:
         self._owner = owner

@@ -19,9 +19,9 @@ from runner.engine.executors.ray_services import ClusterLimits, RemoteCache
 from runner.engine.run_warnings import run_warnings
 from runner.engine.steps.jury import take_agreements
 from runner.inputs import Item
+from runner.llm.cache.store import open_caches
 from runner.llm.worker_report import take_report
 from runner.pipeline.model import Pipeline
-from runner.stores.json_cache import open_caches
 
 # Tests set it to make every worker ask the cache actor, as one on another machine does.
 REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"

@@ -10,8 +10,8 @@ from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError
 from runner.fileio import parse_json, read_json
+from runner.llm.client.spec import SAMPLING_KEYS
 from runner.llm.service import CallRequest, new_group
-from runner.llm.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside
 from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext
 

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from runner.llm.prices import batch_price_of
-from runner.llm.spec import ModelSpec
-from runner.llm.transport import Completion, TransportError
+from runner.llm.client.prices import batch_price_of
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import Completion, TransportError
 
 CHAT_URL = "/v1/chat/completions"
 MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; headers and rounding aside
@@ -83,7 +83,7 @@ def read_lines(data: bytes) -> Iterator[dict[str, Any]]:
 
 
 def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Completion | TransportError:
-    from runner.llm.http import completion_of  # the same reading of a chat completion as a live call's
+    from runner.llm.client.http import completion_of  # the same reading of a chat completion as a live call's
     response = line.get("response") if isinstance(line.get("response"), dict) else None
     if response is None or int(response.get("status_code") or 0) >= 400 or line.get("error"):
         return line_failure(line)
@@ -107,7 +107,7 @@ def batch_cost(model: str, usage: dict[str, int]) -> float | None:
 
 
 def wire_model(model: str) -> str:
-    from runner.llm.http import wire_model as live_name  # the name a live call sends
+    from runner.llm.client.http import wire_model as live_name  # the name a live call sends
     return live_name(model)
 
 

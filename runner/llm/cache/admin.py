@@ -18,7 +18,7 @@ from typing import Any
 
 from runner.errors import InputError, RunnerError
 from runner.fileio import parse_json
-from runner.stores.json_cache import CacheUnusable
+from runner.llm.cache.store import CacheUnusable
 
 RESPONSES = "responses"
 LEGACY_LOGS = "call_logs"     # call logs older versions kept beside their answers: `cache clear` removes them

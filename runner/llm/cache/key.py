@@ -1,4 +1,4 @@
-"""The response cache's key and entries (the cache itself: stores/json_cache.py).
+"""The response cache's key: which request an answer belongs to.
 
 The key is sha256 of one canonical JSON of everything that changes the answer
 (`request_key` says each field). The endpoint is the model's `cache_as` name when it has
@@ -14,23 +14,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from runner.llm.spec import SAMPLING_KEYS
-from runner.llm.usage import usage_of
-from runner.safetext import clean_text, utf8
+from runner.llm.client.spec import SAMPLING_KEYS
+from runner.safetext import utf8
 
 CACHE_FORMAT = 1
-
-
-def usable(cached: Any) -> dict[str, Any] | None:
-    """A cached answer as the service reads it, or None (asked again) when the entry is not
-    one: whatever a cache file holds, a rerun never fails on it."""
-    if not isinstance(cached, dict) or not isinstance(cached.get("content"), str):
-        return None
-    finish = cached.get("finish_reason")
-    model = cached.get("model")
-    return {**cached, "content": clean_text(cached["content"]), "usage": usage_of(cached.get("usage")),
-            "finish_reason": clean_text(finish) if isinstance(finish, str) else None,
-            **({"model": clean_text(model)} if isinstance(model, str) else {})}
 
 
 LOOPBACK_NAME = "localhost"

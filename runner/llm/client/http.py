@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.llm.prices import cost_of
-from runner.llm.spec import ModelSpec
-from runner.llm.transport import Completion, TransportError
-from runner.llm.usage import usage_of
+from runner.llm.client.prices import cost_of
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import Completion, TransportError
+from runner.llm.client.usage import usage_of
 from runner.retry import parse_retry_after
 
 ERROR_TEXT = 300

@@ -2,10 +2,10 @@
 
 Items run until they wait on a batched call; a model's waiting calls are gathered and
 submitted as one batch file when every running item waits (the engine counts them, see
-in_flight.py), when `batch_max_requests` calls wait, or when the first has waited
+runner/llm/in_flight.py), when `batch_max_requests` calls wait, or when the first has waited
 `batch_max_wait` seconds. Each batch is polled (`batch_poll_seconds`, growing), its output
 and error files read, and every waiting call resumed with its own line; a call's cache
-key is its line's custom_id. Submissions are on disk (stores/batches.py) before anyone
+key is its line's custom_id. Submissions are on disk (store.py) before anyone
 polls them: a restarted run finds a call's batch by that key and polls it again."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runner.llm.batch_calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked
-from runner.llm.batch_client import BatchClient
-from runner.llm.batch_lines import (
+from runner.llm.batch.calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked
+from runner.llm.batch.client import BatchClient
+from runner.llm.batch.lines import (
     RequestLine,
     batch_problem,
     chunks,
@@ -31,14 +31,14 @@ from runner.llm.batch_lines import (
     unsupported,
     wire_model,
 )
+from runner.llm.batch.store import TERMINAL, BatchRecord, BatchStore
+from runner.llm.client.prices import batch_price_of
+from runner.llm.client.sender import ModelStats, _count
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.client.transport import Completion, TransportError
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.prices import batch_price_of
-from runner.llm.sender import ModelStats, _count
-from runner.llm.spec import ModelSpec
-from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
-from runner.llm.transport import Completion, TransportError
 from runner.retry import RetryAfterTooLong, retry_delay
-from runner.stores.batches import TERMINAL, BatchRecord, BatchStore
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits
 POLL_GROWTH = 1.5

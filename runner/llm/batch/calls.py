@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.llm.batch_lines import RequestLine
-from runner.llm.spec import ModelSpec
+from runner.llm.batch.lines import RequestLine
+from runner.llm.client.spec import ModelSpec
 
 
 class Requeue:

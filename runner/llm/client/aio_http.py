@@ -1,14 +1,14 @@
 """The HTTP transport (`transport: http`): OpenAI-compatible chat completions over one
 aiohttp session per run (LM Studio, llama.cpp, vLLM, Ollama's /v1, OpenAI itself).
 
-aiohttp, not httpx: at 64 calls in flight httpx's connection pool spent 5.9 ms of CPU per
-call against aiohttp's 0.3 ms, and 8.9 ms against 0.3 ms at 256 (bench/throughput.py).
-This module, and aiohttp with it, is imported on the first uncached call only.
+aiohttp, not httpx: httpx's connection pool took many times the CPU per call with many
+calls in flight (bench/throughput.py's httpx floor; figures in bench/RESULTS.md). This
+module, and aiohttp with it, is imported on the first uncached call only.
 
 Every body is read through a cap (models.NAME.max_response_bytes, counted after
 decompression, while reading); redirects are reported, never followed; no proxy from the
 environment is used. The deadline of an attempt is the sender's (`asyncio.timeout` around
-`complete`, sender.py): aiohttp keeps no timer of its own, one fewer per request."""
+`complete`, sender.py): aiohttp keeps no timer of its own."""
 
 from __future__ import annotations
 
@@ -20,9 +20,17 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from runner.llm.http import ERROR_TEXT, StreamAssembler, parse_body, redirect_error, status_error, too_large, wire_model
-from runner.llm.spec import OPENAI_BASE, ModelSpec
-from runner.llm.transport import Completion, TransportError, exception_chain
+from runner.llm.client.http import (
+    ERROR_TEXT,
+    StreamAssembler,
+    parse_body,
+    redirect_error,
+    status_error,
+    too_large,
+    wire_model,
+)
+from runner.llm.client.spec import OPENAI_BASE, ModelSpec
+from runner.llm.client.transport import Completion, TransportError, exception_chain
 
 NO_TIMER = aiohttp.ClientTimeout()          # the sender's asyncio.timeout bounds each attempt
 

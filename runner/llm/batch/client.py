@@ -11,8 +11,8 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from runner.llm.spec import OPENAI_BASE, ModelSpec
-from runner.llm.transport import TransportError
+from runner.llm.client.spec import OPENAI_BASE, ModelSpec
+from runner.llm.client.transport import TransportError
 from runner.retry import parse_retry_after
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runner.llm.spec import ModelSpec
-from runner.llm.transport import TransportError
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import TransportError
 from runner.redact import redact
 
 LADDER = ("json_schema", "json_object", "none")

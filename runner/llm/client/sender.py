@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.llm.capacity import OVERLOAD_STATUS, AdaptiveLimit
-from runner.llm.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
-from runner.llm.spec import ModelSpec
-from runner.llm.structured import FormatChoices, brief, rejects_format, response_format
-from runner.llm.transport import Completion, Transport, TransportError
+from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
+from runner.llm.client.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
 
@@ -89,11 +89,7 @@ class Sender:
         probe = self._probes.get(spec.endpoint)
         if probe is None:
             probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
-        if probe.done():                # every call after the first few: no shield to build
-            refused = probe.result()
-        else:
-            refused = await asyncio.shield(probe)
-        if refused:
+        if await asyncio.shield(probe):
             self.breakers.setdefault(spec.endpoint, "connection refused")
 
     async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runner.llm.spec import ModelSpec
-from runner.llm.usage import usage_of
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.usage import usage_of
 from runner.retry import parse_retry_after
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}

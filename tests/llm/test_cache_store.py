@@ -1,4 +1,4 @@
-"""The JSON cache (runner/stores/json_cache.py): values round-trip through diskcache, many in
+"""The JSON cache (runner/llm/cache/store.py): values round-trip through diskcache, many in
 one transaction; what another process stores is seen; an unreadable entry is asked again."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.llm.cache.store import CacheUnusable, JsonCache, open_caches
 from runner.pipeline.loader import load_pipeline
-from runner.stores.json_cache import CacheUnusable, JsonCache, open_caches
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.llm.spec import ModelSpec
-from runner.llm.transport import Completion, LiteLLMTransport, Transport
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import Completion, LiteLLMTransport, Transport
 
 
 class RoutedTransport:
@@ -19,7 +19,7 @@ class RoutedTransport:
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
             if name == "http":
-                from runner.llm.aio_http import HTTPTransport
+                from runner.llm.client.aio_http import HTTPTransport
                 self._by_name[name] = HTTPTransport()
             else:
                 self._by_name[name] = LiteLLMTransport()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import sys
 from dataclasses import dataclass, field, replace
@@ -10,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runner.errors import RunnerError
-from runner.llm.prices import provider_of
+from runner.llm.client.prices import provider_of
 from runner.redact import remember_url
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
@@ -45,13 +44,13 @@ class ModelSpec:
     limits: dict[str, int] = field(default_factory=dict)
     transport: str = "litellm"          # resolved: http or litellm
     structured_output: str = "auto"
-    batch: bool = False                # answered through the provider's batch API (batch.py)
+    batch: bool = False                # answered through the provider's batch API (runner/llm/batch/)
     batch_max_requests: int = BATCH_MAX_REQUESTS
     batch_max_wait: float = DEFAULT_BATCH_MAX_WAIT
     batch_poll_seconds: float = DEFAULT_BATCH_POLL
     batch_retry: str = "batch"         # where an error line is retried: the next batch, or live
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
-    cache_as: str | None = None         # stands for the endpoint in cache keys (see cache.py)
+    cache_as: str | None = None         # stands for the endpoint in cache keys (see runner/llm/cache/key.py)
 
     @property
     def batchable(self) -> bool:
@@ -74,7 +73,6 @@ class ModelSpec:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
 
 
-@functools.lru_cache(maxsize=1024)     # a pure function of the text, asked for every call
 def is_local(url: str) -> bool:
     host = (urlsplit(url).hostname or "").lower()
     if host in LOCAL_HOSTS:
