@@ -194,7 +194,7 @@ class LLMService:
             else:
                 try:
                     if spec.batch:
-                        from runner.llm.batch.collector import BatchCall
+                        from runner.llm.batch.calls import BatchCall
                         call = BatchCall(spec, request.item, messages, sampling, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
