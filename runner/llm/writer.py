@@ -11,7 +11,9 @@ committed, so a call asked again in the same run finds it.
 An answer whose cache is another process's (`aset`: a Ray worker on another machine) is
 awaited there before its item goes on, one by one: a block Ray runs again after that
 machine was lost then repeats only the calls that were in flight, never one that was
-answered.
+answered. A worker on the driver's machine writes as a run does, and everything at the end
+of each block (its report): one that dies alone may have its last FLUSH_EVERY of answers
+asked again.
 
 Nothing written here fails a call: what could not be written is said once, at `close`."""
 
