@@ -1,7 +1,9 @@
 """A worker's LLM accounting for one block of items, and the driver taking it in, so
 summary.json (calls, cache hits, failures, tokens, cost, items without a usable answer,
 hints) and calls.jsonl read as a local run's. An executor whose blocks run in other
-processes (Ray's) sends `take_report` back with each block and the driver `absorb_report`s it.
+processes (Ray's) sends `take_report` back with each block and the driver `absorb_report`s it;
+the worker's service runs with `RunOptions.worker` set, so it keeps its calls' lines for
+the report instead of writing a calls.jsonl of its own.
 
 The worker's counts are taken and reset after each block: a block retried elsewhere after
 its worker died is counted once, by the worker that finished it."""
