@@ -128,24 +128,31 @@ def _inputs(pairs: list[tuple[str, str]], links: dict[str, str]) -> str:
         f'<span class="kv long"><i>{escape(k)}</i>{value(k, v)}</span>' for k, v in long)
 
 
-def _call(call: CallView, label: str) -> str:
-    """One call's prompt and answer, folded until opened."""
-    return (f'<details class="call"><summary>{escape(label)}</summary><b>prompt</b><pre>{escape(call.prompt)}</pre>'
+def _call(call: CallView, label: str, with_prompt: bool = True) -> str:
+    """One call's prompt (unless the jury shows it once for all its seats) and answer, folded
+    until opened."""
+    prompt = f"<b>prompt</b><pre>{escape(call.prompt)}</pre>" if with_prompt else ""
+    return (f'<details class="call"><summary>{escape(label)}</summary>{prompt}'
             f"<b>response</b><pre>{escape(call.response)}</pre></details>")
 
 
 def _jury(jury: JuryView) -> str:
     counted = f", resting on {jury.valid_votes} valid vote(s)" if jury.valid_votes is not None else ""
+    # The seats of a jury are sent the same messages: their prompt is shown once, above their votes.
+    prompts = {call.prompt for vote in jury.votes for call in vote.calls}
+    shared = (f'<details class="call"><summary>prompt</summary><pre>{escape(next(iter(prompts)))}</pre></details>'
+              if len(prompts) == 1 else "")
     rows = []
     for vote in jury.votes:
         said = f'<span class="err">{escape(vote.error)}</span>' if vote.error else escape(vote.reason)
-        calls = "".join(_call(call, f"call {call.call}") for call in vote.calls) or "-"
+        calls = "".join(_call(call, f"call {call.call}", with_prompt=not shared) for call in vote.calls) or "-"
         rows.append(f"<tr><td>{escape(vote.model)}</td><td>{escape(vote.value or '-')}</td><td>{said}</td>"
                     f"<td>{'yes' if vote.cached else 'no'}</td><td>{vote.latency_ms} ms</td><td>{calls}</td></tr>")
     return (f"<div><b>Jury</b> <code>{escape(jury.where)}</code>: {escape(jury.verdict)}{escape(counted)}"
-            f'<div class="small">{escape(jury.reason)}</div>'
+            f'<div class="small">{escape(jury.reason)}</div>{shared}'
             "<table><thead><tr><th>model</th><th>verdict</th><th>reason</th><th>cached</th><th>latency</th>"
-            f"<th>prompt and response</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+            f"<th>{'response' if shared else 'prompt and response'}</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table></div>")
 
 
 def _item(item: ItemView) -> str:

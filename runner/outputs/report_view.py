@@ -164,8 +164,11 @@ def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallV
     found: dict[int, list[CallView]] = {}
     if path is None or not wanted:
         return found
+    prompts: dict[str, str] = {}          # a jury's seats share one prompt: kept once
     for record in read_calls(path, wanted):
-        found.setdefault(int(record["item"]), []).append(call_view(record))
+        call = call_view(record)
+        call.prompt = prompts.setdefault(call.prompt, call.prompt)
+        found.setdefault(int(record["item"]), []).append(call)
     return found
 
 
