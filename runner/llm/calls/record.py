@@ -55,6 +55,7 @@ def response_text(record: dict[str, Any]) -> str:
 
 
 def header(record: dict[str, Any]) -> str:
+    """`### call 2.1: item 2, step judge, model local (openai/local-model), sent, 1 attempt(s), 412 ms`."""
     attempts = record.get("attempts")
     return (f"### call {record.get('call')}: item {record.get('item')}, step {record.get('step')}, "
             f"model {record.get('model')} ({record.get('model_id')}), "
