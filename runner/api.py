@@ -19,6 +19,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import RowChooser, item_label, view_of
@@ -26,13 +27,12 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.runs.folders import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries
 from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
-from runner.stores.json_cache import open_caches
 from runner.tracing import make_observer
 
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline"]
@@ -86,9 +86,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     items = load_items(pipeline, source)
     record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
     options.input_path = str(source.input_path) if source.input_path else None
-    # An unusable cache is one message, not an error per item. A local run is its caches' only
-    # writer; Ray's workers write the same folder from processes of their own.
-    caches = open_caches(pipeline, options.cache_dir, only_writer=executor.name == "local")
+    # An unusable cache is one message, not an error per item.
+    caches = open_caches(pipeline, options.cache_dir)
     group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
         if options.out_dir is None:
@@ -203,8 +202,6 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         except OutputError:
             if unwritable is None:       # else the first failure (results.jsonl) is the one to report
                 raise
-        finally:
-            await runtime.logs_named()
 
 
 async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
@@ -238,8 +235,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    await runtime.logs_named()           # the report links each vote to its log by its final name
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / "llm_logs",
+    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / CALLS_FILE,
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))

@@ -1,4 +1,4 @@
-"""The one encoding path for text runner writes: results, summaries, call logs, the LLM
+"""The one encoding path for text runner writes: results, summaries, calls.jsonl, the LLM
 cache, reports and exports.
 
 Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d` in a JSON answer or

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fakellm import Reply
+from helpers import calls_of
 
 
 def untimed(value: Any) -> Any:
@@ -38,6 +39,13 @@ def summary_of(folder: Path) -> dict[str, Any]:
     # depends on timing in a local run too: the groups' sizes are compared.
     summary["error_groups"] = sorted(group["count"] for group in summary.get("error_groups", []))
     return untimed(summary)
+
+
+def calls_in_order(folder: Path) -> list[dict[str, Any]]:
+    """calls.jsonl without its timings, in item and call order (lines come as calls end)."""
+    timings = ("started", "ended", "latency_ms")
+    return sorted(({k: v for k, v in call.items() if k not in timings} for call in calls_of(folder)),
+                  key=lambda call: (call["item"], call["call"]))
 
 
 def report_of(folder: Path) -> str:

@@ -18,6 +18,11 @@ def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
     return root / "reports" / pipeline / group_name(root / input_file, [], root)
 
 
+def calls_of(run_folder: Path) -> list[dict[str, Any]]:
+    """The calls of a run's calls.jsonl, in file order."""
+    return [json.loads(line) for line in (run_folder / "calls.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
 def write_json(path: Path, value: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value), encoding="utf-8")

@@ -1,5 +1,6 @@
 """runner's layout: modules import each other without a circle and only downwards through
-the layers below; at most ten modules at the package root; no module over 400 lines.
+the layers below; at most ten modules at the package root, at most twelve in a package of
+the LLM path; no module over 400 lines.
 
 The graph is built with `ast` from every module's imports: at module level, inside functions
 (a lazy import still ties two modules together) and in `if TYPE_CHECKING:` blocks (a type
@@ -119,6 +120,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10
+MAX_PACKAGE_MODULES = 12       # in runner/llm and each package under it, beside its __init__.py
 MAX_LINES = 400
 
 
@@ -156,9 +158,9 @@ def test_imports_go_down_the_layers_only():
 
 def test_an_upward_or_sideways_import_is_found():
     graph = {"runner.engine.execute": set(), "runner.llm.service": {"runner.engine.execute"},
-             "runner.llm.sender": {"runner.search.tavily"}, "runner.search.tavily": set()}
+             "runner.llm.client.sender": {"runner.search.tavily"}, "runner.search.tavily": set()}
     assert upward_imports(graph) == [
-        "runner.llm.sender (services) imports runner.search.tavily (services)",
+        "runner.llm.client.sender (services) imports runner.search.tavily (services)",
         "runner.llm.service (services) imports runner.engine.execute (engine)"]
 
 
@@ -168,6 +170,13 @@ def test_few_modules_at_the_root_and_none_too_long():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_package_of_the_llm_path_holds_more_than_twelve_modules():
+    packages = [PACKAGE / "llm", *(p.parent for p in (PACKAGE / "llm").glob("*/__init__.py"))]
+    crowded = {str(p.relative_to(PACKAGE.parent)): n for p in packages
+               if (n := sum(1 for m in p.glob("*.py") if m.name != "__init__.py")) > MAX_PACKAGE_MODULES}
+    assert not crowded, f"packages over {MAX_PACKAGE_MODULES} modules: {crowded}"
 
 
 def test_no_import_circle():

@@ -95,10 +95,6 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--workers", help="Worker processes or Ray workers (each runs blocks of items); default: one per "
                               "CPU of this machine (processes) or of the cluster (ray).",
             min=1)] = None,
-        http_process: Annotated[str, typer.Option(
-            "--http-process", help="on: send OpenAI-compatible calls from a second process, for hundreds of "
-                                   "calls a second on a machine with a spare core; off (default): from this one.")]
-        = "off",
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
@@ -112,24 +108,18 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         if unknown:
             typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
             raise typer.Exit(2)
-    from runner.llm.routing import HTTP_PROCESS_MODES
     from runner.tracing import BACKENDS
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
-        raise typer.Exit(2)
-    if http_process not in HTTP_PROCESS_MODES:
-        typer.echo(f"--http-process {http_process}: choose from {', '.join(HTTP_PROCESS_MODES)}", err=True)
         raise typer.Exit(2)
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else []),
              *(["--executor", executor] if executor != "local" else []),
              *(["--ray-address", ray_address] if ray_address else []),
-             *(["--workers", str(workers)] if workers else []),
-             *(["--http-process", http_process] if http_process != "off" else [])]
+             *(["--workers", str(workers)] if workers else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
-                         command_flags=flags, batch=batch, csv_raw=csv_raw,
-                         http_process=http_process)
+                         command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet),
@@ -217,6 +207,7 @@ app.command("list")(pipelines.list_pipelines)
 app.command()(pipelines.steps)
 app.command()(tools.feedback)
 app.command()(tools.diff)
+app.command()(tools.calls)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
 app.command("view", interrupted="stopped")(view.view)

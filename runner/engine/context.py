@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
     from runner.engine.executors.limits import SharedLimits
-    from runner.llm.spec import ModelSpec
+    from runner.llm.cache.store import JsonCache
+    from runner.llm.client.spec import ModelSpec
     from runner.render.sink import RenderSink
-    from runner.stores.json_cache import JsonCache
     from runner.stores.memo import MemoStore
 
 T = TypeVar("T")
@@ -107,7 +107,7 @@ class Runtime:
 
     def model_spec(self, name: str) -> ModelSpec:
         """The rendered, checked spec of the model `name` under models:."""
-        from runner.llm.spec import build_spec
+        from runner.llm.client.spec import build_spec
         entry = self.pipeline.models.get(name)
         if entry is None:
             raise RunnerError(f"unknown model '{name}'")
@@ -138,11 +138,6 @@ class Runtime:
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()
-
-    async def logs_named(self) -> None:
-        """Once the call logs have their final names (see LLMService.logs_named)."""
-        if self._llm is not None:
-            await self._llm.logs_named()
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """Run folders: each default run in its own folder under reports/<pipeline>/<group>/.
 
     reports/citation_judge/report-1f3a9c/
-        20261122-124501/      run.json, results.jsonl, summary.json, report.md, report.html, llm_logs/
+        20261122-124501/      run.json, results.jsonl, summary.json, report.md, report.html, calls.jsonl
         20261122-130210/
         latest                one line: the name of the newest complete run's folder
         latest-partial        the newest partial (--item, --filter, --limit) or interrupted run
@@ -36,6 +36,7 @@ LATEST = "latest"
 LATEST_PARTIAL = "latest-partial"
 POINTERS = (LATEST, LATEST_PARTIAL)
 RESULTS = "results.jsonl"
+CALLS_FILE = "calls.jsonl"        # every LLM call of the run (runner/llm/calls/)
 SUMMARY = "summary.json"
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from runner.errors import RunnerError
 from runner.fileio import open_own
+from runner.runs.folders import CALLS_FILE
 
 LOCK_FILE = ".runner.lock"
 # Written last when a run ends: removed first when a run starts, so a killed rerun
 # leaves its partial results.jsonl alone rather than beside the previous run's summary.
 FINISHED_FILES = ("summary.json", "report.md", "report.html")
-LOGS_FOLDER = "llm_logs"
 # Every name a run writes in its folder (exports only with --format).
-RUN_FILES = (LOCK_FILE, "results.jsonl", *FINISHED_FILES, "results.csv", "junit.xml", LOGS_FOLDER)
+RUN_FILES = (LOCK_FILE, "results.jsonl", CALLS_FILE, *FINISHED_FILES, "results.csv", "junit.xml")
 
 
 def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
@@ -30,7 +30,7 @@ def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
         return
     for name in RUN_FILES:
         target = out / name
-        if source == target or (name == LOGS_FOLDER and target in source.parents):
+        if source == target:
             raise RunnerError(f"--input {input_path}: --out {out_dir} would write over it (a run writes "
                               f"{name} there); choose another --out or move the input")
 
@@ -61,7 +61,9 @@ class OutputFolder:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         try:
-            for name in FINISHED_FILES:
+            # The run before's calls go too: this run's calls.jsonl holds only its own, even
+            # when it makes none.
+            for name in (*FINISHED_FILES, CALLS_FILE):
                 (self.path / name).unlink(missing_ok=True)
         except OSError as exc:
             self.release()
@@ -69,8 +71,8 @@ class OutputFolder:
         return self
 
     def _refuse_links(self) -> None:
-        """A symlink where the run writes a file or its logs could send a write (or the logs'
-        cleanup) outside the folder: refused before anything is written."""
+        """A symlink where the run writes a file could send a write outside the folder:
+        refused before anything is written."""
         for name in RUN_FILES:
             if (self.path / name).is_symlink():
                 raise RunnerError(f"--out {self.path}: {name} there is a symbolic link; a run never writes "

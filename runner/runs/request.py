@@ -48,5 +48,4 @@ class RunOptions:
     command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
-    worker: bool = False           # a Ray worker: call logs go back to the driver with the results
-    http_process: str = "off"      # `--http-process`: OpenAI-compatible calls from a second process (spill.py)
+    worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results

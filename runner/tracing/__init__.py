@@ -42,7 +42,7 @@ def make_observer(runtime: Runtime) -> Observer:
 
     warn = functools.partial(add_warning, runtime)
 
-    def redact(text: str) -> str:     # what the LLM call logs hide, without starting an LLM service
+    def redact(text: str) -> str:     # what calls.jsonl hides, without starting an LLM service
         if runtime.llm_used:
             return str(runtime.llm.redact(text))
         from runner.llm.service import SECRET_NAME

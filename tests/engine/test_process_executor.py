@@ -10,6 +10,7 @@ import shutil
 import pytest
 from executor_cases import (
     a_models_concurrency_holds_across_workers,
+    calls_in_order,
     ctrl_c_stops_the_workers_and_writes_what_finished,
     report_of,
     results_of,
@@ -41,6 +42,7 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(workdir
     assert len(fake_llm.requests) == sent_locally
     assert results_of(workdir / "run-processes") == results_of(workdir / "run-local")
     assert summary_of(workdir / "run-processes") == summary_of(workdir / "run-local")
+    assert calls_in_order(workdir / "run-processes") == calls_in_order(workdir / "run-local")
     assert report_of(workdir / "run-processes") == report_of(workdir / "run-local")
     assert processes.stdout.replace("run-processes", "X") == local.stdout.replace("run-local", "X")
     manifest = json.loads((workdir / "run-processes" / "run.json").read_text())

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from executor_cases import (
     a_models_concurrency_holds_across_workers,
+    calls_in_order,
     ctrl_c_stops_the_workers_and_writes_what_finished,
     report_of,
     results_of,
@@ -129,8 +130,6 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path / "example"
 
 
-def _logs(folder: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in (folder / "llm_logs").iterdir()}
 
 
 def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_cluster, workdir, fake_llm, cli,
@@ -148,7 +147,7 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
     assert len(fake_llm.requests) == sent_locally
     assert results_of(workdir / "run-ray") == results_of(workdir / "run-local")
     assert summary_of(workdir / "run-ray") == summary_of(workdir / "run-local")
-    assert _logs(workdir / "run-ray") == _logs(workdir / "run-local")
+    assert calls_in_order(workdir / "run-ray") == calls_in_order(workdir / "run-local")
     assert report_of(workdir / "run-ray") == report_of(workdir / "run-local")
     manifest = json.loads((workdir / "run-ray" / "run.json").read_text())
     assert "--executor" in json.dumps(manifest)

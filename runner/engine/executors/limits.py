@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from runner.llm.limits import BudgetSpent, DailyBudget, RateWindow
-from runner.llm.spec import ModelSpec
+from runner.llm.client.limits import BudgetSpent, DailyBudget, RateWindow
+from runner.llm.client.spec import ModelSpec
 
 LEASE_CHECK_SECONDS = 1.0
 

@@ -23,10 +23,10 @@ from runner.engine.executors.limits_socket import LimitsClient
 from runner.engine.executors.worker import BlockWorker
 from runner.errors import RunnerError
 from runner.inputs import Item
-from runner.llm.limits import DailyBudget
+from runner.llm.cache.store import open_caches
+from runner.llm.client.limits import DailyBudget
 from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
-from runner.stores.json_cache import open_caches
 
 STOP_CHECK_SECONDS = 0.2      # how soon a running block sees the driver's stop
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runner.llm.limits import BudgetSpent
-from runner.stores.json_cache import JsonCache
+from runner.llm.cache.store import JsonCache
+from runner.llm.client.limits import BudgetSpent
 
 
 class CacheOwner:

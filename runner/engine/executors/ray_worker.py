@@ -11,9 +11,9 @@ from runner.engine.executors.limits import SharedLimits
 from runner.engine.executors.ray_services import ClusterBudget, RayOwner, RemoteCache
 from runner.engine.executors.worker import BlockWorker
 from runner.inputs import Item
+from runner.llm.cache.store import JsonCache, open_caches
 from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
-from runner.stores.json_cache import JsonCache, open_caches
 
 # Tests set it to make every worker ask the cache actor, as one on another machine does.
 REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"

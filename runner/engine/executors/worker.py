@@ -20,10 +20,10 @@ from runner.engine.executors.limits import SharedLimits
 from runner.engine.run_warnings import run_warnings
 from runner.engine.steps.jury import take_agreements
 from runner.inputs import Item
+from runner.llm.cache.store import JsonCache
 from runner.llm.worker_report import take_report
 from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
-from runner.stores.json_cache import JsonCache
 
 
 class BlockWorker:
