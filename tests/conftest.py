@@ -1,4 +1,5 @@
-"""Shared fixtures: the fake LLM server, and small projects written into tmp_path."""
+"""Shared fixtures: the in-process scripted model (runner.testing) for runs that are not
+about HTTP, the fake LLM server for those that are, and small projects written into tmp_path."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
+
+from runner.testing import ScriptedModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,6 +38,15 @@ def _server() -> Any:
 def fake_llm(_server: FakeLLM) -> FakeLLM:
     _server.reset()
     return _server
+
+
+@pytest.fixture
+def scripted_llm() -> Any:
+    """The scripted model, answering the models named `scripted/...` of every run in this
+    test (same scripting as `fake_llm`: script, answer_json, calls, requests, peak_in_flight)."""
+    model = ScriptedModel().install()
+    yield model
+    model.uninstall()
 
 
 class Project:

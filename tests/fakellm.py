@@ -2,7 +2,8 @@
 
 Scripted answers per model and prompt substring, latency, status codes, Retry-After,
 malformed bodies and empty choices; it records every request and the peak number of
-requests in flight.
+requests in flight. Its scripting (Reply, Rule, Request) is runner.testing's, the
+in-process scripted model's: a test moves between the two by changing its fixture.
 
 A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
 structured-output formats it accepts (the rest get the error that server sends), that it
@@ -20,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from runner.testing import Reply, Request, Rule, completion_body  # the scripting API both models share
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
 # llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
@@ -44,73 +47,6 @@ STREAMING = ("llama-cpp-python", "lm-studio", "ollama")      # answer `stream: t
 
 class _Server(ThreadingHTTPServer):
     request_queue_size = 128         # the default 5 drops connections when 16 clients open at once
-
-
-@dataclass
-class Reply:
-    content: str | None = "ok"
-    status: int = 200
-    delay: float = 0.0
-    headers: dict[str, Any] = field(default_factory=dict)   # a callable value is computed when sent
-    raw_body: str | None = None          # sent as-is instead of a completion
-    finish_reason: str = "stop"
-    empty_choices: bool = False
-    close: bool = False                  # drop the connection without answering
-
-
-@dataclass
-class Rule:
-    model: str | None
-    contains: str | None
-    replies: list[Reply]
-    repeat_last: bool = True
-    used: int = 0
-    when: Callable[[dict[str, Any]], bool] | None = None
-
-    def matches(self, model: str, prompt: str, body: dict[str, Any]) -> bool:
-        if self.model is not None and self.model != model:
-            return False
-        if self.contains is not None and self.contains not in prompt:
-            return False
-        if self.when is not None and not self.when(body):
-            return False
-        return self.used < len(self.replies) or self.repeat_last
-
-    def take(self) -> Reply:
-        reply = self.replies[min(self.used, len(self.replies) - 1)]
-        self.used += 1
-        return reply
-
-
-@dataclass
-class Request:
-    model: str
-    messages: list[dict[str, Any]]
-    body: dict[str, Any]
-    headers: dict[str, str]
-    started: float
-    finished: float = 0.0
-    status: int = 0
-    path: str = ""
-
-    @property
-    def prompt(self) -> str:
-        if not self.messages and "query" in self.body:      # a search request
-            return str(self.body["query"])
-        return "\n".join(str(m.get("content", "")) for m in self.messages)
-
-
-def completion_body(reply: Reply, model: str) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text."""
-    if reply.status >= 400:
-        return json.dumps({"error": {"message": f"scripted status {reply.status}",
-                                     "type": "fake_error", "code": reply.status}})
-    choices = [] if reply.empty_choices else [{
-        "index": 0, "finish_reason": reply.finish_reason,
-        "message": {"role": "assistant", "content": reply.content}}]
-    return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                       "model": model, "choices": choices,
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
 
 class FakeLLM:

@@ -110,6 +110,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run folder", ("runner.runs",)),
     ("stores", ("runner.stores",)),
     ("services", ("runner.llm", "runner.search")),
+    ("testing", ("runner.testing",)),
     ("render", ("runner.render",)),
     ("engine", ("runner.engine",)),
     ("observers and outputs", ("runner.tracing", "runner.outputs")),

@@ -107,13 +107,14 @@ class Runtime:
 
     def model_spec(self, name: str) -> ModelSpec:
         """The rendered, checked spec of the model `name` under models:."""
+        from runner.llm.client.routing import registered_transports
         from runner.llm.client.spec import build_spec
         entry = self.pipeline.models.get(name)
         if entry is None:
             raise RunnerError(f"unknown model '{name}'")
         scope = {"env": self.env, "params": self.params, "run": self.run_info}
         try:
-            return build_spec(name, render_at(self, entry, ("models", name), scope))
+            return build_spec(name, render_at(self, entry, ("models", name), scope), registered_transports())
         except RunnerError as exc:
             raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
 
