@@ -16,7 +16,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
-
 from runner.testing import ScriptedModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -50,6 +50,11 @@ def llm_pipeline(project, *, model="scripted/m1", api_base="", extra="", step_ex
         """)
 
 
+def server_pipeline(project, **kwargs):
+    """llm_pipeline's model m at the fake server (the test sets FAKE_URL)."""
+    return llm_pipeline(project, **{"model": "openai/m1", "api_base": FAKE_URL, **kwargs})
+
+
 @pytest.fixture
 def env(scripted_llm):
     return scripted_llm
@@ -96,7 +101,7 @@ def test_cache_key_includes_api_base_and_schema(project, server):
     from fakellm import FakeLLM
     env = server
     env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project, model="openai/m1", api_base=FAKE_URL)
+    path = server_pipeline(project)
     one(project, path)
     other = FakeLLM().start()
     try:
@@ -178,7 +183,7 @@ def test_retry_after_beyond_30s_fails_the_call(project, env):
 
 def test_refused_connection_opens_the_breaker(project, monkeypatch):
     monkeypatch.setenv("FAKE_URL", "http://127.0.0.1:9/v1")
-    path = llm_pipeline(project, model="openai/m1", api_base=FAKE_URL)
+    path = server_pipeline(project)
     items = write_json(project.root / "in.json", [{"q": str(n)} for n in range(6)])
     started = time.monotonic()
     outcome = run(path, items)
@@ -272,7 +277,7 @@ def test_api_key_never_reaches_logs_cache_or_results(project, server, monkeypatc
     secret = "sk-super-secret-value-42"
     monkeypatch.setenv("FAKE_KEY", secret)
     env.script(Reply(status=401))
-    path = llm_pipeline(project, model="openai/m1", api_base=FAKE_URL, api_key='api_key: "{{ env.FAKE_KEY }}"')
+    path = server_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
     run(path, write_json(project.root / "in.json", [{"q": "1"}]))
     env.reset()
     env.answer_json({"verdict": "yes"})
