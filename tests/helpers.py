@@ -60,3 +60,9 @@ def chromium_driver(profile: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def scripted_seats(*models: str) -> list[str]:
+    """`--set` overrides that put the scripted model (runner.testing) in the given seats of a
+    shipped pipeline: `models.NAME.model=scripted/NAME` and no api_base."""
+    return [setting for name in models for setting in (f"models.{name}.model=scripted/{name}", f"models.{name}.api_base=null")]

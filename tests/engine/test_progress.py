@@ -7,9 +7,9 @@ import re
 
 from rich.console import Console
 
-from fakellm import Reply
 from helpers import run, write_json
 from runner.engine.progress import CallCounts, LiveBar, PlainLines, Quiet, for_terminal
+from runner.testing import Reply
 
 
 class Tty(io.StringIO):
@@ -23,15 +23,13 @@ def test_the_display_suits_where_stderr_goes():
     assert isinstance(for_terminal(True, Tty()), Quiet)
 
 
-def test_plain_lines_during_a_real_run(project, fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    fake_llm.script(Reply("fine", delay=0.1))
+def test_plain_lines_during_a_real_run(project, scripted_llm, monkeypatch):
+    scripted_llm.script(Reply("fine", delay=0.1))
     project.prompt("p.j2", "Say {{ item.n }}\n")
     path = project.pipeline("""
         version: 1
         name: pr
-        env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
+        models: {m: {model: scripted/m}}
         steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
         output: {text: "{{ steps.ask.raw }}"}
         """)
