@@ -13,9 +13,9 @@ from unittest.mock import ANY
 import pytest
 from test_cli import SLOW_PIPELINE, _spawn, _wait_for_lines
 
-from fakellm import Reply
 from helpers import run, write_json
 from runner.inputs.markdown_citations import extract_citations
+from runner.testing import Reply
 
 ECHO = """
     version: 1
@@ -209,21 +209,19 @@ def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
 
 
-def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm, monkeypatch):
+def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, scripted_llm, monkeypatch):
     (project.root / "secret.json").write_text('{"type": "object", "title": "outside"}')
     path = project.pipeline("""
         version: 1
         name: t
-        env: [FAKE_URL]
-        models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}}
+        models: {m: {model: scripted/m1}}
         steps:
           - {id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}
         output: {a: "{{ steps.ask.raw }}"}
         """)
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
     result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
     assert "leaves the schemas root" in result["error"]
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
 
 
 # ---- 6. tracebacks become messages (exit 2) or item errors -------------------------------
