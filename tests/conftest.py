@@ -26,6 +26,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """One worker process per core (pytest-xdist) unless `-n` says otherwise: `-n 0` or
+    `-p no:xdist` run the tests in this process. Tests marked `xdist_group` share a worker
+    (a module's expensive fixture is made once)."""
+    if not config.pluginmanager.has_plugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.option.numprocesses is None and not config.option.collectonly:
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "loadgroup"
+
+
 @pytest.fixture(scope="session")
 def _server() -> Any:
     server = FakeLLM().start()

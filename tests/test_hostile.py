@@ -387,6 +387,7 @@ def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch)
 
 # ---- 10. one run at a time per output folder; 11. a killed rerun never disagrees -----------
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
@@ -404,6 +405,7 @@ def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli,
     assert after.exit_code == 0, after.output
 
 
+@pytest.mark.slow
 def test_a_rerun_killed_midway_leaves_no_stale_summary(project, fake_llm, monkeypatch):
     import time
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
@@ -442,6 +444,7 @@ def test_output_files_honour_the_umask(project):
 
 # ---- 16. SIGTERM is handled like Ctrl-C ---------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sent, code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_sigterm_and_sigint_write_what_finished(project, fake_llm, sent, code):
     import signal

@@ -176,6 +176,7 @@ def test_sweep_usage_errors(setup, cli):
     assert bad_metric.exit_code == 2 and "--metric speed" in bad_metric.stderr
 
 
+@pytest.mark.slow
 def test_sweep_in_worker_processes_matches_the_serial_sweep(setup, project):
     from runner.api import ItemSource
     from runner.calibration.evaluate import EvalSpec

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from unittest.mock import ANY
 
+import pytest
+
 from helpers import group_dir, write_json
 from runner.runs.folders import resolve_run
 from runner.testing import Reply
@@ -142,6 +144,7 @@ def _wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"{file} never reached {count} lines")
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
@@ -162,6 +165,7 @@ def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     assert all(call["messages"][0]["content"].startswith("Item ") for call in complete)
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from test_llm import server_pipeline
 
 from helpers import write_json
@@ -17,6 +18,8 @@ from runner.engine.execute import run_items
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_local_run_sent_or_cached_never_imports_ray(project, fake_llm):

@@ -15,6 +15,8 @@ import pytest
 from fakellm import Reply
 from helpers import run, write_json
 
+pytestmark = pytest.mark.slow
+
 SCHEMA = {"type": "object", "required": ["verdict"],
           "properties": {"verdict": {"enum": ["yes", "no"]}, "reason": {"type": "string"}}}
 POLL = "batch_poll_seconds: 0.02"

@@ -16,6 +16,8 @@ from test_llm import SCHEMA, server_pipeline
 from fakellm import PROSE, Reply
 from helpers import calls_of, run, write_json
 
+pytestmark = pytest.mark.slow
+
 ANSWER = json.dumps({"verdict": "yes", "reason": "r"})
 
 

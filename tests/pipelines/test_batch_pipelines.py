@@ -21,6 +21,8 @@ from fakellm import Reply
 from helpers import run, write_json
 from test_citation_judge import EXAMPLE, PIPELINE, SEATS, answer, jury_overrides, script
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 DEEP = REPO / "pipelines" / "deep_judgment.yaml"
 VOLATILE = {"latency_ms", "cached", "duration_ms"}

@@ -1,6 +1,6 @@
 """The evidence judge against the scripted model (its summary through the fake server):
-hallucination prechecks, the confidence
-bands, clamping, type mapping, neutral default on failure, blocking, order."""
+hallucination prechecks, the confidence bands, clamping, type mapping, neutral default on
+failure, blocking, order."""
 
 from __future__ import annotations
 

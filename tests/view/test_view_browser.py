@@ -16,8 +16,8 @@ from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="Chromium not installed: apt-get install -y chromium chromium-driver")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
 
 
 @pytest.fixture
