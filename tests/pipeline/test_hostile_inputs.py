@@ -25,13 +25,13 @@ from runner.testing import Reply
 
 def _characters_cleaned(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
     cleaned = [0]
-    clean = markdown_citations._clean
+    clean = markdown_citations.claim_text
 
     def counting(span: str) -> str:
         cleaned[0] += len(span)
         return clean(span)
 
-    monkeypatch.setattr(markdown_citations, "_clean", counting)
+    monkeypatch.setattr(markdown_citations, "claim_text", counting)
     markdown_citations.extract_citations(text)
     return cleaned[0]
 
