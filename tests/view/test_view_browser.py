@@ -25,15 +25,15 @@ def browser(tmp_path):
     yield from chromium_driver(tmp_path / "profile")
 
 
-def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, cli, tmp_path, monkeypatch):
+def test_review_five_items_in_chromium_then_export_and_eval(browser, scripted_llm, cli, tmp_path, monkeypatch):
     from selenium.webdriver.support.ui import WebDriverWait
     work = tmp_path / "example"
     shutil.copytree(EXAMPLE, work)
     monkeypatch.chdir(work)
-    script(fake_llm)
+    script(scripted_llm)
     for out, threshold in (("reports/citation_judge/first", "0.8"), ("reports/citation_judge/second", "0.6")):
         done = cli("run", str(PIPELINE), "--input", "report.md", "--out", out, "--cache-dir", str(tmp_path / "cache"),
-                   "--quiet", "--set", f"params.quote_threshold={threshold}", *jury_overrides(fake_llm.url))
+                   "--quiet", "--set", f"params.quote_threshold={threshold}", *jury_overrides())
         assert done.exit_code == 0, done.output
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "view", "reports", "--port", str(port)],
