@@ -61,6 +61,20 @@ def scripted_llm() -> Any:
     model.uninstall()
 
 
+@pytest.fixture
+def one_step(project: Project, scripted_llm: ScriptedModel) -> Any:
+    """Run a pipeline of one step against the scripted model:
+    `one_step("{id: ask, uses: llm, with: {model: m, prompt: hi}}", [{"n": 1}], **run options)`
+    (helpers.one_step_pipeline's `model`, `output` and `name` too) -> the RunOutcome."""
+    from helpers import one_step_pipeline, run, write_json
+
+    def run_one(step: str, items: list[dict[str, Any]] | None = None, **options: Any) -> Any:
+        shape = {key: options.pop(key) for key in ("model", "output", "name") if key in options}
+        path = one_step_pipeline(project, step, **shape)
+        return run(path, write_json(project.root / "in.json", items if items is not None else [{}]), **options)
+    return run_one
+
+
 class Project:
     """A project folder in tmp_path: pipelines/, prompts/, schemas/, and the working dir."""
 

@@ -66,3 +66,11 @@ def scripted_seats(*models: str) -> list[str]:
     """`--set` overrides that put the scripted model (runner.testing) in the given seats of a
     shipped pipeline: `models.NAME.model=scripted/NAME` and no api_base."""
     return [setting for name in models for setting in (f"models.{name}.model=scripted/{name}", f"models.{name}.api_base=null")]
+
+
+def one_step_pipeline(project: Any, step: str, *, model: str = "{model: scripted/m}",
+                      output: str = '{answer: "{{ steps.ask.raw }}"}', name: str = "one") -> Path:
+    """A pipeline of one step (`step`: YAML, e.g. `{id: ask, uses: llm, with: {model: m,
+    prompt: p.j2}}`) whose model `m` is the scripted model, written into the project."""
+    return project.pipeline("\n".join([
+        "version: 1", f"name: {name}", f"models: {{m: {model}}}", f"steps: [{step}]", f"output: {output}", ""]))

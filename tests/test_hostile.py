@@ -209,17 +209,10 @@ def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
 
 
-def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, scripted_llm, monkeypatch):
+def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, scripted_llm, one_step):
     (project.root / "secret.json").write_text('{"type": "object", "title": "outside"}')
-    path = project.pipeline("""
-        version: 1
-        name: t
-        models: {m: {model: scripted/m1}}
-        steps:
-          - {id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}
-        output: {a: "{{ steps.ask.raw }}"}
-        """)
-    result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
+    result = one_step('{id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}',
+                      [{"schema": "../secret.json"}]).results[0]
     assert "leaves the schemas root" in result["error"]
     assert scripted_llm.requests == []
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from helpers import write_json
+from helpers import one_step_pipeline, write_json
 from runner.llm.cache.store import JsonCache
 from runner.testing import Reply
 
@@ -60,13 +60,7 @@ def test_no_cache_and_corrupt_cache(project, cli, scripted_llm, monkeypatch):
     assert corrupt.stderr.startswith(f"cache folder {folder} cannot be used (") and "remove it" in corrupt.stderr
     scripted_llm.script(Reply("yes"))
     project.prompt("p.j2", "Say {{ item.n }}\n")
-    path = project.pipeline("""
-        version: 1
-        name: c
-        models: {m: {model: scripted/m}}
-        steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
-        output: {text: "{{ steps.ask.raw }}"}
-        """)
+    path = one_step_pipeline(project, "{id: ask, uses: llm, with: {model: m, prompt: p.j2}}")
     run = cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"n": 1}])), "--out", "out",
               "--quiet")
     assert run.exit_code == 2 and run.stderr.startswith(f"cache folder {folder} cannot be used (")   # said once
