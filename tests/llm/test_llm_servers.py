@@ -113,6 +113,7 @@ def test_answers_without_a_schema_carry_no_format(project, env):
     assert "response_format" not in env.requests[0].body and env.requests[0].body["max_tokens"] == 50
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_ollama_native_chat_gets_the_schema_in_format(project, env, monkeypatch):
     env.personality = "ollama"
     env.script(ANSWER)

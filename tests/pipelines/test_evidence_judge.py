@@ -153,6 +153,7 @@ def test_prompt_shows_guidelines_context_cut_and_batch_size(judge, scripted_llm)
     assert request.body["temperature"] == 0.1
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_summary(judge_over_http, fake_llm):
     fake_llm.script(judgment(1.0, "explicit"), contains="Reasoning A.")
     fake_llm.script(judgment(0.4, "weak"), contains="Reasoning B.")

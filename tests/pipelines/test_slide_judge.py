@@ -162,6 +162,7 @@ def test_feedback(judge, scripted_llm, project, cli):
     assert missing.exit_code == 2 and "no such file or folder" in missing.stderr
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_example_reads_its_csv(project, fake_llm):
     """The shipped example end to end through HTTP (Ollama's protocol, through litellm)."""
     shutil.copytree(EXAMPLE, project.root / "example")

@@ -49,6 +49,7 @@ def analyze_over_http(project, fake_llm):
     return analyzing(project, [f"models.analyst.api_base={fake_llm.url.rsplit('/v1', 1)[0]}"])
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_each_verdict_and_confidence(analyze_over_http, fake_llm):
     fake_llm.script(verdict_json("supports", "high"), contains="Statement A")
     fake_llm.script(verdict_json("contradicts", "medium"), contains="Statement B")
