@@ -25,7 +25,7 @@ NAMES = {"V": "VALID", "M": "MISLEADING", "U": "UNSUPPORTED"}
 
 
 @pytest.fixture
-def setup(project, scripted_llm, monkeypatch):
+def setup(project, scripted_llm):
     project.schema("v.schema.json", SCHEMA)
     project.prompt("judge.j2", "Judge claim {{ item.id }} in {{ params.style }} style\n")
     models = "\n".join(f'  {s}: {{model: scripted/judge-{s}, retries: 0}}'

@@ -49,7 +49,7 @@ def test_clear_by_model_and_age(project, filled, cli):
     assert bad.exit_code == 2 and bad.stderr.startswith("--older-than 'a month': give a number and a unit")
 
 
-def test_no_cache_and_corrupt_cache(project, cli, scripted_llm, monkeypatch):
+def test_no_cache_and_corrupt_cache(project, cli, scripted_llm):
     missing = cli("cache", "stats")
     assert missing.exit_code == 2 and "no LLM cache here" in missing.stderr
     folder = project.root / "cache" / "responses"

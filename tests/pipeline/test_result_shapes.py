@@ -101,7 +101,7 @@ def conforms(value, shape, where: str) -> list[str]:
     return []
 
 
-def test_every_step_returns_no_field_its_result_schema_leaves_out(project, scripted_llm, monkeypatch):
+def test_every_step_returns_no_field_its_result_schema_leaves_out(project, scripted_llm):
     """The declared result schemas against real results: a field added to a step's result
     without its schema fails here (validate would reject reads of it)."""
     scripted_llm.script('{"score": 4, "reason": "fine"}')

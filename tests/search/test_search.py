@@ -168,7 +168,7 @@ def test_stage_one_point_five_takes_the_max_risk(project, scripted_llm, monkeypa
     assert "hallucination risk from search: medium" in reasoning_prompt and '"hallucination_risk"' in reasoning_prompt
 
 
-def test_high_risk_never_auto_fails(project, scripted_llm, monkeypatch):
+def test_high_risk_never_auto_fails(project, scripted_llm):
     project.file("corpus/a.txt", "Something about ZX-41.\n")
     script_deep(scripted_llm, {"dose_mg": [{"excerpt": "x", "risk": "high"}], "endpoint_met": []})
     result = deep(project, scripted_llm, "params.search_provider=local", f"params.search_folder={project.root / 'corpus'}")
