@@ -108,19 +108,18 @@ def completion_body(reply: Reply, model: str) -> str:
                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
 
-class ScriptedModel:
-    """A transport that answers by rules; `install()` routes `scripted/...` models to it."""
+class Script:
+    """Rules and what they were asked: the scripting a scripted model shares with a test's
+    fake server. `lock` guards rules and records: a run's loop may not be the test's thread."""
 
-    def __init__(self, provider: str = PROVIDER) -> None:
-        self.provider = provider
+    def __init__(self) -> None:
         self.rules: list[Rule] = []
         self.requests: list[Request] = []
         self.default = Reply("ok")
         self.in_flight = 0
         self.peak_in_flight = 0
-        self.lock = threading.Lock()         # a run's loop may not be the test's thread
+        self.lock = threading.Lock()
 
-    # -- scripting ---------------------------------------------------------------------
     def script(self, *replies: Reply | str, model: str | None = None, contains: str | None = None,
                repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
         rule = Rule(model, contains, [r if isinstance(r, Reply) else Reply(r) for r in replies], repeat_last,
@@ -150,6 +149,14 @@ class ScriptedModel:
                 if rule.matches(model, prompt, body):
                     return rule.take()
         return self.default
+
+
+class ScriptedModel(Script):
+    """A transport that answers by rules; `install()` routes `scripted/...` models to it."""
+
+    def __init__(self, provider: str = PROVIDER) -> None:
+        super().__init__()
+        self.provider = provider
 
     # -- where it answers ------------------------------------------------------------------
     def install(self) -> ScriptedModel:

@@ -2,7 +2,7 @@
 
 Scripted answers per model and prompt substring, latency, status codes, Retry-After,
 malformed bodies and empty choices; it records every request and the peak number of
-requests in flight. Its scripting (Reply, Rule, Request) is runner.testing's, the
+requests in flight. Its scripting (Script, Reply) is runner.testing's, the
 in-process scripted model's: a test moves between the two by changing its fixture.
 
 A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runner.testing import Reply, Request, Rule, completion_body  # the scripting API both models share
+from runner.testing import Reply, Request, Script, completion_body  # the scripting both models share
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
 # llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
@@ -49,54 +49,33 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128         # the default 5 drops connections when 16 clients open at once
 
 
-class FakeLLM:
+class FakeLLM(Script):
     def __init__(self) -> None:
-        self.rules: list[Rule] = []
-        self.requests: list[Request] = []          # chat completions only
+        super().__init__()                         # rules; requests: chat completions only
         self.side_requests: list[Request] = []     # anything else (e.g. Ollama's /api/show)
         self.streamed = 0                          # answers sent as server-sent events
-        self.default = Reply("ok")
-        self.in_flight = 0
-        self.peak_in_flight = 0
         self.personality: str | None = None
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
         self._slot_gate: tuple[int, threading.Semaphore] | None = None
-        self._lock = threading.Lock()
+        self._lock = self.lock                   # the scripting's lock, by the name the handlers use
         self._slot = threading.Lock()        # `single-slot`: the one request being served
         self.batches = FakeBatches(self)     # the Batch API (/v1/files, /v1/batches): its own section below
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    # -- scripting -------------------------------------------------------------------
-    def script(self, *replies: Reply | str, model: str | None = None, contains: str | None = None,
-               repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
-        rule = Rule(model, contains, [r if isinstance(r, Reply) else Reply(r) for r in replies], repeat_last,
-                    when=when)
-        with self._lock:
-            self.rules.append(rule)
-        return rule
-
-    def answer_json(self, value: Any, **kwargs: Any) -> Rule:
-        return self.script(Reply(json.dumps(value)), **kwargs)
-
+    # -- scripting: Script's, and what the server adds -----------------------------------
     def reset(self) -> None:
+        super().reset()
         with self._lock:
-            self.rules.clear()
-            self.requests.clear()
             self.side_requests.clear()
-            self.peak_in_flight = 0
             self.personality = None
             self.streamed = 0
             self.slots = 4
             self.reports_slots = True
         self.batches.reset()
-
-    def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
-        return [r for r in self.requests if (model is None or r.model == model)
-                and (contains is None or contains in r.prompt)]
 
     # -- server ------------------------------------------------------------------------
     @property
@@ -118,13 +97,6 @@ class FakeLLM:
             if self._slot_gate is None or self._slot_gate[0] != self.slots:
                 self._slot_gate = (self.slots, threading.Semaphore(self.slots))
             return self._slot_gate[1]
-
-    def _pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            for rule in self.rules:
-                if rule.matches(model, prompt, body):
-                    return rule.take()
-        return self.default
 
     def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
         """The error a picky server sends for a response format it does not take."""
@@ -214,7 +186,7 @@ class FakeLLM:
                         request.status = refusal[0]
                         self._send(*refusal)
                         return
-                    reply = fake._pick(model, request.prompt, body)
+                    reply = fake.pick(model, request.prompt, body)
                     if fake._unconstrained(body, self.path):
                         reply = Reply(PROSE, finish_reason=reply.finish_reason)
                     if reply.delay:
