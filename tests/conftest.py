@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def fake_llm(_server: FakeLLM) -> FakeLLM:
 
 
 @pytest.fixture
-def scripted_llm() -> Any:
+def scripted_llm() -> Iterator[ScriptedModel]:
     """The scripted model, answering the models named `scripted/...` of every run in this
     test (same scripting as `fake_llm`: script, answer_json, calls, requests, peak_in_flight)."""
     model = ScriptedModel().install()
