@@ -55,6 +55,11 @@ class RunOptions:
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a Ray worker: call logs go back to the driver with the results
     http_process: str = "off"      # `--http-process`: OpenAI-compatible calls from a second process (spill.py)
+    # A long-lived process's LLM client (llm/service.py SharedClient: sender and cache) that this
+    # run's LLM service uses and leaves open (`runner serve`), and what runs each item in place of
+    # the engine's run_item (it calls run_item itself: a results store, one computation per key).
+    shared_llm: Any = None
+    item_runner: Callable[[Runtime, Item], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass
@@ -110,8 +115,10 @@ class Runtime:
             if self.options.render:
                 from runner.render.sink import RenderSink
                 sink = RenderSink(self.render_stream, self.render_stats)
+            shared = self.options.shared_llm
             self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
-                                   cache=self.take_cache("responses"), in_flight=self.in_flight)
+                                   cache=None if shared is not None else self.take_cache("responses"),
+                                   in_flight=self.in_flight, shared=shared)
         return self._llm
 
     def model_spec(self, name: str) -> Any:
