@@ -98,57 +98,103 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
-    executor = executor or ExecutorChoice()
-    executor.check()
-    pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
-    check_before_run(pipeline, options.fail_under)
-    items = load_items(pipeline, source)
-    record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
-    options.input_path = str(source.input_path) if source.input_path else None
-    # An unusable cache is one message, not an error per item. A local run is its caches' only
-    # writer; Ray's workers write the same folder from processes of their own.
-    caches = open_caches(pipeline, options.cache_dir, only_writer=executor.name == "local")
-    group: Path | None = None                     # --out DIR writes exactly into DIR
-    try:
-        if options.out_dir is None:
-            group = default_group(pipeline, source)
-            options.out_dir, options.memo_dir = new_run_dir(group), group
-        out_dir: Path = options.out_dir
-        refuse_overwriting_input(out_dir, source.input_path)
-        runtime = Runtime.create(pipeline, options)
-        runtime.open_caches = caches              # the run closes them
-        runtime.observer = make_observer(runtime)
-        concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                             {"params": runtime.params, "env": runtime.env}))
-        if _batching(pipeline, options):
-            concurrency = max(concurrency, BATCH_WINDOW)
-        outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
-        folder = OutputFolder(out_dir).claim()       # one run at a time per folder
-    except BaseException:
-        for cache in caches.values():
-            cache.close()
-        if group is not None and options.out_dir is not None:
-            remove_if_empty(options.out_dir)      # a run that never started leaves no folder
-        raise
+    run = _StartedRun.start(path, source, options, overrides, formats, executor)
     failed = True
     try:
-        record.begin(runtime, out_dir, explicit_out=group is None)
+        run.begin()
         # Ctrl-C: outputs written, then re-raised
-        asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet(), executor))
+        asyncio.run(_run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor))
         failed = False
     except asyncio.CancelledError:
-        if outcome.terminated:
-            raise Terminated(outcome) from None
+        if run.outcome.terminated:
+            raise Terminated(run.outcome) from None
         raise
     except KeyboardInterrupt as stop:
-        stop.args = (outcome,)       # the CLI prints what finished
+        stop.args = (run.outcome,)       # the CLI prints what finished
         raise
     finally:
-        record.finish(outcome, failed=failed and not outcome.interrupted)
-        folder.release()
-        if group is not None and is_run(out_dir):
-            mark_latest(out_dir)
-    return outcome
+        run.finish(failed)
+    return run.outcome
+
+
+async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
+                             overrides: list[str] | None = None, progress: Progress | None = None) -> RunOutcome:
+    """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
+    the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
+    which writes what finished. It leaves signals to the caller and shares its cache folder
+    with the caller's other work (no only-writer shortcut)."""
+    run = _StartedRun.start(path, source, options, overrides, (), None, own_loop=False)
+    failed = True
+    try:
+        run.begin()
+        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor,
+                   signals=False)
+        failed = False
+    finally:
+        run.finish(failed)
+    return run.outcome
+
+
+@dataclass
+class _StartedRun:
+    """A run from its checks to its claimed folder and run.json: what _run needs, and its end."""
+
+    runtime: Runtime
+    items: ItemStream
+    concurrency: int
+    outcome: RunOutcome
+    executor: ExecutorChoice
+    record: RunRecord
+    folder: OutputFolder
+    group: Path | None
+
+    @classmethod
+    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
+              formats: Sequence[str], executor: ExecutorChoice | None, own_loop: bool = True) -> _StartedRun:
+        executor = executor or ExecutorChoice()
+        executor.check()
+        pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
+        check_before_run(pipeline, options.fail_under)
+        items = load_items(pipeline, source)
+        record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
+        options.input_path = str(source.input_path) if source.input_path else None
+        # An unusable cache is one message, not an error per item. A local run is its caches' only
+        # writer; Ray's workers write the same folder from processes of their own.
+        caches = open_caches(pipeline, options.cache_dir, only_writer=executor.name == "local" and own_loop)
+        group: Path | None = None                     # --out DIR writes exactly into DIR
+        try:
+            if options.out_dir is None:
+                group = default_group(pipeline, source)
+                options.out_dir, options.memo_dir = new_run_dir(group), group
+            out_dir: Path = options.out_dir
+            refuse_overwriting_input(out_dir, source.input_path)
+            runtime = Runtime.create(pipeline, options)
+            runtime.open_caches = caches              # the run closes them
+            runtime.observer = make_observer(runtime)
+            concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                                 {"params": runtime.params, "env": runtime.env}))
+            if _batching(pipeline, options):
+                concurrency = max(concurrency, BATCH_WINDOW)
+            outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
+            folder = OutputFolder(out_dir).claim()       # one run at a time per folder
+        except BaseException:
+            for cache in caches.values():
+                cache.close()
+            if group is not None and options.out_dir is not None:
+                remove_if_empty(options.out_dir)      # a run that never started leaves no folder
+            raise
+        return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
+
+    def begin(self) -> None:
+        """run.json, status running."""
+        self.record.begin(self.runtime, self.outcome.out_dir, explicit_out=self.group is None)
+
+    def finish(self, failed: bool) -> None:
+        """run.json's end, the folder released, and `latest` when the run is complete."""
+        self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
+        self.folder.release()
+        if self.group is not None and is_run(self.outcome.out_dir):
+            mark_latest(self.outcome.out_dir)
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
@@ -191,8 +237,9 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
 
 
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
-               progress: Progress, executor: ExecutorChoice) -> None:
-    _cancel_on_sigterm(outcome)
+               progress: Progress, executor: ExecutorChoice, signals: bool = True) -> None:
+    if signals:
+        _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 
