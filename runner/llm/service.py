@@ -23,6 +23,7 @@ from runner.llm.logs import CallLogWriter, LogCollector, format_messages, log_bo
 from runner.llm.parsing import ParseFailure, parse_answer
 from runner.llm.routing import RoutedTransport, http_process_mode
 from runner.llm.sender import ModelStats, Sender
+from runner.llm.shared_client import SharedClient
 from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
 from runner.llm.transport import Completion, Transport, TransportError
@@ -72,28 +73,6 @@ class CallRequest:
     group: int = 0                     # calls of one step run share it (see tally.py)
 
 
-@dataclass
-class SharedClient:
-    """What the LLM services of one long-lived process share (`runner serve`: every request
-    and job of a served pipeline): the sender, with its limits, capacity, breakers and
-    structured-output choices, and the response cache. A service given one uses it and leaves
-    it open; whoever made it closes it (`aclose`)."""
-
-    sender: Sender
-    cache: JsonCache
-
-    @classmethod
-    def open(cls, cache_dir: Path, concurrency: int, transport: Transport | None = None,
-             concurrency_given: bool = False) -> SharedClient:
-        """`transport`: what sends the calls (default: OpenAI-compatible HTTP, litellm for the rest)."""
-        return cls(Sender(transport or RoutedTransport("off"), cache_dir, concurrency, concurrency_given),
-                   JsonCache(cache_dir / "responses"))
-
-    async def aclose(self) -> None:
-        await self.sender.aclose()
-        self.cache.close()
-
-
 class CallPreview(Protocol):
     """`runner render`'s sink (runner/render/sink.py): takes each call instead of a model."""
 
@@ -106,22 +85,18 @@ class LLMService:
                  transport: Transport | None = None, render: CallPreview | None = None,
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
                  in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None):
-        """`shared`: a sender and cache of a long-lived process, used here and left open."""
         self.resolve = resolve
         self.observer = observer
         self.options = options
         self.env = env
-        self._shared = shared
-        if shared is not None:
-            self.sender = shared.sender
-        else:
-            # A Ray worker's process is one of many on its machine: no second process of its own.
-            http_process = "off" if options.worker else http_process_mode(options.http_process)
-            self.sender = Sender(transport or RoutedTransport(http_process), options.cache_dir,
-                                 options.llm_concurrency, options.concurrency_given)
+        # A Ray worker's process is one of many on its machine: no second process of its own.
+        http_process = "off" if options.worker else http_process_mode(options.http_process)
+        self.sender = shared.sender if shared is not None else Sender(
+            transport or RoutedTransport(http_process), options.cache_dir, options.llm_concurrency,
+            options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
-        self._cache: JsonCache | None = shared.cache if shared is not None else cache
+        self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
         self._logs: CallLogWriter | LogCollector | None = None
         self._naming: asyncio.Task[None] | None = None
         self._writer = BackgroundWriter()      # cache writes many to a transaction, log files (a thread when slow)

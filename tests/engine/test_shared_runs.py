@@ -11,7 +11,7 @@ from helpers import write_json
 from runner.api import ItemSource, run_pipeline_async
 from runner.engine.execute import RunOptions, Runtime, run_item
 from runner.inputs import Item
-from runner.llm.service import SharedClient
+from runner.llm.shared_client import SharedClient
 from scripted_model import ScriptedModel
 
 PIPELINE = """
