@@ -134,7 +134,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
     ("reference", ("runner.docgen",)),
-    ("view", ("runner.view",)),
+    ("apps", ("runner.view", "runner.serve", "runner.client")),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

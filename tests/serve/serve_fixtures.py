@@ -1,0 +1,88 @@
+"""A served project in tmp_path: pipelines, prompts, an in-process scripted model, and the
+app behind FastAPI's TestClient (its lifespan: the server's start and stop)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.serve.app import Limits, create_app
+from runner.serve.judging import Settings
+from scripted_model import ScriptedModel
+
+VERDICT = {"type": "object", "required": ["rating", "score"],
+           "properties": {"rating": {"enum": ["green", "amber", "red"]}, "score": {"type": "number"}}}
+
+# A small slide-like judge: a deck exploded into slides, each slide one LLM call, its rating
+# moved by a threshold param; the deck's source data is in every slide's prompt.
+DECK_JUDGE = """
+version: 1
+name: deck
+description: Rate each slide of a deck against its data.
+input: {adapter: json, explode: slides, parent_as: deck}
+params:
+  green_at: 80
+  data_root: data
+params_schema:
+  green_at: {type: number, minimum: 0, maximum: 100}
+  data_root: {type: string}
+models:
+  judge: {model: openai/scripted, retries: 0}
+steps:
+  - id: ask
+    uses: llm
+    with:
+      model: judge
+      prompt: "Data: {{ deck.data }}. Slide: {{ item.html }}. Green at {{ params.green_at }}."
+      output_schema: verdict.schema.json
+output:
+  rating: "{{ steps.ask.output.rating }}"
+  score: "{{ steps.ask.output.score }}"
+summary:
+  count_by: rating
+"""
+
+
+def deck(*htmls: str, data: Any = (1, 2)) -> dict[str, Any]:
+    return {"deck_id": "d1", "data": list(data), "slides": [{"html": h} for h in htmls]}
+
+
+class Served:
+    def __init__(self, root: Path, model: ScriptedModel):
+        self.root = root
+        self.model = model
+        self.client: Any = None
+
+    def judge(self, *records: Any, params: dict[str, Any] | None = None, name: str = "deck") -> Any:
+        body: dict[str, Any] = {"items": list(records)}
+        if params is not None:
+            body["params"] = params
+        return self.client.post(f"/v1/pipelines/{name}/judge", json=body)
+
+
+@pytest.fixture
+def served_project(project: Any) -> Any:
+    project.pipeline(DECK_JUDGE, "deck.yaml")
+    project.schema("verdict.schema.json", VERDICT)
+    return project
+
+
+def make_client(root: Path, model: ScriptedModel, db: str | None = None, limits: Limits | None = None,
+                **settings: Any) -> Any:
+    from fastapi.testclient import TestClient
+    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model, **settings), root / "pipelines",
+                     db, limits)
+    return TestClient(app)
+
+
+@pytest.fixture
+def served(served_project: Any) -> Iterator[Served]:
+    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
+    serving = Served(served_project.root, model)
+    with make_client(served_project.root, model) as client:
+        serving.client = client
+        yield serving
