@@ -99,7 +99,7 @@ class LLMService:
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
         self._logs: CallLogWriter | LogCollector | None = None
         self._naming: asyncio.Task[None] | None = None
-        self._writer = BackgroundWriter()      # cache writes many to a transaction, log files (a thread when slow)
+        self._writer = shared.writer if shared is not None else BackgroundWriter()   # cache writes, log files
         self._seq: dict[int, int] = {}
         self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -388,7 +388,7 @@ class LLMService:
             await naming
 
     async def aclose(self) -> None:
-        self._writer.close()
+        self._writer.flush() if self._shared is not None else self._writer.close()
         if isinstance(self._logs, CallLogWriter):
             self._naming = self._logs.end()
         if self._batches is not None:

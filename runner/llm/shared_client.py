@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.llm.routing import RoutedTransport
 from runner.llm.sender import Sender
 from runner.llm.transport import Transport
+from runner.llm.writer import BackgroundWriter
 from runner.stores.json_cache import JsonCache
 
 
@@ -16,10 +17,12 @@ class SharedClient:
     """What the LLM services of one long-lived process share (`runner serve`: every request
     and job of a served pipeline): the sender, with its limits, capacity, breakers and
     structured-output choices, and the response cache. A service given one uses it and leaves
-    it open; whoever made it closes it (`aclose`)."""
+    it open; whoever made it closes it (`aclose`). The services share one writer too, so an
+    answer one of them has not committed yet is found by the others."""
 
     sender: Sender
     cache: JsonCache
+    writer: BackgroundWriter = field(default_factory=BackgroundWriter)
 
     @classmethod
     def open(cls, cache_dir: Path, concurrency: int, transport: Transport | None = None,
@@ -29,5 +32,6 @@ class SharedClient:
                    JsonCache(cache_dir / "responses"))
 
     async def aclose(self) -> None:
+        self.writer.close()
         await self.sender.aclose()
         self.cache.close()

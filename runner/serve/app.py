@@ -9,13 +9,12 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from runner.errors import RunnerError
 from runner.fileio import dumps
@@ -40,7 +39,7 @@ class Limits:
     max_body: int = 8 * 2**20           # bytes of a JSON request
     max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
     token: str | None = None
-    allowed_hosts: list[str] = field(default_factory=lambda: ["*"])
+    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
 class Served:
@@ -109,8 +108,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                               "content hash, feedback from the people who read them.")
     app.state.server = server
     add_error_handlers(app)
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=limits.allowed_hosts)
-    app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload)
+    app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload,
+                       hosts=limits.allowed_hosts)
 
     @app.get("/healthz", response_model=models.Health, responses={503: {"model": models.Health}})
     async def health() -> Response:

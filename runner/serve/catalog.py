@@ -25,6 +25,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import attribute_refs, parse_source
 from runner.pipeline.validated import ValidatedPipelines
+from runner.redact import redact
 from runner.serve.errors import ApiError
 
 SUFFIXES = (".yaml", ".yml")
@@ -75,7 +76,7 @@ class Catalog:
             try:
                 pipeline = load_pipeline(path, validated=ValidatedPipelines(self.cache_dir))
             except RunnerError as exc:
-                problems[path.name] = str(exc)
+                problems[path.name] = redact(str(exc))
                 continue
             if pipeline.name in served:
                 problems[path.name] = (f"pipeline name '{pipeline.name}' is also the name of "

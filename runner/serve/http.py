@@ -63,13 +63,16 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 class Guard:
-    """ASGI middleware: the bearer token on every route but the open ones (health and the API's
-    description), and the body size: a declared length over the limit is refused before it is
-    read, a body that grows past it while it is read is cut off there (413 either way). Job
-    uploads (multipart) may be larger than other bodies."""
+    """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
+    token on every route but the open ones (health and the API's description), and the body
+    size: a declared length over the limit is refused before it is read, a body that grows
+    past it while it is read is cut off there (413 either way). Job uploads (multipart) may be
+    larger than other bodies."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int):
+    def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int,
+                 hosts: list[str] | None = None):
         self.app = app
+        self.hosts = hosts          # the Host names a request may carry (None: any)
         self.token = token
         self.max_body = max_body
         self.max_upload = max_upload
@@ -79,6 +82,11 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
+        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+            # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
+            await error(400, "this server answers only requests for its own address (Host header)")(
+                scope, receive, send)
+            return
         if self.token is not None and scope["path"] not in OPEN_PATHS:
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -102,6 +110,13 @@ class Guard:
                     raise HTTPException(413, _too_large(limit))
             return message
         await self.app(scope, counted, send)
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port."""
+    if header.startswith("["):
+        return header[:header.find("]") + 1]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def _too_large(limit: int) -> str:

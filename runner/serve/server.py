@@ -68,7 +68,7 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     settings = Settings(root=root, cache_dir=cache_dir, concurrency=options.concurrency or 8,
                         concurrency_given=options.concurrency is not None, trace=options.trace,
                         max_items=options.max_items)
-    hosts = ["*"] if not is_loopback(options.host) else [*LOOPBACK_NAMES, "[::1]"]
+    hosts = None if not is_loopback(options.host) else [*LOOPBACK_NAMES, "[::1]", options.host]
     return settings, Limits(options.max_body, options.max_upload, token, hosts), folder
 
 

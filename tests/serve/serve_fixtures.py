@@ -4,6 +4,8 @@ app behind FastAPI's TestClient (its lifespan: the server's start and stop)."""
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,37 @@ summary:
 """
 
 
+POSTGRES_DSN = os.environ.get("RUNNER_TEST_POSTGRES_DSN")
+REQUIRE_POSTGRES = bool(os.environ.get("RUNNER_REQUIRE_POSTGRES"))      # CI: run, never skip
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def postgres_schema_url(dsn: str) -> str:
+    """A fresh schema of the test server, as a URL whose connections work in it alone."""
+    import psycopg
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    return f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
+
+
+def backend_url(backend: str, root: Path) -> str:
+    """Where a test's results live: an SQLite file in tmp_path, or a fresh schema of the
+    PostgreSQL server RUNNER_TEST_POSTGRES_DSN names (`bash .ci/postgres start` makes one)."""
+    if backend == "sqlite":
+        return str(root / "results.sqlite")
+    if not POSTGRES_DSN:
+        if REQUIRE_POSTGRES:
+            pytest.fail("RUNNER_REQUIRE_POSTGRES is set but RUNNER_TEST_POSTGRES_DSN is not")
+        pytest.skip("no PostgreSQL server: eval \"$(bash .ci/postgres start)\" sets RUNNER_TEST_POSTGRES_DSN")
+    return postgres_schema_url(POSTGRES_DSN)
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: Any, tmp_path: Path) -> str:
+    return backend_url(request.param, tmp_path)
+
+
 def deck(*htmls: str, data: Any = (1, 2)) -> dict[str, Any]:
     return {"deck_id": "d1", "data": list(data), "slides": [{"html": h} for h in htmls]}
 
@@ -56,6 +89,7 @@ class Served:
         self.root = root
         self.model = model
         self.client: Any = None
+        self.db = ""
 
     def judge(self, *records: Any, params: dict[str, Any] | None = None, name: str = "deck") -> Any:
         body: dict[str, Any] = {"items": list(records)}
@@ -80,9 +114,10 @@ def make_client(root: Path, model: ScriptedModel, db: str | None = None, limits:
 
 
 @pytest.fixture
-def served(served_project: Any) -> Iterator[Served]:
+def served(served_project: Any, db_url: str) -> Iterator[Served]:
     model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
     serving = Served(served_project.root, model)
-    with make_client(served_project.root, model) as client:
+    serving.db = db_url
+    with make_client(served_project.root, model, db_url) as client:
         serving.client = client
         yield serving
