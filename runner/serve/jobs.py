@@ -147,10 +147,11 @@ class JobBoard:
             try:
                 await task
             except asyncio.CancelledError:
-                if not task.cancelled():        # this worker is stopping (the server is)
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
+                worker = asyncio.current_task()
+                if worker is not None and worker.cancelling():      # the server is stopping
+                    await asyncio.gather(task, return_exceptions=True)     # the run writes what finished
                     raise
+                # else the job was cancelled (DELETE): on to the next
             finally:
                 self._running.pop(job.id, None)
 
