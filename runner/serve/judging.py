@@ -103,7 +103,7 @@ class CallCounter(Observer):
 
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     """A result as stored: without its position in one request or run."""
-    return {name: value for name, value in result.items() if name != "index"}
+    return {name: value for name, value in result.items() if name not in ("index", "item_key")}
 
 
 class Judging:
@@ -199,8 +199,8 @@ class Judging:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
-        if joined or source == "store":
-            result = {**result, "index": item.index, "item_key": item.key}
+        if joined or source == "store":        # this item's own number, first as in any result
+            result = {"index": item.index, "item_key": item.key, **stored_form(result)}
         return result, source
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from runner.serve.app import Limits, create_app
@@ -121,3 +127,40 @@ def served(served_project: Any, db_url: str) -> Iterator[Served]:
     with make_client(served_project.root, model, db_url) as client:
         serving.client = client
         yield serving
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """`runner serve` in its own process, its stderr in a file."""
+
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None):
+        self.root = root
+        self.port = free_port()
+        self.log = root / f"serve-{self.port}.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "runner.cli.app", "serve", "pipelines", "--port", str(self.port), *args],
+                cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+
+    def ready(self) -> Process:
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code in (200, 503):
+                    return self
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        self.process.wait(30)
