@@ -134,7 +134,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
     ("reference", ("runner.docgen",)),
-    ("apps", ("runner.view", "runner.serve", "runner.client")),
+    ("view", ("runner.view",)),
+    ("serve", ("runner.serve", "runner.client")),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

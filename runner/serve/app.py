@@ -243,11 +243,14 @@ async def _upload(request: Request, writer: InputWriter) -> dict[str, Any]:
         raise ApiError(400, "params: not JSON (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    name = (upload.filename or "").lower()
-    chunks = iter(lambda: upload.file.read(1 << 16), b"")
-    if name.endswith(".csv") or (upload.content_type or "").startswith("text/csv"):
-        writer.records_of(csv_records(decoded_lines(chunks)))
-    else:
-        for chunk in chunks:
-            writer.write_bytes(chunk)
+    csv = (upload.filename or "").lower().endswith(".csv") or (upload.content_type or "").startswith("text/csv")
+
+    def copy() -> None:                 # in a thread: an upload of any size never holds the event loop
+        chunks = iter(lambda: upload.file.read(1 << 16), b"")
+        if csv:
+            writer.records_of(csv_records(decoded_lines(chunks)))
+        else:
+            for chunk in chunks:
+                writer.write_bytes(chunk)
+    await asyncio.to_thread(copy)
     return params

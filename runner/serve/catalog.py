@@ -143,16 +143,22 @@ def _yaml(value: Any) -> str:
 
 
 def _paths_leaving(value: Any) -> Iterator[str]:
+    for text in _strings(value):
+        posix = PurePosixPath(text.replace("\\", "/"))
+        if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
+            yield text
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a value, however deep in its mappings and lists."""
     if isinstance(value, dict):
         for inner in value.values():
-            yield from _paths_leaving(inner)
+            yield from _strings(inner)
     elif isinstance(value, list):
         for inner in value:
-            yield from _paths_leaving(inner)
+            yield from _strings(inner)
     elif isinstance(value, str):
-        posix = PurePosixPath(value.replace("\\", "/"))
-        if value.startswith(("/", "~")) or ".." in posix.parts or (len(value) > 1 and value[1] == ":"):
-            yield value
+        yield value
 
 
 def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipeline:
@@ -204,18 +210,8 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
 
 
 def _template_texts(pipeline: Pipeline) -> Iterator[str]:
-    def strings(value: Any) -> Iterator[str]:
-        if isinstance(value, dict):
-            for inner in value.values():
-                yield from strings(inner)
-        elif isinstance(value, list):
-            for inner in value:
-                yield from strings(inner)
-        elif isinstance(value, str):
-            yield value
-    yield from strings(pipeline.located.data.get("steps"))
-    yield from strings(pipeline.located.data.get("output"))
-    yield from strings(pipeline.located.data.get("memo"))
+    for part in ("steps", "output", "memo"):
+        yield from _strings(pipeline.located.data.get(part))
     for name in pipeline_entry(pipeline, [])["files"]:
         if name.startswith("prompts/"):
             try:

@@ -30,6 +30,7 @@ from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailab
 from runner.tracing import make_observer
 
 MAX_VARIANTS = 32            # runtimes kept for request params; the least recently used idle one goes
+MAX_KNOWN_PARAMS = 4096      # request params remembered with the hash they make
 
 
 @dataclass
@@ -146,6 +147,8 @@ class Judging:
             if _models(runtime) != _models(base.runtime):
                 raise ApiError(400, "params: these values change the pipeline's models, which a request may not")
         digest = served_hash(pipeline, runtime.model_spec)
+        if len(self._hashes) >= MAX_KNOWN_PARAMS:     # requests with ever new params keep it bounded
+            self._hashes.clear()
         self._hashes[(name, self.catalog.generation, text)] = digest
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from runner.redact import redact
 from runner.serve.app import DEFAULT_DB, Limits, create_app
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
+from runner.view.server import check_port
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -70,17 +70,6 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
                         max_items=options.max_items)
     hosts = None if not is_loopback(options.host) else [*LOOPBACK_NAMES, "[::1]", options.host]
     return settings, Limits(options.max_body, options.max_upload, token, hosts), folder
-
-
-def check_port(host: str, port: int) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise InputError(f"cannot serve on {host}:{port} ({exc.strerror or exc}): choose another --port") \
-                from None
 
 
 def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
