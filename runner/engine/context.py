@@ -26,6 +26,8 @@ from runner.yamlpos import Path as DataPath
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from runner.llm.shared_client import SharedClient
+
 T = TypeVar("T")
 A = TypeVar("A", bound="DataclassInstance")
 
@@ -55,10 +57,10 @@ class RunOptions:
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a Ray worker: call logs go back to the driver with the results
     http_process: str = "off"      # `--http-process`: OpenAI-compatible calls from a second process (spill.py)
-    # A long-lived process's LLM client (llm/service.py SharedClient: sender and cache) that this
+    # A long-lived process's LLM client (llm/shared_client.py: sender, cache, writer) that this
     # run's LLM service uses and leaves open (`runner serve`), and what runs each item in place of
     # the engine's run_item (it calls run_item itself: a results store, one computation per key).
-    shared_llm: Any = None
+    shared_llm: SharedClient | None = None
     item_runner: Callable[[Runtime, Item], Awaitable[dict[str, Any]]] | None = None
 
 

@@ -42,7 +42,7 @@ class Limits:
     allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
-class Served:
+class Parts:
     """The server's parts, made when it starts and closed when it stops."""
 
     def __init__(self, settings: Settings, pipelines: Any, db: str | None):
@@ -93,7 +93,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     """The app serving the pipelines in `pipelines` (a folder) from the project `settings.root`
     (where it runs: relative paths in the pipelines are read from there)."""
     limits = limits or Limits()
-    server = Served(settings, pipelines, db)
+    server = Parts(settings, pipelines, db)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
