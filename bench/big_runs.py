@@ -1,6 +1,9 @@
 """Peak memory and time of big runs: the citation judge over generated reports of 10,000,
 100,000 and 1,000,000 citations with every juror seat off (steps 1-2: read the lines, match
-the quote), and 20,000 citations x 3 jurors against the fake server (tests/fakellm.py).
+the quote), and 20,000 citations x 3 jurors against the fake server (tests/fakellm.py),
+cold and then fully cached. Each row also counts the files the run folder holds and the
+lines of its calls.jsonl: one file for every call, however many items (`--jury-size
+1000000` checks it for a cached million-item run).
 
 Each run is a fresh `runner run` process; its peak RSS is the kernel's accounting of that
 child (wait4), its time the wall clock around it. `--no-reports` runs the same with the
@@ -82,8 +85,20 @@ def run(folder: Path, jurors_url: str | None, reports: bool = True) -> dict[str,
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"exit {child.returncode}: {errors.decode()[-2000:]}")
-    summary = json.loads((folder / "out" / "summary.json").read_text(encoding="utf-8"))
-    return {"seconds": elapsed, "peak_mb": usage.ru_maxrss / 1024, "total": summary["total"]}
+    out = folder / "out"
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    files = sum(1 for path in out.rglob("*") if path.is_file())
+    calls = 0
+    if (out / "calls.jsonl").is_file():
+        with (out / "calls.jsonl").open("rb") as lines:
+            calls = sum(chunk.count(b"\n") for chunk in iter(lambda: lines.read(1 << 20), b""))
+    return {"seconds": elapsed, "peak_mb": usage.ru_maxrss / 1024, "total": summary["total"], "files": files,
+            "calls": calls}
+
+
+def row(label: str, figures: dict[str, float]) -> str:
+    return (f"| {label} | {figures['total']:,.0f} | {figures['seconds']:.1f} s | {figures['peak_mb']:.0f} MB | "
+            f"{figures['files']:.0f} | {figures['calls']:,.0f} |")
 
 
 def main() -> None:
@@ -98,7 +113,8 @@ def main() -> None:
     if options.generate:
         print(generate(int(options.generate[0]), Path(options.generate[1])))
         return
-    print("| run | items | wall time | peak RSS |\n|---|---|---|---|")
+    print("| run | items | wall time | peak RSS | files in the run folder | calls.jsonl lines |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="runner-big-") as tmp:
         for size in options.sizes:
             folder = generate(size, Path(tmp) / str(size)).parent
@@ -106,10 +122,8 @@ def main() -> None:
             if size > options.reports_up_to:
                 variants = [False]
             for reports in variants:
-                figures = run(folder, None, reports)
-                label = "jurors off" + ("" if reports else ", reports stubbed")
-                print(f"| {label} | {figures['total']:,.0f} | {figures['seconds']:.1f} s | "
-                      f"{figures['peak_mb']:.0f} MB |", flush=True)
+                print(row("jurors off" + ("" if reports else ", reports stubbed"), run(folder, None, reports)),
+                      flush=True)
             shutil.rmtree(folder)
         for jury_size in options.jury_size:
             server = FakeLLM().start()
@@ -118,10 +132,9 @@ def main() -> None:
                 folder = generate(jury_size, Path(tmp) / f"jury{jury_size}", unique=True).parent
                 for reports in [True, False] if options.no_reports else [True]:
                     shutil.rmtree(folder / "cache", ignore_errors=True)      # every call sent
-                    figures = run(folder, server.url, reports)
-                    label = "3 jurors, fake server" + ("" if reports else ", reports stubbed")
-                    print(f"| {label} | {figures['total']:,.0f} | {figures['seconds']:.1f} s | "
-                          f"{figures['peak_mb']:.0f} MB |", flush=True)
+                    stubbed = "" if reports else ", reports stubbed"
+                    print(row(f"3 jurors, fake server{stubbed}", run(folder, server.url, reports)), flush=True)
+                    print(row(f"3 jurors, cached rerun{stubbed}", run(folder, server.url, reports)), flush=True)
             finally:
                 server.stop()
                 shutil.rmtree(folder)

@@ -32,8 +32,8 @@ def cpu() -> float:
 
 def runner_side(url: str, work: Path) -> tuple[float, float]:
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.execute import RunOptions
-    from runner.llm.transport import import_litellm
+    from runner.llm.client.transport import import_litellm
+    from runner.runs.request import RunOptions
 
     import_litellm()                          # measured separately: import time is not per-call cost
     (work / "pipelines").mkdir()
@@ -75,7 +75,7 @@ def main() -> None:
     server = FakeLLM().start()
     server.script(Reply('{"ok": true}', delay=0.01))
     started = time.perf_counter()
-    from runner.llm.transport import import_litellm
+    from runner.llm.client.transport import import_litellm
     import_litellm()
     import_seconds = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:

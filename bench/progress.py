@@ -23,8 +23,8 @@ from rich.console import Console  # noqa: E402
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 from runner.api import ItemSource, run_pipeline  # noqa: E402
-from runner.engine.execute import RunOptions  # noqa: E402
 from runner.engine.progress import LiveBar, PlainLines, Quiet  # noqa: E402
+from runner.runs.request import RunOptions  # noqa: E402
 
 COMPUTE = """
 version: 1

@@ -9,7 +9,7 @@
 # LLAMA_VENV   the server's venv, built when it lacks the packages (default ~/.cache/runner-bench/llama-venv)
 # RUNNER       the runner command under test (default .venv/bin/runner of this checkout, else `runner`)
 # KEEP=1       keep the temporary output folders and caches (printed at the end)
-# RUN_ARGS     more `runner run` arguments for every run, e.g. RUN_ARGS="--http-process on"
+# RUN_ARGS     more `runner run` arguments for every run, e.g. RUN_ARGS="--concurrency 4"
 #
 # Prints one table row per pipeline: answers parsed / calls, HTTP requests, failed calls,
 # items by verdict, cold wall time and the cached rerun's wall time (see bench/real_server_tally.py).

@@ -2,14 +2,14 @@
 
     python bench/real_server_tally.py NAME COLD_OUT RERUN_OUT PARSED COLD_SECONDS RERUN_SECONDS
 
-- calls: the LLM calls the pipeline made in the cold run (one llm_logs file each; a call
-  may be several HTTP requests: retries, the structured-output fallback)
+- calls: the LLM calls the pipeline made in the cold run (one line of calls.jsonl each; a
+  call may be several HTTP requests: retries, the structured-output fallback)
 - parsed (counted by the caller): answers that parsed and validated against their schema;
   only those are written to the response cache, so they are the cache's entries right after
   the cold run (the cached rerun's cache hits say the same)
 - requests: HTTP requests sent in the cold run (summary.json, models.*.calls)
-- failed: calls that got no usable answer (an ERROR in llm_logs: timeout, truncation, HTTP
-  error), and answers that did not parse or validate
+- failed: calls that got no usable answer (an `error` in calls.jsonl: timeout, truncation,
+  HTTP error), and answers that did not parse or validate
 """
 
 from __future__ import annotations
@@ -19,12 +19,9 @@ import sys
 from pathlib import Path
 
 
-def logs(out: Path) -> list[str]:
-    return [f.read_text(encoding="utf-8") for f in sorted((out / "llm_logs").glob("*_[0-9][0-9][0-9][0-9]*.txt"))]
-
-
-def response(text: str) -> str:
-    return text.split("\n=== RESPONSE ===\n", 1)[-1]
+def calls_of(out: Path) -> list[dict]:
+    path = out / "calls.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.is_file() else []
 
 
 def models(summary: dict, key: str) -> int:
@@ -36,8 +33,8 @@ def main() -> None:
     cold, rerun, parsed = Path(cold_dir), Path(rerun_dir), int(parsed_count)
     summary = json.loads((cold / "summary.json").read_text(encoding="utf-8"))
     again = json.loads((rerun / "summary.json").read_text(encoding="utf-8"))
-    calls = logs(cold)
-    errors = [r for r in map(response, calls) if r.startswith("ERROR:")]
+    calls = calls_of(cold)
+    errors = [call["error"] for call in calls if call["error"]]
     invalid = len(calls) - len(errors) - parsed
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("counts", {}).items(), key=lambda kv: -kv[1]))
     share = f"{parsed / len(calls):.0%}" if calls else "-"

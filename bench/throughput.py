@@ -10,12 +10,12 @@ As in the issue, 86.9% of the citations reach the jury (5,214 calls for 2,000; 5
 the rest misquote their source and stop at the quote check (openai_compat.report()).
 Per process: wall, CPU (user + system, from wait4: a child's waited-for children included) and
 peak RSS (VmHWM, with its children's). A first cold run, not counted, warms the machine and
-gives the requests the floors send. The aiohttp floor, runner cold and runner cold with
-`--http-process on` then run in turn five times (each a fresh cache), and the median of each
-is compared (with three turns, one scenario in sixteen moved past 1.3x on a fast spell of
-the floor); the cached rerun is the median of three. Before each scenario the bench waits
-until creating a file costs what it costs on a quiet disk (settle(): this VM's file system
-charges every new file for the files removed in the last minutes), and prints that cost.
+gives the requests the floors send. The aiohttp floor and runner cold (and at 256 in flight,
+runner cold with `--executor processes --workers 2`, each worker given half the calls in
+flight and half the pipeline's items at once, so that the server sees the floor's 256) then
+run in turn five times (runner with a fresh cache each time), and the median of each is
+compared (with three turns, one scenario in sixteen moved past 1.3x on a fast spell of the
+floor); the cached rerun is the median of three.
 
     python bench/throughput.py              # all three; or e.g. `python bench/throughput.py 64`
     python bench/throughput.py --tmp /dev/shm   # the work folders on another file system
@@ -46,10 +46,10 @@ from fakellm import FakeLLM, Reply  # noqa: E402
 
 SCENARIOS = {16: (200, 0.2), 64: (2000, 0.05), 256: (2000, 0.05)}     # in flight: (citations, latency)
 RERUNS = 3
-HTTP_PROCESS = ("--http-process", "on")      # runner's OpenAI-compatible calls from a second process
 COLD_PAIRS = 5
-QUIET_FILE_US = 60        # what creating a file costs on this VM's disk when nothing was removed lately (23-40 us)
-SETTLE_SECONDS = 330      # ext4's longest window for recently removed inodes, and a little more
+WORKERS = 2
+PROCESSES = ("--executor", "processes", "--workers", str(WORKERS))
+PROCESSES_FROM = 256      # the scenarios (calls in flight) that also run runner with PROCESSES
 AIOHTTP_FLOOR = """
 import asyncio, json, sys
 import aiohttp
@@ -80,10 +80,9 @@ class Process:
 
 
 def peak_rss_mb(pid: int, done: threading.Event, seen: list[float], children: bool = True) -> None:
-    """The child's own high-water mark (VmHWM), plus its children's (runner's HTTP process)
-    unless `children` is False, read until it exits. wait4's ru_maxrss will not do: a child
-    inherits its parent's high-water mark, and this process holds every request the fake
-    server recorded."""
+    """The child's own high-water mark (VmHWM), plus its children's unless `children` is
+    False, read until it exits. wait4's ru_maxrss will not do: a child inherits its parent's
+    high-water mark, and this process holds every request the fake server recorded."""
     marks: dict[int, float] = {}
     while not done.is_set():
         family = [pid]
@@ -128,9 +127,14 @@ def measured(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), children: b
 
 
 def runner_run(work: Path, cache: Path, out: str, url: str, in_flight: int, *extra: str) -> Process:
+    """`runner run` with `in_flight` calls at once, shared by its workers when it has some
+    (`--concurrency` and the pipeline's items at once are a worker's own; a model's limit is
+    the run's)."""
+    workers = WORKERS if "--workers" in extra else 1
     args = [sys.executable, "-m", "runner.cli.app", "run", str(REPO / "pipelines" / "citation_judge.yaml"),
-            "--input", "report.md", "--out", out, "--cache-dir", str(cache), "--concurrency", str(in_flight),
-            "--set", f"concurrency={in_flight}", "--quiet", *extra]
+            "--input", "report.md", "--out", out, "--cache-dir", str(cache),
+            "--concurrency", str(in_flight // workers), "--set", f"concurrency={in_flight // workers}", "--quiet",
+            *extra]
     for seat, model in (("local", "local-model"), ("gemini", "gemini-fake"), ("openai", "gpt-fake")):
         args += ["--set", f"models.{seat}.model=openai/{model}", "--set", f"models.{seat}.api_base={url}",
                  "--set", f"models.{seat}.enabled=true", "--set", f"models.{seat}.limits={{concurrency: {in_flight}}}"]
@@ -171,15 +175,16 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         def cache(run_name: str) -> Path:
             return tmp / f"cache-{run_name}"
 
-        def cold(n: int, *extra: str) -> tuple[Process, int]:
-            name = f"cold{n}" + ("-process" if extra else "")
+        def cold(n: int, label: str = "", *extra: str) -> tuple[Process, int]:
+            name = f"cold{n}{label}"
             return counted(lambda: runner_run(work, cache(name), name, server.url, in_flight, *extra))
 
-        # The floor, runner cold and runner cold with its HTTP process in turn, COLD_PAIRS
-        # times, each the median of its runs: on this VM a process's system time for the
-        # same work varies 5x with whether the pages it writes were handed back to the host
-        # (see RESULTS.md).
-        turns = [(floor(AIOHTTP_FLOOR), cold(n), cold(n, *HTTP_PROCESS)) for n in range(COLD_PAIRS)]
+        # The floor and runner cold (and with worker processes) in turn, COLD_PAIRS times, each
+        # the median of its runs: on this VM a process's system time for the same work varies
+        # 5x with whether the pages it writes were handed back to the host (see RESULTS.md).
+        with_processes = in_flight >= PROCESSES_FROM
+        turns = [(floor(AIOHTTP_FLOOR), cold(n), *([cold(n, "-processes", *PROCESSES)] if with_processes else []))
+                 for n in range(COLD_PAIRS)]
 
         def median(runs: list[tuple[Process, int]]) -> tuple[Process, int]:
             return sorted(runs, key=lambda run: run[0].wall)[COLD_PAIRS // 2]
@@ -190,7 +195,8 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
         calls = colds[COLD_PAIRS // 2][1]
         rows.append(("runner, cold, median", *colds[COLD_PAIRS // 2]))
         rows.append(("runner, cold, best", *colds[0]))
-        rows.append((f"runner, cold, `{' '.join(HTTP_PROCESS)}`, median", *median([turn[2] for turn in turns])))
+        if with_processes:
+            rows.append((f"runner, cold, `{' '.join(PROCESSES)}`, median", *median([turn[2] for turn in turns])))
         # A cached rerun is short enough for the machine's noise to move it by a third: the median.
         reruns = sorted((counted(lambda n=n: runner_run(work, cache("cold0"), f"cached{n}", server.url, in_flight))
                          for n in range(RERUNS)), key=lambda done: done[0].wall)
@@ -200,41 +206,13 @@ def scenario(in_flight: int, top: Path) -> tuple[list[tuple[str, Process, int]],
     return rows, calls
 
 
-def file_cost_us(where: Path, files: int = 300) -> float:
-    """Microseconds to create one small file in a new folder under `where` (the folder is
-    kept: removing it would charge the next files again)."""
-    folder = Path(tempfile.mkdtemp(prefix="probe-", dir=where))
-    started = time.perf_counter()
-    for n in range(files):
-        (folder / f"{n:05d}.txt").write_bytes(b"x" * 2000)
-    return (time.perf_counter() - started) / files * 1e6
-
-
-def settle(where: Path) -> float:
-    """Wait (at most SETTLE_SECONDS) until creating a file costs what it costs on a quiet file
-    system, and say what it costs. This VM's ext4 has no journal, and ext4 without one never
-    reuses an inode deleted in the last 5 s (300 s while its inode table block is dirty): each
-    new file is placed past every such inode (fs/ext4/ialloc.c, recently_deleted). After a test
-    suite or an earlier bench removed its folders, a file cost 400-540 us instead of 23 us here
-    for minutes, and runner writes one call log a call (the floors write none)."""
-    os.sync()
-    waited = 0.0
-    cost = file_cost_us(where)
-    while cost > QUIET_FILE_US and waited < SETTLE_SECONDS:
-        time.sleep(15)
-        waited += 15
-        cost = file_cost_us(where)
-    return cost
-
-
 def main() -> None:
     args = sys.argv[1:]
     where = args[args.index("--tmp") + 1] if "--tmp" in args else None
     if where:
         args = [a for a in args if a not in ("--tmp", where)]
     chosen = [int(n) for n in args[0].split(",")] if args else list(SCENARIOS)
-    # One folder for every scenario, removed at the end: removing one between scenarios would
-    # charge the next scenario's files (settle()).
+    # One folder for every scenario, removed at the end.
     with tempfile.TemporaryDirectory(dir=where) as top:
         for in_flight in chosen:
             report_scenario(in_flight, Path(top))
@@ -242,11 +220,9 @@ def main() -> None:
 
 def report_scenario(in_flight: int, top: Path) -> None:
     citations, latency = SCENARIOS[in_flight]
-    cost = settle(top)
     rows, calls = scenario(in_flight, top)
-    floor, cold, cold_process, cached = rows[0][1], rows[2][1], rows[4][1], rows[5][1]
-    print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls; "
-          f"creating a file here cost {cost:.0f} us before the scenario\n")
+    floor, cold, cached = rows[0][1], rows[2][1], rows[-1][1]
+    print(f"\n{in_flight} in flight: {citations} citations x 3 jurors, {latency:g} s latency, {calls} calls\n")
     print("| process | wall | CPU (user + system) | CPU per call | peak RSS | wall / aiohttp floor | requests |")
     print("|---|---|---|---|---|---|---|")
     for name, process, requests in rows:
@@ -255,9 +231,11 @@ def report_scenario(in_flight: int, top: Path) -> None:
               f"| {per_call} | {process.rss_mb:.0f} MB | {process.wall / floor.wall:.2f}x | {requests} |")
     print(f"\nrunner cold / aiohttp floor: {cold.wall / floor.wall:.2f}x wall, "
           f"{cold.cpu / calls * 1000:.2f} ms CPU per call ({cold.user / calls * 1000:.2f} user + "
-          f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}; "
-          f"with `{' '.join(HTTP_PROCESS)}`: {cold_process.wall / floor.wall:.2f}x wall, "
-          f"{cold_process.cpu / calls * 1000:.2f} ms CPU per call")
+          f"{cold.system / calls * 1000:.2f} system); cached rerun / cold: {cached.wall / cold.wall:.1%}")
+    if in_flight >= PROCESSES_FROM:
+        processes = rows[4][1]
+        print(f"with `{' '.join(PROCESSES)}`: {processes.wall / floor.wall:.2f}x wall, "
+              f"{processes.cpu / calls * 1000:.2f} ms CPU per call (the driver and its workers)")
 
 
 if __name__ == "__main__":

@@ -6,34 +6,38 @@ import asyncio
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.context import RunOptions, Runtime, condition_at, render_at
+from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
+from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
-from runner.engine.selection import Selection, item_rule, select
+from runner.engine.selection import item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
-from runner.outputs.files import ResultsLog
-from runner.outputs.folder import OutputFolder, refuse_overwriting_input
-from runner.outputs.health import check_before_run
+from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import RowChooser, item_label, view_of
-from runner.outputs.run_record import RunRecord
 from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.stores.json_cache import open_caches
-from runner.stores.results_file import ResultsView, merge_parent, rewrite_in_order
-from runner.stores.runs import group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.lock import OutputFolder, refuse_overwriting_input
+from runner.runs.manifest import model_entries
+from runner.runs.record import RunOutcome, RunRecord
+from runner.runs.request import ItemSource, RunOptions
+from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
+
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
+           "run_pipeline_async"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -41,31 +45,10 @@ from runner.tracing import make_observer
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
-@dataclass
-class RunOutcome:
-    pipeline: Pipeline
-    out_dir: Path
-    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
-    summary: dict[str, Any]
-    interrupted: bool = False
-    terminated: bool = False       # by SIGTERM
-    formats: list[str] = field(default_factory=list)
-    record: RunRecord | None = None
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM ended the run; handled like Ctrl-C (what finished is written), exit 143."""
 
     exit_code = 143
-
-
-@dataclass
-class ItemSource:
-    input_path: Path | None = None
-    records: list[str] = field(default_factory=list)
-    limit: int | None = None
-    selection: Selection = field(default_factory=Selection)
-    input_items: int | None = None        # items in the input before selection (set by load_items)
 
 
 def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
@@ -91,7 +74,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/stores/runs.py): each default run gets its own folder inside."""
+    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py): each default run gets its own folder inside."""
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
 
 
@@ -121,9 +104,8 @@ async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunO
                              overrides: list[str] | None = None, progress: Progress | None = None) -> RunOutcome:
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
-    which writes what finished. It leaves signals to the caller and shares its cache folder
-    with the caller's other work (no only-writer shortcut)."""
-    run = _StartedRun.start(path, source, options, overrides, (), None, own_loop=False)
+    which writes what finished. It leaves signals to the caller."""
+    run = _StartedRun.start(path, source, options, overrides, (), None)
     failed = True
     try:
         run.begin()
@@ -150,7 +132,7 @@ class _StartedRun:
 
     @classmethod
     def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None, own_loop: bool = True) -> _StartedRun:
+              formats: Sequence[str], executor: ExecutorChoice | None) -> _StartedRun:
         executor = executor or ExecutorChoice()
         executor.check()
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
@@ -158,9 +140,8 @@ class _StartedRun:
         items = load_items(pipeline, source)
         record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
         options.input_path = str(source.input_path) if source.input_path else None
-        # An unusable cache is one message, not an error per item. A local run is its caches' only
-        # writer; Ray's workers write the same folder from processes of their own.
-        caches = open_caches(pipeline, options.cache_dir, only_writer=executor.name == "local" and own_loop)
+        # An unusable cache is one message, not an error per item.
+        caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
         try:
             if options.out_dir is None:
@@ -187,7 +168,8 @@ class _StartedRun:
 
     def begin(self) -> None:
         """run.json, status running."""
-        self.record.begin(self.runtime, self.outcome.out_dir, explicit_out=self.group is None)
+        self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+                          models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
 
     def finish(self, failed: bool) -> None:
         """run.json's end, the folder released, and `latest` when the run is complete."""
@@ -268,8 +250,6 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         except OutputError:
             if unwritable is None:       # else the first failure (results.jsonl) is the one to report
                 raise
-        finally:
-            await runtime.logs_named()
 
 
 async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
@@ -303,8 +283,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    await runtime.logs_named()           # the report links each vote to its log by its final name
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / "llm_logs",
+    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / CALLS_FILE,
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
@@ -355,7 +334,7 @@ async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> di
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
         from runner.render.costs import CostEstimate
-        estimate = runtime.llm.render_sink.estimate if runtime.llm_used else CostEstimate()
+        estimate = runtime.render_sink.estimate if runtime.render_sink is not None else CostEstimate()
         for line in estimate.closing_lines():
             stream.write(line + "\n")
         return runtime.render_stats

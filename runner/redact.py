@@ -53,8 +53,8 @@ def environment_secrets() -> frozenset[str]:
 
 def redact(text: str, environment: frozenset[str] | None = None) -> str:
     """`text` without URL credentials. `environment`: the environment's secrets read once
-    (environment_secrets) by a caller that redacts every call of a run, as reading
-    os.environ for each text cost the LLM path about 8% of its CPU."""
+    (environment_secrets) by a caller that redacts every call of a run, rather than
+    os.environ read again for each text."""
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
     secrets = _remembered | (environment_secrets() if environment is None else environment)

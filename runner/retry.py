@@ -64,7 +64,7 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime  # only for a date: the email package costs 3 ms
+    from email.utils import parsedate_to_datetime  # only for a date: the email package is big
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

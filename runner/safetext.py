@@ -1,4 +1,4 @@
-"""The one encoding path for text runner writes: results, summaries, call logs, the LLM
+"""The one encoding path for text runner writes: results, summaries, calls.jsonl, the LLM
 cache, reports and exports.
 
 Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d` in a JSON answer or
@@ -16,7 +16,7 @@ from typing import Any
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Everything XML 1.0 allows is \t \n \r, U+0020-U+D7FF, U+E000-U+FFFD and U+10000 up.
-# Compiled when first used (JUnit exports only): the class takes 4 ms to compile.
+# Compiled when first used (JUnit exports only): the class is slow to compile.
 _NOT_XML = "[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 
@@ -43,23 +43,18 @@ def utf8(text: str) -> bytes:
 
 def _is_clean(value: Any) -> bool:
     """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
-    strings are almost always fine, and copying every result cost more than checking it)."""
+    strings are almost always fine, so most results need no copy)."""
     stack = [value]
     while stack:
         current = stack.pop()
-        kind = type(current)          # the exact types first: most of a result is plain str and numbers
-        if kind is str:
-            if not current.isascii() and not _encodable(current):
+        if isinstance(current, str):
+            if not _encodable(current):
                 return False
-        elif kind in _NUMBERS:
-            continue
-        elif kind is dict or isinstance(current, dict):
+        elif isinstance(current, dict):
             stack.extend(current)
             stack.extend(current.values())
-        elif kind is list or isinstance(current, (list, tuple)):
+        elif isinstance(current, (list, tuple)):
             stack.extend(current)
-        elif isinstance(current, str) and not current.isascii() and not _encodable(current):
-            return False
     return True
 
 
@@ -70,8 +65,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
 
-
-_NUMBERS = frozenset({int, float, bool, type(None)})
 
 
 def _cleaned(value: Any) -> Any:

@@ -9,13 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import ItemSource, RunOutcome, run_pipeline
-from runner.engine.execute import RunOptions
-from runner.stores.runs import group_name
+from runner.runs.folders import group_name
+from runner.runs.request import RunOptions
 
 
 def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
     """reports/<pipeline>/<stem>-<hash>/ of an input at `root / input_file` (root: the project)."""
     return root / "reports" / pipeline / group_name(root / input_file, [], root)
+
+
+def calls_of(run_folder: Path) -> list[dict[str, Any]]:
+    """The calls of a run's calls.jsonl, in file order."""
+    return [json.loads(line) for line in (run_folder / "calls.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def write_json(path: Path, value: Any) -> Path:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runner.llm.spec import ModelSpec
-from runner.llm.transport import Completion, TransportError
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import Completion, TransportError
 
 
 class ScriptedModel:

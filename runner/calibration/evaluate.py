@@ -11,8 +11,8 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
-from runner.stores.results_file import ResultsView
-from runner.stores.runs import POINTERS, read_summary
+from runner.runs.folders import POINTERS, read_summary
+from runner.runs.results_file import ResultsView
 
 
 @dataclass
@@ -71,7 +71,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     from runner.calibration.report import write_eval
     if target.is_file() and target.suffix in (".yaml", ".yml"):
         from runner.api import ItemSource, run_pipeline
-        from runner.engine.execute import RunOptions
+        from runner.runs.request import RunOptions
         if input_path is None:
             raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
         outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),

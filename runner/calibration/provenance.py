@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runner.outputs.manifest import read_manifest
+from runner.runs.manifest import read_manifest
 
 
 def _inputs_beside(labels: Path, suffix: str) -> list[Path]:

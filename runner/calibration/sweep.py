@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, load_items
+from runner.api import ItemSource, RunOptions, load_items
 from runner.calibration.evaluate import EvalSpec, evaluate
 from runner.calibration.labels import lookup, read_labels
-from runner.engine.execute import RunOptions, Runtime, run_item, run_items
+from runner.engine.execute import Runtime, run_item, run_items
 from runner.errors import NeedsModel, RunnerError
 from runner.inputs import Item
-from runner.outputs.files import ResultsLog
 from runner.pipeline.loader import load_pipeline
-from runner.stores.results_file import ResultsView, rewrite_in_order
+from runner.runs.results_file import ResultsLog, ResultsView, rewrite_in_order
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}

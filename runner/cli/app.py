@@ -12,7 +12,6 @@ import typer
 from runner import __version__
 from runner.cli import batches, calibration, pipelines, serve, tools, view
 from runner.cli.base import RunnerApp
-from runner.cli.collector import imports_done, own_process
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -54,8 +53,8 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(
-            help="LLM requests in flight across the run (default 8); also what a server on this machine gets "
-                 "unless its model sets limits.concurrency.", min=1)] = None,
+            help="LLM requests in flight across the run (default 8; per worker with --executor processes or ray); "
+                 "also what a server on this machine gets unless its model sets limits.concurrency.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
         = None,
@@ -87,51 +86,40 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--batch", help="Answer through the provider's batch API (half the price, within hours) every model "
                             "that has one (OpenAI-compatible /v1/batches); the others stay live.")] = False,
         executor: Annotated[str, typer.Option(
-            "--executor", help="Where items run: local (this process) or ray (a Ray cluster: --ray-address, "
-                               "--workers).")] = "local",
+            "--executor", help="Where items run: local (this process), processes (--workers processes on this "
+                               "machine) or ray (a Ray cluster: --ray-address, --workers).")] = "local",
         ray_address: Annotated[str | None, typer.Option(
             "--ray-address", help="The Ray cluster to join (auto, ray://host:10001); without it --executor ray "
                                   "starts Ray on this machine.")] = None,
         workers: Annotated[int | None, typer.Option(
-            "--workers", help="Ray workers (each runs blocks of items); default: one per CPU of the cluster.",
+            "--workers", help="Worker processes or Ray workers (each runs blocks of items); default: one per "
+                              "CPU of this machine (processes) or of the cluster (ray).",
             min=1)] = None,
-        http_process: Annotated[str, typer.Option(
-            "--http-process", help="on: send OpenAI-compatible calls from a second process, for hundreds of "
-                                   "calls a second on a machine with a spare core; off (default): from this one.")]
-        = "off",
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
-    from runner.engine.context import RunOptions
     from runner.engine.executors import ExecutorChoice
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     from runner.engine.progress import for_terminal
-    from runner.engine.selection import Selection
-    from runner.outputs.health import TOO_MANY_ERRORS, MaxErrors, error_lines
-    imports_done()
+    from runner.runs.request import RunOptions, Selection
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]
         if unknown:
             typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
             raise typer.Exit(2)
-    from runner.llm.routing import HTTP_PROCESS_MODES
     from runner.tracing import BACKENDS
     if trace is not None and trace not in BACKENDS:
         typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
-        raise typer.Exit(2)
-    if http_process not in HTTP_PROCESS_MODES:
-        typer.echo(f"--http-process {http_process}: choose from {', '.join(HTTP_PROCESS_MODES)}", err=True)
         raise typer.Exit(2)
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else []),
              *(["--executor", executor] if executor != "local" else []),
              *(["--ray-address", ray_address] if ray_address else []),
-             *(["--workers", str(workers)] if workers else []),
-             *(["--http-process", http_process] if http_process != "off" else [])]
+             *(["--workers", str(workers)] if workers else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
-                         command_flags=flags, batch=batch, csv_raw=csv_raw,
-                         http_process=http_process)
+                         command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
     try:
         outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet),
@@ -187,7 +175,7 @@ def _batched(summary: dict[str, Any]) -> str:
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
     from runner.engine.selection import pass_rule
     rule = pass_rule(pipeline)
-    if rule is None:       # checked before the run too (run_health.check_before_run)
+    if rule is None:       # checked before the run too (health.check_before_run)
         typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
         raise typer.Exit(2)
     rate = summary.get(rule[0])
@@ -206,19 +194,20 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                                                 "(the batch price).")] = False) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
-    from runner.engine.context import RunOptions
+    from runner.runs.request import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit),
                     RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, _overrides(set_, model), item)
 
 
 # Registered in the order `runner --help` lists them.
 app.command()(pipelines.validate)
-app.command(imports_first=True)(run)
+app.command()(run)
 app.command()(render)
 app.command("list")(pipelines.list_pipelines)
 app.command()(pipelines.steps)
 app.command()(tools.feedback)
 app.command()(tools.diff)
+app.command()(tools.calls)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
 app.command("view", interrupted="stopped")(view.view)
@@ -237,7 +226,6 @@ def entry() -> None:
     spends up to seconds collecting the objects of big libraries (litellm above all);
     every file is written and closed by then (bench/exit_time.py)."""
     code: int | str | None = 0
-    own_process()
     try:
         main()
     except SystemExit as exc:

@@ -11,23 +11,18 @@ import typer
 from typer.main import get_command_name
 from typer.models import CommandFunctionType, CommandInfo
 
-from runner.cli.collector import imports_done
 from runner.errors import RunnerError
 from runner.redact import redact
 
 FINISHED_ITEMS_WRITTEN = "finished items are written"
 
 
-def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN,
-                imports_first: bool = False) -> Callable[..., Any]:
+def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN) -> Callable[..., Any]:
     """A RunnerError becomes its message on stderr and its exit code (2), and an
-    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind.
-    `imports_first`: the command says itself when its imports are done (collector.py)."""
+    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind."""
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        if not imports_first:
-            imports_done()
         try:
             return command(*args, **kwargs)
         except RunnerError as exc:
@@ -44,18 +39,18 @@ class RunnerApp(typer.Typer):
     `interrupted=` says what an interrupted command leaves behind."""
 
     def command(self, name: str | None = None, *, interrupted: str = FINISHED_ITEMS_WRITTEN,
-                imports_first: bool = False, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+                **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
         register = super().command(name, **kwargs)
 
         def decorator(function: CommandFunctionType) -> CommandFunctionType:
-            register(user_errors(function, interrupted, imports_first))
+            register(user_errors(function, interrupted))
             return function
         return decorator
 
     def narrowed_to(self, args: Sequence[str]) -> typer.Typer:
         """This app holding only the command (or command group) `args` starts with. Typer
-        builds every command's parameters from its signature at each start, 15 ms for all of
-        runner's, and an invocation needs one. Anything else (no command, an option such as
+        builds every command's parameters from their signatures at each start, and an
+        invocation needs one. Anything else (no command, an option such as
         --help or --version, a name it does not know) gets the whole app, so help, the
         version and "No such command" read as before."""
         if not args or args[0].startswith("-"):

@@ -12,7 +12,7 @@ import typer
 from runner.cli.common import CacheDirOpt, cache_dir_of
 
 if TYPE_CHECKING:
-    from runner.stores.batches import BatchRecord, BatchStore
+    from runner.llm.batch.store import BatchRecord, BatchStore
 
 
 def batches(cache_dir: CacheDirOpt = None,
@@ -23,7 +23,7 @@ def batches(cache_dir: CacheDirOpt = None,
                                   "OPENAI_API_KEY is read anyway).")] = None) -> None:
     """Pending provider batches (submitted by `runner run --batch`), from the cache folder's store;
     a run started again polls them instead of submitting again. --cancel cancels them."""
-    from runner.stores.batches import STORE_FILE, BatchStore
+    from runner.llm.batch.store import STORE_FILE, BatchStore
     folder = cache_dir_of(cache_dir)
     if not (folder / STORE_FILE).is_file():
         typer.echo(f"no batches in {folder}")
@@ -48,9 +48,9 @@ def batches(cache_dir: CacheDirOpt = None,
 
 
 async def _cancel(store: BatchStore, records: list[BatchRecord], key: str | None) -> None:
-    from runner.llm.batch_client import BatchClient
-    from runner.llm.spec import ModelSpec
-    from runner.llm.transport import TransportError
+    from runner.llm.batch.client import BatchClient
+    from runner.llm.client.spec import ModelSpec
+    from runner.llm.client.transport import TransportError
     failed = False
     for record in records:
         client = BatchClient(ModelSpec(record.model_name, record.model, record.api_base, api_key=key))

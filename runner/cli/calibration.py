@@ -114,7 +114,7 @@ def sweep_command(
     request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)
-    from runner.stores.runs import group_name
+    from runner.runs.folders import group_name
     group = group_name(input, [], pipeline.resolve().parent.parent)     # the group `runner run` uses
     folder = out or Path("reports") / report["name"] / group / "sweep"
     write_sweep(folder, report)

@@ -1,4 +1,5 @@
-"""`runner feedback`, `runner diff` and `runner cache ...`: commands around finished runs and the cache."""
+"""`runner feedback`, `runner diff`, `runner calls` and `runner cache ...`: commands around
+finished runs and the cache."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     and schema files, input), then each item whose verdict (or a --field) changed, before ->
     after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
     the last two complete runs of the pipeline and input that ran last."""
-    from runner.outputs.diff import diff_runs, format_diff, pick_runs
+    from runner.calibration.diff import diff_runs, format_diff, pick_runs
     before, after = pick_runs(run_a, run_b)
     result = diff_runs(before, after, field or [], force)
     if as_json:
@@ -57,6 +58,32 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     else:
         for line in format_diff(result):
             typer.echo(line)
+
+
+def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its group folder (the latest complete "
+                                                  "run), or a `latest` file.")],
+          item: Annotated[int | None, typer.Option("--item", help="Only the calls of item N.", min=1)] = None,
+          model: Annotated[str | None, typer.Option("--model", help="Only the calls of this model (its name "
+                                                                    "under models:).")] = None) -> None:
+    """Print a run's LLM calls from its calls.jsonl: a header per call (item, step, model, cached,
+    attempts), then its prompt and response, in the order the calls ended."""
+    from runner.errors import RunnerError
+    from runner.llm.calls.file import read_calls
+    from runner.llm.calls.record import text_of
+    from runner.runs.folders import CALLS_FILE, resolve_run
+    folder = run if (run / CALLS_FILE).is_file() else resolve_run(run)     # a killed run's folder too
+    path = folder / CALLS_FILE
+    if not path.is_file():
+        raise RunnerError(f"{folder}: no {CALLS_FILE} (the run made no LLM call, or an older runner wrote "
+                          "llm_logs/ instead)")
+    shown = 0
+    for record in read_calls(path, None if item is None else {item}, model):
+        typer.echo(("\n" if shown else "") + text_of(record), nl=False)
+        shown += 1
+    if not shown:
+        wanted = " and ".join(part for part in (f"item {item}" if item else "", f"model {model}" if model else "")
+                              if part)
+        typer.echo(f"{path}: no call{' of ' + wanted if wanted else ''}", err=True)
 
 
 def _size(count: int) -> str:
@@ -82,7 +109,7 @@ def cache_stats(cache_dir: CacheDirOpt = None,
     from rich.console import Console
     from rich.table import Table
 
-    from runner.llm.cache_admin import cache_stats as compute
+    from runner.llm.cache.admin import cache_stats as compute
     stats = compute(cache_dir_of(cache_dir))
     if as_json:
         typer.echo(json.dumps(asdict(stats), indent=2))
@@ -104,6 +131,6 @@ def cache_clear(cache_dir: CacheDirOpt = None,
                 older_than: Annotated[str | None, typer.Option("--older-than", help="Only answers older than "
                                                                "this: 30d, 12h, 2w.")] = None) -> None:
     """Delete cached answers (all of them, or those matching --model and --older-than)."""
-    from runner.llm.cache_admin import clear_cache, parse_age
+    from runner.llm.cache.admin import clear_cache, parse_age
     removed = clear_cache(cache_dir_of(cache_dir), model, parse_age(older_than) if older_than else None)
     typer.echo(f"removed {removed} cached answer(s)")

@@ -10,23 +10,28 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import jinja2
 
+from runner.engine.services import LLM
 from runner.errors import RunnerError, TemplateError
 from runner.inputs import Item
 from runner.llm.in_flight import ItemsInFlight
-from runner.observe import NULL_OBSERVER, Observer
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.templating import Renderer, describe_error
+from runner.runs.observe import NULL_OBSERVER, Observer
+from runner.runs.request import RunOptions
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from runner.llm.shared_client import SharedClient
+    from runner.engine.executors.limits import SharedLimits
+    from runner.llm.cache.store import JsonCache
+    from runner.llm.client.spec import ModelSpec
+    from runner.render.sink import RenderSink
+    from runner.stores.memo import MemoStore
 
 T = TypeVar("T")
 A = TypeVar("A", bound="DataclassInstance")
@@ -38,30 +43,6 @@ class _NotGiven:
 
 
 NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
-
-
-@dataclass
-class RunOptions:
-    cache_dir: Path = Path("cache")
-    no_cache: bool = False
-    llm_concurrency: int = 8
-    concurrency_given: bool = False   # llm_concurrency came from --concurrency: it beats a local server's default
-    out_dir: Path | None = None
-    memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
-    render: bool = False           # `runner render`: print prompts, send nothing
-    input_path: str | None = None
-    trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
-    fail_under: float | None = None                                 # checked before the run: needs a rate
-    command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
-    batch: bool = False            # `--batch`: every model with a batch API answers through it
-    csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
-    worker: bool = False           # a Ray worker: call logs go back to the driver with the results
-    http_process: str = "off"      # `--http-process`: OpenAI-compatible calls from a second process (spill.py)
-    # A long-lived process's LLM client (llm/shared_client.py: sender, cache, writer) that this
-    # run's LLM service uses and leaves open (`runner serve`), and what runs each item in place of
-    # the engine's run_item (it calls run_item itself: a results store, one computation per key).
-    shared_llm: SharedClient | None = None
-    item_runner: Callable[[Runtime, Item], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass
@@ -79,12 +60,14 @@ class Runtime:
     # Extra sections of summary.json, each computed from the runtime when the run ends.
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
-    memo: Any = None
-    closers: list[Any] = field(default_factory=list)      # per-run resources to close at the end
-    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/observe.py)
-    open_caches: dict[str, Any] = field(default_factory=dict)   # opened before the run, by folder name
+    memo: MemoStore | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)      # per-run resources to close at the end
+    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/runs/observe.py)
+    open_caches: dict[str, JsonCache] = field(default_factory=dict)   # opened before the run, by folder name
     in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
-    _llm: Any = None
+    shared_limits: SharedLimits | None = None          # a worker's: model limits held for every worker of the run
+    render_sink: RenderSink | None = None              # `runner render`: where the calls go instead of a model
+    _llm: LLM | None = None
 
     @classmethod
     def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
@@ -109,23 +92,24 @@ class Runtime:
         return self._llm is not None
 
     @property
-    def llm(self) -> Any:
+    def llm(self) -> LLM:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
             from runner.llm.service import LLMService
-            sink = None
             if self.options.render:
                 from runner.render.sink import RenderSink
-                sink = RenderSink(self.render_stream, self.render_stats)
+                self.render_sink = RenderSink(self.render_stream, self.render_stats)
             shared = self.options.shared_llm
-            self._llm = LLMService(self.model_spec, self.options, self.env, render=sink, observer=self.observer,
-                                   cache=None if shared is not None else self.take_cache("responses"),
-                                   in_flight=self.in_flight, shared=shared)
+            service = LLMService(self.model_spec, self.options, self.env, render=self.render_sink,
+                                 observer=self.observer, in_flight=self.in_flight, shared=shared,
+                                 cache=None if shared is not None else self.take_cache("responses"))
+            service.sender.cluster_limits = self.shared_limits
+            self._llm = service
         return self._llm
 
-    def model_spec(self, name: str) -> Any:
+    def model_spec(self, name: str) -> ModelSpec:
         """The rendered, checked spec of the model `name` under models:."""
-        from runner.llm.spec import build_spec
+        from runner.llm.client.spec import build_spec
         entry = self.pipeline.models.get(name)
         if entry is None:
             raise RunnerError(f"unknown model '{name}'")
@@ -143,7 +127,7 @@ class Runtime:
             scope[parent_as] = item.parent
         return scope
 
-    def take_cache(self, name: str) -> Any:
+    def take_cache(self, name: str) -> JsonCache | None:
         """The cache `name` opened before the run (see json_cache.open_caches), or None."""
         return self.open_caches.pop(name, None)
 
@@ -156,11 +140,6 @@ class Runtime:
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()
-
-    async def logs_named(self) -> None:
-        """Once the call logs have their final names (see LLMService.logs_named)."""
-        if self._llm is not None:
-            await self._llm.logs_named()
 
 
 @functools.cache

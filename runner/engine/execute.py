@@ -6,18 +6,21 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runner.engine.context import RunOptions, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.context import Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
 from runner.redact import redact
+from runner.runs.folders import is_item_number
 from runner.safetext import clean_value
-from runner.stores.runs import is_item_number
 
-__all__ = ["RunOptions", "Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
+if TYPE_CHECKING:
+    from runner.stores.memo import MemoStore
+
+__all__ = ["Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at", "run_item",
            "run_items", "run_steps"]
 
 
@@ -90,12 +93,12 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result["error"] = item.error
         return clean_value(result)
     scope = runtime.base_scope(item)
-    memo_key = None
-    if runtime.memo is not None and runtime.pipeline.memo is not None:
+    memo, memo_key = runtime.memo, None
+    if memo is not None and runtime.pipeline.memo is not None:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
             # --no-cache reads no stored result either; what it computes is stored as usual.
-            stored = None if runtime.options.no_cache else runtime.memo.get(memo_key)
+            stored = None if runtime.options.no_cache else memo.get(memo_key)
             if stored is not None:
                 return await _traced_memo_hit(runtime, item, stored, scope, result)
         except TemplateError as exc:
@@ -143,8 +146,8 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result["warnings"] = [redact(w) if isinstance(w, str) else w for w in warnings]
     result = clean_value(result)        # one encoding for every output it reaches (runner/safetext.py)
     await runtime.observer.item_end(item, result)
-    if memo_key is not None and not outcome.error:
-        _remember(runtime, memo_key, result, scope)
+    if memo is not None and memo_key is not None and not outcome.error:
+        _remember(runtime, memo, memo_key, result, scope)
     return result
 
 
@@ -158,7 +161,7 @@ def _from_base(base: dict[str, Any]) -> dict[str, Any]:
             if k not in ("index", "item_key")}
 
 
-def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
+def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
     skip = (runtime.pipeline.memo or {}).get("skip_when")
     try:
@@ -167,7 +170,7 @@ def _remember(runtime: Runtime, key: str, result: dict[str, Any], scope: dict[st
     except TemplateError as exc:
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
-    runtime.memo.put(key, result)
+    memo.put(key, result)
 
 
 async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
@@ -221,7 +224,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
             await maybe
 
     # Finished tasks arrive here (asyncio.wait would add and remove a callback on every
-    # running task each time one finishes: at 256 items in flight, a tenth of the run).
+    # running task each time one finishes).
     done: asyncio.Queue[asyncio.Task[None]] = asyncio.Queue()
     try:
         exhausted = False
@@ -237,8 +240,8 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 running[task] = position
                 position += 1
                 # Let the items started so far reach their first await (an LLM call on its way)
-                # before the next one's own work: filling a window of 256 items at once kept
-                # the first request back for a third of a second.
+                # before the next one's own work: a wide window filled at once would keep the
+                # first request back until every item had started.
                 await asyncio.sleep(0)
             if not running:
                 break

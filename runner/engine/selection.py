@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,9 @@ from runner.inputs import Item
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import Renderer, describe_error
-from runner.stores.results_file import results_in_order
-from runner.stores.runs import resolve_run
-
-
-@dataclass
-class Selection:
-    item: int | None = None
-    filter: str | None = None
-    failed_from: Path | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.item is None and not self.filter and self.failed_from is None
+from runner.runs.folders import resolve_run
+from runner.runs.request import Selection
+from runner.runs.results_file import results_in_order
 
 
 def pass_rule(pipeline: Pipeline) -> tuple[str, str] | None:

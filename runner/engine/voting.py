@@ -82,7 +82,7 @@ def majority_of(seats: int) -> int:
 
 
 def _numeric(valid: list[Vote], method: str) -> Outcome:
-    import statistics  # only numeric votes need it (it brings decimal and fractions: 7 ms)
+    import statistics  # only numeric votes need it (it imports decimal and fractions)
     numbers = [float(v.value) for v in valid]
     combine: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmean, "median": statistics.median,
                                                          "min": min, "max": max}

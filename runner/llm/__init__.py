@@ -1,1 +1,13 @@
-"""LLM calls: model specs, cache, transport (litellm, imported lazily), parsing, limits."""
+"""Talking to models: one run's LLM service (service.py) over four packages, each one job.
+
+- client/: a request from a model spec to a parsed answer on the wire: specs and routing,
+  the transports (aiohttp for OpenAI-compatible servers, litellm for the rest), sending with
+  limits, retries and deadlines, a local server's capacity, structured output, usage and
+  prices, answer parsing;
+- cache/: the response cache: its key, its entries, the store and `runner cache`;
+- batch/: calls answered through a provider's batch API, and the batches on disk;
+- calls/: calls.jsonl, the run's record of every call.
+
+Beside them: service.py (one run's calls: cache, send, parse, record, count), writer.py (what
+the run writes as calls end), tally.py (failures per item and endpoint), worker_report.py
+(a worker's accounting sent to the driver) and in_flight.py (items running now)."""

@@ -1,41 +1,45 @@
-"""One run's LLM service: specs, cache, render mode, parsing, repair, logs, stats.
+"""One run's LLM service: a step's call from its messages to a parsed answer.
 
-It knows model specs (through a resolver the run gives it) and a transport, not the
-run itself; sending (gates, retries, deadlines, formats) lives in sender.py."""
+It looks the answer up in the cache, else sends the request (the client: limits, retries,
+deadlines, structured output), checks and parses the answer (re-asking when the step
+allows), stores it in the cache and writes the call's line of calls.jsonl, and counts
+calls, tokens and failures for the summary. It knows model specs (through a resolver the
+run gives it), not the run itself."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
-from runner.llm.cache import request_key, usable
+from runner.llm.cache.entries import new_entry, usable
+from runner.llm.cache.key import request_key
+from runner.llm.cache.store import JsonCache
+from runner.llm.calls.file import CallsFile, KeptCalls
+from runner.llm.calls.record import call_record, format_messages, line_of
+from runner.llm.client.parsing import ParseFailure, parse_answer
+from runner.llm.client.routing import RoutedTransport
+from runner.llm.client.sender import ModelStats, Sender
+from runner.llm.client.spec import ModelSpec, batch_choice
+from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.llm.in_flight import ItemsInFlight
-from runner.llm.logs import CallLogWriter, LogCollector, format_messages, log_body, pending_name
-from runner.llm.parsing import ParseFailure, parse_answer
-from runner.llm.routing import RoutedTransport, http_process_mode
-from runner.llm.sender import ModelStats, Sender
 from runner.llm.shared_client import SharedClient
-from runner.llm.spec import ModelSpec, batch_choice
 from runner.llm.tally import FailureTally
-from runner.llm.transport import Completion, Transport, TransportError
-from runner.llm.writer import BackgroundWriter, SharedCache
-from runner.observe import NULL_OBSERVER, LLMCall, Observer
+from runner.llm.writer import CallLines, SharedCache, Writer
 from runner.redact import environment_secrets
 from runner.redact import redact as redact_urls
+from runner.runs.folders import CALLS_FILE
+from runner.runs.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.safetext import clean_text, clean_value
-from runner.stores.json_cache import JsonCache
 
 if TYPE_CHECKING:
-    from runner.llm.batch import BatchCollector
+    from runner.llm.batch.collector import BatchCollector
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
@@ -57,7 +61,6 @@ class ServiceOptions(Protocol):
     out_dir: Path | None
     render: bool
     worker: bool
-    http_process: str
 
 
 @dataclass
@@ -65,12 +68,20 @@ class CallRequest:
     model: str                         # a name under models:
     messages: list[dict[str, Any]]
     item: int
+    step: str = ""                     # the id of the step that asks
     output_schema: dict[str, Any] | None = None
     as_json: bool = False
     repair: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)
     sample: int = 0
     group: int = 0                     # calls of one step run share it (see tally.py)
+
+
+def call_lines(options: ServiceOptions) -> CallLines | None:
+    """Where a run's calls go: its calls.jsonl, a Ray worker's report, or nowhere (render)."""
+    if options.render or options.out_dir is None:
+        return None
+    return KeptCalls() if options.worker else CallsFile(options.out_dir / CALLS_FILE)
 
 
 class CallPreview(Protocol):
@@ -89,19 +100,16 @@ class LLMService:
         self.observer = observer
         self.options = options
         self.env = env
-        # A Ray worker's process is one of many on its machine: no second process of its own.
-        http_process = "off" if options.worker else http_process_mode(options.http_process)
         self.sender = shared.sender if shared is not None else Sender(
-            transport or RoutedTransport(http_process), options.cache_dir, options.llm_concurrency,
-            options.concurrency_given)
+            transport or RoutedTransport(), options.cache_dir, options.llm_concurrency, options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
-        self._logs: CallLogWriter | LogCollector | None = None
-        self._naming: asyncio.Task[None] | None = None
-        self._writer = shared.writer if shared is not None else BackgroundWriter()   # cache writes, log files
+        self._writer = Writer(call_lines(options))      # this run's calls.jsonl (and, alone, its answers)
+        # Answers go to the cache through one writer for every service of a long-lived process,
+        # so an answer one run has not committed yet is found by the others.
+        self._answers = shared.writer if shared is not None else self._writer
         self._seq: dict[int, int] = {}
-        self._messages: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None   # the last asked, as sent
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self._environment = environment_secrets()      # read once: a run's environment does not change
         self.stats: dict[str, ModelStats] = {}
@@ -118,7 +126,7 @@ class LLMService:
     @property
     def batches(self) -> BatchCollector:
         if self._batches is None:
-            from runner.llm.batch import BatchCollector
+            from runner.llm.batch.collector import BatchCollector
             self._batches = BatchCollector(self.options.cache_dir, self.sender.formats, self.stats, self.sender.send,
                                            self.in_flight)
         return self._batches
@@ -170,14 +178,15 @@ class LLMService:
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
-        messages = self._sendable(request.messages)
+        messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
         schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or await self._cached(key))
+            cached = None if self.options.no_cache else usable(
+                self._answers.pending.get(key) or await self._cached(key))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -191,7 +200,7 @@ class LLMService:
             else:
                 try:
                     if spec.batch:
-                        from runner.llm.batch import BatchCall
+                        from runner.llm.batch.calls import BatchCall
                         call = BatchCall(spec, request.item, messages, sampling, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
@@ -200,8 +209,7 @@ class LLMService:
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}")
-                    self._observe(request, spec, messages, began, None, error=message, attempts=exc.attempts)
+                    self._done(request, seq, spec, messages, key, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
                                                                   error=message)) from None
                 if completion.text:
@@ -210,15 +218,13 @@ class LLMService:
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
-                    self._log(request.item, seq, spec, messages, f"ERROR: {message}\n\n{completion.text or ''}")
-                    self._observe(request, spec, messages, began, completion, error=message)
+                    self._done(request, seq, spec, messages, key, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
                                                                   started, error=message))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            self._log(request.item, seq, spec, messages, raw)
-            self._observe(request, spec, messages, began, completion, cached=cached is not None)
+            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
                 check = None if cached is not None else schema
@@ -234,23 +240,13 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                entry = {"content": raw, "finish_reason": completion.finish_reason, "usage": completion.usage,
-                         "cost": completion.cost, "model": completion.model,
-                         "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+                entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
-                    await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
+                    await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
-                    self._writer.cache_set(self.cache, key, entry)
+                    self._answers.cache_set(self.cache, key, entry)
             return self._result(spec, parsed, raw, completion, cached is not None, started)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _sendable(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The messages as sent, keyed and logged (UTF-8 throughout): one list for every seat
-        of a jury, which send the same messages, so their JSON is made once (shared_json.py)."""
-        known = self._messages
-        if known is None or known[0] is not messages:
-            known = self._messages = (messages, [clean_value(dict(m)) for m in messages])
-        return known[1]
 
     async def _cached(self, key: str) -> Any:
         """The cache's entry for `key`: asked of the cache's owner when the cache is another
@@ -293,46 +289,48 @@ class LLMService:
         return self._seq[item]
 
     def flush(self) -> None:
-        """Wait until every log and cache write handed to the writer thread is done."""
+        """Write every answer and call line handed to the writers so far."""
+        self._answers.flush()
         self._writer.flush()
 
-    @property
-    def logs(self) -> CallLogWriter | LogCollector | None:
-        return self._logs
+    def take_calls(self) -> list[bytes]:
+        """A Ray worker's lines of calls.jsonl since the last report (flushed first)."""
+        self._writer.flush()
+        calls = self._writer.calls
+        return calls.take() if isinstance(calls, KeptCalls) else []
 
-    def log_writer(self) -> CallLogWriter | LogCollector | None:
-        if self.options.render or self.options.out_dir is None:
-            return None
-        if self._logs is None:
-            # A Ray worker keeps its logs for the driver, which writes the run folder.
-            self._logs = (LogCollector() if getattr(self.options, "worker", False)
-                          else CallLogWriter(self.options.out_dir / "llm_logs"))
-        return self._logs
+    def add_calls(self, lines: list[bytes]) -> None:
+        """Lines of calls.jsonl a Ray worker made, appended to this run's."""
+        self._writer.add_calls(lines)
 
-    def _log(self, item: int, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], response: str) -> None:
-        """The call's log, formatted here; its file written by the writer (at once while files
-        are quick to write, else by its thread; the run's end waits for every log), a Ray
-        worker's kept for its driver."""
-        logs = self.log_writer()
-        if logs is None:
-            return
-        name = pending_name(item, seq, spec.name)
-        body = log_body(self.redact(format_messages(messages)), self.redact(response))
-        if isinstance(logs, LogCollector):
-            logs.put(name, body)
-        elif not logs.spooled(name, body):
-            self._writer.submit(functools.partial(logs.put, name, body))
+    def _done(self, request: CallRequest, seq: int, spec: ModelSpec, messages: list[dict[str, Any]], key: str,
+              began: int, completion: Completion | None, cached: bool = False, error: str | None = None,
+              attempts: int = 0) -> None:
+        """The call's line of calls.jsonl (secrets taken out), and its tracing event."""
+        ended = time.time_ns()
+        answer = completion.text if completion else None
+        attempts = 0 if cached else completion.attempts if completion else attempts
+        usage = completion.usage if completion else {}
+        if self._writer.calls is not None:
+            self._writer.add_calls([line_of(call_record(
+                item=request.item, call=f"{request.item}.{seq}", step=request.step, model=spec.name,
+                model_id=spec.model, endpoint=redact_urls(spec.endpoint, self._environment), key=key,
+                messages=self._redacted(messages), answer=answer, usage=usage, attempts=attempts,
+                began_ns=began, ended_ns=ended, cached=cached, error=error))])
+        if self.observer is not NULL_OBSERVER:
+            self.observer.llm_call(LLMCall(
+                request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
+                answer, began, ended, cached, attempts, usage, error))
 
-    def _observe(self, request: CallRequest, spec: ModelSpec, messages: list[dict[str, Any]], began: int,
-                 completion: Completion | None, cached: bool = False, error: str | None = None,
-                 attempts: int = 0) -> None:
-        if self.observer is NULL_OBSERVER:       # no tracing: nothing to build
-            return
-        self.observer.llm_call(LLMCall(
-            request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
-            completion.text if completion else None, began, time.time_ns(), cached,
-            0 if cached else completion.attempts if completion else attempts,
-            completion.usage if completion else {}, error))
+    def _redacted(self, value: Any) -> Any:
+        """Every text in `value` (messages: contents, parts) without the run's secrets."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self._redacted(inner) for inner in value]
+        if isinstance(value, dict):
+            return {name: self._redacted(inner) for name, inner in value.items()}
+        return value
 
     def _render_call(self, spec: ModelSpec, messages: list[dict[str, Any]], cached: dict[str, Any] | None,
                      sampling: dict[str, Any], mode: str) -> None:
@@ -380,17 +378,9 @@ class LLMService:
     def failure_reasons(self) -> dict[int, str]:
         return self.tally.failure_reasons()
 
-    async def logs_named(self) -> None:
-        """Once the call logs have their final names (the log process may still be naming
-        them when aclose returns)."""
-        naming, self._naming = self._naming, None
-        if naming is not None:
-            await naming
-
     async def aclose(self) -> None:
-        self._writer.flush() if self._shared is not None else self._writer.close()
-        if isinstance(self._logs, CallLogWriter):
-            self._naming = self._logs.end()
+        self._answers.flush()      # a shared writer stays open for the others (SharedClient closes it)
+        self._writer.close()
         if self._batches is not None:
             await self._batches.aclose()
         if self._shared is None:          # a shared sender and cache are closed by their owner

@@ -1,6 +1,9 @@
-"""A Ray worker's LLM accounting for one block of items, and the driver taking it in, so
+"""A worker's LLM accounting for one block of items, and the driver taking it in, so
 summary.json (calls, cache hits, failures, tokens, cost, items without a usable answer,
-hints) and llm_logs/ read as a local run's.
+hints) and calls.jsonl read as a local run's. An executor whose blocks run in other
+processes (Ray's) sends `take_report` back with each block and the driver `absorb_report`s it;
+the worker's service runs with `RunOptions.worker` set, so it keeps its calls' lines for
+the report instead of writing a calls.jsonl of its own.
 
 The worker's counts are taken and reset after each block: a block retried elsewhere after
 its worker died is counted once, by the worker that finished it."""
@@ -10,8 +13,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from runner.llm.logs import CallLogWriter, LogCollector
-from runner.llm.sender import ModelStats
+from runner.llm.client.sender import ModelStats
 from runner.llm.tally import EndpointTally
 
 
@@ -25,7 +27,7 @@ def take_report(service: Any, items: list[int]) -> dict[str, Any]:
             "items": service.tally.take(items),
             "endpoints": {name: _take(tally) for name, tally in list(service.tally.endpoints.items())},
             "breakers": dict(service.breakers),
-            "logs": service.logs.take() if isinstance(service.logs, LogCollector) else []}
+            "calls": service.take_calls()}
 
 
 def _take(counters: Any) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def _take(counters: Any) -> dict[str, Any]:
 
 
 def absorb_report(service: Any, report: dict[str, Any]) -> None:
-    """Add one block's report to the driver's LLM service (its logs included)."""
+    """Add one block's report to the driver's LLM service (its calls appended to calls.jsonl)."""
     for name, counted in report["stats"].items():
         stats = service.stats.setdefault(name, ModelStats())
         for field in fields(ModelStats):
@@ -50,7 +52,4 @@ def absorb_report(service: Any, report: dict[str, Any]) -> None:
         mine.failed += counted["failed"]
         mine.last_error = counted["last_error"] or mine.last_error
     service.breakers.update(report["breakers"])
-    logs = service.log_writer()
-    if isinstance(logs, CallLogWriter):
-        for name, body in report["logs"]:
-            logs.put(name, body)
+    service.add_calls(report["calls"])

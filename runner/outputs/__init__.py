@@ -1,1 +1,1 @@
-"""Result files: results.jsonl, summary.json, report.md."""
+"""What a run ends with: summary.json, report.md and report.html, and the --format exports."""

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from runner.outputs.report_format import markdown
 from runner.outputs.report_rows import MARKDOWN_ROWS, choose
-from runner.outputs.report_view import ItemView, ReportView
+from runner.outputs.report_view import CallView, ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
 URL_SAFE = ":/?#[]@!$&'*+,;=%~"     # parentheses, spaces and angle brackets are encoded: they end a link
@@ -81,7 +81,7 @@ def render_report(view: ReportView) -> str:
     unlisted = unlisted_line(view, len(shown))
     lines += [unlisted, ""] if unlisted else []
     lines += _table(headers, rows, escaped=True)
-    detailed = [item for item in shown if item.juries or item.error or item.warnings or item.logs]
+    detailed = [item for item in shown if item.juries or item.error or item.warnings or item.calls]
     if detailed:
         lines += ["## Item details", ""]
         for item in detailed:
@@ -89,8 +89,9 @@ def render_report(view: ReportView) -> str:
     return "\n".join(lines)
 
 
-def _log_links(names: list[str]) -> str:
-    return " ".join(f"[{markdown(name)}](llm_logs/{quote(name)})" for name in names)
+def _call_names(calls: list[CallView]) -> str:
+    """`(call 3.1, 3.2)`: the calls' names in calls.jsonl (`runner calls RUN --item 3` prints them)."""
+    return f"(call {', '.join(markdown(call.call) for call in calls)})" if calls else ""
 
 
 def _details(item: ItemView) -> list[str]:
@@ -110,7 +111,8 @@ def _details(item: ItemView) -> list[str]:
             how = f"{'cached' if vote.cached else f'{vote.latency_ms} ms'}"
             said = (f"error: {markdown(vote.error)}" if vote.error
                     else f"{markdown(vote.value)}: {markdown(vote.reason)}")
-            lines.append(f"  - {markdown(vote.model)} ({how}): {said} {_log_links(vote.logs)}".rstrip())
-    if item.logs and not item.juries:
-        lines.append("- logs: " + _log_links(item.logs))
+            lines.append(f"  - {markdown(vote.model)} ({how}): {said} {_call_names(vote.calls)}".rstrip())
+    if item.calls:
+        lines.append(f"- LLM calls: {len(item.calls)} in calls.jsonl (`runner calls <run folder> --item {item.index}` "
+                     "prints them)")
     return lines + [""]

@@ -36,8 +36,6 @@ def number(value: float) -> str:
 
 def text(value: Any, limit: int | None = None) -> str:
     """One line of text for any value: numbers short, yes/no, lists joined, objects as k: v."""
-    if type(value) is str and _plain_line(value):
-        return cut(value, limit)
     if value is None:
         out = ""
     elif isinstance(value, bool):
@@ -51,12 +49,6 @@ def text(value: Any, limit: int | None = None) -> str:
     else:
         out = visible(str(value))
     return cut(" ".join(out.split()), limit)
-
-
-def _plain_line(value: str) -> bool:
-    """Whether text() would return `value` as it is: printable holds no control character
-    (CONTROLS) and no whitespace but the ASCII space, and the spaces are single, inside."""
-    return value.isprintable() and "  " not in value and value[:1] != " " and value[-1:] != " "
 
 
 def cut(line: str, limit: int | None) -> str:

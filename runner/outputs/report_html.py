@@ -7,7 +7,7 @@ import re
 from html import escape
 
 from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
-from runner.outputs.report_view import ItemView, JuryView, ReportView, result_json
+from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView, result_json
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
 RESULT_CHARS = 50_000           # of one item's full result in its details
@@ -128,18 +128,31 @@ def _inputs(pairs: list[tuple[str, str]], links: dict[str, str]) -> str:
         f'<span class="kv long"><i>{escape(k)}</i>{value(k, v)}</span>' for k, v in long)
 
 
+def _call(call: CallView, label: str, with_prompt: bool = True) -> str:
+    """One call's prompt (unless the jury shows it once for all its seats) and answer, folded
+    until opened."""
+    prompt = f"<b>prompt</b><pre>{escape(call.prompt)}</pre>" if with_prompt else ""
+    return (f'<details class="call"><summary>{escape(label)}</summary>{prompt}'
+            f"<b>response</b><pre>{escape(call.response)}</pre></details>")
+
+
 def _jury(jury: JuryView) -> str:
     counted = f", resting on {jury.valid_votes} valid vote(s)" if jury.valid_votes is not None else ""
+    # The seats of a jury are sent the same messages: their prompt is shown once, above their votes.
+    prompts = {call.prompt for vote in jury.votes for call in vote.calls}
+    shared = (f'<details class="call"><summary>prompt</summary><pre>{escape(next(iter(prompts)))}</pre></details>'
+              if len(prompts) == 1 else "")
     rows = []
     for vote in jury.votes:
         said = f'<span class="err">{escape(vote.error)}</span>' if vote.error else escape(vote.reason)
-        links = " ".join(f'<a href="llm_logs/{escape(n)}">{escape(n)}</a>' for n in vote.logs) or "-"
+        calls = "".join(_call(call, f"call {call.call}", with_prompt=not shared) for call in vote.calls) or "-"
         rows.append(f"<tr><td>{escape(vote.model)}</td><td>{escape(vote.value or '-')}</td><td>{said}</td>"
-                    f"<td>{'yes' if vote.cached else 'no'}</td><td>{vote.latency_ms} ms</td><td>{links}</td></tr>")
+                    f"<td>{'yes' if vote.cached else 'no'}</td><td>{vote.latency_ms} ms</td><td>{calls}</td></tr>")
     return (f"<div><b>Jury</b> <code>{escape(jury.where)}</code>: {escape(jury.verdict)}{escape(counted)}"
-            f'<div class="small">{escape(jury.reason)}</div>'
+            f'<div class="small">{escape(jury.reason)}</div>{shared}'
             "<table><thead><tr><th>model</th><th>verdict</th><th>reason</th><th>cached</th><th>latency</th>"
-            f"<th>prompt and response</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+            f"<th>{'response' if shared else 'prompt and response'}</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table></div>")
 
 
 def _item(item: ItemView) -> str:
@@ -151,9 +164,9 @@ def _item(item: ItemView) -> str:
     flags = "".join(f'<span class="flag">{escape(f)}</span>' for f in item.flags)
     detail = [_jury(j) for j in item.juries]
     detail += [f'<div class="note warnings">{escape(w)}</div>' for w in item.warnings]
-    if item.logs and not item.juries:
-        detail.append("<div><b>LLM calls:</b> " + " ".join(
-            f'<a href="llm_logs/{escape(n)}">{escape(n)}</a>' for n in item.logs) + "</div>")
+    if item.calls and not item.juries:
+        detail.append("<div><b>LLM calls:</b>" + "".join(
+            _call(call, f"call {call.call}: step {call.step}, model {call.model}") for call in item.calls) + "</div>")
     detail.append('<details class="result"><summary>full result</summary>'
                   f"<pre>{escape(result_json(item.result, RESULT_CHARS))}</pre></details>")
     return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'

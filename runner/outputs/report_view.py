@@ -1,4 +1,4 @@
-"""What a report shows, built once from summary.json, the results and llm_logs/, so that
+"""What a report shows, built once from summary.json, the results and calls.jsonl, so that
 report.md and report.html never disagree.
 
 Generic over pipelines: the verdict is the summary's `count_by` field (else the item's status),
@@ -6,23 +6,23 @@ an item passes by the pipeline's pass rule (`summary.pass_when`, else its first 
 the reason is `summary.reason_field` (else a column named like a reason), key inputs are
 `summary.report_columns`, a jury is any object in a result holding `votes`, flags are string
 lists named `*flags`. Bounded at any size: counts over every result, rows for at most `limit`
-items (report_rows.py)."""
+items (report_rows.py), and the LLM calls of those rows only."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.llm.calls.file import read_calls
+from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, RowPicker, RunScope, index_of
 
-LOG_NAME = re.compile(r"^(?P<model>.+)_(?P<seq>\d{4})_item(?P<item>\d+)\.txt$")
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
 SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints", "run_warnings", "summary_errors",
@@ -30,6 +30,7 @@ SUMMARY_SECTIONS = {"pipeline", "counts", "count_by", "models", "juries", "hints
                     "interrupted", "partial", "rerun_of"}
 MAX_COLUMNS = 40
 FIELD_CHARS = 4000          # one value as a report shows it; the whole value stays in results.jsonl
+CALL_CHARS = 4000           # a call's prompt or answer as a report shows it; the whole call stays in calls.jsonl
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
 GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|YES)$", re.IGNORECASE)
@@ -48,6 +49,16 @@ def _last(column: str) -> str:
 
 
 @dataclass
+class CallView:
+    """One LLM call of a listed row, as the report shows it (cut to CALL_CHARS)."""
+    call: str                                     # ITEM.N, as calls.jsonl names it
+    model: str
+    step: str
+    prompt: str
+    response: str
+
+
+@dataclass
 class VoteView:
     model: str
     value: str
@@ -55,7 +66,7 @@ class VoteView:
     cached: bool
     latency_ms: int
     error: str
-    logs: list[str]
+    calls: list[CallView]
 
 
 @dataclass
@@ -79,7 +90,7 @@ class ItemView:
     warnings: list[str]
     juries: list[JuryView]
     overridden: str                               # the jury's verdict when the final verdict differs
-    logs: list[str]
+    calls: list[CallView]                         # the item's LLM calls, in the order they ended
     cells: list[str]                              # the configured columns, for the markdown table
     result: dict[str, Any]
     links: dict[str, str] = field(default_factory=dict)    # column -> URL (a trace in the tracing UI)
@@ -147,40 +158,46 @@ class Columns:
         return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
 
 
-def read_logs(folder: Path | None, wanted: set[int] | None = None) -> dict[int, dict[str, list[str]]]:
-    """item -> model -> its call log files, in call order (only the `wanted` items, when given)."""
-    found: dict[int, dict[str, list[str]]] = {}
-    if folder is None or not folder.is_dir():
+def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallView]]:
+    """The calls of the `wanted` items in calls.jsonl (read once; the others are skipped
+    without being parsed), each item's in the order they ended."""
+    found: dict[int, list[CallView]] = {}
+    if path is None or not wanted:
         return found
-    with os.scandir(folder) as entries:         # a big run's folder: keep only the wanted names
-        for entry in entries:
-            match = LOG_NAME.match(entry.name)
-            if match and (wanted is None or int(match["item"]) in wanted):
-                found.setdefault(int(match["item"]), {}).setdefault(match["model"], []).append(entry.name)
-    for models in found.values():
-        for names in models.values():
-            names.sort()
+    prompts: dict[str, str] = {}          # a jury's seats share one prompt: kept once
+    for record in read_calls(path, wanted):
+        call = call_view(record)
+        call.prompt = prompts.setdefault(call.prompt, call.prompt)
+        found.setdefault(int(record["item"]), []).append(call)
     return found
 
 
-def _juries(value: Any, where: str, field_name: str, logs: Callable[[str], list[str]]) -> list[JuryView]:
+def call_view(record: dict[str, Any], limit: int = CALL_CHARS) -> CallView:
+    """A call of calls.jsonl as a page shows it: prompt and response cut at `limit` characters."""
+    messages = record.get("messages")
+    return CallView(text(record.get("call"), 40), text(record.get("model"), 200), text(record.get("step"), 200),
+                    text(format_messages(messages) if isinstance(messages, list) else "", limit),
+                    text(response_text(record), limit))
+
+
+def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list[CallView]]) -> list[JuryView]:
     if not isinstance(value, dict):
         return []
     votes = value.get("votes")
     if isinstance(votes, list) and votes and all(isinstance(v, dict) and "model" in v for v in votes):
         return [JuryView(where, text(value.get(field_name)), text(value.get("reason")), value.get("valid_votes"),
-                         [_vote(v, logs) for v in votes])]
+                         [_vote(v, calls) for v in votes])]
     found = []
     for key, inner in value.items():
-        found += _juries(inner, f"{where}.{key}" if where else key, field_name, logs)
+        found += _juries(inner, f"{where}.{key}" if where else key, field_name, calls)
     return found
 
 
-def _vote(vote: dict[str, Any], logs: Callable[[str], list[str]]) -> VoteView:
+def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteView:
     answer: dict[str, Any] = vote["answer"] if isinstance(vote.get("answer"), dict) else {}
     reason = next((text(answer[n], FIELD_CHARS) for n in REASON_NAMES if answer.get(n)), "")
     return VoteView(text(vote["model"], 200), text(vote.get("value"), 200), reason, bool(vote.get("cached")),
-                    _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), logs(str(vote["model"])))
+                    _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), calls(str(vote["model"])))
 
 
 def _flags(result: dict[str, Any]) -> list[str]:
@@ -238,14 +255,13 @@ def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str
 
 
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
-               passed: bool | None, logs: dict[int, dict[str, list[str]]],
+               passed: bool | None, calls: dict[int, list[CallView]],
                trace_url: str | None = None, reason_field: str | None = None) -> ItemView:
     index = index_of(result)
     verdict = verdict_of(result, count_by)
     error = error_of(result)
-    item_logs = logs.get(index, {})
-    log_names = sorted(name for names in item_logs.values() for name in names)
-    juries = _juries(result, "", count_by or "verdict", lambda model: item_logs.get(model, []))
+    item_calls = calls.get(index, [])
+    juries = _juries(result, "", count_by or "verdict", lambda model: [c for c in item_calls if c.model == model])
     reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
     # Each column read and written out once, then cut to what each place shows.
     values = {c: lookup(result, c) for c in (*columns, *reason_cols)}
@@ -259,7 +275,7 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
     status = status_of(verdict, error, passed)
     return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
-                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, log_names,
+                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, item_calls,
                     [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
 
 
@@ -287,7 +303,7 @@ class RowChooser:
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
                assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
-               logs_dir: Path | None = None, *, reason_field: str | None = None,
+               calls_file: Path | None = None, *, reason_field: str | None = None,
                limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
     be a reader over results.jsonl, or a generator: it is iterated once."""
@@ -295,20 +311,20 @@ def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], confi
     chosen = RowChooser(configured, summary.get("count_by"), limit)
     for result in results:
         chosen.add(result, check(result))
-    return view_of(summary, chosen, assessment_key, logs_dir, reason_field=reason_field)
+    return view_of(summary, chosen, assessment_key, calls_file, reason_field=reason_field)
 
 
-def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, logs_dir: Path | None, *,
+def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, calls_file: Path | None, *,
             reason_field: str | None = None) -> ReportView:
     """The view, once every result went through `chosen` (its count_by is the summary's):
     each row passes as it did there."""
     count_by = summary.get("count_by")
     rows = chosen.picker.rows()
     columns = chosen.columns.names()
-    logs = read_logs(logs_dir, {index_of(r) for r, _ in rows.chosen})
+    calls = read_item_calls(calls_file, {index_of(r) for r, _ in rows.chosen})
     tracing = summary.get("tracing")
     trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
-    items = [build_item(r, columns, count_by, passed, logs, trace_url, reason_field) for r, passed in rows.chosen]
+    items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in rows.chosen]
     if count_by:
         counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
@@ -351,8 +367,8 @@ def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def result_json(result: dict[str, Any], limit: int | None = None) -> str:
-    """Compact JSON: json's C encoder does not indent, and its Python one took a fifth of a
-    cached run's report; the page indents a result when it is opened. Past `limit` characters
+    """Compact JSON: json's C encoder does not indent (its Python one is slow over a big run);
+    the page indents a result when it is opened. Past `limit` characters
     it is cut, saying where the whole result is."""
     whole = json.dumps(result, ensure_ascii=False, default=str)
     if limit is None or len(whole) <= limit:

@@ -9,8 +9,8 @@ from typing import Any
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
-from runner.outputs.health import KEPT_GROUPS, error_groups, nested_error
 
+KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
 OTHER_ERRORS = "(other errors)"
 
@@ -133,6 +133,38 @@ class SummaryTally:
         if interrupted:
             summary["interrupted"] = True
         return summary
+
+
+def nested_error(value: Any) -> str | None:
+    """The first `error` text inside a result (a juror's vote, a step's result)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("error"), str) and value["error"]:
+            return str(value["error"])
+        inner_values: Iterable[Any] = value.values()
+    elif isinstance(value, list):
+        inner_values = value
+    else:
+        return None
+    for inner in inner_values:
+        found = nested_error(inner)
+        if found:
+            return found
+    return None
+
+
+def error_groups(results: Iterable[dict[str, Any]], llm_failed: dict[int, str]) -> list[dict[str, Any]]:
+    """Identical item errors counted together, most frequent first: an item's `error`, or for
+    an item whose LLM work got no usable answer, its last failed call's error (else the first
+    error inside its result)."""
+    counts: Counter[str] = Counter()
+    for result in results:
+        message = result.get("error")
+        index = result.get("index")
+        if not message and index in llm_failed:
+            message = llm_failed[index] or nested_error(result) or "no usable answer from any model"
+        if message:
+            counts[" ".join(str(message).split())] += 1
+    return [{"count": n, "error": text} for text, n in counts.most_common(KEPT_GROUPS)]
 
 
 def _count_key(result: dict[str, Any], field: str) -> str:

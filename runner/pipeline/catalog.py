@@ -78,9 +78,8 @@ def step_names() -> list[str]:
 
 class _BuiltinInfos(Mapping[str, StepInfo]):
     """Every registered step type's StepInfo, each read when it is first looked up: checking a
-    pipeline imports the step types it names (the citation judge's 4 and what they import, not
-    all 14: its first load took 85 ms, now 78 ms); listing them, as an unknown name's message
-    does, reads them all."""
+    pipeline imports the step types it names and what they import, not all of them; listing
+    them, as an unknown name's message does, reads them all."""
 
     def __init__(self) -> None:
         self._read: dict[str, StepInfo] = {}

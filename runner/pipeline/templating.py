@@ -22,7 +22,6 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
-from runner.pipeline.jinja_fast import evaluate, generate
 from runner.pipeline.sandbox_limits import (
     MAX_ELEMENTS,
     BoundedSandbox,
@@ -35,12 +34,6 @@ from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-# `not`? then a dotted name such as `steps.match.passed`, perhaps `| default(...)`: most
-# templated values are one of these.
-_PLAIN_PATH = re.compile(r"^(?P<negate>not\s+)?(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)"
-                         r"(?:\s*\|\s*default\((?P<default>[^(),|{}]*)\))?$")
-_LITERAL_NAMES = frozenset({"none", "None", "true", "True", "false", "False", "not", "and", "or", "in", "is",
-                            "if", "else", "loop", "self", "caller", "varargs", "kwargs"})
 
 def is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
@@ -237,35 +230,14 @@ class Renderer:
         fn = self._compiled.get(key)
         if fn is None:
             expr = source if bare else single_expression(source)
-            path = _plain_path(expr) if expr is not None else None
-            if path is not None:
-                fn = self._path_reader(*path)
-            elif expr is not None:
+            if expr is not None:
                 compiled = self.env.compile_expression(expr, undefined_to_none=False)
-                fn = lambda scope, c=compiled: _defined(evaluate(c, scope))  # noqa: E731
+                fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
             else:
                 template = self.env.from_string(source)
                 fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
             self._compiled[key] = fn
         return fn
-
-    def _path_reader(self, names: list[str], negate: bool, default: str | None) -> Callable[[Mapping[str, Any]], Any]:
-        """What Jinja's compiled code for `a.b.c` (or `a.b | default(x)`) does: the
-        sandbox's getattr, its undefined values; without building a template context for
-        each of thousands of renders."""
-        env, first, rest = self.env, names[0], names[1:]
-        fallback = None if default is None else self._compile(default, True)
-
-        def read(scope: Mapping[str, Any]) -> Any:
-            value = scope[first] if first in scope else env.globals.get(first, _MISSING)
-            if value is _MISSING:
-                value = env.undefined(name=first)
-            for name in rest:
-                value = env.getattr(value, name)
-            if fallback is not None and isinstance(value, jinja2.Undefined):
-                value = fallback(scope)
-            return not value if negate else _defined(value)
-        return read
 
     def value(self, value: Any, scope: Mapping[str, Any]) -> Any:
         """Render a templated value (recursing into lists and dicts)."""
@@ -290,24 +262,11 @@ class Renderer:
         return bounded_text(self.env.get_template(name), scope)
 
 
-_MISSING = object()
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _plain_path(expr: str) -> tuple[list[str], bool, str | None] | None:
-    match = _PLAIN_PATH.match(expr.strip())
-    if match is None or (match["negate"] and match["default"] is not None):   # `not` binds looser than `|`
-        return None
-    names = match["path"].split(".")
-    default = match["default"].strip() if match["default"] is not None else None
-    return None if names[0] in _LITERAL_NAMES or default == "" else (names, bool(match["negate"]), default)
-
-
 def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
     """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
     could otherwise build gigabytes before anything else noticed)."""
     chunks, size = [], 0
-    for chunk in generate(template, scope):
+    for chunk in template.generate(**scope):
         size += len(chunk)
         if size > MAX_ELEMENTS:
             raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
@@ -318,15 +277,10 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
-    if type(value) in _SCALARS:        # most renders: nothing inside to check
-        return value
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
-        kind = type(current)
-        if kind in _SCALARS:           # most of what a dict or list holds
-            continue
-        if kind is dict or kind is list or isinstance(current, (dict, list, tuple)):
+        if isinstance(current, (dict, list, tuple)):
             if id(current) not in seen:
                 seen.add(id(current))     # a list may hold itself (`x.append(x)`)
                 pending.extend(current.values() if isinstance(current, dict) else current)

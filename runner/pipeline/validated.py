@@ -1,8 +1,8 @@
 """Pipelines already found valid, kept in the cache folder, so a rerun skips the checks.
 
 Checking a pipeline (its JSON Schema, every template and reference, its prompt and answer
-schema files) is a large share of a fully cached run: importing jsonschema alone takes
-about 65 ms, against about 0.5 s for the whole rerun of 200 citations. A run or render whose
+schema files, and importing jsonschema to do it) is a large share of a fully cached run's
+time (bench/RESULTS.md). A run or render whose
 pipeline, after `--set`, is exactly one already found valid, with the same prompt and
 schema files and the same runner, skips the checks. The fingerprint covers everything
 they read: the data, the file's place (which decides the prompts/ and schemas/ folders),

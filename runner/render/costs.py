@@ -1,13 +1,13 @@
 """`runner render`'s closing estimate: per model, the calls a run would make, how many are
 cached, estimated prompt and completion tokens, and the estimated cost of the uncached ones
-by litellm's bundled price table (read as data, runner/llm/prices.py: no litellm import)."""
+by litellm's bundled price table (read as data, runner/llm/client/prices.py: no litellm import)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.llm.prices import Price, batch_price_of, price_of
+from runner.llm.client.prices import Price, batch_price_of, price_of
 
 CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never calls a tokenizer
 FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from

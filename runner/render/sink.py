@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from runner.llm.spec import ModelSpec
+from runner.llm.client.spec import ModelSpec
 from runner.redact import redact
 from runner.render.costs import CostEstimate
 

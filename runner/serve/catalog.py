@@ -20,12 +20,12 @@ from typing import Any
 import yaml
 
 from runner.errors import ConfigError, RunnerError, unknown
-from runner.outputs.manifest import model_entries, pipeline_entry, sha256_json
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import attribute_refs, parse_source
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
+from runner.runs.manifest import model_entries, pipeline_entry, sha256_json
 from runner.serve.errors import ApiError
 
 SUFFIXES = (".yaml", ".yml")

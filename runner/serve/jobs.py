@@ -23,15 +23,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, run_pipeline_async
+from runner.api import run_pipeline_async
 from runner.engine.progress import Counter
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, dumps
 from runner.redact import redact
+from runner.runs.folders import is_run, mark_latest
+from runner.runs.request import ItemSource
 from runner.serve.errors import ApiError
 from runner.serve.job_files import ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
-from runner.stores.runs import is_run, mark_latest
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn

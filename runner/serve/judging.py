@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import RunOptions, Runtime
+from runner.engine.context import Runtime
 from runner.engine.execute import run_item
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
-from runner.observe import LLMCall, Observer
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
+from runner.runs.observe import LLMCall, Observer
+from runner.runs.request import RunOptions
 from runner.serve.catalog import Catalog, Served, load_variant, request_overrides, served_hash
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight

@@ -11,9 +11,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.run_warnings import add_warning
-from runner.observe import NULL_OBSERVER, Observer
 from runner.redact import redact as redact_urls
 from runner.redact import remember_url
+from runner.runs.observe import NULL_OBSERVER, Observer
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime
@@ -42,7 +42,7 @@ def make_observer(runtime: Runtime) -> Observer:
 
     warn = functools.partial(add_warning, runtime)
 
-    def redact(text: str) -> str:     # what the LLM call logs hide, without starting an LLM service
+    def redact(text: str) -> str:     # what calls.jsonl hides, without starting an LLM service
         if runtime.llm_used:
             return str(runtime.llm.redact(text))
         from runner.llm.service import SECRET_NAME

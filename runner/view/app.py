@@ -21,18 +21,19 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from runner.errors import RunnerError
-from runner.outputs.report_view import LOG_NAME, build_item, lookup, status_of
+from runner.llm.calls.record import header
+from runner.outputs.report_view import build_item, call_view, lookup, status_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
 from runner.view.catalog import RunEntry, describe, list_runs, run_entry, run_folder
 from runner.view.index import Query, RunIndex
 from runner.view.pages import render
 
 MAX_BODY = 64 * 1024
-MAX_LOG = 256 * 1024
+MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 SOURCE_FIELDS = ("text_found", "cited_text", "source_text", "source")
 
@@ -98,11 +99,11 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         if result is None:
             return view.page("message.html", 404, title="No such item",
                              message=f"{entry.path} has no item {number}.")
-        logs = index_db.logs(number)
+        calls = index_db.calls(number)
         trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
             if isinstance(entry.summary.get("tracing"), dict) else None
         shown = build_item(result, entry.report_columns or [], entry.verdict_field, None,
-                           {number: _by_model(logs)}, trace_url)
+                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url)
         key = str(result.get("item_key") or "")
         previous, following = index_db.neighbours(number)
         return view.page(
@@ -110,22 +111,14 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
             verdict_field=entry.verdict_field, item_key=key, juries=shown.juries, counts=index_db.counts(),
             result_json=json.dumps(result, ensure_ascii=False, indent=2, default=str),
             quote=_first_text(result, ("quote",)), source=_first_text(result, SOURCE_FIELDS),
-            logs=[(name, _read_log(folder, name)) for name in logs], previous=previous, following=following,
+            calls=[(shown_call, header(call)) for shown_call, call in zip(shown.calls, calls, strict=True)],
+            previous=previous, following=following,
             reviews=view.store.for_items(entry.pipeline, [key]).get(key, []) if key else [],
             reviewer=_os_user(), trace_id=result.get("mlflow_trace_id"),
             trace_link=shown.links.get("mlflow_trace_id"))
 
-    def log(request: Request) -> Response:
-        folder = run_folder(view.reports, request.path_params["run"])
-        name = request.path_params["name"]
-        if not LOG_NAME.match(name) or "/" in name:
-            return PlainTextResponse("no such log", 404)
-        text = _read_log(folder, name)
-        return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff",
-                                                "Content-Security-Policy": "default-src 'none'"})
-
     def compare(request: Request) -> Response:
-        from runner.outputs.diff import diff_runs
+        from runner.calibration.diff import diff_runs
         chosen = request.query_params.getlist("run") or [request.query_params.get("a", ""),
                                                           request.query_params.get("b", "")]
         if len(chosen) != 2 or not all(chosen):
@@ -157,7 +150,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
-              Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/log/{name}", log),
+              Route("/run/{run:path}/item/{index:int}", item),
               Route("/run/{run:path}", run)]
     hosts = allowed_hosts or list(LOOPBACK)
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
@@ -218,27 +211,6 @@ def _query(request: Request) -> Query:
                  field=params.get("field") or None, value=params.get("value") or None,
                  search=params.get("q") or None, sort=params.get("sort") or "index",
                  descending=params.get("desc") == "1", page=int(page) if page.isdigit() else 1)
-
-
-def _by_model(names: list[str]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for name in names:
-        match = LOG_NAME.match(name)
-        if match:
-            found.setdefault(match["model"], []).append(name)
-    return found
-
-
-def _read_log(folder: Path, name: str) -> str:
-    path = folder / "llm_logs" / name
-    try:
-        if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
-            return "(not shown: the log is a link out of the run folder)"
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            text = handle.read(MAX_LOG + 1)
-    except OSError:
-        return "(log missing)"
-    return text if len(text) <= MAX_LOG else text[:MAX_LOG] + f"\n... (cut at {MAX_LOG} characters: see raw)"
 
 
 def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:

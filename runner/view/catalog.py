@@ -11,7 +11,7 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.outputs.report_view import item_label, lookup
-from runner.stores.runs import SUMMARY, is_run
+from runner.runs.folders import SUMMARY, is_run
 
 MANIFEST = "run.json"
 _PATTERNS = ("*/*/*/" + SUMMARY, "*/*/" + SUMMARY, "*/" + SUMMARY, SUMMARY)

@@ -1,9 +1,10 @@
 """A run's items as a SQLite index, so a page of a million-item run reads one page of rows.
 
-Built once from results.jsonl, streamed line by line, into REPORTS_DIR/.runner-view/ (the
-run folder itself is never written), and built again when results.jsonl changes. Each item
-keeps its verdict, error, label, reason and its whole result; a full-text index (FTS5)
-holds its text for search."""
+Built once from results.jsonl and calls.jsonl, streamed line by line, into
+REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
+either changes. Each item keeps its verdict, error, label, reason and its whole result; a
+full-text index (FTS5) holds its text for search; where each of its calls' lines starts in
+calls.jsonl is kept, so an item's page reads its calls alone."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.outputs.report_view import LOG_NAME
-from runner.stores.runs import RESULTS
+from runner.llm.calls.file import call_spans, read_spans
+from runner.runs.folders import CALLS_FILE, RESULTS
 
 INDEX_DIR = ".runner-view"
-LOGS = "llm_logs"
-FORMAT = 1
+FORMAT = 2
 PAGE_SIZE = 50
 SEARCH_TEXT = 8000          # characters of an item's text kept for search
 _BATCH = 5000
@@ -75,9 +75,21 @@ class RunIndex:
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
 
     # -- building ------------------------------------------------------------------
+    def _calls_file(self) -> Path | None:
+        """The run's calls.jsonl; None for a link in its place, which is not followed (it
+        could show a file from outside the run folder)."""
+        path = self.run / CALLS_FILE
+        return None if path.is_symlink() else path
+
     def _stamp(self) -> str:
         stat = (self.run / RESULTS).stat()
-        return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{self.verdict_field}"
+        calls_file = self._calls_file()
+        try:
+            calls = calls_file.stat() if calls_file else None
+        except OSError:
+            calls = None
+        called = f"{calls.st_size}:{calls.st_mtime_ns}" if calls else "-"
+        return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{called}:{self.verdict_field}"
 
     def _fresh(self) -> bool:
         if not self.path.is_file():
@@ -110,7 +122,7 @@ class RunIndex:
                 CREATE TABLE items (idx INTEGER PRIMARY KEY, item_key TEXT, verdict TEXT, error TEXT,
                                     label TEXT, reason TEXT, body TEXT);
                 CREATE VIRTUAL TABLE search USING fts5(text, content='', tokenize='unicode61');
-                CREATE TABLE logs (idx INTEGER, name TEXT);
+                CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
             counts: dict[str, int] = {}
             batch: list[tuple[Any, ...]] = []
@@ -127,9 +139,11 @@ class RunIndex:
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
-            db.executemany("INSERT INTO logs VALUES (?, ?)", self._log_names())
+            calls_file = self._calls_file()
+            if calls_file is not None:
+                db.executemany("INSERT INTO calls VALUES (?, ?, ?)", call_spans(calls_file))
             db.executescript("CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
-                             "CREATE INDEX by_key ON items (item_key); CREATE INDEX by_item ON logs (idx);")
+                             "CREATE INDEX by_key ON items (item_key); CREATE INDEX by_item ON calls (idx);")
             db.execute("INSERT INTO meta VALUES ('counts', ?)",
                        (json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1]))),))
             db.execute("INSERT INTO meta VALUES ('stamp', ?)", (stamp,))
@@ -148,17 +162,6 @@ class RunIndex:
                 except ValueError:
                     result = {"index": number, "error": f"{RESULTS}:{number}: not valid JSON"}
                 yield number, result if isinstance(result, dict) else {"index": number, "value": result}
-
-    def _log_names(self) -> Iterator[tuple[int, str]]:
-        """(item, file) of every call log (the folder is listed once, at build time)."""
-        try:
-            with os.scandir(self.run / LOGS) as entries:
-                for entry in entries:
-                    match = LOG_NAME.match(entry.name)
-                    if match:
-                        yield int(match["item"]), entry.name
-        except OSError:
-            return
 
     def verdict_of(self, result: dict[str, Any]) -> str:
         value = result.get(self.verdict_field) if self.verdict_field else None
@@ -188,9 +191,12 @@ class RunIndex:
             row = db.execute("SELECT value FROM meta WHERE name = 'counts'").fetchone()
         return dict(json.loads(row[0])) if row else {}
 
-    def logs(self, index: int) -> list[str]:
+    def calls(self, index: int) -> list[dict[str, Any]]:
+        """The item's calls, from calls.jsonl, in the order they ended."""
         with self._connect() as db:
-            return sorted(name for (name,) in db.execute("SELECT name FROM logs WHERE idx = ?", (index,)))
+            spans = db.execute("SELECT offset, length FROM calls WHERE idx = ? ORDER BY offset", (index,)).fetchall()
+        calls_file = self._calls_file()
+        return read_spans(calls_file, spans) if calls_file else []
 
     def agreement(self, reviews: Path, pipeline: str) -> dict[str, int]:
         """How reviewers agree with this run's verdicts, over every reviewed item of the run:

@@ -9,7 +9,7 @@ import pytest
 
 from fakellm import Reply
 from helpers import write_json
-from runner.stores.json_cache import JsonCache
+from runner.llm.cache.store import JsonCache
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from unittest.mock import ANY
 
 from fakellm import Reply
 from helpers import group_dir, write_json
-from runner.stores.runs import resolve_run
+from runner.runs.folders import resolve_run
 
 SLOW_PIPELINE = """
     version: 1
@@ -158,11 +158,12 @@ def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     lines = results.read_text().splitlines()
     assert 3 <= len(lines) < 40
     assert all(json.loads(line)["answer"] == "done" for line in lines)
-    pending = sorted((project.root / "out" / "llm_logs" / ".pending").iterdir())     # call logs survive too
-    # (written by the writer thread: a kill may land between the results line of one of the
-    # two items in flight and its log, runner/llm/writer.py)
-    assert len(pending) >= len(lines) - 2
-    assert all(p.read_text().startswith("=== PROMPT ===\nItem ") for p in pending)
+    # The calls appended so far survive too (in batches: a kill may land between the results
+    # line of one of the two items in flight and its call's line, runner/llm/writer.py).
+    calls = (project.root / "out" / "calls.jsonl").read_bytes().split(b"\n")
+    complete = [json.loads(line) for line in calls[:-1]]
+    assert len(complete) >= len(lines) - 2
+    assert all(call["messages"][0]["content"].startswith("Item ") for call in complete)
 
 
 def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):

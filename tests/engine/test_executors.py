@@ -12,10 +12,11 @@ from typing import Any
 from test_llm import llm_pipeline
 
 from helpers import write_json
-from runner.engine.context import RunOptions, Runtime
+from runner.engine.context import Runtime
 from runner.engine.execute import run_items
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
+from runner.runs.request import RunOptions
 
 
 def test_a_local_run_sent_or_cached_never_imports_ray(project, fake_llm):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import runner.llm.limits as limits
+import runner.llm.client.limits as limits
 from fakellm import Reply
 from helpers import run, write_json
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -19,6 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from executor_cases import (
+    a_models_concurrency_holds_across_workers,
+    calls_in_order,
+    ctrl_c_stops_the_workers_and_writes_what_finished,
+    report_of,
+    results_of,
+    summary_of,
+)
 
 from fakellm import Reply
 from test_citation_judge import EXAMPLE, PIPELINE, answer, jury_overrides, script
@@ -123,37 +130,6 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path / "example"
 
 
-def _untimed(value):
-    """Without timings (latency_ms, duration_ms), which differ between any two runs."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k not in ("latency_ms", "duration_ms")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-def _results(folder: Path) -> list[dict]:
-    return [_untimed(json.loads(line)) for line in (folder / "results.jsonl").read_text().splitlines()]
-
-
-def _summary(folder: Path) -> dict:
-    summary = json.loads((folder / "summary.json").read_text())
-    for key in ("duration_s", "started_at", "finished_at", "out_dir"):
-        summary.pop(key, None)
-    # An item whose three jurors all fail is grouped under the call that failed last, which
-    # depends on timing in a local run too: the groups' sizes are compared.
-    summary["error_groups"] = sorted(group["count"] for group in summary.get("error_groups", []))
-    return _untimed(summary)
-
-
-def _report(folder: Path) -> str:
-    """report.md without its timings and its folder's name."""
-    text = (folder / "report.md").read_text().replace(str(folder.name), "FOLDER")
-    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
-
-
-def _logs(folder: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in (folder / "llm_logs").iterdir()}
 
 
 def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_cluster, workdir, fake_llm, cli,
@@ -169,10 +145,10 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
                   "--executor", "ray", "--ray-address", on_cluster.address, "--workers", "2")
     assert ray_run.exit_code == local.exit_code, ray_run.output
     assert len(fake_llm.requests) == sent_locally
-    assert _results(workdir / "run-ray") == _results(workdir / "run-local")
-    assert _summary(workdir / "run-ray") == _summary(workdir / "run-local")
-    assert _logs(workdir / "run-ray") == _logs(workdir / "run-local")
-    assert _report(workdir / "run-ray") == _report(workdir / "run-local")
+    assert results_of(workdir / "run-ray") == results_of(workdir / "run-local")
+    assert summary_of(workdir / "run-ray") == summary_of(workdir / "run-local")
+    assert calls_in_order(workdir / "run-ray") == calls_in_order(workdir / "run-local")
+    assert report_of(workdir / "run-ray") == report_of(workdir / "run-local")
     manifest = json.loads((workdir / "run-ray" / "run.json").read_text())
     assert "--executor" in json.dumps(manifest)
 
@@ -183,7 +159,7 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
                 "--executor", "ray", "--ray-address", on_cluster.address)
     assert again.exit_code == local.exit_code, again.output
     assert len(fake_llm.requests) == failed
-    assert [r["verdict"] for r in _results(workdir / "ray2")] == [r["verdict"] for r in _results(workdir / "run-local")]
+    assert [r["verdict"] for r in results_of(workdir / "ray2")] == [r["verdict"] for r in results_of(workdir / "run-local")]
 
     # ... and so does a local run after it, on what the Ray workers cached.
     fake_llm.requests.clear()
@@ -196,7 +172,7 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
     remote = cli("run", str(PIPELINE), "--out", "remote", *common, "--cache-dir", str(tmp_path / "cache"),
                  "--executor", "ray", "--ray-address", on_cluster.address)
     assert remote.exit_code == local.exit_code and len(fake_llm.requests) == failed
-    assert _results(workdir / "remote") == _results(workdir / "ray2")
+    assert results_of(workdir / "remote") == results_of(workdir / "ray2")
 
     # Once every juror has answered, a cached rerun through Ray sends nothing at all.
     fake_llm.reset()
@@ -212,23 +188,8 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
 
 
 def test_a_models_concurrency_holds_across_workers(on_cluster, project, fake_llm, cli):
-    project.pipeline(f"""
-        version: 1
-        name: limited
-        concurrency: 4
-        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}", limits: {{concurrency: 2}}}}}}
-        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
-        output: {{answer: "{{{{ steps.a.raw }}}}"}}
-        """)
-    fake_llm.script(Reply("ok", delay=0.3))
-    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(16)]))
-    result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", "--executor", "ray",
-                 "--ray-address", on_cluster.address, "--workers", "2")
-    assert result.exit_code == 0, result.output
-    spans = [(r.started, r.finished) for r in fake_llm.requests]
-    assert len(spans) == 16
-    most = max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans)
-    assert most == 2                  # 2 workers x 4 items each could have sent 8 at once
+    a_models_concurrency_holds_across_workers(project, fake_llm, cli, ["--executor", "ray", "--ray-address",
+                                                                       on_cluster.address])
 
 
 def test_a_node_killed_mid_run_loses_no_item_and_writes_none_twice(on_cluster, project, fake_llm, cli):
@@ -264,9 +225,9 @@ def test_a_node_killed_mid_run_loses_no_item_and_writes_none_twice(on_cluster, p
 
 def test_without_ray_or_with_a_wrong_executor_is_exit_2(workdir, cli, tmp_path, monkeypatch):
     wrong = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "spark", "--cache-dir", str(tmp_path))
-    assert wrong.exit_code == 2 and "--executor spark: choose from local, ray" in wrong.stderr
+    assert wrong.exit_code == 2 and "--executor spark: choose from local, processes, ray" in wrong.stderr
     alone = cli("run", str(PIPELINE), "--input", "report.md", "--workers", "2", "--cache-dir", str(tmp_path))
-    assert alone.exit_code == 2 and "go with --executor ray" in alone.stderr
+    assert alone.exit_code == 2 and "--workers goes with --executor processes or --executor ray" in alone.stderr
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "ray" else object())
     missing = cli("run", str(PIPELINE), "--input", "report.md", "--executor", "ray", "--cache-dir", str(tmp_path))
     assert missing.exit_code == 2 and "pip install 'runner[ray]'" in missing.stderr
@@ -291,34 +252,5 @@ def test_batch_mode_works_under_ray(on_cluster, project, fake_llm, monkeypatch):
 
 
 def test_ctrl_c_stops_the_workers_and_writes_what_finished(on_cluster, project, fake_llm):
-    fake_llm.script(Reply("done", delay=0.3))
-    path = project.pipeline(f"""
-        version: 1
-        name: slow
-        concurrency: 1
-        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
-        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
-        output: {{answer: "{{{{ steps.a.raw }}}}"}}
-        """)
-    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(40)]))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out",
-         "--executor", "ray", "--ray-address", on_cluster.address, "--workers", "2"],
-        cwd=project.root, env={**os.environ, "RUNNER_CACHE_DIR": str(project.root / "cache")},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = project.root / "out" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while not (results.exists() and results.read_text().count("\n") >= 5) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    summary = json.loads((project.root / "out" / "summary.json").read_text())
-    written = [json.loads(line) for line in results.read_text().splitlines()]
-    assert summary["interrupted"] is True and summary["total"] == len(written) and 5 <= len(written) < 40
-    assert all(r["answer"] == "done" for r in written)
-    assert stdout.startswith(f"{len(written)} of 40 item(s), interrupted")
-    asked = len(fake_llm.requests)
-    time.sleep(1.0)
-    assert len(fake_llm.requests) == asked          # the workers stopped with the driver
+    ctrl_c_stops_the_workers_and_writes_what_finished(project, fake_llm, ["--executor", "ray", "--ray-address",
+                                                                          on_cluster.address])

@@ -9,9 +9,11 @@ from typing import Any
 
 from helpers import write_json
 from runner.api import ItemSource, run_pipeline_async
-from runner.engine.execute import RunOptions, Runtime, run_item
+from runner.engine.context import Runtime
+from runner.engine.execute import run_item
 from runner.inputs import Item
 from runner.llm.shared_client import SharedClient
+from runner.runs.request import RunOptions
 from scripted_model import ScriptedModel
 
 PIPELINE = """

@@ -8,11 +8,12 @@ import json
 import random
 
 from helpers import run, write_json
-from runner.engine.execute import WINDOW_AHEAD, RunOptions, Runtime, run_items
+from runner.engine.execute import WINDOW_AHEAD, Runtime, run_items
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
-from runner.stores import results_file
-from runner.stores.results_file import ResultsView, rewrite_in_order
+from runner.runs import results_file
+from runner.runs.request import RunOptions
+from runner.runs.results_file import ResultsView, rewrite_in_order
 
 SLOW_FIRST = """
     version: 1

@@ -1,15 +1,15 @@
-"""Answers are checked against their output schema by jsonschema, split per property when the
-schema allows (parsing.AnswerSchema): the errors, their paths and the message a re-ask quotes
-must be exactly what one whole-schema validator gives."""
+"""Answers are checked against their output schema by one jsonschema validator per schema
+(parsing.validate): the message a re-ask quotes names the first five errors by path."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 
-from runner.llm.parsing import AnswerSchema, ParseFailure, validate
+from runner.llm.client.parsing import ParseFailure, validate
 
 VERDICT = {
     "type": "object",
@@ -36,8 +36,7 @@ NESTED = {
     "allOf": [{"if": {"required": ["confidence"]}, "then": {"required": ["values", "confidence"]}}],
     "minProperties": 1,
 }
-# Plain subschemas, each passed without jsonschema's walk when it passes (parsing._plain_check):
-# one type of each kind, texts' lengths, enums of texts; and look-alikes that are not plain.
+# One type of each kind, texts' lengths, enums of texts, notes and unknown keywords.
 PLAIN = {
     "$schema": "https://json-schema.org/draft/2020-12/schema", "title": "plain", "description": "notes only",
     "type": "object",
@@ -57,9 +56,7 @@ PLAIN_ANSWER = {"verdict": "VALID", "flag": True, "count": 2, "score": 0.5, "ite
                 "reason": "ok", "mixed": 1, "odd": "xy", "unknown_keyword": "text", "several": None}
 PLAIN_ROOTS = [{**PLAIN, "required": ["verdict", 7]}, {**PLAIN, "type": ["object"]}, {**PLAIN, "maxProperties": 3},
                {**PLAIN, "properties": {**PLAIN["properties"], "never": False}}]
-SPLIT = [VERDICT, CLOSED, NESTED, PLAIN, *PLAIN_ROOTS]
-
-WHOLE = [
+REFERENCING = [
     {"$defs": {"verdict": {"enum": ["VALID", "UNSUPPORTED"]}}, "type": "object",
      "properties": {"verdict": {"$ref": "#/$defs/verdict"}, "reason": {"type": "string"}}},
     {**VERDICT, "unevaluatedProperties": False},
@@ -114,24 +111,10 @@ def message(schema: dict[str, Any], answer: Any) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("schema", SPLIT + WHOLE)
+@pytest.mark.parametrize("schema", [VERDICT, CLOSED, NESTED, PLAIN, *PLAIN_ROOTS, *REFERENCING])
 @pytest.mark.parametrize("answer", ANSWERS)
-def test_an_answer_gets_the_errors_and_message_of_the_whole_schema(schema, answer):
-    split = AnswerSchema(schema).errors(answer)
-    assert sorted(split, key=repr) == sorted(whole_errors(schema, answer), key=repr)
+def test_an_answer_gets_the_errors_of_its_schema_sorted_by_path(schema, answer):
     assert message(schema, answer) == whole_message(schema, answer)
-
-
-@pytest.mark.parametrize("schema", SPLIT)
-def test_a_schema_whose_properties_stand_alone_is_checked_per_property(schema):
-    split = AnswerSchema(schema)
-    checked = {name for name, sub in schema["properties"].items() if isinstance(sub, dict)}
-    assert {name for name, _ in split.properties} == checked
-
-
-@pytest.mark.parametrize("schema", WHOLE)
-def test_references_identifiers_and_unevaluated_properties_keep_one_validator(schema):
-    assert AnswerSchema(schema).properties == []
 
 
 def test_a_wrong_property_is_named_with_its_path():
@@ -141,22 +124,26 @@ def test_a_wrong_property_is_named_with_its_path():
                                   "values/0/value: 'x' is not of type 'number', 'null'")
 
 
-def test_plain_subschemas_are_passed_without_jsonschema_and_the_rest_are_not(monkeypatch):
-    checked = AnswerSchema(PLAIN)
-    assert set(checked._passes) == {"verdict", "flag", "count", "score", "items", "nested", "nothing", "reason"}
-    assert checked._root_passes is not None
-    assert all(AnswerSchema(root)._root_passes is None for root in PLAIN_ROOTS)
-    walked: list[str] = []
+def test_at_most_five_errors_are_quoted():
+    schema = {"type": "object", "properties": {name: {"type": "integer"} for name in "abcdefg"}}
+    with pytest.raises(ParseFailure) as failure:
+        validate(dict.fromkeys("abcdefg", "x"), schema)
+    assert str(failure.value).count("is not of type 'integer'") == 5
+    assert "a: 'x'" in str(failure.value) and "f: 'x'" not in str(failure.value)
 
-    class Walked:
-        def __init__(self, name: str, check: Any) -> None:
-            self.name, self.check = name, check
 
-        def iter_errors(self, value: Any) -> Any:
-            walked.append(self.name)
-            return self.check.iter_errors(value)
+def test_one_validator_is_made_per_schema(monkeypatch):
+    made: list[Any] = []
+    real = jsonschema.Draft202012Validator
 
-    checked.properties = [(name, Walked(name, check)) for name, check in checked.properties]
-    assert checked.errors(PLAIN_ANSWER) == [] and walked == ["mixed", "odd", "unknown_keyword", "several"]
-    walked.clear()
-    assert [path for path, _ in checked.errors({**PLAIN_ANSWER, "flag": 1})] == [["flag"]] and walked[0] == "flag"
+    def counted(schema: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(schema)
+        return real(schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema, "Draft202012Validator", counted)
+    schema = {"type": "object", "required": ["counted_once"]}
+    for _ in range(3):
+        with pytest.raises(ParseFailure):
+            validate({}, schema)
+        validate({"counted_once": 1}, dict(schema))          # an equal schema, another object
+    assert made == [schema]

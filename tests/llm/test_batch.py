@@ -164,7 +164,7 @@ def test_summary_costs_use_the_batch_price(project, env):
 
 
 def test_a_price_without_a_batch_entry_is_estimated_at_half():
-    from runner.llm.prices import batch_price_of, price_of
+    from runner.llm.client.prices import batch_price_of, price_of
     live = price_of("gpt-3.5-turbo")
     assert batch_price_of("gpt-3.5-turbo") == (type(live)(live.input_per_token / 2, live.output_per_token / 2), False)
     assert batch_price_of("openai/gpt-4o-mini")[1] is True
@@ -308,9 +308,9 @@ def test_the_fake_fails_a_file_that_mixes_models_with_its_errors(env):
     """The fake's Batch API as a client sees it: multipart upload, create, the status sequence."""
     import asyncio
 
-    from runner.llm.batch_client import BatchClient
-    from runner.llm.batch_lines import RequestLine
-    from runner.llm.spec import build_spec
+    from runner.llm.batch.client import BatchClient
+    from runner.llm.batch.lines import RequestLine
+    from runner.llm.client.spec import build_spec
 
     async def submit(models):
         client = BatchClient(build_spec("m", {"model": "openai/a", "api_base": env.url}))

@@ -8,7 +8,7 @@ from unittest.mock import ANY
 import pytest
 from test_llm import llm_pipeline, one
 
-from runner.llm.cache import endpoint_identity, request_key
+from runner.llm.cache.key import endpoint_identity, request_key
 
 MESSAGES = [{"role": "user", "content": "q"}]
 

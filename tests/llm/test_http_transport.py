@@ -20,9 +20,9 @@ from test_llm import llm_pipeline
 
 from fakellm import Reply
 from helpers import run, write_json
-from runner.llm.aio_http import HTTPTransport
-from runner.llm.spec import build_spec
-from runner.llm.transport import Completion, TransportError
+from runner.llm.client.aio_http import HTTPTransport
+from runner.llm.client.spec import build_spec
+from runner.llm.client.transport import Completion, TransportError
 
 MB = 1024 * 1024
 

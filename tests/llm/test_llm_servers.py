@@ -14,7 +14,7 @@ import pytest
 from test_llm import SCHEMA, llm_pipeline
 
 from fakellm import PROSE, Reply
-from helpers import run, write_json
+from helpers import calls_of, run, write_json
 
 ANSWER = json.dumps({"verdict": "yes", "reason": "r"})
 
@@ -208,8 +208,8 @@ def test_truncated_answer_names_max_tokens_and_keeps_the_partial_text(project, e
     [warning] = result["warnings"]
     assert "truncated (finish_reason=length) at max_tokens=7" in warning
     assert "--set models.m.max_tokens=14" in warning
-    log = (project.root / "out" / "llm_logs" / "m_0001_item1.txt").read_text()
-    assert '{"verdict": "ye' in log and "max_tokens=7" in log
+    [call] = calls_of(project.root / "out")
+    assert call["answer"] == '{"verdict": "ye' and "max_tokens=7" in call["error"]
 
 
 @pytest.mark.parametrize("answer", [
@@ -262,7 +262,7 @@ def test_short_dummy_keys_are_not_redacted_and_echoed_keys_are(project, env, mon
     env.script('{"verdict": "yes", "reason": "x marks the spot"}')
     path = llm_pipeline(project, api_key="api_key: x")
     run(path, items(project, 1))
-    log = (project.root / "out" / "llm_logs" / "m_0001_item1.txt").read_text()
+    log = (project.root / "out" / "calls.jsonl").read_text()
     assert "x marks the spot" in log and "***" not in log
     secret = "sk-echoed-secret-9876"
     monkeypatch.setenv("FAKE_KEY", secret)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.llm.spec import build_spec, openai_route
+from runner.llm.client.spec import build_spec, openai_route
 
 REPO = Path(__file__).resolve().parents[2]
 ANALYZER = REPO / "pipelines" / "verdict_analyzer.yaml"
@@ -63,7 +63,7 @@ def test_an_openai_server_behind_an_ollama_url_is_one_clean_item_error(project, 
 
 
 def test_litellm_messages_lose_their_traceback_and_prefixes():
-    from runner.llm.transport import classify, first_line
+    from runner.llm.client.transport import classify, first_line
     text = ("litellm.APIConnectionError: litellm.BadRequestError: it broke\nTraceback (most recent call last):\n"
             '  File "x.py", line 1, in f\n    raise X')
     assert first_line(text) == "it broke"

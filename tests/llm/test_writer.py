@@ -1,16 +1,14 @@
-"""The writer (runner/llm/writer.py): answers committed together once the first has waited
-COMMIT_EVERY (or COMMIT_AT are waiting), call logs written at once while files are quick to
-write and by a thread once they are not."""
+"""The writer (runner/llm/writer.py): answers committed together, and lines of calls.jsonl
+written together, once the first has waited FLUSH_EVERY (or FLUSH_AT are waiting); what
+could not be written said once at the end."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from typing import Any
 
 from runner.llm import writer as writer_module
-from runner.llm.writer import BackgroundWriter
+from runner.llm.writer import Writer
 
 
 class FakeCache:
@@ -25,8 +23,8 @@ class FakeCache:
 
 
 def test_answers_within_the_commit_interval_are_one_transaction_and_served_until_committed(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.3)     # room for a busy machine to stall before the first check
-    cache, writer = FakeCache(), BackgroundWriter()
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.3)     # room for a busy machine to stall before the first check
+    cache, writer = FakeCache(), Writer()
 
     async def run() -> None:
         writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
@@ -48,8 +46,8 @@ def test_answers_within_the_commit_interval_are_one_transaction_and_served_until
 
 
 def test_many_waiting_answers_are_committed_at_once(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_AT", 3)
-    cache, writer = FakeCache(), BackgroundWriter()
+    monkeypatch.setattr(writer_module, "FLUSH_AT", 3)
+    cache, writer = FakeCache(), Writer()
 
     async def run() -> None:
         for n in range(7):
@@ -64,8 +62,8 @@ def test_many_waiting_answers_are_committed_at_once(monkeypatch):
 
 
 def test_answers_left_waiting_by_a_loop_that_ended_go_with_the_next_loops(monkeypatch):
-    monkeypatch.setattr(writer_module, "COMMIT_EVERY", 0.05)
-    cache, writer = FakeCache(), BackgroundWriter()
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.05)
+    cache, writer = FakeCache(), Writer()
 
     async def first() -> None:
         writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
@@ -81,79 +79,65 @@ def test_answers_left_waiting_by_a_loop_that_ended_go_with_the_next_loops(monkey
     writer.close()
 
 
-def test_quick_files_are_written_at_once_without_a_thread():
-    writer, written = BackgroundWriter(), []
+class Lines:
+    def __init__(self, fail: bool = False) -> None:
+        self.writes: list[list[bytes]] = []
+        self.fail, self.closed = fail, False
+
+    def append(self, lines: list[bytes]) -> None:
+        if self.fail:
+            raise PermissionError("calls.jsonl is read-only")
+        self.writes.append(list(lines))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_call_lines_go_with_the_answers_in_one_write(monkeypatch):
+    monkeypatch.setattr(writer_module, "FLUSH_EVERY", 0.3)
+    cache, lines = FakeCache(), Lines()
+    writer = Writer(lines)
 
     async def run() -> None:
-        for n in range(50):
-            writer.submit(lambda n=n: written.append((n, threading.current_thread().name)))
-        assert len(written) == 50               # before the turn ends
+        writer.cache_set(cache, "a", 1)         # type: ignore[arg-type]
+        writer.add_calls([b"one\n"])
+        writer.add_calls([b"two\n", b"three\n"])
+        await asyncio.sleep(0.01)
+        assert lines.writes == [] and cache.commits == []
+        await asyncio.sleep(0.35)
+        assert lines.writes == [[b"one\n", b"two\n", b"three\n"]] and cache.commits == [[("a", 1)]]
+        writer.add_calls([b"four\n"])
 
     asyncio.run(run())
+    writer.close()                              # the run's end writes what still waits
+    assert lines.writes[-1] == [b"four\n"] and lines.closed
+
+
+def test_a_writer_without_a_calls_file_drops_call_lines():
+    writer = Writer()
+    writer.add_calls([b"one\n"])
     writer.close()
-    assert {name for _, name in written} == {threading.current_thread().name}
-
-
-def test_slow_files_move_to_the_thread_and_all_are_written_in_order(monkeypatch):
-    monkeypatch.setattr(writer_module, "SLOW_WRITE", 0.002)
-    writer, written = BackgroundWriter(), []
-
-    def slow(n: int) -> None:
-        time.sleep(0.005)
-        written.append((n, threading.current_thread().name))
-
-    async def run() -> None:
-        for n in range(40):
-            writer.submit(lambda n=n: slow(n))
-        inline = [name for _, name in written]
-        assert 0 < len(inline) < 40             # a few at once, then the thread took the rest
-
-    asyncio.run(run())
-    writer.close()
-    assert [n for n, _ in written] == list(range(40))
-    assert "runner-writer" in {name for _, name in written}
-
-
-def test_a_write_the_scheduler_paused_now_and_then_keeps_files_out_of_the_thread(monkeypatch):
-    monkeypatch.setattr(writer_module, "SLOW_WRITE", 0.002)
-    writer, written = BackgroundWriter(), []
-
-    def write(n: int) -> None:
-        if n % 8 == 7:
-            time.sleep(0.03)            # paused: an average of the writes would pass SLOW_WRITE at once
-        written.append(threading.current_thread().name)
-
-    async def run() -> None:
-        for n in range(32):
-            writer.submit(lambda n=n: write(n))
-        assert len(written) == 32               # every one at once, no thread
-
-    asyncio.run(run())
-    writer.close()
-    assert set(written) == {threading.current_thread().name}
 
 
 def test_what_could_not_be_written_is_said_once_at_the_end(capsys):
-    writer = BackgroundWriter()
-
-    def broken() -> None:
-        raise PermissionError("llm_logs is read-only")
+    writer = Writer(Lines(fail=True))
 
     async def run() -> None:
         writer.cache_set(FakeCache(fail=True), "a", 1)     # type: ignore[arg-type]
-        writer.submit(broken)
-        writer.submit(broken)
+        writer.add_calls([b"one\n"])
+        writer.flush()
+        writer.add_calls([b"two\n"])
 
     asyncio.run(run())
     writer.close()
     err = capsys.readouterr().err
-    assert err.count("some call logs could not be written (PermissionError: llm_logs is read-only)") == 1
+    assert err.count("some calls could not be written to calls.jsonl (PermissionError: calls.jsonl is read-only)") == 1
     assert err.count("some answers could not be written to the cache (OSError: disk full)") == 1
     assert writer.pending == {}
 
 
 def test_without_an_event_loop_answers_are_committed_at_once():
-    cache, writer = FakeCache(), BackgroundWriter()
+    cache, writer = FakeCache(), Writer()
     writer.cache_set(cache, "a", 1)             # type: ignore[arg-type]
     assert cache.commits == [[("a", 1)]] and writer.pending == {}
     writer.close()
@@ -174,7 +158,7 @@ class SharedFakeCache:
 
 
 def test_an_answer_for_a_shared_cache_is_there_when_the_write_returns_and_a_failure_is_said_once(capsys):
-    shared, gone, writer = SharedFakeCache(), SharedFakeCache(fail=True), BackgroundWriter()
+    shared, gone, writer = SharedFakeCache(), SharedFakeCache(fail=True), Writer()
 
     async def run() -> None:
         await writer.cache_set_shared(shared, "a", 1)

@@ -82,8 +82,8 @@ def test_lone_surrogates_in_the_input_and_the_answer_never_break_a_file(project,
     assert first["claim"] == "x \ufffd" and "error" not in first
     assert second["reason"] == "bad \ufffd escaped" and third["reason"] == "bad \ufffd raw"
     assert project.summary()["total"] == 3 and project.summary()["errors"] == 0
-    logs = sorted((project.root / "out" / "llm_logs").iterdir())
-    assert len(logs) == 3 and "x \ufffd" in logs[0].read_text(encoding="utf-8")
+    calls = (project.root / "out" / "calls.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(calls) == 3 and any("x \ufffd" in json.loads(line)["messages"][-1]["content"] for line in calls)
     fake_llm.reset()
     again = cli("run", str(judge), "--input", str(source), "--out", "again")
     assert again.exit_code == 0, again.output
@@ -190,7 +190,7 @@ CITING = """
 
 
 @pytest.mark.parametrize("name, out", [("report.md", "."), ("report.md", "folder"), ("summary.json", "folder"),
-                                       ("llm_logs/notes.md", "folder")])
+                                       ("calls.jsonl", "folder")])
 def test_an_out_that_would_write_over_the_input_is_refused(project, cli, name, out):
     source = project.file(f"{out}/{name}", "A claim [a.txt:L1](a.txt).\n")
     before = source.read_text()
@@ -212,45 +212,28 @@ def test_an_input_beside_the_outputs_is_fine(project, cli):
 def _outside(project) -> Path:
     outside = project.root / "outside"
     outside.mkdir()
-    for name in ("victim.txt", "notes_2024.txt", "m_0001_item1.txt"):
+    for name in ("victim.txt", "notes_2024.txt"):
         (outside / name).write_text("keep me")
     return outside
 
 
-@pytest.mark.parametrize("planted", [".runner.lock", "results.jsonl", "summary.json", "llm_logs"])
+@pytest.mark.parametrize("planted", [".runner.lock", "results.jsonl", "summary.json", "calls.jsonl"])
 def test_a_symlink_planted_in_the_output_folder_is_refused(project, judge, fake_llm, cli, planted):
     fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
     outside = _outside(project)
     (project.root / "out").mkdir()
-    target = outside if planted == "llm_logs" else outside / "victim.txt"
-    (project.root / "out" / planted).symlink_to(target)
+    (project.root / "out" / planted).symlink_to(outside / "victim.txt")
     source = write_json(project.root / "in.json", [{"claim": "a"}])
     result = cli("run", str(judge), "--input", str(source), "--out", "out")
     assert result.exit_code == 2
     assert f"{planted} there is a symbolic link; a run never writes through one" in result.output
-    assert sorted(p.name for p in outside.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt", "victim.txt"]
-    assert all(p.read_text() == "keep me" for p in outside.iterdir())
-
-
-def test_the_logs_cleanup_removes_only_logs_and_never_follows_a_link(project, judge, fake_llm, cli):
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
-    outside = _outside(project)
-    logs = project.root / "out" / "llm_logs"
-    logs.mkdir(parents=True)
-    (logs / "notes_2024.txt").write_text("mine")                  # a user's file, not a log
-    (logs / "m_0007_item7.txt").symlink_to(outside / "m_0001_item1.txt")   # a stale log's name, as a link
-    (logs / ".pending").symlink_to(outside)
-    source = write_json(project.root / "in.json", [{"claim": "a"}])
-    assert cli("run", str(judge), "--input", str(source), "--out", "out").exit_code == 0
-    assert sorted(p.name for p in logs.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt"]
-    assert (logs / "notes_2024.txt").read_text() == "mine" and not (logs / "m_0001_item1.txt").is_symlink()
-    assert sorted(p.name for p in outside.iterdir()) == ["m_0001_item1.txt", "notes_2024.txt", "victim.txt"]
+    assert sorted(p.name for p in outside.iterdir()) == ["notes_2024.txt", "victim.txt"]
     assert all(p.read_text() == "keep me" for p in outside.iterdir())
 
 
 def test_writes_open_no_symlink_even_when_one_appears_after_the_check(tmp_path):
     from runner.fileio import OutputError
-    from runner.outputs.files import ResultsLog
+    from runner.runs.results_file import ResultsLog
     (tmp_path / "victim").write_text("keep me")
     (tmp_path / "results.jsonl").symlink_to(tmp_path / "victim")
     with pytest.raises(OutputError):
@@ -260,7 +243,7 @@ def test_writes_open_no_symlink_even_when_one_appears_after_the_check(tmp_path):
 
 # ---- H8: no writable content shared between runs and the cache; the umask holds --------------
 
-def test_a_runs_call_log_is_its_own_file_with_the_umask(project, judge, fake_llm, cli):
+def test_a_runs_calls_file_is_its_own_with_the_umask(project, judge, fake_llm, cli):
     fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
     source = write_json(project.root / "in.json", [{"claim": "a"}])
     assert cli("run", str(judge), "--input", str(source), "--out", "one").exit_code == 0
@@ -269,16 +252,17 @@ def test_a_runs_call_log_is_its_own_file_with_the_umask(project, judge, fake_llm
         assert cli("run", str(judge), "--input", str(source), "--out", "two").exit_code == 0
     finally:
         os.umask(previous)
-    first, second = (project.root / name / "llm_logs" / "m_0001_item1.txt" for name in ("one", "two"))
-    original = first.read_text()
-    assert second.read_text() == original and "Judge: a" in original
-    assert not (project.root / "cache" / "call_logs").exists()       # nothing of a log is kept beside the cache
+    first, second = (project.root / name / "calls.jsonl" for name in ("one", "two"))
+    original = json.loads(first.read_text())
+    assert json.loads(second.read_text())["messages"] == original["messages"]
+    assert "Judge: a" in original["messages"][-1]["content"]
+    assert not (project.root / "cache" / "call_logs").exists()       # nothing of a call is kept beside the cache
     assert second.stat().st_mode & 0o777 == 0o600
     assert {p.stat().st_mode & 0o777 for p in (project.root / "two").rglob("*") if p.is_file()} == {0o600}
     second.write_text("TAMPERED")
-    assert first.read_text() == original
+    assert json.loads(first.read_text()) == original
     assert cli("run", str(judge), "--input", str(source), "--out", "three").exit_code == 0
-    assert (project.root / "three" / "llm_logs" / "m_0001_item1.txt").read_text() == original
+    assert json.loads((project.root / "three" / "calls.jsonl").read_text())["answer"] == original["answer"]
     assert fake_llm.requests and len(fake_llm.requests) == 1
 
 
@@ -502,7 +486,7 @@ def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(proje
             assert r["verdict"] == "=VALID" and "x \ufffd lone" in r["reason"] and r["reason"].endswith("escaped \ufffd")
         summary = project.summary(out)
         assert summary["total"] == len(HOSTILE) and summary["errors"] == 0 and summary["counts"] == {"=VALID": 10}
-        assert len(list((project.root / out / "llm_logs").iterdir())) == len(HOSTILE)
+        assert len((project.root / out / "calls.jsonl").read_bytes().splitlines()) == len(HOSTILE)
         header, *rows = _csv_rows(project.root / out / "results.csv")
         assert [row[header.index("verdict")] for row in rows] == ["'=VALID"] * len(HOSTILE)
         cases = list(ET.parse(project.root / out / "junit.xml").iter("testcase"))

@@ -1,5 +1,5 @@
 """The report's view, as text and as a page: verdict status, a jury overruled by later rules,
-votes with their call logs, run warnings, and trace links."""
+votes with their calls' prompts and answers, run warnings, and trace links."""
 
 from __future__ import annotations
 
@@ -29,22 +29,32 @@ SUMMARY = {"pipeline": "p", "total": 4, "errors": 1, "count_by": "verdict",
            "tracing": {"trace_url": "http://mlflow:5000/#/traces?selectedEvaluationId={trace_id}"}}
 
 
+def call(item: int, n: int, model: str, prompt: str, answer: str | None, error: str | None = None) -> str:
+    return json.dumps({"item": item, "call": f"{item}.{n}", "step": "jury", "model": model, "model_id": f"openai/{model}",
+                       "messages": [{"role": "user", "content": prompt}], "answer": answer, "error": error})
+
+
 def view(tmp_path):
-    logs = tmp_path / "llm_logs"
-    logs.mkdir()
-    for name in ("a_0001_item1.txt", "b_0001_item1.txt", "a_0002_item2.txt"):
-        (logs / name).write_text("=== PROMPT ===\n")
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("\n".join([call(1, 1, "a", "Is <one> valid?", '{"verdict": "VALID"}'),
+                                call(2, 1, "a", "Is two valid?", '{"verdict": "VALID"}'),
+                                call(1, 2, "b", "Is <one> valid?", None, "HTTP 500"),
+                                call(9, 1, "a", "not listed", "-")]) + "\n")
     return build_view(SUMMARY, RESULTS, ["claim", "verdict", "mlflow_trace_id", "error"], passed=lambda r: r.get("ok"),
-                      logs_dir=logs)
+                      calls_file=calls)
 
 
-def test_statuses_overrides_and_logs(tmp_path):
+def test_statuses_overrides_and_calls(tmp_path):
     items = view(tmp_path).items
     assert [i.status for i in items] == ["pass", "fail", "warn", "error"]
     assert items[1].overridden == "VALID" and items[0].overridden == ""
     assert items[1].flags == ["changed_number"]
-    assert [v.logs for v in items[0].juries[0].votes] == [["a_0001_item1.txt"], ["b_0001_item1.txt"]]
-    assert items[0].juries[0].votes[0].reason == "fits" and items[0].juries[0].votes[1].error == "HTTP 500"
+    votes = items[0].juries[0].votes
+    assert [[c.call for c in v.calls] for v in votes] == [["1.1"], ["1.2"]]
+    assert votes[0].calls[0].prompt == "Is <one> valid?" and votes[0].calls[0].response == '{"verdict": "VALID"}'
+    assert votes[1].calls[0].response == "ERROR: HTTP 500"
+    assert votes[0].reason == "fits" and votes[1].error == "HTTP 500"
+    assert [c.call for c in items[1].calls] == ["2.1"] and items[2].calls == []
 
 
 def test_markdown_has_the_page_content(tmp_path):
@@ -53,15 +63,17 @@ def test_markdown_has_the_page_content(tmp_path):
     assert "| ok_rate | 25.0% (1/4) |" in text
     assert "| 1 | one | VALID | [tr-1](http://mlflow:5000/#/traces?selectedEvaluationId=tr-1) |  |  |" in text
     assert "- final verdict QUOTE_NOT_FOUND overrides the jury's VALID" in text
-    assert "  - b (12 ms): error: HTTP 500 [b_0001_item1.txt](llm_logs/b_0001_item1.txt)" in text
+    assert "  - b (12 ms): error: HTTP 500 (call 1.2)" in text
+    assert "- LLM calls: 2 in calls.jsonl (`runner calls <run folder> --item 1` prints them)" in text
 
 
-def test_page_is_self_contained_and_links_traces(tmp_path):
+def test_page_is_self_contained_and_shows_each_votes_prompt_and_answer(tmp_path):
     page = render_html(view(tmp_path))
     assert '<a href="http://mlflow:5000/#/traces?selectedEvaluationId=tr-1">tr-1</a>' in page
     assert '<button class="chip badge fail" data-verdict="QUOTE_NOT_FOUND" data-count="1"' in page
     assert "jury: VALID, overruled by the pipeline's rules" in page
-    assert 'href="llm_logs/a_0001_item1.txt"' in page
+    assert page.count("<pre>Is &lt;one&gt; valid?</pre>") == 1 and "<pre>ERROR: HTTP 500</pre>" in page   # one prompt a jury
+    assert "not listed" not in page and "llm_logs" not in page
     assert "<script src" not in page and "<link" not in page and "@import" not in page
 
 
@@ -223,15 +235,10 @@ def test_the_run_line_keeps_a_control_character_visible(project, cli):
     assert "| VALID\\\\x0b | 1 |" in (project.root / "out" / "report.md").read_text()
 
 
-class Text(str):
-    """A text that is not exactly a str: text() reads it the long way (visible, then folded)."""
-
-
-@pytest.mark.parametrize("value", [
-    "VALID", "a plain line", "", " ", "two  spaces", " leading", "trailing ", "tab\there", "line\nbreak",
-    "no-break\xa0space", "ideographic\u3000space", "line\u2028separator", "next\x85line", "VALID\v", "bell\x07",
-    "lone \ud83d surrogate", "non\ufffecharacter", "accents: café, naïve", "emoji 🙂 ok", "x" * 5000,
+@pytest.mark.parametrize("value, limit, expected", [
+    ("a plain line", None, "a plain line"), ("two  spaces", None, "two spaces"), (" leading", None, "leading"),
+    ("tab\there", None, "tab here"), ("no-break\xa0space", None, "no-break space"),
+    ("line\u2028separator", None, "line\\u2028separator"), ("VALID\v", None, "VALID\\x0b"), ("x" * 5, 3, "xx…"),
 ])
-@pytest.mark.parametrize("limit", [None, 3, 300])
-def test_a_plain_line_is_read_as_the_long_way_reads_it(value, limit):
-    assert text(value, limit) == text(Text(value), limit)
+def test_a_text_cell_is_one_line_with_controls_made_visible(value, limit, expected):
+    assert text(value, limit) == expected

@@ -62,8 +62,12 @@ def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
     rows[3].find_element("css selector", "tr.row").click()                     # item 4: the hung jury
     detail = rows[3].find_element("css selector", "tr.detail")
     assert detail.is_displayed() and "resting on 2 valid vote(s)" in detail.text
-    links = [a.get_attribute("href") for a in detail.find_elements("css selector", "a")]
-    assert len(links) == 3 and all(Path(link.removeprefix("file://")).is_file() for link in links)
+    calls = detail.find_elements("css selector", "details.call")           # the jury's prompt once, each seat's call
+    summaries = [call.find_element("css selector", "summary").text for call in calls]
+    assert summaries == ["prompt", "call 4.1", "call 4.2", "call 4.3"]
+    calls[1].find_element("css selector", "summary").click()
+    assert calls[1].find_element("css selector", "pre").text.startswith("{")         # the seat's answer, opened
+    assert not calls[2].find_element("css selector", "pre").is_displayed()          # the others stay folded
     assert "jury: VALID, overruled by the pipeline's rules" in rows[7].text       # QUOTE_NOT_FOUND over a VALID jury
     full = detail.find_element("css selector", "details.result")
     compact = full.find_element("css selector", "pre").get_attribute("textContent")

@@ -379,7 +379,7 @@ def test_a_schema_the_server_cannot_convert_downgrades_only_that_schema(project,
 def test_a_learned_format_expires(project, llm_env):
     from test_llm import SCHEMA, llm_pipeline
 
-    from runner.llm.structured import FILE, schema_shape
+    from runner.llm.client.structured import FILE, schema_shape
     llm_env.script(ANSWER)
     path = llm_pipeline(project)
     key = f"{llm_env.url.rstrip('/')} openai/m1 {schema_shape(SCHEMA)}"
@@ -390,9 +390,9 @@ def test_a_learned_format_expires(project, llm_env):
 
 
 def test_concurrent_learners_keep_each_others_formats(tmp_path):
-    from runner.llm.spec import build_spec
-    from runner.llm.structured import FILE, FormatChoices
-    from runner.llm.transport import TransportError
+    from runner.llm.client.spec import build_spec
+    from runner.llm.client.structured import FILE, FormatChoices
+    from runner.llm.client.transport import TransportError
     refusal = TransportError("http", "HTTP 400", 400)
     refusal.body = '{"error": "response_format json_schema is not supported"}'
     first, second = FormatChoices(tmp_path), FormatChoices(tmp_path)

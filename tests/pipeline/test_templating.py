@@ -5,9 +5,10 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from runner.engine.execute import RunOptions, Runtime
+from runner.engine.execute import Runtime
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.templating import Renderer, normalize_html, regex_search, sha256
+from runner.runs.request import RunOptions
 
 
 @pytest.fixture
@@ -103,36 +104,6 @@ class Record:
     _hidden = "secret"
 
 
-PATH_SCOPE = {"steps": {"match": {"passed": True, "score": 0.5, "items": [1]}, "none_step": None},
-              "item": {"file": "a.md"}, "obj": Record(), "empty": {}}
-
-
-@pytest.mark.parametrize("expr", [
-    "steps.match.passed", "not steps.match.passed", "steps.match", "item.file", "obj.verdict", "steps.none_step",
-    "steps.match.items", "item.keys", "steps.match.missing", "nowhere", "nowhere.deeper", "not steps.missing",
-    "obj._hidden", "obj.__class__", "steps.none_step.verdict", "empty.x.y", "now",
-    "item.missing | default(item.file)", "steps.match.score | default(0.0)", "steps.match.flags | default([])",
-    "nowhere | default(none)", "steps.none_step.x | default('x')", "item.file | default(nowhere)",
-    "nowhere | default(also_nowhere)", "nowhere|default(steps.match.passed)", "obj._hidden | default(1)",
-])
-def test_plain_paths_read_what_jinja_reads(expr):
-    """Dotted names skip Jinja's per-render context; the value or error must be Jinja's own."""
-    fast, slow = Renderer(), Renderer()
-    compiled = slow.env.compile_expression(expr, undefined_to_none=False)
-
-    def outcome(read):
-        try:
-            value = read()
-            return ("value", value if not callable(value) else getattr(value, "__name__", "callable"))
-        except Exception as exc:  # noqa: BLE001 - the comparison is the point
-            return ("error", type(exc).__name__, str(exc))
-
-    from runner.pipeline.templating import _defined
-    assert outcome(lambda: fast.value("{{ " + expr + " }}", PATH_SCOPE)) == \
-        outcome(lambda: _defined(compiled(**PATH_SCOPE)))
-    assert outcome(lambda: fast.condition(expr, PATH_SCOPE)) == outcome(lambda: bool(_defined(compiled(**PATH_SCOPE))))
-
-
 @pytest.mark.parametrize("obj,attribute", [
     ({"claim": "c"}, "claim"), ({"claim": "c"}, "missing"), ({"items": 5}, "items"), ({"get": 1}, "get"),
     ({"__class__": 1}, "__class__"), ({}, "__init__"), ({"mro": 1}, "mro"), ({1: "x"}, "1"),
@@ -173,18 +144,16 @@ class _Text(str):
     (lambda u: (_Text("t"), {"k": [u]}), True),
 ])
 def test_an_undefined_anywhere_inside_a_value_fails_it(build, fails):
-    from runner.pipeline.templating import _defined
-    undefined = Renderer().env.undefined(name="missing")
-    value = build(undefined)
+    renderer = Renderer()
+    value = build(renderer.env.undefined(name="missing"))
     if fails:
         with pytest.raises(jinja2.UndefinedError, match="missing"):
-            _defined(value)
+            renderer.value("{{ v }}", {"v": value})
     else:
-        assert _defined(value) is value
+        assert renderer.value("{{ v }}", {"v": value}) is value
 
 
 def test_a_list_holding_itself_is_checked_once():
-    from runner.pipeline.templating import _defined
     loop: list[object] = [1, "x"]
     loop.append(loop)
-    assert _defined(loop) is loop
+    assert Renderer().value("{{ v }}", {"v": loop}) is loop

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
+from helpers import calls_of
 from runner.engine.steps.read_lines import FileCache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,15 +120,15 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
     assert summary["total"] == 13 and summary["verified"] == 3 and summary["verification_rate"] == 0.2308
     assert summary["counts"]["QUOTE_NOT_FOUND"] == 3 and summary["counts"]["HUNG_JURY"] == 1
     report = (workdir / "out" / "report.md").read_text()
-    # the report names each citation's claim and quote, and links each vote to its log (issue 18)
+    # the report names each citation's claim and quote, and each vote's call (issue 18)
     assert ("| 4 | federalist_51.txt | 14 | 15 | Madison's remedy for concentrated power was rivalry: \"Ambition "
             "must be made to counteract ambition\" | Ambition must be made to counteract ambition | HUNG_JURY | 1 | "
             "Hung jury: 1 VALID, 1 UNSUPPORTED |  |  |") in report
-    assert "  - openai (" in report and "[openai_0004_item4.txt](llm_logs/openai_0004_item4.txt)" in report
+    assert "  - openai (" in report and "(call 4.3)" in report
     assert "| QUOTE_NOT_FOUND | 0.431 | Quote check failed: not found in the source |" in report
     assert "overrides the jury's" not in report
-    logs = sorted(p.name for p in (workdir / "out" / "llm_logs").iterdir())
-    assert logs[:2] == ["gemini_0001_item1.txt", "gemini_0002_item2.txt"] and len(logs) == 21
+    calls = calls_of(workdir / "out")
+    assert len(calls) == 21 and {(c["item"], c["model"]) for c in calls} >= {(1, "gemini"), (2, "gemini")}
 
     # a second run repeats no successful call: only the failed ones are sent again
     fake_llm.requests.clear()

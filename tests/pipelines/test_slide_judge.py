@@ -135,7 +135,7 @@ def test_memo_ignores_the_llm_cache(judge, fake_llm, project):
     shutil.rmtree(project.root / "fresh-cache")
     fake_llm.requests.clear()
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.execute import RunOptions
+    from runner.runs.request import RunOptions
     base = fake_llm.url.rsplit("/v1", 1)[0]
     options = RunOptions(cache_dir=project.root / "other-cache", out_dir=project.root / "out")
     outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from helpers import write_json
-from runner.llm.prices import price_of
+from runner.llm.client.prices import price_of
 
 PIPELINE = """
     version: 1

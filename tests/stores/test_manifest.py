@@ -12,7 +12,7 @@ from test_runs import THRESHOLD_PIPELINE as THRESHOLD
 
 from helpers import group_dir, write_json
 from runner.engine.progress import CallCounts, PlainLines
-from runner.stores.runs import LATEST, LATEST_PARTIAL, resolve_run, runs_in
+from runner.runs.folders import LATEST, LATEST_PARTIAL, resolve_run, runs_in
 
 JUDGE = """
     version: 1
@@ -60,8 +60,7 @@ def test_run_json_records_how_the_run_was_made(project, fake_llm, monkeypatch, c
             pass
 
     from runner.api import ItemSource, run_pipeline
-    from runner.engine.context import RunOptions
-    from runner.engine.selection import Selection
+    from runner.runs.request import RunOptions, Selection
     outcome = run_pipeline(path, ItemSource(Path("data/claims.json"), limit=2, selection=Selection(filter="true")),
                            RunOptions(cache_dir=project.root / "cache"), ["params.threshold=0.9"], Peek())
     assert [m["status"] for m in seen_at_start] == ["running"] and seen_at_start[0]["ended_at"] is None
@@ -276,7 +275,7 @@ def test_eta_counts_uncached_work_only():
 
 
 def test_secrets_never_reach_run_json():
-    from runner.outputs.manifest import redact, redact_assignment, strip_credentials
+    from runner.runs.manifest import redact, redact_assignment, strip_credentials
     assert strip_credentials("https://u:pw@host.example:8443/v1?api-key=abc&version=2") == \
         "https://host.example:8443/v1?api-key=%3Credacted%3E&version=2"
     assert redact_assignment("models.m.api_key=sk-live-123456789") == "models.m.api_key=<redacted>"
@@ -285,27 +284,3 @@ def test_secrets_never_reach_run_json():
                                     "api_base": "http://a:b@h/v1", "token": "{{ env.T }}"}}}) == \
         {"models": {"m": {"api_key": "<redacted>", "headers": {"Authorization": "<redacted>"},
                           "api_base": "http://h/v1", "token": "{{ env.T }}"}}}
-
-
-def test_included_templates_are_found_however_their_tags_are_written(tmp_path):
-    """The quick look for a naming tag (no parse without one) finds every tag Jinja's own
-    parse finds: whitespace control, a line break after `{%`, import and from and extends."""
-    import jinja2
-    import jinja2.meta
-
-    from runner.outputs.manifest import _included_templates
-    sources = {
-        "plain": ("Judge {{ item.claim }}\n{% if x %}{{ x }}{% endif %}\n", []),
-        "trimmed": ("{%- include 'a.j2' -%}\n", ["a.j2"]),
-        "plus": ("{%+ include 'b.j2' %}", ["b.j2"]),
-        "line break": ("{%\n   extends 'base.j2' %}{% block b %}{% endblock %}", ["base.j2"]),
-        "import": ("{% import 'macros.j2' as m %}{% from 'more.j2' import f %}", ["macros.j2", "more.j2"]),
-        "in a comment": ("{# {% include 'gone.j2' %} #}text", []),
-        "a word, not a tag": ("include this {{ from_x }} {% set imported = 1 %}", []),
-    }
-    for name, (source, expected) in sources.items():
-        path = tmp_path / f"{name}.j2"
-        path.write_text(source, encoding="utf-8")
-        by_jinja = [n for n in jinja2.meta.find_referenced_templates(jinja2.Environment().parse(source))
-                    if isinstance(n, str)]
-        assert sorted(_included_templates(path)) == sorted(by_jinja) == sorted(expected), name

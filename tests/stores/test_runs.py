@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from helpers import group_dir, write_json
+from runner.runs.folders import LATEST, resolve_run, runs_in
 from runner.stores.memo import MemoStore
-from runner.stores.runs import LATEST, resolve_run, runs_in
 
 THRESHOLD_PIPELINE = """
     version: 1

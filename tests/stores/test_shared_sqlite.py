@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.stores.batches import BatchStore
+from runner.llm.batch.store import BatchStore
 from runner.stores.memo_sqlite import SqliteMemo
 from runner.stores.reviews import ReviewStore
 

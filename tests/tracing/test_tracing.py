@@ -43,7 +43,7 @@ class Recorders(list[Recorder]):
 def recorder(monkeypatch):
     """Every traced run gets a Recorder as its observer (they are kept in order)."""
     from runner.engine.run_warnings import add_warning
-    from runner.observe import NULL_OBSERVER
+    from runner.runs.observe import NULL_OBSERVER
     made = Recorders()
 
     def make(runtime):

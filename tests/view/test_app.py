@@ -55,11 +55,29 @@ def test_run_folder_refuses_dot_segments_and_absolute_paths(reports, bad):
         run_folder(reports, bad)
 
 
-def test_log_names_are_confined(reports):
+def _call_line(item: int, prompt: str, answer: str) -> str:
+    return json.dumps({"item": item, "call": f"{item}.1", "step": "ask", "model": "m", "model_id": "openai/m1",
+                       "messages": [{"role": "user", "content": prompt}], "answer": answer, "cached": False,
+                       "attempts": 1, "latency_ms": 5, "error": None}) + "\n"
+
+
+def test_an_items_page_shows_its_calls_from_calls_jsonl(reports):
     [entry] = list_runs(reports)
-    for name in ("..%2f..%2fsummary.json", "%2e%2e", "summary.json"):
-        answer = client(reports).get(f"/run/{entry.path}/log/{name}")
-        assert answer.status_code == 404 and '"total"' not in answer.text
+    (reports / entry.path / "calls.jsonl").write_text(
+        _call_line(2, "Is <b>plain</b> right?", '{"verdict": "yes"}') + _call_line(3, "other item", "no"))
+    page = client(reports).get(f"/run/{entry.path}/item/2")
+    assert page.status_code == 200
+    assert "Is &lt;b&gt;plain&lt;/b&gt; right?" in page.text and "{&#34;verdict&#34;: &#34;yes&#34;}" in page.text
+    assert "call 2.1: item 2, step ask, model m (openai/m1)" in page.text and "other item" not in page.text
+
+
+def test_a_calls_file_that_is_a_link_is_not_followed(reports, tmp_path):
+    [entry] = list_runs(reports)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text(_call_line(2, "from outside the run folder", "secret"))
+    (reports / entry.path / "calls.jsonl").symlink_to(outside)
+    page = client(reports).get(f"/run/{entry.path}/item/2")
+    assert page.status_code == 200 and "from outside the run folder" not in page.text
 
 
 def test_a_symlink_out_of_reports_is_not_served(reports, tmp_path):

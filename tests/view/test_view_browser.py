@@ -59,7 +59,7 @@ def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, c
                 assert "Quote against its source" in page and browser.find_element("id", "source").text
                 votes = browser.find_elements("css selector", "div.panel table tbody tr")
                 assert len(votes) >= 3                                   # each juror's vote
-                assert browser.find_elements("css selector", "div.panel[id^='log-'] pre")   # prompts and answers
+                assert browser.find_elements("css selector", "div.panel[id^='call-'] pre")   # prompts and answers
             browser.find_element("id", "up" if agrees else "down").click()
             if correct:
                 browser.find_element("id", "correct").send_keys(correct)

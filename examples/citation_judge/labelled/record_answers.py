@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakellm import FakeLLM, Reply  # noqa: E402
 from runner.api import ItemSource, run_pipeline  # noqa: E402
-from runner.engine.execute import RunOptions  # noqa: E402
 from runner.inputs.markdown_citations import extract_citations  # noqa: E402
-from runner.llm.spec import ModelSpec  # noqa: E402
-from runner.llm.transport import Completion  # noqa: E402
+from runner.llm.client.spec import ModelSpec  # noqa: E402
+from runner.llm.client.transport import Completion  # noqa: E402
+from runner.runs.request import RunOptions  # noqa: E402
 
 PIPELINE = REPO / "pipelines" / "citation_judge.yaml"
 SEATS = ("local", "gemini", "openai")
@@ -117,7 +117,7 @@ def routed_to(url: str) -> Iterator[None]:
     replacements = {"RoutedTransport": lambda *_: FakeServerTransport(url),     # one transport per model kind
                     "LiteLLMTransport": lambda *_: FakeServerTransport(url),    # (whichever the service uses)
                     "tcp_refused": never_refused}
-    modules = [importlib.import_module(name) for name in ("runner.llm.service", "runner.llm.sender")
+    modules = [importlib.import_module(name) for name in ("runner.llm.service", "runner.llm.client.sender")
                if importlib.util.find_spec(name) is not None]
     saved = [(m, name, getattr(m, name)) for m in modules for name in replacements if hasattr(m, name)]
     for module, name, _ in saved:

@@ -10,24 +10,23 @@ from typing import Any
 from runner.errors import InputError
 
 OnResult = Callable[[dict[str, Any]], Awaitable[None] | None]
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "processes", "ray")
 
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """`--executor local|ray [--ray-address ADDRESS] [--workers N]`."""
+    """`--executor local|processes|ray [--workers N] [--ray-address ADDRESS]`."""
 
     name: str = "local"
     ray_address: str | None = None
-    workers: int | None = None          # Ray: None = one per CPU the cluster has
+    workers: int | None = None          # None: one per CPU (of this machine, or of the Ray cluster)
 
     def check(self) -> None:
         if self.name not in EXECUTORS:
             raise InputError(f"--executor {self.name}: choose from {', '.join(EXECUTORS)}")
-        if self.name != "ray" and (self.ray_address or self.workers):
-            raise InputError("--ray-address and --workers go with --executor ray")
-        if self.name == "ray":
-            if importlib.util.find_spec("ray") is None:
-                raise InputError("--executor ray needs Ray, an optional extra: pip install 'runner[ray]'")
-
-
+        if self.name == "local" and self.workers:
+            raise InputError("--workers goes with --executor processes or --executor ray")
+        if self.name != "ray" and self.ray_address:
+            raise InputError("--ray-address goes with --executor ray")
+        if self.name == "ray" and importlib.util.find_spec("ray") is None:
+            raise InputError("--executor ray needs Ray, an optional extra: pip install 'runner[ray]'")

@@ -1,62 +1,37 @@
-"""A Ray worker (an async actor): the same engine as a local run, over one block of items
-at a time, built once per worker (pipeline, Runtime, LLM service, HTTP session).
-
-A block's answer is its results and what the driver adds up for the summary: LLM counts
-and the failure tally of its items, jury agreement sums, run warnings, and the call logs
-(the driver writes them into the run folder, which a worker on another machine cannot
-see). Each is taken and reset per block, so a block Ray runs again after a worker died
-is counted once."""
+"""A Ray worker (an async actor): a BlockWorker (worker.py) that reaches the run's cache and
+limits through the driver's node: the cache folder itself when it runs there (diskcache is
+safe across processes; no round trip), else the cache actor; the limits actor always."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
-from runner.engine.context import RunOptions, Runtime
-from runner.engine.execute import run_items
-from runner.engine.executors.ray_services import ClusterLimits, RemoteCache
-from runner.engine.run_warnings import run_warnings
-from runner.engine.steps.jury import take_agreements
+from runner.engine.executors.limits import SharedLimits
+from runner.engine.executors.ray_services import ClusterBudget, RayOwner, RemoteCache
+from runner.engine.executors.worker import BlockWorker
 from runner.inputs import Item
-from runner.llm.worker_report import take_report
+from runner.llm.cache.store import JsonCache, open_caches
 from runner.pipeline.model import Pipeline
-from runner.stores.json_cache import open_caches
+from runner.runs.request import RunOptions
 
 # Tests set it to make every worker ask the cache actor, as one on another machine does.
 REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"
 
 
-class BlockWorker:
+class RayWorker:
     def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str, driver_node: str,
                  cache_owner: Any, limits_owner: Any) -> None:
         import ray
-        os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
-        self.runtime = Runtime.create(pipeline, replace(options, worker=True))
         remote = ray.get_runtime_context().get_node_id() != driver_node or os.environ.get(REMOTE_CACHE_ENV) == "1"
-        self.remote_cache = remote
-        self.runtime.open_caches = ({"responses": RemoteCache(cache_owner)} if remote and pipeline.models
-                                    else open_caches(pipeline, options.cache_dir))
-        self.limits = ClusterLimits(limits_owner)
+        # A RemoteCache serves what the LLM service asks of its cache (aget, aset, close).
+        caches = ({"responses": cast(JsonCache, RemoteCache(cache_owner))} if remote and pipeline.models
+                  else open_caches(pipeline, options.cache_dir))
+        limits = SharedLimits(RayOwner(limits_owner), lambda: ClusterBudget(limits_owner))
+        self.worker = BlockWorker(pipeline, options, cwd, caches, limits)
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
-        runtime = self.runtime
-        results: list[dict[str, Any]] = []
-        if runtime.pipeline.models:
-            runtime.llm.sender.cluster_limits = self.limits
-        await run_items(runtime, items, concurrency, results.append)
-        indexes = [result["index"] for result in results]
-        memo, reused = runtime.memo, (0, 0)
-        if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
-            reused = (memo.hits, memo.stored)
-            memo.hits -= reused[0]
-            memo.stored -= reused[1]
-        return {"results": results,
-                "llm": take_report(runtime.llm, indexes) if runtime.llm_used else None,
-                "juries": take_agreements(runtime),
-                "warnings": run_warnings(runtime),
-                "memo": reused,
-                "remote_cache": self.remote_cache}
+        return await self.worker.run_block(items, concurrency)
 
     async def close(self) -> None:
-        await self.runtime.aclose()
+        await self.worker.close()

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from runner.errors import NeedsModel as NeedsModel  # noqa: F401  (old home of both)
-from runner.errors import StepError as StepError  # noqa: F401
 from runner.pipeline.catalog import STEPS
 from runner.pipeline.result_shapes import OPEN, ShapeContext
 from runner.yamlpos import Path as DataPath

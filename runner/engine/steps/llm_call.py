@@ -10,8 +10,8 @@ from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError
 from runner.fileio import parse_json, read_json
+from runner.llm.client.spec import SAMPLING_KEYS
 from runner.llm.service import CallRequest, new_group
-from runner.llm.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside
 from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext
 
@@ -88,7 +88,7 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
     group = new_group()      # the run fails outright when no model of the group answers
-    return [CallRequest(model=model, messages=messages, item=ctx.item.index, output_schema=schema,
+    return [CallRequest(model=model, messages=messages, item=ctx.item.index, step=ctx.spec.id, output_schema=schema,
                         as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
                         sampling={k: v for k, v in sampling.items() if v is not None},
                         sample=int(args.sample or 0), group=group)

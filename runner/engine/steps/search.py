@@ -8,10 +8,10 @@ from typing import Any
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import NeedsModel
+from runner.llm.cache.store import JsonCache
 from runner.pipeline.result_shapes import closed
 from runner.redact import remember_url
 from runner.search import SearchFailed, SearchRequest, cache_key, get_provider
-from runner.stores.json_cache import JsonCache
 
 OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
 

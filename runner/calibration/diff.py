@@ -1,0 +1,201 @@
+"""`runner diff`: what changed between two runs: first how they were made (their run.json),
+then item by item (matched by `index`). Runs over different inputs are not compared unless
+forced; a partial or interrupted run is compared on the items it has."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from runner.errors import RunnerError
+from runner.outputs.report_view import lookup
+from runner.runs.folders import RESULTS, newest_group, previous_run, read_summary, resolve_run, runs_in
+from runner.runs.manifest import read_manifest
+from runner.runs.results_file import results_in_order
+
+
+def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
+    """(before, after): two runs given; one run and the run before it; a group's last two;
+    with nothing given, the last two runs of the group that ran last under reports/."""
+    if first is not None and second is not None:
+        return resolve_run(first), resolve_run(second)
+    if first is None:
+        group = newest_group()
+        if group is None:
+            raise RunnerError("no runs under reports/: give two run folders (runner diff RUN_A RUN_B)")
+        first = group
+    if first.is_dir() and not (first / RESULTS).is_file():
+        runs = runs_in(first)
+        if len(runs) < 2:
+            raise RunnerError(f"{first}: {len(runs)} finished run(s) here, need two to compare")
+        return runs[-2], runs[-1]
+    after = resolve_run(first)
+    before = previous_run(after)
+    if before is None:
+        raise RunnerError(f"{after}: no earlier run beside it to compare with")
+    return before, after
+
+
+def _by_index(run: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for result in results_in_order(run):
+        yield result["index"], result
+
+
+def _leaves(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        found: dict[str, Any] = {}
+        for key, inner in value.items():
+            found.update(_leaves(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return found
+    return {prefix: value}
+
+
+def _changes(old: Any, new: Any, prefix: str) -> list[dict[str, Any]]:
+    a, b = _leaves(old, prefix), _leaves(new, prefix)
+    return [{"what": key, "before": a.get(key), "after": b.get(key)}
+            for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
+def manifest_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """What differs in how two runs were made: runner, --set, params, models, the pipeline,
+    its prompt and schema files, the input and the selection."""
+    changes = _changes(old.get("runner_version"), new.get("runner_version"), "runner_version")
+    old_p, new_p = old.get("pipeline") or {}, new.get("pipeline") or {}
+    changes += _changes(old_p.get("sets") or [], new_p.get("sets") or [], "--set")
+    old_r, new_r = old_p.get("resolved") or {}, new_p.get("resolved") or {}
+    changes += _changes(old_r.get("params") or {}, new_r.get("params") or {}, "params")
+    changes += _changes(old.get("models") or {}, new.get("models") or {}, "models")
+    if old_p.get("sha256") != new_p.get("sha256"):
+        others = [k for k in dict.fromkeys([*old_r, *new_r]) if k not in ("params", "models")
+                  and old_r.get(k) != new_r.get(k)]
+        changes.append({"what": "pipeline hash", "before": str(old_p.get("sha256"))[:12],
+                        "after": str(new_p.get("sha256"))[:12], "sections": others})
+    old_f, new_f = old_p.get("files") or {}, new_p.get("files") or {}
+    for name in sorted(old_f.keys() | new_f.keys()):
+        if old_f.get(name) != new_f.get(name):
+            changes.append({"what": name, "before": (old_f.get(name) or "absent")[:12],
+                            "after": (new_f.get(name) or "absent")[:12]})
+    old_i, new_i = old.get("input") or {}, new.get("input") or {}
+    for key in ("path", "sha256", "items"):
+        if old_i.get(key) != new_i.get(key):
+            changes.append({"what": f"input {key}", "before": old_i.get(key), "after": new_i.get(key)})
+    changes += _changes(old.get("selection") or {}, new.get("selection") or {}, "selection")
+    return changes
+
+
+def check_same_input(before: Path, after: Path, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    """Runs over different input contents compare different items under the same numbers."""
+    a, b = (old or {}).get("input") or {}, (new or {}).get("input") or {}
+    if a.get("sha256") and b.get("sha256") and a["sha256"] != b["sha256"]:
+        raise RunnerError(f"not comparing runs over different inputs: {before} read {a.get('path')} "
+                          f"(content {a['sha256'][:12]}, {a.get('items')} item(s)), {after} read {b.get('path')} "
+                          f"(content {b['sha256'][:12]}, {b.get('items')} item(s)); item numbers would not match. "
+                          "Pass --force to compare them anyway")
+
+
+def _partial(summary: dict[str, Any]) -> bool:
+    return bool(summary.get("partial") or summary.get("interrupted"))
+
+
+def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force: bool = False) -> dict[str, Any]:
+    """How the runs were made (their manifests), then the items whose verdict (the summary's
+    count_by field), error or chosen fields changed, and the counts before and after: one merge
+    of the two results files, nothing held. When a run is partial or interrupted, counts are
+    over the items both runs have and rates are not compared."""
+    old_manifest, new_manifest = read_manifest(before), read_manifest(after)
+    if not force:
+        check_same_input(before, after, old_manifest, new_manifest)
+    old_summary, new_summary = read_summary(before), read_summary(after)
+    count_by = new_summary.get("count_by") or old_summary.get("count_by")
+    watched = list(dict.fromkeys([*([count_by] if count_by else []), *(fields or []), "error"]))
+    changed: list[dict[str, Any]] = []
+    only_before: list[int] = []
+    only_after: list[int] = []
+    common: dict[str, dict[str, int]] = {"before": {}, "after": {}}     # over the items both runs have
+    compared = 0
+    old, new = _by_index(before), _by_index(after)
+    left, right = next(old, None), next(new, None)
+    while left is not None or right is not None:
+        if left is not None and (right is None or left[0] < right[0]):
+            only_before.append(left[0])
+            left = next(old, None)
+        elif right is not None and (left is None or right[0] < left[0]):
+            only_after.append(right[0])
+            right = next(new, None)
+        elif left is not None and right is not None:
+            compared += 1
+            if count_by:
+                _count(common["before"], left[1], count_by)
+                _count(common["after"], right[1], count_by)
+            changes = {f: [lookup(left[1], f), lookup(right[1], f)] for f in watched
+                       if lookup(left[1], f) != lookup(right[1], f)}
+            if changes:
+                changed.append({"index": left[0], "changes": changes})
+            left, right = next(old, None), next(new, None)
+    counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
+    rates = {name: [old_summary.get(name), new_summary.get(name)] for name in new_summary
+             if name.endswith("_rate") and old_summary.get(name) != new_summary.get(name)}
+    partial = [str(run) for run, summary in ((before, old_summary), (after, new_summary)) if _partial(summary)]
+    if partial:
+        counts, rates = common, {}
+    made = (manifest_changes(old_manifest, new_manifest) if old_manifest and new_manifest else None)
+    return {"before": str(before), "after": str(after), "count_by": count_by, "fields": watched,
+            "manifest": made, "without_manifest": [str(run) for run, m in ((before, old_manifest),
+                                                                          (after, new_manifest)) if m is None],
+            "partial": partial, "compared": compared,
+            "counts": counts, "rates": rates, "changed": changed,
+            "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
+
+
+def _count(counts: dict[str, int], result: dict[str, Any], field: str) -> None:
+    value = lookup(result, field)
+    key = "ERROR" if value is None and result.get("error") else str(value)
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+
+
+def format_diff(diff: dict[str, Any]) -> list[str]:
+    """The diff as terminal lines: how the runs were made, then what their items did."""
+    lines = [f"before: {diff['before']}", f"after:  {diff['after']}"]
+    if diff.get("without_manifest"):
+        lines.append(f"made how: unknown for {', '.join(diff['without_manifest'])} (no run.json: an older run)")
+    elif diff.get("manifest") is not None:
+        made = diff["manifest"]
+        lines.append("made the same way (same runner, pipeline, prompts, models and input)" if not made
+                     else "made differently:")
+        for change in made:
+            extra = f" ({', '.join(change['sections'])} changed)" if change.get("sections") else ""
+            lines.append(f"  {change['what']}: {_show(change['before'])} -> {_show(change['after'])}{extra}")
+    if diff.get("partial"):
+        lines.append(f"partial or interrupted: {', '.join(diff['partial'])}; compared on the {diff['compared']} "
+                     "item(s) both runs have, rates not compared")
+    before, after = diff["counts"]["before"], diff["counts"]["after"]
+    if before or after:
+        names = [n for n in dict.fromkeys([*before, *after]) if before.get(n, 0) != after.get(n, 0)]
+        same = len(set(before) | set(after)) - len(names)
+        moved = ", ".join(f"{name} {before.get(name, 0)} -> {after.get(name, 0)}" for name in names)
+        lines.append(f"counts by {diff['count_by']}: {moved or 'unchanged'}"
+                     + (f" ({same} other value(s) unchanged)" if names and same else ""))
+    for name, (old, new) in diff["rates"].items():
+        lines.append(f"{name}: {_show(old)} -> {_show(new)}")
+    if not diff["changed"]:
+        lines.append(f"no item changed ({', '.join(diff['fields'])} compared)")
+    else:
+        lines.append(f"{len(diff['changed'])} item(s) changed:")
+        for entry in diff["changed"]:
+            moves = "; ".join(f"{field}: {_show(old)} -> {_show(new)}"
+                              for field, (old, new) in entry["changes"].items())
+            lines.append(f"  item {entry['index']}: {moves}")
+    for key, label in (("only_before", "only in before"), ("only_after", "only in after")):
+        if diff[key]:
+            lines.append(f"{label}: items {', '.join(map(str, diff[key]))}")
+    return lines

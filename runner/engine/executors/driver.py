@@ -1,0 +1,108 @@
+"""The driver of `--executor processes` and `--executor ray`: the items go in blocks to a
+pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at a time, so memory holds a bounded
+number of items whatever the input's size and a worker's next block is there when one ends.
+
+Where a block runs is a BlockRunner's business (runner/engine/executors/processes.py:
+worker processes on this machine; ray_blocks.py: Ray actors); everything else is done here,
+once for both. Each block's results come back whole and are handed on in arrival order
+(results.jsonl is put in item order when the run ends, as for a local run), and its counts
+are added to the driver's as if it had run the block itself: the driver is the one writer
+of every output. A failure or Ctrl-C cancels the blocks still running; the blocks that
+finished are kept."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Sized
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from runner.engine.context import Runtime
+from runner.engine.executors.choice import OnResult
+from runner.engine.run_warnings import add_warning
+from runner.engine.steps.jury import absorb_agreements
+from runner.inputs import Item
+from runner.llm.worker_report import absorb_report
+from runner.runs.request import RunOptions
+
+BLOCKS_PER_WORKER = 4          # blocks a worker gets over a run: a lost one costs little, each is worth sending
+MAX_BLOCK = 1000               # items in one block at most
+IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
+
+
+class BlockRunner(Protocol):
+    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1)."""
+
+    workers: int
+
+    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
+        """One block's answer (runner/engine/executors/worker.py), or RunnerError when it was lost."""
+        ...
+
+
+def absolute(options: RunOptions) -> RunOptions:
+    """The run's options with every folder absolute: a worker may start elsewhere."""
+    return replace(options, cache_dir=Path(options.cache_dir).resolve(),
+                   out_dir=Path(options.out_dir).resolve() if options.out_dir else None,
+                   memo_dir=Path(options.memo_dir).resolve() if options.memo_dir else None)
+
+
+def block_size(total: int, workers: int) -> int:
+    return max(1, min(MAX_BLOCK, math.ceil(total / (workers * BLOCKS_PER_WORKER))))
+
+
+def _blocks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    source = iter(items)
+    while block := list(itertools.islice(source, size)):
+        yield block
+
+
+async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item], concurrency: int,
+                     on_result: OnResult) -> int:
+    """Run every item in blocks on the runner's workers; the number of items run."""
+    total = len(items) if isinstance(items, Sized) else MAX_BLOCK * runner.workers
+    blocks = _blocks(items, block_size(total, runner.workers))
+    running: dict[asyncio.Future[dict[str, Any]], int] = {}      # a block: its worker
+
+    def send(worker: int) -> None:
+        block = next(blocks, None)
+        if block is not None:
+            running[asyncio.ensure_future(runner.run(worker, block, concurrency))] = worker
+
+    finished = 0
+    try:
+        for worker in range(runner.workers):
+            for _ in range(IN_FLIGHT_PER_WORKER):
+                send(worker)
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                worker = running.pop(future)
+                answer = future.result()
+                absorb(runtime, answer)
+                for result in answer["results"]:
+                    finished += 1
+                    maybe = on_result(result)
+                    if maybe is not None:
+                        await maybe
+                send(worker)
+    finally:
+        for future in running:          # Ctrl-C or a failure: what still runs is stopped, not kept
+            future.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    return finished
+
+
+def absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
+    """A block's counts, added to the driver's as if it had run the block itself."""
+    if answer["llm"] is not None:
+        absorb_report(runtime.llm, answer["llm"])
+    absorb_agreements(runtime, answer["juries"])
+    for warning in answer["warnings"]:
+        add_warning(runtime, warning)
+    if runtime.memo is not None:
+        runtime.memo.hits += answer["memo"][0]
+        runtime.memo.stored += answer["memo"][1]

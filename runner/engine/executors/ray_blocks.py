@@ -1,0 +1,97 @@
+"""`--executor ray`: blocks of items run in Ray actors (ray_worker.RayWorker), through the
+driver that --executor processes uses too (driver.py).
+
+The actors spread over the cluster's nodes, one per CPU by default. The LLM cache and the
+models' limits are served from actors on the driver's node (ray_services.py, limits.py).
+Faults: an actor restarts and Ray retries the block a dead worker held (max_restarts,
+max_task_retries), on another node when its node is gone. A block's results reach the
+driver once, when the block ends, so none is written twice, and the shared cache means a
+retried block repeats no call that was answered. A stopped run cancels the blocks still
+running (cancelled, not lost: Ray neither retries nor reports them) and kills the actors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from runner.engine.context import Runtime
+from runner.engine.executors.choice import ExecutorChoice
+from runner.engine.executors.driver import IN_FLIGHT_PER_WORKER, BlockRunner, absolute
+from runner.errors import RunnerError
+from runner.inputs import Item
+
+
+def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
+    """Join --ray-address, or start a Ray instance on this machine; True when this run started it."""
+    if ray.is_initialized():
+        return False
+    # The pipeline's declared variables (API keys, endpoints) reach every worker.
+    env = {name: os.environ[name] for name in runtime.pipeline.env_names if name in os.environ}
+    try:
+        # "local": a new instance on this machine, never a cluster that happens to run here.
+        ray.init(address=choice.ray_address or "local", include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, runtime_env={"env_vars": env} if env else None)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RunnerError(f"--executor ray: cannot reach the Ray cluster"
+                          f"{' at ' + choice.ray_address if choice.ray_address else ''}: {exc}") from None
+    return True
+
+
+class RayBlocks:
+    """Blocks run by the Ray actors, each sent to the actor whose block just ended."""
+
+    def __init__(self, ray: Any, actors: list[Any]) -> None:
+        self.ray = ray
+        self.actors = actors
+        self.workers = len(actors)
+
+    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
+        ref = self.actors[worker].run_block.remote(block, concurrency)
+        try:
+            answer: dict[str, Any] = await ref
+        except self.ray.exceptions.RayError as exc:
+            raise RunnerError(f"--executor ray: a block of items was lost: {exc}") from None
+        except BaseException:           # the run stops: so does the block
+            self.ray.cancel(ref)
+            raise
+        return answer
+
+
+@asynccontextmanager
+async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[BlockRunner]:
+    import ray  # there: ExecutorChoice.check() found it before the run began
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from runner.engine.executors.limits import LimitsOwner
+    from runner.engine.executors.ray_services import CacheOwner
+    from runner.engine.executors.ray_worker import RayWorker
+
+    started = _connect(ray, choice, runtime)
+    options = absolute(runtime.options)
+    actors: list[Any] = []
+    try:
+        driver_node = ray.get_runtime_context().get_node_id()
+        here = NodeAffinitySchedulingStrategy(node_id=driver_node, soft=False)
+        cache_owner = ray.remote(CacheOwner).options(scheduling_strategy=here, num_cpus=0).remote(
+            str(options.cache_dir / "responses"))
+        actors.append(cache_owner)
+        limits_owner = ray.remote(LimitsOwner).options(scheduling_strategy=here, num_cpus=0,
+                                                       max_concurrency=100_000).remote(str(options.cache_dir))
+        actors.append(limits_owner)
+        count = choice.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # num_cpus=0 and SPREAD: one worker per CPU by default, spread over the nodes, and never
+        # left waiting for a CPU that Ray's own processes hold.
+        worker_class = ray.remote(RayWorker).options(
+            num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=IN_FLIGHT_PER_WORKER,
+            scheduling_strategy="SPREAD")
+        workers = [worker_class.remote(runtime.pipeline, options, os.getcwd(), driver_node, cache_owner, limits_owner)
+                   for _ in range(count)]
+        actors += workers
+        yield RayBlocks(ray, workers)
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        if started:
+            ray.shutdown()

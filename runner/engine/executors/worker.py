@@ -1,0 +1,56 @@
+"""A worker of `--executor processes` or `--executor ray`: the engine of a local run, built
+once (pipeline, Runtime, LLM service, HTTP session), run over one block of items at a time.
+
+A block's answer is its results and what the driver adds up for the summary: LLM counts and
+the failure tally of its items, jury agreement sums, run warnings, memo counts, and the call
+logs (the driver writes them into the run folder, which a worker on another machine cannot
+see). Each is taken per block by subtraction (another block may still be adding to the same
+counters), so a block run again after its worker was lost is counted once."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from runner.engine.context import Runtime
+from runner.engine.execute import run_items
+from runner.engine.executors.limits import SharedLimits
+from runner.engine.run_warnings import run_warnings
+from runner.engine.steps.jury import take_agreements
+from runner.inputs import Item
+from runner.llm.cache.store import JsonCache
+from runner.llm.worker_report import take_report
+from runner.pipeline.model import Pipeline
+from runner.runs.request import RunOptions
+
+
+class BlockWorker:
+    def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str | Path, caches: dict[str, JsonCache],
+                 limits: SharedLimits) -> None:
+        """`caches`: the run's caches as this worker reaches them; `limits`: the models'
+        limits, held for every worker of the run at once."""
+        os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
+        self.runtime = Runtime.create(pipeline, replace(options, worker=True))
+        self.runtime.open_caches = caches
+        self.runtime.shared_limits = limits
+
+    async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
+        runtime = self.runtime
+        results: list[dict[str, Any]] = []
+        await run_items(runtime, items, concurrency, results.append)
+        indexes = [result["index"] for result in results]
+        memo, reused = runtime.memo, (0, 0)
+        if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
+            reused = (memo.hits, memo.stored)
+            memo.hits -= reused[0]
+            memo.stored -= reused[1]
+        return {"results": results,
+                "llm": take_report(runtime.llm, indexes) if runtime.llm_used else None,
+                "juries": take_agreements(runtime),
+                "warnings": run_warnings(runtime),
+                "memo": reused}
+
+    async def close(self) -> None:
+        await self.runtime.aclose()

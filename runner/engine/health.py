@@ -1,0 +1,79 @@
+"""Whether a run can start and whether it did its job: the checks that fail a run before
+anything runs, whether too many items errored (`--max-errors`, exit code 3), and the lines
+that say what its errors were."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runner.engine.selection import pass_rule
+from runner.errors import InputError
+from runner.pipeline.model import Pipeline
+
+TOO_MANY_ERRORS = 3        # exit code: every item errored, or more than --max-errors did
+SHOWN_GROUPS = 3
+
+
+def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
+    """`--fail-under` needs a rate to check: say so before any item runs, not after."""
+    if fail_under is not None and pass_rule(pipeline) is None:
+        raise InputError(f"--fail-under {fail_under}: pipeline '{pipeline.name}' has no summary.rates to check "
+                         "(add one, e.g. summary: {rates: {pass_rate: \"result.verdict == 'PASS'\"}}); nothing run")
+
+
+def error_lines(summary: dict[str, Any]) -> list[str]:
+    """`13/13 items: model 'local' ... (connection refused)`, the top few kinds of error."""
+    total = summary.get("total") or 0
+    groups = summary.get("error_groups") or []
+    lines = [f"{g['count']}/{total} items: {g['error']}" for g in groups[:SHOWN_GROUPS]]
+    rest = sum(g["count"] for g in groups[SHOWN_GROUPS:]) + max(
+        0, int(summary.get("errors") or 0) - sum(g["count"] for g in groups))
+    if rest:
+        lines.append(f"{rest} more item(s) with other errors (summary.json: error_groups, results.jsonl: error)")
+    return lines
+
+
+@dataclass(frozen=True)
+class MaxErrors:
+    """--max-errors: a count (`5`), a fraction (`0.2`, `20%`) or None (every item)."""
+
+    count: int | None = None
+    fraction: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> MaxErrors:
+        if text is None or text.strip() in ("", "all"):
+            return cls()
+        value = text.strip()
+        try:
+            if value.endswith("%"):
+                return cls.checked(fraction=float(value[:-1]) / 100)
+            if value.isdigit():
+                return cls(count=int(value))
+            return cls.checked(fraction=float(value))
+        except ValueError:
+            pass
+        raise InputError(f"--max-errors {text}: give a count (5), a fraction (0.2) or a percentage (20%)")
+
+    @classmethod
+    def checked(cls, fraction: float) -> MaxErrors:
+        if not 0 <= fraction <= 1:
+            raise ValueError(fraction)
+        return cls(fraction=fraction)
+
+    def exceeded(self, errors: int, total: int) -> bool:
+        if total == 0 or errors == 0:
+            return False
+        if self.count is not None:
+            return errors > self.count
+        if self.fraction is not None:
+            return errors / total > self.fraction
+        return errors >= total
+
+    def describe(self) -> str:
+        if self.count is not None:
+            return f"more than {self.count} item(s) errored (--max-errors {self.count})"
+        if self.fraction is not None:
+            return f"more than {self.fraction:.0%} of the items errored (--max-errors {self.fraction:g})"
+        return "every item errored"

@@ -1,0 +1,56 @@
+"""What the engine, its steps and a run's end ask of the run's LLM service, as a Protocol.
+
+The Runtime makes the service (runner/llm/service.py) on a run's first LLM call; the
+engine, the steps and the run's end call it through these methods only, so mypy checks
+every such call against the service. (A worker's accounting, runner/llm/worker_report.py,
+is the LLM layer's own and reads the service itself.)"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from runner.llm.service import CallRequest
+
+
+class CallStats(Protocol):
+    """One model's counts so far (the progress line reads them)."""
+
+    calls: int
+    cache_hits: int
+    failures: int
+
+
+class LLM(Protocol):
+    @property
+    def stats(self) -> Mapping[str, CallStats]: ...
+
+    def enabled(self, name: str) -> bool:
+        """Whether the model `name` under models: takes calls in this run."""
+        ...
+
+    async def call(self, request: CallRequest) -> dict[str, Any]:
+        """The answer to one request (cached or sent), or StepError."""
+        ...
+
+    def redact(self, text: str) -> str:
+        """`text` without the credentials the run's models use."""
+        ...
+
+    def settle(self, item: object) -> tuple[bool, str]:
+        """A finished item: whether its LLM work got no usable answer, and why."""
+        ...
+
+    def failed_items(self) -> set[int]: ...
+
+    def failure_reasons(self) -> dict[int, str]: ...
+
+    def summary(self, results: Any) -> dict[str, Any]:
+        """summary.json's LLM part: per model counts, tokens and cost, hints, batches."""
+        ...
+
+    def progress_note(self) -> str: ...
+
+    async def aclose(self) -> None: ...
+

@@ -1,0 +1,132 @@
+"""Batch files: the JSONL request lines we upload, the output and error lines we read back
+(each turned into a completion or a classified failure), and the batch price."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from runner.llm.client.prices import batch_price_of
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import Completion, TransportError
+
+CHAT_URL = "/v1/chat/completions"
+MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; headers and rounding aside
+ERROR_TEXT = 300
+# Line error codes that name a fault of the request itself: the same line would fail again.
+CLIENT_CODES = ("invalid", "not_found", "unsupported", "too_long", "context_length", "cancelled")
+
+
+@dataclass
+class RequestLine:
+    custom_id: str
+    body: dict[str, Any]
+
+    def encoded(self) -> bytes:
+        line = {"custom_id": self.custom_id, "method": "POST", "url": CHAT_URL, "body": self.body}
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def chunks(lines: list[RequestLine], max_requests: int) -> Iterator[tuple[list[str], bytes]]:
+    """The lines as files within the limits: (custom ids, file bytes) each."""
+    ids: list[str] = []
+    parts: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = line.encoded()
+        if ids and (len(ids) >= max_requests or size + len(data) > MAX_FILE_BYTES):
+            yield ids, b"".join(parts)
+            ids, parts, size = [], [], 0
+        ids.append(line.custom_id)
+        parts.append(data)
+        size += len(data)
+    if ids:
+        yield ids, b"".join(parts)
+
+
+def _message(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code") or error)
+    return str(error or body)[:ERROR_TEXT]
+
+
+def line_failure(line: dict[str, Any]) -> TransportError:
+    """An error line (or an output line whose status is not 2xx) as a live call would see it."""
+    response = line.get("response") if isinstance(line.get("response"), dict) else None
+    if response is not None and int(response.get("status_code") or 0) >= 400:
+        status = int(response["status_code"])
+        body = response.get("body")
+        text = _message(body)
+        kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
+        return TransportError(kind, f"HTTP {status}: {text[:ERROR_TEXT]}", status,
+                              body=json.dumps(body) if not isinstance(body, str) else body)
+    error: dict[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
+    code = str(error.get("code") or "error")
+    text = f"{code}: {error.get('message') or 'no answer in the batch'}"
+    kind = "client" if any(word in code for word in CLIENT_CODES) else "server"
+    return TransportError(kind, text[:ERROR_TEXT], body=text)
+
+
+def read_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    for raw in data.splitlines():
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue        # a torn line answers nobody; its call is failed as missing
+        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+            yield line
+
+
+def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Completion | TransportError:
+    from runner.llm.client.http import completion_of  # the same reading of a chat completion as a live call's
+    response = line.get("response") if isinstance(line.get("response"), dict) else None
+    if response is None or int(response.get("status_code") or 0) >= 400 or line.get("error"):
+        return line_failure(line)
+    body = response.get("body")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return TransportError("server", "a batch answer is not complete JSON")
+    try:
+        completion = completion_of(body, spec)
+    except TransportError as exc:
+        return exc
+    completion.cost = batch_cost(spec.model, completion.usage)
+    return completion
+
+
+def batch_cost(model: str, usage: dict[str, int]) -> float | None:
+    found = batch_price_of(model)
+    return None if found is None else found[0].cost(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+
+
+def wire_model(model: str) -> str:
+    from runner.llm.client.http import wire_model as live_name  # the name a live call sends
+    return live_name(model)
+
+
+def batch_problem(batch: dict[str, Any]) -> str:
+    errors = batch.get("errors") or {}
+    data = errors.get("data") if isinstance(errors, dict) else None
+    texts = [str(e.get("message") or e.get("code")) for e in data or [] if isinstance(e, dict)]
+    return "; ".join(dict.fromkeys(texts))[:500]
+
+
+def unsupported(error: TransportError) -> TransportError:
+    if error.status in (404, 405):
+        return TransportError("client", f"{error.message} (does the endpoint serve /v1/files and /v1/batches? "
+                                        f"Without them, run the model live: batch: false)", error.status)
+    return error
+
+
+async def quietly(lookup: Awaitable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    try:
+        return await lookup
+    except TransportError:
+        return None

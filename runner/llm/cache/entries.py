@@ -1,0 +1,31 @@
+"""The response cache's entries: what is stored for an answer, and a stored entry as the
+service reads it back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from runner.llm.client.transport import Completion
+from runner.llm.client.usage import usage_of
+from runner.safetext import clean_text
+
+
+def new_entry(text: str, completion: Completion) -> dict[str, Any]:
+    """What the cache keeps of an answer: its text, finish reason, usage, cost, the model that
+    answered, and when (`runner cache stats` and `clear --older-than` read these)."""
+    return {"content": text, "finish_reason": completion.finish_reason, "usage": completion.usage,
+            "cost": completion.cost, "model": completion.model,
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def usable(cached: Any) -> dict[str, Any] | None:
+    """A cached answer as the service reads it, or None (asked again) when the entry is not
+    one: whatever a cache file holds, a rerun never fails on it."""
+    if not isinstance(cached, dict) or not isinstance(cached.get("content"), str):
+        return None
+    finish = cached.get("finish_reason")
+    model = cached.get("model")
+    return {**cached, "content": clean_text(cached["content"]), "usage": usage_of(cached.get("usage")),
+            "finish_reason": clean_text(finish) if isinstance(finish, str) else None,
+            **({"model": clean_text(model)} if isinstance(model, str) else {})}

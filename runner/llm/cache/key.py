@@ -1,0 +1,89 @@
+"""The response cache's key: which request an answer belongs to.
+
+The key is sha256 of one canonical JSON of everything that changes the answer
+(`request_key` says each field). The endpoint is the model's `cache_as` name when it has
+one, else its api_base in one spelling (`endpoint_identity`): `http://127.0.0.1:1234/v1/`
+and `http://LOCALHOST:1234/v1` are one server. The common spelling is its own identity, so
+keys made before it was normalised stay valid."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from runner.llm.client.spec import SAMPLING_KEYS
+from runner.safetext import utf8
+
+CACHE_FORMAT = 1
+
+
+LOOPBACK_NAME = "localhost"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host(name: str) -> str:
+    """The host in one spelling: lowercase, any loopback address as `localhost`."""
+    host = name.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return LOOPBACK_NAME if host == LOOPBACK_NAME else host
+    return LOOPBACK_NAME if address.is_loopback else address.compressed
+
+
+def endpoint_identity(api_base: str | None) -> str | None:
+    """The server an api_base names, however it is spelled: scheme and host lowercase, a
+    loopback address as localhost, no default port, no credentials, no trailing slash."""
+    if not api_base:
+        return None
+    try:
+        parts = urlsplit(api_base.strip())
+        port = parts.port
+    except ValueError:
+        return api_base
+    if not parts.hostname:
+        return api_base.rstrip("/")
+    scheme = parts.scheme.lower()
+    host = _host(parts.hostname)
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, parts.fragment))
+
+
+def canonical(value: Any) -> str:
+    """Sorted keys, no spaces, non-ASCII kept: one text for equal values, whatever their order."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def request_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]],
+                sampling: dict[str, Any], response_format: str | None = None, output_schema: Any = None,
+                sample: int = 0, extra: dict[str, Any] | None = None, cache_as: str | None = None) -> str:
+    """The cache key of one request: sha256 of the canonical JSON of what changes its answer.
+
+    - `format`: CACHE_FORMAT, raised when what an entry means changes;
+    - `model`: the exact model string sent (`openai/gpt-4o-mini` and `gpt-4o-mini` differ);
+    - `api_base`: the server, in one spelling (endpoint_identity); None when `cache_as`
+      stands for it, and `cache_as` is then a field of its own (absent otherwise);
+    - `messages`: as sent, every role and content;
+    - `sampling`: each of SAMPLING_KEYS, None when unset (after the model's defaults and
+      the step's own values);
+    - `response_format`: the structured-output mode the request carried (`json_schema`,
+      `json_object`, or None), and `output_schema`: the schema the answer was checked
+      against;
+    - `sample`: which of a step's repeated samples this is;
+    - `extra`: the model's `params:`, sent as they are.
+
+    Never the API key, timeouts, retries or limits: they do not change an answer."""
+    payload: dict[str, Any] = {
+        "format": CACHE_FORMAT, "model": model,
+        "api_base": endpoint_identity(api_base) if cache_as is None else None,
+        "messages": messages, "sampling": {name: sampling.get(name) for name in SAMPLING_KEYS},
+        "response_format": response_format, "output_schema": output_schema, "sample": sample,
+        "extra": extra or {}}
+    if cache_as is not None:
+        payload["cache_as"] = cache_as
+    return hashlib.sha256(utf8(canonical(payload))).hexdigest()

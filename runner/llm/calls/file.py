@@ -1,0 +1,114 @@
+"""calls.jsonl on disk: appended in batches by the run (CallsFile) or kept for the driver by
+a Ray worker (KeptCalls), and read back a line at a time, whole or by item, in flat memory
+however many calls a run made."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runner.fileio import MAX_LINE_BYTES, open_own
+from runner.llm.calls.record import item_of
+
+
+class CallsFile:
+    """A run's calls.jsonl: made (or emptied: the run's calls replace an earlier run's) when
+    the first lines come, then appended to."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def append(self, lines: list[bytes]) -> None:
+        if self._fd is None:
+            self._fd = open_own(self.path)
+        data = b"".join(lines)
+        written = 0
+        while written < len(data):
+            written += os.write(self._fd, data[written:])
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class KeptCalls:
+    """A Ray worker's lines, kept until its block's report takes them to the driver, which
+    appends them to the run's calls.jsonl (a worker on another machine cannot)."""
+
+    def __init__(self) -> None:
+        self._lines: list[bytes] = []
+
+    def append(self, lines: list[bytes]) -> None:
+        self._lines += lines
+
+    def take(self) -> list[bytes]:
+        taken, self._lines = self._lines, []
+        return taken
+
+    def close(self) -> None:
+        return None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of each complete line; a line past MAX_LINE_BYTES is skipped, and so is
+    a last line without its newline (a killed run's, cut short)."""
+    try:
+        handle = path.open("rb")
+    except OSError:
+        return
+    with handle:
+        offset = 0
+        while line := handle.readline(MAX_LINE_BYTES + 1):
+            if line.endswith(b"\n"):
+                yield offset, line
+            else:
+                while line and not line.endswith(b"\n"):      # the rest of a line too long to read
+                    line = handle.readline(MAX_LINE_BYTES + 1)
+            offset = handle.tell()
+
+
+def _parsed(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def read_calls(path: Path, items: set[int] | None = None, model: str | None = None) -> Iterator[dict[str, Any]]:
+    """The calls of calls.jsonl in file order: those of `items` and of the model named
+    `model` (under `models:`) when given. A line cut short (a killed run's last) is skipped."""
+    for _, line in _lines(path):
+        if items is not None and item_of(line) not in items:
+            continue
+        record = _parsed(line)
+        if record is not None and (model is None or record.get("model") == model):
+            yield record
+
+
+def call_spans(path: Path) -> Iterator[tuple[int, int, int]]:
+    """(item, offset, length) of every call's line, for an index of the file."""
+    for offset, line in _lines(path):
+        item = item_of(line)
+        if item is not None:
+            yield item, offset, len(line)
+
+
+def read_spans(path: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The calls at these (offset, length) spans of calls.jsonl (from call_spans)."""
+    found = []
+    try:
+        with path.open("rb") as handle:
+            for offset, length in spans:
+                handle.seek(offset)
+                record = _parsed(handle.read(min(length, MAX_LINE_BYTES)))
+                if record is not None:
+                    found.append(record)
+    except OSError:
+        return found
+    return found

@@ -1,0 +1,91 @@
+"""Answer parsing: the JSON ladder, then the output schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+FENCED_JSON = re.compile(r"```json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+FENCED_ANY = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+# A reasoning model's thoughts are not its answer (an unclosed block runs to the end).
+THINKING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+class ParseFailure(Exception):
+    """The answer is not the JSON we asked for; the message is what a re-ask quotes."""
+
+
+def strip_thinking(text: str) -> str:
+    return THINKING.sub("", text) if "<" in text else text
+
+
+# strict=False: raw control characters inside strings, as grammar-constrained local servers
+# emit them, are read as the characters they are. One decoder for every answer, made once.
+LENIENT = json.JSONDecoder(strict=False)
+
+
+def json_candidates(text: str) -> list[str]:
+    """The ladder: ```json block, any fenced block, first `{` to last `}`, raw text."""
+    text = strip_thinking(text)
+    out = []
+    if "```" in text:
+        out += [m.group(1) for m in FENCED_JSON.finditer(text)]
+        out += [m.group(1) for m in FENCED_ANY.finditer(text)]
+    first, last = text.find("{"), text.rfind("}")
+    if first != -1 and last > first:
+        out.append(text[first:last + 1])
+    out.append(text)
+    return [c.strip() for c in out]
+
+
+def extract_json(text: str) -> Any:
+    errors = []
+    for candidate in json_candidates(text):
+        try:
+            return LENIENT.decode(candidate)
+        except json.JSONDecodeError as exc:
+            errors.append(exc)
+    raise ParseFailure(f"the answer is not valid JSON ({errors[-1].msg} at line {errors[-1].lineno} "
+                       f"column {errors[-1].colno}); answer with one JSON object only")
+
+
+MAX_VALIDATORS = 256      # schemas whose validator is kept (a step's schema is one; rendered ones may be many)
+_VALIDATORS: dict[str, Validator] = {}
+
+
+def validator_for(schema: dict[str, Any]) -> Validator:
+    """The jsonschema validator of `schema`, made once per schema (by its JSON text, so equal
+    schemas share one) and used for every answer checked against it."""
+    from jsonschema import Draft202012Validator  # only answers that were not cached are checked
+    text = json.dumps(schema, default=str)
+    validator = _VALIDATORS.get(text)
+    if validator is None:
+        if len(_VALIDATORS) >= MAX_VALIDATORS:
+            _VALIDATORS.clear()
+        validator = _VALIDATORS[text] = Draft202012Validator(schema)
+    return validator
+
+
+def validate(value: Any, schema: dict[str, Any]) -> None:
+    """ParseFailure naming the first five errors, by path, when `value` does not match."""
+    errors = sorted(((list(e.absolute_path), e.message) for e in validator_for(schema).iter_errors(value)),
+                    key=lambda error: error[0])
+    if errors:
+        parts = []
+        for path, message in errors[:5]:
+            where = "/".join(str(p) for p in path) or "(root)"
+            parts.append(f"{where}: {message}")
+        raise ParseFailure("the answer does not match the required schema: " + "; ".join(parts))
+
+
+def parse_answer(text: str, schema: dict[str, Any] | None, as_json: bool) -> Any:
+    if not as_json and schema is None:
+        return strip_thinking(text).strip() if "<" in text else text
+    value = extract_json(text)
+    if schema is not None:
+        validate(value, schema)
+    return value

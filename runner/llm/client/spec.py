@@ -1,0 +1,194 @@
+"""Model entries of a pipeline, rendered into call-ready specs."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from runner.errors import RunnerError
+from runner.llm.client.prices import provider_of
+from runner.redact import remember_url
+
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_RETRIES = 3
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+TRANSPORTS = ("auto", "http", "litellm")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
+BATCH_RETRY = ("batch", "live")
+BATCH_MAX_REQUESTS = 50_000        # the provider's limit per batch file (OpenAI, Azure)
+DEFAULT_BATCH_MAX_WAIT = 60.0      # seconds a gathered call waits for the others before its batch goes
+DEFAULT_BATCH_POLL = 30.0
+OPENAI_BASE = "https://api.openai.com/v1"
+LOCAL_HOSTS = {"localhost"}
+OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    model: str
+    api_base: str | None
+    api_key: str | None = field(repr=False, default=None)
+    enabled: bool = True
+    sampling: dict[str, Any] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    backoff: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    transport: str = "litellm"          # resolved: http or litellm
+    structured_output: str = "auto"
+    batch: bool = False                # answered through the provider's batch API (runner/llm/batch/)
+    batch_max_requests: int = BATCH_MAX_REQUESTS
+    batch_max_wait: float = DEFAULT_BATCH_MAX_WAIT
+    batch_poll_seconds: float = DEFAULT_BATCH_POLL
+    batch_retry: str = "batch"         # where an error line is retried: the next batch, or live
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
+    cache_as: str | None = None         # stands for the endpoint in cache keys (see runner/llm/cache/key.py)
+
+    @property
+    def batchable(self) -> bool:
+        """The endpoint speaks OpenAI's /v1/files and /v1/batches (plain HTTP)."""
+        return self.transport == "http"
+
+    @property
+    def endpoint(self) -> str:
+        """What the breaker keys on: the base URL, or the provider when there is none."""
+        if self.api_base:
+            return self.api_base
+        return f"{self.model.split('/', 1)[0]} (provider default)" if "/" in self.model else "the provider default"
+
+    @property
+    def local(self) -> bool:
+        """The endpoint is on this machine (a local server, often serving one request at a time)."""
+        return bool(self.api_base) and is_local(self.api_base or "")
+
+    def describe(self) -> str:
+        return f"model '{self.name}' ({self.model}) at {self.endpoint}"
+
+
+def is_local(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def openai_compatible(model: str, api_base: str | None) -> bool:
+    """`transport: auto` sends these over HTTP: `openai/...` (with an api_base, or OpenAI
+    itself) and bare OpenAI model names; every other provider goes through litellm."""
+    if model.startswith("openai/"):
+        return True
+    return "/" not in model and api_base is None and provider_of(model) == "openai"
+
+
+def openai_route(model: str, api_base: str | None, transport: str) -> tuple[str, str | None, str]:
+    """(model, api_base, transport) as sent. An Ollama model whose base URL is an
+    OpenAI-compatible `/v1` endpoint (or whose transport is declared `http`) speaks that
+    protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME` over HTTP, so the Ollama
+    pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
+    if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
+        if transport == "auto":
+            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        return model, api_base, transport
+    served_v1 = urlsplit(api_base or "").path.rstrip("/").endswith("/v1")
+    if transport == "auto" and not served_v1:
+        return model, api_base, "litellm"
+    base = api_base or OLLAMA_DEFAULT_BASE
+    return "openai/" + model.split("/", 1)[1], base if served_v1 else f"{base}/v1", "http"
+
+
+def check_api_base(value: str) -> str | None:
+    """Why an api_base is unusable, or None."""
+    try:
+        parts = urlsplit(value)
+        parts.port      # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return f"not a usable URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not a usable URL (expected http://HOST[:PORT]/PATH or https://...)"
+    return None
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value or "auto")
+    if text not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(choices)}, not '{text}'")
+    return text
+
+
+def _at_least(key: str, value: Any, low: float, convert: Any) -> Any:
+    number = convert(value)
+    if number < low or number != number:      # NaN is not a usable limit either
+        raise ValueError(f"{key} must be at least {low:g}, not {value}")
+    return number
+
+
+def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
+    """`entry` is already rendered."""
+    try:
+        sampling = {k: entry[k] for k in SAMPLING_KEYS if entry.get(k) is not None}
+        if "temperature" in sampling:
+            sampling["temperature"] = float(sampling["temperature"])
+        if "top_p" in sampling:
+            sampling["top_p"] = float(sampling["top_p"])
+        for key in ("max_tokens", "seed"):
+            if key in sampling:
+                sampling[key] = int(sampling[key])
+        sampling["max_tokens"] = _at_least("max_tokens", sampling.get("max_tokens", DEFAULT_MAX_TOKENS), 1, int)
+        limits = {k: _at_least(f"limits.{k}", v, 0 if k == "requests_per_day" else 1, int)
+                  for k, v in (entry.get("limits") or {}).items() if v is not None}
+        api_base = (str(entry["api_base"]).rstrip("/") or None) if entry.get("api_base") else None
+        remember_url(api_base or "")
+        if api_base and (problem := check_api_base(api_base)):
+            raise ValueError(f"api_base '{api_base}' is {problem}")
+        model, api_base, transport = openai_route(str(entry["model"]), api_base,
+                                                  _choice("transport", entry.get("transport"), TRANSPORTS))
+        return ModelSpec(
+            name=name, model=model, api_base=api_base,
+            api_key=str(entry["api_key"]) if entry.get("api_key") else None,
+            enabled=_truthy(entry.get("enabled", True)), sampling=sampling,
+            timeout=_at_least("timeout", entry.get("timeout", DEFAULT_TIMEOUT), 0.001, float),
+            retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
+            backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
+            extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
+            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
+            batch=_truthy(entry.get("batch", False)),
+            batch_max_requests=min(BATCH_MAX_REQUESTS, _at_least(
+                "batch_max_requests", entry.get("batch_max_requests", BATCH_MAX_REQUESTS), 1, int)),
+            batch_max_wait=_at_least("batch_max_wait", entry.get("batch_max_wait", DEFAULT_BATCH_MAX_WAIT), 0, float),
+            batch_poll_seconds=_at_least("batch_poll_seconds", entry.get("batch_poll_seconds", DEFAULT_BATCH_POLL),
+                                         0.001, float),
+            batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY),
+            max_response_bytes=_at_least("max_response_bytes",
+                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int),
+            cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None)
+    except (TypeError, ValueError) as exc:
+        raise RunnerError(f"models.{name}: {exc}") from None
+
+
+def batch_choice(spec: ModelSpec, run_batches: bool) -> ModelSpec:
+    """The spec as this run sends it: batched when the model asks for it (or the run does,
+    `--batch`) and its endpoint has a batch API; live otherwise, said once per model."""
+    if not (spec.batch or run_batches) or not spec.enabled:     # a model that takes no seat is not mentioned
+        return spec
+    if spec.batchable:
+        return spec if spec.batch else replace(spec, batch=True)
+    sys.stderr.write(f"runner: {spec.describe()} has no batch API runner can use (transport {spec.transport}; "
+                     f"batches need an OpenAI-compatible endpoint): its calls stay live\n")
+    return replace(spec, batch=False)

@@ -1,0 +1,195 @@
+"""Structured output: the `response_format` a request with an output schema carries, and
+per endpoint which format the server accepts.
+
+`auto` starts with `json_schema` (OpenAI, LM Studio, vLLM, llama-server); a server that
+rejects it gets `json_object` with the schema, then no format. Only an error that names the
+format (`response_format`, `json_schema`, `json_object`, a JSON schema or grammar) and says it
+is refused (400/422, or a 500 saying the request failed validation, as llama-cpp-python
+does) counts: "information" or "invalid ... formatting" in another error does not. The
+choice is kept per endpoint and schema shape (one schema a server cannot convert says
+nothing about the others) for the run and, for LEARNED_DAYS, in the cache folder, so the
+next run starts right; said once on stderr. The state file is merged under a lock and
+replaced atomically (concurrent runs keep each other's choices); a file that is not what
+runner writes is ignored, with one warning."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.transport import TransportError
+from runner.redact import redact
+
+LADDER = ("json_schema", "json_object", "none")
+FILE = "structured_output.json"
+LEARNED_DAYS = 7               # a server may be upgraded: try the better format again after this
+MAX_STATE_BYTES = 1 << 20
+MAX_STATE_DEPTH = 4            # {key: {"mode": ..., "until": ...}} is two deep
+# What a server's refusal of a response format names, as whole words ("information" or
+# "formatting" are not a format), and the words that say it is refused.
+FORMAT_WORDS = re.compile(r"\b(?:response_format|json_schema|json_object|json[ _-]schema|grammar)\b", re.IGNORECASE)
+REFUSAL_WORDS = re.compile(r"validation|input should be|invalid|unsupported|not supported|must be|not allowed|"
+                           r"unknown|unrecognized|failed to (?:parse|convert)|conversion failed|cannot|expected",
+                           re.IGNORECASE)
+VALIDATION_WORDS = re.compile(r"validation error|input should be|unsupported|not supported|must be", re.IGNORECASE)
+NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+PYDANTIC_MSG = re.compile(r"""'msg': (?:"([^"]+)"|'([^']+)')""")
+
+
+def brief(error: TransportError) -> str:
+    """The gist of a refusal: pydantic's `msg` (llama-cpp-python), else its first line."""
+    found = PYDANTIC_MSG.search(error.body)
+    if found:
+        return f"HTTP {error.status}: {found.group(1) or found.group(2)}"
+    return error.message.splitlines()[0][:200] if error.message else "refused"
+
+
+def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
+    name = NAME_CHARS.sub("_", str(schema.get("title") or "answer"))[:64] or "answer"
+    # strict false: strict mode needs every property required and no extra ones, which
+    # most answer schemas are not; servers still constrain the output to the schema.
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+
+def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `response_format` a request in `mode` carries for `schema` (None: none)."""
+    if schema is None or mode == "none":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return _json_schema_format(schema)
+
+
+def rejects_format(error: TransportError) -> bool:
+    """The server refused the request's response format (not a transient fault)."""
+    text = error.body or error.message
+    if error.status in (400, 422):
+        return bool(FORMAT_WORDS.search(text) and REFUSAL_WORDS.search(text))
+    if error.status == 500:
+        return bool(FORMAT_WORDS.search(text) and VALIDATION_WORDS.search(text))
+    return False
+
+
+def schema_shape(schema: dict[str, Any] | None) -> str:
+    """A short hash of an answer schema: what a server could not convert is this shape."""
+    text = json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _depth(text: str) -> int:
+    """How deeply `text`'s JSON nests (strings skipped), without parsing it."""
+    deepest = depth = 0
+    for token in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+class FormatChoices:
+    """Which format each endpoint and schema shape gets, learned by falling back, kept in
+    the cache folder."""
+
+    def __init__(self, directory: Path):
+        self.file = directory / FILE
+        self._learned: dict[str, dict[str, Any]] | None = None
+        self._warned = False
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._learned is None:
+            self._learned = self._read()
+        return self._learned
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        """The file's unexpired choices; {} (and one warning) when it is not runner's."""
+        try:
+            if self.file.stat().st_size > MAX_STATE_BYTES:
+                return self._ignore(f"larger than {MAX_STATE_BYTES:,} bytes")
+            text = self.file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._ignore(f"unreadable ({type(exc).__name__})")
+        if _depth(text) > MAX_STATE_DEPTH:
+            return self._ignore(f"nested deeper than {MAX_STATE_DEPTH}")
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return self._ignore("not JSON")
+        if not isinstance(data, dict):
+            return self._ignore("not a JSON object")
+        now = time.time()
+        return {key: entry for key, entry in data.items()
+                if isinstance(entry, dict) and entry.get("mode") in LADDER
+                and isinstance(entry.get("until"), (int, float)) and entry["until"] > now}
+
+    def _ignore(self, reason: str) -> dict[str, dict[str, Any]]:
+        if not self._warned:
+            self._warned = True
+            sys.stderr.write(f"runner: ignoring {self.file} ({reason}); structured output formats are "
+                             "learned again\n")
+        return {}
+
+    @staticmethod
+    def key(spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
+        """Endpoint (without credentials: this goes to disk), model and schema shape."""
+        return f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}"
+
+    def first(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
+        return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0], schema)
+
+    def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None = None) -> str:
+        """`mode`, or the format learned for the endpoint and schema since it was chosen."""
+        learned = self._load()
+        if spec.structured_output != "auto" or not learned:
+            return mode
+        entry = learned.get(self.key(spec, schema))
+        found = entry["mode"] if entry else LADDER[0]
+        return found if LADDER.index(found) > LADDER.index(mode) else mode
+
+    def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
+                  schema: dict[str, Any] | None = None) -> str | None:
+        """The next format to try after `rejected`, or None when the model's setting is fixed."""
+        if spec.structured_output != "auto" or rejected == LADDER[-1]:
+            return None
+        learned = self._load()
+        key = self.key(spec, schema)
+        following = LADDER[LADDER.index(rejected) + 1]
+        if LADDER.index(learned.get(key, {}).get("mode", LADDER[0])) < LADDER.index(following):
+            learned[key] = {"mode": following, "until": time.time() + LEARNED_DAYS * 86400}
+            self._save(key)
+            sys.stderr.write(redact(f"runner: {spec.endpoint} ({spec.model}) rejects response_format {rejected} "
+                                    f"({brief(error)}); using {following} for it and this answer schema for "
+                                    f"{LEARNED_DAYS} days (set models.{spec.name}.structured_output to choose)\n"))
+        return following
+
+    def _save(self, key: str) -> None:
+        """Merge this choice into the file under a lock, then replace it atomically under a
+        name of our own: two runs learning at once keep both choices."""
+        temporary = self.file.with_name(f".{FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.file.with_name(FILE + ".lock"), "a") as lock:
+                _lock(lock.fileno())
+                merged = self._learned = {**self._read(), **(self._learned or {})}
+                temporary.write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
+                os.replace(temporary, self.file)
+        except OSError:
+            temporary.unlink(missing_ok=True)     # only a hint for the next run; this run remembers it
+
+
+def _lock(descriptor: int) -> None:
+    try:
+        import fcntl
+    except ImportError:       # not POSIX: the atomic replace alone
+        return
+    fcntl.flock(descriptor, fcntl.LOCK_EX)     # released when the lock file is closed

@@ -1,0 +1,211 @@
+"""The transport: model spec + messages + params in; text, finish reason, usage, cost out.
+
+litellm is imported here only, lazily, on the first real call: validate, render and a
+fully cached run never pay for it."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runner.llm.client.spec import ModelSpec
+from runner.llm.client.usage import usage_of
+from runner.retry import parse_retry_after
+
+RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
+NO_KEY_PLACEHOLDER = "no-key-needed"
+
+
+@dataclass
+class Completion:
+    text: str | None
+    finish_reason: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float | None = 0.0            # None: the price table does not know the model
+    model: str = ""
+    choices: int = 1
+    attempts: int = 1                  # requests it took (set by the service's retry loop)
+
+
+class TransportError(Exception):
+    """A failed request, classified: `kind` decides retry and the breaker."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None,
+                 body: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.body = body or message      # the server's whole error text: says whether it rejects a format
+        self.attempts = 0                  # requests sent before it gave up
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE
+
+    @property
+    def opens_breaker(self) -> bool:
+        return self.kind in ("refused", "missing_key")
+
+
+class Transport(Protocol):
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ["LITELLM_MODE"] = "PRODUCTION"   # stops litellm loading a .env file
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        # litellm prints banners on import and on errors; none of it may reach stdout.
+        with contextlib.redirect_stdout(io.StringIO()):
+            import litellm
+        litellm.suppress_debug_info = True
+        litellm.set_verbose = False
+        _litellm = litellm
+    return _litellm
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 12:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+_LITELLM_PREFIX = re.compile(r"^(?:litellm\.[\w.]*(?:Error|Exception)\s*:\s*)+")
+# What litellm's Ollama handlers raise when the answer is not Ollama's (an OpenAI-shaped body).
+OLLAMA_SHAPE = "argument after ** must be a mapping"
+
+
+def first_line(text: str) -> str:
+    """A library's error text without the traceback litellm embeds in its messages, and
+    without its `litellm.SomeError:` prefixes: one line a user can read."""
+    head = text.split("Traceback (most recent call last)", 1)[0]
+    line = next((part.strip() for part in head.splitlines() if part.strip()), "")
+    return _LITELLM_PREFIX.sub("", line) or "(no message)"
+
+
+def classify(exc: BaseException) -> TransportError:
+    """Map a litellm/openai/httpx exception to a TransportError."""
+    chain = exception_chain(exc)
+    text = first_line(str(exc))
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return TransportError("refused", "connection refused")
+    status = getattr(exc, "status_code", None)
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    retry_after = parse_retry_after(headers.get("retry-after") if headers is not None else None)
+    name = type(exc).__name__
+    if "Missing credentials" in text or "api_key" in text and "must be set" in text:
+        return TransportError("missing_key", "missing API key", status)
+    if name == "Timeout" or any(type(e).__name__ in ("TimeoutError", "ReadTimeout", "APITimeoutError") for e in chain):
+        return TransportError("timeout", "request timed out", status)
+    short = text.split(" - ", 1)[-1].strip()[:300]
+    if any(isinstance(e, json.JSONDecodeError) for e in chain) or "Expecting value" in text:
+        return TransportError("server", f"the server's answer is not complete JSON (cut short?): {short}", status)
+    if status == 429:
+        return TransportError("rate_limit", f"rate limited (429): {short}", 429, retry_after, body=text)
+    if status in (400, 401, 403, 404, 422):
+        return TransportError("client", f"HTTP {status}: {short}", status, body=text)
+    if any(type(e).__name__ in ("ConnectError", "ClientConnectorError", "RemoteProtocolError", "ReadError",
+                                "ServerDisconnectedError", "ClientOSError", "ConnectionResetError")
+           for e in chain) or "Connection error" in text:
+        return TransportError("connection", f"connection failed: {short}", status)
+    if status is not None and status >= 500:
+        return TransportError("server", f"HTTP {status}: {short}", status, retry_after, body=text)
+    return TransportError("other", f"{name}: {short}", status)
+
+
+def not_ollama(spec: ModelSpec) -> str:
+    """The message for an OpenAI-compatible server reached through Ollama's protocol."""
+    base = (spec.api_base or "http://localhost:11434").rstrip("/")
+    return (f"the server at {base} did not answer in Ollama's protocol (/api/chat): if it is an "
+            f"OpenAI-compatible server, give its /v1 URL (e.g. {base}/v1) or set "
+            f"models.{spec.name}.transport=http")
+
+
+class LiteLLMTransport:
+    def __init__(self) -> None:
+        self._litellm: Any = None
+
+    def _ensure(self) -> Any:
+        if self._litellm is None:
+            try:
+                self._litellm = import_litellm()
+            except Exception as exc:  # ImportError or anything litellm raises on import
+                raise TransportError("import", f"litellm cannot be imported: {type(exc).__name__}: {exc}") from None
+        return self._litellm
+
+    def missing_key(self, spec: ModelSpec) -> str | None:
+        """The env var a hosted model needs and lacks, or None."""
+        if spec.api_key or spec.api_base:
+            return None
+        litellm = self._ensure()
+        try:
+            check = litellm.validate_environment(model=spec.model)
+        except Exception:  # unknown provider: let the call itself say what is wrong
+            return None
+        missing = check.get("missing_keys") or []
+        return ", ".join(missing) if missing and not check.get("keys_in_environment") else None
+
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        litellm = self._ensure()
+        missing = self.missing_key(spec)
+        if missing:
+            raise TransportError("missing_key", f"missing API key: set {missing}")
+        # Copies: the response format holds the step's schema, which every call of the step
+        # shares, and a provider's adapter in litellm may rewrite what it is given.
+        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model,
+                                  "messages": copy.deepcopy(messages), "timeout": spec.timeout, "max_retries": 0}
+        if spec.api_base:
+            kwargs["api_base"] = spec.api_base
+            kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER   # local servers ignore it
+        elif spec.api_key:
+            kwargs["api_key"] = spec.api_key
+        try:
+            # No stdout redirection here: it is process-wide and calls run concurrently.
+            # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
+            response = await litellm.acompletion(**kwargs)
+        except Exception as exc:
+            if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
+                raise TransportError("client", not_ollama(spec)) from None
+            raise classify(exc) from None
+        return self._completion(litellm, response, spec)
+
+    @staticmethod
+    def _completion(litellm: Any, response: Any, spec: ModelSpec) -> Completion:
+        choices = list(getattr(response, "choices", None) or [])
+        usage_obj = getattr(response, "usage", None)
+        usage = usage_of(usage_obj, getattr)
+        cost = 0.0
+        hidden = getattr(response, "_hidden_params", {}) or {}
+        if hidden.get("response_cost"):
+            cost = float(hidden["response_cost"])
+        if not choices:
+            return Completion(None, None, usage, cost, str(getattr(response, "model", spec.model)), 0)
+        first = choices[0]
+        message = getattr(first, "message", None)
+        return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost,
+                          str(getattr(response, "model", spec.model)), len(choices))
+
+    async def aclose(self) -> None:
+        if self._litellm is None:
+            return
+        with contextlib.suppress(Exception):
+            await self._litellm.close_litellm_async_clients()
+

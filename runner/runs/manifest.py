@@ -1,0 +1,196 @@
+"""run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart.
+
+Written atomically when the run starts (status `running`) and again when it ends
+(`finished`, `interrupted` or `failed`). It holds the command rebuilt from the parsed
+options (`argv`, run from `cwd`), every `--set`, the resolved pipeline and its hash, the
+hash of every prompt and schema file the pipeline names (and the templates they include),
+the models with their endpoints, runner's version, the input's path and content hash, the
+item selection, start and end, and counts. Never an API key: values under secret-looking
+keys are redacted (a template naming an env var stays), URLs lose their user:password and
+secret query values."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from runner.errors import RunnerError
+from runner.fileio import atomic_write
+from runner.pipeline.model import Pipeline
+from runner.runs.folders import input_identity
+
+MANIFEST = "run.json"
+FORMAT = 1
+REDACTED = "<redacted>"
+_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|signature|credential", re.IGNORECASE)
+_TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".json", ".txt", ".md")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without user:password and with secret-looking query values redacted."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return url
+    if not parts.scheme or host is None:
+        return url
+    netloc = host if ":" not in host else f"[{host}]"
+    try:
+        netloc += f":{parts.port}" if parts.port else ""
+    except ValueError:
+        pass
+    query = urlencode([(k, REDACTED if _SECRET_NAME.search(k) else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """A copy with secrets taken out: literal values under secret-looking keys, URL credentials."""
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if isinstance(value, str):
+        if key and _SECRET_NAME.search(key) and "{{" not in value and value:
+            return REDACTED
+        return strip_credentials(value) if "://" in value else value
+    return value
+
+
+def redact_assignment(text: str) -> str:
+    """`models.x.api_key=sk-...` -> `models.x.api_key=<redacted>` (a --set or a --record)."""
+    name, sep, value = text.partition("=")
+    if not sep:
+        return text
+    return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for inner in value.values():
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+    elif isinstance(value, str) and "{{" not in value and "\n" not in value and len(value) < 300:
+        yield value
+
+
+def used_files(pipeline: Pipeline) -> dict[str, str]:
+    """sha256 of every prompt and schema file the pipeline names, and of the templates they include."""
+    found: dict[str, str] = {}
+    pending: list[tuple[str, Path]] = []
+    for text in set(_strings(pipeline.located.data)):
+        if not text.endswith(_TEMPLATE_SUFFIXES):
+            continue
+        for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
+            pending.append((f"{folder}/{text}", root / text))
+    while pending:
+        name, path = pending.pop()
+        if name in found or not path.is_file():
+            continue
+        try:
+            found[name] = sha256_file(path)
+        except OSError:
+            continue
+        if name.startswith("prompts/"):
+            pending.extend((f"prompts/{included}", pipeline.prompts_dir / included)
+                           for included in _included_templates(path))
+    return dict(sorted(found.items()))
+
+
+def _included_templates(path: Path) -> list[str]:
+    import jinja2
+    import jinja2.meta
+    try:
+        source = path.read_text(encoding="utf-8")
+        parsed = jinja2.Environment().parse(source)
+        return [name for name in jinja2.meta.find_referenced_templates(parsed) if isinstance(name, str)]
+    except (OSError, UnicodeDecodeError, jinja2.TemplateError):
+        return []
+
+
+def shown_path(path: Path) -> str:
+    """Relative to the working directory where it can be, else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path.resolve())
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def model_entries(model_spec: Any, names: list[str]) -> dict[str, Any]:
+    """Each model as the run resolved it: provider/model, endpoint (no credentials), seat, sampling."""
+    models: dict[str, Any] = {}
+    for name in names:
+        try:
+            spec = model_spec(name)
+        except RunnerError as exc:
+            models[name] = {"error": str(exc)}
+            continue
+        models[name] = {"model": spec.model, "api_base": strip_credentials(spec.api_base) if spec.api_base else None,
+                        "enabled": spec.enabled, "transport": spec.transport, "sampling": spec.sampling,
+                        "structured_output": spec.structured_output}
+    return models
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """A run's run.json, or None for runs made before it existed (or an unreadable one)."""
+    try:
+        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    atomic_write(run_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def input_entry(input_path: Path | None, records: list[str], project_dir: Path, items: int) -> dict[str, Any]:
+    if input_path is None:
+        return {"records": [redact_assignment(r) for r in records], "items": items,
+                "sha256": sha256_json(records)}
+    entry: dict[str, Any] = {"path": shown_path(input_path), "in_project": input_identity(input_path, project_dir),
+                             "items": items}
+    try:
+        entry["sha256"] = sha256_file(input_path)
+        entry["bytes"] = os.path.getsize(input_path)
+    except OSError:
+        entry["sha256"] = None
+    return entry
+
+
+def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
+    resolved = redact(pipeline.located.data)
+    try:
+        file_hash: str | None = sha256_file(pipeline.file)
+    except OSError:
+        file_hash = None
+    return {"name": pipeline.name, "file": shown_path(pipeline.file), "file_sha256": file_hash,
+            "sets": [redact_assignment(o) for o in overrides], "sha256": sha256_json(resolved),
+            "files": used_files(pipeline), "resolved": resolved}

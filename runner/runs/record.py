@@ -1,0 +1,165 @@
+"""One run's record: its manifest (run.json), whether it is partial, and for a `--failed-from`
+rerun the complete view of its parent.
+
+A `--failed-from` rerun is merged into its parent: its results.jsonl holds the rerun items'
+new results and the parent's results for every other item, so its summary, rates, report
+and diff cover the whole input, it becomes `latest` when the parent was complete, and the
+next `--failed-from` starts from the whole input again rather than a shrinking set. A run
+over a selection (`--item`, `--filter`, `--limit`) is partial: marked in run.json and
+summary.json and never `latest` (see runner/runs/folders.py)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner import __version__
+from runner.errors import InputError
+from runner.inputs.stream import ItemStream
+from runner.pipeline.model import Pipeline
+from runner.runs.folders import RESULTS, is_complete, resolve_run
+from runner.runs.manifest import (
+    FORMAT,
+    input_entry,
+    now,
+    pipeline_entry,
+    read_manifest,
+    redact_assignment,
+    shown_path,
+    write_manifest,
+)
+from runner.runs.request import ItemSource, RunOptions
+from runner.runs.results_file import result_lines
+
+
+@dataclass
+class RunOutcome:
+    pipeline: Pipeline
+    out_dir: Path
+    results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
+    summary: dict[str, Any]
+    interrupted: bool = False
+    terminated: bool = False       # by SIGTERM
+    formats: list[str] = field(default_factory=list)
+    record: RunRecord | None = None
+
+
+def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
+    flags: list[str] = []
+    chosen = source.selection
+    if chosen.item is not None:
+        flags += ["--item", str(chosen.item)]
+    if chosen.filter:
+        flags += ["--filter", chosen.filter]
+    if parent is not None:
+        flags += ["--failed-from", str(parent)]
+    if source.limit:
+        flags += ["--limit", str(source.limit)]
+    return flags
+
+
+def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
+                 formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
+    """The `runner run` command that makes this run again (from the same working directory)."""
+    argv = ["runner", "run", str(pipeline.file)]
+    if source.input_path is not None:
+        argv += ["--input", str(source.input_path)]
+    for record in source.records:
+        argv += ["--record", redact_assignment(record)]
+    for assignment in overrides:
+        argv += ["--set", redact_assignment(assignment)]
+    argv += _selection_flags(source, parent)
+    if out is not None:
+        argv += ["--out", str(out)]
+    argv += ["--concurrency", str(options.llm_concurrency), "--cache-dir", str(options.cache_dir)]
+    if options.no_cache:
+        argv.append("--no-cache")
+    if options.trace:
+        argv += ["--trace", options.trace]
+    for name in formats:
+        argv += ["--format", name]
+    if options.fail_under is not None:
+        argv += ["--fail-under", f"{options.fail_under:g}"]
+    return argv + list(options.command_flags)
+
+
+@dataclass
+class RunRecord:
+    manifest: dict[str, Any]
+    planned: int                          # results the run would hold had it finished
+    input_items: int
+    partial: bool
+    parent: Path | None = None            # a --failed-from rerun's parent run
+    selected: set[int] = field(default_factory=set)
+    run_dir: Path | None = None
+    command: Callable[[Path | None], list[str]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
+             items: ItemStream, formats: list[str]) -> RunRecord:
+        """Everything known before the run; a --failed-from parent over another input is refused here.
+        `items` is counted (a pass over the input), never held."""
+        selected_count = len(items)
+        input_items = source.input_items if source.input_items is not None else selected_count
+        entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
+        parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
+                  if source.selection.failed_from is not None else None)
+        selected = {item.index for item in items} if parent is not None else set()    # only a rerun's: its failures
+        planned, partial = selected_count, not source.selection.empty or bool(source.limit)
+        if parent is not None:
+            parent_input = (read_manifest(parent) or {}).get("input") or {}
+            if parent_input.get("sha256") and parent_input.get("sha256") != entry.get("sha256"):
+                raise InputError(f"--failed-from {parent}: that run read another input ({parent_input.get('path')}, "
+                                 f"content {str(parent_input['sha256'])[:12]}) than {entry.get('path')} "
+                                 f"(content {str(entry.get('sha256'))[:12]}); rerun the whole input instead")
+            planned = sum(1 for _ in result_lines(parent / RESULTS))   # the rerun items are the parent's own
+            partial = not is_complete(parent)
+        manifest = {
+            "format": FORMAT, "runner_version": __version__, "status": "running", "started_at": now(),
+            "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
+            "argv": [], "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
+            "selection": {"item": source.selection.item, "filter": source.selection.filter,
+                          "failed_from": str(parent) if parent else None, "limit": source.limit},
+            "partial": partial, "rerun_of": str(parent) if parent else None,
+            "counts": {"input_items": input_items, "selected": selected_count, "planned": planned},
+            "options": {"concurrency": options.llm_concurrency, "no_cache": options.no_cache,
+                        "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats},
+        }
+        return cls(manifest, planned, input_items, partial, parent, selected,
+                   command=functools.partial(command_line, pipeline, source, options, overrides, formats, parent))
+
+    def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
+        """Write run.json (status running) into the claimed run folder; `models`: each
+        model's entry as the run resolved it (manifest.model_entries)."""
+        self.run_dir = run_dir
+        if self.command is not None:
+            self.manifest["argv"] = self.command(run_dir if explicit_out else None)
+        self.manifest["models"] = models
+        self.manifest["group"] = None if explicit_out else str(run_dir.parent)
+        write_manifest(run_dir, self.manifest)
+
+    def summary_fields(self, results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """What summary.json says of the run's extent (read by the reports and the CLI's line)."""
+        fields: dict[str, Any] = {"planned": self.planned, "input_items": self.input_items, "partial": self.partial}
+        if self.parent is not None:
+            fields["rerun_of"] = str(self.parent)
+            fields["rerun_items"] = sum(1 for r in results if r.get("index") in self.selected)
+        return fields
+
+    def finish(self, outcome: RunOutcome | None, failed: bool = False) -> None:
+        """Rewrite run.json with how the run ended and its counts."""
+        if self.run_dir is None:
+            return
+        summary = outcome.summary if outcome is not None else {}
+        interrupted = outcome is not None and (outcome.interrupted or outcome.terminated)
+        self.manifest.update({
+            "status": "failed" if failed else "interrupted" if interrupted else "finished",
+            "ended_at": now(), "interrupted": interrupted,
+        })
+        self.manifest["counts"].update({"done": summary.get("total"), "errors": summary.get("errors")})
+        write_manifest(self.run_dir, self.manifest)

@@ -1,0 +1,63 @@
+"""What a run is asked to do: which items (ItemSource, with its Selection) and how (RunOptions).
+
+Plain data, filled in by the command line or a Python caller (`runner serve`: a shared LLM
+client and an item runner too), read by the engine, the run's record (run.json) and the LLM
+service."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.inputs import Item
+
+
+@dataclass
+class Selection:
+    """`--item N`, `--filter EXPR` and `--failed-from RUN` (runner/engine/selection.py applies them)."""
+
+    item: int | None = None
+    filter: str | None = None
+    failed_from: Path | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.item is None and not self.filter and self.failed_from is None
+
+
+@dataclass
+class ItemSource:
+    """Where the items come from: `--input PATH` or `--record KEY=VALUE`s, then `--limit` and the selection."""
+
+    input_path: Path | None = None
+    records: list[str] = field(default_factory=list)
+    limit: int | None = None
+    selection: Selection = field(default_factory=Selection)
+    input_items: int | None = None        # items in the input before selection (set by load_items)
+
+
+@dataclass
+class RunOptions:
+    cache_dir: Path = Path("cache")
+    no_cache: bool = False
+    llm_concurrency: int = 8
+    concurrency_given: bool = False   # llm_concurrency came from --concurrency: it beats a local server's default
+    out_dir: Path | None = None
+    memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
+    render: bool = False           # `runner render`: print prompts, send nothing
+    input_path: str | None = None
+    trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
+    fail_under: float | None = None                                 # checked before the run: needs a rate
+    command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
+    batch: bool = False            # `--batch`: every model with a batch API answers through it
+    csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
+    worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
+    # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
+    # response cache, its writer) that this run's LLM service uses and leaves open (`runner
+    # serve`); typed here by name only, as this layer is below the LLM's.
+    shared_llm: Any = None
+    # What runs each item in place of the engine's run_item, given the run's Runtime and the
+    # item (it calls run_item itself: `runner serve`'s results store, one computation per key).
+    item_runner: Callable[[Any, Item], Awaitable[dict[str, Any]]] | None = None

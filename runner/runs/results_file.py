@@ -1,0 +1,251 @@
+"""results.jsonl: appended as results finish, read back without holding it (a lazy,
+re-iterable view of its results), and rewritten into input order in bounded memory when the
+run ends.
+
+A run appends each result as it finishes (ResultsLog), so the file is in finishing order:
+nearly input order, since the engine's window bounds how far an item can run ahead of an
+earlier one. The rewrite sorts it by `index` with an external merge: runs
+of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to
+temporary files, then merged; a file already in order is left as it is."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, overload
+
+from runner.fileio import OutputError, atomic_write_lines, dumps, open_own, parse_json, utf8
+from runner.runs.folders import RESULTS, checked_result, iter_results
+
+RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
+RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
+_LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
+
+
+class ResultsLog:
+    """results.jsonl: each result appended as one complete line as soon as it finishes
+    (the run's end rewrites the file in input order)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._size = 0                     # bytes of complete lines written so far
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = open_own(path)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def append(self, result: dict[str, Any]) -> None:
+        """Write one complete line; on failure cut the file back to its last whole line."""
+        if self._fd is None:
+            return
+        data = utf8(dumps(result) + "\n")
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                pass
+            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps the "
+                              f"results written before") from None
+        self._size += len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def line_index(line: str) -> int:
+    """The `index` of one results line (read from its start when it is first, as runner writes it)."""
+    match = _LEADING_INDEX.match(line)
+    if match:
+        return int(match.group(1))
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):     # not a result: the readers that check lines say so, located
+        return 0
+    index = value.get("index", 0) if isinstance(value, dict) else 0
+    return index if isinstance(index, int) else 0
+
+
+def result_lines(path: Path) -> Iterator[str]:
+    """The non-blank lines of a results file, each ending in a newline (none when it is missing)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield line if line.endswith("\n") else line + "\n"
+    except FileNotFoundError:
+        return
+
+
+class ResultsView(Sequence[dict[str, Any]]):
+    """The results of a results.jsonl, parsed one at a time on each pass (nothing cached but
+    the count). Iterating, `len`, indexing and slicing work as on a list; each costs a pass
+    over the file, so code that needs several figures gathers them in one loop."""
+
+    def __init__(self, path: Path, strict: bool = False):
+        self.path = path
+        self.strict = strict          # a line that is not JSON is an InputError (else skipped: a crash cut it)
+        self._length: int | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            handle = self.path.open(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                if self.strict:          # what a command reads: every line a result, or a located message
+                    yield checked_result(parse_json(line, str(self.path), number), self.path, number)
+                    continue
+                try:
+                    value = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(value, dict):
+                    yield value
+
+    def __len__(self) -> int:
+        if self._length is None:
+            self._length = sum(1 for _ in self)
+        return self._length
+
+    @overload
+    def __getitem__(self, position: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, position: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(position, slice):
+            start, stop, step = position.indices(len(self))
+            wanted = range(start, stop, step)
+            return [r for n, r in enumerate(self) if n in wanted]
+        if position < 0:
+            position += len(self)
+        for number, result in enumerate(self):
+            if number == position:
+                return result
+        raise IndexError("results index out of range")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, ResultsView)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None     # type: ignore[assignment]   # compared by content, like a list
+
+    def __bool__(self) -> bool:
+        return any(True for _ in result_lines(self.path))
+
+    def __repr__(self) -> str:
+        return f"ResultsView({str(self.path)!r})"
+
+
+def in_order(lines: Iterable[str]) -> bool:
+    last = None
+    for line in lines:
+        index = line_index(line)
+        if last is not None and index < last:
+            return False
+        last = index
+    return True
+
+
+def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
+    """The lines of `path` by index, holding at most RUN_LINES of them (RUN_CHARS of text) at once."""
+    with ExitStack() as stack:
+        runs: list[Iterator[tuple[int, int, str]]] = []
+        chunk: list[tuple[int, int, str]] = []
+
+        def spill() -> None:
+            chunk.sort()
+            handle = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", dir=spill_dir))
+            handle.writelines(line for _, _, line in chunk)
+            handle.seek(0)
+            runs.append((line_index(line), position, line) for position, line in enumerate(handle))
+            chunk.clear()
+
+        chars = 0
+        for position, line in enumerate(result_lines(path)):
+            chunk.append((line_index(line), position, line))
+            chars += len(line)
+            if len(chunk) >= RUN_LINES or chars >= RUN_CHARS:
+                spill()
+                chars = 0
+        if not runs:
+            chunk.sort()
+            yield from (line for _, _, line in chunk)
+            return
+        if chunk:
+            spill()
+        for _, _, line in heapq.merge(*runs):
+            yield line
+
+
+def rewrite_in_order(path: Path) -> None:
+    """Rewrite results.jsonl in input (`index`) order, atomically, in bounded memory."""
+    if not path.is_file() or in_order(result_lines(path)):
+        return
+    atomic_write_lines(path, sorted_lines(path, path.parent))
+
+
+def merge_parent(path: Path, parent: Path) -> Counter[str]:
+    """A `--failed-from` rerun made complete: the parent's results for the items this run did
+    not redo are merged into this run's results file (both in index order: one merge, nothing
+    held). Returns the errors of the parent's results it took in, counted by message."""
+    taken: Counter[str] = Counter()
+    theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
+
+    def merged() -> Iterator[str]:
+        last = None
+        keyed = heapq.merge(((line_index(line), 0, line) for line in result_lines(path)),
+                            ((line_index(line), 1, line) for line in theirs))
+        for index, side, line in keyed:
+            if index == last:            # this run's result for the item came first and wins
+                continue
+            last = index
+            if side == 1:
+                error = _error_of(line)
+                if error:
+                    taken[error] += 1
+            yield line
+
+    atomic_write_lines(path, merged())
+    return taken
+
+
+def _error_of(line: str) -> str | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    error = value.get("error") if isinstance(value, dict) else None
+    return " ".join(str(error).split()) if error else None
+
+
+def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:
+    """A run's results in index order, read one at a time (a killed run's file, in finishing
+    order, is sorted on disk first); a line that is not a result is a located message."""
+    path = folder / RESULTS
+    if in_order(result_lines(path)):
+        yield from iter_results(folder)
+        return
+    for _ in iter_results(folder):      # every line checked where it stands (a message names its line)
+        pass
+    for number, line in enumerate(sorted_lines(path, folder), 1):
+        yield checked_result(parse_json(line, str(path), number), path, number)

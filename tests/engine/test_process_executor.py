@@ -1,0 +1,82 @@
+"""`--executor processes`: items in worker processes on this machine, through the driver
+--executor ray uses: the same files as a local run, one cache, run-wide limits, and Ctrl-C
+writes what finished."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from executor_cases import (
+    a_models_concurrency_holds_across_workers,
+    calls_in_order,
+    ctrl_c_stops_the_workers_and_writes_what_finished,
+    report_of,
+    results_of,
+    summary_of,
+)
+
+from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    shutil.copytree(EXAMPLE, tmp_path / "example")
+    monkeypatch.chdir(tmp_path / "example")
+    return tmp_path / "example"
+
+
+def test_the_citation_example_gives_the_local_files_and_shares_the_cache(workdir, fake_llm, cli, tmp_path):
+    script(fake_llm)
+    common = ["--input", "report.md", *jury_overrides(fake_llm.url), "--cache-dir", str(tmp_path / "cache")]
+    local = cli("run", str(PIPELINE), "--out", "run-local", *common, "--no-cache")
+    assert local.exit_code == 0, local.output
+    sent_locally = len(fake_llm.requests)
+    failed = sum(1 for r in fake_llm.requests if r.status >= 400)
+    fake_llm.requests.clear()
+
+    processes = cli("run", str(PIPELINE), "--out", "run-processes", *common, "--no-cache",
+                    "--executor", "processes", "--workers", "2")
+    assert processes.exit_code == local.exit_code, processes.output
+    assert len(fake_llm.requests) == sent_locally
+    assert results_of(workdir / "run-processes") == results_of(workdir / "run-local")
+    assert summary_of(workdir / "run-processes") == summary_of(workdir / "run-local")
+    assert calls_in_order(workdir / "run-processes") == calls_in_order(workdir / "run-local")
+    assert report_of(workdir / "run-processes") == report_of(workdir / "run-local")
+    assert processes.stdout.replace("run-processes", "X") == local.stdout.replace("run-local", "X")
+    manifest = json.loads((workdir / "run-processes" / "run.json").read_text())
+    assert manifest["argv"][-4:] == ["--executor", "processes", "--workers", "2"]
+
+    # The workers wrote what they were answered into the one cache: a rerun sends only what
+    # failed (answers the cache never keeps), through processes as locally.
+    fake_llm.requests.clear()
+    again = cli("run", str(PIPELINE), "--out", "again", *common, "--executor", "processes", "--workers", "2")
+    assert again.exit_code == local.exit_code and len(fake_llm.requests) == failed
+    assert [r["verdict"] for r in results_of(workdir / "again")] == [r["verdict"] for r in results_of(workdir / "run-local")]
+
+
+PROCESSES = ["--executor", "processes"]
+
+
+def test_a_models_concurrency_holds_across_workers(project, fake_llm, cli):
+    a_models_concurrency_holds_across_workers(project, fake_llm, cli, PROCESSES)
+
+
+def test_ctrl_c_stops_the_workers_and_writes_what_finished(project, fake_llm):
+    ctrl_c_stops_the_workers_and_writes_what_finished(project, fake_llm, PROCESSES)
+
+
+def test_workers_and_ray_address_go_with_their_executors(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: p
+        steps: [{id: s, uses: compute, with: {n: "{{ item.n }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        """)
+    alone = cli("run", str(path), "--record", "n=1", "--workers", "2")
+    assert alone.exit_code == 2 and "--workers goes with --executor processes or --executor ray" in alone.stderr
+    address = cli("run", str(path), "--record", "n=1", "--executor", "processes", "--ray-address", "auto")
+    assert address.exit_code == 2 and "--ray-address goes with --executor ray" in address.stderr
+    wrong = cli("run", str(path), "--record", "n=1", "--executor", "spark")
+    assert wrong.exit_code == 2 and "--executor spark: choose from local, processes, ray" in wrong.stderr

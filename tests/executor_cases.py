@@ -1,0 +1,107 @@
+"""What every executor beyond `local` must do as a local run does, written once for
+`--executor processes` (tests/engine/test_process_executor.py) and `--executor ray`
+(tests/engine/test_ray_executor.py): each test passes the flags that choose its executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fakellm import Reply
+from helpers import calls_of
+
+
+def untimed(value: Any) -> Any:
+    """Without timings (latency_ms, duration_ms), which differ between any two runs."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in ("latency_ms", "duration_ms")}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def results_of(folder: Path) -> list[dict[str, Any]]:
+    return [untimed(json.loads(line)) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
+def summary_of(folder: Path) -> dict[str, Any]:
+    summary = json.loads((folder / "summary.json").read_text())
+    for key in ("duration_s", "started_at", "finished_at", "out_dir"):
+        summary.pop(key, None)
+    # An item whose three jurors all fail is grouped under the call that failed last, which
+    # depends on timing in a local run too: the groups' sizes are compared.
+    summary["error_groups"] = sorted(group["count"] for group in summary.get("error_groups", []))
+    return untimed(summary)
+
+
+def calls_in_order(folder: Path) -> list[dict[str, Any]]:
+    """calls.jsonl without its timings, in item and call order (lines come as calls end)."""
+    timings = ("started", "ended", "latency_ms")
+    return sorted(({k: v for k, v in call.items() if k not in timings} for call in calls_of(folder)),
+                  key=lambda call: (call["item"], call["call"]))
+
+
+def report_of(folder: Path) -> str:
+    """report.md without its timings and its folder's name."""
+    text = (folder / "report.md").read_text().replace(str(folder.name), "FOLDER")
+    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
+
+
+def a_models_concurrency_holds_across_workers(project: Any, fake_llm: Any, cli: Any, executor: list[str]) -> None:
+    """Two workers of four items each could send eight calls at once; the model allows two."""
+    project.pipeline(f"""
+        version: 1
+        name: limited
+        concurrency: 4
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}", limits: {{concurrency: 2}}}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    fake_llm.script(Reply("ok", delay=0.3))
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(16)]))
+    result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", *executor, "--workers", "2")
+    assert result.exit_code == 0, result.output
+    spans = [(r.started, r.finished) for r in fake_llm.requests]
+    assert len(spans) == 16 and [r["answer"] for r in project.results("out")] == ["ok"] * 16
+    assert max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans) == 2
+
+
+def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: Any, executor: list[str]) -> None:
+    fake_llm.script(Reply("done", delay=0.3))
+    path = project.pipeline(f"""
+        version: 1
+        name: slow
+        concurrency: 1
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(40)]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out",
+         *executor, "--workers", "2"],
+        cwd=project.root, env={**os.environ, "RUNNER_CACHE_DIR": str(project.root / "cache")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = project.root / "out" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.read_text().count("\n") >= 5) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    summary = json.loads((project.root / "out" / "summary.json").read_text())
+    written = [json.loads(line) for line in results.read_text().splitlines()]
+    assert summary["interrupted"] is True and summary["total"] == len(written) and 5 <= len(written) < 40
+    assert all(r["answer"] == "done" for r in written)
+    assert stdout.startswith(f"{len(written)} of 40 item(s), interrupted")
+    asked = len(fake_llm.requests)
+    time.sleep(1.0)
+    assert len(fake_llm.requests) == asked          # the workers stopped with the driver
