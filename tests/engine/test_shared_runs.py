@@ -1,5 +1,6 @@
 """Runs on one event loop that share a long-lived LLM client (runner serve's jobs): the
-sender and cache are shared and left open, and an item runner wraps each item."""
+sender, the cache and its writer are shared and left open, each run keeps its own
+calls.jsonl, and an item runner wraps each item."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from runner.api import ItemSource, run_pipeline_async
 from runner.engine.context import Runtime
 from runner.engine.execute import run_item
 from runner.inputs import Item
+from runner.llm.cache.store import JsonCache
+from runner.llm.calls.file import read_calls
+from runner.llm.service import CallRequest
 from runner.llm.shared_client import SharedClient
+from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions
 from scripted_model import ScriptedModel
 
@@ -55,6 +60,41 @@ def test_runs_on_one_loop_share_the_client_and_leave_it_open(project):
     assert [r["cached"] for r in second.results] == [True, True]      # the shared cache answered
     assert len(model.prompts) == 2 and sorted(seen) == [1, 2]
     assert first.summary["total"] == 2 and (project.root / "b" / "run.json").is_file()
+    # each run's calls in its own calls.jsonl: the first sent them, the second found them cached
+    assert [c["cached"] for c in read_calls(project.root / "a" / "calls.jsonl")] == [False, False]
+    assert [c["cached"] for c in read_calls(project.root / "b" / "calls.jsonl")] == [True, True]
+
+
+def test_an_answer_not_committed_yet_is_found_by_another_runs_service(project):
+    pipeline = load_pipeline(project.pipeline(PIPELINE))
+    model = ScriptedModel()
+    request = CallRequest(model="m", messages=[{"role": "user", "content": "Is 1 fine?"}], item=1, step="ask")
+
+    async def two_runs() -> list[dict[str, Any]]:
+        client = SharedClient.open(project.root / "cache", 4, transport=model)
+        runtimes = []
+        for name in ("a", "b"):
+            (project.root / name).mkdir()
+            runtimes.append(Runtime.create(pipeline, RunOptions(cache_dir=project.root / "cache",
+                                                                out_dir=project.root / name, shared_llm=client)))
+        # No await yields to the loop between the first answer and the second question, so
+        # the shared writer has not committed the answer when the second run asks for it.
+        answers = [await runtime.llm.call(request) for runtime in runtimes]
+        for runtime in runtimes:
+            await runtime.aclose()
+        await client.aclose()
+        return answers
+
+    answers = asyncio.run(two_runs())
+    assert [a["cached"] for a in answers] == [False, True] and len(model.prompts) == 1
+    sent, = read_calls(project.root / "a" / "calls.jsonl")
+    found, = read_calls(project.root / "b" / "calls.jsonl")
+    assert not sent["cached"] and found["cached"] and found["key"] == sent["key"]
+    cache = JsonCache(project.root / "cache" / "responses")      # committed when the runs closed
+    try:
+        assert cache.get(sent["key"]) is not None
+    finally:
+        cache.close()
 
 
 def test_a_cancelled_run_on_the_loop_writes_what_finished(project):
@@ -89,3 +129,4 @@ def test_a_cancelled_run_on_the_loop_writes_what_finished(project):
     assert project.results("c") == [{"index": 1, "item_key": project.results("c")[0]["item_key"],
                                      "verdict": "quick", "cached": False}]
     assert project.summary("c")["interrupted"] is True
+

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from runner.llm.calls.file import read_calls
 from runner.view.catalog import list_runs
 from scripted_model import ScriptedModel
 from serve_fixtures import deck, make_client
@@ -38,8 +39,9 @@ def test_a_job_is_a_run_with_its_folder(served):
     assert done["status"] == "succeeded" and done["items"] == 3 and done["progress"] == 1.0
     assert done["counts"] == {"done": 3, "errors": 0, "resumed": 0, "store": 0, "judged": 3}
     run = served.root / done["run"]
-    assert done["run"].startswith("reports/deck/") and {"run.json", "results.jsonl", "summary.json", "report.html",
-                                                        "report.md"} <= {p.name for p in run.iterdir()}
+    assert done["run"].startswith("reports/deck/") and {"run.json", "results.jsonl", "calls.jsonl", "summary.json",
+                                                        "report.html", "report.md"} <= {p.name for p in run.iterdir()}
+    assert sorted(c["item"] for c in read_calls(run / "calls.jsonl")) == [1, 2, 3]      # each item's call
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "finished" and manifest["pipeline"]["name"] == "deck"
     results = lines(served.client.get(f"/v1/jobs/{job['id']}/results"))
