@@ -135,6 +135,9 @@ class _StartedRun:
               formats: Sequence[str], executor: ExecutorChoice | None) -> _StartedRun:
         executor = executor or ExecutorChoice()
         executor.check()
+        if executor.name != "local" and (options.shared_llm is not None or options.item_runner is not None):
+            raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
+                             "this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)

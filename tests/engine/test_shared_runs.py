@@ -8,10 +8,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import write_json
-from runner.api import ItemSource, run_pipeline_async
+from runner.api import ItemSource, run_pipeline, run_pipeline_async
 from runner.engine.context import Runtime
 from runner.engine.execute import run_item
+from runner.engine.executors import ExecutorChoice
+from runner.errors import InputError
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import read_calls
@@ -130,3 +134,12 @@ def test_a_cancelled_run_on_the_loop_writes_what_finished(project):
                                      "verdict": "quick", "cached": False}]
     assert project.summary("c")["interrupted"] is True
 
+
+def test_a_run_with_an_item_runner_is_refused_beyond_this_process(project):
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": 1}])
+    with pytest.raises(InputError, match="--executor processes: .* such a run is local"):
+        run_pipeline(path, ItemSource(source), RunOptions(cache_dir=project.root / "cache", out_dir=Path("d"),
+                                                          item_runner=run_item),
+                     executor=ExecutorChoice("processes", workers=2))
+    assert not (project.root / "d").exists()
