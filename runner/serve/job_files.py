@@ -1,11 +1,13 @@
 """The files of `runner serve`'s jobs beside the runs: their records and inputs (under
 reports/.runner-serve/), an input written as JSON lines, the results a killed job's run had
-written (to take up again), and a run's results read back as they are written."""
+written and its calls of them (to take up again), and a run's results read back as they are
+written."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -14,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.fileio import dumps
+from runner.llm.calls.record import item_of
+from runner.runs.folders import CALLS_FILE
 from runner.serve.errors import ApiError
 from runner.stores.result_store_sqlite import SqliteResultStore
 
 FOLDER = ".runner-serve"
 CHUNK = 1 << 16
+CALLS_BATCH = 512        # lines of calls.jsonl looked up, and handed to the new run, at once
 
 
 def job_folder(root: Path) -> Path:
@@ -95,33 +100,57 @@ def _text(raw: bytes) -> str:
 
 
 class ResumeIndex:
-    """The results a killed job's run wrote, by item key, in a small database beside the job
-    (a run of any size is never held in memory)."""
+    """What a killed (or stopped) job's run wrote, for the run that takes the job up again in
+    its folder: the results, by item key, in a small database beside the job (a run of any
+    size is never held in memory), and the calls of those results' items, set aside in a file
+    beside it (the new run starts calls.jsonl afresh, then writes them back: `kept_calls`).
+    The calls of items whose results were not written are left out: those items run again."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.calls = path.with_suffix(".calls.jsonl")
         self._store = SqliteResultStore(path)
 
     @classmethod
-    def of(cls, path: Path, results: Path) -> ResumeIndex:
+    def of(cls, path: Path, run: Path) -> ResumeIndex:
         index = cls(path)
-        for line in _whole_lines(results):
+        for line in _whole_lines(run / "results.jsonl"):
             try:
                 result = json.loads(line)
             except ValueError:
                 continue
             if isinstance(result, dict) and isinstance(result.get("item_key"), str):
                 index._store.put("job", "resume", result["item_key"], result)
+                if isinstance(result.get("index"), int):
+                    index._store.put("job", "item", str(result["index"]), {})
+        index._set_calls_aside(run / CALLS_FILE)
         return index
+
+    def _set_calls_aside(self, calls: Path) -> None:
+        with self.calls.open("wb") as kept:
+            for lines in _batches(_whole_lines(calls), CALLS_BATCH):
+                done = self._store.get_many("job", "item", {str(item_of(line)) for line in lines})
+                kept.writelines(line for line in lines if str(item_of(line)) in done)
 
     def get(self, key: str) -> dict[str, Any] | None:
         found = self._store.get("job", "resume", key)
         return found.result if found is not None else None
 
+    def kept_calls(self) -> Iterator[list[bytes]]:
+        """The calls set aside, CALLS_BATCH lines at a time."""
+        return _batches(_whole_lines(self.calls), CALLS_BATCH)
+
     def remove(self) -> None:
         self._store.close()
         for suffix in ("", "-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self.calls.unlink(missing_ok=True)
+
+
+def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    source = iter(lines)
+    while batch := list(itertools.islice(source, size)):
+        yield batch
 
 
 def _whole_lines(path: Path) -> Iterator[bytes]:

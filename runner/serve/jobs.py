@@ -171,13 +171,12 @@ class JobBoard:
                 counts[name] = 0
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
-                resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite",
-                                         self.root / job.run / "results.jsonl")
+                resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
                 more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
 
             def tally(source: str) -> None:
                 counts[source] += 1
-            runner = self.judging.job_runner(variant, resumed.get if resumed else lambda key: None, tally)
+            runner = self.judging.job_runner(variant, resumed, tally)
             options = self.judging.options(job.pipeline, item_runner=runner, **more)
             outcome = await run_pipeline_async(variant.pipeline.file, ItemSource(self.root / job.input), options,
                                                overrides, JobProgress(self, job, options))

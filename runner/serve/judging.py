@@ -13,12 +13,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from runner.engine.context import Runtime
 from runner.engine.execute import run_item
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
+from runner.llm.service import LLMService
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
@@ -27,6 +28,7 @@ from runner.runs.request import RunOptions
 from runner.serve.catalog import Catalog, Served, load_variant, request_overrides, served_hash
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
+from runner.serve.job_files import ResumeIndex
 from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
 from runner.tracing import make_observer
 
@@ -231,12 +233,18 @@ class Judging:
     async def _stored_many(self, variant: Variant, keys: list[str]) -> dict[str, StoredResult]:
         return await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
 
-    def job_runner(self, variant: Variant, resumed: Callable[[str], dict[str, Any] | None],
+    def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
                    tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:
         """A job's item runner: a result its earlier run already wrote (`resumed`), else the store,
-        else computed; `tally` hears where each came from (resumed, store, judged)."""
+        else computed; `tally` hears where each came from (resumed, store, judged). Taking a job
+        up again, the run first writes the earlier run's calls of those results into its
+        calls.jsonl, which it started afresh."""
+        to_write = [resumed] if resumed is not None else []
+
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
-            earlier = resumed(item.key)
+            while to_write:         # the first item, before any call of this run's
+                _write_kept_calls(runtime, to_write.pop())
+            earlier = resumed.get(item.key) if resumed is not None else None
             if earlier is not None:
                 tally("resumed")
                 return {**earlier, "index": item.index}
@@ -263,3 +271,13 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
+
+
+def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:
+    """The calls an earlier run made for the results taken up, into this run's calls.jsonl."""
+    service: LLMService | None = None
+    for lines in resumed.kept_calls():
+        service = cast(LLMService, runtime.llm)       # the run's one LLM service (runner/llm/service.py)
+        service.add_calls(lines)
+    if service is not None:
+        service.flush()

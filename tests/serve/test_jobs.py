@@ -157,3 +157,8 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
     assert len(results) == 6 and [r["index"] for r in results] == [1, 2, 3, 4, 5, 6]
     assert not set(answered) & set(model.prompts)
     assert (served_project.root / first_run / "summary.json").is_file()
+    # calls.jsonl holds every item's call: those of the two results taken up again as the
+    # first run wrote them (sent, not cached), then the rest's
+    calls = list(read_calls(served_project.root / first_run / "calls.jsonl"))
+    assert sorted(c["item"] for c in calls) == [1, 2, 3, 4, 5, 6]
+    assert sorted(c["item"] for c in calls if not c["cached"]) == [1, 2, 3, 4, 5, 6]

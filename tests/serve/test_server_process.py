@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from fakellm import Reply
+from runner.llm.calls.file import read_calls
 from serve_fixtures import VERDICT, Process, deck
 
 HTTP_JUDGE = """
@@ -85,6 +86,10 @@ def test_kill_9_mid_job_loses_nothing_and_repeats_no_answered_call(http_project,
         assert stored["result"]["rating"] == "green"
         manifest = json.loads((http_project.root / run / "run.json").read_text())
         assert manifest["status"] == "finished"
+        # calls.jsonl: each call sent once, the killed run's of the results taken up among them
+        sent = [c["item"] for c in read_calls(http_project.root / run / "calls.jsonl") if not c["cached"]]
+        assert sorted(set(sent)) == sorted(sent) and {6, 7, 8} <= set(sent)
+        assert len(sent) == 3 + state["counts"]["resumed"]
     finally:
         second.stop()
     logs = first.log.read_text() + second.log.read_text()
