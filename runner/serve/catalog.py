@@ -25,7 +25,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import attribute_refs, parse_source
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
-from runner.runs.manifest import model_entries, pipeline_entry, sha256_json
+from runner.runs.manifest import model_entries, pipeline_entry, sha256_json, strings_in
 from runner.serve.errors import ApiError
 
 SUFFIXES = (".yaml", ".yml")
@@ -143,22 +143,10 @@ def _yaml(value: Any) -> str:
 
 
 def _paths_leaving(value: Any) -> Iterator[str]:
-    for text in _strings(value):
+    for text in strings_in(value):
         posix = PurePosixPath(text.replace("\\", "/"))
         if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
             yield text
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string in a value, however deep in its mappings and lists."""
-    if isinstance(value, dict):
-        for inner in value.values():
-            yield from _strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _strings(inner)
-    elif isinstance(value, str):
-        yield value
 
 
 def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipeline:
@@ -211,7 +199,7 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
 
 def _template_texts(pipeline: Pipeline) -> Iterator[str]:
     for part in ("steps", "output", "memo"):
-        yield from _strings(pipeline.located.data.get(part))
+        yield from strings_in(pipeline.located.data.get(part))
     for name in pipeline_entry(pipeline, [])["files"]:
         if name.startswith("prompts/"):
             try:
