@@ -18,7 +18,8 @@ last one again while `repeat_last`); no rule: `default`. A reply's status, heade
 and finish reason are turned into the answer or the error exactly as the HTTP transport
 turns a server's (runner/llm/client/http.py), so retries, breakers and structured-output
 fallbacks behave as they do against a server. It records every request (`requests`,
-`calls()`) and the most requests it held at once (`peak_in_flight`).
+`calls()`) and the most requests it held at once (`peak_in_flight`); `hold()` keeps every
+answer back until `release()`.
 
 It lives in the process that installed it: the processes and Ray executors' workers do
 not see it (test those against a server)."""
@@ -157,6 +158,7 @@ class ScriptedModel(Script):
     def __init__(self, provider: str = PROVIDER) -> None:
         super().__init__()
         self.provider = provider
+        self.held: asyncio.Event | None = None
 
     # -- where it answers ------------------------------------------------------------------
     def install(self) -> ScriptedModel:
@@ -166,6 +168,16 @@ class ScriptedModel(Script):
 
     def uninstall(self) -> None:
         unregister_transport(self.provider)
+
+    # -- what is in flight ---------------------------------------------------------------------
+    def hold(self) -> None:
+        """Keep every answer back until `release()`: the requests stay in flight, for tests
+        of what happens meanwhile (two requests for one answer, a cancel, a shutdown)."""
+        self.held = asyncio.Event()
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.set()
 
     # -- the transport -----------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
@@ -178,6 +190,8 @@ class ScriptedModel(Script):
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
+            if self.held is not None:
+                await self.held.wait()
             reply = self.pick(model, request.prompt, body)
             if reply.delay:
                 await asyncio.sleep(reply.delay)

@@ -11,6 +11,7 @@ from typing import Any
 from runner.api import ItemSource, RunOutcome, run_pipeline
 from runner.runs.folders import group_name
 from runner.runs.request import RunOptions
+from runner.testing import Reply, ScriptedModel
 
 
 def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
@@ -74,3 +75,16 @@ def one_step_pipeline(project: Any, step: str, *, model: str = "{model: scripted
     prompt: p.j2}}`) whose model `m` is the scripted model, written into the project."""
     return project.pipeline("\n".join([
         "version: 1", f"name: {name}", f"models: {{m: {model}}}", f"steps: [{step}]", f"output: {output}", ""]))
+
+
+def scripted_model(answer: str = '{"verdict": "yes"}') -> ScriptedModel:
+    """A scripted model answering `answer` where no rule matches, not installed: handed to
+    a runtime as its transport (`SharedClient.open(transport=...)`, serve's `Settings`)."""
+    model = ScriptedModel()
+    model.default = Reply(answer)
+    return model
+
+
+def server_error(message: str, status: int = 500) -> Reply:
+    """A scripted reply a server sends when it fails: its JSON error saying `message`."""
+    return Reply(status=status, raw_body=json.dumps({"error": {"message": message}}))
