@@ -82,9 +82,10 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     else:
         run = load_run(target)
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
-    if run.summary.get("hints"):
-        report["run_hints"] = run.summary["hints"]
-    from runner.calibration.provenance import input_warnings
+    from runner.calibration.provenance import input_warnings, run_hints
+    hints = run_hints(run.folder, run.summary)
+    if hints:
+        report["run_hints"] = hints
     report["input_warnings"] = input_warnings(run.folder, spec.labels, report)
     write_eval(run.folder, report)
     return report, run.folder

@@ -161,12 +161,13 @@ class LLMService:
         """A parsed answer, or StepError carrying what is known (raw answer, error)."""
         spec = self.spec(request.model)
         group = request.group or new_group()
+        endpoint = redact_urls(spec.endpoint, self._environment)      # as calls.jsonl names it
         try:
             answer = await self._call(spec, request)
         except StepError as exc:
-            self.tally.failure(request.item, group, spec.endpoint, exc.message)
+            self.tally.failure(request.item, group, spec.name, endpoint, exc.message)
             raise
-        self.tally.answer(request.item, group, None if answer["cached"] else spec.endpoint)
+        self.tally.answer(request.item, group, spec.name, endpoint, sent=not answer["cached"])
         return answer
 
     async def _call(self, spec: ModelSpec, request: CallRequest) -> dict[str, Any]:
@@ -219,12 +220,13 @@ class LLMService:
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
                 check = None if cached is not None else schema
                 parsed = parse_answer(raw, check, request.as_json or schema is not None)
-            except ParseFailure as exc:
+            except ParseFailure as exc:       # the call's line says its answer could not be used
+                self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None,
+                           error=f"{spec.describe()}: {exc}")
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},
                                 {"role": "user", "content": f"Your answer could not be used: {exc}. "
@@ -234,7 +236,9 @@ class LLMService:
                 message = f"{spec.describe()}: {exc}"
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
+            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             if cached is None:
+                stats.answered += 1
                 entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
                     await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
@@ -338,19 +342,22 @@ class LLMService:
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
-        hints = []
-        for endpoint, message in self.breakers.items():
-            names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
-            hints.append(f"{', '.join(names)} unreachable ({message}): start a model server there "
-                         f"(LM Studio, Ollama, llama.cpp), point it elsewhere with "
-                         f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
-        for endpoint, tally in self.tally.dead_endpoints().items():
-            if endpoint not in self.breakers:
-                names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
-                hints.append(f"every call to {', '.join(names)} at {endpoint} failed ({tally.failed} call(s)); "
-                             f"the last: {tally.last_error}")
+        hints, failed = [], self.tally.failed_calls()
+        unreachable = {redact_urls(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
+        for entry in failed:
+            names = entry["models"]
+            if entry["endpoint"] in unreachable:
+                entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[entry['endpoint']]}): start a model "
+                                 f"server there (LM Studio, Ollama, llama.cpp), point it elsewhere with "
+                                 f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
+            else:
+                entry["hint"] = (f"every call to {', '.join(names)} at {entry['endpoint']} failed "
+                                 f"({entry['failed']} call(s)); the last: {entry['last_error']}")
+            entry["hint"] = self.redact(entry["hint"])
+            hints.append(entry["hint"])
         if hints:
-            out["hints"] = [self.redact(hint) for hint in hints]
+            out["hints"] = hints
+            out["failed_calls"] = [{k: v for k, v in entry.items() if k != "last_error"} for entry in failed]
         if self._batches is not None and self._batches.models:
             out["batches"] = self._batches.summary()
         return out

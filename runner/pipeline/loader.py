@@ -85,7 +85,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         params=data.get("params", {}), models=data.get("models", {}),
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
-        concurrency=data.get("concurrency", 8),
+        concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"))
 
 

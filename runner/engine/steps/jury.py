@@ -10,7 +10,7 @@ from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import PromptedStep, build_requests
-from runner.engine.voting import Agreement, Vote, majority_of, merge_answers, tally
+from runner.engine.voting import Agreement, Vote, VoteError, majority_of, merge_answers, tally, usable_votes
 from runner.errors import StepError, did_you_mean
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
 from runner.yamlpos import Path as DataPath
@@ -61,7 +61,11 @@ class Jury(PromptedStep):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
-        votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        cast = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        try:
+            votes = usable_votes(cast, vote_spec.get("method", "majority"), field)
+        except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
+            raise StepError(f"{ctx.where('vote', 'method')}: {exc}", partial={"votes": _shown(cast)}) from None
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
@@ -78,8 +82,7 @@ class Jury(PromptedStep):
             "outcome": outcome.outcome,
             "valid_votes": outcome.valid_votes,
             "seats": len(seats),
-            "votes": [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error,
-                       "cached": v.cached, "latency_ms": v.latency_ms} for v in votes],
+            "votes": _shown(votes),
         })
         return result
 
@@ -97,6 +100,11 @@ class Jury(PromptedStep):
                         error=f"the answer has no '{field}' field", cached=answer["cached"],
                         latency_ms=answer["latency_ms"])
         return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
+
+
+def _shown(votes: list[Vote]) -> list[dict[str, Any]]:
+    return [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error, "cached": v.cached,
+             "latency_ms": v.latency_ms} for v in votes]
 
 
 def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:
