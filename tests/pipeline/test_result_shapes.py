@@ -44,7 +44,7 @@ HEAD = """
     ("{id: a, uses: quote_match, with: {quote: q, text: t}}", "a.matched_text"),
     ("{id: a, uses: read_table, with: {root: d, file: f}}", "a.total_rows"),
     ("{id: a, uses: search, with: {query: q, provider: local}}", "a.results"),
-    ("{id: a, uses: decide, with: {rules: [{when: 'true', verdict: A}, {label: B}]}}", "a.label"),
+    ("{id: a, uses: decide, with: {rules: [{when: 'item.x', verdict: A}, {label: B}]}}", "a.label"),
     ("{id: a, uses: loop, with: {max: 2, steps: [{id: b, uses: compute, with: {v: 1}}]}}", "a.last.b.v"),
     # open shapes: decided at run time, never reported
     ("{id: a, uses: llm, with: {model: m, prompt: ask.j2, output_schema: '{{ item.schema }}'}}", "a.output.any"),

@@ -69,11 +69,11 @@ def test_validate_refuses_a_mean_vote_on_a_boolean_an_unset_variable_and_a_bare_
     assert len(lines) == 3, result.output
     assert all(LOCATED.match(line) for line in lines), lines
     vote, env, rate = sorted(lines, key=lambda line: ("vote" not in line, "env" not in line))
-    assert vote.startswith("pipelines/judge.yaml:16:34: steps[0].with.vote.method: ")
+    assert vote.startswith("pipelines/judge.yaml:15:39: steps[0].with.vote.method: ")
     assert "'mean' needs numbers" in vote and "'faithful' is boolean" in vote and "method: majority" in vote
-    assert env.startswith("pipelines/judge.yaml:5:") and "JUDGE_BASE_URL" in env and "default(" in env
+    assert env.startswith("pipelines/judge.yaml:5:40: models.judge_a.api_base: ") and "default(" in env
     assert env.count("JUDGE_BASE_URL is not set") == 1 and env.count("pipelines/judge.yaml") == 1
-    assert rate.startswith("pipelines/judge.yaml:30:") and "summary.rates.pass_rate" in rate
+    assert rate.startswith("pipelines/judge.yaml:26:22: summary.rates.pass_rate: ")
     assert "'verdict'" in rate and "result.verdict" in rate
 
 
@@ -130,7 +130,7 @@ def test_vote_methods_against_field_types(project, method, field, message):
     path = summary_judge(project, vote=f"{{field: {field}, method: {method}}}",
                          rates="pass_rate: \"result.verdict == 'FAITHFUL'\"", env_line="", api_base="http://h/v1")
     [problem] = problems_of(path)
-    assert problem.startswith("pipelines/judge.yaml:16:") and message in problem, problem
+    assert problem.startswith("pipelines/judge.yaml:15:") and message in problem, problem
 
 
 @pytest.mark.parametrize("method, field", [("majority", "faithful"), ("plurality", "grade"), ("mean", "score"),
@@ -194,7 +194,7 @@ def test_decide_rules_no_input_can_reach(project):
         """)
     found = problems_of(path)
     assert len(found) == 2, found
-    assert found[0].startswith("pipelines/p.yaml:10:19: steps[0].with.rules[2]: this rule can never apply: "
+    assert found[0].startswith("pipelines/p.yaml:10:11: steps[0].with.rules[2]: this rule can never apply: "
                                "rules[1] has no `when` and always applies first;")
     assert "steps[0].with.rules[3]" in found[1]
 
