@@ -178,3 +178,21 @@ def test_a_pipeline_that_pins_its_items_in_flight_says_so_once(project, env, cli
     assert env.peak_in_flight == 4
     [said] = [line for line in result.output.splitlines() if "pins" in line]
     assert "concurrency: 4" in said and "--concurrency 16" in said and "--set concurrency=16" in said
+
+
+def test_a_model_template_that_fails_at_run_time_names_its_place_once(project, cli):
+    """Finding 5's doubled location (`pipelines/x.yaml:13:5: models.judge_a: pipelines/x.yaml:13:5: ...`)."""
+    project.prompt("q.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: placed
+        models:
+          m: {model: openai/m, api_base: "{{ run.input.nowhere }}", retries: 0}
+        steps:
+          - {id: ask, uses: llm, with: {model: m, prompt: q.j2}}
+        output: {answer: "{{ steps.ask.output }}"}
+        """)
+    write_json(project.root / "in.json", [{"q": 1}])
+    result = cli("run", str(path), "--input", "in.json", "--quiet")
+    [line] = [line for line in result.output.splitlines() if "nowhere" in line]
+    assert line.count("pipelines/p.yaml:") == 1, line
