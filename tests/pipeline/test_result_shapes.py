@@ -120,7 +120,7 @@ def test_every_step_returns_no_field_its_result_schema_leaves_out(project, fake_
           - {id: table, uses: read_table, with: {root: data, file: t.csv}}
           - {id: match, uses: quote_match, with: {quote: two, source: "{{ steps.lines }}"}}
           - {id: found, uses: search, with: {query: two, provider: local, folder: data}}
-          - {id: rule, uses: decide, with: {rules: [{when: "false", a: 1}, {b: 2}]}}
+          - {id: rule, uses: decide, with: {rules: [{when: "item.x == 2", a: 1}, {b: 2}]}}
           - {id: values, uses: compute, with: {v: 1, w: "{{ values.v + 1 }}"}}
           - {id: ask, uses: llm, with: {model: m, prompt: ask.j2, output_schema: score.schema.json}}
           - {id: jury, uses: jury, with: {models: [m], prompt: ask.j2, output_schema: score.schema.json,
