@@ -171,6 +171,18 @@ class LLMService:
         return answer
 
     async def _call(self, spec: ModelSpec, request: CallRequest) -> dict[str, Any]:
+        """The answer; a sweep's call known to fail (`failed_calls`) fails with its error, and
+        one that fails is added there (by its first attempt's key)."""
+        failed, keys = getattr(self.options, "failed_calls", None), cast(list[str], [])
+        try:
+            return await self._attempts(spec, request, keys, failed)
+        except StepError as exc:
+            if failed is not None and keys:
+                failed.setdefault(keys[0], exc.message)
+            raise
+
+    async def _attempts(self, spec: ModelSpec, request: CallRequest, keys: list[str],
+                        failed: dict[str, str] | None) -> dict[str, Any]:
         stats = self.stats.setdefault(spec.name, ModelStats())
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
@@ -183,6 +195,11 @@ class LLMService:
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or await self._cached(key))
+            keys.append(key)
+            if cached is None and failed is not None and key in failed:
+                stats.failures += 1
+                raise StepError(failed[key], partial=self._result(spec, None, None, None, False, started,
+                                                                  error=failed[key]))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -342,22 +359,11 @@ class LLMService:
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
-        hints, failed = [], self.tally.failed_calls()
         unreachable = {redact_urls(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
-        for entry in failed:
-            names = entry["models"]
-            if entry["endpoint"] in unreachable:
-                entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[entry['endpoint']]}): start a model "
-                                 f"server there (LM Studio, Ollama, llama.cpp), point it elsewhere with "
-                                 f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
-            else:
-                entry["hint"] = (f"every call to {', '.join(names)} at {entry['endpoint']} failed "
-                                 f"({entry['failed']} call(s)); the last: {entry['last_error']}")
-            entry["hint"] = self.redact(entry["hint"])
-            hints.append(entry["hint"])
-        if hints:
-            out["hints"] = hints
-            out["failed_calls"] = [{k: v for k, v in entry.items() if k != "last_error"} for entry in failed]
+        failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
+        if failed:
+            out["hints"] = [entry["hint"] for entry in failed]
+            out["failed_calls"] = failed
         if self._batches is not None and self._batches.models:
             out["batches"] = self._batches.summary()
         return out

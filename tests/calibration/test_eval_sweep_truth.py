@@ -42,7 +42,7 @@ def test_eval_refuses_predictions_and_labels_that_share_no_value(boolean_run, cl
     mapped = cli("eval", "run", "--labels", "labels.json", "--key", "id", "--truth", "label", "--predicted",
                  "faithful", "--positive", "true", "--positive", "FAITHFUL")
     assert mapped.exit_code == 0, mapped.output
-    assert "pass/fail: accuracy 0.6667" in mapped.output
+    assert "pass/fail: accuracy 0.8333" in mapped.output
 
 
 def test_eval_says_why_per_juror_scores_are_missing_and_when_an_interval_cannot_be_computed(boolean_run, cli):
