@@ -85,7 +85,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     check_before_run(pipeline, options.fail_under)
     items = load_items(pipeline, source)
-    record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
+    record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats),
+                            {"executor": executor.name, "workers": executor.workers})
     options.input_path = str(source.input_path) if source.input_path else None
     # An unusable cache is one message, not an error per item.
     caches = open_caches(pipeline, options.cache_dir)

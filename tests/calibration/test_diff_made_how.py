@@ -38,7 +38,7 @@ def judge(project, fake_llm, monkeypatch):
 def test_diff_names_batch_model_cache_and_concurrency_each_under_its_own_label(judge, project, fake_llm, cli):
     """Finding 9: a live run against a --batch run was `made the same way`, and --model flags
     were listed under `--set:`."""
-    first = cli("run", str(judge), "--input", "claims.json", "--quiet")
+    first = cli("run", str(judge), "--input", "claims.json", "--quiet", "--cache-dir", "cache")
     assert first.exit_code == 0, first.output
     second = cli("run", str(judge), "--input", "claims.json", "--quiet", "--batch", "--cache-dir", "other-cache",
                  "--concurrency", "4", "--model", f"m=openai/m@{fake_llm.url}")
