@@ -100,18 +100,26 @@ class FailureTally:
             mine.failed += counted["failed"]
             mine.last_error = counted["last_error"] or mine.last_error
 
-    def failed_calls(self) -> list[dict[str, Any]]:
-        """Per endpoint, the models whose every call this run sent failed: what the run's
-        hint says, kept in summary.json (`failed_calls`) so it can be checked again later."""
+    def failed_calls(self, unreachable: dict[str, str]) -> list[dict[str, Any]]:
+        """Per endpoint, the models whose every call this run sent failed, and the hint the run
+        prints about them (`unreachable`: endpoint -> why its breaker opened); kept in
+        summary.json (`failed_calls`) so that it can be checked against calls.jsonl later."""
         by_endpoint: dict[str, dict[str, Any]] = {}
+        last: dict[str, str] = {}
         for name in sorted(self.models):
             tally = self.models[name]
             if tally.failed and not tally.answered:
-                entry = by_endpoint.setdefault(tally.endpoint, {"endpoint": tally.endpoint, "models": [],
-                                                                "failed": 0, "last_error": ""})
+                entry = by_endpoint.setdefault(tally.endpoint, {"endpoint": tally.endpoint, "models": [], "failed": 0})
                 entry["models"].append(name)
                 entry["failed"] += tally.failed
-                entry["last_error"] = tally.last_error
+                last[tally.endpoint] = tally.last_error
+        for endpoint, entry in by_endpoint.items():
+            names = entry["models"]
+            entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[endpoint]}): start a model server there "
+                             f"(LM Studio, Ollama, llama.cpp), point it elsewhere with --set models.{names[0]}.api_base"
+                             f"=URL, or set the provider's API key." if endpoint in unreachable else
+                             f"every call to {', '.join(names)} at {endpoint} failed ({entry['failed']} call(s)); "
+                             f"the last: {last[endpoint]}")
         return list(by_endpoint.values())
 
 
