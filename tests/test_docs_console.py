@@ -23,8 +23,7 @@ from fakellm import FakeLLM
 Setup = Callable[[Path, dict[str, str], FakeLLM], None]
 CITATION_VERDICTS = {      # the `local` seat's answers to the citation example, by a phrase of the claim
     "no government would be necessary": "MISLEADING",
-    "each senator is powerful": "INSUFFICIENT",
-    "The Constitution limits presidents to two terms": "UNSUPPORTED",
+    "Each senator is powerful": "INSUFFICIENT",
 }
 
 

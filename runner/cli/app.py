@@ -53,8 +53,10 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(
-            help="LLM requests in flight across the run (default 8; per worker with --executor processes or ray); "
-                 "also what a server on this machine gets unless its model sets limits.concurrency.", min=1)] = None,
+            help="N: LLM requests in flight across the run (default 8; per worker with --executor processes or "
+                 "ray), and as many items in flight, so that N requests are reached, unless the pipeline pins its "
+                 "items with `concurrency:` (the run then says so). A model's limits.concurrency caps its own "
+                 "requests; a server on this machine gets N unless its model sets that.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
         = None,
