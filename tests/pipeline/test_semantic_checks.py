@@ -243,3 +243,35 @@ def test_the_shipped_pipelines_validate_with_no_variables_set(cli, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     result = cli("validate", *sorted(str(p) for p in (repo / "pipelines").glob("*.yaml")))
     assert result.exit_code == 0, result.output
+
+
+def test_the_same_three_mistakes_written_another_way_are_found(project, cli, monkeypatch):
+    """An inline answer schema that allows other properties, the variable in an api_key and
+    a second model, a rate written as a template: still three located messages."""
+    monkeypatch.delenv("SUMMARY_JUDGE_KEY", raising=False)
+    project.prompt("judge.j2", "Is it faithful? {{ item.text }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: other
+        env: [SUMMARY_JUDGE_KEY]
+        models:
+          first: {model: openai/gpt-4o-mini, api_key: "{{ env.SUMMARY_JUDGE_KEY }}"}
+          second: {model: openai/gpt-4o, api_key: "{{ env.SUMMARY_JUDGE_KEY }}"}
+        steps:
+          - id: panel
+            uses: jury
+            with:
+              models: [first, second]
+              prompt: judge.j2
+              output_schema: {type: object, additionalProperties: true, properties: {ok: {type: [boolean, "null"]}}}
+              vote: {field: ok, method: median}
+        output: {ok: "{{ steps.panel.ok }}"}
+        summary:
+          rates: {ok_rate: "{{ ok }}"}
+        """)
+    result = cli("validate", str(path))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 3, result.output
+    assert all(LOCATED.match(line) or "Did you mean 'result.ok'?" in line for line in lines), lines
+    assert sum("SUMMARY_JUDGE_KEY" in line for line in lines) == 1
+    assert any("'median' needs numbers" in line for line in lines)

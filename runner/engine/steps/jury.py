@@ -56,21 +56,22 @@ class Jury(PromptedStep):
         if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
             return []
         field, schema = vote["field"], args.get("output_schema")
-        answer = fields_of(shapes.answer_schema(schema))
-        if not answer:
-            return []
+        given = shapes.answer_schema(schema)
+        answer = fields_of(given)          # closed: a field it does not list is an error
+        listed = given.get("properties") if isinstance(given, dict) else None
         named = f"'{schema}'" if isinstance(schema, str) else "given inline"
-        if field not in answer:
+        if answer and field not in answer:
             hint = did_you_mean(field, answer)
             tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
             return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
         problems: list[tuple[DataPath, str]] = []
         method = vote.get("method", "majority")
-        problem = method_problem(method, field, answer[field], named) if isinstance(method, str) else None
-        if problem:
-            problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
+        if isinstance(listed, dict) and field in listed and isinstance(method, str):
+            problem = method_problem(method, field, listed[field], named)
+            if problem:
+                problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
         reason = vote.get("reason_field")
-        if isinstance(reason, str) and reason not in answer:
+        if answer and isinstance(reason, str) and reason not in answer:
             hint = did_you_mean(reason, answer)
             problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
                              "so no reason would be quoted; name one of its fields"
