@@ -16,8 +16,16 @@ from typing import Any
 
 import pytest
 
-from console_examples import Example, base_environment, copy_project, doc_files, examples, matches, normalise, \
-    run_example
+from console_examples import (
+    Example,
+    base_environment,
+    copy_project,
+    doc_files,
+    examples,
+    matches,
+    normalise,
+    run_example,
+)
 from fakellm import FakeLLM
 
 Setup = Callable[[Path, dict[str, str], FakeLLM], None]
