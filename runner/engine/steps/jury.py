@@ -89,11 +89,11 @@ class Jury(PromptedStep):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
-        cast = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        answered = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         try:
-            votes = usable_votes(cast, vote_spec.get("method", "majority"), field)
+            votes = usable_votes(answered, vote_spec.get("method", "majority"), field)
         except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
-            raise StepError(f"{ctx.where('vote', 'method')}: {exc}", partial={"votes": _shown(cast)}) from None
+            raise StepError(f"{ctx.where('vote', 'method')}: {exc}", partial={"votes": _shown(answered)}) from None
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
