@@ -23,7 +23,7 @@ def serve(reports: Path, host: str, port: int, open_browser: bool, say: Callable
     import uvicorn
     if not reports.is_dir():
         raise InputError(f"{reports}: no such folder of runs (give the REPORTS_DIR that `runner run` wrote)")
-    _check_port(host, port)
+    check_port(host, port)
     if host not in LOOPBACK:
         say(f"warning: serving on {host}: anyone who can reach it can read every run under {reports}")
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
@@ -36,7 +36,8 @@ def serve(reports: Path, host: str, port: int, open_browser: bool, say: Callable
     server.run()
 
 
-def _check_port(host: str, port: int) -> None:
+def check_port(host: str, port: int) -> None:
+    """InputError (exit 2) naming the address when it cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
