@@ -19,6 +19,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
@@ -90,6 +91,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     caches = open_caches(pipeline, options.cache_dir)
     group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
+        if _batching(pipeline, options):
+            check_store(options.cache_dir)        # and an unusable batch store too
         if options.out_dir is None:
             group = default_group(pipeline, source)
             options.out_dir, options.memo_dir = new_run_dir(group), group
