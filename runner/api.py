@@ -180,9 +180,9 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 
-    def keep(result: dict[str, Any]) -> None:
+    def keep(position: int, result: dict[str, Any]) -> None:
         log.append(result)           # and then dropped: the results live in results.jsonl
-        errors.add(result)
+        errors.add(position, result)
         progress.advance()
 
     total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown

@@ -365,13 +365,6 @@ class LLMService:
             self._seq.pop(item, None)
         return self.tally.settle(item)
 
-    def failed_items(self) -> set[int]:
-        """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
-        return self.tally.failed_items()
-
-    def failure_reasons(self) -> dict[int, str]:
-        return self.tally.failure_reasons()
-
     async def aclose(self) -> None:
         self._writer.close()
         if self._batches is not None:

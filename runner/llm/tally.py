@@ -77,13 +77,6 @@ class FailureTally:
             if reason:
                 self._reasons[item] = reason
 
-    def failed_items(self) -> set[int]:
-        return {item for (item, _), (answered, failed) in self._groups.items() if failed and not answered}
-
-    def failure_reasons(self) -> dict[int, str]:
-        """Each failed item's last call error (what the run's grouped error lines show)."""
-        return {item: self._reasons.get(item, "") for item in self.failed_items()}
-
     def dead_endpoints(self) -> dict[str, EndpointTally]:
         """Endpoints that were sent requests and answered none of them."""
         return {name: t for name, t in self.endpoints.items() if t.failed and not t.answered}
