@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,18 @@ def pass_rule(pipeline: Pipeline) -> tuple[str, str] | None:
 def item_rule(pipeline: Pipeline) -> tuple[str, str] | None:
     """(name, expression) an item must meet to pass: `summary.pass_when` (slide_judge: not red),
     else the first summary rate."""
-    declared = pipeline.summary.get("pass_when")
-    return ("pass_when", str(declared)) if declared else pass_rule(pipeline)
+    return summary_rule(pipeline.summary)
+
+
+def summary_rule(summary: Mapping[str, Any]) -> tuple[str, str] | None:
+    """item_rule of a pipeline's `summary:` section (as run.json keeps it, for runner view)."""
+    declared = summary.get("pass_when")
+    if declared:
+        return "pass_when", str(declared)
+    rates = summary.get("rates")
+    for name, expression in (rates.items() if isinstance(rates, Mapping) else []):
+        return str(name), str(expression)
+    return None
 
 
 def _scope(pipeline: Pipeline) -> dict[str, Any]:
