@@ -45,7 +45,10 @@ class RunEntry:
 
     @property
     def verdict_field(self) -> str | None:
-        return self.summary.get("count_by")
+        """The field results are counted by: summary.json's, or before it exists the pipeline's."""
+        summary = self.resolved.get("summary")
+        declared = summary.get("count_by") if isinstance(summary, dict) else None
+        return self.summary.get("count_by") or (declared if isinstance(declared, str) else None)
 
     @property
     def resolved(self) -> dict[str, Any]:

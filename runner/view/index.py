@@ -4,8 +4,9 @@ Built once from results.jsonl and calls.jsonl, streamed line by line, into
 REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
 either changes. Each results line is one row, keyed by its line number: two results may
 share an `index` (an output may number them its own way), and both are listed and opened.
-Each keeps its verdict, error, label, reason, whether it meets the pipeline's pass rule
-and its whole result (text no UTF-8 can hold replaced, see runner/safetext.py); a
+Each keeps its verdict, error, label, reason and its whole result (text no UTF-8 can hold
+replaced, see runner/safetext.py; whether it meets the pipeline's pass rule is read from it
+for the rows a page shows); a
 full-text index (FTS5) holds its text for search; where each of its calls' lines starts in
 calls.jsonl is kept, so an item's page reads its calls alone."""
 
@@ -131,8 +132,7 @@ class RunIndex:
                 PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
                 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT);
                 CREATE TABLE items (line INTEGER PRIMARY KEY, idx INTEGER, shared INTEGER NOT NULL DEFAULT 0,
-                                    item_key TEXT, verdict TEXT, error TEXT, label TEXT, reason TEXT,
-                                    passed INTEGER, body TEXT);
+                                    item_key TEXT, verdict TEXT, error TEXT, label TEXT, reason TEXT, body TEXT);
                 CREATE VIRTUAL TABLE search USING fts5(text, content='', tokenize='unicode61');
                 CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
@@ -145,7 +145,7 @@ class RunIndex:
                 verdict = self.verdict_of(result)
                 counts[verdict] = counts.get(verdict, 0) + 1
                 batch.append((number, index, str(result.get("item_key") or ""), verdict,
-                              _text(result.get("error")) or None, label, reason, self.passed(result),
+                              _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
                 texts.append((number, " ".join(_strings(result))[:SEARCH_TEXT]))
                 if len(batch) >= _BATCH:
@@ -196,9 +196,9 @@ class RunIndex:
             matched = db.execute(f"SELECT count(*) FROM items {where}", args).fetchone()[0]
             pages = max(1, -(-matched // PAGE_SIZE))
             page = min(max(1, query.page), pages)
-            rows = db.execute(f"SELECT line, idx, shared, item_key, verdict, error, label, reason, passed FROM items "
-                              f"{where} {order} LIMIT ? OFFSET ?", [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE])
-            return Page([_row(row) for row in rows], matched, page, pages)
+            rows = db.execute(f"SELECT {_ROW} FROM items {where} {order} LIMIT ? OFFSET ?",
+                              [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE])
+            return Page([self._row(row)[0] for row in rows], matched, page, pages)
 
     def counts(self) -> dict[str, int]:
         """Items by verdict, most first (counted when the index was built)."""
@@ -243,9 +243,9 @@ class RunIndex:
         if not (0 <= index <= LARGEST and 0 <= (line or 0) <= LARGEST):
             return None
         with self._connect() as db:
-            found = db.execute(f"SELECT {_ROW}, body FROM items WHERE idx = ? AND (? IS NULL OR line = ?) "
+            found = db.execute(f"SELECT {_ROW} FROM items WHERE idx = ? AND (? IS NULL OR line = ?) "
                                "ORDER BY line LIMIT 1", (index, line, line)).fetchone()
-        return (_row(found[:-1]), json.loads(found[-1])) if found else None
+        return self._row(found) if found else None
 
     def neighbours(self, row: Row) -> tuple[Row | None, Row | None]:
         """The results before and after this one, in index order (then line order)."""
@@ -254,20 +254,21 @@ class RunIndex:
                                 "LIMIT 1", (row.index, row.line)).fetchone()
             after = db.execute(f"SELECT {_ROW} FROM items WHERE (idx, line) > (?, ?) ORDER BY idx, line LIMIT 1",
                                (row.index, row.line)).fetchone()
-        return (_row(before) if before else None), (_row(after) if after else None)
+        return (self._row(before)[0] if before else None), (self._row(after)[0] if after else None)
+
+    def _row(self, values: Any) -> tuple[Row, dict[str, Any]]:
+        """A row as the pages show it, with its result (whose pass the pipeline's rule says)."""
+        line, index, shared, key, verdict, error, label, reason, body = values
+        result = json.loads(body)
+        return Row(line, index, bool(shared), key, verdict, error, label, reason, self.passed(result)), result
 
 
-_ROW = "line, idx, shared, item_key, verdict, error, label, reason, passed"
-
-
-def _row(values: Any) -> Row:
-    line, index, shared, key, verdict, error, label, reason, passed = values
-    return Row(line, index, bool(shared), key, verdict, error, label, reason, None if passed is None else bool(passed))
+_ROW = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 
 def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
-    db.executemany("INSERT INTO items (line, idx, item_key, verdict, error, label, reason, passed, body) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+    db.executemany("INSERT INTO items (line, idx, item_key, verdict, error, label, reason, body) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
     db.executemany("INSERT INTO search (rowid, text) VALUES (?, ?)", texts)
     batch.clear()
     texts.clear()
