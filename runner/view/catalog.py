@@ -164,14 +164,14 @@ def describe(columns: list[str] | None) -> Any:
     return of
 
 
-def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None]:
+def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
     """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
-    as report.html colours it; None when the pipeline has none or the rule cannot be read
-    here (a rule on env values, which run.json does not keep)."""
+    as report.html colours it: None when the rule cannot be read here (a rule on env values,
+    which run.json does not keep); no check at all when the pipeline has no rule."""
     summary = entry.resolved.get("summary")
     rule = summary_rule(summary) if isinstance(summary, dict) else None
     if rule is None:
-        return lambda result: None
+        return None
     renderer = Renderer(read_only=True)
     params = entry.resolved.get("params")
     scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}

@@ -2,7 +2,8 @@
 
 Built once from results.jsonl and calls.jsonl, streamed line by line, into
 REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
-either changes. Each results line is one row, keyed by its line number: two results may
+either changes. Each results line is one row, in index order (then line order; a file a
+killed run left in finishing order is put in order once, at the build): two results may
 share an `index` (an output may number them its own way), and both are listed and opened.
 Each keeps its verdict, error, label, reason and its whole result (text no UTF-8 can hold
 replaced, see runner/safetext.py; whether it meets the pipeline's pass rule is read from it
@@ -33,7 +34,7 @@ PAGE_SIZE = 50
 SEARCH_TEXT = 8000          # characters of an item's text kept for search
 _BATCH = 5000
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
-SORTS = {"index": "idx", "verdict": "verdict", "error": "error", "label": "label"}
+SORTS = {"index": "pos", "verdict": "verdict", "error": "error", "label": "label"}
 LARGEST = 2**63 - 1         # SQLite's largest integer: a larger item number names no item
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _builds = threading.Lock()
@@ -53,6 +54,7 @@ class Query:
 
 @dataclass
 class Row:
+    pos: int                  # in index order
     line: int                 # in results.jsonl: what tells two results of one index apart
     index: int
     shared: bool              # another result has the same index
@@ -61,7 +63,7 @@ class Row:
     error: str | None
     label: str
     reason: str
-    passed: bool | None       # meets the pipeline's pass rule (None: it has none, or it cannot say)
+    passed: bool | None = None    # meets the pipeline's pass rule (None: it has none, or it cannot say)
 
 
 @dataclass
@@ -75,10 +77,16 @@ class Page:
 
 Describe = Callable[[dict[str, Any]], tuple[str, str]]     # result -> (label, reason)
 Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
+ITEMS = """CREATE TABLE {} (pos INTEGER PRIMARY KEY, line INTEGER NOT NULL, idx INTEGER NOT NULL,
+                            shared INTEGER NOT NULL DEFAULT 0, item_key TEXT, verdict TEXT, error TEXT,
+                            label TEXT, reason TEXT, body TEXT)"""
+_COLUMNS = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 
 class RunIndex:
-    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe, passed: Passed):
+    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe,
+                 passed: Passed | None = None):
+        """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none)."""
         self.run = run
         self.verdict_field = verdict_field
         self.describe = describe
@@ -131,27 +139,32 @@ class RunIndex:
             db.executescript("""
                 PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
                 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT);
-                CREATE TABLE items (line INTEGER PRIMARY KEY, idx INTEGER, shared INTEGER NOT NULL DEFAULT 0,
-                                    item_key TEXT, verdict TEXT, error TEXT, label TEXT, reason TEXT, body TEXT);
                 CREATE VIRTUAL TABLE search USING fts5(text, content='', tokenize='unicode61');
                 CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
+            db.execute(ITEMS.format("items"))
             counts: dict[str, int] = {}
             batch: list[tuple[Any, ...]] = []
             texts: list[tuple[int, str]] = []
+            ordered, last = True, 0
             for number, result in self._results():
                 index = _as_index(result.get("index"), number)
+                ordered, last = ordered and index >= last, index
                 label, reason = self.describe(result)
                 verdict = self.verdict_of(result)
                 counts[verdict] = counts.get(verdict, 0) + 1
-                batch.append((number, index, str(result.get("item_key") or ""), verdict,
+                batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
                               _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
                 texts.append((number, " ".join(_strings(result))[:SEARCH_TEXT]))
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
-            db.execute("CREATE INDEX by_index ON items (idx)")
+            if not ordered:             # rows numbered again in index order
+                db.execute(ITEMS.format("sorted"))
+                db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
+                db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")
+            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);")
             db.execute("UPDATE items SET shared = 1 WHERE idx IN "
                        "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
             calls_file = self._calls_file()
@@ -196,9 +209,16 @@ class RunIndex:
             matched = db.execute(f"SELECT count(*) FROM items {where}", args).fetchone()[0]
             pages = max(1, -(-matched // PAGE_SIZE))
             page = min(max(1, query.page), pages)
-            rows = db.execute(f"SELECT {_ROW} FROM items {where} {order} LIMIT ? OFFSET ?",
-                              [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE])
-            return Page([self._row(row)[0] for row in rows], matched, page, pages)
+            found = db.execute(f"SELECT {_ROW} FROM items {where} {order} LIMIT ? OFFSET ?",
+                               [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE])
+            rows = [Row(*row) for row in found]
+            if self.passed is not None and rows:
+                bodies = db.execute(f"SELECT pos, body FROM items WHERE pos IN ({', '.join('?' * len(rows))})",
+                                    [row.pos for row in rows])
+                results = {pos: json.loads(body) for pos, body in bodies}
+                for row in rows:
+                    row.passed = self.passed(results[row.pos])
+        return Page(rows, matched, page, pages)
 
     def counts(self) -> dict[str, int]:
         """Items by verdict, most first (counted when the index was built)."""
@@ -243,32 +263,29 @@ class RunIndex:
         if not (0 <= index <= LARGEST and 0 <= (line or 0) <= LARGEST):
             return None
         with self._connect() as db:
-            found = db.execute(f"SELECT {_ROW} FROM items WHERE idx = ? AND (? IS NULL OR line = ?) "
-                               "ORDER BY line LIMIT 1", (index, line, line)).fetchone()
-        return self._row(found) if found else None
+            found = db.execute(f"SELECT {_ROW}, body FROM items WHERE idx = ? AND (? IS NULL OR line = ?) "
+                               "ORDER BY pos LIMIT 1", (index, line, line)).fetchone()
+        if found is None:
+            return None
+        row, result = Row(*found[:-1]), json.loads(found[-1])
+        row.passed = self.passed(result) if self.passed else None
+        return row, result
 
     def neighbours(self, row: Row) -> tuple[Row | None, Row | None]:
-        """The results before and after this one, in index order (then line order)."""
+        """The results before and after this one, in index order."""
         with self._connect() as db:
-            before = db.execute(f"SELECT {_ROW} FROM items WHERE (idx, line) < (?, ?) ORDER BY idx DESC, line DESC "
-                                "LIMIT 1", (row.index, row.line)).fetchone()
-            after = db.execute(f"SELECT {_ROW} FROM items WHERE (idx, line) > (?, ?) ORDER BY idx, line LIMIT 1",
-                               (row.index, row.line)).fetchone()
-        return (self._row(before)[0] if before else None), (self._row(after)[0] if after else None)
-
-    def _row(self, values: Any) -> tuple[Row, dict[str, Any]]:
-        """A row as the pages show it, with its result (whose pass the pipeline's rule says)."""
-        line, index, shared, key, verdict, error, label, reason, body = values
-        result = json.loads(body)
-        return Row(line, index, bool(shared), key, verdict, error, label, reason, self.passed(result)), result
+            before = db.execute(f"SELECT {_ROW} FROM items WHERE pos < ? ORDER BY pos DESC LIMIT 1",
+                                (row.pos,)).fetchone()
+            after = db.execute(f"SELECT {_ROW} FROM items WHERE pos > ? ORDER BY pos LIMIT 1", (row.pos,)).fetchone()
+        return (Row(*before) if before else None), (Row(*after) if after else None)
 
 
-_ROW = "line, idx, shared, item_key, verdict, error, label, reason, body"
+_ROW = "pos, line, idx, shared, item_key, verdict, error, label, reason"
 
 
 def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
-    db.executemany("INSERT INTO items (line, idx, item_key, verdict, error, label, reason, body) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
+    db.executemany("INSERT INTO items (pos, line, idx, item_key, verdict, error, label, reason, body) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
     db.executemany("INSERT INTO search (rowid, text) VALUES (?, ?)", texts)
     batch.clear()
     texts.clear()
@@ -298,9 +315,9 @@ def _where(query: Query) -> tuple[str, list[Any]]:
 def _order(query: Query) -> str:
     direction = "DESC" if query.descending else "ASC"
     if query.sort.startswith("field:"):
-        return f"ORDER BY json_extract(body, '{json_path(query.sort[6:])}') {direction}, idx, line"
-    column = SORTS.get(query.sort, "idx")
-    return f"ORDER BY {column} {direction}" + (", idx" if column != "idx" else "") + ", line"
+        return f"ORDER BY json_extract(body, '{json_path(query.sort[6:])}') {direction}, pos"
+    column = SORTS.get(query.sort, "pos")
+    return f"ORDER BY {column} {direction}" + (", pos" if column != "pos" else "")
 
 
 def json_path(name: str) -> str:

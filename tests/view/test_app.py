@@ -348,13 +348,15 @@ def test_a_run_whose_process_is_gone_is_listed_as_interrupted(reports):
         manifest = json.loads((folder / "run.json").read_text())
         manifest.update(status="running", ended_at=None)
         (folder / "run.json").write_text(json.dumps(manifest))
+    killed = reports / "t" / "killed" / "results.jsonl"           # in finishing order, as a killed run leaves it
+    killed.write_text("".join(reversed(killed.read_text().splitlines(keepends=True))))
     holder = OutputFolder(reports / "t" / "live").claim()
     try:
         web = client(reports)
         states = dict(re.findall(r'<tr data-run="([^"]+)" data-state="(\w+)">', web.get("/").text))
         assert states == {"t/r1": "finished", "t/killed": "interrupted", "t/live": "running"}
         page = web.get("/run/t/killed")
-        assert page.status_code == 200 and "interrupted" in page.text and len(shown_items(page.text)) == 3
+        assert page.status_code == 200 and "interrupted" in page.text and shown_items(page.text) == [1, 2, 3]
         assert web.get("/run/t/killed/item/2").status_code == 200
     finally:
         holder.release()
