@@ -14,7 +14,7 @@ from unittest.mock import ANY
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import VERDICTS, run, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
@@ -336,17 +336,6 @@ def test_junit_is_well_formed_whatever_the_text(project, cli):
 
 
 # ---- H15: every file a command reads is a located message (exit 2), never a traceback -------
-
-VERDICTS = """
-    version: 1
-    name: t
-    steps: [{id: echo, uses: compute, with: {v: "{{ item.v }}"}}]
-    output: {verdict: "{{ steps.echo.v }}"}
-    summary:
-      count_by: verdict
-      rates: {ok_rate: "{{ result.verdict == 'A' }}"}
-    """
-
 
 @pytest.fixture
 def two_runs(project, cli):

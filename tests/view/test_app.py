@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from helpers import run, write_json
+from helpers import VERDICTS, run, write_json
 from runner.errors import RunnerError
 from runner.view.app import create_app
 from runner.view.catalog import list_runs, run_folder
@@ -289,17 +289,6 @@ def test_a_non_loopback_bind_takes_only_the_machines_names_and_allow_host(report
     assert not (reports / "reviews.sqlite").exists()
 
 
-PASS_RULE = """
-    version: 1
-    name: colours
-    steps: [{id: c, uses: compute, with: {v: "{{ item.v }}"}}]
-    output: {verdict: "{{ steps.c.v }}"}
-    summary:
-      count_by: verdict
-      rates: {ok_rate: "{{ result.verdict == 'A' }}"}
-    """
-
-
 def badges(page: str) -> dict[int, str]:
     return {int(n): kind for n, kind in re.findall(r'<tr data-index="(\d+)"[^>]*>.*?<span class="badge (\w+)"',
                                                     page, re.S)}
@@ -309,7 +298,7 @@ def test_verdict_badges_are_coloured_by_the_pipelines_pass_rule_as_report_html(p
     """Issue 50, V4: A passes (the first rate) and is green, B does not and is amber (a verdict
     with no word of failure in it), as report.html colours them; a verdict that fails the rule
     and says so (INVALID) is red."""
-    path = project.pipeline(PASS_RULE)
+    path = project.pipeline(VERDICTS)              # A passes: its first rate
     reports = project.root / "reports"
     source = write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}, {"v": "A"}, {"v": "INVALID"}])
     run(path, source, out=reports / "c" / "r1")
