@@ -12,23 +12,26 @@ from helpers import write_json
 
 
 @pytest.mark.parametrize("executor", [[], ["--executor", "processes", "--workers", "2"]])
-def test_an_errored_item_counts_once_when_the_output_sets_index(project, fake_llm, cli, monkeypatch, executor):
+@pytest.mark.parametrize("on_error", ["fail", "continue"])
+def test_an_errored_item_counts_once_when_the_output_sets_index(project, fake_llm, cli, monkeypatch, executor,
+                                                                on_error):
     """Issue 50, R2 (issue 51's 'errors counted once'): records numbered in reverse by the
-    output's `index`; the item at input position 2 gets an HTTP 500. It is one error, in one
-    group, and --max-errors 1 lets the run pass."""
+    output's `index`; the item at input position 2 gets an HTTP 500 (its step fails it, or
+    carries on: then only the LLM tally knows). It is one error, in one group, and
+    --max-errors 1 lets the run pass."""
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     project.prompt("ask.j2", "Question {{ item.q }}\n")
-    path = project.pipeline("""
+    path = project.pipeline(f"""
         version: 1
         name: r2
         env: [FAKE_URL]
         models:
-          m: {model: openai/m, api_base: "{{ env.FAKE_URL }}", retries: 0}
+          m: {{model: openai/m, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}
         steps:
-          - {id: ask, uses: llm, with: {model: m, prompt: ask.j2}}
+          - {{id: ask, uses: llm, on_error: {on_error}, with: {{model: m, prompt: ask.j2}}}}
         output:
-          index: "{{ item.id }}"
-          answer: "{{ steps.ask.raw }}"
+          index: "{{{{ item.id }}}}"
+          answer: "{{{{ steps.ask.raw | default('none') }}}}"
         """)
     fake_llm.script(Reply(status=500), contains="Question q2")
     fake_llm.script(Reply("fine"))
@@ -37,5 +40,6 @@ def test_an_errored_item_counts_once_when_the_output_sets_index(project, fake_ll
     assert done.exit_code == 0, done.output
     summary = json.loads((project.root / "o" / "summary.json").read_text())
     assert summary["errors"] == 1 and [group["count"] for group in summary["error_groups"]] == [1]
-    assert "errors: 1;" in done.stdout
-    assert [r.get("error", "").startswith("step 'ask'") for r in project.results("o")] == [False, False, True, False]
+    assert "HTTP 500" in summary["error_groups"][0]["error"] and "errors: 1;" in done.stdout
+    errored = [bool(r.get("error")) for r in project.results("o")]
+    assert errored == ([False, False, True, False] if on_error == "fail" else [False] * 4)
