@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, pipelines, tools, view
+from runner.cli import batches, calibration, pipelines, serve, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
@@ -218,6 +218,7 @@ app.command("eval", interrupted="nothing evaluated (a pipeline's finished items 
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
 app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
+app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
 

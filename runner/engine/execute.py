@@ -206,8 +206,9 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
 
 async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                     on_result: Callable[[int, dict[str, Any]], Awaitable[None] | None]) -> int:
-    """Run every item, at most `concurrency` at once, handing each finished item's input
-    position and result to `on_result`; the number of items run.
+    """Run every item (through `options.item_runner` when the run has one), at most `concurrency`
+    at once, handing each finished item's input position and result to `on_result`; the number
+    of items run.
 
     Items are taken from `items` only as the window has room (`runtime.in_flight` counts
     the running ones), so neither the input nor the results are ever all in memory. The
@@ -222,7 +223,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
 
     async def one(item: Item) -> None:
         with runtime.in_flight.item():      # a batch collector reads how many items are running
-            result = await run_item(runtime, item)
+            result = await (runtime.options.item_runner or run_item)(runtime, item)
         maybe = on_result(item.index, result)
         if maybe is not None:
             await maybe

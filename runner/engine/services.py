@@ -42,6 +42,10 @@ class LLM(Protocol):
         """A finished item: whether its LLM work got no usable answer, and why."""
         ...
 
+    def has_failed(self, item: int) -> bool:
+        """What settle would say of an item, without forgetting it (the run settles it later)."""
+        ...
+
     def summary(self, results: Any) -> dict[str, Any]:
         """summary.json's LLM part: per model counts, tokens and cost, hints, batches."""
         ...

@@ -54,6 +54,11 @@ class FailureTally:
         reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
         return failed, reason
 
+    def has_failed(self, item: int) -> bool:
+        """Whether an item has, so far, a call group that failed and was never answered: what
+        settle will say, read without forgetting anything (the run's error count settles it)."""
+        return any(self._groups[key][1] and not self._groups[key][0] for key in self._by_item.get(item, []))
+
     def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
         """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
         taken = []

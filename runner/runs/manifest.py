@@ -87,22 +87,28 @@ def redact_assignment(text: str) -> str:
     return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a value, however deep in its mappings and lists."""
     if isinstance(value, dict):
         for inner in value.values():
-            yield from _strings(inner)
+            yield from strings_in(inner)
     elif isinstance(value, list):
         for inner in value:
-            yield from _strings(inner)
-    elif isinstance(value, str) and "{{" not in value and "\n" not in value and len(value) < 300:
+            yield from strings_in(inner)
+    elif isinstance(value, str):
         yield value
+
+
+def _file_names(value: Any) -> set[str]:
+    """The strings of a pipeline's data that may name a file: no template, one short line."""
+    return {text for text in strings_in(value) if "{{" not in text and "\n" not in text and len(text) < 300}
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
     """sha256 of every prompt and schema file the pipeline names, and of the templates they include."""
     found: dict[str, str] = {}
     pending: list[tuple[str, Path]] = []
-    for text in set(_strings(pipeline.located.data)):
+    for text in _file_names(pipeline.located.data):
         if not text.endswith(_TEMPLATE_SUFFIXES):
             continue
         for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):

@@ -49,7 +49,7 @@ def serve(reports: Path, host: str, port: int, open_browser: bool, say: Callable
     import uvicorn
     if not reports.is_dir():
         raise InputError(f"{reports}: no such folder of runs (give the REPORTS_DIR that `runner run` wrote)")
-    _check_port(host, port)
+    check_port(host, port)
     hosts = allowed_hosts(host, allow_hosts)
     if host not in LOOPBACK:
         say(f"warning: serving on {host}:{port}: anyone who can reach this machine on that port can read every "
@@ -65,7 +65,8 @@ def serve(reports: Path, host: str, port: int, open_browser: bool, say: Callable
     server.run()
 
 
-def _check_port(host: str, port: int) -> None:
+def check_port(host: str, port: int) -> None:
+    """InputError (exit 2) naming the address when it cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
