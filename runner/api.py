@@ -21,6 +21,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
@@ -149,6 +150,8 @@ class _StartedRun:
         caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
         try:
+            if _batching(pipeline, options):
+                check_store(options.cache_dir)        # and an unusable batch store too
             if options.out_dir is None:
                 group = default_group(pipeline, source)
                 options.out_dir, options.memo_dir = new_run_dir(group), group
@@ -242,9 +245,9 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 
-    def keep(result: dict[str, Any]) -> None:
+    def keep(position: int, result: dict[str, Any]) -> None:
         log.append(result)           # and then dropped: the results live in results.jsonl
-        errors.add(result)
+        errors.add(position, result)
         progress.advance()
 
     total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown

@@ -174,9 +174,15 @@ def _summary_line(summary: dict[str, Any], out_dir: Path) -> str:
 
 
 def _batched(summary: dict[str, Any]) -> str:
-    batches = (summary.get("batches") or {}).values()
-    return f" ({sum(b.get('requests', 0) for b in batches)} in {sum(b.get('batches', 0) for b in batches)} " \
-           f"provider batch(es))" if batches else ""
+    """` (21 in 3 provider batch(es))`, and the answers collected from batches another run submitted."""
+    batches = list((summary.get("batches") or {}).values())
+    if not batches:
+        return ""
+    submitted, requests, resumed, collected = (sum(b.get(name, 0) for b in batches)
+                                               for name in ("batches", "requests", "resumed", "collected"))
+    parts = [f"{requests} in {submitted} provider batch(es)" if submitted or not resumed else "",
+             f"{collected} collected from {resumed} provider batch(es) another run submitted" if resumed else ""]
+    return f" ({'; '.join(part for part in parts if part)})"
 
 
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:

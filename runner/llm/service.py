@@ -381,12 +381,9 @@ class LLMService:
             self._seq.pop(item, None)
         return self.tally.settle(item)
 
-    def failed_items(self) -> set[int]:
-        """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
-        return self.tally.failed_items()
-
-    def failure_reasons(self) -> dict[int, str]:
-        return self.tally.failure_reasons()
+    def has_failed(self, item: int) -> bool:
+        """Whether an item's LLM work has so far got no usable answer somewhere (settle forgets)."""
+        return self.tally.has_failed(item)
 
     async def aclose(self) -> None:
         self._answers.flush()      # a shared writer stays open for the others (SharedClient closes it)
