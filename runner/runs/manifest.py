@@ -22,8 +22,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from runner.errors import RunnerError
-from runner.fileio import atomic_write
+from runner.fileio import atomic_write, read_json
 from runner.pipeline.model import Pipeline
+from runner.pipeline.overrides import MODEL_FLAG
+from runner.runs.checked import RUN_SCHEMA, checked
 from runner.runs.folders import input_identity
 
 MANIFEST = "run.json"
@@ -165,12 +167,11 @@ def model_entries(model_spec: Any, names: list[str]) -> dict[str, Any]:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """A run's run.json, or None for runs made before it existed (or an unreadable one)."""
-    try:
-        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """A run's run.json, each field runner reads type-checked; None for runs made before it existed."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    return checked(path, read_json(path), RUN_SCHEMA)
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
@@ -198,5 +199,6 @@ def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
     except OSError:
         file_hash = None
     return {"name": pipeline.name, "file": shown_path(pipeline.file), "file_sha256": file_hash,
-            "sets": [redact_assignment(o) for o in overrides], "sha256": sha256_json(resolved),
-            "files": used_files(pipeline), "resolved": resolved}
+            "sets": [redact_assignment(o) for o in overrides if not o.startswith(MODEL_FLAG)],
+            "models_given": [redact_assignment(o[len(MODEL_FLAG):]) for o in overrides if o.startswith(MODEL_FLAG)],
+            "sha256": sha256_json(resolved), "files": used_files(pipeline), "resolved": resolved}

@@ -216,8 +216,8 @@ class Judging:
         if runtime.llm_used:
             if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
                 failed = runtime.llm.settle(item.index)[0]
-            else:                                # a run's tally is read (and emptied) by its summary
-                failed = item.index in runtime.llm.failed_items()
+            else:                                # a run's tally is settled by its error count
+                failed = runtime.llm.has_failed(item.index)
         counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
             else [1, 0]
         source = "cache" if counts[1] and not counts[0] else "judged"

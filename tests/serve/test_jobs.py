@@ -7,10 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from helpers import scripted_model
+from helpers import scripted_model, server_error
 from runner.llm.calls.file import read_calls
 from runner.view.catalog import list_runs
-from serve_fixtures import deck, make_client
+from serve_fixtures import DECK_JUDGE, deck, make_client
 
 DONE = ("succeeded", "failed", "cancelled")
 
@@ -162,3 +162,23 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
     calls = list(read_calls(served_project.root / first_run / "calls.jsonl"))
     assert sorted(c["item"] for c in calls) == [1, 2, 3, 4, 5, 6]
     assert sorted(c["item"] for c in calls if not c["cached"]) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries_on(served_project, db_url):
+    """A step with on_error: continue turns a failed call into a result without `error`: the
+    job's run counts it as its one error and the store never keeps it, so the next request
+    judges it again."""
+    served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: tolerant")
+                            .replace("    uses: llm\n", "    uses: llm\n    on_error: continue\n")
+                            .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
+                            .replace("steps.ask.output.score }}", "steps.ask.output.score | default(0) }}"),
+                            "tolerant.yaml")
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), repeat_last=False)       # one failed answer, then answers
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/tolerant/jobs", json={"items": [deck("<p>A</p>")]}).json()
+        done = wait(client, job["id"])
+        assert done["status"] == "succeeded" and done["counts"]["errors"] == 1, done
+        assert [r["rating"] for r in lines(client.get(f"/v1/jobs/{job['id']}/results"))] == ["none"]
+        again = client.post("/v1/pipelines/tolerant/judge", json={"items": [deck("<p>A</p>")]}).json()
+        assert [r["source"] for r in again["results"]] == ["judged"]
