@@ -77,6 +77,22 @@ def test_a_dropped_connection_is_a_connection_error(scripted_llm):
     assert outcome(lambda: scripted_llm.complete(spec, MESSAGES, {}))[:3] == ("error", "connection", None)
 
 
+def test_held_answers_stay_in_flight_until_released(scripted_llm):
+    spec = build_spec("m", {"model": "scripted/m"}, registered_transports())
+
+    async def three_held() -> list[str]:
+        scripted_llm.hold()
+        asked = [asyncio.ensure_future(scripted_llm.complete(spec, MESSAGES, {})) for _ in range(3)]
+        while scripted_llm.in_flight < 3:
+            await asyncio.sleep(0)
+        assert not any(a.done() for a in asked)
+        scripted_llm.release()
+        return [(await a).text for a in asked]
+
+    assert asyncio.run(three_held()) == ["ok"] * 3
+    assert scripted_llm.peak_in_flight == 3 and scripted_llm.in_flight == 0
+
+
 def test_scripted_models_reach_it_only_while_it_is_installed():
     model = ScriptedModel("mock")
     assert build_spec("m", {"model": "mock/judge"}, registered_transports()).transport == "litellm"
