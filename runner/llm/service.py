@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
+from runner.llm import logprobs
 from runner.llm.cache.entries import new_entry, usable
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache
@@ -74,6 +75,7 @@ class CallRequest:
     sampling: dict[str, Any] = field(default_factory=dict)
     sample: int = 0
     group: int = 0                     # calls of one step run share it (see tally.py)
+    logprobs: bool = False             # ask for token probabilities (a step's `confidence: true`)
 
 
 def call_lines(options: ServiceOptions) -> CallLines | None:
@@ -176,6 +178,7 @@ class LLMService:
             sampling["temperature"] = float(sampling["temperature"])
         messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
         schema = request.output_schema
+        sent_params = {**sampling, **logprobs.REQUEST} if request.logprobs else sampling
         started = time.perf_counter()
         raw: str | None = None
         for attempt in range(request.repair + 1):
@@ -191,16 +194,16 @@ class LLMService:
             if cached is not None:
                 stats.cache_hits += 1
                 completion = Completion(cached["content"], cached.get("finish_reason"), cached.get("usage", {}),
-                                        0.0, cached.get("model", spec.model))
+                                        0.0, cached.get("model", spec.model), logprobs=cached.get("logprobs"))
             else:
                 try:
                     if spec.batch:
                         from runner.llm.batch.calls import BatchCall
-                        call = BatchCall(spec, request.item, messages, sampling, schema,
+                        call = BatchCall(spec, request.item, messages, sent_params, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
                     else:
-                        completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
+                        completion, sent = await self.sender.send(spec, messages, sent_params, schema, mode, stats)
                 except TransportError as exc:
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
@@ -235,12 +238,15 @@ class LLMService:
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
                                                               started, error=message)) from None
             if cached is None:
-                entry = new_entry(raw, completion)
+                entry = new_entry(raw, completion, request.logprobs)
                 if hasattr(self.cache, "aset"):
                     await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
                     self._writer.cache_set(self.cache, key, entry)
-            return self._result(spec, parsed, raw, completion, cached is not None, started)
+            result = self._result(spec, parsed, raw, completion, cached is not None, started)
+            if request.logprobs:
+                result["logprobs"] = completion.logprobs
+            return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _cached(self, key: str) -> Any:
@@ -255,7 +261,8 @@ class LLMService:
              mode: str) -> str:
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
-                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as)
+                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as,
+                           logprobs=request.logprobs)
 
     @staticmethod
     def _answer_problem(spec: ModelSpec, completion: Completion, sampling: dict[str, Any]) -> str | None:
