@@ -26,6 +26,9 @@ class Vote:
     error: str | None = None
     cached: bool = False
     latency_ms: int = 0
+    stability: float | None = None     # with `repeat:`, the share of the seat's samples giving its value
+    confidence: float | None = None    # with `confidence: true`, the probability the model gave its value
+    samples: list[Any] | None = None   # with `repeat:`, each sample's value
 
     @property
     def valid(self) -> bool:

@@ -21,6 +21,7 @@ from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
+from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
 from runner.pipeline.validated import ValidatedPipelines
@@ -157,6 +158,8 @@ class _Checker:
                                                                   "output fields"))
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
+        for where, message in zero_temperature_repeats(self.data):
+            self.add(where, message)
         return self.problems
 
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
