@@ -68,7 +68,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
     source.input_items = len(items)
-    return select(pipeline, items, source.selection, source.limit)
+    selected = select(pipeline, items, source.selection, source.limit)
+    return source.derive(selected) if source.derive is not None else selected
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
@@ -91,7 +92,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     group: Path | None = None                     # --out DIR writes exactly into DIR
     try:
         if options.out_dir is None:
-            group = default_group(pipeline, source)
+            group = options.group or default_group(pipeline, source)
             options.out_dir, options.memo_dir = new_run_dir(group), group
         out_dir: Path = options.out_dir
         refuse_overwriting_input(out_dir, source.input_path)

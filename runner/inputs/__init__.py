@@ -7,13 +7,16 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from runner.errors import InputError
 from runner.fileio import decode
 from runner.registry import Registry
+
+if TYPE_CHECKING:
+    from runner.text.perturb import Rewrite
 
 # An adapter may return its records lazily (a generator): inputs of any size are then read
 # as the run takes them. Whatever makes the whole input unusable is raised before the first.
@@ -36,13 +39,15 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
+    rewrites: tuple[Rewrite, ...] = ()     # a probe copy's perturbations of step results (runner probe)
 
     @property
     def key(self) -> str:
-        """The item's content key: a hash of what it reads (its record, and its parent's), the
-        same in every run of the same input, whatever its position (reviews follow it)."""
-        text = json.dumps([self.value, self.parent], sort_keys=True, ensure_ascii=False, default=str,
-                          separators=(",", ":"))
+        """The item's content key: a hash of what it reads (its record, and its parent's, and a
+        probe copy's perturbations), the same in every run of the same input, whatever its
+        position (reviews follow it)."""
+        read = [self.value, self.parent, *([[r.seed for r in self.rewrites]] if self.rewrites else [])]
+        text = json.dumps(read, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

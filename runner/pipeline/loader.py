@@ -20,6 +20,7 @@ from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
+from runner.pipeline.probes import probe_problems, probes_of
 from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
@@ -87,7 +88,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        located=located, tracing=data.get("tracing"))
+        located=located, tracing=data.get("tracing"), probes=probes_of(data))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -158,7 +159,8 @@ class _Checker:
                                                                   "output fields"))
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
-        for where, message in zero_temperature_repeats(self.data):
+        for where, message in [*zero_temperature_repeats(self.data),
+                               *probe_problems(self.data, self.all_ids, self.result_shape)]:
             self.add(where, message)
         return self.problems
 

@@ -5,8 +5,13 @@ record (run.json) and the LLM service."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.inputs.stream import ItemStream
 
 
 @dataclass
@@ -31,6 +36,9 @@ class ItemSource:
     limit: int | None = None
     selection: Selection = field(default_factory=Selection)
     input_items: int | None = None        # items in the input before selection (set by load_items)
+    # The run's items made from the selected ones by its caller: `runner probe` adds each
+    # item's perturbed copies (runner/probe/plan.py).
+    derive: Callable[[ItemStream], ItemStream] | None = None
 
 
 @dataclass
@@ -49,3 +57,6 @@ class RunOptions:
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
+    kind: str = "run"              # the command that makes the run (run.json's `kind`): run, or probe
+    group: Path | None = None      # where a run without --out gets its folder (default: the pipeline's and input's)
+    memo: bool = True              # False: no memo store read or written (a probe copy is judged, never looked up)

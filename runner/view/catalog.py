@@ -37,6 +37,11 @@ class RunEntry:
     manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def kind(self) -> str:
+        """What made the run: `run`, or `probe` (its folder holds probe.html)."""
+        return str(self.manifest.get("kind") or "run")
+
+    @property
     def verdict_field(self) -> str | None:
         return self.summary.get("count_by")
 
