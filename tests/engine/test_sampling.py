@@ -150,6 +150,9 @@ def test_a_text_answer_is_the_value_of_its_samples(project, env):
     assert (result["said"], result["stability"], result["confidence"]) == ("yes", 0.6667, 0.99)
 
 
+JURY = "{id: jury, uses: jury, with: {models: [a], prompt: p, output_schema: v.schema.json, vote: {field: verdict}}}"
+
+
 @pytest.mark.parametrize(("step", "problem"), [
     ("{id: x, uses: llm, with: {model: a, prompt: p, output_schema: v.schema.json, repeat: 3, temperature: 0.5}}",
      "steps[0].with.repeat: the answer is JSON: name the answer field"),
@@ -161,8 +164,12 @@ def test_a_text_answer_is_the_value_of_its_samples(project, env):
      "repeat: 5, temperature: 0}}",
      "steps[0].with.repeat: 5 samples at temperature 0 are one answer drawn 5 times"),
     ("{id: x, uses: llm, with: {model: a, prompt: p, repeat: 0}}", "steps[0].with.repeat"),
+    *((JURY + ", {id: v, uses: decide, with: {rules: [" + rule + "]}}", problem) for rule, problem in (
+        ("{min_confidence: {jury: 0.8}, verdict: x}", "step 'jury' gives no confidence: add `confidence: true`"),
+        ("{min_confidence: {juri: 0.8}, verdict: x}", "no step has id 'juri'"),
+        ("{min_confidence: {jury: 1.5}, verdict: x}", "steps[1].with.rules[0].min_confidence.jury"))),
 ])
-def test_repeat_and_confidence_that_cannot_work_are_refused_with_their_place(project, cli, step, problem):
+def test_repeat_confidence_and_min_confidence_that_cannot_work_are_refused(project, cli, step, problem):
     project.schema("v.schema.json", VERDICT_SCHEMA)
     path = project.pipeline(f"""
         version: 1
@@ -251,22 +258,3 @@ def test_min_confidence_is_not_met_without_token_probabilities_and_the_run_says_
     [warning] = outcome.summary["run_warnings"]
     assert "rules[0].min_confidence: step 'jury' has no confidence for some items (the server sent no token " \
            "probabilities): the rule did not match them" in warning
-
-
-@pytest.mark.parametrize(("rule", "problem"), [
-    ("{min_confidence: {jury: 0.8}, verdict: x}", "step 'jury' gives no confidence: add `confidence: true`"),
-    ("{min_confidence: {juri: 0.8}, verdict: x}", "no step has id 'juri'"),
-    ("{min_confidence: {jury: 1.5}, verdict: x}", "steps[1].with.rules[0].min_confidence.jury"),
-])
-def test_a_min_confidence_that_cannot_work_is_refused(project, cli, rule, problem):
-    project.schema("v.schema.json", VERDICT_SCHEMA)
-    path = project.pipeline(f"""
-        version: 1
-        name: bad
-        models: {{a: {{model: openai/m, api_base: "http://127.0.0.1:9/v1"}}}}
-        steps:
-          - {{id: jury, uses: jury, with: {{models: [a], prompt: p, output_schema: v.schema.json, vote: {{field: verdict}}}}}}
-          - {{id: verdict, uses: decide, with: {{rules: [{rule}]}}}}
-        """)
-    result = cli("validate", str(path))
-    assert result.exit_code == 2 and problem in result.output, result.output
