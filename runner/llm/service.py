@@ -188,7 +188,7 @@ class LLMService:
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
-                self._render_call(spec, messages, cached, sampling, mode if schema is not None else "")
+                self._render_call(spec, messages, cached, sent_params, mode if schema is not None else "")
                 if cached is None:
                     raise NeedsModel(f"{spec.name} has no cached answer")
             if cached is not None:

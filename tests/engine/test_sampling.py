@@ -258,3 +258,12 @@ def test_min_confidence_is_not_met_without_token_probabilities_and_the_run_says_
     [warning] = outcome.summary["run_warnings"]
     assert "rules[0].min_confidence: step 'jury' has no confidence for some items (the server sent no token " \
            "probabilities): the rule did not match them" in warning
+
+
+def test_render_shows_the_token_probabilities_a_run_would_ask_for(project, env, cli):
+    path = pipeline(project, llm_with=", confidence: true, field: verdict")
+    write_json(project.root / "in.json", [{"n": 1}])
+    shown = cli("render", str(path), "--input", "in.json")
+    assert shown.exit_code == 0, shown.output
+    [alone] = [line for line in shown.output.splitlines() if line.startswith("endpoint: ")]     # then it waits
+    assert "sampling: logprobs=True, max_tokens=1024, top_logprobs=1;" in alone
