@@ -51,7 +51,7 @@ def probe_command(
                f"verdict field {report['verdict_field']}")
     for probe in report["probes"]:
         typer.echo(f"{probe['name']} (expect {probe['expect']}): {probe['copies']} cop"
-                   f"{'y' if probe['copies'] == 1 else 'ies'}, {probe['not_applicable']} not made, "
+                   f"{'y' if probe['copies'] == 1 else 'ies'}, {probe['not_applicable']} with nothing to perturb, "
                    f"{probe['errored']} errored")
         for row in probe["rows"]:
             typer.echo(f"  {row['who']}: n {row['n']}, flip rate {rate_text(row['flip_rate'], row['flip_ci95'])}, "

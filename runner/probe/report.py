@@ -39,7 +39,7 @@ def probe_markdown(report: dict[str, Any]) -> str:
            "## Copies\n"]
     for probe in report["probes"]:
         line = (f"- `{probe['name']}`: {probe['transform']} `{probe['field']}`, {probe['copies']} cop"
-                f"{'y' if probe['copies'] == 1 else 'ies'}, {probe['not_applicable']} not made (nothing to change), "
+                f"{'y' if probe['copies'] == 1 else 'ies'}, {probe['not_applicable']} with nothing to perturb, "
                 f"{probe['errored']} errored")
         example = probe.get("example")
         if example:

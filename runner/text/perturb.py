@@ -5,7 +5,7 @@ whitespace changed.
 Each is deterministic: its random choices come from a seed text (the probe, the copy and the
 item), so an item gets the same copy in every run and the copy's LLM calls are cached like
 any other. A perturbation that has nothing to work on (no number, one line) gives None: the
-copy is not made, rather than made unchanged."""
+copy is not made (a step's field: it is counted apart), never passed off as perturbed."""
 
 from __future__ import annotations
 
