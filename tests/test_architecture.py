@@ -118,6 +118,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("probe", ("runner.probe",)),
     ("reference", ("runner.docgen",)),
     ("view", ("runner.view",)),
+    ("serve", ("runner.serve", "runner.client")),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

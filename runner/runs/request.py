@@ -1,14 +1,17 @@
 """What a run is asked to do: which items (ItemSource, with its Selection) and how (RunOptions).
 
-Plain data, filled in by the command line or a Python caller, read by the engine, the run's
-record (run.json) and the LLM service."""
+Plain data, filled in by the command line or a Python caller (`runner serve`: a shared LLM
+client and an item runner too), read by the engine, the run's record (run.json) and the LLM
+service."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from runner.inputs import Item
 
 if TYPE_CHECKING:
     from runner.inputs.stream import ItemStream
@@ -60,3 +63,10 @@ class RunOptions:
     kind: str = "run"              # the command that makes the run (run.json's `kind`): run, or probe
     group: Path | None = None      # where a run without --out gets its folder (default: the pipeline's and input's)
     memo: bool = True              # False: no memo store read or written (a probe copy is judged, never looked up)
+    # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
+    # response cache, its writer) that this run's LLM service uses and leaves open (`runner
+    # serve`); typed here by name only, as this layer is below the LLM's.
+    shared_llm: Any = None
+    # What runs each item in place of the engine's run_item, given the run's Runtime and the
+    # item (it calls run_item itself: `runner serve`'s results store, one computation per key).
+    item_runner: Callable[[Any, Item], Awaitable[dict[str, Any]]] | None = None
