@@ -38,7 +38,7 @@ class Pipeline:
     output_base: str | None
     summary: dict[str, Any]
     memo: dict[str, Any] | None
-    concurrency: Any
+    concurrency: Any                    # items in flight, when the pipeline pins them (else None)
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
     probes: tuple[Probe, ...] = ()      # what `runner probe` measures (runner/pipeline/probes.py)

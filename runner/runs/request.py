@@ -63,6 +63,9 @@ class RunOptions:
     kind: str = "run"              # the command that makes the run (run.json's `kind`): run, or probe
     group: Path | None = None      # where a run without --out gets its folder (default: the pipeline's and input's)
     memo: bool = True              # False: no memo store read or written (a probe copy is judged, never looked up)
+    # A sweep's calls known to fail (cache key: error): each fails with its error instead of being
+    # sent, and a call that fails is added, so a sweep sends each missing call at most once.
+    failed_calls: dict[str, str] | None = None
     # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
     # response cache, its writer) that this run's LLM service uses and leaves open (`runner
     # serve`); typed here by name only, as this layer is below the LLM's.

@@ -16,6 +16,7 @@ from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of
+from runner.pipeline.templating import is_template
 from runner.yamlpos import Path as DataPath
 
 RULE_KEYS = {"when", "stop", "min_confidence"}
@@ -34,29 +35,41 @@ class Decide(Step):
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        """Each key the rules give; where every rule gives it a literal, those are its values."""
         rules = args.get("rules")
-        rules = rules if isinstance(rules, list) else []
-        keys = {k: OPEN for rule in rules if isinstance(rule, dict) for k in rule if k not in RULE_KEYS}
+        rules = [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
+        keys: dict[str, Any] = {}
+        for key in dict.fromkeys(k for rule in rules for k in rule if k not in RULE_KEYS):
+            given = [rule[key] for rule in rules if key in rule]
+            literal = all(isinstance(v, (str, int, float, bool)) and not is_template(v) for v in given)
+            keys[key] = {"enum": list(dict.fromkeys(given))} if literal else OPEN
         return closed(keys, "The keys of the rule that matched (other than when, stop and min_confidence); null "
                             "when none did.")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
-        """A min_confidence that names no step, or a step that gives no confidence."""
+        """Rules no item can reach: after a rule that always applies (no `when`, or `when: true`,
+        and no `min_confidence`), or with `when: false`; a min_confidence that names no step, or
+        a step that gives no confidence."""
+        given = args.get("rules")
+        rules: list[Any] = given if isinstance(given, list) else []
         problems: list[tuple[DataPath, str]] = []
-        rules = args.get("rules")
-        for number, rule in enumerate(rules if isinstance(rules, list) else []):
-            floors = rule.get("min_confidence") if isinstance(rule, dict) else None
-            for name in floors if isinstance(floors, dict) else {}:
-                shape = shapes.step_result(name)
-                known = fields_of(shape)
-                where = ("rules", number, "min_confidence", name)
-                if shape is None:
-                    problems.append((where, f"no step has id '{name}'"))
-                elif known is not None and "confidence" not in known:
-                    problems.append((where, f"step '{name}' gives no confidence: add `confidence: true` to its "
-                                            "`with:` (an llm or jury step)"))
-        return problems
+        always: int | None = None
+        why = ""
+        for number, rule in enumerate(rules):
+            when = rule.get("when", True) if isinstance(rule, dict) else True
+            if always is not None:
+                problems.append((("rules", number), f"this rule can never apply: rules[{always}] {why} and always "
+                                                    f"applies first; move rules[{always}] last or give it a real "
+                                                    "`when`"))
+            elif when is False or (isinstance(when, str) and when.strip() in ("false", "False")):
+                problems.append((("rules", number), "this rule can never apply: its `when` is always false; remove "
+                                                    "it or give it a real condition"))
+            elif (when is True or (isinstance(when, str) and when.strip() in ("true", "True"))) \
+                    and not (isinstance(rule, dict) and rule.get("min_confidence")):
+                always, why = number, "has no `when`" if isinstance(rule, dict) and "when" not in rule \
+                    else "has `when: true`"
+        return problems + _confidence_problems(rules, shapes)
 
     async def run(self, ctx: StepContext) -> Any:
         for number, rule in enumerate(ctx.arguments(DecideArgs).rules):
@@ -71,6 +84,23 @@ class Decide(Step):
                 ctx.stop_requested = True
             return result
         return None
+
+
+def _confidence_problems(rules: list[Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+    """A min_confidence that names no step, or a step that gives no confidence."""
+    problems: list[tuple[DataPath, str]] = []
+    for number, rule in enumerate(rules):
+        floors = rule.get("min_confidence") if isinstance(rule, dict) else None
+        for name in floors if isinstance(floors, dict) else {}:
+            shape = shapes.step_result(name)
+            known = fields_of(shape)
+            where = ("rules", number, "min_confidence", name)
+            if shape is None:
+                problems.append((where, f"no step has id '{name}'"))
+            elif known is not None and "confidence" not in known:
+                problems.append((where, f"step '{name}' gives no confidence: add `confidence: true` to its "
+                                        "`with:` (an llm or jury step)"))
+    return problems
 
 
 def _confident(ctx: StepContext, floors: dict[str, Any], number: int) -> bool:

@@ -24,6 +24,12 @@ def new_entry(text: str, completion: Completion, logprobs: bool = False) -> dict
     return entry
 
 
+def cached_completion(entry: dict[str, Any], model: str) -> Completion:
+    """A usable entry (see `usable`) as the answer it keeps: what new_entry took from it."""
+    return Completion(entry["content"], entry.get("finish_reason"), entry.get("usage", {}), 0.0,
+                      entry.get("model", model), logprobs=entry.get("logprobs"))
+
+
 def usable(cached: Any) -> dict[str, Any] | None:
     """A cached answer as the service reads it, or None (asked again) when the entry is not
     one: whatever a cache file holds, a rerun never fails on it."""
