@@ -52,13 +52,17 @@ class Reply:
     finish_reason: str = "stop"
     empty_choices: bool = False
     close: bool = False                  # drop the connection without answering
+    logprobs: list[dict[str, Any]] | None = None    # `choices[0].logprobs.content` when the request asks
+
+
+Behaviour = Callable[[str, dict[str, Any]], "Reply | str"]      # (prompt, body) -> the answer
 
 
 @dataclass
 class Rule:
     model: str | None
     contains: str | None
-    replies: list[Reply]
+    replies: list[Reply | Behaviour]
     repeat_last: bool = True
     used: int = 0
     when: Callable[[dict[str, Any]], bool] | None = None
@@ -72,9 +76,12 @@ class Rule:
             return False
         return self.used < len(self.replies) or self.repeat_last
 
-    def take(self) -> Reply:
+    def take(self, prompt: str, body: dict[str, Any]) -> Reply:
         reply = self.replies[min(self.used, len(self.replies) - 1)]
         self.used += 1
+        if callable(reply):
+            answer = reply(prompt, body)
+            return answer if isinstance(answer, Reply) else Reply(answer)
         return reply
 
 
@@ -96,14 +103,16 @@ class Request:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
-def completion_body(reply: Reply, model: str) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text."""
+def completion_body(reply: Reply, model: str, logprobs: list[dict[str, Any]] | None = None) -> str:
+    """A chat completion (or the error a scripted status sends), as JSON text; with these
+    token logprobs, when given."""
     if reply.status >= 400:
         return json.dumps({"error": {"message": f"scripted status {reply.status}",
                                      "type": "fake_error", "code": reply.status}})
     choices = [] if reply.empty_choices else [{
         "index": 0, "finish_reason": reply.finish_reason,
-        "message": {"role": "assistant", "content": reply.content}}]
+        "message": {"role": "assistant", "content": reply.content},
+        "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None}]
     return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                        "model": model, "choices": choices,
                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
@@ -121,9 +130,9 @@ class Script:
         self.peak_in_flight = 0
         self.lock = threading.Lock()
 
-    def script(self, *replies: Reply | str, model: str | None = None, contains: str | None = None,
+    def script(self, *replies: Reply | str | Behaviour, model: str | None = None, contains: str | None = None,
                repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
-        rule = Rule(model, contains, [r if isinstance(r, Reply) else Reply(r) for r in replies], repeat_last,
+        rule = Rule(model, contains, [Reply(r) if isinstance(r, str) else r for r in replies], repeat_last,
                     when=when)
         with self.lock:
             self.rules.append(rule)
@@ -148,7 +157,7 @@ class Script:
         with self.lock:
             for rule in self.rules:
                 if rule.matches(model, prompt, body):
-                    return rule.take()
+                    return rule.take(prompt, body)
         return self.default
 
 
@@ -196,7 +205,7 @@ class ScriptedModel(Script):
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             request.status = reply.status
-            return answer(reply, model, spec)
+            return answer(reply, model, spec, reply.logprobs if body.get("logprobs") is True else None)
         finally:
             request.finished = time.monotonic()
             with self.lock:
@@ -206,12 +215,12 @@ class ScriptedModel(Script):
         """Nothing to close: the model outlives the runs it answers."""
 
 
-def answer(reply: Reply, model: str, spec: ModelSpec) -> Completion:
+def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, Any]] | None = None) -> Completion:
     """The completion, or the classified error, the HTTP transport makes of this reply."""
     if reply.close:
         raise TransportError("connection", "connection failed: the server closed the connection without answering")
     headers = {key.lower(): str(value() if callable(value) else value) for key, value in reply.headers.items()}
-    text = reply.raw_body if reply.raw_body is not None else completion_body(reply, model)
+    text = reply.raw_body if reply.raw_body is not None else completion_body(reply, model, logprobs)
     if 300 <= reply.status < 400:
         raise redirect_error(reply.status, headers.get("location"))
     if len(text.encode("utf-8")) > spec.max_response_bytes:

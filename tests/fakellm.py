@@ -10,7 +10,12 @@ structured-output formats it accepts (the rest get the error that server sends),
 serves one request at a time (`single-slot`) or N at a time and says so at /props and /slots
 as llama.cpp's server does (`multi-slot`), or that it dribbles its answer out byte by byte. A server
 that constrains its output only through a format answers prose when it gets none, as a
-small local model does."""
+small local model does.
+
+A scripted reply may be a function of the request, `(prompt, body) -> Reply | str`: the kinds
+of juror in jurors.py are such functions. Asked for `logprobs`, the server answers with the
+reply's own token list, else each token of its content at probability 0.99 (jurors.token_logprobs),
+unless `logprobs` is false (a server that sends none)."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from jurors import token_logprobs
 from runner.testing import Reply, Request, Script, completion_body  # the scripting both models share
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
@@ -49,12 +55,17 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128         # the default 5 drops connections when 16 clients open at once
 
 
+def tokens_of(reply: Reply) -> list[dict[str, Any]]:
+    return reply.logprobs if reply.logprobs is not None else token_logprobs(reply.content or "")
+
+
 class FakeLLM(Script):
     def __init__(self) -> None:
         super().__init__()                         # rules; requests: chat completions only
         self.side_requests: list[Request] = []     # anything else (e.g. Ollama's /api/show)
         self.streamed = 0                          # answers sent as server-sent events
         self.personality: str | None = None
+        self.logprobs = True                 # token logprobs sent when a request asks for them
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
@@ -75,6 +86,7 @@ class FakeLLM(Script):
             self.streamed = 0
             self.slots = 4
             self.reports_slots = True
+            self.logprobs = True
         self.batches.reset()
 
     # -- server ------------------------------------------------------------------------
@@ -97,6 +109,9 @@ class FakeLLM(Script):
             if self._slot_gate is None or self._slot_gate[0] != self.slots:
                 self._slot_gate = (self.slots, threading.Semaphore(self.slots))
             return self._slot_gate[1]
+
+    def gives_logprobs(self, body: dict[str, Any]) -> bool:
+        return self.logprobs and body.get("logprobs") is True
 
     def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
         """The error a picky server sends for a response format it does not take."""
@@ -200,26 +215,33 @@ class FakeLLM(Script):
                             and reply.raw_body is None and self.path.endswith("/chat/completions"):
                         with fake._lock:
                             fake.streamed += 1
-                        self._send(200, self._events(reply, model), {"Content-Type": "text/event-stream"})
+                        self._send(200, self._events(reply, model, fake.gives_logprobs(body)),
+                                   {"Content-Type": "text/event-stream"})
                         return
-                    self._send(reply.status, self._body(reply, model), reply.headers)
+                    self._send(reply.status, self._body(reply, model, fake.gives_logprobs(body)), reply.headers)
                 finally:
                     finishing()
                     self._finishing = None
 
-            def _events(self, reply: Reply, model: str) -> str:
-                """The answer in three content deltas, then the finish reason, then [DONE]."""
+            def _events(self, reply: Reply, model: str, logprobs: bool) -> str:
+                """The answer in three content deltas (one per token, with its logprobs, when
+                asked for them), then the finish reason, then [DONE]."""
                 text = reply.content or ""
-                third = max(1, len(text) // 3)
-                pieces = [text[i:i + third] for i in range(0, len(text), third)] or [""]
                 chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}]
-                chunks += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+                if logprobs:
+                    chunks += [{"choices": [{"index": 0, "delta": {"content": t["token"]}, "finish_reason": None,
+                                             "logprobs": {"content": [t]}}]} for t in tokens_of(reply)]
+                else:
+                    third = max(1, len(text) // 3)
+                    pieces = [text[i:i + third] for i in range(0, len(text), third)] or [""]
+                    chunks += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                               for p in pieces]
                 chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
                 lines = [f"data: {json.dumps({'id': 'chatcmpl-fake', 'object': 'chat.completion.chunk', 'model': model, **c})}"
                          for c in chunks]
                 return "\n\n".join([*lines, "data: [DONE]"]) + "\n\n"
 
-            def _body(self, reply: Reply, model: str) -> str:
+            def _body(self, reply: Reply, model: str, logprobs: bool) -> str:
                 if reply.raw_body is not None:
                     return reply.raw_body
                 if self.path.endswith("/search") and reply.status < 400:     # a search API: the body as scripted
@@ -230,7 +252,7 @@ class FakeLLM(Script):
                                        "message": {"role": "assistant", "content": reply.content or ""},
                                        "done": True, "done_reason": reply.finish_reason,
                                        "prompt_eval_count": 10, "eval_count": 5})
-                return completion_body(reply, model)
+                return completion_body(reply, model, tokens_of(reply) if logprobs else None)
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode("utf-8")
@@ -476,7 +498,7 @@ class FakeBatches:
         reply = None
         for rule in self.fake.rules:
             if rule.matches(model, request.prompt, body):
-                reply = rule.take()
+                reply = rule.take(request.prompt, body)
                 break
         reply = reply or self.fake.default
         if self.fake._unconstrained(body, "/v1/chat/completions"):
@@ -484,7 +506,8 @@ class FakeBatches:
         if reply.close:
             return 500, json.dumps({"error": {"message": "the server closed the connection", "type": "server_error"}})
         request.status = reply.status
-        return reply.status, reply.raw_body if reply.raw_body is not None else completion_body(reply, model)
+        return reply.status, (reply.raw_body if reply.raw_body is not None
+                              else completion_body(reply, model, tokens_of(reply) if self.fake.gives_logprobs(body) else None))
 
 
 def _not_found(what: str) -> tuple[int, str]:

@@ -60,6 +60,8 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
                     for k, v in spec.args.items()}
             ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item))
             results[spec.id] = await step.run(ctx)
+            if item.rewrites:
+                results[spec.id] = _rewritten(item, spec.id, results[spec.id], outcome)
         except NeedsModel:
             raise
         except (StepError, TemplateError) as exc:
@@ -85,6 +87,16 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             outcome.stopped = True
             return outcome
     return outcome
+
+
+def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> Any:
+    """A probe copy's step result as its perturbations of that step make it (runner/text/perturb.py)."""
+    for rewrite in item.rewrites:
+        if rewrite.step == step_id:
+            result, unchanged = rewrite.apply(result)
+            if unchanged:
+                outcome.warnings.append(unchanged)
+    return result
 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:

@@ -22,7 +22,9 @@ from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
+from runner.pipeline.probes import probe_problems, probes_of
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, literal_shape, union
+from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
 from runner.pipeline.template_checks import result_field_problems
@@ -88,7 +90,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
-        located=located, tracing=data.get("tracing"))
+        located=located, tracing=data.get("tracing"), probes=probes_of(data))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -148,6 +150,9 @@ class _Checker:
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
+        for where, message in [*zero_temperature_repeats(self.data),
+                               *probe_problems(self.data, self.all_ids, self.result_shape)]:
+            self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
 
     def _check_model(self, name: str, spec: Any, names: set[str]) -> None:

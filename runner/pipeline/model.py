@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.pipeline.probes import Probe
 from runner.yamlpos import Located, json_path
 from runner.yamlpos import Path as DataPath
 
@@ -40,6 +41,7 @@ class Pipeline:
     concurrency: Any                    # items in flight, when the pipeline pins them (else None)
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
+    probes: tuple[Probe, ...] = ()      # what `runner probe` measures (runner/pipeline/probes.py)
 
     @property
     def prompts_dir(self) -> Path:

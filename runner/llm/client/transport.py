@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.usage import usage_of
+from runner.llm.logprobs import tokens_of
 from runner.retry import parse_retry_after
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
@@ -31,6 +32,7 @@ class Completion:
     model: str = ""
     choices: int = 1
     attempts: int = 1                  # requests it took (set by the service's retry loop)
+    logprobs: list[list[Any]] | None = None     # [[token, logprob], ...] when the answer carries them
 
 
 class TransportError(Exception):
@@ -201,7 +203,8 @@ class LiteLLMTransport:
         first = choices[0]
         message = getattr(first, "message", None)
         return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost,
-                          str(getattr(response, "model", spec.model)), len(choices))
+                          str(getattr(response, "model", spec.model)), len(choices),
+                          logprobs=tokens_of(getattr(first, "logprobs", None)))
 
     async def aclose(self) -> None:
         if self._litellm is None:
