@@ -27,6 +27,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> None:
+        """Forget an entry added in this process (a plug-in a test registered), if there."""
+        self._entries.pop(name, None)
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: `@REGISTRY.register("name")`."""
         return lambda entry: self.add(name, entry)

@@ -1,4 +1,5 @@
-"""Shared fixtures: the fake LLM server, and small projects written into tmp_path."""
+"""Shared fixtures: the in-process scripted model (runner.testing) for runs that are not
+about HTTP, the fake LLM server for those that are, and small projects written into tmp_path."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
+from runner.testing import ScriptedModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,6 +25,19 @@ REPO = Path(__file__).resolve().parent.parent
 # process it starts inherits that: the tests that interrupt a run would see the run finish.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """One worker process per core (pytest-xdist) unless `-n` says otherwise: `-n 0` or
+    `-p no:xdist` run the tests in this process. Tests marked `xdist_group` share a worker
+    (a module's expensive fixture is made once)."""
+    if not config.pluginmanager.has_plugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.option.numprocesses is None and not config.option.collectonly:
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "loadgroup"
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +51,29 @@ def _server() -> Any:
 def fake_llm(_server: FakeLLM) -> FakeLLM:
     _server.reset()
     return _server
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedModel]:
+    """The scripted model, answering the models named `scripted/...` of every run in this
+    test (same scripting as `fake_llm`: script, answer_json, calls, requests, peak_in_flight)."""
+    model = ScriptedModel().install()
+    yield model
+    model.uninstall()
+
+
+@pytest.fixture
+def one_step(project: Project, scripted_llm: ScriptedModel) -> Any:
+    """Run a pipeline of one step against the scripted model:
+    `one_step("{id: ask, uses: llm, with: {model: m, prompt: hi}}", [{"n": 1}], **run options)`
+    (helpers.one_step_pipeline's `model`, `output` and `name` too) -> the RunOutcome."""
+    from helpers import one_step_pipeline, run, write_json
+
+    def run_one(step: str, items: list[dict[str, Any]] | None = None, **options: Any) -> Any:
+        shape = {key: options.pop(key) for key in ("model", "output", "name") if key in options}
+        path = one_step_pipeline(project, step, **shape)
+        return run(path, write_json(project.root / "in.json", items if items is not None else [{}]), **options)
+    return run_one
 
 
 class Project:

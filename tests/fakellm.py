@@ -2,7 +2,8 @@
 
 Scripted answers per model and prompt substring, latency, status codes, Retry-After,
 malformed bodies and empty choices; it records every request and the peak number of
-requests in flight.
+requests in flight. Its scripting (Script, Reply) is runner.testing's, the
+in-process scripted model's: a test moves between the two by changing its fixture.
 
 A `personality` mimics a real server's documented behaviour (PERSONALITIES): which
 structured-output formats it accepts (the rest get the error that server sends), that it
@@ -27,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from jurors import token_logprobs
+from runner.testing import Reply, Request, Script, completion_body  # the scripting both models share
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
 # llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
@@ -53,136 +55,39 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128         # the default 5 drops connections when 16 clients open at once
 
 
-@dataclass
-class Reply:
-    content: str | None = "ok"
-    status: int = 200
-    delay: float = 0.0
-    headers: dict[str, Any] = field(default_factory=dict)   # a callable value is computed when sent
-    raw_body: str | None = None          # sent as-is instead of a completion
-    finish_reason: str = "stop"
-    empty_choices: bool = False
-    close: bool = False                  # drop the connection without answering
-    logprobs: list[dict[str, Any]] | None = None    # `choices[0].logprobs.content` when the request asks
-
-
-Behaviour = Callable[[str, dict[str, Any]], "Reply | str"]      # (prompt, body) -> the answer
-
-
-@dataclass
-class Rule:
-    model: str | None
-    contains: str | None
-    replies: list[Reply | Behaviour]
-    repeat_last: bool = True
-    used: int = 0
-    when: Callable[[dict[str, Any]], bool] | None = None
-
-    def matches(self, model: str, prompt: str, body: dict[str, Any]) -> bool:
-        if self.model is not None and self.model != model:
-            return False
-        if self.contains is not None and self.contains not in prompt:
-            return False
-        if self.when is not None and not self.when(body):
-            return False
-        return self.used < len(self.replies) or self.repeat_last
-
-    def take(self, prompt: str, body: dict[str, Any]) -> Reply:
-        reply = self.replies[min(self.used, len(self.replies) - 1)]
-        self.used += 1
-        if callable(reply):
-            answer = reply(prompt, body)
-            return answer if isinstance(answer, Reply) else Reply(answer)
-        return reply
-
-
-@dataclass
-class Request:
-    model: str
-    messages: list[dict[str, Any]]
-    body: dict[str, Any]
-    headers: dict[str, str]
-    started: float
-    finished: float = 0.0
-    status: int = 0
-    path: str = ""
-
-    @property
-    def prompt(self) -> str:
-        if not self.messages and "query" in self.body:      # a search request
-            return str(self.body["query"])
-        return "\n".join(str(m.get("content", "")) for m in self.messages)
-
-
 def tokens_of(reply: Reply) -> list[dict[str, Any]]:
     return reply.logprobs if reply.logprobs is not None else token_logprobs(reply.content or "")
 
 
-def completion_body(reply: Reply, model: str, logprobs: bool = False) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text; with the
-    answer's token logprobs when `logprobs`."""
-    if reply.status >= 400:
-        return json.dumps({"error": {"message": f"scripted status {reply.status}",
-                                     "type": "fake_error", "code": reply.status}})
-    choices = [] if reply.empty_choices else [{
-        "index": 0, "finish_reason": reply.finish_reason,
-        "message": {"role": "assistant", "content": reply.content},
-        "logprobs": {"content": tokens_of(reply), "refusal": None} if logprobs else None}]
-    return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                       "model": model, "choices": choices,
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
-
-class FakeLLM:
+class FakeLLM(Script):
     def __init__(self) -> None:
-        self.rules: list[Rule] = []
-        self.requests: list[Request] = []          # chat completions only
+        super().__init__()                         # rules; requests: chat completions only
         self.side_requests: list[Request] = []     # anything else (e.g. Ollama's /api/show)
         self.streamed = 0                          # answers sent as server-sent events
-        self.default = Reply("ok")
-        self.in_flight = 0
-        self.peak_in_flight = 0
         self.personality: str | None = None
         self.logprobs = True                 # token logprobs sent when a request asks for them
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
         self._slot_gate: tuple[int, threading.Semaphore] | None = None
-        self._lock = threading.Lock()
+        self._lock = self.lock                   # the scripting's lock, by the name the handlers use
         self._slot = threading.Lock()        # `single-slot`: the one request being served
         self.batches = FakeBatches(self)     # the Batch API (/v1/files, /v1/batches): its own section below
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    # -- scripting -------------------------------------------------------------------
-    def script(self, *replies: Reply | str | Behaviour, model: str | None = None, contains: str | None = None,
-               repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
-        rule = Rule(model, contains, [Reply(r) if isinstance(r, str) else r for r in replies], repeat_last,
-                    when=when)
-        with self._lock:
-            self.rules.append(rule)
-        return rule
-
-    def answer_json(self, value: Any, **kwargs: Any) -> Rule:
-        return self.script(Reply(json.dumps(value)), **kwargs)
-
+    # -- scripting: Script's, and what the server adds -----------------------------------
     def reset(self) -> None:
+        super().reset()
         with self._lock:
-            self.rules.clear()
-            self.requests.clear()
             self.side_requests.clear()
-            self.peak_in_flight = 0
             self.personality = None
             self.streamed = 0
             self.slots = 4
             self.reports_slots = True
             self.logprobs = True
         self.batches.reset()
-
-    def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
-        return [r for r in self.requests if (model is None or r.model == model)
-                and (contains is None or contains in r.prompt)]
 
     # -- server ------------------------------------------------------------------------
     @property
@@ -204,13 +109,6 @@ class FakeLLM:
             if self._slot_gate is None or self._slot_gate[0] != self.slots:
                 self._slot_gate = (self.slots, threading.Semaphore(self.slots))
             return self._slot_gate[1]
-
-    def _pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            for rule in self.rules:
-                if rule.matches(model, prompt, body):
-                    return rule.take(prompt, body)
-        return self.default
 
     def gives_logprobs(self, body: dict[str, Any]) -> bool:
         return self.logprobs and body.get("logprobs") is True
@@ -303,7 +201,7 @@ class FakeLLM:
                         request.status = refusal[0]
                         self._send(*refusal)
                         return
-                    reply = fake._pick(model, request.prompt, body)
+                    reply = fake.pick(model, request.prompt, body)
                     if fake._unconstrained(body, self.path):
                         reply = Reply(PROSE, finish_reason=reply.finish_reason)
                     if reply.delay:
@@ -354,7 +252,7 @@ class FakeLLM:
                                        "message": {"role": "assistant", "content": reply.content or ""},
                                        "done": True, "done_reason": reply.finish_reason,
                                        "prompt_eval_count": 10, "eval_count": 5})
-                return completion_body(reply, model, logprobs)
+                return completion_body(reply, model, tokens_of(reply) if logprobs else None)
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode("utf-8")
@@ -609,7 +507,7 @@ class FakeBatches:
             return 500, json.dumps({"error": {"message": "the server closed the connection", "type": "server_error"}})
         request.status = reply.status
         return reply.status, (reply.raw_body if reply.raw_body is not None
-                              else completion_body(reply, model, self.fake.gives_logprobs(body)))
+                              else completion_body(reply, model, tokens_of(reply) if self.fake.gives_logprobs(body) else None))
 
 
 def _not_found(what: str) -> tuple[int, str]:

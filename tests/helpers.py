@@ -11,6 +11,7 @@ from typing import Any
 from runner.api import ItemSource, RunOutcome, run_pipeline
 from runner.runs.folders import group_name
 from runner.runs.request import RunOptions
+from runner.testing import Reply, ScriptedModel
 
 # A pipeline that echoes each item's `v` as its verdict; A passes (its first rate).
 VERDICTS = """
@@ -71,3 +72,30 @@ def chromium_driver(profile: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def scripted_seats(*models: str) -> list[str]:
+    """`--set` overrides that put the scripted model (runner.testing) in the given seats of a
+    shipped pipeline: `models.NAME.model=scripted/NAME` and no api_base."""
+    return [setting for name in models for setting in (f"models.{name}.model=scripted/{name}", f"models.{name}.api_base=null")]
+
+
+def one_step_pipeline(project: Any, step: str, *, model: str = "{model: scripted/m}",
+                      output: str = '{answer: "{{ steps.ask.raw }}"}', name: str = "one") -> Path:
+    """A pipeline of one step (`step`: YAML, e.g. `{id: ask, uses: llm, with: {model: m,
+    prompt: p.j2}}`) whose model `m` is the scripted model, written into the project."""
+    return project.pipeline("\n".join([
+        "version: 1", f"name: {name}", f"models: {{m: {model}}}", f"steps: [{step}]", f"output: {output}", ""]))
+
+
+def scripted_model(answer: str = '{"verdict": "yes"}') -> ScriptedModel:
+    """A scripted model answering `answer` where no rule matches, not installed: handed to
+    a runtime as its transport (`SharedClient.open(transport=...)`, serve's `Settings`)."""
+    model = ScriptedModel()
+    model.default = Reply(answer)
+    return model
+
+
+def server_error(message: str, status: int = 500) -> Reply:
+    """A scripted reply a server sends when it fails: its JSON error saying `message`."""
+    return Reply(status=status, raw_body=json.dumps({"error": {"message": message}}))

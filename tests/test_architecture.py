@@ -110,6 +110,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run folder", ("runner.runs",)),
     ("stores", ("runner.stores",)),
     ("services", ("runner.llm", "runner.search")),
+    ("testing", ("runner.testing",)),
     ("render", ("runner.render",)),
     ("engine", ("runner.engine",)),
     ("observers and outputs", ("runner.tracing", "runner.outputs")),
@@ -195,3 +196,48 @@ def test_the_graph_sees_lazy_and_type_only_imports():
 
 def test_a_circle_is_found_and_printed():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+# Tests use runner through its public names: no `from runner.x import _name`, no `_field` read
+# on a module, class or object that came from runner (found by the name it was imported as).
+TESTS = PACKAGE.parent / "tests"
+
+
+def private_uses(tree: ast.AST) -> list[str]:
+    from_runner: set[str] = set()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "runner":
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    found.append(f"line {node.lineno}: imports {node.module}.{alias.name}")
+                from_runner.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            from_runner |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "runner"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            root: ast.AST = node.value
+            while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in from_runner:
+                found.append(f"line {node.lineno}: reads {ast.unparse(node)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setattr" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                and str(node.args[1].value).startswith("_") and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in from_runner:
+            found.append(f"line {node.lineno}: replaces {node.args[0].id}.{node.args[1].value}")
+    return found
+
+
+def test_tests_use_no_private_name_of_runner():
+    found = [f"{path.relative_to(TESTS.parent)} {use}" for path in sorted(TESTS.rglob("*.py"))
+             for use in private_uses(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not found, "tests reaching into runner's private names:\n" + "\n".join(found)
+
+
+def test_a_private_use_is_found():
+    tree = ast.parse("from runner.inputs import markdown_citations as m\nfrom runner.x import _y\n"
+                     "import runner.z\nm._clean\nrunner.z.Thing()._field\nmonkeypatch.setattr(m, '_clean', f)\n"
+                     "other._fine\n")
+    assert private_uses(tree) == ["line 2: imports runner.x._y", "line 4: reads m._clean",
+                                  "line 5: reads runner.z.Thing()._field", "line 6: replaces m._clean"]

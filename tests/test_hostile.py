@@ -13,9 +13,9 @@ from unittest.mock import ANY
 import pytest
 from test_cli import SLOW_PIPELINE, _spawn, _wait_for_lines
 
-from fakellm import Reply
 from helpers import run, write_json
 from runner.inputs.markdown_citations import extract_citations
+from runner.testing import Reply
 
 ECHO = """
     version: 1
@@ -209,21 +209,12 @@ def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"
 
 
-def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, fake_llm, monkeypatch):
+def test_an_output_schema_name_cannot_leave_the_schemas_folder(project, scripted_llm, one_step):
     (project.root / "secret.json").write_text('{"type": "object", "title": "outside"}')
-    path = project.pipeline("""
-        version: 1
-        name: t
-        env: [FAKE_URL]
-        models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}}
-        steps:
-          - {id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}
-        output: {a: "{{ steps.ask.raw }}"}
-        """)
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    result = run(path, write_json(project.root / "in.json", [{"schema": "../secret.json"}])).results[0]
+    result = one_step('{id: ask, uses: llm, with: {model: m, prompt: "Hi", output_schema: "{{ item.schema }}"}}',
+                      [{"schema": "../secret.json"}]).results[0]
     assert "leaves the schemas root" in result["error"]
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
 
 
 # ---- 6. tracebacks become messages (exit 2) or item errors -------------------------------
@@ -389,6 +380,7 @@ def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch)
 
 # ---- 10. one run at a time per output folder; 11. a killed rerun never disagrees -----------
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
@@ -406,6 +398,7 @@ def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli,
     assert after.exit_code == 0, after.output
 
 
+@pytest.mark.slow
 def test_a_rerun_killed_midway_leaves_no_stale_summary(project, fake_llm, monkeypatch):
     import time
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
@@ -444,6 +437,7 @@ def test_output_files_honour_the_umask(project):
 
 # ---- 16. SIGTERM is handled like Ctrl-C ---------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sent, code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_sigterm_and_sigint_write_what_finished(project, fake_llm, sent, code):
     import signal

@@ -109,6 +109,7 @@ class Runtime:
 
     def model_spec(self, name: str) -> ModelSpec:
         """The rendered, checked spec of the model `name` under models:."""
+        from runner.llm.client.routing import registered_transports
         from runner.llm.client.spec import build_spec
         entry = self.pipeline.models.get(name)
         if entry is None:
@@ -116,7 +117,7 @@ class Runtime:
         scope = {"env": self.env, "params": self.params, "run": self.run_info}
         rendered = render_at(self, entry, ("models", name), scope)      # its error names its place already
         try:
-            return build_spec(name, rendered)
+            return build_spec(name, rendered, registered_transports())
         except RunnerError as exc:
             raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
 

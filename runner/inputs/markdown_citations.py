@@ -84,7 +84,7 @@ def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None
         if not found:
             continue
         masked = _mask(block, matches)
-        ends = _sentence_ends(masked, abbreviations)
+        ends = sentence_ends(masked, abbreviations)
         for position, match, raw in sorted(found, key=lambda entry: entry[0]):
             line = first_line + block.count("\n", 0, position)
             citation = _citation(block, masked, ends, match, line) if match else None
@@ -136,7 +136,7 @@ def _mask(block: str, matches: list[re.Match[str]]) -> str:
     return "".join(chars)
 
 
-def _sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:
+def sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:
     """Offsets just past each sentence-ending punctuation mark (one pass, no rescans) that
     does not end an abbreviation."""
     ends = []
@@ -166,14 +166,17 @@ def _claim(block: str, masked: str, ends: list[int], position: int) -> str:
     start = ends[count - 1] if count else 0
     # Only the last MAX_CLAIM_CHARS are ever cleaned: a long span without a sentence end (one
     # line of thousands of citations) would otherwise be cleaned again for every citation.
-    if not _clean(masked[max(start, position - MAX_CLAIM_CHARS):position]) and count:
+    if not claim_text(masked[max(start, position - MAX_CLAIM_CHARS):position]) and count:
         # The citation directly follows a sentence's end: the claim is that sentence.
         position = start
         start = ends[count - 2] if count > 1 else 0
-    return _clean(masked[max(start, position - MAX_CLAIM_CHARS):position])
+    return claim_text(masked[max(start, position - MAX_CLAIM_CHARS):position])
 
 
-def _clean(span: str) -> str:
+def claim_text(span: str) -> str:
+    """A span of the masked block as a claim's text: masks and line prefixes (quotes, list
+    marks) gone, white space folded, edge punctuation trimmed. The one pass over a claim's
+    text: the work of extracting a block's citations is the length of what it is given."""
     text = span.replace(MASK, " ")
     lines = [LINE_PREFIX.sub("", line) for line in text.splitlines()]
     text = " ".join(" ".join(lines).split())

@@ -62,8 +62,8 @@ class Normalized:
 # quotation marks, and control characters that are not whitespace) without trying each
 # alternative, the first of which can start with nothing. It is written as the plain
 # characters' complement: a class that spells out the rest of Unicode is slow to compile.
-_IRREGULAR = re.compile("(?=[^!#-&(-_a-~\\x01-\\x08\\x0e-\\x1b\\x7f])"
-                        "(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
+IRREGULAR = re.compile("(?=[^!#-&(-_a-~\\x01-\\x08\\x0e-\\x1b\\x7f])"
+                       "(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
 _SPACES = str.maketrans("\t\n\r\x0b\x0c", "     ")
 _DELETED = "\x00"
 
@@ -88,7 +88,7 @@ def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> 
             offsets.append(at)
 
     position = 0
-    for spot in _IRREGULAR.finditer(text):
+    for spot in IRREGULAR.finditer(text):
         index = spot.start()
         if index > position:
             run = text[position:index].translate(_SPACES).lower()

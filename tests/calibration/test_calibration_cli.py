@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import RunnerError
+from runner.testing import Reply
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,16 +25,14 @@ NAMES = {"V": "VALID", "M": "MISLEADING", "U": "UNSUPPORTED"}
 
 
 @pytest.fixture
-def setup(project, fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+def setup(project, scripted_llm):
     project.schema("v.schema.json", SCHEMA)
     project.prompt("judge.j2", "Judge claim {{ item.id }} in {{ params.style }} style\n")
-    models = "\n".join(f'  {s}: {{model: openai/judge-{s}, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}'
+    models = "\n".join(f'  {s}: {{model: scripted/judge-{s}, retries: 0}}'
                        for s in "abc")
     pipeline = project.pipeline(f"""
 version: 1
 name: cal
-env: [FAKE_URL]
 params: {{cutoff: 0.5, style: plain}}
 models:
 {models}
@@ -57,15 +55,15 @@ summary: {{count_by: verdict}}
 """)
     for n, (_, answers, _) in ITEMS.items():
         for seat, letter in zip("abc", answers):
-            fake_llm.answer_json({"verdict": NAMES[letter], "reason": "r"}, model=f"judge-{seat}",
+            scripted_llm.answer_json({"verdict": NAMES[letter], "reason": "r"}, model=f"judge-{seat}",
                                  contains=f"claim {n} ")
     items = write_json(project.root / "items.json", [{"id": n, "score": s} for n, (s, _, _) in ITEMS.items()])
     (project.root / "labels.jsonl").write_text(
         "".join(json.dumps({"id": n, "label": label}) + "\n" for n, (_, _, label) in ITEMS.items()), encoding="utf-8")
     run(pipeline, items, out="runs/first")
-    assert len(fake_llm.requests) == 18
-    fake_llm.requests.clear()
-    return pipeline, items, fake_llm
+    assert len(scripted_llm.requests) == 18
+    scripted_llm.requests.clear()
+    return pipeline, items, scripted_llm
 
 
 def label_args(*extra):
@@ -178,6 +176,7 @@ def test_sweep_usage_errors(setup, cli):
     assert bad_metric.exit_code == 2 and "--metric speed" in bad_metric.stderr
 
 
+@pytest.mark.slow
 def test_sweep_in_worker_processes_matches_the_serial_sweep(setup, project):
     from runner.api import ItemSource
     from runner.calibration.evaluate import EvalSpec
@@ -231,9 +230,9 @@ def test_sweep_of_a_numeric_judge_ranks_by_mae(project, cli):
     assert report["best"]["set_line"] == "--set params.bonus=1"
 
 
-def test_eval_says_so_when_no_juror_answered(setup, cli, project, fake_llm):
-    fake_llm.reset()
-    fake_llm.script(Reply(status=500))
+def test_eval_says_so_when_no_juror_answered(setup, cli, project, scripted_llm):
+    scripted_llm.reset()
+    scripted_llm.script(Reply(status=500))
     pipeline, items, _ = setup
     result = cli("eval", str(pipeline), "--input", str(items), "--out", "runs/down", "--set", "params.style=fancy",
                  *label_args())

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fakellm import Reply
-from helpers import write_json
+from helpers import one_step_pipeline, write_json
 from runner.llm.cache.store import JsonCache
+from runner.testing import Reply
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_clear_by_model_and_age(project, filled, cli):
     assert bad.exit_code == 2 and bad.stderr.startswith("--older-than 'a month': give a number and a unit")
 
 
-def test_no_cache_and_corrupt_cache(project, cli, fake_llm, monkeypatch):
+def test_no_cache_and_corrupt_cache(project, cli, scripted_llm):
     missing = cli("cache", "stats")
     assert missing.exit_code == 2 and "no LLM cache here" in missing.stderr
     folder = project.root / "cache" / "responses"
@@ -58,17 +58,9 @@ def test_no_cache_and_corrupt_cache(project, cli, fake_llm, monkeypatch):
     corrupt = cli("cache", "stats")
     assert corrupt.exit_code == 2
     assert corrupt.stderr.startswith(f"cache folder {folder} cannot be used (") and "remove it" in corrupt.stderr
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    fake_llm.script(Reply("yes"))
+    scripted_llm.script(Reply("yes"))
     project.prompt("p.j2", "Say {{ item.n }}\n")
-    path = project.pipeline("""
-        version: 1
-        name: c
-        env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
-        steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
-        output: {text: "{{ steps.ask.raw }}"}
-        """)
+    path = one_step_pipeline(project, "{id: ask, uses: llm, with: {model: m, prompt: p.j2}}")
     run = cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"n": 1}])), "--out", "out",
               "--quiet")
     assert run.exit_code == 2 and run.stderr.startswith(f"cache folder {folder} cannot be used (")   # said once

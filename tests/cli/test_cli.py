@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 from unittest.mock import ANY
 
-from fakellm import Reply
+import pytest
+
 from helpers import group_dir, write_json
 from runner.runs.folders import resolve_run
+from runner.testing import Reply
 
 SLOW_PIPELINE = """
     version: 1
@@ -81,13 +83,12 @@ def test_default_out_dir_and_report(project, cli):
     assert "| 2 | b |" in (out / "report.md").read_text()
 
 
-def test_render_prints_prompts_and_sends_nothing(project, cli, fake_llm):
+def test_render_prints_prompts_and_sends_nothing(project, cli, scripted_llm):
     project.prompt("ask.j2", "Is {{ item.claim }} supported by line {{ steps.prep.line }}?\n")
     path = project.pipeline("""
         version: 1
         name: r
-        env: [FAKE_URL]
-        models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}}
+        models: {m: {model: scripted/m1}}
         steps:
           - {id: prep, uses: compute, with: {line: "{{ item.line + 1 }}"}}
           - {id: ask, uses: llm, with: {model: m, prompt: ask.j2}}
@@ -95,8 +96,7 @@ def test_render_prints_prompts_and_sends_nothing(project, cli, fake_llm):
         output: {a: "{{ steps.ask.raw }}"}
         """)
     source = write_json(project.root / "in.json", [{"claim": "sky is blue", "line": 1}, {"claim": "grass", "line": 4}])
-    env = {"FAKE_URL": fake_llm.url}
-    result = cli("render", str(path), "--input", str(source), env=env)
+    result = cli("render", str(path), "--input", str(source))
     assert result.exit_code == 0, result.output
     assert "=== item 1 ===" in result.stdout and "=== item 2 ===" in result.stdout
     assert "Is sky is blue supported by line 2?" in result.stdout
@@ -104,30 +104,28 @@ def test_render_prints_prompts_and_sends_nothing(project, cli, fake_llm):
     assert "[not cached]" in result.stdout and "needs a model answer that is not cached" in result.stdout
     assert result.stdout.rstrip().splitlines()[-1].startswith(
         "LLM calls: 2 (0 cached), est. prompt tokens: 16, est. completion tokens: ")
-    assert fake_llm.requests == []
-    only = cli("render", str(path), "--input", str(source), "--item", "2", env=env)
+    assert scripted_llm.requests == []
+    only = cli("render", str(path), "--input", str(source), "--item", "2")
     assert "=== item 1 ===" not in only.stdout and "line 5" in only.stdout
 
 
-def test_render_uses_cached_answers_for_later_prompts(project, cli, fake_llm):
+def test_render_uses_cached_answers_for_later_prompts(project, cli, scripted_llm):
     path = project.pipeline("""
         version: 1
         name: r
-        env: [FAKE_URL]
-        models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}}
+        models: {m: {model: scripted/m1}}
         steps:
           - {id: ask, uses: llm, with: {model: m, prompt: "First {{ item.x }}"}}
           - {id: again, uses: llm, with: {model: m, prompt: "Second, after {{ steps.ask.raw }}"}}
         output: {a: "{{ steps.again.raw }}"}
         """)
-    fake_llm.script("ANSWER-ONE", contains="First")
-    env = {"FAKE_URL": fake_llm.url}
-    assert cli("run", str(path), "--record", "x=1", env=env).exit_code == 0
-    sent = len(fake_llm.requests)
-    result = cli("render", str(path), "--record", "x=1", env=env)
+    scripted_llm.script("ANSWER-ONE", contains="First")
+    assert cli("run", str(path), "--record", "x=1").exit_code == 0
+    sent = len(scripted_llm.requests)
+    result = cli("render", str(path), "--record", "x=1")
     assert "Second, after ANSWER-ONE" in result.stdout
     assert "LLM calls: 2 (2 cached)" in result.stdout
-    assert len(fake_llm.requests) == sent
+    assert len(scripted_llm.requests) == sent
 
 
 def _spawn(project, path: Path, source: Path, fake_url: str) -> subprocess.Popen:
@@ -146,6 +144,7 @@ def _wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"{file} never reached {count} lines")
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
@@ -166,6 +165,7 @@ def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     assert all(call["messages"][0]["content"].startswith("Item ") for call in complete)
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)

@@ -242,16 +242,14 @@ def test_summary_rates_fields_and_assessment(project):
     assert "**Assessment:** mostly yes (2/3)" in report and "| 3 | no | no |" in report     # booleans read yes/no
 
 
-def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fake_llm, monkeypatch):
-    from fakellm import Reply
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, scripted_llm):
+    from runner.testing import Reply
     for n in range(5):
-        fake_llm.script(Reply(f"answer {n}", delay=0.05 * (5 - n)), contains=f"element {n}")
+        scripted_llm.script(Reply(f"answer {n}", delay=0.05 * (5 - n)), contains=f"element {n}")
     path = project.pipeline("""
         version: 1
         name: t
-        env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}", limits: {concurrency: 5}}}
+        models: {m: {model: scripted/m, limits: {concurrency: 5}}}
         steps:
           - id: each
             uses: foreach
@@ -265,8 +263,8 @@ def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, fa
         """)
     result = run(path, write_json(project.root / "in.json", [{}])).results[0]
     assert result["answers"] == [f"answer {n}" for n in range(5)]
-    finished = [r.prompt for r in sorted(fake_llm.requests, key=lambda r: r.finished)]
-    assert finished[0] == "element 4" and fake_llm.peak_in_flight == 5
+    finished = [r.prompt for r in sorted(scripted_llm.requests, key=lambda r: r.finished)]
+    assert finished[0] == "element 4" and scripted_llm.peak_in_flight == 5
 
 
 def test_memo_key_failure_is_an_item_error(project):

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from typing import Any
 
-from test_llm import llm_pipeline
+import pytest
+from test_llm import server_pipeline
 
 from helpers import write_json
 from runner.engine.context import Runtime
@@ -18,10 +19,12 @@ from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions
 
+pytestmark = pytest.mark.slow
+
 
 def test_a_local_run_sent_or_cached_never_imports_ray(project, fake_llm):
     fake_llm.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}])
     block = "import sys; sys.modules['ray'] = None; from runner.cli.app import main; main()"
     env = dict(os.environ, FAKE_URL=fake_llm.url, RUNNER_CACHE_DIR=str(project.root / "cache"))
@@ -56,7 +59,7 @@ def test_a_worker_stores_each_answer_with_the_caches_owner_before_its_item_ends(
     """A block retried after its worker's machine was lost then asks only what was in flight."""
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     fake_llm.answer_json({"verdict": "yes"})
-    pipeline = load_pipeline(llm_pipeline(project))
+    pipeline = load_pipeline(server_pipeline(project))
     owner = OwnedElsewhere()
     stored_at_each_end: list[int] = []
 

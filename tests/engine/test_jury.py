@@ -7,8 +7,8 @@ import json
 import pytest
 
 import runner.llm.client.limits as limits
-from fakellm import Reply
 from helpers import run, write_json
+from runner.testing import Reply
 
 VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
                   "properties": {"verdict": {"type": "string"}, "reason": {"type": "string"}}}
@@ -23,12 +23,11 @@ def jury_pipeline(project, limits_b=MANY, limits_c=MANY, quorum=""):
     return project.pipeline(f"""
         version: 1
         name: j
-        env: [FAKE_URL]
         models:
-          a: {{model: openai/judge-a, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {MANY}}}
-          b: {{model: openai/judge-b, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_b}}}
-          c: {{model: openai/judge-c, api_base: "{{{{ env.FAKE_URL }}}}", backoff: 0.01, retries: 0 {limits_c}}}
-          spare: {{model: openai/judge-off, api_base: "{{{{ env.FAKE_URL }}}}", enabled: false}}
+          a: {{model: scripted/judge-a, backoff: 0.01, retries: 0 {MANY}}}
+          b: {{model: scripted/judge-b, backoff: 0.01, retries: 0 {limits_b}}}
+          c: {{model: scripted/judge-c, backoff: 0.01, retries: 0 {limits_c}}}
+          spare: {{model: scripted/judge-off, enabled: false}}
         steps:
           - id: jury
             uses: jury
@@ -51,9 +50,8 @@ def answer(verdict, reason="because"):
 
 
 @pytest.fixture
-def env(fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    return fake_llm
+def env(scripted_llm):
+    return scripted_llm
 
 
 def test_vote_outcomes_on_scripted_jurors(project, env):
@@ -75,7 +73,7 @@ def test_vote_outcomes_on_scripted_jurors(project, env):
     assert got[2] == ("VALID", "Majority (2/3): VALID: a says VALID")
     assert got[3] == ("VALID", "Consensus (2/2): VALID: b says VALID")
     assert got[4] == ("HUNG_JURY", "Hung jury: 1 VALID, 1 INSUFFICIENT")
-    assert got[5][0] == "LLM_ERROR" and got[5][1].startswith("All 3 jurors failed: model 'a' (openai/judge-a)")
+    assert got[5][0] == "LLM_ERROR" and got[5][1].startswith("All 3 jurors failed: model 'a' (scripted/judge-a)")
     assert outcome.results[0]["seats"] == ["a", "b", "c"]                  # disabled model takes no seat
     assert outcome.results[3]["votes"] == ["VALID", None, "INSUFFICIENT"]
     assert env.calls(model="judge-off") == []

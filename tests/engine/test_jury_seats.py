@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from fakellm import Reply
 from helpers import run, write_json
+from runner.testing import Reply
 
 SCORE_SCHEMA = {"type": "object", "required": ["score"], "properties": {"score": {"type": "number"}}}
 
@@ -19,12 +19,11 @@ def score_jury(project, method="median", quorum="", spare_enabled="false"):
     return project.pipeline(f"""
         version: 1
         name: sj
-        env: [FAKE_URL]
         models:
-          a: {{model: openai/judge-a, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}
-          b: {{model: openai/judge-b, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}
-          c: {{model: openai/judge-c, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}
-          spare: {{model: openai/judge-off, api_base: "{{{{ env.FAKE_URL }}}}", enabled: {spare_enabled}}}
+          a: {{model: scripted/judge-a, retries: 0}}
+          b: {{model: scripted/judge-b, retries: 0}}
+          c: {{model: scripted/judge-c, retries: 0}}
+          spare: {{model: scripted/judge-off, enabled: {spare_enabled}}}
         steps:
           - id: jury
             uses: jury
@@ -43,9 +42,8 @@ def score_jury(project, method="median", quorum="", spare_enabled="false"):
 
 
 @pytest.fixture
-def env(fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    return fake_llm
+def env(scripted_llm):
+    return scripted_llm
 
 
 def test_two_of_three_unreachable_no_longer_passes_on_one_vote(project, env):

@@ -20,6 +20,8 @@ from executor_cases import (
 
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):

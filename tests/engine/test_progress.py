@@ -7,9 +7,8 @@ import re
 
 from rich.console import Console
 
-from fakellm import Reply
-from helpers import run, write_json
 from runner.engine.progress import CallCounts, LiveBar, PlainLines, Quiet, for_terminal
+from runner.testing import Reply
 
 
 class Tty(io.StringIO):
@@ -23,21 +22,12 @@ def test_the_display_suits_where_stderr_goes():
     assert isinstance(for_terminal(True, Tty()), Quiet)
 
 
-def test_plain_lines_during_a_real_run(project, fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    fake_llm.script(Reply("fine", delay=0.1))
+def test_plain_lines_during_a_real_run(project, scripted_llm, one_step):
+    scripted_llm.script(Reply("fine", delay=0.1))
     project.prompt("p.j2", "Say {{ item.n }}\n")
-    path = project.pipeline("""
-        version: 1
-        name: pr
-        env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}"}}
-        steps: [{id: ask, uses: llm, with: {model: m, prompt: p.j2}}]
-        output: {text: "{{ steps.ask.raw }}"}
-        """)
     stream = io.StringIO()
-    items = write_json(project.root / "in.json", [{"n": n} for n in range(6)])
-    outcome = run(path, items, llm_concurrency=1, progress=PlainLines(stream, interval=0.05))
+    outcome = one_step("{id: ask, uses: llm, with: {model: m, prompt: p.j2}}", [{"n": n} for n in range(6)],
+                       llm_concurrency=1, progress=PlainLines(stream, interval=0.05))
     assert len(outcome.results) == 6
     lines = stream.getvalue().splitlines()
     assert len(lines) >= 3

@@ -32,7 +32,7 @@ from fakellm import Reply
 from test_citation_judge import EXAMPLE, PIPELINE, answer, jury_overrides, script
 
 REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI: run, never skip
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray_cluster"), pytest.mark.skipif(
     not (REQUIRED or importlib.util.find_spec("ray")), reason="the ray extra is not installed")]
 
 

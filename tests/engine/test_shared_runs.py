@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from helpers import write_json
+from helpers import scripted_model, write_json
 from runner.api import ItemSource, run_pipeline, run_pipeline_async
 from runner.engine.context import Runtime
 from runner.engine.execute import run_item
@@ -23,7 +23,6 @@ from runner.llm.service import CallRequest
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions
-from scripted_model import ScriptedModel
 
 PIPELINE = """
 version: 1
@@ -42,7 +41,7 @@ output:
 def test_runs_on_one_loop_share_the_client_and_leave_it_open(project):
     path = project.pipeline(PIPELINE)
     source = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
-    model = ScriptedModel()
+    model = scripted_model()
     seen: list[int] = []
 
     async def wrapped(runtime: Runtime, item: Item) -> dict[str, Any]:
@@ -62,7 +61,7 @@ def test_runs_on_one_loop_share_the_client_and_leave_it_open(project):
     first, second, _ = asyncio.run(both())
     assert [r["cached"] for r in first.results] == [False, False]
     assert [r["cached"] for r in second.results] == [True, True]      # the shared cache answered
-    assert len(model.prompts) == 2 and sorted(seen) == [1, 2]
+    assert len(model.requests) == 2 and sorted(seen) == [1, 2]
     assert first.summary["total"] == 2 and (project.root / "b" / "run.json").is_file()
     # each run's calls in its own calls.jsonl: the first sent them, the second found them cached
     assert [c["cached"] for c in read_calls(project.root / "a" / "calls.jsonl")] == [False, False]
@@ -71,7 +70,7 @@ def test_runs_on_one_loop_share_the_client_and_leave_it_open(project):
 
 def test_an_answer_not_committed_yet_is_found_by_another_runs_service(project):
     pipeline = load_pipeline(project.pipeline(PIPELINE))
-    model = ScriptedModel()
+    model = scripted_model()
     request = CallRequest(model="m", messages=[{"role": "user", "content": "Is 1 fine?"}], item=1, step="ask")
 
     async def two_runs() -> list[dict[str, Any]]:
@@ -90,7 +89,7 @@ def test_an_answer_not_committed_yet_is_found_by_another_runs_service(project):
         return answers
 
     answers = asyncio.run(two_runs())
-    assert [a["cached"] for a in answers] == [False, True] and len(model.prompts) == 1
+    assert [a["cached"] for a in answers] == [False, True] and len(model.requests) == 1
     sent, = read_calls(project.root / "a" / "calls.jsonl")
     found, = read_calls(project.root / "b" / "calls.jsonl")
     assert not sent["cached"] and found["cached"] and found["key"] == sent["key"]
@@ -104,8 +103,8 @@ def test_an_answer_not_committed_yet_is_found_by_another_runs_service(project):
 def test_a_cancelled_run_on_the_loop_writes_what_finished(project):
     path = project.pipeline(PIPELINE)
     source = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
-    model = ScriptedModel()
-    model.answer('{"verdict": "quick"}', contains="Is 1 fine")
+    model = scripted_model()
+    model.script('{"verdict": "quick"}', contains="Is 1 fine")
 
     async def cancelled() -> None:
         client = SharedClient.open(project.root / "cache", 4, transport=model)

@@ -39,7 +39,7 @@ def word_count(monkeypatch):
     base.STEPS.names()                                   # built-ins first, then the new one
     exec(compile(source, "README.md", "exec"), module.__dict__)
     yield
-    base.STEPS._entries.pop("word_count", None)
+    base.STEPS.remove("word_count")
 
 
 def test_the_readme_step_type_validates_and_runs(project, word_count):

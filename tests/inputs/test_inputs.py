@@ -111,7 +111,7 @@ def _sentence_ends_by_each_abbreviation(masked: str, abbreviations: list[str]) -
 def test_sentence_ends_skip_exactly_the_abbreviations_a_test_per_abbreviation_skips():
     import random
 
-    from runner.inputs.markdown_citations import DEFAULT_ABBREVIATIONS, _sentence_ends
+    from runner.inputs.markdown_citations import DEFAULT_ABBREVIATIONS, sentence_ends
     rng = random.Random(26)
     pieces = ["e.g.", "i.e.", "U.S.", "p.", "pp.", "Dr.", "etc", ".", "!", "?", ".\"", ".)", " ", "\n", "\x00",
               "a", "Z", "7", "_", "é", "ß", "٣", "x.", "(", "-", "vs", "al.", "Co."]
@@ -119,5 +119,5 @@ def test_sentence_ends_skip_exactly_the_abbreviations_a_test_per_abbreviation_sk
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
         for abbreviations in lists:
-            assert _sentence_ends(text, abbreviations) == _sentence_ends_by_each_abbreviation(text, abbreviations), \
+            assert sentence_ends(text, abbreviations) == _sentence_ends_by_each_abbreviation(text, abbreviations), \
                 (text, abbreviations)

@@ -15,6 +15,8 @@ import pytest
 from fakellm import Reply
 from helpers import run, write_json
 
+pytestmark = pytest.mark.slow
+
 SCHEMA = {"type": "object", "required": ["verdict"],
           "properties": {"verdict": {"enum": ["yes", "no"]}, "reason": {"type": "string"}}}
 POLL = "batch_poll_seconds: 0.02"
@@ -197,6 +199,7 @@ def test_render_estimates_the_batch_price(project, env, cli):
     assert env.requests == [] and env.batches.created() == []
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_a_model_without_a_batch_api_stays_live_said_once(project, env, capsys):
     env.answer_json({"verdict": "yes"})
     path = batch_pipeline(project, extra="transport: litellm")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from unittest.mock import ANY
 
 import pytest
-from test_llm import llm_pipeline, one
+from test_llm import one, server_pipeline
 
 from runner.llm.cache.key import endpoint_identity, request_key
 
@@ -48,7 +48,7 @@ def test_a_rerun_through_another_spelling_is_served_from_the_cache(project, fake
     fake_llm.answer_json({"verdict": "yes"})
     port = fake_llm.url.rsplit(":", 1)[1].split("/")[0]
     monkeypatch.setenv("FAKE_URL", fake_llm.url)                          # http://127.0.0.1:PORT/v1
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     assert one(project, path)["cached"] is False
     monkeypatch.setenv("FAKE_URL", f"HTTP://LOCALHOST:{port}/v1/")
     assert one(project, path) == {"index": 1, "item_key": ANY, "verdict": "yes", "cached": True}
@@ -59,7 +59,7 @@ def test_cache_as_keeps_answers_across_servers(project, fake_llm, monkeypatch):
     from fakellm import FakeLLM
     fake_llm.answer_json({"verdict": "yes"})
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    path = llm_pipeline(project, extra="cache_as: my-server")
+    path = server_pipeline(project, extra="cache_as: my-server")
     assert one(project, path)["cached"] is False
     other = FakeLLM().start()
     try:

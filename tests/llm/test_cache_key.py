@@ -11,7 +11,7 @@ from typing import Any
 
 import diskcache
 import pytest
-from test_llm import llm_pipeline
+from test_llm import server_pipeline
 
 from helpers import run, write_json
 from runner.llm.cache.key import request_key
@@ -64,7 +64,7 @@ def test_a_run_stores_its_answers_under_the_keys_it_always_did(project, fake_llm
     """The whole path: sampling after the model's defaults, messages as sent, the mode asked."""
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     fake_llm.answer_json({"verdict": "yes"})
-    run(llm_pipeline(project, extra="cache_as: pinned"), write_json(project.root / "in.json", [{"q": "1"}, {"q": "é 😀"}]))
+    run(server_pipeline(project, extra="cache_as: pinned"), write_json(project.root / "in.json", [{"q": "1"}, {"q": "é 😀"}]))
     with diskcache.Cache(str(project.root / "cache" / "responses")) as cache:
         assert sorted(cache.iterkeys()) == ["1a32a2c0b78e565049e8485d272cecd60db311f176965dc3df9bcf71912e2bcf",
                                             "cc2d96639c71b02669068f5f0810c71af1b4967f9a73fc7aea50e7ac09372aac"]

@@ -8,17 +8,22 @@ import re
 
 import diskcache
 import pytest
-from test_llm import llm_pipeline
+from test_llm import llm_pipeline, server_pipeline
 
-from fakellm import Reply
 from helpers import calls_of, run, write_json
+from runner.testing import Reply
 
 FIELDS = ["item", "call", "step", "model", "model_id", "endpoint", "key", "messages", "answer", "usage", "attempts",
           "started", "ended", "latency_ms", "cached", "error"]
 
 
 @pytest.fixture
-def env(fake_llm, monkeypatch):
+def env(scripted_llm):
+    return scripted_llm
+
+
+@pytest.fixture
+def server(fake_llm, monkeypatch):
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     return fake_llm
 
@@ -34,7 +39,7 @@ def test_a_run_writes_one_line_per_call_and_nothing_else(project, env):
     first = next(c for c in calls if c["item"] == 1)
     assert list(first) == FIELDS
     assert first["call"] == "1.1" and first["step"] == "ask" and first["model"] == "m"
-    assert first["model_id"] == "openai/m1" and first["endpoint"] == env.url
+    assert first["model_id"] == "scripted/m1" and first["endpoint"] == "scripted (provider default)"
     assert first["messages"] == [{"role": "user", "content": "Question 1\n"}]
     assert first["answer"] == '{"verdict": "yes"}' and first["error"] is None
     assert first["cached"] is False and first["attempts"] == 1 and first["usage"]["total_tokens"] > 0
@@ -65,12 +70,13 @@ def test_a_failed_call_says_why_and_keeps_what_came(project, env):
     assert "HTTP 400: bad request" in calls[2]["error"] and calls[2]["answer"] is None
 
 
-def test_secrets_never_reach_the_calls_file(project, env, monkeypatch):
+def test_secrets_never_reach_the_calls_file(project, server, monkeypatch):
+    env = server
     secret, password = "sk-super-secret-value-42", "hunter2-long-password"
     monkeypatch.setenv("FAKE_KEY", secret)
     monkeypatch.setenv("FAKE_URL", env.url.replace("http://", f"http://user:{password}@"))
     env.answer_json({"verdict": "yes", "reason": f"you sent {secret}"})        # a model that echoes the key
-    path = llm_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
+    path = server_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
     project.prompt("ask.j2", "Question {{ item.q }} with key {{ env.FAKE_KEY }}\n")
     run(path, write_json(project.root / "in.json", [{"q": "1"}]))
     text = (project.root / "out" / "calls.jsonl").read_text(encoding="utf-8")
@@ -90,7 +96,7 @@ def test_runner_calls_prints_a_runs_calls_as_text(project, env, cli):
     for where in (group, group / "latest", folder):          # a group folder, a `latest` file, a run folder
         shown = cli("calls", str(where), "--item", "2")
         assert shown.exit_code == 0, shown.output
-        assert re.fullmatch(r'### call 2\.1: item 2, step ask, model m \(openai/m1\), sent, 1 attempt\(s\), \d+ ms\n'
+        assert re.fullmatch(r'### call 2\.1: item 2, step ask, model m \(scripted/m1\), sent, 1 attempt\(s\), \d+ ms\n'
                             r'=== PROMPT ===\nQuestion 2\n\n\n=== RESPONSE ===\n\{"verdict": "yes"\}\n', shown.output)
     every = cli("calls", str(group))
     assert every.output.count("=== PROMPT ===") == 2

@@ -16,7 +16,7 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from test_llm import llm_pipeline
+from test_llm import server_pipeline
 
 from fakellm import Reply
 from helpers import run, write_json
@@ -214,7 +214,7 @@ def env(fake_llm, monkeypatch):
 def test_content_filter_is_an_error_and_never_cached(project, env, personality):
     env.personality = personality
     env.script(Reply('{"verdict": "yes"}', finish_reason="content_filter"))
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     result = run(path, write_json(project.root / "in.json", [{"q": "1"}])).results[0]
     assert "content_filter" in result["error"]
     run(path, project.root / "in.json")
@@ -223,7 +223,7 @@ def test_content_filter_is_an_error_and_never_cached(project, env, personality):
 
 def test_a_redirect_in_a_run_is_one_request_and_a_clear_error(project, env):
     env.script(Reply(status=307, headers={"Location": "https://elsewhere.example/v1/chat/completions"}))
-    result = run(llm_pipeline(project), write_json(project.root / "in.json", [{"q": "1"}])).results[0]
+    result = run(server_pipeline(project), write_json(project.root / "in.json", [{"q": "1"}])).results[0]
     assert len(env.requests) == 1
     assert "redirects to https://elsewhere.example/v1/chat/completions" in result["error"]
     assert "does not follow redirects" in result["error"] and "cut" not in result["error"]
@@ -235,7 +235,7 @@ def test_an_incomplete_stream_is_never_cached(project, monkeypatch):
 
     with hostile(lambda handler: next(answers)(handler)) as url:
         monkeypatch.setenv("FAKE_URL", url)
-        path = llm_pipeline(project, retries=0)
+        path = server_pipeline(project, retries=0)
         first = run(path, write_json(project.root / "in.json", [{"q": "1"}])).results[0]
         assert "the stream ended without finish_reason or [DONE]" in first["error"]
         assert run(path, project.root / "in.json").results[0] == {"index": 1, "item_key": ANY, "verdict": "yes", "cached": False}
@@ -263,7 +263,7 @@ def test_a_server_interrupting_an_answer_for_the_next_request_settles_at_one(pro
 
     with hostile(answer) as url:
         monkeypatch.setenv("FAKE_URL", url)
-        outcome = run(llm_pipeline(project), write_json(project.root / "in.json", [{"q": str(n)} for n in range(10)]))
+        outcome = run(server_pipeline(project), write_json(project.root / "in.json", [{"q": str(n)} for n in range(10)]))
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 10
     err = capfd.readouterr().err
     assert err.count("is on this machine") == 1

@@ -1,5 +1,5 @@
-"""The llm step through litellm against the fake server: cache, retries, breaker,
-parsing, repair, truncation, keys."""
+"""The llm step against the scripted model: cache, retries, breaker, parsing, repair,
+truncation, keys (the fake server where the request on the wire is what is checked)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,19 @@ from unittest.mock import ANY
 
 import pytest
 
-from fakellm import Reply
 from helpers import run, write_json
+from runner.testing import Reply
 
 SCHEMA = {"type": "object", "required": ["verdict"],
           "properties": {"verdict": {"enum": ["yes", "no"]}, "reason": {"type": "string"}}}
 
 
-def llm_pipeline(project, *, model="openai/m1", extra="", step_extra="", retries=3, api_key=""):
+FAKE_URL = "{{ env.FAKE_URL }}"
+
+
+def llm_pipeline(project, *, model="scripted/m1", api_base="", extra="", step_extra="", retries=3, api_key=""):
+    """One llm step asking model m: the scripted model, or the model at `api_base` (FAKE_URL:
+    the fake server, with `model="openai/m1"`)."""
     project.schema("answer.schema.json", SCHEMA)
     project.prompt("ask.j2", "Question {{ item.q }}\n")
     return project.pipeline(f"""
@@ -30,7 +35,7 @@ def llm_pipeline(project, *, model="openai/m1", extra="", step_extra="", retries
         models:
           m:
             model: {model}
-            api_base: "{{{{ env.FAKE_URL }}}}"
+            {f'api_base: "{api_base}"' if api_base else ""}
             backoff: 0.01
             retries: {retries}
             {api_key}
@@ -45,8 +50,18 @@ def llm_pipeline(project, *, model="openai/m1", extra="", step_extra="", retries
         """)
 
 
+def server_pipeline(project, **kwargs):
+    """llm_pipeline's model m at the fake server (the test sets FAKE_URL)."""
+    return llm_pipeline(project, **{"model": "openai/m1", "api_base": FAKE_URL, **kwargs})
+
+
 @pytest.fixture
-def env(fake_llm, monkeypatch):
+def env(scripted_llm):
+    return scripted_llm
+
+
+@pytest.fixture
+def server(fake_llm, monkeypatch):
     monkeypatch.setenv("FAKE_URL", fake_llm.url)
     return fake_llm
 
@@ -67,7 +82,7 @@ def test_answer_parsed_and_cached(project, env):
 
 
 @pytest.mark.parametrize("change,misses", [
-    ("--set models.m.model=openai/m2", True),
+    ("--set models.m.model=scripted/m2", True),
     ("--set models.m.temperature=0.5", True),
     ("--set models.m.api_key=sk-other-key-123", False),
     ("--set models.m.timeout=33", False),
@@ -82,10 +97,11 @@ def test_cache_key_sensitivity(project, env, change, misses):
     assert len(env.requests) == (2 if misses else 1)
 
 
-def test_cache_key_includes_api_base_and_schema(project, env, fake_llm):
+def test_cache_key_includes_api_base_and_schema(project, server):
     from fakellm import FakeLLM
+    env = server
     env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     one(project, path)
     other = FakeLLM().start()
     try:
@@ -126,7 +142,7 @@ def test_retries_give_up_after_the_limit(project, env):
     env.script(Reply(status=503))
     result = one(project, llm_pipeline(project, retries=3))
     assert len(env.requests) == 4
-    assert "HTTP 503" in result["error"] and "model 'm' (openai/m1)" in result["error"]
+    assert "HTTP 503" in result["error"] and "model 'm' (scripted/m1)" in result["error"]
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
@@ -138,8 +154,8 @@ def test_client_errors_never_retry(project, env, status):
 
 
 def test_timeouts_retry(project, env):
-    env.script(Reply(json.dumps({"verdict": "yes"}), delay=1.5), Reply(json.dumps({"verdict": "no"})))
-    result = one(project, llm_pipeline(project, extra="timeout: 0.5"))
+    env.script(Reply(json.dumps({"verdict": "yes"}), delay=5), Reply(json.dumps({"verdict": "no"})))
+    result = one(project, llm_pipeline(project, extra="timeout: 0.2"))
     assert result["verdict"] == "no" and len(env.requests) == 2
 
 
@@ -165,9 +181,9 @@ def test_retry_after_beyond_30s_fails_the_call(project, env):
     assert len(env.requests) == 1 and "Retry-After 120 s exceeds 30 s" in result["error"]
 
 
-def test_refused_connection_opens_the_breaker(project, env, monkeypatch):
+def test_refused_connection_opens_the_breaker(project, monkeypatch):
     monkeypatch.setenv("FAKE_URL", "http://127.0.0.1:9/v1")
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     items = write_json(project.root / "in.json", [{"q": str(n)} for n in range(6)])
     started = time.monotonic()
     outcome = run(path, items)
@@ -256,11 +272,12 @@ def test_cache_clear_removes_logs_older_versions_kept(project, env, cli):
     assert not kept.exists()
 
 
-def test_api_key_never_reaches_logs_cache_or_results(project, env, monkeypatch):
+def test_api_key_never_reaches_logs_cache_or_results(project, server, monkeypatch):
+    env = server
     secret = "sk-super-secret-value-42"
     monkeypatch.setenv("FAKE_KEY", secret)
     env.script(Reply(status=401))
-    path = llm_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
+    path = server_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
     run(path, write_json(project.root / "in.json", [{"q": "1"}]))
     env.reset()
     env.answer_json({"verdict": "yes"})
@@ -286,15 +303,15 @@ def test_cached_run_and_render_never_import_litellm(project, env):
     assert project.results("again") == [{"index": 1, "item_key": ANY, "verdict": "yes", "cached": True}]
 
 
-def test_unimportable_litellm_is_a_per_call_error(project, env):
-    path = llm_pipeline(project, extra="transport: litellm")     # auto would use HTTP for openai/ + api_base
+def test_unimportable_litellm_is_a_per_call_error(project):
+    path = llm_pipeline(project, extra="transport: litellm")     # not the scripted model: litellm
     write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}])
     block = "import sys; sys.modules['litellm'] = None; from runner.cli.app import main; main()"
     done = subprocess.run([sys.executable, "-c", block, "run", str(path), "--input", "in.json", "--out", "o"],
                           cwd=project.root, env=dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache")),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr               # every item errored: written, then exit 3 (issue 32)
-    assert "2/2 items: step 'ask': model 'm' (openai/m1) at " in done.stderr
+    assert "2/2 items: step 'ask': model 'm' (scripted/m1) at " in done.stderr
     for result in project.results("o"):
         assert "litellm cannot be imported" in result["error"]
 

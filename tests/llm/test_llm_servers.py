@@ -11,10 +11,12 @@ import sys
 import time
 
 import pytest
-from test_llm import SCHEMA, llm_pipeline
+from test_llm import SCHEMA, server_pipeline
 
 from fakellm import PROSE, Reply
 from helpers import calls_of, run, write_json
+
+pytestmark = pytest.mark.slow
 
 ANSWER = json.dumps({"verdict": "yes", "reason": "r"})
 
@@ -36,7 +38,7 @@ def formats(server):
 def test_llama_cpp_python_falls_back_to_json_object_once_and_remembers(project, env, capfd):
     env.personality = "llama-cpp-python"
     env.script(ANSWER)
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     outcome = run(path, items(project, 3))
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 3
     # a local server is asked to stream (it stops generating when a timed-out client leaves)
@@ -64,7 +66,7 @@ def test_a_context_overflow_is_not_taken_for_a_format_rejection(project, env):
     env.personality = "llama-cpp-python"
     env.script(Reply(status=400, raw_body=json.dumps(CONTEXT_EXCEEDED)),
                when=lambda body: body.get("response_format", {}).get("type") == "json_object")
-    result = run(llm_pipeline(project), items(project, 1)).results[0]
+    result = run(server_pipeline(project), items(project, 1)).results[0]
     assert formats(env) == ["json_schema", "json_object"]           # no fall back to none, no retry
     assert "maximum context length is 8192 tokens" in result["error"] and "structured_output" not in result["error"]
 
@@ -72,7 +74,7 @@ def test_a_context_overflow_is_not_taken_for_a_format_rejection(project, env):
 def test_lm_studio_takes_json_schema(project, env):
     env.personality = "lm-studio"
     env.script(ANSWER)
-    assert run(llm_pipeline(project), items(project, 2)).results[0]["verdict"] == "yes"
+    assert run(server_pipeline(project), items(project, 2)).results[0]["verdict"] == "yes"
     assert formats(env) == ["json_schema", "json_schema"]
     sent = env.requests[0].body["response_format"]["json_schema"]
     assert sent["schema"] == SCHEMA and sent["strict"] is False and sent["name"] == "answer"
@@ -82,7 +84,7 @@ def test_lm_studio_takes_json_schema(project, env):
 def test_a_fixed_mode_the_server_rejects_is_one_clear_error(project, env):
     env.personality = "lm-studio"
     env.script(ANSWER)
-    result = run(llm_pipeline(project, extra="structured_output: json_object"), items(project, 1)).results[0]
+    result = run(server_pipeline(project, extra="structured_output: json_object"), items(project, 1)).results[0]
     assert len(env.requests) == 1
     assert "must be 'json_schema' or 'text'" in result["error"]
     assert "set models.m.structured_output" in result["error"]
@@ -92,7 +94,7 @@ def test_a_server_rejecting_every_format_gets_none(project, env):
     env.script(Reply(status=400, raw_body='{"error": "response_format is not supported"}'),
                when=lambda body: "response_format" in body)
     env.script('Here you go: {"verdict": "no"}')
-    assert run(llm_pipeline(project), items(project, 1)).results[0]["verdict"] == "no"
+    assert run(server_pipeline(project), items(project, 1)).results[0]["verdict"] == "no"
     assert formats(env) == ["json_schema", "json_object", None]
 
 
@@ -111,12 +113,13 @@ def test_answers_without_a_schema_carry_no_format(project, env):
     assert "response_format" not in env.requests[0].body and env.requests[0].body["max_tokens"] == 50
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_ollama_native_chat_gets_the_schema_in_format(project, env, monkeypatch):
     env.personality = "ollama"
     env.script(ANSWER)
     # Ollama's own base URL (no /v1: a /v1 URL is spoken to in OpenAI's protocol)
     monkeypatch.setenv("FAKE_URL", env.url.rsplit("/v1", 1)[0])
-    path = llm_pipeline(project, model="ollama_chat/gemma3")           # litellm's Ollama route
+    path = server_pipeline(project, model="ollama_chat/gemma3")           # litellm's Ollama route
     assert run(path, items(project, 1)).results[0]["verdict"] == "yes"
     (request,) = env.requests
     assert request.path == "/api/chat" and request.body["format"] == SCHEMA
@@ -125,7 +128,7 @@ def test_ollama_native_chat_gets_the_schema_in_format(project, env, monkeypatch)
 def test_a_one_slot_server_settles_at_one_request_and_sees_no_timeouts(project, env, capfd):
     env.personality = "single-slot"              # says nothing of its slots: found by adapting
     env.script(Reply(ANSWER, delay=0.2))
-    outcome = run(llm_pipeline(project, extra="timeout: 1.5", retries=0), items(project, 12), llm_concurrency=8)
+    outcome = run(server_pipeline(project, extra="timeout: 1.5", retries=0), items(project, 12), llm_concurrency=8)
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 12    # none queued past its deadline
     assert env.peak_in_flight <= 2 and outcome.summary["models"]["m"]["failures"] == 0
     err = capfd.readouterr().err
@@ -133,7 +136,7 @@ def test_a_one_slot_server_settles_at_one_request_and_sees_no_timeouts(project, 
     assert "sending it up to 1 request(s) at a time (its answers slowed when sent more at once" in err
     env.reset()
     env.script(Reply(ANSWER, delay=0.3))
-    run(llm_pipeline(project, extra="limits: {concurrency: 4}"), items(project, 5), no_cache=True)
+    run(server_pipeline(project, extra="limits: {concurrency: 4}"), items(project, 5), no_cache=True)
     assert env.peak_in_flight == 4                                     # an explicit limit wins
 
 
@@ -141,7 +144,7 @@ def test_a_multi_slot_server_gets_the_slots_it_reports(project, env, capfd):
     env.personality = "multi-slot"
     env.slots = 3
     env.script(Reply(ANSWER, delay=0.2))
-    outcome = run(llm_pipeline(project), items(project, 9), llm_concurrency=8)
+    outcome = run(server_pipeline(project), items(project, 9), llm_concurrency=8)
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 9
     assert env.peak_in_flight == 3                                     # no setting: above 1, not past 3
     assert [r.path for r in env.side_requests] == ["/props"]
@@ -155,7 +158,7 @@ def test_slots_past_the_runs_concurrency_are_said_as_capped(project, env, capfd)
     env.personality = "multi-slot"
     env.slots = 6
     env.script(Reply(ANSWER, delay=0.1))
-    run(llm_pipeline(project), items(project, 6), llm_concurrency=2)
+    run(server_pipeline(project), items(project, 6), llm_concurrency=2)
     assert env.peak_in_flight == 2
     assert "sending it up to 2 request(s) at a time (it reports 6 slot(s) at /props; the run sends at most 2" \
         in capfd.readouterr().err
@@ -165,7 +168,7 @@ def test_a_multi_slot_server_that_says_nothing_is_found_by_adapting(project, env
     env.personality = "multi-slot"
     env.slots, env.reports_slots = 4, False
     env.script(Reply(ANSWER, delay=0.1))
-    outcome = run(llm_pipeline(project), items(project, 40), llm_concurrency=8)
+    outcome = run(server_pipeline(project), items(project, 40), llm_concurrency=8)
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 40
     assert env.peak_in_flight > 1                                      # the limit rose with no setting
     err = capfd.readouterr().err
@@ -175,7 +178,7 @@ def test_a_multi_slot_server_that_says_nothing_is_found_by_adapting(project, env
 def test_an_explicit_concurrency_beats_the_local_default_and_is_said(project, env, cli):
     env.personality = "single-slot"
     env.script(Reply(ANSWER, delay=0.2))
-    llm_pipeline(project)
+    server_pipeline(project)
     items(project, 8)
     result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "o", "--concurrency", "4")
     assert result.exit_code == 0, result.output
@@ -189,7 +192,7 @@ def test_dribbling_server_hits_the_total_deadline_and_is_retried_once(project, e
     env.dribble_seconds = 0.05                   # ~250 bytes: 12 s, far past the 0.5 s deadline
     env.script(ANSWER)
     started = time.monotonic()
-    result = run(llm_pipeline(project, extra="timeout: 0.5"), items(project, 1)).results[0]
+    result = run(server_pipeline(project, extra="timeout: 0.5"), items(project, 1)).results[0]
     assert time.monotonic() - started < 6
     assert len(env.requests) == 2                # retried once, not `retries: 3` times
     for knob in ("models.m.timeout = 0.5 s", "--concurrency", "models.m.limits.concurrency", "max_tokens"):
@@ -199,7 +202,7 @@ def test_dribbling_server_hits_the_total_deadline_and_is_retried_once(project, e
 def test_truncated_answer_names_max_tokens_and_keeps_the_partial_text(project, env):
     env.personality = "lm-studio"                # streamed: the finish reason comes in the last chunk
     env.script(Reply('{"verdict": "ye', finish_reason="length"))
-    path = llm_pipeline(project, step_extra=", max_tokens: 7")
+    path = server_pipeline(project, step_extra=", max_tokens: 7")
     text = path.read_text().replace("with: {model: m", "on_error: continue\n    with: {model: m")
     path.write_text(text.replace("cached: ", "raw: \"{{ steps.ask.raw }}\"\n  cached: "))
     result = run(path, items(project, 1)).results[0]
@@ -219,7 +222,7 @@ def test_truncated_answer_names_max_tokens_and_keeps_the_partial_text(project, e
 ])
 def test_lenient_parsing(project, env, answer):
     env.script(answer if "unfinished" not in answer else Reply(answer))
-    result = run(llm_pipeline(project), items(project, 1)).results[0]
+    result = run(server_pipeline(project), items(project, 1)).results[0]
     if "unfinished" in answer:
         assert "not valid JSON" in result["error"]          # thoughts are never the answer
     else:
@@ -232,12 +235,12 @@ def test_reasoning_content_is_not_the_answer(project, env):
                          "message": {"role": "assistant", "content": '{"verdict": "yes"}',
                                      "reasoning_content": '{"verdict": "no"}'}}]}
     env.script(Reply(raw_body=json.dumps(body)))
-    assert run(llm_pipeline(project), items(project, 1)).results[0]["verdict"] == "yes"
+    assert run(server_pipeline(project), items(project, 1)).results[0]["verdict"] == "yes"
 
 
 def test_a_cut_off_body_says_so(project, env):
     env.script(Reply(raw_body='{"id": "x", "choices": [{"message": {"content": "{\\"verd'))
-    result = run(llm_pipeline(project, retries=1), items(project, 1)).results[0]
+    result = run(server_pipeline(project, retries=1), items(project, 1)).results[0]
     assert "HTTP 200 but the body is not complete JSON" in result["error"]
     assert "HTTP 500" not in result["error"]
 
@@ -245,7 +248,7 @@ def test_a_cut_off_body_says_so(project, env):
 def test_llm_failures_count_as_errors(project, env, capfd):
     env.script(Reply(status=400), contains="Question 1")
     env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     path.write_text(path.read_text().replace("with: {model: m", "on_error: continue\n    with: {model: m"))
     outcome = run(path, items(project, 3))
     assert "error" not in outcome.results[1]                   # on_error let the item finish ...
@@ -260,7 +263,7 @@ def test_llm_failures_count_as_errors(project, env, capfd):
 
 def test_short_dummy_keys_are_not_redacted_and_echoed_keys_are(project, env, monkeypatch):
     env.script('{"verdict": "yes", "reason": "x marks the spot"}')
-    path = llm_pipeline(project, api_key="api_key: x")
+    path = server_pipeline(project, api_key="api_key: x")
     run(path, items(project, 1))
     log = (project.root / "out" / "calls.jsonl").read_text()
     assert "x marks the spot" in log and "***" not in log
@@ -268,7 +271,7 @@ def test_short_dummy_keys_are_not_redacted_and_echoed_keys_are(project, env, mon
     monkeypatch.setenv("FAKE_KEY", secret)
     env.reset()
     env.script(json.dumps({"verdict": "yes", "reason": f"your key is {secret}"}))
-    path = llm_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
+    path = server_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
     path.write_text(path.read_text().replace("cached: ", "reason: \"{{ steps.ask.output.reason }}\"\n  cached: "))
     result = run(path, write_json(project.root / "k.json", [{"q": "k"}])).results[0]
     assert result["reason"] == "your key is ***"
@@ -285,7 +288,7 @@ def test_short_dummy_keys_are_not_redacted_and_echoed_keys_are(project, env, mon
     ("models.m.structured_output=xml", "models.m.structured_output: 'xml' is not one of"),
 ])
 def test_bad_model_values_are_refused_before_the_run(project, env, cli, setting, message):
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     items(project, 2)
     done = cli("run", str(path), "--input", "in.json", "--set", setting)
     assert done.exit_code == 2
@@ -294,14 +297,14 @@ def test_bad_model_values_are_refused_before_the_run(project, env, cli, setting,
 
 
 def test_bad_model_value_in_the_file_has_its_line(project, env, cli):
-    path = llm_pipeline(project, retries=-2)
+    path = server_pipeline(project, retries=-2)
     done = cli("validate", str(path))
     assert done.exit_code == 2 and "pipelines/p.yaml:9:14: models.m.retries: -2 is less than the minimum of 0" in done.output
 
 
 def test_a_cold_http_run_never_imports_litellm(project, env):
     env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
+    path = server_pipeline(project)
     items(project, 2)
     block = "import sys; sys.modules['litellm'] = None; from runner.cli.app import main; main()"
     done = subprocess.run([sys.executable, "-c", block, "run", str(path), "--input", "in.json", "--out", "o"],

@@ -48,6 +48,7 @@ def test_ollama_base_url_at_an_openai_server_v1_speaks_openai(project, fake_llm,
     assert {r.model for r in fake_llm.requests} == {"gpt-oss:20b"}
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_an_openai_server_behind_an_ollama_url_is_one_clean_item_error(project, fake_llm, cli, monkeypatch):
     fake_llm.personality = "openai-only"          # answers /api/chat with an OpenAI completion
     fake_llm.script(ANSWER)

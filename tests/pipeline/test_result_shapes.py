@@ -101,11 +101,10 @@ def conforms(value, shape, where: str) -> list[str]:
     return []
 
 
-def test_every_step_returns_no_field_its_result_schema_leaves_out(project, fake_llm, monkeypatch):
+def test_every_step_returns_no_field_its_result_schema_leaves_out(project, scripted_llm):
     """The declared result schemas against real results: a field added to a step's result
     without its schema fails here (validate would reject reads of it)."""
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    fake_llm.script('{"score": 4, "reason": "fine"}')
+    scripted_llm.script('{"score": 4, "reason": "fine"}')
     project.file("data/f.txt", "one\ntwo\nthree\n")
     project.file("data/t.csv", "a,b\n1,2\n")
     project.prompt("ask.j2", "Rate {{ item.x }}\n")
@@ -113,8 +112,7 @@ def test_every_step_returns_no_field_its_result_schema_leaves_out(project, fake_
     path = project.pipeline("""
         version: 1
         name: x
-        env: [FAKE_URL]
-        models: {m: {model: openai/m, api_base: "{{ env.FAKE_URL }}", retries: 0}}
+        models: {m: {model: scripted/m, retries: 0}}
         steps:
           - {id: lines, uses: read_lines, with: {root: data, file: f.txt, start: 2, context: 1}}
           - {id: table, uses: read_table, with: {root: data, file: t.csv}}

@@ -21,6 +21,8 @@ from fakellm import Reply
 from helpers import run, write_json
 from test_citation_judge import EXAMPLE, PIPELINE, SEATS, answer, jury_overrides, script
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 DEEP = REPO / "pipelines" / "deep_judgment.yaml"
 VOLATILE = {"latency_ms", "cached", "duration_ms"}
@@ -300,6 +302,7 @@ def _all_recorded(store: Path, count: int) -> bool:
     return len(rows) == count and all(r[0] for r in rows)
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_seats_that_are_not_enabled_are_not_mentioned_by_batch(example, fake_llm, cli, tmp_path):
     fake_llm.script(answer("VALID", "local"), model="local-model")
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "c"),

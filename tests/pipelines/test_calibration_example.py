@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("calibration_example")  # its module fixture is made once
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "citation_judge"
 PIPELINE = REPO / "pipelines" / "citation_judge.yaml"

@@ -1,4 +1,5 @@
-"""The citation judge end to end: the bundled example against three scripted jurors."""
+"""The citation judge end to end: the bundled example against three scripted jurors (the
+scripted model; the first run through HTTP, against the fake server)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,12 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path / "example"
 
 
-def jury_overrides(url: str) -> list[str]:
+def jury_overrides(url: str | None = None) -> list[str]:
+    """The three seats at the fake server at `url`, or with no url the scripted model."""
     args = []
     for seat, model in SEATS.items():
-        for key, value in (("model", f"openai/{model}"), ("api_base", url), ("enabled", "true"),
+        for key, value in (("model", f"openai/{model}" if url else f"scripted/{model}"), ("api_base", url or "null"),
+                           ("enabled", "true"),
                            ("retries", "0"), ("backoff", "0.01")):
             args += ["--set", f"models.{seat}.{key}={value}"]
     return args
@@ -141,17 +144,17 @@ def test_example_end_to_end(workdir, fake_llm, cli, tmp_path, monkeypatch):
                              ("gpt-fake", "limits presidents to two terms")])
 
 
-def test_the_jury_still_runs_for_debugging_when_asked(workdir, fake_llm, cli, tmp_path):
-    script(fake_llm)
+def test_the_jury_still_runs_for_debugging_when_asked(workdir, scripted_llm, cli, tmp_path):
+    script(scripted_llm)
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),
-                 "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides(fake_llm.url))
+                 "--set", "params.skip_jury_when_quote_not_found=false", *jury_overrides())
     assert result.exit_code == 0, result.output
     results = [json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()]
     assert [r["verdict"] for r in results][7:10] == ["QUOTE_NOT_FOUND"] * 3
     fabricated = results[7]
     assert fabricated["step_3_semantic"]["verdict"] == "VALID"          # the jury ran, and was overruled
     assert fabricated["reason"] == "Quote check failed: not found in the source"
-    assert len(fake_llm.requests) == 30
+    assert len(scripted_llm.requests) == 30
     report = (workdir / "out" / "report.md").read_text()
     assert "- final verdict QUOTE_NOT_FOUND overrides the jury's VALID" in report
     assert "| QUOTE_NOT_FOUND | 0.431 | Quote check failed: not found in the source |" in report
@@ -174,27 +177,27 @@ def test_no_model_reachable_finishes_quickly_with_a_hint(workdir, cli, tmp_path)
     assert {r["verdict"] for r in readable} == {"LLM_ERROR", "QUOTE_NOT_FOUND"}
 
 
-def test_single_claim_with_record(workdir, fake_llm, cli, tmp_path):
+def test_single_claim_with_record(workdir, scripted_llm, cli, tmp_path):
     for model in SEATS.values():
-        fake_llm.script(answer("VALID", model), model=model)
+        scripted_llm.script(answer("VALID", model), model=model)
     result = cli("run", str(PIPELINE), "--record", "claim=Madison said ambition must counteract ambition",
                  "--record", "quote=Ambition must be made to counteract ambition", "--record", "file=federalist_51.txt",
                  "--record", "start=14", "--record", "end=15", "--out", "one",
-                 "--cache-dir", str(tmp_path / "cache"), *jury_overrides(fake_llm.url))
+                 "--cache-dir", str(tmp_path / "cache"), *jury_overrides())
     assert result.exit_code == 0, result.output
     (only,) = [json.loads(line) for line in (workdir / "one" / "results.jsonl").read_text().splitlines()]
     assert only["verdict"] == "VALID" and only["verified"] is True and only["quote_score"] == 1.0
     assert only["citation"]["file"] == "federalist_51.txt"
 
 
-def test_render_previews_every_prompt_without_a_model(workdir, cli, tmp_path, fake_llm):
+def test_render_previews_every_prompt_without_a_model(workdir, cli, tmp_path, scripted_llm):
     result = cli("render", str(PIPELINE), "--input", "report.md", "--cache-dir", str(tmp_path / "cache"))
     assert result.exit_code == 0
     assert result.stdout.count("--- LLM call: model local") == 7      # not for the 3 quotes not found
     assert "CLAIM BEING MADE: The First Amendment opens by declaring" in result.stdout
     assert "SOURCE FILE: us_constitution.txt\nCITED LINES: L100-L101" in result.stdout
     assert result.stdout.rstrip().splitlines()[-1].startswith("LLM calls: 7 (0 cached), est. prompt tokens: ")
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
 
 
 def test_shipped_pipelines_validate(cli):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import run, scripted_seats, write_json
 from runner.stores.memo import MemoStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,20 +40,18 @@ def verdict(rating=None, score=None, explanation="checked", issues=()):
 
 
 @pytest.fixture
-def judge(project, fake_llm):
-    base = fake_llm.url.rsplit("/v1", 1)[0]
-
+def judge(project, scripted_llm):
     def go(deck, *extra: str, out: str = "out", **options):
         source = write_json(project.root / "deck.json", deck)
         return run(PIPELINE, source, out=project.root / out, cache_dir=project.root / "fresh-cache",
-                   overrides=[f"models.judge.api_base={base}", "models.judge.retries=0", *extra], **options)
+                   overrides=[*scripted_seats("judge"), "models.judge.retries=0", *extra], **options)
     return go
 
 
-def test_each_rating(judge, fake_llm):
-    fake_llm.script(verdict("green", 92), contains="Slide A")
-    fake_llm.script(verdict("amber"), contains="Slide B")
-    fake_llm.script(verdict("red", issues=[{"type": "derived", "detail": "growth is 11.7%, not 50%"}]),
+def test_each_rating(judge, scripted_llm):
+    scripted_llm.script(verdict("green", 92), contains="Slide A")
+    scripted_llm.script(verdict("amber"), contains="Slide B")
+    scripted_llm.script(verdict("red", issues=[{"type": "derived", "detail": "growth is 11.7%, not 50%"}]),
                     contains="Slide C")
     results = judge(DECK).results
     assert [(r["rating"], r["score"]) for r in results] == [("green", 92), ("amber", 65), ("red", 25)]
@@ -63,88 +61,86 @@ def test_each_rating(judge, fake_llm):
         assert result["error"] is False and result["error_message"] is None
         assert len(result["content_hash"]) == 16 and len(result["trace_id"]) == 32
         assert isinstance(result["duration_ms"], int) and result["timestamp"].endswith("+00:00")
-    assert fake_llm.requests[0].body["options"]["temperature"] == 0
+    assert scripted_llm.requests[0].body["temperature"] == 0
 
 
 @pytest.mark.parametrize("score,rating", [(80, "green"), (79, "amber"), (50, "amber"), (49.5, "red")])
-def test_a_score_without_a_rating_is_rated_by_thresholds(judge, fake_llm, score, rating):
-    fake_llm.script(verdict(score=score))
+def test_a_score_without_a_rating_is_rated_by_thresholds(judge, scripted_llm, score, rating):
+    scripted_llm.script(verdict(score=score))
     result = judge({**DECK, "slides": DECK["slides"][:1]}).results[0]
     assert (result["rating"], result["score"]) == (rating, score)
 
 
-def test_no_source_data_is_unknown_without_a_call(judge, fake_llm):
+def test_no_source_data_is_unknown_without_a_call(judge, scripted_llm):
     outcome = judge({**DECK, "source_data": []})
     assert {(r["rating"], r["score"], r["error"]) for r in outcome.results} == {("unknown", 0, False)}
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
 
 
-def test_judge_failure_is_an_error_and_never_stored(judge, fake_llm, project):
-    fake_llm.script(Reply(status=500), contains="Slide A")
-    fake_llm.script(verdict("green"))
+def test_judge_failure_is_an_error_and_never_stored(judge, scripted_llm, project):
+    scripted_llm.script(Reply(status=500), contains="Slide A")
+    scripted_llm.script(verdict("green"))
     first = judge(DECK).results
     assert (first[0]["rating"], first[0]["error"]) == ("error", True)
     assert "HTTP 500" in first[0]["error_message"]
     store = dict(MemoStore(project.root / "out" / "verification_map.json").items())
     assert first[0]["content_hash"] not in store and len(store) == 2
-    fake_llm.reset()
-    fake_llm.script(verdict("green"))
+    scripted_llm.reset()
+    scripted_llm.script(verdict("green"))
     again = judge(DECK).results
-    assert again[0]["rating"] == "green" and len(fake_llm.requests) == 1      # only the failed slide
+    assert again[0]["rating"] == "green" and len(scripted_llm.requests) == 1      # only the failed slide
 
 
-def test_memo_follows_content(judge, fake_llm, project):
-    fake_llm.script(verdict("green"))
+def test_memo_follows_content(judge, scripted_llm, project):
+    scripted_llm.script(verdict("green"))
     first = judge(DECK).results
-    assert len(fake_llm.requests) == 3
+    assert len(scripted_llm.requests) == 3
     traces = {r["content_hash"]: r["trace_id"] for r in first}
 
     def rerun(deck):
-        fake_llm.requests.clear()
+        scripted_llm.requests.clear()
         return judge(deck)
 
     edited = copy.deepcopy(DECK)
     edited["slides"][1]["html"] = "<h1>Slide B</h1><p>Q2 revenue $8.08M</p>"
     outcome = rerun(edited)
-    assert len(fake_llm.requests) == 1 and "Slide B" in fake_llm.requests[0].prompt
+    assert len(scripted_llm.requests) == 1 and "Slide B" in scripted_llm.requests[0].prompt
     assert outcome.results[0]["trace_id"] == traces[first[0]["content_hash"]]        # reused as stored
 
     cosmetic = copy.deepcopy(edited)
     cosmetic["slides"][0]["html"] = "<H1>Slide A</H1>\n   <!-- reviewed -->  <p>Q1  REVENUE $7.2M</p>"
     rerun(cosmetic)
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
 
     reordered = copy.deepcopy(cosmetic)
     reordered["slides"].reverse()
     for position, slide in enumerate(reordered["slides"]):
         slide["slide_index"] = position
     outcome = rerun(reordered)
-    assert fake_llm.requests == []
+    assert scripted_llm.requests == []
     assert [r["slide_index"] for r in outcome.results] == [0, 1, 2]               # position is live
     assert all(r["memo_hit"] for r in outcome.results)
 
     deleted = copy.deepcopy(reordered)
     del deleted["slides"][1]
     outcome = rerun(deleted)
-    assert fake_llm.requests == [] and len(outcome.results) == 2
+    assert scripted_llm.requests == [] and len(outcome.results) == 2
 
 
-def test_memo_ignores_the_llm_cache(judge, fake_llm, project):
-    fake_llm.script(verdict("green"))
+def test_memo_ignores_the_llm_cache(judge, scripted_llm, project):
+    scripted_llm.script(verdict("green"))
     judge(DECK)
     shutil.rmtree(project.root / "fresh-cache")
-    fake_llm.requests.clear()
+    scripted_llm.requests.clear()
     from runner.api import ItemSource, run_pipeline
     from runner.runs.request import RunOptions
-    base = fake_llm.url.rsplit("/v1", 1)[0]
     options = RunOptions(cache_dir=project.root / "other-cache", out_dir=project.root / "out")
-    outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options,
-                           [f"models.judge.api_base={base}"])
-    assert fake_llm.requests == [] and outcome.summary["memo"]["reused"] == 3
+    outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options, scripted_seats("judge"))
+    assert scripted_llm.requests == [] and outcome.summary["memo"]["reused"] == 3
 
 
-def test_feedback(judge, fake_llm, project, cli):
-    fake_llm.script(verdict("green"))
+def test_feedback(judge, scripted_llm, project, cli):
+    scripted_llm.script(verdict("green"))
     results = judge(DECK).results
     store = project.root / "out"
     up = cli("feedback", "--store", str(store), "--trace-id", results[0]["trace_id"], "--up")
@@ -166,7 +162,9 @@ def test_feedback(judge, fake_llm, project, cli):
     assert missing.exit_code == 2 and "no such file or folder" in missing.stderr
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_example_reads_its_csv(project, fake_llm):
+    """The shipped example end to end through HTTP (Ollama's protocol, through litellm)."""
     shutil.copytree(EXAMPLE, project.root / "example")
     fake_llm.script(verdict("green"))
     base = fake_llm.url.rsplit("/v1", 1)[0]

@@ -1,4 +1,5 @@
-"""The verdict analyzer against the fake server, through litellm's ollama_chat route."""
+"""The verdict analyzer against the scripted model (one run through the fake server, by
+litellm's ollama_chat route)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import run, scripted_seats, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "verdict_analyzer.yaml"
@@ -27,22 +28,33 @@ def verdict_json(verdict: str, confidence: str = "high", rationale: str = RATION
     return json.dumps({"verdict": verdict, "confidence": confidence, "rationale": rationale})
 
 
-@pytest.fixture
-def analyze(project, fake_llm):
-    base = fake_llm.url.rsplit("/v1", 1)[0]
-
+def analyzing(project, seat):
     def go(records: list[dict], out: str = "out"):
         source = write_json(project.root / f"{out}.json", records)
         return run(PIPELINE, source, out=project.root / out, cache_dir=project.root / "cache",
-                   overrides=[f"models.analyst.api_base={base}", "models.analyst.backoff=0.01"])
+                   overrides=[*seat, "models.analyst.backoff=0.01"])
     return go
 
 
-def test_each_verdict_and_confidence(analyze, fake_llm):
+@pytest.fixture
+def analyze(project, scripted_llm):
+    """The pipeline with the scripted model as its analyst."""
+    return analyzing(project, scripted_seats("analyst"))
+
+
+@pytest.fixture
+def analyze_over_http(project, fake_llm):
+    """The pipeline with the fake server as its analyst (Ollama's protocol, through litellm):
+    one run end to end through HTTP."""
+    return analyzing(project, [f"models.analyst.api_base={fake_llm.url.rsplit('/v1', 1)[0]}"])
+
+
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
+def test_each_verdict_and_confidence(analyze_over_http, fake_llm):
     fake_llm.script(verdict_json("supports", "high"), contains="Statement A")
     fake_llm.script(verdict_json("contradicts", "medium"), contains="Statement B")
     fake_llm.script(verdict_json("undecided", "low"), contains="Statement C")
-    outcome = analyze([record("Statement A", 1), record("Statement B", 2), record("Statement C", 3)])
+    outcome = analyze_over_http([record("Statement A", 1), record("Statement B", 2), record("Statement C", 3)])
     got = [(r["verdict"], r["confidence"], r["rationale"]) for r in outcome.results]
     assert got == [("supports", "high", RATIONALE), ("contradicts", "medium", RATIONALE),
                    ("undecided", "low", RATIONALE)]
@@ -60,8 +72,8 @@ def test_each_verdict_and_confidence(analyze, fake_llm):
     "```\n" + verdict_json("contradicts") + "\n```",
     "Here is my analysis: " + verdict_json("contradicts") + " I hope this helps.",
 ])
-def test_each_json_wrapping(analyze, fake_llm, wrapped):
-    fake_llm.script(wrapped)
+def test_each_json_wrapping(analyze, scripted_llm, wrapped):
+    scripted_llm.script(wrapped)
     assert analyze([record("Statement")]).results[0]["verdict"] == "contradicts"
 
 
@@ -71,28 +83,28 @@ def test_each_json_wrapping(analyze, fake_llm, wrapped):
     (verdict_json("supports", "certain"), "confidence: 'certain' is not one of ['high', 'medium', 'low']"),
     (verdict_json("supports", rationale="Too short."), "rationale: 'Too short.' is too short"),
 ])
-def test_validation_failures_are_not_retried(analyze, fake_llm, answer, message):
-    fake_llm.script(answer)
+def test_validation_failures_are_not_retried(analyze, scripted_llm, answer, message):
+    scripted_llm.script(answer)
     result = analyze([record("Statement")]).results[0]
     assert message in result["error"]
     assert "verdict" not in result
-    assert len(fake_llm.requests) == 1
+    assert len(scripted_llm.requests) == 1
 
 
-def test_a_transient_503_is_retried(analyze, fake_llm):
-    fake_llm.script(Reply(status=503), Reply(verdict_json("supports")))
+def test_a_transient_503_is_retried(analyze, scripted_llm):
+    scripted_llm.script(Reply(status=503), Reply(verdict_json("supports")))
     assert analyze([record("Statement")]).results[0]["verdict"] == "supports"
-    assert len(fake_llm.requests) == 2
+    assert len(scripted_llm.requests) == 2
 
 
-def test_empty_input_fails_without_a_request(analyze, fake_llm):
-    fake_llm.script(verdict_json("supports"))
+def test_empty_input_fails_without_a_request(analyze, scripted_llm):
+    scripted_llm.script(verdict_json("supports"))
     outcome = analyze([record(""), record("   "), record("Fine", summary=""), record("Fine too")])
     errors = [r.get("error") for r in outcome.results]
     assert errors[0] == errors[1] == "step 'statement_check': invalid input: the statement text is empty"
     assert errors[2] == "step 'summary_check': invalid input: the counter-report summary is empty"
     assert errors[3] is None and outcome.results[3]["verdict"] == "supports"
-    assert len(fake_llm.requests) == 1
+    assert len(scripted_llm.requests) == 1
     assert outcome.summary["errors"] == 3 and outcome.summary["analyzed"] == 1
 
 
@@ -107,9 +119,9 @@ def test_empty_input_fails_without_a_request(analyze, fake_llm):
     (["supports", "contradicts", "undecided", "undecided"],
      "Mixed results across 4 statements: 1 supported, 1 contradicted, 2 undecided."),
 ])
-def test_overall_assessment_texts(analyze, fake_llm, verdicts, expected):
+def test_overall_assessment_texts(analyze, scripted_llm, verdicts, expected):
     for number, verdict in enumerate(verdicts):
-        fake_llm.script(verdict_json(verdict), contains=f"Statement {number}.")
+        scripted_llm.script(verdict_json(verdict), contains=f"Statement {number}.")
     records = [record(f"Statement {n}.", n) for n in range(len(verdicts))] + [record("")]   # one error
     outcome = analyze(records)
     assert outcome.summary["overall_assessment"] == expected

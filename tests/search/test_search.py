@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import run, scripted_seats, write_json
 from test_deep_judgment import ABSTAIN, EXTRACT, GOOD, PARSE, REASON, RECORD, excerpts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,60 +129,60 @@ def test_unknown_provider(project):
     assert "unknown search provider 'bingo'" in result["error"]
 
 
-def deep(project, fake_llm, *extra):
+def deep(project, scripted_llm, *extra):
     source = write_json(project.root / "in.json", [RECORD])
     return run(DEEP, source, out=project.root / "out", cache_dir=project.root / "cache",
-               overrides=[f"models.parser.api_base={fake_llm.url}", "models.parser.retries=0",
+               overrides=[*scripted_seats("parser"), "models.parser.retries=0",
                           "params.search_enabled=true", *extra]).results[0]
 
 
-def script_deep(fake_llm, risks):
-    fake_llm.script(excerpts({**GOOD, "dose_mg": GOOD["dose_mg"] + [
+def script_deep(scripted_llm, risks):
+    scripted_llm.script(excerpts({**GOOD, "dose_mg": GOOD["dose_mg"] + [
         {"text": "for 12 weeks", "confidence": "medium"}]}), contains=EXTRACT)
-    fake_llm.script(json.dumps({"risks": risks["dose_mg"]}), contains='attribute "dose_mg"')
-    fake_llm.script(json.dumps({"risks": risks["endpoint_met"]}), contains='attribute "endpoint_met"')
-    fake_llm.script(json.dumps({"reasoning": {"dose_mg": {"reasoning": "40 mg stated", "hallucination_risk": "medium"},
+    scripted_llm.script(json.dumps({"risks": risks["dose_mg"]}), contains='attribute "dose_mg"')
+    scripted_llm.script(json.dumps({"risks": risks["endpoint_met"]}), contains='attribute "endpoint_met"')
+    scripted_llm.script(json.dumps({"reasoning": {"dose_mg": {"reasoning": "40 mg stated", "hallucination_risk": "medium"},
                                               "endpoint_met": {"reasoning": "met", "hallucination_risk": "none"}}}),
                     contains=REASON)
-    fake_llm.script(json.dumps({"dose_mg": 40, "endpoint_met": True}), contains=PARSE)
-    fake_llm.script(json.dumps({"abstained": False, "reason": "answered"}), contains=ABSTAIN)
+    scripted_llm.script(json.dumps({"dose_mg": 40, "endpoint_met": True}), contains=PARSE)
+    scripted_llm.script(json.dumps({"abstained": False, "reason": "answered"}), contains=ABSTAIN)
 
 
-def test_stage_one_point_five_takes_the_max_risk(project, fake_llm, monkeypatch):
+def test_stage_one_point_five_takes_the_max_risk(project, scripted_llm, monkeypatch):
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-key")
     project.file("corpus/atlas.txt", "ZX-41 at 40 mg once daily for 12 weeks met the primary endpoint.\n")
-    script_deep(fake_llm, {
+    script_deep(scripted_llm, {
         "dose_mg": [{"excerpt": "ZX-41 at 40 mg once daily", "risk": "low"},
                     {"excerpt": "for 12 weeks", "risk": "medium"}],
         "endpoint_met": [{"excerpt": "The primary endpoint was met", "risk": "none"}]})
-    result = deep(project, fake_llm, "params.search_provider=local", f"params.search_folder={project.root / 'corpus'}")
+    result = deep(project, scripted_llm, "params.search_provider=local", f"params.search_folder={project.root / 'corpus'}")
     dj = result["deep_judgment"]
     assert dj["hallucination_risk_assessment"] == {"dose_mg": "medium", "endpoint_met": "none"}
     assert dj["search_results"]["dose_mg"][0]["results"][0]["path"] == "atlas.txt"
     assert dj["attribute_reasoning"] == {"dose_mg": "40 mg stated", "endpoint_met": "met"}
     assert dj["deep_judgment_model_calls"] == 5                      # excerpts, 2 risk checks, reasoning, parse
     assert result["verify_result"] is True                            # informational only
-    risk_prompt = fake_llm.calls(contains='attribute "dose_mg"')[0].prompt
+    risk_prompt = scripted_llm.calls(contains='attribute "dose_mg"')[0].prompt
     assert 'EXCERPT: "for 12 weeks"' in risk_prompt and "atlas.txt" in risk_prompt
-    reasoning_prompt = fake_llm.calls(contains=REASON)[0].prompt
+    reasoning_prompt = scripted_llm.calls(contains=REASON)[0].prompt
     assert "hallucination risk from search: medium" in reasoning_prompt and '"hallucination_risk"' in reasoning_prompt
 
 
-def test_high_risk_never_auto_fails(project, fake_llm, monkeypatch):
+def test_high_risk_never_auto_fails(project, scripted_llm):
     project.file("corpus/a.txt", "Something about ZX-41.\n")
-    script_deep(fake_llm, {"dose_mg": [{"excerpt": "x", "risk": "high"}], "endpoint_met": []})
-    result = deep(project, fake_llm, "params.search_provider=local", f"params.search_folder={project.root / 'corpus'}")
+    script_deep(scripted_llm, {"dose_mg": [{"excerpt": "x", "risk": "high"}], "endpoint_met": []})
+    result = deep(project, scripted_llm, "params.search_provider=local", f"params.search_folder={project.root / 'corpus'}")
     assert result["deep_judgment"]["hallucination_risk_assessment"] == {"dose_mg": "high"}
     assert result["verify_result"] is True and "warnings" not in result
 
 
-def test_deep_judgment_completes_when_search_fails(project, fake_llm, monkeypatch):
+def test_deep_judgment_completes_when_search_fails(project, scripted_llm, monkeypatch):
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
-    script_deep(fake_llm, {"dose_mg": [], "endpoint_met": []})
-    result = deep(project, fake_llm)                                 # tavily without a key: every search fails
+    script_deep(scripted_llm, {"dose_mg": [], "endpoint_met": []})
+    result = deep(project, scripted_llm)                                 # tavily without a key: every search fails
     dj = result["deep_judgment"]
     assert dj["hallucination_risk_assessment"] == {}
     assert dj["search_results"]["dose_mg"][0]["error"] == "missing API key: set TAVILY_API_KEY"
-    assert fake_llm.calls(contains="hallucination risk of each excerpt") == []
+    assert scripted_llm.calls(contains="hallucination risk of each excerpt") == []
     assert result["verify_result"] is True and result["parsed"] == {"dose_mg": 40, "endpoint_met": True}
     assert dj["deep_judgment_model_calls"] == 3

@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from helpers import scripted_model
 from runner.serve.app import Limits, create_app
 from runner.serve.judging import Settings
-from scripted_model import ScriptedModel
+from runner.testing import ScriptedModel
 
 VERDICT = {"type": "object", "required": ["rating", "score"],
            "properties": {"rating": {"enum": ["green", "amber", "red"]}, "score": {"type": "number"}}}
@@ -121,7 +122,7 @@ def make_client(root: Path, model: ScriptedModel, db: str | None = None, limits:
 
 @pytest.fixture
 def served(served_project: Any, db_url: str) -> Iterator[Served]:
-    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
     serving = Served(served_project.root, model)
     serving.db = db_url
     with make_client(served_project.root, model, db_url) as client:

@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
+from helpers import scripted_model, server_error
 from runner.llm.calls.file import read_calls
 from runner.view.catalog import list_runs
-from scripted_model import ScriptedModel
 from serve_fixtures import DECK_JUDGE, deck, make_client
 
 DONE = ("succeeded", "failed", "cancelled")
@@ -56,7 +56,7 @@ def test_a_job_takes_stored_results_and_sends_no_call_for_them(served):
     job = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>B</p>", "<p>C</p>")]})
     done = wait(served.client, job.json()["id"])
     assert done["counts"]["store"] == 2 and done["counts"]["judged"] == 1
-    assert len(served.model.prompts) == 3
+    assert len(served.model.requests) == 3
 
 
 def test_jsonl_and_csv_uploads(served_project, served):
@@ -66,7 +66,7 @@ def test_jsonl_and_csv_uploads(served_project, served):
     assert up.status_code == 202, up.text
     done = wait(served.client, up.json()["id"])
     assert done["status"] == "succeeded" and done["items"] == 3 and done["params"] == {"green_at": 70}
-    assert "Green at 70" in served.model.prompts[-1]
+    assert "Green at 70" in served.model.requests[-1].prompt
     served_project.pipeline("""
         version: 1
         name: rows
@@ -97,7 +97,7 @@ def test_a_job_is_checked_when_it_is_sent(served):
 
 
 def test_cancel_keeps_what_finished(served):
-    served.model.answer(json.dumps({"rating": "red", "score": 10}), contains="quick")
+    served.model.script(json.dumps({"rating": "red", "score": 10}), contains="quick")
     original = served.model.complete
 
     async def complete(spec, messages, params):       # the second slide is never answered
@@ -124,7 +124,7 @@ def test_cancel_keeps_what_finished(served):
 def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, db_url):
     """Stopped mid-job (its lifespan ends), the server's next start takes the job up in the same
     run folder: results written before are kept as they are, no answered call is sent again."""
-    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
     gate = {"open": 2}
 
     original = model.complete
@@ -144,18 +144,18 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
             time.sleep(0.02)
         time.sleep(0.2)
         first_run = client.get(f"/v1/jobs/{job['id']}").json()["run"]
-        answered = list(model.prompts[:2])
+        answered = [r.prompt for r in model.requests[:2]]
     assert json.loads((served_project.root / "reports" / ".runner-serve" / "jobs" / f"{job['id']}.json")
                       .read_text())["status"] == "queued"
     gate["open"] = 100
-    model.prompts.clear()
+    model.requests.clear()
     with make_client(served_project.root, model, db_url) as client:
         done = wait(client, job["id"])
         assert done["status"] == "succeeded" and done["run"] == first_run and done["resumed"] == 0
         assert done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 4
         results = lines(client.get(f"/v1/jobs/{job['id']}/results"))
     assert len(results) == 6 and [r["index"] for r in results] == [1, 2, 3, 4, 5, 6]
-    assert not set(answered) & set(model.prompts)
+    assert not set(answered) & {r.prompt for r in model.requests}
     assert (served_project.root / first_run / "summary.json").is_file()
     # calls.jsonl holds every item's call: those of the two results taken up again as the
     # first run wrote them (sent, not cached), then the rest's
@@ -173,13 +173,12 @@ def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries
                             .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
                             .replace("steps.ask.output.score }}", "steps.ask.output.score | default(0) }}"),
                             "tolerant.yaml")
-    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
-    model.failing = "model overloaded"
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), repeat_last=False)       # one failed answer, then answers
     with make_client(served_project.root, model, db_url) as client:
         job = client.post("/v1/pipelines/tolerant/jobs", json={"items": [deck("<p>A</p>")]}).json()
         done = wait(client, job["id"])
         assert done["status"] == "succeeded" and done["counts"]["errors"] == 1, done
         assert [r["rating"] for r in lines(client.get(f"/v1/jobs/{job['id']}/results"))] == ["none"]
-        model.failing = None
         again = client.post("/v1/pipelines/tolerant/judge", json={"items": [deck("<p>A</p>")]}).json()
         assert [r["source"] for r in again["results"]] == ["judged"]

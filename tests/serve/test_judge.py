@@ -9,9 +9,9 @@ import time
 
 import httpx
 
+from helpers import scripted_model, server_error
 from runner.serve.app import create_app
 from runner.serve.judging import Settings
-from scripted_model import ScriptedModel
 from serve_fixtures import deck
 
 
@@ -31,7 +31,7 @@ def test_a_deck_is_judged_then_answered_from_the_store(served):
     assert sources(again) == ["store", "judged"]
     assert again.json()["results"][0]["item_key"] == body["results"][0]["item_key"]
     assert again.json()["results"][0]["result"] == body["results"][0]["result"]
-    assert len(served.model.prompts) == 3 and again.json()["counts"] == {"store": 1, "judged": 1}
+    assert len(served.model.requests) == 3 and again.json()["counts"] == {"store": 1, "judged": 1}
 
 
 def test_one_item_alone(served):
@@ -43,12 +43,12 @@ def test_params_make_another_result_and_are_checked(served):
     base = served.judge(deck("<p>A</p>")).json()
     stricter = served.judge(deck("<p>A</p>"), params={"green_at": 95}).json()
     assert stricter["pipeline_hash"] != base["pipeline_hash"] and stricter["results"][0]["source"] == "judged"
-    assert "Green at 95" in served.model.prompts[-1]
+    assert "Green at 95" in served.model.requests[-1].prompt
     assert sources(served.judge(deck("<p>A</p>"), params={"green_at": 95})) == ["store"]
     assert sources(served.judge(deck("<p>A</p>"), params={"green_at": 80})) == ["store"]    # the default, given
     # a param no prompt reads: another result, answered from the LLM cache
     assert sources(served.judge(deck("<p>A</p>"), params={"data_root": "elsewhere"})) == ["cache"]
-    assert len(served.model.prompts) == 2
+    assert len(served.model.requests) == 2
     for params, message in (({"green_at": 150}, "params.green_at: 150 is greater than the maximum of 100"),
                             ({"models": {}}, "params.models: a request may set only the params the pipeline "
                                              "declares under params_schema (green_at, data_root)"),
@@ -98,14 +98,13 @@ def test_a_changed_pipeline_judges_again_and_the_cache_answers(served_project, s
     time.sleep(1.1)
     again = served.judge(deck("<p>A</p>")).json()
     assert again["pipeline_hash"] != first["pipeline_hash"] and again["results"][0]["source"] == "cache"
-    assert len(served.model.prompts) == 1
+    assert len(served.model.requests) == 1
 
 
 def test_a_failed_judgment_is_answered_but_never_stored(served):
-    served.model.failing = "model overloaded"
+    served.model.script(server_error("model overloaded"), repeat_last=False)     # one failed answer, then answers
     failed = served.judge(deck("<p>A</p>")).json()["results"][0]
     assert failed["source"] == "judged" and "model overloaded" in failed["result"]["error"]
-    served.model.failing = None
     assert sources(served.judge(deck("<p>A</p>"))) == ["judged"]
     assert sources(served.judge(deck("<p>A</p>"))) == ["store"]
 
@@ -133,13 +132,13 @@ def test_the_request_is_checked_before_anything_is_judged(served):
         assert response.status_code == status, response.text
         assert message in response.json()["error"]
         assert "Traceback" not in response.text
-    assert served.model.prompts == []
+    assert served.model.requests == []
 
 
 def test_identical_requests_in_flight_make_one_set_of_calls(served_project, db_url):
     """Two requests for the same content at once: one call, both answered (one of them
     joined the other's computation); a third for other content makes its own call."""
-    model = ScriptedModel(json.dumps({"rating": "amber", "score": 60}))
+    model = scripted_model(json.dumps({"rating": "amber", "score": 60}))
     app = create_app(Settings(root=served_project.root, cache_dir=served_project.root / "cache", transport=model),
                      served_project.root / "pipelines", db_url)
 
@@ -156,7 +155,7 @@ def test_identical_requests_in_flight_make_one_set_of_calls(served_project, db_u
             return [(await a).json() for a in asked]
 
     answers = asyncio.run(scenario())
-    assert len(model.calls("same")) == 1 and len(model.calls("other")) == 1
+    assert len(model.calls(contains="same")) == 1 and len(model.calls(contains="other")) == 1
     assert [a["results"][0]["result"]["rating"] for a in answers] == ["amber"] * 3
     assert answers[0]["results"][0]["item_key"] == answers[1]["results"][0]["item_key"]
 
@@ -187,7 +186,7 @@ def test_health_and_the_api_description(served):
 
 def test_an_unreachable_database_is_503_with_a_message(served_project):
     from serve_fixtures import make_client
-    model = ScriptedModel()
+    model = scripted_model()
     with make_client(served_project.root, model, "postgresql://judge:s3cret-password-x@127.0.0.1:1/results") as client:
         health = client.get("/healthz")
         assert health.status_code == 503 and health.json()["status"] == "degraded"
@@ -200,7 +199,7 @@ def test_an_unreachable_database_is_503_with_a_message(served_project):
 def test_only_loopback_host_names_are_answered_on_loopback(served_project):
     from runner.serve.app import Limits
     from serve_fixtures import make_client
-    with make_client(served_project.root, ScriptedModel(), str(served_project.root / "r.sqlite"),
+    with make_client(served_project.root, scripted_model(), str(served_project.root / "r.sqlite"),
                      Limits(allowed_hosts=["127.0.0.1", "localhost", "testserver"])) as client:
         assert client.get("/healthz").status_code == 200
         rebound = client.get("/healthz", headers={"host": "evil.example:8000"})
@@ -211,7 +210,7 @@ def test_a_token_guards_every_route_but_health_and_docs(served_project):
     from runner.serve.app import Limits
     from serve_fixtures import make_client
     token = "t" * 32
-    with make_client(served_project.root, ScriptedModel(), str(served_project.root / "r.sqlite"),
+    with make_client(served_project.root, scripted_model(), str(served_project.root / "r.sqlite"),
                      Limits(token=token)) as client:
         assert client.get("/healthz").status_code == 200 and client.get("/openapi.json").status_code == 200
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": f"Basic {token}"}):
@@ -233,7 +232,7 @@ def test_keys_and_url_credentials_never_reach_a_response(served_project, served,
         """, "keyed.yaml")
     monkeypatch.setenv("SECRET_JUDGE_KEY", "sk-very-secret-key-0123456789")
     monkeypatch.setenv("SECRET_JUDGE_URL", "http://user:pa55word-in-url@127.0.0.1:9/v1")
-    served.model.failing = "rejected sk-very-secret-key-0123456789 at http://user:pa55word-in-url@127.0.0.1:9/v1"
+    served.model.script(server_error("rejected sk-very-secret-key-0123456789 at http://user:pa55word-in-url@127.0.0.1:9/v1"))
     time.sleep(1.1)
     answer = served.client.post("/v1/pipelines/keyed/judge", json={"item": {"x": 1}})
     listed = served.client.get("/v1/pipelines")

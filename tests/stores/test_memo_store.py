@@ -11,9 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fakellm import Reply
 from helpers import run, write_json
 from runner.stores.memo import MemoStore
+
+pytestmark = pytest.mark.slow
 
 PIPELINE = """
     version: 1

@@ -13,6 +13,8 @@ from runner.llm.batch.store import BatchStore
 from runner.stores.memo_sqlite import SqliteMemo
 from runner.stores.reviews import ReviewStore
 
+pytestmark = pytest.mark.slow
+
 OPENERS: dict[str, Callable[[Path], SqliteMemo | ReviewStore | BatchStore]] = {
     "memo": SqliteMemo,
     "reviews": ReviewStore,

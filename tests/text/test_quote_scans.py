@@ -16,7 +16,7 @@ def test_the_fast_scans_find_what_the_plain_patterns_find():
     rng = random.Random(11)
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
-        assert [m.span() for m in quotes._IRREGULAR.finditer(text)] == \
+        assert [m.span() for m in quotes.IRREGULAR.finditer(text)] == \
             [m.span() for m in plain_irregular.finditer(text)], repr(text)
         assert [m.span() for m in quotes.HYPHEN_BREAK.finditer(text)] == \
             [m.span() for m in plain_hyphen.finditer(text)], repr(text)

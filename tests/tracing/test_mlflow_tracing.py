@@ -22,6 +22,8 @@ import pytest
 
 from helpers import run, write_json
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlflow_server")]
+
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "slide_judge.yaml"
 EXAMPLE = REPO / "examples" / "slide_judge"

@@ -58,44 +58,44 @@ def recorder(monkeypatch):
 
 
 @pytest.fixture
-def traced(project, fake_llm, monkeypatch):
+def traced(project, scripted_llm, monkeypatch):
     monkeypatch.setenv("MY_API_KEY", SECRET)
     project.prompt("ask.j2", "Check {{ part }} of {{ item.text }} (key {{ env.MY_API_KEY }}).")
-    path = project.pipeline(f"""
+    path = project.pipeline("""
         version: 1
         name: traced
         env: [MY_API_KEY]
         models:
-          m: {{model: openai/fake, api_base: "{fake_llm.url}", retries: 0}}
+          m: {model: scripted/fake, retries: 0}
         steps:
           - id: parts
             uses: foreach
             with:
-              items: "{{{{ ['a', 'b'] }}}}"
+              items: "{{ ['a', 'b'] }}"
               as: part
               steps:
                 - id: ask
                   uses: llm
-                  with: {{model: m, prompt: ask.j2}}
+                  with: {model: m, prompt: ask.j2}
           - id: broken
             uses: fail
             on_error: default
             default: recovered
-            with: {{message: "no good"}}
+            with: {message: "no good"}
           - id: skipped
             uses: compute
             if: "false"
-            with: {{x: 1}}
+            with: {x: 1}
         output:
-          verdict: "{{{{ steps.parts[1].ask.raw }}}}"
-        summary: {{count_by: verdict}}
+          verdict: "{{ steps.parts[1].ask.raw }}"
+        summary: {count_by: verdict}
         """)
     source = write_json(project.root / "items.json", [{"text": "one"}, {"text": "two"}])
     return lambda **options: run(path, source, **options)
 
 
-def test_one_tree_per_item_with_steps_and_llm_calls(traced, recorder, fake_llm):
-    fake_llm.script("VALID")
+def test_one_tree_per_item_with_steps_and_llm_calls(traced, recorder, scripted_llm):
+    scripted_llm.script("VALID")
     outcome = traced()
     assert [r["test_trace_id"] for r in outcome.results] == ["t1", "t2"]          # fields a backend adds
     rec = recorder[-1]
@@ -110,7 +110,7 @@ def test_one_tree_per_item_with_steps_and_llm_calls(traced, recorder, fake_llm):
     for ask in parts.children:
         (call,) = ask.children
         assert (call.name, call.kind, call.outputs) == ("llm:m", "llm", {"response": "VALID"})
-        assert call.attributes["model_id"] == "openai/fake" and call.attributes["cached"] is False
+        assert call.attributes["model_id"] == "scripted/fake" and call.attributes["cached"] is False
         assert call.attributes["attempts"] == 1 and call.attributes["usage"]["total_tokens"] > 0
         assert call.started_ns <= call.ended_ns
         assert ask.started_ns <= call.started_ns and call.ended_ns <= ask.ended_ns
@@ -120,8 +120,8 @@ def test_one_tree_per_item_with_steps_and_llm_calls(traced, recorder, fake_llm):
     assert root.started_ns <= parts.started_ns <= parts.ended_ns <= broken.started_ns <= root.ended_ns
 
 
-def test_cached_calls_are_marked(traced, recorder, fake_llm):
-    fake_llm.script("VALID")
+def test_cached_calls_are_marked(traced, recorder, scripted_llm):
+    scripted_llm.script("VALID")
     traced()
     traced()
     root = recorder[-1].exported[0][0]
@@ -129,8 +129,8 @@ def test_cached_calls_are_marked(traced, recorder, fake_llm):
     assert (call.attributes["cached"], call.attributes["attempts"]) == (True, 0)
 
 
-def test_a_failing_backend_warns_once_and_changes_no_result(traced, recorder, fake_llm):
-    fake_llm.script("VALID")
+def test_a_failing_backend_warns_once_and_changes_no_result(traced, recorder, scripted_llm):
+    scripted_llm.script("VALID")
     plain = traced(trace="none")
     recorder.fail_on = 1
     outcome = traced()
@@ -141,7 +141,7 @@ def test_a_failing_backend_warns_once_and_changes_no_result(traced, recorder, fa
     assert recorder[-1].exported == [] and recorder[-1].failed
 
 
-def test_tracing_off_without_a_tracking_uri_or_the_extra(project, fake_llm, cli, monkeypatch):
+def test_tracing_off_without_a_tracking_uri_or_the_extra(project, scripted_llm, cli, monkeypatch):
     project.pipeline("""
         version: 1
         name: plain

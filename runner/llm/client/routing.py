@@ -1,17 +1,46 @@
-"""Each model's own transport, chosen by `spec.transport`."""
+"""Each model's own transport, chosen by `spec.transport`: the built-in `http` and
+`litellm`, or a transport registered in this process under a provider name.
+
+`register_transport("scripted", factory)` sends every model whose model string starts
+`scripted/` (with `transport: auto`, the default) through `factory()`'s transport: how
+runner.testing's scripted model answers a pipeline's calls in-process, and a way to put a
+provider runner does not know behind a model string. Registrations live in the process
+that made them: worker processes and Ray actors have their own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion, LiteLLMTransport, Transport
+from runner.llm.client.spec import TRANSPORTS, ModelSpec
+from runner.llm.client.transport import Completion, LiteLLMTransport, Transport, TransportError
+
+TransportFactory = Callable[[], Transport]
+_registered: dict[str, TransportFactory] = {}
+
+
+def register_transport(provider: str, factory: TransportFactory) -> None:
+    """Send the models named `provider/...` through `factory()`'s transport, made once per
+    run on its first call (a later registration under the same name replaces this one)."""
+    if provider in TRANSPORTS or not provider.isidentifier():
+        raise ValueError(f"'{provider}' cannot name a transport (a Python identifier other than "
+                         f"{', '.join(TRANSPORTS)})")
+    _registered[provider] = factory
+
+
+def unregister_transport(provider: str) -> None:
+    _registered.pop(provider, None)
+
+
+def registered_transports() -> tuple[str, ...]:
+    """The provider names registered in this process, for build_spec to resolve."""
+    return tuple(_registered)
 
 
 class RoutedTransport:
     """Each model's own transport (`spec.transport`): aiohttp for OpenAI-compatible
-    endpoints, litellm for every other provider. Each is made on its model's first call,
-    so a run that sends nothing imports neither aiohttp nor litellm."""
+    endpoints, litellm for every other provider, or a registered one. Each is made on its
+    model's first call, so a run that sends nothing imports neither aiohttp nor litellm."""
 
     def __init__(self) -> None:
         self._by_name: dict[str, Transport] = {}
@@ -21,8 +50,13 @@ class RoutedTransport:
             if name == "http":
                 from runner.llm.client.aio_http import HTTPTransport
                 self._by_name[name] = HTTPTransport()
-            else:
+            elif name == "litellm":
                 self._by_name[name] = LiteLLMTransport()
+            elif name in _registered:
+                self._by_name[name] = _registered[name]()
+            else:
+                raise TransportError("client", f"no transport '{name}' is registered in this process "
+                                               "(runner.llm.client.routing.register_transport)")
         return self._by_name[name]
 
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,7 +43,7 @@ class ModelSpec:
     backoff: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
-    transport: str = "litellm"          # resolved: http or litellm
+    transport: str = "litellm"          # resolved: http, litellm or a registered one (routing.py)
     structured_output: str = "auto"
     batch: bool = False                # answered through the provider's batch API (runner/llm/batch/)
     batch_max_requests: int = BATCH_MAX_REQUESTS
@@ -91,11 +92,17 @@ def openai_compatible(model: str, api_base: str | None) -> bool:
     return "/" not in model and api_base is None and provider_of(model) == "openai"
 
 
-def openai_route(model: str, api_base: str | None, transport: str) -> tuple[str, str | None, str]:
-    """(model, api_base, transport) as sent. An Ollama model whose base URL is an
-    OpenAI-compatible `/v1` endpoint (or whose transport is declared `http`) speaks that
-    protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME` over HTTP, so the Ollama
-    pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
+def openai_route(model: str, api_base: str | None, transport: str,
+                 registered: Collection[str] = ()) -> tuple[str, str | None, str]:
+    """(model, api_base, transport) as sent. A model string whose provider is a transport
+    registered in this process (`scripted/judge`, see routing.py) goes to it. An Ollama
+    model whose base URL is an OpenAI-compatible `/v1` endpoint (or whose transport is
+    declared `http`) speaks that protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME`
+    over HTTP, so the Ollama pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible
+    server."""
+    provider = model.split("/", 1)[0] if "/" in model else ""
+    if transport == "auto" and provider in registered:
+        return model, api_base, provider
     if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
         if transport == "auto":
             transport = "http" if openai_compatible(model, api_base) else "litellm"
@@ -139,8 +146,9 @@ def _at_least(key: str, value: Any, low: float, convert: Any) -> Any:
     return number
 
 
-def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
-    """`entry` is already rendered."""
+def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = ()) -> ModelSpec:
+    """`entry` is already rendered; `registered`: the transports registered in this process
+    (routing.registered_transports())."""
     try:
         sampling = {k: entry[k] for k in SAMPLING_KEYS if entry.get(k) is not None}
         if "temperature" in sampling:
@@ -158,7 +166,7 @@ def build_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
         model, api_base, transport = openai_route(str(entry["model"]), api_base,
-                                                  _choice("transport", entry.get("transport"), TRANSPORTS))
+                                                  _choice("transport", entry.get("transport"), TRANSPORTS), registered)
         return ModelSpec(
             name=name, model=model, api_base=api_base,
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
