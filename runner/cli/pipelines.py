@@ -1,4 +1,4 @@
-"""`runner validate`, `runner list` and `runner steps`: commands about pipeline files."""
+"""`runner validate`, `runner list`, `runner steps` and `runner params`: commands about pipeline files."""
 
 from __future__ import annotations
 
@@ -59,3 +59,14 @@ def steps() -> None:
         typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
 
 
+def params(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")]) -> None:
+    """The pipeline's params: name, type, default, range and description (set one with --set params.NAME=VALUE)."""
+    from runner.pipeline.loader import load_pipeline
+    from runner.pipeline.params import param_rows
+    loaded = load_pipeline(pipeline)
+    rows = [("name", "type", "default", "range", "description"),
+            *param_rows(loaded.params, loaded.params_schema)]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[4]])
+                   .rstrip())

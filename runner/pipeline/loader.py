@@ -13,10 +13,12 @@ from typing import Any
 import jinja2
 
 import runner.pipeline.templating as templating
-from runner.errors import ConfigError, InputError, Problem, RunnerError, did_you_mean, unknown
+from runner.errors import ConfigError, InputError, Problem, did_you_mean, unknown
 from runner.fileio import read_json
-from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
+from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
+from runner.pipeline.extends import expand
+from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
@@ -24,7 +26,7 @@ from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
 from runner.pipeline.validated import ValidatedPipelines
-from runner.yamlpos import Located, load_located
+from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
@@ -38,28 +40,19 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     """The typed pipeline, or ConfigError with every problem. With `validated` (runs and
     renders), a pipeline already found valid as it is now skips the checks."""
     file = Path(path)
-    shown = _display(file)
-    status = regular_file(file)[1]
-    if status != OK:
-        reason = ("is larger than 64 MB" if status == FILE_TOO_LARGE
-                  else "is not a regular file" if file.exists() else "not found")
-        raise RunnerError(f"{shown}: pipeline file {reason}")
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
-    located = load_located(text, shown)
+    located = read_located(file)
     if not isinstance(located.data, dict):
         raise ConfigError([located.problem((), "a pipeline file must be a mapping "
                                                "(version, name, steps, ...)")])
+    project_dir = file.resolve().parent.parent
+    located, sources = expand(located, file, project_dir)
     memo = validated if catalog is None else None        # a custom catalog's checks are its own
     catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
-    project_dir = file.resolve().parent.parent
-    fingerprint = memo.fingerprint(located.data, file, project_dir) if memo else ""
+    fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
     if memo and memo.known(fingerprint):
-        return _build(located, file, project_dir)
+        return _build(located, file, project_dir, sources)
     problems = schema_problems(located, located.data, pipeline_schema())
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
@@ -67,17 +60,10 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         raise ConfigError(problems)
     if memo:
         memo.remember(fingerprint)
-    return _build(located, file, project_dir)
+    return _build(located, file, project_dir, sources)
 
 
-def _display(file: Path) -> str:
-    try:
-        return str(file.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(file)
-
-
-def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
+def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
     data = located.data
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
@@ -86,7 +72,7 @@ def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        located=located, tracing=data.get("tracing"))
+        located=located, tracing=data.get("tracing"), sources=tuple(sources))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -254,7 +240,7 @@ class _Checker:
     def _check_prompt_file(self, name: str, path: DataPath, names: set[str], seen: set[str]) -> None:
         file = self.prompts_dir / name
         if not file.is_file():
-            self.add(path, f"prompt template '{name}' not found ({_display(file)})")
+            self.add(path, f"prompt template '{name}' not found ({display(file)})")
             return
         try:
             source = file.read_text(encoding="utf-8")
@@ -268,7 +254,7 @@ class _Checker:
         file = self.schemas_dir / name
         found, status = resolve_inside(self.schemas_dir, name)
         if found is None:
-            self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
+            self.add(path, f"schema '{name}' not found ({display(file)})" if status == FILE_NOT_FOUND
                      else refusal(status, name, self.schemas_dir, "schemas"))
             return
         from jsonschema import Draft202012Validator

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.yamlpos import Located, json_path
+from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 
@@ -40,6 +40,12 @@ class Pipeline:
     concurrency: Any
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
+    sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends
+
+    @property
+    def params_schema(self) -> dict[str, Any]:
+        """Each param's JSON Schema (declared in one block or two), by name."""
+        return dict(self.located.data.get("params_schema") or {})
 
     @property
     def prompts_dir(self) -> Path:
@@ -51,4 +57,4 @@ class Pipeline:
 
     def where(self, path: DataPath) -> str:
         """`file:line:col: json.path` for messages about a field."""
-        return f"{self.located.location(path)}: {json_path(path)}"
+        return self.located.describe(path)

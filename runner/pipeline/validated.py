@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
+from runner.pipeline.files import sha256_of
 
 FOLDER = "validated"
 KEY_FILE = "validated.key"
@@ -90,9 +91,11 @@ class ValidatedPipelines:
         self.key_file = cache_dir / KEY_FILE
 
     @staticmethod
-    def fingerprint(data: Any, file: Path, project_dir: Path) -> str:
+    def fingerprint(data: Any, file: Path, project_dir: Path, sources: list[Path] | None = None) -> str:
+        """`sources`: the other files the pipeline is made of (bases, parts, plugin files)."""
         payload = [_runner_stamp(), str(file.resolve()), str(project_dir),
-                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data]
+                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data,
+                   [(str(path), sha256_of(path)) for path in sources or []]]
         text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -98,8 +98,15 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
-    """sha256 of every prompt and schema file the pipeline names, and of the templates they include."""
+    """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
+    plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
+    names, and of the templates they include; each by its path in the project."""
     found: dict[str, str] = {}
+    for source in pipeline.sources[1:]:
+        try:
+            found[str(source.resolve().relative_to(pipeline.project_dir.resolve()))] = sha256_file(source)
+        except (OSError, ValueError):
+            continue
     pending: list[tuple[str, Path]] = []
     for text in set(_strings(pipeline.located.data)):
         if not text.endswith(_TEMPLATE_SUFFIXES):

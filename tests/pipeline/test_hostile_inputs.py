@@ -17,7 +17,8 @@ from fakellm import Reply
 from helpers import run, write_json
 from runner.errors import ConfigError
 from runner.inputs import markdown_citations
-from runner.pipeline.loader import load_located, load_pipeline
+from runner.pipeline.loader import load_pipeline
+from runner.yamlpos import load_located
 from runner.pipeline.validated import ValidatedPipelines
 
 # ---- H5: one line of thousands of citations parses in linear work -------------------------
