@@ -18,8 +18,8 @@ from helpers import run, write_json
 from runner.errors import ConfigError
 from runner.inputs import markdown_citations
 from runner.pipeline.loader import load_pipeline
-from runner.yamlpos import load_located
 from runner.pipeline.validated import ValidatedPipelines
+from runner.yamlpos import load_located
 
 # ---- H5: one line of thousands of citations parses in linear work -------------------------
 
