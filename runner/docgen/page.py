@@ -67,7 +67,15 @@ def _steps() -> list[str]:
     from runner.pipeline.result_shapes import ShapeContext, describe
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
-             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`.", ""]
+             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`.", "",
+             "A step whose `if` is false reads as the empty value of its result, so no guard is needed to "
+             "read it: by JSON type a string is `\"\"`, a number `0`, a boolean `false`, an array `[]`, an "
+             "object the empty values of its known fields (and false in a condition), and a type that allows "
+             "null (or a shape of no one type) `null`; `steps.ID.skipped` is true. A step that failed into "
+             "its `default` reads as the default laid over that empty value. A step that calls models "
+             "(`llm`, `jury`, and `foreach`/`loop` around them) tells how many calls it made (`calls`: a "
+             "re-ask to repair an answer is one more) and the attempts they took (`attempts`: retries "
+             "included, none for a cached answer).", ""]
     for name in step_names():
         info = step_info(name)
         schema = info.schema

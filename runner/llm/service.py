@@ -178,6 +178,7 @@ class LLMService:
         schema = request.output_schema
         started = time.perf_counter()
         raw: str | None = None
+        tried = 0                      # requests sent, retries included (a cached answer sends none)
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
@@ -202,11 +203,13 @@ class LLMService:
                     else:
                         completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
                 except TransportError as exc:
+                    tried += exc.attempts
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._done(request, seq, spec, messages, key, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
-                                                                  error=message)) from None
+                                                                  error=message, made=(attempt + 1, tried))) from None
+                tried += completion.attempts
                 if completion.text:
                     completion.text = self.redact(clean_text(completion.text))     # a model may echo a key it saw
                 problem = self._answer_problem(spec, completion, sampling)
@@ -215,7 +218,7 @@ class LLMService:
                     message = f"{spec.describe()}: {problem}"
                     self._done(request, seq, spec, messages, key, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
-                                                                  started, error=message))
+                                                                  started, error=message, made=(attempt + 1, tried)))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
@@ -233,14 +236,15 @@ class LLMService:
                 stats.failures += 1
                 message = f"{spec.describe()}: {exc}"
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
-                                                              started, error=message)) from None
+                                                              started, error=message, made=(attempt + 1, tried))) \
+                    from None
             if cached is None:
                 entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
                     await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
                     self._writer.cache_set(self.cache, key, entry)
-            return self._result(spec, parsed, raw, completion, cached is not None, started)
+            return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _cached(self, key: str) -> Any:
@@ -273,10 +277,14 @@ class LLMService:
         return None
 
     def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None,
-                cached: bool, started: float, error: str | None = None) -> dict[str, Any]:
+                cached: bool, started: float, error: str | None = None, made: tuple[int, int] = (1, 0)
+                ) -> dict[str, Any]:
+        """The call's outcome; `made`: the requests it took (a re-ask to repair an answer is one
+        more) and the attempts they were sent in (retries included; a cached answer is none)."""
         return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
                 "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
-                "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error}
+                "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error,
+                "calls": made[0], "attempts": made[1]}
 
     # -- logs, render, summary ---------------------------------------------------------
     def _next_seq(self, item: int) -> int:

@@ -22,7 +22,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
+from runner.pipeline.result_shapes import ShapeContext, check_read, step_field_reads, step_shape
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
 from runner.pipeline.validated import ValidatedPipelines
@@ -342,13 +342,8 @@ class _Checker:
         if step_id not in self.results:
             step = self.step_data[step_id]
             info = self.catalog.infos.get(step["uses"])
-            args = step.get("with") or {}
-            shape = info.result_schema(args, self.shapes) if info and isinstance(args, dict) else OPEN
-            if step.get("on_error") == "continue":
-                shape = union(shape, closed({"error": {"type": "string"}}))
-            elif step.get("on_error") == "default":
-                shape = union(shape, literal_shape(step.get("default")))
-            self.results[step_id] = shape
+            self.results[step_id] = step_shape(info.result_schema if info else None, step.get("with") or {},
+                                               step.get("on_error"), step.get("default"), self.shapes)
         return self.results[step_id]
 
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:

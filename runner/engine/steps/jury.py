@@ -12,14 +12,14 @@ from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import PromptedStep, build_requests
 from runner.engine.voting import Agreement, Vote, majority_of, merge_answers, tally
 from runner.errors import StepError, did_you_mean
-from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
+from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
 from runner.yamlpos import Path as DataPath
 
 VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},
                   "decided": {"type": "boolean"}, "votes": {"type": "array"},
                   "outcome": {"description": "decided, or the on_tie / on_all_failed value"},
                   "valid_votes": {"type": "integer", "description": "How many votes the verdict rests on."},
-                  "seats": {"type": "integer", "description": "How many named models were enabled."}}
+                  "seats": {"type": "integer", "description": "How many named models were enabled."}, **COUNTS}
 
 
 @register
@@ -60,7 +60,7 @@ class Jury(PromptedStep):
         if len(seats) < len(named):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
-        answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
+        answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
         votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),

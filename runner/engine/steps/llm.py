@@ -10,7 +10,7 @@ from runner.engine.context import StepContext
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import PromptedStep, answer_shape, build_requests
 from runner.errors import StepError
-from runner.pipeline.result_shapes import ShapeContext, closed
+from runner.pipeline.result_shapes import COUNTS, ShapeContext, closed
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,10 @@ class LLM(PromptedStep):
         return closed({"output": answer_shape(args, shapes), "raw": {"type": ["string", "null"]},
                        "model": {"type": "string"}, "model_id": {"type": "string"}, "usage": {"type": "object"},
                        "cost": {"type": "number"}, "cached": {"type": "boolean"},
-                       "latency_ms": {"type": "integer"}, "error": {"type": ["string", "null"]}},
-                      "`output` is the parsed answer (an object checked against output_schema, or text).")
+                       "latency_ms": {"type": "integer"}, "error": {"type": ["string", "null"]}, **COUNTS},
+                      "`output` is the parsed answer (an object checked against output_schema, or text); `calls` "
+                      "the requests made (a re-ask to repair an answer is one more), `attempts` the times they "
+                      "were sent (retries included, none for a cached answer).")
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
@@ -38,4 +40,4 @@ class LLM(PromptedStep):
         if not service.enabled(model):
             raise StepError(f"model '{model}' is not enabled")
         (request,) = build_requests(ctx, [model])
-        return await service.call(request)
+        return await ctx.call(request)

@@ -101,6 +101,7 @@ class PromptedStep(Step):
     template_fields = ("prompt", "system")
     schema_fields = ("output_schema",)
     lazy_fields = ("prompt", "system")
+    counts_calls = True
 
 
 def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
