@@ -67,7 +67,9 @@ def _steps() -> list[str]:
     from runner.pipeline.result_shapes import ShapeContext, describe
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
-             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`.", "",
+             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`. A top-level "
+             "`defaults:` says them once per step type (`defaults: {llm: {on_error: default, default: "
+             "{failed: true}}}`); a step's own win.", "",
              "A step whose `if` is false reads as the empty value of its result, so no guard is needed to "
              "read it: by JSON type a string is `\"\"`, a number `0`, a boolean `false`, an array `[]`, an "
              "object the empty values of its known fields (and false in a condition), and a type that allows "

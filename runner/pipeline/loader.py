@@ -17,6 +17,7 @@ from runner.errors import ConfigError, InputError, Problem, did_you_mean, unknow
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
+from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
@@ -50,10 +51,11 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
+    defaults_problems = apply_defaults(located, catalog.infos)
     fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
     if memo and memo.known(fingerprint):
         return _build(located, file, project_dir, sources)
-    problems = schema_problems(located, located.data, pipeline_schema())
+    problems = schema_problems(located, located.data, pipeline_schema()) + defaults_problems
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
