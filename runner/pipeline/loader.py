@@ -23,6 +23,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
+from runner.pipeline.parts import with_parts
 from runner.pipeline.result_shapes import ShapeContext, check_read, step_field_reads, step_shape
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
@@ -37,15 +38,18 @@ CONDITION_KEYS = {"if", "when", "until"}
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
-                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None) -> Pipeline:
+                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None,
+                  project_dir: Path | None = None) -> Pipeline:
     """The typed pipeline, or ConfigError with every problem. With `validated` (runs and
-    renders), a pipeline already found valid as it is now skips the checks."""
+    renders), a pipeline already found valid as it is now skips the checks. `project_dir`:
+    the folder holding pipelines/, prompts/, schemas/ (by default the file's folder's parent;
+    a part under pipelines/parts/ gives its caller's)."""
     file = Path(path)
     located = read_located(file)
     if not isinstance(located.data, dict):
         raise ConfigError([located.problem((), "a pipeline file must be a mapping "
                                                "(version, name, steps, ...)")])
-    project_dir = file.resolve().parent.parent
+    project_dir = project_dir or file.resolve().parent.parent
     located, sources = expand(located, file, project_dir)
     memo = validated if catalog is None else None        # a custom catalog's checks are its own
     catalog = catalog or StepCatalog.builtin()
@@ -67,10 +71,11 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
 
 def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
     data = located.data
+    models, env_names = with_parts(project_dir, data["steps"], data.get("models", {}), tuple(data.get("env", [])))
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=tuple(data.get("env", [])), input=data.get("input", {"adapter": "json"}),
-        params=data.get("params", {}), models=data.get("models", {}),
+        env_names=env_names, input=data.get("input", {"adapter": "json"}),
+        params=data.get("params", {}), models=models,
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
@@ -111,7 +116,7 @@ class _Checker:
 
     def run(self) -> list[Problem]:
         self._collect_ids(self.data["steps"], ("steps",))
-        base = set(BASE_NAMES)
+        base = set(BASE_NAMES) | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
         parent_as = (self.data.get("input") or {}).get("parent_as")
         if parent_as:
             base.add(parent_as)
