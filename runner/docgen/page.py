@@ -114,6 +114,23 @@ def _adapters() -> list[str]:
     return [*lines, ""]
 
 
+def _features() -> list[str]:
+    from runner.docgen.features import FEATURES
+    lines = ["## Features by example", "",
+             "Each example is the files of a project; the tests run it on the records shown and check the results.",
+             ""]
+    for feature in FEATURES:
+        lines += [f"### {feature.title}", "", feature.text, ""]
+        for path, text in feature.files.items():
+            kind = "yaml" if path.endswith(".yaml") else "jinja"
+            lines += [f"`{path}`:", "", f"```{kind}", text.rstrip("\n"), "```", ""]
+        pairs = [json.dumps({"record": r, "result": o}, ensure_ascii=False)
+                 for r, o in zip(feature.records, feature.results, strict=True)]
+        said = f" (the model answers {', '.join(repr(a) for a in feature.answers)})" if feature.answers else ""
+        lines += [f"Run on each record{said}, it gives:", "", "```json", *pairs, "```", ""]
+    return lines
+
+
 def render_page() -> str:
     from runner.pipeline.templating import make_environment
     env = make_environment()
@@ -131,5 +148,5 @@ def render_page() -> str:
              *_entries("Filters of Jinja", {n: env.filters[n] for n in jinja_filters}, FILTERS, jinja_filters),
              *_entries("Tests (`x is NAME`, `select('NAME')`)", dict(env.tests), TESTS, sorted(env.tests)),
              *_entries("Global functions", dict(env.globals), GLOBALS, sorted(env.globals)),
-             *_names(), *_adapters()]
+             *_names(), *_adapters(), *_features()]
     return "\n".join(lines).rstrip("\n") + "\n"
