@@ -34,7 +34,9 @@ name: judge
 params:
   threshold: {default: 0.8, type: number, minimum: 0, maximum: 1, description: share of the quote found}
 steps:
-  - {id: match, uses: quote_match, with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}}
+  - id: match
+    uses: quote_match
+    with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}
 output:
   found: "{{ steps.match.passed }}"
 """},
@@ -58,7 +60,9 @@ name: judge
 params:
   threshold: {default: 0.8, type: number, minimum: 0, maximum: 1}
 steps:
-  - {id: match, uses: quote_match, with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}}
+  - id: match
+    uses: quote_match
+    with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}
 output:
   found: "{{ steps.match.passed }}"
 """},
@@ -108,7 +112,10 @@ output:
 version: 1
 name: count
 steps:
-  - {id: ask, uses: llm, with: {model: judge, prompt: ask.j2, output_schema: {type: object, required: [ok], properties: {ok: {type: boolean}}}, repair: 1}}
+  - id: ask
+    uses: llm
+    with: {model: judge, prompt: ask.j2, repair: 1,
+           output_schema: {type: object, required: [ok], properties: {ok: {type: boolean}}}}
 output:
   ok: "{{ steps.ask.output.ok }}"
   calls: "{{ steps.ask.calls }}"
@@ -135,7 +142,9 @@ inputs:
   quote: {type: string, description: the text to look for}
   threshold: {type: number, minimum: 0, maximum: 1, default: 0.9}
 steps:
-  - {id: match, uses: quote_match, with: {quote: "{{ inputs.quote }}", text: "{{ item.text }}", threshold: "{{ inputs.threshold }}"}}
+  - id: match
+    uses: quote_match
+    with: {quote: "{{ inputs.quote }}", text: "{{ item.text }}", threshold: "{{ inputs.threshold }}"}
 output:
   found: "{{ steps.match.passed }}"
 """},
