@@ -23,7 +23,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.parts import with_parts
+from runner.pipeline.parts import part_files, with_parts
 from runner.pipeline.result_shapes import ShapeContext, check_read, step_field_reads, step_shape
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
@@ -56,6 +56,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
     defaults_problems = apply_defaults(located, catalog.infos)
+    sources += part_files(project_dir, located.data.get("steps"))
     fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
     if memo and memo.known(fingerprint):
         return _build(located, file, project_dir, sources)
@@ -69,9 +70,15 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     return _build(located, file, project_dir, sources)
 
 
+def load_part_file(path: Path, project_dir: Path) -> Pipeline:
+    """A part file (runner/pipeline/parts.py), read and checked with its caller's project."""
+    return load_pipeline(path, project_dir=project_dir)
+
+
 def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
     data = located.data
-    models, env_names = with_parts(project_dir, data["steps"], data.get("models", {}), tuple(data.get("env", [])))
+    models, env_names = with_parts(project_dir, data["steps"], data.get("models", {}), tuple(data.get("env", [])),
+                                   load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=env_names, input=data.get("input", {"adapter": "json"}),

@@ -11,6 +11,7 @@ arguments. A part that runs itself, directly or through others, is refused with 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,17 @@ from runner.pipeline.model import Pipeline, StepSpec
 from runner.yamlpos import Path as DataPath
 
 _LOADING: list[Path] = []          # the parts being loaded, outermost first (a cycle's chain)
+# How a part file is read and checked (the loader's load_pipeline, given by its callers: the
+# loader itself loads parts, so this module does not import it): (file, project_dir) -> Pipeline.
+Load = Callable[[Path, Path], Pipeline]
 
 
 def parts_dir(project_dir: Path) -> Path:
     return project_dir / "pipelines"
 
 
-def load_part(project_dir: Path, file: str) -> Pipeline:
+def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
     """The part `file` (under pipelines/), checked; ConfigError saying what is wrong."""
-    from runner.pipeline.loader import load_pipeline
     path, status = resolve_inside(parts_dir(project_dir), file)
     if path is None:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
@@ -38,7 +41,7 @@ def load_part(project_dir: Path, file: str) -> Pipeline:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"the part runs itself: {chain}")])
     _LOADING.append(path)
     try:
-        return load_pipeline(path, project_dir=project_dir)
+        return load(path, project_dir)
     finally:
         _LOADING.pop()
 
@@ -97,13 +100,20 @@ def parts_used(steps: Any) -> list[str]:
     return found
 
 
-def with_parts(project_dir: Path, steps: Any, models: dict[str, Any], env_names: tuple[str, ...]
+def part_files(project_dir: Path, steps: Any) -> list[Path]:
+    """The files of the parts the steps run (those that exist): a pipeline is made of them too
+    (run.json lists them with their hashes; a change to one is a change to the pipeline)."""
+    found = (resolve_inside(parts_dir(project_dir), file)[0] for file in parts_used(steps))
+    return [path for path in found if path is not None]
+
+
+def with_parts(project_dir: Path, steps: Any, models: dict[str, Any], env_names: tuple[str, ...], load: Load
                ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A pipeline's models and env names with those of the parts it runs added: a part's
     model is run's model of that name (the caller's wins when both name one)."""
     merged, names = dict(models), list(env_names)
     for file in parts_used(steps):
-        part = load_part(project_dir, file)
+        part = load_part(project_dir, file, load)
         merged = {**part.models, **merged}
         names += [name for name in part.env_names if name not in names]
     return merged, tuple(names)

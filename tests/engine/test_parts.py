@@ -68,6 +68,7 @@ def parts(project, fake_llm, monkeypatch):
 def test_a_part_used_twice_with_its_own_inputs(parts, fake_llm):
     fake_llm.script(Reply(json.dumps({"ok": True})))
     path = parts.pipeline(CALLER.format(extra="threshold: 0.99"))
+    assert [p.name for p in load_pipeline(path).sources] == ["p.yaml", "check.yaml"]   # run.json lists both
     items = write_json(parts.root / "in.json", [{"text": "the cat sat on the mat", "first": ["the cat", "a dog"],
                                                   "second": ["cat sat", "on the mat", "sat on"]}])
     result = run(path, items).results[0]

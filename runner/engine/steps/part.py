@@ -9,6 +9,7 @@ from typing import Any
 from runner.engine.context import Runtime, StepContext, render_at
 from runner.engine.steps.base import Step, register
 from runner.errors import ConfigError, StepError
+from runner.pipeline.loader import load_part_file
 from runner.pipeline.model import Pipeline
 from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed
@@ -29,7 +30,7 @@ class _Parts:
 
     def get(self, file: str) -> Pipeline:
         if file not in self.loaded:
-            self.loaded[file] = load_part(self.project_dir, file)
+            self.loaded[file] = load_part(self.project_dir, file, load_part_file)
         return self.loaded[file]
 
 
@@ -46,7 +47,7 @@ class Part(Step):
         if project is None or not isinstance(file, str) or is_template(file):
             return OPEN
         try:
-            part = load_part(project, file)
+            part = load_part(project, file, load_part_file)
         except ConfigError:
             return OPEN
         return closed({**dict.fromkeys(part.output, OPEN), **COUNTS}, "The part's `output:` fields.")
@@ -59,7 +60,7 @@ class Part(Step):
         if is_template(file):
             return [(("file",), "a part is named as it is (a file under pipelines/), not by a template")]
         try:
-            part = load_part(project, file)
+            part = load_part(project, file, load_part_file)
         except ConfigError as exc:
             return [(("file",), f"part '{file}': {exc}")]
         return input_problems(part, file, args.get("inputs"))
