@@ -111,3 +111,14 @@ steps:
     with pytest.raises(ConfigError) as caught:
         load_pipeline(path)
     assert "the part runs itself: loop.yaml -> loop.yaml" in str(caught.value)
+
+
+def test_a_part_runs_in_worker_processes(parts, fake_llm, cli):
+    fake_llm.script(Reply(json.dumps({"ok": True})))
+    path = parts.pipeline(CALLER.format(extra="threshold: 0.99"))
+    items = write_json(parts.root / "in.json", [{"text": "the cat sat", "first": ["the cat"], "second": ["a dog"]},
+                                                 {"text": "a dog ran", "first": ["a dog"], "second": ["a dog ran"]}])
+    done = cli("run", str(path), "--input", str(items), "--out", "out", "--executor", "processes", "--workers", "2")
+    assert done.exit_code == 0, done.output
+    results = sorted(parts.results(), key=lambda r: r["index"])
+    assert [(r["first"], r["second"], r["calls"]) for r in results] == [(1, 0, 2), (1, 1, 2)]
