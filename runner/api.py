@@ -6,6 +6,7 @@ import asyncio
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,6 +20,7 @@ from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stream import ItemStream
+from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
@@ -35,7 +37,8 @@ from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
 
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline"]
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
+           "run_pipeline_async"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -79,57 +82,107 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
-    executor = executor or ExecutorChoice()
-    executor.check()
-    pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
-    check_before_run(pipeline, options.fail_under)
-    items = load_items(pipeline, source)
-    record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
-    options.input_path = str(source.input_path) if source.input_path else None
-    # An unusable cache is one message, not an error per item.
-    caches = open_caches(pipeline, options.cache_dir)
-    group: Path | None = None                     # --out DIR writes exactly into DIR
-    try:
-        if options.out_dir is None:
-            group = default_group(pipeline, source)
-            options.out_dir, options.memo_dir = new_run_dir(group), group
-        out_dir: Path = options.out_dir
-        refuse_overwriting_input(out_dir, source.input_path)
-        runtime = Runtime.create(pipeline, options)
-        runtime.open_caches = caches              # the run closes them
-        runtime.observer = make_observer(runtime)
-        concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                             {"params": runtime.params, "env": runtime.env}))
-        if _batching(pipeline, options):
-            concurrency = max(concurrency, BATCH_WINDOW)
-        outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
-        folder = OutputFolder(out_dir).claim()       # one run at a time per folder
-    except BaseException:
-        for cache in caches.values():
-            cache.close()
-        if group is not None and options.out_dir is not None:
-            remove_if_empty(options.out_dir)      # a run that never started leaves no folder
-        raise
+    run = _StartedRun.start(path, source, options, overrides, formats, executor)
     failed = True
     try:
-        record.begin(out_dir, explicit_out=group is None,
-                     models=model_entries(runtime.model_spec, list(pipeline.models)))
+        run.begin()
         # Ctrl-C: outputs written, then re-raised
-        asyncio.run(_run(runtime, items, concurrency, outcome, progress or Quiet(), executor))
+        asyncio.run(_run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor))
         failed = False
     except asyncio.CancelledError:
-        if outcome.terminated:
-            raise Terminated(outcome) from None
+        if run.outcome.terminated:
+            raise Terminated(run.outcome) from None
         raise
     except KeyboardInterrupt as stop:
-        stop.args = (outcome,)       # the CLI prints what finished
+        stop.args = (run.outcome,)       # the CLI prints what finished
         raise
     finally:
-        record.finish(outcome, failed=failed and not outcome.interrupted)
-        folder.release()
-        if group is not None and is_run(out_dir):
-            mark_latest(out_dir)
-    return outcome
+        run.finish(failed)
+    return run.outcome
+
+
+async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
+                             overrides: list[str] | None = None, progress: Progress | None = None) -> RunOutcome:
+    """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
+    the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
+    which writes what finished. It leaves signals to the caller."""
+    run = _StartedRun.start(path, source, options, overrides, (), None)
+    failed = True
+    try:
+        run.begin()
+        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor,
+                   signals=False)
+        failed = False
+    finally:
+        run.finish(failed)
+    return run.outcome
+
+
+@dataclass
+class _StartedRun:
+    """A run from its checks to its claimed folder and run.json: what _run needs, and its end."""
+
+    runtime: Runtime
+    items: ItemStream
+    concurrency: int
+    outcome: RunOutcome
+    executor: ExecutorChoice
+    record: RunRecord
+    folder: OutputFolder
+    group: Path | None
+
+    @classmethod
+    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
+              formats: Sequence[str], executor: ExecutorChoice | None) -> _StartedRun:
+        executor = executor or ExecutorChoice()
+        executor.check()
+        if executor.name != "local" and (options.shared_llm is not None or options.item_runner is not None):
+            raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
+                             "this process, so such a run is local")
+        pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
+        check_before_run(pipeline, options.fail_under)
+        items = load_items(pipeline, source)
+        record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
+        options.input_path = str(source.input_path) if source.input_path else None
+        # An unusable cache is one message, not an error per item.
+        caches = open_caches(pipeline, options.cache_dir)
+        group: Path | None = None                     # --out DIR writes exactly into DIR
+        try:
+            if _batching(pipeline, options):
+                check_store(options.cache_dir)        # and an unusable batch store too
+            if options.out_dir is None:
+                group = default_group(pipeline, source)
+                options.out_dir, options.memo_dir = new_run_dir(group), group
+            out_dir: Path = options.out_dir
+            refuse_overwriting_input(out_dir, source.input_path)
+            runtime = Runtime.create(pipeline, options)
+            runtime.open_caches = caches              # the run closes them
+            runtime.observer = make_observer(runtime)
+            concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
+                                                 {"params": runtime.params, "env": runtime.env}))
+            if _batching(pipeline, options):
+                concurrency = max(concurrency, BATCH_WINDOW)
+            outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
+            folder = OutputFolder(out_dir).claim()       # one run at a time per folder
+        except BaseException:
+            for cache in caches.values():
+                cache.close()
+            if group is not None and options.out_dir is not None:
+                remove_if_empty(options.out_dir)      # a run that never started leaves no folder
+            raise
+        return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
+
+    def begin(self) -> None:
+        """run.json, status running."""
+        self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+                          models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
+
+    def finish(self, failed: bool) -> None:
+        """run.json's end, the folder released, and `latest` when the run is complete."""
+        self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
+        self.folder.release()
+        if self.group is not None and is_run(self.outcome.out_dir):
+            mark_latest(self.outcome.out_dir)
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
@@ -172,14 +225,15 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
 
 
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
-               progress: Progress, executor: ExecutorChoice) -> None:
-    _cancel_on_sigterm(outcome)
+               progress: Progress, executor: ExecutorChoice, signals: bool = True) -> None:
+    if signals:
+        _cancel_on_sigterm(outcome)
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 
-    def keep(result: dict[str, Any]) -> None:
+    def keep(position: int, result: dict[str, Any]) -> None:
         log.append(result)           # and then dropped: the results live in results.jsonl
-        errors.add(result)
+        errors.add(position, result)
         progress.advance()
 
     total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown

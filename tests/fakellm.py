@@ -409,10 +409,22 @@ class FakeBatches:
         self.enabled = True                    # false: no Batch API here (404, as llama.cpp or LM Studio)
         self.refusals: list[int] = []          # statuses for the next batch creations (429: queue full)
         self.failing_polls = 0                 # the next retrieves answer 503
+        # A broken gateway's output file: its answer lines, changed before they are written
+        # (a line given twice, an answer from another model).
+        self.edit_output: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
         self._ids = 0
 
     def created(self, model: str | None = None) -> list[FakeBatch]:
         return [b for b in self.batches.values() if model is None or b.model == model]
+
+    def forget(self) -> list[str]:
+        """The provider forgets every batch (deleted, another organisation's key, a gateway
+        restarted): retrieve and cancel answer 404 for them, the listing no longer has them.
+        Their ids."""
+        with self.fake._lock:
+            gone = list(self.batches)
+            self.batches.clear()
+        return gone
 
     @staticmethod
     def serves(path: str) -> bool:
@@ -531,6 +543,8 @@ class FakeBatches:
             entry = {"id": self._id("batch_req"), "custom_id": line["custom_id"],
                      "response": {"status_code": code, "request_id": self._id("req"), "body": answer}, "error": None}
             (output if code < 400 else errors).append(entry)
+        if self.edit_output is not None:
+            output = self.edit_output(output)
         batch.answered, batch.failed = len(output), len(errors)
         batch.output_file_id = self._file(output)
         batch.error_file_id = self._file(errors)

@@ -12,6 +12,17 @@ from runner.api import ItemSource, RunOutcome, run_pipeline
 from runner.runs.folders import group_name
 from runner.runs.request import RunOptions
 
+# A pipeline that echoes each item's `v` as its verdict; A passes (its first rate).
+VERDICTS = """
+    version: 1
+    name: t
+    steps: [{id: echo, uses: compute, with: {v: "{{ item.v }}"}}]
+    output: {verdict: "{{ steps.echo.v }}"}
+    summary:
+      count_by: verdict
+      rates: {ok_rate: "{{ result.verdict == 'A' }}"}
+    """
+
 
 def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
     """reports/<pipeline>/<stem>-<hash>/ of an input at `root / input_file` (root: the project)."""

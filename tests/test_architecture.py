@@ -117,6 +117,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("calibration", ("runner.calibration",)),
     ("reference", ("runner.docgen",)),
     ("view", ("runner.view",)),
+    ("serve", ("runner.serve", "runner.client")),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

@@ -165,7 +165,28 @@ def _show(value: Any) -> str:
 
 def format_diff(diff: dict[str, Any]) -> list[str]:
     """The diff as terminal lines: how the runs were made, then what their items did."""
-    lines = [f"before: {diff['before']}", f"after:  {diff['after']}"]
+    lines = [f"before: {diff['before']}", f"after:  {diff['after']}", *overview(diff)]
+    if not diff["changed"]:
+        lines.append(f"no item changed ({', '.join(diff['fields'])} compared)")
+    else:
+        lines.append(f"{len(diff['changed'])} item(s) changed:")
+        for entry in diff["changed"]:
+            moves = "; ".join(f"{field}: {_show(old)} -> {_show(new)}"
+                              for field, (old, new) in entry["changes"].items())
+            lines.append(f"  item {entry['index']}: {moves}")
+    return lines + only_in(diff)
+
+
+def only_in(diff: dict[str, Any]) -> list[str]:
+    """The items one run has and the other has not."""
+    return [f"{label}: items {', '.join(map(str, diff[key]))}"
+            for key, label in (("only_before", "only in before"), ("only_after", "only in after")) if diff[key]]
+
+
+def overview(diff: dict[str, Any]) -> list[str]:
+    """How the runs were made and what their counts and rates did: what `runner diff` prints
+    before its items, and what `runner view`'s compare page shows."""
+    lines: list[str] = []
     if diff.get("without_manifest"):
         lines.append(f"made how: unknown for {', '.join(diff['without_manifest'])} (no run.json: an older run)")
     elif diff.get("manifest") is not None:
@@ -187,15 +208,4 @@ def format_diff(diff: dict[str, Any]) -> list[str]:
                      + (f" ({same} other value(s) unchanged)" if names and same else ""))
     for name, (old, new) in diff["rates"].items():
         lines.append(f"{name}: {_show(old)} -> {_show(new)}")
-    if not diff["changed"]:
-        lines.append(f"no item changed ({', '.join(diff['fields'])} compared)")
-    else:
-        lines.append(f"{len(diff['changed'])} item(s) changed:")
-        for entry in diff["changed"]:
-            moves = "; ".join(f"{field}: {_show(old)} -> {_show(new)}"
-                              for field, (old, new) in entry["changes"].items())
-            lines.append(f"  item {entry['index']}: {moves}")
-    for key, label in (("only_before", "only in before"), ("only_after", "only in after")):
-        if diff[key]:
-            lines.append(f"{label}: items {', '.join(map(str, diff[key]))}")
     return lines

@@ -176,7 +176,7 @@ async def _from_cache(runtime: Runtime, items: Iterable[Item],
 async def _for_real(runtime: Runtime, items: Iterable[Item], concurrency: int, folder: Path) -> ResultsView:
     log = ResultsLog(folder / "results.jsonl")
     try:
-        await run_items(runtime, items, concurrency, log.append)
+        await run_items(runtime, items, concurrency, lambda _, result: log.append(result))
     finally:
         log.close()
         await runtime.aclose()

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, pipelines, tools, view
+from runner.cli import batches, calibration, pipelines, serve, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
@@ -167,9 +167,15 @@ def _summary_line(summary: dict[str, Any], out_dir: Path) -> str:
 
 
 def _batched(summary: dict[str, Any]) -> str:
-    batches = (summary.get("batches") or {}).values()
-    return f" ({sum(b.get('requests', 0) for b in batches)} in {sum(b.get('batches', 0) for b in batches)} " \
-           f"provider batch(es))" if batches else ""
+    """` (21 in 3 provider batch(es))`, and the answers collected from batches another run submitted."""
+    batches = list((summary.get("batches") or {}).values())
+    if not batches:
+        return ""
+    submitted, requests, resumed, collected = (sum(b.get(name, 0) for b in batches)
+                                               for name in ("batches", "requests", "resumed", "collected"))
+    parts = [f"{requests} in {submitted} provider batch(es)" if submitted or not resumed else "",
+             f"{collected} collected from {resumed} provider batch(es) another run submitted" if resumed else ""]
+    return f" ({'; '.join(part for part in parts if part)})"
 
 
 def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
@@ -213,6 +219,7 @@ app.command("eval", interrupted="nothing evaluated (a pipeline's finished items 
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
 app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
+app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
 

@@ -48,7 +48,10 @@ def batches(cache_dir: CacheDirOpt = None,
 
 
 async def _cancel(store: BatchStore, records: list[BatchRecord], key: str | None) -> None:
+    """Cancel each batch; one the provider answers 404 for is gone (deleted, another
+    organisation's key, a gateway restarted): forgotten, so no run waits on it again."""
     from runner.llm.batch.client import BatchClient
+    from runner.llm.batch.polling import GONE
     from runner.llm.client.spec import ModelSpec
     from runner.llm.client.transport import TransportError
     failed = False
@@ -69,6 +72,11 @@ async def _cancel(store: BatchStore, records: list[BatchRecord], key: str | None
             store.update(record.submission, str(answer.get("status") or "cancelling"), record.counts)
             typer.echo(f"{batch_id}: {answer.get('status') or 'cancelling'}")
         except TransportError as exc:
+            if exc.status == GONE:
+                store.forget(record.submission)
+                typer.echo(f"{record.batch_id or 'a submission of model ' + record.model_name}: gone at the provider "
+                           f"(HTTP {GONE}): forgotten")
+                continue
             failed = True
             typer.echo(f"{record.batch_id}: not cancelled: {exc.message}", err=True)
         finally:

@@ -18,11 +18,15 @@ def view(reports_dir: ReportsArg = Path("reports"),
          host: Annotated[str, typer.Option("--host", help="Address to serve on (a non-loopback one is "
                                                           "reachable by others: a warning says so).")] = "127.0.0.1",
          port: Annotated[int, typer.Option("--port", help="Port to serve on.", min=1, max=65535)] = 8765,
-         open_browser: Annotated[bool, typer.Option("--open", help="Open the page in a browser.")] = False) -> None:
+         open_browser: Annotated[bool, typer.Option("--open", help="Open the page in a browser.")] = False,
+         allow_host: Annotated[list[str] | None, typer.Option(
+             "--allow-host", help="Another name requests may give this server by (a DNS name or proxy in front of "
+                                  "it); repeatable. Loopback names and this machine's are always taken.")] = None,
+         ) -> None:
     """Browse runs in a browser: items, votes, prompts and answers; compare runs; review verdicts
     (stored in REPORTS_DIR/reviews.sqlite)."""
     from runner.view.server import serve
-    serve(reports_dir, host, port, open_browser, lambda line: typer.echo(line, err=True))
+    serve(reports_dir, host, port, open_browser, lambda line: typer.echo(line, err=True), allow_host or [])
 
 
 @labels_app.command("export")

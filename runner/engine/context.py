@@ -100,8 +100,10 @@ class Runtime:
             if self.options.render:
                 from runner.render.sink import RenderSink
                 self.render_sink = RenderSink(self.render_stream, self.render_stats)
+            shared = self.options.shared_llm
             service = LLMService(self.model_spec, self.options, self.env, render=self.render_sink,
-                                 observer=self.observer, cache=self.take_cache("responses"), in_flight=self.in_flight)
+                                 observer=self.observer, in_flight=self.in_flight, shared=shared,
+                                 cache=None if shared is not None else self.take_cache("responses"))
             service.sender.cluster_limits = self.shared_limits
             self._llm = service
         return self._llm

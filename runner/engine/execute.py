@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.run_warnings import add_warning
 from runner.engine.step_values import defaulted, skipped
 from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
@@ -115,6 +116,9 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             stored = None if runtime.options.no_cache else memo.get(memo_key)
             if stored is not None:
                 return await _traced_memo_hit(runtime, item, stored, scope, result)
+            if memo.unreadable:
+                add_warning(runtime, f"memo store {memo.path}: a stored result is not readable (not a JSON "
+                                     "object): taken as not stored, its item computed again")
         except TemplateError as exc:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
@@ -215,9 +219,10 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
 
 
 async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
-                    on_result: Callable[[dict[str, Any]], Awaitable[None] | None]) -> int:
-    """Run every item, at most `concurrency` at once, handing each result to `on_result` as it
-    finishes; the number of items run.
+                    on_result: Callable[[int, dict[str, Any]], Awaitable[None] | None]) -> int:
+    """Run every item (through `options.item_runner` when the run has one), at most `concurrency`
+    at once, handing each finished item's input position and result to `on_result`; the number
+    of items run.
 
     Items are taken from `items` only as the window has room (`runtime.in_flight` counts
     the running ones), so neither the input nor the results are ever all in memory. The
@@ -232,8 +237,8 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
 
     async def one(item: Item) -> None:
         with runtime.in_flight.item():      # a batch collector reads how many items are running
-            result = await run_item(runtime, item)
-        maybe = on_result(result)
+            result = await (runtime.options.item_runner or run_item)(runtime, item)
+        maybe = on_result(item.index, result)
         if maybe is not None:
             await maybe
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,18 @@ def pass_rule(pipeline: Pipeline) -> tuple[str, str] | None:
 def item_rule(pipeline: Pipeline) -> tuple[str, str] | None:
     """(name, expression) an item must meet to pass: `summary.pass_when` (slide_judge: not red),
     else the first summary rate."""
-    declared = pipeline.summary.get("pass_when")
-    return ("pass_when", str(declared)) if declared else pass_rule(pipeline)
+    return summary_rule(pipeline.summary)
+
+
+def summary_rule(summary: Mapping[str, Any]) -> tuple[str, str] | None:
+    """item_rule of a pipeline's `summary:` section (as run.json keeps it, for runner view)."""
+    declared = summary.get("pass_when")
+    if declared:
+        return "pass_when", str(declared)
+    rates = summary.get("rates")
+    for name, expression in (rates.items() if isinstance(rates, Mapping) else []):
+        return str(name), str(expression)
+    return None
 
 
 def _scope(pipeline: Pipeline) -> dict[str, Any]:
@@ -39,20 +50,41 @@ def _scope(pipeline: Pipeline) -> dict[str, Any]:
     return {"params": pipeline.params, "env": env}
 
 
-def failed_indexes(pipeline: Pipeline, run: Path) -> set[int]:
+@dataclass
+class FailedItems:
+    """The items of an earlier run that failed, by their content key (`item_key`); a result
+    without one (made by an older runner) by its index. Never by a result's index alone: an
+    output named `index` numbers results its own way. Held as a set of the failed items'
+    keys (a few dozen bytes each)."""
+
+    keys: set[str] = field(default_factory=set)
+    indexes: set[int] = field(default_factory=set)
+
+    def __contains__(self, item: Item) -> bool:
+        return item.key in self.keys or item.index in self.indexes
+
+
+def failed_items(pipeline: Pipeline, run: Path) -> FailedItems:
     """Items of an earlier run that errored, or that fail the pass rule as the pipeline says now."""
-    return set(iter_failed(pipeline, run))
+    failed = FailedItems()
+    for result in iter_failed(pipeline, run):
+        key = result.get("item_key")
+        if isinstance(key, str) and key:
+            failed.keys.add(key)
+        else:
+            failed.indexes.add(int(result["index"]))
+    return failed
 
 
-def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[int]:
-    """The failed items' indexes in increasing order, read from the run's results one at a time."""
+def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[dict[str, Any]]:
+    """The failed items' results, read from the run's results one at a time."""
     results = results_in_order(resolve_run(run))
     rule = item_rule(pipeline)
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     for result in results:
         if result.get("error"):
-            yield int(result["index"])
+            yield result
         elif rule is not None:
             try:
                 ok = renderer.condition(rule[1], {**scope, "result": result})
@@ -60,7 +92,7 @@ def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[int]:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule[0]} ({rule[1]}) does not apply "
                                   f"to its results: {describe_error(exc)}") from None
             if not ok:
-                yield int(result["index"])
+                yield result
 
 
 def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: int | None = None) -> ItemStream:
@@ -73,13 +105,11 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
         items = ItemStream.of(chosen)
     if selection.failed_from is None and not selection.filter and not limit:
         return items                    # the same stream: its count is not taken twice
-    if selection.failed_from is not None:
-        for _ in iter_failed(pipeline, selection.failed_from):    # read once now: a bad run fails here
-            pass
+    failed = failed_items(pipeline, selection.failed_from) if selection.failed_from is not None else None
 
     def unfiltered() -> Iterator[Item]:
-        if selection.failed_from is not None:
-            return _among(iter(items), iter_failed(pipeline, selection.failed_from))
+        if failed is not None:
+            return (item for item in items if item in failed)
         return iter(items)
 
     def chosen_items() -> Iterator[Item]:
@@ -89,18 +119,6 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
     if selection.filter:
         _check_filter(pipeline, unfiltered(), selection.filter)
     return ItemStream(chosen_items)
-
-
-def _among(items: Iterable[Item], indexes: Iterator[int]) -> Iterator[Item]:
-    """The items whose index is in `indexes` (both in increasing order: a merge, nothing held)."""
-    wanted = next(indexes, None)
-    for item in items:
-        while wanted is not None and wanted < item.index:
-            wanted = next(indexes, None)
-        if wanted is None:
-            return
-        if wanted == item.index:
-            yield item
 
 
 def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[Item]:

@@ -36,12 +36,18 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
+    exploded_from: str | None = None     # the parent's field this item is one element of
 
     @property
     def key(self) -> str:
         """The item's content key: a hash of what it reads (its record, and its parent's), the
-        same in every run of the same input, whatever its position (reviews follow it)."""
-        text = json.dumps([self.value, self.parent], sort_keys=True, ensure_ascii=False, default=str,
+        same in every run of the same input, whatever its position (reviews follow it). An
+        exploded item's key leaves out the list it is one element of: the other slides of a deck
+        are not what this slide's verdict is about, so changing one slide keeps the others' keys."""
+        parent = self.parent
+        if self.exploded_from is not None and isinstance(parent, dict):
+            parent = {name: value for name, value in parent.items() if name != self.exploded_from}
+        text = json.dumps([self.value, parent], sort_keys=True, ensure_ascii=False, default=str,
                           separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -113,7 +119,7 @@ def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]
             continue
         for child in children:
             count += 1
-            yield Item(count, child, parent=value)
+            yield Item(count, child, parent=value, exploded_from=explode)
 
 
 def record_from_pairs(pairs: list[str]) -> dict[str, Any]:

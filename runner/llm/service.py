@@ -29,6 +29,7 @@ from runner.llm.client.sender import ModelStats, Sender
 from runner.llm.client.spec import ModelSpec, batch_choice
 from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.llm.in_flight import ItemsInFlight
+from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally
 from runner.llm.writer import CallLines, SharedCache, Writer
 from runner.redact import environment_secrets
@@ -94,17 +95,20 @@ class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
                  transport: Transport | None = None, render: CallPreview | None = None,
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
-                 in_flight: ItemsInFlight | None = None):
+                 in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None):
         self.resolve = resolve
         self.observer = observer
         self.options = options
         self.env = env
-        self.sender = Sender(transport or RoutedTransport(), options.cache_dir, options.llm_concurrency,
-                             options.concurrency_given)
+        self.sender = shared.sender if shared is not None else Sender(
+            transport or RoutedTransport(), options.cache_dir, options.llm_concurrency, options.concurrency_given)
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
-        self._cache: JsonCache | None = cache
-        self._writer = Writer(call_lines(options))
+        self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
+        self._writer = Writer(call_lines(options))      # this run's calls.jsonl (and, alone, its answers)
+        # Answers go to the cache through one writer for every service of a long-lived process,
+        # so an answer one run has not committed yet is found by the others.
+        self._answers = shared.writer if shared is not None else self._writer
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
         self._environment = environment_secrets()      # read once: a run's environment does not change
@@ -182,7 +186,8 @@ class LLMService:
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
-            cached = None if self.options.no_cache else usable(self._writer.pending.get(key) or await self._cached(key))
+            cached = None if self.options.no_cache else usable(
+                self._answers.pending.get(key) or await self._cached(key))
             seq = self._next_seq(request.item)
             began = time.time_ns()
             if self.options.render:
@@ -241,9 +246,9 @@ class LLMService:
             if cached is None:
                 entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
-                    await self._writer.cache_set_shared(cast(SharedCache, self.cache), key, entry)
+                    await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
-                    self._writer.cache_set(self.cache, key, entry)
+                    self._answers.cache_set(self.cache, key, entry)
             return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -292,7 +297,8 @@ class LLMService:
         return self._seq[item]
 
     def flush(self) -> None:
-        """Write every answer and call line handed to the writer so far."""
+        """Write every answer and call line handed to the writers so far."""
+        self._answers.flush()
         self._writer.flush()
 
     def take_calls(self) -> list[bytes]:
@@ -373,18 +379,17 @@ class LLMService:
             self._seq.pop(item, None)
         return self.tally.settle(item)
 
-    def failed_items(self) -> set[int]:
-        """Items whose LLM work got no usable answer (see tally.py): they count as errors."""
-        return self.tally.failed_items()
-
-    def failure_reasons(self) -> dict[int, str]:
-        return self.tally.failure_reasons()
+    def has_failed(self, item: int) -> bool:
+        """Whether an item's LLM work has so far got no usable answer somewhere (settle forgets)."""
+        return self.tally.has_failed(item)
 
     async def aclose(self) -> None:
+        self._answers.flush()      # a shared writer stays open for the others (SharedClient closes it)
         self._writer.close()
         if self._batches is not None:
             await self._batches.aclose()
-        await self.sender.aclose()
-        if self._cache is not None:
-            self._cache.close()
+        if self._shared is None:          # a shared sender and cache are closed by their owner
+            await self.sender.aclose()
+            if self._cache is not None:
+                self._cache.close()
 

@@ -54,6 +54,11 @@ class FailureTally:
         reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
         return failed, reason
 
+    def has_failed(self, item: int) -> bool:
+        """Whether an item has, so far, a call group that failed and was never answered: what
+        settle will say, read without forgetting anything (the run's error count settles it)."""
+        return any(self._groups[key][1] and not self._groups[key][0] for key in self._by_item.get(item, []))
+
     def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
         """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
         taken = []
@@ -76,13 +81,6 @@ class FailureTally:
                 counts[1] += failed
             if reason:
                 self._reasons[item] = reason
-
-    def failed_items(self) -> set[int]:
-        return {item for (item, _), (answered, failed) in self._groups.items() if failed and not answered}
-
-    def failure_reasons(self) -> dict[int, str]:
-        """Each failed item's last call error (what the run's grouped error lines show)."""
-        return {item: self._reasons.get(item, "") for item in self.failed_items()}
 
     def dead_endpoints(self) -> dict[str, EndpointTally]:
         """Endpoints that were sent requests and answered none of them."""

@@ -6,7 +6,8 @@ FLUSH_AT are waiting, and at `flush` and `close`), then go together: one SQLite 
 for many answers, not one each, and one write for many lines. A run killed outright
 (SIGKILL) loses at most the last FLUSH_EVERY of them: the answers are in its results, and a
 rerun asks for them again. An answer handed over is served from `pending` until it is
-committed, so a call asked again in the same run finds it.
+committed, so a call asked again in the same run finds it (in the same process, when the
+runs of a long-lived process hand their answers to one writer: llm/shared_client.py).
 
 An answer whose cache is another process's (`aset`: a Ray worker on another machine) is
 awaited there before its item goes on, one by one: a block Ray runs again after that

@@ -25,8 +25,10 @@ class ErrorCount:
         self.count = 0
         self.groups: Counter[str] = Counter()
 
-    def add(self, result: dict[str, Any]) -> None:
-        failed, reason = self.runtime.llm.settle(result.get("index")) if self.runtime.llm_used else (False, "")
+    def add(self, position: int, result: dict[str, Any]) -> None:
+        """Count the result of the item at input `position` (the LLM tally knows items by it: a
+        result's own `index` may be anything an output called so)."""
+        failed, reason = self.runtime.llm.settle(position) if self.runtime.llm_used else (False, "")
         message = result.get("error")
         if not message and failed:
             message = reason or nested_error(result) or "no usable answer from any model"
@@ -53,19 +55,18 @@ class ErrorCount:
 class SummaryTally:
     """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
 
-    def __init__(self, runtime: Runtime, errors: ErrorCount | None = None) -> None:
-        """`errors` as counted during the run, when it was (else counted here)."""
+    def __init__(self, runtime: Runtime, errors: ErrorCount) -> None:
+        """`errors` as counted during the run."""
         spec = runtime.pipeline.summary
         self.runtime = runtime
         self.errors = errors
         self.field = spec.get("count_by")
         self.base = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
-        self.failed = runtime.llm.failed_items() if runtime.llm_used and errors is None else set()
         self.rates = dict(spec.get("rates") or {})
         self.hits = dict.fromkeys(self.rates, 0)
         self.broken: dict[str, str] = {}
         self.counter: Counter[str] = Counter()
-        self.total = self.counted_errors = 0
+        self.total = 0
 
     def add(self, result: dict[str, Any]) -> dict[str, bool]:
         """Count one result; what each rate said of it (a rate whose expression failed, now or
@@ -73,8 +74,6 @@ class SummaryTally:
         self.total += 1
         if self.field:
             self.counter[_count_key(result, self.field)] += 1
-        if self.errors is None and (result.get("error") or result.get("index") in self.failed):
-            self.counted_errors += 1
         said: dict[str, bool] = {}
         for name, expression in self.rates.items():
             if name in self.broken:
@@ -92,14 +91,13 @@ class SummaryTally:
     def summary(self, results: Iterable[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
         """summary.json, once every result was added (`results` as `summary.fields` see them)."""
         runtime, spec, total = self.runtime, self.runtime.pipeline.summary, self.total
-        error_count = self.counted_errors if self.errors is None else self.errors.count
+        error_count = self.errors.count
         counts = dict(self.counter)
         scope: dict[str, Any] = {**self.base, "results": results, "counts": counts, "total": total,
                                  "errors": error_count}
         summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
         if error_count:
-            summary["error_groups"] = self.errors.top() if self.errors is not None else \
-                error_groups(results, runtime.llm.failure_reasons() if runtime.llm_used else {})
+            summary["error_groups"] = self.errors.top()
         if self.field:
             summary["count_by"] = self.field
             summary["counts"] = counts
@@ -150,21 +148,6 @@ def nested_error(value: Any) -> str | None:
         if found:
             return found
     return None
-
-
-def error_groups(results: Iterable[dict[str, Any]], llm_failed: dict[int, str]) -> list[dict[str, Any]]:
-    """Identical item errors counted together, most frequent first: an item's `error`, or for
-    an item whose LLM work got no usable answer, its last failed call's error (else the first
-    error inside its result)."""
-    counts: Counter[str] = Counter()
-    for result in results:
-        message = result.get("error")
-        index = result.get("index")
-        if not message and index in llm_failed:
-            message = llm_failed[index] or nested_error(result) or "no usable answer from any model"
-        if message:
-            counts[" ".join(str(message).split())] += 1
-    return [{"count": n, "error": text} for text, n in counts.most_common(KEPT_GROUPS)]
 
 
 def _count_key(result: dict[str, Any], field: str) -> str:

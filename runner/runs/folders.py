@@ -23,7 +23,6 @@ its latest run) or the `latest` file itself."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, read_json, read_json_lines
+from runner.runs.checked import SUMMARY_SCHEMA, checked
 
 LATEST = "latest"
 LATEST_PARTIAL = "latest-partial"
@@ -92,17 +92,9 @@ def is_run(folder: Path) -> bool:
     return (folder / RESULTS).is_file() and (folder / SUMMARY).is_file()
 
 
-def run_summary(folder: Path) -> dict[str, object]:
-    try:
-        summary = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return summary if isinstance(summary, dict) else {}
-
-
 def is_complete(folder: Path) -> bool:
     """A run over its whole input that finished (runs from before run.json count as complete)."""
-    summary = run_summary(folder)
+    summary = read_summary(folder)
     return not summary.get("partial") and not summary.get("interrupted")
 
 
@@ -194,15 +186,8 @@ def checked_result(result: Any, path: Path, number: int) -> dict[str, Any]:
 
 
 def read_summary(folder: Path) -> dict[str, Any]:
-    """A run's summary.json ({} when there is none), checked where commands read it."""
+    """A run's summary.json ({} when there is none), each field runner reads type-checked."""
     path = folder / SUMMARY
     if not path.is_file():
         return {}
-    summary = read_json(path)
-    if not isinstance(summary, dict):
-        raise InputError(f"{path}: not a run summary (a JSON object), but {type(summary).__name__}")
-    if not isinstance(summary.get("count_by", ""), (str, type(None))):
-        raise InputError(f"{path}: count_by is not a field name")
-    if not isinstance(summary.get("counts", {}), (dict, type(None))):
-        raise InputError(f"{path}: counts is not an object of value -> count")
-    return summary
+    return checked(path, read_json(path), SUMMARY_SCHEMA)

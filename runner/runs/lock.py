@@ -35,6 +35,22 @@ def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
                               f"{name} there); choose another --out or move the input")
 
 
+def held(folder: Path) -> bool:
+    """Whether a live run holds the folder's lock (one that died, even by SIGKILL, left it
+    free). Read-only: the lock file is opened to ask, never written."""
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)          # and with it the shared lock, if it was taken
+    return False
+
+
 class OutputFolder:
     """Holds an exclusive lock on `<out>/.runner.lock` (it holds the owner's pid) until released."""
 

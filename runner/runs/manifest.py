@@ -22,8 +22,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from runner.errors import RunnerError
-from runner.fileio import atomic_write
+from runner.fileio import atomic_write, read_json
 from runner.pipeline.model import Pipeline
+from runner.runs.checked import RUN_SCHEMA, checked
 from runner.runs.folders import input_identity
 
 MANIFEST = "run.json"
@@ -86,15 +87,21 @@ def redact_assignment(text: str) -> str:
     return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a value, however deep in its mappings and lists."""
     if isinstance(value, dict):
         for inner in value.values():
-            yield from _strings(inner)
+            yield from strings_in(inner)
     elif isinstance(value, list):
         for inner in value:
-            yield from _strings(inner)
-    elif isinstance(value, str) and "{{" not in value and "\n" not in value and len(value) < 300:
+            yield from strings_in(inner)
+    elif isinstance(value, str):
         yield value
+
+
+def _file_names(value: Any) -> set[str]:
+    """The strings of a pipeline's data that may name a file: no template, one short line."""
+    return {text for text in strings_in(value) if "{{" not in text and "\n" not in text and len(text) < 300}
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
@@ -108,7 +115,7 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
         except (OSError, ValueError):
             continue
     pending: list[tuple[str, Path]] = []
-    for text in set(_strings(pipeline.located.data)):
+    for text in _file_names(pipeline.located.data):
         if not text.endswith(_TEMPLATE_SUFFIXES):
             continue
         for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
@@ -166,12 +173,11 @@ def model_entries(model_spec: Any, names: list[str]) -> dict[str, Any]:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """A run's run.json, or None for runs made before it existed (or an unreadable one)."""
-    try:
-        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """A run's run.json, each field runner reads type-checked; None for runs made before it existed."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    return checked(path, read_json(path), RUN_SCHEMA)
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:

@@ -95,7 +95,7 @@ class RunRecord:
     input_items: int
     partial: bool
     parent: Path | None = None            # a --failed-from rerun's parent run
-    selected: set[int] = field(default_factory=set)
+    selected: set[str] = field(default_factory=set)     # a rerun's items, by their content key
     run_dir: Path | None = None
     command: Callable[[Path | None], list[str]] | None = field(default=None, repr=False)
 
@@ -109,7 +109,7 @@ class RunRecord:
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
         parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
                   if source.selection.failed_from is not None else None)
-        selected = {item.index for item in items} if parent is not None else set()    # only a rerun's: its failures
+        selected = {item.key for item in items} if parent is not None else set()    # only a rerun's: its failures
         planned, partial = selected_count, not source.selection.empty or bool(source.limit)
         if parent is not None:
             parent_input = (read_manifest(parent) or {}).get("input") or {}
@@ -148,7 +148,7 @@ class RunRecord:
         fields: dict[str, Any] = {"planned": self.planned, "input_items": self.input_items, "partial": self.partial}
         if self.parent is not None:
             fields["rerun_of"] = str(self.parent)
-            fields["rerun_items"] = sum(1 for r in results if r.get("index") in self.selected)
+            fields["rerun_items"] = sum(1 for r in results if r.get("item_key") in self.selected)
         return fields
 
     def finish(self, outcome: RunOutcome | None, failed: bool = False) -> None:

@@ -1,12 +1,17 @@
 """What a run is asked to do: which items (ItemSource, with its Selection) and how (RunOptions).
 
-Plain data, filled in by the command line or a Python caller, read by the engine, the run's
-record (run.json) and the LLM service."""
+Plain data, filled in by the command line or a Python caller (`runner serve`: a shared LLM
+client and an item runner too), read by the engine, the run's record (run.json) and the LLM
+service."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from runner.inputs import Item
 
 
 @dataclass
@@ -49,3 +54,10 @@ class RunOptions:
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
+    # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
+    # response cache, its writer) that this run's LLM service uses and leaves open (`runner
+    # serve`); typed here by name only, as this layer is below the LLM's.
+    shared_llm: Any = None
+    # What runs each item in place of the engine's run_item, given the run's Runtime and the
+    # item (it calls run_item itself: `runner serve`'s results store, one computation per key).
+    item_runner: Callable[[Any, Item], Awaitable[dict[str, Any]]] | None = None

@@ -33,6 +33,11 @@ class MemoStore:
             self.hits += 1
         return entry
 
+    @property
+    def unreadable(self) -> int:
+        """Stored results read so far that were not JSON objects (each a miss)."""
+        return self._db.unreadable
+
     def put(self, key: str, result: dict[str, Any]) -> None:
         self._db.put(key, {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")})
         self.stored += 1

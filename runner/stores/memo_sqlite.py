@@ -36,6 +36,7 @@ def database_path(store: Path) -> Path:
 class SqliteMemo:
     def __init__(self, path: Path, legacy_json: Path | None = None):
         self.path = path
+        self.unreadable = 0               # rows read that hold no JSON object
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = open_shared(path, BUSY_TIMEOUT_MS, SCHEMA)
@@ -66,11 +67,20 @@ class SqliteMemo:
             raise
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored result, or None: none stored, or a row that is not a JSON object (counted
+        in `unreadable`, as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        return None if row is None else self._readable(row[0])
+
+    def _readable(self, text: object) -> dict[str, Any] | None:
+        try:
+            value = json.loads(text) if isinstance(text, (str, bytes)) else None
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            self.unreadable += 1
             return None
-        value = json.loads(row[0])
-        return value if isinstance(value, dict) else None
+        return value
 
     def put(self, key: str, result: dict[str, Any]) -> None:
         self._db.execute("INSERT INTO memo (key, result, stored_at) VALUES (?, ?, ?) "
@@ -78,8 +88,11 @@ class SqliteMemo:
                          (key, dumps(result), time.time()))
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every readable stored result (the others counted in `unreadable`)."""
         for key, text in self._db.execute("SELECT key, result FROM memo ORDER BY rowid"):
-            yield key, json.loads(text)
+            value = self._readable(text)
+            if value is not None:
+                yield key, value
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM memo").fetchone()[0])

@@ -56,15 +56,24 @@ def _os_user() -> str:
 
 def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) -> str | None:
     """The assessment's id, or None (with a warning) when MLflow cannot take it."""
+    assessment, problem = human_assessment(entry["mlflow_trace_id"], entry["is_positive"], entry["rationale"],
+                                           entry["user"], name)
+    if problem:
+        warn(problem)
+    return assessment
+
+
+def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,
+                     name: str = "human_feedback") -> tuple[str | None, str | None]:
+    """A HUMAN assessment on an MLflow trace, at the server MLFLOW_TRACKING_URI names:
+    (its id, None), or (None, why it was not logged). Never raises: the feedback is kept
+    elsewhere whatever MLflow says."""
     from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
     uri = os.environ.get(URI_VAR)
     remember_url(uri or "")
     if not uri:
-        warn(f"not logged to MLflow: set {URI_VAR} to the server that holds trace {entry['mlflow_trace_id']}")
-        return None
+        return None, f"not logged to MLflow: set {URI_VAR} to the server that holds trace {trace_id}"
     try:
-        return log_human_feedback(uri, entry["mlflow_trace_id"], name, entry["is_positive"], entry["rationale"],
-                                  entry["user"])
-    except Exception as exc:  # feedback.jsonl keeps it whatever MLflow says
-        warn(redact(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}"))
-        return None
+        return log_human_feedback(uri, trace_id, name, is_positive, rationale, user), None
+    except Exception as exc:  # the caller keeps the feedback whatever MLflow says
+        return None, redact(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}")

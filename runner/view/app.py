@@ -28,8 +28,8 @@ from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
-from runner.view.catalog import RunEntry, describe, list_runs, run_entry, run_folder
-from runner.view.index import Query, RunIndex
+from runner.view.catalog import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
+from runner.view.index import LARGEST, Query, Row, RunIndex
 from runner.view.pages import render
 
 MAX_BODY = 64 * 1024
@@ -55,7 +55,8 @@ class View:
 
     def index(self, entry: RunEntry, folder: Path) -> RunIndex:
         if folder not in self._indexes:
-            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns))
+            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns),
+                                             pass_check(entry))
         return self._indexes[folder]
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
@@ -81,8 +82,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         query = _query(request)
         page = index.page(query)
         reviews = view.store.for_items(entry.pipeline, [row.item_key for row in page.rows if row.item_key])
-        rows = [{**vars(row), "status": status_of(row.verdict, row.error or "", None),
-                 "reviews": reviews.get(row.item_key, [])} for row in page.rows]
+        rows = [{**vars(row), "status": status_of(row.verdict, row.error or "", row.passed),
+                 "href": _item_href(entry, row), "reviews": reviews.get(row.item_key, [])} for row in page.rows]
         params = dict(request.query_params)
 
         def link(**changes: Any) -> str:
@@ -95,30 +96,35 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         entry = run_entry(view.reports, folder)
         index_db = view.index(entry, folder)
         number = int(request.path_params["index"])
-        result = index_db.item(number)
-        if result is None:
+        line = request.query_params.get("line")
+        found = index_db.item(number, _number(line)) if line is None or _number(line) else None
+        if found is None:
             return view.page("message.html", 404, title="No such item",
-                             message=f"{entry.path} has no item {number}.")
+                             message=f"{entry.path} has no item {str(number)[:30]}"
+                                     f"{f' on results line {line[:30]}' if line else ''}.")
+        row, result = found
         calls = index_db.calls(number)
         trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
             if isinstance(entry.summary.get("tracing"), dict) else None
-        shown = build_item(result, entry.report_columns or [], entry.verdict_field, None,
+        shown = build_item(result, entry.report_columns or [], entry.verdict_field, row.passed,
                            {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url)
         key = str(result.get("item_key") or "")
-        previous, following = index_db.neighbours(number)
+        previous, following = index_db.neighbours(row)
         return view.page(
-            "item.html", run=entry, index=number, verdict=index_db.verdict_of(result), status=shown.status,
+            "item.html", run=entry, index=number, line=row.line, verdict=index_db.verdict_of(result),
+            status=shown.status,
             verdict_field=entry.verdict_field, item_key=key, juries=shown.juries, counts=index_db.counts(),
             result_json=json.dumps(result, ensure_ascii=False, indent=2, default=str),
             quote=_first_text(result, ("quote",)), source=_first_text(result, SOURCE_FIELDS),
             calls=[(shown_call, header(call)) for shown_call, call in zip(shown.calls, calls, strict=True)],
-            previous=previous, following=following,
+            previous=previous and (previous.index, _item_href(entry, previous)),
+            following=following and (following.index, _item_href(entry, following)),
             reviews=view.store.for_items(entry.pipeline, [key]).get(key, []) if key else [],
             reviewer=_os_user(), trace_id=result.get("mlflow_trace_id"),
             trace_link=shown.links.get("mlflow_trace_id"))
 
     def compare(request: Request) -> Response:
-        from runner.calibration.diff import diff_runs
+        from runner.calibration.diff import diff_runs, only_in, overview
         chosen = request.query_params.getlist("run") or [request.query_params.get("a", ""),
                                                           request.query_params.get("b", "")]
         if len(chosen) != 2 or not all(chosen):
@@ -131,9 +137,10 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
             diff = diff_runs(folders[0], folders[1], [], force=request.query_params.get("force") == "1")
         except RunnerError as refused:
             return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused),
-                             count_keys=[])
+                             count_keys=[], overview=[], only_in=[])
         keys = list(dict.fromkeys([*diff["counts"]["before"], *diff["counts"]["after"]]))
-        return view.page("compare.html", before=before, after=after, diff=diff, refused=None, count_keys=keys)
+        return view.page("compare.html", before=before, after=after, diff=diff, refused=None, count_keys=keys,
+                         overview=overview(diff), only_in=only_in(diff))
 
     async def review(request: Request) -> Response:
         if not hmac.compare_digest(request.headers.get("x-runner-token", ""), view.token):
@@ -163,17 +170,20 @@ def _save_review(view: View, body: bytes) -> Response:
     except ValueError:
         return JSONResponse({"error": "not JSON"}, 400)
     if not isinstance(data, dict) or not isinstance(data.get("agrees"), bool) \
-            or not isinstance(data.get("index"), int) or not isinstance(data.get("run"), str):
-        return JSONResponse({"error": "give run, index and agrees (true or false)"}, 400)
+            or not _number(data.get("index")) or not isinstance(data.get("run"), str) \
+            or not (data.get("line") is None or _number(data.get("line"))):
+        return JSONResponse({"error": "give run, index (and the results line when two share it) and agrees "
+                                      "(true or false)"}, 400)
     texts = {name: data.get(name) for name in ("correct", "rationale", "reviewer")}
     if any(v is not None and not isinstance(v, str) for v in texts.values()):
         return JSONResponse({"error": "correct, rationale and reviewer are text"}, 400)
     folder = run_folder(view.reports, data["run"])
     entry = run_entry(view.reports, folder)
     index = view.index(entry, folder)
-    result = index.item(data["index"])
-    if result is None:
+    found = index.item(data["index"], data.get("line"))
+    if found is None:
         return JSONResponse({"error": f"{entry.path} has no item {data['index']}"}, 404)
+    result = found[1]
     key = result.get("item_key")
     if not isinstance(key, str) or not key:
         return JSONResponse({"error": "this run's results carry no item_key (made by an older runner): run it "
@@ -206,11 +216,27 @@ def _to_mlflow(review: Review, trace_id: str) -> tuple[bool, str | None]:
 
 def _query(request: Request) -> Query:
     params = request.query_params
-    page = params.get("page", "1")
     return Query(verdict=params.get("verdict") or None, errors_only=params.get("errors") == "1",
                  field=params.get("field") or None, value=params.get("value") or None,
                  search=params.get("q") or None, sort=params.get("sort") or "index",
-                 descending=params.get("desc") == "1", page=int(page) if page.isdigit() else 1)
+                 descending=params.get("desc") == "1", page=_number(params.get("page", "1")) or 1)
+
+
+def _number(value: Any) -> int | None:
+    """A whole number from 1 as given in a request (text of ASCII digits, or JSON's), at most
+    SQLite's largest (a longer one is that: a page past the last is the last); None otherwise."""
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit()):
+            return None
+        value = int(value[:19])
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return None
+    return min(value, LARGEST)
+
+
+def _item_href(entry: RunEntry, row: Row) -> str:
+    """An item's page; the results line too when another result has the same index."""
+    return f"/run/{entry.path}/item/{row.index}" + (f"?line={row.line}" if row.shared else "")
 
 
 def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:

@@ -1,21 +1,28 @@
 """The runs under REPORTS_DIR, newest first, each from its summary.json and run.json, and
-the one place a path from a request becomes a run folder (inside REPORTS_DIR, or refused)."""
+the one place a path from a request becomes a run folder (inside REPORTS_DIR, or refused).
+
+A run that has not written its summary.json yet is listed too: `running` while its process
+holds the folder's lock, `interrupted` once that process is gone (killed with SIGKILL, or
+its machine stopped) and run.json still says it runs."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from runner.engine.context import TEMPLATE_FAILURES
+from runner.engine.selection import summary_rule
 from runner.errors import InputError
 from runner.outputs.report_view import item_label, lookup
-from runner.runs.folders import SUMMARY, is_run
+from runner.pipeline.templating import Renderer
+from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
+from runner.runs.lock import held
+from runner.runs.manifest import MANIFEST, read_manifest
 
-MANIFEST = "run.json"
-_PATTERNS = ("*/*/*/" + SUMMARY, "*/*/" + SUMMARY, "*/" + SUMMARY, SUMMARY)
-_MAX_JSON = 16 * 1024 * 1024
+_DEPTHS = ("*/*/*/", "*/*/", "*/", "")
 
 
 @dataclass
@@ -28,68 +35,106 @@ class RunEntry:
     total: int
     planned: int | None
     errors: int
-    partial: bool
-    interrupted: bool
+    state: str                     # finished, partial, interrupted or running
     counts: dict[str, int] = field(default_factory=dict)
     rates: dict[str, float | None] = field(default_factory=dict)
     cost: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None     # why its run.json or summary.json cannot be read
 
     @property
     def verdict_field(self) -> str | None:
-        return self.summary.get("count_by")
+        """The field results are counted by: summary.json's, or before it exists the pipeline's."""
+        summary = self.resolved.get("summary")
+        declared = summary.get("count_by") if isinstance(summary, dict) else None
+        return self.summary.get("count_by") or (declared if isinstance(declared, str) else None)
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        """The pipeline as the run resolved it (run.json), {} when unknown."""
+        resolved = (self.manifest.get("pipeline") or {}).get("resolved")
+        return resolved if isinstance(resolved, dict) else {}
 
     @property
     def report_columns(self) -> list[str] | None:
-        resolved = (self.manifest.get("pipeline") or {}).get("resolved") or {}
-        columns = (resolved.get("summary") or {}).get("report_columns") if isinstance(resolved, dict) else None
+        summary = self.resolved.get("summary")
+        columns = summary.get("report_columns") if isinstance(summary, dict) else None
         return columns if isinstance(columns, list) else None
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from a run folder, or {} when it is missing, too big or not an object."""
-    try:
-        if path.stat().st_size > _MAX_JSON:
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def unfinished(folder: Path) -> bool:
+    """A run that has results and run.json but no summary.json yet: running, or died running."""
+    return (folder / RESULTS).is_file() and (folder / MANIFEST).is_file() and not (folder / SUMMARY).exists()
 
 
 def run_entry(reports: Path, folder: Path) -> RunEntry:
-    summary = read_json(folder / SUMMARY)
-    manifest = read_json(folder / MANIFEST)
+    """The run's entry; InputError when its run.json or summary.json cannot be read."""
+    summary = read_summary(folder)
+    manifest = read_manifest(folder) or {}
     rates = {name: summary.get(name) for name in summary if f"{name}_count" in summary}
-    models = summary.get("models")
-    cost = sum(float(m["cost"]) for m in (models.values() if isinstance(models, dict) else [])
-               if isinstance(m, dict) and isinstance(m.get("cost"), (int, float)))
+    models = summary.get("models") or {}
+    cost = sum(float(m["cost"]) for m in models.values() if isinstance(m.get("cost"), (int, float)))
     started, ended = manifest.get("started_at"), manifest.get("ended_at")
     duration = None
     try:
         if started and ended:
             duration = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
-    except (TypeError, ValueError):
+    except ValueError:
         pass
-    input_path = (manifest.get("input") or {}).get("in_project") or (manifest.get("input") or {}).get("path")
     relative = folder.relative_to(reports)
+    total = summary.get("total")
+    if total is None:                 # no summary yet: its results so far
+        total = _lines(folder / RESULTS)
     return RunEntry(path=relative.as_posix(), pipeline=str(summary.get("pipeline") or relative.parts[0]),
-                    input=str(input_path or (relative.parts[1] if len(relative.parts) > 2 else "-")),
-                    started=str(started or folder.name), duration_s=duration,
-                    total=_int(summary.get("total")), planned=summary.get("planned"),
-                    errors=_int(summary.get("errors")), partial=bool(summary.get("partial")),
-                    interrupted=bool(summary.get("interrupted")),
-                    counts={str(k): _int(v) for k, v in (summary.get("counts") or {}).items()}
-                    if isinstance(summary.get("counts"), dict) else {},
-                    rates=rates, cost=cost, summary=summary, manifest=manifest)
+                    input=_input(manifest) or (relative.parts[1] if len(relative.parts) > 2 else "-"),
+                    started=str(started or folder.name), duration_s=duration, total=total,
+                    planned=summary.get("planned") or (manifest.get("counts") or {}).get("planned"),
+                    errors=summary.get("errors") or 0, state=_state(folder, summary),
+                    counts=summary.get("counts") or {}, rates=rates, cost=cost, summary=summary, manifest=manifest)
+
+
+def _input(manifest: dict[str, Any]) -> str | None:
+    """The input as the user named it: its path in the project, else as given on the command line."""
+    entry = manifest.get("input") or {}
+    in_project, given = entry.get("in_project"), entry.get("path")
+    return in_project if in_project and not Path(in_project).is_absolute() else given or in_project
+
+
+def _state(folder: Path, summary: dict[str, Any]) -> str:
+    if not summary:
+        return "running" if held(folder) else "interrupted"
+    return "interrupted" if summary.get("interrupted") else "partial" if summary.get("partial") else "finished"
+
+
+def _lines(path: Path) -> int:
+    """Lines of a results file, counted in blocks (a run that died may have written millions)."""
+    count = 0
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
 
 
 def list_runs(reports: Path) -> list[RunEntry]:
-    folders = {p.parent for pattern in _PATTERNS for p in reports.glob(pattern)
-               if not p.parent.name.startswith(".") and is_run(p.parent)}
-    entries = [run_entry(reports, folder) for folder in folders if _inside(reports, folder)]
+    folders = {p.parent for depth in _DEPTHS for p in reports.glob(depth + RESULTS)
+               if not p.parent.name.startswith(".") and _a_run(p.parent)}
+    entries = [_listed(reports, folder) for folder in folders if _inside(reports, folder)]
     return sorted(entries, key=lambda e: (e.started, e.path), reverse=True)
+
+
+def _listed(reports: Path, folder: Path) -> RunEntry:
+    """The run's entry, or one that says why it cannot be read (the other runs are still listed)."""
+    try:
+        return run_entry(reports, folder)
+    except InputError as exc:
+        relative = folder.relative_to(reports)
+        return RunEntry(path=relative.as_posix(), pipeline=relative.parts[0], input="-", started=folder.name,
+                        duration_s=None, total=0, planned=None, errors=0, state="unreadable", problem=str(exc))
+
+
+def _a_run(folder: Path) -> bool:
+    return is_run(folder) or unfinished(folder)
 
 
 def run_folder(reports: Path, relative: str) -> Path:
@@ -99,7 +144,7 @@ def run_folder(reports: Path, relative: str) -> Path:
             or any(part in ("", ".", "..") for part in relative.split("/")):
         raise InputError(f"'{relative}' is not a run under the reports folder")
     folder = reports / relative
-    if not _inside(reports, folder) or not is_run(folder):
+    if not _inside(reports, folder) or not _a_run(folder):
         raise InputError(f"'{relative}' is not a run under the reports folder")
     return folder
 
@@ -112,15 +157,31 @@ def _inside(reports: Path, folder: Path) -> bool:
     return True
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def describe(columns: list[str] | None) -> Any:
     """(label, reason) of a result: its key inputs, and why it got its verdict."""
     def of(result: dict[str, Any]) -> tuple[str, str]:
         return item_label(result, columns), reason_of(result)
     return of
+
+
+def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
+    """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
+    as report.html colours it: None when the rule cannot be read here (a rule on env values,
+    which run.json does not keep); no check at all when the pipeline has no rule."""
+    summary = entry.resolved.get("summary")
+    rule = summary_rule(summary) if isinstance(summary, dict) else None
+    if rule is None:
+        return None
+    renderer = Renderer(read_only=True)
+    params = entry.resolved.get("params")
+    scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}
+
+    def passed(result: dict[str, Any]) -> bool | None:
+        try:
+            return renderer.condition(rule[1], {**scope, "result": result})
+        except TEMPLATE_FAILURES:
+            return None
+    return passed
 
 
 def reason_of(result: dict[str, Any]) -> str:

@@ -2,7 +2,12 @@
 
 Built once from results.jsonl and calls.jsonl, streamed line by line, into
 REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
-either changes. Each item keeps its verdict, error, label, reason and its whole result; a
+either changes. Each results line is one row, in index order (then line order; a file a
+killed run left in finishing order is put in order once, at the build): two results may
+share an `index` (an output may number them its own way), and both are listed and opened.
+Each keeps its verdict, error, label, reason and its whole result (text no UTF-8 can hold
+replaced, see runner/safetext.py; whether it meets the pipeline's pass rule is read from it
+for the rows a page shows); a
 full-text index (FTS5) holds its text for search; where each of its calls' lines starts in
 calls.jsonl is kept, so an item's page reads its calls alone."""
 
@@ -21,14 +26,17 @@ from typing import Any
 from runner.errors import InputError
 from runner.llm.calls.file import call_spans, read_spans
 from runner.runs.folders import CALLS_FILE, RESULTS
+from runner.safetext import clean_value
 
 INDEX_DIR = ".runner-view"
-FORMAT = 2
+FORMAT = 3
 PAGE_SIZE = 50
 SEARCH_TEXT = 8000          # characters of an item's text kept for search
 _BATCH = 5000
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
-SORTS = {"index": "idx", "verdict": "verdict", "error": "error", "label": "label"}
+SORTS = {"index": "pos", "verdict": "verdict", "error": "error", "label": "label"}
+LARGEST = 2**63 - 1         # SQLite's largest integer: a larger item number names no item
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _builds = threading.Lock()
 
 
@@ -46,12 +54,16 @@ class Query:
 
 @dataclass
 class Row:
+    pos: int                  # in index order
+    line: int                 # in results.jsonl: what tells two results of one index apart
     index: int
+    shared: bool              # another result has the same index
     item_key: str
     verdict: str
     error: str | None
     label: str
     reason: str
+    passed: bool | None = None    # meets the pipeline's pass rule (None: it has none, or it cannot say)
 
 
 @dataclass
@@ -64,13 +76,21 @@ class Page:
 
 
 Describe = Callable[[dict[str, Any]], tuple[str, str]]     # result -> (label, reason)
+Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
+ITEMS = """CREATE TABLE {} (pos INTEGER PRIMARY KEY, line INTEGER NOT NULL, idx INTEGER NOT NULL,
+                            shared INTEGER NOT NULL DEFAULT 0, item_key TEXT, verdict TEXT, error TEXT,
+                            label TEXT, reason TEXT, body TEXT)"""
+_COLUMNS = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 
 class RunIndex:
-    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe):
+    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe,
+                 passed: Passed | None = None):
+        """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none)."""
         self.run = run
         self.verdict_field = verdict_field
         self.describe = describe
+        self.passed = passed
         relative = run.resolve().relative_to(reports.resolve())
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
 
@@ -119,26 +139,34 @@ class RunIndex:
             db.executescript("""
                 PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
                 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT);
-                CREATE TABLE items (idx INTEGER PRIMARY KEY, item_key TEXT, verdict TEXT, error TEXT,
-                                    label TEXT, reason TEXT, body TEXT);
                 CREATE VIRTUAL TABLE search USING fts5(text, content='', tokenize='unicode61');
                 CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
+            db.execute(ITEMS.format("items"))
             counts: dict[str, int] = {}
             batch: list[tuple[Any, ...]] = []
             texts: list[tuple[int, str]] = []
+            ordered, last = True, 0
             for number, result in self._results():
                 index = _as_index(result.get("index"), number)
+                ordered, last = ordered and index >= last, index
                 label, reason = self.describe(result)
                 verdict = self.verdict_of(result)
                 counts[verdict] = counts.get(verdict, 0) + 1
-                batch.append((index, str(result.get("item_key") or ""), verdict,
+                batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
                               _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
-                texts.append((index, " ".join(_strings(result))[:SEARCH_TEXT]))
+                texts.append((number, " ".join(_strings(result))[:SEARCH_TEXT]))
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
+            if not ordered:             # rows numbered again in index order
+                db.execute(ITEMS.format("sorted"))
+                db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
+                db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")
+            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);")
+            db.execute("UPDATE items SET shared = 1 WHERE idx IN "
+                       "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
             calls_file = self._calls_file()
             if calls_file is not None:
                 db.executemany("INSERT INTO calls VALUES (?, ?, ?)", call_spans(calls_file))
@@ -161,7 +189,7 @@ class RunIndex:
                     result = json.loads(line)
                 except ValueError:
                     result = {"index": number, "error": f"{RESULTS}:{number}: not valid JSON"}
-                yield number, result if isinstance(result, dict) else {"index": number, "value": result}
+                yield number, clean_value(result) if isinstance(result, dict) else {"index": number, "value": result}
 
     def verdict_of(self, result: dict[str, Any]) -> str:
         value = result.get(self.verdict_field) if self.verdict_field else None
@@ -181,9 +209,16 @@ class RunIndex:
             matched = db.execute(f"SELECT count(*) FROM items {where}", args).fetchone()[0]
             pages = max(1, -(-matched // PAGE_SIZE))
             page = min(max(1, query.page), pages)
-            rows = db.execute(f"SELECT idx, item_key, verdict, error, label, reason FROM items {where} {order} "
-                              "LIMIT ? OFFSET ?", [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE]).fetchall()
-        return Page([Row(*row) for row in rows], matched, page, pages)
+            found = db.execute(f"SELECT {_ROW} FROM items {where} {order} LIMIT ? OFFSET ?",
+                               [*args, PAGE_SIZE, (page - 1) * PAGE_SIZE])
+            rows = [Row(*row) for row in found]
+            if self.passed is not None and rows:
+                bodies = db.execute(f"SELECT pos, body FROM items WHERE pos IN ({', '.join('?' * len(rows))})",
+                                    [row.pos for row in rows])
+                results = {pos: json.loads(body) for pos, body in bodies}
+                for row in rows:
+                    row.passed = self.passed(results[row.pos])
+        return Page(rows, matched, page, pages)
 
     def counts(self) -> dict[str, int]:
         """Items by verdict, most first (counted when the index was built)."""
@@ -222,20 +257,35 @@ class RunIndex:
             found["reviewed"] = len(keys)
         return found
 
-    def item(self, index: int) -> dict[str, Any] | None:
+    def item(self, index: int, line: int | None = None) -> tuple[Row, dict[str, Any]] | None:
+        """The result numbered `index`: the one on results line `line` when given (two results
+        may share an index), else the first; None when there is none."""
+        if not (0 <= index <= LARGEST and 0 <= (line or 0) <= LARGEST):
+            return None
         with self._connect() as db:
-            row = db.execute("SELECT body FROM items WHERE idx = ?", (index,)).fetchone()
-        return json.loads(row[0]) if row else None
+            found = db.execute(f"SELECT {_ROW}, body FROM items WHERE idx = ? AND (? IS NULL OR line = ?) "
+                               "ORDER BY pos LIMIT 1", (index, line, line)).fetchone()
+        if found is None:
+            return None
+        row, result = Row(*found[:-1]), json.loads(found[-1])
+        row.passed = self.passed(result) if self.passed else None
+        return row, result
 
-    def neighbours(self, index: int) -> tuple[int | None, int | None]:
+    def neighbours(self, row: Row) -> tuple[Row | None, Row | None]:
+        """The results before and after this one, in index order."""
         with self._connect() as db:
-            before = db.execute("SELECT max(idx) FROM items WHERE idx < ?", (index,)).fetchone()[0]
-            after = db.execute("SELECT min(idx) FROM items WHERE idx > ?", (index,)).fetchone()[0]
-        return before, after
+            before = db.execute(f"SELECT {_ROW} FROM items WHERE pos < ? ORDER BY pos DESC LIMIT 1",
+                                (row.pos,)).fetchone()
+            after = db.execute(f"SELECT {_ROW} FROM items WHERE pos > ? ORDER BY pos LIMIT 1", (row.pos,)).fetchone()
+        return (Row(*before) if before else None), (Row(*after) if after else None)
+
+
+_ROW = "pos, line, idx, shared, item_key, verdict, error, label, reason"
 
 
 def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+    db.executemany("INSERT INTO items (pos, line, idx, item_key, verdict, error, label, reason, body) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
     db.executemany("INSERT INTO search (rowid, text) VALUES (?, ?)", texts)
     batch.clear()
     texts.clear()
@@ -254,9 +304,10 @@ def _where(query: Query) -> tuple[str, list[Any]]:
         args.append(json_path(query.field))
         if query.value:
             args.append({"true": "1", "false": "0"}.get(query.value.lower(), query.value))
-    if query.search and query.search.strip():
-        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.search.split())
-        clauses.append("idx IN (SELECT rowid FROM search WHERE search MATCH ?)")
+    search = _CONTROL.sub(" ", query.search or "")
+    if search.strip():
+        terms = " ".join('"' + term.replace('"', '""') + '"' for term in search.split())
+        clauses.append("line IN (SELECT rowid FROM search WHERE search MATCH ?)")
         args.append(terms)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
@@ -264,9 +315,9 @@ def _where(query: Query) -> tuple[str, list[Any]]:
 def _order(query: Query) -> str:
     direction = "DESC" if query.descending else "ASC"
     if query.sort.startswith("field:"):
-        return f"ORDER BY json_extract(body, '{json_path(query.sort[6:])}') {direction}, idx"
-    column = SORTS.get(query.sort, "idx")
-    return f"ORDER BY {column} {direction}" + (", idx" if column != "idx" else "")
+        return f"ORDER BY json_extract(body, '{json_path(query.sort[6:])}') {direction}, pos"
+    column = SORTS.get(query.sort, "pos")
+    return f"ORDER BY {column} {direction}" + (", pos" if column != "pos" else "")
 
 
 def json_path(name: str) -> str:
@@ -277,7 +328,8 @@ def json_path(name: str) -> str:
 
 
 def _as_index(value: Any, fallback: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else fallback
+    """A result's index, or its line number when it has none SQLite can hold."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= LARGEST else fallback
 
 
 def _text(value: Any) -> str:

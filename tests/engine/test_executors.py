@@ -65,7 +65,7 @@ def test_a_worker_stores_each_answer_with_the_caches_owner_before_its_item_ends(
         runtime.open_caches = {"responses": owner}
         results: list[dict[str, Any]] = []
 
-        def keep(result: dict[str, Any]) -> None:
+        def keep(position: int, result: dict[str, Any]) -> None:
             stored_at_each_end.append(len(owner.entries))
             results.append(result)
         try:

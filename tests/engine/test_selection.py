@@ -49,3 +49,32 @@ def test_selection_mistakes_are_clear(project, cli):
     assert broken.exit_code == 2 and broken.stderr.startswith("--filter 'item.nope > 1': ")
     nowhere = cli("run", str(path), "--input", str(source), "--failed-from", "gone")
     assert nowhere.exit_code == 2 and nowhere.stderr.strip() == "gone: no such run folder"
+
+
+REVERSED = """
+    version: 1
+    name: rev
+    params: {threshold: 0.5}
+    steps: [{id: s, uses: compute, with: {ok: "{{ item.score >= params.threshold }}"}}]
+    output:
+      index: "{{ item.id }}"
+      verdict: "{{ 'PASS' if steps.s.ok else 'FAIL' }}"
+    summary:
+      count_by: verdict
+      rates: {pass_rate: "result.verdict == 'PASS'"}
+    """
+
+
+def test_failed_from_reruns_the_failed_item_whatever_its_output_index(project, cli):
+    """Issue 50, R1: records numbered in reverse by the output's `index`; the item at input
+    position 2 (index 3) fails. --failed-from reruns that item, not input position 3."""
+    path = project.pipeline(REVERSED)
+    source = write_json(project.root / "in.json", [{"id": 4, "score": 0.9}, {"id": 3, "score": 0.2},
+                                                    {"id": 2, "score": 0.7}, {"id": 1, "score": 0.8}])
+    assert cli("run", str(path), "--input", str(source), "--out", "all", "--quiet").exit_code == 0
+    assert {r["index"]: r["verdict"] for r in project.results("all")} == {1: "PASS", 2: "PASS", 3: "FAIL", 4: "PASS"}
+    again = cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "all", "--quiet",
+                "--set", "params.threshold=0.1")
+    assert again.exit_code == 0, again.output
+    assert {r["index"]: r["verdict"] for r in project.results("again")} == dict.fromkeys((1, 2, 3, 4), "PASS")
+    assert project.summary("again")["rerun_items"] == 1

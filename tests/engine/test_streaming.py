@@ -51,7 +51,7 @@ def test_the_window_takes_items_only_as_it_has_room(project, monkeypatch):
             ahead.append(taken - finished)
             yield Item(n, {"n": n})
 
-    def done(result):
+    def done(position, result):
         nonlocal finished
         finished += 1
         in_flight.append(runtime.in_flight.count)

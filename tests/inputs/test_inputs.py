@@ -81,6 +81,19 @@ def test_explode_and_record_pairs():
         record_from_pairs(["novalue"])
 
 
+def test_an_exploded_items_key_covers_its_parent_but_not_its_siblings():
+    """Changing one slide of a deck keeps the other slides' keys (their reviews and stored
+    verdicts follow them); the deck's other fields, which every slide reads, are in each key."""
+    from runner.inputs import Record
+    deck = {"session": "s1", "data": [1, 2], "slides": [{"html": "a"}, {"html": "b"}, {"html": "c"}]}
+    changed = {**deck, "slides": [{"html": "a"}, {"html": "B!"}, {"html": "c"}]}
+    other_data = {**deck, "data": [1, 3]}
+    keys = [[i.key for i in make_items([Record(d)], "slides")] for d in (deck, changed, other_data)]
+    assert keys[1][0] == keys[0][0] and keys[1][2] == keys[0][2] and keys[1][1] != keys[0][1]
+    assert not set(keys[2]) & set(keys[0])
+    assert len(set(keys[0])) == 3
+
+
 def _sentence_ends_by_each_abbreviation(masked: str, abbreviations: list[str]) -> list[int]:
     """The sentence ends as runner found them before one pattern searched for every
     abbreviation at once: each abbreviation tested in turn."""

@@ -143,6 +143,17 @@ def test_a_batch_that_does_not_complete_is_reported_and_its_calls_retried_or_fai
         assert all(message in r["error"] for r in outcome.results)
 
 
+def test_polls_come_soon_then_back_off_to_batch_poll_seconds():
+    """Issue 50, B5: a small batch is not 30 s a round: the first poll after 2 s, each pause
+    twice the last, up to batch_poll_seconds."""
+    from itertools import islice
+
+    from runner.llm.batch.polling import poll_pauses
+    assert list(islice(poll_pauses(30.0), 7)) == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert list(islice(poll_pauses(0.02), 3)) == [0.02, 0.02, 0.02]
+    assert list(islice(poll_pauses(600.0), 10))[-1] == 600.0
+
+
 def test_no_batch_api_on_the_endpoint_fails_the_calls_with_a_clear_message(project, env):
     env.batches.enabled = False
     path = batch_pipeline(project, retries=0)
@@ -375,3 +386,104 @@ def test_a_model_field_batch_true_batches_that_juror_only(project, env):
     assert len(env.batches.created()) == 1 and len(env.batches.created()[0].lines) == 4
     assert sorted({r.model for r in env.requests}) == ["fast-model"] and len(env.requests) == 4
     assert [r["verdict"] for r in outcome.results] == ["HUNG_JURY", "yes", "HUNG_JURY", "HUNG_JURY"]
+
+
+# -- issue 50: batches that cannot get stuck, paid twice or cached wrong ----------------------
+def test_two_runs_started_together_upload_each_request_once(project, env):
+    """Issue 50, B3: two --batch runs of one input on one cache, started at the same moment: the
+    requests one run submits are adopted by the other, never uploaded (and paid) twice. Item
+    q0 is held up in a live step first, so both runs gather the other items' requests before
+    either submits."""
+    project.schema("answer.schema.json", SCHEMA)
+    project.prompt("warm.j2", "Warm up {{ item.q }}\n")
+    project.prompt("ask.j2", "Question {{ item.q }}\n")
+    path = project.pipeline(f"""
+        version: 1
+        name: together
+        env: [FAKE_URL]
+        models:
+          live: {{model: openai/live-model, api_base: "{{{{ env.FAKE_URL }}}}", retries: 0}}
+          m: {{model: openai/m-model, api_base: "{{{{ env.FAKE_URL }}}}", batch: true, retries: 0, {POLL}}}
+        steps:
+          - id: warm
+            uses: llm
+            with: {{model: live, prompt: warm.j2}}
+          - id: ask
+            uses: llm
+            with: {{model: m, prompt: ask.j2, output_schema: answer.schema.json}}
+        output:
+          verdict: "{{{{ steps.ask.output.verdict }}}}"
+        """)
+    env.script(Reply("warm", delay=3.0), model="live-model", contains="Warm up q0\n")
+    env.script(Reply("warm"), model="live-model")
+    env.answer_json({"verdict": "yes"}, model="m-model")
+    source = items(project, 10)
+    runs = [subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", str(source),
+                              "--out", out, "--cache-dir", str(project.root / "cache"), "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for out in ("a", "b")]
+    for process in runs:
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr
+    assert [[r["verdict"] for r in project.results(out)] for out in ("a", "b")] == [["yes"] * 10] * 2
+    uploaded = [line["body"]["messages"][-1]["content"] for b in env.batches.created() for line in b.lines]
+    assert sorted(uploaded) == sorted(f"Question q{n}\n" for n in range(10))     # each request once
+
+
+@pytest.mark.parametrize("broken", ["a line given twice", "another model's answer"])
+def test_a_duplicated_or_mismatched_answer_line_is_an_error_for_its_call_and_never_cached(project, env, capsys,
+                                                                                        broken):
+    """Issue 50, B4: a gateway's output file holds two different answers for one call, or an
+    answer whose body names another model: that call gets an error, said once, nothing cached."""
+    env.answer_json({"verdict": "yes"})
+    edited: list[str] = []
+
+    def edit(lines: list[dict]) -> list[dict]:
+        if edited:                      # the first batch only
+            return lines
+        first = lines[0]
+        edited.append(first["custom_id"])
+        if broken == "a line given twice":
+            twin = json.loads(json.dumps(first))
+            twin["response"]["body"]["choices"][0]["message"]["content"] = json.dumps({"verdict": "no"})
+            return [*lines, twin]
+        first["response"]["body"]["model"] = "other-model"
+        return lines
+    env.batches.edit_output = edit
+    path = batch_pipeline(project, retries=0)
+    outcome = run(path, items(project, 3), batch=True)
+    errored = [r for r in outcome.results if r.get("error")]
+    assert len(errored) == 1 and [r["verdict"] for r in outcome.results if not r.get("error")] == ["yes", "yes"]
+    [batch] = env.batches.created()[:1]
+    said = capsys.readouterr().err
+    if broken == "a line given twice":
+        assert f"batch {batch.id} holds 2 answer lines for this call: none is used" in errored[0]["error"]
+        assert said.count(f"runner: batch {batch.id} of model m: 1 call(s) answered more than once") == 1
+    else:
+        assert f"batch {batch.id} answered this call with model other-model, not m-model" in errored[0]["error"]
+        assert said.count(f"runner: batch {batch.id} of model m: 1 call(s) answered by another model "
+                          "(other-model)") == 1
+    assert len(outcome.summary["batches"]["m"]["problems"]) == 1
+    # Nothing of that call was cached: a live run asks it (and the item's next step) again, only it.
+    env.batches.edit_output = None
+    again = run(path, items(project, 3), out="again")
+    asked = {r.prompt for r in env.requests}
+    failed_q = f"q{errored[0]['index'] - 1}"
+    assert asked == {f"Question {failed_q}\n", f"Second look at {failed_q}: first said yes\n"}
+    assert [r["verdict"] for r in again.results] == ["yes"] * 3
+
+
+def test_a_corrupted_batch_store_is_one_message_naming_it_with_exit_2(project, env, cli):
+    """Issue 50, B2: garbage in batches.sqlite3: `run --batch` and `runner batches` name the file
+    and say what to do (exit 2), before anything is sent."""
+    path = batch_pipeline(project)
+    cache = project.root / "cache"
+    store = cache / "batches.sqlite3"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_bytes(b"this is not a database\n" * 200)
+    for args in (["run", str(path), "--input", str(items(project, 2)), "--batch", "--cache-dir", str(cache)],
+                 ["batches", "--cache-dir", str(cache)], ["batches", "--cache-dir", str(cache), "--cancel"]):
+        done = cli(*args)
+        assert done.exit_code == 2, done.output
+        assert f"{store}: not a usable batch store (file is not a database)" in done.stderr
+        assert "move it aside" in done.stderr and "Traceback" not in done.output
+    assert env.batches.created() == [] and env.requests == []

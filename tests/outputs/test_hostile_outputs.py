@@ -14,7 +14,7 @@ from unittest.mock import ANY
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import VERDICTS, run, write_json
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "reason"],
@@ -337,17 +337,6 @@ def test_junit_is_well_formed_whatever_the_text(project, cli):
 
 # ---- H15: every file a command reads is a located message (exit 2), never a traceback -------
 
-VERDICTS = """
-    version: 1
-    name: t
-    steps: [{id: echo, uses: compute, with: {v: "{{ item.v }}"}}]
-    output: {verdict: "{{ steps.echo.v }}"}
-    summary:
-      count_by: verdict
-      rates: {ok_rate: "{{ result.verdict == 'A' }}"}
-    """
-
-
 @pytest.fixture
 def two_runs(project, cli):
     path = project.pipeline(VERDICTS)
@@ -495,3 +484,36 @@ def test_a_run_whose_every_answer_and_record_is_hostile_writes_valid_files(proje
         markdown = (project.root / out / "report.md").read_text(encoding="utf-8")
         assert "<script" not in markdown.lower() and "<img" not in markdown.lower()      # H16: no raw HTML
     assert len(fake_llm.requests) == len(HOSTILE)
+
+
+# ---- issue 50, F1: every field read from a run folder is type-checked -------------------------
+
+FIELD_SPOILS = [("run.json", "input", "x"), ("run.json", "pipeline", ["x"]), ("run.json", "selection", 3),
+                ("run.json", "models", "m"), ("run.json", "input.sha256", 7), ("summary.json", "partial", "no"),
+                ("summary.json", "interrupted", 1), ("summary.json", "total", "7"),
+                ("summary.json", "models", {"m": "x"})]
+
+
+@pytest.mark.parametrize("command", ["diff", "eval", "failed-from"])
+@pytest.mark.parametrize(("name", "field", "value"), FIELD_SPOILS)
+def test_a_run_folder_field_of_the_wrong_type_is_a_message_naming_file_and_field(project, cli, two_runs, name, field,
+                                                                                  value, command):
+    path, source = two_runs
+    file = project.root / "two" / name
+    data = json.loads(file.read_text())
+    *outer, last = field.split(".")
+    place = data
+    for part in outer:
+        place = place[part]
+    place[last] = value
+    file.write_text(json.dumps(data))
+    if command == "diff":
+        result = cli("diff", "one", "two")
+    elif command == "eval":
+        labels = write_json(project.root / "labels.json", [{"index": 1, "verdict": "A"}, {"index": 2, "verdict": "B"}])
+        result = cli("eval", "two", "--labels", str(labels), "--key", "index", "--truth", "verdict")
+    else:
+        result = cli("run", str(path), "--input", str(source), "--out", "three", "--failed-from", "two")
+    assert result.exit_code == 2, result.output
+    shown = field if field != "models" or name == "run.json" else "models.m"
+    assert f"two/{name}: {shown}: " in result.stderr, result.output

@@ -67,6 +67,24 @@ def test_citation_example_with_batch_gives_the_live_verdicts_one_batch_per_juror
     assert stable(batched) == stable(live)
 
 
+def test_retries_of_a_round_go_out_together_one_batch_per_model(example, fake_llm, cli, tmp_path):
+    """Issue 50, B5: five calls of the example fail with HTTP 500 every time; with three retries,
+    each round of retries goes out as one batch per model, never a batch per failed line. The
+    openai seat's batches take longer (as a real provider's do, each at its own pace), so the
+    other seats' retries come back while it is still pending."""
+    script(fake_llm)
+    retries = [arg for seat in SEATS for setting in (f"models.{seat}.retries=3", f"models.{seat}.backoff=0.3")
+               for arg in ("--set", setting)]
+    poll = [arg for setting in [*FAST_POLL, "models.openai.batch_poll_seconds=0.5"] for arg in ("--set", setting)]
+    result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "c"),
+                 *jury_overrides(fake_llm.url), *retries, *poll, "--batch")
+    assert result.exit_code == 0, result.output
+    batches = fake_llm.batches.created()
+    sizes = {model: [len(b.lines) for b in batches if b.model == model] for model in SEATS.values()}
+    assert sizes == {"local-model": [7, 2, 2, 2], "gemini-fake": [7, 2, 2, 2], "gpt-fake": [7, 1, 1, 1]}
+    assert "LLM calls: 36 sent, 0 cached, 5 failed (36 in 12 provider batch(es))" in result.stdout
+
+
 def two_hundred_citations(folder: Path) -> Path:
     """200 citations of the example's sources, numbered so each juror's answer is scripted."""
     lines = [f'Claim number {n} says "Congress shall make no law respecting an establishment of religion" '
@@ -166,13 +184,54 @@ def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(
     batch and writing its id (found again by its submission id); `the batch`: as if killed
     before the batch was created (its calls are gathered again)."""
     script(fake_llm)
-    fake_llm.batches.hold = True             # the batches stay in progress until released
     cache = tmp_path / "cache"
+    args, env = batch_command(cache, fake_llm.url)
+    returncode = stopped_while_pending(args, env, example, fake_llm, cache, stop)
+    store = cache / "batches.sqlite3"
+    if stop == signal.SIGKILL:
+        assert not (example / "out" / "summary.json").exists()      # it really died mid-run
+    else:                                                            # stopped cleanly: what finished is written
+        assert returncode == 143
+        assert json.loads((example / "out" / "summary.json").read_text())["interrupted"] is True
+    expected_batches = 3
+    if lost != "nothing":
+        with sqlite3.connect(store) as db:
+            (batch_id,) = db.execute("SELECT batch_id FROM batches ORDER BY created LIMIT 1").fetchone()
+            db.execute("UPDATE batches SET batch_id = NULL, status = 'submitting' WHERE batch_id = ?", (batch_id,))
+        if lost == "the batch":
+            del fake_llm.batches.batches[batch_id]
+            expected_batches = 3 - 1 + 1                              # its calls go out once more, in a new one
+    fake_llm.batches.hold = False
+    again = subprocess.run(args, cwd=example, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert len(fake_llm.batches.created()) == expected_batches       # nothing submitted twice
+    assert again.stderr.count("submitted by another run") == (2 if lost == "the batch" else 3)
+    # The headline counts the answers the earlier run's batches gave (issue 50, B5).
+    headline = ("(7 in 1 provider batch(es); 14 collected from 2 provider batch(es) another run submitted)"
+                if lost == "the batch" else "(21 collected from 3 provider batch(es) another run submitted)")
+    assert headline in again.stdout, again.stdout
+    assert fake_llm.requests == []
+    results = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in results] == ["VALID", "VALID", "VALID", "HUNG_JURY", "MISLEADING", "LLM_ERROR",
+                                               "INSUFFICIENT", "QUOTE_NOT_FOUND", "QUOTE_NOT_FOUND",
+                                               "QUOTE_NOT_FOUND", "LINES_NOT_FOUND", "FILE_NOT_FOUND",
+                                               "PATH_OUTSIDE_ROOT"]
+
+
+def batch_command(cache: Path, url: str) -> tuple[list[str], dict[str, str]]:
+    """`runner run --batch` of the citation example (a process of its own) and its environment."""
     args = [sys.executable, "-m", "runner.cli.app", "run", str(PIPELINE), "--input", "report.md", "--out", "out",
-            "--cache-dir", str(cache), "--batch", *jury_overrides(fake_llm.url), "--quiet"]
+            "--cache-dir", str(cache), "--batch", *jury_overrides(url), "--quiet"]
     for setting in FAST_POLL:
         args += ["--set", setting]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNER_")}
+    return args, {k: v for k, v in os.environ.items() if not k.startswith("RUNNER_")}
+
+
+def stopped_while_pending(args: list[str], env: dict[str, str], example: Path, fake_llm, cache: Path,
+                          stop: signal.Signals = signal.SIGKILL) -> int:
+    """Start the run, wait until its three batches are on disk and polled, then stop it with
+    `stop`; its exit code."""
+    fake_llm.batches.hold = True             # the batches stay in progress until released
     first = subprocess.Popen(args, cwd=example, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     store = cache / "batches.sqlite3"
     try:
@@ -187,30 +246,47 @@ def test_a_batch_run_killed_while_pending_polls_the_same_batches_when_restarted(
     finally:
         first.send_signal(stop)
         first.wait(timeout=60)
-    if stop == signal.SIGKILL:
-        assert not (example / "out" / "summary.json").exists()      # it really died mid-run
-    else:                                                            # stopped cleanly: what finished is written
-        assert first.returncode == 143
-        assert json.loads((example / "out" / "summary.json").read_text())["interrupted"] is True
-    expected_batches = 3
-    if lost != "nothing":
-        with sqlite3.connect(store) as db:
-            (batch_id,) = db.execute("SELECT batch_id FROM batches ORDER BY created LIMIT 1").fetchone()
-            db.execute("UPDATE batches SET batch_id = NULL, status = 'submitting' WHERE batch_id = ?", (batch_id,))
-        if lost == "the batch":
-            del fake_llm.batches.batches[batch_id]
-            expected_batches = 3 - 1 + 1                              # its calls go out once more, in a new one
+        first.stdout.close()
+        first.stderr.close()
+    return first.returncode
+
+
+def batches_command(cache: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runner.cli.app", "batches", "--cache-dir", str(cache), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("then", ["run", "cancel"])
+def test_batches_the_provider_forgot_are_forgotten_and_their_calls_sent_again(example, fake_llm, tmp_path, then):
+    """Issue 50, B1: a --batch run killed while its batches are pending; the provider then
+    answers 404 for them (deleted, another organisation's key, a gateway restarted). Either the
+    next run or `runner batches --cancel` finds each gone: it is forgotten, said once, and its
+    calls go out again in new batches."""
+    script(fake_llm)
+    cache = tmp_path / "cache"
+    args, env = batch_command(cache, fake_llm.url)
+    stopped_while_pending(args, env, example, fake_llm, cache)
+    gone = fake_llm.batches.forget()
     fake_llm.batches.hold = False
+    assert len(gone) == 3 and all(f"{batch}: model" in batches_command(cache).stdout for batch in gone)
+    if then == "cancel":
+        cancelled = batches_command(cache, "--cancel")
+        assert cancelled.returncode == 0, cancelled.stderr
+        for batch in gone:
+            assert f"{batch}: gone at the provider (HTTP 404): forgotten" in cancelled.stdout
     again = subprocess.run(args, cwd=example, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert len(fake_llm.batches.created()) == expected_batches       # nothing submitted twice
-    assert again.stderr.count("submitted by an earlier run") == (2 if lost == "the batch" else 3)
-    assert fake_llm.requests == []
+    if then == "run":
+        for batch in gone:
+            assert again.stderr.count(f"batch {batch}") == 1 and f"batch {batch} of model" in again.stderr
+        assert again.stderr.count("is gone at the provider (HTTP 404): forgotten; its") == 3
+    assert "gone" not in batches_command(cache).stdout and "no pending batches" in batches_command(cache).stdout
+    created = fake_llm.batches.created()
+    assert len(created) == 3 and sum(len(b.lines) for b in created) == 21        # every call sent again, once
     results = [json.loads(line) for line in (example / "out" / "results.jsonl").read_text().splitlines()]
-    assert [r["verdict"] for r in results] == ["VALID", "VALID", "VALID", "HUNG_JURY", "MISLEADING", "LLM_ERROR",
-                                               "INSUFFICIENT", "QUOTE_NOT_FOUND", "QUOTE_NOT_FOUND",
-                                               "QUOTE_NOT_FOUND", "LINES_NOT_FOUND", "FILE_NOT_FOUND",
-                                               "PATH_OUTSIDE_ROOT"]
+    assert [r["verdict"] for r in results][:7] == ["VALID", "VALID", "VALID", "HUNG_JURY", "MISLEADING", "LLM_ERROR",
+                                                   "INSUFFICIENT"]
+    assert all("404" not in (r.get("error") or "") for r in results)
 
 
 def _all_recorded(store: Path, count: int) -> bool:

@@ -117,3 +117,32 @@ def test_a_store_that_is_not_a_database_is_a_clear_error(project, fake_llm, cli)
                "--out", "out")
     assert done.exit_code == 2 and "memo.sqlite: not a usable memo store" in done.stderr
     assert os.path.exists(project.root / "out" / "memo.sqlite")
+
+
+def test_an_unreadable_memo_row_is_a_miss_said_once(project, cli):
+    """Issue 50, M1: one stored result that is not JSON: that item is computed again (and
+    stored over it), said once; every other item reuses its stored result."""
+    import sqlite3
+    path = project.pipeline("""
+        version: 1
+        name: m1
+        memo: {key: "{{ item.k }}", store: memo.json}
+        steps: [{id: c, uses: compute, with: {v: "{{ item.k ~ '!' }}"}}]
+        output: {v: "{{ steps.c.v }}"}
+        """)
+    source = write_json(project.root / "in.json", [{"k": f"key{n}"} for n in range(20)])
+    assert cli("run", str(path), "--input", str(source), "--out", "out").exit_code == 0
+    store = project.root / "out" / "memo.sqlite"
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE memo SET result = '{not json' WHERE key IN ('key3', 'key7')")
+    for rerun in (1, 2):                   # the rerun, and the one after it
+        again = cli("run", str(path), "--input", str(source), "--out", "out")
+        assert again.exit_code == 0, again.output
+        results = project.results("out")
+        assert [r["v"] for r in results] == [f"key{n}!" for n in range(20)]
+        assert [n for n, r in enumerate(results) if not r.get("memo_hit")] == ([3, 7] if rerun == 1 else [])
+        said = [w for w in project.summary("out").get("run_warnings", []) if "not readable" in w]
+        assert again.stderr.count("not readable") == len(said) == (1 if rerun == 1 else 0), again.stderr
+        if rerun == 1:
+            assert str(store.relative_to(project.root)) in said[0] and "computed again" in said[0]
+    assert project.summary("out")["memo"]["reused"] == 20

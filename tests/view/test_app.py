@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
-from helpers import run, write_json
+from helpers import VERDICTS, run, write_json
 from runner.errors import RunnerError
 from runner.view.app import create_app
 from runner.view.catalog import list_runs, run_folder
@@ -197,3 +199,167 @@ def test_compare_shows_the_diff_and_refuses_other_inputs_unless_forced(project, 
     assert "compare anyway" in refused.text and "item(s) changed" not in refused.text
     assert "compare anyway" not in forced.text and "item(s) changed" in forced.text
     assert web.get("/compare?run=t/r1").status_code == 400
+
+
+# ---- issue 50: a view that answers 4xx, never 500, and shows what the runs say ----------------
+
+def lenient(reports: Path, allowed: list[str] | None = None) -> TestClient:
+    """A client that sees a server error as the browser would (a 500), not as an exception."""
+    return TestClient(create_app(reports, allowed, token=TOKEN), base_url="http://127.0.0.1",
+                      raise_server_exceptions=False)
+
+
+def test_every_results_line_is_listed_and_reviewable_when_two_share_an_index(project):
+    """Issue 50, V1: records numbered by the output's `index`; the item without an id keeps its
+    position, which another record's id also names. Both results are listed, open and reviewed."""
+    path = project.pipeline("""
+        version: 1
+        name: ids
+        steps: [{id: c, uses: compute, with: {claim: "{{ item.claim }}"}}]
+        output:
+          index: "{{ item.id }}"
+          claim: "{{ steps.c.claim }}"
+        summary: {count_by: claim}
+        """)
+    items = write_json(project.root / "in.json", [{"id": 4, "claim": "four"}, {"claim": "lost"},
+                                                   {"id": 2, "claim": "two"}, {"id": 1, "claim": "one"}])
+    reports = project.root / "reports"
+    run(path, items, out=reports / "ids" / "r1")
+    results = project.results("reports/ids/r1")
+    assert sorted(r["index"] for r in results) == [1, 2, 2, 4]          # one index, twice
+    web = client(reports)
+    page = web.get("/run/ids/r1").text
+    links = re.findall(r'<td class="num"><a href="(/run/ids/r1/item/[^"]+)">', page)
+    assert len(links) == 4 and len(set(links)) == 4
+    shown = {}
+    for link in links:
+        item = web.get(link.replace("&amp;", "&"))
+        assert item.status_code == 200
+        shown[link] = re.search(r'id="result">(.*?)</pre>', item.text, re.S).group(1)
+    assert sorted("lost" in text or "two" in text for text in shown.values()) == [False, False, True, True]
+    for result in results:
+        line = 1 + results.index(result)
+        saved = web.post("/api/review", json={"run": "ids/r1", "index": result["index"], "line": line,
+                                              "agrees": True, "reviewer": "ann"}, headers={"X-Runner-Token": TOKEN})
+        assert saved.status_code == 200, saved.text
+        assert saved.json()["review"]["item_key"] == result["item_key"]
+    import sqlite3
+    with sqlite3.connect(reports / "reviews.sqlite") as db:
+        assert db.execute("select count(distinct item_key) from reviews").fetchone() == (4,)
+
+
+@pytest.mark.parametrize("path", [
+    "/run/t/r1?page=%C2%B2", "/run/t/r1?page=" + "9" * 5000, "/run/t/r1?q=a%00b", "/run/t/r1?q=%22%00%22",
+    "/run/t/r1/item/" + "1" * 23, "/run/t/r1/item/" + "1" * 23 + "?line=" + "2" * 30, "/run/t/r1/item/1?line=x",
+    "/run/t/r1?verdict=a%00b", "/run/t/r1?field=claim%00&value=x", "/run/t/r1?field=claim&value=%00",
+    "/run/t/r1?sort=field:a%00", "/run/t/r1?sort=%00", "/compare?run=t/r1&run=t/%00", "/run/%00",
+    "/run/t/r1?page=-3", "/run/t/r1?desc=%00&errors=%00"])
+def test_odd_requests_are_answered_4xx_or_clamped_never_500(reports, path):
+    """Issue 50, V2."""
+    answer = lenient(reports).get(path)
+    assert answer.status_code in (200, 400, 404), (answer.status_code, answer.text[:300])
+
+
+def test_an_escaped_lone_surrogate_in_a_result_is_shown_replaced(reports):
+    """Issue 50, V2: a results line holding `\\ud800` (valid JSON, not valid UTF-8 text)."""
+    results = reports / "t" / "r1" / "results.jsonl"
+    results.write_text(results.read_text() + '{"index": 4, "claim": "lone \\ud800 here", "verdict": "no"}\n')
+    web = lenient(reports)
+    assert web.get("/run/t/r1").status_code == 200
+    item = web.get("/run/t/r1/item/4")
+    assert item.status_code == 200 and "lone \ufffd here" in item.text
+    assert web.get("/run/t/r1?q=lone").status_code == 200
+
+
+def test_a_non_loopback_bind_takes_only_the_machines_names_and_allow_host(reports):
+    """Issue 50, V3: served on 0.0.0.0, a request naming another host (a DNS-rebinding page)
+    is refused, reads and reviews alike; the machine's names and --allow-host are taken."""
+    import socket
+
+    from runner.view.server import allowed_hosts
+    hosts = allowed_hosts("0.0.0.0", ["judge.example"])
+    assert "*" not in hosts and {"localhost", "127.0.0.1", socket.gethostname(), "judge.example"} <= set(hosts)
+    app = create_app(reports, hosts, token=TOKEN)
+    review = {"run": "t/r1", "index": 1, "agrees": True, "reviewer": "evil"}
+    evil = TestClient(app, base_url="http://evil.example:8765")
+    assert evil.get("/").status_code == 400 and evil.get("/run/t/r1").status_code == 400
+    assert evil.post("/api/review", json=review, headers={"X-Runner-Token": TOKEN}).status_code == 400
+    for name in (socket.gethostname(), "judge.example", "127.0.0.1"):
+        assert TestClient(app, base_url=f"http://{name}:8765").get("/").status_code == 200
+    assert not (reports / "reviews.sqlite").exists()
+
+
+def badges(page: str) -> dict[int, str]:
+    return {int(n): kind for n, kind in re.findall(r'<tr data-index="(\d+)"[^>]*>.*?<span class="badge (\w+)"',
+                                                    page, re.S)}
+
+
+def test_verdict_badges_are_coloured_by_the_pipelines_pass_rule_as_report_html(project):
+    """Issue 50, V4: A passes (the first rate) and is green, B does not and is amber (a verdict
+    with no word of failure in it), as report.html colours them; a verdict that fails the rule
+    and says so (INVALID) is red."""
+    path = project.pipeline(VERDICTS)              # A passes: its first rate
+    reports = project.root / "reports"
+    source = write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}, {"v": "A"}, {"v": "INVALID"}])
+    run(path, source, out=reports / "c" / "r1")
+    web = client(reports)
+    assert badges(web.get("/run/c/r1").text) == {1: "pass", 2: "warn", 3: "pass", 4: "fail"}
+    assert 'class="badge pass" id="verdict"' in web.get("/run/c/r1/item/1").text
+    report = (reports / "c" / "r1" / "report.html").read_text()
+    for verdict, status in (("A", "pass"), ("B", "warn"), ("INVALID", "fail")):
+        assert f'<span class="badge {status}">{verdict}</span>' in report
+
+
+def test_review_controls_are_text_and_svg_never_emoji_only(reports):
+    """Issue 50, V4: without an emoji font a 👍 is a box."""
+    web = client(reports)
+    review(web, "t/r1", 1, True)
+    review(web, "t/r1", 2, False, reviewer="bob", correct="yes")
+    for page in (web.get("/run/t/r1/item/1").text, web.get("/run/t/r1/item/2").text, web.get("/run/t/r1").text):
+        assert not re.search("[\U0001F300-\U0001FAFF]", page)
+    item = web.get("/run/t/r1/item/1").text
+    assert re.search(r'<button class="up"[^>]*><svg[^>]*aria-hidden="true".*?</svg> right</button>', item, re.S)
+    assert re.search(r'<button class="down"[^>]*><svg[^>]*aria-hidden="true".*?</svg> wrong</button>', item, re.S)
+
+
+def test_a_run_whose_process_is_gone_is_listed_as_interrupted(reports):
+    """Issue 50, V4: a run killed with SIGKILL leaves run.json `running`, results.jsonl and no
+    summary.json. The runs page lists it as interrupted and opens it; one still running (its
+    folder's lock held) is listed as running."""
+    import shutil
+
+    from runner.runs.lock import OutputFolder
+    for name in ("killed", "live"):
+        folder = reports / "t" / name
+        shutil.copytree(reports / "t" / "r1", folder)
+        for finished in ("summary.json", "report.md", "report.html"):
+            (folder / finished).unlink()
+        manifest = json.loads((folder / "run.json").read_text())
+        manifest.update(status="running", ended_at=None)
+        (folder / "run.json").write_text(json.dumps(manifest))
+    killed = reports / "t" / "killed" / "results.jsonl"           # in finishing order, as a killed run leaves it
+    killed.write_text("".join(reversed(killed.read_text().splitlines(keepends=True))))
+    holder = OutputFolder(reports / "t" / "live").claim()
+    try:
+        web = client(reports)
+        states = dict(re.findall(r'<tr data-run="([^"]+)" data-state="(\w+)">', web.get("/").text))
+        assert states == {"t/r1": "finished", "t/killed": "interrupted", "t/live": "running"}
+        page = web.get("/run/t/killed")
+        assert page.status_code == 200 and "interrupted" in page.text and shown_items(page.text) == [1, 2, 3]
+        assert web.get("/run/t/killed/item/2").status_code == 200
+    finally:
+        holder.release()
+
+
+def test_compare_says_what_differs_as_runner_diff_does(project, reports, cli):
+    """Issue 50, V4: a pipeline whose step changed: compare says which sections changed, in
+    runner diff's words, not only `pipeline hash a -> b`."""
+    path = project.root / "pipelines" / "p.yaml"
+    path.write_text(path.read_text().replace("item.n > 1", "item.n > 2"))
+    run(path, project.root / "in.json", out=reports / "t" / "r2")
+    said = cli("diff", str(reports / "t" / "r1"), str(reports / "t" / "r2")).stdout.splitlines()
+    overview = [line.strip() for line in said[2:said.index("1 item(s) changed:")]]     # after before: and after:
+    assert any("steps changed" in line for line in overview) and any("counts by" in line for line in overview)
+    page = html.unescape(client(reports).get("/compare?run=t/r1&run=t/r2").text)
+    for line in overview:
+        assert line in page

@@ -1,4 +1,5 @@
-"""The web stack is for `runner view` only: running and validating never import it."""
+"""The web stack is for `runner view` and `runner serve` only: running and validating never
+import it (nor FastAPI, psycopg or python-multipart, which only `runner serve` uses)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import sys
 
 from helpers import write_json
 
-BLOCK = ("import sys; sys.modules['starlette'] = sys.modules['uvicorn'] = None; "
+BLOCK = ("import sys; sys.modules['starlette'] = sys.modules['uvicorn'] = sys.modules['fastapi'] = "
+         "sys.modules['psycopg'] = sys.modules['multipart'] = sys.modules['python_multipart'] = None; "
          "from runner.cli.app import main; main()")
 
 
@@ -28,6 +30,7 @@ def test_run_and_validate_import_no_starlette_or_uvicorn(project):
                               text=True, timeout=60)
         assert done.returncode == 0, done.stderr
     assert project.results("out")[0]["n"] == 1
-    helped = subprocess.run([sys.executable, "-c", BLOCK, "view", "--help"], cwd=project.root,
-                             capture_output=True, text=True, timeout=60)
-    assert helped.returncode == 0
+    for command in ("view", "serve"):
+        helped = subprocess.run([sys.executable, "-c", BLOCK, command, "--help"], cwd=project.root,
+                                capture_output=True, text=True, timeout=60)
+        assert helped.returncode == 0, helped.stderr

@@ -54,3 +54,27 @@ def test_a_real_server_serves_runs_and_refuses_foreign_hosts(reports: Path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_non_loopback_bind_says_what_it_exposes_and_takes_only_the_allowed_hosts(reports: Path):
+    """Issue 50, V3: `--host 0.0.0.0` serves other machines; a page that rebinds its own name
+    to this machine is refused, and the warning says what the bind exposes and to whom."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "view", str(reports), "--port", str(port),
+                                "--host", "0.0.0.0", "--allow-host", "judge.example"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_up(port, process)
+        assert get(port, "/", host=f"evil.example:{port}")[0] == 400
+        review = json.dumps({"run": "t/r1", "index": 1, "agrees": True})
+        assert get(port, "/api/review", host="evil.example", method="POST", body=review,
+                   headers={"Content-Type": "application/json"})[0] == 400
+        assert get(port, "/", host=f"judge.example:{port}")[0] == 200
+        assert get(port, "/run/t/r1", host=f"localhost:{port}")[0] == 200
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    warning = next(line for line in stderr.splitlines() if line.startswith("warning:"))
+    assert f"serving on 0.0.0.0:{port}" in warning and str(reports) in warning
+    assert "prompts, answers" in warning and "save reviews" in warning
+    assert "judge.example" in warning and "--allow-host" in warning

@@ -25,6 +25,41 @@ def browser(tmp_path):
     yield from chromium_driver(tmp_path / "profile")
 
 
+def killed_while_running(group):
+    """A copy of the first run as a run killed with SIGKILL leaves it: run.json `running`, no summary."""
+    shutil.copytree(group / "first", group / "killed")
+    for name in ("summary.json", "report.md", "report.html"):
+        (group / "killed" / name).unlink()
+    manifest = json.loads((group / "killed" / "run.json").read_text())
+    manifest.update(status="running", ended_at=None)
+    (group / "killed" / "run.json").write_text(json.dumps(manifest))
+
+
+def compare_first_and_second(browser):
+    """Tick the two runs, compare: the page says what differs as `runner diff` does (issue 50, V4)."""
+    for run in ("first", "second"):
+        browser.find_element("css selector", f"input[value='citation_judge/{run}']").click()
+    browser.find_element("id", "compare").click()
+    overview = browser.find_element("id", "overview").text
+    assert "params.quote_threshold: 0.8 -> 0.6" in overview and "counts by verdict:" in overview
+    browser.back()
+
+
+def looks_right(browser):
+    """An item page as a user sees it (issue 50, V4 and the screenshot): the run's place under
+    reports/ in the breadcrumbs, the verdict coloured by the pass rule, review buttons that
+    are text and an icon (no emoji: a box without an emoji font)."""
+    assert browser.find_element("css selector", "header .crumbs").text == "reports/citation_judge/second / item 1"
+    badge = browser.find_element("id", "verdict")
+    assert badge.text == "VALID" and badge.value_of_css_property("background-color") == "rgba(26, 127, 55, 1)"
+    for button, word in (("up", "right"), ("down", "wrong")):
+        element = browser.find_element("id", button)
+        assert element.text == word and element.find_elements("css selector", "svg path")
+        assert element.find_element("css selector", "svg").size["width"] > 0
+    body = browser.find_element("tag name", "body").text
+    assert not any(0x1F300 <= ord(char) <= 0x1FAFF for char in body)
+
+
 def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, cli, tmp_path, monkeypatch):
     from selenium.webdriver.support.ui import WebDriverWait
     work = tmp_path / "example"
@@ -35,6 +70,7 @@ def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, c
         done = cli("run", str(PIPELINE), "--input", "report.md", "--out", out, "--cache-dir", str(tmp_path / "cache"),
                    "--quiet", "--set", f"params.quote_threshold={threshold}", *jury_overrides(fake_llm.url))
         assert done.exit_code == 0, done.output
+    killed_while_running(work / "reports" / "citation_judge")
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "view", "reports", "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -42,6 +78,9 @@ def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, c
         wait_until_up(port, server)
         base = f"http://127.0.0.1:{port}"
         browser.get(base + "/")
+        killed = browser.find_element("css selector", "tr[data-run='citation_judge/killed']")
+        assert "interrupted" in killed.text                  # listed, and said to be interrupted (issue 50, V4)
+        compare_first_and_second(browser)
         links = [a.get_attribute("href") for a in browser.find_elements("css selector", "a")
                  if "/run/citation_judge/" in (a.get_attribute("href") or "")]
         assert links and links[0].endswith("/run/citation_judge/second")          # newest first
@@ -55,6 +94,7 @@ def test_review_five_items_in_chromium_then_export_and_eval(browser, fake_llm, c
                                         (5, True, None)):
             browser.get(f"{base}/run/citation_judge/second/item/{number}")
             if number == 1:
+                looks_right(browser)
                 page = browser.find_element("tag name", "body").text
                 assert "Quote against its source" in page and browser.find_element("id", "source").text
                 votes = browser.find_elements("css selector", "div.panel table tbody tr")

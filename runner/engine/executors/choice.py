@@ -9,7 +9,8 @@ from typing import Any
 
 from runner.errors import InputError
 
-OnResult = Callable[[dict[str, Any]], Awaitable[None] | None]
+# Each finished item's input position (its Item.index, whatever its output calls `index`) and result.
+OnResult = Callable[[int, dict[str, Any]], Awaitable[None] | None]
 EXECUTORS = ("local", "processes", "ray")
 
 

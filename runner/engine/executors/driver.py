@@ -83,9 +83,9 @@ async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item
                 worker = running.pop(future)
                 answer = future.result()
                 absorb(runtime, answer)
-                for result in answer["results"]:
+                for position, result in zip(answer["positions"], answer["results"], strict=True):
                     finished += 1
-                    maybe = on_result(result)
+                    maybe = on_result(position, result)
                     if maybe is not None:
                         await maybe
                 send(worker)

@@ -38,16 +38,16 @@ class BlockWorker:
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
         runtime = self.runtime
-        results: list[dict[str, Any]] = []
-        await run_items(runtime, items, concurrency, results.append)
-        indexes = [result["index"] for result in results]
+        finished: list[tuple[int, dict[str, Any]]] = []
+        await run_items(runtime, items, concurrency, lambda position, result: finished.append((position, result)))
+        positions = [position for position, _ in finished]
         memo, reused = runtime.memo, (0, 0)
         if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
             reused = (memo.hits, memo.stored)
             memo.hits -= reused[0]
             memo.stored -= reused[1]
-        return {"results": results,
-                "llm": take_report(runtime.llm, indexes) if runtime.llm_used else None,
+        return {"results": [result for _, result in finished], "positions": positions,
+                "llm": take_report(runtime.llm, positions) if runtime.llm_used else None,
                 "juries": take_agreements(runtime),
                 "warnings": run_warnings(runtime),
                 "memo": reused}

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.llm.batch.lines import RequestLine
+from runner.llm.client.prices import batch_price_of
 from runner.llm.client.spec import ModelSpec
 
 
 class Requeue:
-    """A call's stored batch was never created: gather it again."""
+    """A call's stored batch was never created, or the provider no longer has it: gather it again."""
 
 
 @dataclass
@@ -49,8 +50,31 @@ class Tracked:
 
 @dataclass
 class ModelBatches:
+    """A model's figures for summary.json: the batches this run submitted and their requests;
+    the batches another run submitted whose answers this run collected, and those answers."""
+
     batches: int = 0
     requests: int = 0
     resumed: int = 0
+    collected: int = 0
     live_retries: int = 0
     problems: list[str] = field(default_factory=list)
+
+    def summary(self, spec: ModelSpec | None) -> dict[str, Any]:
+        """The figures that are not zero (batches and requests always), and where the cost came from."""
+        price = batch_price_of(spec.model) if spec else None
+        basis = ("no price in litellm's table" if price is None else "batch price from litellm's table"
+                 if price[1] else "estimate: 50% of the live price")
+        return {**{k: v for k, v in vars(self).items() if v or k in ("batches", "requests")}, "cost_basis": basis}
+
+
+def progress_line(tracked: list[Tracked], gathering: int) -> str:
+    """`batches: m in_progress 0/3, 2 call(s) gathering`: each batch's state and counts."""
+    parts = []
+    for batch in tracked:
+        counts = dict(batch.counts)
+        done = counts.get("completed", 0) + counts.get("failed", 0)
+        parts.append(f"{batch.spec.name} {batch.status} {done}/{counts.get('total') or len(batch.waiters)}")
+    if gathering:
+        parts.append(f"{gathering} call(s) gathering")
+    return f"batches: {', '.join(parts)}" if parts else ""

@@ -3,14 +3,18 @@
 Items run until they wait on a batched call; a model's waiting calls are gathered and
 submitted as one batch file when every running item waits (the engine counts them, see
 runner/llm/in_flight.py), when `batch_max_requests` calls wait, or when the first has waited
-`batch_max_wait` seconds. Each batch is polled (`batch_poll_seconds`, growing), its output
-and error files read, and every waiting call resumed with its own line; a call's cache
-key is its line's custom_id. Submissions are on disk (store.py) before anyone
-polls them: a restarted run finds a call's batch by that key and polls it again."""
+`batch_max_wait` seconds. Each batch is polled (`poll_pauses`: soon, then less and less
+often, up to `batch_poll_seconds`), its output and error files read, and every waiting call
+resumed with its own line; a call's cache key is its line's custom_id. An error line is
+retried in the model's next batch, after the model's backoff: the retries of one round go
+out together. Submissions are on disk (store.py) before anyone polls them: a restarted run,
+or another run at the same time, finds a call's batch by that key and polls it rather than
+paying twice. A batch the provider answers 404 for is gone: forgotten, and its calls sent again."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 import time
 import uuid
@@ -19,20 +23,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runner.llm.batch.calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked
+from runner.llm.batch.calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked, progress_line
 from runner.llm.batch.client import BatchClient
 from runner.llm.batch.lines import (
+    Outcome,
     RequestLine,
+    answers,
     batch_problem,
     chunks,
-    line_outcome,
     quietly,
-    read_lines,
     unsupported,
     wire_model,
 )
-from runner.llm.batch.store import TERMINAL, BatchRecord, BatchStore
-from runner.llm.client.prices import batch_price_of
+from runner.llm.batch.polling import GONE, created, files_of, until_done
+from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.sender import ModelStats, _count
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
@@ -41,11 +45,13 @@ from runner.llm.in_flight import ItemsInFlight
 from runner.retry import RetryAfterTooLong, retry_delay
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits
-POLL_GROWTH = 1.5
-POLL_CAP = 8              # the pause between polls grows to 8x batch_poll_seconds
-POLL_FAILURES = 10        # failed polls in a row before the waiting calls are failed (the batch stays on disk)
-Outcome = Completion | TransportError
 LiveSend = Callable[..., Awaitable[tuple[Completion, str]]]
+
+
+def _resolve(futures: list[asyncio.Future[Any]], outcome: Outcome | Requeue) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(outcome)
 
 
 class BatchCollector:
@@ -64,6 +70,7 @@ class BatchCollector:
         self._tracked: dict[str, Tracked] = {}
         self._in_batches: dict[str, Tracked] = {}
         self._ours: set[str] = set()            # submissions made by this run
+        self._not_before: dict[str, float] = {}  # a model's next batch waits until then (its retries' backoff)
         self._waiting: dict[int, int] = {}
         self._changed: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
@@ -112,10 +119,13 @@ class BatchCollector:
                 raise failure from None
             attempt += 1
             stats.retries += 1
-            await asyncio.sleep(delay)      # the model's backoff: a refused submission (429) is not sent straight back
             if spec.batch_retry == "live":
+                await asyncio.sleep(delay)
                 self._model(spec).live_retries += 1
                 return await self.live(spec, call.messages, call.sampling, call.schema, mode, stats)
+            # Gathered again at once, with the round's other failed calls; the model's next batch
+            # waits out the backoff (a refused submission, 429, is not sent straight back).
+            self._not_before[spec.name] = max(self._not_before.get(spec.name, 0.0), time.monotonic() + delay)
 
     @contextmanager
     def _waiting_item(self, item: int) -> Iterator[None]:
@@ -141,7 +151,7 @@ class BatchCollector:
             elif key in self._in_batches:
                 self._in_batches[key].waiters.setdefault(key, []).append(future)
             elif (record := self._stored(key, spec)) is not None:
-                self._adopt(record, spec, key, future)
+                self._adopt(record, spec, key, [future])
             else:
                 body = {**spec.extra, **call.sampling, "model": wire_model(spec.model), "messages": call.messages}
                 wanted = response_format(mode, call.schema)
@@ -158,14 +168,14 @@ class BatchCollector:
     def _stored(self, key: str, spec: ModelSpec) -> BatchRecord | None:
         return self.store.holding(key, spec.api_base, spec.model)
 
-    def _adopt(self, record: BatchRecord, spec: ModelSpec, key: str, future: asyncio.Future[Any]) -> None:
+    def _adopt(self, record: BatchRecord, spec: ModelSpec, key: str, futures: list[asyncio.Future[Any]]) -> None:
+        """Wait on a batch another run submitted (or is submitting) for this call."""
         tracked = self._tracked.get(record.submission)
         if tracked is None:
             tracked = self._tracked[record.submission] = Tracked(record.submission, spec, {}, record.batch_id,
                                                                  record.status)
-            self._model(spec).resumed += 1
             self._spawn(self._resume(tracked), tracked)
-        tracked.waiters.setdefault(key, []).append(future)
+        tracked.waiters.setdefault(key, []).extend(futures)
         self._in_batches[key] = tracked
 
     # -- gathering and submitting ----------------------------------------------------------
@@ -182,8 +192,11 @@ class BatchCollector:
     async def _dispatch(self) -> None:
         assert self._changed is not None
         while True:
-            deadlines = [g.since + self._specs[name].batch_max_wait for name, g in self._gathered.items() if g.lines]
-            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            now = time.monotonic()
+            deadlines = [held if (held := self._not_before.get(name, 0.0)) > now
+                         else g.since + self._specs[name].batch_max_wait
+                         for name, g in self._gathered.items() if g.lines]
+            timeout = max(0.0, min(deadlines) - now) if deadlines else None
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout)
             except TimeoutError:
@@ -200,33 +213,48 @@ class BatchCollector:
         gathered, self._gathered = self._gathered, {}
         for waiting in gathered.values():
             for futures in waiting.waiters.values():
-                for future in futures:
-                    if not future.done():
-                        future.set_result(error)
+                _resolve(futures, error)
 
     def _submit_due(self) -> None:
         everyone_waits = len(self._waiting) >= (self.in_flight.count if self.in_flight else 0)
         now = time.monotonic()
         for name, gathered in list(self._gathered.items()):
-            if not gathered.lines:
+            if not gathered.lines or now < self._not_before.get(name, 0.0):
                 continue
             spec = self._specs[name]
             if everyone_waits or len(gathered.lines) >= spec.batch_max_requests \
                     or now - gathered.since >= spec.batch_max_wait:
                 self._gathered[name] = Gathered()
                 for ids, data in chunks(list(gathered.lines.values()), spec.batch_max_requests):
-                    # Tracked at once: the same call from another item joins this batch, never a second one.
-                    submission = uuid.uuid4().hex
-                    self._ours.add(submission)
-                    tracked = self._tracked[submission] = Tracked(submission, spec,
-                                                                  {key: gathered.waiters[key] for key in ids})
-                    for key in ids:
-                        self._in_batches[key] = tracked
-                    self._spawn(self._submit(tracked, ids, data), tracked)
+                    self._claim(spec, gathered, ids, data)
+
+    def _claim(self, spec: ModelSpec, gathered: Gathered, ids: list[str], data: bytes) -> None:
+        """Submit these gathered calls as one batch, but for those another run submitted since
+        they were gathered (found in the same transaction that claims the rest): adopted."""
+        submission = uuid.uuid4().hex
+        try:
+            held = self.store.claim(submission, spec.name, spec.model, spec.api_base, ids)
+        except sqlite3.Error as exc:        # these calls fail rather than wait forever
+            failure = TransportError("other", f"batch handling failed: {type(exc).__name__}: {exc}")
+            for key in ids:
+                _resolve(gathered.waiters[key], failure)
+            return
+        for key, record in held.items():
+            self._adopt(record, spec, key, gathered.waiters[key])
+        if held:
+            ids = [key for key in ids if key not in held]
+            data = b"".join(gathered.lines[key].encoded() for key in ids)
+        if not ids:
+            return
+        # Tracked at once: the same call from another item joins this batch, never a second one.
+        self._ours.add(submission)
+        tracked = self._tracked[submission] = Tracked(submission, spec, {key: gathered.waiters[key] for key in ids})
+        for key in ids:
+            self._in_batches[key] = tracked
+        self._spawn(self._submit(tracked, ids, data), tracked)
 
     async def _submit(self, tracked: Tracked, ids: list[str], data: bytes) -> None:
         spec, submission = tracked.spec, tracked.submission
-        self.store.intend(submission, spec.name, spec.model, spec.api_base, ids)
         self.stats.setdefault(spec.name, ModelStats()).calls += len(ids)
         client = self._client(spec)
         try:
@@ -245,87 +273,90 @@ class BatchCollector:
         await self._poll(tracked, batch)
 
     async def _resume(self, tracked: Tracked) -> None:
+        """Poll a batch another run submitted (see polling.created)."""
         client = self._client(tracked.spec)
         try:
-            if tracked.batch_id is None:
-                batch = await client.find(tracked.submission)
-                if batch is None:       # killed before the batch was created: nothing to poll, nothing paid
-                    self.store.forget(tracked.submission)
-                    self._finish(tracked, {}, Requeue(), collected=False)
-                    return
+            batch = await created(client, self.store, tracked)
+            if batch is None:           # never created, or its run gave it up: nothing to poll, nothing paid
+                self.store.forget(tracked.submission)
+                self._finish(tracked, {}, Requeue(), collected=False)
+                return
+            if "status" not in batch:
+                batch = await client.retrieve(str(batch["id"]))
+            else:                       # found at the provider: its id written down at last
                 self.store.submitted(tracked.submission, str(batch["id"]), str(batch.get("status")))
-            else:
-                batch = await client.retrieve(tracked.batch_id)
         except TransportError as exc:
-            self._finish(tracked, {}, exc, collected=False)
+            self._failed(tracked, exc)
             return
-        if tracked.submission not in self._ours:
-            sys.stderr.write(f"runner: polling batch {batch['id']} of model {tracked.spec.name}, submitted by an "
-                             f"earlier run\n")
+        sys.stderr.write(f"runner: polling batch {batch['id']} of model {tracked.spec.name}, submitted by another "
+                         f"run\n")
         await self._poll(tracked, batch)
+
+    def _failed(self, tracked: Tracked, exc: TransportError) -> None:
+        """Its calls get the failure (the batch stays on disk: a retry polls it again), or,
+        for a 404, the batch is gone."""
+        if exc.status == GONE:
+            self._gone(tracked)
+        else:
+            self._finish(tracked, {}, exc, collected=False)
+
+    def _gone(self, tracked: Tracked) -> None:
+        """The provider answers 404 for the batch (deleted, another organisation's key, a gateway
+        restarted): it is forgotten, said once, and its calls go out again. A batch this run
+        submitted fails its calls instead (retried per the model's policy): a gateway that loses
+        every batch must not be sent the same calls forever."""
+        self.store.forget(tracked.submission)
+        ours = tracked.submission in self._ours
+        said = self._say(tracked, f" is gone at the provider (HTTP {GONE}): forgotten; its {len(tracked.waiters)} "
+                                  "call(s) " + ("fail, or are retried per the model's retries" if ours
+                                                else "go out again in a new batch"))
+        self._finish(tracked, {}, TransportError("server", said, GONE) if ours else Requeue(), collected=False)
 
     # -- polling and answers -----------------------------------------------------------------
     async def _poll(self, tracked: Tracked, batch: dict[str, Any]) -> None:
-        spec, client = tracked.spec, self._client(tracked.spec)
         tracked.batch_id = str(batch["id"])
-        delay, failures = spec.batch_poll_seconds, 0
-        while True:
-            self._note(tracked, batch)
-            if tracked.status in TERMINAL:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * POLL_GROWTH, spec.batch_poll_seconds * POLL_CAP)
-            try:
-                batch = await client.retrieve(tracked.batch_id)
-                failures = 0
-            except TransportError as exc:
-                failures += 1
-                if exc.retryable and failures < POLL_FAILURES:
-                    continue
-                self._finish(tracked, {}, exc, collected=False)     # still on disk: a retry polls it again
-                return
-        outcomes: dict[str, Outcome] = {}
-        for name in ("output_file_id", "error_file_id"):
-            if batch.get(name):
-                try:
-                    data = await client.content(str(batch[name]))
-                except TransportError as exc:
-                    self._finish(tracked, {}, exc, collected=False)
-                    return
-                outcomes.update((line["custom_id"], line_outcome(line, spec)) for line in read_lines(data))
+        client = self._client(tracked.spec)
+        try:
+            batch = await until_done(client, self.store, tracked, batch)
+            files = await files_of(client, batch)
+        except TransportError as exc:
+            self._failed(tracked, exc)
+            return
+        outcomes, problem = answers(files, tracked.spec, tracked.batch_id)
+        if problem:
+            self._say(tracked, f": {problem}")
         self._finish(tracked, outcomes, self._missing(tracked, batch))
-
-    def _note(self, tracked: Tracked, batch: dict[str, Any]) -> None:
-        status = str(batch.get("status") or "unknown")
-        counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items() if isinstance(v, int)}
-        if status != tracked.status or counts != tracked.counts:
-            tracked.status, tracked.counts = status, counts
-            self.store.update(tracked.submission, status, counts, batch_problem(batch))
 
     def _missing(self, tracked: Tracked, batch: dict[str, Any]) -> TransportError:
         """What a call gets when the batch's files hold no line for it."""
         status = tracked.status
         if status == "completed":
             return TransportError("server", f"batch {tracked.batch_id} completed without a line for this call")
-        message = batch_problem(batch) or "no reason given"
-        said = f"batch {tracked.batch_id} of model {tracked.spec.name} {status}: {message}"
-        self._model(tracked.spec).problems.append(said)
-        sys.stderr.write(f"runner: {said}\n")
+        said = self._say(tracked, f" {status}: {batch_problem(batch) or 'no reason given'}")
         # An expired batch is retried; one the provider refused or someone cancelled fails its calls.
         return TransportError("server" if status == "expired" else "client", said)
+
+    def _say(self, tracked: Tracked, problem: str) -> str:
+        """`batch ID of model NAME` and its problem, said once on stderr and kept for summary.json."""
+        batch = tracked.batch_id or f"(submitted as {tracked.submission[:12]})"
+        said = f"batch {batch} of model {tracked.spec.name}{problem}"
+        self._model(tracked.spec).problems.append(said)
+        sys.stderr.write(f"runner: {said}\n")
+        return said
 
     def _finish(self, tracked: Tracked, outcomes: dict[str, Outcome], missing: Outcome | Requeue,
                 collected: bool = True) -> None:
         self._tracked.pop(tracked.submission, None)
         if collected:
             self.store.collected(tracked.submission)
+            if tracked.submission not in self._ours:
+                model = self._model(tracked.spec)
+                model.resumed += 1
+                model.collected += sum(1 for key in tracked.waiters if key in outcomes)
         for key, futures in tracked.waiters.items():
             if self._in_batches.get(key) is tracked:
                 del self._in_batches[key]
-            outcome = outcomes.get(key, missing)
-            for future in futures:
-                if not future.done():
-                    future.set_result(outcome)
+            _resolve(futures, outcomes.get(key, missing))
 
     # -- plumbing ----------------------------------------------------------------------
     def _model(self, spec: ModelSpec) -> ModelBatches:
@@ -352,26 +383,10 @@ class BatchCollector:
 
     def progress(self) -> str:
         """Each batch's state and counts (read by the progress thread: copies only)."""
-        parts = []
-        for tracked in list(self._tracked.values()):
-            counts = dict(tracked.counts)
-            done = counts.get("completed", 0) + counts.get("failed", 0)
-            parts.append(f"{tracked.spec.name} {tracked.status} {done}/{counts.get('total') or len(tracked.waiters)}")
-        gathering = sum(len(g.lines) for g in list(self._gathered.values()))
-        if gathering:
-            parts.append(f"{gathering} call(s) gathering")
-        return f"batches: {', '.join(parts)}" if parts else ""
+        return progress_line(list(self._tracked.values()), sum(len(g.lines) for g in list(self._gathered.values())))
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, model in self.models.items():
-            spec = self._specs.get(name)
-            price = batch_price_of(spec.model) if spec else None
-            basis = ("no price in litellm's table" if price is None else "batch price from litellm's table"
-                     if price[1] else "estimate: 50% of the live price")
-            out[name] = {**{k: v for k, v in vars(model).items() if v or k in ("batches", "requests")},
-                         "cost_basis": basis}
-        return out
+        return {name: model.summary(self._specs.get(name)) for name, model in self.models.items()}
 
     async def aclose(self) -> None:
         for task in [*self._tasks, *([self._dispatcher] if self._dispatcher else [])]:

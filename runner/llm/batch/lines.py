@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Iterator
+import re
+from collections import Counter
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,9 @@ MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; h
 ERROR_TEXT = 300
 # Line error codes that name a fault of the request itself: the same line would fail again.
 CLIENT_CODES = ("invalid", "not_found", "unsupported", "too_long", "context_length", "cancelled")
+# What may follow the model asked for in an answer's `model`: a dated or numbered snapshot
+# (gpt-4o-mini-2024-07-18, claude-x@20240620) or a tag (llama3:latest).
+_SNAPSHOT = re.compile(r"(-|@)\d|:")
 
 
 @dataclass
@@ -99,6 +104,46 @@ def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Completion | Transpor
         return exc
     completion.cost = batch_cost(spec.model, completion.usage)
     return completion
+
+
+def names_model(answered: str, asked: str) -> bool:
+    """Whether an answer's `model` is the model asked for: the same name (case aside, without a
+    provider prefix), or that name with a snapshot or tag after it."""
+    answered, asked = (name.rsplit("/", 1)[-1].lower() for name in (answered, asked))
+    return answered == asked or (answered.startswith(asked) and bool(_SNAPSHOT.match(answered, len(asked))))
+
+
+Outcome = Completion | TransportError
+
+
+def answers(files: Iterable[bytes], spec: ModelSpec, batch_id: str) -> tuple[dict[str, Outcome], str]:
+    """Each call's outcome from a batch's output and error files, by custom_id, and what was
+    wrong with them ('' when nothing): a call answered by more than one line, or by an answer
+    naming another model, gets an error instead (no line of it is used, so none is cached)."""
+    outcomes: dict[str, Outcome] = {}
+    lines: Counter[str] = Counter()
+    for data in files:
+        for line in read_lines(data):
+            key = line["custom_id"]
+            lines[key] += 1
+            if lines[key] == 1:
+                outcomes[key] = line_outcome(line, spec)
+    repeated = [key for key, n in lines.items() if n > 1]
+    for key in repeated:
+        outcomes[key] = TransportError("server", f"batch {batch_id} holds {lines[key]} answer lines for this call: "
+                                                 f"none is used")
+    asked = wire_model(spec.model)
+    others: dict[str, str] = {}
+    for key, outcome in outcomes.items():
+        if isinstance(outcome, Completion) and not names_model(outcome.model, asked):
+            others[key] = outcome.model
+            outcomes[key] = TransportError("server", f"batch {batch_id} answered this call with model "
+                                                     f"{outcome.model[:80]}, not {asked}: not used")
+    said = [f"{len(repeated)} call(s) answered more than once" if repeated else "",
+            f"{len(others)} call(s) answered by another model ({', '.join(sorted(set(others.values())))[:200]})"
+            if others else ""]
+    problem = ", ".join(part for part in said if part)
+    return outcomes, f"{problem}; those calls get an error and nothing of theirs is cached" if problem else ""
 
 
 def batch_cost(model: str, usage: dict[str, int]) -> float | None:

@@ -3,11 +3,17 @@
 One SQLite file in the cache folder. A submission is written (with a local id sent as the
 batch's metadata) before the batch is created, and its provider id right after, so a run
 stopped at any point (Ctrl-C, SIGTERM, kill -9) and started again finds its batches, by
-the cache keys of their requests, and polls them instead of paying twice."""
+the cache keys of their requests, and polls them instead of paying twice. The requests are
+claimed in the same transaction that looks for them (`claim`): of two runs submitting at the
+same moment, the second finds the first's requests and adopts them. Who is creating a
+batch (host and process) is kept beside it, so a run that adopts a batch still being created
+waits for its id, and one whose creator died looks for it at the provider instead."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -15,12 +21,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import RunnerError
 from runner.stores.shared_sqlite import open_shared
 
 STORE_FILE = "batches.sqlite3"
 BUSY_MS = 30_000          # how long a write waits for another run's transaction
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 KEEP_SECONDS = 30 * 86400        # a provider keeps batch files about as long
+CREATING_SECONDS = 600           # a batch created on another machine: that long, it is taken to be on its way
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -31,7 +39,28 @@ CREATE TABLE IF NOT EXISTS batches (
 CREATE TABLE IF NOT EXISTS requests (
     custom_id TEXT NOT NULL, submission TEXT NOT NULL, PRIMARY KEY (custom_id, submission));
 CREATE INDEX IF NOT EXISTS requests_by_submission ON requests (submission);
+CREATE TABLE IF NOT EXISTS creators (submission TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL);
 """
+HOLDING = ("SELECT b.* FROM requests r JOIN batches b ON b.submission = r.submission "
+           "WHERE r.custom_id = ? AND b.model = ? AND b.api_base IS ? AND b.collected = 0 AND b.status NOT IN "
+           "('failed', 'expired', 'cancelled') ORDER BY b.created DESC LIMIT 1")
+
+
+class BatchStoreUnusable(RunnerError):
+    """batches.sqlite3 cannot be opened (not a database, unreadable)."""
+
+
+def unusable(path: Path, exc: Exception) -> BatchStoreUnusable:
+    return BatchStoreUnusable(
+        f"{path}: not a usable batch store ({exc}): move it aside (or delete it) and run again. The batches it "
+        f"listed are then not polled: their calls are submitted again, and any still running at the provider "
+        f"can be cancelled there")
+
+
+def check_store(folder: Path) -> None:
+    """BatchStoreUnusable now, before a run that batches, rather than an error for every item."""
+    if (folder / STORE_FILE).exists():
+        BatchStore(folder).close()
 
 
 @dataclass(frozen=True)
@@ -57,8 +86,15 @@ class BatchStore:
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / STORE_FILE
-        self._db = open_shared(self.path, BUSY_MS, SCHEMA)
-        self.prune()
+        try:
+            self._db = open_shared(self.path, BUSY_MS, SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise unusable(self.path, exc) from None
+        try:
+            self.prune()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise unusable(self.path, exc) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -70,18 +106,53 @@ class BatchStore:
             raise
         self._db.execute("COMMIT")
 
-    def intend(self, submission: str, model_name: str, model: str, api_base: str | None,
-               custom_ids: Iterable[str]) -> None:
-        """Record a batch about to be created (status `submitting`), with its requests."""
+    def claim(self, submission: str, model_name: str, model: str, api_base: str | None,
+              custom_ids: Iterable[str]) -> dict[str, BatchRecord]:
+        """In one transaction: the requests another batch already holds (as `holding` finds
+        them), and the rest recorded as this submission's, a batch about to be created (status
+        `submitting`, by this process). Returns the ones held elsewhere, by custom_id."""
         now = time.time()
         with self._transaction() as db:
-            ids = list(custom_ids)
-            db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?, 0)",
-                       (submission, model_name, model, api_base, len(ids), now, now))
-            db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?)", ((c, submission) for c in ids))
+            held: dict[str, BatchRecord] = {}
+            rest: list[str] = []
+            for custom_id in custom_ids:
+                row = db.execute(HOLDING, (custom_id, model, api_base)).fetchone()
+                if row:
+                    held[custom_id] = _record(row)
+                else:
+                    rest.append(custom_id)
+            if rest:
+                db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?, 0)",
+                           (submission, model_name, model, api_base, len(rest), now, now))
+                db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?)", ((c, submission) for c in rest))
+                db.execute("INSERT OR REPLACE INTO creators VALUES (?, ?, ?)",
+                           (submission, socket.gethostname(), os.getpid()))
+        return held
+
+    def being_created(self, record: BatchRecord) -> bool:
+        """Whether a batch with no provider id yet is still on its way: its creator runs (on this
+        machine), or it was recorded on another machine less than CREATING_SECONDS ago."""
+        row = self._db.execute("SELECT host, pid FROM creators WHERE submission = ?", (record.submission,)).fetchone()
+        if row is None:
+            return False
+        host, pid = str(row[0]), int(row[1])
+        if host != socket.gethostname():
+            return time.time() - record.updated < CREATING_SECONDS
+        if pid == os.getpid():
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:          # another user's process
+            return True
+        return True
 
     def submitted(self, submission: str, batch_id: str, status: str) -> None:
-        self._update(submission, batch_id=batch_id, status=status)
+        with self._transaction() as db:
+            db.execute("UPDATE batches SET batch_id = ?, status = ?, updated = ? WHERE submission = ?",
+                       (batch_id, status, time.time(), submission))
+            db.execute("DELETE FROM creators WHERE submission = ?", (submission,))
 
     def update(self, submission: str, status: str, counts: dict[str, int] | None = None, message: str = "") -> None:
         self._update(submission, status=status, counts=json.dumps(counts or {}), message=message)
@@ -100,16 +171,13 @@ class BatchStore:
     def forget(self, submission: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM requests WHERE submission = ?", (submission,))
+            db.execute("DELETE FROM creators WHERE submission = ?", (submission,))
             db.execute("DELETE FROM batches WHERE submission = ?", (submission,))
 
     def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
         """The newest batch of this endpoint and model that holds the request and may still
         answer it: pending, or completed but never collected (its run stopped first)."""
-        row = self._db.execute(
-            "SELECT b.* FROM requests r JOIN batches b ON b.submission = r.submission "
-            "WHERE r.custom_id = ? AND b.model = ? AND b.api_base IS ? AND b.collected = 0 AND b.status NOT IN "
-            "('failed', 'expired', 'cancelled') ORDER BY b.created DESC LIMIT 1",
-            (custom_id, model, api_base)).fetchone()
+        row = self._db.execute(HOLDING, (custom_id, model, api_base)).fetchone()
         return _record(row) if row else None
 
     def custom_ids(self, submission: str) -> list[str]:
@@ -130,8 +198,8 @@ class BatchStore:
         with self._transaction() as db:
             old = [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
                                             "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))]
-            db.executemany("DELETE FROM requests WHERE submission = ?", ((s,) for s in old))
-            db.executemany("DELETE FROM batches WHERE submission = ?", ((s,) for s in old))
+            for table in ("requests", "creators", "batches"):
+                db.executemany(f"DELETE FROM {table} WHERE submission = ?", ((s,) for s in old))  # noqa: S608
 
     def close(self) -> None:
         self._db.close()

@@ -1,0 +1,124 @@
+"""The bodies of `runner serve`'s routes, as the OpenAPI document (/openapi.json, /docs)
+describes them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Source = Literal["store", "cache", "judged"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="What is wrong, and where.")
+
+
+class JudgeRequest(BaseModel):
+    """One input record (`item`) or several (`items`), in the shape the pipeline's input reads
+    (with `explode`, a record gives one item per element of that list); `params` sets the
+    params the pipeline declares under params_schema, nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+    item: Any = Field(None, description="One record.")
+    items: list[Any] | None = Field(None, description="Several records.")
+    params: dict[str, Any] | None = Field(None, description="Values of the pipeline's declared params.")
+
+    @model_validator(mode="after")
+    def one_of(self) -> JudgeRequest:
+        given = {"item", "items"} & self.model_fields_set
+        if len(given) != 1:
+            raise ValueError("give either `item` (one record) or `items` (a list of records)")
+        return self
+
+    def records(self) -> list[Any]:
+        return [self.item] if "item" in self.model_fields_set else list(self.items or [])
+
+
+class JobRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: list[Any] = Field(description="The records to judge.")
+    params: dict[str, Any] | None = None
+
+
+class JudgedItem(BaseModel):
+    index: int = Field(description="The item's place in this request (1-based, after explode).")
+    item_key: str = Field(description="The item's content key: GET /v1/results/{item_key} and feedback use it.")
+    source: Source = Field(description="store: a result stored before; cache: judged now, every LLM call "
+                                       "answered from the cache; judged: judged now.")
+    pipeline_hash: str
+    trace_id: str | None = Field(None, description="The MLflow trace of the judgment, when traced.")
+    result: dict[str, Any]
+
+
+class JudgeResponse(BaseModel):
+    pipeline: str
+    pipeline_hash: str = Field(description="Hash of the pipeline as judged (its content, params, prompts, models).")
+    counts: dict[str, int] = Field(description="Items by source.")
+    results: list[JudgedItem]
+
+
+class JobView(BaseModel):
+    id: str
+    pipeline: str
+    params: dict[str, Any]
+    status: JobStatus
+    created_at: str
+    started_at: str | None
+    ended_at: str | None
+    input: str
+    run: str | None = Field(description="The run folder (relative to the project): `runner view` shows it.")
+    items: int | None
+    pipeline_hash: str | None
+    counts: dict[str, int] = Field(description="done, errors, and where results came from: resumed (written "
+                                               "before a restart), store, judged.")
+    progress: float
+    resumed: int
+    error: str | None
+
+
+class StoredView(BaseModel):
+    pipeline: str
+    pipeline_hash: str
+    item_key: str
+    stored_at: str
+    trace_id: str | None
+    result: dict[str, Any]
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rating: Literal["up", "down"] = Field(description="up: the verdict is right; down: it is wrong.")
+    label: str | None = Field(None, max_length=200, description="The right verdict, when it is wrong.")
+    rationale: str | None = Field(None, max_length=5000)
+    user: str = Field(min_length=1, max_length=100, description="Who reviews (one review per user and item).")
+
+
+class FeedbackResponse(BaseModel):
+    saved: bool
+    review: dict[str, Any]
+    mlflow: dict[str, Any] = Field(description="Whether it was logged as an assessment on the result's trace.")
+
+
+class PipelineView(BaseModel):
+    name: str
+    description: str
+    file: str
+    pipeline_hash: str | None
+    params: dict[str, Any] = Field(description="The values a request may set, as the file has them.")
+    params_schema: dict[str, Any]
+    input: dict[str, Any] = Field(description="The input fields the pipeline reads.")
+    stored: int | None = Field(description="Results stored for it (every version), null when the store is down.")
+
+
+class PipelinesResponse(BaseModel):
+    pipelines: list[PipelineView]
+    unavailable: dict[str, str] = Field(description="Pipeline files not served, and why.")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    store: str
+    pipelines: int
+    jobs: dict[str, int]

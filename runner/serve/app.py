@@ -1,0 +1,256 @@
+"""The routes of `runner serve` (FastAPI): pipelines, judging, jobs, stored results and
+feedback under /v1, with /healthz, /openapi.json and /docs. Handlers stay on the event loop;
+what blocks (the databases, MLflow) runs in threads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from runner.errors import RunnerError
+from runner.fileio import dumps
+from runner.serve import api_models as models
+from runner.serve.catalog import Catalog
+from runner.serve.errors import ApiError
+from runner.serve.feedback import record, review_store
+from runner.serve.http import Guard, add_error_handlers
+from runner.serve.job_files import InputWriter, csv_records, decoded_lines
+from runner.serve.jobs import JobBoard
+from runner.serve.judging import Judging, Settings
+from runner.stores.result_store import ResultStore, StoreUnavailable
+from runner.stores.reviews import ReviewStore
+
+DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody} for code in (400, 401, 404, 409, 413,
+                                                                                        503)}
+
+
+@dataclass
+class Limits:
+    max_body: int = 8 * 2**20           # bytes of a JSON request
+    max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
+    token: str | None = None
+    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
+
+
+class Parts:
+    """The server's parts, made when it starts and closed when it stops."""
+
+    def __init__(self, settings: Settings, pipelines: Any, db: str | None):
+        self.settings = settings
+        self.pipelines_dir = pipelines
+        self.db = db
+        self.store: ResultStore
+        self.catalog: Catalog
+        self.judging: Judging
+        self.jobs: JobBoard
+        self.reviews: ReviewStore
+
+    async def open(self) -> None:
+        root = self.settings.root
+        self.store = await asyncio.to_thread(open_result_store, self.db, root / DEFAULT_DB)
+        self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir)
+        self.judging = Judging(self.settings, self.catalog, self.store)
+        self.jobs = JobBoard(root, self.judging)
+        self.reviews = review_store(root)
+        await self.jobs.start()
+
+    async def close(self) -> None:
+        await self.jobs.aclose()
+        await self.judging.aclose()
+        self.store.close()
+        self.reviews.close()
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_result_store(url: str | None, default: Path) -> ResultStore:
+    """The store at `url`: postgresql://... (psycopg 3), an SQLite file path, or `default`."""
+    if url and url.startswith(POSTGRES_SCHEMES):
+        from runner.stores.result_store_postgres import PostgresResultStore
+        return PostgresResultStore(url)
+    if url and "://" in url and not url.startswith("sqlite:///"):
+        raise RunnerError(f"--db {url.split('://', 1)[0]}://...: give postgresql://USER@HOST/DB or an SQLite file")
+    from runner.stores.result_store_sqlite import SqliteResultStore
+    return SqliteResultStore(Path(url.removeprefix("sqlite:///")) if url else default)
+
+
+def json_response(value: Any, status: int = 200, **headers: str) -> Response:
+    return Response(dumps(value), status, headers=headers or None, media_type="application/json")
+
+
+def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits: Limits | None = None) -> FastAPI:
+    """The app serving the pipelines in `pipelines` (a folder) from the project `settings.root`
+    (where it runs: relative paths in the pipelines are read from there)."""
+    limits = limits or Limits()
+    server = Parts(settings, pipelines, db)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await server.open()
+        try:
+            yield
+        finally:
+            await server.close()
+
+    app = FastAPI(title="runner serve", version="1", lifespan=lifespan,
+                  description="LLM-as-judge pipelines as a service: judge on request or in jobs, results kept by "
+                              "content hash, feedback from the people who read them.")
+    app.state.server = server
+    add_error_handlers(app)
+    app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload,
+                       hosts=limits.allowed_hosts)
+
+    @app.get("/healthz", response_model=models.Health, responses={503: {"model": models.Health}})
+    async def health() -> Response:
+        try:
+            await asyncio.to_thread(server.store.ping)
+            store, status = "ok", "ok"
+        except StoreUnavailable as exc:
+            store, status = f"unavailable: {exc}", "degraded"
+        jobs = Counter(job.status for job in server.jobs.jobs.values())
+        return json_response({"status": status, "store": store, "pipelines": len(server.catalog.served),
+                              "jobs": dict(jobs)}, 200 if status == "ok" else 503)
+
+    @app.get("/v1/pipelines", response_model=models.PipelinesResponse, responses=ERRORS)
+    async def pipelines_list() -> Response:
+        server.catalog.refresh()
+        shown = []
+        for name in sorted(server.catalog.served):
+            variant = await server.judging.variant(name)
+            try:
+                stored: int | None = await asyncio.to_thread(server.store.count, name)
+            except StoreUnavailable:
+                stored = None
+            shown.append({**variant.served.describe(), "pipeline_hash": variant.hash, "stored": stored})
+        return json_response({"pipelines": shown, "unavailable": server.catalog.problems})
+
+    @app.post("/v1/pipelines/{name}/judge", response_model=models.JudgeResponse, responses=ERRORS)
+    async def judge(name: str, body: models.JudgeRequest) -> Response:
+        """Judge one record or a list, synchronously: each item's result, from the store when this
+        pipeline (as these params make it) judged the same content before."""
+        variant = await server.judging.variant(name, body.params)
+        answers = await server.judging.judge(variant, body.records())
+        counts = Counter(answer.source for answer in answers)
+        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": dict(counts),
+                              "results": [answer.as_json() for answer in answers]})
+
+    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView, responses=ERRORS,
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": models.JobRequest.model_json_schema()},
+                  "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+                      "file": {"type": "string", "format": "binary",
+                               "description": "JSON lines (.jsonl, .ndjson) or CSV with a header row (.csv)"},
+                      "params": {"type": "string", "description": "The params, as a JSON object"}}}}}}})
+    async def submit(name: str, request: Request) -> Response:
+        """A job over many records: a JSON body {items, params} or an uploaded JSONL or CSV file.
+        Answered at once (202) with the job; it runs as a run of the pipeline."""
+        kind = request.headers.get("content-type", "")
+        writer = InputWriter(settings.root)
+        try:
+            if kind.startswith("multipart/form-data"):
+                params = await _upload(request, writer)
+            elif kind.startswith("application/json"):
+                try:
+                    body = models.JobRequest.model_validate(json.loads(await request.body()))
+                except ValueError as exc:
+                    raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
+                params = body.params or {}
+                writer.records_of(body.items)
+            else:
+                raise ApiError(415, "send JSON ({\"items\": [...]}) or a multipart upload with a `file` field")
+            variant = await server.judging.variant(name, params)
+            path = writer.close()
+        except BaseException:
+            writer.discard()
+            raise
+        job = server.jobs.submit(name, params, path, variant.hash)
+        return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
+
+    @app.get("/v1/jobs", response_model=list[models.JobView], responses=ERRORS)
+    async def jobs_list() -> Response:
+        return json_response([job.view() for job in sorted(server.jobs.jobs.values(), key=lambda j: j.id,
+                                                           reverse=True)])
+
+    @app.get("/v1/jobs/{job_id}", response_model=models.JobView, responses=ERRORS)
+    async def job_status(job_id: str) -> Response:
+        return json_response(server.jobs.get(job_id).view())
+
+    @app.get("/v1/jobs/{job_id}/results", responses={**ERRORS, 200: {
+        "content": {"application/x-ndjson": {}}, "description": "The results written so far, one JSON a line."}})
+    async def job_results(job_id: str) -> StreamingResponse:
+        """The job's results so far as JSON lines, streamed (in the order they finished while the
+        job runs, in input order once it has ended)."""
+        return StreamingResponse(server.jobs.results(job_id), media_type="application/x-ndjson")
+
+    @app.delete("/v1/jobs/{job_id}", response_model=models.JobView, responses=ERRORS)
+    async def cancel(job_id: str) -> Response:
+        """Cancel a job, keeping what finished (its run is written as interrupted)."""
+        return json_response((await server.jobs.cancel(job_id)).view())
+
+    @app.get("/v1/results/{item_key}", response_model=models.StoredView, responses=ERRORS)
+    async def stored_result(item_key: str, pipeline: str = Query(description="The pipeline's name."),
+                            pipeline_hash: str | None = Query(None, description="Which version (default: the "
+                                                                                "pipeline as it is now).")) -> Response:
+        """The stored result for that content, under the pipeline as it is now (or as `pipeline_hash`)."""
+        stored = await _stored(pipeline, item_key, pipeline_hash)
+        return json_response({"pipeline": stored.pipeline, "pipeline_hash": stored.pipeline_hash,
+                              "item_key": stored.item_key, "stored_at": stored.stored_at,
+                              "trace_id": stored.result.get("mlflow_trace_id"), "result": stored.result})
+
+    @app.post("/v1/results/{item_key}/feedback", response_model=models.FeedbackResponse, responses=ERRORS)
+    async def feedback(item_key: str, body: models.FeedbackRequest,
+                       pipeline: str = Query(description="The pipeline's name."),
+                       pipeline_hash: str | None = Query(None)) -> Response:
+        """A person's 👍/👎 on a stored result: kept with the reviews `runner view` writes (labels
+        for `runner labels export` and `runner eval`), and on the result's MLflow trace."""
+        stored = await _stored(pipeline, item_key, pipeline_hash)
+        served = server.catalog.get(pipeline)
+        answer = await asyncio.to_thread(record, server.reviews, served, stored, body.rating == "up", body.user,
+                                         body.label, body.rationale)
+        return json_response(answer)
+
+    async def _stored(pipeline: str, item_key: str, pipeline_hash: str | None) -> Any:
+        digest = pipeline_hash or (await server.judging.variant(pipeline)).hash
+        stored = await asyncio.to_thread(server.store.get, pipeline, digest, item_key)
+        if stored is None:
+            raise ApiError(404, f"no stored result of {pipeline} (pipeline hash {digest}) for item {item_key}")
+        return stored
+
+    return app
+
+
+async def _upload(request: Request, writer: InputWriter) -> dict[str, Any]:
+    """A multipart job: its `file` (JSON lines, or CSV by its name or type) written as JSON
+    lines, and its `params` (a JSON object)."""
+    form = await request.form(max_files=1, max_fields=4)
+    upload, raw = form.get("file"), form.get("params")
+    if upload is None or isinstance(upload, str):
+        raise ApiError(400, "the upload has no `file` field (curl -F file=@items.jsonl)")
+    try:
+        params = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except ValueError:
+        raise ApiError(400, "params: not JSON (give a JSON object)") from None
+    if not isinstance(params, dict):
+        raise ApiError(400, "params: give a JSON object")
+    csv = (upload.filename or "").lower().endswith(".csv") or (upload.content_type or "").startswith("text/csv")
+
+    def copy() -> None:                 # in a thread: an upload of any size never holds the event loop
+        chunks = iter(lambda: upload.file.read(1 << 16), b"")
+        if csv:
+            writer.records_of(csv_records(decoded_lines(chunks)))
+        else:
+            for chunk in chunks:
+                writer.write_bytes(chunk)
+    await asyncio.to_thread(copy)
+    return params

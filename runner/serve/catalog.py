@@ -1,0 +1,208 @@
+"""The pipelines `runner serve` serves: every pipeline file directly in PIPELINES_DIR, loaded
+and checked when the server starts and again when a pipeline, prompt or schema file changes;
+what a request may set (the params its `params_schema` declares, nothing else); and the hash
+that keys a pipeline's stored results.
+
+A request's params are applied as `--set params.NAME=VALUE` would be, so the pipeline's
+resolved content, and so its hash, holds them: a request with another threshold is another
+result. A param value that names a path leaving the project (absolute, `~`, `..`) is
+refused: relative paths are read from the project folder, where the server runs."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from runner.errors import ConfigError, RunnerError, unknown
+from runner.pipeline.loader import load_pipeline
+from runner.pipeline.model import Pipeline
+from runner.pipeline.templating import attribute_refs, parse_source
+from runner.pipeline.validated import ValidatedPipelines
+from runner.redact import redact
+from runner.runs.manifest import model_entries, pipeline_entry, sha256_json, strings_in
+from runner.serve.errors import ApiError
+
+SUFFIXES = (".yaml", ".yml")
+CHECK_EVERY = 1.0           # seconds between looks for changed pipeline, prompt and schema files
+
+
+@dataclass
+class Served:
+    """One served pipeline as its file says it."""
+
+    name: str
+    pipeline: Pipeline
+    settable: dict[str, Any]            # params_schema: each param a request may set, and its schema
+    reads: dict[str, Any] = field(default_factory=dict)     # the input fields it reads
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.pipeline.description,
+                "file": self.pipeline.file.name, "params": {name: self.pipeline.params.get(name)
+                                                            for name in self.settable},
+                "params_schema": self.settable, "input": self.reads}
+
+
+class Catalog:
+    def __init__(self, folder: Path, cache_dir: Path):
+        self.folder = folder.resolve()
+        self.project = self.folder.parent
+        self.cache_dir = cache_dir
+        self.served: dict[str, Served] = {}
+        self.problems: dict[str, str] = {}          # file name -> why it is not served
+        self.generation = 0                         # grows at each reload
+        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._checked = 0.0
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Load the pipelines again when one of their files changed (looked at once a second)."""
+        now = time.monotonic()
+        if not force and now - self._checked < CHECK_EVERY:
+            return
+        self._checked = now
+        signature = tuple(self._stats())
+        if signature == self._signature:
+            return
+        self._signature = signature
+        served: dict[str, Served] = {}
+        problems: dict[str, str] = {}
+        for path in self._files():
+            try:
+                pipeline = load_pipeline(path, validated=ValidatedPipelines(self.cache_dir))
+            except RunnerError as exc:
+                problems[path.name] = redact(str(exc))
+                continue
+            if pipeline.name in served:
+                problems[path.name] = (f"pipeline name '{pipeline.name}' is also the name of "
+                                       f"{served[pipeline.name].pipeline.file.name}: not served")
+                continue
+            settable = dict(pipeline.located.data.get("params_schema") or {})
+            served[pipeline.name] = Served(pipeline.name, pipeline, settable, input_reads(pipeline))
+        self.served, self.problems = served, problems
+        self.generation += 1
+
+    def _files(self) -> list[Path]:
+        """The pipeline files directly in the folder, links out of it left out."""
+        found = []
+        for path in sorted(self.folder.iterdir()):
+            if path.suffix in SUFFIXES and path.is_file() and path.resolve().parent == self.folder:
+                found.append(path)
+        return found
+
+    def _stats(self) -> Iterator[tuple[str, int, int]]:
+        roots = [self.folder, self.project / "prompts", self.project / "schemas"]
+        for root in roots:
+            for folder, _, names in os.walk(root):
+                for name in sorted(names):
+                    try:
+                        info = os.stat(os.path.join(folder, name))
+                    except OSError:
+                        continue
+                    yield os.path.join(folder, name), info.st_mtime_ns, info.st_size
+
+    def get(self, name: str) -> Served:
+        self.refresh()
+        served = self.served.get(name)
+        if served is None:
+            raise ApiError(404, unknown("pipeline", name, list(self.served), "served"))
+        return served
+
+
+def request_overrides(served: Served, params: Any) -> list[str]:
+    """`params.NAME=VALUE` assignments for a request's params, or ApiError(400) naming each
+    param a request may not set or whose value leaves the project."""
+    if params is None:
+        return []
+    if not isinstance(params, dict):
+        raise ApiError(400, "params: give an object of param names and values")
+    problems = []
+    for name, value in params.items():
+        if name not in served.settable:
+            problems.append(f"params.{name}: a request may set only the params the pipeline declares under "
+                            f"params_schema ({', '.join(served.settable) or 'none'})")
+            continue
+        leaving = next(_paths_leaving(value), None)
+        if leaving is not None:
+            problems.append(f"params.{name}: {leaving!r} leaves the project (an absolute path, ~ or ..): "
+                            "a request reads only files inside it")
+    if problems:
+        raise ApiError(400, "; ".join(problems))
+    return [f"params.{name}={_yaml(value)}" for name, value in params.items()]
+
+
+def _yaml(value: Any) -> str:
+    """The value as YAML that reads back as exactly this value (--set parses YAML)."""
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=2**31)
+    return text.removesuffix("\n...\n").rstrip("\n")
+
+
+def _paths_leaving(value: Any) -> Iterator[str]:
+    for text in strings_in(value):
+        posix = PurePosixPath(text.replace("\\", "/"))
+        if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
+            yield text
+
+
+def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipeline:
+    """The pipeline with a request's params, checked as `--set` is (their schema, NaN): a
+    problem is ApiError(400) naming the param."""
+    if not overrides:
+        return served.pipeline
+    try:
+        pipeline = load_pipeline(served.pipeline.file, overrides, validated=ValidatedPipelines(cache_dir))
+    except ConfigError as exc:
+        raise ApiError(400, "; ".join(f"{p.path}: {p.message}" if p.path else p.message
+                                      for p in exc.problems)) from None
+    except RunnerError as exc:
+        raise ApiError(400, str(exc)) from None
+    return pipeline
+
+
+def served_hash(pipeline: Pipeline, model_spec: Any) -> str:
+    """What a stored result was judged by: the resolved pipeline (params included), the
+    prompt and schema files it uses, and its models as they resolve here (endpoints without
+    credentials). Any of them changed, its items are judged again."""
+    entry = pipeline_entry(pipeline, [])
+    models = model_entries(model_spec, list(pipeline.models))
+    return sha256_json({"pipeline": entry["sha256"], "files": entry["files"], "models": models})[:16]
+
+
+def input_reads(pipeline: Pipeline) -> dict[str, Any]:
+    """The input fields the pipeline's templates read: the item's, and with `explode` the
+    record's (`parent_as`) and the list each item is one element of."""
+    spec = pipeline.input
+    names: dict[str, set[str]] = {"item": set(), spec.get("parent_as") or "": set()}
+    for text in _template_texts(pipeline):
+        for bare in (False, True):
+            try:
+                tree = parse_source(text, bare)
+            except Exception:  # noqa: BLE001 - not a template of this kind
+                continue
+            for root, found in names.items():
+                if root:
+                    found.update(name for name, _ in attribute_refs(tree, root))
+    described: dict[str, Any] = {"adapter": spec.get("adapter", "json")}
+    if spec.get("explode"):
+        described["explode"] = spec["explode"]
+        described["record_fields"] = sorted({*names.get(spec.get("parent_as") or "", set()), spec["explode"]})
+        described["item_fields"] = sorted(names["item"])
+    else:
+        described["fields"] = sorted(names["item"])
+    return described
+
+
+def _template_texts(pipeline: Pipeline) -> Iterator[str]:
+    for part in ("steps", "output", "memo"):
+        yield from strings_in(pipeline.located.data.get(part))
+    for name in pipeline_entry(pipeline, [])["files"]:
+        if name.startswith("prompts/"):
+            try:
+                yield (pipeline.project_dir / name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue

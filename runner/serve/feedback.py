@@ -1,0 +1,43 @@
+"""Feedback on a stored result (`POST /v1/results/{item_key}/feedback`): a review in the
+review store `runner view` writes (REPORTS_DIR/reviews.sqlite: `runner labels export`,
+`runner eval` and the view read it), and a HUMAN assessment on the result's MLflow trace
+when it has one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runner.serve.catalog import Served
+from runner.stores.result_store import StoredResult
+from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
+from runner.tracing.feedback import human_assessment
+
+MAX_USER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000
+
+
+def review_store(root: Path) -> ReviewStore:
+    """The review store of the runs under the project's reports/ (the one `runner view` uses)."""
+    return ReviewStore(root / "reports" / REVIEWS_FILE)
+
+
+def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
+           label: str | None, rationale: str | None) -> dict[str, Any]:
+    """Save the review (one per user and item: a second replaces the first), then log it on
+    the result's MLflow trace; what was done, and why MLflow was not told when it was not."""
+    result = stored.result
+    field = served.pipeline.summary.get("count_by")
+    judged = result.get(field) if field else None
+    trace = result.get("mlflow_trace_id")
+    saved = store.put(Review(
+        pipeline=served.name, item_key=stored.item_key, reviewer=user.strip()[:MAX_USER], agrees=agrees,
+        judged=None if judged is None else str(judged), correct=(label or "").strip()[:MAX_LABEL] or None,
+        rationale=(rationale or "").strip()[:MAX_RATIONALE] or None,
+        trace_id=trace if isinstance(trace, str) and trace else None))
+    mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
+    if saved.trace_id:
+        assessment, problem = human_assessment(saved.trace_id, agrees, saved.rationale, saved.reviewer)
+        mlflow.update({"logged": assessment is not None, "assessment_id": assessment})
+        if problem:
+            mlflow["warning"] = problem
+    return {"saved": True, "review": saved.as_dict(), "mlflow": mlflow}

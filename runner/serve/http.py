@@ -1,0 +1,132 @@
+"""What every request meets before a route: the token, the size of its body, and errors as
+JSON. Every error is a JSON body with `error` (a message), never a traceback: a client's
+mistake is 4xx, an unreachable database 503; a bug is 500 with its traceback in the
+server's log only (credentials redacted)."""
+
+from __future__ import annotations
+
+import hmac
+import sys
+import traceback
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runner.errors import RunnerError
+from runner.redact import redact
+from runner.serve.errors import ApiError
+from runner.stores.result_store import StoreUnavailable
+
+OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
+
+
+def error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": redact(message)}, status, headers=headers or None)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error(exc.status, exc.message)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = []
+        for problem in exc.errors()[:10]:
+            where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
+            problems.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
+        return error(400, "; ".join(problems) or "the request is not valid")
+
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        return error(503, str(exc))
+
+    async def user_error(request: Request, exc: Exception) -> JSONResponse:
+        return error(400, str(exc))
+
+    async def bug(request: Request, exc: Exception) -> JSONResponse:
+        sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        return error(500, "internal error (the server's log has the details)")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StoreUnavailable, unavailable)
+    app.add_exception_handler(RunnerError, user_error)
+    app.add_exception_handler(Exception, bug)
+
+
+class Guard:
+    """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
+    token on every route but the open ones (health and the API's description), and the body
+    size: a declared length over the limit is refused before it is read, a body that grows
+    past it while it is read is cut off there (413 either way). Job uploads (multipart) may be
+    larger than other bodies."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int,
+                 hosts: list[str] | None = None):
+        self.app = app
+        self.hosts = hosts          # the Host names a request may carry (None: any)
+        self.token = token
+        self.max_body = max_body
+        self.max_upload = max_upload
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
+        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+            # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
+            await error(400, "this server answers only requests for its own address (Host header)")(
+                scope, receive, send)
+            return
+        if self.token is not None and scope["path"] not in OPEN_PATHS:
+            given = headers.get("authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+                await error(401, "give the server's token: Authorization: Bearer TOKEN",
+                            **{"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        limit = self.max_upload if headers.get("content-type", "").startswith("multipart/") else self.max_body
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await error(413, _too_large(limit))(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise HTTPException(413, _too_large(limit))
+            return message
+        await self.app(scope, counted, send)
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port."""
+    if header.startswith("["):
+        return header[:header.find("]") + 1]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is larger than this server takes ({limit:,} bytes)"
+
+
+def bearer_token(text: str) -> str:
+    """A token file's token (its first line), or RunnerError when it is unusable."""
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if len(token) < 16:
+        raise RunnerError("--token-file: the token must be at least 16 characters (e.g. `python -c \"import "
+                          "secrets; print(secrets.token_urlsafe(32))\" > token`)")
+    return token

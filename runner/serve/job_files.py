@@ -1,0 +1,186 @@
+"""The files of `runner serve`'s jobs beside the runs: their records and inputs (under
+reports/.runner-serve/), an input written as JSON lines, the results a killed job's run had
+written and its calls of them (to take up again), and a run's results read back as they are
+written."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runner.fileio import dumps
+from runner.llm.calls.record import item_of
+from runner.runs.folders import CALLS_FILE
+from runner.serve.errors import ApiError
+from runner.stores.result_store_sqlite import SqliteResultStore
+
+FOLDER = ".runner-serve"
+CHUNK = 1 << 16
+CALLS_BATCH = 512        # lines of calls.jsonl looked up, and handed to the new run, at once
+
+
+def job_folder(root: Path) -> Path:
+    return root / "reports" / FOLDER
+
+
+class InputWriter:
+    """A job's input as JSON lines, written as it arrives (one record a line), then kept under
+    its content hash: jobs over the same input share a run group, as runs of one file do."""
+
+    def __init__(self, root: Path):
+        self.folder = job_folder(root) / "inputs"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=self.folder, prefix=".upload-", suffix=".jsonl")
+        self._file = os.fdopen(handle, "wb")
+        self._temp = Path(name)
+        self._digest = hashlib.sha256()
+        self.records = 0
+
+    def write_bytes(self, data: bytes) -> None:
+        self._file.write(data)
+        self._digest.update(data)
+
+    def record(self, value: Any) -> None:
+        self.write_bytes((dumps(value) + "\n").encode("utf-8", "surrogatepass"))
+        self.records += 1
+
+    def records_of(self, values: Iterable[Any]) -> None:
+        for value in values:
+            self.record(value)
+
+    def close(self) -> Path:
+        """The input's file (its name: the content's hash)."""
+        self._file.close()
+        if self._temp.stat().st_size == 0:
+            self.discard()
+            raise ApiError(400, "no items: the job's input is empty")
+        final = self.folder / f"{self._digest.hexdigest()[:16]}.jsonl"
+        os.replace(self._temp, final)
+        return final
+
+    def discard(self) -> None:
+        self._file.close()
+        self._temp.unlink(missing_ok=True)
+
+
+def csv_records(text_lines: Iterable[str]) -> Iterator[dict[str, str]]:
+    """A CSV upload's rows as records, by its header row (cells stay text)."""
+    reader = csv.DictReader(text_lines)
+    for row in reader:
+        yield {str(k): v for k, v in row.items() if k is not None}
+
+
+def decoded_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """UTF-8 text lines from chunks of bytes (a BOM dropped)."""
+    pending = b""
+    first = True
+    for chunk in chunks:
+        pending += chunk
+        if first and len(pending) >= 3:
+            pending, first = pending.removeprefix(b"\xef\xbb\xbf"), False
+        *whole, pending = pending.split(b"\n")
+        for line in whole:
+            yield _text(line) + "\n"
+    if pending:
+        yield _text(pending.removeprefix(b"\xef\xbb\xbf") if first else pending)
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the CSV upload is not UTF-8 text") from None
+
+
+class ResumeIndex:
+    """What a killed (or stopped) job's run wrote, for the run that takes the job up again in
+    its folder: the results, by item key, in a small database beside the job (a run of any
+    size is never held in memory), and the calls of those results' items, set aside in a file
+    beside it (the new run starts calls.jsonl afresh, then writes them back: `kept_calls`).
+    The calls of items whose results were not written are left out: those items run again."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.calls = path.with_suffix(".calls.jsonl")
+        self._store = SqliteResultStore(path)
+
+    @classmethod
+    def of(cls, path: Path, run: Path) -> ResumeIndex:
+        index = cls(path)
+        for line in _whole_lines(run / "results.jsonl"):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(result, dict) and isinstance(result.get("item_key"), str):
+                index._store.put("job", "resume", result["item_key"], result)
+                if isinstance(result.get("index"), int):
+                    index._store.put("job", "item", str(result["index"]), {})
+        index._set_calls_aside(run / CALLS_FILE)
+        return index
+
+    def _set_calls_aside(self, calls: Path) -> None:
+        with self.calls.open("wb") as kept:
+            for lines in _batches(_whole_lines(calls), CALLS_BATCH):
+                done = self._store.get_many("job", "item", {str(item_of(line)) for line in lines})
+                kept.writelines(line for line in lines if str(item_of(line)) in done)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        found = self._store.get("job", "resume", key)
+        return found.result if found is not None else None
+
+    def kept_calls(self) -> Iterator[list[bytes]]:
+        """The calls set aside, CALLS_BATCH lines at a time."""
+        return _batches(_whole_lines(self.calls), CALLS_BATCH)
+
+    def remove(self) -> None:
+        self._store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self.calls.unlink(missing_ok=True)
+
+
+def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    source = iter(lines)
+    while batch := list(itertools.islice(source, size)):
+        yield batch
+
+
+def _whole_lines(path: Path) -> Iterator[bytes]:
+    """The complete lines of a file being appended to (a line cut by a kill is left out)."""
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                if line.endswith(b"\n"):
+                    yield line
+    except FileNotFoundError:
+        return
+
+
+async def results_lines(path: Path | None) -> AsyncIterator[bytes]:
+    """A run's results.jsonl as it stands, in chunks of whole lines (the file is read as it was
+    opened: the run's end replaces it by a new file, put in input order)."""
+    if path is None:
+        return
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        pending = b""
+        while True:
+            chunk = handle.read(CHUNK)
+            if not chunk:
+                break
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                yield pending[:cut]
+                pending = pending[cut:]

@@ -1,0 +1,226 @@
+"""Jobs: a request's items judged as a run on the server's event loop, with its run folder
+under the project's reports/ (run.json, results.jsonl, summary, reports: `runner view` shows
+it). Statuses: queued, running, succeeded, failed, cancelled.
+
+A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of
+status; its input (JSON lines, whatever was uploaded) is kept by content hash in
+reports/.runner-serve/inputs/. A server killed mid-job (kill -9) finds the job `running` when
+it starts again and resumes it in the same run folder: each result the run had written is
+taken as it is, each result in the store from there, and the rest is judged, the LLM cache
+answering every call answered before (one answered in the last moments before the kill,
+before its answer reached the cache, is asked again). A server stopped with Ctrl-C or SIGTERM
+writes what finished and resumes the job at its next start the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.api import run_pipeline_async
+from runner.engine.progress import Counter
+from runner.errors import RunnerError
+from runner.fileio import atomic_write, dumps
+from runner.redact import redact
+from runner.runs.folders import is_run, mark_latest
+from runner.runs.request import ItemSource
+from runner.serve.errors import ApiError
+from runner.serve.job_files import ResumeIndex, job_folder, results_lines
+from runner.serve.judging import Judging
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
+ADAPTERS_READING_JSONL = ("json", "jsonl")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Job:
+    id: str
+    pipeline: str
+    params: dict[str, Any]
+    input: str                          # its input file, relative to the project folder
+    status: str = "queued"
+    created_at: str = field(default_factory=_now)
+    started_at: str | None = None
+    ended_at: str | None = None
+    run: str | None = None              # its run folder, relative to the project folder
+    items: int | None = None            # items the run takes, known once it starts
+    pipeline_hash: str | None = None
+    counts: dict[str, int] = field(default_factory=lambda: {"done": 0, "errors": 0, "resumed": 0, "store": 0,
+                                                             "judged": 0})
+    resumed: int = 0                    # times a restarted server took it up again
+    error: str | None = None
+
+    def view(self) -> dict[str, Any]:
+        shown = asdict(self)
+        shown["progress"] = round(self.counts["done"] / self.items, 4) if self.items else (
+            1.0 if self.status == "succeeded" else 0.0)
+        return shown
+
+
+class JobProgress:
+    """The run's progress as the job shows it: the planned items when the run starts, the
+    results as they come, and where the run writes."""
+
+    def __init__(self, board: JobBoard, job: Job, options: Any):
+        self.board, self.job, self.options = board, job, options
+
+    def start(self, total: int, counts: Counter) -> None:
+        self.job.items = total
+        self.job.run = self.board.relative(self.options.out_dir)
+        self.board.save(self.job)
+
+    def advance(self) -> None:
+        self.job.counts["done"] += 1
+
+    def stop(self) -> None:
+        return None
+
+
+class JobBoard:
+    def __init__(self, root: Path, judging: Judging):
+        self.root = root
+        self.judging = judging
+        self.folder = job_folder(root)
+        self.jobs: dict[str, Job] = {}
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._cancelled: set[str] = set()
+        self._workers: list[asyncio.Task[None]] = []
+
+    # -- records -------------------------------------------------------------------
+    def relative(self, path: Path) -> str:
+        return Path(path).resolve().relative_to(self.root).as_posix()
+
+    def save(self, job: Job) -> None:
+        atomic_write(self.folder / "jobs" / f"{job.id}.json", dumps(asdict(job)) + "\n")
+
+    def get(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, f"no job {job_id!r} on this server")
+        return job
+
+    def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str) -> Job:
+        job_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S-") + secrets.token_hex(4)
+        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash)
+        self.jobs[job_id] = job
+        self.save(job)
+        self._queue.put_nowait(job_id)
+        return job
+
+    # -- the workers ---------------------------------------------------------------------
+    async def start(self) -> None:
+        """Take up the jobs a stopped or killed server left queued or running, then run jobs."""
+        (self.folder / "jobs").mkdir(parents=True, exist_ok=True)
+        for path in sorted((self.folder / "jobs").glob("*.json")):
+            try:
+                job = Job(**json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError) as exc:
+                sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
+                continue
+            self.jobs[job.id] = job
+            if job.status in ("queued", "running"):
+                if job.status == "running":
+                    job.resumed += 1
+                job.status = "queued"
+                self.save(job)
+                self._queue.put_nowait(job.id)
+        self._workers = [asyncio.ensure_future(self._work()) for _ in range(RUNNING_AT_ONCE)]
+
+    async def _work(self) -> None:
+        while True:
+            job = self.jobs[await self._queue.get()]
+            if job.status != "queued":
+                continue                # cancelled while it waited
+            task = asyncio.ensure_future(self._run(job))
+            self._running[job.id] = task
+            try:
+                await task
+            except asyncio.CancelledError:
+                worker = asyncio.current_task()
+                if worker is not None and worker.cancelling():      # the server is stopping
+                    await asyncio.gather(task, return_exceptions=True)     # the run writes what finished
+                    raise
+                # else the job was cancelled (DELETE): on to the next
+            finally:
+                self._running.pop(job.id, None)
+
+    async def _run(self, job: Job) -> None:
+        job.status, job.started_at, job.error = "running", job.started_at or _now(), None
+        self.save(job)
+        resumed: ResumeIndex | None = None
+        try:
+            variant = await self.judging.variant(job.pipeline, job.params)
+            job.pipeline_hash = variant.hash
+            overrides = list(variant.overrides)
+            if variant.pipeline.input.get("adapter", "json") not in ADAPTERS_READING_JSONL:
+                overrides.append("input.adapter=jsonl")       # a job's input is always JSON lines
+            counts = job.counts
+            for name in counts:
+                counts[name] = 0
+            more: dict[str, Any] = {}
+            if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
+                resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
+                more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
+
+            def tally(source: str) -> None:
+                counts[source] += 1
+            runner = self.judging.job_runner(variant, resumed, tally)
+            options = self.judging.options(job.pipeline, item_runner=runner, **more)
+            outcome = await run_pipeline_async(variant.pipeline.file, ItemSource(self.root / job.input), options,
+                                               overrides, JobProgress(self, job, options))
+            counts["errors"] = int(outcome.summary.get("errors") or 0)
+            if more and is_run(outcome.out_dir):
+                mark_latest(outcome.out_dir)      # a run taken up again is written as --out: point latest at it
+            job.status = "succeeded"
+        except asyncio.CancelledError:
+            job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
+            raise
+        except (RunnerError, ApiError) as exc:
+            job.status, job.error = "failed", redact(str(exc.message if isinstance(exc, ApiError) else exc))
+        except Exception as exc:  # a bug fails its job, never the server
+            sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+            job.status, job.error = "failed", f"internal error: {type(exc).__name__} (see the server's log)"
+        finally:
+            if resumed is not None:
+                resumed.remove()
+            job.ended_at = _now() if job.status != "queued" else None
+            self.save(job)
+
+    async def cancel(self, job_id: str) -> Job:
+        """Stop a job, keeping what finished: a queued one never starts, a running one writes
+        its results so far, summary and reports (an interrupted run)."""
+        job = self.get(job_id)
+        if job.status not in ("queued", "running"):
+            raise ApiError(409, f"job {job_id} is {job.status}: nothing to cancel")
+        self._cancelled.add(job_id)
+        task = self._running.get(job_id)
+        if task is None:
+            job.status, job.ended_at = "cancelled", _now()
+            self.save(job)
+            return job
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return job
+
+    def results(self, job_id: str) -> Any:
+        """The job's results written so far, as JSON lines (streamed, whole lines only)."""
+        job = self.get(job_id)
+        return results_lines(self.root / job.run / "results.jsonl" if job.run else None)
+
+    async def aclose(self) -> None:
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers.clear()

@@ -1,0 +1,283 @@
+"""Judging for `runner serve`: one long-lived runtime per pipeline variant (a pipeline with a
+request's params, by its hash), one LLM client per served pipeline shared by all its variants
+and jobs (limits, capacity, breakers, the response cache), the results store in front of them,
+and one computation per (pipeline, hash, item key) however many requests ask at once."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from runner.engine.context import Runtime
+from runner.engine.execute import run_item
+from runner.errors import RunnerError
+from runner.inputs import Item, Record, iter_items
+from runner.llm.service import LLMService
+from runner.llm.shared_client import SharedClient
+from runner.pipeline.model import Pipeline
+from runner.redact import redact
+from runner.runs.observe import LLMCall, Observer
+from runner.runs.request import RunOptions
+from runner.serve.catalog import Catalog, Served, load_variant, request_overrides, served_hash
+from runner.serve.errors import ApiError
+from runner.serve.flights import SingleFlight
+from runner.serve.job_files import ResumeIndex
+from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
+from runner.tracing import make_observer
+
+MAX_VARIANTS = 32            # runtimes kept for request params; the least recently used idle one goes
+MAX_KNOWN_PARAMS = 4096      # request params remembered with the hash they make
+
+
+@dataclass
+class Settings:
+    root: Path                          # the project folder (PIPELINES_DIR's parent): reports/ lives here
+    cache_dir: Path
+    concurrency: int = 8                # LLM requests in flight per served pipeline (--concurrency)
+    concurrency_given: bool = False
+    trace: str | None = None            # --trace mlflow|none
+    max_items: int = 100                # items one judge request may hold
+    transport: Any = None               # what sends the LLM calls (tests: an in-process model)
+
+
+@dataclass
+class Variant:
+    """A served pipeline with a request's params: its hash keys the stored results."""
+
+    served: Served
+    pipeline: Pipeline
+    overrides: list[str]
+    hash: str
+    runtime: Runtime
+    busy: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.served.name
+
+
+@dataclass
+class Answer:
+    index: int
+    item_key: str
+    source: str                  # store | cache (every call answered from the LLM cache) | judged
+    result: dict[str, Any]
+    pipeline_hash: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"index": self.index, "item_key": self.item_key, "source": self.source,
+                "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
+                "result": self.result}
+
+
+class CallCounter(Observer):
+    """Counts each item's LLM answers, sent and cached (whether an item came from the cache),
+    and passes every hook on to the tracer behind it."""
+
+    def __init__(self, inner: Observer):
+        self.inner = inner
+        self.counts: dict[int, list[int]] = {}        # item index -> [sent, cached]
+
+    def item_start(self, item: Item) -> None:
+        self.inner.item_start(item)
+
+    async def item_end(self, item: Item, result: dict[str, Any]) -> None:
+        await self.inner.item_end(item, result)
+
+    def step_start(self, item: Item, spec: Any) -> Any:
+        return self.inner.step_start(item, spec)
+
+    def step_end(self, token: Any, result: Any, error: str | None) -> None:
+        self.inner.step_end(token, result, error)
+
+    def llm_call(self, call: LLMCall) -> None:
+        self.counts.setdefault(call.item, [0, 0])[1 if call.cached else 0] += 1
+        self.inner.llm_call(call)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def stored_form(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as stored: without its position in one request or run."""
+    return {name: value for name, value in result.items() if name not in ("index", "item_key")}
+
+
+class Judging:
+    def __init__(self, settings: Settings, catalog: Catalog, store: ResultStore):
+        self.settings = settings
+        self.catalog = catalog
+        self.store = store
+        self._clients: dict[str, SharedClient] = {}
+        self._variants: OrderedDict[tuple[str, str], Variant] = OrderedDict()
+        self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
+        self._flights: SingleFlight[tuple[dict[str, Any], str]] = SingleFlight()
+        self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
+
+    def client(self, name: str) -> SharedClient:
+        """The LLM client every request and job of this pipeline shares."""
+        if name not in self._clients:
+            self._clients[name] = SharedClient.open(self.settings.cache_dir, self.settings.concurrency,
+                                                    self.settings.transport, self.settings.concurrency_given)
+        return self._clients[name]
+
+    def options(self, name: str, **more: Any) -> RunOptions:
+        return RunOptions(cache_dir=self.settings.cache_dir, llm_concurrency=self.settings.concurrency,
+                          concurrency_given=self.settings.concurrency_given, trace=self.settings.trace,
+                          shared_llm=self.client(name), **more)
+
+    async def variant(self, name: str, params: Any = None) -> Variant:
+        """The runtime for this pipeline with these params (made on first use; ApiError for a
+        param a request may not set, a value its schema refuses, or one that changes models)."""
+        served = self.catalog.get(name)
+        text = json.dumps(params or {}, sort_keys=True, default=str)
+        known = self._hashes.get((name, self.catalog.generation, text))
+        if known is not None and (name, known) in self._variants:
+            self._variants.move_to_end((name, known))
+            return self._variants[(name, known)]
+        overrides = request_overrides(served, params)
+        pipeline = load_variant(served, overrides, self.settings.cache_dir)
+        runtime = Runtime.create(pipeline, self.options(name))
+        if overrides:
+            base = await self.variant(name)
+            if _models(runtime) != _models(base.runtime):
+                raise ApiError(400, "params: these values change the pipeline's models, which a request may not")
+        digest = served_hash(pipeline, runtime.model_spec)
+        if len(self._hashes) >= MAX_KNOWN_PARAMS:     # requests with ever new params keep it bounded
+            self._hashes.clear()
+        self._hashes[(name, self.catalog.generation, text)] = digest
+        if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
+            return self._variants[(name, digest)]
+        runtime.observer = CallCounter(make_observer(runtime))
+        variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime)
+        await self._evict()
+        return variant
+
+    async def _evict(self) -> None:
+        while len(self._variants) > MAX_VARIANTS:
+            idle = next((key for key, v in self._variants.items() if v.busy == 0), None)
+            if idle is None:
+                return
+            await self._variants.pop(idle).runtime.aclose()
+
+    async def judge(self, variant: Variant, records: Iterable[Any]) -> list[Answer]:
+        """Each item of these records (exploded as the pipeline says), from the store or judged."""
+        items = list(iter_items((Record(value) for value in records), variant.pipeline.input.get("explode")))
+        if len(items) > self.settings.max_items:
+            raise ApiError(413, f"{len(items)} items in one request: at most {self.settings.max_items} "
+                                "(send a job for more)")
+        variant.busy += 1
+        try:
+            stored = await self._stored_many(variant, [item.key for item in items])
+            return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
+                                               for position, item in enumerate(items, start=1))))
+        finally:
+            variant.busy -= 1
+
+    async def _answer(self, variant: Variant, position: int, item: Item, stored: StoredResult | None) -> Answer:
+        if stored is not None:
+            result, source = stored.result, "store"
+        else:
+            numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
+            result, source = await self.served_item(variant, variant.runtime, numbered)
+        return Answer(position, item.key, source, stored_form(result), variant.hash)
+
+    async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
+                          tolerate_store: bool = False) -> tuple[dict[str, Any], str]:
+        """(result, source) of one item: the stored one, else computed once however many ask
+        (a job's runtime computes its own items; a request's, the variant's). `tolerate_store`
+        (jobs): a store that cannot be reached is skipped, the result is in the run's file."""
+        async def compute() -> tuple[dict[str, Any], str]:
+            try:
+                stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
+            except StoreUnavailable:
+                if not tolerate_store:
+                    raise
+                stored = None
+            if stored is not None:
+                return stored.result, "store"
+            return await self._compute(variant, runtime, item, tolerate_store)
+        (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
+        if joined or source == "store":        # this item's own number, first as in any result
+            result = {"index": item.index, "item_key": item.key, **stored_form(result)}
+        return result, source
+
+    async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
+                       tolerate_store: bool) -> tuple[dict[str, Any], str]:
+        result = await run_item(runtime, item)
+        failed = False
+        if runtime.llm_used:
+            if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
+                failed = runtime.llm.settle(item.index)[0]
+            else:                                # a run's tally is settled by its error count
+                failed = runtime.llm.has_failed(item.index)
+        counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
+            else [1, 0]
+        source = "cache" if counts[1] and not counts[0] else "judged"
+        if not result.get("error") and not failed:
+            try:
+                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key, stored_form(result))
+            except StoreUnavailable as exc:
+                if not tolerate_store:
+                    raise
+                sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
+        return result, source
+
+    async def _stored_many(self, variant: Variant, keys: list[str]) -> dict[str, StoredResult]:
+        return await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
+
+    def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
+                   tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:
+        """A job's item runner: a result its earlier run already wrote (`resumed`), else the store,
+        else computed; `tally` hears where each came from (resumed, store, judged). Taking a job
+        up again, the run first writes the earlier run's calls of those results into its
+        calls.jsonl, which it started afresh."""
+        to_write = [resumed] if resumed is not None else []
+
+        async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
+            while to_write:         # the first item, before any call of this run's
+                _write_kept_calls(runtime, to_write.pop())
+            earlier = resumed.get(item.key) if resumed is not None else None
+            if earlier is not None:
+                tally("resumed")
+                return {**earlier, "index": item.index}
+            result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
+            tally("store" if source == "store" else "judged")
+            return result
+        return run_one
+
+    async def aclose(self) -> None:
+        for variant in self._variants.values():
+            await variant.runtime.aclose()
+        self._variants.clear()
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+def _models(runtime: Runtime) -> list[tuple[str, Any]]:
+    """Each model as it resolves (an unresolvable one by its error), to compare two variants'."""
+    resolved: list[tuple[str, Any]] = []
+    for name in runtime.pipeline.models:
+        try:
+            resolved.append((name, runtime.model_spec(name)))
+        except RunnerError as exc:
+            resolved.append((name, str(exc)))
+    return resolved
+
+
+def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:
+    """The calls an earlier run made for the results taken up, into this run's calls.jsonl."""
+    service: LLMService | None = None
+    for lines in resumed.kept_calls():
+        service = cast(LLMService, runtime.llm)       # the run's one LLM service (runner/llm/service.py)
+        service.add_calls(lines)
+    if service is not None:
+        service.flush()

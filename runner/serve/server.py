@@ -1,0 +1,85 @@
+"""Starting `runner serve`: the checks before it binds (a token for any address but
+loopback, a free port, a folder of pipelines), then uvicorn in this process."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import InputError
+from runner.redact import redact
+from runner.serve.app import DEFAULT_DB, Limits, create_app
+from runner.serve.http import bearer_token
+from runner.serve.judging import Settings
+from runner.view.server import check_port
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class ServeOptions:
+    pipelines_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    db: str | None = None
+    token_file: Path | None = None
+    cache_dir: Path | None = None
+    concurrency: int | None = None
+    trace: str | None = None
+    max_items: int = 100
+    max_body: int = 8 * 2**20
+    max_upload: int = 256 * 2**20
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
+    """Everything checked before binding: the folder, the token, the port; then the working
+    folder is the project (relative paths in the pipelines are read from there)."""
+    folder = options.pipelines_dir.resolve()
+    if not folder.is_dir():
+        raise InputError(f"{options.pipelines_dir}: no such folder of pipelines")
+    token = None
+    if options.token_file is not None:
+        try:
+            token = bearer_token(options.token_file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"--token-file {options.token_file}: {exc.strerror or exc}") from None
+    if token is None and not is_loopback(options.host):
+        raise InputError(f"--host {options.host} is reachable from other machines: give --token-file FILE (a "
+                         "secret every request sends as `Authorization: Bearer TOKEN`), or serve on 127.0.0.1")
+    check_port(options.host, options.port)
+    root = folder.parent
+    cache_dir = (options.cache_dir or Path(os.environ.get("RUNNER_CACHE_DIR") or root / "cache")).resolve()
+    db = options.db
+    if db and "://" not in db:
+        db = str(Path(db).resolve())            # an SQLite file named from where the command ran
+    options.db = db
+    settings = Settings(root=root, cache_dir=cache_dir, concurrency=options.concurrency or 8,
+                        concurrency_given=options.concurrency is not None, trace=options.trace,
+                        max_items=options.max_items)
+    hosts = None if not is_loopback(options.host) else [*LOOPBACK_NAMES, "[::1]", options.host]
+    return settings, Limits(options.max_body, options.max_upload, token, hosts), folder
+
+
+def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
+    import uvicorn
+    settings, limits, folder = prepare(options)
+    os.chdir(settings.root)
+    app = create_app(settings, folder, options.db, limits)
+    shown = f"[{options.host}]" if ":" in options.host else options.host
+    store = redact(options.db) if options.db else str(settings.root / DEFAULT_DB)
+    say(f"runner serve: http://{shown}:{options.port}/ (the pipelines in {folder}; results in {store}; "
+        f"docs at /docs; Ctrl-C stops)")
+    uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
+                                  access_log=False, lifespan="on")).run()

@@ -1,0 +1,1 @@
+from serve_fixtures import db_url, served, served_project  # noqa: F401 - fixtures for every test here

@@ -1,0 +1,185 @@
+"""Jobs: POST /v1/pipelines/{name}/jobs, GET /v1/jobs/{id}, its results, DELETE; each job a run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from runner.llm.calls.file import read_calls
+from runner.view.catalog import list_runs
+from scripted_model import ScriptedModel
+from serve_fixtures import DECK_JUDGE, deck, make_client
+
+DONE = ("succeeded", "failed", "cancelled")
+
+
+def wait(client, job_id: str, statuses=DONE, limit: float = 60) -> dict:
+    deadline = time.monotonic() + limit
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.02)
+
+
+def lines(response) -> list[dict]:
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def test_a_job_is_a_run_with_its_folder(served):
+    submitted = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>B</p>"),
+                                                                              deck("<p>C</p>")]})
+    assert submitted.status_code == 202, submitted.text
+    job = submitted.json()
+    assert submitted.headers["location"] == f"/v1/jobs/{job['id']}" and job["status"] in ("queued", "running")
+    done = wait(served.client, job["id"])
+    assert done["status"] == "succeeded" and done["items"] == 3 and done["progress"] == 1.0
+    assert done["counts"] == {"done": 3, "errors": 0, "resumed": 0, "store": 0, "judged": 3}
+    run = served.root / done["run"]
+    assert done["run"].startswith("reports/deck/") and {"run.json", "results.jsonl", "calls.jsonl", "summary.json",
+                                                        "report.html", "report.md"} <= {p.name for p in run.iterdir()}
+    assert sorted(c["item"] for c in read_calls(run / "calls.jsonl")) == [1, 2, 3]      # each item's call
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "finished" and manifest["pipeline"]["name"] == "deck"
+    results = lines(served.client.get(f"/v1/jobs/{job['id']}/results"))
+    assert [r["index"] for r in results] == [1, 2, 3] and {r["rating"] for r in results} == {"green"}
+    assert [Path(r.path).name for r in list_runs(served.root / "reports")] == [run.name]    # runner view sees it
+    again = served.judge(deck("<p>A</p>", "<p>B</p>"))
+    assert [r["source"] for r in again.json()["results"]] == ["store", "store"]
+
+
+def test_a_job_takes_stored_results_and_sends_no_call_for_them(served):
+    served.judge(deck("<p>A</p>", "<p>B</p>"))
+    job = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>B</p>", "<p>C</p>")]})
+    done = wait(served.client, job.json()["id"])
+    assert done["counts"]["store"] == 2 and done["counts"]["judged"] == 1
+    assert len(served.model.prompts) == 3
+
+
+def test_jsonl_and_csv_uploads(served_project, served):
+    jsonl = "\n".join(json.dumps(deck(f"<p>{n}</p>")) for n in range(3)) + "\n"
+    up = served.client.post("/v1/pipelines/deck/jobs", files={"file": ("items.jsonl", jsonl.encode())},
+                            data={"params": json.dumps({"green_at": 70})})
+    assert up.status_code == 202, up.text
+    done = wait(served.client, up.json()["id"])
+    assert done["status"] == "succeeded" and done["items"] == 3 and done["params"] == {"green_at": 70}
+    assert "Green at 70" in served.model.prompts[-1]
+    served_project.pipeline("""
+        version: 1
+        name: rows
+        steps: [{id: c, uses: compute, with: {both: "{{ item.a }}-{{ item.b }}"}}]
+        output: {both: "{{ steps.c.both }}"}
+        """, "rows.yaml")
+    time.sleep(1.1)
+    csv_job = served.client.post("/v1/pipelines/rows/jobs", files={"file": ("t.csv", "a,b\nx,1\ny,2\n")})
+    done = wait(served.client, csv_job.json()["id"])
+    assert [r["both"] for r in lines(served.client.get(f"/v1/jobs/{done['id']}/results"))] == ["x-1", "y-2"]
+
+
+def test_a_job_is_checked_when_it_is_sent(served):
+    post = served.client.post
+    for response, status, message in (
+            (post("/v1/pipelines/deck/jobs", json={"items": [], "params": {"green_at": 500}}), 400,
+             "greater than the maximum"),
+            (post("/v1/pipelines/deck/jobs", json={"items": []}), 400, "no items"),
+            (post("/v1/pipelines/deck/jobs", json={"records": []}), 400, "not a job request"),
+            (post("/v1/pipelines/nope/jobs", json={"items": [1]}), 404, "unknown pipeline"),
+            (post("/v1/pipelines/deck/jobs", content="a,b", headers={"content-type": "text/csv"}), 415, "multipart"),
+            (post("/v1/pipelines/deck/jobs", files={"other": ("x.jsonl", b"{}")}), 400, "no `file` field"),
+            (served.client.get("/v1/jobs/nothing"), 404, "no job 'nothing'"),
+            (served.client.delete("/v1/jobs/nothing"), 404, "no job 'nothing'")):
+        assert response.status_code == status, response.text
+        assert message in response.json()["error"]
+    assert served.client.get("/v1/jobs").json() == []
+
+
+def test_cancel_keeps_what_finished(served):
+    served.model.answer(json.dumps({"rating": "red", "score": 10}), contains="quick")
+    original = served.model.complete
+
+    async def complete(spec, messages, params):       # the second slide is never answered
+        if "quick" not in str(messages):
+            await asyncio.sleep(3600)
+        return await original(spec, messages, params)
+    served.model.complete = complete
+    job = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>quick</p>", "<p>slow</p>")]}).json()
+    wait(served.client, job["id"], ("running",))
+    deadline = time.monotonic() + 30
+    while served.client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    cancelled = served.client.delete(f"/v1/jobs/{job['id']}")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    results = lines(served.client.get(f"/v1/jobs/{job['id']}/results"))
+    assert [r["rating"] for r in results] == ["red"]
+    summary = json.loads((served.root / cancelled.json()["run"] / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["total"] == 1
+    again = served.client.delete(f"/v1/jobs/{job['id']}")
+    assert again.status_code == 409 and "is cancelled" in again.json()["error"]
+
+
+def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, db_url):
+    """Stopped mid-job (its lifespan ends), the server's next start takes the job up in the same
+    run folder: results written before are kept as they are, no answered call is sent again."""
+    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
+    gate = {"open": 2}
+
+    original = model.complete
+
+    async def complete(spec, messages, params):       # two answers, then none until the gate opens
+        while gate["open"] <= 0:
+            await asyncio.sleep(0.01)
+        gate["open"] -= 1
+        return await original(spec, messages, params)
+    model.complete = complete
+    slides = [f"<p>slide {n}</p>" for n in range(6)]
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.2)
+        first_run = client.get(f"/v1/jobs/{job['id']}").json()["run"]
+        answered = list(model.prompts[:2])
+    assert json.loads((served_project.root / "reports" / ".runner-serve" / "jobs" / f"{job['id']}.json")
+                      .read_text())["status"] == "queued"
+    gate["open"] = 100
+    model.prompts.clear()
+    with make_client(served_project.root, model, db_url) as client:
+        done = wait(client, job["id"])
+        assert done["status"] == "succeeded" and done["run"] == first_run and done["resumed"] == 0
+        assert done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 4
+        results = lines(client.get(f"/v1/jobs/{job['id']}/results"))
+    assert len(results) == 6 and [r["index"] for r in results] == [1, 2, 3, 4, 5, 6]
+    assert not set(answered) & set(model.prompts)
+    assert (served_project.root / first_run / "summary.json").is_file()
+    # calls.jsonl holds every item's call: those of the two results taken up again as the
+    # first run wrote them (sent, not cached), then the rest's
+    calls = list(read_calls(served_project.root / first_run / "calls.jsonl"))
+    assert sorted(c["item"] for c in calls) == [1, 2, 3, 4, 5, 6]
+    assert sorted(c["item"] for c in calls if not c["cached"]) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries_on(served_project, db_url):
+    """A step with on_error: continue turns a failed call into a result without `error`: the
+    job's run counts it as its one error and the store never keeps it, so the next request
+    judges it again."""
+    served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: tolerant")
+                            .replace("    uses: llm\n", "    uses: llm\n    on_error: continue\n")
+                            .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
+                            .replace("steps.ask.output.score }}", "steps.ask.output.score | default(0) }}"),
+                            "tolerant.yaml")
+    model = ScriptedModel(json.dumps({"rating": "green", "score": 90}))
+    model.failing = "model overloaded"
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/tolerant/jobs", json={"items": [deck("<p>A</p>")]}).json()
+        done = wait(client, job["id"])
+        assert done["status"] == "succeeded" and done["counts"]["errors"] == 1, done
+        assert [r["rating"] for r in lines(client.get(f"/v1/jobs/{job['id']}/results"))] == ["none"]
+        model.failing = None
+        again = client.post("/v1/pipelines/tolerant/judge", json={"items": [deck("<p>A</p>")]}).json()
+        assert [r["source"] for r in again["results"]] == ["judged"]
