@@ -11,6 +11,20 @@ from typing import Any
 MODEL = 'models: {judge: {model: openai/judge, api_base: "{{ env.JUDGE_URL }}", retries: 0}}\nenv: [JUDGE_URL]\n'
 
 
+JUDGE = """\
+version: 1
+name: judge
+params:
+  threshold: {default: 0.8, type: number, minimum: 0, maximum: 1, description: share of the quote found}
+steps:
+  - id: match
+    uses: quote_match
+    with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}
+output:
+  found: "{{ steps.match.passed }}"
+"""
+
+
 @dataclass(frozen=True)
 class Feature:
     title: str
@@ -28,18 +42,7 @@ FEATURES = [
             "keywords and a `description` (the older form, values under `params:` and their schemas under "
             "`params_schema:`, keeps working; a file uses one or the other). `runner params PIPELINE` lists "
             "them; every `--set params.NAME=VALUE` is checked against the type before a run.",
-            {"pipelines/judge.yaml": """\
-version: 1
-name: judge
-params:
-  threshold: {default: 0.8, type: number, minimum: 0, maximum: 1, description: share of the quote found}
-steps:
-  - id: match
-    uses: quote_match
-    with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}
-output:
-  found: "{{ steps.match.passed }}"
-"""},
+            {"pipelines/judge.yaml": JUDGE},
             [{"quote": "the cat sat", "text": "the cat sat on the mat"}], [{"found": True}]),
     Feature("A variant: `extends:`",
             "A variant names its base (a path relative to the variant) and says only what differs: mappings "
@@ -54,18 +57,7 @@ steps:
   - {id: shout, after: match, uses: compute, with: {loud: "{{ item.quote | upper }}"}}
 output:
   loud: "{{ steps.shout.loud }}"
-""", "pipelines/judge.yaml": """\
-version: 1
-name: judge
-params:
-  threshold: {default: 0.8, type: number, minimum: 0, maximum: 1}
-steps:
-  - id: match
-    uses: quote_match
-    with: {quote: "{{ item.quote }}", text: "{{ item.text }}", threshold: "{{ params.threshold }}"}
-output:
-  found: "{{ steps.match.passed }}"
-"""},
+""", "pipelines/judge.yaml": JUDGE},
             [{"quote": "the cat sat on a mat", "text": "the cat sat on the mat"}],
             [{"found": False, "loud": "THE CAT SAT ON A MAT"}]),
     Feature("A skipped step reads as the empty value of its result",
