@@ -15,6 +15,7 @@ from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
+from runner.engine.run_warnings import add_warning
 from runner.engine.selection import item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
@@ -142,7 +143,8 @@ class _StartedRun:
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)
-        record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats))
+        record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats),
+                                {"executor": executor.name, "workers": executor.workers})
         options.input_path = str(source.input_path) if source.input_path else None
         # An unusable cache is one message, not an error per item.
         caches = open_caches(pipeline, options.cache_dir)
@@ -158,8 +160,7 @@ class _StartedRun:
             runtime = Runtime.create(pipeline, options)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
-            concurrency = _concurrency(render_at(runtime, pipeline.concurrency, ("concurrency",),
-                                                 {"params": runtime.params, "env": runtime.env}))
+            concurrency = items_in_flight(runtime)
             if _batching(pipeline, options):
                 concurrency = max(concurrency, BATCH_WINDOW)
             outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
@@ -194,11 +195,24 @@ def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
                                 for entry in pipeline.models.values() if isinstance(entry, dict))
 
 
-def _concurrency(value: Any) -> int:
+def items_in_flight(runtime: Runtime) -> int:
+    """Items run at once: the pipeline's `concurrency:` when it pins one, else as many as the
+    LLM requests in flight (--concurrency, default 8), so that many requests can be reached.
+    A pin below --concurrency is said once (a run warning): those requests may not be."""
+    requests = runtime.options.llm_concurrency
+    if runtime.pipeline.concurrency is None:
+        return requests
+    value = render_at(runtime, runtime.pipeline.concurrency, ("concurrency",),
+                      {"params": runtime.params, "env": runtime.env})
     try:
-        return int(value)
+        pinned = int(value)
     except (TypeError, ValueError, OverflowError):
         raise RunnerError(f"concurrency: {str(value)[:80]!r} is not a whole number") from None
+    if runtime.options.concurrency_given and pinned < requests:
+        add_warning(runtime, f"the pipeline pins concurrency: {pinned} (items in flight), so --concurrency "
+                             f"{requests} (LLM requests in flight) may not be reached; --set concurrency={requests} "
+                             "runs as many items at once")
+    return pinned
 
 
 def call_counts(runtime: Runtime) -> CallCounts:

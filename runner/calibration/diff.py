@@ -58,12 +58,25 @@ def _changes(old: Any, new: Any, prefix: str) -> list[dict[str, Any]]:
             for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
 
 
+# run.json's options that change a run's results or cost, by the flag that sets them.
+OPTION_FLAGS = {"batch": "--batch", "cache_dir": "--cache-dir", "no_cache": "--no-cache",
+                "concurrency": "--concurrency", "executor": "--executor", "workers": "--workers", "trace": "--trace"}
+
+
 def manifest_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
-    """What differs in how two runs were made: runner, --set, params, models, the pipeline,
-    its prompt and schema files, the input and the selection."""
+    """What differs in how two runs were made: runner, --set, --model, the options that change
+    results or cost (each under its flag), params, models, the pipeline, its prompt and schema
+    files, the input and the selection. An option an older run.json did not record is not
+    compared."""
     changes = _changes(old.get("runner_version"), new.get("runner_version"), "runner_version")
     old_p, new_p = old.get("pipeline") or {}, new.get("pipeline") or {}
     changes += _changes(old_p.get("sets") or [], new_p.get("sets") or [], "--set")
+    if "models_given" in old_p and "models_given" in new_p:
+        changes += _changes(old_p["models_given"] or [], new_p["models_given"] or [], "--model")
+    old_o, new_o = old.get("options") or {}, new.get("options") or {}
+    for key, flag in OPTION_FLAGS.items():
+        if key in old_o and key in new_o and old_o[key] != new_o[key]:
+            changes.append({"what": flag, "before": old_o[key], "after": new_o[key]})
     old_r, new_r = old_p.get("resolved") or {}, new_p.get("resolved") or {}
     changes += _changes(old_r.get("params") or {}, new_r.get("params") or {}, "params")
     changes += _changes(old.get("models") or {}, new.get("models") or {}, "models")
@@ -160,7 +173,7 @@ def _show(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3g}"
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, bool)) else str(value)
 
 
 def format_diff(diff: dict[str, Any]) -> list[str]:
@@ -191,7 +204,7 @@ def overview(diff: dict[str, Any]) -> list[str]:
         lines.append(f"made how: unknown for {', '.join(diff['without_manifest'])} (no run.json: an older run)")
     elif diff.get("manifest") is not None:
         made = diff["manifest"]
-        lines.append("made the same way (same runner, pipeline, prompts, models and input)" if not made
+        lines.append("made the same way (same runner, pipeline, prompts, models, options and input)" if not made
                      else "made differently:")
         for change in made:
             extra = f" ({', '.join(change['sections'])} changed)" if change.get("sections") else ""
@@ -209,3 +222,44 @@ def overview(diff: dict[str, Any]) -> list[str]:
     for name, (old, new) in diff["rates"].items():
         lines.append(f"{name}: {_show(old)} -> {_show(new)}")
     return lines
+
+
+MARKDOWN_ITEMS = 50          # items listed in a markdown diff; the rest are counted
+
+
+def _row(*cells: Any) -> str:
+    return "| " + " | ".join(_show(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def format_markdown(diff: dict[str, Any], name: str) -> str:
+    """The diff as a pull-request comment: how the runs were made, counts, rates, the items that changed."""
+    lines = [f"### runner diff: {name}", "", f"Before `{diff['before']}`, after `{diff['after']}`.", ""]
+    made = diff.get("manifest")
+    if diff.get("without_manifest"):
+        lines += [f"How {', '.join(diff['without_manifest'])} was made is unknown (no run.json: an older run).", ""]
+    elif not made:
+        lines += ["Made the same way (same runner, pipeline, prompts, models, options and input).", ""]
+    else:
+        lines += ["**How the runs were made**", "", "| what | before | after |", "|---|---|---|"]
+        lines += [_row(change["what"], change["before"], change["after"]) for change in made] + [""]
+    if diff.get("partial"):
+        lines += [f"Partial or interrupted: {', '.join(diff['partial'])}; compared on the {diff['compared']} "
+                  "item(s) both runs have, rates not compared.", ""]
+    before, after = diff["counts"]["before"], diff["counts"]["after"]
+    if before or after:
+        lines += [f"**Counts by {diff['count_by']}**", "", f"| {diff['count_by']} | before | after |", "|---|---|---|"]
+        lines += [_row(value, before.get(value, 0), after.get(value, 0)) for value in dict.fromkeys([*before, *after])]
+        lines.append("")
+    if diff["rates"]:
+        lines += ["**Rates**", "", "| rate | before | after |", "|---|---|---|"]
+        lines += [_row(rate, old, new) for rate, (old, new) in diff["rates"].items()] + [""]
+    changed = diff["changed"]
+    if not changed:
+        lines.append(f"No item changed ({', '.join(diff['fields'])} compared).")
+    else:
+        lines += [f"**{len(changed)} item(s) changed**", "", "| item | field | before | after |", "|---|---|---|---|"]
+        lines += [_row(entry["index"], field, old, new) for entry in changed[:MARKDOWN_ITEMS]
+                  for field, (old, new) in entry["changes"].items()]
+        if len(changed) > MARKDOWN_ITEMS:
+            lines += ["", f"... and {len(changed) - MARKDOWN_ITEMS} more item(s) (`runner diff --json` lists all)."]
+    return "\n".join(lines).rstrip() + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -82,9 +83,10 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     else:
         run = load_run(target)
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
-    if run.summary.get("hints"):
-        report["run_hints"] = run.summary["hints"]
-    from runner.calibration.provenance import input_warnings
+    from runner.calibration.provenance import input_warnings, run_hints
+    hints = run_hints(run.folder, run.summary)
+    if hints:
+        report["run_hints"] = hints
     report["input_warnings"] = input_warnings(run.folder, spec.labels, report)
     write_eval(run.folder, report)
     return report, run.folder
@@ -104,8 +106,8 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
     predicted = predicted_field(spec, summary)
     rows = read_labels(spec.labels, summary.get("pipeline")) if rows is None else rows
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
-    truth = [p.truth for p in joined.pairs]
-    guesses = [p.predicted for p in joined.pairs]
+    truth = [value_text(p.truth) for p in joined.pairs]
+    guesses = [value_text(p.predicted) for p in joined.pairs]
     kind = spec.kind
     if kind == "auto":
         numbers = metrics.as_numbers(truth) is not None and \
@@ -124,14 +126,46 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
         _refuse_non_finite(spec, predicted, kept, t, g)
         report["scored"] = len(kept)
         report["metrics"] = metrics.numeric(t, g)
+    elif _share_nothing(truth, guesses) and spec.positive:
+        report["metrics"] = metrics.binary(truth, guesses, spec.positive, detail)   # the raw values cannot agree
     else:
+        if _share_nothing(truth, guesses):
+            raise InputError(_nothing_shared(spec, predicted, truth, guesses))
         report["metrics"] = metrics.categorical(truth, guesses, detail)
         if spec.positive:
             report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
-        if detail:
-            report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
+    if detail and kind != "numeric":
+        report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
     report["problems"] = problems
     return report
+
+
+def value_text(value: Any) -> str | Any:
+    """A value as scores compare it: JSON's spelling for booleans and null (`true` from a
+    result and `true` from a CSV label are one class), the text of anything else."""
+    if value == NO_PREDICTION:
+        return value
+    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+
+def _share_nothing(truth: list[Any], guesses: list[Any]) -> bool:
+    predicted = {g for g in guesses if g != NO_PREDICTION}
+    return bool(truth) and bool(predicted) and not predicted & set(truth)
+
+
+def _listed(values: Iterable[Any], most: int = 8) -> str:
+    distinct = sorted(set(map(str, values)))
+    return ", ".join(distinct[:most]) + (f" and {len(distinct) - most} more" if len(distinct) > most else "")
+
+
+def _nothing_shared(spec: EvalSpec, predicted: str, truth: list[Any], guesses: list[Any]) -> str:
+    """Predictions and labels with no value in common: every item would score as wrong."""
+    said = sorted({str(g) for g in guesses if g != NO_PREDICTION})
+    return (f"--predicted {predicted} and --truth {spec.truth} share no value: the results' {predicted} holds "
+            f"{_listed(said)}, the labels' {spec.truth} hold {_listed(truth)}, so every item would score as "
+            f"wrong; score them as pass/fail with --positive (a value of each side that means pass, e.g. "
+            f"--positive {said[0]} --positive {sorted(map(str, truth))[0]}), or --predicted a field that holds "
+            "the labels' values")
 
 
 def vote_lists(value: Any, prefix: str = "") -> dict[str, list[dict[str, Any]]]:
@@ -161,12 +195,16 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
     if not paths:
         if juror_field is not None:
             raise InputError(f"--juror-field {juror_field}: no list of votes ({{model, value}}) there in any result")
+        if summary.get("juries"):
+            return {"fields": [], "labels_in_scope": [], "models": {},
+                    "missing": "the results keep no jury votes (lists of {model, value}): add them to the output "
+                               "(e.g. votes: \"{{ steps.jury.votes }}\") or name them with --juror-field"}
         return None
-    vocabulary = {str(v["value"]) for _, lists in per_item for votes in lists.values() for v in votes
+    vocabulary = {value_text(v["value"]) for _, lists in per_item for votes in lists.values() for v in votes
                   if v.get("value") is not None}
     seats: dict[str, dict[str, list[Any]]] = {}
     for pair, lists in per_item:
-        if str(pair.truth) not in vocabulary:
+        if value_text(pair.truth) not in vocabulary:
             continue
         for path, votes in lists.items():
             for vote in votes:
@@ -175,10 +213,15 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
                 if vote.get("value") is None:
                     seat["abstained"].append(pair.key)
                 else:
-                    seat["truth"].append(pair.truth)
-                    seat["voted"].append(vote["value"])
+                    seat["truth"].append(value_text(pair.truth))
+                    seat["voted"].append(value_text(vote["value"]))
     models = summary.get("models") or {}
     out: dict[str, Any] = {"fields": paths, "labels_in_scope": sorted(vocabulary), "models": {}}
+    if not seats:
+        labels = _listed(value_text(pair.truth) for pair, _ in per_item)
+        out["missing"] = (f"the jurors voted {_listed(vocabulary)} ({', '.join(paths)}) and the labels say {labels}: "
+                          "no value in common, so no juror can be scored against them" if vocabulary else
+                          f"no juror answered ({', '.join(paths)}: every vote is empty; the run's errors say why)")
     for name, seat in seats.items():
         scores = metrics.categorical(seat["truth"], seat["voted"])
         entry = {"n": scores["n"], "accuracy": scores.get("accuracy"), "kappa": scores.get("kappa"),

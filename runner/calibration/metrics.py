@@ -71,6 +71,11 @@ def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0
     return None if low is None or high is None else [low, high]
 
 
+def interval_text(interval: list[float] | None, n: int) -> str:
+    """`[0.67, 0.94]`, or why there is none: `n/a (6 labels)` (too few to resample, or one class)."""
+    return f"[{interval[0]}, {interval[1]}]" if interval else f"n/a ({n} labels)"
+
+
 def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = True) -> dict[str, Any]:
     """Accuracy, kappa (with its interval), confusion matrix, per-class P/R/F1, and the
     always-the-majority-label baseline beside them; without `detail`, only accuracy, kappa

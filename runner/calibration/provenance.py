@@ -1,16 +1,30 @@
-"""Whether the run `runner eval` scores is a run of the labels' input.
+"""What `runner eval` says of the run it scores besides the scores: whether it is a run of
+the labels' input, and the run's hints that still hold.
 
 Labels name no input file, so the check goes by where they sit and what joined: labels kept
 beside an input of the run's kind (`labelled/labels.jsonl` beside `labelled/report.md`)
 describe that input; a run of another file there, labels without a result, or a partial run
-each get a warning on stderr (the scores are still written: the user may mean it)."""
+each get a warning on stderr (the scores are still written: the user may mean it).
+
+A run's hint about failed calls is repeated only when the run's calls.jsonl still bears it
+out (runner/llm/tally.py): a hint an older runner wrote about models whose calls did not all
+fail, or one the file no longer supports, is not repeated."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from runner.llm.calls.file import read_calls
+from runner.llm.tally import borne_out
+from runner.runs.folders import CALLS_FILE
 from runner.runs.manifest import read_manifest
+
+
+def run_hints(run_folder: Path, summary: dict[str, Any]) -> list[str]:
+    """The run's hints about failed calls that its calls.jsonl still bears out."""
+    entries = [entry for entry in summary.get("failed_calls") or [] if isinstance(entry, dict) and entry.get("hint")]
+    return [str(entry["hint"]) for entry in entries if borne_out(entry, read_calls(run_folder / CALLS_FILE))]
 
 
 def _inputs_beside(labels: Path, suffix: str) -> list[Path]:

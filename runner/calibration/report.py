@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from runner.calibration.metrics import interval_text
 from runner.fileio import atomic_write, dumps
 from runner.outputs.report_format import count_label
 from runner.outputs.report_html import STYLE
@@ -48,7 +49,7 @@ def _categorical(m: dict[str, Any], title: str) -> str:
     base = m["baseline"]
     out = [f"## {title}\n",
            table(["", "accuracy", "kappa", "kappa 95% CI", "macro F1"],
-                 [["judge", m["accuracy"], m["kappa"], m["kappa_ci95"], m["macro_f1"]],
+                 [["judge", m["accuracy"], m["kappa"], interval_text(m["kappa_ci95"], m["n"]), m["macro_f1"]],
                   [f"always {base['predicts']}", base["accuracy"], base["kappa"], None, base["macro_f1"]]]),
            "\nConfusion matrix (rows: label, columns: judge):\n",
            table(["label \\ judge", *m["classes"]],
@@ -71,17 +72,19 @@ def eval_markdown(report: dict[str, Any]) -> str:
         out.append(table(["n", "MAE", "bias", "Pearson", "Spearman"],
                          [[m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]]))
     else:
-        out.append(_categorical(m, "Agreement"))
+        out.append(_categorical(m, f"Pass/fail (pass: {', '.join(m['positive'])})" if m.get("positive")
+                                else "Agreement"))
     if report.get("binary"):
         out.append(_categorical(report["binary"], f"Pass/fail (pass: {', '.join(report['binary']['positive'])})"))
     jurors = report.get("jurors")
     if jurors and not jurors["models"]:
-        out.append(f"## Jurors\n\nNo juror answered ({', '.join(jurors['fields'])}): no per-juror scores.\n")
+        out.append(f"## Jurors\n\nNo per-juror scores: {jurors.get('missing') or 'no juror was scored'}.\n")
     elif jurors:
         out.append(f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
                    f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n")
         out.append(table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
-                         [[name, j["n"], j["accuracy"], j["kappa"], j["kappa_ci95"], j["macro_f1"], j["abstained"],
+                         [[name, j["n"], j["accuracy"], j["kappa"], interval_text(j["kappa_ci95"], j["n"]),
+                           j["macro_f1"], j["abstained"],
                            j.get("calls"), j.get("cost")] for name, j in jurors["models"].items()]))
     return "\n".join(out)
 
@@ -175,18 +178,19 @@ def sweep_markdown(report: dict[str, Any]) -> str:
     rows = []
     for s in report["settings"]:
         if s["status"] == "needs_calls":
-            rows.append([*s["set"].values(), *[None] * len(shown), None,
+            rows.append([*s["set"].values(), *[None] * len(shown), None, None,
                          f"needs {s['calls_needed']} call(s): run with --allow-calls"])
             continue
         counts = ", ".join(f"{count_label(str(k))} {v}" for k, v in s["counts"].items())
-        rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"],
+        rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"], s.get("errors", 0),
                      counts + (" (new calls made)" if s["status"] == "ran" else "")])
     out = [f"# Sweep of {report['pipeline']} over {report['input']}\n",
-           f"Labels {report['labels']}; metric {metric}.\n", table([*keys, *shown, "scored", "counts"], rows)]
+           f"Labels {report['labels']}; metric {metric}.\n", table([*keys, *shown, "scored", "errors", "counts"], rows)]
     best = report["best"]
     if best:
+        tied = f"; tied with {', '.join(best['ties'])}" if best.get("ties") else ""
         out.append(f"Best: {best['set_line']} ({metric} {_cell(best['metric'])}, "
-                   f"accuracy {_cell(best['accuracy'])})\n")
+                   f"accuracy {_cell(best['accuracy'])}{tied})\n")
     return "\n".join(out)
 
 

@@ -3,7 +3,13 @@
 Each setting is first run the way `runner render` runs (answers from the cache, nothing
 sent); a setting whose prompts are all cached is complete after that one pass. A setting
 that changes a prompt is reported with the calls it would make and is only run for real
-with allow_calls."""
+with allow_calls.
+
+A failed call is never cached, so the calls that failed in the latest run of the pipeline
+over the same input are not taken for calls to make: they fail with that run's error at
+every setting (their items count as errors, as in the run) and nothing is sent. With
+allow_calls, each missing call is sent at most once per sweep: one that fails is not sent
+again at the next setting, which gets its error."""
 
 from __future__ import annotations
 
@@ -59,6 +65,7 @@ class Setting:
     calls_needed: int = 0
     est_prompt_tokens: int = 0
     scores: dict[str, Any] = field(default_factory=dict)
+    errors: int = 0                    # items that errored (scored as no prediction)
 
     @property
     def set_line(self) -> str:
@@ -77,6 +84,7 @@ class SweepRequest:
     allow_calls: bool = False
     llm_concurrency: int = 8
     workers: int | None = None         # processes for the cached pass (default: the CPUs, from PARALLEL_FROM settings)
+    failed_calls: dict[str, str] = field(default_factory=dict)   # cache key: error of calls known to fail
 
 
 def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None] | None = None) -> dict[str, Any]:
@@ -86,6 +94,7 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
     settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
                 for combo in itertools.product(*(a.values for a in request.axes))]
     pending: list[Setting] = []
+    failed_in = None if request.allow_calls else _failed_before(request)
     probes = _probe_all(request, settings)
     for setting, probe in zip(settings, probes, strict=True):
         if probe.missing:
@@ -104,7 +113,34 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
                 results = asyncio.run(_for_real(runtime, items, request.llm_concurrency, Path(folder)))
                 setting.status = "ran"
                 setting.scores = _score(request, runtime.pipeline.summary.get("count_by"), results, rows)
-    return _report(request, settings, probes[0].name)
+    report = _report(request, settings, probes[0].name)
+    if failed_in is not None and request.failed_calls:
+        report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls)}
+    return report
+
+
+def _failed_before(request: SweepRequest) -> Path | None:
+    """The calls that failed in the latest complete run of this pipeline over this input (its
+    calls.jsonl), put in `request.failed_calls`; that run's folder, or None."""
+    from runner.llm.calls.file import read_calls
+    from runner.runs.folders import CALLS_FILE, group_name, latest_run
+    pipeline = load_pipeline(request.pipeline, request.overrides)
+    if request.source.input_path is None:
+        return None
+    run = latest_run(Path("reports") / pipeline.name / group_name(request.source.input_path, [],
+                                                                   pipeline.project_dir))
+    if run is None:
+        return None
+    answered: set[str] = set()
+    for call in read_calls(run / CALLS_FILE):
+        key = str(call.get("key") or "")
+        if call.get("error") and not call.get("cached") and key:
+            request.failed_calls.setdefault(key, str(call["error"]))
+        elif key:
+            answered.add(key)
+    for key in answered:
+        request.failed_calls.pop(key, None)
+    return run
 
 
 @dataclass
@@ -151,7 +187,8 @@ def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tup
     assignments = [f"{k}={v}" for k, v in values.items()]
     pipeline = load_pipeline(request.pipeline, [*request.overrides, *assignments])
     options = RunOptions(cache_dir=request.cache_dir, render=render, llm_concurrency=request.llm_concurrency,
-                         input_path=str(request.source.input_path) if request.source.input_path else None)
+                         input_path=str(request.source.input_path) if request.source.input_path else None,
+                         failed_calls=request.failed_calls)
     return Runtime.create(pipeline, options), load_items(pipeline, request.source)
 
 
@@ -191,6 +228,7 @@ def _score(request: SweepRequest, count_by: str | None, results: ResultsView, ro
     metric = request.metric or ("mae" if report["kind"] == "numeric" else "kappa")
     return {"metric_name": metric, "metric": m.get(metric), "kappa": m.get("kappa"),
             "accuracy": m.get("accuracy"), "scored": report["scored"],
+            "errors": sum(1 for r in results if r.get("error")),
             "counts": dict(Counter(str(lookup(r, predicted)) for r in results).most_common())}
 
 
@@ -211,9 +249,12 @@ def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[s
     for setting in scored:
         if best is None or _better(setting.scores.get("metric"), best.scores.get("metric"), metric):
             best = setting
+    ties = [s.set_line for s in scored if best is not None and s is not best and best.scores.get("metric") is not None
+            and s.scores.get("metric") == best.scores.get("metric")]
     return {"name": name, "pipeline": str(request.pipeline), "input": str(request.source.input_path),
             "labels": str(request.spec.labels), "metric": metric,
             "grid": {a.key: list(a.values) for a in request.axes},
             "settings": [{"set": s.values, "status": s.status, "calls_needed": s.calls_needed,
-                          "est_prompt_tokens": s.est_prompt_tokens, **s.scores} for s in settings],
-            "best": None if best is None else {"set": best.values, "set_line": best.set_line, **best.scores}}
+                          "est_prompt_tokens": s.est_prompt_tokens, "errors": 0, **s.scores} for s in settings],
+            "best": None if best is None else {"set": best.values, "set_line": best.set_line, **best.scores,
+                                               "ties": ties}}

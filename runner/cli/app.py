@@ -53,8 +53,10 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
         set_: SetOpt = None, model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(
-            help="LLM requests in flight across the run (default 8; per worker with --executor processes or ray); "
-                 "also what a server on this machine gets unless its model sets limits.concurrency.", min=1)] = None,
+            help="N: LLM requests in flight across the run (default 8; per worker with --executor processes or "
+                 "ray), and as many items in flight, so that N requests are reached, unless the pipeline pins its "
+                 "items with `concurrency:` (the run then says so). A model's limits.concurrency caps its own "
+                 "requests; a server on this machine gets N unless its model sets that.", min=1)] = None,
         limit: Annotated[int | None, typer.Option(help="Only the first N items (a partial run).", min=1)] = None,
         item: Annotated[int | None, typer.Option("--item", help="Only item N, 1-based (a partial run).", min=1)]
         = None,
@@ -99,7 +101,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
     from runner.engine.executors import ExecutorChoice
-    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines, unanswered_calls
     from runner.engine.progress import for_terminal
     from runner.runs.request import RunOptions, Selection
     if formats:
@@ -134,6 +136,11 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     for line in error_lines(summary):
         typer.echo(line, err=True)
     typer.echo(_summary_line(summary, outcome.out_dir))
+    failed_calls = unanswered_calls(summary)
+    if failed_calls:
+        typer.echo(f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code "
+                   f"{TOO_MANY_ERRORS})", err=True)
+        raise typer.Exit(TOO_MANY_ERRORS)
     if allowed.exceeded(int(summary.get("errors") or 0), int(summary.get("total") or 0)):
         typer.echo(f"run failed: {allowed.describe()} ({summary['errors']} of {summary['total']}; "
                    f"exit code {TOO_MANY_ERRORS})", err=True)

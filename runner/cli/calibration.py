@@ -70,13 +70,19 @@ def _eval_lines(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     if not m.get("n"):
         return "\n".join(lines)
+    from runner.calibration.metrics import interval_text
     base = m["baseline"]
-    lines.append(f"accuracy {m['accuracy']} (always {base['predicts']}: {base['accuracy']}), "
-                 f"kappa {m['kappa']} 95% CI {m['kappa_ci95']}, macro F1 {m['macro_f1']}")
+    lines.append(f"{'pass/fail: ' if m.get('positive') else ''}accuracy {m['accuracy']} (always {base['predicts']}: "
+                 f"{base['accuracy']}), kappa {m['kappa']} 95% CI {interval_text(m['kappa_ci95'], m['n'])}, "
+                 f"macro F1 {m['macro_f1']}")
     if report.get("binary"):
         b = report["binary"]
-        lines.append(f"pass/fail: accuracy {b['accuracy']}, kappa {b['kappa']} 95% CI {b['kappa_ci95']}")
-    for name, j in ((report.get("jurors") or {}).get("models") or {}).items():
+        lines.append(f"pass/fail: accuracy {b['accuracy']}, kappa {b['kappa']} 95% CI "
+                     f"{interval_text(b['kappa_ci95'], b['n'])}")
+    jurors = report.get("jurors") or {}
+    if jurors.get("missing"):
+        lines.append(f"no per-juror scores: {jurors['missing']}")
+    for name, j in (jurors.get("models") or {}).items():
         lines.append(f"juror {name}: accuracy {j['accuracy']}, kappa {j['kappa']} on {j['n']} item(s)"
                      f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
     return "\n".join(lines)
@@ -114,6 +120,10 @@ def sweep_command(
     request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)
+    if report.get("failed_before"):
+        before = report["failed_before"]
+        typer.echo(f"{before['calls']} call(s) that failed in {before['run']} were not sent again: their items count "
+                   "as errors at every setting (--allow-calls sends each of them once)", err=True)
     from runner.runs.folders import group_name
     group = group_name(input, [], pipeline.resolve().parent.parent)     # the group `runner run` uses
     folder = out or Path("reports") / report["name"] / group / "sweep"

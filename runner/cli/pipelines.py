@@ -43,20 +43,27 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
         typer.echo(f"{file}: {' '.join(str(description).split())}")
 
 
-def steps() -> None:
-    """The step types, their arguments (from their schemas) and the fields of their results."""
+def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (e.g. jury).")] = None) -> None:
+    """The step types (or one), their arguments and sub-fields (from their schemas), the fields
+    of their results, and an example."""
+    from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
-    for name in step_names():
-        info = step_info(name)
-        typer.echo(f"{name}: {info.summary}")
-        schema = info.schema
-        required = set(schema.get("required", []))
-        for arg, spec in (schema.get("properties") or {}).items():
-            kind = spec.get("type") or ("template" if "$ref" in spec or "anyOf" in spec else "any")
-            note = spec.get("description", "")
-            typer.echo(f"    {arg}{' (required)' if arg in required else ''}: {kind}{'  ' + note if note else ''}")
+    if name is not None and name not in step_names():
+        from runner.errors import unknown
+        raise RunnerError(unknown("step type", name, step_names()))
+    for step in [name] if name is not None else step_names():
+        info = step_info(step)
+        typer.echo(f"{step}: {info.summary}")
+        for arg in arguments(info.schema):
+            default = f" (default {arg.default})" if arg.default is not None else ""
+            note = f"  {arg.description}" if arg.description else ""
+            typer.echo(f"    {arg.name}{' (required)' if arg.required else ''}: {arg.kind}{default}{note}")
+            for value, what in arg.choices:
+                if what:
+                    typer.echo(f"        {value}: {what}")
         typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
+        typer.echo(f"  example: {example_step(step, info.schema)}")
 
 
 def params(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")]) -> None:

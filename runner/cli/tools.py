@@ -41,23 +41,41 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
          run_b: Annotated[Path | None, typer.Argument(help="The later run.")] = None,
          field: Annotated[list[str] | None, typer.Option("--field", help="Also compare this result field "
                                                                           "(a.b reads nested; repeat).")] = None,
-         as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+         format_: Annotated[str, typer.Option(
+             "--format", help="text, markdown (a pull-request comment) or json.")] = "text",
+         as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
          force: Annotated[bool, typer.Option("--force", help="Compare runs even when their inputs differ.")]
-         = False) -> None:
+         = False,
+         max_drop: Annotated[float | None, typer.Option(
+             "--max-drop", min=0.0, help="Exit 1 when a summary rate fell by more than this from the earlier run "
+                                         "(0.02 = 2 points): a gate against a baseline run.")] = None) -> None:
     """What changed between two runs: how they were made (run.json), counts, rates and the items that moved.
 
-    First what differs in how they were made (--set, params, models, pipeline hash, prompt
-    and schema files, input), then each item whose verdict (or a --field) changed, before ->
+    First what differs in how they were made (--set, --model, --batch, --cache-dir,
+    --concurrency, --executor, params, models, pipeline hash, prompt and schema files, input),
+    then each item whose verdict (or a --field) changed, before ->
     after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
     the last two complete runs of the pipeline and input that ran last."""
-    from runner.calibration.diff import diff_runs, format_diff, pick_runs
+    from runner.calibration.diff import diff_runs, format_diff, format_markdown, pick_runs
+    from runner.errors import RunnerError
+    from runner.runs.folders import read_summary
+    shown = "json" if as_json else format_
+    if shown not in ("text", "markdown", "json"):
+        raise RunnerError(f"--format {format_}: choose text, markdown or json")
     before, after = pick_runs(run_a, run_b)
     result = diff_runs(before, after, field or [], force)
-    if as_json:
+    if shown == "json":
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+    elif shown == "markdown":
+        typer.echo(format_markdown(result, str(read_summary(after).get("pipeline") or after.name)), nl=False)
     else:
         for line in format_diff(result):
             typer.echo(line)
+    fell = [f"{name} fell from {old:.3g} to {new:.3g}" for name, (old, new) in result["rates"].items()
+            if max_drop is not None and old is not None and new is not None and old - new > max_drop]
+    if fell:
+        typer.echo(f"{'; '.join(fell)}: more than --max-drop {max_drop:g}", err=True)
+        raise typer.Exit(1)
 
 
 def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its group folder (the latest complete "

@@ -8,8 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from runner.docgen.examples import CHOSEN_NAMES, FILTERS, GLOBALS, NAMESPACES, TESTS, Example
 from runner.text.sentences import split_sentences
 
@@ -63,6 +61,7 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
 
 
 def _steps() -> list[str]:
+    from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
     lines = ["## Step types", "",
@@ -80,16 +79,16 @@ def _steps() -> list[str]:
              "included, none for a cached answer).", ""]
     for name in step_names():
         info = step_info(name)
-        schema = info.schema
-        required = set(schema.get("required", []))
-        arguments = ", ".join(f"`{arg}`{' (required)' if arg in required else ''}"
-                              for arg in schema.get("properties") or {})
-        example = yaml.safe_dump({"id": name, "uses": name, "with": schema["examples"][0]}, default_flow_style=True,
-                                 width=10**6, sort_keys=False, allow_unicode=True).strip()
-        lines += [f"### `{name}`", "", info.summary, "",
-                  f"- arguments: {arguments or 'none'}",
-                  f"- result: {describe(info.result_schema({}, ShapeContext()))}",
-                  f"- example: `- {example}`", ""]
+        lines += [f"### `{name}`", "", info.summary, "", "- arguments:" if info.schema.get("properties")
+                  else "- arguments: none"]
+        for arg in arguments(info.schema):
+            depth = "  " * (arg.name.count(".") + arg.name.count("[]") + 1)
+            default = f", default `{arg.default}`" if arg.default is not None else ""
+            note = f": {arg.description}" if arg.description else ""
+            lines.append(f"{depth}- `{arg.name}` ({arg.kind}{', required' if arg.required else ''}{default}){note}")
+            lines += [f"{depth}  - `{value}`: {what}" for value, what in arg.choices if what]
+        lines += [f"- result: {describe(info.result_schema({}, ShapeContext()))}",
+                  f"- example: `- {example_step(name, info.schema)}`", ""]
     return lines
 
 

@@ -115,8 +115,9 @@ class Runtime:
         if entry is None:
             raise RunnerError(f"unknown model '{name}'")
         scope = {"env": self.env, "params": self.params, "run": self.run_info}
+        rendered = render_at(self, entry, ("models", name), scope)      # its error names its place already
         try:
-            return build_spec(name, render_at(self, entry, ("models", name), scope))
+            return build_spec(name, rendered)
         except RunnerError as exc:
             raise RunnerError(f"{self.pipeline.where(('models', name))}: {exc}") from None
 

@@ -1,6 +1,6 @@
 """Whether a run can start and whether it did its job: the checks that fail a run before
-anything runs, whether too many items errored (`--max-errors`, exit code 3), and the lines
-that say what its errors were."""
+anything runs, whether too many items errored (`--max-errors`) or no model answered any
+call (exit code 3 either way), and the lines that say what its errors were."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from runner.engine.selection import pass_rule
 from runner.errors import InputError
 from runner.pipeline.model import Pipeline
 
-TOO_MANY_ERRORS = 3        # exit code: every item errored, or more than --max-errors did
+TOO_MANY_ERRORS = 3        # exit code: every item errored, more than --max-errors did, or no model answered
 SHOWN_GROUPS = 3
 
 
@@ -20,6 +20,15 @@ def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
     if fail_under is not None and pass_rule(pipeline) is None:
         raise InputError(f"--fail-under {fail_under}: pipeline '{pipeline.name}' has no summary.rates to check "
                          "(add one, e.g. summary: {rates: {pass_rate: \"result.verdict == 'PASS'\"}}); nothing run")
+
+
+def unanswered_calls(summary: dict[str, Any]) -> int:
+    """The calls that failed in a run no model answered (none from the cache either), else
+    0: such a run did not do its job even when some of its items needed no model."""
+    models = [m for m in (summary.get("models") or {}).values() if isinstance(m, dict)]
+    failed = sum(int(m.get("failures") or 0) for m in models)
+    answered = sum(int(m.get("answered") or 0) + int(m.get("cache_hits") or 0) for m in models)
+    return failed if failed and not answered else 0
 
 
 def error_lines(summary: dict[str, Any]) -> list[str]:

@@ -49,6 +49,34 @@ def _reason_of(vote: Vote, reason_field: str) -> str:
     return f": {text}" if text else ""
 
 
+class VoteError(ValueError):
+    """The vote cannot be taken from the jurors' valid answers (not that they failed)."""
+
+
+_KINDS = {bool: "booleans", str: "strings", dict: "objects", list: "lists", type(None): "nulls"}
+
+
+def usable_votes(votes: list[Vote], method: str, field_name: str) -> list[Vote]:
+    """The votes a method can count. For a numeric method, a juror that answered something
+    other than a number casts no vote (its vote says what it answered); when no juror that
+    answered gave a number, VoteError says why, naming what they answered instead."""
+    if method not in NUMERIC:
+        return votes
+    answered = [v for v in votes if v.valid]
+    if answered and not any(_is_number(v.value) for v in answered):
+        kinds = sorted({_KINDS.get(type(v.value), type(v.value).__name__) for v in answered})
+        raise VoteError(f"vote method {method} needs numbers; jurors answered {' and '.join(kinds)} "
+                        f"for '{field_name}'")
+    return [v if not v.valid or _is_number(v.value) else
+            Vote(v.seat, v.value, v.answer, f"answered {v.value!r} for '{field_name}', not a number "
+                                            f"(vote method {method})", v.cached, v.latency_ms)
+            for v in votes]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY",
           on_all_failed: Any = "LLM_ERROR", quorum: int | None = None, reason_field: str = "reason") -> Outcome:
     """`quorum` None means a majority of the seated jurors (`votes`). A numeric method with
@@ -56,9 +84,7 @@ def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY"
     the outcome field says what happened."""
     if method not in METHODS:
         raise ValueError(f"unknown vote method '{method}'")
-    valid = [v for v in votes if v.valid]
-    if method in NUMERIC:
-        valid = [v for v in valid if isinstance(v.value, (int, float)) and not isinstance(v.value, bool)]
+    valid = [v for v in votes if v.valid and (method not in NUMERIC or _is_number(v.value))]
     failed_value = None if method in NUMERIC else on_all_failed
     needed = majority_of(len(votes)) if quorum is None else quorum
     if not valid:

@@ -1,10 +1,9 @@
 """One run's LLM service: a step's call from its messages to a parsed answer.
 
-It looks the answer up in the cache, else sends the request (the client: limits, retries,
-deadlines, structured output), checks and parses the answer (re-asking when the step
-allows), stores it in the cache and writes the call's line of calls.jsonl, and counts
-calls, tokens and failures for the summary. It knows model specs (through a resolver the
-run gives it), not the run itself."""
+It looks the answer up in the cache, else sends the request (the client: limits, retries, deadlines,
+structured output), checks and parses the answer (re-asking when the step allows), stores it in the
+cache and writes the call's line of calls.jsonl, and counts calls, tokens and failures for the summary.
+It knows model specs (through a resolver the run gives it), not the run itself."""
 
 from __future__ import annotations
 
@@ -165,15 +164,27 @@ class LLMService:
         """A parsed answer, or StepError carrying what is known (raw answer, error)."""
         spec = self.spec(request.model)
         group = request.group or new_group()
+        endpoint = redact_urls(spec.endpoint, self._environment)      # as calls.jsonl names it
         try:
             answer = await self._call(spec, request)
         except StepError as exc:
-            self.tally.failure(request.item, group, spec.endpoint, exc.message)
+            self.tally.failure(request.item, group, spec.name, endpoint, exc.message)
             raise
-        self.tally.answer(request.item, group, None if answer["cached"] else spec.endpoint)
+        self.tally.answer(request.item, group, spec.name, endpoint, sent=not answer["cached"])
         return answer
 
     async def _call(self, spec: ModelSpec, request: CallRequest) -> dict[str, Any]:
+        """The answer; a sweep's call known to fail (`failed_calls`) fails with its error; one failing is added."""
+        failed, keys = getattr(self.options, "failed_calls", None), cast(list[str], [])
+        try:
+            return await self._attempts(spec, request, keys, failed)
+        except StepError as exc:
+            if failed is not None and keys:
+                failed.setdefault(keys[0], exc.message)
+            raise
+
+    async def _attempts(self, spec: ModelSpec, request: CallRequest, keys: list[str],
+                        failed: dict[str, str] | None) -> dict[str, Any]:
         stats = self.stats.setdefault(spec.name, ModelStats())
         sampling = {**spec.sampling, **{k: v for k, v in request.sampling.items() if v is not None}}
         if "temperature" in sampling:
@@ -188,8 +199,11 @@ class LLMService:
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else usable(
                 self._answers.pending.get(key) or await self._cached(key))
-            seq = self._next_seq(request.item)
-            began = time.time_ns()
+            keys.append(key)            # the first attempt's key names a failed call
+            if cached is None and failed is not None and key in failed:
+                stats.failures += 1
+                raise StepError(failed[key], partial=self._result(spec, None, None, None, False, started, failed[key]))
+            seq, began = self._next_seq(request.item), time.time_ns()
             if self.options.render:
                 self._render_call(spec, messages, cached, sampling, mode if schema is not None else "")
                 if cached is None:
@@ -227,12 +241,13 @@ class LLMService:
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
-            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             try:
                 # A cached answer passed this very schema (the key holds it) before it was stored.
                 check = None if cached is not None else schema
                 parsed = parse_answer(raw, check, request.as_json or schema is not None)
-            except ParseFailure as exc:
+            except ParseFailure as exc:       # the call's line says its answer could not be used
+                self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None,
+                           error=f"{spec.describe()}: {exc}")
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},
                                 {"role": "user", "content": f"Your answer could not be used: {exc}. "
@@ -241,9 +256,10 @@ class LLMService:
                 stats.failures += 1
                 message = f"{spec.describe()}: {exc}"
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
-                                                              started, error=message, made=(attempt + 1, tried))) \
-                    from None
+                                                              started, message, (attempt + 1, tried))) from None
+            self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             if cached is None:
+                stats.answered += 1
                 entry = new_entry(raw, completion)
                 if hasattr(self.cache, "aset"):
                     await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
@@ -281,15 +297,12 @@ class LLMService:
             return "the answer is empty"
         return None
 
-    def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None,
-                cached: bool, started: float, error: str | None = None, made: tuple[int, int] = (1, 0)
-                ) -> dict[str, Any]:
-        """The call's outcome; `made`: the requests it took (a re-ask to repair an answer is one
-        more) and the attempts they were sent in (retries included; a cached answer is none)."""
+    def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
+                started: float, error: str | None = None, made: tuple[int, int] = (1, 0)) -> dict[str, Any]:
         return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
                 "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
                 "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error,
-                "calls": made[0], "attempts": made[1]}
+                "calls": made[0], "attempts": made[1]}      # requests (a re-ask is one more), sends (retries too)
 
     # -- logs, render, summary ---------------------------------------------------------
     def _next_seq(self, item: int) -> int:
@@ -352,19 +365,11 @@ class LLMService:
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
-        hints = []
-        for endpoint, message in self.breakers.items():
-            names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
-            hints.append(f"{', '.join(names)} unreachable ({message}): start a model server there "
-                         f"(LM Studio, Ollama, llama.cpp), point it elsewhere with "
-                         f"--set models.{names[0]}.api_base=URL, or set the provider's API key.")
-        for endpoint, tally in self.tally.dead_endpoints().items():
-            if endpoint not in self.breakers:
-                names = sorted({s.name for s in self._specs.values() if s.endpoint == endpoint})
-                hints.append(f"every call to {', '.join(names)} at {endpoint} failed ({tally.failed} call(s)); "
-                             f"the last: {tally.last_error}")
-        if hints:
-            out["hints"] = [self.redact(hint) for hint in hints]
+        unreachable = {redact_urls(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
+        failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
+        if failed:
+            out["hints"] = [entry["hint"] for entry in failed]
+            out["failed_calls"] = failed
         if self._batches is not None and self._batches.models:
             out["batches"] = self._batches.summary()
         return out

@@ -1,19 +1,27 @@
-"""What failed: items whose LLM work got no usable answer, endpoints that never answered.
+"""What failed: items whose LLM work got no usable answer, models whose every call failed.
 
 An item counts as an error in the run's summary when its result has an `error`, or when
 one of its llm/jury step runs got no usable answer from any model (an `llm` step whose
 call failed, even if `on_error` let the item go on; a jury where no juror gave a valid
-answer). A jury that lost some jurors but still voted is not an error."""
+answer). A jury that lost some jurors but still voted is not an error.
+
+Per model, the calls this run sent are counted: those answered and those that failed. An
+answer from the cache is not a call sent, so a model whose sent calls all failed is named
+by the run's hint (`failed_calls`) even when the cache answered it elsewhere, and a model
+the cache answered alone is never named."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
-class EndpointTally:
-    answered: int = 0
-    failed: int = 0
+class ModelTally:
+    endpoint: str = ""
+    answered: int = 0          # calls sent that got a usable answer
+    failed: int = 0            # calls sent that failed (after their retries)
     last_error: str = ""
 
 
@@ -21,7 +29,7 @@ class FailureTally:
     def __init__(self) -> None:
         self._groups: dict[tuple[int, int], list[int]] = {}     # (item, group): [answered, failed]
         self._by_item: dict[int, list[tuple[int, int]]] = {}     # item: its groups, until settled
-        self.endpoints: dict[str, EndpointTally] = {}
+        self.models: dict[str, ModelTally] = {}                  # model name: its calls sent
         self._reasons: dict[int, str] = {}                       # item: its last failed call's error
 
     def _group(self, item: int, group: int) -> list[int]:
@@ -31,18 +39,18 @@ class FailureTally:
             self._by_item.setdefault(item, []).append(key)
         return self._groups[key]
 
-    def answer(self, item: int, group: int, endpoint: str | None) -> None:
+    def answer(self, item: int, group: int, model: str, endpoint: str, sent: bool) -> None:
+        """A usable answer; `sent`: by a call this run sent (else from the cache)."""
         self._group(item, group)[0] += 1
-        if endpoint is not None:
-            self.endpoints.setdefault(endpoint, EndpointTally()).answered += 1
+        if sent:
+            self.models.setdefault(model, ModelTally(endpoint)).answered += 1
 
-    def failure(self, item: int, group: int, endpoint: str | None, error: str) -> None:
+    def failure(self, item: int, group: int, model: str, endpoint: str, error: str) -> None:
         self._group(item, group)[1] += 1
         self._reasons[item] = error
-        if endpoint is not None:
-            tally = self.endpoints.setdefault(endpoint, EndpointTally())
-            tally.failed += 1
-            tally.last_error = error
+        tally = self.models.setdefault(model, ModelTally(endpoint))
+        tally.failed += 1
+        tally.last_error = error
 
     def settle(self, item: object) -> tuple[bool, str]:
         """Whether a finished item got no usable answer somewhere, and its last failed call's
@@ -82,6 +90,46 @@ class FailureTally:
             if reason:
                 self._reasons[item] = reason
 
-    def dead_endpoints(self) -> dict[str, EndpointTally]:
-        """Endpoints that were sent requests and answered none of them."""
-        return {name: t for name, t in self.endpoints.items() if t.failed and not t.answered}
+    def absorb_models(self, taken: dict[str, dict[str, Any]]) -> None:
+        """A worker's per-model counts (`vars` of its ModelTally), added to these."""
+        for name, counted in taken.items():
+            mine = self.models.setdefault(name, ModelTally(counted["endpoint"]))
+            mine.answered += counted["answered"]
+            mine.failed += counted["failed"]
+            mine.last_error = counted["last_error"] or mine.last_error
+
+    def failed_calls(self, unreachable: dict[str, str]) -> list[dict[str, Any]]:
+        """Per endpoint, the models whose every call this run sent failed, and the hint the run
+        prints about them (`unreachable`: endpoint -> why its breaker opened); kept in
+        summary.json (`failed_calls`) so that it can be checked against calls.jsonl later."""
+        by_endpoint: dict[str, dict[str, Any]] = {}
+        last: dict[str, str] = {}
+        for name in sorted(self.models):
+            tally = self.models[name]
+            if tally.failed and not tally.answered:
+                entry = by_endpoint.setdefault(tally.endpoint, {"endpoint": tally.endpoint, "models": [], "failed": 0})
+                entry["models"].append(name)
+                entry["failed"] += tally.failed
+                last[tally.endpoint] = tally.last_error
+        for endpoint, entry in by_endpoint.items():
+            names = entry["models"]
+            entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[endpoint]}): start a model server there "
+                             f"(LM Studio, Ollama, llama.cpp), point it elsewhere with --set models.{names[0]}.api_base"
+                             f"=URL, or set the provider's API key." if endpoint in unreachable else
+                             f"every call to {', '.join(names)} at {endpoint} failed ({entry['failed']} call(s)); "
+                             f"the last: {last[endpoint]}")
+        return list(by_endpoint.values())
+
+
+def borne_out(entry: dict[str, Any], calls: Iterable[dict[str, Any]]) -> bool:
+    """Whether a run's calls (its calls.jsonl records) still say what a `failed_calls` entry
+    says: its models sent calls to its endpoint, as many failed, and none got an answer."""
+    models = set(entry.get("models") or [])
+    failed = answered = 0
+    for call in calls:
+        if call.get("model") in models and call.get("endpoint") == entry.get("endpoint") and not call.get("cached"):
+            if call.get("error"):
+                failed += 1
+            else:
+                answered += 1
+    return bool(models) and answered == 0 and failed >= int(entry.get("failed") or 0) > 0

@@ -14,7 +14,6 @@ from dataclasses import fields
 from typing import Any
 
 from runner.llm.client.sender import ModelStats
-from runner.llm.tally import EndpointTally
 
 
 def take_report(service: Any, items: list[int]) -> dict[str, Any]:
@@ -25,7 +24,7 @@ def take_report(service: Any, items: list[int]) -> dict[str, Any]:
     service.flush()
     return {"stats": {name: _take(stats) for name, stats in list(service.stats.items())},
             "items": service.tally.take(items),
-            "endpoints": {name: _take(tally) for name, tally in list(service.tally.endpoints.items())},
+            "models": {name: _take(tally) for name, tally in list(service.tally.models.items())},
             "breakers": dict(service.breakers),
             "calls": service.take_calls()}
 
@@ -46,10 +45,6 @@ def absorb_report(service: Any, report: dict[str, Any]) -> None:
             setattr(stats, field.name, getattr(stats, field.name) + counted[field.name])
         service.spec(name)                      # hints name the models of an endpoint
     service.tally.absorb(report["items"])
-    for endpoint, counted in report["endpoints"].items():
-        mine = service.tally.endpoints.setdefault(endpoint, EndpointTally())
-        mine.answered += counted["answered"]
-        mine.failed += counted["failed"]
-        mine.last_error = counted["last_error"] or mine.last_error
+    service.tally.absorb_models(report["models"])
     service.breakers.update(report["breakers"])
     service.add_calls(report["calls"])

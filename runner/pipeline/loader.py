@@ -13,28 +13,30 @@ from typing import Any
 import jinja2
 
 import runner.pipeline.templating as templating
-from runner.errors import ConfigError, InputError, Problem, did_you_mean, unknown
+from runner.errors import ConfigError, InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.defaults import apply_defaults
+from runner.pipeline.env_needs import mentioned
+from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.parts import part_files, with_parts
-from runner.pipeline.result_shapes import ShapeContext, check_read, step_field_reads, step_shape
+from runner.pipeline.result_shapes import ShapeContext, step_shape
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
-from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
+from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
+from runner.pipeline.template_checks import result_field_problems
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
-SUMMARY_NAMES = {"result", "results", "counts", "total"}
+SUMMARY_NAMES = {"result", "results", "counts", "total"}   # `result` in a rate; the others once every result is in
 OUTPUT_NAMES = {"duration_ms"}   # the item's run time, known once its steps are done
-CONDITION_KEYS = {"if", "when", "until"}
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
@@ -85,7 +87,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         params=data.get("params", {}), models=models,
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
-        concurrency=data.get("concurrency", 8),
+        concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources))
 
 
@@ -111,12 +113,13 @@ class _Checker:
         self.problems: list[Problem] = []
         self.params = self.data.get("params", {}) or {}
         self.models = self.data.get("models", {}) or {}
-        self.env_names = set(self.data.get("env", []) or [])
         self.all_ids: dict[str, DataPath] = {}
         self.step_data: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.shapes = ShapeContext(self.schemas_dir, self._sub_results)
-        self.prompt_env = templating.make_environment(self.prompts_dir)
+        output = self.data.get("output") if isinstance(self.data.get("output"), dict) else {}
+        self.text = ExpressionChecks(located, templating.make_environment(self.prompts_dir), self.params,
+                                     set(self.data.get("env", []) or []), self.all_ids, self.result_shape, set(output))
 
     def add(self, path: DataPath, message: str, *, key: bool = False) -> None:
         self.problems.append(self.located.problem(path, message, key=key))
@@ -129,38 +132,61 @@ class _Checker:
             base.add(parent_as)
         self._check_adapter()
         for name, spec in self.models.items():
-            model_names = base - {"steps", "item"} | ({parent_as} if parent_as else set())
-            self._check_strings(spec, ("models", name), model_names, set())
+            self._check_model(name, spec, base - {"steps", "item"} | ({parent_as} if parent_as else set()))
         if "concurrency" in self.data:
-            self._check_strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
+            self.text.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
         every_step = set(self.all_ids)
         for key in ("output", "output_base"):
             if key in self.data:
-                self._check_strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
+                self.text.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
         if "summary" in self.data:
-            summary = self.data["summary"]
-            computed = set(summary.get("rates") or {}) | set(summary.get("fields") or {})
-            computed |= {f"{name}_count" for name in summary.get("rates") or {}}
-            self._check_strings(summary, ("summary",), {"params", "env", "run", "errors"} | SUMMARY_NAMES | computed,
-                                set())
-            if "pass_when" in summary:                     # a bare expression over one result
-                self._check_strings(summary["pass_when"], ("summary", "pass_when"), {"params", "env", "result"},
-                                    set(), bare=True)
+            self._check_summary(self.data["summary"])
         for where, message in result_field_problems(self.data):
             self.add(where, message)
         if self.data.get("memo"):
-            self._check_strings(self.data["memo"], ("memo",), base | {"result"}, set())
-            for index, name in enumerate(self.data["memo"].get("refresh") or []):
-                if name not in (self.data.get("output") or {}):
-                    self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
-                                                                  "output fields"))
+            self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
-        return self.problems
+        return self.problems + self.text.problems + self.text.needs()
+
+    def _check_model(self, name: str, spec: Any, names: set[str]) -> None:
+        """A model's templates; one disabled in the file needs no variable, one enabled by a
+        test of a variable does not need that variable."""
+        if not isinstance(spec, dict):
+            return
+        enabled = spec.get("enabled", True)
+        self.text.env_guards = set(self.text.env_names) if enabled is False else _mentioned_env(enabled)
+        self.text.strings(spec, ("models", name), names, set())
+        self.text.env_guards = set()
+
+    def _check_summary(self, summary: dict[str, Any]) -> None:
+        """Each part in its own scope: a rate or `pass_when` sees one result; `fields` see the
+        counts, the rates and the fields before them; assessment rules see all of those."""
+        one_result = {"params", "env", "run", "result"}
+        for name, expression in (summary.get("rates") or {}).items():
+            self.text.strings(expression, ("summary", "rates", name), one_result, set(), bare=True)
+        if "pass_when" in summary:
+            self.text.strings(summary["pass_when"], ("summary", "pass_when"), one_result, set(), bare=True)
+        computed = {"params", "env", "run", "errors"} | SUMMARY_NAMES - {"result"}
+        computed |= set(summary.get("rates") or {}) | {f"{name}_count" for name in summary.get("rates") or {}}
+        for name, expression in (summary.get("fields") or {}).items():
+            self.text.strings(expression, ("summary", "fields", name), computed, set())
+            computed.add(name)
+        self.text.strings(summary.get("assessment"), ("summary", "assessment"), computed, set())
+
+    def _check_memo(self, memo: dict[str, Any], before: set[str], after: set[str], every_step: set[str]) -> None:
+        """The key is computed before any step runs; `skip_when` sees the finished result."""
+        self.text.strings(memo.get("key"), ("memo", "key"), before, set())
+        self.text.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
+        self.text.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
+        for index, name in enumerate(memo.get("refresh") or []):
+            if name not in (self.data.get("output") or {}):
+                self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
+                                                              "output fields"))
 
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
-        self._check_strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
+        self.text.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
         output = self.data.get("output") or {}
         named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
                                              for i, name in enumerate(tracing.get("assessments") or [])]
@@ -196,10 +222,9 @@ class _Checker:
         seen = set(visible)
         for i, step in enumerate(steps):
             path = (*base, i)
-            uses = step["uses"]
-            info = self.catalog.infos.get(uses)
+            info = self.catalog.infos.get(step["uses"])
             if info is None:
-                self.add((*path, "uses"), unknown("step type", uses, self.catalog.infos))
+                self.add((*path, "uses"), unknown("step type", step["uses"], self.catalog.infos))
                 seen.add(step["id"])
                 continue
             args = step.get("with", {}) or {}
@@ -208,31 +233,55 @@ class _Checker:
             if problems:
                 seen.add(step["id"])
                 continue
-            nested = args.get("steps") if info.substeps else None
-            own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
-            step_names = names | ({"error"} if step.get("on_error") == "default" else set())
-            sub_names = names | _sub_scope(info, args)
-            # A sub-step container's own fields (until, output) may read its sub-steps.
-            inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
-            for key, value in own_args.items():
-                if info.substeps and key in ("until", "output"):
-                    self._check_strings(value, (*path, "with", key), sub_names, inner_visible,
-                                        bare=key in CONDITION_KEYS)
-                else:
-                    self._check_strings(value, (*path, "with", key), names | set(info.own_scope), seen,
-                                        bare=key in CONDITION_KEYS)
-            if "if" in step:
-                self._check_strings(step["if"], (*path, "if"), names, seen, bare=True)
-            if "default" in step:
-                self._check_strings(step["default"], (*path, "default"), step_names, seen)
-            if step.get("on_error") == "default" and "default" not in step:
-                self.add((*path, "on_error"), "on_error: default needs a `default:` value")
-            self._check_named_things(info, args, path, names, seen)
-            for where, message in info.static_problems(args, self.shapes):
-                self.add((*path, "with", *where), message)
-            if nested:
-                self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
+            around = self.text.env_guards
+            self.text.env_guards = around | _mentioned_env(step.get("if"))
+            self._check_step(step, info, args, path, names, seen)
+            self.text.env_guards = around
             seen.add(step["id"])
+
+    def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
+                    names: set[str], seen: set[str]) -> None:
+        nested = args.get("steps") if info.substeps else None
+        own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
+        step_names = names | ({"error"} if step.get("on_error") == "default" else set())
+        sub_names = names | _sub_scope(info, args)
+        # A sub-step container's own fields (until, output) may read its sub-steps.
+        inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
+        for key, value in own_args.items():
+            if info.substeps and key in ("until", "output"):
+                self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
+            else:
+                self.text.strings(value, (*path, "with", key), names | set(info.own_scope), seen,
+                                  bare=key in CONDITION_KEYS)
+        if "if" in step:
+            self.text.strings(step["if"], (*path, "if"), names, seen, bare=True)
+        if "default" in step:
+            self.text.strings(step["default"], (*path, "default"), step_names, seen)
+        if step.get("on_error") == "default" and "default" not in step:
+            self.add((*path, "on_error"), "on_error: default needs a `default:` value")
+        self._check_named_things(info, args, path, names, seen)
+        for where, message in info.static_problems(args, self.shapes):
+            self.add((*path, "with", *where), message)
+        self._check_meaning(step["uses"], info, args, path, names)
+        if nested:
+            self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
+
+    def _check_meaning(self, uses: str, info: StepInfo, args: dict[str, Any], path: DataPath,
+                       names: set[str]) -> None:
+        """What the step's arguments mean: its models all disabled, a quorum no jury can reach,
+        a foreach over a single value (runner/pipeline/semantics.py)."""
+        for key in info.model_fields:
+            named = [name for _, name in _names_in(args.get(key))]
+            problem = disabled_models_problem(named, self.models, uses)
+            if problem:
+                self.add((*path, "with", key), problem)
+            problem = quorum_problem(args.get("vote"), named) if "vote" in args else None
+            if problem:
+                self.add((*path, "with", "vote", "quorum"), problem)
+        if info.substeps and "items" in args:
+            problem = foreach_problem(args["items"], self.text.resolver, names)
+            if problem:
+                self.add((*path, "with", "items"), problem)
 
     def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
                             names: set[str], seen: set[str]) -> None:
@@ -258,11 +307,11 @@ class _Checker:
             return
         try:
             source = file.read_text(encoding="utf-8")
-            tree = self.prompt_env.parse(source)
+            tree = self.text.prompt_env.parse(source)
         except jinja2.TemplateSyntaxError as exc:
             self.add(path, f"prompt template '{name}' line {exc.lineno}: {exc.message}")
             return
-        self._check_tree(tree, path, names, seen, f"prompt template '{name}': ")
+        self.text.tree(tree, path, names, seen, f"prompt template '{name}': ")
 
     def _check_schema_file(self, name: str, path: DataPath) -> None:
         file = self.schemas_dir / name
@@ -280,77 +329,6 @@ class _Checker:
         except SchemaError as exc:
             self.add(path, f"schema '{name}' is not a valid JSON Schema: {exc.message}")
 
-    def _check_strings(self, value: Any, path: DataPath, names: set[str], seen: set[str],
-                       bare: bool = False) -> None:
-        if isinstance(value, dict):
-            for key, child in value.items():
-                self._check_strings(child, (*path, key), names, seen, bare=key in CONDITION_KEYS)
-            return
-        if isinstance(value, list):
-            for index, child in enumerate(value):
-                self._check_strings(child, (*path, index), names, seen)
-            return
-        if not isinstance(value, str):
-            return
-        as_bare = bare and not templating.is_template(value)
-        if not as_bare and not templating.is_template(value):
-            return
-        try:
-            tree = templating.parse_source(value, as_bare)
-        except jinja2.TemplateSyntaxError as exc:
-            self.add(path, f"template syntax error: {exc.message}")
-            return
-        self._check_tree(tree, path, names, seen, "")
-
-    def _check_tree(self, tree: Any, path: DataPath, names: set[str], seen: set[str], prefix: str,
-                    chain: tuple[str, ...] = ()) -> None:
-        at = (lambda line: f"{prefix}line {line}: ") if prefix else (lambda line: "")
-        unknowns = list(unknown_callables(tree, self.prompt_env))
-        for line, message in unknowns:
-            self.add(path, at(line) + message)
-        for named in referenced_templates(tree, self.prompt_env):
-            where = f"{at(named.line) or prefix}{named.keyword} '{named.name}': "
-            if named.problem is not None:
-                self.add(path, where + named.problem)
-            elif named.tree is not None and named.name not in chain:
-                self._check_tree(named.tree, path, names if named.shares_context else set(), seen, where,
-                                 (*chain, named.name))
-        known_globals = set(self.prompt_env.globals)
-        try:
-            free = templating.free_names(tree)
-        except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
-            if not unknowns:
-                self.add(path, f"{prefix}template error: {exc.message}")
-            free = set()
-        for name in sorted(free - names - known_globals):
-            hint = did_you_mean(name, names)
-            self.add(path, f"{prefix}undefined name '{name}'.{hint}" if hint else
-                     f"{prefix}undefined name '{name}' (in scope: {', '.join(sorted(names))})")
-        if "steps" in names:
-            for ref, _ in templating.attribute_refs(tree, "steps"):
-                if ref in seen:
-                    continue
-                if ref in self.all_ids:
-                    where = self.located.location(self.all_ids[ref])
-                    self.add(path, f"{prefix}steps.{ref} refers to a step that has not run yet "
-                                   f"(step '{ref}' at {where} runs later)")
-                else:
-                    hint = did_you_mean(ref, seen)
-                    self.add(path, f"{prefix}steps.{ref}: no earlier step has id '{ref}'.{hint}" if hint else
-                             f"{prefix}steps.{ref}: no earlier step has id '{ref}'")
-            for ref, fields in step_field_reads(tree):
-                problem = check_read(ref, self.result_shape(ref), fields) if ref in seen else None
-                if problem:
-                    self.add(path, prefix + problem)
-        if "params" in names:
-            for ref, _ in templating.attribute_refs(tree, "params"):
-                if ref not in self.params:
-                    self.add(path, prefix + unknown("param", ref, self.params, "params"))
-        if "env" in names:
-            for ref, _ in templating.attribute_refs(tree, "env"):
-                if ref not in self.env_names:
-                    self.add(path, f"{prefix}env.{ref} is not declared: add '{ref}' to the pipeline's `env:` list")
-
     def result_shape(self, step_id: str) -> dict[str, Any]:
         """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""
         if step_id not in self.results:
@@ -363,6 +341,16 @@ class _Checker:
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self.result_shape(s["id"]) for s in steps
                 if isinstance(s, dict) and s.get("id") in self.step_data}
+
+
+def _mentioned_env(value: Any) -> set[str]:
+    """The env names an `if:` or `enabled:` value reads (its test guards their uses)."""
+    if not isinstance(value, str):
+        return set()
+    try:
+        return mentioned(templating.parse_source(value, not templating.is_template(value)))
+    except jinja2.TemplateSyntaxError:
+        return set()
 
 
 def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:

@@ -37,7 +37,7 @@ class Pipeline:
     output_base: str | None
     summary: dict[str, Any]
     memo: dict[str, Any] | None
-    concurrency: Any
+    concurrency: Any                    # items in flight, when the pipeline pins them (else None)
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
     sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends

@@ -5,7 +5,8 @@ schema files, and importing jsonschema to do it) is a large share of a fully cac
 time (bench/RESULTS.md). A run or render whose
 pipeline, after `--set`, is exactly one already found valid, with the same prompt and
 schema files and the same runner, skips the checks. The fingerprint covers everything
-they read: the data, the file's place (which decides the prompts/ and schemas/ folders),
+they read: the data, which of its declared environment variables are set, the file's place
+(which decides the prompts/ and schemas/ folders),
 the content of every file in those folders, and runner itself (its version, and the size
 and time of each of its own files, so an edited checkout checks again). `runner validate`
 always checks. A marker is a file named by the fingerprint holding an HMAC of it under a
@@ -92,9 +93,14 @@ class ValidatedPipelines:
 
     @staticmethod
     def fingerprint(data: Any, file: Path, project_dir: Path, sources: list[Path] | None = None) -> str:
-        """`sources`: the other files the pipeline is made of (bases, parts, plugin files)."""
+        """`sources`: the other files the pipeline is made of (bases, parts, plugin files). Also
+        which declared environment variables are set (their names, never their values): a
+        variable a model needs must be checked again when it comes or goes."""
+        declared = data.get("env") if isinstance(data, dict) else None
+        names = declared if isinstance(declared, list) else []
+        present = sorted(str(name) for name in names if str(name) in os.environ)
         payload = [_runner_stamp(), str(file.resolve()), str(project_dir),
-                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data,
+                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data, present,
                    [(str(path), sha256_of(path)) for path in sources or []]]
         text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()

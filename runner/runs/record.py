@@ -22,6 +22,7 @@ from runner import __version__
 from runner.errors import InputError
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
+from runner.pipeline.overrides import MODEL_FLAG
 from runner.runs.folders import RESULTS, is_complete, resolve_run
 from runner.runs.manifest import (
     FORMAT,
@@ -72,13 +73,17 @@ def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, ov
     for record in source.records:
         argv += ["--record", redact_assignment(record)]
     for assignment in overrides:
-        argv += ["--set", redact_assignment(assignment)]
+        flag, text = ("--model", assignment[len(MODEL_FLAG):]) if assignment.startswith(MODEL_FLAG) \
+            else ("--set", assignment)
+        argv += [flag, redact_assignment(text)]
     argv += _selection_flags(source, parent)
     if out is not None:
         argv += ["--out", str(out)]
     argv += ["--concurrency", str(options.llm_concurrency), "--cache-dir", str(options.cache_dir)]
     if options.no_cache:
         argv.append("--no-cache")
+    if options.batch:
+        argv.append("--batch")
     if options.trace:
         argv += ["--trace", options.trace]
     for name in formats:
@@ -101,9 +106,10 @@ class RunRecord:
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
-             items: ItemStream, formats: list[str]) -> RunRecord:
+             items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None) -> RunRecord:
         """Everything known before the run; a --failed-from parent over another input is refused here.
-        `items` is counted (a pass over the input), never held."""
+        `items` is counted (a pass over the input), never held; `executor`: where items run
+        (`executor`, `workers`), as run.json's options record it."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
@@ -128,7 +134,8 @@ class RunRecord:
             "partial": partial, "rerun_of": str(parent) if parent else None,
             "counts": {"input_items": input_items, "selected": selected_count, "planned": planned},
             "options": {"concurrency": options.llm_concurrency, "no_cache": options.no_cache,
-                        "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats},
+                        "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats,
+                        "batch": options.batch, **(executor or {"executor": "local", "workers": None})},
         }
         return cls(manifest, planned, input_items, partial, parent, selected,
                    command=functools.partial(command_line, pipeline, source, options, overrides, formats, parent))

@@ -54,6 +54,9 @@ class RunOptions:
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
+    # A sweep's calls known to fail (cache key: error): each fails with its error instead of being
+    # sent, and a call that fails is added, so a sweep sends each missing call at most once.
+    failed_calls: dict[str, str] | None = None
     # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
     # response cache, its writer) that this run's LLM service uses and leaves open (`runner
     # serve`); typed here by name only, as this layer is below the LLM's.

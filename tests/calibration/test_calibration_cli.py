@@ -240,4 +240,4 @@ def test_eval_says_so_when_no_juror_answered(setup, cli, project, fake_llm):
     assert result.exit_code == 0, result.output
     report = json.loads((project.root / "runs/down/eval.json").read_text())
     assert report["jurors"]["models"] == {} and report["metrics"]["accuracy"] == 0.1667   # only LOW is right
-    assert "No juror answered (jury.votes)" in (project.root / "runs/down/eval.md").read_text()
+    assert "No per-juror scores: no juror answered (jury.votes" in (project.root / "runs/down/eval.md").read_text()

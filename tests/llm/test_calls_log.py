@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import diskcache
 import pytest
@@ -16,7 +15,6 @@ from helpers import calls_of, run, write_json
 
 FIELDS = ["item", "call", "step", "model", "model_id", "endpoint", "key", "messages", "answer", "usage", "attempts",
           "started", "ended", "latency_ms", "cached", "error"]
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture
@@ -100,32 +98,3 @@ def test_runner_calls_prints_a_runs_calls_as_text(project, env, cli):
     assert "=== PROMPT ===" not in cli("calls", str(group), "--model", "other").output
     missing = cli("calls", str(project.root / "nowhere"))
     assert missing.exit_code == 2 and "no such run folder" in missing.output
-
-
-def test_the_readmes_calls_example_is_what_runner_calls_prints(project, env, cli):
-    """README's `runner calls` example, run as written against a run of the pipeline it shows
-    (its group folder's name is this run's)."""
-    section = README.read_text(encoding="utf-8").split("### Reading a run's calls", 1)[1]
-    command, *expected = section.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
-    path = project.pipeline("""
-        version: 1
-        name: claims
-        env: [FAKE_URL]
-        models:
-          local: {model: openai/local-model, api_base: "{{ env.FAKE_URL }}"}
-        steps:
-          - id: judge
-            uses: llm
-            with: {model: local, json: true, prompt: "Does the source support the claim?\\nClaim: {{ item.claim }}"}
-        output: {verdict: "{{ steps.judge.output.verdict }}"}
-        """)
-    write_json(project.root / "claims.json", [{"claim": "The House has 435 members."},
-                                              {"claim": "The Senate has two senators from each state."}])
-    env.answer_json({"verdict": "SUPPORTED", "reason": "Article I, Section 3 says so."})
-    assert cli("run", str(path), "--input", "claims.json", "--quiet").exit_code == 0
-    [group] = (project.root / "reports" / "claims").iterdir()
-    prompt, program, subcommand, _, *options = command.split()        # its run folder: this run's group
-    assert (prompt, program, subcommand) == ("$", "runner", "calls")
-    shown = cli(subcommand, str(group), *options)
-    assert shown.exit_code == 0, shown.output
-    assert re.sub(r"\d+ ms", "N ms", shown.output) == re.sub(r"\d+ ms", "N ms", "\n".join(expected) + "\n")

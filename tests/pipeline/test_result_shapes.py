@@ -44,7 +44,7 @@ HEAD = """
     ("{id: a, uses: quote_match, with: {quote: q, text: t}}", "a.matched_text"),
     ("{id: a, uses: read_table, with: {root: d, file: f}}", "a.total_rows"),
     ("{id: a, uses: search, with: {query: q, provider: local}}", "a.results"),
-    ("{id: a, uses: decide, with: {rules: [{when: 'true', verdict: A}, {label: B}]}}", "a.label"),
+    ("{id: a, uses: decide, with: {rules: [{when: 'item.x', verdict: A}, {label: B}]}}", "a.label"),
     ("{id: a, uses: loop, with: {max: 2, steps: [{id: b, uses: compute, with: {v: 1}}]}}", "a.last.b.v"),
     # open shapes: decided at run time, never reported
     ("{id: a, uses: llm, with: {model: m, prompt: ask.j2, output_schema: '{{ item.schema }}'}}", "a.output.any"),
@@ -120,7 +120,7 @@ def test_every_step_returns_no_field_its_result_schema_leaves_out(project, fake_
           - {id: table, uses: read_table, with: {root: data, file: t.csv}}
           - {id: match, uses: quote_match, with: {quote: two, source: "{{ steps.lines }}"}}
           - {id: found, uses: search, with: {query: two, provider: local, folder: data}}
-          - {id: rule, uses: decide, with: {rules: [{when: "false", a: 1}, {b: 2}]}}
+          - {id: rule, uses: decide, with: {rules: [{when: "item.x == 2", a: 1}, {b: 2}]}}
           - {id: values, uses: compute, with: {v: 1, w: "{{ values.v + 1 }}"}}
           - {id: ask, uses: llm, with: {model: m, prompt: ask.j2, output_schema: score.schema.json}}
           - {id: jury, uses: jury, with: {models: [m], prompt: ask.j2, output_schema: score.schema.json,

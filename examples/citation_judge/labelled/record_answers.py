@@ -158,4 +158,4 @@ if __name__ == "__main__":
     target = HERE / "cache"
     shutil.rmtree(target, ignore_errors=True)
     calls = record(target)
-    print(f"recorded {calls} juror answers into {target}")
+    print(f"recorded {calls} juror answers into {os.path.relpath(target)}")

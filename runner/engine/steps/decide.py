@@ -9,6 +9,8 @@ from typing import Any
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed
+from runner.pipeline.templating import is_template
+from runner.yamlpos import Path as DataPath
 
 RULE_KEYS = {"when", "stop"}
 
@@ -26,10 +28,37 @@ class Decide(Step):
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        """Each key the rules give; where every rule gives it a literal, those are its values."""
         rules = args.get("rules")
-        rules = rules if isinstance(rules, list) else []
-        keys = {k: OPEN for rule in rules if isinstance(rule, dict) for k in rule if k not in RULE_KEYS}
+        rules = [rule for rule in rules if isinstance(rule, dict)] if isinstance(rules, list) else []
+        keys: dict[str, Any] = {}
+        for key in dict.fromkeys(k for rule in rules for k in rule if k not in RULE_KEYS):
+            given = [rule[key] for rule in rules if key in rule]
+            literal = all(isinstance(v, (str, int, float, bool)) and not is_template(v) for v in given)
+            keys[key] = {"enum": list(dict.fromkeys(given))} if literal else OPEN
         return closed(keys, "The keys of the rule that matched (other than when and stop); null when none did.")
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        """Rules no item can reach: after a rule that always applies, or with `when: false`."""
+        given = args.get("rules")
+        rules: list[Any] = given if isinstance(given, list) else []
+        problems: list[tuple[DataPath, str]] = []
+        always: int | None = None
+        why = ""
+        for number, rule in enumerate(rules):
+            when = rule.get("when", True) if isinstance(rule, dict) else True
+            if always is not None:
+                problems.append((("rules", number), f"this rule can never apply: rules[{always}] {why} and always "
+                                                    f"applies first; move rules[{always}] last or give it a real "
+                                                    "`when`"))
+            elif when is False or (isinstance(when, str) and when.strip() in ("false", "False")):
+                problems.append((("rules", number), "this rule can never apply: its `when` is always false; remove "
+                                                    "it or give it a real condition"))
+            elif when is True or (isinstance(when, str) and when.strip() in ("true", "True")):
+                always, why = number, "has no `when`" if isinstance(rule, dict) and "when" not in rule \
+                    else "has `when: true`"
+        return problems
 
     async def run(self, ctx: StepContext) -> Any:
         for number, rule in enumerate(ctx.arguments(DecideArgs).rules):

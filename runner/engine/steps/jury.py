@@ -10,9 +10,21 @@ from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import PromptedStep, build_requests
-from runner.engine.voting import Agreement, Vote, majority_of, merge_answers, tally
+from runner.engine.voting import (
+    CATEGORICAL,
+    NUMERIC,
+    Agreement,
+    Vote,
+    VoteError,
+    majority_of,
+    merge_answers,
+    tally,
+    usable_votes,
+)
 from runner.errors import StepError, did_you_mean
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
+from runner.pipeline.static_values import of_schema
+from runner.pipeline.templating import is_template
 from runner.yamlpos import Path as DataPath
 
 VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},
@@ -35,20 +47,36 @@ class Jury(PromptedStep):
         answer = fields_of(shapes.answer_schema(args.get("output_schema")))
         if not isinstance(field, str) or answer is None:
             return open_object(VERDICT_FIELDS, "Plus the vote field and the fields of the answer schema.")
-        return closed({**answer, field: answer.get(field, OPEN), **VERDICT_FIELDS},
+        return closed({**answer, field: _verdicts(answer.get(field, OPEN), vote), **VERDICT_FIELDS},
                       "The vote field, the winners' merged answer fields, and the vote's account.")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
         vote = args.get("vote")
-        field = vote.get("field") if isinstance(vote, dict) else None
-        schema = args.get("output_schema")
-        answer = fields_of(shapes.answer_schema(schema)) if isinstance(schema, str) else None
-        if not isinstance(field, str) or not answer or field in answer:
+        if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
             return []
-        hint = did_you_mean(field, answer)
-        tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
-        return [(("vote", "field"), f"'{field}' is not a property of the answer schema '{schema}'{tail}")]
+        field, schema = vote["field"], args.get("output_schema")
+        given = shapes.answer_schema(schema)
+        answer = fields_of(given)          # closed: a field it does not list is an error
+        listed = given.get("properties") if isinstance(given, dict) else None
+        named = f"'{schema}'" if isinstance(schema, str) else "given inline"
+        if answer and field not in answer:
+            hint = did_you_mean(field, answer)
+            tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
+            return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
+        problems: list[tuple[DataPath, str]] = []
+        method = vote.get("method", "majority")
+        if isinstance(listed, dict) and field in listed and isinstance(method, str):
+            problem = method_problem(method, field, listed[field], named)
+            if problem:
+                problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
+        reason = vote.get("reason_field")
+        if answer and isinstance(reason, str) and reason not in answer:
+            hint = did_you_mean(reason, answer)
+            problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
+                             "so no reason would be quoted; name one of its fields"
+                             + (f".{hint}" if hint else f" ({', '.join(sorted(answer))})")))
+        return problems
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
@@ -61,7 +89,11 @@ class Jury(PromptedStep):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
         answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
-        votes = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        answered = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        try:
+            votes = usable_votes(answered, vote_spec.get("method", "majority"), field)
+        except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
+            raise StepError(f"{ctx.where('vote', 'method')}: {exc}", partial={"votes": _shown(answered)}) from None
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
@@ -78,8 +110,7 @@ class Jury(PromptedStep):
             "outcome": outcome.outcome,
             "valid_votes": outcome.valid_votes,
             "seats": len(seats),
-            "votes": [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error,
-                       "cached": v.cached, "latency_ms": v.latency_ms} for v in votes],
+            "votes": _shown(votes),
         })
         return result
 
@@ -97,6 +128,41 @@ class Jury(PromptedStep):
                         error=f"the answer has no '{field}' field", cached=answer["cached"],
                         latency_ms=answer["latency_ms"])
         return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
+
+
+def method_problem(method: str, field: str, schema: Any, named: str) -> str | None:
+    """A vote method the voted field's type cannot serve: numbers for mean, median, min and
+    max; a string, enum, boolean or integer for the others (a float never ties exactly)."""
+    known = of_schema(schema)
+    if known is None:
+        return None
+    kinds = set(known.kinds) - {"null"}
+    declared = schema.get("type")
+    integers = set([declared] if isinstance(declared, str) else declared or []) - {"null"} == {"integer"}
+    where = f"'{field}' is {' or '.join(sorted(kinds))} in the answer schema {named}"
+    if method in NUMERIC and kinds != {"number"}:
+        return (f"vote method '{method}' needs numbers; {where}; use method: majority (or unanimous, plurality) "
+                f"for a {' or '.join(sorted(kinds))}, or make '{field}' a number")
+    if method in CATEGORICAL and ("object" in kinds or "array" in kinds
+                                 or (kinds == {"number"} and known.values is None and not integers)):
+        return (f"vote method '{method}' needs a string, enum, boolean or integer; {where}; use method: mean "
+                f"(or median, min, max) for a number, or vote on a field that holds a category")
+    return None
+
+
+def _verdicts(schema: Any, vote: Any) -> Any:
+    """The vote field's values after the vote: the answers' enum plus on_tie and on_all_failed."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("enum"), list) or not isinstance(vote, dict):
+        return schema
+    extra = [vote.get("on_tie", "HUNG_JURY"), vote.get("on_all_failed", "LLM_ERROR")]
+    if vote.get("method") in NUMERIC or any(is_template(value) for value in extra):
+        return OPEN
+    return {**schema, "enum": list(dict.fromkeys([*schema["enum"], *extra]))}
+
+
+def _shown(votes: list[Vote]) -> list[dict[str, Any]]:
+    return [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error, "cached": v.cached,
+             "latency_ms": v.latency_ms} for v in votes]
 
 
 def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:

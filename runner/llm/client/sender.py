@@ -25,9 +25,10 @@ MAX_TIMEOUTS = 2        # a timed-out attempt is retried once: a third wait rare
 
 @dataclass
 class ModelStats:
-    calls: int = 0
+    calls: int = 0              # requests sent, retries included
     cache_hits: int = 0
-    failures: int = 0
+    failures: int = 0           # calls that got no usable answer
+    answered: int = 0           # calls sent that got a usable answer
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

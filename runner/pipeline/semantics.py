@@ -1,0 +1,107 @@
+"""Checks of what a pipeline means, beyond its shape and its names: comparisons that can
+never hold or cannot be made, a `foreach` over what is not a list, and a step whose every
+model is disabled. Each says what is wrong and the fix; each is built on what is known
+before the run (runner/pipeline/static_values.py), so nothing it cannot know is refused.
+
+(The checks a step type owns live with it: a jury's vote method against its field's type,
+a decide's rules that can never apply; see `static_problems` of each step type.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from jinja2 import nodes
+
+from runner.errors import did_you_mean
+from runner.pipeline.static_values import Known, Resolver, show
+
+_ORDERING = {"lt": "<", "lteq": "<=", "gt": ">", "gteq": ">="}
+_EQUALITY = {"eq": "==", "ne": "!=", "in": "in", "notin": "not in"}
+SCALARS = {"string", "number", "boolean"}
+
+
+def comparison_problems(tree: nodes.Template, resolver: Resolver, names: set[str]) -> Iterator[str]:
+    """A number ordered against a string (an error at run time), and a value compared with
+    one its other side can never hold (a typo'd verdict: the rule or rate silently never fires)."""
+    for compare in tree.find_all(nodes.Compare):
+        left = compare.expr
+        for operand in compare.ops:
+            right = operand.expr
+            if operand.op in _ORDERING:
+                problem = _ordering(left, _ORDERING[operand.op], right, resolver, names)
+            elif operand.op in _EQUALITY:
+                problem = _equality(left, _EQUALITY[operand.op], right, resolver, names)
+            else:
+                problem = None
+            if problem:
+                yield problem
+            left = right
+
+
+def _single_kind(known: Known | None) -> str | None:
+    kinds = set(known.kinds) - {"null"} if known is not None else set()
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _ordering(left: nodes.Expr, symbol: str, right: nodes.Expr, resolver: Resolver, names: set[str]) -> str | None:
+    known = {side: resolver.of_node(side, names) for side in (left, right)}
+    kinds = {side: _single_kind(k) for side, k in known.items()}
+    if {kinds[left], kinds[right]} != {"number", "string"}:
+        return None
+    text = next(side for side in (left, right) if kinds[side] == "string")
+    held_value = known[text]
+    value = held_value.example if held_value is not None else None
+    held = f" ({show(text)} is {value!r})" if value is not None and not isinstance(text, nodes.Const) else ""
+    return (f"`{show(left)} {symbol} {show(right)}` compares a {kinds[left]} with a {kinds[right]}{held}, which "
+            "fails every item at run time; make both numbers (a number is written without quotes; `| float` "
+            "converts text)")
+
+
+def _equality(left: nodes.Expr, symbol: str, right: nodes.Expr, resolver: Resolver, names: set[str]) -> str | None:
+    if symbol in ("in", "not in"):
+        if not isinstance(right, (nodes.List, nodes.Tuple)):
+            return None
+        pairs = [(left, item) for item in right.items]
+    else:
+        pairs = [(left, right), (right, left)]
+    for named, literal in pairs:
+        if not isinstance(literal, nodes.Const) or isinstance(named, nodes.Const):
+            continue
+        known = resolver.of_node(named, names)
+        if known is None or known.values is None or literal.value in known.values:
+            continue
+        values = [str(v) for v in known.values if v is not None]
+        hint = did_you_mean(str(literal.value), values)
+        return (f"`{show(named)} {symbol} {literal.value!r}` can never be true: {show(named)} is one of "
+                f"{', '.join(values)}; compare with one of them.{hint}")
+    return None
+
+
+def foreach_problem(items: Any, resolver: Resolver, names: set[str]) -> str | None:
+    """A foreach whose `items` is known to be a single value (a list or a mapping is needed)."""
+    known = resolver.of_template(items, names)
+    kind = _single_kind(known)
+    if kind not in SCALARS or known is None or "null" in known.kinds:
+        return None
+    value = f" ({known.example!r})" if known.example is not None else ""
+    return (f"foreach runs over a list (or a mapping's entries), but items is a {kind}{value}, not a list; "
+            "give a list, e.g. [a, b] or an expression that yields one")
+
+
+def disabled_models_problem(named: list[str], models: Mapping[str, Any], step_uses: str) -> str | None:
+    """Every model a step names is disabled in the pipeline (`enabled: false`): it can get no answer."""
+    entries = [models.get(name) for name in named]
+    if not named or not all(isinstance(e, dict) and e.get("enabled") is False for e in entries):
+        return None
+    first = named[0]
+    return (f"every model this {step_uses} step names is disabled (enabled: false): {', '.join(named)}; "
+            f"enable one (--set models.{first}.enabled=true) or point it at a model (--model {first}=provider/model)")
+
+
+def quorum_problem(vote: Any, named: list[str]) -> str | None:
+    quorum = vote.get("quorum") if isinstance(vote, dict) else None
+    if not isinstance(quorum, int) or isinstance(quorum, bool) or quorum <= len(named):
+        return None
+    return (f"quorum {quorum} is more than the {len(named)} model(s) this jury names, so no item can reach a "
+            f"verdict; lower it to {len(named)} or fewer, or name more models")

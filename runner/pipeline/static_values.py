@@ -1,0 +1,189 @@
+"""What an expression is known to hold before the pipeline runs: its kinds (string, number,
+boolean, array, object, null) and, where they are few and fixed, its possible values.
+
+They come from the params' values, the JSON Schema of a step's result (an answer schema's
+`type` and `enum`, a decide's literal verdicts), the output fields a summary reads as
+`result.X`, literals and a few filters whose kind is plain (`| float`, `| length`, `| lower`).
+Anything else is unknown (None), so a check built on what is known never fires on a guess."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+
+import runner.pipeline.templating as templating
+
+_NUMBER_FILTERS = {"int", "float", "round", "abs", "length", "count", "sum"}
+_TEXT_FILTERS = {"string", "lower", "upper", "trim", "title", "capitalize", "format", "join", "replace",
+                 "truncate", "tojson", "normalize", "sha256"}
+_JSON_KINDS = {"integer": "number", "number": "number", "string": "string", "boolean": "boolean",
+               "array": "array", "object": "object", "null": "null"}
+
+
+@dataclass(frozen=True)
+class Known:
+    kinds: frozenset[str]                       # the JSON types it may hold (integer counts as number)
+    values: tuple[Any, ...] | None = None       # every value it may hold, when those are known
+    example: Any = None                         # the value itself, when it is one literal value
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, (list, tuple)) else "object"
+
+
+def of_value(value: Any) -> Known:
+    return Known(frozenset({kind_of(value)}), (value,) if not isinstance(value, (dict, list)) else None, value)
+
+
+def of_schema(schema: Any) -> Known | None:
+    """What a value valid against `schema` may hold; None when the schema leaves it open."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return of_value(schema["const"])
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        values = tuple(schema["enum"])
+        return Known(frozenset(kind_of(v) for v in values), values)
+    declared = schema.get("type")
+    names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
+    kinds = {_JSON_KINDS.get(str(name)) for name in names}
+    if not kinds or None in kinds:
+        return None
+    return Known(frozenset(k for k in kinds if k is not None))
+
+
+def union(a: Known | None, b: Known | None) -> Known | None:
+    if a is None or b is None:
+        return None
+    values = a.values + b.values if a.values is not None and b.values is not None else None
+    return Known(a.kinds | b.kinds, values)
+
+
+def show(node: nodes.Node) -> str:
+    """A node as the expression a user wrote (near enough for a message)."""
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.Getattr):
+        return f"{show(node.node)}.{node.attr}"
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        return f"{show(node.node)}[{node.arg.value!r}]"
+    if isinstance(node, nodes.Const):
+        return repr(node.value)
+    if isinstance(node, nodes.Filter):
+        return f"{show(node.node) if node.node is not None else ''} | {node.name}"
+    return "(...)"
+
+
+class Resolver:
+    """Reads what names hold: `params` from their values, `steps.ID...` from each step's
+    result schema, `result.F` from the output field F's own expression."""
+
+    def __init__(self, params: Mapping[str, Any], result_shape: Callable[[str], dict[str, Any]],
+                 output: Mapping[str, Any], step_ids: Collection[str]):
+        self.params = params
+        self.result_shape = result_shape
+        self.output = output if isinstance(output, Mapping) else {}
+        self.step_ids = step_ids
+        self._outputs: dict[str, Known | None] = {}
+
+    def of_template(self, value: Any, names: set[str]) -> Known | None:
+        """A YAML value: a literal, or a string that is exactly one `{{ expression }}`."""
+        if not isinstance(value, str) or not templating.is_template(value):
+            return of_value(value)
+        expression = templating.single_expression(value)
+        if expression is None:
+            return Known(frozenset({"string"}))
+        try:
+            tree = templating.parse_source(expression, True)
+        except jinja2.TemplateSyntaxError:
+            return None
+        output = tree.find(nodes.Output)
+        return self.of_node(output.nodes[0], names) if output is not None and output.nodes else None
+
+    def of_node(self, node: nodes.Node, names: set[str]) -> Known | None:
+        if isinstance(node, nodes.Const):
+            return of_value(node.value)
+        if isinstance(node, (nodes.Compare, nodes.Not, nodes.Test)):
+            return Known(frozenset({"boolean"}))
+        if isinstance(node, (nodes.List, nodes.Tuple)):
+            return Known(frozenset({"array"}))
+        if isinstance(node, nodes.Dict):
+            return Known(frozenset({"object"}))
+        if isinstance(node, nodes.Concat):
+            return Known(frozenset({"string"}))
+        if isinstance(node, nodes.CondExpr):
+            other = self.of_node(node.expr2, names) if node.expr2 is not None else of_value(None)
+            return union(self.of_node(node.expr1, names), other)
+        if isinstance(node, nodes.Filter):
+            return self._filtered(node, names)
+        if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+            return self._read(node, names)
+        return None
+
+    def _filtered(self, node: nodes.Filter, names: set[str]) -> Known | None:
+        if node.name in _NUMBER_FILTERS:
+            return Known(frozenset({"number"}))
+        if node.name in _TEXT_FILTERS:
+            return Known(frozenset({"string"}))
+        if node.name == "list":
+            return Known(frozenset({"array"}))
+        if node.name in ("default", "d") and node.node is not None:
+            fallback = self.of_node(node.args[0], names) if node.args else of_value("")
+            return union(self.of_node(node.node, names), fallback)
+        return None
+
+    def _read(self, node: nodes.Node, names: set[str]) -> Known | None:
+        chain: list[str] = []
+        while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+            if isinstance(node, nodes.Getattr):
+                chain.append(node.attr)
+            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+                chain.append(node.arg.value)
+            else:
+                return None
+            node = node.node
+        if not isinstance(node, nodes.Name) or node.name not in names:
+            return None
+        chain.reverse()
+        if node.name == "params":
+            return self._walk_value(self.params, chain)
+        if node.name == "steps" and chain and chain[0] in self.step_ids:
+            return self._walk_schema(self.result_shape(chain[0]), chain[1:])
+        if node.name == "result" and chain and chain[0] in self.output:
+            return self._output(chain[0]) if len(chain) == 1 else None
+        return None
+
+    def _output(self, name: str) -> Known | None:
+        if name not in self._outputs:
+            self._outputs[name] = None                  # an output field reading itself stays unknown
+            self._outputs[name] = self.of_template(self.output[name], {"steps", "params"})
+        return self._outputs[name]
+
+    @staticmethod
+    def _walk_value(value: Any, chain: list[str]) -> Known | None:
+        for part in chain:
+            if not isinstance(value, Mapping) or part not in value:
+                return None
+            value = value[part]
+        return of_value(value)
+
+    @staticmethod
+    def _walk_schema(schema: Any, chain: list[str]) -> Known | None:
+        for part in chain:
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            if not isinstance(properties, dict) or part not in properties:
+                return None
+            schema = properties[part]
+        return of_schema(schema)

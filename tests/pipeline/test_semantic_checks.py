@@ -1,0 +1,277 @@
+"""Checks of what a pipeline means, before anything runs: `runner validate` and every run
+refuse a judge that cannot do what its YAML says, with every problem located at once."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from runner.errors import ConfigError
+from runner.pipeline.loader import load_pipeline
+
+FAITHFUL = {"type": "object", "required": ["faithful", "reason"],
+            "properties": {"faithful": {"type": "boolean"}, "reason": {"type": "string"},
+                           "score": {"type": "number"}, "grade": {"enum": ["A", "B", "C"]}}}
+LOCATED = re.compile(r"^pipelines/\S+\.yaml:\d+:\d+: \S+: .+; .+")
+
+
+def summary_judge(project, vote="{field: faithful, method: mean}", rates="pass_rate: \"verdict == 'PASS'\"",
+                  env_line="env: [JUDGE_BASE_URL]", api_base="{{ env.JUDGE_BASE_URL }}", name="judge.yaml"):
+    """A 3-juror summary-faithfulness judge as a promptfoo user writes it from the docs."""
+    project.schema("faithful.schema.json", FAITHFUL)
+    project.prompt("faithful.j2", "Is this summary faithful to its source?\n{{ item.summary }}\n")
+    return project.pipeline(f"""
+        version: 1
+        name: summaries
+        {env_line}
+        models:
+          judge_a: {{model: openai/a, api_base: "{api_base}"}}
+          judge_b: {{model: openai/b, api_base: "{api_base}"}}
+          judge_c: {{model: openai/c, api_base: "{api_base}"}}
+        steps:
+          - id: jury
+            uses: jury
+            with:
+              models: [judge_a, judge_b, judge_c]
+              prompt: faithful.j2
+              output_schema: faithful.schema.json
+              vote: {vote}
+          - id: verdict
+            uses: decide
+            with:
+              rules:
+                - {{when: "steps.jury.faithful", verdict: FAITHFUL}}
+                - {{verdict: UNFAITHFUL}}
+        output:
+          verdict: "{{{{ steps.verdict.verdict }}}}"
+        summary:
+          count_by: verdict
+          rates: {{{rates}}}
+        """, name)
+
+
+def problems_of(path, *sets):
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(path, list(sets))
+    return [str(p) for p in caught.value.problems]
+
+
+def test_validate_refuses_a_mean_vote_on_a_boolean_an_unset_variable_and_a_bare_name_rate(project, cli,
+                                                                                              monkeypatch):
+    """Finding 1 (validate said `ok (3 steps)`), 5 (the run made a folder and errored every
+    item) and 6 (the bare-name rate passed validate): three located messages, each with its fix."""
+    monkeypatch.delenv("JUDGE_BASE_URL", raising=False)
+    path = summary_judge(project)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 3, result.output
+    assert all(LOCATED.match(line) for line in lines), lines
+    vote, env, rate = sorted(lines, key=lambda line: ("vote" not in line, "env" not in line))
+    assert vote.startswith("pipelines/judge.yaml:15:39: steps[0].with.vote.method: ")
+    assert "'mean' needs numbers" in vote and "'faithful' is boolean" in vote and "method: majority" in vote
+    assert env.startswith("pipelines/judge.yaml:5:40: models.judge_a.api_base: ") and "default(" in env
+    assert env.count("JUDGE_BASE_URL is not set") == 1 and env.count("pipelines/judge.yaml") == 1
+    assert rate.startswith("pipelines/judge.yaml:26:22: summary.rates.pass_rate: ")
+    assert "'verdict'" in rate and "result.verdict" in rate
+
+
+def test_a_run_of_a_pipeline_needing_an_unset_variable_writes_nothing(project, cli, monkeypatch):
+    """Finding 5: refused before the run (exit 2), no run folder, the location said once."""
+    monkeypatch.delenv("JUDGE_BASE_URL", raising=False)
+    path = summary_judge(project, vote="{field: faithful, method: majority}",
+                         rates="pass_rate: \"result.verdict == 'FAITHFUL'\"")
+    project.file("in.jsonl", '{"summary": "The cat sat."}\n')
+    result = cli("run", str(path), "--input", "in.jsonl", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert not (project.root / "reports").exists()
+    [line] = [line for line in result.output.splitlines() if "JUDGE_BASE_URL" in line]
+    assert line.count("pipelines/judge.yaml:") == 1, line
+    monkeypatch.setenv("JUDGE_BASE_URL", "http://127.0.0.1:9/v1")      # set: the check passes
+    assert load_pipeline(path).name == "summaries"
+
+
+@pytest.mark.parametrize("api_base, env_line", [
+    ("{{ env.JUDGE_BASE_URL | default('http://localhost:1234/v1') }}", "env: [JUDGE_BASE_URL]"),
+    ("{{ env.JUDGE_BASE_URL if env.JUDGE_BASE_URL is defined else 'http://localhost:1234/v1' }}",
+     "env: [JUDGE_BASE_URL]"),
+    ("http://localhost:1234/v1", "env: [JUDGE_BASE_URL]"),                  # declared, never needed
+])
+def test_a_guarded_or_unused_variable_is_not_needed(project, monkeypatch, api_base, env_line):
+    monkeypatch.delenv("JUDGE_BASE_URL", raising=False)
+    path = summary_judge(project, vote="{field: faithful, method: majority}",
+                         rates="pass_rate: \"result.verdict == 'FAITHFUL'\"", api_base=api_base, env_line=env_line)
+    assert load_pipeline(path).name == "summaries"
+
+
+def test_a_model_disabled_when_its_variable_is_absent_does_not_need_it(project, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    project.prompt("q.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: keyed
+        env: [OPENAI_API_KEY]
+        models:
+          local: {model: openai/local, api_base: "http://localhost:1234/v1"}
+          openai: {model: gpt-4o-mini, api_key: "{{ env.OPENAI_API_KEY }}", enabled: "{{ env.OPENAI_API_KEY is defined }}"}
+        steps:
+          - {id: ask, uses: jury, with: {models: [local, openai], prompt: q.j2, json: true, vote: {field: v}}}
+        output: {v: "{{ steps.ask.v }}"}
+        """)
+    assert load_pipeline(path).name == "keyed"
+
+
+@pytest.mark.parametrize("method, field, message", [
+    ("median", "reason", "'median' needs numbers; 'reason' is string"),
+    ("majority", "score", "'majority' needs a string, enum, boolean or integer; 'score' is number"),
+])
+def test_vote_methods_against_field_types(project, method, field, message):
+    path = summary_judge(project, vote=f"{{field: {field}, method: {method}}}",
+                         rates="pass_rate: \"result.verdict == 'FAITHFUL'\"", env_line="", api_base="http://h/v1")
+    [problem] = problems_of(path)
+    assert problem.startswith("pipelines/judge.yaml:15:") and message in problem, problem
+
+
+@pytest.mark.parametrize("method, field", [("majority", "faithful"), ("plurality", "grade"), ("mean", "score"),
+                                           ("unanimous", "faithful")])
+def test_vote_methods_that_suit_their_field(project, method, field):
+    path = summary_judge(project, vote=f"{{field: {field}, method: {method}}}",
+                         rates="pass_rate: \"result.verdict == 'FAITHFUL'\"", env_line="", api_base="http://h/v1")
+    assert load_pipeline(path).name == "summaries"
+
+
+def test_every_expression_reads_only_names_in_its_scope(project):
+    project.prompt("q.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: scopes
+        steps:
+          - {id: score, uses: compute, with: {value: "{{ item.n }}"}}
+          - {id: verdict, uses: decide, with: {rules: [{when: "steps.score.value > 2", verdict: PASS}, {verdict: FAIL}]}}
+        output:
+          verdict: "{{ steps.verdict.verdict }}"
+        summary:
+          count_by: verdict
+          pass_when: "verdict == 'PASS'"
+          rates:
+            pass_rate: "result.verdict == 'PASS'"
+            other_rate: "{{ counts.PASS > 0 }}"
+          fields:
+            passes: "{{ pass_rate_count + later }}"
+            later: "{{ total }}"
+          assessment:
+            - {when: "pass_rate > 0.5 and result.verdict", text: "mostly passing"}
+        memo: {key: "{{ steps.score.value }}", store: m.json}
+        """)
+    found = problems_of(path)
+    wanted = {
+        "summary.pass_when": "undefined name 'verdict'",
+        "summary.rates.other_rate": "undefined name 'counts'",
+        "summary.fields.passes": "'later'",
+        "summary.assessment[0].when": "undefined name 'result'",
+        "memo.key": "undefined name 'steps'",
+    }
+    for where, text in wanted.items():
+        assert any(f": {where}: " in p and text in p for p in found), (where, found)
+    assert len(found) == len(wanted), found
+
+
+def test_decide_rules_no_input_can_reach(project):
+    path = project.pipeline("""
+        version: 1
+        name: unreachable
+        steps:
+          - id: verdict
+            uses: decide
+            with:
+              rules:
+                - {when: "item.n > 2", verdict: BIG}
+                - {verdict: SMALL}
+                - {when: "item.n < 0", verdict: NEGATIVE}
+                - {when: false, verdict: NEVER}
+        output: {verdict: "{{ steps.verdict.verdict }}"}
+        """)
+    found = problems_of(path)
+    assert len(found) == 2, found
+    assert found[0].startswith("pipelines/p.yaml:10:11: steps[0].with.rules[2]: this rule can never apply: "
+                               "rules[1] has no `when` and always applies first;")
+    assert "steps[0].with.rules[3]" in found[1]
+
+
+def test_comparisons_that_cannot_hold_and_loops_over_what_is_not_a_list(project):
+    project.schema("grade.schema.json", {"type": "object", "required": ["grade", "score"],
+                                         "properties": {"grade": {"enum": ["PASS", "FAIL"]},
+                                                        "score": {"type": "number"}}})
+    project.prompt("q.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: compare
+        params: {threshold: "0.8", sections: "intro"}
+        models:
+          m: {model: openai/m, api_base: "http://h/v1"}
+        steps:
+          - {id: ask, uses: llm, with: {model: m, prompt: q.j2, output_schema: grade.schema.json}}
+          - id: verdict
+            uses: decide
+            with:
+              rules:
+                - {when: "steps.ask.output.score >= params.threshold", verdict: HIGH}
+                - {when: "steps.ask.output.grade == 'PASSED'", verdict: PASSED}
+                - {verdict: LOW}
+          - id: each
+            uses: foreach
+            with: {items: "{{ params.sections }}", as: section, steps: [{id: s, uses: compute, with: {v: 1}}]}
+        output:
+          verdict: "{{ steps.verdict.verdict }}"
+        summary:
+          rates: {high_rate: "result.verdict == 'HIHG'"}
+        """)
+    found = problems_of(path)
+    assert any("steps[1].with.rules[0].when: " in p and "compares a number with a string" in p for p in found), found
+    assert any("steps[1].with.rules[1].when: " in p and "'PASSED'" in p and "PASS, FAIL" in p for p in found), found
+    assert any("steps[2].with.items: " in p and "not a list" in p for p in found), found
+    assert any("summary.rates.high_rate: " in p and "'HIHG'" in p and "Did you mean 'HIGH'" in p for p in found), found
+    assert len(found) == 4, found
+
+
+def test_the_shipped_pipelines_validate_with_no_variables_set(cli, monkeypatch):
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    for name in ("LOCAL_LLM_BASE_URL", "LOCAL_LLM_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "OLLAMA_BASE_URL",
+                 "JUDGE_BASE_URL", "JUDGE_API_KEY", "PARSER_BASE_URL", "PARSER_API_KEY", "TAVILY_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = cli("validate", *sorted(str(p) for p in (repo / "pipelines").glob("*.yaml")))
+    assert result.exit_code == 0, result.output
+
+
+def test_the_same_three_mistakes_written_another_way_are_found(project, cli, monkeypatch):
+    """An inline answer schema that allows other properties, the variable in an api_key and
+    a second model, a rate written as a template: still three located messages."""
+    monkeypatch.delenv("SUMMARY_JUDGE_KEY", raising=False)
+    project.prompt("judge.j2", "Is it faithful? {{ item.text }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: other
+        env: [SUMMARY_JUDGE_KEY]
+        models:
+          first: {model: openai/gpt-4o-mini, api_key: "{{ env.SUMMARY_JUDGE_KEY }}"}
+          second: {model: openai/gpt-4o, api_key: "{{ env.SUMMARY_JUDGE_KEY }}"}
+        steps:
+          - id: panel
+            uses: jury
+            with:
+              models: [first, second]
+              prompt: judge.j2
+              output_schema: {type: object, additionalProperties: true, properties: {ok: {type: [boolean, "null"]}}}
+              vote: {field: ok, method: median}
+        output: {ok: "{{ steps.panel.ok }}"}
+        summary:
+          rates: {ok_rate: "{{ ok }}"}
+        """)
+    result = cli("validate", str(path))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 3, result.output
+    assert all(LOCATED.match(line) or "Did you mean 'result.ok'?" in line for line in lines), lines
+    assert sum("SUMMARY_JUDGE_KEY" in line for line in lines) == 1
+    assert any("'median' needs numbers" in line for line in lines)
