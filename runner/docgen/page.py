@@ -96,11 +96,16 @@ def _names() -> list[str]:
 
 
 def _adapters() -> list[str]:
-    from runner.inputs import ADAPTERS, adapter_names
+    from runner.inputs import ADAPTERS, adapter_names, options_schema
     lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
              "makes one item without a file).", ""]
     for name in adapter_names():
         lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
+        for option, spec in ((options_schema(name) or {}).get("properties") or {}).items():
+            lines.append(f"    - `with.{option}`: {spec.get('description', '')}")
+    lines += ["", "`--input -` reads standard input (copied once to a temporary file, removed when the run "
+              "ends) with the pipeline's adapter, or with `--input-format NAME` (e.g. "
+              "`cat items.csv | runner run judge.yaml --input - --input-format csv`)."]
     return [*lines, ""]
 
 

@@ -26,6 +26,8 @@ class Record:
 
     value: Any
     error: str | None = None
+    line: int | None = None       # where the record starts in its file, where the adapter says
+
 
 
 @dataclass
@@ -62,6 +64,21 @@ def counts(name: str) -> Callable[[Counter], Counter]:
         COUNTERS[name] = counter
         return counter
     return add
+
+
+# The JSON Schema of an adapter's options (`input.with`), where it takes any: `runner validate`
+# checks the pipeline's options against it.
+OPTION_SCHEMAS: dict[str, dict[str, Any]] = {}
+
+
+def takes(name: str, schema: dict[str, Any]) -> None:
+    """Adapter `name` takes the options `schema` describes."""
+    OPTION_SCHEMAS[name] = schema
+
+
+def options_schema(name: str) -> dict[str, Any] | None:
+    ADAPTERS.get(name)          # the adapter's module declares its options
+    return OPTION_SCHEMAS.get(name)
 
 
 def record_counter(name: str) -> Counter | None:

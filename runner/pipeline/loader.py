@@ -161,6 +161,12 @@ class _Checker:
         adapter = (self.data.get("input") or {}).get("adapter")
         if adapter is not None and adapter not in adapter_names():
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
+            return
+        from runner.inputs import options_schema
+        schema = options_schema(adapter or "json")
+        options = (self.data.get("input") or {}).get("with")
+        if schema is not None and options is not None:
+            self.problems += schema_problems(self.located, options, schema, ("input", "with"))
 
     def _collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
         for i, step in enumerate(steps):

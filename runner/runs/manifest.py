@@ -178,15 +178,21 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     atomic_write(run_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def input_entry(input_path: Path | None, records: list[str], project_dir: Path, items: int) -> dict[str, Any]:
+def input_entry(input_path: Path | None, records: list[str], project_dir: Path, items: int,
+                stdin_copy: Path | None = None) -> dict[str, Any]:
+    """run.json's `input`: the file (standard input's content as its copy held it), or the records."""
     if input_path is None:
         return {"records": [redact_assignment(r) for r in records], "items": items,
                 "sha256": sha256_json(records)}
-    entry: dict[str, Any] = {"path": shown_path(input_path), "in_project": input_identity(input_path, project_dir),
-                             "items": items}
+    entry: dict[str, Any] = {"path": shown_path(input_path), "items": items}
+    if stdin_copy is None:
+        entry["in_project"] = input_identity(input_path, project_dir)
+    else:
+        entry["stdin"] = True
+    content = stdin_copy or input_path
     try:
-        entry["sha256"] = sha256_file(input_path)
-        entry["bytes"] = os.path.getsize(input_path)
+        entry["sha256"] = sha256_file(content)
+        entry["bytes"] = os.path.getsize(content)
     except OSError:
         entry["sha256"] = None
     return entry
