@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, pipelines, tools, view
+from runner.cli import batches, calibration, init, pipelines, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
 
@@ -201,6 +201,7 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
 
 
 # Registered in the order `runner --help` lists them.
+app.command()(init.init)
 app.command()(pipelines.validate)
 app.command()(run)
 app.command()(render)
