@@ -2,14 +2,19 @@
 search providers): entries register themselves by name with a decorator, and the
 built-ins are the modules of one package. A lookup imports the module named like the entry
 first, and every module of the package when that does not find it (or to list them all). A
-new built-in is a new module in that package; nothing else names it."""
+new built-in is a new module in that package; nothing else names it.
+
+Installed packages add entries through Python entry points (`entry_group`, e.g.
+`runner.steps`): the entry point's name is the entry's, its object the entry. They are read
+with the built-ins, when a name is not a built-in's or all are listed; a plugin may not take
+a built-in's name."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from runner.errors import RunnerError, unknown
 
@@ -17,13 +22,18 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, builtins: str):
+    def __init__(self, kind: str, builtins: str, entry_group: str | None = None):
         self.kind = kind                  # "step type", in messages
         self.builtins = builtins          # the package whose modules register the built-ins
+        self.entry_group = entry_group    # the entry point group of installed plugins
         self._entries: dict[str, T] = {}
         self._loaded = False
 
     def add(self, name: str, entry: T) -> T:
+        """Register `entry` as `name`; a name is taken once (a plugin never replaces a built-in)."""
+        if self._entries.get(name, entry) is not entry:
+            raise RunnerError(f"{self.kind} '{name}' is registered twice ({_origin(self._entries[name])} and "
+                              f"{_origin(entry)})")
         self._entries[name] = entry
         return entry
 
@@ -74,3 +84,24 @@ class Registry(Generic[T]):
         package = importlib.import_module(self.builtins)
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{self.builtins}.{module.name}")
+        if self.entry_group:
+            for name, entry in entry_point_objects(self.entry_group).items():
+                self.add(name, entry)
+
+
+def _origin(entry: Any) -> str:
+    return f"{getattr(entry, '__module__', '?')}.{getattr(entry, '__qualname__', type(entry).__name__)}"
+
+
+def entry_point_objects(group: str) -> dict[str, Any]:
+    """Name -> object of every installed entry point of `group`; one that fails to load is a
+    RunnerError naming it (a plugin's bug is not runner's)."""
+    from importlib.metadata import entry_points
+    found: dict[str, Any] = {}
+    for point in entry_points(group=group):
+        try:
+            found[point.name] = point.load()
+        except Exception as exc:     # any error of the plugin's own code
+            raise RunnerError(f"entry point {group} '{point.name}' ({point.value}) failed to load: "
+                              f"{type(exc).__name__}: {exc}") from None
+    return found

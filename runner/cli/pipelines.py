@@ -43,10 +43,14 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
         typer.echo(f"{file}: {' '.join(str(description).split())}")
 
 
-def steps() -> None:
+def steps(pipeline: Annotated[Path | None, typer.Argument(
+        help="Also the step types of this pipeline's plugins (installed plugins are always listed).")] = None) -> None:
     """The step types, their arguments (from their schemas) and the fields of their results."""
     from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
+    if pipeline is not None:
+        from runner.pipeline.loader import load_pipeline
+        load_pipeline(pipeline)          # imports the plugins it names
     for name in step_names():
         info = step_info(name)
         typer.echo(f"{name}: {info.summary}")

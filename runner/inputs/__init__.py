@@ -48,8 +48,9 @@ class Item:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-# Every module of runner/inputs is imported on the first lookup and registers its adapters.
-ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs")
+# Every module of runner/inputs is imported on the first lookup and registers its adapters;
+# installed packages add theirs through the entry point group `runner.inputs` (name -> adapter).
+ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs", "runner.inputs")
 adapter = ADAPTERS.register
 
 # How many records an adapter would yield, found without building them, where an adapter

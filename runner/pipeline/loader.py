@@ -22,6 +22,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
+from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.result_shapes import OPEN, ShapeContext, check_read, closed, literal_shape, step_field_reads, union
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.template_checks import referenced_templates, result_field_problems, unknown_callables
@@ -46,7 +47,9 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                                                "(version, name, steps, ...)")])
     project_dir = file.resolve().parent.parent
     located, sources = expand(located, file, project_dir)
-    memo = validated if catalog is None else None        # a custom catalog's checks are its own
+    # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
+    # is valid without the pipeline changing: such pipelines are checked every time.
+    memo = validated if catalog is None and not located.data.get("plugins") else None
     catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
@@ -54,6 +57,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     if memo and memo.known(fingerprint):
         return _build(located, file, project_dir, sources)
     problems = schema_problems(located, located.data, pipeline_schema())
+    if not problems:         # the plugins' step types, adapters and filters, before anything is checked
+        problems = plugin_problems(located, project_dir)
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
@@ -72,7 +77,8 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency", 8),
-        located=located, tracing=data.get("tracing"), sources=tuple(sources))
+        located=located, tracing=data.get("tracing"), sources=tuple(sources),
+        plugins=plugin_specs(data, project_dir))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:

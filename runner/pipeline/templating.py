@@ -12,15 +12,16 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
+from runner.errors import RunnerError
 from runner.paths import OK, resolve_inside
 from runner.pipeline.sandbox_limits import (
     MAX_ELEMENTS,
@@ -196,7 +197,37 @@ def length(value: Any) -> int:
     return len(value)
 
 
-def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
+# Filters of plugins: a module a pipeline names (`plugins:`) registers its filters with
+# @template_filter("name"); an installed package through the entry point group `runner.filters`.
+PLUGIN_FILTERS: dict[str, Callable[..., Any]] = {}
+FilterT = TypeVar("FilterT", bound=Callable[..., Any])
+
+
+def template_filter(name: str) -> Callable[[FilterT], FilterT]:
+    """Decorator: register a plugin's Jinja filter as `name` (a name is taken once)."""
+    def add(function: FilterT) -> FilterT:
+        if PLUGIN_FILTERS.get(name, function) is not function:
+            raise RunnerError(f"filter '{name}' is registered twice")
+        PLUGIN_FILTERS[name] = function
+        return function
+    return add
+
+
+@cache
+def installed_filters() -> dict[str, Callable[..., Any]]:
+    """The filters installed packages register (entry points `runner.filters`), read once."""
+    from runner.registry import entry_point_objects
+    return entry_point_objects("runner.filters")
+
+
+def plugin_filters() -> dict[str, Callable[..., Any]]:
+    return {**installed_filters(), **PLUGIN_FILTERS}
+
+
+def make_environment(template_dir: Path | None = None, read_only: bool = False,
+                     plugins: bool = True) -> SandboxedEnvironment:
+    """The sandboxed environment of every template: Jinja's filters, runner's and (unless
+    `plugins` is False: parsing only) the plugins'."""
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
     sandbox = ReadOnlySandbox if read_only else BoundedSandbox
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
@@ -207,6 +238,10 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
                        tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
                        pluck_values=pluck_values, length=length, count=length,
                        sentences=split_sentences)
+    for name, function in (plugin_filters() if plugins else {}).items():
+        if name in env.filters:
+            raise RunnerError(f"a plugin's filter '{name}' has the name of a built-in filter")
+        env.filters[name] = function
     guard_filters(env.filters)
     env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function
@@ -318,11 +353,13 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
     return env.parse(source)
 
 
-_PARSE_ENV = make_environment()
+_PARSE_ENV = make_environment(plugins=False)
 
 
 def free_names(tree: nodes.Template) -> set[str]:
     from jinja2 import meta
+    for name, function in plugin_filters().items():     # compiling checks filter names: the plugins' too
+        _PARSE_ENV.filters.setdefault(name, function)
     return set(meta.find_undeclared_variables(tree))
 
 

@@ -102,7 +102,8 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
     plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
     names, and of the templates they include; each by its path in the project."""
     found: dict[str, str] = {}
-    for source in pipeline.sources[1:]:
+    plugin_files = [Path(spec) for spec in pipeline.plugins if spec.endswith(".py")]
+    for source in [*pipeline.sources[1:], *plugin_files]:
         try:
             found[str(source.resolve().relative_to(pipeline.project_dir.resolve()))] = sha256_file(source)
         except (OSError, ValueError):

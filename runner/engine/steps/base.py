@@ -33,6 +33,8 @@ class Step:
     render_args: ClassVar[bool] = True                 # False: run() renders all of `with:` itself
     own_scope: ClassVar[tuple[str, ...]] = ()          # extra names its own `with:` may read
     result: ClassVar[dict[str, Any]] = OPEN            # run()'s result (JSON Schema) when `with:` does not shape it
+    # A plugin's `with:` schema (JSON Schema); a built-in's is runner/schemas/steps/<name>.schema.json.
+    schema: ClassVar[dict[str, Any] | None] = None
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
