@@ -27,7 +27,8 @@ class Registry(Generic[T]):
         self.builtins = builtins          # the package whose modules register the built-ins
         self.entry_group = entry_group    # the entry point group of installed plugins
         self._entries: dict[str, T] = {}
-        self._loaded = False
+        self._loaded = False              # every built-in module imported
+        self._installed_loaded = False    # every installed plugin's entry point read
 
     def add(self, name: str, entry: T) -> T:
         """Register `entry` as `name`; a name is taken once (a plugin never replaces a built-in)."""
@@ -43,27 +44,31 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The entry, or a RunnerError naming the nearest known name."""
-        if name not in self._entries:
-            self._load_named(name)
-        if name not in self._entries:
-            self._load()
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise RunnerError(unknown(self.kind, name, self._entries)) from None
+        if not self._find(name):
+            raise RunnerError(unknown(self.kind, name, self.names()))
+        return self._entries[name]
 
     __getitem__ = get
 
     def names(self) -> list[str]:
         self._load()
+        self._load_installed()
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        self._load()
-        return name in self._entries
+        return isinstance(name, str) and self._find(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def _find(self, name: str) -> bool:
+        """Whether `name` is registered, reading no more than it takes: the built-in module of that
+        name, then every built-in, then the installed plugins."""
+        for load in (self._load_named, lambda _: self._load(), lambda _: self._load_installed()):
+            if name in self._entries:
+                return True
+            load(name)
+        return name in self._entries
 
     def _load_named(self, name: str) -> None:
         """Import the built-in module of that name, where there is one: a run imports the
@@ -84,9 +89,14 @@ class Registry(Generic[T]):
         package = importlib.import_module(self.builtins)
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{self.builtins}.{module.name}")
-        if self.entry_group:
-            for name, entry in entry_point_objects(self.entry_group).items():
-                self.add(name, entry)
+
+    def _load_installed(self) -> None:
+        """The entries of installed packages (their entry points), read once."""
+        if self._installed_loaded or not self.entry_group:
+            return
+        self._installed_loaded = True
+        for name, entry in entry_point_objects(self.entry_group).items():
+            self.add(name, entry)
 
 
 def _origin(entry: Any) -> str:

@@ -111,7 +111,7 @@ def _adapters() -> list[str]:
 
 def render_page() -> str:
     from runner.pipeline.templating import make_environment
-    env = make_environment(plugins=False)
+    env = make_environment()
     jinja_filters = sorted(set(env.filters) - set(RUNNER_FILTERS))
     lines = ["# The pipeline language", "",
              "Generated from the code by `python -m runner.docgen`; do not edit (a test fails when it is "

@@ -163,9 +163,9 @@ class _Checker:
                 self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
-        from runner.inputs import adapter_names
+        from runner.inputs import ADAPTERS, adapter_names
         adapter = (self.data.get("input") or {}).get("adapter")
-        if adapter is not None and adapter not in adapter_names():
+        if adapter is not None and adapter not in ADAPTERS:
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
             return
         from runner.inputs import options_schema

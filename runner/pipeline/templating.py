@@ -12,17 +12,17 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from runner.errors import RunnerError
 from runner.paths import OK, resolve_inside
+from runner.pipeline.plugin_filters import BUILTIN_FILTERS, FilterTable
 from runner.pipeline.sandbox_limits import (
     MAX_ELEMENTS,
     BoundedSandbox,
@@ -197,52 +197,24 @@ def length(value: Any) -> int:
     return len(value)
 
 
-# Filters of plugins: a module a pipeline names (`plugins:`) registers its filters with
-# @template_filter("name"); an installed package through the entry point group `runner.filters`.
-PLUGIN_FILTERS: dict[str, Callable[..., Any]] = {}
-FilterT = TypeVar("FilterT", bound=Callable[..., Any])
+RUNNER_FILTERS: dict[str, Callable[..., Any]] = dict(
+    normalize=normalize, normalize_html=normalize_html, sha256=sha256, regex_findall=regex_findall,
+    regex_search=regex_search, clamp=clamp, tojson=tojson, fields_schema=fields_schema, dict_from=dict_from,
+    pick=pick, pluck_values=pluck_values, length=length, count=length, sentences=split_sentences)
+BUILTIN_FILTERS.update(RUNNER_FILTERS)
 
 
-def template_filter(name: str) -> Callable[[FilterT], FilterT]:
-    """Decorator: register a plugin's Jinja filter as `name` (a name is taken once)."""
-    def add(function: FilterT) -> FilterT:
-        if PLUGIN_FILTERS.get(name, function) is not function:
-            raise RunnerError(f"filter '{name}' is registered twice")
-        PLUGIN_FILTERS[name] = function
-        return function
-    return add
-
-
-@cache
-def installed_filters() -> dict[str, Callable[..., Any]]:
-    """The filters installed packages register (entry points `runner.filters`), read once."""
-    from runner.registry import entry_point_objects
-    return entry_point_objects("runner.filters")
-
-
-def plugin_filters() -> dict[str, Callable[..., Any]]:
-    return {**installed_filters(), **PLUGIN_FILTERS}
-
-
-def make_environment(template_dir: Path | None = None, read_only: bool = False,
-                     plugins: bool = True) -> SandboxedEnvironment:
-    """The sandboxed environment of every template: Jinja's filters, runner's and (unless
-    `plugins` is False: parsing only) the plugins'."""
+def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
+    """The sandboxed environment of every template: Jinja's filters, runner's, and the
+    plugins' (looked up when a template names a filter neither has)."""
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
     sandbox = ReadOnlySandbox if read_only else BoundedSandbox
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
     env = sandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                          keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-    env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
-                       regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
-                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values, length=length, count=length,
-                       sentences=split_sentences)
-    for name, function in (plugin_filters() if plugins else {}).items():
-        if name in env.filters:
-            raise RunnerError(f"a plugin's filter '{name}' has the name of a built-in filter")
-        env.filters[name] = function
+    env.filters.update(RUNNER_FILTERS)
     guard_filters(env.filters)
+    env.filters = FilterTable(env.filters)
     env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
@@ -353,13 +325,11 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
     return env.parse(source)
 
 
-_PARSE_ENV = make_environment(plugins=False)
+_PARSE_ENV = make_environment()
 
 
 def free_names(tree: nodes.Template) -> set[str]:
     from jinja2 import meta
-    for name, function in plugin_filters().items():     # compiling checks filter names: the plugins' too
-        _PARSE_ENV.filters.setdefault(name, function)
     return set(meta.find_undeclared_variables(tree))
 
 

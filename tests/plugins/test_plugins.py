@@ -27,7 +27,7 @@ from pathlib import Path
 
 from runner.engine.steps.base import Step, register
 from runner.inputs import Record, adapter
-from runner.pipeline.templating import template_filter
+from runner.pipeline.plugin_filters import template_filter
 
 
 @register
