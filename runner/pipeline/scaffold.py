@@ -116,12 +116,3 @@ def scaffold(root: Path, name: str) -> list[str]:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(root / relative, text)
     return list(files)
-
-
-def next_commands(name: str) -> list[str]:
-    """What to run next, in order: check, look at the prompts, run, score against the labels."""
-    pipeline, items = f"pipelines/{name}.yaml", f"examples/{name}/items.csv"
-    return [f"runner validate {pipeline}",
-            f"runner render {pipeline} --input {items} --item 1",
-            f"runner run {pipeline} --input {items} --model judge=openai/gpt-4o-mini",
-            f"runner eval {pipeline} --input {items} --labels examples/{name}/labels.csv --key id --truth label"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from fakellm import Reply
 
@@ -10,31 +11,32 @@ FILES = ["pipelines/qa_judge.yaml", "prompts/qa_judge.j2", "schemas/qa_judge.sch
          "examples/qa_judge/items.csv", "examples/qa_judge/labels.csv"]
 
 
-def test_init_then_validate_render_run_and_eval(project, cli, fake_llm):
+def test_init_then_the_commands_it_prints_validate_render_run_and_eval(project, cli, fake_llm):
     made = cli("init", "qa_judge")
     assert made.exit_code == 0, made.output
-    assert [line.removeprefix("created ") for line in made.output.splitlines()[:5]] == FILES
-    assert "  runner validate pipelines/qa_judge.yaml\n" in made.output
+    lines = made.output.splitlines()
+    assert [line.removeprefix("created ") for line in lines[:5]] == FILES and lines[5] == "next:"
     assert all((project.root / name).is_file() for name in FILES)
+    validate, render, run, evaluate = (shlex.split(line)[1:] for line in lines[6:10])
 
-    checked = cli("validate", "pipelines/qa_judge.yaml")
+    checked = cli(*validate)
     assert checked.exit_code == 0 and checked.output == "pipelines/qa_judge.yaml: ok (1 steps)\n"
-    rendered = cli("render", "pipelines/qa_judge.yaml", "--input", "examples/qa_judge/items.csv")
+    rendered = cli(*render)
     assert rendered.exit_code == 0, rendered.output
-    assert rendered.output.count("--- LLM call: model judge") == 5
-    assert "Question: Which planet is closest to the Sun, and how long is its year?" in rendered.output
+    assert rendered.output.count("--- LLM call: model judge") == 1
+    assert "Question: What is the capital of France?\nAnswer: Paris\n" in rendered.output
+    everything = cli("render", "pipelines/qa_judge.yaml", "--input", "examples/qa_judge/items.csv")
+    assert everything.output.count("--- LLM call: model judge") == 5
+    assert "Question: Which planet is closest to the Sun, and how long is its year?" in everything.output
 
     scores = {"capital of France": 1, "spider": 0, "Pride": 1, "boiling": 0.9, "closest": 0.2}
     for words, score in scores.items():
         fake_llm.script(Reply(json.dumps({"score": score, "reason": "checked"})), contains=words)
-    model = f"judge=openai/judge@{fake_llm.url}"
-    ran = cli("run", "pipelines/qa_judge.yaml", "--input", "examples/qa_judge/items.csv", "--model", model,
-              "--out", "out", "--quiet")
+    assert run[-1] == "judge=openai/local-model@http://localhost:1234/v1"
+    ran = cli(*run[:-1], f"judge=openai/local-model@{fake_llm.url}", "--quiet")
     assert ran.exit_code == 0, ran.output
-    assert [(r["id"], r["verdict"]) for r in project.results()] == [
-        ("1", "PASS"), ("2", "FAIL"), ("3", "PASS"), ("4", "PASS"), ("5", "FAIL")]
-    assert project.summary()["pass_rate"] == 0.6
-    scored = cli("eval", "out", "--labels", "examples/qa_judge/labels.csv", "--key", "id", "--truth", "label")
+    assert "5 item(s) (PASS: 3, FAIL: 2); errors: 0" in ran.output
+    scored = cli(*evaluate)
     assert scored.exit_code == 0, scored.output
     assert "scored 5 of 5 label(s) against 5 result(s)" in scored.output and "accuracy 1.0" in scored.output
 
