@@ -79,7 +79,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 def _input_file(source: ItemSource) -> Path:
     """The file to read: `--input`, or a copy of standard input for `--input -` (made once)."""
     if is_stdin(source.input_path) and source.stdin_copy is None:
-        source.stdin_copy = spool(sys.stdin.buffer)
+        source.stdin_copy = spool(sys.stdin)
     return source.input_file or Path()
 
 

@@ -112,6 +112,8 @@ def sweep_command(
                    f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
                    err=True)
 
+    if str(input) == "-":
+        raise RunnerError("sweep --input -: a sweep reads its input once per setting; give a file")
     request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)

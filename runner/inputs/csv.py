@@ -102,8 +102,8 @@ def _records(path: Path, reader: Any, lines: _Lines, header: list[str],
         except csv.Error as exc:       # strict: a stray quote; the reader goes on at the next line
             yield Record({"line": first}, error=f"{path}:{first}: not valid CSV ({exc})")
             continue
-        if not row:
-            continue                    # a blank line
+        if not row or len(row) == 1 < len(header) and not row[0].strip():
+            continue                    # a blank line (or one of spaces only)
         yield _record(path, first, row, lines, header, types)
 
 

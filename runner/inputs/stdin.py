@@ -8,7 +8,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
+
+from runner.errors import InputError
 
 STDIN = Path("-")
 
@@ -17,9 +19,16 @@ def is_stdin(path: Path | None) -> bool:
     return path is not None and str(path) == "-"
 
 
-def spool(stream: BinaryIO) -> Path:
-    """A temporary file holding everything `stream` gives until its end."""
+def spool(stdin: TextIO | None) -> Path:
+    """A temporary file holding the bytes standard input gives until its end; a terminal is
+    refused (nothing was piped in: the command would wait for typing)."""
+    binary: BinaryIO | None = getattr(stdin, "buffer", None)
+    if stdin is None or binary is None:
+        raise InputError("--input -: there is no standard input to read")
+    if stdin.isatty():
+        raise InputError("--input -: standard input is a terminal; pipe the input in "
+                         "(e.g. cat items.csv | runner run PIPELINE --input - --input-format csv)")
     handle, name = tempfile.mkstemp(prefix="runner-stdin-")
     with os.fdopen(handle, "wb") as copy:
-        shutil.copyfileobj(stream, copy)
+        shutil.copyfileobj(binary, copy)
     return Path(name)

@@ -37,6 +37,7 @@ ROWS = ('\ufeffid,text,score,urgent\r\n'
         '1,"Paris is in France, says ""the atlas""",0.5,yes\r\n'
         '2,"two\r\nlines",3,no\r\n'
         '\r\n'
+        '   \r\n'
         '3,plain,,true\r\n')
 
 
@@ -63,7 +64,7 @@ def test_rows_read_with_bom_crlf_quotes_and_types(tmp_path):
         {"id": "1", "text": 'Paris is in France, says "the atlas"', "score": 0.5, "urgent": True},
         {"id": "2", "text": "two\r\nlines", "score": 3, "urgent": False},
         {"id": "3", "text": "plain", "score": None, "urgent": True}]
-    assert [r.line for r in records] == [2, 3, 6]
+    assert [r.line for r in records] == [2, 3, 7]
 
 
 def test_a_bad_row_is_an_item_naming_its_line_and_the_others_go_on(tmp_path):
@@ -160,3 +161,9 @@ def test_jsonl_on_standard_input_with_input_format(judge, project):
     assert rendered.exit_code == 0 and "Judge item 2: b" in rendered.output
     unknown = invoke("run", str(judge), "--input", "-", "--input-format", "jsonll", stdin=lines)
     assert unknown.exit_code == 2 and "jsonl" in unknown.stderr
+
+
+def test_a_sweep_refuses_standard_input(judge, project):
+    refused = invoke("sweep", str(judge), "--input", "-", "--labels", "labels.csv", "--key", "id",
+                     "--truth", "label", "--grid", "params.x=1,2", stdin="id\n1\n")
+    assert refused.exit_code == 2 and "a sweep reads its input once per setting; give a file" in refused.stderr
