@@ -6,8 +6,9 @@ new built-in is a new module in that package; nothing else names it.
 
 Installed packages add entries through Python entry points (`entry_group`, e.g.
 `runner.steps`): the entry point's name is the entry's, its object the entry. They are read
-with the built-ins, when a name is not a built-in's or all are listed; a plugin may not take
-a built-in's name."""
+after the built-ins, only when a name is not a built-in's or all are listed (a run of
+built-ins never reads the installed packages' metadata); a name is taken once, so a plugin
+never replaces a built-in."""
 
 from __future__ import annotations
 
@@ -64,10 +65,12 @@ class Registry(Generic[T]):
     def _find(self, name: str) -> bool:
         """Whether `name` is registered, reading no more than it takes: the built-in module of that
         name, then every built-in, then the installed plugins."""
-        for load in (self._load_named, lambda _: self._load(), lambda _: self._load_installed()):
-            if name in self._entries:
-                return True
-            load(name)
+        if name not in self._entries:
+            self._load_named(name)
+        if name not in self._entries:
+            self._load()
+        if name not in self._entries:
+            self._load_installed()
         return name in self._entries
 
     def _load_named(self, name: str) -> None:

@@ -29,7 +29,6 @@ class Record:
     line: int | None = None       # where the record starts in its file, where the adapter says
 
 
-
 @dataclass
 class Item:
     """One unit of work: 1-based `index` in input order."""

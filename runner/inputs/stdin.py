@@ -12,8 +12,6 @@ from typing import BinaryIO, TextIO
 
 from runner.errors import InputError
 
-STDIN = Path("-")
-
 
 def is_stdin(path: Path | None) -> bool:
     return path is not None and str(path) == "-"
