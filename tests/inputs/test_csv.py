@@ -115,6 +115,14 @@ def test_run_and_eval_a_csv_input_with_csv_labels(judge, project, fake_llm):
     assert "accuracy 0.6667" in again.output
 
 
+def test_eval_runs_a_pipeline_over_standard_input(judge, project):
+    project.file("labels.csv", "id,label\n1,TRUE\n2,FALSE\n3,FALSE\n")
+    scored = invoke("eval", str(judge), "--input", "-", "--out", "out", "--labels", "labels.csv", "--key", "id",
+                    "--truth", "label", stdin=ROWS)
+    assert scored.exit_code == 0, scored.output
+    assert "scored 3 of 3 label(s) against 3 result(s)" in scored.output and "accuracy 0.6667" in scored.output
+
+
 def test_a_bad_label_row_is_refused_with_its_line(judge, project):
     project.file("items.csv", ROWS)
     assert invoke("run", str(judge), "--input", "items.csv", "--out", "out", "--quiet").exit_code == 0
