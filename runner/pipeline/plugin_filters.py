@@ -14,6 +14,7 @@ import jinja2.filters
 
 from runner.errors import RunnerError
 
+ENTRY_GROUP = "runner.filters"
 PLUGIN_FILTERS: dict[str, Callable[..., Any]] = {}
 # Names a plugin may not take: Jinja's filters, and runner's (templating adds them as it is
 # imported, which the loader and every run do before they import a plugin).
@@ -34,7 +35,7 @@ def template_filter(name: str) -> Callable[[F], F]:
 def installed_filters() -> dict[str, Callable[..., Any]]:
     """The filters installed packages register, read once per process."""
     from runner.registry import entry_point_objects
-    found = entry_point_objects("runner.filters")
+    found = entry_point_objects(ENTRY_GROUP)
     for name, function in found.items():
         _check_name(name, function)
     return found

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -220,3 +221,20 @@ def test_an_installed_plugin_runs_on_ray(installed, words):
     assert ran.returncode == 0, ran.stderr
     assert results(words / "ray") == EXPECTED
 
+
+
+def test_the_readme_plugin_example_runs_as_a_named_file(words):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Plugins: step types, input adapters and filters of your own", 1)[1]
+    (source,) = re.findall(r"```python\n(.*?)```", re.split(r"\n#{2,3} ", section, maxsplit=1)[0], re.DOTALL)
+    (words / "plugins").mkdir()
+    (words / "plugins" / "steps.py").write_text(source, encoding="utf-8")
+    (words / "pipelines" / "readme.yaml").write_text(
+        "plugins: [plugins/steps.py]\n" + PIPELINE.replace(", min: 3", "").replace(
+            '  enough: "{{ steps.count.enough }}"\n', "").replace("summary: {count_by: enough}\n", ""),
+        encoding="utf-8")
+    ran = runner("run", "pipelines/readme.yaml", "--input", "notes.txt", "--out", "out", "--quiet", cwd=words)
+    assert ran.returncode == 0, ran.stderr
+    lines = (words / "out" / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [(r["line"], r["words"], r["loud"]) for r in map(json.loads, lines)] == [
+        (1, 3, "ONE TWO THREE!"), (3, 2, "FOUR FIVE!"), (4, 4, "SIX SEVEN EIGHT NINE!")]
