@@ -85,6 +85,11 @@ class Registry(Generic[T]):
             if exc.name != module:
                 raise
 
+    def load_builtins(self) -> None:
+        """Import every built-in now (before a plugin registers: a plugin then cannot take a
+        built-in's name, whose module would otherwise register it later)."""
+        self._load()
+
     def _load(self) -> None:
         if self._loaded:
             return

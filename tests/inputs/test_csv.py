@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -175,3 +176,15 @@ def test_a_sweep_refuses_standard_input(judge, project):
     refused = invoke("sweep", str(judge), "--input", "-", "--labels", "labels.csv", "--key", "id",
                      "--truth", "label", "--grid", "params.x=1,2", stdin="id\n1\n")
     assert refused.exit_code == 2 and "a sweep reads its input once per setting; give a file" in refused.stderr
+
+
+def test_a_terminal_is_not_read_as_standard_input():
+    from runner.errors import InputError
+    from runner.inputs.stdin import spool
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    with pytest.raises(InputError, match="standard input is a terminal; pipe the input in"):
+        spool(Terminal(io.BytesIO()))

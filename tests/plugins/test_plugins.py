@@ -199,11 +199,16 @@ def test_a_module_file_the_pipeline_names_is_a_plugin(words):
     ("plugins/missing.py", "plugin 'plugins/missing.py': file 'plugins/missing.py' not found under"),
     ("no_such_module_here", "plugin 'no_such_module_here': no module named 'no_such_module_here' (install"),
     ("plugins/broken.py", "plugin 'plugins/broken.py': plugin "),
+    ("plugins/clash.py", "plugin 'plugins/clash.py': step type 'compute' is registered twice "
+                         "(runner.engine.steps.compute.Compute and "),
 ])
 def test_a_plugin_that_cannot_be_imported_is_refused_at_its_entry(words, entry, message):
     (words / "outside.py").write_text("raise SystemExit('imported')\n", encoding="utf-8")
     (words / "plugins").mkdir()
     (words / "plugins" / "broken.py").write_text("1 / 0\n", encoding="utf-8")
+    (words / "plugins" / "clash.py").write_text(
+        "from runner.engine.steps.base import Step, register\n\n\n"
+        "@register\nclass Mine(Step):\n    name = 'compute'\n", encoding="utf-8")
     (words / "pipelines" / "p.yaml").write_text(f"plugins: ['{entry}']\n" + PIPELINE, encoding="utf-8")
     checked = runner("validate", "pipelines/p.yaml", cwd=words)
     assert checked.returncode == 2
@@ -238,3 +243,4 @@ def test_the_readme_plugin_example_runs_as_a_named_file(words):
     lines = (words / "out" / "results.jsonl").read_text(encoding="utf-8").splitlines()
     assert [(r["line"], r["words"], r["loud"]) for r in map(json.loads, lines)] == [
         (1, 3, "ONE TWO THREE!"), (3, 2, "FOUR FIVE!"), (4, 4, "SIX SEVEN EIGHT NINE!")]
+
