@@ -43,12 +43,18 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
         typer.echo(f"{file}: {' '.join(str(description).split())}")
 
 
-def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (e.g. jury).")] = None) -> None:
+def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (e.g. jury).")] = None,
+          pipeline: Annotated[Path | None, typer.Option(
+              "--pipeline", "-p", help="Also the step types of this pipeline's plugins (installed plugins are "
+                                       "always listed).")] = None) -> None:
     """The step types (or one), their arguments and sub-fields (from their schemas), the fields
     of their results, and an example."""
     from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
+    if pipeline is not None:
+        from runner.pipeline.loader import load_pipeline
+        load_pipeline(pipeline)          # imports the plugins it names
     if name is not None and name not in step_names():
         from runner.errors import unknown
         raise RunnerError(unknown("step type", name, step_names()))

@@ -105,11 +105,16 @@ def _names() -> list[str]:
 
 
 def _adapters() -> list[str]:
-    from runner.inputs import ADAPTERS, adapter_names
+    from runner.inputs import ADAPTERS, adapter_names, options_schema
     lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
              "makes one item without a file).", ""]
     for name in adapter_names():
         lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
+        for option, spec in ((options_schema(name) or {}).get("properties") or {}).items():
+            lines.append(f"    - `with.{option}`: {spec.get('description', '')}")
+    lines += ["", "`--input -` reads standard input (copied once to a temporary file, removed when the run "
+              "ends) with the pipeline's adapter, or with `--input-format NAME` (e.g. "
+              "`cat items.csv | runner run judge.yaml --input - --input-format csv`)."]
     return [*lines, ""]
 
 
@@ -130,6 +135,22 @@ def _features() -> list[str]:
     return lines
 
 
+def _plugins() -> list[str]:
+    from runner.inputs import ADAPTERS
+    from runner.pipeline.catalog import STEPS
+    from runner.pipeline.plugin_filters import ENTRY_GROUP
+    groups = {"step types": STEPS.entry_group, "input adapters": ADAPTERS.entry_group, "filters": ENTRY_GROUP}
+    return ["## Plugins", "",
+            "A project's own step types, input adapters and filters come from an installed package, through "
+            "entry points (" + ", ".join(f"`{group}` for {kind}" for kind, group in groups.items()) + "; the "
+            "entry point's name is the step type's, adapter's or filter's), or from modules the pipeline names: "
+            "`plugins: [my_judges.steps, plugins/scoring.py]` (an importable module, or a `.py` file relative to "
+            "the project folder and inside it). Nothing else is imported. A module registers what it brings with "
+            "`@register` (runner.engine.steps.base; the class's `schema` is its `with:` schema), "
+            "`@adapter(\"name\")` (runner.inputs) and `@template_filter(\"name\")` "
+            "(runner.pipeline.plugin_filters); see the README's \"Plugins\" section for a whole example.", ""]
+
+
 def render_page() -> str:
     from runner.pipeline.templating import make_environment
     env = make_environment()
@@ -147,5 +168,5 @@ def render_page() -> str:
              *_entries("Filters of Jinja", {n: env.filters[n] for n in jinja_filters}, FILTERS, jinja_filters),
              *_entries("Tests (`x is NAME`, `select('NAME')`)", dict(env.tests), TESTS, sorted(env.tests)),
              *_entries("Global functions", dict(env.globals), GLOBALS, sorted(env.globals)),
-             *_names(), *_adapters(), *_features()]
+             *_names(), *_adapters(), *_plugins(), *_features()]
     return "\n".join(lines).rstrip("\n") + "\n"

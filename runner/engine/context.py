@@ -72,6 +72,9 @@ class Runtime:
 
     @classmethod
     def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+        if pipeline.plugins:        # every process of a run imports them (a worker starts without)
+            from runner.pipeline.plugins import load_plugins
+            load_plugins(pipeline.plugins)
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": datetime.now(UTC).isoformat(timespec="seconds")}

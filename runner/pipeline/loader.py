@@ -26,6 +26,7 @@ from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.parts import part_files, with_parts
+from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.result_shapes import ShapeContext, step_shape
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
@@ -53,16 +54,22 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                                                "(version, name, steps, ...)")])
     project_dir = project_dir or file.resolve().parent.parent
     located, sources = expand(located, file, project_dir)
-    memo = validated if catalog is None else None        # a custom catalog's checks are its own
+    # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
+    # is valid without the pipeline changing: such pipelines are checked every time.
+    memo = validated if catalog is None and not located.data.get("plugins") else None
     catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
-    defaults_problems = apply_defaults(located, catalog.infos)
     sources += part_files(project_dir, located.data.get("steps"))
     fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
     if memo and memo.known(fingerprint):
+        apply_defaults(located, catalog.infos)
         return _build(located, file, project_dir, sources)
-    problems = schema_problems(located, located.data, pipeline_schema()) + defaults_problems
+    problems = schema_problems(located, located.data, pipeline_schema())
+    if not problems:         # the plugins' step types, adapters and filters, before anything is checked
+        problems = plugin_problems(located, project_dir)
+    if not problems:         # then every step type is known: the failure defaults by type
+        problems = apply_defaults(located, catalog.infos)
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
@@ -88,7 +95,8 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
-        located=located, tracing=data.get("tracing"), sources=tuple(sources))
+        located=located, tracing=data.get("tracing"), sources=tuple(sources),
+        plugins=plugin_specs(data, project_dir))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -197,10 +205,16 @@ class _Checker:
                 self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
-        from runner.inputs import adapter_names
+        from runner.inputs import ADAPTERS, adapter_names
         adapter = (self.data.get("input") or {}).get("adapter")
-        if adapter is not None and adapter not in adapter_names():
+        if adapter is not None and adapter not in ADAPTERS:
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
+            return
+        from runner.inputs import options_schema
+        schema = options_schema(adapter or "json")
+        options = (self.data.get("input") or {}).get("with")
+        if schema is not None and options is not None:
+            self.problems += schema_problems(self.located, options, schema, ("input", "with"))
 
     def _collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
         for i, step in enumerate(steps):

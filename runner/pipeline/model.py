@@ -41,6 +41,7 @@ class Pipeline:
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
     sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends
+    plugins: tuple[str, ...] = ()       # `plugins:` resolved: module names and real paths of .py files
 
     @property
     def params_schema(self) -> dict[str, Any]:

@@ -36,6 +36,8 @@ class Step:
     # of a mapping (declared in its result schema), or attributes of a list.
     counts_calls: ClassVar[bool] = False
     result: ClassVar[dict[str, Any]] = OPEN            # run()'s result (JSON Schema) when `with:` does not shape it
+    # A plugin's `with:` schema (JSON Schema); a built-in's is runner/schemas/steps/<name>.schema.json.
+    schema: ClassVar[dict[str, Any] | None] = None
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
