@@ -77,7 +77,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
     source.input_items = len(items)
-    return select(pipeline, items, source.selection, source.limit)
+    selected = select(pipeline, items, source.selection, source.limit)
+    return source.derive(selected) if source.derive is not None else selected
 
 
 def _input_file(source: ItemSource) -> Path:
@@ -177,7 +178,7 @@ class _StartedRun:
             if _batching(pipeline, options):
                 check_store(options.cache_dir)        # and an unusable batch store too
             if options.out_dir is None:
-                group = default_group(pipeline, source)
+                group = options.group or default_group(pipeline, source)
                 options.out_dir, options.memo_dir = new_run_dir(group), group
             out_dir: Path = options.out_dir
             refuse_overwriting_input(out_dir, source.input_path)

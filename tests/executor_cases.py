@@ -105,3 +105,58 @@ def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: An
     asked = len(fake_llm.requests)
     time.sleep(1.0)
     assert len(fake_llm.requests) == asked          # the workers stopped with the driver
+
+
+def repeat_and_confidence_give_what_a_local_run_gives(project: Any, fake_llm: Any, cli: Any,
+                                                      executor: list[str]) -> None:
+    """`repeat:` and `confidence:` on an llm step and a jury: each sample is its own call in a
+    worker, and the values, stabilities and confidences are the local run's."""
+    from jurors import token_logprobs
+    project.schema("v.schema.json", {"type": "object", "required": ["verdict"],
+                                     "properties": {"verdict": {"enum": ["yes", "no"]}}})
+    project.pipeline(f"""
+        version: 1
+        name: sampled
+        models:
+          a: {{model: openai/a, api_base: "{fake_llm.url}", temperature: 0.8, limits: {{concurrency: 8}}}}
+          b: {{model: openai/b, api_base: "{fake_llm.url}", temperature: 0.8, limits: {{concurrency: 8}}}}
+        steps:
+          - {{id: one, uses: llm, with: {{model: a, prompt: "One {{{{ item.n }}}}", output_schema: v.schema.json,
+                                        repeat: 3, field: verdict, confidence: true}}}}
+          - {{id: jury, uses: jury, with: {{models: [a, b], prompt: "Both {{{{ item.n }}}}",
+                                          output_schema: v.schema.json, vote: {{field: verdict}}, repeat: 3,
+                                          confidence: true}}}}
+        output: {{one: "{{{{ steps.one }}}}", jury: "{{{{ steps.jury }}}}"}}
+        """)
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(6)]))
+
+    def script() -> None:
+        fake_llm.reset()
+        yes, no = '{"verdict": "yes"}', '{"verdict": "no"}'
+        for n in range(6):       # per item and model: two samples say yes, one no
+            for model, sure in (("a", 0.7), ("b", 0.9)):
+                for where in ("One", "Both"):
+                    fake_llm.script(*(Reply(t, logprobs=token_logprobs(t, {"verdict": sure})) for t in (yes, no, yes)),
+                                    model=model, contains=f"{where} {n}", repeat_last=False)
+
+    runs = {}
+    for name, flags in (("local", []), ("other", [*executor, "--workers", "2"])):
+        script()
+        result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", name, "--no-cache", *flags)
+        assert result.exit_code == 0, result.output
+        assert len(fake_llm.requests) == 6 * 9
+        runs[name] = [_samples_sorted(r) for r in results_of(project.root / name)]
+    assert runs["other"] == runs["local"]
+    first = runs["local"][0]
+    assert (first["one"]["output"], first["one"]["stability"], first["one"]["confidence"]) == \
+        ({"verdict": "yes"}, 0.6667, 0.7)
+    assert (first["jury"]["verdict"], first["jury"]["stability"], first["jury"]["confidence"]) == ("yes", 0.6667, 0.8)
+
+
+def _samples_sorted(value: Any) -> Any:
+    """Samples in value order: which sample the fake answers first depends on arrival."""
+    if isinstance(value, dict):
+        return {k: sorted(v, key=str) if k == "samples" else _samples_sorted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_samples_sorted(v) for v in value]
+    return value

@@ -9,7 +9,12 @@ structured-output formats it accepts (the rest get the error that server sends),
 serves one request at a time (`single-slot`) or N at a time and says so at /props and /slots
 as llama.cpp's server does (`multi-slot`), or that it dribbles its answer out byte by byte. A server
 that constrains its output only through a format answers prose when it gets none, as a
-small local model does."""
+small local model does.
+
+A scripted reply may be a function of the request, `(prompt, body) -> Reply | str`: the kinds
+of juror in jurors.py are such functions. Asked for `logprobs`, the server answers with the
+reply's own token list, else each token of its content at probability 0.99 (jurors.token_logprobs),
+unless `logprobs` is false (a server that sends none)."""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from jurors import token_logprobs
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
 # llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
@@ -56,13 +63,17 @@ class Reply:
     finish_reason: str = "stop"
     empty_choices: bool = False
     close: bool = False                  # drop the connection without answering
+    logprobs: list[dict[str, Any]] | None = None    # `choices[0].logprobs.content` when the request asks
+
+
+Behaviour = Callable[[str, dict[str, Any]], "Reply | str"]      # (prompt, body) -> the answer
 
 
 @dataclass
 class Rule:
     model: str | None
     contains: str | None
-    replies: list[Reply]
+    replies: list[Reply | Behaviour]
     repeat_last: bool = True
     used: int = 0
     when: Callable[[dict[str, Any]], bool] | None = None
@@ -76,9 +87,12 @@ class Rule:
             return False
         return self.used < len(self.replies) or self.repeat_last
 
-    def take(self) -> Reply:
+    def take(self, prompt: str, body: dict[str, Any]) -> Reply:
         reply = self.replies[min(self.used, len(self.replies) - 1)]
         self.used += 1
+        if callable(reply):
+            answer = reply(prompt, body)
+            return answer if isinstance(answer, Reply) else Reply(answer)
         return reply
 
 
@@ -100,14 +114,20 @@ class Request:
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
-def completion_body(reply: Reply, model: str) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text."""
+def tokens_of(reply: Reply) -> list[dict[str, Any]]:
+    return reply.logprobs if reply.logprobs is not None else token_logprobs(reply.content or "")
+
+
+def completion_body(reply: Reply, model: str, logprobs: bool = False) -> str:
+    """A chat completion (or the error a scripted status sends), as JSON text; with the
+    answer's token logprobs when `logprobs`."""
     if reply.status >= 400:
         return json.dumps({"error": {"message": f"scripted status {reply.status}",
                                      "type": "fake_error", "code": reply.status}})
     choices = [] if reply.empty_choices else [{
         "index": 0, "finish_reason": reply.finish_reason,
-        "message": {"role": "assistant", "content": reply.content}}]
+        "message": {"role": "assistant", "content": reply.content},
+        "logprobs": {"content": tokens_of(reply), "refusal": None} if logprobs else None}]
     return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                        "model": model, "choices": choices,
                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
@@ -123,6 +143,7 @@ class FakeLLM:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.personality: str | None = None
+        self.logprobs = True                 # token logprobs sent when a request asks for them
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
@@ -135,9 +156,9 @@ class FakeLLM:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     # -- scripting -------------------------------------------------------------------
-    def script(self, *replies: Reply | str, model: str | None = None, contains: str | None = None,
+    def script(self, *replies: Reply | str | Behaviour, model: str | None = None, contains: str | None = None,
                repeat_last: bool = True, when: Callable[[dict[str, Any]], bool] | None = None) -> Rule:
-        rule = Rule(model, contains, [r if isinstance(r, Reply) else Reply(r) for r in replies], repeat_last,
+        rule = Rule(model, contains, [Reply(r) if isinstance(r, str) else r for r in replies], repeat_last,
                     when=when)
         with self._lock:
             self.rules.append(rule)
@@ -156,6 +177,7 @@ class FakeLLM:
             self.streamed = 0
             self.slots = 4
             self.reports_slots = True
+            self.logprobs = True
         self.batches.reset()
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
@@ -187,8 +209,11 @@ class FakeLLM:
         with self._lock:
             for rule in self.rules:
                 if rule.matches(model, prompt, body):
-                    return rule.take()
+                    return rule.take(prompt, body)
         return self.default
+
+    def gives_logprobs(self, body: dict[str, Any]) -> bool:
+        return self.logprobs and body.get("logprobs") is True
 
     def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
         """The error a picky server sends for a response format it does not take."""
@@ -292,26 +317,33 @@ class FakeLLM:
                             and reply.raw_body is None and self.path.endswith("/chat/completions"):
                         with fake._lock:
                             fake.streamed += 1
-                        self._send(200, self._events(reply, model), {"Content-Type": "text/event-stream"})
+                        self._send(200, self._events(reply, model, fake.gives_logprobs(body)),
+                                   {"Content-Type": "text/event-stream"})
                         return
-                    self._send(reply.status, self._body(reply, model), reply.headers)
+                    self._send(reply.status, self._body(reply, model, fake.gives_logprobs(body)), reply.headers)
                 finally:
                     finishing()
                     self._finishing = None
 
-            def _events(self, reply: Reply, model: str) -> str:
-                """The answer in three content deltas, then the finish reason, then [DONE]."""
+            def _events(self, reply: Reply, model: str, logprobs: bool) -> str:
+                """The answer in three content deltas (one per token, with its logprobs, when
+                asked for them), then the finish reason, then [DONE]."""
                 text = reply.content or ""
-                third = max(1, len(text) // 3)
-                pieces = [text[i:i + third] for i in range(0, len(text), third)] or [""]
                 chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}]
-                chunks += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+                if logprobs:
+                    chunks += [{"choices": [{"index": 0, "delta": {"content": t["token"]}, "finish_reason": None,
+                                             "logprobs": {"content": [t]}}]} for t in tokens_of(reply)]
+                else:
+                    third = max(1, len(text) // 3)
+                    pieces = [text[i:i + third] for i in range(0, len(text), third)] or [""]
+                    chunks += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                               for p in pieces]
                 chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
                 lines = [f"data: {json.dumps({'id': 'chatcmpl-fake', 'object': 'chat.completion.chunk', 'model': model, **c})}"
                          for c in chunks]
                 return "\n\n".join([*lines, "data: [DONE]"]) + "\n\n"
 
-            def _body(self, reply: Reply, model: str) -> str:
+            def _body(self, reply: Reply, model: str, logprobs: bool) -> str:
                 if reply.raw_body is not None:
                     return reply.raw_body
                 if self.path.endswith("/search") and reply.status < 400:     # a search API: the body as scripted
@@ -322,7 +354,7 @@ class FakeLLM:
                                        "message": {"role": "assistant", "content": reply.content or ""},
                                        "done": True, "done_reason": reply.finish_reason,
                                        "prompt_eval_count": 10, "eval_count": 5})
-                return completion_body(reply, model)
+                return completion_body(reply, model, logprobs)
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
                 data = text.encode("utf-8")
@@ -568,7 +600,7 @@ class FakeBatches:
         reply = None
         for rule in self.fake.rules:
             if rule.matches(model, request.prompt, body):
-                reply = rule.take()
+                reply = rule.take(request.prompt, body)
                 break
         reply = reply or self.fake.default
         if self.fake._unconstrained(body, "/v1/chat/completions"):
@@ -576,7 +608,8 @@ class FakeBatches:
         if reply.close:
             return 500, json.dumps({"error": {"message": "the server closed the connection", "type": "server_error"}})
         request.status = reply.status
-        return reply.status, reply.raw_body if reply.raw_body is not None else completion_body(reply, model)
+        return reply.status, (reply.raw_body if reply.raw_body is not None
+                              else completion_body(reply, model, self.fake.gives_logprobs(body)))
 
 
 def _not_found(what: str) -> tuple[int, str]:

@@ -115,6 +115,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("observers and outputs", ("runner.tracing", "runner.outputs")),
     ("api", ("runner.api",)),
     ("calibration", ("runner.calibration",)),
+    ("probe", ("runner.probe",)),
     ("reference", ("runner.docgen",)),
     ("view", ("runner.view",)),
     ("serve", ("runner.serve", "runner.client")),

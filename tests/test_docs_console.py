@@ -137,8 +137,17 @@ def slide_server(space: Workspace) -> None:
     space.carried["127.0.0.1:8000"] = server.url.removeprefix("http://")
 
 
+def juror_kinds(space: Workspace) -> None:
+    """The kinds of juror of tests/jurors.py as models of the fake server, which the docs'
+    127.0.0.1:8080 stands for: `careful` and `obedient` (docs/robustness.md)."""
+    from jurors import careful, obedient
+    space.fake.script(careful, model="careful")
+    space.fake.script(obedient, model="obedient")
+    space.carried["127.0.0.1:8080"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
+
+
 SETUPS: dict[str, Setup] = {"no_model": no_model, "local_model": local_model, "claims_run": claims_run,
-                            "reviewed_run": reviewed_run, "slide_server": slide_server}
+                            "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds}
 EXAMPLES = [example for path in doc_files() for example in examples(path)]
 
 

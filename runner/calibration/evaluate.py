@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.calibration import metrics
+from runner.calibration.independence import error_correlation, stability_accuracy
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.errors import InputError
 from runner.runs.folders import POINTERS, read_summary
@@ -25,6 +26,7 @@ class EvalSpec:
     positive: list[str] = field(default_factory=list)
     juror_field: str | None = None     # default: every list of votes ({model, value}) found in the results
     kind: str = "auto"                 # auto, categorical or numeric
+    stability_field: str | None = None  # default: a `stability` field at the top of a result or one object down
 
 
 @dataclass
@@ -136,6 +138,9 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
             report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
     if detail and kind != "numeric":
         report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
+        stability = stability_of(joined.pairs, spec.stability_field)
+        if stability is not None:
+            report["stability"] = stability
     report["problems"] = problems
     return report
 
@@ -203,9 +208,11 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
     vocabulary = {value_text(v["value"]) for _, lists in per_item for votes in lists.values() for v in votes
                   if v.get("value") is not None}
     seats: dict[str, dict[str, list[Any]]] = {}
+    rows: list[tuple[Any, dict[str, Any]]] = []          # (label, {juror: vote}) per item: error correlation
     for pair, lists in per_item:
         if value_text(pair.truth) not in vocabulary:
             continue
+        row: dict[str, Any] = {}
         for path, votes in lists.items():
             for vote in votes:
                 name = str(vote["model"]) if len(paths) == 1 else f"{path}: {vote['model']}"
@@ -215,6 +222,8 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
                 else:
                     seat["truth"].append(value_text(pair.truth))
                     seat["voted"].append(value_text(vote["value"]))
+                    row[name] = value_text(vote["value"])
+        rows.append((value_text(pair.truth), row))
     models = summary.get("models") or {}
     out: dict[str, Any] = {"fields": paths, "labels_in_scope": sorted(vocabulary), "models": {}}
     if not seats:
@@ -232,4 +241,26 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
             entry["calls"] = usage.get("calls")
             entry["cost"] = usage.get("cost")
         out["models"][name] = entry
+    if len(seats) > 1:
+        out["independence"] = error_correlation(rows)
     return out
+
+
+def stability_of(pairs: list[Pair], field: str | None) -> dict[str, Any] | None:
+    """Accuracy of the items whose repeated samples all agreed and of the others, read from
+    `field` (else the first `stability` found at the top of a result or one object down);
+    None when no result has one and none was named."""
+    if field is None:
+        field = next((path for pair in pairs for path in _stability_paths(pair.result)), None)
+        if field is None:
+            return None
+    rows = [(value_text(pair.truth), value_text(pair.predicted), lookup(pair.result, field)) for pair in pairs]
+    if all(not isinstance(stability, (int, float)) for _, _, stability in rows):
+        raise InputError(f"--stability-field {field}: no result has a number there")
+    return stability_accuracy(rows, field)
+
+
+def _stability_paths(result: dict[str, Any]) -> list[str]:
+    found = ["stability"] if isinstance(result.get("stability"), (int, float)) else []
+    return found + [f"{name}.stability" for name, inner in result.items()
+                    if isinstance(inner, dict) and isinstance(inner.get("stability"), (int, float))]

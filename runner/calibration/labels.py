@@ -12,6 +12,7 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.fileio import parse_json, read_json_lines, read_text
+from runner.text.perturb import get_path
 
 NO_PREDICTION = "(no prediction)"
 
@@ -20,15 +21,7 @@ def lookup(record: Any, path: str) -> Any:
     """`a.b` reads inside nested objects; a literal key named `a.b` wins."""
     if isinstance(record, dict) and path in record:
         return record[path]
-    value = record
-    for part in path.split("."):
-        if isinstance(value, dict):
-            value = value.get(part)
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return value
+    return get_path(record, path.split("."))
 
 
 @dataclass

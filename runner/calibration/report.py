@@ -86,7 +86,26 @@ def eval_markdown(report: dict[str, Any]) -> str:
                          [[name, j["n"], j["accuracy"], j["kappa"], interval_text(j["kappa_ci95"], j["n"]),
                            j["macro_f1"], j["abstained"],
                            j.get("calls"), j.get("cost")] for name, j in jurors["models"].items()]))
+    if jurors and jurors.get("independence"):
+        out.append(_independence(jurors["independence"]))
+    if report.get("stability"):
+        s = report["stability"]
+        out.append(f"## Stability\n\nItems whose repeated samples all agreed (`{s['field']}` 1.0) and the others.\n")
+        out.append(table(["items", "n", "accuracy"], [[name, s[name]["n"], s[name]["accuracy"]]
+                                                       for name in ("stable", "unstable")]))
     return "\n".join(out)
+
+
+def _independence(found: dict[str, Any]) -> str:
+    out = ["## Juror independence\n",
+           f"Correlation of the jurors' errors against the labels (phi, over the items both voted on); effective "
+           f"independent votes {_cell(found['effective_votes'])} of {len(found['jurors'])}: "
+           f"{found['formula']}, mean r {_cell(found['mean_error_correlation'])}.\n",
+           table(["jurors", "n", "errors", "error correlation"],
+                 [[" & ".join(p["jurors"]), p["n"], " / ".join(map(str, p["errors"])), p["correlation"]]
+                  for p in found["pairs"]])]
+    out += [f"- warning: {w}" for w in found["warnings"]]
+    return "\n".join(out) + "\n"
 
 
 def markdown_to_html(text: str) -> str:

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, init, pipelines, serve, tools, view
+from runner.cli import batches, calibration, init, pipelines, probe, serve, tools, view
 from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of
+from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
@@ -23,10 +23,6 @@ ModelOpt = Annotated[list[str] | None, typer.Option(
 CacheOpt = CacheDirOpt
 
 
-def _overrides(sets: list[str] | None, models: list[str] | None) -> list[str]:
-    """--set assignments, then each --model as the loader's `--model NAME=...` text."""
-    from runner.pipeline.overrides import MODEL_FLAG
-    return [*(sets or []), *(MODEL_FLAG + text for text in models or [])]
 _cache_dir = cache_dir_of
 
 
@@ -124,7 +120,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                          command_flags=flags, batch=batch, csv_raw=csv_raw)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
     try:
-        outcome = run_pipeline(pipeline, source, options, _overrides(set_, model), for_terminal(quiet),
+        outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
                                formats or [], ExecutorChoice(executor, ray_address, workers))
     except KeyboardInterrupt as stop:
         if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
@@ -210,7 +206,8 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     from runner.api import ItemSource, render_pipeline
     from runner.runs.request import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit, input_format=input_format),
-                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, _overrides(set_, model), item)
+                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, overrides_of(set_, model),
+                    item)
 
 
 # Registered in the order `runner --help` lists them.
@@ -226,6 +223,8 @@ app.command()(tools.diff)
 app.command()(tools.calls)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
+app.command("probe", interrupted="the finished items and the probe report of their pairs are written")(
+    probe.probe_command)
 app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
 app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)

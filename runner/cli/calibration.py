@@ -21,11 +21,11 @@ KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numer
 
 
 def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
-          juror_field: str | None = None, kind: str = "auto") -> Any:
+          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None) -> Any:
     from runner.calibration.evaluate import EvalSpec
     if kind not in ("auto", "categorical", "numeric"):
         raise RunnerError(f"--kind {kind}: choose auto, categorical or numeric")
-    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind)
+    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field)
 
 
 def eval_command(
@@ -35,6 +35,9 @@ def eval_command(
         juror_field: Annotated[str | None, typer.Option(
             "--juror-field", help="Path of the votes list (default: every {model, value} list found).")] = None,
         kind: KindOpt = "auto",
+        stability_field: Annotated[str | None, typer.Option(
+            "--stability-field", help="Path of the results' stability (repeat: N) to score stable and unstable "
+                                      "items apart (default: a `stability` field found in the results).")] = None,
         input: Annotated[Path | None, typer.Option(
             "--input", "-i", help="With a pipeline: run it on this first (- reads standard input).")] = None,
         input_format: InputFormatOpt = None,
@@ -45,10 +48,13 @@ def eval_command(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from runner.calibration.evaluate import evaluate_target
-    report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind),
+    report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
+                                                   stability_field),
                                      input, set_ or [], out, cache_dir_of(cache_dir), input_format)
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
+    for warning in ((report.get("jurors") or {}).get("independence") or {}).get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     for warning in report.get("input_warnings", []):
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
@@ -86,6 +92,15 @@ def _eval_lines(report: dict[str, Any]) -> str:
     for name, j in (jurors.get("models") or {}).items():
         lines.append(f"juror {name}: accuracy {j['accuracy']}, kappa {j['kappa']} on {j['n']} item(s)"
                      f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
+    independence = (report.get("jurors") or {}).get("independence")
+    if independence and independence["effective_votes"] is not None:
+        lines.append(f"juror independence: {independence['effective_votes']} effective vote(s) of "
+                     f"{len(independence['jurors'])} (mean error correlation {independence['mean_error_correlation']})")
+    stability = report.get("stability")
+    if stability:
+        lines.append(f"stable items ({stability['field']} 1.0): accuracy {stability['stable']['accuracy']} on "
+                     f"{stability['stable']['n']}; unstable: accuracy {stability['unstable']['accuracy']} on "
+                     f"{stability['unstable']['n']}")
     return "\n".join(lines)
 
 

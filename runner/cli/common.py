@@ -22,3 +22,9 @@ CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
 def cache_dir_of(value: Path | None) -> Path:
     return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
 
+
+
+def overrides_of(sets: list[str] | None, models: list[str] | None) -> list[str]:
+    """--set assignments, then each --model as the loader's `--model NAME=...` text."""
+    from runner.pipeline.overrides import MODEL_FLAG
+    return [*(sets or []), *(MODEL_FLAG + text for text in models or [])]

@@ -79,7 +79,7 @@ class Runtime:
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
-        if pipeline.memo and options.out_dir is not None:
+        if pipeline.memo and options.memo and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
             runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))

@@ -64,6 +64,8 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item),
                               counts=CallCounts(parent=counts))
             results[spec.id] = as_result(await step.run(ctx))
+            if item.rewrites:
+                results[spec.id] = _rewritten(item, spec.id, results[spec.id], outcome)
         except NeedsModel:
             raise
         except (StepError, TemplateError) as exc:
@@ -99,6 +101,16 @@ def _tell_counts(result: Any, counts: CallCounts) -> None:
         result["calls"], result["attempts"] = counts.calls, counts.attempts
     elif isinstance(result, ResultList):
         result.calls, result.attempts = counts.calls, counts.attempts
+
+
+def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> Any:
+    """A probe copy's step result as its perturbations of that step make it (runner/text/perturb.py)."""
+    for rewrite in item.rewrites:
+        if rewrite.step == step_id:
+            result, unchanged = rewrite.apply(result)
+            if unchanged:
+                outcome.warnings.append(unchanged)
+    return result
 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:

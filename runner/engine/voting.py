@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
@@ -26,6 +26,9 @@ class Vote:
     error: str | None = None
     cached: bool = False
     latency_ms: int = 0
+    stability: float | None = None     # with `repeat:`, the share of the seat's samples giving its value
+    confidence: float | None = None    # with `confidence: true`, the probability the model gave its value
+    samples: list[Any] | None = None   # with `repeat:`, each sample's value
 
     @property
     def valid(self) -> bool:
@@ -68,8 +71,7 @@ def usable_votes(votes: list[Vote], method: str, field_name: str) -> list[Vote]:
         raise VoteError(f"vote method {method} needs numbers; jurors answered {' and '.join(kinds)} "
                         f"for '{field_name}'")
     return [v if not v.valid or _is_number(v.value) else
-            Vote(v.seat, v.value, v.answer, f"answered {v.value!r} for '{field_name}', not a number "
-                                            f"(vote method {method})", v.cached, v.latency_ms)
+            replace(v, error=f"answered {v.value!r} for '{field_name}', not a number (vote method {method})")
             for v in votes]
 
 

@@ -7,13 +7,16 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from runner.errors import InputError
 from runner.fileio import decode
 from runner.registry import Registry
+
+if TYPE_CHECKING:
+    from runner.text.perturb import Rewrite
 
 # An adapter may return its records lazily (a generator): inputs of any size are then read
 # as the run takes them. Whatever makes the whole input unusable is raised before the first.
@@ -38,18 +41,20 @@ class Item:
     parent: Any = None
     error: str | None = None
     exploded_from: str | None = None     # the parent's field this item is one element of
+    rewrites: tuple[Rewrite, ...] = ()     # a probe copy's perturbations of step results (runner probe)
 
     @property
     def key(self) -> str:
-        """The item's content key: a hash of what it reads (its record, and its parent's), the
-        same in every run of the same input, whatever its position (reviews follow it). An
-        exploded item's key leaves out the list it is one element of: the other slides of a deck
-        are not what this slide's verdict is about, so changing one slide keeps the others' keys."""
+        """The item's content key: a hash of what it reads (its record, and its parent's, and a
+        probe copy's perturbations), the same in every run of the same input, whatever its
+        position (reviews follow it). An exploded item's key leaves out the list it is one
+        element of: the other slides of a deck are not what this slide's verdict is about, so
+        changing one slide keeps the others' keys."""
         parent = self.parent
         if self.exploded_from is not None and isinstance(parent, dict):
             parent = {name: value for name, value in parent.items() if name != self.exploded_from}
-        text = json.dumps([self.value, parent], sort_keys=True, ensure_ascii=False, default=str,
-                          separators=(",", ":"))
+        read = [self.value, parent, *([[r.seed for r in self.rewrites]] if self.rewrites else [])]
+        text = json.dumps(read, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from runner.errors import NeedsModel, StepError
-from runner.llm.cache.entries import new_entry, usable
+from runner.llm import logprobs
+from runner.llm.cache.entries import cached_completion, new_entry, usable
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import CallsFile, KeptCalls
@@ -74,6 +75,7 @@ class CallRequest:
     sampling: dict[str, Any] = field(default_factory=dict)
     sample: int = 0
     group: int = 0                     # calls of one step run share it (see tally.py)
+    logprobs: bool = False             # ask for token probabilities (a step's `confidence: true`)
 
 
 def call_lines(options: ServiceOptions) -> CallLines | None:
@@ -190,7 +192,7 @@ class LLMService:
         if "temperature" in sampling:
             sampling["temperature"] = float(sampling["temperature"])
         messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
-        schema = request.output_schema
+        schema, sent_params = request.output_schema, {**sampling, **logprobs.REQUEST} if request.logprobs else sampling
         started = time.perf_counter()
         raw: str | None = None
         tried = 0                      # requests sent, retries included (a cached answer sends none)
@@ -205,22 +207,21 @@ class LLMService:
                 raise StepError(failed[key], partial=self._result(spec, None, None, None, False, started, failed[key]))
             seq, began = self._next_seq(request.item), time.time_ns()
             if self.options.render:
-                self._render_call(spec, messages, cached, sampling, mode if schema is not None else "")
+                self._render_call(spec, messages, cached, sent_params, mode if schema is not None else "")
                 if cached is None:
                     raise NeedsModel(f"{spec.name} has no cached answer")
             if cached is not None:
                 stats.cache_hits += 1
-                completion = Completion(cached["content"], cached.get("finish_reason"), cached.get("usage", {}),
-                                        0.0, cached.get("model", spec.model))
+                completion = cached_completion(cached, spec.model)
             else:
                 try:
                     if spec.batch:
                         from runner.llm.batch.calls import BatchCall
-                        call = BatchCall(spec, request.item, messages, sampling, schema,
+                        call = BatchCall(spec, request.item, messages, sent_params, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
                     else:
-                        completion, sent = await self.sender.send(spec, messages, sampling, schema, mode, stats)
+                        completion, sent = await self.sender.send(spec, messages, sent_params, schema, mode, stats)
                 except TransportError as exc:
                     tried += exc.attempts
                     stats.failures += 1
@@ -231,7 +232,7 @@ class LLMService:
                 tried += completion.attempts
                 if completion.text:
                     completion.text = self.redact(clean_text(completion.text))     # a model may echo a key it saw
-                problem = self._answer_problem(spec, completion, sampling)
+                problem = completion.problem(spec.name, sampling.get("max_tokens"))
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
@@ -260,12 +261,13 @@ class LLMService:
             self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             if cached is None:
                 stats.answered += 1
-                entry = new_entry(raw, completion)
+                entry = new_entry(raw, completion, request.logprobs)
                 if hasattr(self.cache, "aset"):
                     await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
                     self._answers.cache_set(self.cache, key, entry)
-            return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried))
+            return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried),
+                                **logprobs.carried(completion.logprobs, request.logprobs))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _cached(self, key: str) -> Any:
@@ -280,29 +282,17 @@ class LLMService:
              mode: str) -> str:
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
-                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as)
-
-    @staticmethod
-    def _answer_problem(spec: ModelSpec, completion: Completion, sampling: dict[str, Any]) -> str | None:
-        if completion.choices == 0:
-            return "the answer has no choices"
-        if completion.finish_reason == "length":
-            limit = sampling.get("max_tokens")
-            return (f"the answer was truncated (finish_reason=length) at max_tokens={limit}: raise it with "
-                    f"`max_tokens:` on the step or on the model (--set models.{spec.name}.max_tokens="
-                    f"{2 * int(limit or 1024)}), or ask for a shorter answer")
-        if completion.finish_reason == "content_filter":
-            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
-        if completion.text is None or not completion.text.strip():
-            return "the answer is empty"
-        return None
+                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as,
+                           logprobs=request.logprobs)
 
     def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
-                started: float, error: str | None = None, made: tuple[int, int] = (1, 0)) -> dict[str, Any]:
+                started: float, error: str | None = None, made: tuple[int, int] = (1, 0),
+                **extra: Any) -> dict[str, Any]:
+        """A call's result; `made`: the requests made (a re-ask is one more) and their sends (retries too)."""
         return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
                 "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
                 "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error,
-                "calls": made[0], "attempts": made[1]}      # requests (a re-ask is one more), sends (retries too)
+                "calls": made[0], "attempts": made[1], **extra}
 
     # -- logs, render, summary ---------------------------------------------------------
     def _next_seq(self, item: int) -> int:

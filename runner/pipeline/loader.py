@@ -27,7 +27,9 @@ from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.parts import part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
+from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
 from runner.pipeline.result_shapes import ShapeContext, step_shape
+from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
 from runner.pipeline.template_checks import result_field_problems
@@ -54,6 +56,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                                                "(version, name, steps, ...)")])
     project_dir = project_dir or file.resolve().parent.parent
     located, sources = expand(located, file, project_dir)
+    sources += with_probe_file(located, project_dir)
     # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
     # is valid without the pipeline changing: such pipelines are checked every time.
     memo = validated if catalog is None and not located.data.get("plugins") else None
@@ -96,7 +99,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources),
-        plugins=plugin_specs(data, project_dir))
+        plugins=plugin_specs(data, project_dir), probes=probes_of(data))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -156,6 +159,9 @@ class _Checker:
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
+        for where, message in [*zero_temperature_repeats(self.data),
+                               *probe_problems(self.data, self.all_ids, self.result_shape)]:
+            self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
 
     def _check_model(self, name: str, spec: Any, names: set[str]) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.pipeline.probes import Probe
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -42,6 +43,7 @@ class Pipeline:
     tracing: dict[str, Any] | None = None
     sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends
     plugins: tuple[str, ...] = ()       # `plugins:` resolved: module names and real paths of .py files
+    probes: tuple[Probe, ...] = ()      # what `runner probe` measures (runner/pipeline/probes.py)
 
     @property
     def params_schema(self) -> dict[str, Any]:

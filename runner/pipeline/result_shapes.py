@@ -95,6 +95,11 @@ class ShapeContext:
     substeps: Callable[[list[Any]], dict[str, Any]] = lambda steps: {}
     _answers: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
+    def step_result(self, step_id: str) -> dict[str, Any] | None:
+        """The result shape of the pipeline's step `step_id` (anywhere in it), or None when it
+        has no step of that id."""
+        return self.substeps([{"id": step_id}]).get(step_id)
+
     def answer_schema(self, value: Any) -> dict[str, Any] | None:
         """An `output_schema:` given literally (a file in schemas/ or an inline object); None otherwise."""
         if isinstance(value, dict):

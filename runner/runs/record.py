@@ -66,8 +66,9 @@ def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
 
 def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
-    """The `runner run` command that makes this run again (from the same working directory)."""
-    argv = ["runner", "run", str(pipeline.file)]
+    """The `runner run` (or `runner probe`) command that makes this run again (from the same
+    working directory)."""
+    argv = ["runner", options.kind, str(pipeline.file)]
     if source.input_path is not None:
         argv += ["--input", str(source.input_path)]
     if source.input_format:
@@ -128,7 +129,8 @@ class RunRecord:
             planned = sum(1 for _ in result_lines(parent / RESULTS))   # the rerun items are the parent's own
             partial = not is_complete(parent)
         manifest = {
-            "format": FORMAT, "runner_version": __version__, "status": "running", "started_at": now(),
+            "format": FORMAT, "kind": options.kind, "runner_version": __version__, "status": "running",
+            "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
             "argv": [], "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
             "selection": {"item": source.selection.item, "filter": source.selection.filter,

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.inputs import Item
+
+if TYPE_CHECKING:
+    from runner.inputs.stream import ItemStream
 
 
 @dataclass
@@ -38,6 +41,9 @@ class ItemSource:
     input_items: int | None = None        # items in the input before selection (set by load_items)
     input_format: str | None = None       # `--input-format`: the adapter reading the input instead of the pipeline's
     stdin_copy: Path | None = None        # `--input -`: standard input's temporary copy (set by load_items)
+    # The run's items made from the selected ones by its caller: `runner probe` adds each
+    # item's perturbed copies (runner/probe/plan.py).
+    derive: Callable[[ItemStream], ItemStream] | None = None
 
     @property
     def input_file(self) -> Path | None:
@@ -66,6 +72,9 @@ class RunOptions:
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
     worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
+    kind: str = "run"              # the command that makes the run (run.json's `kind`): run, or probe
+    group: Path | None = None      # where a run without --out gets its folder (default: the pipeline's and input's)
+    memo: bool = True              # False: no memo store read or written (a probe copy is judged, never looked up)
     # A sweep's calls known to fail (cache key: error): each fails with its error instead of being
     # sent, and a call that fails is added, so a sweep sends each missing call at most once.
     failed_calls: dict[str, str] | None = None

@@ -62,8 +62,14 @@ class View:
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
         nonce = secrets.token_urlsafe(12)
         body = render(template, token=self.token, nonce=nonce, reports=str(self.reports), **values)
+        return self.html(body, nonce, code)
+
+    @staticmethod
+    def html(body: str, nonce: str = "", code: int = 200) -> HTMLResponse:
+        """A page with the view's headers: scripts only with `nonce` (none at all without one)."""
+        scripts = f"'nonce-{nonce}'" if nonce else "'none'"
         return HTMLResponse(body, code, headers={
-            "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+            "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; "
                                        "connect-src 'self'; img-src 'self' data:; form-action 'self'; "
                                        "frame-ancestors 'none'; base-uri 'none'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
@@ -153,11 +159,21 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         from starlette.concurrency import run_in_threadpool
         return await run_in_threadpool(_save_review, view, body)
 
+    def probe(request: Request) -> Response:
+        """A probe run's probe.html, as the run wrote it (inline style and SVG, no script)."""
+        folder = run_folder(view.reports, request.path_params["run"])
+        report = folder / "probe.html"
+        if not report.is_file():
+            return view.page("message.html", 404, title="No probe report",
+                             message=f"{folder.relative_to(view.reports).as_posix()} has no probe.html: "
+                                     "`runner probe` writes one when its run ends.")
+        return view.html(report.read_text(encoding="utf-8", errors="replace"))
+
     def not_found(request: Request, exc: Exception) -> Response:
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
-              Route("/run/{run:path}/item/{index:int}", item),
+              Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/probe", probe),
               Route("/run/{run:path}", run)]
     hosts = allowed_hosts or list(LOOPBACK)
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],

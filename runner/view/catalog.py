@@ -44,6 +44,11 @@ class RunEntry:
     problem: str | None = None     # why its run.json or summary.json cannot be read
 
     @property
+    def kind(self) -> str:
+        """What made the run: `run`, or `probe` (its folder holds probe.html)."""
+        return str(self.manifest.get("kind") or "run")
+
+    @property
     def verdict_field(self) -> str | None:
         """The field results are counted by: summary.json's, or before it exists the pipeline's."""
         summary = self.resolved.get("summary")

@@ -12,6 +12,7 @@ from executor_cases import (
     a_models_concurrency_holds_across_workers,
     calls_in_order,
     ctrl_c_stops_the_workers_and_writes_what_finished,
+    repeat_and_confidence_give_what_a_local_run_gives,
     report_of,
     results_of,
     summary_of,
@@ -61,6 +62,10 @@ PROCESSES = ["--executor", "processes"]
 
 def test_a_models_concurrency_holds_across_workers(project, fake_llm, cli):
     a_models_concurrency_holds_across_workers(project, fake_llm, cli, PROCESSES)
+
+
+def test_repeat_and_confidence_give_what_a_local_run_gives(project, fake_llm, cli):
+    repeat_and_confidence_give_what_a_local_run_gives(project, fake_llm, cli, ["--executor", "processes"])
 
 
 def test_ctrl_c_stops_the_workers_and_writes_what_finished(project, fake_llm):

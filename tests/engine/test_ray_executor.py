@@ -22,6 +22,7 @@ from executor_cases import (
     a_models_concurrency_holds_across_workers,
     calls_in_order,
     ctrl_c_stops_the_workers_and_writes_what_finished,
+    repeat_and_confidence_give_what_a_local_run_gives,
     report_of,
     results_of,
     summary_of,
@@ -190,6 +191,11 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
 def test_a_models_concurrency_holds_across_workers(on_cluster, project, fake_llm, cli):
     a_models_concurrency_holds_across_workers(project, fake_llm, cli, ["--executor", "ray", "--ray-address",
                                                                        on_cluster.address])
+
+
+def test_repeat_and_confidence_give_what_a_local_run_gives(on_cluster, project, fake_llm, cli):
+    repeat_and_confidence_give_what_a_local_run_gives(project, fake_llm, cli, ["--executor", "ray", "--ray-address",
+                                                                               on_cluster.address])
 
 
 def test_a_node_killed_mid_run_loses_no_item_and_writes_none_twice(on_cluster, project, fake_llm, cli):

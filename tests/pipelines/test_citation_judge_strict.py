@@ -22,7 +22,8 @@ def test_the_strict_variant_is_the_base_with_a_higher_threshold():
     assert strict.params == {**base.params, "quote_threshold": 0.95}
     assert strict.params_schema == base.params_schema
     assert strict.steps == base.steps and strict.output == base.output and strict.models == base.models
-    assert [p.name for p in strict.sources] == ["citation_judge_strict.yaml", "citation_judge.yaml"]
+    assert [f"{p.parent.name}/{p.name}" for p in strict.sources] == [
+        "pipelines/citation_judge_strict.yaml", "pipelines/citation_judge.yaml", "probes/citation_judge.yaml"]
 
 
 def test_the_strict_variant_lists_its_params(cli):
@@ -33,7 +34,7 @@ def test_the_strict_variant_lists_its_params(cli):
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    for folder in ("pipelines", "prompts", "schemas"):
+    for folder in ("pipelines", "prompts", "schemas", "probes"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     return tmp_path / "pipelines"
 

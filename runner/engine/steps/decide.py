@@ -1,4 +1,9 @@
-"""`decide`: ordered rules, first match wins; a rule may stop the item."""
+"""`decide`: ordered rules, first match wins; a rule may stop the item.
+
+A rule's `min_confidence: {STEP: LEAST}` holds only when each named step's `confidence` (an
+`llm` or `jury` step with `confidence: true`) is at least LEAST. A confidence that is
+absent (the server sent no token probabilities, or the step did not run) does not meet it:
+the rule does not match, and the run says so once in its warnings."""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.engine.context import StepContext
+from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, register
-from runner.pipeline.result_shapes import OPEN, ShapeContext, closed
+from runner.errors import StepError
+from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of
 from runner.pipeline.templating import is_template
 from runner.yamlpos import Path as DataPath
 
-RULE_KEYS = {"when", "stop"}
+RULE_KEYS = {"when", "stop", "min_confidence"}
 
 
 @dataclass(frozen=True)
@@ -36,11 +43,14 @@ class Decide(Step):
             given = [rule[key] for rule in rules if key in rule]
             literal = all(isinstance(v, (str, int, float, bool)) and not is_template(v) for v in given)
             keys[key] = {"enum": list(dict.fromkeys(given))} if literal else OPEN
-        return closed(keys, "The keys of the rule that matched (other than when and stop); null when none did.")
+        return closed(keys, "The keys of the rule that matched (other than when, stop and min_confidence); null "
+                            "when none did.")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
-        """Rules no item can reach: after a rule that always applies, or with `when: false`."""
+        """Rules no item can reach: after a rule that always applies (no `when`, or `when: true`,
+        and no `min_confidence`), or with `when: false`; a min_confidence that names no step, or
+        a step that gives no confidence."""
         given = args.get("rules")
         rules: list[Any] = given if isinstance(given, list) else []
         problems: list[tuple[DataPath, str]] = []
@@ -55,14 +65,17 @@ class Decide(Step):
             elif when is False or (isinstance(when, str) and when.strip() in ("false", "False")):
                 problems.append((("rules", number), "this rule can never apply: its `when` is always false; remove "
                                                     "it or give it a real condition"))
-            elif when is True or (isinstance(when, str) and when.strip() in ("true", "True")):
+            elif (when is True or (isinstance(when, str) and when.strip() in ("true", "True"))) \
+                    and not (isinstance(rule, dict) and rule.get("min_confidence")):
                 always, why = number, "has no `when`" if isinstance(rule, dict) and "when" not in rule \
                     else "has `when: true`"
-        return problems
+        return problems + _confidence_problems(rules, shapes)
 
     async def run(self, ctx: StepContext) -> Any:
         for number, rule in enumerate(ctx.arguments(DecideArgs).rules):
             if "when" in rule and not ctx.condition(rule["when"], "rules", number, "when"):
+                continue
+            if "min_confidence" in rule and not _confident(ctx, rule["min_confidence"], number):
                 continue
             fields = {k: v for k, v in rule.items() if k not in RULE_KEYS}
             result = {k: ctx.render(v, "rules", number, k) for k, v in fields.items()}
@@ -71,3 +84,39 @@ class Decide(Step):
                 ctx.stop_requested = True
             return result
         return None
+
+
+def _confidence_problems(rules: list[Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+    """A min_confidence that names no step, or a step that gives no confidence."""
+    problems: list[tuple[DataPath, str]] = []
+    for number, rule in enumerate(rules):
+        floors = rule.get("min_confidence") if isinstance(rule, dict) else None
+        for name in floors if isinstance(floors, dict) else {}:
+            shape = shapes.step_result(name)
+            known = fields_of(shape)
+            where = ("rules", number, "min_confidence", name)
+            if shape is None:
+                problems.append((where, f"no step has id '{name}'"))
+            elif known is not None and "confidence" not in known:
+                problems.append((where, f"step '{name}' gives no confidence: add `confidence: true` to its "
+                                        "`with:` (an llm or jury step)"))
+    return problems
+
+
+def _confident(ctx: StepContext, floors: dict[str, Any], number: int) -> bool:
+    """Every named step's confidence is at least its floor (an absent one never is)."""
+    for name, floor in floors.items():
+        least = ctx.render(floor, "rules", number, "min_confidence", name)
+        if isinstance(least, bool) or not isinstance(least, (int, float)):
+            raise StepError(f"{ctx.where('rules', number, 'min_confidence', name)}: {str(least)[:40]!r} is not a "
+                            "number from 0 to 1")
+        result = ctx.scope["steps"].get(name)
+        confidence = result.get("confidence") if isinstance(result, dict) else None
+        if confidence is None:
+            why = "the step did not run" if result is None else "the server sent no token probabilities"
+            add_warning(ctx.runtime, f"{ctx.where('rules', number, 'min_confidence')}: step '{name}' has no "
+                                     f"confidence for some items ({why}): the rule did not match them")
+            return False
+        if confidence < least:
+            return False
+    return True

@@ -8,8 +8,15 @@ from typing import Any
 
 from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
+from runner.engine.samples import Sampled, combine, read_sample
 from runner.engine.steps.base import register
-from runner.engine.steps.llm_call import PromptedStep, build_requests
+from runner.engine.steps.llm_call import (
+    CONFIDENCE_FIELD,
+    STABILITY_FIELD,
+    PromptedStep,
+    build_requests,
+    repeat_problems,
+)
 from runner.engine.voting import (
     CATEGORICAL,
     NUMERIC,
@@ -45,16 +52,18 @@ class Jury(PromptedStep):
         vote = args.get("vote")
         field = vote.get("field") if isinstance(vote, dict) else None
         answer = fields_of(shapes.answer_schema(args.get("output_schema")))
+        account = {**VERDICT_FIELDS, **(STABILITY_FIELD if "repeat" in args else {}),
+                   **(CONFIDENCE_FIELD if "confidence" in args else {})}
         if not isinstance(field, str) or answer is None:
-            return open_object(VERDICT_FIELDS, "Plus the vote field and the fields of the answer schema.")
-        return closed({**answer, field: _verdicts(answer.get(field, OPEN), vote), **VERDICT_FIELDS},
+            return open_object(account, "Plus the vote field and the fields of the answer schema.")
+        return closed({**answer, field: _verdicts(answer.get(field, OPEN), vote), **account},
                       "The vote field, the winners' merged answer fields, and the vote's account.")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
         vote = args.get("vote")
         if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
-            return []
+            return repeat_problems(args)
         field, schema = vote["field"], args.get("output_schema")
         given = shapes.answer_schema(schema)
         answer = fields_of(given)          # closed: a field it does not list is an error
@@ -63,7 +72,8 @@ class Jury(PromptedStep):
         if answer and field not in answer:
             hint = did_you_mean(field, answer)
             tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
-            return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
+            return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}"),
+                    *repeat_problems(args)]
         problems: list[tuple[DataPath, str]] = []
         method = vote.get("method", "majority")
         if isinstance(listed, dict) and field in listed and isinstance(method, str):
@@ -76,7 +86,7 @@ class Jury(PromptedStep):
             problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
                              "so no reason would be quoted; name one of its fields"
                              + (f".{hint}" if hint else f" ({', '.join(sorted(answer))})")))
-        return problems
+        return [*problems, *repeat_problems(args)]
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
@@ -88,18 +98,22 @@ class Jury(PromptedStep):
         if len(seats) < len(named):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
-        answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
-        answered = [self._vote(name, answer, field) for name, answer in zip(seats, answers, strict=True)]
+        answers = iter(await asyncio.gather(*(ctx.call(r) for per_seat in requests for r in per_seat),
+                                            return_exceptions=True))
+        sure = ctx.args.get("confidence") is True
+        sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]
+        answered = [self._vote(name, seat) for name, seat in zip(seats, sampled, strict=True)]
         try:
             votes = usable_votes(answered, vote_spec.get("method", "majority"), field)
         except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
-            raise StepError(f"{ctx.where('vote', 'method')}: {exc}", partial={"votes": _shown(answered)}) from None
+            raise StepError(f"{ctx.where('vote', 'method')}: {exc}",
+                            partial={"votes": _shown(answered, ctx.args)}) from None
         outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
                         vote_spec.get("reason_field", "reason"))
         _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
-        schema = requests[0].output_schema if requests else None
+        schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
         result.update({
@@ -110,24 +124,43 @@ class Jury(PromptedStep):
             "outcome": outcome.outcome,
             "valid_votes": outcome.valid_votes,
             "seats": len(seats),
-            "votes": _shown(votes),
+            "votes": _shown(votes, ctx.args),
         })
+        if "repeat" in ctx.args:
+            result["stability"] = pooled_stability(sampled)
+        if "confidence" in ctx.args:
+            result["confidence"] = mean_confidence(outcome.winners)
         return result
 
     @staticmethod
-    def _vote(seat: str, answer: Any, field: str) -> Vote:
-        if isinstance(answer, StepError):
-            partial = answer.partial or {}
-            return Vote(seat, error=answer.message, cached=bool(partial.get("cached")),
-                        latency_ms=int(partial.get("latency_ms") or 0))
-        if isinstance(answer, BaseException):
-            raise answer
-        parsed = answer["output"]
-        if not isinstance(parsed, dict) or field not in parsed:
-            return Vote(seat, answer=parsed if isinstance(parsed, dict) else None,
-                        error=f"the answer has no '{field}' field", cached=answer["cached"],
-                        latency_ms=answer["latency_ms"])
-        return Vote(seat, parsed[field], parsed, None, answer["cached"], answer["latency_ms"])
+    def _vote(seat: str, sampled: Sampled) -> Vote:
+        first = sampled.chosen or (sampled.samples[0] if len(sampled.samples) == 1 else None)
+        output = (first.answer or {}).get("output") if first is not None else None
+        return Vote(seat, sampled.value, output if isinstance(output, dict) else None, sampled.error,
+                    sampled.cached, sampled.latency_ms, sampled.stability, sampled.confidence, sampled.values)
+
+
+def _vote_extras(args: Mapping[str, Any], vote: Vote) -> dict[str, Any]:
+    """What `repeat:` and `confidence:` add to a vote (and to the jury's result)."""
+    added: dict[str, Any] = {}
+    if "repeat" in args:
+        added.update(stability=vote.stability, samples=vote.samples)
+    if "confidence" in args:
+        added["confidence"] = vote.confidence
+    return added
+
+
+def pooled_stability(seats: list[Sampled]) -> float | None:
+    """The share of all the seats' answered samples that give their own seat's leading value
+    (1.0 when every seat's samples agree; a seat whose samples tie counts its leaders)."""
+    answered = sum(seat.answered for seat in seats)
+    return round(sum(seat.agreeing for seat in seats) / answered, 4) if answered else None
+
+
+def mean_confidence(winners: list[Vote]) -> float | None:
+    """The mean confidence of the votes the verdict rests on, over those that carry one."""
+    sure = [v.confidence for v in winners if v.confidence is not None]
+    return round(sum(sure) / len(sure), 4) if sure else None
 
 
 def method_problem(method: str, field: str, schema: Any, named: str) -> str | None:
@@ -160,9 +193,9 @@ def _verdicts(schema: Any, vote: Any) -> Any:
     return {**schema, "enum": list(dict.fromkeys([*schema["enum"], *extra]))}
 
 
-def _shown(votes: list[Vote]) -> list[dict[str, Any]]:
+def _shown(votes: list[Vote], args: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error, "cached": v.cached,
-             "latency_ms": v.latency_ms} for v in votes]
+             "latency_ms": v.latency_ms, **_vote_extras(args, v)} for v in votes]
 
 
 def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:

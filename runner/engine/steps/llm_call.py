@@ -8,12 +8,13 @@ from typing import Any
 
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
-from runner.errors import InputError, StepError
+from runner.errors import InputError, StepError, did_you_mean
 from runner.fileio import parse_json, read_json
 from runner.llm.client.spec import SAMPLING_KEYS
 from runner.llm.service import CallRequest, new_group
 from runner.paths import refusal, resolve_inside
-from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext
+from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext, fields_of
+from runner.yamlpos import Path as DataPath
 
 
 def render_text(ctx: StepContext, value: str, field: str) -> str:
@@ -62,6 +63,13 @@ def _answer_schemas(runtime: Runtime) -> dict[str, Any]:
     return {}
 
 
+STABILITY_FIELD = {"stability": {"type": ["number", "null"],
+                                 "description": "With repeat: the share of the samples that give the value."}}
+CONFIDENCE_FIELD = {"confidence": {"type": ["number", "null"],
+                                   "description": "With confidence: true, the probability the model gave the "
+                                                  "value's tokens; null when the server sent no token probabilities."}}
+
+
 @dataclass(frozen=True)
 class PromptArgs:
     """What the `llm` and `jury` steps send (`prompt` and `system` stay raw: rendered here)."""
@@ -76,10 +84,13 @@ class PromptArgs:
     max_tokens: Any = None
     seed: Any = None
     sample: Any = 0
+    repeat: Any = 1
+    confidence: Any = False
 
 
-def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
-    """One request per model; the prompt is rendered once for all of them."""
+def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest]]:
+    """Per model, one request per sample (`repeat:`, default one); the prompt is rendered
+    once for all of them."""
     args = ctx.arguments(PromptArgs)
     messages: list[dict[str, Any]] = []
     if args.system:
@@ -87,12 +98,24 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[CallRequest]:
     messages.append({"role": "user", "content": render_text(ctx, args.prompt, "prompt")})
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
+    first, repeat = _whole(ctx, args.sample, "sample", 0), _whole(ctx, args.repeat, "repeat", 1)
     group = new_group()      # the run fails outright when no model of the group answers
-    return [CallRequest(model=model, messages=messages, item=ctx.item.index, step=ctx.spec.id, output_schema=schema,
-                        as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
-                        sampling={k: v for k, v in sampling.items() if v is not None},
-                        sample=int(args.sample or 0), group=group)
+    return [[CallRequest(model=model, messages=messages, item=ctx.item.index, step=ctx.spec.id, output_schema=schema,
+                         as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
+                         sampling={k: v for k, v in sampling.items() if v is not None},
+                         sample=first + n, group=group, logprobs=args.confidence is True)
+             for n in range(repeat)]
             for model in models]
+
+
+def _whole(ctx: StepContext, value: Any, name: str, least: int) -> int:
+    """A rendered count argument (`repeat`, `sample`), at least `least`."""
+    if value is None:
+        return least
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.lstrip("-").isdigit() or int(text) < least:
+        raise StepError(f"{ctx.where(name)}: {text[:40]!r} is not a whole number of at least {least}")
+    return int(text)
 
 
 class PromptedStep(Step):
@@ -102,6 +125,37 @@ class PromptedStep(Step):
     schema_fields = ("output_schema",)
     lazy_fields = ("prompt", "system")
     counts_calls = True
+
+
+def repeat_problems(args: Mapping[str, Any]) -> list[tuple[DataPath, str]]:
+    """`repeat:` samples drawn at temperature 0: one answer drawn N times."""
+    repeat, temperature = args.get("repeat"), args.get("temperature")
+    if isinstance(repeat, int) and repeat > 1 and isinstance(temperature, (int, float)) and temperature == 0:
+        return [(("repeat",), f"{repeat} samples at temperature 0 are one answer drawn {repeat} times: set a "
+                              "temperature above 0 on the step (e.g. temperature: 0.7)")]
+    return []
+
+
+def field_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+    """An `llm` step's `repeat:` or `confidence:` on a JSON answer with no `field:` for the
+    samples to vote on and the confidence to read, or with one its answer schema lacks."""
+    if "repeat" not in args and "confidence" not in args:
+        return []
+    field = args.get("field")
+    json_answer = "output_schema" in args or args.get("json") is True
+    if field is None:
+        asked = "repeat" if "repeat" in args else "confidence"
+        return [((asked,), "the answer is JSON: name the answer field the samples vote on and `confidence` "
+                           "reads with `field:`")] if json_answer else []
+    if not json_answer:
+        return [(("field",), "a text answer has no fields: drop `field:` (the whole answer is the value), or ask "
+                             "for JSON with output_schema")]
+    known = fields_of(shapes.answer_schema(args.get("output_schema")))
+    if isinstance(field, str) and known and field not in known:
+        hint = did_you_mean(field, known)
+        return [(("field",), f"'{field}' is not a property of the answer schema"
+                             + (f".{hint}" if hint else f" (its properties: {', '.join(sorted(known))})"))]
+    return []
 
 
 def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from runner.llm.client.prices import cost_of
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import Completion, TransportError
 from runner.llm.client.usage import usage_of
+from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
 
 ERROR_TEXT = 300
@@ -112,7 +113,8 @@ def completion_of(data: Any, spec: ModelSpec) -> Completion:
         return Completion(None, None, usage, cost, model, 0)
     first = choices[0] if isinstance(choices[0], dict) else {}
     message: dict[str, Any] = first["message"] if isinstance(first.get("message"), dict) else {}
-    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices))
+    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices),
+                      logprobs=tokens_of(first.get("logprobs")))
 
 
 def parse_body(content: bytes, status: int, spec: ModelSpec) -> Completion:
@@ -138,6 +140,7 @@ class StreamAssembler:
         self.model = spec.model
         self.choices = 0
         self.done = False
+        self.tokens: Tokens | None = None        # token logprobs, when the chunks carry them
 
     def feed(self, line: bytes) -> bool:
         """Take one line; True once `[DONE]` arrived (nothing after it counts)."""
@@ -166,6 +169,10 @@ class StreamAssembler:
             delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
+            tokens = tokens_of(choice.get("logprobs"))
+            if tokens is not None:
+                self.tokens = self.tokens if self.tokens is not None else []
+                self.tokens.extend(tokens)
             self.finish = choice.get("finish_reason") or self.finish
         return False
 
@@ -181,4 +188,4 @@ class StreamAssembler:
         cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
         # Joined before the surrogates are mended: a pair can arrive split across two chunks.
         text = safe_text("".join(self.parts)) if self.choices else None
-        return Completion(text, self.finish, usage, cost, self.model, self.choices)
+        return Completion(text, self.finish, usage, cost, self.model, self.choices, logprobs=self.tokens)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.usage import usage_of
+from runner.llm.logprobs import tokens_of
 from runner.retry import parse_retry_after
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
@@ -31,6 +32,21 @@ class Completion:
     model: str = ""
     choices: int = 1
     attempts: int = 1                  # requests it took (set by the service's retry loop)
+    logprobs: list[list[Any]] | None = None     # [[token, logprob], ...] when the answer carries them
+
+    def problem(self, model: str, max_tokens: Any) -> str | None:
+        """Why this answer cannot be used (no choices, cut short, filtered, empty), with the fix; None if usable."""
+        if self.choices == 0:
+            return "the answer has no choices"
+        if self.finish_reason == "length":
+            return (f"the answer was truncated (finish_reason=length) at max_tokens={max_tokens}: raise it with "
+                    f"`max_tokens:` on the step or on the model (--set models.{model}.max_tokens="
+                    f"{2 * int(max_tokens or 1024)}), or ask for a shorter answer")
+        if self.finish_reason == "content_filter":
+            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
+        if self.text is None or not self.text.strip():
+            return "the answer is empty"
+        return None
 
 
 class TransportError(Exception):
@@ -201,7 +217,8 @@ class LiteLLMTransport:
         first = choices[0]
         message = getattr(first, "message", None)
         return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost,
-                          str(getattr(response, "model", spec.model)), len(choices))
+                          str(getattr(response, "model", spec.model)), len(choices),
+                          logprobs=tokens_of(getattr(first, "logprobs", None)))
 
     async def aclose(self) -> None:
         if self._litellm is None:

@@ -1,0 +1,102 @@
+"""A probe run end to end: the pipeline over each item and its perturbed copies, in a run
+folder of its own group (reports/<pipeline>/<input group>-probe/), then the comparison
+written beside its results. Copies are judged, never taken from the pipeline's memo store
+(a copy may share its original's memo key)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from runner.api import RunOutcome, default_group, load_items, run_pipeline
+from runner.engine.context import TEMPLATE_FAILURES
+from runner.engine.progress import Progress
+from runner.engine.selection import item_rule
+from runner.errors import InputError, unknown
+from runner.pipeline.loader import load_pipeline
+from runner.pipeline.model import Pipeline
+from runner.pipeline.probes import Probe
+from runner.pipeline.templating import Renderer
+from runner.pipeline.validated import ValidatedPipelines
+from runner.probe.measure import measure
+from runner.probe.plan import plan, probe_items
+from runner.probe.report import write_probe
+from runner.runs.request import ItemSource, RunOptions
+from runner.runs.results_file import results_in_order
+
+GROUP_SUFFIX = "-probe"
+
+
+def chosen_probes(pipeline: Pipeline, names: Sequence[str]) -> list[Probe]:
+    """The pipeline's probes, or those named (in the file's order)."""
+    if not pipeline.probes:
+        raise InputError(f"pipeline '{pipeline.name}' declares no probes: add a `probes:` block "
+                         "(docs/robustness.md says how)")
+    known = {p.name: p for p in pipeline.probes}
+    for name in names:
+        if name not in known:
+            raise InputError(f"--probes: {unknown('probe', name, known, 'probes')}")
+    return [p for p in pipeline.probes if not names or p.name in names]
+
+
+def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, overrides: list[str],
+                   names: Sequence[str], items: int | None,
+                   progress: Progress | None = None) -> tuple[dict[str, Any], RunOutcome]:
+    """Run the probe run and write probe.json, probe.md and probe.html into its folder; the
+    report and the run. Interrupted, it writes the report of what finished, then re-raises."""
+    pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
+    probes = chosen_probes(pipeline, names)
+    originals = replace(source)            # the same items, without the copies: for the pairing
+    source.derive = probe_items(probes, items)
+    options.kind, options.memo = "probe", False
+    if options.out_dir is None:
+        group = default_group(pipeline, source)
+        options.group = group.with_name(group.name + GROUP_SUFFIX)
+    try:
+        outcome = run_pipeline(path, source, options, overrides, progress)
+    except KeyboardInterrupt as stop:
+        if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
+            _report(stop.args[0], originals, probes, items, source, interrupted=True)
+        raise
+    return _report(outcome, originals, probes, items, source), outcome
+
+
+def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None,
+            source: ItemSource, interrupted: bool = False) -> dict[str, Any]:
+    pipeline = outcome.pipeline
+    verdict_field = str(pipeline.summary["count_by"])          # the loader refuses probes without it
+    planned = plan(load_items(pipeline, originals), probes, items)
+    tallies, count, jurors = measure(planned, results_in_order(outcome.out_dir), verdict_field, _passes(pipeline),
+                                     probes)
+    report = {
+        "pipeline": pipeline.name, "input": str(source.input_path) if source.input_path else "--record",
+        "run": str(outcome.out_dir), "verdict_field": verdict_field, "items": count,
+        "copies": sum(t.copies for t in tallies), "jurors": jurors, "interrupted": interrupted,
+        "probes": [{"name": t.probe.name, "description": t.probe.description, "transform": t.probe.kind,
+                    "field": t.probe.field, "expect": t.probe.describe_expect(), "variants": t.probe.variants,
+                    "copies": t.copies, "not_applicable": t.not_applicable, "errored": t.errored,
+                    "example": t.example, "rows": [counts.row(who) for who, counts in t.rows.items()]}
+                   for t in tallies],
+    }
+    write_probe(outcome.out_dir, report)
+    return report
+
+
+def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:
+    """Whether a result meets the pipeline's pass rule (every result does when it has none)."""
+    rule = item_rule(pipeline)
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
+    scope = {"params": pipeline.params,
+             "env": {name: os.environ[name] for name in pipeline.env_names if name in os.environ}}
+
+    def passes(result: dict[str, Any]) -> bool:
+        if rule is None:
+            return True
+        try:
+            return renderer.condition(rule[1], {**scope, "result": result})
+        except TEMPLATE_FAILURES:
+            return False
+    return passes
