@@ -63,7 +63,7 @@ def free_port() -> int:
 
 
 def project(root: Path, items: int) -> list[dict[str, str]]:
-    for folder in ("pipelines", "prompts", "schemas"):
+    for folder in ("pipelines", "prompts", "schemas", "probes"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     (root / "pipelines" / "bench.yaml").write_text(PIPELINE)
     records = [{"text": f"item number {n}"} for n in range(items)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from runner.engine.selection import item_rule, select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
+from runner.inputs.stdin import is_stdin, spool
 from runner.inputs.stream import ItemStream
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
@@ -32,7 +34,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
-from runner.runs.manifest import model_entries
+from runner.runs.manifest import model_entries, sha256_file
 from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
@@ -60,8 +62,11 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     if source.records:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        spec, path = pipeline.input, source.input_path
-        adapter, options, explode = spec.get("adapter", "json"), spec.get("with") or {}, spec.get("explode")
+        spec, path = pipeline.input, _input_file(source)
+        adapter, explode = spec.get("adapter", "json"), spec.get("explode")
+        options = spec.get("with") or {}
+        if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
+            adapter, options = source.input_format, {}
         records = iter_records(adapter, path, options)       # an unusable input fails here
         if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
             items = ItemStream(lambda: iter_items(records, explode))
@@ -76,14 +81,33 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     return source.derive(selected) if source.derive is not None else selected
 
 
+def _input_file(source: ItemSource) -> Path:
+    """The file to read: `--input`, or a copy of standard input for `--input -` (made once)."""
+    if is_stdin(source.input_path) and source.stdin_copy is None:
+        source.stdin_copy = spool(sys.stdin)
+    return source.input_file or Path()
+
+
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py): each default run gets its own folder inside."""
+    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py): each default run gets its own folder
+    inside; standard input's group is named by a hash of what it held (`stdin-1f3a9c`)."""
+    if source.stdin_copy is not None:
+        return Path("reports") / pipeline.name / f"stdin-{sha256_file(source.stdin_copy)[:6]}"
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
 
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
+    """Run the pipeline over the source's items; write results, summary, reports and run.json."""
+    try:
+        return _run_pipeline(path, source, options, overrides, progress, formats, executor)
+    finally:
+        source.discard_stdin_copy()
+
+
+def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
+                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None) -> RunOutcome:
     run = _StartedRun.start(path, source, options, overrides, formats, executor)
     failed = True
     try:
@@ -336,12 +360,15 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     if item_number is not None:
         source.selection.item = item_number
-    items = load_items(pipeline, source)
-    options.render = True
-    options.input_path = str(source.input_path) if source.input_path else None
-    runtime = Runtime.create(pipeline, options)
-    runtime.render_stream = stream
-    return asyncio.run(_render(runtime, items, stream))
+    try:
+        items = load_items(pipeline, source)
+        options.render = True
+        options.input_path = str(source.input_path) if source.input_path else None
+        runtime = Runtime.create(pipeline, options)
+        runtime.render_stream = stream
+        return asyncio.run(_render(runtime, items, stream))
+    finally:
+        source.discard_stdin_copy()
 
 
 async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> dict[str, int]:

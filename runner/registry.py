@@ -2,14 +2,20 @@
 search providers): entries register themselves by name with a decorator, and the
 built-ins are the modules of one package. A lookup imports the module named like the entry
 first, and every module of the package when that does not find it (or to list them all). A
-new built-in is a new module in that package; nothing else names it."""
+new built-in is a new module in that package; nothing else names it.
+
+Installed packages add entries through Python entry points (`entry_group`, e.g.
+`runner.steps`): the entry point's name is the entry's, its object the entry. They are read
+after the built-ins, only when a name is not a built-in's or all are listed (a run of
+built-ins never reads the installed packages' metadata); a name is taken once, so a plugin
+never replaces a built-in."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from runner.errors import RunnerError, unknown
 
@@ -17,13 +23,19 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, builtins: str):
+    def __init__(self, kind: str, builtins: str, entry_group: str | None = None):
         self.kind = kind                  # "step type", in messages
         self.builtins = builtins          # the package whose modules register the built-ins
+        self.entry_group = entry_group    # the entry point group of installed plugins
         self._entries: dict[str, T] = {}
-        self._loaded = False
+        self._loaded = False              # every built-in module imported
+        self._installed_loaded = False    # every installed plugin's entry point read
 
     def add(self, name: str, entry: T) -> T:
+        """Register `entry` as `name`; a name is taken once (a plugin never replaces a built-in)."""
+        if self._entries.get(name, entry) is not entry:
+            raise RunnerError(f"{self.kind} '{name}' is registered twice ({_origin(self._entries[name])} and "
+                              f"{_origin(entry)})")
         self._entries[name] = entry
         return entry
 
@@ -37,27 +49,33 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The entry, or a RunnerError naming the nearest known name."""
-        if name not in self._entries:
-            self._load_named(name)
-        if name not in self._entries:
-            self._load()
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise RunnerError(unknown(self.kind, name, self._entries)) from None
+        if not self._find(name):
+            raise RunnerError(unknown(self.kind, name, self.names()))
+        return self._entries[name]
 
     __getitem__ = get
 
     def names(self) -> list[str]:
         self._load()
+        self._load_installed()
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        self._load()
-        return name in self._entries
+        return isinstance(name, str) and self._find(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def _find(self, name: str) -> bool:
+        """Whether `name` is registered, reading no more than it takes: the built-in module of that
+        name, then every built-in, then the installed plugins."""
+        if name not in self._entries:
+            self._load_named(name)
+        if name not in self._entries:
+            self._load()
+        if name not in self._entries:
+            self._load_installed()
+        return name in self._entries
 
     def _load_named(self, name: str) -> None:
         """Import the built-in module of that name, where there is one: a run imports the
@@ -71,6 +89,11 @@ class Registry(Generic[T]):
             if exc.name != module:
                 raise
 
+    def load_builtins(self) -> None:
+        """Import every built-in now (before a plugin registers: a plugin then cannot take a
+        built-in's name, whose module would otherwise register it later)."""
+        self._load()
+
     def _load(self) -> None:
         if self._loaded:
             return
@@ -78,3 +101,29 @@ class Registry(Generic[T]):
         package = importlib.import_module(self.builtins)
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{self.builtins}.{module.name}")
+
+    def _load_installed(self) -> None:
+        """The entries of installed packages (their entry points), read once."""
+        if self._installed_loaded or not self.entry_group:
+            return
+        self._installed_loaded = True
+        for name, entry in entry_point_objects(self.entry_group).items():
+            self.add(name, entry)
+
+
+def _origin(entry: Any) -> str:
+    return f"{getattr(entry, '__module__', '?')}.{getattr(entry, '__qualname__', type(entry).__name__)}"
+
+
+def entry_point_objects(group: str) -> dict[str, Any]:
+    """Name -> object of every installed entry point of `group`; one that fails to load is a
+    RunnerError naming it (a plugin's bug is not runner's)."""
+    from importlib.metadata import entry_points
+    found: dict[str, Any] = {}
+    for point in entry_points(group=group):
+        try:
+            found[point.name] = point.load()
+        except Exception as exc:     # any error of the plugin's own code
+            raise RunnerError(f"entry point {group} '{point.name}' ({point.value}) failed to load: "
+                              f"{type(exc).__name__}: {exc}") from None
+    return found

@@ -17,25 +17,46 @@ Path = tuple[str | int, ...]
 
 @dataclass
 class Located:
-    """Loaded data and where each path came from (1-based line, column)."""
+    """Loaded data and where each path came from (1-based line, column).
+
+    A pipeline made of several files (a variant and the base it `extends:`) keeps, for each
+    path written by another file than `file`, that file's name in `origins`; a part run by a
+    `pipeline` step is mounted whole at a path of the step (`mounts`), so a message about
+    anything inside it names the part's own file, line and path."""
 
     file: str
     data: Any
     value_pos: dict[Path, tuple[int, int]] = field(default_factory=dict)
     key_pos: dict[Path, tuple[int, int]] = field(default_factory=dict)
     overridden: dict[Path, str] = field(default_factory=dict)   # path -> the --set that wrote it
+    origins: dict[Path, str] = field(default_factory=dict)      # path -> the file that wrote it, when not `file`
+    mounts: dict[Path, Located] = field(default_factory=dict)   # path -> the part file mounted there
 
-    def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
-        """The closest known position for `path` (walks up to a parent)."""
+    def _found(self, path: Path, key: bool) -> tuple[Path, tuple[int, int]]:
+        """The closest path with a known position at or above `path` (walking up), and that position."""
         table = self.key_pos if key else self.value_pos
         probe = tuple(path)
         while probe:
             if probe in table:
-                return table[probe]
+                return probe, table[probe]
             if not key and probe in self.key_pos:
-                return self.key_pos[probe]
+                return probe, self.key_pos[probe]
             probe = probe[:-1]
-        return self.value_pos.get((), (1, 1))
+        return (), self.value_pos.get((), (1, 1))
+
+    def _mounted(self, path: Path) -> tuple[Located, Path] | None:
+        for depth in range(len(path), 0, -1):
+            inner = self.mounts.get(tuple(path[:depth]))
+            if inner is not None:
+                return inner, tuple(path[depth:])
+        return None
+
+    def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
+        """The closest known position for `path` (walks up to a parent)."""
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return mounted[0].where(mounted[1], key=key)
+        return self._found(path, key)[1]
 
     def location(self, path: Path, *, key: bool = False) -> str:
         """`file:line:col`, or the `--set` that wrote this path."""
@@ -43,13 +64,49 @@ class Located:
             if tuple(path[:depth]) in self.overridden:
                 written = self.overridden[tuple(path[:depth])]
                 return written if written.startswith("--") else f"--set {written}"
-        line, col = self.where(path, key=key)
-        return f"{self.file}:{line}:{col}"
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return mounted[0].location(mounted[1], key=key)
+        probe, (line, col) = self._found(path, key)
+        return f"{self.origins.get(probe, self.file)}:{line}:{col}"
+
+    def file_of(self, path: Path) -> str:
+        """The file that wrote the value at `path` (or the closest parent with a position)."""
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return mounted[0].file_of(mounted[1])
+        return self.origins.get(self._found(path, False)[0], self.file)
+
+    def describe(self, path: Path) -> str:
+        """`file:line:col: json.path` (a path inside a mounted part is the part's own)."""
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return mounted[0].describe(mounted[1])
+        return f"{self.location(path)}: {json_path(path)}"
 
     def problem(self, path: Path, message: str, *, key: bool = False) -> Problem:
         where = self.location(path, key=key)
         order = self.where(path, key=key) if not where.startswith("--set") else (10**9, 0)
-        return Problem(where, json_path(path), message, order)
+        mounted = self._mounted(path)
+        shown = json_path(mounted[1]) if mounted is not None else json_path(path)
+        return Problem(where, shown, message, order)
+
+
+def move_positions(located: Located, source: Path, target: Path) -> None:
+    """Give every position at or below `source` to the same place below `target` (a value
+    that moves within the data keeps pointing at where it was written). The key at `source`
+    itself moves only to a key of the same name: `params.x.default` moving up to `params.x`
+    leaves the key `x` where it is."""
+    size = len(source)
+    same_key = bool(source) and bool(target) and source[-1] == target[-1]
+    tables: list[dict[Path, Any]] = [located.value_pos, located.key_pos, located.origins]
+    for table in tables:
+        keep_key = table is located.key_pos and not same_key
+        moved = {path: where for path, where in table.items()
+                 if path[:size] == source and not (keep_key and path == source)}
+        for path, where in moved.items():
+            del table[path]
+            table[(*target, *path[size:])] = where
 
 
 def json_path(path: Path) -> str:

@@ -86,7 +86,7 @@ class Project:
 
     def __init__(self, root: Path):
         self.root = root
-        for folder in ("pipelines", "prompts", "schemas"):
+        for folder in ("pipelines", "prompts", "schemas", "probes"):
             (root / folder).mkdir(exist_ok=True)
 
     def pipeline(self, text: str, name: str = "p.yaml") -> Path:

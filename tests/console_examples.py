@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-COPIED = ("pipelines", "prompts", "schemas", "examples", "tests")
+COPIED = ("pipelines", "prompts", "schemas", "probes", "examples", "tests")
 MARK = "@@console-example-end@@"
 _FENCE = re.compile(r"^(\s*)(```|~~~)")
 _SETUP = re.compile(r"^\s*<!--\s*console:(?P<options>.*?)-->\s*$")

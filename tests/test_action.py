@@ -87,7 +87,7 @@ def run_action(inputs: dict[str, str], work: Path, env: dict[str, str], event: s
 @pytest.fixture
 def repo_with_a_judge(tmp_path: Path, fake_llm: Any) -> dict[str, Any]:
     work = tmp_path / "repo"
-    for folder in ("pipelines", "prompts", "schemas"):
+    for folder in ("pipelines", "prompts", "schemas", "probes"):
         (work / folder).mkdir(parents=True)
     (work / "prompts" / "ask.j2").write_text("Judge claim {{ item.claim }}\n")
     (work / "schemas" / "answer.schema.json").write_text(json.dumps(

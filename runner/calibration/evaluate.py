@@ -68,7 +68,7 @@ def load_run(path: Path) -> Run:
 
 
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
-                    out: Path | None, cache_dir: Path) -> tuple[dict[str, Any], Path]:
+                    out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
     from the cache where it has them); write eval.json, eval.md and the report.html section."""
     from runner.calibration.report import write_eval
@@ -77,8 +77,8 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
         from runner.runs.request import RunOptions
         if input_path is None:
             raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
-        outcome = run_pipeline(target, ItemSource(input_path), RunOptions(cache_dir=cache_dir, out_dir=out),
-                               overrides)
+        outcome = run_pipeline(target, ItemSource(input_path, input_format=input_format),
+                               RunOptions(cache_dir=cache_dir, out_dir=out), overrides)
         run = Run(outcome.out_dir, outcome.results, outcome.summary)
     elif input_path is not None or overrides:
         raise InputError("--input and --set need a pipeline file, not a run folder")

@@ -5,7 +5,6 @@ keys on either side, unusable label rows and items that errored are all reported
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +44,9 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     if suffix == ".jsonl" or suffix not in (".csv", ".json"):
         rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
     else:
-        text = read_text(path)
         if suffix == ".csv":
-            reader = csv.DictReader(text.splitlines())
-            return [LabelRow(number + 2, dict(row)) for number, row in enumerate(reader)]
+            return _csv_labels(path)
+        text = read_text(path)
         data = parse_json(text, str(path))
         if isinstance(data, dict):
             data = data.get("labels", data.get("items"))
@@ -58,6 +56,18 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
+    return rows
+
+
+def _csv_labels(path: Path) -> list[LabelRow]:
+    """Label rows of a CSV file as the csv input adapter reads them (cells are text); a row
+    that cannot be read is refused with its line."""
+    from runner.inputs.csv import read_csv
+    rows = []
+    for record in read_csv(path, {}):
+        if record.error:
+            raise InputError(record.error)
+        rows.append(LabelRow(record.line or 0, record.value))
     return rows
 
 

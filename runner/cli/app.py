@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, pipelines, probe, serve, tools, view
+from runner.cli import batches, calibration, init, pipelines, probe, serve, tools, view
 from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
+from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
@@ -43,7 +43,7 @@ FormatOpt = Annotated[list[str] | None, typer.Option(
 
 
 def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
-        input: InputOpt = None, record: RecordOpt = None,
+        input: InputOpt = None, record: RecordOpt = None, input_format: InputFormatOpt = None,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
                           "reports/<pipeline>/<input stem>-<hash>/, with a `latest` pointer).")] = None,
@@ -118,7 +118,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
                          command_flags=flags, batch=batch, csv_raw=csv_raw)
-    source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from))
+    source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
     try:
         outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
                                formats or [], ExecutorChoice(executor, ray_address, workers))
@@ -195,7 +195,8 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> No
 
 
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
-           input: InputOpt = None, record: RecordOpt = None, set_: SetOpt = None, model: ModelOpt = None,
+           input: InputOpt = None, record: RecordOpt = None, input_format: InputFormatOpt = None,
+           set_: SetOpt = None, model: ModelOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
            cache_dir: CacheOpt = None,
@@ -204,17 +205,19 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
     from runner.runs.request import RunOptions
-    render_pipeline(pipeline, ItemSource(input, record or [], limit),
+    render_pipeline(pipeline, ItemSource(input, record or [], limit, input_format=input_format),
                     RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, overrides_of(set_, model),
                     item)
 
 
 # Registered in the order `runner --help` lists them.
+app.command()(init.init)
 app.command()(pipelines.validate)
 app.command()(run)
 app.command()(render)
 app.command("list")(pipelines.list_pipelines)
 app.command()(pipelines.steps)
+app.command()(pipelines.params)
 app.command()(tools.feedback)
 app.command()(tools.diff)
 app.command()(tools.calls)

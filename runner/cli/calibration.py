@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.common import cache_dir_of
+from runner.cli.common import InputFormatOpt, cache_dir_of
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -38,8 +38,9 @@ def eval_command(
         stability_field: Annotated[str | None, typer.Option(
             "--stability-field", help="Path of the results' stability (repeat: N) to score stable and unstable "
                                       "items apart (default: a `stability` field found in the results).")] = None,
-        input: Annotated[Path | None, typer.Option("--input", "-i", help="With a pipeline: run it on this first.")]
-        = None,
+        input: Annotated[Path | None, typer.Option(
+            "--input", "-i", help="With a pipeline: run it on this first (- reads standard input).")] = None,
+        input_format: InputFormatOpt = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help="With a pipeline: override a key.")] = None,
         out: Annotated[Path | None, typer.Option("--out", help="With a pipeline: its output folder.")] = None,
         cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
@@ -49,7 +50,7 @@ def eval_command(
     from runner.calibration.evaluate import evaluate_target
     report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
                                                    stability_field),
-                                     input, set_ or [], out, cache_dir_of(cache_dir))
+                                     input, set_ or [], out, cache_dir_of(cache_dir), input_format)
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
     for warning in ((report.get("jurors") or {}).get("independence") or {}).get("warnings", []):
@@ -132,6 +133,8 @@ def sweep_command(
                    f"(est. prompt tokens: {tokens}; settings with the same prompts share answers); running them",
                    err=True)
 
+    if str(input) == "-":
+        raise RunnerError("sweep --input -: a sweep reads its input once per setting; give a file")
     request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)

@@ -8,7 +8,11 @@ from typing import Annotated
 
 import typer
 
-InputOpt = Annotated[Path | None, typer.Option("--input", "-i", help="Input file (adapter set by the pipeline).")]
+InputOpt = Annotated[Path | None, typer.Option(
+    "--input", "-i", help="Input file (adapter set by the pipeline); - reads standard input.")]
+InputFormatOpt = Annotated[str | None, typer.Option(
+    "--input-format", help="Read --input with this input adapter instead of the pipeline's (e.g. csv or jsonl "
+                           "for --input -); the pipeline's input.with options apply only to its own adapter.")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
 CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",

@@ -1,4 +1,4 @@
-"""`runner validate`, `runner list` and `runner steps`: commands about pipeline files."""
+"""`runner validate`, `runner list`, `runner steps` and `runner params`: commands about pipeline files."""
 
 from __future__ import annotations
 
@@ -43,12 +43,18 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
         typer.echo(f"{file}: {' '.join(str(description).split())}")
 
 
-def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (e.g. jury).")] = None) -> None:
+def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (e.g. jury).")] = None,
+          pipeline: Annotated[Path | None, typer.Option(
+              "--pipeline", "-p", help="Also the step types of this pipeline's plugins (installed plugins are "
+                                       "always listed).")] = None) -> None:
     """The step types (or one), their arguments and sub-fields (from their schemas), the fields
     of their results, and an example."""
     from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.result_shapes import ShapeContext, describe
+    if pipeline is not None:
+        from runner.pipeline.loader import load_pipeline
+        load_pipeline(pipeline)          # imports the plugins it names
     if name is not None and name not in step_names():
         from runner.errors import unknown
         raise RunnerError(unknown("step type", name, step_names()))
@@ -64,3 +70,16 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
                     typer.echo(f"        {value}: {what}")
         typer.echo(f"  result: {describe(info.result_schema({}, ShapeContext()))}")
         typer.echo(f"  example: {example_step(step, info.schema)}")
+
+
+def params(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")]) -> None:
+    """The pipeline's params: name, type, default, range and description (set one with --set params.NAME=VALUE)."""
+    from runner.pipeline.loader import load_pipeline
+    from runner.pipeline.params import param_rows
+    loaded = load_pipeline(pipeline)
+    rows = [("name", "type", "default", "range", "description"),
+            *param_rows(loaded.params, loaded.params_schema)]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[4]])
+                   .rstrip())

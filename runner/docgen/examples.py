@@ -144,7 +144,8 @@ NAMESPACES: dict[str, tuple[str, str, str]] = {
              "{{ item.quote | default(item.claim) }}"),
     "params": ("everywhere", "the pipeline's `params:` after every `--set params.NAME=VALUE`",
                "{{ params.quote_threshold }}"),
-    "steps": ("steps, output, memo", "the results of earlier steps by id (null when a step did not run)",
+    "steps": ("steps, output, memo", "the results of earlier steps by id (a skipped step: the empty value of its "
+              "result; null when the item stopped before it)",
               "{{ steps.match.passed }}"),
     "env": ("everywhere", "the environment variables the pipeline lists under `env:`, no others",
             "{{ env.LOCAL_LLM_BASE_URL | default('http://localhost:1234/v1') }}"),

@@ -66,7 +66,17 @@ def _steps() -> list[str]:
     from runner.pipeline.result_shapes import ShapeContext, describe
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
-             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`.", ""]
+             "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`. A top-level "
+             "`defaults:` says them once per step type (`defaults: {llm: {on_error: default, default: "
+             "{failed: true}}}`); a step's own win.", "",
+             "A step whose `if` is false reads as the empty value of its result, so no guard is needed to "
+             "read it: by JSON type a string is `\"\"`, a number `0`, a boolean `false`, an array `[]`, an "
+             "object the empty values of its known fields (and false in a condition), and a type that allows "
+             "null (or a shape of no one type) `null`; `steps.ID.skipped` is true. A step that failed into "
+             "its `default` reads as the default laid over that empty value. A step that calls models "
+             "(`llm`, `jury`, and `foreach`/`loop` around them) tells how many calls it made (`calls`: a "
+             "re-ask to repair an answer is one more) and the attempts they took (`attempts`: retries "
+             "included, none for a cached answer).", ""]
     for name in step_names():
         info = step_info(name)
         lines += [f"### `{name}`", "", info.summary, "", "- arguments:" if info.schema.get("properties")
@@ -95,12 +105,50 @@ def _names() -> list[str]:
 
 
 def _adapters() -> list[str]:
-    from runner.inputs import ADAPTERS, adapter_names
+    from runner.inputs import ADAPTERS, adapter_names, options_schema
     lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
              "makes one item without a file).", ""]
     for name in adapter_names():
         lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
+        for option, spec in ((options_schema(name) or {}).get("properties") or {}).items():
+            lines.append(f"    - `with.{option}`: {spec.get('description', '')}")
+    lines += ["", "`--input -` reads standard input (copied once to a temporary file, removed when the run "
+              "ends) with the pipeline's adapter, or with `--input-format NAME` (e.g. "
+              "`cat items.csv | runner run judge.yaml --input - --input-format csv`)."]
     return [*lines, ""]
+
+
+def _features() -> list[str]:
+    from runner.docgen.features import FEATURES
+    lines = ["## Features by example", "",
+             "Each example is the files of a project; the tests run it on the records shown and check the results.",
+             ""]
+    for feature in FEATURES:
+        lines += [f"### {feature.title}", "", feature.text, ""]
+        for path, text in feature.files.items():
+            kind = "yaml" if path.endswith(".yaml") else "jinja"
+            lines += [f"`{path}`:", "", f"```{kind}", text.rstrip("\n"), "```", ""]
+        pairs = [json.dumps({"record": r, "result": o}, ensure_ascii=False)
+                 for r, o in zip(feature.records, feature.results, strict=True)]
+        said = f" (the model answers {', '.join(repr(a) for a in feature.answers)})" if feature.answers else ""
+        lines += [f"Run on each record{said}, it gives:", "", "```json", *pairs, "```", ""]
+    return lines
+
+
+def _plugins() -> list[str]:
+    from runner.inputs import ADAPTERS
+    from runner.pipeline.catalog import STEPS
+    from runner.pipeline.plugin_filters import ENTRY_GROUP
+    groups = {"step types": STEPS.entry_group, "input adapters": ADAPTERS.entry_group, "filters": ENTRY_GROUP}
+    return ["## Plugins", "",
+            "A project's own step types, input adapters and filters come from an installed package, through "
+            "entry points (" + ", ".join(f"`{group}` for {kind}" for kind, group in groups.items()) + "; the "
+            "entry point's name is the step type's, adapter's or filter's), or from modules the pipeline names: "
+            "`plugins: [my_judges.steps, plugins/scoring.py]` (an importable module, or a `.py` file relative to "
+            "the project folder and inside it). Nothing else is imported. A module registers what it brings with "
+            "`@register` (runner.engine.steps.base; the class's `schema` is its `with:` schema), "
+            "`@adapter(\"name\")` (runner.inputs) and `@template_filter(\"name\")` "
+            "(runner.pipeline.plugin_filters); see the README's \"Plugins\" section for a whole example.", ""]
 
 
 def render_page() -> str:
@@ -120,5 +168,5 @@ def render_page() -> str:
              *_entries("Filters of Jinja", {n: env.filters[n] for n in jinja_filters}, FILTERS, jinja_filters),
              *_entries("Tests (`x is NAME`, `select('NAME')`)", dict(env.tests), TESTS, sorted(env.tests)),
              *_entries("Global functions", dict(env.globals), GLOBALS, sorted(env.globals)),
-             *_names(), *_adapters()]
+             *_names(), *_adapters(), *_plugins(), *_features()]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 import jinja2
 
 from runner.engine.services import LLM
-from runner.errors import RunnerError, TemplateError
+from runner.errors import RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.llm.in_flight import ItemsInFlight
 from runner.pipeline.model import Pipeline, StepSpec
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runner.engine.executors.limits import SharedLimits
     from runner.llm.cache.store import JsonCache
     from runner.llm.client.spec import ModelSpec
+    from runner.llm.service import CallRequest
     from runner.render.sink import RenderSink
     from runner.stores.memo import MemoStore
 
@@ -71,6 +72,9 @@ class Runtime:
 
     @classmethod
     def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+        if pipeline.plugins:        # every process of a run imports them (a worker starts without)
+            from runner.pipeline.plugins import load_plugins
+            load_plugins(pipeline.plugins)
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
@@ -151,6 +155,24 @@ def _argument_keys(kind: type) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass
+class CallCounts:
+    """The LLM calls a step made and the attempts they took, counted by the engine: each call
+    counts in its step and in every step around it (a loop, a foreach, a part)."""
+
+    calls: int = 0
+    attempts: int = 0
+    parent: CallCounts | None = None
+
+    def add(self, answer: Mapping[str, Any]) -> None:
+        """One call's outcome (an answer, or what a failed call left): its requests and attempts."""
+        counts: CallCounts | None = self
+        while counts is not None:
+            counts.calls += int(answer.get("calls", 1))
+            counts.attempts += int(answer.get("attempts", 0))
+            counts = counts.parent
+
+
+@dataclass
 class StepContext:
     """What a step's run() sees."""
 
@@ -159,8 +181,9 @@ class StepContext:
     args: dict[str, Any]
     scope: dict[str, Any]
     item: Item
-    substeps: Callable[[tuple[StepSpec, ...], dict[str, Any]], Awaitable[StepsOutcome]]
+    substeps: Callable[[tuple[StepSpec, ...], dict[str, Any], CallCounts], Awaitable[StepsOutcome]]
     stop_requested: bool = False
+    counts: CallCounts = field(default_factory=CallCounts)
 
     def arguments(self, kind: type[A]) -> A:
         """This step's `with:` (rendered, but for the step's lazy fields) as the dataclass
@@ -178,8 +201,19 @@ class StepContext:
         return self.runtime.pipeline.where((*self.spec.path, "with", *field_path))
 
     async def run_steps(self, specs: tuple[StepSpec, ...], scope: dict[str, Any]) -> StepsOutcome:
-        """Run sub-steps (foreach, loop) in `scope`, through the engine that made this context."""
-        return await self.substeps(specs, scope)
+        """Run sub-steps (foreach, loop, a part) in `scope`, through the engine that made this
+        context; their LLM calls count in this step too."""
+        return await self.substeps(specs, scope, self.counts)
+
+    async def call(self, request: CallRequest) -> dict[str, Any]:
+        """One LLM call through the run's service, counted in this step (failed ones too)."""
+        try:
+            answer = await self.runtime.llm.call(request)
+        except StepError as exc:
+            self.counts.add(exc.partial or {})
+            raise
+        self.counts.add(answer)
+        return answer
 
 
 # What evaluating a template can raise: Jinja's errors and those of the Python it runs.

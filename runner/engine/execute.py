@@ -8,12 +8,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from runner.engine.context import Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.run_warnings import add_warning
+from runner.engine.step_values import defaulted, skipped
 from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
+from runner.pipeline.result_shapes import Result, ResultList, as_result
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import clean_value
@@ -35,31 +37,33 @@ def _instance(uses: str) -> Step:
     return _INSTANCES[uses]
 
 
-async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any], *,
-                    item: Item) -> StepsOutcome:
-    """Run `specs` in order in `scope` (whose `steps` dict they fill)."""
+async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any],
+                    counts: CallCounts | None = None, *, item: Item) -> StepsOutcome:
+    """Run `specs` in order in `scope` (whose `steps` dict they fill); `counts`: the calls of the
+    step around them, which theirs add to."""
     results: dict[str, Any] = scope["steps"]
-    for spec in specs:  # a step that does not run (skipped, or after a stop or failure) is null
+    for spec in specs:  # a step the item never reaches (after a stop or a failure) is null
         results.setdefault(spec.id, None)
     outcome = StepsOutcome(results)
     for spec in specs:
         try:
             if spec.condition is not None and not condition_at(runtime, spec.condition, (*spec.path, "if"), scope):
-                results[spec.id] = None
+                results[spec.id] = skipped(runtime, spec)
                 continue
         except TemplateError as exc:
             outcome.error = str(exc)
             return outcome
         ctx: StepContext | None = None
         span, failure = runtime.observer.step_start(item, spec), None
+        step = _instance(spec.uses)
         try:
-            step = _instance(spec.uses)
             lazy = set(step.lazy_fields) | ({"steps"} if step.substeps else set())
             args = {k: (v if k in lazy or not step.render_args
                         else render_at(runtime, v, (*spec.path, "with", k), scope))
                     for k, v in spec.args.items()}
-            ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item))
-            results[spec.id] = await step.run(ctx)
+            ctx = StepContext(runtime, spec, args, scope, item, functools.partial(run_steps, runtime, item=item),
+                              counts=CallCounts(parent=counts))
+            results[spec.id] = as_result(await step.run(ctx))
             if item.rewrites:
                 results[spec.id] = _rewritten(item, spec.id, results[spec.id], outcome)
         except NeedsModel:
@@ -68,25 +72,35 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             message = failure = exc.message if isinstance(exc, StepError) else str(exc)
             partial = exc.partial if isinstance(exc, StepError) else None
             if spec.on_error == "fail":
-                results[spec.id] = partial
+                results[spec.id] = as_result(partial)
                 outcome.error = f"step '{spec.id}': {message}"
                 return outcome
             outcome.warnings.append(f"step '{spec.id}': {message}")
             if spec.on_error == "continue":
-                results[spec.id] = {**(partial or {}), "error": message}
+                results[spec.id] = as_result({**(partial or {}), "error": message})
             else:
                 try:
-                    results[spec.id] = render_at(runtime, spec.default, (*spec.path, "default"),
-                                                 {**scope, "error": message})
+                    default = render_at(runtime, spec.default, (*spec.path, "default"), {**scope, "error": message})
+                    results[spec.id] = as_result(defaulted(runtime, spec, default))
                 except TemplateError as again:
                     outcome.error = str(again)
                     return outcome
         finally:
+            if ctx is not None and step.counts_calls:
+                _tell_counts(results.get(spec.id), ctx.counts)
             runtime.observer.step_end(span, results.get(spec.id), failure)
         if ctx is not None and ctx.stop_requested:
             outcome.stopped = True
             return outcome
     return outcome
+
+
+def _tell_counts(result: Any, counts: CallCounts) -> None:
+    """A step's LLM calls in its result: fields of a mapping, attributes of a list."""
+    if isinstance(result, Result):
+        result["calls"], result["attempts"] = counts.calls, counts.attempts
+    elif isinstance(result, ResultList):
+        result.calls, result.attempts = counts.calls, counts.attempts
 
 
 def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> Any:

@@ -31,7 +31,9 @@ class LLM(Protocol):
         ...
 
     async def call(self, request: CallRequest) -> dict[str, Any]:
-        """The answer to one request (cached or sent), or StepError."""
+        """The answer to one request (cached or sent), or StepError; either says how many
+        requests it took (`calls`: a re-ask to repair an answer is one more) and the attempts
+        they were sent in (`attempts`: retries included, none for a cached answer)."""
         ...
 
     def redact(self, text: str) -> str:

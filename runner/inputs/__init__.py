@@ -29,6 +29,7 @@ class Record:
 
     value: Any
     error: str | None = None
+    line: int | None = None       # where the record starts in its file, where the adapter says
 
 
 @dataclass
@@ -57,8 +58,9 @@ class Item:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-# Every module of runner/inputs is imported on the first lookup and registers its adapters.
-ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs")
+# Every module of runner/inputs is imported on the first lookup and registers its adapters;
+# installed packages add theirs through the entry point group `runner.inputs` (name -> adapter).
+ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs", "runner.inputs")
 adapter = ADAPTERS.register
 
 # How many records an adapter would yield, found without building them, where an adapter
@@ -73,6 +75,21 @@ def counts(name: str) -> Callable[[Counter], Counter]:
         COUNTERS[name] = counter
         return counter
     return add
+
+
+# The JSON Schema of an adapter's options (`input.with`), where it takes any: `runner validate`
+# checks the pipeline's options against it.
+OPTION_SCHEMAS: dict[str, dict[str, Any]] = {}
+
+
+def takes(name: str, schema: dict[str, Any]) -> None:
+    """Adapter `name` takes the options `schema` describes."""
+    OPTION_SCHEMAS[name] = schema
+
+
+def options_schema(name: str) -> dict[str, Any] | None:
+    ADAPTERS.get(name)          # the adapter's module declares its options
+    return OPTION_SCHEMAS.get(name)
 
 
 def record_counter(name: str) -> Counter | None:

@@ -1,10 +1,9 @@
 """One run's LLM service: a step's call from its messages to a parsed answer.
 
-It looks the answer up in the cache, else sends the request (the client: limits, retries,
-deadlines, structured output), checks and parses the answer (re-asking when the step
-allows), stores it in the cache and writes the call's line of calls.jsonl, and counts
-calls, tokens and failures for the summary. It knows model specs (through a resolver the
-run gives it), not the run itself."""
+It looks the answer up in the cache, else sends the request (the client: limits, retries, deadlines,
+structured output), checks and parses the answer (re-asking when the step allows), stores it in the
+cache and writes the call's line of calls.jsonl, and counts calls, tokens and failures for the summary.
+It knows model specs (through a resolver the run gives it), not the run itself."""
 
 from __future__ import annotations
 
@@ -196,6 +195,7 @@ class LLMService:
         schema, sent_params = request.output_schema, {**sampling, **logprobs.REQUEST} if request.logprobs else sampling
         started = time.perf_counter()
         raw: str | None = None
+        tried = 0                      # requests sent, retries included (a cached answer sends none)
         for attempt in range(request.repair + 1):
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
@@ -223,20 +223,22 @@ class LLMService:
                     else:
                         completion, sent = await self.sender.send(spec, messages, sent_params, schema, mode, stats)
                 except TransportError as exc:
+                    tried += exc.attempts
                     stats.failures += 1
                     message = self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}")
                     self._done(request, seq, spec, messages, key, began, None, error=message, attempts=exc.attempts)
                     raise StepError(message, partial=self._result(spec, None, None, None, False, started,
-                                                                  error=message)) from None
+                                                                  error=message, made=(attempt + 1, tried))) from None
+                tried += completion.attempts
                 if completion.text:
                     completion.text = self.redact(clean_text(completion.text))     # a model may echo a key it saw
-                problem = self._answer_problem(spec, completion, sampling)
+                problem = completion.problem(spec.name, sampling.get("max_tokens"))
                 if problem:
                     stats.failures += 1
                     message = f"{spec.describe()}: {problem}"
                     self._done(request, seq, spec, messages, key, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
-                                                                  started, error=message))
+                                                                  started, error=message, made=(attempt + 1, tried)))
                 if sent != mode:
                     key = self._key(spec, messages, sampling, request, sent)
             raw = completion.text or ""
@@ -255,7 +257,7 @@ class LLMService:
                 stats.failures += 1
                 message = f"{spec.describe()}: {exc}"
                 raise StepError(message, partial=self._result(spec, None, raw, completion, cached is not None,
-                                                              started, error=message)) from None
+                                                              started, message, (attempt + 1, tried))) from None
             self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             if cached is None:
                 stats.answered += 1
@@ -264,7 +266,7 @@ class LLMService:
                     await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
                     self._answers.cache_set(self.cache, key, entry)
-            return self._result(spec, parsed, raw, completion, cached is not None, started,
+            return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried),
                                 **logprobs.carried(completion.logprobs, request.logprobs))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -283,26 +285,14 @@ class LLMService:
                            sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as,
                            logprobs=request.logprobs)
 
-    @staticmethod
-    def _answer_problem(spec: ModelSpec, completion: Completion, sampling: dict[str, Any]) -> str | None:
-        if completion.choices == 0:
-            return "the answer has no choices"
-        if completion.finish_reason == "length":
-            limit = sampling.get("max_tokens")
-            return (f"the answer was truncated (finish_reason=length) at max_tokens={limit}: raise it with "
-                    f"`max_tokens:` on the step or on the model (--set models.{spec.name}.max_tokens="
-                    f"{2 * int(limit or 1024)}), or ask for a shorter answer")
-        if completion.finish_reason == "content_filter":
-            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
-        if completion.text is None or not completion.text.strip():
-            return "the answer is empty"
-        return None
-
-    def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None,
-                cached: bool, started: float, error: str | None = None, **extra: Any) -> dict[str, Any]:
+    def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
+                started: float, error: str | None = None, made: tuple[int, int] = (1, 0),
+                **extra: Any) -> dict[str, Any]:
+        """A call's result; `made`: the requests made (a re-ask is one more) and their sends (retries too)."""
         return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
                 "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
-                "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error, **extra}
+                "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error,
+                "calls": made[0], "attempts": made[1], **extra}
 
     # -- logs, render, summary ---------------------------------------------------------
     def _next_seq(self, item: int) -> int:

@@ -55,7 +55,8 @@ class StepInfo:
 
 # A step type is its module of runner/engine/steps (a Step subclass decorated with @register)
 # plus runner/schemas/steps/<name>.schema.json; a lookup by name imports that module first.
-STEPS: Registry[type[StepType]] = Registry("step type", "runner.engine.steps")
+# Installed packages add theirs through the entry point group `runner.steps` (name -> Step subclass).
+STEPS: Registry[type[StepType]] = Registry("step type", "runner.engine.steps", "runner.steps")
 
 
 @cache
@@ -65,8 +66,12 @@ def step_schema(name: str) -> dict[str, Any]:
 
 
 def step_info(name: str) -> StepInfo:
+    """What the loader knows of step type `name`: a built-in's `with:` schema is package data, a
+    plugin's is its class's `schema`."""
     cls = STEPS.get(name)
-    return StepInfo(name=cls.name, schema=step_schema(cls.name), template_fields=cls.template_fields,
+    schema = getattr(cls, "schema", None)
+    return StepInfo(name=cls.name, schema=schema if schema is not None else step_schema(cls.name),
+                    template_fields=cls.template_fields,
                     model_fields=cls.model_fields, schema_fields=cls.schema_fields,
                     substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope, summary=cls.summary,
                     result_schema=cls.result_schema, static_problems=cls.static_problems)

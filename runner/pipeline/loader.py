@@ -13,23 +13,28 @@ from typing import Any
 import jinja2
 
 import runner.pipeline.templating as templating
-from runner.errors import ConfigError, InputError, Problem, RunnerError, unknown
+from runner.errors import ConfigError, InputError, Problem, unknown
 from runner.fileio import read_json
-from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, OK, refusal, regular_file, resolve_inside
+from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
+from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.env_needs import mentioned
 from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
+from runner.pipeline.extends import expand
+from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.probes import probe_problems, probes_of
-from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, literal_shape, union
+from runner.pipeline.parts import part_files, with_parts
+from runner.pipeline.plugins import plugin_problems, plugin_specs
+from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
+from runner.pipeline.result_shapes import ShapeContext, step_shape
 from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
 from runner.pipeline.template_checks import result_field_problems
 from runner.pipeline.validated import ValidatedPipelines
-from runner.yamlpos import Located, load_located
+from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
@@ -38,59 +43,63 @@ OUTPUT_NAMES = {"duration_ms"}   # the item's run time, known once its steps are
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
-                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None) -> Pipeline:
+                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None,
+                  project_dir: Path | None = None) -> Pipeline:
     """The typed pipeline, or ConfigError with every problem. With `validated` (runs and
-    renders), a pipeline already found valid as it is now skips the checks."""
+    renders), a pipeline already found valid as it is now skips the checks. `project_dir`:
+    the folder holding pipelines/, prompts/, schemas/ (by default the file's folder's parent;
+    a part under pipelines/parts/ gives its caller's)."""
     file = Path(path)
-    shown = _display(file)
-    status = regular_file(file)[1]
-    if status != OK:
-        reason = ("is larger than 64 MB" if status == FILE_TOO_LARGE
-                  else "is not a regular file" if file.exists() else "not found")
-        raise RunnerError(f"{shown}: pipeline file {reason}")
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunnerError(f"{shown}: cannot read pipeline file: {exc}") from None
-    located = load_located(text, shown)
+    located = read_located(file)
     if not isinstance(located.data, dict):
         raise ConfigError([located.problem((), "a pipeline file must be a mapping "
                                                "(version, name, steps, ...)")])
-    memo = validated if catalog is None else None        # a custom catalog's checks are its own
+    project_dir = project_dir or file.resolve().parent.parent
+    located, sources = expand(located, file, project_dir)
+    sources += with_probe_file(located, project_dir)
+    # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
+    # is valid without the pipeline changing: such pipelines are checked every time.
+    memo = validated if catalog is None and not located.data.get("plugins") else None
     catalog = catalog or StepCatalog.builtin()
     if overrides:
         apply_overrides(located, overrides, pipeline_schema(), catalog)
-    project_dir = file.resolve().parent.parent
-    fingerprint = memo.fingerprint(located.data, file, project_dir) if memo else ""
+    sources += part_files(project_dir, located.data.get("steps"))
+    fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
     if memo and memo.known(fingerprint):
-        return _build(located, file, project_dir)
+        apply_defaults(located, catalog.infos)
+        return _build(located, file, project_dir, sources)
     problems = schema_problems(located, located.data, pipeline_schema())
+    if not problems:         # the plugins' step types, adapters and filters, before anything is checked
+        problems = plugin_problems(located, project_dir)
+    if not problems:         # then every step type is known: the failure defaults by type
+        problems = apply_defaults(located, catalog.infos)
     if not problems:
         problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
     if problems:
         raise ConfigError(problems)
     if memo:
         memo.remember(fingerprint)
-    return _build(located, file, project_dir)
+    return _build(located, file, project_dir, sources)
 
 
-def _display(file: Path) -> str:
-    try:
-        return str(file.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(file)
+def load_part_file(path: Path, project_dir: Path) -> Pipeline:
+    """A part file (runner/pipeline/parts.py), read and checked with its caller's project."""
+    return load_pipeline(path, project_dir=project_dir)
 
 
-def _build(located: Located, file: Path, project_dir: Path) -> Pipeline:
+def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
     data = located.data
+    models, env_names = with_parts(project_dir, data["steps"], data.get("models", {}), tuple(data.get("env", [])),
+                                   load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=tuple(data.get("env", [])), input=data.get("input", {"adapter": "json"}),
-        params=data.get("params", {}), models=data.get("models", {}),
+        env_names=env_names, input=data.get("input", {"adapter": "json"}),
+        params=data.get("params", {}), models=models,
         steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
-        located=located, tracing=data.get("tracing"), probes=probes_of(data))
+        located=located, tracing=data.get("tracing"), sources=tuple(sources),
+        plugins=plugin_specs(data, project_dir), probes=probes_of(data))
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
@@ -128,7 +137,7 @@ class _Checker:
 
     def run(self) -> list[Problem]:
         self._collect_ids(self.data["steps"], ("steps",))
-        base = set(BASE_NAMES)
+        base = set(BASE_NAMES) | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
         parent_as = (self.data.get("input") or {}).get("parent_as")
         if parent_as:
             base.add(parent_as)
@@ -202,10 +211,16 @@ class _Checker:
                 self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
-        from runner.inputs import adapter_names
+        from runner.inputs import ADAPTERS, adapter_names
         adapter = (self.data.get("input") or {}).get("adapter")
-        if adapter is not None and adapter not in adapter_names():
+        if adapter is not None and adapter not in ADAPTERS:
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
+            return
+        from runner.inputs import options_schema
+        schema = options_schema(adapter or "json")
+        options = (self.data.get("input") or {}).get("with")
+        if schema is not None and options is not None:
+            self.problems += schema_problems(self.located, options, schema, ("input", "with"))
 
     def _collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
         for i, step in enumerate(steps):
@@ -308,7 +323,7 @@ class _Checker:
     def _check_prompt_file(self, name: str, path: DataPath, names: set[str], seen: set[str]) -> None:
         file = self.prompts_dir / name
         if not file.is_file():
-            self.add(path, f"prompt template '{name}' not found ({_display(file)})")
+            self.add(path, f"prompt template '{name}' not found ({display(file)})")
             return
         try:
             source = file.read_text(encoding="utf-8")
@@ -322,7 +337,7 @@ class _Checker:
         file = self.schemas_dir / name
         found, status = resolve_inside(self.schemas_dir, name)
         if found is None:
-            self.add(path, f"schema '{name}' not found ({_display(file)})" if status == FILE_NOT_FOUND
+            self.add(path, f"schema '{name}' not found ({display(file)})" if status == FILE_NOT_FOUND
                      else refusal(status, name, self.schemas_dir, "schemas"))
             return
         from jsonschema import Draft202012Validator
@@ -339,13 +354,8 @@ class _Checker:
         if step_id not in self.results:
             step = self.step_data[step_id]
             info = self.catalog.infos.get(step["uses"])
-            args = step.get("with") or {}
-            shape = info.result_schema(args, self.shapes) if info and isinstance(args, dict) else OPEN
-            if step.get("on_error") == "continue":
-                shape = union(shape, closed({"error": {"type": "string"}}))
-            elif step.get("on_error") == "default":
-                shape = union(shape, literal_shape(step.get("default")))
-            self.results[step_id] = shape
+            self.results[step_id] = step_shape(info.result_schema if info else None, step.get("with") or {},
+                                               step.get("on_error"), step.get("default"), self.shapes)
         return self.results[step_id]
 
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.pipeline.probes import Probe
-from runner.yamlpos import Located, json_path
+from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 
@@ -41,7 +41,14 @@ class Pipeline:
     concurrency: Any                    # items in flight, when the pipeline pins them (else None)
     located: Located = field(repr=False, compare=False)
     tracing: dict[str, Any] | None = None
+    sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends
+    plugins: tuple[str, ...] = ()       # `plugins:` resolved: module names and real paths of .py files
     probes: tuple[Probe, ...] = ()      # what `runner probe` measures (runner/pipeline/probes.py)
+
+    @property
+    def params_schema(self) -> dict[str, Any]:
+        """Each param's JSON Schema (declared in one block or two), by name."""
+        return dict(self.located.data.get("params_schema") or {})
 
     @property
     def prompts_dir(self) -> Path:
@@ -53,4 +60,4 @@ class Pipeline:
 
     def where(self, path: DataPath) -> str:
         """`file:line:col: json.path` for messages about a field."""
-        return f"{self.located.location(path)}: {json_path(path)}"
+        return self.located.describe(path)

@@ -6,14 +6,37 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from runner.errors import did_you_mean
+from runner.errors import ConfigError, did_you_mean
+from runner.pipeline.files import named_file, read_located
 from runner.pipeline.result_shapes import fields_of
+from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 TRANSFORMS = ("inject", "perturb_number", "shuffle", "truncate", "case", "whitespace")
 STEP_PREFIX = "steps."
+
+
+def with_probe_file(located: Located, project_dir: Path) -> list[Path]:
+    """`probes: FILE` replaced by that file's probes, each value located in it (so a wrong one
+    is reported at the probe file's line); the file read, as a list (empty for inline probes).
+    The path is relative to the project's probes/ folder, as a prompt's is to prompts/."""
+    name = located.data.get("probes")
+    if not isinstance(name, str):
+        return []
+    found, reason = named_file(project_dir / "probes" / "-", name, project_dir)
+    if found is None:
+        raise ConfigError([located.problem(("probes",), reason)])
+    inner = read_located(found, "probe file")
+    located.data["probes"] = inner.data
+    for table, inner_table in ((located.value_pos, inner.value_pos), (located.key_pos, inner.key_pos)):
+        table.update({("probes", *path): pos for path, pos in inner_table.items() if path})
+    located.origins.update({("probes", *path): inner.file for path in inner.value_pos if path})
+    located.value_pos[("probes",)] = inner.value_pos.get((), (1, 1))
+    located.origins[("probes",)] = inner.file
+    return [found]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}
 # Mapping methods a template may call on any result (`steps.x.output.get('k')`).
 MAPPING_METHODS = {"get", "items", "keys", "values"}
+SKIPPED = "skipped"          # `steps.X.skipped`: every step's result has it
+# The counters of a step that makes LLM calls (set by the engine).
+COUNTS = {"calls": {"type": "integer", "description": "LLM calls made (a re-ask to repair an answer is one more)."},
+          "attempts": {"type": "integer", "description": "Times they were sent: retries included, none when cached."}}
 _COMBINATORS = ("anyOf", "oneOf", "allOf", "$ref", "if", "patternProperties")
 
 
@@ -57,21 +61,30 @@ def fields_of(schema: Any) -> dict[str, Any] | None:
 
 
 def union(a: Any, b: Any) -> dict[str, Any]:
-    """A shape holding either: fields of both when both are closed, else open."""
+    """A shape holding either: fields of both when both are closed objects, the one type when
+    both have it, else open."""
     left, right = fields_of(a), fields_of(b)
     if left is None or right is None:
-        return OPEN
+        same = isinstance(a, dict) and isinstance(b, dict) and a.get("type") == b.get("type") is not None
+        return {"type": a["type"]} if same and a.get("type") != "object" else OPEN
     merged = dict(left)
     for key, value in right.items():
         merged[key] = union(merged[key], value) if key in merged else value
     return closed(merged)
 
 
+_LITERAL_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+                  (type(None), "null"))
+
+
 def literal_shape(value: Any) -> dict[str, Any]:
-    """The shape of a literal YAML value (a `default:`): mappings are closed, templates open."""
+    """The shape of a literal YAML value (a `default:`): mappings are closed, other values
+    their JSON type, templates open."""
     if isinstance(value, dict):
         return closed({str(k): literal_shape(v) for k, v in value.items()})
-    return OPEN
+    if templating.is_template(value):
+        return OPEN
+    return next(({"type": name} for kind, name in _LITERAL_TYPES if isinstance(value, kind)), OPEN)
 
 
 @dataclass
@@ -100,6 +113,98 @@ class ShapeContext:
                 loaded = None
             self._answers[value] = loaded if isinstance(loaded, dict) else None
         return self._answers[value]
+
+
+def step_shape(result_schema: Callable[[Any, ShapeContext], dict[str, Any]] | None, args: Any, on_error: Any,
+               default: Any, shapes: ShapeContext) -> dict[str, Any]:
+    """The JSON Schema of a step's result, as its `with:`, `on_error` and `default` shape it
+    (`result_schema`: its type's; None for an unknown type)."""
+    shape = result_schema(args, shapes) if result_schema is not None and isinstance(args, dict) else OPEN
+    if on_error == "continue":
+        shape = union(shape, closed({"error": {"type": "string"}}))
+    elif on_error == "default":
+        shape = union(shape, literal_shape(default))
+    return shape
+
+
+# ---- the values of steps that ran, and of those skipped ---------------------------------------
+
+class Result(dict[str, Any]):
+    """A step's result (a mapping) as templates read it: `steps.X.skipped` is false."""
+
+    skipped = False
+
+
+class ResultList(list[Any]):
+    """A step's result (a list) as templates read it; a step that makes LLM calls also tells
+    how many (`steps.X.calls`, `steps.X.attempts`), as its mapping results do in their fields."""
+
+    skipped = False
+    calls = 0
+    attempts = 0
+
+
+class Empty(dict[str, Any]):
+    """The empty value of an object: its known fields, each empty; false in a condition."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class Skipped(Empty):
+    """What a skipped step reads as: the empty value of its result, `skipped` true."""
+
+    skipped = True
+
+
+class SkippedList(list[Any]):
+    skipped = True
+    calls = 0
+    attempts = 0
+
+
+def empty_value(schema: Any) -> Any:
+    """The empty value of a result shape, by JSON type: an object is a mapping (false in a
+    condition) of its known fields' empty values, an array `[]`, a string `""`, a number 0, a
+    boolean false; a type that allows null, and any shape without one type (open, an enum, a
+    union), is null."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return None if "null" in kind or len(kind) != 1 else empty_value({**schema, "type": kind[0]})
+    if kind == "object":
+        properties = schema.get("properties")
+        return Empty({k: empty_value(v) for k, v in properties.items()} if isinstance(properties, dict) else {})
+    return {"array": [], "string": "", "number": 0, "integer": 0, "boolean": False}.get(str(kind))
+
+
+def skipped_value(schema: Any) -> Any:
+    """A skipped step's value: the empty value of its result, `skipped` true (a list result is
+    an empty list; any other result an empty mapping of its known fields)."""
+    if isinstance(schema, dict) and schema.get("type") == "array":
+        return SkippedList()
+    empty = empty_value(schema)
+    return Skipped(empty if isinstance(empty, dict) else {})
+
+
+def as_result(value: Any) -> Any:
+    """A step's value as later steps read it (`skipped` false); other values as they are."""
+    if isinstance(value, dict) and not isinstance(value, (Result, Empty)):
+        return Result(value)
+    if isinstance(value, list) and not isinstance(value, (ResultList, SkippedList)):
+        return ResultList(value)
+    return value
+
+
+def laid_over(base: Any, value: Any) -> Any:
+    """`value` laid over `base`: mappings merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(value, dict):
+        merged = dict(base)
+        for key, inner in value.items():
+            merged[key] = laid_over(base.get(key), inner)
+        return merged
+    return value
 
 
 def sub_results(steps: Any, shapes: ShapeContext, output: Any) -> dict[str, Any]:
@@ -155,7 +260,7 @@ def check_read(step_id: str, shape: Any, fields: tuple[str, ...]) -> str | None:
         if known is None:
             return None
         if name not in known:
-            if depth and name in MAPPING_METHODS:
+            if (depth and name in MAPPING_METHODS) or (not depth and name == SKIPPED):
                 return None
             owner = f"step '{step_id}'" if depth == 0 else f"steps.{step_id}.{'.'.join(fields[:depth])}"
             hint = did_you_mean(name, known)

@@ -22,6 +22,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.paths import OK, resolve_inside
+from runner.pipeline.plugin_filters import BUILTIN_FILTERS, FilterTable
 from runner.pipeline.sandbox_limits import (
     MAX_ELEMENTS,
     BoundedSandbox,
@@ -196,18 +197,24 @@ def length(value: Any) -> int:
     return len(value)
 
 
+RUNNER_FILTERS: dict[str, Callable[..., Any]] = dict(
+    normalize=normalize, normalize_html=normalize_html, sha256=sha256, regex_findall=regex_findall,
+    regex_search=regex_search, clamp=clamp, tojson=tojson, fields_schema=fields_schema, dict_from=dict_from,
+    pick=pick, pluck_values=pluck_values, length=length, count=length, sentences=split_sentences)
+BUILTIN_FILTERS.update(RUNNER_FILTERS)
+
+
 def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
+    """The sandboxed environment of every template: Jinja's filters, runner's, and the
+    plugins' (looked up when a template names a filter neither has)."""
     loader = ConfinedLoader(str(template_dir)) if template_dir else None
     sandbox = ReadOnlySandbox if read_only else BoundedSandbox
     # auto_reload off: a prompt file is read once per run, not stat-ed again for every call.
     env = sandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                          keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-    env.filters.update(normalize=normalize, normalize_html=normalize_html, sha256=sha256,
-                       regex_findall=regex_findall, regex_search=regex_search, clamp=clamp,
-                       tojson=tojson, fields_schema=fields_schema, dict_from=dict_from, pick=pick,
-                       pluck_values=pluck_values, length=length, count=length,
-                       sentences=split_sentences)
+    env.filters.update(RUNNER_FILTERS)
     guard_filters(env.filters)
+    env.filters = FilterTable(env.filters)
     env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function

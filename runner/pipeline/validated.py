@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
+from runner.pipeline.files import sha256_of
 
 FOLDER = "validated"
 KEY_FILE = "validated.key"
@@ -91,14 +92,16 @@ class ValidatedPipelines:
         self.key_file = cache_dir / KEY_FILE
 
     @staticmethod
-    def fingerprint(data: Any, file: Path, project_dir: Path) -> str:
-        """Also which declared environment variables are set (their names, never their values):
-        a variable a model needs must be checked again when it comes or goes."""
+    def fingerprint(data: Any, file: Path, project_dir: Path, sources: list[Path] | None = None) -> str:
+        """`sources`: the other files the pipeline is made of (bases, parts, plugin files). Also
+        which declared environment variables are set (their names, never their values): a
+        variable a model needs must be checked again when it comes or goes."""
         declared = data.get("env") if isinstance(data, dict) else None
         names = declared if isinstance(declared, list) else []
         present = sorted(str(name) for name in names if str(name) in os.environ)
         payload = [_runner_stamp(), str(file.resolve()), str(project_dir),
-                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data, present]
+                   _contents(str(project_dir / "prompts")), _contents(str(project_dir / "schemas")), data, present,
+                   [(str(path), sha256_of(path)) for path in sources or []]]
         text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

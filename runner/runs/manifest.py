@@ -106,8 +106,16 @@ def _file_names(value: Any) -> set[str]:
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
-    """sha256 of every prompt and schema file the pipeline names, and of the templates they include."""
+    """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
+    plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
+    names, and of the templates they include; each by its path in the project."""
     found: dict[str, str] = {}
+    plugin_files = [Path(spec) for spec in pipeline.plugins if spec.endswith(".py")]
+    for source in [*pipeline.sources[1:], *plugin_files]:
+        try:
+            found[str(source.resolve().relative_to(pipeline.project_dir.resolve()))] = sha256_file(source)
+        except (OSError, ValueError):
+            continue
     pending: list[tuple[str, Path]] = []
     for text in _file_names(pipeline.located.data):
         if not text.endswith(_TEMPLATE_SUFFIXES):
@@ -178,15 +186,21 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     atomic_write(run_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-def input_entry(input_path: Path | None, records: list[str], project_dir: Path, items: int) -> dict[str, Any]:
+def input_entry(input_path: Path | None, records: list[str], project_dir: Path, items: int,
+                stdin_copy: Path | None = None) -> dict[str, Any]:
+    """run.json's `input`: the file (standard input's content as its copy held it), or the records."""
     if input_path is None:
         return {"records": [redact_assignment(r) for r in records], "items": items,
                 "sha256": sha256_json(records)}
-    entry: dict[str, Any] = {"path": shown_path(input_path), "in_project": input_identity(input_path, project_dir),
-                             "items": items}
+    entry: dict[str, Any] = {"path": shown_path(input_path), "items": items}
+    if stdin_copy is None:
+        entry["in_project"] = input_identity(input_path, project_dir)
+    else:
+        entry["stdin"] = True
+    content = stdin_copy or input_path
     try:
-        entry["sha256"] = sha256_file(input_path)
-        entry["bytes"] = os.path.getsize(input_path)
+        entry["sha256"] = sha256_file(content)
+        entry["bytes"] = os.path.getsize(content)
     except OSError:
         entry["sha256"] = None
     return entry

@@ -71,6 +71,8 @@ def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, ov
     argv = ["runner", options.kind, str(pipeline.file)]
     if source.input_path is not None:
         argv += ["--input", str(source.input_path)]
+    if source.input_format:
+        argv += ["--input-format", source.input_format]
     for record in source.records:
         argv += ["--record", redact_assignment(record)]
     for assignment in overrides:
@@ -113,7 +115,7 @@ class RunRecord:
         (`executor`, `workers`), as run.json's options record it."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
-        entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items)
+        entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
         parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
                   if source.selection.failed_from is not None else None)
         selected = {item.key for item in items} if parent is not None else set()    # only a rerun's: its failures

@@ -39,9 +39,21 @@ class ItemSource:
     limit: int | None = None
     selection: Selection = field(default_factory=Selection)
     input_items: int | None = None        # items in the input before selection (set by load_items)
+    input_format: str | None = None       # `--input-format`: the adapter reading the input instead of the pipeline's
+    stdin_copy: Path | None = None        # `--input -`: standard input's temporary copy (set by load_items)
     # The run's items made from the selected ones by its caller: `runner probe` adds each
     # item's perturbed copies (runner/probe/plan.py).
     derive: Callable[[ItemStream], ItemStream] | None = None
+
+    @property
+    def input_file(self) -> Path | None:
+        """The file the input is read from: `--input`, or standard input's copy."""
+        return self.stdin_copy if self.stdin_copy is not None else self.input_path
+
+    def discard_stdin_copy(self) -> None:
+        if self.stdin_copy is not None:
+            self.stdin_copy.unlink(missing_ok=True)
+            self.stdin_copy = None
 
 
 @dataclass

@@ -212,8 +212,8 @@ def test_steps_lists_arguments_and_result_fields(cli):
         in lines[read_lines:]
     assert "  result: exists, status, path, start, end, cited_text, cited_text_tagged, context_before, " \
            "context_after, context_start, total_lines, error." in lines[read_lines:]
-    assert ("  result: reason, agreement, decided, votes, outcome, valid_votes, seats. Plus the vote field and the "
-            "fields of the answer schema.") in lines
+    assert ("  result: reason, agreement, decided, votes, outcome, valid_votes, seats, calls, attempts. Plus the vote "
+            "field and the fields of the answer schema.") in lines
 
 
 def test_every_command_maps_user_errors_to_exit_2_in_one_place(project, cli):

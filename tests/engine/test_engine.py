@@ -23,14 +23,17 @@ def test_if_skips_and_decide_stops(project):
         output:
           verdict: "{{ steps.gate.verdict if steps.gate else 'OK' }}"
           gate: "{{ steps.gate }}"
+          skipped: "{{ steps.gate.skipped }}"
           double: "{{ steps.later.double | default(none) }}"
           ran_later: "{{ steps.later is not none }}"
         """)
     items = write_json(project.root / "in.json", [{"n": 2}, {"n": -1}])
     results = run(path, items).results
-    assert results[0] == {"index": 1, "item_key": ANY, "verdict": "OK", "gate": None, "double": 4, "ran_later": True}
-    assert results[1] == {"index": 2, "item_key": ANY, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"}, "double": None,
-                          "ran_later": False}
+    # skipped: the empty value of its result (false in a condition); never reached after a stop: null
+    assert results[0] == {"index": 1, "item_key": ANY, "verdict": "OK", "gate": {"verdict": None}, "skipped": True,
+                          "double": 4, "ran_later": True}
+    assert results[1] == {"index": 2, "item_key": ANY, "verdict": "NEGATIVE", "gate": {"verdict": "NEGATIVE"},
+                          "skipped": False, "double": None, "ran_later": False}
 
 
 def test_decide_first_match_wins(project):

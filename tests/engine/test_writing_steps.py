@@ -22,6 +22,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def readme_blocks(language: str) -> list[str]:
     section = README.read_text(encoding="utf-8").split("### Adding a step type", 1)[1]
+    section = re.split(r"\n#{2,3} ", section, maxsplit=1)[0]          # up to the next heading
     return re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)
 
 

@@ -16,9 +16,10 @@ import pytest
 from helpers import run, write_json
 from runner.errors import ConfigError
 from runner.inputs import markdown_citations
-from runner.pipeline.loader import load_located, load_pipeline
+from runner.pipeline.loader import load_pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.testing import Reply
+from runner.yamlpos import load_located
 
 # ---- H5: one line of thousands of citations parses in linear work -------------------------
 

@@ -176,7 +176,7 @@ CASES = [
           score: "{{ steps.jury.score }}"
           votes: "{{ steps.jury.vots }}"
         """, ["pipelines/p.yaml:11:25: steps[1].with.rules[0].verdict: steps.jury.verdict: step 'jury' has no "
-              "field 'verdict' (its fields: agreement, decided, outcome, reason, score, seats, valid_votes, votes)",
+              "field 'verdict' (its fields: agreement, attempts, calls, decided, outcome, reason, score, seats, valid_votes, votes)",
               "pipelines/p.yaml:14:10: output.votes: steps.jury.vots: step 'jury' has no field 'vots'. "
               "Did you mean 'votes'?"]),
     ("wrong_vote_field", """

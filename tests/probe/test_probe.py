@@ -155,3 +155,23 @@ def test_probes_need_a_verdict_to_compare(tmp_path, cli):
                     "probes: {a: {case: {field: x}, expect: unchanged}}\n")
     result = cli("validate", str(path))
     assert result.exit_code == 2 and "probes: probes compare each copy's verdict" in result.output
+
+
+def test_probes_in_their_own_file_are_located_there(tmp_path, cli):
+    path = tmp_path / "pipelines" / "p.yaml"
+    path.parent.mkdir()
+    (tmp_path / "probes").mkdir()
+    path.write_text("version: 1\nname: p\nsteps: [{id: c, uses: compute, with: {x: 1}}]\nsummary: {count_by: x}\n"
+                    "probes: p.yaml\n")
+    (tmp_path / "probes" / "p.yaml").write_text("a:\n  case: {field: x}\n  expect: unchanged\n")
+    assert cli("validate", str(path)).exit_code == 0
+    (tmp_path / "probes" / "p.yaml").write_text("a:\n  case: {field: x}\n  expect: same\n")
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and f"{tmp_path / 'probes' / 'p.yaml'}:3:11: probes.a.expect" in result.output, \
+        result.output
+    for name, problem in (("q.yaml", "'q.yaml' not found"), ("../../x.yaml", "leaves the project")):
+        path.write_text(path.read_text().replace("probes: p.yaml", f"probes: {name}").replace(
+            "probes: q.yaml", f"probes: {name}"))
+        result = cli("validate", str(path))
+        assert result.exit_code == 2 and "p.yaml:5:9: probes:" in result.output and problem in result.output, \
+            result.output

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jurors import careful
+from runner.pipeline.loader import load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +61,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_shipped_pipeline_probes_its_example(name, fake_llm, cli, tmp_path, monkeypatch):
-    for folder in ("pipelines", "prompts", "schemas", "examples"):
+    for folder in ("pipelines", "prompts", "schemas", "probes", "examples"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     where, source, overrides = CASES[name]
     monkeypatch.chdir(tmp_path / where)
@@ -72,8 +73,7 @@ def test_every_shipped_pipeline_probes_its_example(name, fake_llm, cli, tmp_path
     assert result.exit_code == 0, result.output
     [written] = list((tmp_path / where / "reports" / name).glob("*-probe/*/probe.json"))
     report = json.loads(written.read_text())
-    declared = [p.split(":")[0].strip() for p in pipeline.read_text().split("\nprobes:", 1)[1].splitlines()
-                if re.match(r"^  \w+:$", p)]
+    declared = [probe.name for probe in load_pipeline(pipeline).probes]
     assert [p["name"] for p in report["probes"]] == declared and len(declared) >= 3
     assert sum(p["copies"] for p in report["probes"]) > 0
     assert any(row["n"] > 0 for p in report["probes"] for row in p["rows"]), report

@@ -32,7 +32,12 @@ class Step:
     lazy_fields: ClassVar[tuple[str, ...]] = ()
     render_args: ClassVar[bool] = True                 # False: run() renders all of `with:` itself
     own_scope: ClassVar[tuple[str, ...]] = ()          # extra names its own `with:` may read
+    # Its result tells the LLM calls it (and its sub-steps) made: `calls` and `attempts` fields
+    # of a mapping (declared in its result schema), or attributes of a list.
+    counts_calls: ClassVar[bool] = False
     result: ClassVar[dict[str, Any]] = OPEN            # run()'s result (JSON Schema) when `with:` does not shape it
+    # A plugin's `with:` schema (JSON Schema); a built-in's is runner/schemas/steps/<name>.schema.json.
+    schema: ClassVar[dict[str, Any] | None] = None
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:

@@ -26,13 +26,15 @@ class ForEach(Step):
     name = "foreach"
     summary = "Run sub-steps once per element of a list (`as:` names it), in parallel up to `concurrency`."
     substeps = True
+    counts_calls = True
     sub_scope = ("foreach",)
     lazy_fields = ("output",)
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
         return {"type": "array", "items": sub_results(args.get("steps"), shapes, args.get("output")),
-                "description": "One entry per element: its `output`, or its sub-steps' results by id."}
+                "description": "One entry per element: its `output`, or its sub-steps' results by id; the "
+                               "list's `calls` and `attempts` count its sub-steps' LLM calls."}
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(ForEachArgs)

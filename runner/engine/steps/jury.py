@@ -29,7 +29,7 @@ from runner.engine.voting import (
     usable_votes,
 )
 from runner.errors import StepError, did_you_mean
-from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of, open_object
+from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
 from runner.pipeline.static_values import of_schema
 from runner.pipeline.templating import is_template
 from runner.yamlpos import Path as DataPath
@@ -38,7 +38,7 @@ VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number",
                   "decided": {"type": "boolean"}, "votes": {"type": "array"},
                   "outcome": {"description": "decided, or the on_tie / on_all_failed value"},
                   "valid_votes": {"type": "integer", "description": "How many votes the verdict rests on."},
-                  "seats": {"type": "integer", "description": "How many named models were enabled."}}
+                  "seats": {"type": "integer", "description": "How many named models were enabled."}, **COUNTS}
 
 
 @register
@@ -98,7 +98,7 @@ class Jury(PromptedStep):
         if len(seats) < len(named):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
-        answers = iter(await asyncio.gather(*(service.call(r) for per_seat in requests for r in per_seat),
+        answers = iter(await asyncio.gather(*(ctx.call(r) for per_seat in requests for r in per_seat),
                                             return_exceptions=True))
         sure = ctx.args.get("confidence") is True
         sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]

@@ -22,7 +22,7 @@ from runner.engine.steps.llm_call import (
     repeat_problems,
 )
 from runner.errors import StepError
-from runner.pipeline.result_shapes import ShapeContext, closed
+from runner.pipeline.result_shapes import COUNTS, ShapeContext, closed
 from runner.yamlpos import Path as DataPath
 
 
@@ -46,13 +46,15 @@ class LLM(PromptedStep):
         fields = {"output": answer_shape(args, shapes), "raw": {"type": ["string", "null"]},
                   "model": {"type": "string"}, "model_id": {"type": "string"}, "usage": {"type": "object"},
                   "cost": {"type": "number"}, "cached": {"type": "boolean"},
-                  "latency_ms": {"type": "integer"}, "error": {"type": ["string", "null"]}}
+                  "latency_ms": {"type": "integer"}, "error": {"type": ["string", "null"]}, **COUNTS}
         if "repeat" in args:
             fields.update(STABILITY_FIELD, samples={"type": "array", "description": "Each sample's value, in order."})
         if "confidence" in args:
             fields.update(CONFIDENCE_FIELD)
         return closed(fields, "`output` is the parsed answer (an object checked against output_schema, or text); "
-                              "with repeat, the answer of the first sample giving the value most samples give.")
+                              "with repeat, the answer of the first sample giving the value most samples give; `calls` "
+                              "the requests made (a re-ask to repair an answer is one more), `attempts` the times "
+                              "they were sent (retries included, none for a cached answer).")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
@@ -65,8 +67,8 @@ class LLM(PromptedStep):
             raise StepError(f"model '{args.model}' is not enabled")
         [requests] = build_requests(ctx, [args.model])
         if "repeat" not in ctx.args and "confidence" not in ctx.args:
-            return await service.call(requests[0])
-        answers = await asyncio.gather(*(service.call(r) for r in requests), return_exceptions=True)
+            return await ctx.call(requests[0])
+        answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
         sampled = combine([read_sample(answer, args.field, args.confidence is True) for answer in answers])
         if sampled.chosen is None or sampled.chosen.answer is None:
             partial = next((s.answer for s in sampled.samples if s.answer is not None), None)

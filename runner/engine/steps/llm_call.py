@@ -124,6 +124,7 @@ class PromptedStep(Step):
     template_fields = ("prompt", "system")
     schema_fields = ("output_schema",)
     lazy_fields = ("prompt", "system")
+    counts_calls = True
 
 
 def repeat_problems(args: Mapping[str, Any]) -> list[tuple[DataPath, str]]:

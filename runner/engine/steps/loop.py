@@ -9,7 +9,7 @@ from typing import Any
 from runner.engine.context import NOT_GIVEN, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
-from runner.pipeline.result_shapes import ShapeContext, closed, sub_results
+from runner.pipeline.result_shapes import COUNTS, ShapeContext, closed, sub_results
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Loop(Step):
     name = "loop"
     summary = "Repeat sub-steps until `until` holds or `max` is reached; templates see loop.index, loop.previous."
     substeps = True
+    counts_calls = True
     sub_scope = ("loop",)
     lazy_fields = ("until", "output")
 
@@ -31,7 +32,7 @@ class Loop(Step):
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
         entry = sub_results(args.get("steps"), shapes, args.get("output"))
         return closed({"iterations": {"type": "integer"}, "done": {"type": "boolean"}, "last": entry,
-                       "history": {"type": "array", "items": entry}},
+                       "history": {"type": "array", "items": entry}, **COUNTS},
                       "`last` and each `history` entry: the iteration's `output`, or its sub-steps' results.")
 
     async def run(self, ctx: StepContext) -> Any:

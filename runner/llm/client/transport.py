@@ -34,6 +34,20 @@ class Completion:
     attempts: int = 1                  # requests it took (set by the service's retry loop)
     logprobs: list[list[Any]] | None = None     # [[token, logprob], ...] when the answer carries them
 
+    def problem(self, model: str, max_tokens: Any) -> str | None:
+        """Why this answer cannot be used (no choices, cut short, filtered, empty), with the fix; None if usable."""
+        if self.choices == 0:
+            return "the answer has no choices"
+        if self.finish_reason == "length":
+            return (f"the answer was truncated (finish_reason=length) at max_tokens={max_tokens}: raise it with "
+                    f"`max_tokens:` on the step or on the model (--set models.{model}.max_tokens="
+                    f"{2 * int(max_tokens or 1024)}), or ask for a shorter answer")
+        if self.finish_reason == "content_filter":
+            return "the provider's content filter stopped the answer (finish_reason=content_filter)"
+        if self.text is None or not self.text.strip():
+            return "the answer is empty"
+        return None
+
 
 class TransportError(Exception):
     """A failed request, classified: `kind` decides retry and the breaker."""

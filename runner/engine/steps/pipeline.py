@@ -1,0 +1,80 @@
+"""`pipeline`: run a part, another pipeline file's steps with typed inputs (runner/pipeline/parts.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runner.engine.context import Runtime, StepContext, render_at
+from runner.engine.steps.base import Step, register
+from runner.errors import ConfigError, StepError
+from runner.pipeline.loader import load_part_file
+from runner.pipeline.model import Pipeline
+from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
+from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed
+from runner.pipeline.templating import is_template
+from runner.yamlpos import Path as DataPath
+
+
+def _project(shapes: ShapeContext) -> Path | None:
+    return shapes.schemas_dir.parent if shapes.schemas_dir is not None else None
+
+
+class _Parts:
+    """The parts a run uses, each loaded once."""
+
+    def __init__(self, runtime: Runtime):
+        self.project_dir = runtime.pipeline.project_dir
+        self.loaded: dict[str, Pipeline] = {}
+
+    def get(self, file: str) -> Pipeline:
+        if file not in self.loaded:
+            self.loaded[file] = load_part(self.project_dir, file, load_part_file)
+        return self.loaded[file]
+
+
+@register
+class Part(Step):
+    name = "pipeline"
+    summary = "Run a part: a pipeline file's steps with typed `inputs:`; its result is the part's `output:` fields."
+    render_args = False                 # `file` is literal; each input is rendered by run()
+    counts_calls = True
+
+    @classmethod
+    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
+        project, file = _project(shapes), args.get("file")
+        if project is None or not isinstance(file, str) or is_template(file):
+            return OPEN
+        try:
+            part = load_part(project, file, load_part_file)
+        except ConfigError:
+            return OPEN
+        return closed({**dict.fromkeys(part.output, OPEN), **COUNTS}, "The part's `output:` fields.")
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        project, file = _project(shapes), args.get("file")
+        if not isinstance(file, str) or project is None:
+            return []
+        if is_template(file):
+            return [(("file",), "a part is named as it is (a file under pipelines/), not by a template")]
+        try:
+            part = load_part(project, file, load_part_file)
+        except ConfigError as exc:
+            return [(("file",), f"part '{file}': {exc}")]
+        return input_problems(part, file, args.get("inputs"))
+
+    async def run(self, ctx: StepContext) -> Any:
+        file = str(ctx.spec.args["file"])
+        try:
+            part = ctx.runtime.resource(_Parts).get(file)
+        except ConfigError as exc:
+            raise StepError(f"part '{file}': {exc}") from None
+        given = {name: ctx.render(value, "inputs", name) for name, value in (ctx.spec.args.get("inputs") or {}).items()}
+        scope = {**ctx.runtime.base_scope(ctx.item), "params": part.params, "inputs": inputs_scope(part, given)}
+        outcome = await ctx.run_steps(rebased(part.steps, ctx.spec.path), scope)
+        if outcome.error:
+            raise StepError(f"part '{file}': {outcome.error}")
+        return {name: render_at(ctx.runtime, value, (*ctx.spec.path, "with", "file"), scope)
+                for name, value in part.output.items()}

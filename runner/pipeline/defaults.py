@@ -1,0 +1,64 @@
+"""Failure defaults said once per step type: `defaults: {llm: {on_error: default, default: {failed: true}}}`.
+
+Each step of a type named under `defaults:` that does not say its own `on_error` takes the
+type's, and its `default` when its on_error is `default` and it gives none, at any depth
+(sub-steps of foreach and loop too). The values are written
+into the steps as soon as the pipeline is read (after its `extends:` chain and every `--set`),
+with the positions of the `defaults:` entry, so the rest of runner sees ordinary steps and a
+wrong value is located where `defaults:` wrote it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+from runner.errors import Problem, unknown
+from runner.yamlpos import Located
+from runner.yamlpos import Path as DataPath
+
+ON_ERROR = ("fail", "continue", "default")     # another value is the schema's to refuse, at `defaults:`
+
+
+def apply_defaults(located: Located, step_types: Iterable[str]) -> list[Problem]:
+    """Write `defaults:` into the steps of `located`; a problem for a type no step can have."""
+    data = located.data
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    if not isinstance(defaults, dict) or not defaults:
+        return []
+    known = set(step_types)
+    problems = [located.problem(("defaults", name), unknown("step type", name, known), key=True)
+                for name in defaults if name not in known]
+    _fill(located, data.get("steps"), ("steps",), defaults)
+    return problems
+
+
+def _fill(located: Located, steps: Any, base: DataPath, defaults: dict[str, Any]) -> None:
+    if not isinstance(steps, list):
+        return
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        given = defaults.get(str(step.get("uses")))
+        if isinstance(given, dict):
+            if "on_error" not in step and given.get("on_error") in ON_ERROR:
+                _take(located, step, given, "on_error", (*base, i))
+            if "default" not in step and "default" in given and step.get("on_error") == "default":
+                _take(located, step, given, "default", (*base, i))
+        args = step.get("with")
+        if isinstance(args, dict):
+            _fill(located, args.get("steps"), (*base, i, "with", "steps"), defaults)
+
+
+def _take(located: Located, step: dict[str, Any], given: dict[str, Any], key: str, path: DataPath) -> None:
+    step[key] = copy.deepcopy(given[key])
+    _copy_positions(located, ("defaults", step["uses"], key), (*path, key))
+
+
+def _copy_positions(located: Located, source: DataPath, target: DataPath) -> None:
+    """Every position at or below `source` also at the same place below `target`."""
+    size = len(source)
+    tables: list[dict[DataPath, Any]] = [located.value_pos, located.key_pos, located.origins]
+    for table in tables:
+        for path, where in [(p, w) for p, w in table.items() if p[:size] == source]:
+            table[(*target, *path[size:])] = where

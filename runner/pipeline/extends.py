@@ -1,0 +1,237 @@
+"""`extends:`: a pipeline as a base file plus overrides (a variant).
+
+`extends: citation_judge.yaml` names the base, relative to the variant's own folder and
+inside the project; every other top-level key of the variant is laid over the base:
+
+- mappings merge, key by key (so `params: {quote_threshold: 0.95}` changes one param and
+  `models: {local: {temperature: 0.2}}` one field of one model);
+- lists and scalars replace what the base says;
+- `steps` (at the top and inside a step's `with:`) are patched by `id`: an entry whose id
+  the base has merges into that step; a new step says where it goes with `after: ID` or
+  `before: ID`; `{id: ID, remove: true}` removes one. An id the base does not have, with no
+  place, is an error (a misspelt id would otherwise add a step).
+- a param the base does not have must be declared (`{default: ..., type: ...}`): a plain
+  value under an unknown name is refused as the misspelling it almost always is;
+- `name` is the variant's file name (without .yaml) unless the variant gives one.
+
+A base may itself extend another file (a chain); a file that extends itself, directly or
+through others, is an error naming the chain. The merged pipeline keeps, for every value,
+the file, line and column that wrote it: an error is located where the wrong value is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runner.errors import ConfigError, Problem, did_you_mean
+from runner.pipeline.files import display, named_file, read_located
+from runner.pipeline.params import declared_params
+from runner.yamlpos import Located
+from runner.yamlpos import Path as DataPath
+
+PLACING = ("after", "before", "remove")
+
+
+def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, list[Path]]:
+    """`located` (read from `file`) with its params read into two blocks and its `extends:`
+    chain merged in; and the files it came from, itself first."""
+    return _Expansion(project_dir).run(located, file, ())
+
+
+class _Expansion:
+    def __init__(self, project_dir: Path):
+        self.project_dir = project_dir
+
+    def run(self, located: Located, file: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
+        problems = declared_params(located)
+        data = located.data
+        if "extends" not in data:
+            problems += _stray_placing(located, data.get("steps"), ("steps",))
+            if problems:
+                raise ConfigError(problems)
+            return located, [file]
+        name = data["extends"]
+        base_file, reason = named_file(file, name, self.project_dir) if isinstance(name, str) else \
+            (None, "`extends:` names one pipeline file")
+        if base_file is None:
+            raise ConfigError([*problems, located.problem(("extends",), reason)])
+        here = [*chain, file.resolve()]
+        if base_file in here:
+            cycle = " -> ".join(display(f) for f in [*here, base_file])
+            raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
+        base = read_located(base_file)
+        if not isinstance(base.data, dict):
+            raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
+        base, sources = self.run(base, base_file, tuple(here))
+        merged = _Merge(located, base)
+        merged.top()
+        problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"), ("steps",))
+        if problems:
+            raise ConfigError(problems)
+        return merged.out, [file, *sources]
+
+
+def _stray_placing(located: Located, steps: Any, path: DataPath) -> list[Problem]:
+    """`after:`, `before:` and `remove:` outside a variant: they would be ignored."""
+    found: list[Problem] = []
+    for index, step in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(step, dict):
+            continue
+        for key in PLACING:
+            if key in step:
+                found.append(located.problem((*path, index, key), f"`{key}:` places a step of a variant (a file "
+                                             "with `extends:`) among its base's steps: this step has none to be "
+                                             "placed among", key=True))
+        nested = step.get("with")
+        if isinstance(nested, dict):
+            found += _stray_placing(located, nested.get("steps"), (*path, index, "with", "steps"))
+    return found
+
+
+Side = tuple[Located, DataPath]       # a value's file and its path there
+
+
+class _Merge:
+    """The variant laid over its base, into a new Located that keeps each value's origin."""
+
+    def __init__(self, variant: Located, base: Located):
+        self.variant, self.base = variant, base
+        self.out = Located(variant.file, None)
+        self.problems: list[Problem] = []
+
+    def top(self) -> None:
+        over = {k: v for k, v in self.variant.data.items() if k != "extends"}
+        self.out.data = self.mapping(self.base.data, (self.base, ()), over, (self.variant, ()), ())
+        if "name" not in self.variant.data:
+            self.out.data["name"] = Path(self.variant.file).stem
+            self._position(("name",), (self.variant, ("extends",)))
+        self._check_new_params()
+
+    # -- positions ---------------------------------------------------------------------------
+    def _position(self, out: DataPath, side: Side) -> None:
+        """The node at `out` was written at `side` (its value; its key too when the side has one)."""
+        located, path = side
+        self.out.value_pos[out] = located.where(path)
+        if path in located.key_pos:
+            self.out.key_pos[out] = located.key_pos[path]
+        origin = located.file_of(path)
+        if origin != self.out.file:
+            self.out.origins[out] = origin
+
+    def take(self, value: Any, side: Side, out: DataPath, drop: tuple[str, ...] = ()) -> Any:
+        """`value` as written at `side`, with every position below it."""
+        self._position(out, side)
+        located, path = side
+        if isinstance(value, dict):
+            return {k: self.take(v, (located, (*path, k)), (*out, k)) for k, v in value.items() if k not in drop}
+        if isinstance(value, list):
+            return [self.take(v, (located, (*path, i)), (*out, i)) for i, v in enumerate(value)]
+        return value
+
+    # -- merging -------------------------------------------------------------------------------
+    def merge(self, base: Any, base_side: Side, over: Any, over_side: Side, out: DataPath) -> Any:
+        if isinstance(base, dict) and isinstance(over, dict):
+            return self.mapping(base, base_side, over, over_side, out)
+        if out and out[-1] == "steps" and _step_list(base) and isinstance(over, list):
+            return self.steps(base, base_side, over, over_side, out)
+        return self.take(over, over_side, out)
+
+    def mapping(self, base: dict[str, Any], base_side: Side, over: dict[str, Any], over_side: Side,
+                out: DataPath, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        self._position(out, over_side)
+        merged: dict[str, Any] = {}
+        for key, value in base.items():
+            child = (*out, key)
+            if key in over:
+                merged[key] = self.merge(value, _down(base_side, key), over[key], _down(over_side, key), child)
+            else:
+                merged[key] = self.take(value, _down(base_side, key), child)
+        for key, value in over.items():
+            if key not in base and key not in drop:
+                merged[key] = self.take(value, _down(over_side, key), (*out, key))
+        return merged
+
+    def steps(self, base: list[Any], base_side: Side, over: list[Any], over_side: Side,
+              out: DataPath) -> list[Any]:
+        """The base's steps patched by the variant's entries (by id), new ones placed, some removed."""
+        order: list[tuple[str, int | None, int | None]] = [(s["id"], i, None) for i, s in enumerate(base)]
+        variant, path = over_side
+        for j, entry in enumerate(over):
+            where = (*path, j)
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                self.problems.append(variant.problem(where, "a step of a variant needs an `id` (the base step "
+                                                            "it changes, or a new one with after: or before:)"))
+                continue
+            ids = [step_id for step_id, _, _ in order]
+            step_id = entry["id"]
+            if entry.get("remove") is True:
+                if step_id in ids:
+                    del order[ids.index(step_id)]
+                else:
+                    self._unknown(where, step_id, ids, "cannot be removed")
+                continue
+            place = [key for key in ("after", "before") if key in entry]
+            if len(place) > 1:
+                self.problems.append(variant.problem((*where, "before"), "give one of `after:` and `before:`"))
+                continue
+            if step_id in ids:
+                index = ids.index(step_id)
+                found = order.pop(index)
+                found = (step_id, found[1], j)
+            elif not place:
+                self._unknown(where, step_id, ids, "is new: say where it goes with `after: ID` or `before: ID`")
+                continue
+            else:
+                found = (step_id, None, j)
+                index = len(order)
+            if place:
+                anchor = entry[place[0]]
+                others = [step_id for step_id, _, _ in order]
+                if anchor not in others:
+                    hint = did_you_mean(str(anchor), others)
+                    self.problems.append(variant.problem((*where, place[0]), f"no step '{anchor}' to place "
+                                                         f"'{step_id}' {place[0]}.{hint}" if hint else
+                                                         f"no step '{anchor}' to place '{step_id}' {place[0]} "
+                                                         f"(steps: {', '.join(others)})"))
+                    continue
+                index = others.index(anchor) + (place[0] == "after")
+            order.insert(index, found)
+        merged: list[Any] = []
+        for position, (_, from_base, from_variant) in enumerate(order):
+            at = (*out, position)
+            if from_base is not None and from_variant is None:
+                merged.append(self.take(base[from_base], _down(base_side, from_base), at))
+            elif from_variant is not None and from_base is None:
+                merged.append(self.take(over[from_variant], _down(over_side, from_variant), at, drop=PLACING))
+            elif from_base is not None and from_variant is not None:
+                merged.append(self.mapping(base[from_base], _down(base_side, from_base), over[from_variant],
+                                           _down(over_side, from_variant), at, drop=PLACING))
+        return merged
+
+    def _unknown(self, where: DataPath, step_id: str, ids: list[str], what: str) -> None:
+        hint = did_you_mean(step_id, ids)
+        known = f".{hint}" if hint else f" (its steps: {', '.join(ids)})"
+        self.problems.append(self.variant.problem((*where, "id"), f"the base has no step '{step_id}'{known}; "
+                                                                   f"'{step_id}' {what}"))
+
+    def _check_new_params(self) -> None:
+        """A plain value under a param name the base does not have is a misspelling."""
+        base_params = self.base.data.get("params") or {}
+        declared = self.variant.data.get("params_schema") or {}
+        for name in self.variant.data.get("params") or {}:
+            if name in base_params or name in declared:
+                continue
+            hint = did_you_mean(name, base_params)
+            tail = f".{hint}" if hint else f" (its params: {', '.join(base_params) or 'none'})"
+            self.problems.append(self.variant.problem(("params", name), f"the base has no param '{name}'{tail}; a "
+                                                      "new param needs a declaration: {default: ..., type: ...}",
+                                                      key=True))
+
+
+def _down(side: Side, key: str | int) -> Side:
+    return side[0], (*side[1], key)
+
+
+def _step_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(s, dict) and isinstance(s.get("id"), str) for s in value)
+

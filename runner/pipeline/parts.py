@@ -1,0 +1,119 @@
+"""Parts: a pipeline file another pipeline runs as one step (`uses: pipeline`).
+
+A part is an ordinary pipeline file under the project's `pipelines/` folder that declares its
+typed `inputs:` (`{NAME: {type: ..., description: ..., default: ...}}`, JSON Schema keywords;
+an input without `default` is required), reads them as `inputs.NAME`, and gives its result as
+its `output:` fields. The calling step passes `with: {file: parts/x.yaml, inputs: {...}}`;
+`runner validate` checks the part itself (its problems located in its own file) and the
+inputs the step passes (unknown, missing, or a literal of the wrong type) like any step's
+arguments. A part that runs itself, directly or through others, is refused with the chain."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import runner.pipeline.templating as templating
+from runner.errors import ConfigError, Problem, did_you_mean
+from runner.paths import resolve_inside
+from runner.pipeline.model import Pipeline, StepSpec
+from runner.yamlpos import Path as DataPath
+
+_LOADING: list[Path] = []          # the parts being loaded, outermost first (a cycle's chain)
+# How a part file is read and checked (the loader's load_pipeline, given by its callers: the
+# loader itself loads parts, so this module does not import it): (file, project_dir) -> Pipeline.
+Load = Callable[[Path, Path], Pipeline]
+
+
+def parts_dir(project_dir: Path) -> Path:
+    return project_dir / "pipelines"
+
+
+def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
+    """The part `file` (under pipelines/), checked; ConfigError saying what is wrong."""
+    path, status = resolve_inside(parts_dir(project_dir), file)
+    if path is None:
+        raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
+    if path in _LOADING:
+        chain = " -> ".join(p.name for p in [*_LOADING[_LOADING.index(path):], path])
+        raise ConfigError([Problem(f"pipelines/{file}", "", f"the part runs itself: {chain}")])
+    _LOADING.append(path)
+    try:
+        return load(path, project_dir)
+    finally:
+        _LOADING.pop()
+
+
+def declared_inputs(part: Pipeline) -> dict[str, dict[str, Any]]:
+    inputs = part.located.data.get("inputs") or {}
+    return {str(k): v for k, v in inputs.items() if isinstance(v, dict)}
+
+
+def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath, str]]:
+    """What is wrong with the `inputs:` a step passes to `part`: (path under `with`, message)."""
+    import jsonschema  # validate only: a cached run never imports it
+    declared = declared_inputs(part)
+    given = given if isinstance(given, dict) else {}
+    problems: list[tuple[DataPath, str]] = []
+    for name, value in given.items():
+        if name not in declared:
+            hint = did_you_mean(str(name), declared)
+            problems.append((("inputs", name), f"part '{file}' has no input '{name}'."
+                             + (hint or f" Its inputs: {', '.join(declared) or 'none'}.")))
+            continue
+        schema = {k: v for k, v in declared[name].items() if k != "default"}
+        if not templating.is_template(value):
+            error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+            if error is not None:
+                problems.append((("inputs", name), f"input '{name}' of part '{file}': {error.message}"))
+    for name, spec in declared.items():
+        if name not in given and "default" not in spec:
+            problems.append((("inputs",), f"part '{file}' needs input '{name}'"))
+    return problems
+
+
+def inputs_scope(part: Pipeline, given: dict[str, Any]) -> dict[str, Any]:
+    """`inputs` as the part's templates read it: each declared input, given or its default."""
+    return {name: given[name] if name in given else spec.get("default")
+            for name, spec in declared_inputs(part).items()}
+
+
+def rebased(specs: tuple[StepSpec, ...], base: DataPath) -> tuple[StepSpec, ...]:
+    """A part's steps placed under the calling step's path (`base`), so each step of the run
+    keeps a place of its own and a message about one points at the step that runs the part."""
+    return tuple(dataclasses.replace(spec, path=(*base, *spec.path), substeps=rebased(spec.substeps, base))
+                 for spec in specs)
+
+
+def parts_used(steps: Any) -> list[str]:
+    """The part files the steps run (`uses: pipeline`), at any depth, each once."""
+    found: list[str] = []
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict):
+            continue
+        args: dict[str, Any] = step["with"] if isinstance(step.get("with"), dict) else {}
+        if step.get("uses") == "pipeline" and isinstance(args.get("file"), str) and args["file"] not in found:
+            found.append(args["file"])
+        found += [file for file in parts_used(args.get("steps")) if file not in found]
+    return found
+
+
+def part_files(project_dir: Path, steps: Any) -> list[Path]:
+    """The files of the parts the steps run (those that exist): a pipeline is made of them too
+    (run.json lists them with their hashes; a change to one is a change to the pipeline)."""
+    found = (resolve_inside(parts_dir(project_dir), file)[0] for file in parts_used(steps))
+    return [path for path in found if path is not None]
+
+
+def with_parts(project_dir: Path, steps: Any, models: dict[str, Any], env_names: tuple[str, ...], load: Load
+               ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A pipeline's models and env names with those of the parts it runs added: a part's
+    model is run's model of that name (the caller's wins when both name one)."""
+    merged, names = dict(models), list(env_names)
+    for file in parts_used(steps):
+        part = load_part(project_dir, file, load)
+        merged = {**part.models, **merged}
+        names += [name for name in part.env_names if name not in names]
+    return merged, tuple(names)
