@@ -23,6 +23,9 @@ import pytest
 
 from fakellm import FakeLLM, Reply
 from helpers import run, write_json
+from test_citation_judge import SCRIPT as CITATION_SCRIPT
+from test_citation_judge import SEATS
+from test_citation_judge import answer as juror_answer
 
 REPO = Path(__file__).resolve().parents[2]
 JUROR = re.compile(r"model '\w+' \(openai/[\w-]+\)")
@@ -301,26 +304,6 @@ DEEP = [
 ]
 
 # ---- citation judge -------------------------------------------------------------------------
-
-CITATION_SCRIPT = {
-    "opens by declaring": ("VALID", "VALID", "VALID"),
-    "holds it self-evident": ("VALID", "VALID", "MISLEADING"),
-    "CLAIM BEING MADE: Excessive bail": (None, "VALID", "VALID"),
-    "remedy for concentrated power": ("VALID", None, "UNSUPPORTED"),
-    "conceded outright": ("MISLEADING", "MISLEADING", "MISLEADING"),
-    "limits presidents to two terms": (None, None, None),
-    "Each senator is powerful": ("INSUFFICIENT", "INSUFFICIENT", "INSUFFICIENT"),
-    "Second Amendment guarantees": ("VALID", "VALID", "VALID"),
-    "July 4, 1774": ("VALID", "VALID", "VALID"),
-    "Eighth Amendment forbids": ("UNSUPPORTED", "UNSUPPORTED", "UNSUPPORTED"),
-}
-SEATS = {"local": "local-model", "gemini": "gemini-fake", "openai": "gpt-fake"}
-
-
-def juror_answer(verdict: str, seat: str) -> str:
-    good = verdict == "VALID"
-    return json.dumps({"verdict": verdict, "substantive_quote": verdict != "INSUFFICIENT", "quote_in_context": good,
-                       "supports_claim": good, "reason": f"{seat} finds it {verdict.lower()}"})
 
 
 def citation_script(fake: FakeLLM) -> None:
