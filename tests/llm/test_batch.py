@@ -421,9 +421,19 @@ def test_two_runs_started_together_upload_each_request_once(project, env):
     env.script(Reply("warm"), model="live-model")
     env.answer_json({"verdict": "yes"}, model="m-model")
     source = items(project, 10)
+    # A provider takes minutes to run a batch: the first batch is kept in progress for a few
+    # seconds, so both runs submit while it runs however much the second one's start lags on a
+    # loaded machine (answered at once, the first run's batch could be collected before the
+    # second looked: then it is no longer "started together").
+    env.batches.hold = True
     runs = [subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", str(source),
                               "--out", out, "--cache-dir", str(project.root / "cache"), "--quiet"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for out in ("a", "b")]
+    deadline = time.monotonic() + 60
+    while not env.batches.created() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(6.0)
+    env.batches.hold = False
     for process in runs:
         _, stderr = process.communicate(timeout=120)
         assert process.returncode == 0, stderr
