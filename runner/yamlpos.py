@@ -19,10 +19,8 @@ Path = tuple[str | int, ...]
 class Located:
     """Loaded data and where each path came from (1-based line, column).
 
-    A pipeline made of several files (a variant and the base it `extends:`) keeps, for each
-    path written by another file than `file`, that file's name in `origins`; a part run by a
-    `pipeline` step is mounted whole at a path of the step (`mounts`), so a message about
-    anything inside it names the part's own file, line and path."""
+    A pipeline made of several files (a variant and the base it `extends:`, a probe file) keeps,
+    for each path written by another file than `file`, that file's name in `origins`."""
 
     file: str
     data: Any
@@ -30,7 +28,6 @@ class Located:
     key_pos: dict[Path, tuple[int, int]] = field(default_factory=dict)
     overridden: dict[Path, str] = field(default_factory=dict)   # path -> the --set that wrote it
     origins: dict[Path, str] = field(default_factory=dict)      # path -> the file that wrote it, when not `file`
-    mounts: dict[Path, Located] = field(default_factory=dict)   # path -> the part file mounted there
 
     def _found(self, path: Path, key: bool) -> tuple[Path, tuple[int, int]]:
         """The closest path with a known position at or above `path` (walking up), and that position."""
@@ -44,18 +41,8 @@ class Located:
             probe = probe[:-1]
         return (), self.value_pos.get((), (1, 1))
 
-    def _mounted(self, path: Path) -> tuple[Located, Path] | None:
-        for depth in range(len(path), 0, -1):
-            inner = self.mounts.get(tuple(path[:depth]))
-            if inner is not None:
-                return inner, tuple(path[depth:])
-        return None
-
     def where(self, path: Path, *, key: bool = False) -> tuple[int, int]:
         """The closest known position for `path` (walks up to a parent)."""
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return mounted[0].where(mounted[1], key=key)
         return self._found(path, key)[1]
 
     def location(self, path: Path, *, key: bool = False) -> str:
@@ -64,32 +51,21 @@ class Located:
             if tuple(path[:depth]) in self.overridden:
                 written = self.overridden[tuple(path[:depth])]
                 return written if written.startswith("--") else f"--set {written}"
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return mounted[0].location(mounted[1], key=key)
         probe, (line, col) = self._found(path, key)
         return f"{self.origins.get(probe, self.file)}:{line}:{col}"
 
     def file_of(self, path: Path) -> str:
         """The file that wrote the value at `path` (or the closest parent with a position)."""
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return mounted[0].file_of(mounted[1])
         return self.origins.get(self._found(path, False)[0], self.file)
 
     def describe(self, path: Path) -> str:
-        """`file:line:col: json.path` (a path inside a mounted part is the part's own)."""
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return mounted[0].describe(mounted[1])
+        """`file:line:col: json.path`."""
         return f"{self.location(path)}: {json_path(path)}"
 
     def problem(self, path: Path, message: str, *, key: bool = False) -> Problem:
         where = self.location(path, key=key)
         order = self.where(path, key=key) if not where.startswith("--set") else (10**9, 0)
-        mounted = self._mounted(path)
-        shown = json_path(mounted[1]) if mounted is not None else json_path(path)
-        return Problem(where, shown, message, order)
+        return Problem(where, json_path(path), message, order)
 
 
 def move_positions(located: Located, source: Path, target: Path) -> None:
