@@ -23,6 +23,8 @@ _NOT_XML = "[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 def clean_text(text: str) -> str:
     """`text` with every code point UTF-8 cannot hold replaced (a valid surrogate pair,
     as two code points, becomes the character it stands for)."""
+    if text.isascii():          # O(1): CPython keeps the flag (most text runner writes is ASCII)
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -48,7 +50,7 @@ def _is_clean(value: Any) -> bool:
     while stack:
         current = stack.pop()
         if isinstance(current, str):
-            if not _encodable(current):
+            if not current.isascii() and not _encodable(current):
                 return False
         elif isinstance(current, dict):
             stack.extend(current)
@@ -64,7 +66,6 @@ def _encodable(text: str) -> bool:
         return True
     except UnicodeEncodeError:
         return False
-
 
 
 def _cleaned(value: Any) -> Any:

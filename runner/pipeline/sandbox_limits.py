@@ -9,7 +9,7 @@ import inspect
 import json
 import re
 import string
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sized
 from functools import wraps
 from typing import Any
 
@@ -235,6 +235,13 @@ class BoundedSandbox(SandboxedEnvironment):
     string or list refused when its result would pass MAX_ELEMENTS (sandbox_limits)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        # A template's globals as one plain dict, not Jinja's ChainMap over the environment's:
+        # every render copies them into its context, and a ChainMap is walked map by map for
+        # each name. The environment's globals are all set before the first template is made
+        # (templating.make_environment), so a copy sees every one of them.
+        return {**self.globals, **(d or {})}
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         # Most lookups are `item.claim` or `steps.x.passed` on a plain dict: Jinja first asks

@@ -232,11 +232,15 @@ class Renderer:
         self.env = make_environment(template_dir, read_only)
         self._compiled: dict[tuple[str, bool], Callable[[Mapping[str, Any]], Any]] = {}
 
-    def _compile(self, source: str, bare: bool) -> Callable[[Mapping[str, Any]], Any]:
-        key = (source, bare)
+    def _compile(self, source: str, condition: bool) -> Callable[[Mapping[str, Any]], Any]:
+        """`source` made once into a function of the scope: a templated value, or (`condition`)
+        an `if:`/`when:` value, which may also be a bare expression without braces."""
+        key = (source, condition)
         fn = self._compiled.get(key)
         if fn is None:
-            expr = source if bare else single_expression(source)
+            expr = single_expression(source)
+            if expr is None and condition and not is_template(source):
+                expr = source
             if expr is not None:
                 compiled = self.env.compile_expression(expr, undefined_to_none=False)
                 fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
@@ -258,11 +262,8 @@ class Renderer:
 
     def condition(self, expr: Any, scope: Mapping[str, Any]) -> bool:
         """An `if:`/`when:` value: a bare expression, a `{{ }}` template, or a literal."""
-        if isinstance(expr, bool) or expr is None:
-            return bool(expr)
         if isinstance(expr, str):
-            bare = single_expression(expr) is None and not is_template(expr)
-            return bool(self._compile(expr, bare)(scope))
+            return bool(self._compile(expr, True)(scope))
         return bool(expr)
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
@@ -284,6 +285,8 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
+    if not isinstance(value, (dict, list, tuple, jinja2.Undefined)):
+        return value            # a plain value, as most are: nothing inside to look at
     pending, seen = [value], set()
     while pending:
         current = pending.pop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ def _host(name: str) -> str:
     return LOOPBACK_NAME if address.is_loopback else address.compressed
 
 
+@lru_cache(maxsize=256)      # a run's models name a handful of servers, each asked for every call
 def endpoint_identity(api_base: str | None) -> str | None:
     """The server an api_base names, however it is spelled: scheme and host lowercase, a
     loopback address as localhost, no default port, no credentials, no trailing slash."""

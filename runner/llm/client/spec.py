@@ -6,6 +6,7 @@ import ipaddress
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -74,6 +75,7 @@ class ModelSpec:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
 
 
+@lru_cache(maxsize=256)      # asked for every call of a model, of the run's handful of URLs
 def is_local(url: str) -> bool:
     host = (urlsplit(url).hostname or "").lower()
     if host in LOCAL_HOSTS:
