@@ -15,7 +15,8 @@ from runner.engine.steps.base import Step, step_class
 from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
-from runner.pipeline.result_shapes import Result, ResultList, as_result
+from runner.pipeline.result_shapes import as_result
+from runner.pipeline.step_results import Result, ResultList
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import clean_value

@@ -19,6 +19,7 @@ from jinja2 import nodes
 import runner.pipeline.templating as templating
 from runner.errors import InputError, did_you_mean
 from runner.fileio import read_json
+from runner.pipeline.step_results import Empty, Result, ResultList, Skipped, SkippedList
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}
@@ -128,40 +129,6 @@ def step_shape(result_schema: Callable[[Any, ShapeContext], dict[str, Any]] | No
 
 
 # ---- the values of steps that ran, and of those skipped ---------------------------------------
-
-class Result(dict[str, Any]):
-    """A step's result (a mapping) as templates read it: `steps.X.skipped` is false."""
-
-    skipped = False
-
-
-class ResultList(list[Any]):
-    """A step's result (a list) as templates read it; a step that makes LLM calls also tells
-    how many (`steps.X.calls`, `steps.X.attempts`), as its mapping results do in their fields."""
-
-    skipped = False
-    calls = 0
-    attempts = 0
-
-
-class Empty(dict[str, Any]):
-    """The empty value of an object: its known fields, each empty; false in a condition."""
-
-    def __bool__(self) -> bool:
-        return False
-
-
-class Skipped(Empty):
-    """What a skipped step reads as: the empty value of its result, `skipped` true."""
-
-    skipped = True
-
-
-class SkippedList(list[Any]):
-    skipped = True
-    calls = 0
-    attempts = 0
-
 
 def empty_value(schema: Any) -> Any:
     """The empty value of a result shape, by JSON type: an object is a mapping (false in a

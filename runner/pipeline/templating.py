@@ -31,6 +31,7 @@ from runner.pipeline.sandbox_limits import (
     bounded_lipsum,
     guard_filters,
 )
+from runner.pipeline.step_results import Empty, Result, ResultList, SkippedList
 from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
@@ -282,6 +283,9 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
     return "".join(chunks)
 
 
+STEP_VALUES = (Result, ResultList, Empty, SkippedList)
+
+
 def _defined(value: Any) -> Any:
     """`value`, or the error of the first undefined (or sandbox-refused) value inside it:
     a dict or list holding one would otherwise fail only when results are written."""
@@ -290,6 +294,8 @@ def _defined(value: Any) -> Any:
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
+        if isinstance(current, STEP_VALUES):
+            continue                      # a step's value, read as it is: runner made it whole
         if isinstance(current, (dict, list, tuple)):
             if id(current) not in seen:
                 seen.add(id(current))     # a list may hold itself (`x.append(x)`)

@@ -55,11 +55,17 @@ def extract_json(text: str) -> Any:
 
 MAX_VALIDATORS = 256      # schemas whose validator is kept (a step's schema is one; rendered ones may be many)
 _VALIDATORS: dict[str, Validator] = {}
+_BY_OBJECT: dict[int, tuple[dict[str, Any], Validator]] = {}
 
 
 def validator_for(schema: dict[str, Any]) -> Validator:
-    """The jsonschema validator of `schema`, made once per schema (by its JSON text, so equal
-    schemas share one) and used for every answer checked against it."""
+    """The jsonschema validator of `schema`, made once per schema and used for every answer
+    checked against it. Found by the schema object first (a step's schema file is read once
+    per run: one object for all its calls), else by its JSON text (equal schemas rendered
+    for each call share one validator)."""
+    known = _BY_OBJECT.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
     from jsonschema import Draft202012Validator  # only answers that were not cached are checked
     text = json.dumps(schema, default=str)
     validator = _VALIDATORS.get(text)
@@ -67,6 +73,9 @@ def validator_for(schema: dict[str, Any]) -> Validator:
         if len(_VALIDATORS) >= MAX_VALIDATORS:
             _VALIDATORS.clear()
         validator = _VALIDATORS[text] = Draft202012Validator(schema)
+    if len(_BY_OBJECT) >= MAX_VALIDATORS:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(schema)] = (schema, validator)     # the object kept: its id is not reused while listed
     return validator
 
 
