@@ -164,20 +164,23 @@ def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallV
     found: dict[int, list[CallView]] = {}
     if path is None or not wanted:
         return found
-    prompts: dict[str, str] = {}          # a jury's seats share one prompt: kept once
+    shown: dict[str, str] = {}          # a jury's seats share one prompt: made into text once
     for record in read_calls(path, wanted):
-        call = call_view(record)
-        call.prompt = prompts.setdefault(call.prompt, call.prompt)
-        found.setdefault(int(record["item"]), []).append(call)
+        found.setdefault(int(record["item"]), []).append(call_view(record, shown=shown))
     return found
 
 
-def call_view(record: dict[str, Any], limit: int = CALL_CHARS) -> CallView:
-    """A call of calls.jsonl as a page shows it: prompt and response cut at `limit` characters."""
+def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, str] | None = None) -> CallView:
+    """A call of calls.jsonl as a page shows it: prompt and response cut at `limit` characters.
+    `shown`: the prompts made into text so far (prompt -> text), shared by the calls of a page."""
     messages = record.get("messages")
+    prompt = format_messages(messages) if isinstance(messages, list) else ""
+    if shown is None:
+        prompt_text = text(prompt, limit)
+    elif (prompt_text := shown.get(prompt)) is None:
+        prompt_text = shown[prompt] = text(prompt, limit)
     return CallView(text(record.get("call"), 40), text(record.get("model"), 200), text(record.get("step"), 200),
-                    text(format_messages(messages) if isinstance(messages, list) else "", limit),
-                    text(response_text(record), limit))
+                    prompt_text, text(response_text(record), limit))
 
 
 def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list[CallView]]) -> list[JuryView]:
