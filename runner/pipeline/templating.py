@@ -244,7 +244,7 @@ class Renderer:
                 expr = source
             if expr is not None:
                 compiled = self.env.compile_expression(expr, undefined_to_none=False)
-                fn = lambda scope, c=compiled: _defined(c(**scope))  # noqa: E731
+                fn = lambda scope, c=compiled: _defined(c(scope))  # noqa: E731
             else:
                 template = self.env.from_string(source)
                 fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
@@ -275,7 +275,7 @@ def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
     """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
     could otherwise build gigabytes before anything else noticed)."""
     chunks, size = [], 0
-    for chunk in template.generate(**scope):
+    for chunk in template.generate(scope):
         size += len(chunk)
         if size > MAX_ELEMENTS:
             raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
