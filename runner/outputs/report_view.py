@@ -175,10 +175,10 @@ def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, 
     `shown`: the prompts made into text so far (prompt -> text), shared by the calls of a page."""
     messages = record.get("messages")
     prompt = format_messages(messages) if isinstance(messages, list) else ""
-    if shown is None:
-        prompt_text = text(prompt, limit)
-    elif (prompt_text := shown.get(prompt)) is None:
-        prompt_text = shown[prompt] = text(prompt, limit)
+    known = shown.get(prompt) if shown is not None else None
+    prompt_text = known if known is not None else text(prompt, limit)
+    if shown is not None:
+        shown[prompt] = prompt_text
     return CallView(text(record.get("call"), 40), text(record.get("model"), 200), text(record.get("step"), 200),
                     prompt_text, text(response_text(record), limit))
 
