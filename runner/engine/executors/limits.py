@@ -113,14 +113,20 @@ class SharedGate:
 
 
 class SharedLimits:
-    """What a worker's sender asks for its gates and daily budget (runner/llm/sender.py)."""
+    """What a worker's sender asks for its gates and daily budget (runner/llm/sender.py).
+    `most_in_flight`: the most calls the run's workers send at once between them (each its
+    own `--concurrency`); a model's `concurrency` at or above it can never hold a call back,
+    so its permits are not asked of the owner (a round trip to the driver for each call)."""
 
-    def __init__(self, owner: Owner, budget: Callable[[], Budget]) -> None:
+    def __init__(self, owner: Owner, budget: Callable[[], Budget], most_in_flight: int) -> None:
         self._owner = owner
         self._budget = budget
+        self.most_in_flight = most_in_flight
 
     def gate(self, spec: ModelSpec) -> SharedGate | None:
         concurrency = spec.limits.get("concurrency")
+        if concurrency and concurrency >= self.most_in_flight:
+            concurrency = None
         per_minute = spec.limits.get("requests_per_minute")
         if not concurrency and not per_minute:
             return None

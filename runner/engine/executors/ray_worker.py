@@ -21,13 +21,15 @@ REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"
 
 class RayWorker:
     def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str, driver_node: str,
-                 cache_owner: Any, limits_owner: Any) -> None:
+                 cache_owner: Any, limits_owner: Any, workers: int) -> None:
+        """`workers`: how many RayWorkers the run has (each sends up to its own --concurrency)."""
         import ray
         remote = ray.get_runtime_context().get_node_id() != driver_node or os.environ.get(REMOTE_CACHE_ENV) == "1"
         # A RemoteCache serves what the LLM service asks of its cache (aget, aset, close).
         caches = ({"responses": cast(JsonCache, RemoteCache(cache_owner))} if remote and pipeline.models
                   else open_caches(pipeline, options.cache_dir))
-        limits = SharedLimits(RayOwner(limits_owner), lambda: ClusterBudget(limits_owner))
+        limits = SharedLimits(RayOwner(limits_owner), lambda: ClusterBudget(limits_owner),
+                              workers * options.llm_concurrency)
         self.worker = BlockWorker(pipeline, options, cwd, caches, limits)
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
