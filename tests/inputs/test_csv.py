@@ -43,7 +43,7 @@ ROWS = ('\ufeffid,text,score,urgent\r\n'
 
 
 def invoke(*args: str, stdin: str | None = None):
-    return CliRunner().invoke(app, list(args), input=stdin, catch_exceptions=False)
+    return CliRunner().invoke(app.narrowed_to(args), list(args), input=stdin, catch_exceptions=False)
 
 
 @pytest.fixture
