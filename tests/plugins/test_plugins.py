@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("plugin_wheel")      # the module's installed plugin is made once
+
 PLUGIN = '''
 """A plugin of runner: the step type word_count, the input adapter lines, the filter shout."""
 
