@@ -139,14 +139,14 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     return Project(tmp_path)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
     """Run the CLI in-process (typer's runner) as the `runner` command does: the app narrowed
     to the command the arguments name (typer builds every command it holds at each call);
     returns the click Result."""
     from typer.testing import CliRunner
 
     from runner.cli.app import app
-    return CliRunner().invoke(app.narrowed_to(args), list(args), input=stdin, env=env, catch_exceptions=False)
+    return CliRunner().invoke(app.narrowed_to(args), list(args), env=env, catch_exceptions=False)
 
 
 @pytest.fixture
