@@ -34,7 +34,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     `-p no:xdist` run the tests in this process. Tests marked `xdist_group` share a worker
     (a module's expensive fixture is made once). With Ray installed the tests run in this
     process: under pytest-xdist a worker running the Ray tests died mid-suite and the run
-    hung (cause not found; they pass in one process, as .ci/run's Ray stage runs them)."""
+    hung (cause not found; they pass in one process, as .ci/run's Ray stage runs them).
+
+    A worker parses the command line again, without this hook's choice: its controller's
+    `--dist` comes in its workerinput (pytest_configure_node), or the worker would not name
+    its tests' groups and the controller would schedule them as ungrouped."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        config.option.loadgroup = workerinput.get("dist") == "loadgroup"
+        return
     if not config.pluginmanager.has_plugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if importlib.util.find_spec("ray") is not None:
@@ -43,6 +51,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.numprocesses = "auto"
         if config.option.dist == "no":
             config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller: tell the worker how its tests are scheduled."""
+    node.workerinput["dist"] = node.config.option.dist
 
 
 @pytest.fixture(scope="session")
@@ -126,11 +140,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
-    """Run the CLI in-process (typer's runner); returns the click Result."""
+    """Run the CLI in-process (typer's runner) as the `runner` command does: the app narrowed
+    to the command the arguments name (typer builds every command it holds at each call);
+    returns the click Result."""
     from typer.testing import CliRunner
 
     from runner.cli.app import app
-    return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    return CliRunner().invoke(app.narrowed_to(args), list(args), env=env, catch_exceptions=False)
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ The format, for whoever writes docs:
   replaced by the printed one in the commands that follow.
 - `retry=SECONDS`: a command whose output does not match yet is run again until it does, for
   at most that long (a command showing the end of something asynchronous, such as a job).
+- `slow`: the example starts a server or worker processes; its test is marked slow, so the
+  README's test command leaves it out and `python -m pytest -m slow` (and CI) runs it.
 - Printed and shown text are both normalised before they are compared: run and job ids
   (20261122-131406, 20261127005135-ce46d5e3) read `<run>`, ISO times `<time>`, durations `N ms` / `N s`, ports of
   127.0.0.1 and localhost `PORT`, paths under a temporary folder `<tmp>`, hex hashes of 12 or
@@ -87,6 +89,7 @@ class Example:
     session: str = ""
     json: bool = False
     retry: float = 0.0
+    slow: bool = False
 
     @property
     def name(self) -> str:
@@ -173,7 +176,7 @@ def _example(file: str, start: int, body: list[str], options: dict[str, list[str
     setups = [name for value in options.get("setup", []) for name in value.split(",") if name]
     last = {key: values[-1] for key, values in options.items()}
     return Example(file, start + 1, commands, last.get("cwd") or ".", setups, env, last.get("session", ""),
-                   last.get("output") == "json", float(last.get("retry") or 0))
+                   last.get("output") == "json", float(last.get("retry") or 0), "slow" in options)
 
 
 def copy_project(target: Path) -> Path:

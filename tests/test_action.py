@@ -127,6 +127,7 @@ def test_every_input_reaches_the_scripts_through_env_only():
     assert not [step["name"] for step in steps if "${{" in step["run"]]
 
 
+@pytest.mark.slow      # the action run four times: a dozen runner processes
 def test_the_action_gates_a_pull_request_and_keeps_one_comment(repo_with_a_judge):
     setup = repo_with_a_judge
     fake, work, env = setup["fake"], setup["work"], setup["env"]

@@ -157,7 +157,8 @@ def test_the_docs_have_console_examples_and_every_setup_they_name_exists():
     assert named <= set(SETUPS), named - set(SETUPS)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda example: example.name)
+@pytest.mark.parametrize("example", [pytest.param(example, marks=pytest.mark.slow) if example.slow else example
+                                     for example in EXAMPLES], ids=lambda example: example.name)
 def test_console_example(example: Example, tmp_path: Path, fake_llm: FakeLLM) -> None:
     space = Workspace(copy_project(tmp_path / "project"), base_environment(tmp_path / "home"), fake_llm)
     try:

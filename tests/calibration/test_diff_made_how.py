@@ -54,6 +54,7 @@ def test_diff_names_batch_model_cache_and_concurrency_each_under_its_own_label(j
     assert not any(line.startswith("  --set:") for line in lines), lines
 
 
+@pytest.mark.slow      # a run in worker processes
 def test_diff_names_the_executor(judge, project, cli):
     assert cli("run", str(judge), "--input", "claims.json", "--quiet").exit_code == 0
     done = cli("run", str(judge), "--input", "claims.json", "--quiet", "--executor", "processes", "--workers", "1")

@@ -113,6 +113,7 @@ steps:
     assert "the part runs itself: loop.yaml -> loop.yaml" in str(caught.value)
 
 
+@pytest.mark.slow      # worker processes
 def test_a_part_runs_in_worker_processes(parts, fake_llm, cli):
     fake_llm.script(Reply(json.dumps({"ok": True})))
     path = parts.pipeline(CALLER.format(extra="threshold: 0.99"))

@@ -182,7 +182,8 @@ def test_repeat_confidence_and_min_confidence_that_cannot_work_are_refused(proje
     assert "pipelines/p.yaml:" in result.output
 
 
-@pytest.mark.parametrize("way", ["batch", "streamed", "litellm"])
+@pytest.mark.parametrize("way", ["batch", "streamed", pytest.param(
+    "litellm", marks=pytest.mark.xdist_group("litellm"))])      # litellm imported by one worker only
 def test_repeat_and_confidence_read_the_same_from_a_batch_a_stream_and_litellm(project, env, way):
     """The same answers, asked live (JSON), in a provider batch, streamed by a local server
     (llama-cpp-python's personality) or through litellm: the same values, stability and confidence."""

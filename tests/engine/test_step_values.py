@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from fakellm import Reply
 from helpers import run, write_json
+from runner.testing import Reply
 
 ANSWER = {"type": "object", "required": ["verdict"],
           "properties": {"verdict": {"type": "string"}, "score": {"type": "number"}, "notes": {"type": "array"},
@@ -17,9 +17,8 @@ ANSWER = {"type": "object", "required": ["verdict"],
 
 
 @pytest.fixture
-def env(fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
-    return fake_llm
+def env(scripted_llm):
+    return scripted_llm
 
 
 def pipeline(project, *, retries=0, repair=0, on_error="fail"):
@@ -28,9 +27,8 @@ def pipeline(project, *, retries=0, repair=0, on_error="fail"):
     return project.pipeline(f"""
         version: 1
         name: sv
-        env: [FAKE_URL]
         models:
-          judge: {{model: openai/judge, api_base: "{{{{ env.FAKE_URL }}}}", retries: {retries}, backoff: 0.01}}
+          judge: {{model: scripted/judge, retries: {retries}, backoff: 0.01}}
         steps:
           - id: ask
             uses: llm

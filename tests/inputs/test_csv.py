@@ -1,5 +1,5 @@
 """The csv input adapter, `--input -` (JSONL or CSV on standard input) and CSV labels for
-`runner eval`, through the command line against the fake server."""
+`runner eval`, through the command line against the scripted model."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from runner.inputs import read_records
 PIPELINE = """
 version: 1
 name: csvjudge
-env: [FAKE_URL]
 models:
-  judge: {model: openai/judge, api_base: "{{ env.FAKE_URL }}", retries: 0}
+  judge: {model: scripted/judge, retries: 0}
 input:
   adapter: csv
   with: {types: {score: number, urgent: boolean}}
@@ -43,17 +42,16 @@ ROWS = ('\ufeffid,text,score,urgent\r\n'
 
 
 def invoke(*args: str, stdin: str | None = None):
-    return CliRunner().invoke(app, list(args), input=stdin, catch_exceptions=False)
+    return CliRunner().invoke(app.narrowed_to(args), list(args), input=stdin, catch_exceptions=False)
 
 
 @pytest.fixture
-def judge(project, fake_llm, monkeypatch):
-    monkeypatch.setenv("FAKE_URL", fake_llm.url)
+def judge(project, scripted_llm):
     project.schema("v.schema.json", SCHEMA)
     project.prompt("judge.j2", "Judge item {{ item.id }}: {{ item.text }}\n")
-    fake_llm.answer_json({"verdict": "TRUE"}, contains="item 1:")
-    fake_llm.answer_json({"verdict": "FALSE"}, contains="item 2:")
-    fake_llm.answer_json({"verdict": "TRUE"}, contains="item 3:")
+    scripted_llm.answer_json({"verdict": "TRUE"}, contains="item 1:")
+    scripted_llm.answer_json({"verdict": "FALSE"}, contains="item 2:")
+    scripted_llm.answer_json({"verdict": "TRUE"}, contains="item 3:")
     return project.pipeline(PIPELINE)
 
 
@@ -96,14 +94,14 @@ def test_an_unusable_file_is_refused_before_the_first_record(tmp_path, text, opt
         read_records("csv", path, options)
 
 
-def test_run_and_eval_a_csv_input_with_csv_labels(judge, project, fake_llm):
+def test_run_and_eval_a_csv_input_with_csv_labels(judge, project, scripted_llm):
     project.file("items.csv", ROWS)
     run = invoke("run", str(judge), "--input", "items.csv", "--out", "out", "--quiet")
     assert run.exit_code == 0, run.output
     results = project.results()
     assert [(r["id"], r["score"], r["urgent"], r["verdict"]) for r in results] == [
         ("1", 0.5, True, "TRUE"), ("2", 3, False, "FALSE"), ("3", None, True, "TRUE")]
-    assert 'Judge item 1: Paris is in France, says "the atlas"' in fake_llm.calls()[0].prompt
+    assert 'Judge item 1: Paris is in France, says "the atlas"' in scripted_llm.calls()[0].prompt
     project.file("labels.csv", 'id,label,note\r\n1,TRUE,"fine, really"\r\n2,TRUE,\r\n3,TRUE,"two\nlines"\r\n')
     scored = invoke("eval", "out", "--labels", "labels.csv", "--key", "id", "--truth", "label")
     assert scored.exit_code == 0, scored.output
@@ -147,7 +145,7 @@ def test_a_wrong_column_type_is_refused_by_validate_with_its_place(judge, projec
     path = project.pipeline(PIPELINE.replace("urgent: boolean", "urgent: bool"), "wrong.yaml")
     checked = invoke("validate", str(path))
     assert checked.exit_code == 2
-    assert "pipelines/wrong.yaml:8:41: input.with.types.urgent: 'bool' is not one of" in checked.stderr
+    assert "pipelines/wrong.yaml:7:41: input.with.types.urgent: 'bool' is not one of" in checked.stderr
 
 
 def test_csv_on_standard_input(judge, project):

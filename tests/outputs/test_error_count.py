@@ -11,7 +11,8 @@ from fakellm import Reply
 from helpers import write_json
 
 
-@pytest.mark.parametrize("executor", [[], ["--executor", "processes", "--workers", "2"]])
+@pytest.mark.parametrize("executor", [[], pytest.param(["--executor", "processes", "--workers", "2"],
+                                                        marks=pytest.mark.slow)])       # worker processes
 @pytest.mark.parametrize("on_error", ["fail", "continue"])
 def test_an_errored_item_counts_once_when_the_output_sets_index(project, fake_llm, cli, monkeypatch, executor,
                                                                 on_error):

@@ -455,7 +455,9 @@ def without_races(summary: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "error_groups": sorted(counts.items())}
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+# OTHERS reach their model through litellm (Ollama's protocol): imported by one worker only
+@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.xdist_group("litellm")) if s in OTHERS else s
+                                      for s in SCENARIOS], ids=[s.name for s in SCENARIOS])
 def test_same_results_as_recorded(scenario: Scenario, tmp_path: Path, fake_llm: FakeLLM,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("plugin_wheel")      # the module's installed plugin is made once
+
 PLUGIN = '''
 """A plugin of runner: the step type word_count, the input adapter lines, the filter shout."""
 
@@ -147,7 +149,7 @@ def words(tmp_path) -> Path:
     return tmp_path
 
 
-def test_an_installed_plugin_is_listed_checked_and_runs_locally_and_in_processes(installed, words):
+def test_an_installed_plugin_is_listed_checked_and_runs_locally(installed, words):
     listed = runner("steps", cwd=words, path=installed)
     assert listed.returncode == 0, listed.stderr
     assert "word_count: Count the words of `text`; `enough` when there are at least `min`." in listed.stdout
@@ -155,11 +157,18 @@ def test_an_installed_plugin_is_listed_checked_and_runs_locally_and_in_processes
     assert "  result: words, enough." in listed.stdout
     checked = runner("validate", "pipelines/words.yaml", cwd=words, path=installed)
     assert (checked.returncode, checked.stdout) == (0, "pipelines/words.yaml: ok (1 steps)\n"), checked.stderr
-    for executor in ("local", "processes"):
-        ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", executor, "--quiet",
-                     *executor_flags(executor), cwd=words, path=installed)
-        assert ran.returncode == 0, ran.stderr
-        assert results(words / executor) == EXPECTED
+    ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", "local", "--quiet", cwd=words,
+                 path=installed)
+    assert ran.returncode == 0, ran.stderr
+    assert results(words / "local") == EXPECTED
+
+
+@pytest.mark.slow      # worker processes
+def test_an_installed_plugin_runs_in_worker_processes(installed, words):
+    ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", "processes", "--quiet",
+                 *executor_flags("processes"), cwd=words, path=installed)
+    assert ran.returncode == 0, ran.stderr
+    assert results(words / "processes") == EXPECTED
 
 
 def test_validate_checks_a_plugin_steps_arguments_against_its_schema(installed, words):
@@ -178,20 +187,32 @@ def test_without_the_package_the_names_are_unknown(words):
     assert "unknown input adapter 'lines'" in checked.stderr and "unknown step type 'word_count'" in checked.stderr
 
 
-def test_a_module_file_the_pipeline_names_is_a_plugin(words):
+def with_module_file(words: Path) -> Path:
+    """The words project naming the plugin as a module file of its own (`plugins:`)."""
     (words / "plugins").mkdir()
     (words / "plugins" / "wordcount.py").write_text(PLUGIN, encoding="utf-8")
     (words / "pipelines" / "words.yaml").write_text("plugins: [plugins/wordcount.py]\n" + PIPELINE, encoding="utf-8")
+    return words
+
+
+def test_a_module_file_the_pipeline_names_is_a_plugin(words):
+    with_module_file(words)
     listed = runner("steps", "--pipeline", "pipelines/words.yaml", cwd=words)
     assert listed.returncode == 0 and "word_count: Count the words" in listed.stdout, listed.stderr
-    for executor in ("local", "processes"):
-        ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", executor, "--quiet",
-                     *executor_flags(executor), cwd=words)
-        assert ran.returncode == 0, ran.stderr
-        assert results(words / executor) == EXPECTED
+    ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", "local", "--quiet", cwd=words)
+    assert ran.returncode == 0, ran.stderr
+    assert results(words / "local") == EXPECTED
     manifest = json.loads((words / "local" / "run.json").read_text(encoding="utf-8"))
     assert manifest["pipeline"]["resolved"]["plugins"] == ["plugins/wordcount.py"]
     assert manifest["pipeline"]["files"]["plugins/wordcount.py"] == hashlib.sha256(PLUGIN.encode()).hexdigest()
+
+
+@pytest.mark.slow      # worker processes
+def test_a_module_file_plugin_runs_in_worker_processes(words):
+    ran = runner("run", "pipelines/words.yaml", "--input", "notes.txt", "--out", "processes", "--quiet",
+                 *executor_flags("processes"), cwd=with_module_file(words))
+    assert ran.returncode == 0, ran.stderr
+    assert results(words / "processes") == EXPECTED
 
 
 @pytest.mark.parametrize(("entry", "message"), [

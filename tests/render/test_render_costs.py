@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers import write_json
 from runner.llm.client.prices import price_of
 
@@ -60,6 +62,7 @@ def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
     assert total.startswith("LLM calls: 4 (0 cached), est. prompt tokens: ") and total.endswith(f"${expected:.4f}")
 
 
+@pytest.mark.xdist_group("litellm")      # its run sends the paid seat through litellm: imported by one worker only
 def test_cached_answers_teach_the_completion_estimate(project, fake_llm, cli):
     project.schema("v.schema.json", {"type": "object", "properties": {"verdict": {"type": "string"}}})
     path = project.pipeline(PIPELINE)

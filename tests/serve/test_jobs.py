@@ -73,7 +73,6 @@ def test_jsonl_and_csv_uploads(served_project, served):
         steps: [{id: c, uses: compute, with: {both: "{{ item.a }}-{{ item.b }}"}}]
         output: {both: "{{ steps.c.both }}"}
         """, "rows.yaml")
-    time.sleep(1.1)
     csv_job = served.client.post("/v1/pipelines/rows/jobs", files={"file": ("t.csv", "a,b\nx,1\ny,2\n")})
     done = wait(served.client, csv_job.json()["id"])
     assert [r["both"] for r in lines(served.client.get(f"/v1/jobs/{done['id']}/results"))] == ["x-1", "y-2"]

@@ -48,6 +48,7 @@ def job_state(url: str, job_id: str) -> dict[str, Any]:
     return httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10).json()
 
 
+@pytest.mark.slow      # a real server process
 def test_kill_9_mid_job_loses_nothing_and_repeats_no_answered_call(http_project, fake_llm):
     slides = [f"<p>slide {n}</p>" for n in range(8)]
     fake_llm.script(Reply(json.dumps({"rating": "amber", "score": 60}), delay=30), contains="slow")
@@ -112,6 +113,7 @@ def test_serving_beyond_loopback_needs_a_token(http_project, cli, tmp_path):
     assert busy.exit_code == 2 and "choose another --port" in busy.output
 
 
+@pytest.mark.slow      # a real server process
 def test_a_token_file_guards_a_real_server(http_project, tmp_path):
     token = "x" * 40
     (tmp_path / "token").write_text(token + "\n")

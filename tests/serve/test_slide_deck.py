@@ -60,6 +60,7 @@ def slide_server(project, fake_llm, monkeypatch, db_url):
         yield client
 
 
+@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli):
     first = slide_server.post("/v1/pipelines/slide_judge/judge", json={"item": slide_deck(SLIDES)}).json()
     assert first["counts"] == {"judged": 5} and len(fake_llm.requests) == 5

@@ -20,8 +20,8 @@ from jurors import careful, obedient
 from test_citation_judge import EXAMPLE, PIPELINE
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="Chromium not installed: apt-get install -y chromium chromium-driver")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
 
 
 @pytest.fixture
