@@ -59,6 +59,14 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["dist"] = node.config.option.dist
 
 
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """Headless Chromium with a fresh profile (selenium's driver), for the modules marked
+    BROWSER_TESTS (helpers.py)."""
+    from helpers import chromium_driver
+    yield from chromium_driver(tmp_path / "chromium-profile")
+
+
 @pytest.fixture(scope="session")
 def _server() -> Any:
     server = FakeLLM().start()

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.api import ItemSource, RunOutcome, run_pipeline
 from runner.runs.folders import group_name
 from runner.runs.request import RunOptions
@@ -53,11 +55,14 @@ def run(pipeline: Path, input_path: Path | None = None, records: list[str] | Non
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
+# A module of Chromium tests: `pytestmark = BROWSER_TESTS` (slow; skipped, saying why, without Chromium).
+BROWSER_TESTS = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                                      reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
 
 
 def chromium_driver(profile: Path) -> Iterator[Any]:
     """Headless Chromium (Debian's chromium and chromium-driver, through selenium) with a fresh
-    profile; quit when the generator closes. For a pytest fixture: `yield from chromium_driver(...)`."""
+    profile; quit when the generator closes (the `browser` fixture of tests/conftest.py)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()

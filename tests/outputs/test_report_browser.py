@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
+from helpers import BROWSER_TESTS
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
-
-
-@pytest.fixture
-def browser(tmp_path):
-    yield from chromium_driver(tmp_path / "chromium-profile")
+pytestmark = BROWSER_TESTS
 
 
 def visible(driver) -> list[str]:

@@ -15,18 +15,12 @@ from pathlib import Path
 import pytest
 from test_server import free_port, wait_until_up
 
-from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
+from helpers import BROWSER_TESTS
 from jurors import careful, obedient
 from test_citation_judge import EXAMPLE, PIPELINE
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
-
-
-@pytest.fixture
-def browser(tmp_path):
-    yield from chromium_driver(tmp_path / "chromium-profile")
+pytestmark = BROWSER_TESTS
 
 
 def test_probe_page_in_chromium(browser, fake_llm, cli, tmp_path, monkeypatch):

@@ -13,17 +13,11 @@ import time
 import pytest
 from test_server import free_port, wait_until_up
 
-from helpers import CHROMEDRIVER, CHROMIUM, chromium_driver
+from helpers import BROWSER_TESTS
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                                    reason="Chromium not installed: apt-get install -y chromium chromium-driver")]
-
-
-@pytest.fixture
-def browser(tmp_path):
-    yield from chromium_driver(tmp_path / "profile")
+pytestmark = BROWSER_TESTS
 
 
 def killed_while_running(group):
