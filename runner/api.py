@@ -208,7 +208,7 @@ class _StartedRun:
         self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
         self.folder.release()
         if self.group is not None and is_run(self.outcome.out_dir):
-            mark_latest(self.outcome.out_dir)
+            mark_latest(self.outcome.out_dir, self.outcome.summary)
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines

@@ -82,9 +82,10 @@ def remove_if_empty(run_dir: Path) -> None:
         pass
 
 
-def mark_latest(run_dir: Path) -> None:
-    """Point `latest` (a complete run) or `latest-partial` (any other) at this run."""
-    pointer = LATEST if is_complete(run_dir) else LATEST_PARTIAL
+def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
+    summary.json the run has just written as `summary` (not read back)."""
+    pointer = LATEST if _whole(summary) else LATEST_PARTIAL
     atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
 
@@ -94,7 +95,11 @@ def is_run(folder: Path) -> bool:
 
 def is_complete(folder: Path) -> bool:
     """A run over its whole input that finished (runs from before run.json count as complete)."""
-    summary = read_summary(folder)
+    return _whole(read_summary(folder))
+
+
+def _whole(summary: dict[str, Any]) -> bool:
+    """A summary of a run over its whole input that finished."""
     return not summary.get("partial") and not summary.get("interrupted")
 
 

@@ -182,7 +182,8 @@ class JobBoard:
                                                overrides, JobProgress(self, job, options))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
-                mark_latest(outcome.out_dir)      # a run taken up again is written as --out: point latest at it
+                # a run taken up again is written as --out: point latest at it
+                mark_latest(outcome.out_dir, outcome.summary)
             job.status = "succeeded"
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later

@@ -121,6 +121,7 @@ def test_a_cached_run_and_render_import_no_jsonschema(project, valid, fake_llm):
     block = ("import sys; sys.modules['jsonschema'] = sys.modules['referencing'] = None; "
              "from runner.cli.app import main; main()")
     for args in (["run", str(valid), "--input", "in.json", "--out", "again"],
+                 ["run", str(valid), "--input", "in.json"],        # into its group, `latest` pointed at it
                  ["render", str(valid), "--input", "in.json"]):
         done = subprocess.run([sys.executable, "-c", block, *args], cwd=project.root, env=environment,
                               capture_output=True, text=True, timeout=60)
