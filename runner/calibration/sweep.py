@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, RunOptions, load_items
+from runner.api import ItemSource, RunOptions, default_group, load_items
 from runner.calibration.evaluate import EvalSpec, evaluate
 from runner.calibration.labels import lookup, read_labels
 from runner.engine.execute import Runtime, run_item, run_items
@@ -123,12 +123,11 @@ def _failed_before(request: SweepRequest) -> Path | None:
     """The calls that failed in the latest complete run of this pipeline over this input (its
     calls.jsonl), put in `request.failed_calls`; that run's folder, or None."""
     from runner.llm.calls.file import read_calls
-    from runner.runs.folders import CALLS_FILE, group_name, latest_run
+    from runner.runs.folders import CALLS_FILE, latest_run
     pipeline = load_pipeline(request.pipeline, request.overrides)
     if request.source.input_path is None:
         return None
-    run = latest_run(Path("reports") / pipeline.name / group_name(request.source.input_path, [],
-                                                                   pipeline.project_dir))
+    run = latest_run(default_group(pipeline, request.source))
     if run is None:
         return None
     answered: set[str] = set()
