@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,18 @@ def _scope(pipeline: Pipeline) -> dict[str, Any]:
     return {"params": pipeline.params, "env": env}
 
 
+def pass_check(pipeline: Pipeline) -> tuple[tuple[str, str], Callable[[dict[str, Any]], bool]] | None:
+    """The pipeline's pass rule (item_rule: its name and expression) and whether a result meets
+    it, as the pipeline says now (a template failure is raised: TEMPLATE_FAILURES); None when
+    it has none."""
+    rule = item_rule(pipeline)
+    if rule is None:
+        return None
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
+    scope = _scope(pipeline)
+    return rule, lambda result: renderer.condition(rule[1], {**scope, "result": result})
+
+
 @dataclass
 class FailedItems:
     """The items of an earlier run that failed, by their content key (`item_key`); a result
@@ -79,15 +91,14 @@ def failed_items(pipeline: Pipeline, run: Path) -> FailedItems:
 def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[dict[str, Any]]:
     """The failed items' results, read from the run's results one at a time."""
     results = results_in_order(resolve_run(run))
-    rule = item_rule(pipeline)
-    renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    scope = _scope(pipeline)
+    checked = pass_check(pipeline)
     for result in results:
         if result.get("error"):
             yield result
-        elif rule is not None:
+        elif checked is not None:
+            rule, meets = checked
             try:
-                ok = renderer.condition(rule[1], {**scope, "result": result})
+                ok = meets(result)
             except TEMPLATE_FAILURES as exc:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule[0]} ({rule[1]}) does not apply "
                                   f"to its results: {describe_error(exc)}") from None

@@ -5,7 +5,6 @@ written beside its results. Copies are judged, never taken from the pipeline's m
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -14,12 +13,11 @@ from typing import Any
 from runner.api import RunOutcome, default_group, load_items, run_pipeline
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
-from runner.engine.selection import item_rule
+from runner.engine.selection import pass_check
 from runner.errors import InputError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.probes import Probe
-from runner.pipeline.templating import Renderer
 from runner.pipeline.validated import ValidatedPipelines
 from runner.probe.measure import measure
 from runner.probe.plan import plan, probe_items
@@ -87,16 +85,13 @@ def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], ite
 
 def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:
     """Whether a result meets the pipeline's pass rule (every result does when it has none)."""
-    rule = item_rule(pipeline)
-    renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    scope = {"params": pipeline.params,
-             "env": {name: os.environ[name] for name in pipeline.env_names if name in os.environ}}
+    checked = pass_check(pipeline)
 
     def passes(result: dict[str, Any]) -> bool:
-        if rule is None:
+        if checked is None:
             return True
         try:
-            return renderer.condition(rule[1], {**scope, "result": result})
+            return checked[1](result)
         except TEMPLATE_FAILURES:
             return False
     return passes
