@@ -24,7 +24,9 @@ from runner.runs.manifest import read_manifest
 def run_hints(run_folder: Path, summary: dict[str, Any]) -> list[str]:
     """The run's hints about failed calls that its calls.jsonl still bears out."""
     entries = [entry for entry in summary.get("failed_calls") or [] if isinstance(entry, dict) and entry.get("hint")]
-    return [str(entry["hint"]) for entry in entries if borne_out(entry, read_calls(run_folder / CALLS_FILE))]
+    if not entries:
+        return []
+    return [str(entry["hint"]) for entry in borne_out(entries, read_calls(run_folder / CALLS_FILE))]
 
 
 def _inputs_beside(labels: Path, suffix: str) -> list[Path]:

@@ -12,6 +12,7 @@ the cache answered alone is never named."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -121,15 +122,21 @@ class FailureTally:
         return list(by_endpoint.values())
 
 
-def borne_out(entry: dict[str, Any], calls: Iterable[dict[str, Any]]) -> bool:
-    """Whether a run's calls (its calls.jsonl records) still say what a `failed_calls` entry
-    says: its models sent calls to its endpoint, as many failed, and none got an answer."""
-    models = set(entry.get("models") or [])
-    failed = answered = 0
+def borne_out(entries: list[dict[str, Any]], calls: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `failed_calls` entries a run's calls (its calls.jsonl records, read once) still bear
+    out: each entry's models sent calls to its endpoint, as many failed, and none got an answer."""
+    sent: Counter[tuple[str, str | None, bool]] = Counter()     # (model, endpoint, failed): calls sent
     for call in calls:
-        if call.get("model") in models and call.get("endpoint") == entry.get("endpoint") and not call.get("cached"):
-            if call.get("error"):
-                failed += 1
-            else:
-                answered += 1
-    return bool(models) and answered == 0 and failed >= int(entry.get("failed") or 0) > 0
+        model, endpoint = call.get("model"), call.get("endpoint")
+        if isinstance(model, str) and isinstance(endpoint, (str, type(None))) and not call.get("cached"):
+            sent[model, endpoint, bool(call.get("error"))] += 1
+    held = []
+    for entry in entries:
+        models, endpoint = set(entry.get("models") or []), entry.get("endpoint")
+        if not isinstance(endpoint, (str, type(None))):
+            continue
+        failed = sum(sent[model, endpoint, True] for model in models)
+        answered = sum(sent[model, endpoint, False] for model in models)
+        if models and answered == 0 and failed >= int(entry.get("failed") or 0) > 0:
+            held.append(entry)
+    return held
