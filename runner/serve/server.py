@@ -14,9 +14,8 @@ from runner.redact import redact
 from runner.serve.app import DEFAULT_DB, Limits, create_app
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
-from runner.view.server import check_port
-
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+from runner.view.app import LOOPBACK
+from runner.view.server import allowed_hosts, check_port
 
 
 @dataclass
@@ -35,7 +34,7 @@ class ServeOptions:
 
 
 def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
+    if host in LOOPBACK:
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -68,7 +67,7 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     settings = Settings(root=root, cache_dir=cache_dir, concurrency=options.concurrency or 8,
                         concurrency_given=options.concurrency is not None, trace=options.trace,
                         max_items=options.max_items)
-    hosts = None if not is_loopback(options.host) else [*LOOPBACK_NAMES, "[::1]", options.host]
+    hosts = allowed_hosts(options.host) if is_loopback(options.host) else None
     return settings, Limits(options.max_body, options.max_upload, token, hosts), folder
 
 
