@@ -174,8 +174,9 @@ class _StartedRun:
         # An unusable cache is one message, not an error per item.
         caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
+        batching = _batching(pipeline, options)
         try:
-            if _batching(pipeline, options):
+            if batching:
                 check_store(options.cache_dir)        # and an unusable batch store too
             if options.out_dir is None:
                 group = options.group or default_group(pipeline, source)
@@ -186,7 +187,7 @@ class _StartedRun:
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)
-            if _batching(pipeline, options):
+            if batching:
                 concurrency = max(concurrency, BATCH_WINDOW)
             outcome = RunOutcome(pipeline, out_dir, [], {}, formats=list(formats), record=record)
             folder = OutputFolder(out_dir).claim()       # one run at a time per folder

@@ -40,15 +40,11 @@ class _Shapes:
         return self.known[spec.path]
 
 
-def _shapes(runtime: Runtime) -> _Shapes:
-    return _Shapes(runtime)
-
-
 def skipped(runtime: Runtime, spec: StepSpec) -> Any:
     """The value of a step whose `if:` was false."""
-    return skipped_value(runtime.resource(_shapes).of(spec)[1])
+    return skipped_value(runtime.resource(_Shapes).of(spec)[1])
 
 
 def defaulted(runtime: Runtime, spec: StepSpec, default: Any) -> Any:
     """The value of a step that failed into its rendered `default:`."""
-    return laid_over(empty_value(runtime.resource(_shapes).of(spec)[0]), default)
+    return laid_over(empty_value(runtime.resource(_Shapes).of(spec)[0]), default)

@@ -13,7 +13,6 @@ from runner.calibration.report import CHART_STYLE, markdown_to_html, table
 from runner.fileio import atomic_write, dumps
 from runner.outputs.report_html import STYLE
 
-FILES = ("probe.json", "probe.md", "probe.html")
 BAR = "#cf222e"
 CLEAN = "#1a7f37"
 

@@ -34,7 +34,6 @@ from runner.serve.errors import ApiError
 from runner.serve.job_files import ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
 ADAPTERS_READING_JSONL = ("json", "jsonl")
 

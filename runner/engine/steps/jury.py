@@ -61,32 +61,7 @@ class Jury(PromptedStep):
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
-        vote = args.get("vote")
-        if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
-            return repeat_problems(args)
-        field, schema = vote["field"], args.get("output_schema")
-        given = shapes.answer_schema(schema)
-        answer = fields_of(given)          # closed: a field it does not list is an error
-        listed = given.get("properties") if isinstance(given, dict) else None
-        named = f"'{schema}'" if isinstance(schema, str) else "given inline"
-        if answer and field not in answer:
-            hint = did_you_mean(field, answer)
-            tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
-            return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}"),
-                    *repeat_problems(args)]
-        problems: list[tuple[DataPath, str]] = []
-        method = vote.get("method", "majority")
-        if isinstance(listed, dict) and field in listed and isinstance(method, str):
-            problem = method_problem(method, field, listed[field], named)
-            if problem:
-                problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
-        reason = vote.get("reason_field")
-        if answer and isinstance(reason, str) and reason not in answer:
-            hint = did_you_mean(reason, answer)
-            problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
-                             "so no reason would be quoted; name one of its fields"
-                             + (f".{hint}" if hint else f" ({', '.join(sorted(answer))})")))
-        return [*problems, *repeat_problems(args)]
+        return [*_vote_problems(args, shapes), *repeat_problems(args)]
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
@@ -103,12 +78,13 @@ class Jury(PromptedStep):
         sure = ctx.args.get("confidence") is True
         sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]
         answered = [self._vote(name, seat) for name, seat in zip(seats, sampled, strict=True)]
+        method = vote_spec.get("method", "majority")
         try:
-            votes = usable_votes(answered, vote_spec.get("method", "majority"), field)
+            votes = usable_votes(answered, method, field)
         except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
             raise StepError(f"{ctx.where('vote', 'method')}: {exc}",
                             partial={"votes": _shown(answered, ctx.args)}) from None
-        outcome = tally(votes, vote_spec.get("method", "majority"), vote_spec.get("on_tie", "HUNG_JURY"),
+        outcome = tally(votes, method, vote_spec.get("on_tie", "HUNG_JURY"),
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
                         vote_spec.get("reason_field", "reason"))
@@ -206,6 +182,35 @@ def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: li
             else f"its default quorum is a majority of the seated jurors ({majority_of(len(seats))})")
     add_warning(runtime, f"jury '{step_id}' seats {len(seats)} of the {len(named)} models it names "
                          f"({missing} not enabled); {rule}")
+
+
+def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+    """What is wrong with `vote:` against the answer schema (its field, method and reason field)."""
+    vote = args.get("vote")
+    if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
+        return []
+    field, schema = vote["field"], args.get("output_schema")
+    given = shapes.answer_schema(schema)
+    answer = fields_of(given)          # closed: a field it does not list is an error
+    listed = given.get("properties") if isinstance(given, dict) else None
+    named = f"'{schema}'" if isinstance(schema, str) else "given inline"
+    if answer and field not in answer:
+        hint = did_you_mean(field, answer)
+        tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
+        return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
+    problems: list[tuple[DataPath, str]] = []
+    method = vote.get("method", "majority")
+    if isinstance(listed, dict) and field in listed and isinstance(method, str):
+        problem = method_problem(method, field, listed[field], named)
+        if problem:
+            problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
+    reason = vote.get("reason_field")
+    if answer and isinstance(reason, str) and reason not in answer:
+        hint = did_you_mean(reason, answer)
+        problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
+                         "so no reason would be quoted; name one of its fields"
+                         + (f".{hint}" if hint else f" ({', '.join(sorted(answer))})")))
+    return problems
 
 
 def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
