@@ -25,7 +25,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.parts import part_files, with_parts
+from runner.pipeline.parts import loading, part_files, validated_marker, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
 from runner.pipeline.result_shapes import ShapeContext, step_shape
@@ -49,7 +49,12 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     renders), a pipeline already found valid as it is now skips the checks. `project_dir`:
     the folder holding pipelines/, prompts/, schemas/ (by default the file's folder's parent;
     a part under pipelines/parts/ gives its caller's)."""
-    file = Path(path)
+    with loading(validated):
+        return _load(Path(path), overrides, catalog, validated, project_dir)
+
+
+def _load(file: Path, overrides: list[str] | None, catalog: StepCatalog | None,
+          validated: ValidatedPipelines | None, project_dir: Path | None) -> Pipeline:
     located = read_located(file)
     if not isinstance(located.data, dict):
         raise ConfigError([located.problem((), "a pipeline file must be a mapping "
@@ -83,14 +88,15 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
 
 
 def load_part_file(path: Path, project_dir: Path) -> Pipeline:
-    """A part file (runner/pipeline/parts.py), read and checked with its caller's project."""
-    return load_pipeline(path, project_dir=project_dir)
+    """A part file (runner/pipeline/parts.py), read and checked with its caller's project and
+    validated marker."""
+    return load_pipeline(path, project_dir=project_dir, validated=validated_marker())
 
 
 def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
     data = located.data
-    models, env_names = with_parts(project_dir, data["steps"], data.get("models", {}), tuple(data.get("env", [])),
-                                   load_part_file)
+    models, env_names, parts = with_parts(project_dir, data["steps"], data.get("models", {}),
+                                          tuple(data.get("env", [])), load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=env_names, input=data.get("input", {"adapter": "json"}),
@@ -99,7 +105,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources),
-        plugins=plugin_specs(data, project_dir), probes=probes_of(data))
+        plugins=plugin_specs(data, project_dir), probes=probes_of(data), parts=parts)
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:

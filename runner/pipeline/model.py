@@ -44,6 +44,7 @@ class Pipeline:
     sources: tuple[Path, ...] = ()      # the files it is made of: itself, then the bases it extends
     plugins: tuple[str, ...] = ()       # `plugins:` resolved: module names and real paths of .py files
     probes: tuple[Probe, ...] = ()      # what `runner probe` measures (runner/pipeline/probes.py)
+    parts: dict[str, Pipeline] = field(default_factory=dict, repr=False, compare=False)  # `uses: pipeline` files
 
     @property
     def params_schema(self) -> dict[str, Any]:

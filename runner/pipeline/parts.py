@@ -6,14 +6,21 @@ an input without `default` is required), reads them as `inputs.NAME`, and gives 
 its `output:` fields. The calling step passes `with: {file: parts/x.yaml, inputs: {...}}`;
 `runner validate` checks the part itself (its problems located in its own file) and the
 inputs the step passes (unknown, missing, or a literal of the wrong type) like any step's
-arguments. A part that runs itself, directly or through others, is refused with the chain."""
+arguments. A part that runs itself, directly or through others, is refused with the chain.
+
+One outermost load (`loading`) reads and checks each part it reaches once, however many
+steps run it and however often the checks ask for it; the Pipeline keeps them (`parts`), so
+a run never loads one again. A part's checks are skipped, as its caller's are, when the
+run's validated marker knows it as it is now."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import runner.pipeline.templating as templating
 from runner.errors import ConfigError, Problem, did_you_mean
@@ -21,10 +28,43 @@ from runner.paths import resolve_inside
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.yamlpos import Path as DataPath
 
-_LOADING: list[Path] = []          # the parts being loaded, outermost first (a cycle's chain)
+if TYPE_CHECKING:
+    from runner.pipeline.validated import ValidatedPipelines
+
 # How a part file is read and checked (the loader's load_pipeline, given by its callers: the
 # loader itself loads parts, so this module does not import it): (file, project_dir) -> Pipeline.
 Load = Callable[[Path, Path], Pipeline]
+
+
+@dataclasses.dataclass
+class _Load:
+    """One outermost pipeline load, as its parts see it."""
+    validated: ValidatedPipelines | None
+    chain: list[Path] = dataclasses.field(default_factory=list)     # the parts being loaded, outermost first
+    loaded: dict[Path, Pipeline] = dataclasses.field(default_factory=dict)
+
+
+_CURRENT: ContextVar[_Load | None] = ContextVar("runner_parts_load", default=None)
+
+
+@contextmanager
+def loading(validated: ValidatedPipelines | None) -> Iterator[None]:
+    """The outermost pipeline load, around everything it reads (a nested load joins it):
+    each part is loaded once in it, and with the caller's validated marker."""
+    if _CURRENT.get() is not None:
+        yield
+        return
+    token = _CURRENT.set(_Load(validated))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def validated_marker() -> ValidatedPipelines | None:
+    """The validated marker of the load under way (None: none, or checks every time)."""
+    current = _CURRENT.get()
+    return current.validated if current is not None else None
 
 
 def parts_dir(project_dir: Path) -> Path:
@@ -36,14 +76,20 @@ def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
     path, status = resolve_inside(parts_dir(project_dir), file)
     if path is None:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
-    if path in _LOADING:
-        chain = " -> ".join(p.name for p in [*_LOADING[_LOADING.index(path):], path])
-        raise ConfigError([Problem(f"pipelines/{file}", "", f"the part runs itself: {chain}")])
-    _LOADING.append(path)
-    try:
-        return load(path, project_dir)
-    finally:
-        _LOADING.pop()
+    with loading(None):
+        current = _CURRENT.get()
+        assert current is not None
+        if path in current.loaded:
+            return current.loaded[path]
+        if path in current.chain:
+            chain = " -> ".join(p.name for p in [*current.chain[current.chain.index(path):], path])
+            raise ConfigError([Problem(f"pipelines/{file}", "", f"the part runs itself: {chain}")])
+        current.chain.append(path)
+        try:
+            part = current.loaded[path] = load(path, project_dir)
+        finally:
+            current.chain.pop()
+        return part
 
 
 def declared_inputs(part: Pipeline) -> dict[str, dict[str, Any]]:
@@ -108,12 +154,14 @@ def part_files(project_dir: Path, steps: Any) -> list[Path]:
 
 
 def with_parts(project_dir: Path, steps: Any, models: dict[str, Any], env_names: tuple[str, ...], load: Load
-               ) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """A pipeline's models and env names with those of the parts it runs added: a part's
-    model is run's model of that name (the caller's wins when both name one)."""
-    merged, names = dict(models), list(env_names)
+               ) -> tuple[dict[str, Any], tuple[str, ...], dict[str, Pipeline]]:
+    """A pipeline's models and env names with those of the parts it runs added (a part's
+    model is run's model of that name: the caller's wins when both name one), and the parts
+    it runs at any depth, by file: those of its parts' parts too."""
+    merged, names, parts = dict(models), list(env_names), {}
     for file in parts_used(steps):
-        part = load_part(project_dir, file, load)
+        part = parts[file] = load_part(project_dir, file, load)
         merged = {**part.models, **merged}
         names += [name for name in part.env_names if name not in names]
-    return merged, tuple(names)
+        parts = {**part.parts, **parts}
+    return merged, tuple(names), parts

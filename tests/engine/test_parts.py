@@ -4,6 +4,7 @@ its inputs checked at validate time; its problems located in its own file; cycle
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,46 @@ def test_a_part_runs_in_worker_processes(parts, fake_llm, cli):
     assert done.exit_code == 0, done.output
     results = sorted(parts.results(), key=lambda r: r["index"])
     assert [(r["first"], r["second"], r["calls"]) for r in results] == [(1, 0, 2), (1, 1, 2)]
+
+
+@pytest.fixture
+def part_reads(monkeypatch):
+    """The part files the loader reads, by name."""
+    import runner.pipeline.loader as loader
+    names: list[str] = []
+    real = loader.read_located
+
+    def counted(file, *args, **kwargs):
+        names.append(Path(file).name)
+        return real(file, *args, **kwargs)
+    monkeypatch.setattr(loader, "read_located", counted)
+    return names
+
+
+def test_a_part_is_read_and_checked_once_however_many_steps_run_it(parts, fake_llm, cli, part_reads):
+    fake_llm.script(Reply(json.dumps({"ok": True})))
+    path = parts.pipeline(CALLER.format(extra="threshold: 0.99"))
+    items = write_json(parts.root / "in.json", [{"text": "the cat sat", "first": ["the cat"], "second": ["a dog"]}])
+    assert cli("validate", str(path)).exit_code == 0
+    assert part_reads.count("check.yaml") == 1
+    part_reads.clear()
+    done = cli("run", str(path), "--input", str(items), "--out", "out", "--cache-dir", str(parts.root / "cache"))
+    assert done.exit_code == 0, done.output
+    assert part_reads.count("check.yaml") == 1
+    assert parts.results()[0]["calls"] == 2
+
+
+def test_a_run_skips_the_checks_of_a_part_its_validated_marker_knows(parts, fake_llm, monkeypatch):
+    import runner.pipeline.loader as loader
+    from runner.pipeline.validated import ValidatedPipelines
+    path = parts.pipeline(CALLER.format(extra="threshold: 0.99"))
+    memo = ValidatedPipelines(parts.root / "cache")
+    load_pipeline(path, validated=memo)
+    checked: list[int] = []
+    real = loader.schema_problems
+    monkeypatch.setattr(loader, "schema_problems", lambda *a, **k: checked.append(1) or real(*a, **k))
+    assert load_pipeline(path, validated=memo).parts["parts/check.yaml"].name == "check"
+    assert checked == []
+    parts.file("pipelines/parts/check.yaml", PART.replace("default: 0.8", "default: 0.7"))
+    assert load_pipeline(path, validated=memo).parts["parts/check.yaml"].name == "check"
+    assert checked                  # the part changed: it and its caller are checked again

@@ -6,11 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import Runtime, StepContext, render_at
+from runner.engine.context import StepContext, render_at
 from runner.engine.steps.base import Step, register
 from runner.errors import ConfigError, StepError
 from runner.pipeline.loader import load_part_file
-from runner.pipeline.model import Pipeline
 from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed
 from runner.pipeline.templating import is_template
@@ -19,19 +18,6 @@ from runner.yamlpos import Path as DataPath
 
 def _project(shapes: ShapeContext) -> Path | None:
     return shapes.schemas_dir.parent if shapes.schemas_dir is not None else None
-
-
-class _Parts:
-    """The parts a run uses, each loaded once."""
-
-    def __init__(self, runtime: Runtime):
-        self.project_dir = runtime.pipeline.project_dir
-        self.loaded: dict[str, Pipeline] = {}
-
-    def get(self, file: str) -> Pipeline:
-        if file not in self.loaded:
-            self.loaded[file] = load_part(self.project_dir, file, load_part_file)
-        return self.loaded[file]
 
 
 @register
@@ -67,10 +53,9 @@ class Part(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         file = str(ctx.spec.args["file"])
-        try:
-            part = ctx.runtime.resource(_Parts).get(file)
-        except ConfigError as exc:
-            raise StepError(f"part '{file}': {exc}") from None
+        part = ctx.runtime.pipeline.parts.get(file)      # every part the pipeline runs, loaded with it
+        if part is None:
+            raise StepError(f"part '{file}' was not loaded with the pipeline")
         given = {name: ctx.render(value, "inputs", name) for name, value in (ctx.spec.args.get("inputs") or {}).items()}
         scope = {**ctx.runtime.base_scope(ctx.item), "params": part.params, "inputs": inputs_scope(part, given)}
         outcome = await ctx.run_steps(rebased(part.steps, ctx.spec.path), scope)
