@@ -25,7 +25,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.parts import loading, part_files, validated_marker, with_parts
+from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
 from runner.pipeline.result_shapes import ShapeContext, step_shape
@@ -87,10 +87,10 @@ def _load(file: Path, overrides: list[str] | None, catalog: StepCatalog | None,
     return _build(located, file, project_dir, sources)
 
 
-def load_part_file(path: Path, project_dir: Path) -> Pipeline:
+def load_part_file(path: Path, project_dir: Path, validated: ValidatedPipelines | None) -> Pipeline:
     """A part file (runner/pipeline/parts.py), read and checked with its caller's project and
     validated marker."""
-    return load_pipeline(path, project_dir=project_dir, validated=validated_marker())
+    return load_pipeline(path, project_dir=project_dir, validated=validated)
 
 
 def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:

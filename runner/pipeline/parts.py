@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from runner.pipeline.validated import ValidatedPipelines
 
 # How a part file is read and checked (the loader's load_pipeline, given by its callers: the
-# loader itself loads parts, so this module does not import it): (file, project_dir) -> Pipeline.
-Load = Callable[[Path, Path], Pipeline]
+# loader itself loads parts, so this module does not import it):
+# (file, project_dir, the caller's validated marker) -> Pipeline.
+Load = Callable[[Path, Path, "ValidatedPipelines | None"], Pipeline]
 
 
 @dataclasses.dataclass
@@ -48,23 +49,19 @@ _CURRENT: ContextVar[_Load | None] = ContextVar("runner_parts_load", default=Non
 
 
 @contextmanager
-def loading(validated: ValidatedPipelines | None) -> Iterator[None]:
+def loading(validated: ValidatedPipelines | None) -> Iterator[_Load]:
     """The outermost pipeline load, around everything it reads (a nested load joins it):
     each part is loaded once in it, and with the caller's validated marker."""
-    if _CURRENT.get() is not None:
-        yield
+    current = _CURRENT.get()
+    if current is not None:
+        yield current
         return
-    token = _CURRENT.set(_Load(validated))
+    current = _Load(validated)
+    token = _CURRENT.set(current)
     try:
-        yield
+        yield current
     finally:
         _CURRENT.reset(token)
-
-
-def validated_marker() -> ValidatedPipelines | None:
-    """The validated marker of the load under way (None: none, or checks every time)."""
-    current = _CURRENT.get()
-    return current.validated if current is not None else None
 
 
 def parts_dir(project_dir: Path) -> Path:
@@ -76,9 +73,7 @@ def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
     path, status = resolve_inside(parts_dir(project_dir), file)
     if path is None:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
-    with loading(None):
-        current = _CURRENT.get()
-        assert current is not None
+    with loading(None) as current:
         if path in current.loaded:
             return current.loaded[path]
         if path in current.chain:
@@ -86,7 +81,7 @@ def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
             raise ConfigError([Problem(f"pipelines/{file}", "", f"the part runs itself: {chain}")])
         current.chain.append(path)
         try:
-            part = current.loaded[path] = load(path, project_dir)
+            part = current.loaded[path] = load(path, project_dir, current.validated)
         finally:
             current.chain.pop()
         return part
