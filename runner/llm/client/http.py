@@ -8,7 +8,6 @@ OpenAI itself). Cost comes from litellm's price table read as data."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +21,6 @@ from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
 
 ERROR_TEXT = 300
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -81,17 +79,6 @@ def status_error(status: int, headers: Mapping[str, str], text: str) -> Transpor
         return TransportError("client", f"HTTP {status}: {short}", status, body=message)
     return TransportError("server", f"HTTP {status}: {short}", status, parse_retry_after(headers.get("retry-after")),
                           body=message)
-
-
-def _usage(raw: Any) -> dict[str, int]:
-    usage = {}
-    for key in USAGE_KEYS:
-        value = raw.get(key)
-        # A server's odd count ("12.5", [1], 1e400) is unknown, not a failed answer.
-        if isinstance(value, float) and math.isfinite(value):
-            value = int(value)
-        usage[key] = value if isinstance(value, int) and not isinstance(value, bool) else 0
-    return usage
 
 
 def _text(content: Any) -> str | None:
