@@ -240,20 +240,3 @@ class Agreement:
         if p_e == 1:
             return None
         return round((p_bar - p_e) / (1 - p_e), 4)
-
-
-def _agreement(rows: list[dict[str, Any]]) -> Agreement:
-    agreement = Agreement()
-    for row in rows:
-        agreement.add(row)
-    return agreement
-
-
-def pairwise_agreement(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """For each pair of seats, the share of items (both voted) on which they agreed."""
-    return _agreement(rows).pairwise()
-
-
-def fleiss_kappa(rows: list[dict[str, Any]]) -> float | None:
-    """Fleiss' kappa over the items every seat voted on (None when undefined)."""
-    return _agreement(rows).fleiss_kappa()
