@@ -168,11 +168,6 @@ def is_item_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
 
 
-def read_results(folder: Path) -> list[dict[str, Any]]:
-    """A run's results (a list: for small runs and tests; commands stream `iter_results`)."""
-    return list(iter_results(folder))
-
-
 def iter_results(folder: Path) -> Iterator[dict[str, Any]]:
     """A run's results one at a time, each an object with an item number (a line without
     `index` takes its line number); anything else is a message naming the file and line."""
