@@ -7,10 +7,10 @@ httpx is imported when the first batch is sent: a live or cached run never loads
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from runner.llm.client.http import api_key
 from runner.llm.client.spec import OPENAI_BASE, ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.retry import parse_retry_after
@@ -21,17 +21,6 @@ if TYPE_CHECKING:
 CHAT_URL = "/v1/chat/completions"
 WINDOW = "24h"
 ERROR_TEXT = 300
-
-
-def api_key(spec: ModelSpec) -> str | None:
-    if spec.api_key:
-        return spec.api_key
-    if spec.api_base is None:       # OpenAI itself; a gateway of one's own may need no key
-        key = os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
-        return key
-    return None
 
 
 def _failure(response: httpx.Response, doing: str) -> TransportError:

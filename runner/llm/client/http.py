@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat completions as data: the request body's model name, a status
+"""OpenAI-compatible chat completions as data: the request body's model name and key, a status
 line and body turned into a classified error, a JSON body or a server-sent-events stream
 turned into one Completion, and the answer's text made safe to write.
 
@@ -8,6 +8,7 @@ OpenAI itself). Cost comes from litellm's price table read as data."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,19 @@ def safe_text(text: str) -> str:
     if SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def api_key(spec: ModelSpec) -> str | None:
+    """The key a request carries: the model's own, else OPENAI_API_KEY for OpenAI itself; a
+    server at an api_base of one's own (a local one, a gateway) never gets that variable's key."""
+    if spec.api_key:
+        return spec.api_key
+    if spec.api_base is None:
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
+        return key
+    return None
 
 
 def too_large(spec: ModelSpec) -> TransportError:
