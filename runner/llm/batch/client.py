@@ -10,7 +10,8 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from runner.llm.client.http import api_key
+from runner.llm.batch.lines import CHAT_URL
+from runner.llm.client.http import ERROR_TEXT, api_key
 from runner.llm.client.spec import OPENAI_BASE, ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.retry import parse_retry_after
@@ -18,9 +19,7 @@ from runner.retry import parse_retry_after
 if TYPE_CHECKING:
     import httpx
 
-CHAT_URL = "/v1/chat/completions"
 WINDOW = "24h"
-ERROR_TEXT = 300
 
 
 def _failure(response: httpx.Response, doing: str) -> TransportError:

@@ -33,10 +33,10 @@ from runner.llm.batch.lines import (
     chunks,
     quietly,
     unsupported,
-    wire_model,
 )
 from runner.llm.batch.polling import GONE, created, files_of, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
+from runner.llm.client.http import wire_model
 from runner.llm.client.sender import ModelStats, _count
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
