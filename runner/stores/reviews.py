@@ -17,7 +17,6 @@ from runner.errors import InputError
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
-BUSY_MS = 30_000
 _CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
 _SCHEMA = """
@@ -73,7 +72,7 @@ class ReviewStore:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_shared(path, BUSY_MS, _SCHEMA, check_same_thread=False)
+            self._db = open_shared(path, _SCHEMA, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path = path

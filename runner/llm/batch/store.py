@@ -25,7 +25,6 @@ from runner.errors import RunnerError
 from runner.stores.shared_sqlite import open_shared
 
 STORE_FILE = "batches.sqlite3"
-BUSY_MS = 30_000          # how long a write waits for another run's transaction
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 KEEP_SECONDS = 30 * 86400        # a provider keeps batch files about as long
 CREATING_SECONDS = 600           # a batch created on another machine: that long, it is taken to be on its way
@@ -87,7 +86,7 @@ class BatchStore:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / STORE_FILE
         try:
-            self._db = open_shared(self.path, BUSY_MS, SCHEMA)
+            self._db = open_shared(self.path, SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise unusable(self.path, exc) from None
         try:
