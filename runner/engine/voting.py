@@ -135,21 +135,17 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
     elif method == "plurality" and len(leaders) == 1:
         label = "Plurality"
     else:
-        tally_text = ", ".join(f"{counts[k]} {_show(k)}" for k in sorted(order, key=lambda k: -counts[k]))
+        tally_text = ", ".join(f"{counts[k]} {k}" for k in sorted(order, key=lambda k: -counts[k]))
         return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
     winner_key = leaders[0]
     winners = [v for v in valid if _key(v.value) == winner_key]
     value = winners[0].value
-    reason = f"{label} ({top_count}/{total}): {_show(winner_key)}{_reason_of(winners[0], reason_field)}"
+    reason = f"{label} ({top_count}/{total}): {winner_key}{_reason_of(winners[0], reason_field)}"
     return Outcome(value, reason, round(top_count / total, 4), winners=winners)
 
 
 def _key(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
-
-
-def _show(key: Any) -> str:
-    return str(key)
 
 
 def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
