@@ -85,7 +85,7 @@ def remove_if_empty(run_dir: Path) -> None:
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
     """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
     summary.json the run has just written as `summary` (not read back)."""
-    pointer = LATEST if _whole(summary) else LATEST_PARTIAL
+    pointer = LATEST if is_whole(summary) else LATEST_PARTIAL
     atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
 
@@ -95,10 +95,10 @@ def is_run(folder: Path) -> bool:
 
 def is_complete(folder: Path) -> bool:
     """A run over its whole input that finished (runs from before run.json count as complete)."""
-    return _whole(read_summary(folder))
+    return is_whole(read_summary(folder))
 
 
-def _whole(summary: dict[str, Any]) -> bool:
+def is_whole(summary: dict[str, Any]) -> bool:
     """A summary of a run over its whole input that finished."""
     return not summary.get("partial") and not summary.get("interrupted")
 
