@@ -6,6 +6,7 @@ write is its own transaction, so several reviewers at once lose nothing."""
 
 from __future__ import annotations
 
+import getpass
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -123,3 +124,11 @@ def _review(row: tuple[Any, ...]) -> Review:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def os_user() -> str:
+    """Who a review (or feedback) is from when nobody says: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):      # no login name (e.g. a container's numeric uid)
+        return "unknown"
