@@ -78,10 +78,9 @@ def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
         raise
 
 
-def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd: int | None = None) -> int:
-    """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its
-    place; `path` relative to the open folder `dir_fd` when given."""
-    return os.open(path, flags | NO_FOLLOW, 0o666, dir_fd=dir_fd)
+def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
+    """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its place."""
+    return os.open(path, flags | NO_FOLLOW, 0o666)
 
 MAX_DEPTH = 200
 MAX_FILE_BYTES = 2 * 2**30           # a whole file read at once (summary, labels, a memo store)

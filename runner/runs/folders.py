@@ -60,9 +60,9 @@ def group_name(input_path: Path | None, records: list[str], project_dir: Path) -
     return f"{input_path.stem}-{short_hash(input_identity(input_path, project_dir))}"
 
 
-def new_run_dir(group: Path, now: datetime | None = None) -> Path:
+def new_run_dir(group: Path) -> Path:
     """A fresh folder named by the UTC start time (names sort in start order)."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     group.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, 1000):
         candidate = group / (stamp if attempt == 1 else f"{stamp}-{attempt:03d}")

@@ -191,9 +191,9 @@ class BatchStore:
         records = [_record(r) for r in rows]
         return [r for r in records if r.pending] if pending_only else records
 
-    def prune(self, now: float | None = None) -> None:
+    def prune(self) -> None:
         """Drop finished batches older than their files' lifetime."""
-        cutoff = (now or time.time()) - KEEP_SECONDS
+        cutoff = time.time() - KEEP_SECONDS
         with self._transaction() as db:
             old = [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
                                             "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))]
