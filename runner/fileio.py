@@ -15,6 +15,7 @@ printed and written again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,12 +43,10 @@ class OutputError(RunnerError):
 def _umask() -> int:
     """The process umask; read from /proc where it can be, since setting it to read it
     back would briefly change it for every thread."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask

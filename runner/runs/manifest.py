@@ -11,6 +11,7 @@ secret query values."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,10 +59,8 @@ def strip_credentials(url: str) -> str:
     if not parts.scheme or host is None:
         return url
     netloc = host if ":" not in host else f"[{host}]"
-    try:
+    with contextlib.suppress(ValueError):
         netloc += f":{parts.port}" if parts.port else ""
-    except ValueError:
-        pass
     query = urlencode([(k, REDACTED if _SECRET_NAME.search(k) else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -6,6 +6,7 @@ httpx is imported when the first batch is sent: a live or cached run never loads
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -24,11 +25,9 @@ WINDOW = "24h"
 
 def _failure(response: httpx.Response, doing: str) -> TransportError:
     text = response.text
-    try:
+    with contextlib.suppress(ValueError, AttributeError):
         error = json.loads(text).get("error")
         text = error.get("message", text) if isinstance(error, dict) else str(error or text)
-    except (ValueError, AttributeError):
-        pass
     status = response.status_code
     kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
     return TransportError(kind, f"{doing}: HTTP {status}: {text.strip()[:ERROR_TEXT]}", status,

@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -197,10 +197,8 @@ class BatchCollector:
                          else g.since + self._specs[name].batch_max_wait
                          for name, g in self._gathered.items() if g.lines]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            try:
+            with suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
-            except TimeoutError:
-                pass
             self._changed.clear()
             for _ in range(SETTLE_TURNS):
                 await asyncio.sleep(0)
