@@ -218,15 +218,12 @@ def _save_review(view: View, body: bytes) -> Response:
 
 def _to_mlflow(review: Review, trace_id: str) -> tuple[bool, str | None]:
     """The review as a HUMAN assessment on the item's trace, as `runner feedback` logs one."""
-    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
-    uri = os.environ.get(URI_VAR)
-    if not uri:
+    from runner.tracing.feedback import human_assessment
+    from runner.tracing.mlflow_backend import URI_VAR
+    if not os.environ.get(URI_VAR):
         return False, f"not logged to MLflow: set {URI_VAR} when starting runner view"
-    try:
-        log_human_feedback(uri, trace_id, "human_feedback", review.agrees, review.rationale, review.reviewer)
-    except Exception as exc:  # the review is stored whatever MLflow says
-        return False, f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}"
-    return True, None
+    _, problem = human_assessment(trace_id, review.agrees, review.rationale, review.reviewer)
+    return problem is None, problem
 
 
 def _query(request: Request) -> Query:
