@@ -39,21 +39,15 @@ def _record(memo: MemoStore, path: Path, trace_id: str, is_positive: bool, ratio
                      "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
             if result.get("mlflow_trace_id"):
                 entry["mlflow_trace_id"] = result["mlflow_trace_id"]
-                entry["mlflow_assessment_id"] = _to_mlflow(entry, name, warn)
+                entry["mlflow_assessment_id"], problem = human_assessment(
+                    result["mlflow_trace_id"], is_positive, rationale, entry["user"], name)
+                if problem:
+                    warn(problem)
             with (path.parent / "feedback.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(dumps(entry) + "\n")
             return entry
     raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {memo.path} has it "
                       f"({len(memo)} stored result(s))")
-
-
-def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) -> str | None:
-    """The assessment's id, or None (with a warning) when MLflow cannot take it."""
-    assessment, problem = human_assessment(entry["mlflow_trace_id"], entry["is_positive"], entry["rationale"],
-                                           entry["user"], name)
-    if problem:
-        warn(problem)
-    return assessment
 
 
 def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,
