@@ -150,7 +150,7 @@ class BatchCollector:
                 gathered.waiters[key].append(future)            # the same request from another item
             elif key in self._in_batches:
                 self._in_batches[key].waiters.setdefault(key, []).append(future)
-            elif (record := self._stored(key, spec)) is not None:
+            elif (record := self.store.holding(key, spec.api_base, spec.model)) is not None:
                 self._adopt(record, spec, key, [future])
             else:
                 body = {**spec.extra, **call.sampling, "model": wire_model(spec.model), "messages": call.messages}
@@ -164,9 +164,6 @@ class BatchCollector:
             outcome = await future
             if not isinstance(outcome, Requeue):
                 return outcome
-
-    def _stored(self, key: str, spec: ModelSpec) -> BatchRecord | None:
-        return self.store.holding(key, spec.api_base, spec.model)
 
     def _adopt(self, record: BatchRecord, spec: ModelSpec, key: str, futures: list[asyncio.Future[Any]]) -> None:
         """Wait on a batch another run submitted (or is submitting) for this call."""
