@@ -22,6 +22,7 @@ its latest run) or the `latest` file itself."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -66,20 +67,16 @@ def new_run_dir(group: Path) -> Path:
     group.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, 1000):
         candidate = group / (stamp if attempt == 1 else f"{stamp}-{attempt:03d}")
-        try:
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            continue
     raise RunnerError(f"{group}: cannot make a new run folder for {stamp}")
 
 
 def remove_if_empty(run_dir: Path) -> None:
     """Remove a run folder that holds nothing (its run failed before writing)."""
-    try:
+    with contextlib.suppress(OSError):      # not empty, or already gone
         run_dir.rmdir()
-    except OSError:                 # not empty, or already gone
-        pass
 
 
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:

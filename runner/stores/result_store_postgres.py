@@ -61,10 +61,8 @@ class PostgresResultStore(ResultStore):
 
     def _drop(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):    # closing a broken connection: nothing more to lose
                 self._conn.close()
-            except Exception:  # closing a broken connection: nothing more to lose
-                pass
         self._conn = None
 
     def close(self) -> None:
