@@ -87,16 +87,19 @@ def redact_assignment(text: str) -> str:
     return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string in a value, however deep in its mappings and lists."""
+def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
+    """Every string in a value, however deep in its mappings and lists (and with `numbers`,
+    every number as text)."""
     if isinstance(value, dict):
         for inner in value.values():
-            yield from strings_in(inner)
+            yield from strings_in(inner, numbers)
     elif isinstance(value, list):
         for inner in value:
-            yield from strings_in(inner)
+            yield from strings_in(inner, numbers)
     elif isinstance(value, str):
         yield value
+    elif numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
 
 
 def _file_names(value: Any) -> set[str]:
