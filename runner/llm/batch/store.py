@@ -169,9 +169,8 @@ class BatchStore:
 
     def forget(self, submission: str) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM requests WHERE submission = ?", (submission,))
-            db.execute("DELETE FROM creators WHERE submission = ?", (submission,))
-            db.execute("DELETE FROM batches WHERE submission = ?", (submission,))
+            for table in ("requests", "creators", "batches"):
+                db.execute(f"DELETE FROM {table} WHERE submission = ?", (submission,))  # noqa: S608
 
     def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
         """The newest batch of this endpoint and model that holds the request and may still
