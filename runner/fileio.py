@@ -15,6 +15,7 @@ printed and written again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,12 +43,10 @@ class OutputError(RunnerError):
 def _umask() -> int:
     """The process umask; read from /proc where it can be, since setting it to read it
     back would briefly change it for every thread."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -70,20 +69,17 @@ def atomic_write_lines(path: Path, chunks: Iterable[str]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
 
 
-def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd: int | None = None) -> int:
-    """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its
-    place; `path` relative to the open folder `dir_fd` when given."""
-    return os.open(path, flags | NO_FOLLOW, 0o666, dir_fd=dir_fd)
+def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
+    """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its place."""
+    return os.open(path, flags | NO_FOLLOW, 0o666)
 
 MAX_DEPTH = 200
 MAX_FILE_BYTES = 2 * 2**30           # a whole file read at once (summary, labels, a memo store)

@@ -56,7 +56,7 @@ class Registry(Generic[T]):
     __getitem__ = get
 
     def names(self) -> list[str]:
-        self._load()
+        self.load_builtins()
         self._load_installed()
         return sorted(self._entries)
 
@@ -72,7 +72,7 @@ class Registry(Generic[T]):
         if name not in self._entries:
             self._load_named(name)
         if name not in self._entries:
-            self._load()
+            self.load_builtins()
         if name not in self._entries:
             self._load_installed()
         return name in self._entries
@@ -92,9 +92,6 @@ class Registry(Generic[T]):
     def load_builtins(self) -> None:
         """Import every built-in now (before a plugin registers: a plugin then cannot take a
         built-in's name, whose module would otherwise register it later)."""
-        self._load()
-
-    def _load(self) -> None:
         if self._loaded:
             return
         self._loaded = True

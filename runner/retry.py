@@ -4,6 +4,7 @@ jitter, and a server's Retry-After honoured up to a ceiling."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -60,10 +61,8 @@ def parse_retry_after(value: str | None) -> float | None:
     """A Retry-After header (seconds or an HTTP date) as seconds from now."""
     if not value:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     from email.utils import parsedate_to_datetime  # only for a date: the email package is big
     try:
         when = parsedate_to_datetime(value)

@@ -288,9 +288,9 @@ def test_a_bom_is_stripped_from_structured_inputs(project, adapter, text):
 
 
 def test_a_bom_stays_out_of_the_first_claim(project):
-    from runner.inputs import read_records
+    from runner.inputs import iter_records
     (project.root / "r.md").write_bytes(b"\xef\xbb\xbfThe sky is blue [a.txt:L1](a).\n")
-    record = read_records("markdown_citations", project.root / "r.md", {})[0]
+    record = list(iter_records("markdown_citations", project.root / "r.md", {}))[0]
     assert record.value["claim"] == "The sky is blue"
 
 
@@ -303,11 +303,11 @@ def test_a_bom_in_a_pipeline_file_is_accepted(project, cli):
 # ---- 13. malformed citations become items with an error ------------------------------------
 
 def test_malformed_citations_become_items_with_an_error(project):
-    from runner.inputs import read_records
+    from runner.inputs import iter_records
     (project.root / "r.md").write_text(
         "One [f:L-3](a). Two [C:\\x:L1](b). Three [:L1](c).\n\nFour [ :L1](d). Five [a\x01b:L2](e). "
         "Good [ok.txt:L4](f). Plain [a link](https://example.org).\n")
-    records = read_records("markdown_citations", project.root / "r.md", {})
+    records = list(iter_records("markdown_citations", project.root / "r.md", {}))
     assert [r.value.get("file") for r in records] == [None] * 5 + ["ok.txt"]
     errors = [r.error for r in records]
     assert errors[0] == (f"{project.root / 'r.md'}:1: malformed citation '[f:L-3](a)' "

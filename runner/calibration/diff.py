@@ -11,7 +11,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.outputs.report_view import lookup
-from runner.runs.folders import RESULTS, newest_group, previous_run, read_summary, resolve_run, runs_in
+from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
 from runner.runs.manifest import read_manifest
 from runner.runs.results_file import results_in_order
 
@@ -108,10 +108,6 @@ def check_same_input(before: Path, after: Path, old: dict[str, Any] | None, new:
                           "Pass --force to compare them anyway")
 
 
-def _partial(summary: dict[str, Any]) -> bool:
-    return bool(summary.get("partial") or summary.get("interrupted"))
-
-
 def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force: bool = False) -> dict[str, Any]:
     """How the runs were made (their manifests), then the items whose verdict (the summary's
     count_by field), error or chosen fields changed, and the counts before and after: one merge
@@ -150,7 +146,7 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     rates = {name: [old_summary.get(name), new_summary.get(name)] for name in new_summary
              if name.endswith("_rate") and old_summary.get(name) != new_summary.get(name)}
-    partial = [str(run) for run, summary in ((before, old_summary), (after, new_summary)) if _partial(summary)]
+    partial = [str(run) for run, summary in ((before, old_summary), (after, new_summary)) if not is_whole(summary)]
     if partial:
         counts, rates = common, {}
     made = (manifest_changes(old_manifest, new_manifest) if old_manifest and new_manifest else None)

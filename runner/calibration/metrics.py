@@ -48,8 +48,7 @@ def batch_kappa(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
         return np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
 
 
-def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0,
-                   resamples: int = BOOTSTRAP_RESAMPLES) -> list[float] | None:
+def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any]) -> list[float] | None:
     """A percentile bootstrap 95% interval for kappa (scipy.stats.bootstrap, paired); None when
     some resamples have no defined kappa (a handful of items, or one class)."""
     import warnings
@@ -65,8 +64,8 @@ def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any], seed: int = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # degenerate resamples: an undefined interval is None
         result = bootstrap((t, p), lambda a, b, axis=-1: batch_kappa(a, b, len(classes)), paired=True,
-                           vectorized=True, n_resamples=resamples, confidence_level=CONFIDENCE,
-                           method="percentile", rng=np.random.default_rng(seed))
+                           vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=CONFIDENCE,
+                           method="percentile", rng=np.random.default_rng(0))
     low, high = _number(result.confidence_interval.low), _number(result.confidence_interval.high)
     return None if low is None or high is None else [low, high]
 

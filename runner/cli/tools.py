@@ -106,11 +106,11 @@ def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its gro
 
 def _size(count: int) -> str:
     size = float(count)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} GB"  # pragma: no cover
+    return f"{size:.1f} GB"
 
 
 def _day(stamp: str | None) -> str:
@@ -137,9 +137,8 @@ def cache_stats(cache_dir: CacheDirOpt = None,
     table = Table("model", "entries", "oldest", "newest")
     for name, row in sorted(stats.models.items()):
         table.add_row(name, str(row.entries), _day(row.oldest), _day(row.newest))
-    console = Console()
     if stats.models:
-        console.print(table)
+        Console().print(table)
 
 
 @cache_app.command("clear")

@@ -4,6 +4,7 @@ call (exit code 3 either way), and the lines that say what its errors were."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +56,12 @@ class MaxErrors:
         if text is None or text.strip() in ("", "all"):
             return cls()
         value = text.strip()
-        try:
+        with contextlib.suppress(ValueError):
             if value.endswith("%"):
                 return cls.checked(fraction=float(value[:-1]) / 100)
             if value.isdigit():
                 return cls(count=int(value))
             return cls.checked(fraction=float(value))
-        except ValueError:
-            pass
         raise InputError(f"--max-errors {text}: give a count (5), a fraction (0.2) or a percentage (20%)")
 
     @classmethod

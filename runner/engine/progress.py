@@ -26,10 +26,6 @@ class CallCounts:
 Counter = Callable[[], CallCounts]
 
 
-def no_calls() -> CallCounts:
-    return CallCounts()
-
-
 class Progress(Protocol):
     def start(self, total: int, counts: Counter) -> None: ...
     def advance(self) -> None: ...
@@ -83,7 +79,7 @@ class PlainLines:
         self.clock = clock
         self.interval = interval
         self.total = self.done = 0
-        self.counts: Counter = no_calls
+        self.counts: Counter = CallCounts
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = 0.0

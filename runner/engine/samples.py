@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.engine.voting import comparable
 from runner.errors import StepError
 from runner.llm.logprobs import value_confidence
 
@@ -89,19 +90,14 @@ def combine(samples: list[Sample]) -> Sampled:
         first = next((s.error for s in samples if s.error), "no answer")
         count = len(samples)
         return Sampled(error=first if count == 1 else f"all {count} samples failed: {first}", samples=samples)
-    counts = Counter(_key(s.value) for s in valid)
+    counts = Counter(comparable(s.value) for s in valid)
     ranked = counts.most_common()
     top, top_count = ranked[0]
     if len(ranked) > 1 and ranked[1][1] == top_count:
         tied = ", ".join(f"{n} {k}" for k, n in sorted(ranked, key=lambda kn: str(kn[0])) if n == top_count)
         return Sampled(error=f"its {len(valid)} samples tie ({tied}): no value", samples=samples,
                        stability=round(top_count / len(valid), 4), answered=len(valid), agreeing=top_count)
-    agreeing = [s for s in valid if _key(s.value) == top]
+    agreeing = [s for s in valid if comparable(s.value) == top]
     sure = [s.confidence for s in agreeing if s.confidence is not None]
     return Sampled(agreeing[0].value, agreeing[0], None, round(top_count / len(valid), 4), top_count, len(valid),
                    round(sum(sure) / len(sure), 4) if sure else None, samples)
-
-
-def _key(value: Any) -> Any:
-    """Values compared as they are when hashable, else by their text (lists, objects)."""
-    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)

@@ -123,8 +123,8 @@ def _numeric(valid: list[Vote], method: str) -> Outcome:
 
 
 def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:
-    counts = Counter(_key(v.value) for v in valid)
-    order = list(dict.fromkeys(_key(v.value) for v in valid))       # first appearance, for display only
+    counts = Counter(comparable(v.value) for v in valid)
+    order = list(dict.fromkeys(comparable(v.value) for v in valid))       # first appearance, for display only
     total = len(valid)
     top_count = max(counts.values())
     leaders = [k for k in order if counts[k] == top_count]
@@ -135,21 +135,18 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
     elif method == "plurality" and len(leaders) == 1:
         label = "Plurality"
     else:
-        tally_text = ", ".join(f"{counts[k]} {_show(k)}" for k in sorted(order, key=lambda k: -counts[k]))
+        tally_text = ", ".join(f"{counts[k]} {k}" for k in sorted(order, key=lambda k: -counts[k]))
         return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
     winner_key = leaders[0]
-    winners = [v for v in valid if _key(v.value) == winner_key]
+    winners = [v for v in valid if comparable(v.value) == winner_key]
     value = winners[0].value
-    reason = f"{label} ({top_count}/{total}): {_show(winner_key)}{_reason_of(winners[0], reason_field)}"
+    reason = f"{label} ({top_count}/{total}): {winner_key}{_reason_of(winners[0], reason_field)}"
     return Outcome(value, reason, round(top_count / total, 4), winners=winners)
 
 
-def _key(value: Any) -> Any:
+def comparable(value: Any) -> Any:
+    """Values compared as they are when hashable, else by their text (lists, objects)."""
     return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
-
-
-def _show(key: Any) -> str:
-    return str(key)
 
 
 def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
@@ -204,12 +201,12 @@ class Agreement:
         for a, b in combinations(sorted(row), 2):
             pair = self._pairs.setdefault((a, b), [0, 0])
             pair[0] += 1
-            pair[1] += _key(row[a]) == _key(row[b])
+            pair[1] += comparable(row[a]) == comparable(row[b])
         raters = len(row)
         if raters < 2:
             self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))[0][0] += 1
             return
-        counts = Counter(_key(v) for v in row.values())
+        counts = Counter(comparable(v) for v in row.values())
         sums, categories = self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))
         sums[0] += 1
         sums[1] += (sum(n * n for n in counts.values()) - raters) / (raters * (raters - 1))
@@ -240,20 +237,3 @@ class Agreement:
         if p_e == 1:
             return None
         return round((p_bar - p_e) / (1 - p_e), 4)
-
-
-def _agreement(rows: list[dict[str, Any]]) -> Agreement:
-    agreement = Agreement()
-    for row in rows:
-        agreement.add(row)
-    return agreement
-
-
-def pairwise_agreement(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """For each pair of seats, the share of items (both voted) on which they agreed."""
-    return _agreement(rows).pairwise()
-
-
-def fleiss_kappa(rows: list[dict[str, Any]]) -> float | None:
-    """Fleiss' kappa over the items every seat voted on (None when undefined)."""
-    return _agreement(rows).fleiss_kappa()

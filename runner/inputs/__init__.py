@@ -101,10 +101,6 @@ def adapter_names() -> list[str]:
     return ADAPTERS.names()
 
 
-def read_records(name: str, path: Path, options: dict[str, Any]) -> list[Record]:
-    return list(iter_records(name, path, options))
-
-
 def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Record]:
     """The records of `path`, read as they are taken where the adapter can (JSONL, JSON lines,
     markdown citations); an unusable input raises here, before the first record."""
@@ -119,10 +115,6 @@ def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Rec
 
 def read_text(path: Path) -> str:
     return decode(path.read_bytes(), str(path))
-
-
-def make_items(records: Iterable[Record], explode: str | None) -> list[Item]:
-    return list(iter_items(records, explode))
 
 
 def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:

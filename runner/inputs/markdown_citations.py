@@ -106,7 +106,7 @@ def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], li
     name = match.group("file").strip()
     if not name or CONTROL_CHAR.search(name):
         return None
-    claim = _claim(block, masked, ends, match.start())
+    claim = _claim(masked, ends, match.start())
     start = int(match.group("start"))
     end = int(match.group("end")) if match.groupdict().get("end") else start
     return {"file": name, "target": match.groupdict().get("target") or "", "start": start, "end": end,
@@ -161,7 +161,7 @@ def _abbreviation_ending(abbreviations: tuple[str, ...]) -> tuple[re.Pattern[str
     return re.compile(rf"(?<![^\W_])(?:{either})\Z"), max(len(a) for a in abbreviations)
 
 
-def _claim(block: str, masked: str, ends: list[int], position: int) -> str:
+def _claim(masked: str, ends: list[int], position: int) -> str:
     count = bisect_right(ends, position)          # sentence ends at or before the citation
     start = ends[count - 1] if count else 0
     # Only the last MAX_CLAIM_CHARS are ever cleaned: a long span without a sentence end (one

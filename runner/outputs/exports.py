@@ -42,10 +42,6 @@ def flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def results_csv(results: Iterable[dict[str, Any]], raw: bool = False) -> str:
-    return "".join(csv_chunks(results, raw))
-
-
 def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator[str]:
     """results.csv a row at a time: one pass over `results` (re-iterable) for the columns, one for the rows."""
     columns: dict[str, None] = {"index": None}
@@ -75,11 +71,6 @@ def _drain(buffer: io.StringIO) -> str:
     buffer.seek(0)
     buffer.truncate()
     return text
-
-
-def junit_xml(pipeline: str, results: Iterable[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],
-              rule: str, verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
-    return "".join(junit_chunks(pipeline, results, passed, rule, verdict_field, label))
 
 
 def junit_chunks(pipeline: str, results: Iterable[dict[str, Any]], passed: Callable[[dict[str, Any]], bool],

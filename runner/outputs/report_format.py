@@ -3,6 +3,7 @@ control characters made visible, and markdown that carries no raw HTML or links.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -62,10 +63,8 @@ def count_label(key: str) -> str:
     if key in WORDS:
         return WORDS[key]
     if NUMBER.match(key):
-        try:
+        with contextlib.suppress(ValueError):
             return number(float(key))
-        except ValueError:
-            pass
     return " ".join(visible(key).split()) or "(empty)"
 
 

@@ -306,15 +306,14 @@ class RowChooser:
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
                assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
-               calls_file: Path | None = None, *, reason_field: str | None = None,
-               limit: int = HTML_ROWS) -> ReportView:
+               calls_file: Path | None = None, *, limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
     be a reader over results.jsonl, or a generator: it is iterated once."""
     check = passed or (lambda _: None)
     chosen = RowChooser(configured, summary.get("count_by"), limit)
     for result in results:
         chosen.add(result, check(result))
-    return view_of(summary, chosen, assessment_key, calls_file, reason_field=reason_field)
+    return view_of(summary, chosen, assessment_key, calls_file)
 
 
 def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, calls_file: Path | None, *,

@@ -100,14 +100,11 @@ def _resolve(data: Any, parts: list[str], schema: dict[str, Any], catalog: StepC
             info = catalog.infos.get(uses) if isinstance(uses, str) else None
             node = info.schema if info is not None else {"type": "object"}
             continue
-        if path == ["params"]:
+        if path in (["params"], ["models"]):
             known = list(current) if isinstance(current, dict) else []
             if part not in known:
-                raise _BadPath(unknown("param", part, known, "params"))
-        if path == ["models"]:
-            known = list(current) if isinstance(current, dict) else []
-            if part not in known:
-                raise _BadPath(unknown("model", part, known, "defined"))
+                kind, listed = ("param", "params") if path == ["params"] else ("model", "defined")
+                raise _BadPath(unknown(kind, part, known, listed))
         properties = node.get("properties", {})
         extra = node.get("additionalProperties", True)
         if part in properties:

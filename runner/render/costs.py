@@ -13,10 +13,6 @@ CHARS_PER_TOKEN = 4          # a rough, provider-neutral estimate; render never 
 FALLBACK_COMPLETION = 256    # when a model has no max_tokens and no cached answer to learn from
 
 
-def estimate_tokens(text: str) -> int:
-    return max(1, len(text) // CHARS_PER_TOKEN)
-
-
 @dataclass
 class ModelEstimate:
     model_id: str
@@ -58,7 +54,7 @@ class CostEstimate:
             max_tokens: int | None, batch: bool = False) -> int:
         """Count one call; returns its estimated prompt tokens."""
         entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch))
-        tokens = estimate_tokens(prompt_text)
+        tokens = max(1, len(prompt_text) // CHARS_PER_TOKEN)
         entry.calls += 1
         entry.prompt_tokens += tokens
         entry.max_tokens = max_tokens

@@ -22,6 +22,7 @@ its latest run) or the `latest` file itself."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -60,32 +61,28 @@ def group_name(input_path: Path | None, records: list[str], project_dir: Path) -
     return f"{input_path.stem}-{short_hash(input_identity(input_path, project_dir))}"
 
 
-def new_run_dir(group: Path, now: datetime | None = None) -> Path:
+def new_run_dir(group: Path) -> Path:
     """A fresh folder named by the UTC start time (names sort in start order)."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     group.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, 1000):
         candidate = group / (stamp if attempt == 1 else f"{stamp}-{attempt:03d}")
-        try:
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            continue
     raise RunnerError(f"{group}: cannot make a new run folder for {stamp}")
 
 
 def remove_if_empty(run_dir: Path) -> None:
     """Remove a run folder that holds nothing (its run failed before writing)."""
-    try:
+    with contextlib.suppress(OSError):      # not empty, or already gone
         run_dir.rmdir()
-    except OSError:                 # not empty, or already gone
-        pass
 
 
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
     """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
     summary.json the run has just written as `summary` (not read back)."""
-    pointer = LATEST if _whole(summary) else LATEST_PARTIAL
+    pointer = LATEST if is_whole(summary) else LATEST_PARTIAL
     atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
 
@@ -95,10 +92,10 @@ def is_run(folder: Path) -> bool:
 
 def is_complete(folder: Path) -> bool:
     """A run over its whole input that finished (runs from before run.json count as complete)."""
-    return _whole(read_summary(folder))
+    return is_whole(read_summary(folder))
 
 
-def _whole(summary: dict[str, Any]) -> bool:
+def is_whole(summary: dict[str, Any]) -> bool:
     """A summary of a run over its whole input that finished."""
     return not summary.get("partial") and not summary.get("interrupted")
 
@@ -166,11 +163,6 @@ def newest_group(reports: Path = Path("reports")) -> Path | None:
 def is_item_number(value: Any) -> bool:
     """An item's `index`: a whole number from 1 (never a bool, a float or a text)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
-
-
-def read_results(folder: Path) -> list[dict[str, Any]]:
-    """A run's results (a list: for small runs and tests; commands stream `iter_results`)."""
-    return list(iter_results(folder))
 
 
 def iter_results(folder: Path) -> Iterator[dict[str, Any]]:

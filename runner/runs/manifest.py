@@ -11,6 +11,7 @@ secret query values."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,10 +59,8 @@ def strip_credentials(url: str) -> str:
     if not parts.scheme or host is None:
         return url
     netloc = host if ":" not in host else f"[{host}]"
-    try:
+    with contextlib.suppress(ValueError):
         netloc += f":{parts.port}" if parts.port else ""
-    except ValueError:
-        pass
     query = urlencode([(k, REDACTED if _SECRET_NAME.search(k) else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
@@ -88,16 +87,19 @@ def redact_assignment(text: str) -> str:
     return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string in a value, however deep in its mappings and lists."""
+def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
+    """Every string in a value, however deep in its mappings and lists (and with `numbers`,
+    every number as text)."""
     if isinstance(value, dict):
         for inner in value.values():
-            yield from strings_in(inner)
+            yield from strings_in(inner, numbers)
     elif isinstance(value, list):
         for inner in value:
-            yield from strings_in(inner)
+            yield from strings_in(inner, numbers)
     elif isinstance(value, str):
         yield value
+    elif numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
 
 
 def _file_names(value: Any) -> set[str]:

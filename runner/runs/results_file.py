@@ -17,7 +17,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any, overload
 
@@ -52,11 +52,9 @@ class ResultsLog:
             while written < len(data):
                 written += os.write(self._fd, data[written:])
         except OSError as exc:
-            try:
+            with suppress(OSError):
                 os.ftruncate(self._fd, self._size)
                 os.lseek(self._fd, self._size, os.SEEK_SET)
-            except OSError:
-                pass
             raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps the "
                               f"results written before") from None
         self._size += len(data)

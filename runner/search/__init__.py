@@ -43,10 +43,6 @@ def provider(name: str, secret_options: tuple[str, ...] = (), network: bool = Fa
     return register
 
 
-def get_provider(name: str) -> Provider:
-    return PROVIDERS.get(name)
-
-
 def cache_key(found: Provider, request: SearchRequest) -> str:
     options = {k: v for k, v in request.options.items() if k not in found.secret_options}
     payload = {"format": 1, "provider": found.name, "query": request.query, "max_results": request.max_results,

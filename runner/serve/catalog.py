@@ -89,11 +89,8 @@ class Catalog:
 
     def _files(self) -> list[Path]:
         """The pipeline files directly in the folder, links out of it left out."""
-        found = []
-        for path in sorted(self.folder.iterdir()):
-            if path.suffix in SUFFIXES and path.is_file() and path.resolve().parent == self.folder:
-                found.append(path)
-        return found
+        return [path for path in sorted(self.folder.iterdir())
+                if path.suffix in SUFFIXES and path.is_file() and path.resolve().parent == self.folder]
 
     def _stats(self) -> Iterator[tuple[str, int, int]]:
         roots = [self.folder, self.project / "prompts", self.project / "schemas"]

@@ -72,8 +72,7 @@ class InputWriter:
 
 def csv_records(text_lines: Iterable[str]) -> Iterator[dict[str, str]]:
     """A CSV upload's rows as records, by its header row (cells stay text)."""
-    reader = csv.DictReader(text_lines)
-    for row in reader:
+    for row in csv.DictReader(text_lines):
         yield {str(k): v for k, v in row.items() if k is not None}
 
 

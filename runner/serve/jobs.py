@@ -29,6 +29,7 @@ from runner.errors import RunnerError
 from runner.fileio import atomic_write, dumps
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
+from runner.runs.manifest import now
 from runner.runs.request import ItemSource
 from runner.serve.errors import ApiError
 from runner.serve.job_files import ResumeIndex, job_folder, results_lines
@@ -38,10 +39,6 @@ RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait 
 ADAPTERS_READING_JSONL = ("json", "jsonl")
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 @dataclass
 class Job:
     id: str
@@ -49,7 +46,7 @@ class Job:
     params: dict[str, Any]
     input: str                          # its input file, relative to the project folder
     status: str = "queued"
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now)
     started_at: str | None = None
     ended_at: str | None = None
     run: str | None = None              # its run folder, relative to the project folder
@@ -156,7 +153,7 @@ class JobBoard:
                 self._running.pop(job.id, None)
 
     async def _run(self, job: Job) -> None:
-        job.status, job.started_at, job.error = "running", job.started_at or _now(), None
+        job.status, job.started_at, job.error = "running", job.started_at or now(), None
         self.save(job)
         resumed: ResumeIndex | None = None
         try:
@@ -195,7 +192,7 @@ class JobBoard:
         finally:
             if resumed is not None:
                 resumed.remove()
-            job.ended_at = _now() if job.status != "queued" else None
+            job.ended_at = now() if job.status != "queued" else None
             self.save(job)
 
     async def cancel(self, job_id: str) -> Job:
@@ -207,7 +204,7 @@ class JobBoard:
         self._cancelled.add(job_id)
         task = self._running.get(job_id)
         if task is None:
-            job.status, job.ended_at = "cancelled", _now()
+            job.status, job.ended_at = "cancelled", now()
             self.save(job)
             return job
         task.cancel()

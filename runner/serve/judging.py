@@ -175,7 +175,8 @@ class Judging:
                                 "(send a job for more)")
         variant.busy += 1
         try:
-            stored = await self._stored_many(variant, [item.key for item in items])
+            keys = [item.key for item in items]
+            stored = await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
             return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
                                                for position, item in enumerate(items, start=1))))
         finally:
@@ -229,9 +230,6 @@ class Judging:
                     raise
                 sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
         return result, source
-
-    async def _stored_many(self, variant: Variant, keys: list[str]) -> dict[str, StoredResult]:
-        return await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
 
     def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
                    tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:

@@ -39,7 +39,7 @@ class SqliteMemo:
         self.unreadable = 0               # rows read that hold no JSON object
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = open_shared(path, BUSY_TIMEOUT_MS, SCHEMA)
+            self._db = open_shared(path, SCHEMA, BUSY_TIMEOUT_MS)
             self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{path}: not a usable memo store ({exc})") from None

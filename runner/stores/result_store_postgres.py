@@ -5,6 +5,7 @@ opened again on the next query, and a server that cannot be reached is StoreUnav
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -24,10 +25,8 @@ class PostgresResultStore(ResultStore):
         self._lock = threading.Lock()
         self._conn: Any = None
         self._ready = False
-        try:
+        with contextlib.suppress(StoreUnavailable):     # unreachable: the server starts anyway, each request says so
             self._rows("SELECT 1", [])
-        except StoreUnavailable:
-            pass                # the server starts anyway; each request says the store is unreachable
 
     def _connection(self) -> Any:
         import psycopg
@@ -62,10 +61,8 @@ class PostgresResultStore(ResultStore):
 
     def _drop(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):    # closing a broken connection: nothing more to lose
                 self._conn.close()
-            except Exception:  # closing a broken connection: nothing more to lose
-                pass
         self._conn = None
 
     def close(self) -> None:

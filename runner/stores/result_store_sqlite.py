@@ -12,8 +12,6 @@ from typing import Any
 from runner.stores.result_store import SCHEMA, ResultStore, StoreUnavailable
 from runner.stores.shared_sqlite import open_shared
 
-BUSY_MS = 30_000
-
 
 class SqliteResultStore(ResultStore):
     placeholder = "?"
@@ -23,7 +21,7 @@ class SqliteResultStore(ResultStore):
         self.url = str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_shared(path, BUSY_MS, SCHEMA + ";", check_same_thread=False)
+            self._db = open_shared(path, SCHEMA + ";", check_same_thread=False)
             self._db.execute("PRAGMA synchronous = NORMAL")     # WAL: a commit survives a killed process
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(f"{path}: not a usable result store ({exc})") from None

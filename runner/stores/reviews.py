@@ -6,6 +6,7 @@ write is its own transaction, so several reviewers at once lose nothing."""
 
 from __future__ import annotations
 
+import getpass
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ from runner.errors import InputError
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
-BUSY_MS = 30_000
 _CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
 _SCHEMA = """
@@ -73,7 +73,7 @@ class ReviewStore:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_shared(path, BUSY_MS, _SCHEMA, check_same_thread=False)
+            self._db = open_shared(path, _SCHEMA, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path = path
@@ -124,3 +124,11 @@ def _review(row: tuple[Any, ...]) -> Review:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def os_user() -> str:
+    """Who a review (or feedback) is from when nobody says: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):      # no login name (e.g. a container's numeric uid)
+        return "unknown"

@@ -11,10 +11,11 @@ import sqlite3
 import time
 from pathlib import Path
 
+BUSY_MS = 30_000          # how long a write waits for another run's transaction
 SETUP_RETRY = 0.01        # seconds between tries to set up a store another process is creating
 
 
-def open_shared(path: Path, busy_ms: int, schema: str, check_same_thread: bool = True) -> sqlite3.Connection:
+def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thread: bool = True) -> sqlite3.Connection:
     """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
     for a file that is not a usable database."""
     # connect's timeout is SQLite's busy timeout: a write waits that long for another run's.

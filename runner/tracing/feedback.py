@@ -5,7 +5,6 @@ assessment when the result was traced there (it has an `mlflow_trace_id`)."""
 
 from __future__ import annotations
 
-import getpass
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from runner.errors import RunnerError
 from runner.fileio import dumps
 from runner.redact import redact, remember_url
 from runner.stores.memo import MemoStore, find_store
+from runner.stores.reviews import os_user
 
 
 def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: str | None = None,
@@ -35,32 +35,19 @@ def _record(memo: MemoStore, path: Path, trace_id: str, is_positive: bool, ratio
     for content_hash, result in memo.items():
         if isinstance(result, dict) and trace_id in (result.get("trace_id"), result.get("mlflow_trace_id")):
             entry = {"trace_id": result.get("trace_id", trace_id), "content_hash": content_hash,
-                     "is_positive": is_positive, "rationale": rationale, "user": user or _os_user(),
+                     "is_positive": is_positive, "rationale": rationale, "user": user or os_user(),
                      "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
             if result.get("mlflow_trace_id"):
                 entry["mlflow_trace_id"] = result["mlflow_trace_id"]
-                entry["mlflow_assessment_id"] = _to_mlflow(entry, name, warn)
+                entry["mlflow_assessment_id"], problem = human_assessment(
+                    result["mlflow_trace_id"], is_positive, rationale, entry["user"], name)
+                if problem:
+                    warn(problem)
             with (path.parent / "feedback.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(dumps(entry) + "\n")
             return entry
     raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {memo.path} has it "
                       f"({len(memo)} stored result(s))")
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):      # no login name (e.g. a container's numeric uid)
-        return "unknown"
-
-
-def _to_mlflow(entry: dict[str, Any], name: str, warn: Callable[[str], None]) -> str | None:
-    """The assessment's id, or None (with a warning) when MLflow cannot take it."""
-    assessment, problem = human_assessment(entry["mlflow_trace_id"], entry["is_positive"], entry["rationale"],
-                                           entry["user"], name)
-    if problem:
-        warn(problem)
-    return assessment
 
 
 def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,

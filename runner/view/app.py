@@ -8,7 +8,6 @@ Handlers are plain functions: Starlette runs them in its thread pool, SQLite and
 
 from __future__ import annotations
 
-import getpass
 import hmac
 import json
 import os
@@ -27,7 +26,7 @@ from starlette.routing import Route
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of
-from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
+from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore, os_user
 from runner.view.catalog import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
 from runner.view.index import LARGEST, Query, Row, RunIndex
 from runner.view.pages import render
@@ -126,7 +125,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
             previous=previous and (previous.index, _item_href(entry, previous)),
             following=following and (following.index, _item_href(entry, following)),
             reviews=view.store.for_items(entry.pipeline, [key]).get(key, []) if key else [],
-            reviewer=_os_user(), trace_id=result.get("mlflow_trace_id"),
+            reviewer=os_user(), trace_id=result.get("mlflow_trace_id"),
             trace_link=shown.links.get("mlflow_trace_id"))
 
     def compare(request: Request) -> Response:
@@ -205,7 +204,7 @@ def _save_review(view: View, body: bytes) -> Response:
         return JSONResponse({"error": "this run's results carry no item_key (made by an older runner): run it "
                                       "again to review it"}, 409)
     saved = view.store.put(Review(
-        pipeline=entry.pipeline, item_key=key, reviewer=(texts["reviewer"] or "").strip()[:100] or _os_user(),
+        pipeline=entry.pipeline, item_key=key, reviewer=(texts["reviewer"] or "").strip()[:100] or os_user(),
         agrees=data["agrees"], judged=index.verdict_of(result), correct=(texts["correct"] or "").strip()[:200] or None,
         rationale=(texts["rationale"] or "").strip()[:5000] or None, run=entry.path, item_index=data["index"],
         trace_id=result.get("mlflow_trace_id") if isinstance(result.get("mlflow_trace_id"), str) else None))
@@ -219,15 +218,12 @@ def _save_review(view: View, body: bytes) -> Response:
 
 def _to_mlflow(review: Review, trace_id: str) -> tuple[bool, str | None]:
     """The review as a HUMAN assessment on the item's trace, as `runner feedback` logs one."""
-    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
-    uri = os.environ.get(URI_VAR)
-    if not uri:
+    from runner.tracing.feedback import human_assessment
+    from runner.tracing.mlflow_backend import URI_VAR
+    if not os.environ.get(URI_VAR):
         return False, f"not logged to MLflow: set {URI_VAR} when starting runner view"
-    try:
-        log_human_feedback(uri, trace_id, "human_feedback", review.agrees, review.rationale, review.reviewer)
-    except Exception as exc:  # the review is stored whatever MLflow says
-        return False, f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}"
-    return True, None
+    _, problem = human_assessment(trace_id, review.agrees, review.rationale, review.reviewer)
+    return problem is None, problem
 
 
 def _query(request: Request) -> Query:
@@ -264,10 +260,3 @@ def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
             if isinstance(value, str) and value:
                 return value
     return ""
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"

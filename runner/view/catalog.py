@@ -7,6 +7,7 @@ its machine stopped) and run.json still says it runs."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,11 +83,9 @@ def run_entry(reports: Path, folder: Path) -> RunEntry:
     cost = sum(float(m["cost"]) for m in models.values() if isinstance(m.get("cost"), (int, float)))
     started, ended = manifest.get("started_at"), manifest.get("ended_at")
     duration = None
-    try:
+    with contextlib.suppress(ValueError):
         if started and ended:
             duration = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
-    except ValueError:
-        pass
     relative = folder.relative_to(reports)
     total = summary.get("total")
     if total is None:                 # no summary yet: its results so far

@@ -26,6 +26,7 @@ from typing import Any
 from runner.errors import InputError
 from runner.llm.calls.file import call_spans, read_spans
 from runner.runs.folders import CALLS_FILE, RESULTS
+from runner.runs.manifest import strings_in
 from runner.safetext import clean_value
 
 INDEX_DIR = ".runner-view"
@@ -156,7 +157,7 @@ class RunIndex:
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
                               _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
-                texts.append((number, " ".join(_strings(result))[:SEARCH_TEXT]))
+                texts.append((number, " ".join(strings_in(result, numbers=True))[:SEARCH_TEXT]))
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
@@ -338,17 +339,3 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string and number inside a result, for full-text search."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for inner in value.values():
-            yield from _strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _strings(inner)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield str(value)

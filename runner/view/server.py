@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import webbrowser
@@ -21,17 +22,13 @@ def machine_names() -> list[str]:
     qualified name, the addresses they resolve to, and the address it reaches the network from."""
     names = {socket.gethostname(), socket.getfqdn()}
     for name in list(names):
-        try:
+        with contextlib.suppress(OSError):
             names.update(str(info[4][0]) for info in socket.getaddrinfo(name, None))
-        except OSError:
-            pass
     for family, probe in _PROBES:
-        try:
+        with contextlib.suppress(OSError):
             with socket.socket(family, socket.SOCK_DGRAM) as udp:
                 udp.connect((probe, 9))
                 names.add(str(udp.getsockname()[0]))
-        except OSError:
-            pass
     return sorted(name for name in names if name)
 
 

@@ -131,7 +131,7 @@ def test_a_json_lines_file_is_read_as_the_run_takes_it(tmp_path):
 
 
 def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path):
-    from runner.inputs import read_records
+    from runner.inputs import iter_records
     from runner.inputs.markdown_blocks import file_blocks, text_blocks
     from runner.inputs.markdown_citations import extract_citations
     pieces = ["a", "b ", " ", "\n", "\n", "\r", "#", "##", "-", "1", ".", ")", ">", "\x0b", "\u2028", "\x85",
@@ -143,6 +143,6 @@ def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path):
         path.write_bytes(text.encode())
         text = text.removeprefix("\ufeff")                     # a leading BOM is dropped, as it always was
         assert list(file_blocks(path)) == list(text_blocks(text)), repr(text)
-        records = read_records("markdown_citations", path, {})
+        records = list(iter_records("markdown_citations", path, {}))
         expected = extract_citations(text)
         assert [r.value for r in records] == [{k: v for k, v in c.items() if k != "error"} for c in expected]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.voting import Vote, fleiss_kappa, merge_answers, pairwise_agreement, tally
+from runner.engine.voting import Agreement, Vote, merge_answers, tally
 
 
 def v(seat, value=None, error=None, reason=None, **fields):
@@ -77,10 +77,17 @@ def test_merge_answers():
     assert merge_answers([], votes, "verdict") == {"reason": None, "substantive": None, "in_context": None}
 
 
+def agreement_of(rows):
+    agreement = Agreement()
+    for row in rows:
+        agreement.add(row)
+    return agreement
+
+
 def test_agreement_statistics():
     rows = [{"a": "Y", "b": "Y", "c": "Y"}, {"a": "Y", "b": "N", "c": "Y"}, {"a": "N", "b": "N", "c": "N"},
             {"a": "N", "b": "N"}]
-    assert pairwise_agreement(rows) == {"a~b": 0.75, "a~c": 1.0, "b~c": 0.6667}
+    assert agreement_of(rows).pairwise() == {"a~b": 0.75, "a~c": 1.0, "b~c": 0.6667}
     # items 1-3 (all seats voted): P = 7/9, Pe = 41/81, kappa = (7/9 - 41/81) / (1 - 41/81) = 0.55
-    assert fleiss_kappa(rows) == 0.55
-    assert fleiss_kappa([{"a": "Y", "b": "Y"}]) is None
+    assert agreement_of(rows).fleiss_kappa() == 0.55
+    assert agreement_of([{"a": "Y", "b": "Y"}]).fleiss_kappa() is None

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.inputs import read_records
+from runner.inputs import iter_records
 
 PIPELINE = """
 version: 1
@@ -58,7 +58,7 @@ def judge(project, scripted_llm):
 def test_rows_read_with_bom_crlf_quotes_and_types(tmp_path):
     path = tmp_path / "in.csv"
     path.write_bytes(ROWS.encode("utf-8"))
-    records = read_records("csv", path, {"types": {"score": "number", "urgent": "boolean"}})
+    records = list(iter_records("csv", path, {"types": {"score": "number", "urgent": "boolean"}}))
     assert [r.value for r in records] == [
         {"id": "1", "text": 'Paris is in France, says "the atlas"', "score": 0.5, "urgent": True},
         {"id": "2", "text": "two\r\nlines", "score": 3, "urgent": False},
@@ -69,7 +69,7 @@ def test_rows_read_with_bom_crlf_quotes_and_types(tmp_path):
 def test_a_bad_row_is_an_item_naming_its_line_and_the_others_go_on(tmp_path):
     path = tmp_path / "in.csv"
     path.write_bytes(b'id,n,tags\n1,2,"[1]"\n2,x,[]\n3,4\n4,5,"a"b\n5,\xff,[]\n6,7,{bad\n7,8,[2]\n')
-    records = read_records("csv", path, {"types": {"n": "integer", "tags": "json"}})
+    records = list(iter_records("csv", path, {"types": {"n": "integer", "tags": "json"}}))
     assert [(r.value, r.error) for r in records] == [
         ({"id": "1", "n": 2, "tags": [1]}, None),
         ({"line": 3}, f"{path}:3: column 'n': 'x' is not an integer"),
@@ -91,7 +91,7 @@ def test_an_unusable_file_is_refused_before_the_first_record(tmp_path, text, opt
     path = tmp_path / "in.csv"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        read_records("csv", path, options)
+        list(iter_records("csv", path, options))
 
 
 def test_run_and_eval_a_csv_input_with_csv_labels(judge, project, scripted_llm):

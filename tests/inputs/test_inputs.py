@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import InputError
-from runner.inputs import make_items, read_records, record_from_pairs
+from runner.inputs import iter_items, iter_records, record_from_pairs
 from runner.inputs.markdown_citations import extract_citations
 
 REPORT = """# Findings
@@ -58,22 +58,22 @@ def test_json_jsonl_yaml(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"x": 1}\n\n{"x": 2}\n')
     (tmp_path / "d.yaml").write_text("- x: 1\n- x: 2\n")
     (tmp_path / "e.json").write_text('{"x": 1}\n{"x": 2}\n')   # JSONL with a .json name
-    assert [r.value for r in read_records("json", tmp_path / "a.json", {})] == [{"x": 1}]
+    assert [r.value for r in iter_records("json", tmp_path / "a.json", {})] == [{"x": 1}]
     for name, adapter in (("b.json", "json"), ("c.jsonl", "jsonl"), ("d.yaml", "yaml"), ("e.json", "json")):
-        assert [r.value for r in read_records(adapter, tmp_path / name, {})] == [{"x": 1}, {"x": 2}]
+        assert [r.value for r in iter_records(adapter, tmp_path / name, {})] == [{"x": 1}, {"x": 2}]
 
 
 def test_bad_json_file_is_a_located_input_error(tmp_path):
     (tmp_path / "bad.json").write_text('[{"x": 1},\n {"x": }]')
     with pytest.raises(InputError, match=r"bad.json:2:8: not valid JSON"):
-        read_records("json", tmp_path / "bad.json", {})
+        list(iter_records("json", tmp_path / "bad.json", {}))
     with pytest.raises(InputError, match="input file not found"):
-        read_records("json", tmp_path / "none.json", {})
+        list(iter_records("json", tmp_path / "none.json", {}))
 
 
 def test_explode_and_record_pairs():
     from runner.inputs import Record
-    items = make_items([Record({"slides": [1, 2]}), Record({"slides": [3]})], "slides")
+    items = list(iter_items([Record({"slides": [1, 2]}), Record({"slides": [3]})], "slides"))
     assert [(i.index, i.value, i.parent["slides"]) for i in items] == [(1, 1, [1, 2]), (2, 2, [1, 2]), (3, 3, [3])]
     assert record_from_pairs(["start=12", "claim=The sky: blue", "flag=true", "q="]) == \
         {"start": 12, "claim": "The sky: blue", "flag": True, "q": ""}
@@ -88,7 +88,7 @@ def test_an_exploded_items_key_covers_its_parent_but_not_its_siblings():
     deck = {"session": "s1", "data": [1, 2], "slides": [{"html": "a"}, {"html": "b"}, {"html": "c"}]}
     changed = {**deck, "slides": [{"html": "a"}, {"html": "B!"}, {"html": "c"}]}
     other_data = {**deck, "data": [1, 3]}
-    keys = [[i.key for i in make_items([Record(d)], "slides")] for d in (deck, changed, other_data)]
+    keys = [[i.key for i in iter_items([Record(d)], "slides")] for d in (deck, changed, other_data)]
     assert keys[1][0] == keys[0][0] and keys[1][2] == keys[0][2] and keys[1][1] != keys[0][1]
     assert not set(keys[2]) & set(keys[0])
     assert len(set(keys[0])) == 3

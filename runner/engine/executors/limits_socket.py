@@ -11,6 +11,7 @@ is handed back at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from typing import Any
@@ -83,7 +84,7 @@ class LimitsClient:
         self._reading = asyncio.ensure_future(self._read(reader))
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
-        try:
+        with contextlib.suppress(ConnectionError):
             while line := await reader.readline():
                 answer = json.loads(line)
                 call, future = self._waiting.pop(answer["id"])
@@ -91,8 +92,6 @@ class LimitsClient:
                     future.set_result(answer["result"])
                 elif call == "acquire":          # its caller is gone: the permit goes back
                     self._send("release", [answer["result"]])
-        except ConnectionError:
-            pass
         for _, future in self._waiting.values():
             if not future.done():
                 future.set_exception(RunnerError("the run's limits are gone: its driver stopped"))

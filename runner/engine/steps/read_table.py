@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from dataclasses import dataclass
@@ -17,10 +18,8 @@ from runner.pipeline.result_shapes import closed
 def _number(cell: str) -> Any:
     text = cell.strip()
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            continue
     return cell
 
 

@@ -11,7 +11,7 @@ from runner.errors import NeedsModel
 from runner.llm.cache.store import JsonCache
 from runner.pipeline.result_shapes import closed
 from runner.redact import remember_url
-from runner.search import SearchFailed, SearchRequest, cache_key, get_provider
+from runner.search import PROVIDERS, SearchFailed, SearchRequest, cache_key
 
 OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
 
@@ -40,7 +40,7 @@ class Search(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(SearchArgs)
-        found = get_provider(str(args.provider))
+        found = PROVIDERS.get(str(args.provider))
         remember_url(args.api_base or "")
         request = SearchRequest(str(args.query), int(args.max_results or 3),
                                 {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k) is not None})

@@ -6,11 +6,13 @@ httpx is imported when the first batch is sent: a live or cached run never loads
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from runner.llm.batch.lines import CHAT_URL
+from runner.llm.client.http import ERROR_TEXT, api_key
 from runner.llm.client.spec import OPENAI_BASE, ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.retry import parse_retry_after
@@ -18,29 +20,14 @@ from runner.retry import parse_retry_after
 if TYPE_CHECKING:
     import httpx
 
-CHAT_URL = "/v1/chat/completions"
 WINDOW = "24h"
-ERROR_TEXT = 300
-
-
-def api_key(spec: ModelSpec) -> str | None:
-    if spec.api_key:
-        return spec.api_key
-    if spec.api_base is None:       # OpenAI itself; a gateway of one's own may need no key
-        key = os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
-        return key
-    return None
 
 
 def _failure(response: httpx.Response, doing: str) -> TransportError:
     text = response.text
-    try:
+    with contextlib.suppress(ValueError, AttributeError):
         error = json.loads(text).get("error")
         text = error.get("message", text) if isinstance(error, dict) else str(error or text)
-    except (ValueError, AttributeError):
-        pass
     status = response.status_code
     kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
     return TransportError(kind, f"{doing}: HTTP {status}: {text.strip()[:ERROR_TEXT]}", status,

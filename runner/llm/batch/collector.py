@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,10 @@ from runner.llm.batch.lines import (
     chunks,
     quietly,
     unsupported,
-    wire_model,
 )
 from runner.llm.batch.polling import GONE, created, files_of, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
+from runner.llm.client.http import wire_model
 from runner.llm.client.sender import ModelStats, _count
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
@@ -150,7 +150,7 @@ class BatchCollector:
                 gathered.waiters[key].append(future)            # the same request from another item
             elif key in self._in_batches:
                 self._in_batches[key].waiters.setdefault(key, []).append(future)
-            elif (record := self._stored(key, spec)) is not None:
+            elif (record := self.store.holding(key, spec.api_base, spec.model)) is not None:
                 self._adopt(record, spec, key, [future])
             else:
                 body = {**spec.extra, **call.sampling, "model": wire_model(spec.model), "messages": call.messages}
@@ -164,9 +164,6 @@ class BatchCollector:
             outcome = await future
             if not isinstance(outcome, Requeue):
                 return outcome
-
-    def _stored(self, key: str, spec: ModelSpec) -> BatchRecord | None:
-        return self.store.holding(key, spec.api_base, spec.model)
 
     def _adopt(self, record: BatchRecord, spec: ModelSpec, key: str, futures: list[asyncio.Future[Any]]) -> None:
         """Wait on a batch another run submitted (or is submitting) for this call."""
@@ -197,10 +194,8 @@ class BatchCollector:
                          else g.since + self._specs[name].batch_max_wait
                          for name, g in self._gathered.items() if g.lines]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            try:
+            with suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
-            except TimeoutError:
-                pass
             self._changed.clear()
             for _ in range(SETTLE_TURNS):
                 await asyncio.sleep(0)

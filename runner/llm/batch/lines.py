@@ -10,13 +10,13 @@ from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from runner.llm.client.http import ERROR_TEXT, wire_model
 from runner.llm.client.prices import batch_price_of
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import Completion, TransportError
 
 CHAT_URL = "/v1/chat/completions"
 MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; headers and rounding aside
-ERROR_TEXT = 300
 # Line error codes that name a fault of the request itself: the same line would fail again.
 CLIENT_CODES = ("invalid", "not_found", "unsupported", "too_long", "context_length", "cancelled")
 # What may follow the model asked for in an answer's `model`: a dated or numbered snapshot
@@ -149,11 +149,6 @@ def answers(files: Iterable[bytes], spec: ModelSpec, batch_id: str) -> tuple[dic
 def batch_cost(model: str, usage: dict[str, int]) -> float | None:
     found = batch_price_of(model)
     return None if found is None else found[0].cost(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
-
-
-def wire_model(model: str) -> str:
-    from runner.llm.client.http import wire_model as live_name  # the name a live call sends
-    return live_name(model)
 
 
 def batch_problem(batch: dict[str, Any]) -> str:

@@ -25,7 +25,6 @@ from runner.errors import RunnerError
 from runner.stores.shared_sqlite import open_shared
 
 STORE_FILE = "batches.sqlite3"
-BUSY_MS = 30_000          # how long a write waits for another run's transaction
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 KEEP_SECONDS = 30 * 86400        # a provider keeps batch files about as long
 CREATING_SECONDS = 600           # a batch created on another machine: that long, it is taken to be on its way
@@ -87,7 +86,7 @@ class BatchStore:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / STORE_FILE
         try:
-            self._db = open_shared(self.path, BUSY_MS, SCHEMA)
+            self._db = open_shared(self.path, SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise unusable(self.path, exc) from None
         try:
@@ -170,9 +169,8 @@ class BatchStore:
 
     def forget(self, submission: str) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM requests WHERE submission = ?", (submission,))
-            db.execute("DELETE FROM creators WHERE submission = ?", (submission,))
-            db.execute("DELETE FROM batches WHERE submission = ?", (submission,))
+            for table in ("requests", "creators", "batches"):
+                db.execute(f"DELETE FROM {table} WHERE submission = ?", (submission,))  # noqa: S608
 
     def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
         """The newest batch of this endpoint and model that holds the request and may still
@@ -192,9 +190,9 @@ class BatchStore:
         records = [_record(r) for r in rows]
         return [r for r in records if r.pending] if pending_only else records
 
-    def prune(self, now: float | None = None) -> None:
+    def prune(self) -> None:
         """Drop finished batches older than their files' lifetime."""
-        cutoff = (now or time.time()) - KEEP_SECONDS
+        cutoff = time.time() - KEEP_SECONDS
         with self._transaction() as db:
             old = [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
                                             "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))]

@@ -32,9 +32,9 @@ def corrupt(directory: Path, exc: Exception) -> CacheUnusable:
 
 
 @contextmanager
-def open_cache(directory: Path, create: bool = False) -> Iterator[Any]:
+def open_cache(directory: Path) -> Iterator[Any]:
     import diskcache
-    if not create and not (directory / "cache.db").is_file():
+    if not (directory / "cache.db").is_file():
         raise RunnerError(f"{directory}: no LLM cache here (give --cache-dir or set RUNNER_CACHE_DIR)")
     try:
         cache = diskcache.Cache(str(directory), eviction_policy="none", size_limit=2**62)
@@ -117,11 +117,10 @@ def cache_stats(cache_dir: Path) -> CacheStats:
     return stats
 
 
-def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta | None = None,
-                now: datetime | None = None) -> int:
+def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta | None = None) -> int:
     """Delete the matching entries (all of them with no filter); returns how many."""
     directory = cache_dir / RESPONSES
-    cutoff = (now or datetime.now(UTC)) - older_than if older_than is not None else None
+    cutoff = datetime.now(UTC) - older_than if older_than is not None else None
     logs = cache_dir / LEGACY_LOGS
     with open_cache(directory) as cache:
         if model is None and cutoff is None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 import aiohttp
@@ -23,6 +22,7 @@ from yarl import URL
 from runner.llm.client.http import (
     ERROR_TEXT,
     StreamAssembler,
+    api_key,
     parse_body,
     redirect_error,
     status_error,
@@ -61,19 +61,8 @@ class HTTPTransport:
             self._basic[spec.api_base or ""] = _basic_auth(base)
         return url
 
-    @staticmethod
-    def _key(spec: ModelSpec) -> str | None:
-        if spec.api_key:
-            return spec.api_key
-        if spec.api_base is None:           # OpenAI itself; a local server never gets this key
-            key = os.environ.get("OPENAI_API_KEY")
-            if not key:
-                raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
-            return key
-        return None
-
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        key = self._key(spec)
+        key = api_key(spec)
         body = {**spec.extra, **params, "model": wire_model(spec.model), "messages": messages}
         if spec.local:
             # A local server stops generating when a streaming client leaves; a plain

@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat completions as data: the request body's model name, a status
+"""OpenAI-compatible chat completions as data: the request body's model name and key, a status
 line and body turned into a classified error, a JSON body or a server-sent-events stream
 turned into one Completion, and the answer's text made safe to write.
 
@@ -8,7 +8,7 @@ OpenAI itself). Cost comes from litellm's price table read as data."""
 from __future__ import annotations
 
 import json
-import math
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +22,6 @@ from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
 
 ERROR_TEXT = 300
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -37,6 +36,19 @@ def safe_text(text: str) -> str:
     if SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def api_key(spec: ModelSpec) -> str | None:
+    """The key a request carries: the model's own, else OPENAI_API_KEY for OpenAI itself; a
+    server at an api_base of one's own (a local one, a gateway) never gets that variable's key."""
+    if spec.api_key:
+        return spec.api_key
+    if spec.api_base is None:
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise TransportError("missing_key", "missing API key: set OPENAI_API_KEY")
+        return key
+    return None
 
 
 def too_large(spec: ModelSpec) -> TransportError:
@@ -81,17 +93,6 @@ def status_error(status: int, headers: Mapping[str, str], text: str) -> Transpor
         return TransportError("client", f"HTTP {status}: {short}", status, body=message)
     return TransportError("server", f"HTTP {status}: {short}", status, parse_retry_after(headers.get("retry-after")),
                           body=message)
-
-
-def _usage(raw: Any) -> dict[str, int]:
-    usage = {}
-    for key in USAGE_KEYS:
-        value = raw.get(key)
-        # A server's odd count ("12.5", [1], 1e400) is unknown, not a failed answer.
-        if isinstance(value, float) and math.isfinite(value):
-            value = int(value)
-        usage[key] = value if isinstance(value, int) and not isinstance(value, bool) else 0
-    return usage
 
 
 def _text(content: Any) -> str | None:

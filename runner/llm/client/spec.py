@@ -153,13 +153,9 @@ def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = (
     (routing.registered_transports())."""
     try:
         sampling = {k: entry[k] for k in SAMPLING_KEYS if entry.get(k) is not None}
-        if "temperature" in sampling:
-            sampling["temperature"] = float(sampling["temperature"])
-        if "top_p" in sampling:
-            sampling["top_p"] = float(sampling["top_p"])
-        for key in ("max_tokens", "seed"):
+        for key, convert in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int)):
             if key in sampling:
-                sampling[key] = int(sampling[key])
+                sampling[key] = convert(sampling[key])
         sampling["max_tokens"] = _at_least("max_tokens", sampling.get("max_tokens", DEFAULT_MAX_TOKENS), 1, int)
         limits = {k: _at_least(f"limits.{k}", v, 0 if k == "requests_per_day" else 1, int)
                   for k, v in (entry.get("limits") or {}).items() if v is not None}

@@ -51,20 +51,16 @@ def brief(error: TransportError) -> str:
     return error.message.splitlines()[0][:200] if error.message else "refused"
 
 
-def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    name = NAME_CHARS.sub("_", str(schema.get("title") or "answer"))[:64] or "answer"
-    # strict false: strict mode needs every property required and no extra ones, which
-    # most answer schemas are not; servers still constrain the output to the schema.
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
-
-
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The `response_format` a request in `mode` carries for `schema` (None: none)."""
     if schema is None or mode == "none":
         return None
     if mode == "json_object":
         return {"type": "json_object", "schema": schema}
-    return _json_schema_format(schema)
+    name = NAME_CHARS.sub("_", str(schema.get("title") or "answer"))[:64] or "answer"
+    # strict false: strict mode needs every property required and no extra ones, which
+    # most answer schemas are not; servers still constrain the output to the schema.
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
 
 
 def rejects_format(error: TransportError) -> bool:
@@ -166,13 +162,13 @@ class FormatChoices:
         following = LADDER[LADDER.index(rejected) + 1]
         if LADDER.index(learned.get(key, {}).get("mode", LADDER[0])) < LADDER.index(following):
             learned[key] = {"mode": following, "until": time.time() + LEARNED_DAYS * 86400}
-            self._save(key)
+            self._save()
             sys.stderr.write(redact(f"runner: {spec.endpoint} ({spec.model}) rejects response_format {rejected} "
                                     f"({brief(error)}); using {following} for it and this answer schema for "
                                     f"{LEARNED_DAYS} days (set models.{spec.name}.structured_output to choose)\n"))
         return following
 
-    def _save(self, key: str) -> None:
+    def _save(self) -> None:
         """Merge this choice into the file under a lock, then replace it atomically under a
         name of our own: two runs learning at once keep both choices."""
         temporary = self.file.with_name(f".{FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp")

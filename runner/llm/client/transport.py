@@ -201,10 +201,10 @@ class LiteLLMTransport:
             if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
                 raise TransportError("client", not_ollama(spec)) from None
             raise classify(exc) from None
-        return self._completion(litellm, response, spec)
+        return self._completion(response, spec)
 
     @staticmethod
-    def _completion(litellm: Any, response: Any, spec: ModelSpec) -> Completion:
+    def _completion(response: Any, spec: ModelSpec) -> Completion:
         choices = list(getattr(response, "choices", None) or [])
         usage_obj = getattr(response, "usage", None)
         usage = usage_of(usage_obj, getattr)
