@@ -10,11 +10,11 @@ import getpass
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.runs.manifest import now
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
@@ -79,7 +79,7 @@ class ReviewStore:
         self.path = path
 
     def put(self, review: Review) -> Review:
-        stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": _now()})
+        stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": now()})
         values = stamped.as_dict()
         values["agrees"] = int(stamped.agrees)
         self._db.execute(
@@ -120,10 +120,6 @@ def _review(row: tuple[Any, ...]) -> Review:
     values = dict(zip(_COLUMNS, row, strict=True))
     values["agrees"] = bool(values["agrees"])
     return Review(**values)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def os_user() -> str:

@@ -42,8 +42,9 @@ class RemoteCache:
         return None
 
 
-class RayOwner:
-    """The limits actor's calls, awaited (limits.Owner)."""
+class RayLimits:
+    """The limits actor's calls: its limits awaited (limits.Owner), and the daily budgets it
+    counts (a worker's DailyBudget: the cache folder may be on another machine)."""
 
     def __init__(self, actor: Any) -> None:
         self._actor = actor
@@ -57,13 +58,6 @@ class RayOwner:
 
     async def pace(self, model: str, per_minute: int) -> None:
         await self._actor.pace.remote(model, per_minute)
-
-
-class ClusterBudget:
-    """Daily budgets counted by the limits actor (the cache folder may be on another machine)."""
-
-    def __init__(self, actor: Any) -> None:
-        self._actor = actor
 
     def spend(self, model_key: str, limit: int, shown: str) -> None:
         import ray

@@ -8,7 +8,7 @@ import os
 from typing import Any, cast
 
 from runner.engine.executors.limits import SharedLimits
-from runner.engine.executors.ray_services import ClusterBudget, RayOwner, RemoteCache
+from runner.engine.executors.ray_services import RayLimits, RemoteCache
 from runner.engine.executors.worker import BlockWorker
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache, open_caches
@@ -28,8 +28,8 @@ class RayWorker:
         # A RemoteCache serves what the LLM service asks of its cache (aget, aset, close).
         caches = ({"responses": cast(JsonCache, RemoteCache(cache_owner))} if remote and pipeline.models
                   else open_caches(pipeline, options.cache_dir))
-        limits = SharedLimits(RayOwner(limits_owner), lambda: ClusterBudget(limits_owner),
-                              workers * options.llm_concurrency)
+        ray_limits = RayLimits(limits_owner)
+        limits = SharedLimits(ray_limits, lambda: ray_limits, workers * options.llm_concurrency)
         self.worker = BlockWorker(pipeline, options, cwd, caches, limits)
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
