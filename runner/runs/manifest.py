@@ -17,7 +17,6 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -155,10 +154,6 @@ def shown_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(path.resolve())
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def model_entries(model_spec: Any, names: list[str]) -> dict[str, Any]:

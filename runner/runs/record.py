@@ -23,11 +23,11 @@ from runner.errors import InputError
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
+from runner.pipeline.templating import now
 from runner.runs.folders import RESULTS, is_complete, resolve_run
 from runner.runs.manifest import (
     FORMAT,
     input_entry,
-    now,
     pipeline_entry,
     read_manifest,
     redact_assignment,

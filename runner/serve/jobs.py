@@ -27,9 +27,9 @@ from runner.api import run_pipeline_async
 from runner.engine.progress import Counter
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, dumps
+from runner.pipeline.templating import now
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
-from runner.runs.manifest import now
 from runner.runs.request import ItemSource
 from runner.serve.errors import ApiError
 from runner.serve.job_files import ResumeIndex, job_folder, results_lines
