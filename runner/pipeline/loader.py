@@ -49,42 +49,38 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     renders), a pipeline already found valid as it is now skips the checks. `project_dir`:
     the folder holding pipelines/, prompts/, schemas/ (by default the file's folder's parent;
     a part under pipelines/parts/ gives its caller's)."""
+    file = Path(path)
     with loading(validated):
-        return _load(Path(path), overrides, catalog, validated, project_dir)
-
-
-def _load(file: Path, overrides: list[str] | None, catalog: StepCatalog | None,
-          validated: ValidatedPipelines | None, project_dir: Path | None) -> Pipeline:
-    located = read_located(file)
-    if not isinstance(located.data, dict):
-        raise ConfigError([located.problem((), "a pipeline file must be a mapping "
-                                               "(version, name, steps, ...)")])
-    project_dir = project_dir or file.resolve().parent.parent
-    located, sources = expand(located, file, project_dir)
-    sources += with_probe_file(located, project_dir)
-    # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
-    # is valid without the pipeline changing: such pipelines are checked every time.
-    memo = validated if catalog is None and not located.data.get("plugins") else None
-    catalog = catalog or StepCatalog.builtin()
-    if overrides:
-        apply_overrides(located, overrides, pipeline_schema(), catalog)
-    sources += part_files(project_dir, located.data.get("steps"))
-    fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
-    if memo and memo.known(fingerprint):
-        apply_defaults(located, catalog.infos)
+        located = read_located(file)
+        if not isinstance(located.data, dict):
+            raise ConfigError([located.problem((), "a pipeline file must be a mapping "
+                                                   "(version, name, steps, ...)")])
+        project_dir = project_dir or file.resolve().parent.parent
+        located, sources = expand(located, file, project_dir)
+        sources += with_probe_file(located, project_dir)
+        # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
+        # is valid without the pipeline changing: such pipelines are checked every time.
+        memo = validated if catalog is None and not located.data.get("plugins") else None
+        catalog = catalog or StepCatalog.builtin()
+        if overrides:
+            apply_overrides(located, overrides, pipeline_schema(), catalog)
+        sources += part_files(project_dir, located.data.get("steps"))
+        fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
+        if memo and memo.known(fingerprint):
+            apply_defaults(located, catalog.infos)
+            return _build(located, file, project_dir, sources)
+        problems = schema_problems(located, located.data, pipeline_schema())
+        if not problems:         # the plugins' step types, adapters and filters, before anything is checked
+            problems = plugin_problems(located, project_dir)
+        if not problems:         # then every step type is known: the failure defaults by type
+            problems = apply_defaults(located, catalog.infos)
+        if not problems:
+            problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
+        if problems:
+            raise ConfigError(problems)
+        if memo:
+            memo.remember(fingerprint)
         return _build(located, file, project_dir, sources)
-    problems = schema_problems(located, located.data, pipeline_schema())
-    if not problems:         # the plugins' step types, adapters and filters, before anything is checked
-        problems = plugin_problems(located, project_dir)
-    if not problems:         # then every step type is known: the failure defaults by type
-        problems = apply_defaults(located, catalog.infos)
-    if not problems:
-        problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
-    if problems:
-        raise ConfigError(problems)
-    if memo:
-        memo.remember(fingerprint)
-    return _build(located, file, project_dir, sources)
 
 
 def load_part_file(path: Path, project_dir: Path, validated: ValidatedPipelines | None) -> Pipeline:
