@@ -35,7 +35,13 @@ def compare_first_and_second(browser):
     for run in ("first", "second"):
         browser.find_element("css selector", f"input[value='citation_judge/{run}']").click()
     browser.find_element("id", "compare").click()
-    overview = browser.find_element("id", "overview").text
+    # The click submits a form: Chromium may return before the compare page has loaded.
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+    try:
+        overview = WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "overview")).text
+    except TimeoutException:
+        raise AssertionError(browser.find_element("tag name", "body").text) from None
     assert "params.quote_threshold: 0.8 -> 0.6" in overview and "counts by verdict:" in overview
     browser.back()
 
