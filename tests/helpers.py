@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +108,36 @@ def scripted_model(answer: str = '{"verdict": "yes"}') -> ScriptedModel:
 def server_error(message: str, status: int = 500) -> Reply:
     """A scripted reply a server sends when it fails: its JSON error saying `message`."""
     return Reply(status=status, raw_body=json.dumps({"error": {"message": message}}))
+
+
+# A one-call-an-item pipeline for runs in their own process, to be killed midway.
+SLOW_PIPELINE = """
+    version: 1
+    name: slow
+    env: [FAKE_URL]
+    models:
+      m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}
+    steps:
+      - id: ask
+        uses: llm
+        with: {model: m, prompt: "Item {{ item.n }}"}
+    output: {answer: "{{ steps.ask.raw }}"}
+    """
+
+
+def spawn_run(project: Any, path: Path, source: Path, fake_url: str) -> subprocess.Popen:
+    """`runner run PATH --input SOURCE --out out` as its own process, its models at `fake_url`."""
+    env = dict(os.environ, FAKE_URL=fake_url, RUNNER_CACHE_DIR=str(project.root / "cache"))
+    return subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", str(source),
+                             "--out", "out", "--concurrency", "2"],
+                            cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
+    """Wait until `file` has at least `count` lines."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if file.exists() and len(file.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{file} never reached {count} lines")

@@ -11,9 +11,8 @@ from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
-from test_cli import SLOW_PIPELINE, _spawn, _wait_for_lines
 
-from helpers import run, write_json
+from helpers import SLOW_PIPELINE, run, spawn_run, wait_for_lines, write_json
 from runner.inputs.markdown_citations import extract_citations
 from runner.testing import Reply
 
@@ -385,9 +384,9 @@ def test_a_second_run_on_the_same_out_names_the_holder_and_exits_2(project, cli,
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
     source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
-    first = _spawn(project, path, source, fake_llm.url)
+    first = spawn_run(project, path, source, fake_llm.url)
     try:
-        _wait_for_lines(project.root / "out" / "results.jsonl", 1)
+        wait_for_lines(project.root / "out" / "results.jsonl", 1)
         second = cli("run", str(path), "--input", str(source), "--out", "out", env={"FAKE_URL": fake_llm.url})
     finally:
         first.kill()
@@ -408,7 +407,7 @@ def test_a_rerun_killed_midway_leaves_no_stale_summary(project, fake_llm, monkey
     assert run(path, source, cache_dir=project.root / "first-cache").summary["total"] == 40
     fake_llm.reset()
     fake_llm.script(Reply("again", delay=0.3))
-    rerun = _spawn(project, path, source, fake_llm.url)
+    rerun = spawn_run(project, path, source, fake_llm.url)
     results = project.root / "out" / "results.jsonl"
     deadline = time.monotonic() + 60
     while '"again"' not in results.read_text() and time.monotonic() < deadline:
@@ -444,8 +443,8 @@ def test_sigterm_and_sigint_write_what_finished(project, fake_llm, sent, code):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
     source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
-    process = _spawn(project, path, source, fake_llm.url)
-    _wait_for_lines(project.root / "out" / "results.jsonl", 2)
+    process = spawn_run(project, path, source, fake_llm.url)
+    wait_for_lines(project.root / "out" / "results.jsonl", 2)
     process.send_signal(getattr(signal, sent))
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr

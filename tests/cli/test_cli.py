@@ -7,28 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
 
-from helpers import group_dir, write_json
+from helpers import SLOW_PIPELINE, group_dir, spawn_run, wait_for_lines, write_json
 from runner.runs.folders import resolve_run
 from runner.testing import Reply
-
-SLOW_PIPELINE = """
-    version: 1
-    name: slow
-    env: [FAKE_URL]
-    models:
-      m: {model: openai/m1, api_base: "{{ env.FAKE_URL }}"}
-    steps:
-      - id: ask
-        uses: llm
-        with: {model: m, prompt: "Item {{ item.n }}"}
-    output: {answer: "{{ steps.ask.raw }}"}
-    """
 
 
 def test_run_with_record_and_exit_codes(project, cli):
@@ -128,30 +113,14 @@ def test_render_uses_cached_answers_for_later_prompts(project, cli, scripted_llm
     assert len(scripted_llm.requests) == sent
 
 
-def _spawn(project, path: Path, source: Path, fake_url: str) -> subprocess.Popen:
-    env = dict(os.environ, FAKE_URL=fake_url, RUNNER_CACHE_DIR=str(project.root / "cache"))
-    return subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", str(source),
-                             "--out", "out", "--concurrency", "2"],
-                            cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if file.exists() and len(file.read_text().splitlines()) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{file} never reached {count} lines")
-
-
 @pytest.mark.slow
 def test_killed_run_leaves_only_complete_lines(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
     source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
-    process = _spawn(project, path, source, fake_llm.url)
+    process = spawn_run(project, path, source, fake_llm.url)
     results = project.root / "out" / "results.jsonl"
-    _wait_for_lines(results, 3)
+    wait_for_lines(results, 3)
     process.kill()
     process.wait()
     lines = results.read_text().splitlines()
@@ -170,8 +139,8 @@ def test_ctrl_c_writes_what_finished_and_exits_130(project, fake_llm):
     fake_llm.script(Reply("done", delay=0.3))
     path = project.pipeline(SLOW_PIPELINE)
     source = write_json(project.root / "in.json", [{"n": n} for n in range(40)])
-    process = _spawn(project, path, source, fake_llm.url)
-    _wait_for_lines(project.root / "out" / "results.jsonl", 2)
+    process = spawn_run(project, path, source, fake_llm.url)
+    wait_for_lines(project.root / "out" / "results.jsonl", 2)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
