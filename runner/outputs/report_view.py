@@ -175,12 +175,11 @@ def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, 
     `shown`: the prompts made into text so far (prompt -> text), shared by the calls of a page."""
     messages = record.get("messages")
     prompt = format_messages(messages) if isinstance(messages, list) else ""
-    known = shown.get(prompt) if shown is not None else None
-    prompt_text = known if known is not None else text(prompt, limit)
-    if shown is not None:
-        shown[prompt] = prompt_text
+    shown = {} if shown is None else shown
+    if prompt not in shown:
+        shown[prompt] = text(prompt, limit)
     return CallView(text(record.get("call"), 40), text(record.get("model"), 200), text(record.get("step"), 200),
-                    prompt_text, text(response_text(record), limit))
+                    shown[prompt], text(response_text(record), limit))
 
 
 def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list[CallView]]) -> list[JuryView]:
