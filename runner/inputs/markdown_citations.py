@@ -87,7 +87,7 @@ def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None
         ends = sentence_ends(masked, abbreviations)
         for position, match, raw in sorted(found, key=lambda entry: entry[0]):
             line = first_line + block.count("\n", 0, position)
-            citation = _citation(block, masked, ends, match, line) if match else None
+            citation = _citation(masked, ends, match, line) if match else None
             if citation is None:
                 raw = raw or (match.group(0) if match else "")
                 citation = {"citation": raw, "line": line, "error": _what_is_wrong(raw)}
@@ -101,7 +101,7 @@ def _patterns(options: dict[str, Any]) -> tuple[re.Pattern[str], bool]:
     return re.compile(options.get("pattern", DEFAULT_PATTERN)), "pattern" not in options
 
 
-def _citation(block: str, masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
+def _citation(masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
     """The item of one citation, or None when its file name is unusable."""
     name = match.group("file").strip()
     if not name or CONTROL_CHAR.search(name):
