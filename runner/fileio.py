@@ -21,6 +21,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,12 @@ __all__ = ["OutputError", "atomic_write", "dumps", "open_own", "utf8"]
 # A file runner writes in its output folder is opened without following a symlink planted
 # in its place (ELOOP): a link there never sends a write outside the folder.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+# How run.json, reviews and serve's jobs stamp time, and the templates' `now()`.
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class OutputError(RunnerError):

@@ -11,7 +11,6 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
+from runner.fileio import now
 from runner.paths import OK, resolve_inside
 from runner.pipeline.plugin_filters import BUILTIN_FILTERS, FilterTable
 from runner.pipeline.sandbox_limits import (
@@ -151,11 +151,6 @@ def pick(row: Any, keys: list[str]) -> dict[str, Any]:
 def pluck_values(mapping: Any, key: str) -> dict[str, Any]:
     """{k: v[key]} for nested values, other values kept as they are."""
     return {k: (v[key] if isinstance(v, dict) and key in v else v) for k, v in dict(mapping or {}).items()}
-
-
-def now() -> str:
-    """The current UTC time, ISO 8601 to the second."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):

@@ -20,10 +20,10 @@ from typing import Any
 
 from runner import __version__
 from runner.errors import InputError
+from runner.fileio import now
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
-from runner.pipeline.templating import now
 from runner.runs.folders import RESULTS, is_complete, resolve_run
 from runner.runs.manifest import (
     FORMAT,

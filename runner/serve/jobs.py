@@ -26,8 +26,7 @@ from typing import Any
 from runner.api import run_pipeline_async
 from runner.engine.progress import Counter
 from runner.errors import RunnerError
-from runner.fileio import atomic_write, dumps
-from runner.pipeline.templating import now
+from runner.fileio import atomic_write, dumps, now
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.pipeline.templating import now
+from runner.fileio import now
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
