@@ -85,7 +85,7 @@ def _shell(root: Path, env: dict[str, str], command: str) -> None:
 
 
 def claims_run(space: Workspace) -> None:
-    """A run of a small `claims` judge over two claims (README: Reading a run's calls)."""
+    """A run of a small `claims` judge over two claims (docs/run-folders.md: Reading a run's calls)."""
     root, env, fake = space.root, space.env, space.fake
     (root / "pipelines" / "claims.yaml").write_text("""
 version: 1
@@ -107,7 +107,7 @@ output: {verdict: "{{ steps.judge.output.verdict }}"}
 
 def reviewed_run(space: Workspace) -> None:
     """A run of the citation example with a local model, and two reviews of it saved as
-    `runner view` saves them (README: Reviewing in the browser)."""
+    `runner view` saves them (docs/view.md)."""
     local_model(space)
     work = space.root / "examples" / "citation_judge"
     _shell(work, space.env, "runner run ../../pipelines/citation_judge.yaml --input report.md --quiet")
@@ -126,7 +126,7 @@ def reviewed_run(space: Workspace) -> None:
 def slide_server(space: Workspace) -> None:
     """`runner serve pipelines` of the copy on a free port, which the docs' 127.0.0.1:8000
     stands for, its slide judge's model answering red for the slide claiming growth of 50%
-    and green for the others (README: Serving judges)."""
+    and green for the others (docs/serve.md)."""
     space.fake.script(json.dumps({"rating": "red", "score": 20, "explanation": "Revenue grew 11.7% in Q2, not 50%.",
                                   "issues": [{"type": "derived", "detail": "8,080,000 / 7,234,567 is +11.7%"}]}),
                       contains="grew 50%")

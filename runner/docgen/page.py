@@ -148,7 +148,7 @@ def _plugins() -> list[str]:
             "the project folder and inside it). Nothing else is imported. A module registers what it brings with "
             "`@register` (runner.engine.steps.base; the class's `schema` is its `with:` schema), "
             "`@adapter(\"name\")` (runner.inputs) and `@template_filter(\"name\")` "
-            "(runner.pipeline.plugin_filters); see the README's \"Plugins\" section for a whole example.", ""]
+            "(runner.pipeline.plugin_filters); see docs/writing-pipelines.md, \"Plugins\", for a whole example.", ""]
 
 
 def render_page() -> str:

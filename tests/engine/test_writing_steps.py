@@ -1,4 +1,4 @@
-"""The README's "Adding a step type" example, run as written: one module plus one schema
+"""docs/writing-pipelines.md's "Adding a step type" example, run as written: one module plus one schema
 make a step type that validate checks and a run uses."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from helpers import run
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-pipelines.md"
 
 
 def readme_blocks(language: str) -> list[str]:
-    section = README.read_text(encoding="utf-8").split("### Adding a step type", 1)[1]
+    section = DOC.read_text(encoding="utf-8").split("### Adding a step type", 1)[1]
     section = re.split(r"\n#{2,3} ", section, maxsplit=1)[0]          # up to the next heading
     return re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)
 
@@ -38,7 +38,7 @@ def word_count(monkeypatch):
     original = base.step_schema
     monkeypatch.setattr(base, "step_schema", lambda n: json.loads(schema) if n == "word_count" else original(n))
     base.STEPS.names()                                   # built-ins first, then the new one
-    exec(compile(source, "README.md", "exec"), module.__dict__)
+    exec(compile(source, "docs/writing-pipelines.md", "exec"), module.__dict__)
     yield
     base.STEPS.remove("word_count")
 

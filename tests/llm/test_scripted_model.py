@@ -1,6 +1,6 @@
 """The in-process scripted model (runner.testing): a reply becomes the answer or the error the
 HTTP transport makes of the same reply from the fake server; `scripted/...` models reach it
-only while it is installed; README's example runs as written."""
+only while it is installed; docs/models.md's example runs as written."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from runner.llm.client.transport import TransportError
 from runner.testing import Reply, ScriptedModel
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+DOC = REPO / "docs" / "models.md"
 EXAMPLE = REPO / "examples" / "citation_judge"
 MESSAGES = [{"role": "user", "content": "Is it so?"}]
 REPLIES = {
@@ -110,12 +110,12 @@ def test_scripted_models_reach_it_only_while_it_is_installed():
 
 
 def test_the_readmes_example_runs_as_written(tmp_path, monkeypatch):
-    section = README.read_text(encoding="utf-8").split("### Testing a judge without a model", 1)[1]
+    section = DOC.read_text(encoding="utf-8").split("### Testing a judge without a model", 1)[1]
     (code,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
     shutil.copytree(EXAMPLE, tmp_path / "examples" / "citation_judge")
     for folder in ("pipelines", "prompts", "schemas"):
         (tmp_path / folder).symlink_to(REPO / folder)
     monkeypatch.chdir(tmp_path / "examples" / "citation_judge")
     monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/models.md", "exec"), {})
     assert "scripted" not in registered_transports()

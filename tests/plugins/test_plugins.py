@@ -250,7 +250,7 @@ def test_an_installed_plugin_runs_on_ray(installed, words):
 
 
 def test_the_readme_plugin_example_runs_as_a_named_file(words):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "writing-pipelines.md").read_text(encoding="utf-8")
     section = readme.split("### Plugins: step types, input adapters and filters of your own", 1)[1]
     (source,) = re.findall(r"```python\n(.*?)```", re.split(r"\n#{2,3} ", section, maxsplit=1)[0], re.DOTALL)
     (words / "plugins").mkdir()
