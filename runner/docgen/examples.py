@@ -156,10 +156,15 @@ NAMESPACES: dict[str, tuple[str, str, str]] = {
                 "{{ foreach.index + 1 }} of {{ foreach.length }}"),
     "loop": ("a loop step's sub-steps", "index (1-based), previous (the last iteration's results), history, max",
              "{{ loop.previous.ask.output.reason if loop.previous else '' }}"),
+    "excerpts": ("an excerpts step's sub-steps (its re-ask)", "attempt (2 at the first re-ask), rejected (the last "
+                 "try's failed candidates: text, reason, similarity_score)",
+                 "{% for failed in excerpts.rejected %}- {{ failed.text }}: {{ failed.reason }}{% endfor %}"),
     "error": ("a step's `default:` (with `on_error: default`)", "the message of the failure it stands in for",
               "{message: '{{ error }}', failed: true}"),
     "duration_ms": ("output", "the item's run time in milliseconds, known once its steps are done",
                     "{{ duration_ms }}"),
+    "llm_calls": ("output", "the LLM calls the item's steps made (a re-ask or a repair is one more; an answer from the "
+                            "cache counts), known once its steps are done", "{{ llm_calls }}"),
     "result": ("summary (rates), memo", "one item's result (its output fields)", "{{ result.verified }}"),
     "results": ("summary", "every item's result", "{{ results | selectattr('verified') | list | length }}"),
     "counts": ("summary", "the count of each value of `summary.count_by`", "{{ counts.get('VALID', 0) }}"),

@@ -136,8 +136,9 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
             return {**result, "error": str(exc)}
     started = time.perf_counter()
     runtime.observer.item_start(item)
+    calls = CallCounts()
     try:
-        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, item=item)
+        outcome = await run_steps(runtime, runtime.pipeline.steps, scope, calls, item=item)
     except NeedsModel:
         raise
     except RunnerError as exc:
@@ -145,6 +146,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     except Exception as exc:  # a bug in one step must not sink the other items
         outcome = StepsOutcome(scope["steps"], error=f"internal error: {type(exc).__name__}: {exc}")
     scope["duration_ms"] = round((time.perf_counter() - started) * 1000)
+    scope["llm_calls"] = calls.calls
     if runtime.pipeline.output_base:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)

@@ -27,6 +27,7 @@ class StepType(Protocol):
     substeps: ClassVar[bool]
     sub_scope: ClassVar[tuple[str, ...]]
     own_scope: ClassVar[tuple[str, ...]]
+    lazy_fields: ClassVar[tuple[str, ...]]
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]: ...
@@ -47,6 +48,7 @@ class StepInfo:
     substeps: bool = False
     sub_scope: tuple[str, ...] = ()
     own_scope: tuple[str, ...] = ()
+    lazy_fields: tuple[str, ...] = ()     # of a step with sub-steps: fields rendered in the sub-steps' scope
     summary: str = ""
     result_schema: Callable[[Mapping[str, Any], ShapeContext], dict[str, Any]] = lambda args, shapes: OPEN
     static_problems: Callable[[Mapping[str, Any], ShapeContext], list[tuple[DataPath, str]]] = \
@@ -73,7 +75,8 @@ def step_info(name: str) -> StepInfo:
     return StepInfo(name=cls.name, schema=schema if schema is not None else step_schema(cls.name),
                     template_fields=cls.template_fields,
                     model_fields=cls.model_fields, schema_fields=cls.schema_fields,
-                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope, summary=cls.summary,
+                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope,
+                    lazy_fields=cls.lazy_fields, summary=cls.summary,
                     result_schema=cls.result_schema, static_problems=cls.static_problems)
 
 

@@ -39,7 +39,7 @@ from runner.yamlpos import Path as DataPath
 
 BASE_NAMES = {"item", "params", "steps", "env", "run"}
 SUMMARY_NAMES = {"result", "results", "counts", "total"}   # `result` in a rate; the others once every result is in
-OUTPUT_NAMES = {"duration_ms"}   # the item's run time, known once its steps are done
+OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM calls, known once its steps are done
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
@@ -267,10 +267,10 @@ class _Checker:
         own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
         step_names = names | ({"error"} if step.get("on_error") == "default" else set())
         sub_names = names | _sub_scope(info, args)
-        # A sub-step container's own fields (until, output) may read its sub-steps.
+        # A sub-step container's lazy fields (a loop's until, an output) may read its sub-steps.
         inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
         for key, value in own_args.items():
-            if info.substeps and key in ("until", "output"):
+            if info.substeps and key in info.lazy_fields:
                 self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
             else:
                 self.text.strings(value, (*path, "with", key), names | set(info.own_scope), seen,

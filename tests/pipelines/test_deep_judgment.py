@@ -66,7 +66,7 @@ def test_all_excerpts_valid(judge_over_http, fake_llm):
     assert dj["extracted_excerpts"]["dose_mg"] == [{"text": "ZX-41 at 40 mg once daily", "confidence": "high",
                                                      "similarity_score": 1.0}]
     assert dj["attributes_without_excerpts"] == [] and dj["deep_judgment_excerpt_retry_count"] == 0
-    assert dj["deep_judgment_model_calls"] == 3
+    assert dj["deep_judgment_model_calls"] == 4
     assert dj["deep_judgment_stages_completed"] == ["excerpts", "reasoning", "parameters"]
     assert dj["attribute_reasoning"]["dose_mg"] == "stated as 40 mg"
     assert dj["hallucination_risk_assessment"] is None
@@ -86,7 +86,7 @@ def test_paraphrase_is_retried_with_feedback_then_fixed(judge, scripted_llm):
     script_common(scripted_llm)
     result = judge([RECORD]).results[0]
     dj = result["deep_judgment"]
-    assert dj["deep_judgment_excerpt_retry_count"] == 1 and dj["deep_judgment_model_calls"] == 4
+    assert dj["deep_judgment_excerpt_retry_count"] == 1 and dj["deep_judgment_model_calls"] == 5
     assert dj["extracted_excerpts"]["endpoint_met"][0]["text"] == "The primary endpoint was met"
     assert dj["attributes_without_excerpts"] == [] and result["verify_result"] is True
     (retry,) = scripted_llm.calls(contains=RETRY)
@@ -103,7 +103,7 @@ def test_never_fixed_auto_fails_with_counts(judge, scripted_llm):
     result = judge([RECORD]).results[0]
     dj = result["deep_judgment"]
     assert dj["attributes_without_excerpts"] == ["endpoint_met"]
-    assert dj["deep_judgment_excerpt_retry_count"] == 2 and dj["deep_judgment_model_calls"] == 5
+    assert dj["deep_judgment_excerpt_retry_count"] == 2 and dj["deep_judgment_model_calls"] == 6
     assert len(scripted_llm.calls(contains=RETRY)) == 2
     second = scripted_llm.calls(contains=RETRY)[1].prompt
     assert '"the trial was a triumph"' in second                              # quotes the previous failure
