@@ -29,6 +29,7 @@ FILTERS: dict[str, Example] = {
     "dict_from": Example("[{'k': 'a', 'v': 1}, {'k': 'b', 'v': 2}] | dict_from('k', 'v')", {"a": 1, "b": 2}),
     "pick": Example("{'a': 1, 'b': 2, 'c': 3} | pick(['a', 'c'])", {"a": 1, "c": 3}),
     "pluck_values": Example("{'x': {'score': 1}, 'y': 2} | pluck_values('score')", {"x": 1, "y": 2}),
+    "mean": Example("[{'x': 1}, {'x': 2}, {'y': 9}] | mean('x')", 1.5),
     "sentences": Example("'The U.S. economy grew 2.5% in Q3. Prices rose.' | sentences",
                          ["The U.S. economy grew 2.5% in Q3.", "Prices rose."]),
     # Jinja's

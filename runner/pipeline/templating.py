@@ -7,6 +7,7 @@ Input data is only ever passed in as values, never compiled as a template."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import unicodedata
 import uuid
@@ -104,6 +105,20 @@ def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
     return max(low, min(high, float(value)))
 
 
+def mean(values: Any, attribute: str | None = None, digits: int | None = None) -> float | None:
+    """The mean of the numbers in a list (of each row's `attribute`, rows without it left out),
+    rounded to `digits` when given; none (null) when there is no number to average. Booleans
+    are not numbers here: a mean of flags is a rate, which `summary.rates` gives with its n."""
+    rows = values or []
+    picked = [row.get(attribute) if isinstance(row, Mapping) else None for row in rows] if attribute else list(rows)
+    numbers = [float(v) for v in picked if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and math.isfinite(v)]
+    if not numbers:
+        return None
+    average = math.fsum(numbers) / len(numbers)
+    return round(average, digits) if digits is not None else average
+
+
 def tojson(value: Any, indent: int | None = None) -> str:
     """JSON text of a value, with non-ASCII characters kept as they are."""
     # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
@@ -196,7 +211,7 @@ def length(value: Any) -> int:
 RUNNER_FILTERS: dict[str, Callable[..., Any]] = dict(
     normalize=normalize, normalize_html=normalize_html, sha256=sha256, regex_findall=regex_findall,
     regex_search=regex_search, clamp=clamp, tojson=tojson, fields_schema=fields_schema, dict_from=dict_from,
-    pick=pick, pluck_values=pluck_values, length=length, count=length, sentences=split_sentences)
+    pick=pick, pluck_values=pluck_values, length=length, count=length, sentences=split_sentences, mean=mean)
 BUILTIN_FILTERS.update(RUNNER_FILTERS)
 
 

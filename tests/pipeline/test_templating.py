@@ -157,3 +157,15 @@ def test_a_list_holding_itself_is_checked_once():
     loop: list[object] = [1, "x"]
     loop.append(loop)
     assert Renderer().value("{{ v }}", {"v": loop}) is loop
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ("[1, 2, 4] | mean", 7 / 3),
+    ("[1, 2, 4] | mean(digits=2)", 2.33),
+    ("rows | mean('x')", 2.0),                      # rows without x, or with a non-number, are left out
+    ("rows | mean('flag')", None),                  # booleans are not averaged (a rate says its n)
+    ("[] | mean", None),
+])
+def test_mean_averages_the_numbers_there_are(expression, expected):
+    rows = [{"x": 1}, {"x": 3}, {"y": 5}, {"x": None}, {"x": "7"}, {"flag": True}]
+    assert Renderer().value("{{ " + expression + " }}", {"rows": rows}) == pytest.approx(expected)
