@@ -476,15 +476,18 @@ def test_bad_param_overrides_are_refused_before_the_run(project, cli, assignment
     assert not (project.root / "out").exists()
 
 
-def test_params_schema_is_checked_in_the_file_with_its_position(project, cli):
+def test_param_declarations_are_checked_in_the_file_with_their_position(project, cli):
     path = echo_pipeline(project).read_text().replace(
-        "steps:", "params: {threshold: high, ratio: 0.5}\nparams_schema:\n  threshold: {type: number}\n"
-                  "  ratoi: {type: number}\n  ratio: {type: nonsense}\nsteps:")
+        "steps:", "params:\n  threshold: {default: high, type: number}\n  ratio: {default: 0.5, type: nonsense}\n"
+                  "steps:")
     result = cli("validate", str(project.pipeline(path)))
     assert result.exit_code == 2
-    assert "p.yaml:3:21: params.threshold: 'high' is not of type 'number'" in result.output
-    assert "p.yaml:6:3: params_schema.ratoi: unknown param 'ratoi'. Did you mean 'ratio'?" in result.output
-    assert "params_schema.ratio: not a valid JSON Schema" in result.output
+    assert "p.yaml:4:24: params.threshold: 'high' is not of type 'number'" in result.output
+    assert "p.yaml:5:3: params.ratio: its declaration is not a valid JSON Schema" in result.output
+    misspelt = path.replace("type: nonsense}", "minimm: 1}")
+    result = cli("validate", str(project.pipeline(misspelt)))
+    assert "p.yaml:5:25: params.ratio.minimm: unknown key 'minimm' in the declaration of param 'ratio'." \
+        in result.output
 
 
 def test_every_shipped_pipeline_declares_its_params():

@@ -39,9 +39,10 @@ class Feature:
 FEATURES = [
     Feature("Parameters declared once",
             "Each param is its value and its type in one place: a mapping holding `default` plus JSON Schema "
-            "keywords and a `description` (the older form, values under `params:` and their schemas under "
-            "`params_schema:`, keeps working; a file uses one or the other). `runner params PIPELINE` lists "
-            "them; every `--set params.NAME=VALUE` is checked against the type before a run.",
+            "keywords and a `description`, or a plain value, which declares the type of that value (`0.6` a "
+            "number, `2` an integer, `x` a string). The older form (schemas under `params_schema:`) is refused "
+            "with the fix. `runner params PIPELINE` lists them; every `--set params.NAME=VALUE`, serve request "
+            "and sweep grid value is checked against the type before a run.",
             {"pipelines/judge.yaml": JUDGE},
             [{"quote": "the cat sat", "text": "the cat sat on the mat"}], [{"found": True}]),
     Feature("A variant: `extends:`",

@@ -25,6 +25,7 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
+from runner.pipeline.params import typed_defaults
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
@@ -57,6 +58,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                                                    "(version, name, steps, ...)")])
         project_dir = project_dir or file.resolve().parent.parent
         located, sources = expand(located, file, project_dir)
+        typed_defaults(located)
         sources += with_probe_file(located, project_dir)
         # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
         # is valid without the pipeline changing: such pipelines are checked every time.

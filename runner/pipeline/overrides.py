@@ -68,10 +68,19 @@ def apply_overrides(located: Located, assignments: list[str], schema: dict[str, 
                 problems.append(Problem(label, ".".join(parts[:2] if label == text else parts), str(exc),
                                         (10**9, 0)))
                 break
+            if _declared_string(located.data, path) and not isinstance(value, str) and label != text:
+                value = text.partition("=")[2]      # `--set params.name=2024` to a string param: the text
             _write(located.data, path, value)
             located.overridden[path] = text
     if problems:
         raise ConfigError(problems)
+
+
+def _declared_string(data: dict[str, Any], path: DataPath) -> bool:
+    if len(path) != 2 or path[0] != "params":
+        return False
+    schema = (data.get("params_schema") or {}).get(path[1])
+    return isinstance(schema, dict) and schema.get("type") == "string"
 
 
 class _BadPath(Exception):

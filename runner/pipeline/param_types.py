@@ -1,4 +1,4 @@
-"""`params_schema:`: the declared type and range of each param, checked against the
+"""The declared type and range of each param (runner/pipeline/params.py), checked against the
 file's values and every `--set` before anything runs."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def param_problems(located: Located) -> list[Problem]:
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
-            problems.append(located.problem(("params_schema", name), f"not a valid JSON Schema: {exc.message}"))
+            problems.append(located.problem(("params", name), f"its declaration is not a valid JSON Schema: "
+                                                              f"{exc.message}", key=True))
             continue
         problems.extend(schema_problems(located, params[name], schema, ("params", name)))
     for name, value in params.items():

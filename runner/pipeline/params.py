@@ -1,20 +1,24 @@
 """Params declared once: `params: {NAME: {default: VALUE, type: ..., minimum: ..., description: ...}}`.
 
-A pipeline declares each param's value and its type in one place. The two-block form
-(`params:` values plus a JSON Schema per param under `params_schema:`) keeps working; a file
-uses one form or the other, and which one is never a guess:
+A pipeline declares each param's value and its type in one place:
 
-- a file with `params_schema:` uses the two blocks: every value under `params:` is the
-  param's value as written;
-- in a file without it, a param whose value is a mapping holding `default` is a
-  declaration: `default` is its value and every other key a JSON Schema keyword (`type`,
-  `enum`, `minimum`, `maximum`, `minLength`, `items`, ...) or `description`; any other key
-  is an error naming it. Any other value is the param's value as written. (A param whose
-  value is itself a mapping with a `default` key is declared: `{default: {default: 1}}`.)
+- a param whose value is a mapping holding `default` is a declaration: `default` is its value
+  and every other key a JSON Schema keyword (`type`, `enum`, `minimum`, `maximum`,
+  `minLength`, `items`, ...) or `description`; any other key is an error naming it. (A param
+  whose value is itself a mapping with a `default` key is declared: `{default: {default: 1}}`.)
+- any other value is the param's default as written, and declares the param's type as its
+  default's (`min_score: 0.6` is a number, `retries: 2` an integer, `name: x` a string, a
+  mapping an object, a list an array; a null default declares no type), so `--set`, serve's
+  requests and sweep grids are checked against it as against a declared one.
 
-Each file is read into the two blocks as soon as it is loaded (before a variant merges into
-its base and before any `--set`), so the rest of runner, run.json and `runner diff` see
-plain values under `params` and their schemas under `params_schema`."""
+The older two-block form (values under `params:`, their schemas under `params_schema:`) is
+refused with the one-block form of the file's own first param as the fix.
+
+Each file is read into values and schemas as soon as it is loaded (before a variant merges
+into its base and before any `--set`): the rest of runner, run.json and `runner diff` see
+plain values under `params` and their schemas under `params_schema`; the types of plain
+defaults are added once the variant is merged (`typed_defaults`), so a variant's plain value
+for a declared param keeps the base's declaration."""
 
 from __future__ import annotations
 
@@ -46,13 +50,7 @@ def declared_params(located: Located) -> list[Problem]:
     if not isinstance(params, dict):
         return []
     if "params_schema" in data:
-        schemas = data.get("params_schema") or {}
-        return [located.problem(("params", name), "this file gives params' types under `params_schema:`, so "
-                                f"this mapping would be param '{name}' itself: write its value here and its "
-                                "schema under params_schema (or declare every param in one block, without "
-                                "params_schema)")
-                for name, value in params.items()
-                if is_declaration(value) and not (isinstance(schemas, dict) and name in schemas)]
+        return [located.problem(("params_schema",), _older_form(params, data.get("params_schema")), key=True)]
     problems: list[Problem] = []
     schemas = {}
     for name, value in params.items():
@@ -78,6 +76,47 @@ def declared_params(located: Located) -> list[Problem]:
         located.value_pos.setdefault(("params_schema",), located.where(("params",)))
         data["params_schema"] = schemas
     return problems
+
+
+def _older_form(params: dict[str, Any], schemas: Any) -> str:
+    """The refusal of `params_schema:`, with the file's first declared param in the one-block form."""
+    example = "min_score: {default: 0.6, type: number, minimum: 0, maximum: 1}"
+    for name, schema in (schemas or {}).items() if isinstance(schemas, dict) else ():
+        if isinstance(schema, dict) and name in params and all(isinstance(v, (str, int, float, bool))
+                                                               for v in schema.values()):
+            fields = ", ".join(f"{k}: {_shown(v)}" for k, v in schema.items())
+            example = f"{name}: {{default: {_shown(params[name])}{', ' if fields else ''}{fields}}}"
+            break
+    return ("the older form of params, no longer read: declare each param once under "
+            f"`params:`, its value as `default` beside its schema, e.g. `{example}` (a plain value declares its "
+            "own type), and remove params_schema")
+
+
+JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+                                            (dict, "object"), (list, "array"))
+
+
+def typed_defaults(located: Located) -> None:
+    """Give each param declared by a plain default (no schema of its own, in any file of a
+    variant) the type of that default, located where the default is."""
+    data = located.data
+    params = data.get("params")
+    if not isinstance(params, dict):
+        return
+    schemas = data.setdefault("params_schema", {})
+    for name, value in params.items():
+        kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), None)
+        if name in schemas or kind is None:
+            continue
+        schemas[name] = {"type": kind}
+        where = located.where(("params", name), key=True)
+        located.value_pos.setdefault(("params_schema", name), where)
+        located.value_pos.setdefault(("params_schema", name, "type"), located.where(("params", name)))
+        located.key_pos.setdefault(("params_schema", name), where)
+    if schemas:
+        located.value_pos.setdefault(("params_schema",), located.where(("params",)))
+    else:
+        del data["params_schema"]
 
 
 def param_rows(params: dict[str, Any], schemas: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

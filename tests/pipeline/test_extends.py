@@ -197,14 +197,33 @@ def test_a_declaration_with_an_unknown_key_is_an_error(project):
                                  "param 't'. Did you mean 'minimum'?")
 
 
-def test_the_two_block_form_keeps_working_and_does_not_mix(project):
-    two = project.pipeline("version: 1\nname: p\nparams:\n  t: 1\n  m: {default: 2}\nparams_schema:\n"
-                           "  t: {type: integer}\n  m: {type: object}\nsteps: [{id: a, uses: compute, with: {x: 1}}]\n")
-    assert load_pipeline(two).params == {"t": 1, "m": {"default": 2}}
-    mixed = project.pipeline("version: 1\nname: p\nparams:\n  t: 1\n  u: {default: 2, type: integer}\n"
-                             "params_schema:\n  t: {type: integer}\nsteps: [{id: a, uses: compute, with: {x: 1}}]\n")
-    with pytest.raises(ConfigError, match=r"p.yaml:5:6: params.u: this file gives params' types under"):
-        load_pipeline(mixed)
+def test_the_older_two_block_form_is_refused_with_the_fix(project):
+    two = project.pipeline("version: 1\nname: p\nparams:\n  t: 0.5\nparams_schema:\n"
+                           "  t: {type: number, maximum: 1}\nsteps: [{id: a, uses: compute, with: {x: 1}}]\n")
+    with pytest.raises(ConfigError, match=r"p.yaml:5:1: params_schema: the older form of params, no longer read: "
+                                          r"declare .*e.g. `t: \{default: 0.5, type: number, maximum: 1\}`"):
+        load_pipeline(two)
+
+
+def test_a_plain_default_declares_its_type_checked_by_every_set(project):
+    path = project.pipeline("version: 1\nname: p\nparams:\n  min_score: 0.6\n  retries: 2\n  name: x\n"
+                            "  nothing: null\nsteps: [{id: a, uses: compute, with: {x: 1}}]\n")
+    assert load_pipeline(path).params_schema == {"min_score": {"type": "number"}, "retries": {"type": "integer"},
+                                                 "name": {"type": "string"}}
+    with pytest.raises(ConfigError, match=r"params.min_score: 'abc' is not of type 'number'"):
+        load_pipeline(path, ["params.min_score=abc"])
+    with pytest.raises(ConfigError, match=r"params.retries: 2.5 is not of type 'integer'"):
+        load_pipeline(path, ["params.retries=2.5"])
+    assert load_pipeline(path, ["params.min_score=1", "params.name=2024", "params.nothing=[1]"]).params == {
+        "min_score": 1, "retries": 2, "name": "2024", "nothing": [1]}     # a string param takes the text as given
+
+
+def test_a_variants_plain_value_keeps_the_bases_declaration(project):
+    project.pipeline("version: 1\nname: p\nparams:\n  t: {default: 0.5, type: [number, 'null'], maximum: 1}\n"
+                     "steps: [{id: a, uses: compute, with: {x: 1}}]\n", "base.yaml")
+    variant = project.pipeline("extends: base.yaml\nparams:\n  t: 0.7\n", "variant.yaml")
+    loaded = load_pipeline(variant)
+    assert (loaded.params, loaded.params_schema) == ({"t": 0.7}, {"t": {"type": ["number", "null"], "maximum": 1}})
 
 
 def test_runner_params_lists_them(project, cli):
@@ -215,4 +234,4 @@ def test_runner_params_lists_them(project, cli):
     assert lines[0].split() == ["name", "type", "default", "range", "description"]
     assert lines[1].split(None, 4) == ["threshold", "number", "0.8", "0..1", "share of the quote"]
     assert lines[2].split() == ["label", "-", "low", "low|high"]
-    assert lines[3].split() == ["words", "-", "5"]
+    assert lines[3].split() == ["words", "integer", "5"]

@@ -18,8 +18,7 @@ from runner.pipeline.validated import FOLDER, ValidatedPipelines
 PIPELINE = """
     version: 1
     name: v
-    params: {threshold: 0.5}
-    params_schema: {threshold: {type: number, maximum: 1}}
+    params: {threshold: {default: 0.5, type: number, maximum: 1}}
     models:
       m: {model: openai/m, api_base: "http://127.0.0.1:9/v1"}
     steps:

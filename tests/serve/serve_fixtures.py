@@ -34,11 +34,8 @@ name: deck
 description: Rate each slide of a deck against its data.
 input: {adapter: json, explode: slides, parent_as: deck}
 params:
-  green_at: 80
+  green_at: {default: 80, type: number, minimum: 0, maximum: 100}
   data_root: data
-params_schema:
-  green_at: {type: number, minimum: 0, maximum: 100}
-  data_root: {type: string}
 models:
   judge: {model: openai/scripted, retries: 0}
 steps:

@@ -65,7 +65,6 @@ def test_a_param_that_would_change_the_models_is_refused(served_project, served)
         version: 1
         name: pick
         params: {model_name: openai/scripted}
-        params_schema: {model_name: {type: string}}
         models: {judge: {model: "{{ params.model_name }}"}}
         steps: [{id: a, uses: llm, with: {model: judge, prompt: "hi {{ item.x }}", json: true}}]
         output: {v: "{{ steps.a.output }}"}
