@@ -516,3 +516,68 @@ def test_a_pipeline_nested_past_the_c_parsers_stack_is_a_message(project):
     done = subprocess.run([sys.executable, "-m", "runner.cli.app", "validate", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "YAML nested too deeply to load" in done.stdout + done.stderr
+
+
+# ---- issue 63: hostile input and faults, round 5 (the rows outside `runner serve`) ---------
+
+SCORE_SCHEMA = {"type": "object", "required": ["score", "reason"],
+                "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}}}
+
+
+def strict_results(project) -> list[dict]:
+    """results.jsonl read as JSON proper: a bare NaN or Infinity fails, as in JSON.parse or jq."""
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in results.jsonl")
+    text = (project.root / "out" / "results.jsonl").read_text()
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+def score_judge(project, jurors: int) -> Path:
+    project.schema("score.schema.json", SCORE_SCHEMA)
+    project.prompt("judge.j2", "Judge claim {{ item.n }}\n")
+    seats = ", ".join(f"j{n}" for n in range(jurors))
+    models = "\n".join(f"          j{n}: {{model: scripted/judge-{n}, backoff: 0.01, retries: 0}}" for n in range(jurors))
+    return project.pipeline(f"""
+        version: 1
+        name: s
+        models:
+{models}
+        steps:
+          - id: jury
+            uses: jury
+            with: {{models: [{seats}], prompt: judge.j2, output_schema: score.schema.json, repair: 1,
+                    vote: {{field: score, method: mean}}}}
+        output:
+          score: "{{{{ steps.jury.score }}}}"
+          reason: "{{{{ steps.jury.reason }}}}"
+        """)
+
+
+@pytest.mark.parametrize("jurors", [1, 3])
+def test_L1_a_nan_answer_is_a_jurors_error_not_an_index_error_in_a_mean(project, cli, scripted_llm, jurors):
+    scripted_llm.script(Reply('{"score": NaN, "reason": "x"}'), model="judge-0")
+    scripted_llm.answer_json({"score": 0.8, "reason": "fine"})
+    path = score_judge(project, jurors)
+    write_json(project.root / "in.json", [{"n": 1}])
+    result = cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet")
+    [only] = strict_results(project)
+    assert "error" not in only, only                                       # no IndexError in a mean
+    assert len(scripted_llm.calls(model="judge-0")) >= 2                   # re-asked, as for any invalid answer
+    if jurors == 1:
+        assert only["score"] is None and "All 1 juror failed" in only["reason"], only
+        assert "the answer holds NaN, not a finite number" in only["reason"]
+    else:
+        assert only["score"] == 0.8 and result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_L1_a_non_finite_number_never_reaches_an_llm_steps_result(project, scripted_llm, one_step, number):
+    project.schema("number.schema.json", {"type": "object", "properties": {"score": {"type": "number"}}})
+    scripted_llm.script(Reply('{"score": ' + number + ', "reason": "x"}'))
+    outcome = one_step("{id: ask, uses: llm, with: {model: m, prompt: hi, output_schema: number.schema.json, "
+                       "repair: 1}}", [{"n": 1}], output='{score: "{{ steps.ask.output.score }}"}')
+    [only] = outcome.results
+    assert f"the answer holds {number}, not a finite number" in only["error"], only
+    assert len(scripted_llm.requests) == 2
+    assert strict_results(project) == [only]
+
