@@ -5,12 +5,18 @@ Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d` in a JSON 
 record, or the `surrogateescape` stand-in of an undecodable byte) becomes U+FFFD, the
 replacement character a UTF-8 decoder gives an undecodable byte, so every file says the
 same thing about the same bad text and no write fails on it. XML 1.0 also refuses most
-control characters and U+FFFE/U+FFFF: `xml_text` replaces those too."""
+control characters and U+FFFE/U+FFFF: `xml_text` replaces those too.
+
+What JSON cannot hold at all is refused, not replaced: a value that holds itself (a plugin's
+result), NaN or infinity, an integer longer than Python writes (`writable_value`,
+UnwritableValue saying which). The walks never recurse and stop at a cycle."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from typing import Any
 
 REPLACEMENT = "\ufffd"
@@ -43,21 +49,58 @@ def utf8(text: str) -> bytes:
         return clean_text(text).encode("utf-8")
 
 
-def _is_clean(value: Any) -> bool:
+class UnwritableValue(ValueError):
+    """A value JSON cannot hold; the message says why ("it refers to itself", ...)."""
+
+
+class _Leave:
+    """Marks, on a walk's stack, the end of a container's contents."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self, ident: int):
+        self.ident = ident
+
+
+def _is_clean(value: Any, strict: bool = False) -> bool:
     """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
-    strings are almost always fine, so most results need no copy)."""
+    strings are almost always fine, so most results need no copy). UnwritableValue when a
+    container holds itself, and with `strict` when a number cannot be written as JSON.
+    A container reached twice on different branches (shared, not a cycle) is fine."""
     stack = [value]
+    inside: set[int] = set()         # the containers the walk is in now
     while stack:
         current = stack.pop()
         if isinstance(current, str):
             if not current.isascii() and not _encodable(current):
                 return False
-        elif isinstance(current, dict):
-            stack.extend(current)
-            stack.extend(current.values())
-        elif isinstance(current, (list, tuple)):
-            stack.extend(current)
+        elif isinstance(current, (dict, list, tuple)):
+            ident = id(current)
+            if ident in inside:
+                raise UnwritableValue("it refers to itself")
+            inside.add(ident)
+            stack.append(_Leave(ident))
+            if isinstance(current, dict):
+                stack.extend(current)
+                stack.extend(current.values())
+            else:
+                stack.extend(current)
+        elif isinstance(current, _Leave):
+            inside.discard(current.ident)
+        elif strict:
+            _check_number(current)
     return True
+
+
+def _check_number(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnwritableValue(f"it holds {value!r} (JSON has no NaN or infinity)")
+    limit = sys.get_int_max_str_digits()
+    if isinstance(value, int) and limit and value.bit_length() > 3 * limit:    # 3.32 bits a digit: near the limit
+        try:
+            str(value)
+        except ValueError:
+            raise UnwritableValue(f"it holds an integer of more than {limit:,} digits") from None
 
 
 def _encodable(text: str) -> bool:
@@ -82,6 +125,12 @@ def clean_value(value: Any) -> Any:
     """A JSON-like value with every string (keys too) passed through `clean_text`: the value
     itself when nothing needs it (the usual case, checked without copying)."""
     return value if _is_clean(value) else _cleaned(value)
+
+
+def writable_value(value: Any) -> Any:
+    """`clean_value(value)`, or UnwritableValue when JSON cannot hold `value`: it refers to
+    itself, or holds NaN, infinity or an integer longer than Python writes as text."""
+    return value if _is_clean(value, strict=True) else _cleaned(value)
 
 
 def dumps(value: Any) -> str:

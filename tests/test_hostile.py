@@ -581,3 +581,39 @@ def test_L1_a_non_finite_number_never_reaches_an_llm_steps_result(project, scrip
     assert len(scripted_llm.requests) == 2
     assert strict_results(project) == [only]
 
+
+SELF_REFERRING_PLUGIN = '''
+from runner.engine.steps.base import Step, register
+
+
+@register
+class Tangle(Step):
+    name = "tangle"
+    summary = "A result that holds itself when `tangle` is true."
+    schema = {"type": "object", "properties": {"tangle": {}}}
+
+    async def run(self, ctx):
+        tangled = {"fine": 1}
+        if ctx.args.get("tangle"):
+            tangled["self"] = tangled
+        return tangled
+'''
+
+
+def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project):
+    project.file("plugins/tangle.py", SELF_REFERRING_PLUGIN)
+    path = project.pipeline("""
+        plugins: [plugins/tangle.py]
+        version: 1
+        name: t
+        steps: [{id: knot, uses: tangle, with: {tangle: "{{ item.n == 2 }}"}}]
+        output: {n: "{{ item.n }}", knot: "{{ steps.knot }}"}
+        """)
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}, {"n": 3}])
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json",
+                           "--out", "out", "--quiet"], cwd=project.root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    first, second, third = project.results()
+    assert first["knot"] == {"fine": 1} and third["knot"] == {"fine": 1}
+    assert second["error"] == "output.knot: not JSON-serialisable: it refers to itself", second
+    assert "knot" not in second and second["n"] == 2
