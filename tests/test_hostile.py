@@ -617,3 +617,36 @@ def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project):
     assert first["knot"] == {"fine": 1} and third["knot"] == {"fine": 1}
     assert second["error"] == "output.knot: not JSON-serialisable: it refers to itself", second
     assert "knot" not in second and second["n"] == 2
+
+
+@pytest.mark.parametrize("logprob", [50.0, 1e-3])
+def test_L2_a_positive_logprob_is_no_confidence(project, scripted_llm, logprob):
+    import math
+
+    from jurors import token_logprobs
+    project.schema("v.schema.json", {"type": "object", "required": ["verdict"],
+                                     "properties": {"verdict": {"enum": ["VALID", "UNSUPPORTED"]}}})
+    text = json.dumps({"verdict": "VALID", "reason": "r"})
+    scripted_llm.script(Reply(text, logprobs=token_logprobs(text, {"verdict": math.exp(logprob)})), contains="Judge 1")
+    scripted_llm.script(Reply(text, logprobs=token_logprobs(text, {"verdict": 0.9})), contains="Judge 2")
+    path = project.pipeline("""
+        version: 1
+        name: gated
+        models: {a: {model: scripted/judge-a}}
+        steps:
+          - id: jury
+            uses: jury
+            with: {models: [a], prompt: "Judge {{ item.n }}", output_schema: v.schema.json, vote: {field: verdict},
+                   confidence: true}
+          - id: verdict
+            uses: decide
+            with:
+              rules:
+                - {min_confidence: {jury: 0.75}, verdict: "{{ steps.jury.verdict }}"}
+                - {verdict: REVIEW}
+        output: {verdict: "{{ steps.verdict.verdict }}", confidence: "{{ steps.jury.confidence }}",
+                 vote: "{{ steps.jury.votes[0].confidence }}"}
+        """)
+    outcome = run(path, write_json(project.root / "in.json", [{"n": 1}, {"n": 2}]))
+    assert [(r["verdict"], r["confidence"], r["vote"]) for r in outcome.results] == \
+        [("REVIEW", None, None), ("VALID", 0.9, 0.9)]
