@@ -650,3 +650,43 @@ def test_L2_a_positive_logprob_is_no_confidence(project, scripted_llm, logprob):
     outcome = run(path, write_json(project.root / "in.json", [{"n": 1}, {"n": 2}]))
     assert [(r["verdict"], r["confidence"], r["vote"]) for r in outcome.results] == \
         [("REVIEW", None, None), ("VALID", 0.9, 0.9)]
+
+
+def damage_page(database: Path, offset: int = 16384, size: int = 4096) -> None:
+    with database.open("r+b") as file:
+        file.seek(offset)
+        file.write(bytes(range(256)) * (size // 256))
+
+
+def test_L3_a_damaged_page_in_the_answer_cache_is_a_miss_with_one_warning(project, scripted_llm, one_step, capsys):
+    items = [{"n": n} for n in range(60)]
+    scripted_llm.script(lambda prompt, body: json.dumps({"verdict": "yes", "reason": prompt * 60}))
+    step = "{id: ask, uses: llm, with: {model: m, prompt: 'Item {{ item.n }} ', json: true}}"
+    first = one_step(step, items, output='{verdict: "{{ steps.ask.output.verdict }}"}')
+    assert [r["verdict"] for r in first.results] == ["yes"] * 60
+    database = project.root / "cache" / "responses" / "cache.db"
+    assert database.stat().st_size > 40_000
+    damage_page(database)
+    scripted_llm.requests.clear()
+    capsys.readouterr()
+    again = one_step(step, items, output='{verdict: "{{ steps.ask.output.verdict }}"}', out="again")
+    assert [r.get("verdict") for r in again.results] == ["yes"] * 60, again.results[:3]
+    assert not any("error" in r for r in again.results)
+    assert len(scripted_llm.requests) == 60           # the damaged page is the index: every answer asked again
+    said = capsys.readouterr().err
+    warning = [line for line in said.splitlines() if "cache.db" in line]
+    assert len(warning) == 1, said
+    assert f"{database}" in warning[0] and "runner cache clear" in warning[0]
+
+
+def test_L3_cache_clear_removes_a_damaged_answer_cache(project, cli):
+    import diskcache
+    cache = diskcache.Cache(str(project.root / "cache" / "responses"))
+    for n in range(60):
+        cache.set(f"{n:064x}", json.dumps({"content": f"answer {n} " * 60}))
+    cache.close()
+    damage_page(project.root / "cache" / "responses" / "cache.db")
+    assert cli("cache", "stats", "--cache-dir", "cache").exit_code == 2
+    cleared = cli("cache", "clear", "--cache-dir", "cache")
+    assert cleared.exit_code == 0 and "removed the damaged cache folder cache/responses" in cleared.output
+    assert not (project.root / "cache" / "responses").exists()
