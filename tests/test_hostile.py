@@ -690,3 +690,17 @@ def test_L3_cache_clear_removes_a_damaged_answer_cache(project, cli):
     cleared = cli("cache", "clear", "--cache-dir", "cache")
     assert cleared.exit_code == 0 and "removed the damaged cache folder cache/responses" in cleared.output
     assert not (project.root / "cache" / "responses").exists()
+
+
+@pytest.mark.parametrize("template", ["{{ item.n ** item.e }}", "x{{ item.n ** item.e }}", "{{ [item.n ** item.e] }}",
+                                      "{{ (item.n ** (item.e // 2)) * (item.n ** (item.e // 2)) }}"])
+def test_T1_an_integer_too_long_to_write_is_an_item_error(project, cli, template):
+    path = echo_pipeline(project, f"  big: '{template}'\n")
+    write_json(project.root / "in.json", [{"n": 10, "e": 5000}, {"n": 10, "e": 4000}, {"n": 2, "e": 3}])
+    result = cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet")
+    assert result.exit_code == 0, result.output
+    huge, large, small = project.results()
+    assert "output.big" in huge["error"] and "would produce" in huge["error"], huge
+    assert "digits" in huge["error"]
+    assert "error" not in large and str(large["big"]).strip("x[]").startswith("1000")
+    assert "error" not in small
