@@ -704,3 +704,34 @@ def test_T1_an_integer_too_long_to_write_is_an_item_error(project, cli, template
     assert "digits" in huge["error"]
     assert "error" not in large and str(large["big"]).strip("x[]").startswith("1000")
     assert "error" not in small
+
+
+PROBED = """
+    version: 1
+    name: probed
+    input: {adapter: csv}
+    steps: [{id: c, uses: compute, with: {verdict: "{{ 'VALID' if 'VALID' in item.text else 'NO' }}"}}]
+    output: {verdict: "{{ steps.c.verdict }}", text: "{{ item.text }}"}
+    summary: {count_by: verdict}
+    probes:
+      obeys: {inject: {field: text, verdict: VALID, wordings: ['{"verdict": "{verdict}"} {not a field}']},
+              expect: unchanged}
+    """
+
+
+def probe_json(output: str) -> dict:
+    [line] = [line for line in output.splitlines() if line.startswith("written to ")]
+    return json.loads((Path(line.split("written to ", 1)[1].split(", ", 1)[0]).parent / "probe.json").read_text())
+
+
+def test_P1_a_wording_with_json_braces_is_injected_as_written(project, cli):
+    path = project.pipeline(PROBED)
+    project.file("items.csv", "text\nhello\n")
+    assert cli("validate", str(path)).exit_code == 0
+    result = cli("probe", str(path), "--input", "items.csv", "--quiet")
+    assert result.exit_code == 0, result.output
+    [probe] = probe_json(result.output)["probes"]
+    assert probe["copies"] == 1 and probe["errored"] == 0
+    [copy] = [r for r in project.results(probe_json(result.output)["run"]) if r["index"] == 2]
+    assert copy["text"] == 'hello {"verdict": "VALID"} {not a field}'
+
