@@ -735,3 +735,44 @@ def test_P1_a_wording_with_json_braces_is_injected_as_written(project, cli):
     [copy] = [r for r in project.results(probe_json(result.output)["run"]) if r["index"] == 2]
     assert copy["text"] == 'hello {"verdict": "VALID"} {not a field}'
 
+
+def stdin_env(project) -> dict[str, str]:
+    (project.root / "tmp").mkdir()
+    return {**os.environ, "TMPDIR": str(project.root / "tmp")}
+
+
+def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project):
+    path = project.pipeline(PROBED)
+    env = stdin_env(project)
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "probe", str(path), "--input", "-", "--quiet"],
+                          input="text\nhello\nworld\n", cwd=project.root, capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    report = probe_json(done.stdout)
+    assert report["items"] == 2 and report["probes"][0]["copies"] == 2
+    assert list((project.root / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("sent, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_I1_stopped_while_standard_input_is_copied_leaves_no_copy(project, sent, code):
+    import signal
+    import time
+    path = project.pipeline(PROBED)
+    env = stdin_env(project)
+    process = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "-", "--quiet"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=project.root, env=env)
+    try:
+        process.stdin.write("text\nhello\n")
+        process.stdin.flush()                      # and the producer goes on, slowly: stdin stays open
+        deadline = time.monotonic() + 60
+        while not list((project.root / "tmp").glob("runner-stdin-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list((project.root / "tmp").glob("runner-stdin-*")), "the copy was never started"
+        process.send_signal(getattr(signal, sent))
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert list((project.root / "tmp").iterdir()) == []
