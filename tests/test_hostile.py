@@ -776,3 +776,14 @@ def test_I1_stopped_while_standard_input_is_copied_leaves_no_copy(project, sent,
     assert process.returncode == code, stderr
     assert "Traceback" not in stderr
     assert list((project.root / "tmp").iterdir()) == []
+
+
+def test_E2_an_extends_chain_past_the_depth_limit_is_a_message(project, cli):
+    from runner.pipeline.extends import MAX_EXTENDS_DEPTH
+    project.pipeline(ECHO, "c0.yaml")
+    for n in range(1, 1200):
+        project.pipeline(f"extends: c{n - 1}.yaml\n", f"c{n}.yaml")
+    result = cli("validate", str(project.root / "pipelines" / "c1199.yaml"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"extends: the extends chain is deeper than {MAX_EXTENDS_DEPTH} files" in result.output, result.output
+    assert cli("validate", str(project.root / "pipelines" / f"c{MAX_EXTENDS_DEPTH}.yaml")).exit_code == 0

@@ -14,9 +14,10 @@ inside the project; every other top-level key of the variant is laid over the ba
   value under an unknown name is refused as the misspelling it almost always is;
 - `name` is the variant's file name (without .yaml) unless the variant gives one.
 
-A base may itself extend another file (a chain); a file that extends itself, directly or
-through others, is an error naming the chain. The merged pipeline keeps, for every value,
-the file, line and column that wrote it: an error is located where the wrong value is."""
+A base may itself extend another file (a chain, at most MAX_EXTENDS_DEPTH files below the
+first); a file that extends itself, directly or through others, is an error naming the
+chain. The merged pipeline keeps, for every value, the file, line and column that wrote it:
+an error is located where the wrong value is."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 PLACING = ("after", "before", "remove")
+MAX_EXTENDS_DEPTH = 32       # bases below a variant: real chains are two or three deep
 
 
 def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, list[Path]]:
@@ -56,6 +58,10 @@ class _Expansion:
         if base_file is None:
             raise ConfigError([*problems, located.problem(("extends",), reason)])
         here = [*chain, file.resolve()]
+        if len(here) > MAX_EXTENDS_DEPTH:
+            raise ConfigError([*problems, located.problem(("extends",), (
+                f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
+                "let a variant extend a base nearer the top"))])
         if base_file in here:
             cycle = " -> ".join(display(f) for f in [*here, base_file])
             raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
