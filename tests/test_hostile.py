@@ -778,6 +778,31 @@ def test_I1_stopped_while_standard_input_is_copied_leaves_no_copy(project, sent,
     assert list((project.root / "tmp").iterdir()) == []
 
 
+def test_E1_a_variant_that_changes_one_step_twice_is_refused_at_both_places(project, cli):
+    project.prompt("base.j2", "base prompt {{ item.n }}\n")
+    project.prompt("v2.j2", "second prompt {{ item.n }}\n")
+    project.pipeline("""
+        version: 1
+        name: base
+        models: {judge: {model: scripted/judge}, other: {model: scripted/other}}
+        steps:
+          - {id: judge, uses: llm, with: {model: other, prompt: base.j2}}
+        output: {raw: "{{ steps.judge.raw }}"}
+        """, "base.yaml")
+    path = project.pipeline("""
+        extends: base.yaml
+        steps:
+          - {id: judge, with: {prompt: v2.j2}}
+          - {id: judge, with: {model: judge}}
+        """, "variant.yaml")
+    checked = cli("validate", str(path))
+    assert checked.exit_code == 2, checked.output
+    assert "pipelines/variant.yaml:4:10: steps[1].id: step 'judge' is changed a second time (first at " \
+           "pipelines/variant.yaml:3:10)" in checked.output, checked.output
+    rendered = cli("render", str(path), "--record", "n=1")
+    assert rendered.exit_code == 2 and "base prompt" not in rendered.output
+
+
 def test_E2_an_extends_chain_past_the_depth_limit_is_a_message(project, cli):
     from runner.pipeline.extends import MAX_EXTENDS_DEPTH
     project.pipeline(ECHO, "c0.yaml")

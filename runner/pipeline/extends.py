@@ -9,7 +9,9 @@ inside the project; every other top-level key of the variant is laid over the ba
 - `steps` (at the top and inside a step's `with:`) are patched by `id`: an entry whose id
   the base has merges into that step; a new step says where it goes with `after: ID` or
   `before: ID`; `{id: ID, remove: true}` removes one. An id the base does not have, with no
-  place, is an error (a misspelt id would otherwise add a step).
+  place, is an error (a misspelt id would otherwise add a step). An id is named once in a
+  list: a second entry for it is refused at both places, not laid over the first (a second
+  entry is as often a misspelt id as a second change; one entry holds all of a step's).
 - a param the base does not have must be declared (`{default: ..., type: ...}`): a plain
   value under an unknown name is refused as the misspelling it almost always is;
 - `name` is the variant's file name (without .yaml) unless the variant gives one.
@@ -162,6 +164,7 @@ class _Merge:
         """The base's steps patched by the variant's entries (by id), new ones placed, some removed."""
         order: list[tuple[str, int | None, int | None]] = [(s["id"], i, None) for i, s in enumerate(base)]
         variant, path = over_side
+        named: dict[str, DataPath] = {}         # each id's entry in this list
         for j, entry in enumerate(over):
             where = (*path, j)
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
@@ -170,6 +173,12 @@ class _Merge:
                 continue
             ids = [step_id for step_id, _, _ in order]
             step_id = entry["id"]
+            if step_id in named:
+                self.problems.append(variant.problem((*where, "id"), (
+                    f"step '{step_id}' is changed a second time (first at {variant.location(named[step_id])}): "
+                    "give all of its changes in one entry, or fix the id")))
+                continue
+            named[step_id] = (*where, "id")
             if entry.get("remove") is True:
                 if step_id in ids:
                     del order[ids.index(step_id)]
