@@ -53,54 +53,69 @@ class UnwritableValue(ValueError):
     """A value JSON cannot hold; the message says why ("it refers to itself", ...)."""
 
 
-class _Leave:
-    """Marks, on a walk's stack, the end of a container's contents."""
-
-    __slots__ = ("ident",)
-
-    def __init__(self, ident: int):
-        self.ident = ident
-
-
 def _is_clean(value: Any, strict: bool = False) -> bool:
     """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
     strings are almost always fine, so most results need no copy). UnwritableValue when a
-    container holds itself, and with `strict` when a number cannot be written as JSON.
-    A container reached twice on different branches (shared, not a cycle) is fine."""
-    stack = [value]
-    inside: set[int] = set()         # the containers the walk is in now
+    container holds itself, and with `strict` when a number cannot be written as JSON. A
+    container is walked once: one reached again is shared (fine) or a cycle, told apart by
+    `_holds_itself` only then."""
+    stack, seen, again, clean = [value], set(), False, True
     while stack:
         current = stack.pop()
         if isinstance(current, str):
-            if not current.isascii() and not _encodable(current):
-                return False
+            if clean and not current.isascii() and not _encodable(current):
+                clean = False
         elif isinstance(current, (dict, list, tuple)):
-            ident = id(current)
-            if ident in inside:
-                raise UnwritableValue("it refers to itself")
-            inside.add(ident)
-            stack.append(_Leave(ident))
+            if id(current) in seen:
+                again = True
+                continue
+            seen.add(id(current))
             if isinstance(current, dict):
                 stack.extend(current)
                 stack.extend(current.values())
             else:
                 stack.extend(current)
-        elif isinstance(current, _Leave):
-            inside.discard(current.ident)
-        elif strict:
-            _check_number(current)
-    return True
+        elif strict and isinstance(current, (int, float)) and (
+                current.bit_length() > 3 * _MAX_DIGITS if isinstance(current, int) else not math.isfinite(current)):
+            _refuse_number(current)
+    if again and _holds_itself(value):
+        raise UnwritableValue("it refers to itself")
+    return clean
 
 
-def _check_number(value: Any) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
+def _holds_itself(value: Any) -> bool:
+    """Whether a container in `value` holds itself (directly or deeper): a walk that knows
+    which containers it is inside, and walks each one once (shared ones are not walked again)."""
+    stack: list[tuple[Any, bool]] = [(value, True)]
+    inside: set[int] = set()
+    done: set[int] = set()
+    while stack:
+        current, entering = stack.pop()
+        if not entering:
+            inside.discard(id(current))
+            done.add(id(current))
+        elif isinstance(current, (dict, list, tuple)) and id(current) not in done:
+            if id(current) in inside:
+                return True
+            inside.add(id(current))
+            stack.append((current, False))
+            children = [*current, *current.values()] if isinstance(current, dict) else current
+            stack.extend((child, True) for child in children)
+    return False
+
+
+_MAX_DIGITS = sys.get_int_max_str_digits() or 10**9       # Python's own limit on writing an int
+
+
+def _refuse_number(value: float) -> None:
+    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near
+    the limit, at 3 bits a digit, is tried)."""
+    if isinstance(value, float):
         raise UnwritableValue(f"it holds {value!r} (JSON has no NaN or infinity)")
-    limit = sys.get_int_max_str_digits()
-    if isinstance(value, int) and limit and value.bit_length() > 3 * limit:    # 3.32 bits a digit: near the limit
-        try:
-            str(value)
-        except ValueError:
-            raise UnwritableValue(f"it holds an integer of more than {limit:,} digits") from None
+    try:
+        str(value)
+    except ValueError:
+        raise UnwritableValue(f"it holds an integer of more than {_MAX_DIGITS:,} digits") from None
 
 
 def _encodable(text: str) -> bool:
