@@ -31,14 +31,33 @@ def spool(stdin: TextIO | None) -> Path:
     if stdin.isatty():
         raise InputError("--input -: standard input is a terminal; pipe the input in "
                          "(e.g. cat items.csv | runner run PIPELINE --input - --input-format csv)")
-    handle, name = tempfile.mkstemp(prefix="runner-stdin-")
-    try:
-        with _sigterm_raises(), os.fdopen(handle, "wb") as copy:
-            shutil.copyfileobj(binary, copy)
-    except BaseException:          # Ctrl-C, SIGTERM, a full disk: no copy left behind
-        Path(name).unlink(missing_ok=True)
-        raise
+    name = ""
+    with _sigterm_raises():
+        try:
+            with _signals_held():        # the file and its name come together: no stop between them
+                handle, name = tempfile.mkstemp(prefix="runner-stdin-")
+            with os.fdopen(handle, "wb") as copy:
+                shutil.copyfileobj(binary, copy)
+        except BaseException:          # Ctrl-C, SIGTERM, a full disk: no copy left behind
+            if name:
+                Path(name).unlink(missing_ok=True)
+            raise
     return Path(name)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back (delivered when it ends) where the platform can."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @contextmanager
