@@ -18,7 +18,7 @@ from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.run_warnings import add_warning
 from runner.engine.selection import item_rule, select
-from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError, Terminated
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stdin import is_stdin, spool
@@ -41,18 +41,12 @@ from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewr
 from runner.tracing import make_observer
 
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
-           "run_pipeline_async"]
+           "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
 # that says nothing useful to a user who asked the run to stop.
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM ended the run; handled like Ctrl-C (what finished is written), exit 143."""
-
-    exit_code = 143
 
 
 def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
@@ -83,9 +77,16 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 def _input_file(source: ItemSource) -> Path:
     """The file to read: `--input`, or a copy of standard input for `--input -` (made once)."""
+    spool_stdin(source)
+    return source.input_file or Path()
+
+
+def spool_stdin(source: ItemSource) -> None:
+    """`--input -`: standard input copied now, once. A run removes a copy it made when it ends;
+    a caller that made it first (`runner probe` reads the items again after its run) keeps it
+    until it calls `source.discard_stdin_copy()`."""
     if is_stdin(source.input_path) and source.stdin_copy is None:
         source.stdin_copy = spool(sys.stdin)
-    return source.input_file or Path()
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
@@ -100,10 +101,12 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
     """Run the pipeline over the source's items; write results, summary, reports and run.json."""
+    callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
         return _run_pipeline(path, source, options, overrides, progress, formats, executor)
     finally:
-        source.discard_stdin_copy()
+        if not callers:
+            source.discard_stdin_copy()
 
 
 def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,

@@ -50,6 +50,12 @@ class StepError(Exception):
         self.partial = partial
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM ended the command; handled like Ctrl-C (a run writes what finished), exit 143."""
+
+    exit_code = 143
+
+
 class NeedsModel(Exception):
     """`runner render` reached an LLM answer that is not cached."""
 

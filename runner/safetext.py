@@ -5,12 +5,18 @@ Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d` in a JSON 
 record, or the `surrogateescape` stand-in of an undecodable byte) becomes U+FFFD, the
 replacement character a UTF-8 decoder gives an undecodable byte, so every file says the
 same thing about the same bad text and no write fails on it. XML 1.0 also refuses most
-control characters and U+FFFE/U+FFFF: `xml_text` replaces those too."""
+control characters and U+FFFE/U+FFFF: `xml_text` replaces those too.
+
+What JSON cannot hold at all is refused, not replaced: a value that holds itself (a plugin's
+result), NaN or infinity, an integer longer than Python writes (`writable_value`,
+UnwritableValue saying which). The walks never recurse and stop at a cycle."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from typing import Any
 
 REPLACEMENT = "\ufffd"
@@ -43,21 +49,73 @@ def utf8(text: str) -> bytes:
         return clean_text(text).encode("utf-8")
 
 
-def _is_clean(value: Any) -> bool:
+class UnwritableValue(ValueError):
+    """A value JSON cannot hold; the message says why ("it refers to itself", ...)."""
+
+
+def _is_clean(value: Any, strict: bool = False) -> bool:
     """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
-    strings are almost always fine, so most results need no copy)."""
-    stack = [value]
+    strings are almost always fine, so most results need no copy). UnwritableValue when a
+    container holds itself, and with `strict` when a number cannot be written as JSON. A
+    container is walked once: one reached again is shared (fine) or a cycle, told apart by
+    `_holds_itself` only then."""
+    stack, seen, again, clean = [value], set(), False, True
     while stack:
         current = stack.pop()
         if isinstance(current, str):
-            if not current.isascii() and not _encodable(current):
-                return False
-        elif isinstance(current, dict):
-            stack.extend(current)
-            stack.extend(current.values())
-        elif isinstance(current, (list, tuple)):
-            stack.extend(current)
-    return True
+            if clean and not current.isascii() and not _encodable(current):
+                clean = False
+        elif isinstance(current, (dict, list, tuple)):
+            if id(current) in seen:
+                again = True
+                continue
+            seen.add(id(current))
+            if isinstance(current, dict):
+                stack.extend(current)
+                stack.extend(current.values())
+            else:
+                stack.extend(current)
+        elif strict and isinstance(current, (int, float)) and (
+                current.bit_length() > 3 * _MAX_DIGITS if isinstance(current, int) else not math.isfinite(current)):
+            _refuse_number(current)
+    if again and _holds_itself(value):
+        raise UnwritableValue("it refers to itself")
+    return clean
+
+
+def _holds_itself(value: Any) -> bool:
+    """Whether a container in `value` holds itself (directly or deeper): a walk that knows
+    which containers it is inside, and walks each one once (shared ones are not walked again)."""
+    stack: list[tuple[Any, bool]] = [(value, True)]
+    inside: set[int] = set()
+    done: set[int] = set()
+    while stack:
+        current, entering = stack.pop()
+        if not entering:
+            inside.discard(id(current))
+            done.add(id(current))
+        elif isinstance(current, (dict, list, tuple)) and id(current) not in done:
+            if id(current) in inside:
+                return True
+            inside.add(id(current))
+            stack.append((current, False))
+            children = [*current, *current.values()] if isinstance(current, dict) else current
+            stack.extend((child, True) for child in children)
+    return False
+
+
+_MAX_DIGITS = sys.get_int_max_str_digits() or 10**9       # Python's own limit on writing an int
+
+
+def _refuse_number(value: float) -> None:
+    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near
+    the limit, at 3 bits a digit, is tried)."""
+    if isinstance(value, float):
+        raise UnwritableValue(f"it holds {value!r} (JSON has no NaN or infinity)")
+    try:
+        str(value)
+    except ValueError:
+        raise UnwritableValue(f"it holds an integer of more than {_MAX_DIGITS:,} digits") from None
 
 
 def _encodable(text: str) -> bool:
@@ -82,6 +140,12 @@ def clean_value(value: Any) -> Any:
     """A JSON-like value with every string (keys too) passed through `clean_text`: the value
     itself when nothing needs it (the usual case, checked without copying)."""
     return value if _is_clean(value) else _cleaned(value)
+
+
+def writable_value(value: Any) -> Any:
+    """`clean_value(value)`, or UnwritableValue when JSON cannot hold `value`: it refers to
+    itself, or holds NaN, infinity or an integer longer than Python writes as text."""
+    return value if _is_clean(value, strict=True) else _cleaned(value)
 
 
 def dumps(value: Any) -> str:

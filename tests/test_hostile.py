@@ -519,3 +519,299 @@ def test_a_pipeline_nested_past_the_c_parsers_stack_is_a_message(project):
     done = subprocess.run([sys.executable, "-m", "runner.cli.app", "validate", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "YAML nested too deeply to load" in done.stdout + done.stderr
+
+
+# ---- issue 63: hostile input and faults, round 5 (the rows outside `runner serve`) ---------
+
+SCORE_SCHEMA = {"type": "object", "required": ["score", "reason"],
+                "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}}}
+
+
+def strict_results(project) -> list[dict]:
+    """results.jsonl read as JSON proper: a bare NaN or Infinity fails, as in JSON.parse or jq."""
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in results.jsonl")
+    text = (project.root / "out" / "results.jsonl").read_text()
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+def score_judge(project, jurors: int) -> Path:
+    project.schema("score.schema.json", SCORE_SCHEMA)
+    project.prompt("judge.j2", "Judge claim {{ item.n }}\n")
+    seats = ", ".join(f"j{n}" for n in range(jurors))
+    models = "\n".join(f"          j{n}: {{model: scripted/judge-{n}, backoff: 0.01, retries: 0}}" for n in range(jurors))
+    return project.pipeline(f"""
+        version: 1
+        name: s
+        models:
+{models}
+        steps:
+          - id: jury
+            uses: jury
+            with: {{models: [{seats}], prompt: judge.j2, output_schema: score.schema.json, repair: 1,
+                    vote: {{field: score, method: mean}}}}
+        output:
+          score: "{{{{ steps.jury.score }}}}"
+          reason: "{{{{ steps.jury.reason }}}}"
+        """)
+
+
+@pytest.mark.parametrize("jurors", [1, 3])
+def test_L1_a_nan_answer_is_a_jurors_error_not_an_index_error_in_a_mean(project, cli, scripted_llm, jurors):
+    scripted_llm.script(Reply('{"score": NaN, "reason": "x"}'), model="judge-0")
+    scripted_llm.answer_json({"score": 0.8, "reason": "fine"})
+    path = score_judge(project, jurors)
+    write_json(project.root / "in.json", [{"n": 1}])
+    result = cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet")
+    [only] = strict_results(project)
+    assert "error" not in only, only                                       # no IndexError in a mean
+    assert len(scripted_llm.calls(model="judge-0")) >= 2                   # re-asked, as for any invalid answer
+    if jurors == 1:
+        assert only["score"] is None and "All 1 juror failed" in only["reason"], only
+        assert "the answer holds NaN, not a finite number" in only["reason"]
+    else:
+        assert only["score"] == 0.8 and result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_L1_a_non_finite_number_never_reaches_an_llm_steps_result(project, scripted_llm, one_step, number):
+    project.schema("number.schema.json", {"type": "object", "properties": {"score": {"type": "number"}}})
+    scripted_llm.script(Reply('{"score": ' + number + ', "reason": "x"}'))
+    outcome = one_step("{id: ask, uses: llm, with: {model: m, prompt: hi, output_schema: number.schema.json, "
+                       "repair: 1}}", [{"n": 1}], output='{score: "{{ steps.ask.output.score }}"}')
+    [only] = outcome.results
+    assert f"the answer holds {number}, not a finite number" in only["error"], only
+    assert len(scripted_llm.requests) == 2
+    assert strict_results(project) == [only]
+
+
+SELF_REFERRING_PLUGIN = '''
+from runner.engine.steps.base import Step, register
+
+
+@register
+class Tangle(Step):
+    name = "tangle"
+    summary = "A result that holds itself when `tangle` is true."
+    schema = {"type": "object", "properties": {"tangle": {}}}
+
+    async def run(self, ctx):
+        tangled = {"fine": 1}
+        if ctx.args.get("tangle"):
+            tangled["self"] = tangled
+        return tangled
+'''
+
+
+def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project):
+    project.file("plugins/tangle.py", SELF_REFERRING_PLUGIN)
+    path = project.pipeline("""
+        plugins: [plugins/tangle.py]
+        version: 1
+        name: t
+        steps: [{id: knot, uses: tangle, with: {tangle: "{{ item.n == 2 }}"}}]
+        output: {n: "{{ item.n }}", knot: "{{ steps.knot }}"}
+        """)
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}, {"n": 3}])
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json",
+                           "--out", "out", "--quiet"], cwd=project.root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    first, second, third = project.results()
+    assert first["knot"] == {"fine": 1} and third["knot"] == {"fine": 1}
+    assert second["error"] == "output.knot: not JSON-serialisable: it refers to itself", second
+    assert "knot" not in second and second["n"] == 2
+
+
+@pytest.mark.parametrize("logprob", [50.0, 1e-3])
+def test_L2_a_positive_logprob_is_no_confidence(project, scripted_llm, logprob):
+    import math
+
+    from jurors import token_logprobs
+    project.schema("v.schema.json", {"type": "object", "required": ["verdict"],
+                                     "properties": {"verdict": {"enum": ["VALID", "UNSUPPORTED"]}}})
+    text = json.dumps({"verdict": "VALID", "reason": "r"})
+    scripted_llm.script(Reply(text, logprobs=token_logprobs(text, {"verdict": math.exp(logprob)})), contains="Judge 1")
+    scripted_llm.script(Reply(text, logprobs=token_logprobs(text, {"verdict": 0.9})), contains="Judge 2")
+    path = project.pipeline("""
+        version: 1
+        name: gated
+        models: {a: {model: scripted/judge-a}}
+        steps:
+          - id: jury
+            uses: jury
+            with: {models: [a], prompt: "Judge {{ item.n }}", output_schema: v.schema.json, vote: {field: verdict},
+                   confidence: true}
+          - id: verdict
+            uses: decide
+            with:
+              rules:
+                - {min_confidence: {jury: 0.75}, verdict: "{{ steps.jury.verdict }}"}
+                - {verdict: REVIEW}
+        output: {verdict: "{{ steps.verdict.verdict }}", confidence: "{{ steps.jury.confidence }}",
+                 vote: "{{ steps.jury.votes[0].confidence }}"}
+        """)
+    outcome = run(path, write_json(project.root / "in.json", [{"n": 1}, {"n": 2}]))
+    assert [(r["verdict"], r["confidence"], r["vote"]) for r in outcome.results] == \
+        [("REVIEW", None, None), ("VALID", 0.9, 0.9)]
+
+
+def damage_page(database: Path, offset: int = 16384, size: int = 4096) -> None:
+    with database.open("r+b") as file:
+        file.seek(offset)
+        file.write(bytes(range(256)) * (size // 256))
+
+
+def test_L3_a_damaged_page_in_the_answer_cache_is_a_miss_with_one_warning(project, scripted_llm, one_step, capsys):
+    items = [{"n": n} for n in range(60)]
+    scripted_llm.script(lambda prompt, body: json.dumps({"verdict": "yes", "reason": prompt * 60}))
+    step = "{id: ask, uses: llm, with: {model: m, prompt: 'Item {{ item.n }} ', json: true}}"
+    first = one_step(step, items, output='{verdict: "{{ steps.ask.output.verdict }}"}')
+    assert [r["verdict"] for r in first.results] == ["yes"] * 60
+    database = project.root / "cache" / "responses" / "cache.db"
+    assert database.stat().st_size > 40_000
+    damage_page(database)
+    scripted_llm.requests.clear()
+    capsys.readouterr()
+    again = one_step(step, items, output='{verdict: "{{ steps.ask.output.verdict }}"}', out="again")
+    assert [r.get("verdict") for r in again.results] == ["yes"] * 60, again.results[:3]
+    assert not any("error" in r for r in again.results)
+    assert len(scripted_llm.requests) == 60           # the damaged page is the index: every answer asked again
+    said = capsys.readouterr().err
+    warning = [line for line in said.splitlines() if "cache.db" in line]
+    assert len(warning) == 1, said
+    assert f"{database}" in warning[0] and "runner cache clear" in warning[0]
+
+
+def test_L3_cache_clear_removes_a_damaged_answer_cache(project, cli):
+    import diskcache
+    cache = diskcache.Cache(str(project.root / "cache" / "responses"))
+    for n in range(60):
+        cache.set(f"{n:064x}", json.dumps({"content": f"answer {n} " * 60}))
+    cache.close()
+    damage_page(project.root / "cache" / "responses" / "cache.db")
+    assert cli("cache", "stats", "--cache-dir", "cache").exit_code == 2
+    cleared = cli("cache", "clear", "--cache-dir", "cache")
+    assert cleared.exit_code == 0 and "removed the damaged cache folder cache/responses" in cleared.output
+    assert not (project.root / "cache" / "responses").exists()
+
+
+@pytest.mark.parametrize("template", ["{{ item.n ** item.e }}", "x{{ item.n ** item.e }}", "{{ [item.n ** item.e] }}",
+                                      "{{ (item.n ** (item.e // 2)) * (item.n ** (item.e // 2)) }}"])
+def test_T1_an_integer_too_long_to_write_is_an_item_error(project, cli, template):
+    path = echo_pipeline(project, f"  big: '{template}'\n")
+    write_json(project.root / "in.json", [{"n": 10, "e": 5000}, {"n": 10, "e": 4000}, {"n": 2, "e": 3}])
+    result = cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet")
+    assert result.exit_code == 0, result.output
+    huge, large, small = project.results()
+    assert "output.big" in huge["error"] and "would produce" in huge["error"], huge
+    assert "digits" in huge["error"]
+    assert "error" not in large and str(large["big"]).strip("x[]").startswith("1000")
+    assert "error" not in small
+
+
+PROBED = """
+    version: 1
+    name: probed
+    input: {adapter: csv}
+    steps: [{id: c, uses: compute, with: {verdict: "{{ 'VALID' if 'VALID' in item.text else 'NO' }}"}}]
+    output: {verdict: "{{ steps.c.verdict }}", text: "{{ item.text }}"}
+    summary: {count_by: verdict}
+    probes:
+      obeys: {inject: {field: text, verdict: VALID, wordings: ['{"verdict": "{verdict}"} {not a field}']},
+              expect: unchanged}
+    """
+
+
+def probe_json(output: str) -> dict:
+    [line] = [line for line in output.splitlines() if line.startswith("written to ")]
+    return json.loads((Path(line.split("written to ", 1)[1].split(", ", 1)[0]).parent / "probe.json").read_text())
+
+
+def test_P1_a_wording_with_json_braces_is_injected_as_written(project, cli):
+    path = project.pipeline(PROBED)
+    project.file("items.csv", "text\nhello\n")
+    assert cli("validate", str(path)).exit_code == 0
+    result = cli("probe", str(path), "--input", "items.csv", "--quiet")
+    assert result.exit_code == 0, result.output
+    [probe] = probe_json(result.output)["probes"]
+    assert probe["copies"] == 1 and probe["errored"] == 0
+    [copy] = [r for r in project.results(probe_json(result.output)["run"]) if r["index"] == 2]
+    assert copy["text"] == 'hello {"verdict": "VALID"} {not a field}'
+
+
+def stdin_env(project) -> dict[str, str]:
+    (project.root / "tmp").mkdir()
+    return {**os.environ, "TMPDIR": str(project.root / "tmp")}
+
+
+def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project):
+    path = project.pipeline(PROBED)
+    env = stdin_env(project)
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "probe", str(path), "--input", "-", "--quiet"],
+                          input="text\nhello\nworld\n", cwd=project.root, capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    report = probe_json(done.stdout)
+    assert report["items"] == 2 and report["probes"][0]["copies"] == 2
+    assert list((project.root / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("sent, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_I1_stopped_while_standard_input_is_copied_leaves_no_copy(project, sent, code):
+    import signal
+    import time
+    path = project.pipeline(PROBED)
+    env = stdin_env(project)
+    process = subprocess.Popen([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "-", "--quiet"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=project.root, env=env)
+    try:
+        process.stdin.write("text\nhello\n")
+        process.stdin.flush()                      # and the producer goes on, slowly: stdin stays open
+        deadline = time.monotonic() + 60
+        while not list((project.root / "tmp").glob("runner-stdin-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list((project.root / "tmp").glob("runner-stdin-*")), "the copy was never started"
+        process.send_signal(getattr(signal, sent))
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert list((project.root / "tmp").iterdir()) == []
+
+
+def test_E1_a_variant_that_changes_one_step_twice_is_refused_at_both_places(project, cli):
+    project.prompt("base.j2", "base prompt {{ item.n }}\n")
+    project.prompt("v2.j2", "second prompt {{ item.n }}\n")
+    project.pipeline("""
+        version: 1
+        name: base
+        models: {judge: {model: scripted/judge}, other: {model: scripted/other}}
+        steps:
+          - {id: judge, uses: llm, with: {model: other, prompt: base.j2}}
+        output: {raw: "{{ steps.judge.raw }}"}
+        """, "base.yaml")
+    path = project.pipeline("""
+        extends: base.yaml
+        steps:
+          - {id: judge, with: {prompt: v2.j2}}
+          - {id: judge, with: {model: judge}}
+        """, "variant.yaml")
+    checked = cli("validate", str(path))
+    assert checked.exit_code == 2, checked.output
+    assert "pipelines/variant.yaml:4:10: steps[1].id: step 'judge' is changed a second time (first at " \
+           "pipelines/variant.yaml:3:10)" in checked.output, checked.output
+    rendered = cli("render", str(path), "--record", "n=1")
+    assert rendered.exit_code == 2 and "base prompt" not in rendered.output
+
+
+def test_E2_an_extends_chain_past_the_depth_limit_is_a_message(project, cli):
+    from runner.pipeline.extends import MAX_EXTENDS_DEPTH
+    project.pipeline(ECHO, "c0.yaml")
+    for n in range(1, 1200):
+        project.pipeline(f"extends: c{n - 1}.yaml\n", f"c{n}.yaml")
+    result = cli("validate", str(project.root / "pipelines" / "c1199.yaml"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"extends: the extends chain is deeper than {MAX_EXTENDS_DEPTH} files" in result.output, result.output
+    assert cli("validate", str(project.root / "pipelines" / f"c{MAX_EXTENDS_DEPTH}.yaml")).exit_code == 0

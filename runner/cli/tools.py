@@ -150,4 +150,6 @@ def cache_clear(cache_dir: CacheDirOpt = None,
     """Delete cached answers (all of them, or those matching --model and --older-than)."""
     from runner.llm.cache.admin import clear_cache, parse_age
     removed = clear_cache(cache_dir_of(cache_dir), model, parse_age(older_than) if older_than else None)
-    typer.echo(f"removed {removed} cached answer(s)")
+    typer.echo(f"removed {removed} cached answer(s)" if removed is not None else
+               f"removed the damaged cache folder {cache_dir_of(cache_dir) / 'responses'} "
+               "(its answers will be asked again)")

@@ -48,8 +48,10 @@ FEATURES = [
     Feature("A variant: `extends:`",
             "A variant names its base (a path relative to the variant) and says only what differs: mappings "
             "merge, lists and scalars replace, steps are patched by `id` (a new step says where it goes with "
-            "`after: ID` or `before: ID`; `remove: true` drops one). A wrong value is located in the file that "
-            "wrote it; `run.json` records every file the pipeline is made of.",
+            "`after: ID` or `before: ID`; `remove: true` drops one). Each id is named once in a variant's list: "
+            "all of a step's changes go in one entry (a second entry for the same id is refused at both places, "
+            "as likely a misspelt id). A base may extend another, up to 32 files deep. A wrong value is located "
+            "in the file that wrote it; `run.json` records every file the pipeline is made of.",
             {"pipelines/strict.yaml": """\
 extends: judge.yaml
 params:

@@ -19,7 +19,7 @@ from runner.pipeline.result_shapes import as_result
 from runner.pipeline.step_results import Result, ResultList
 from runner.redact import redact
 from runner.runs.folders import is_item_number
-from runner.safetext import clean_value
+from runner.safetext import UnwritableValue, clean_value, writable_value
 
 if TYPE_CHECKING:
     from runner.stores.memo import MemoStore
@@ -177,11 +177,27 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     warnings = [*(given if isinstance(given, list) else [] if given is None else [given]), *outcome.warnings]
     if warnings:
         result["warnings"] = [redact(w) if isinstance(w, str) else w for w in warnings]
-    result = clean_value(result)        # one encoding for every output it reaches (runner/safetext.py)
+    try:      # one encoding for every output it reaches (runner/safetext.py)
+        result = writable_value(result)
+    except UnwritableValue:
+        result = _without_unwritable(result, outcome)
     await runtime.observer.item_end(item, result)
     if memo is not None and memo_key is not None and not outcome.error:
         _remember(runtime, memo, memo_key, result, scope)
     return result
+
+
+def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[str, Any]:
+    """`result` without the fields JSON cannot hold (a plugin's result that holds itself, NaN);
+    the item's error names the first unless it has one already."""
+    kept: dict[str, Any] = {}
+    for name, value in result.items():
+        try:
+            kept[name] = writable_value(value)
+        except UnwritableValue as exc:
+            outcome.error = outcome.error or f"output.{name}: not JSON-serialisable: {exc}"
+    kept["error"] = kept.get("error") or redact(str(outcome.error))
+    return kept
 
 
 # Fields runner itself sets in a result: a record's own fields of these names (through

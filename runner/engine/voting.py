@@ -7,6 +7,7 @@ completion order."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -76,7 +77,8 @@ def usable_votes(votes: list[Vote], method: str, field_name: str) -> list[Vote]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float (NaN and infinity have no mean, and JSON cannot write them)."""
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
 
 
 def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY",

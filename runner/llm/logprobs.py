@@ -11,7 +11,9 @@ value) in the answer's JSON text: the value is found by reading the JSON object 
 with positions, so a token of the key, of the punctuation or of an earlier mention of the
 same word (a reason that says VALID before the verdict does) is never read for it. When the
 tokens do not spell the answer's text, or the value is not found where the parsed answer
-has it, there is no confidence (None), never a guess."""
+has it, or a token of the value has a logprob that is no log of a probability (above 0,
+which would make the confidence more than 1, NaN or infinite), there is no confidence
+(None), never a guess."""
 
 from __future__ import annotations
 
@@ -80,6 +82,8 @@ def value_confidence(text: str, tokens: Tokens | None, field: str | None, expect
     for token, logprob in tokens:
         following = position + len(token)
         if following > start and position < end:
+            if not logprob <= 0:           # above 0 or NaN: no probability's log
+                return None
             total += logprob
             found = True
         position = following

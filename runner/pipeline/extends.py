@@ -9,14 +9,17 @@ inside the project; every other top-level key of the variant is laid over the ba
 - `steps` (at the top and inside a step's `with:`) are patched by `id`: an entry whose id
   the base has merges into that step; a new step says where it goes with `after: ID` or
   `before: ID`; `{id: ID, remove: true}` removes one. An id the base does not have, with no
-  place, is an error (a misspelt id would otherwise add a step).
+  place, is an error (a misspelt id would otherwise add a step). An id is named once in a
+  list: a second entry for it is refused at both places, not laid over the first (a second
+  entry is as often a misspelt id as a second change; one entry holds all of a step's).
 - a param the base does not have must be declared (`{default: ..., type: ...}`): a plain
   value under an unknown name is refused as the misspelling it almost always is;
 - `name` is the variant's file name (without .yaml) unless the variant gives one.
 
-A base may itself extend another file (a chain); a file that extends itself, directly or
-through others, is an error naming the chain. The merged pipeline keeps, for every value,
-the file, line and column that wrote it: an error is located where the wrong value is."""
+A base may itself extend another file (a chain, at most MAX_EXTENDS_DEPTH files below the
+first); a file that extends itself, directly or through others, is an error naming the
+chain. The merged pipeline keeps, for every value, the file, line and column that wrote it:
+an error is located where the wrong value is."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 PLACING = ("after", "before", "remove")
+MAX_EXTENDS_DEPTH = 32       # bases below a variant: real chains are two or three deep
 
 
 def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, list[Path]]:
@@ -56,6 +60,10 @@ class _Expansion:
         if base_file is None:
             raise ConfigError([*problems, located.problem(("extends",), reason)])
         here = [*chain, file.resolve()]
+        if len(here) > MAX_EXTENDS_DEPTH:
+            raise ConfigError([*problems, located.problem(("extends",), (
+                f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
+                "let a variant extend a base nearer the top"))])
         if base_file in here:
             cycle = " -> ".join(display(f) for f in [*here, base_file])
             raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
@@ -156,6 +164,7 @@ class _Merge:
         """The base's steps patched by the variant's entries (by id), new ones placed, some removed."""
         order: list[tuple[str, int | None, int | None]] = [(s["id"], i, None) for i, s in enumerate(base)]
         variant, path = over_side
+        named: dict[str, DataPath] = {}         # each id's entry in this list
         for j, entry in enumerate(over):
             where = (*path, j)
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
@@ -164,6 +173,12 @@ class _Merge:
                 continue
             ids = [step_id for step_id, _, _ in order]
             step_id = entry["id"]
+            if step_id in named:
+                self.problems.append(variant.problem((*where, "id"), (
+                    f"step '{step_id}' is changed a second time (first at {variant.location(named[step_id])}): "
+                    "give all of its changes in one entry, or fix the id")))
+                continue
+            named[step_id] = (*where, "id")
             if entry.get("remove") is True:
                 if step_id in ids:
                     del order[ids.index(step_id)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 import string
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sized
@@ -20,7 +21,10 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
 
 MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
-MAX_INT_BITS = 100_000            # about 30,000 decimal digits
+# Digits of an integer: a little under the 4,300 Python writes one with (int -> str, its
+# default `sys.get_int_max_str_digits()`), so that a result, a prompt or a sum of a few such
+# numbers can still be written. An item past it fails at the operator that would make it.
+MAX_INT_DIGITS = 4_200
 MAX_LIPSUM_WORDS = 100_000        # lipsum(n=300000) ran for minutes
 MAX_JSON_INDENT = 64
 
@@ -46,13 +50,18 @@ def binop_size(operator: str, left: Any, right: Any) -> Estimate | None:
         return len(left) * right, MAX_ELEMENTS, "elements"
     if operator == "*" and isinstance(right, _SEQUENCES) and isinstance(left, int):
         return len(right) * left, MAX_ELEMENTS, "elements"
-    if operator == "*" and isinstance(left, int) and isinstance(right, int):
-        return left.bit_length() + right.bit_length(), MAX_INT_BITS, "bits"
+    if operator == "*" and isinstance(left, int) and isinstance(right, int) and left and right:
+        return _digits(left) + _digits(right), MAX_INT_DIGITS, "digits"
     if operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
-        return left.bit_length() * right, MAX_INT_BITS, "bits"
+        return math.floor(right * math.log10(abs(left))) + 1, MAX_INT_DIGITS, "digits"
     if operator == "%" and isinstance(left, str):
         return percent_size(left, right), MAX_ELEMENTS, "characters"
     return None
+
+
+def _digits(number: int) -> int:
+    """The decimal digits of `number`, at most one too many (from its bits: no conversion)."""
+    return math.floor(abs(number).bit_length() * math.log10(2)) + 1
 
 
 def concat_size(parts: tuple[Any, ...]) -> Estimate:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.api import RunOutcome, default_group, load_items, run_pipeline
+from runner.api import RunOutcome, default_group, load_items, run_pipeline, spool_stdin
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
 from runner.engine.selection import pass_check
@@ -47,19 +47,23 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
     report and the run. Interrupted, it writes the report of what finished, then re-raises."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     probes = chosen_probes(pipeline, names)
-    originals = replace(source)            # the same items, without the copies: for the pairing
-    source.derive = probe_items(probes, items)
-    options.kind, options.memo = "probe", False
-    if options.out_dir is None:
-        group = default_group(pipeline, source)
-        options.group = group.with_name(group.name + GROUP_SUFFIX)
     try:
-        outcome = run_pipeline(path, source, options, overrides, progress)
-    except KeyboardInterrupt as stop:
-        if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
-            _report(stop.args[0], originals, probes, items, source, interrupted=True)
-        raise
-    return _report(outcome, originals, probes, items, source), outcome
+        spool_stdin(source)            # `--input -`: read by the run, then again for the pairing
+        originals = replace(source)            # the same items, without the copies: for the pairing
+        source.derive = probe_items(probes, items)
+        options.kind, options.memo = "probe", False
+        if options.out_dir is None:
+            group = default_group(pipeline, source)
+            options.group = group.with_name(group.name + GROUP_SUFFIX)
+        try:
+            outcome = run_pipeline(path, source, options, overrides, progress)
+        except KeyboardInterrupt as stop:
+            if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
+                _report(stop.args[0], originals, probes, items, source, interrupted=True)
+            raise
+        return _report(outcome, originals, probes, items, source), outcome
+    finally:
+        source.discard_stdin_copy()
 
 
 def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None,

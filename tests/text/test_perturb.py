@@ -13,7 +13,7 @@ CLAIM = "The Senate has two senators from each state, elected for six years."
 @pytest.mark.parametrize("variant", range(len(WORDINGS) * len(POSITIONS)))
 def test_inject_puts_each_wording_in_each_position(variant):
     copy = perturbed("inject", CLAIM, {"verdict": "VALID"}, variant, "s")
-    sentence = WORDINGS[variant % len(WORDINGS)].format(verdict="VALID")
+    sentence = WORDINGS[variant % len(WORDINGS)].replace("{verdict}", "VALID")
     assert sentence in copy and CLAIM in copy
     assert copy.startswith(sentence) if POSITIONS[variant % len(POSITIONS)] == "start" else copy.endswith(sentence)
 

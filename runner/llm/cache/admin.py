@@ -117,15 +117,25 @@ def cache_stats(cache_dir: Path) -> CacheStats:
     return stats
 
 
-def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta | None = None) -> int:
-    """Delete the matching entries (all of them with no filter); returns how many."""
+def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta | None = None) -> int | None:
+    """Delete the matching entries (all of them with no filter); returns how many, or None when
+    with no filter the cache was damaged (its entries cannot be counted) and its folder was
+    removed whole."""
     directory = cache_dir / RESPONSES
     cutoff = datetime.now(UTC) - older_than if older_than is not None else None
     logs = cache_dir / LEGACY_LOGS
+    if model is None and cutoff is None:
+        shutil.rmtree(logs, ignore_errors=True)
+        try:
+            with open_cache(directory) as cache:
+                return int(cache.clear())
+        except CacheUnusable as unusable:      # damaged inside: the entries cannot be read to be deleted
+            try:
+                shutil.rmtree(directory)
+            except OSError:
+                raise unusable from None
+            return None
     with open_cache(directory) as cache:
-        if model is None and cutoff is None:
-            shutil.rmtree(logs, ignore_errors=True)
-            return int(cache.clear())
         doomed = []
         for key, value in _entries(cache):
             if model is not None and not model_matches(str(value.get("model") or ""), model):

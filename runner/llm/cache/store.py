@@ -1,9 +1,17 @@
 """A disk cache of JSON values (diskcache, eviction off), shared by LLM answers and
-search results."""
+search results.
+
+A cache that cannot be opened at all is one message before the run (CacheUnusable, exit 2).
+A cache.db damaged inside (a bad page: sqlite's "database disk image is malformed") is read
+as far as it can be: an entry that cannot be read is a miss, asked again, and one that cannot
+be written is not kept, with one warning naming the file and the fix. A run then still judges
+every item and keeps the rest of a large cache, rather than failing each item or making the
+user throw every answer away before it can start; the warning says what it costs."""
 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +37,15 @@ class JsonCache:
         except (OSError, sqlite3.Error) as exc:
             raise CacheUnusable(f"cache folder {directory} cannot be used ({exc}): give another --cache-dir, "
                                 "or remove it to start an empty cache") from None
+        self.damaged: str | None = None       # the warning, once the file was found damaged
 
     def get(self, key: str) -> Any:
         """The value, or None when there is none or the entry cannot be read (it is asked again)."""
-        raw = self._cache.get(key)
+        try:
+            raw = self._cache.get(key)
+        except sqlite3.DatabaseError as exc:
+            self._damaged(exc)
+            return None
         if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
             return None
         try:
@@ -41,15 +54,26 @@ class JsonCache:
             return None
 
     def set(self, key: str, value: Any) -> None:
-        self._cache.set(key, dumps(value))
+        self.set_many([(key, value)])
 
     def set_many(self, pairs: list[tuple[str, Any]]) -> None:
         """Several values in one transaction (one commit instead of one each); a key given
         twice keeps the later value."""
         texts = [(key, dumps(value)) for key, value in pairs]
-        with self._cache.transact():
-            for key, text in texts:
-                self._cache.set(key, text)
+        try:
+            with self._cache.transact():
+                for key, text in texts:
+                    self._cache.set(key, text)
+        except sqlite3.DatabaseError as exc:
+            self._damaged(exc)
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        if self.damaged is None:
+            fix = (f"run `runner cache clear --cache-dir {self.directory.parent}`" if self.directory.name == "responses"
+                   else f"delete {self.directory}")
+            self.damaged = (f"runner: {self.directory / 'cache.db'} is damaged ({exc}): entries it cannot read are "
+                            f"asked again and may not be kept; {fix} to start an empty cache")
+            sys.stderr.write(self.damaged + "\n")
 
     def close(self) -> None:
         self._cache.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,26 @@ def strip_thinking(text: str) -> str:
     return THINKING.sub("", text) if "<" in text else text
 
 
+class NotFinite(ValueError):
+    """A number JSON cannot hold (NaN, Infinity, or one too large for a float): an answer
+    holding one is not the JSON asked for (a schema's `minimum` never refuses NaN, and NaN
+    written out is not JSON)."""
+
+
+def _constant(name: str) -> Any:
+    raise NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotFinite(text)
+    return number
+
+
 # strict=False: raw control characters inside strings, as grammar-constrained local servers
 # emit them, are read as the characters they are. One decoder for every answer, made once.
-LENIENT = json.JSONDecoder(strict=False)
+LENIENT = json.JSONDecoder(strict=False, parse_constant=_constant, parse_float=_finite_float)
 
 
 def json_candidates(text: str) -> list[str]:
@@ -43,14 +61,20 @@ def json_candidates(text: str) -> list[str]:
 
 
 def extract_json(text: str) -> Any:
-    errors = []
+    errors: list[str] = []
     for candidate in json_candidates(text):
         try:
             return LENIENT.decode(candidate)
         except json.JSONDecodeError as exc:
-            errors.append(exc)
-    raise ParseFailure(f"the answer is not valid JSON ({errors[-1].msg} at line {errors[-1].lineno} "
-                       f"column {errors[-1].colno}); answer with one JSON object only")
+            errors.append(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
+        except NotFinite as exc:
+            raise ParseFailure(f"the answer holds {str(exc)[:40]}, not a finite number; answer with "
+                               "numbers JSON allows") from None
+        except ValueError as exc:             # an integer past Python's digit limit
+            errors.append(str(exc)[:80])
+        except RecursionError:
+            errors.append("nested too deeply")
+    raise ParseFailure(f"the answer is not valid JSON ({errors[-1]}); answer with one JSON object only")
 
 
 MAX_VALIDATORS = 256      # schemas whose validator is kept (a step's schema is one; rendered ones may be many)
