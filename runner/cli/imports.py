@@ -35,6 +35,9 @@ def openai_evals(
     typer.echo("next:")
     for command in next_commands(imported.name, imported.models, out):
         typer.echo(f"  {command}")
+    if imported.models:
+        typer.echo("(without --model each grader's model is the one the eval names, on OpenAI with "
+                   "OPENAI_API_KEY; --model GRADER=PROVIDER/MODEL[@URL] points it at any other)")
 
 
 def next_commands(name: str, models: list[str], out: Path) -> list[str]:

@@ -105,7 +105,7 @@ def _source_problems(data: dict[str, Any]) -> list[str]:
 def _name(data: Any, file: Path) -> str:
     given = data.get("name") if isinstance(data, dict) and "testing_criteria" in data else None
     text = re.sub(r"[^a-z0-9_]+", "_", str(given or file.stem).lower()).strip("_")
-    return text if re.match(r"[a-z]", text or "") else f"eval_{text}"
+    return (text if re.match(r"[a-z]", text or "") else f"eval_{text}")[:64].rstrip("_")
 
 
 def _pipeline_text(out: Converted, graders: list[str], file: Path) -> str:
