@@ -58,8 +58,9 @@ def test_an_imported_eval_gives_the_evals_pass_fail_per_row_and_grader(project, 
     assert result.exit_code == 0, result.output
     assert "created pipelines/qa_check.yaml" in result.output and "runner validate pipelines/qa_check.yaml" in result.output
     assert "--model correctness=" in result.output
-    run(project.root / "pipelines/qa_check.yaml", _rows(project, ROWS),
-        overrides=["models.correctness.model=scripted/correctness"])
+    ran = cli("run", "pipelines/qa_check.yaml", "--input", str(_rows(project, ROWS)), "--out", "out", "--quiet",
+              "--model", "correctness=scripted/correctness")
+    assert ran.exit_code == 0, ran.output
     expected = [_evals_semantics(row) for row in ROWS]
     assert expected == [{"correctness": True, "mentions_answer": True, "close": True},
                         {"correctness": True, "mentions_answer": True, "close": False},
