@@ -159,7 +159,7 @@ steps:
     with: {input: "{{ sample.output_text }}", reference: "{{ item.answer }}", operation: ilike}
   - id: close
     uses: text_similarity
-    with: {input: "{{ sample.output_text }}", reference: "{{ item.answer }}", metric: rouge_1, threshold: 0.5}
+    with: {input: "{{ sample.output_text }}", reference: "{{ item.answer }}", metric: fuzzy_match, threshold: 0.6}
   - id: overall
     uses: formula
     with: {formula: "0.5 * mentions + 0.5 * close", values: {mentions: "{{ steps.mentions.score }}",
@@ -170,5 +170,5 @@ output:
   overall: "{{ steps.overall.passed }}"
 """},
             [{"item": {"answer": "Jane Austen"}, "sample": {"output_text": "It was jane austen"}}],
-            [{"mentions": True, "close": 0.666667, "overall": True}]),
+            [{"mentions": True, "close": 0.62069, "overall": True}]),
 ]
