@@ -21,7 +21,7 @@ import yaml
 
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, read_json
-from runner.pipeline.openai_graders import TYPES, Converted, Refusal, add_grader, step_id
+from runner.pipeline.openai_graders import Converted, Refusal, add_grader, step_id
 from runner.pipeline.scaffold import NAME
 
 GENERATING = ("completions", "responses")       # run data sources whose samples a model makes
@@ -42,10 +42,12 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
     """Write the pipeline of the eval in `file` under the project `root`; RunnerError (every
     refusal, each with its JSON path) when it cannot be imported whole."""
     data = read_json(file)
-    unknown_skips = [kind for kind in skip if kind not in TYPES]
-    if unknown_skips:
-        raise RunnerError(f"--skip {unknown_skips[0]}: not a grader type (one of {', '.join(TYPES)})")
     criteria, prefix = _criteria(data, file)
+    present = {grader.get("type") for grader in criteria if isinstance(grader, dict)}
+    unmatched = [kind for kind in skip if kind not in present]
+    if unmatched:
+        raise RunnerError(f"--skip {unmatched[0]}: no grader of that type in {file} (its types: "
+                          f"{', '.join(sorted(str(kind) for kind in present))})")
     name = name or _name(data, file)
     if not NAME.match(name):
         raise RunnerError(f"--name {name}: a pipeline's name is lowercase letters, digits and _, starting with a "
@@ -69,8 +71,8 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
         except Refusal as refusal:
             del out.steps[mark[0]:]
             out.output, out.models = mark[1], mark[2]
-            refusals.append(f"{file}: {refusal} (`--skip {kind}` imports the rest)" if kind in TYPES
-                            else f"{file}: {refusal}")
+            refusals.append(f"{file}: {refusal}" + (f" (`--skip {kind}` imports the rest)" if isinstance(kind, str)
+                                                      else ""))
     if refusals:
         raise RunnerError("cannot import it whole:\n" + "\n".join(refusals))
     if not out.passed:

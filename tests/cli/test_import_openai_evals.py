@@ -158,10 +158,15 @@ def test_what_cannot_be_imported_is_refused_with_its_json_path(project, cli, gra
 
 
 def test_skip_imports_the_rest_and_says_what_it_left_out(project, cli):
-    path = _write(project, "e.json", {"name": "e", "testing_criteria": [CHECK, PYTHON]})
-    result = cli("import", "openai-evals", str(path), "--skip", "python")
+    path = _write(project, "e.json", {"name": "e", "testing_criteria": [CHECK, PYTHON, {"type": "mystery"}]})
+    refused = cli("import", "openai-evals", str(path), "--skip", "python")
+    assert refused.exit_code == 2 and "`--skip mystery` imports the rest" in refused.output
+    result = cli("import", "openai-evals", str(path), "--skip", "python", "--skip", "mystery")
     assert result.exit_code == 0 and "skipped testing_criteria[1] (python: 'length')" in result.output
+    assert "skipped testing_criteria[2] (mystery: '')" in result.output
     assert "length" not in (project.root / "pipelines/e.yaml").read_text()
+    typo = cli("import", "openai-evals", str(path), "--skip", "pyton", "--name", "e3")
+    assert typo.exit_code == 2 and "--skip pyton: no grader of that type" in typo.output
 
 
 def test_a_data_source_that_generates_samples_is_refused(project, cli):
