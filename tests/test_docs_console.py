@@ -146,8 +146,17 @@ def juror_kinds(space: Workspace) -> None:
     space.carried["127.0.0.1:8080"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
 
 
+def openai_grader(space: Workspace) -> None:
+    """The label_model grader of examples/openai_evals/qa_eval.json as a model of the fake
+    server, which the docs' 127.0.0.1:1234 stands for: correct, but for Dickens (docs/openai-evals.md)."""
+    space.fake.answer_json({"label": "incorrect", "reason": "Emma is by Jane Austen."}, contains="Answer: Charles")
+    space.fake.answer_json({"label": "correct", "reason": "It matches the reference."})
+    space.carried["127.0.0.1:1234"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
+
+
 SETUPS: dict[str, Setup] = {"no_model": no_model, "local_model": local_model, "claims_run": claims_run,
-                            "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds}
+                            "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds,
+                            "openai_grader": openai_grader}
 EXAMPLES = [example for path in doc_files() for example in examples(path)]
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, init, pipelines, probe, serve, tools, view
+from runner.cli import batches, calibration, imports, init, pipelines, probe, serve, tools, view
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
 
@@ -230,6 +230,7 @@ app.command("batches")(batches.batches)
 app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
+app.add_typer(imports.import_app, name="import")
 
 
 def main() -> None:

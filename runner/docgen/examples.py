@@ -177,6 +177,9 @@ CHOSEN_NAMES: dict[str, tuple[str, str, str]] = {
     "foreach `as:`": ("a foreach step's sub-steps: the current element", "{{ table.file }}", "as: table"),
     "input `parent_as:`": ("everywhere an item is seen: the record an exploded item came from",
                            "{{ batch.actual_batch_size }}", "parent_as: batch"),
+    "input `namespaces:`": ("everywhere an item is seen: each named field of the record (an absent one an empty "
+                            "mapping), e.g. an OpenAI Evals row's item and sample",
+                            "{{ sample.output_text }}", "namespaces: [item, sample]"),
     "summary fields and rates": ("later summary entries and assessment rules: their values", "{{ analyzed }}",
                                  "fields: {analyzed: ...}"),
 }

@@ -145,4 +145,33 @@ output:
 """},
             [{"text": "the cat sat on the mat", "claim": "a dog sat on the mat", "quote": "the cat sat"}],
             [{"claim_found": False, "quote_found": True}]),
+    Feature("Rows in namespaces, graded without a model",
+            "`input.namespaces` reads each record as a mapping of names, each a name of its own in every "
+            "template: `[item, sample]` reads OpenAI Evals rows (`{\"item\": ..., \"sample\": ...}`) as they "
+            "are (a row without `sample` reads it as an empty mapping). `string_check` and `text_similarity` "
+            "grade as OpenAI's graders of those names do, and `formula` combines numbers by an arithmetic "
+            "formula, parsed and never eval'd (`runner import openai-evals` writes such pipelines: "
+            "docs/openai-evals.md).",
+            {"pipelines/graded.yaml": """\
+version: 1
+name: graded
+input: {adapter: json, namespaces: [item, sample]}
+steps:
+  - id: mentions
+    uses: string_check
+    with: {input: "{{ sample.output_text }}", reference: "{{ item.answer }}", operation: ilike}
+  - id: close
+    uses: text_similarity
+    with: {input: "{{ sample.output_text }}", reference: "{{ item.answer }}", metric: fuzzy_match, threshold: 0.6}
+  - id: overall
+    uses: formula
+    with: {formula: "0.5 * mentions + 0.5 * close", values: {mentions: "{{ steps.mentions.score }}",
+           close: "{{ steps.close.score }}"}, threshold: 0.75}
+output:
+  mentions: "{{ steps.mentions.passed }}"
+  close: "{{ steps.close.score }}"
+  overall: "{{ steps.overall.passed }}"
+"""},
+            [{"item": {"answer": "Jane Austen"}, "sample": {"output_text": "It was jane austen"}}],
+            [{"mentions": True, "close": 0.62069, "overall": True}]),
 ]

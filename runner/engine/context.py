@@ -16,7 +16,7 @@ import jinja2
 
 from runner.engine.services import LLM
 from runner.errors import RunnerError, StepError, TemplateError
-from runner.inputs import Item
+from runner.inputs import Item, namespace_scope
 from runner.llm.in_flight import ItemsInFlight
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.templating import Renderer, describe_error
@@ -131,6 +131,9 @@ class Runtime:
         parent_as = self.pipeline.input.get("parent_as")
         if parent_as:
             scope[parent_as] = item.parent
+        namespaces = self.pipeline.input.get("namespaces")
+        if namespaces:
+            scope.update(namespace_scope(item.value, namespaces))     # InputError: the item fails
         return scope
 
     def take_cache(self, name: str) -> JsonCache | None:

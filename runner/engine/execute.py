@@ -12,7 +12,7 @@ from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome
 from runner.engine.run_warnings import add_warning
 from runner.engine.step_values import defaulted, skipped
 from runner.engine.steps.base import Step, step_class
-from runner.errors import NeedsModel, RunnerError, StepError, TemplateError
+from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
 from runner.pipeline.result_shapes import as_result
@@ -120,7 +120,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     if item.error:
         result["error"] = item.error
         return clean_value(result)
-    scope = runtime.base_scope(item)
+    try:
+        scope = runtime.base_scope(item)
+    except InputError as exc:           # a record not of the shape input.namespaces says
+        return {**result, "error": str(exc)}
     memo, memo_key = runtime.memo, None
     if memo is not None and runtime.pipeline.memo is not None:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.errors import InputError, RunnerError
-from runner.inputs import Item
+from runner.inputs import Item, namespace_scope
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import Renderer, describe_error
@@ -138,10 +138,20 @@ def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Ite
     scope = _scope(pipeline)
     for item in items:
         try:
-            if renderer.condition(expression, {**scope, "item": item.value}):
+            if renderer.condition(expression, {**scope, **_item_names(pipeline, item)}):
                 yield item
         except TEMPLATE_FAILURES:
             continue
+
+
+def _item_names(pipeline: Pipeline, item: Item) -> dict[str, Any]:
+    """What the filter reads of an item: `item` (and its input's namespaces; a record not of
+    their shape fails the filter, as a missing field does)."""
+    namespaces = pipeline.input.get("namespaces")
+    try:
+        return {"item": item.value, **(namespace_scope(item.value, namespaces) if namespaces else {})}
+    except InputError as exc:
+        raise ValueError(str(exc)) from None      # one of TEMPLATE_FAILURES
 
 
 def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) -> None:
@@ -151,7 +161,7 @@ def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) ->
     first_error: str | None = None
     for item in items:
         try:
-            if renderer.condition(expression, {**scope, "item": item.value}):
+            if renderer.condition(expression, {**scope, **_item_names(pipeline, item)}):
                 return
         except TEMPLATE_FAILURES as exc:
             first_error = first_error or describe_error(exc)

@@ -136,6 +136,23 @@ def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]
             yield Item(count, child, parent=value, exploded_from=explode)
 
 
+def namespace_scope(value: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The names an item's templates read when its input says `namespaces:` (e.g. [item, sample],
+    the OpenAI Evals row `{"item": {...}, "sample": {...}}`): each the record's field of that name,
+    a mapping, or an empty mapping when the record has none. InputError says what is wrong."""
+    names = list(names)
+    if not isinstance(value, dict):
+        raise InputError(f"the record is a {type(value).__name__}, not a mapping of {', '.join(names)} "
+                         f"(input.namespaces)")
+    scope: dict[str, Any] = {}
+    for name in names:
+        field = value.get(name)
+        if field is not None and not isinstance(field, dict):
+            raise InputError(f"the record's '{name}' is a {type(field).__name__}, not a mapping (input.namespaces)")
+        scope[name] = field if field is not None else {}
+    return scope
+
+
 def record_from_pairs(pairs: list[str]) -> dict[str, Any]:
     """`--record KEY=VALUE ...` -> one item (values parsed as YAML)."""
     out: dict[str, Any] = {}

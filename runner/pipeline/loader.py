@@ -148,6 +148,7 @@ class _Checker:
         self._check_adapter()
         for name, spec in self.models.items():
             self._check_model(name, spec, base - {"steps", "item"} | ({parent_as} if parent_as else set()))
+        base |= set((self.data.get("input") or {}).get("namespaces") or [])     # every item's names
         if "concurrency" in self.data:
             self.text.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
@@ -316,9 +317,9 @@ class _Checker:
                 if name not in self.models:
                     self.add(where, unknown("model", name, self.models, "defined"))
         for key in info.template_fields:
-            value = args.get(key)
-            if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
-                self._check_prompt_file(value, (*path, "with", key), names, seen)
+            for where, value in _template_texts(args.get(key), (*path, "with", key)):
+                if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
+                    self._check_prompt_file(value, where, names, seen)
         for key in info.schema_fields:
             value = args.get(key)
             if isinstance(value, str) and not templating.is_template(value):
@@ -375,6 +376,13 @@ def _mentioned_env(value: Any) -> set[str]:
         return mentioned(templating.parse_source(value, not templating.is_template(value)))
     except jinja2.TemplateSyntaxError:
         return set()
+
+
+def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
+    """A prompt field's texts: itself, or each message's `content` (an llm step's `messages`)."""
+    if not isinstance(value, list):
+        return iter([(path, value)])
+    return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
 
 
 def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:

@@ -172,9 +172,11 @@ def served_hash(pipeline: Pipeline, model_spec: Any) -> str:
 
 def input_reads(pipeline: Pipeline) -> dict[str, Any]:
     """The input fields the pipeline's templates read: the item's, and with `explode` the
-    record's (`parent_as`) and the list each item is one element of."""
+    record's (`parent_as`) and the list each item is one element of; with `namespaces`, each
+    namespace's."""
     spec = pipeline.input
-    names: dict[str, set[str]] = {"item": set(), spec.get("parent_as") or "": set()}
+    namespaces = list(spec.get("namespaces") or [])
+    names: dict[str, set[str]] = {"item": set(), spec.get("parent_as") or "": set(), **{n: set() for n in namespaces}}
     for text in _template_texts(pipeline):
         for bare in (False, True):
             try:
@@ -185,7 +187,9 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
                 if root:
                     found.update(name for name, _ in attribute_refs(tree, root))
     described: dict[str, Any] = {"adapter": spec.get("adapter", "json")}
-    if spec.get("explode"):
+    if namespaces:          # a record is a mapping of these names (e.g. an OpenAI Evals row's item and sample)
+        described["namespaces"] = {name: sorted(names[name]) for name in namespaces}
+    elif spec.get("explode"):
         described["explode"] = spec["explode"]
         described["record_fields"] = sorted({*names.get(spec.get("parent_as") or "", set()), spec["explode"]})
         described["item_fields"] = sorted(names["item"])

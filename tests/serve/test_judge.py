@@ -236,3 +236,13 @@ def test_keys_and_url_credentials_never_reach_a_response(served_project, served,
     assert answer.status_code == 200 and answer.json()["results"][0]["result"]["error"]
 
 
+
+
+def test_a_pipeline_reading_rows_in_namespaces_says_each_ones_fields(served_project, served):
+    (served_project.root / "pipelines" / "evals.yaml").write_text(
+        "version: 1\nname: evals\ninput: {adapter: jsonl, namespaces: [item, sample]}\nsteps:\n"
+        "  - {id: check, uses: string_check, with: {input: '{{ sample.output_text }}', reference: '{{ item.answer }}',"
+        " operation: eq}}\noutput: {passed: '{{ steps.check.passed }}'}\n", encoding="utf-8")
+    listed = served.client.get("/v1/pipelines").json()
+    [described] = [p for p in listed["pipelines"] if p["name"] == "evals"]
+    assert described["input"] == {"adapter": "jsonl", "namespaces": {"item": ["answer"], "sample": ["output_text"]}}

@@ -74,8 +74,9 @@ CONFIDENCE_FIELD = {"confidence": {"type": ["number", "null"],
 class PromptArgs:
     """What the `llm` and `jury` steps send (`prompt` and `system` stay raw: rendered here)."""
 
-    prompt: str
+    prompt: str | None = None
     system: str | None = None
+    messages: list[dict[str, str]] | None = None
     output_schema: Any = None
     json: bool = False
     repair: Any = 0
@@ -95,7 +96,11 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest
     messages: list[dict[str, Any]] = []
     if args.system:
         messages.append({"role": "system", "content": render_text(ctx, args.system, "system")})
-    messages.append({"role": "user", "content": render_text(ctx, args.prompt, "prompt")})
+    for number, message in enumerate(args.messages or []):
+        messages.append({"role": message["role"],
+                         "content": render_text(ctx, message["content"], f"messages[{number}].content")})
+    if args.prompt is not None:
+        messages.append({"role": "user", "content": render_text(ctx, args.prompt, "prompt")})
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
     first, repeat = _whole(ctx, args.sample, "sample", 0), _whole(ctx, args.repeat, "repeat", 1)
@@ -121,9 +126,9 @@ def _whole(ctx: StepContext, value: Any, name: str, least: int) -> int:
 class PromptedStep(Step):
     """What the loader checks for a step that sends a prompt template to models."""
 
-    template_fields = ("prompt", "system")
+    template_fields = ("prompt", "system", "messages")     # messages: each one's content
     schema_fields = ("output_schema",)
-    lazy_fields = ("prompt", "system")
+    lazy_fields = ("prompt", "system", "messages")
     counts_calls = True
 
 

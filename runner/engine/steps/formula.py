@@ -1,0 +1,53 @@
+"""`formula`: one number from an arithmetic formula over named values (runner/pipeline/formula.py:
+parsed, never eval'd), e.g. OpenAI's multi grader's `calculate_output`; with `threshold`, passed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runner.engine.context import StepContext
+from runner.engine.steps.base import Step, register
+from runner.errors import StepError
+from runner.pipeline.formula import FormulaError, evaluate, parse_formula
+from runner.pipeline.result_shapes import ShapeContext, closed
+from runner.yamlpos import Path as DataPath
+
+
+@dataclass(frozen=True)
+class FormulaArgs:
+    formula: str
+    values: Mapping[str, Any]
+    threshold: Any = None
+
+
+@register
+class Formula(Step):
+    name = "formula"
+    summary = ("One number from an arithmetic formula over named values (+ - * / ^, min, max, abs, floor, ceil, "
+               "exp, sqrt, log; parsed, never eval'd): value, and passed against `threshold`.")
+    result = closed({"value": {"type": "number"}, "passed": {"type": ["boolean", "null"]}},
+                    "`passed`: the value is at least `threshold` (null without one).")
+
+    @classmethod
+    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+        formula, values = args.get("formula"), args.get("values")
+        if not isinstance(formula, str) or not isinstance(values, Mapping):
+            return []
+        try:
+            parse_formula(formula, values)
+        except FormulaError as exc:
+            return [(("formula",), str(exc))]
+        return []
+
+    async def run(self, ctx: StepContext) -> Any:
+        args = ctx.arguments(FormulaArgs)
+        try:
+            value = evaluate(args.formula, args.values)
+            passed = None if args.threshold is None else value >= float(args.threshold)
+        except FormulaError as exc:
+            raise StepError(f"{ctx.where('formula')}: {exc}") from None
+        except (TypeError, ValueError):
+            raise StepError(f"{ctx.where('threshold')}: {args.threshold!r} is not a number") from None
+        return {"value": value, "passed": passed}
