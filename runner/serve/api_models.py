@@ -48,7 +48,7 @@ class JudgeRequest(BaseModel):
 
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    items: list[Any] = Field(description="The records to judge.")
+    items: list[Any] = Field(min_length=1, description="The records to judge (at least one).")
     params: dict[str, Any] | None = None
 
 

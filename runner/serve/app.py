@@ -176,7 +176,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary",
                                "description": "JSON lines (.jsonl, .ndjson) or CSV with a header row (.csv)"},
-                      "params": {"type": "string", "description": "The params, as a JSON object"}}}}}}})
+                      "params": {"type": "object", "description": "The params (a JSON object)"}}},
+                      "encoding": {"params": {"contentType": "application/json"}}}}}})
     async def submit(name: str, request: Request) -> Response:
         """A job over many records: a JSON body {items, params} or an uploaded JSONL or CSV file.
         Answered at once (202) with the job; it runs as a run of the pipeline."""

@@ -45,8 +45,9 @@ def is_loopback(host: str) -> bool:
 
 
 def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
-    """Everything checked before binding: the folder, the token, the port; then the working
-    folder is the project (relative paths in the pipelines are read from there)."""
+    """Everything checked before binding: the folder, the token, --db, --set and --model, the
+    port; then the working folder is the project (relative paths in the pipelines are read
+    from there)."""
     folder = options.pipelines_dir.resolve()
     if not folder.is_dir():
         raise InputError(f"{options.pipelines_dir}: no such folder of pipelines")
@@ -59,7 +60,6 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     if token is None and not is_loopback(options.host):
         raise InputError(f"--host {options.host} is reachable from other machines: give --token-file FILE (a "
                          "secret every request sends as `Authorization: Bearer TOKEN`), or serve on 127.0.0.1")
-    check_port(options.host, options.port)
     root = folder.parent
     cache_dir = (options.cache_dir or Path(os.environ.get("RUNNER_CACHE_DIR") or root / "cache")).resolve()
     db = options.db
@@ -68,6 +68,7 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     options.db = db
     check_store(db, root / DEFAULT_DB)
     check_overrides(folder, cache_dir, options.overrides)
+    check_port(options.host, options.port)
     settings = Settings(root=root, cache_dir=cache_dir, concurrency=options.concurrency or 8,
                         concurrency_given=options.concurrency is not None, trace=options.trace,
                         max_items=options.max_items)
