@@ -81,11 +81,15 @@ def open_result_store(url: str | None, default: Path) -> ResultStore:
     if url and url.startswith(POSTGRES_SCHEMES):
         from runner.stores.result_store_postgres import PostgresResultStore
         return PostgresResultStore(url)
+    from runner.stores.result_store_sqlite import SqliteResultStore
+    return SqliteResultStore(_sqlite_path(url, default))
+
+
+def _sqlite_path(url: str | None, default: Path) -> Path:
     if url and "://" in url and not url.startswith("sqlite:///"):
         raise InputError(f"--db {url.split('://', 1)[0]}://...: give a postgresql:// URL (libpq's: "
                          "postgresql://HOST/DB) or an SQLite file")
-    from runner.stores.result_store_sqlite import SqliteResultStore
-    return SqliteResultStore(Path(url.removeprefix("sqlite:///")) if url else default)
+    return Path(url.removeprefix("sqlite:///")) if url else default
 
 
 def check_store(url: str | None, default: Path) -> None:
@@ -100,6 +104,9 @@ def check_store(url: str | None, default: Path) -> None:
         except ProgrammingError as exc:
             raise InputError(redact(f"--db {url}: {' '.join(str(exc).split())}")) from None
         return
+    path = _sqlite_path(url, default)
+    if not path.exists() and path.parent.is_dir():
+        return                  # a new file: made when the server starts, not by a start refused later
     try:
         open_result_store(url, default).close()
     except StoreUnavailable as exc:
