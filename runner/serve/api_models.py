@@ -48,7 +48,8 @@ class JudgeRequest(BaseModel):
 
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    items: list[Any] = Field(min_length=1, description="The records to judge (at least one).")
+    items: list[Any] = Field(description="The records to judge (at least one: none is 400, no items).",
+                             json_schema_extra={"minItems": 1})
     params: dict[str, Any] | None = None
 
 
