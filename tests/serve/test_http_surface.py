@@ -5,8 +5,6 @@ deep JSON, a bad --db, NUL bytes, Host case, OPTIONS, and the OpenAPI document."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -19,22 +17,20 @@ PASSWORD = "hunter2secret"
 ANSWER = json.dumps({"rating": "green", "score": 90})
 
 
-def test_issue63_s3_a_query_password_in_db_never_shows(served_project):
+def test_issue63_s3_a_query_password_in_db_never_shows(served_project, cli, monkeypatch):
     """S3 (issue 61 "one redaction"): `?password=` in --db is hidden in the start line, in 503
     bodies and in /healthz, which needs no token."""
     url = f"postgresql://judge@127.0.0.1:1/v?password={PASSWORD}&sslpassword=other-secret-9"
-    server = Process(served_project.root, "--db", url).ready()
-    try:
-        health = httpx.get(f"{server.url}/healthz", timeout=10)
-        judged = httpx.post(f"{server.url}/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")}, timeout=30)
-        assert health.status_code == 503 and judged.status_code == 503, judged.text
-        for text in (health.text, judged.text):
-            assert PASSWORD not in text and "other-secret-9" not in text
-    finally:
-        server.stop()
-    log = server.log.read_text()
-    assert "runner serve: http://127.0.0.1:" in log and "password=***" in log, log
-    assert PASSWORD not in log and "other-secret-9" not in log
+    monkeypatch.setattr("uvicorn.Server.run", lambda self: None)        # the start line, then no serving
+    started = cli("serve", "pipelines", "--port", str(free_port()), "--db", url)
+    assert started.exit_code == 0 and "runner serve: http://127.0.0.1:" in started.stderr, started.output
+    assert "password=***" in started.stderr
+    with make_client(served_project.root, scripted_model(ANSWER), url) as client:
+        health = client.get("/healthz")
+        judged = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")})
+    assert health.status_code == 503 and judged.status_code == 503, judged.text
+    for text in (started.output, health.text, judged.text):
+        assert PASSWORD not in text and "other-secret-9" not in text
 
 
 def test_issue61_one_redaction_hides_query_credentials_and_keeps_ordinary_words():
@@ -48,18 +44,17 @@ def test_issue61_one_redaction_hides_query_credentials_and_keeps_ordinary_words(
     assert MIN_SECRET == 8
 
 
-def serve_command(root, *args: str) -> subprocess.CompletedProcess[str]:
-    """`runner serve` that is refused before it binds (it never starts serving)."""
-    return subprocess.run([sys.executable, "-m", "runner.cli.app", "serve", "pipelines", "--port", str(free_port()),
-                           *args], cwd=root, capture_output=True, text=True, timeout=120)
+def refused_start(cli, *args: str):
+    """`runner serve` refused before it binds (it never starts serving), in this process."""
+    return cli("serve", "pipelines", "--port", str(free_port()), *args)
 
 
 @pytest.mark.parametrize("db", ["mysql://x@y/z", "not-a-database.txt"])
-def test_issue63_s11_a_bad_db_is_one_message_and_exit_2_before_the_banner(served_project, db):
+def test_issue63_s11_a_bad_db_is_one_message_and_exit_2_before_the_banner(served_project, cli, db):
     (served_project.root / "not-a-database.txt").write_text("hello, I am text\n" * 100)
-    done = serve_command(served_project.root, "--db", db)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr and "runner serve: http" not in done.stderr
+    done = refused_start(cli, "--db", db)
+    assert done.exit_code == 2, done.output
+    assert "Traceback" not in done.output and "runner serve: http" not in done.output
     assert done.stderr.startswith("--db") and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
@@ -155,6 +150,7 @@ def test_issue62_9_the_document_says_400_with_error_and_the_bearer_token(served_
     assert "user" in spec["components"]["schemas"]["FeedbackRequest"]["required"]
 
 
+@pytest.mark.slow
 def test_issue62_9_serve_takes_set_and_model_as_run_does(served_project, fake_llm):
     """Issue 62 #9: a judge whose YAML names one model is served against another (a local
     server) and with another param, without editing the YAML."""
@@ -172,7 +168,7 @@ def test_issue62_9_serve_takes_set_and_model_as_run_does(served_project, fake_ll
     assert "Green at 70" in json.dumps(fake_llm.requests[0].body)
 
 
-def test_issue62_9_a_set_serve_cannot_apply_is_refused_before_it_starts(served_project):
-    done = serve_command(served_project.root, "--set", "params.green_at=high")
-    assert done.returncode == 2 and "deck.yaml" in done.stderr and "green_at" in done.stderr, done.stderr
-    assert "runner serve: http" not in done.stderr and "Traceback" not in done.stderr
+def test_issue62_9_a_set_serve_cannot_apply_is_refused_before_it_starts(served_project, cli):
+    done = refused_start(cli, "--set", "params.green_at=high")
+    assert done.exit_code == 2 and "deck.yaml" in done.stderr and "green_at" in done.stderr, done.output
+    assert "runner serve: http" not in done.output and "Traceback" not in done.output
