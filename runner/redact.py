@@ -84,8 +84,9 @@ def remember_url(url: object) -> None:
 
 
 def environment_secrets() -> frozenset[str]:
-    """The secrets the environment holds now: values of secret names, URLs' credentials."""
-    found = named_secrets(dict(os.environ))
+    """The credentials of the URLs the environment holds now (the values of its secret names
+    are hidden by the callers that read them: `named_secrets` of a run's env)."""
+    found: set[str] = set()
     for value in os.environ.values():
         if "://" in value:
             found |= url_secrets(value)
