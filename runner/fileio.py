@@ -113,6 +113,11 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def too_deep(value: Any) -> bool:
+    """Whether a parsed value nests past MAX_DEPTH (a request body's, as a file's)."""
+    return _deeper_than(value, MAX_DEPTH)
+
+
 def parse_json(text: str, where: str, line: int | None = None) -> Any:
     """`text` parsed, or InputError at `where` (`where:line` for one line of a file)."""
     at = f"{where}:{line}" if line is not None else where

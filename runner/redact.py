@@ -1,40 +1,81 @@
-"""Credentials in URLs never reach a message runner writes or prints.
+"""Credentials never reach a message runner writes or prints: the one redaction.
 
-A URL may carry `user:password@` (an MLflow tracking URI, a model's api_base, a search
-endpoint), and third-party exception text quotes it, whole or only its password. `redact`
-is applied where messages are made (run warnings, item errors, the CLI's error lines): it
-replaces the user information of every URL in the text, and every password of a URL runner
-was given (`remember_url`) or that an environment variable holds."""
+One list of the names that mark a secret (`SECRET_NAME`: an environment variable, a mapping
+key, a query parameter), one minimum length of a secret found by value (`MIN_SECRET`), and
+the structural rules of where a credential sits in text: a URL's `user:password@`, and a
+`name=value` assignment whose name ends with a secret word (`?password=`, `?sslpassword=`,
+`api_key=`, `token=`, and libpq's keyword form `password=...`). `redact` is applied where
+messages are made (run warnings, item errors, the CLI's error lines, HTTP answers): it hides
+what sits where a credential sits, and every secret a caller names, a URL runner was given
+holds (`remember_url`) or an environment variable holds."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from urllib.parse import unquote, urlsplit
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 HIDDEN = "***"
-MIN_SECRET = 4                  # shorter credentials would mangle ordinary words
+MIN_SECRET = 8      # shorter values are dummies (`x`, `none`), and replacing them mangles ordinary words
+DUMMY_SECRETS = frozenset({"no-key-needed", "sk-no-key-required", "not-needed", "lm-studio", "ollama", "none",
+                           "dummy", "empty", "changeme", "sk-dummy", "sk-local"})
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "signature", "credential")
+SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)     # a name that holds a secret
 # scheme://USERINFO@ : the user information stops at the first character a host cannot follow.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#'\"<>\\]+@")
+# NAME=VALUE where NAME ends with a secret word (`max_tokens=` does not): URL queries, libpq DSNs.
+_ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})=)[^\s&#;'\"<>,)]+")
 
 _remembered: set[str] = set()
 
 
+def is_secret(value: str) -> bool:
+    """Long enough to be a credential, and not one of the dummy keys local servers take."""
+    return len(value) >= MIN_SECRET and value.lower() not in DUMMY_SECRETS
+
+
+def named_secrets(named: Mapping[str, str]) -> set[str]:
+    """The values of the names that mark a secret (an environment, a model's settings)."""
+    return {value for name, value in named.items()
+            if isinstance(value, str) and SECRET_NAME.search(name) and is_secret(value)}
+
+
 def url_secrets(url: object) -> set[str]:
-    """The password of a URL (as written and decoded), or its user name when it stands alone
-    (`https://TOKEN@host`)."""
+    """The credentials of a URL (as written and decoded): its password, or its user name when
+    it stands alone (`https://TOKEN@host`), and the values of its secret query parameters."""
     text = str(url)
-    if "@" not in text or "://" not in text:
+    if "://" not in text:
         return set()
     try:
         parts = urlsplit(text.strip())
         password, user = parts.password, parts.username
     except ValueError:
         return set()
-    secret = password if password else user if user and len(user) >= 8 else None
-    if not secret:
-        return set()
-    return {value for value in (secret, unquote(secret)) if len(value) >= MIN_SECRET}
+    found = [password if password else user if user else ""]
+    found += [value for name, value in parse_qsl(parts.query) if SECRET_NAME.search(name)]
+    return {value for secret in found for value in (secret, unquote(secret)) if is_secret(value)}
+
+
+def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
+    """The URL without user:password and with its secret query values replaced by `hidden`
+    (for what is stored: run.json, summaries, links)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return url
+    if not parts.scheme or host is None:
+        return url
+    netloc = host if ":" not in host else f"[{host}]"
+    with contextlib.suppress(ValueError):
+        netloc += f":{parts.port}" if parts.port else ""
+    query = parts.query
+    if query:
+        query = urlencode([(k, hidden if SECRET_NAME.search(k) else v)
+                           for k, v in parse_qsl(query, keep_blank_values=True)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def remember_url(url: object) -> None:
@@ -43,22 +84,25 @@ def remember_url(url: object) -> None:
 
 
 def environment_secrets() -> frozenset[str]:
-    """The passwords of the URLs the environment holds now."""
+    """The credentials of the URLs the environment holds now (the values of its secret names
+    are hidden by the callers that read them: `named_secrets` of a run's env)."""
     found: set[str] = set()
     for value in os.environ.values():
-        if "://" in value and "@" in value:
+        if "://" in value:
             found |= url_secrets(value)
     return frozenset(found)
 
 
-def redact(text: str, environment: frozenset[str] | None = None) -> str:
-    """`text` without URL credentials. `environment`: the environment's secrets read once
+def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:
+    """`text` without credentials. `environment`: the environment's secrets read once
     (environment_secrets) by a caller that redacts every call of a run, rather than
-    os.environ read again for each text."""
+    os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
-    secrets = _remembered | (environment_secrets() if environment is None else environment)
-    for secret in sorted(secrets, key=len, reverse=True):
+    if "=" in text:
+        text = _ASSIGNED.sub(rf"\1{HIDDEN}", text)
+    known = _remembered | (environment_secrets() if environment is None else environment) | set(secrets)
+    for secret in sorted(known, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, HIDDEN)
     return text

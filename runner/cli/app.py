@@ -12,14 +12,20 @@ import typer
 from runner import __version__
 from runner.cli import batches, calibration, imports, init, pipelines, probe, serve, tools, view
 from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, InputFormatOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
+from runner.cli.common import (
+    CacheDirOpt,
+    InputFormatOpt,
+    InputOpt,
+    ModelOpt,
+    RecordOpt,
+    SetOpt,
+    cache_dir_of,
+    overrides_of,
+)
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
 
-ModelOpt = Annotated[list[str] | None, typer.Option(
-    "--model", help="Judge with this model: NAME=provider/model[@api_base] points the pipeline's model NAME "
-                    "there and seats it, e.g. judge=openai/gpt-4o-mini (repeat for more).")]
 CacheOpt = CacheDirOpt
 
 

@@ -15,6 +15,9 @@ InputFormatOpt = Annotated[str | None, typer.Option(
                            "for --input -); the pipeline's input.with options apply only to its own adapter.")]
 RecordOpt = Annotated[list[str] | None, typer.Option("--record", help="KEY=VALUE of one ad-hoc item (repeat).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override any pipeline key: a.b.c=VALUE (YAML).")]
+ModelOpt = Annotated[list[str] | None, typer.Option(
+    "--model", help="Judge with this model: NAME=provider/model[@api_base] points the pipeline's model NAME "
+                    "there and seats it, e.g. judge=openai/gpt-4o-mini (repeat for more).")]
 CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
                                                   help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.common import CacheDirOpt
+from runner.cli.common import CacheDirOpt, ModelOpt, SetOpt, overrides_of
 
 
 def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipelines to serve (every "
@@ -31,10 +31,12 @@ def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipe
           max_body: Annotated[int, typer.Option("--max-body", help="Bytes a JSON request may hold.",
                                                 min=1024)] = 8 * 2**20,
           max_upload: Annotated[int, typer.Option("--max-upload", help="Bytes a job's uploaded file may hold.",
-                                                  min=1024)] = 256 * 2**20) -> None:
+                                                  min=1024)] = 256 * 2**20,
+          set_: SetOpt = None, model: ModelOpt = None) -> None:
     """Serve the pipelines over HTTP (FastAPI): judge on request or in jobs, results stored by content
-    hash, feedback into the reviews `runner view` reads. OpenAPI at /docs."""
+    hash, feedback into the reviews `runner view` reads. OpenAPI at /docs. --set and --model apply
+    to every served pipeline, as they do for `runner run`."""
     from runner.serve.server import ServeOptions
     from runner.serve.server import serve as start
     start(ServeOptions(pipelines_dir, host, port, db, token_file, cache_dir, concurrency, trace, max_items, max_body,
-                       max_upload), lambda line: typer.echo(line, err=True))
+                       max_upload, overrides_of(set_, model)), lambda line: typer.echo(line, err=True))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ from runner.llm.in_flight import ItemsInFlight
 from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally
 from runner.llm.writer import CallLines, SharedCache, Writer
-from runner.redact import environment_secrets
-from runner.redact import redact as redact_urls
+from runner.redact import environment_secrets, is_secret, named_secrets
+from runner.redact import redact as redact_text
 from runner.runs.folders import CALLS_FILE
 from runner.runs.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.safetext import clean_text, clean_value
@@ -41,10 +40,6 @@ from runner.safetext import clean_text, clean_value
 if TYPE_CHECKING:
     from runner.llm.batch.collector import BatchCollector
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-MIN_SECRET = 8          # shorter values are dummies (`x`, `none`), and replacing them mangles text
-DUMMY_KEYS = {"no-key-needed", "sk-no-key-required", "not-needed", "lm-studio", "ollama", "none", "dummy",
-              "empty", "changeme", "sk-dummy", "sk-local"}
 _GROUPS = itertools.count(1)
 
 
@@ -147,26 +142,20 @@ class LLMService:
 
     def _secrets(self) -> list[str]:
         if self._secret_list[0] != len(self._specs):
-            values = [s.api_key for s in self._specs.values() if s.api_key]
-            values += [v for k, v in self.env.items() if SECRET_NAME.search(k)]
-            secrets = sorted({v for v in values if len(v) >= MIN_SECRET and v.lower() not in DUMMY_KEYS},
-                             key=len, reverse=True)
+            keys = {s.api_key for s in self._specs.values() if s.api_key and is_secret(s.api_key)}
+            secrets = sorted(keys | named_secrets(self.env), key=len, reverse=True)
             self._secret_list = (len(self._specs), secrets)
         return self._secret_list[1]
 
     def redact(self, text: str) -> str:
-        text = redact_urls(text, self._environment)
-        for secret in self._secrets():
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
+        return redact_text(text, self._environment, self._secrets())
 
     # -- the call ------------------------------------------------------------------
     async def call(self, request: CallRequest) -> dict[str, Any]:
         """A parsed answer, or StepError carrying what is known (raw answer, error)."""
         spec = self.spec(request.model)
         group = request.group or new_group()
-        endpoint = redact_urls(spec.endpoint, self._environment)      # as calls.jsonl names it
+        endpoint = redact_text(spec.endpoint, self._environment)      # as calls.jsonl names it
         try:
             answer = await self._call(spec, request)
         except StepError as exc:
@@ -325,12 +314,12 @@ class LLMService:
         if self._writer.calls is not None:
             self._writer.add_calls([line_of(call_record(
                 item=request.item, call=f"{request.item}.{seq}", step=request.step, model=spec.name,
-                model_id=spec.model, endpoint=redact_urls(spec.endpoint, self._environment), key=key,
+                model_id=spec.model, endpoint=redact_text(spec.endpoint, self._environment), key=key,
                 messages=self._redacted(messages), answer=answer, usage=usage, attempts=attempts,
                 began_ns=began, ended_ns=ended, cached=cached, error=error))])
         if self.observer is not NULL_OBSERVER:
             self.observer.llm_call(LLMCall(
-                request.item, spec.name, spec.model, redact_urls(spec.endpoint, self._environment), messages,
+                request.item, spec.name, spec.model, redact_text(spec.endpoint, self._environment), messages,
                 answer, began, ended, cached, attempts, usage, error))
 
     def _redacted(self, value: Any) -> Any:
@@ -355,7 +344,7 @@ class LLMService:
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
-        unreachable = {redact_urls(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
+        unreachable = {redact_text(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
         failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
         if failed:
             out["hints"] = [entry["hint"] for entry in failed]

@@ -11,27 +11,25 @@ secret query values."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, read_json
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
+from runner.redact import SECRET_NAME
+from runner.redact import strip_credentials as without_credentials
 from runner.runs.checked import RUN_SCHEMA, checked
 from runner.runs.folders import input_identity
 
 MANIFEST = "run.json"
 FORMAT = 1
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|signature|credential", re.IGNORECASE)
 _TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".json", ".txt", ".md")
 
 
@@ -49,20 +47,8 @@ def sha256_json(value: Any) -> str:
 
 
 def strip_credentials(url: str) -> str:
-    """The URL without user:password and with secret-looking query values redacted."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return url
-    if not parts.scheme or host is None:
-        return url
-    netloc = host if ":" not in host else f"[{host}]"
-    with contextlib.suppress(ValueError):
-        netloc += f":{parts.port}" if parts.port else ""
-    query = urlencode([(k, REDACTED if _SECRET_NAME.search(k) else v)
-                       for k, v in parse_qsl(parts.query, keep_blank_values=True)])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """The URL without user:password and with secret query values as <redacted>."""
+    return without_credentials(url, REDACTED)
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -72,7 +58,7 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [redact(v, key) for v in value]
     if isinstance(value, str):
-        if key and _SECRET_NAME.search(key) and "{{" not in value and value:
+        if key and SECRET_NAME.search(key) and "{{" not in value and value:
             return REDACTED
         return strip_credentials(value) if "://" in value else value
     return value

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runner.fileio import MAX_DEPTH, too_deep
+
 Source = Literal["store", "cache", "judged"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
@@ -20,10 +22,18 @@ class JudgeRequest(BaseModel):
     (with `explode`, a record gives one item per element of that list); `params` sets the
     params the pipeline declares under params_schema, nothing else."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [{"required": ["item"]},
+                                                                          {"required": ["items"]}]})
     item: Any = Field(None, description="One record.")
     items: list[Any] | None = Field(None, description="Several records.")
     params: dict[str, Any] | None = Field(None, description="Values of the pipeline's declared params.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def not_too_deep(cls, value: Any) -> Any:
+        if too_deep(value):
+            raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)")
+        return value
 
     @model_validator(mode="after")
     def one_of(self) -> JudgeRequest:
@@ -38,7 +48,8 @@ class JudgeRequest(BaseModel):
 
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    items: list[Any] = Field(description="The records to judge.")
+    items: list[Any] = Field(description="The records to judge (at least one: none is 400, no items).",
+                             json_schema_extra={"minItems": 1})
     params: dict[str, Any] | None = None
 
 

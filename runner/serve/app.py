@@ -5,7 +5,6 @@ what blocks (the databases, MLflow) runs in threads."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,9 +15,11 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from runner.errors import RunnerError
-from runner.fileio import dumps
+from runner.errors import InputError
+from runner.fileio import decode, dumps, parse_json
+from runner.redact import redact
 from runner.serve import api_models as models
+from runner.serve import openapi
 from runner.serve.catalog import Catalog
 from runner.serve.errors import ApiError
 from runner.serve.feedback import record, review_store
@@ -45,8 +46,9 @@ class Limits:
 class Parts:
     """The server's parts, made when it starts and closed when it stops."""
 
-    def __init__(self, settings: Settings, pipelines: Any, db: str | None):
+    def __init__(self, settings: Settings, pipelines: Any, db: str | None, overrides: list[str] | None = None):
         self.settings = settings
+        self.overrides = overrides          # `runner serve --set/--model`, on every pipeline
         self.pipelines_dir = pipelines
         self.db = db
         self.store: ResultStore
@@ -58,7 +60,7 @@ class Parts:
     async def open(self) -> None:
         root = self.settings.root
         self.store = await asyncio.to_thread(open_result_store, self.db, root / DEFAULT_DB)
-        self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir)
+        self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir, self.overrides)
         self.judging = Judging(self.settings, self.catalog, self.store)
         self.jobs = JobBoard(root, self.judging)
         self.reviews = review_store(root)
@@ -79,21 +81,49 @@ def open_result_store(url: str | None, default: Path) -> ResultStore:
     if url and url.startswith(POSTGRES_SCHEMES):
         from runner.stores.result_store_postgres import PostgresResultStore
         return PostgresResultStore(url)
-    if url and "://" in url and not url.startswith("sqlite:///"):
-        raise RunnerError(f"--db {url.split('://', 1)[0]}://...: give postgresql://USER@HOST/DB or an SQLite file")
     from runner.stores.result_store_sqlite import SqliteResultStore
-    return SqliteResultStore(Path(url.removeprefix("sqlite:///")) if url else default)
+    return SqliteResultStore(_sqlite_path(url, default))
+
+
+def _sqlite_path(url: str | None, default: Path) -> Path:
+    if url and "://" in url and not url.startswith("sqlite:///"):
+        raise InputError(f"--db {url.split('://', 1)[0]}://...: give a postgresql:// URL (libpq's: "
+                         "postgresql://HOST/DB) or an SQLite file")
+    return Path(url.removeprefix("sqlite:///")) if url else default
+
+
+def check_store(url: str | None, default: Path) -> None:
+    """A --db that can never work, refused before the server starts (InputError): a scheme
+    with no store, a PostgreSQL URL libpq cannot read, a file that is not an SQLite database.
+    An unreachable PostgreSQL server is no reason: the server starts degraded and reconnects."""
+    if url and url.startswith(POSTGRES_SCHEMES):
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+        try:
+            conninfo_to_dict(url)
+        except ProgrammingError as exc:
+            raise InputError(redact(f"--db {url}: {' '.join(str(exc).split())}")) from None
+        return
+    path = _sqlite_path(url, default)
+    if not path.exists() and path.parent.is_dir():
+        return                  # a new file: made when the server starts, not by a start refused later
+    try:
+        open_result_store(url, default).close()
+    except StoreUnavailable as exc:
+        raise InputError(f"--db: {exc}") from None
 
 
 def json_response(value: Any, status: int = 200, **headers: str) -> Response:
     return Response(dumps(value), status, headers=headers or None, media_type="application/json")
 
 
-def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits: Limits | None = None) -> FastAPI:
+def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits: Limits | None = None,
+               overrides: list[str] | None = None) -> FastAPI:
     """The app serving the pipelines in `pipelines` (a folder) from the project `settings.root`
-    (where it runs: relative paths in the pipelines are read from there)."""
+    (where it runs: relative paths in the pipelines are read from there), each with the
+    `overrides` (`--set` and `--model`, as `runner run` takes them) applied."""
     limits = limits or Limits()
-    server = Parts(settings, pipelines, db)
+    server = Parts(settings, pipelines, db, overrides)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -110,6 +140,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     add_error_handlers(app)
     app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload,
                        hosts=limits.allowed_hosts)
+    openapi.install(app, token=limits.token is not None)
 
     @app.get("/healthz", response_model=models.Health, responses={503: {"model": models.Health}})
     async def health() -> Response:
@@ -145,13 +176,15 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": dict(counts),
                               "results": [answer.as_json() for answer in answers]})
 
-    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView, responses=ERRORS,
+    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView,
+              responses={**ERRORS, 415: {"model": models.ErrorBody}},
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": models.JobRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary",
                                "description": "JSON lines (.jsonl, .ndjson) or CSV with a header row (.csv)"},
-                      "params": {"type": "string", "description": "The params, as a JSON object"}}}}}}})
+                      "params": {"type": "object", "description": "The params (a JSON object)"}}},
+                      "encoding": {"params": {"contentType": "application/json"}}}}}})
     async def submit(name: str, request: Request) -> Response:
         """A job over many records: a JSON body {items, params} or an uploaded JSONL or CSV file.
         Answered at once (202) with the job; it runs as a run of the pipeline."""
@@ -162,8 +195,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                 params = await _upload(request, writer)
             elif kind.startswith("application/json"):
                 try:
-                    body = models.JobRequest.model_validate(json.loads(await request.body()))
-                except ValueError as exc:
+                    body = models.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
+                                                                       "the body"))
+                except (ValueError, InputError) as exc:
                     raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
                 params = body.params or {}
                 writer.records_of(body.items)
@@ -220,6 +254,13 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                                          body.label, body.rationale)
         return json_response(answer)
 
+    @app.options("/{path:path}", include_in_schema=False)
+    async def options(path: str) -> Response:
+        allowed = openapi.allowed_methods(app, "/" + path)
+        if not allowed:
+            raise ApiError(404, "no such route")
+        return Response(status_code=204, headers={"Allow": ", ".join(allowed)})
+
     async def _stored(pipeline: str, item_key: str, pipeline_hash: str | None) -> Any:
         digest = pipeline_hash or (await server.judging.variant(pipeline)).hash
         stored = await asyncio.to_thread(server.store.get, pipeline, digest, item_key)
@@ -238,9 +279,9 @@ async def _upload(request: Request, writer: InputWriter) -> dict[str, Any]:
     if upload is None or isinstance(upload, str):
         raise ApiError(400, "the upload has no `file` field (curl -F file=@items.jsonl)")
     try:
-        params = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        raise ApiError(400, "params: not JSON (give a JSON object)") from None
+        params = parse_json(raw, "params") if isinstance(raw, str) and raw.strip() else {}
+    except InputError as exc:
+        raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
     csv = (upload.filename or "").lower().endswith(".csv") or (upload.content_type or "").startswith("text/csv")

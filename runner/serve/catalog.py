@@ -1,7 +1,8 @@
 """The pipelines `runner serve` serves: every pipeline file directly in PIPELINES_DIR, loaded
 and checked when the server starts and again when a pipeline, prompt or schema file changes;
 what a request may set (the params its `params_schema` declares, nothing else); and the hash
-that keys a pipeline's stored results.
+that keys a pipeline's stored results. The server's own `--set` and `--model` apply to every
+pipeline first, as they do for `runner run`.
 
 A request's params are applied as `--set params.NAME=VALUE` would be, so the pipeline's
 resolved content, and so its hash, holds them: a request with another threshold is another
@@ -40,6 +41,7 @@ class Served:
     pipeline: Pipeline
     settable: dict[str, Any]            # params_schema: each param a request may set, and its schema
     reads: dict[str, Any] = field(default_factory=dict)     # the input fields it reads
+    overrides: list[str] = field(default_factory=list)      # the server's --set and --model, applied first
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.pipeline.description,
@@ -49,7 +51,8 @@ class Served:
 
 
 class Catalog:
-    def __init__(self, folder: Path, cache_dir: Path):
+    def __init__(self, folder: Path, cache_dir: Path, overrides: list[str] | None = None):
+        self.overrides = list(overrides or [])      # `runner serve --set/--model`, on every pipeline
         self.folder = folder.resolve()
         self.project = self.folder.parent
         self.cache_dir = cache_dir
@@ -74,7 +77,7 @@ class Catalog:
         problems: dict[str, str] = {}
         for path in self._files():
             try:
-                pipeline = load_pipeline(path, validated=ValidatedPipelines(self.cache_dir))
+                pipeline = load_pipeline(path, self.overrides, validated=ValidatedPipelines(self.cache_dir))
             except RunnerError as exc:
                 problems[path.name] = redact(str(exc))
                 continue
@@ -83,7 +86,7 @@ class Catalog:
                                        f"{served[pipeline.name].pipeline.file.name}: not served")
                 continue
             settable = dict(pipeline.located.data.get("params_schema") or {})
-            served[pipeline.name] = Served(pipeline.name, pipeline, settable, input_reads(pipeline))
+            served[pipeline.name] = Served(pipeline.name, pipeline, settable, input_reads(pipeline), self.overrides)
         self.served, self.problems = served, problems
         self.generation += 1
 
@@ -152,7 +155,8 @@ def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipel
     if not overrides:
         return served.pipeline
     try:
-        pipeline = load_pipeline(served.pipeline.file, overrides, validated=ValidatedPipelines(cache_dir))
+        pipeline = load_pipeline(served.pipeline.file, [*served.overrides, *overrides],
+                                 validated=ValidatedPipelines(cache_dir))
     except ConfigError as exc:
         raise ApiError(400, "; ".join(f"{p.path}: {p.message}" if p.path else p.message
                                       for p in exc.problems)) from None

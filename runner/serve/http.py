@@ -6,6 +6,7 @@ server's log only (credentials redacted)."""
 from __future__ import annotations
 
 import hmac
+import re
 import sys
 import traceback
 
@@ -18,9 +19,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runner.errors import RunnerError
 from runner.redact import redact
 from runner.serve.errors import ApiError
+from runner.serve.openapi import allowed_methods
 from runner.stores.result_store import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
+UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file
 
 
 def error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -34,7 +37,13 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:          # every route at the path, not only the first one found
+            allowed = allowed_methods(request.app, request.url.path)
+            if not allowed:                 # only the OPTIONS route (any path) matched it
+                return error(404, "Not Found")
+            headers["Allow"] = ", ".join(allowed)
+        return error(exc.status_code, str(exc.detail), **headers)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -66,13 +75,14 @@ class Guard:
     """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
     token on every route but the open ones (health and the API's description), and the body
     size: a declared length over the limit is refused before it is read, a body that grows
-    past it while it is read is cut off there (413 either way). Job uploads (multipart) may be
-    larger than other bodies."""
+    past it while it is read is cut off there (413 either way). Only a job's upload (multipart
+    to the jobs route) may be larger than other bodies, whatever another route is sent. A NUL
+    byte in the path or query (no database takes one) is refused here, on every route."""
 
     def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int,
                  hosts: list[str] | None = None):
         self.app = app
-        self.hosts = hosts          # the Host names a request may carry (None: any)
+        self.hosts = [host.lower() for host in hosts] if hosts is not None else None   # None: any Host
         self.token = token
         self.max_body = max_body
         self.max_upload = max_upload
@@ -82,7 +92,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
-        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+        if self.hosts is not None and _host_name(headers.get("host", "")).lower() not in self.hosts:
             # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
             await error(400, "this server answers only requests for its own address (Host header)")(
                 scope, receive, send)
@@ -94,7 +104,12 @@ class Guard:
                 await error(401, "give the server's token: Authorization: Bearer TOKEN",
                             **{"WWW-Authenticate": "Bearer"})(scope, receive, send)
                 return
-        limit = self.max_upload if headers.get("content-type", "").startswith("multipart/") else self.max_body
+        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+            await error(400, "a NUL byte in the path or query: no name, key or id holds one")(scope, receive, send)
+            return
+        upload = scope["method"] == "POST" and UPLOAD_ROUTE.fullmatch(scope["path"]) is not None
+        limit = self.max_upload if upload and headers.get("content-type", "").startswith("multipart/") \
+            else self.max_body
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             await error(413, _too_large(limit))(scope, receive, send)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import InputError
 from runner.redact import redact
-from runner.serve.app import DEFAULT_DB, Limits, create_app
+from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
+from runner.serve.catalog import Catalog
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
 from runner.view.app import LOOPBACK
@@ -31,6 +32,7 @@ class ServeOptions:
     max_items: int = 100
     max_body: int = 8 * 2**20
     max_upload: int = 256 * 2**20
+    overrides: list[str] = field(default_factory=list)     # --set and --model, as `runner run` takes them
 
 
 def is_loopback(host: str) -> bool:
@@ -43,8 +45,9 @@ def is_loopback(host: str) -> bool:
 
 
 def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
-    """Everything checked before binding: the folder, the token, the port; then the working
-    folder is the project (relative paths in the pipelines are read from there)."""
+    """Everything checked before binding: the folder, the token, --db, --set and --model, the
+    port; then the working folder is the project (relative paths in the pipelines are read
+    from there)."""
     folder = options.pipelines_dir.resolve()
     if not folder.is_dir():
         raise InputError(f"{options.pipelines_dir}: no such folder of pipelines")
@@ -57,13 +60,15 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     if token is None and not is_loopback(options.host):
         raise InputError(f"--host {options.host} is reachable from other machines: give --token-file FILE (a "
                          "secret every request sends as `Authorization: Bearer TOKEN`), or serve on 127.0.0.1")
-    check_port(options.host, options.port)
     root = folder.parent
     cache_dir = (options.cache_dir or Path(os.environ.get("RUNNER_CACHE_DIR") or root / "cache")).resolve()
     db = options.db
     if db and "://" not in db:
         db = str(Path(db).resolve())            # an SQLite file named from where the command ran
     options.db = db
+    check_store(db, root / DEFAULT_DB)
+    check_overrides(folder, cache_dir, options.overrides)
+    check_port(options.host, options.port)
     settings = Settings(root=root, cache_dir=cache_dir, concurrency=options.concurrency or 8,
                         concurrency_given=options.concurrency is not None, trace=options.trace,
                         max_items=options.max_items)
@@ -71,11 +76,24 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     return settings, Limits(options.max_body, options.max_upload, token, hosts), folder
 
 
+def check_overrides(folder: Path, cache_dir: Path, overrides: list[str]) -> None:
+    """--set and --model refused before the server starts (InputError) where they break a
+    pipeline that loads without them, as `runner run` refuses them."""
+    if not overrides:
+        return
+    broken = Catalog(folder, cache_dir, overrides).problems
+    if broken:
+        before = Catalog(folder, cache_dir).problems
+        refused = [f"{name}: {problem}" for name, problem in broken.items() if name not in before]
+        if refused:
+            raise InputError("\n".join(refused))
+
+
 def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
     import uvicorn
     settings, limits, folder = prepare(options)
     os.chdir(settings.root)
-    app = create_app(settings, folder, options.db, limits)
+    app = create_app(settings, folder, options.db, limits, options.overrides)
     shown = f"[{options.host}]" if ":" in options.host else options.host
     store = redact(options.db) if options.db else str(settings.root / DEFAULT_DB)
     say(f"runner serve: http://{shown}:{options.port}/ (the pipelines in {folder}; results in {store}; "

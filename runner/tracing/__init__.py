@@ -11,8 +11,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.run_warnings import add_warning
-from runner.redact import redact as redact_urls
-from runner.redact import remember_url
+from runner.redact import named_secrets, remember_url
+from runner.redact import redact as redact_text
 from runner.runs.observe import NULL_OBSERVER, Observer
 
 if TYPE_CHECKING:
@@ -45,11 +45,7 @@ def make_observer(runtime: Runtime) -> Observer:
     def redact(text: str) -> str:     # what calls.jsonl hides, without starting an LLM service
         if runtime.llm_used:
             return str(runtime.llm.redact(text))
-        from runner.llm.service import SECRET_NAME
-        for name, value in runtime.env.items():
-            if SECRET_NAME.search(name) and len(value) >= 6:
-                text = text.replace(value, "***")
-        return redact_urls(text)
+        return redact_text(text, secrets=named_secrets(runtime.env))
 
     pipeline = runtime.pipeline
     config = pipeline.tracing or {}

@@ -9,8 +9,9 @@ import json
 import logging
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from runner.redact import strip_credentials
 from runner.tracing.spans import Span, SpanRecorder, TracingFailed
 
 INSTALL_HINT = "pip install 'runner[mlflow]'"
@@ -55,12 +56,8 @@ def import_mlflow(tracking_uri: str) -> Any:
 
 
 def public_uri(uri: str) -> str:
-    """The tracking URI without user:password@ (it goes into summaries and links)."""
-    parts = urlsplit(uri)
-    if parts.hostname and (parts.username or parts.password):
-        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return uri
+    """The tracking URI without credentials (it goes into summaries and links)."""
+    return strip_credentials(uri)
 
 
 def trace_url(uri: str, experiment_id: str, trace_id: str) -> str | None:
