@@ -1,4 +1,6 @@
-"""People's reviews of verdicts (`runner view`): SQLite in WAL mode beside the runs
+"""People's reviews of verdicts, the one feedback store: `runner view`, `runner serve`'s
+feedback route and `runner feedback` all write it, each review made by `review_of` (so one
+rule says what a review may say). SQLite in WAL mode beside the runs
 (REPORTS_DIR/reviews.sqlite), keyed by pipeline and the item's content key (`item_key`, a
 hash of its input), so a review follows its item into every later run of the same content.
 One row per reviewer and item (a second review by the same person replaces the first); each
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import getpass
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from runner.fileio import now
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
+MAX_REVIEWER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000     # characters kept of each
 _CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
 _SCHEMA = """
@@ -64,6 +67,35 @@ class Review:
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _COLUMNS}
+
+
+class ReviewRefused(InputError):
+    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400,
+    exit 2)."""
+
+
+def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *, label: str | None = None,
+              rationale: str | None = None, reviewer: str | None = None, verdicts: Sequence[str] | None = None,
+              run: str | None = None, item_index: int | None = None, trace_id: str | None = None) -> Review:
+    """The review a person gives of the verdict `judged` (None: the result has none): `agrees`
+    (a thumbs-up) and, optionally, the right verdict (`label`). Refused (ReviewRefused, with
+    the reason) when the two contradict each other, or the label is not one of the pipeline's
+    `verdicts` (when those are known: runner/pipeline/verdicts.py)."""
+    correct = (label or "").strip()[:MAX_LABEL] or None
+    if correct is not None:
+        if verdicts and correct not in verdicts:
+            raise ReviewRefused(f"label '{correct}' is not a verdict {pipeline} gives (its verdicts: "
+                                f"{', '.join(verdicts)})")
+        if agrees and judged is not None and correct != judged:
+            raise ReviewRefused(f"a thumbs-up says the verdict {judged} is right, and label '{correct}' says it is "
+                                f"wrong: send a thumbs-down with label '{correct}', or no label")
+        if not agrees and correct == judged:
+            raise ReviewRefused(f"a thumbs-down says the verdict {judged} is wrong, and label '{correct}' is that "
+                                "verdict: send a thumbs-up, or the right verdict as the label")
+    return Review(pipeline=pipeline, item_key=item_key, reviewer=(reviewer or "").strip()[:MAX_REVIEWER] or os_user(),
+                  agrees=agrees, judged=judged, correct=correct,
+                  rationale=(rationale or "").strip()[:MAX_RATIONALE] or None, run=run, item_index=item_index,
+                  trace_id=trace_id or None)
 
 
 class ReviewStore:

@@ -63,6 +63,12 @@ class RunEntry:
         return resolved if isinstance(resolved, dict) else {}
 
     @property
+    def verdicts(self) -> list[str] | None:
+        """The values the verdict can take, as run.json keeps them (None: open, or not kept)."""
+        given = (self.manifest.get("pipeline") or {}).get("verdicts")
+        return [str(v) for v in given] if isinstance(given, list) else None
+
+    @property
     def report_columns(self) -> list[str] | None:
         summary = self.resolved.get("summary")
         columns = summary.get("report_columns") if isinstance(summary, dict) else None

@@ -114,6 +114,12 @@ def test_feedback_is_checked(slide_server):
     unknown = slide_server.post("/v1/results/0000000000000000/feedback", params={"pipeline": "slide_judge"},
                                 json={"rating": "up", "user": "ana"})
     assert unknown.status_code == 404
+    for body, reason in (({"rating": "up", "label": "red", "user": "ana"}, "a thumbs-up says the verdict green is "
+                                                                           "right, and label 'red' says it is wrong"),
+                         ({"rating": "down", "label": "green", "user": "ana"}, "a thumbs-down says the verdict "
+                                                                               "green is wrong")):
+        refused = slide_server.post(url, params={"pipeline": "slide_judge"}, json=body)     # issue 62, finding 3
+        assert refused.status_code == 400 and reason in refused.json()["error"], refused.text
     again = [slide_server.post(url, params={"pipeline": "slide_judge"}, json={"rating": r, "user": "bo"}).json()
              for r in ("up", "down")]
     assert [a["review"]["agrees"] for a in again] == [True, False]       # a second review replaces the first
