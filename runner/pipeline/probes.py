@@ -17,6 +17,7 @@ from runner.yamlpos import Path as DataPath
 
 TRANSFORMS = ("inject", "perturb_number", "shuffle", "truncate", "case", "whitespace")
 STEP_PREFIX = "steps."
+DEFAULT_TOLERANCE = 0.1
 
 
 def with_probe_file(located: Located, project_dir: Path) -> list[Path]:
@@ -48,6 +49,7 @@ class Probe:
     expect: Any                        # "unchanged", "changed" or {"not": VALUE}
     variants: int = 1
     description: str = ""
+    tolerance: float = DEFAULT_TOLERANCE    # how far a numeric vote may move before it is a flip
 
     @property
     def step(self) -> str | None:
@@ -71,7 +73,7 @@ def probes_of(data: Mapping[str, Any]) -> tuple[Probe, ...]:
         kind = next(k for k in TRANSFORMS if k in entry)
         options = {k: v for k, v in entry[kind].items() if k != "field"}
         found.append(Probe(name, kind, entry[kind]["field"], options, entry["expect"], int(entry.get("variants", 1)),
-                           entry.get("description", "")))
+                           entry.get("description", ""), float(entry.get("tolerance", DEFAULT_TOLERANCE))))
     return tuple(found)
 
 
