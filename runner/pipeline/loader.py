@@ -32,6 +32,7 @@ from runner.pipeline.result_shapes import ShapeContext, step_shape
 from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
+from runner.pipeline.static_values import verdicts_of
 from runner.pipeline.template_checks import result_field_problems
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
@@ -162,7 +163,8 @@ class Checker:
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
         for where, message in [*zero_temperature_repeats(self.data),
-                               *probe_problems(self.data, self.all_ids, self.result_shape)]:
+                               *probe_problems(self.data, self.all_ids, self.result_shape,
+                                                       verdicts_of(self.data, self.text.resolver))]:
             self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
 

@@ -115,3 +115,14 @@ def test_a_probe_run_is_listed_with_its_originals_rate(refund, cli):
     assert "probe run: counts and rates over its 8 original(s), its 16 perturbed copies left out" in row
     assert "pass_rate 50.0%" in row and "66.7%" not in row
     assert '<span class="chip">PASS 4</span><span class="chip">FAIL 4</span>' in row
+
+
+def test_an_expectation_the_verdict_can_never_fail_is_refused(refund, project, cli):
+    """The verdict is PASS or FAIL (a decide step's literals): `expect: {not: PASSED}` can
+    never fail, and validate says so at its line."""
+    path = refund()
+    path.write_text(path.read_text().replace("expect: {not: PASS}", "expect: {not: PASSED}"))
+    done = cli("validate", str(path))
+    assert done.exit_code == 2
+    assert ("probes.inject_answer.expect.not: the verdict (verdict) is always one of PASS, FAIL: it never becomes "
+            "'PASSED', so this expectation can never fail") in done.output
