@@ -12,7 +12,7 @@ there (it has an `mlflow_trace_id`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +72,17 @@ def _find(store: Path, trace_id: str) -> tuple[Path, dict[str, Any]]:
     top = store if store.is_dir() else store.parent
     runs = sorted({p.parent for depth in _DEPTHS for p in top.glob(depth + RESULTS) if is_run(p.parent)},
                   key=lambda folder: (folder / RESULTS).stat().st_mtime, reverse=True)
+    unreadable: list[str] = []
     for folder in runs:
-        for result in _results(folder):
-            if trace_id in (result.get("trace_id"), result.get("mlflow_trace_id")):
-                return folder, result
+        try:
+            for result in iter_results(folder):
+                if trace_id in (result.get("trace_id"), result.get("mlflow_trace_id")):
+                    return folder, result
+        except InputError as exc:     # a damaged results file: the other runs are still looked in
+            unreadable.append(str(exc))
     raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {top} has it "
-                      f"({len(runs)} run folder(s) looked in)")
+                      f"({len(runs)} run folder(s) looked in"
+                      + (f"; {len(unreadable)} not readable: {unreadable[0]}" if unreadable else "") + ")")
 
 
 def _relative(folder: Path, reports: Path) -> str:
@@ -86,13 +91,6 @@ def _relative(folder: Path, reports: Path) -> str:
         return folder.resolve().relative_to(reports.resolve()).as_posix()
     except ValueError:
         return str(folder)
-
-
-def _results(folder: Path) -> Iterator[dict[str, Any]]:
-    try:
-        yield from iter_results(folder)
-    except InputError:          # a damaged results file: the other runs are still looked in
-        return
 
 
 def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,
