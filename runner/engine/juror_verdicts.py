@@ -3,8 +3,8 @@ verdict the pipeline would give if that juror's vote were the jury's (`runner pr
 
 A score can never equal a verdict such as PASS, so `expect: {not: PASS}` is checked against
 that verdict: the jury step's result with the juror's vote in place of the jury's, the steps
-after it run again (only when they are compute, decide or fail steps: nothing after the jury
-is sent to a model twice), then the verdict field (summary.count_by) rendered. Kept in the
+after it run again (only when each is one of PURE: nothing after the jury is sent to a
+model twice, nothing is written twice), then the verdict field (summary.count_by) rendered. Kept in the
 result as `probe_jurors: {JURY_STEP: {SEAT: {vote, verdict}}}` (`unjudged`: why a verdict
 could not be had), so every juror has its votes in the probe's report whatever the pipeline's
 output keeps. Top-level jury steps only."""
@@ -22,7 +22,7 @@ from runner.pipeline.model import StepSpec
 from runner.pipeline.result_shapes import as_result
 
 FIELD = "probe_jurors"
-PURE = ("compute", "decide", "fail")          # steps run again for a juror's verdict: no call, no side effect
+PURE = ("compute", "decide", "fail", "quote_match", "read_lines", "read_table")   # run again: no model, no side effect
 
 RunSteps = Callable[..., Awaitable[StepsOutcome]]
 
@@ -63,7 +63,7 @@ async def _verdict_if(runtime: Runtime, item: Item, scope: dict[str, Any], jury:
     calling = [s.id for s in later if s.uses not in PURE or s.substeps]
     if calling:
         return None, (f"the steps after the jury include {', '.join(calling)}, which are not run again for one "
-                      "juror (only compute, decide and fail steps are)")
+                      "juror (only steps that call no model and change nothing are: " + ", ".join(PURE) + ")")
     steps = {k: v for k, v in scope["steps"].items() if k not in {s.id for s in later}}
     steps[jury.id] = as_result({**result, jury.args["vote"]["field"]: value})
     trial = {**scope, "steps": steps}
