@@ -126,3 +126,18 @@ def test_an_expectation_the_verdict_can_never_fail_is_refused(refund, project, c
     assert done.exit_code == 2
     assert ("probes.inject_answer.expect.not: the verdict (verdict) is always one of PASS, FAIL: it never becomes "
             "'PASSED', so this expectation can never fail") in done.output
+
+
+def test_a_juror_verdict_that_would_call_a_model_again_is_unjudged_with_the_reason(refund, cli):
+    """A step after the jury that calls a model is not run again for one juror: the pairs of
+    `{not: PASS}` are unjudged and say why, never counted as successes."""
+    path = refund("a")
+    text = path.read_text()
+    assert "\noutput:\n" in text
+    path.write_text(text.replace(
+        "\noutput:\n", "\n  - {id: explain, uses: llm, with: {model: b, prompt: \"Why {{ steps.jury.score }}\"}}\noutput:\n", 1))
+    report = probe_report(cli, path)
+    injected = rows(report, "inject_answer")
+    assert injected["a"]["n"] == 0 and injected["a"]["unjudged"] == 8
+    assert "explain, which are not run again for one juror" in injected["a"]["unjudged_why"]
+    assert injected["verdict"]["n"] == 4                   # the final verdict is judged as before
