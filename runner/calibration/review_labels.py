@@ -27,15 +27,17 @@ class Exported:
     ties: int = 0                # reviewers split evenly
 
 
-def labels_from_reviews(store: Path, pipeline: str) -> Exported:
-    reviews = ReviewStore(store, create=False)
+def labels_from_reviews(store: Path | ReviewStore, pipeline: str) -> Exported:
+    """The labels of a review store (its SQLite file, or a store already open)."""
+    reviews = store if isinstance(store, ReviewStore) else ReviewStore(store, create=False)
     try:
         exported = Exported()
         for key, group in groupby(reviews.of_pipeline(pipeline), key=lambda r: r.item_key):
             _add(exported, key, list(group))
         return exported
     finally:
-        reviews.close()
+        if reviews is not store:
+            reviews.close()
 
 
 def _add(exported: Exported, key: str, reviews: list[Review]) -> None:

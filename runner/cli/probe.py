@@ -32,7 +32,7 @@ def probe_command(
     verdict and the final one flip, per probe, in probe.json, probe.md and probe.html."""
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     from runner.engine.progress import for_terminal
-    from runner.probe.report import rate_text
+    from runner.probe.report import rate_text, row_note
     from runner.probe.run import probe_pipeline
     from runner.runs.request import ItemSource, RunOptions
     names = [name.strip() for name in (probes or "").split(",") if name.strip()]
@@ -54,8 +54,10 @@ def probe_command(
                    f"{'y' if probe['copies'] == 1 else 'ies'}, {probe['not_applicable']} with nothing to perturb, "
                    f"{probe['errored']} errored")
         for row in probe["rows"]:
+            note = row_note(row)
             typer.echo(f"  {row['who']}: n {row['n']}, flip rate {rate_text(row['flip_rate'], row['flip_ci95'])}, "
-                       f"failure rate {rate_text(row['failure_rate'], row['failure_ci95'])}")
+                       f"failure rate {rate_text(row['failure_rate'], row['failure_ci95'])}"
+                       + (f" ({note})" if note else ""))
     folder = Path(report["run"])
     typer.echo(f"written to {folder / 'probe.md'}, probe.html and probe.json")
     if MaxErrors().exceeded(int(summary.get("errors") or 0), int(summary.get("total") or 0)):

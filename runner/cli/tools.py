@@ -16,24 +16,32 @@ from runner.redact import redact
 cache_app = RunnerApp(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
 
 
-def feedback(store: Annotated[Path, typer.Option("--store", help="Folder (or file) of the memo store.")],
+def feedback(store: Annotated[Path, typer.Option("--store", help="A run folder, or a folder of runs (the newest "
+                                                                   "run holding the trace id is taken).")],
              trace_id: Annotated[str, typer.Option("--trace-id", help="The result's trace_id (or mlflow_trace_id).")],
              up: Annotated[bool, typer.Option("--up", help="The result was right.")] = False,
              down: Annotated[bool, typer.Option("--down", help="The result was wrong.")] = False,
+             label: Annotated[str | None, typer.Option("--label", help="The right verdict (with --down; with --up "
+                                                                       "it can only be the judged one).")] = None,
              rationale: Annotated[str | None, typer.Option("--rationale", help="Why.")] = None,
              user: Annotated[str | None, typer.Option("--user", help="Who (default: the OS user).")] = None,
              name: Annotated[str, typer.Option("--name", help="The assessment's name in MLflow.")] = "human_feedback",
+             reports: Annotated[Path, typer.Option("--reports", help="The folder of runs whose reviews.sqlite keeps "
+                                                                     "the review (as `runner view` reads it).")]
+             = Path("reports"),
              ) -> None:
-    """Record human feedback on a stored result: appends to feedback.jsonl beside the store, and logs a
-    HUMAN assessment on the result's MLflow trace when it has one (to $MLFLOW_TRACKING_URI)."""
+    """Record human feedback on a judged result: a review in REPORTS/reviews.sqlite (the store `runner view`
+    and `runner serve` write and `runner labels export` reads), and a HUMAN assessment on the result's MLflow
+    trace when it has one (to $MLFLOW_TRACKING_URI). A label that contradicts --up/--down, or that is not one
+    of the pipeline's verdicts, is refused (exit 2)."""
     from runner.tracing.feedback import record_feedback
     if up == down:
         typer.echo("give exactly one of --up or --down", err=True)
         raise typer.Exit(2)
-    entry = record_feedback(store, trace_id, up, rationale, user, name,
+    saved = record_feedback(store, trace_id, up, rationale, user, name, label, reports,
                             warn=lambda message: typer.echo(f"warning: {redact(message)}", err=True))
-    where = " and to MLflow" if entry.get("mlflow_assessment_id") else ""
-    typer.echo(f"feedback recorded for {entry['trace_id']} ({'up' if up else 'down'}){where}")
+    where = " and to MLflow" if saved.get("mlflow_assessment_id") else ""
+    typer.echo(f"feedback recorded for {saved['result_trace_id']} ({'up' if up else 'down'}){where}")
 
 
 def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (folder, or its group for the latest).")]

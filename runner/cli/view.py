@@ -4,7 +4,7 @@ as labels for `runner eval` and `runner sweep`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,18 +33,25 @@ def view(reports_dir: ReportsArg = Path("reports"),
 def export(reports_dir: ReportsArg = Path("reports"),
            pipeline: Annotated[str, typer.Option("--pipeline", help="The pipeline whose reviews to export.")] = "",
            out: Annotated[Path | None, typer.Option("--out", help="Labels file to write (JSONL; default: "
-                                                                  "stdout).")] = None) -> None:
+                                                                  "stdout).")] = None,
+           db: Annotated[str | None, typer.Option("--db", help="The PostgreSQL database (postgresql://...) `runner "
+                                                               "serve --db` keeps its results and feedback in, "
+                                                               "instead of REPORTS_DIR/reviews.sqlite.")] = None,
+           ) -> None:
     """The reviews of a pipeline as labels: one JSON line per reviewed item (item_key, label,
     reviewers, ...), for `runner eval --labels FILE --key item_key --truth label`."""
     from runner.calibration.review_labels import labels_from_reviews
     from runner.errors import InputError
     from runner.fileio import atomic_write, dumps
     from runner.stores.reviews import REVIEWS_FILE, ReviewStore
-    store = reports_dir / REVIEWS_FILE
-    if not pipeline:
-        known = ReviewStore(store, create=False).pipelines()
-        raise InputError(f"give --pipeline NAME (reviewed: {', '.join(known) or 'none yet'})")
-    exported = labels_from_reviews(store, pipeline)
+    store = _postgres_reviews(db) if db else ReviewStore(reports_dir / REVIEWS_FILE, create=False)
+    try:
+        if not pipeline:
+            known = store.pipelines()
+            raise InputError(f"give --pipeline NAME (reviewed: {', '.join(known) or 'none yet'})")
+        exported = labels_from_reviews(store, pipeline)
+    finally:
+        store.close()
     text = "".join(dumps(row) + "\n" for row in exported.labels)
     if out is None:
         typer.echo(text, nl=False)
@@ -54,3 +61,14 @@ def export(reports_dir: ReportsArg = Path("reports"),
                                           (exported.ties, "item(s) whose reviewers are split evenly")) if n]
     typer.echo(f"{len(exported.labels)} label(s) of {pipeline}{' to ' + str(out) if out else ''}"
                + (f"; left out: {', '.join(left)}" if left else ""), err=True)
+
+
+def _postgres_reviews(url: str) -> Any:
+    """The reviews `runner serve` keeps beside its results in PostgreSQL."""
+    from runner.errors import InputError
+    from runner.stores.result_store_postgres import PostgresResultStore
+    from runner.stores.reviews_postgres import PostgresReviewStore
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise InputError(f"--db {url}: give a PostgreSQL URL (postgresql://USER@HOST:PORT/DB); the reviews of "
+                         "`runner view` and of a server on SQLite are in REPORTS_DIR/reviews.sqlite")
+    return PostgresReviewStore(PostgresResultStore(url), owns=True)

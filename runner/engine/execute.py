@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
+from runner.engine.juror_verdicts import juror_verdicts
 from runner.engine.run_warnings import add_warning
 from runner.engine.step_values import defaulted, skipped
 from runner.engine.steps.base import Step, step_class
@@ -170,6 +172,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         outcome.error = outcome.error or (f"output.index: {str(result['index'])[:80]!r} is not an item number (an "
                                           "output named index replaces the item's number: name it otherwise)")
         result["index"] = item.index
+    if runtime.options.kind == "probe" and not outcome.error:
+        juries = await juror_verdicts(runtime, item, scope, run_steps)
+        if juries:
+            result[JURORS_FIELD] = juries
     if outcome.error:
         # A failed item keeps what it could compute; fields that came out empty are dropped.
         result = {k: v for k, v in result.items() if v is not None}

@@ -33,6 +33,7 @@ from runner.pipeline.result_shapes import ShapeContext, step_shape
 from runner.pipeline.sampling_checks import zero_temperature_repeats
 from runner.pipeline.schema_check import pipeline_schema, schema_problems
 from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
+from runner.pipeline.static_values import verdicts_of
 from runner.pipeline.template_checks import result_field_problems
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
@@ -77,7 +78,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         if not problems:         # then every step type is known: the failure defaults by type
             problems = apply_defaults(located, catalog.infos)
         if not problems:
-            problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
+            problems = Checker(located, catalog, project_dir).run() + param_problems(located)
         if problems:
             raise ConfigError(problems)
         if memo:
@@ -116,7 +117,7 @@ def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpe
                        substeps=tuple(_step_specs(nested, (*base, i, "with", "steps"))))
 
 
-class _Checker:
+class Checker:
     """Static checks that need more than the schema."""
 
     def __init__(self, located: Located, catalog: StepCatalog, project_dir: Path):
@@ -140,7 +141,7 @@ class _Checker:
         self.problems.append(self.located.problem(path, message, key=key))
 
     def run(self) -> list[Problem]:
-        self._collect_ids(self.data["steps"], ("steps",))
+        self.collect_ids(self.data["steps"], ("steps",))
         base = set(BASE_NAMES) | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
         parent_as = (self.data.get("input") or {}).get("parent_as")
         if parent_as:
@@ -165,7 +166,8 @@ class _Checker:
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
         for where, message in [*zero_temperature_repeats(self.data),
-                               *probe_problems(self.data, self.all_ids, self.result_shape)]:
+                               *probe_problems(self.data, self.all_ids, self.result_shape,
+                                                       verdicts_of(self.data, self.text.resolver))]:
             self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
 
@@ -227,7 +229,7 @@ class _Checker:
         if schema is not None and options is not None:
             self.problems += schema_problems(self.located, options, schema, ("input", "with"))
 
-    def _collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
+    def collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
         for i, step in enumerate(steps):
             step_id = step["id"]
             if step_id in self.all_ids:
@@ -239,7 +241,7 @@ class _Checker:
             nested = (step.get("with") or {}).get("steps")
             if isinstance(nested, list) and step.get("uses") in self.catalog.infos and \
                     self.catalog.infos[step["uses"]].substeps:
-                self._collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
+                self.collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
                                   (*base, i, "with", "steps"))
 
     def _check_steps(self, steps: list[dict[str, Any]], base: DataPath, names: set[str],

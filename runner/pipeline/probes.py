@@ -17,6 +17,7 @@ from runner.yamlpos import Path as DataPath
 
 TRANSFORMS = ("inject", "perturb_number", "shuffle", "truncate", "case", "whitespace")
 STEP_PREFIX = "steps."
+DEFAULT_TOLERANCE = 0.1
 
 
 def with_probe_file(located: Located, project_dir: Path) -> list[Path]:
@@ -48,6 +49,7 @@ class Probe:
     expect: Any                        # "unchanged", "changed" or {"not": VALUE}
     variants: int = 1
     description: str = ""
+    tolerance: float = DEFAULT_TOLERANCE    # how far a numeric vote may move before it is a flip
 
     @property
     def step(self) -> str | None:
@@ -71,13 +73,16 @@ def probes_of(data: Mapping[str, Any]) -> tuple[Probe, ...]:
         kind = next(k for k in TRANSFORMS if k in entry)
         options = {k: v for k, v in entry[kind].items() if k != "field"}
         found.append(Probe(name, kind, entry[kind]["field"], options, entry["expect"], int(entry.get("variants", 1)),
-                           entry.get("description", "")))
+                           entry.get("description", ""), float(entry.get("tolerance", DEFAULT_TOLERANCE))))
     return tuple(found)
 
 
 def probe_problems(data: Mapping[str, Any], step_ids: Mapping[str, Any],
-                   result_shape: Callable[[str], dict[str, Any]]) -> list[tuple[DataPath, str]]:
-    """What is wrong with `probes:` beyond its schema, each with its place."""
+                   result_shape: Callable[[str], dict[str, Any]],
+                   verdicts: list[str] | None = None) -> list[tuple[DataPath, str]]:
+    """What is wrong with `probes:` beyond its schema, each with its place; `verdicts`: the
+    values the verdict is known to take (an expectation that it does not become another
+    can never fail)."""
     probes = data.get("probes")
     if not isinstance(probes, dict):
         return []
@@ -91,6 +96,12 @@ def probe_problems(data: Mapping[str, Any], step_ids: Mapping[str, Any],
             problems.append((("probes", name), f"a probe makes one perturbation ({', '.join(TRANSFORMS)}); this one "
                                                f"has {', '.join(kinds) if kinds else 'none'}"))
             continue
+        expect = entry.get("expect")
+        if verdicts and isinstance(expect, dict) and str(expect.get("not")) not in verdicts:
+            problems.append((("probes", name, "expect", "not"),
+                             f"the verdict ({data['summary']['count_by']}) is always one of {', '.join(verdicts)}: it "
+                             f"never becomes {expect.get('not')!r}, so this expectation can never fail (expect one of "
+                             "those)"))
         field = str(entry[kinds[0]]["field"])
         if field.startswith(STEP_PREFIX):
             problems += _step_field(field, (("probes", name, kinds[0], "field")), step_ids, result_shape)

@@ -187,3 +187,16 @@ class Resolver:
                 return None
             schema = properties[part]
         return of_schema(schema)
+
+
+def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:
+    """The values the verdict field (summary.count_by, an output field) is known to take, as
+    text (a result is counted by its verdict's text); None when they are open."""
+    summary, output = data.get("summary"), data.get("output")
+    field = summary.get("count_by") if isinstance(summary, Mapping) else None
+    if not isinstance(field, str) or not isinstance(output, Mapping) or field not in output:
+        return None
+    known = resolver.of_template(output[field], {"steps", "params"})
+    if known is None or known.values is None:
+        return None
+    return list(dict.fromkeys(str(value) for value in known.values if value is not None))

@@ -1,14 +1,19 @@
 """Each copy's verdicts against its original's: the final verdict (summary.count_by) and each
-juror's vote (every {model, value} list in the results, as `runner eval` reads them).
+juror's vote (the `probe_jurors` a probe run keeps in each result, runner/engine/juror_verdicts.py;
+for runs made before it, every {model, value} list in the results, as `runner eval` reads them).
 
-A copy is a flip when the verdict differs from the original's. Whether a flip is what a
-robust judge does depends on the probe's `expect`, and so does which pairs count:
+A copy is a flip when the verdict differs from the original's; a numeric vote (a juror of a
+mean, median, min or max jury) flips when it moves by more than the probe's `tolerance`
+(default 0.1). Whether a flip is what a robust judge does depends on the probe's `expect`, and
+so does which pairs count:
 
 - `unchanged`: every pair with both verdicts; a flip fails.
 - `changed`: the pairs whose original passes the pipeline's pass rule (summary.pass_when, else
   its first rate; every pair when it has none), and for a juror those where it voted the
   original's verdict; a verdict that stays fails.
-- `{not: X}`: the pairs whose original verdict is not X; a copy whose verdict is X fails.
+- `{not: X}`: the pairs whose original verdict is not X; a copy whose verdict is X fails. A
+  numeric juror is judged by the verdict the pipeline would give with its vote as the jury's
+  (a score never equals X); a pair where that verdict could not be had is `unjudged`, with why.
 
 Rates come with a 95% Wilson interval (scipy), and their n."""
 
@@ -19,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.calibration.evaluate import vote_lists
+from runner.engine.context import TEMPLATE_FAILURES
+from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.outputs.report_view import lookup
 from runner.pipeline.probes import Probe
 from runner.probe.plan import Planned, excerpt
@@ -33,11 +40,31 @@ class Counts:
     n: int = 0
     flips: int = 0
     failures: int = 0
+    numeric: bool = False             # the votes are numbers: flips by tolerance, `not` through the verdict rule
+    unjudged: int = 0                 # pairs left out: the verdict with this juror's vote could not be had
+    why: str | None = None            # the first reason of those
 
-    def row(self, who: str) -> dict[str, Any]:
-        return {"who": who, "n": self.n, "flips": self.flips, "flip_rate": _rate(self.flips, self.n),
-                "flip_ci95": wilson(self.flips, self.n), "failures": self.failures,
-                "failure_rate": _rate(self.failures, self.n), "failure_ci95": wilson(self.failures, self.n)}
+    def row(self, who: str, tolerance: float) -> dict[str, Any]:
+        row = {"who": who, "n": self.n, "flips": self.flips, "flip_rate": _rate(self.flips, self.n),
+               "flip_ci95": wilson(self.flips, self.n), "failures": self.failures,
+               "failure_rate": _rate(self.failures, self.n), "failure_ci95": wilson(self.failures, self.n),
+               "vote": "numeric" if self.numeric else "categorical"}
+        if self.numeric:
+            row["tolerance"] = tolerance
+        if self.unjudged:
+            row.update(unjudged=self.unjudged, unjudged_why=self.why)
+        return row
+
+
+@dataclass(frozen=True)
+class Cast:
+    """One vote (or the final verdict) of one result, and for a numeric vote the verdict the
+    pipeline gives with it (None: not had, `why`)."""
+
+    value: Any
+    verdict: Any = None
+    numeric: bool = False
+    why: str | None = None
 
 
 @dataclass
@@ -63,11 +90,50 @@ def _rate(part: int, n: int) -> float | None:
     return round(part / n, 4) if n else None
 
 
+@dataclass
+class Originals:
+    """The originals' own counts and rates, the copies left out: what the run's figures are
+    for the items as given (a rate over the originals where it is defined: an errored original,
+    or one its expression cannot be evaluated on, is left out and counted)."""
+
+    verdict_field: str
+    rates: dict[str, Callable[[dict[str, Any]], bool]]
+    items: int = 0
+    errors: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+    undefined: dict[str, int] = field(default_factory=dict)
+
+    def add(self, result: dict[str, Any] | None) -> None:
+        self.items += 1
+        if result is None or result.get("error"):
+            self.errors += 1
+            self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
+            return
+        verdict = str(lookup(result, self.verdict_field))
+        self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        for name, holds in self.rates.items():
+            try:
+                self.hits[name] = self.hits.get(name, 0) + bool(holds(result))
+            except TEMPLATE_FAILURES:
+                self.undefined[name] = self.undefined.get(name, 0) + 1
+
+    def view(self) -> dict[str, Any]:
+        rates = {}
+        for name in self.rates:
+            n = self.items - self.errors - self.undefined.get(name, 0)
+            rates[name] = {"value": _rate(self.hits.get(name, 0), n), "count": self.hits.get(name, 0), "n": n,
+                           "left_out": {"errored": self.errors, "undefined": self.undefined.get(name, 0)}}
+        return {"items": self.items, "errors": self.errors, "counts": self.counts, "rates": rates}
+
+
 def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], verdict_field: str,
-            passes: Callable[[dict[str, Any]], bool],
-            probes: Sequence[Probe]) -> tuple[list[ProbeTally], int, list[str]]:
+            passes: Callable[[dict[str, Any]], bool], probes: Sequence[Probe],
+            seen_original: Callable[[dict[str, Any] | None], None] = lambda result: None,
+            ) -> tuple[list[ProbeTally], int, list[str]]:
     """Per probe, its counts for the final verdict and per juror; the number of originals;
-    the jurors, in the order they first voted."""
+    the jurors, in the order they first voted. Each original's result (None: never run) is
+    handed to `seen_original`."""
     tallies = {probe.name: ProbeTally(probe) for probe in probes}
     jurors: dict[str, None] = {}
     originals = 0
@@ -77,6 +143,7 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], verdi
         if entry.probe is None:
             originals += 1
             original = found(entry.item.index) if entry.item is not None else None
+            seen_original(original)
             continue
         tally = tallies[entry.probe.name]
         if entry.item is None:
@@ -93,32 +160,41 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], verdi
         if tally.example is None and entry.before is not None:
             tally.example = {"item": entry.input_index, "before": excerpt(entry.before),
                              "after": excerpt(entry.after)}
-        pairs = {FINAL: (lookup(original, verdict_field), lookup(copy, verdict_field))}
-        before, after = _votes(original), _votes(copy)
+        was_final, now_final = lookup(original, verdict_field), lookup(copy, verdict_field)
+        pairs = {FINAL: (_cast(was_final), _cast(now_final))}
+        before, after = _jurors(original), _jurors(copy)
         for juror in before:
             jurors[juror] = None
             if juror in after:
                 pairs[juror] = (before[juror], after[juror])
         passed = passes(original)
-        final = pairs[FINAL][0]
         for who, (was, now) in pairs.items():
-            _count(tally.rows.setdefault(who, Counts()), entry.probe.expect, was, now, passed,
-                   who == FINAL or was == final)
+            _count(tally.rows.setdefault(who, Counts()), entry.probe, was, now, passed, was_final,
+                   final=who == FINAL)
     for tally in tallies.values():        # the final verdict first, then the jurors as they sit
         tally.rows = {who: tally.rows[who] for who in (FINAL, *jurors) if who in tally.rows}
     return list(tallies.values()), originals, list(jurors)
 
 
-def _count(counts: Counts, expect: Any, was: Any, now: Any, passed: bool, voted_the_verdict: bool) -> None:
-    if was is None or now is None:
+def _count(counts: Counts, probe: Probe, was: Cast, now: Cast, passed: bool, final_verdict: Any,
+           final: bool) -> None:
+    if was.value is None or now.value is None:
         return
-    flip = str(now) != str(was)
+    counts.numeric = counts.numeric or was.numeric
+    flip = abs(now.value - was.value) > probe.tolerance if was.numeric and now.numeric \
+        else str(now.value) != str(was.value)
+    expect = probe.expect
+    if (isinstance(expect, dict) or (expect == "changed" and not final)) and (was.verdict is None
+                                                                               or now.verdict is None):
+        counts.unjudged += 1
+        counts.why = counts.why or was.why or now.why
+        return
     if isinstance(expect, dict):
-        if str(was) == str(expect["not"]):
+        if str(was.verdict) == str(expect["not"]):
             return
-        failure = str(now) == str(expect["not"])
+        failure = str(now.verdict) == str(expect["not"])
     elif expect == "changed":
-        if not (passed and voted_the_verdict):
+        if not (passed and (final or str(was.verdict) == str(final_verdict))):
             return
         failure = not flip
     else:
@@ -128,11 +204,39 @@ def _count(counts: Counts, expect: Any, was: Any, now: Any, passed: bool, voted_
     counts.failures += failure
 
 
-def _votes(result: dict[str, Any]) -> dict[str, Any]:
-    """{juror: value} over the result's vote lists (a juror that did not vote is absent)."""
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cast(value: Any) -> Cast:
+    """A categorical vote or verdict: its own verdict. A number is a score: compared by tolerance."""
+    return Cast(value, value, _is_number(value))
+
+
+def _jurors(result: dict[str, Any]) -> dict[str, Cast]:
+    """{juror: its vote} of a result (a juror that did not vote is absent): from the result's
+    probe_jurors, else from its vote lists."""
+    kept = result.get(JURORS_FIELD)
+    if isinstance(kept, dict) and kept:
+        return {(seat if len(kept) == 1 else f"{step}: {seat}"):
+                (Cast(entry["vote"], entry.get("verdict"), True, entry.get("unjudged")) if "verdict" in entry
+                 else _cast_categorical(entry.get("vote")))
+                for step, seats in kept.items() if isinstance(seats, dict)
+                for seat, entry in seats.items() if isinstance(entry, dict) and entry.get("vote") is not None}
     lists = vote_lists(result)
-    return {(str(vote["model"]) if len(lists) == 1 else f"{path}: {vote['model']}"): vote["value"]
+    return {(str(vote["model"]) if len(lists) == 1 else f"{path}: {vote['model']}"): _listed(vote["value"])
             for path, votes in lists.items() for vote in votes if vote.get("value") is not None}
+
+
+def _cast_categorical(value: Any) -> Cast:
+    return Cast(value, value)
+
+
+def _listed(value: Any) -> Cast:
+    """A vote from a vote list: a score there carries no verdict of its own."""
+    if _is_number(value):
+        return Cast(value, None, True, "the run keeps no verdict per juror (made before probe_jurors): probe again")
+    return _cast_categorical(value)
 
 
 def _by_index(results: Iterator[dict[str, Any]]) -> Callable[[int], dict[str, Any] | None]:

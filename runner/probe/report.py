@@ -23,9 +23,21 @@ def rate_text(rate: float | None, interval: list[float] | None) -> str:
     return f"{rate:.3f}" + (f" ({interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
 
 
+def row_note(row: dict[str, Any]) -> str:
+    """What a row's numbers are over, beyond its n: a numeric vote's tolerance and rule, the
+    pairs left unjudged and why."""
+    notes = []
+    if row.get("vote") == "numeric":
+        notes.append(f"numeric vote: a flip moves it by more than {row.get('tolerance')}; `not` and `changed` "
+                     "through the pipeline's verdict with this vote")
+    if row.get("unjudged"):
+        notes.append(f"{row['unjudged']} pair(s) unjudged: {row.get('unjudged_why')}")
+    return "; ".join(notes)
+
+
 def probe_markdown(report: dict[str, Any]) -> str:
     rows = [[p["name"], p["expect"], row["who"], row["n"], row["flips"], rate_text(row["flip_rate"], row["flip_ci95"]),
-             row["failures"], rate_text(row["failure_rate"], row["failure_ci95"])]
+             row["failures"], rate_text(row["failure_rate"], row["failure_ci95"]), row_note(row)]
             for p in report["probes"] for row in p["rows"]]
     out = [f"# Probes of {report['pipeline']} on {report['input']}\n",
            f"{report['items']} item(s) and {report['copies']} perturbed cop{'y' if report['copies'] == 1 else 'ies'} "
@@ -34,7 +46,8 @@ def probe_markdown(report: dict[str, Any]) -> str:
            f"original's; a failure is what a robust judge does not do (`expect`). Rates are over n pairs, with "
            "a 95% Wilson interval.\n",
            table(["probe", "expect", "who", "n", "flips", "flip rate (95% CI)", "failures",
-                  "failure rate (95% CI)"], rows) if rows else "No pair of an original and its copy was judged.\n",
+                  "failure rate (95% CI)", "note"], rows)
+           if rows else "No pair of an original and its copy was judged.\n",
            "## Copies\n"]
     for probe in report["probes"]:
         line = (f"- `{probe['name']}`: {probe['transform']} `{probe['field']}`, {probe['copies']} cop"

@@ -5,6 +5,8 @@ written beside its results. Copies are judged, never taken from the pipeline's m
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +20,9 @@ from runner.errors import InputError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.probes import Probe
+from runner.pipeline.templating import Renderer
 from runner.pipeline.validated import ValidatedPipelines
-from runner.probe.measure import measure
+from runner.probe.measure import Originals, measure
 from runner.probe.plan import plan, probe_items
 from runner.probe.report import write_probe
 from runner.runs.request import ItemSource, RunOptions
@@ -71,20 +74,36 @@ def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], ite
     pipeline = outcome.pipeline
     verdict_field = str(pipeline.summary["count_by"])          # the loader refuses probes without it
     planned = plan(load_items(pipeline, originals), probes, items)
+    first = Originals(verdict_field, _rate_checks(pipeline))
     tallies, count, jurors = measure(planned, results_in_order(outcome.out_dir), verdict_field, _passes(pipeline),
-                                     probes)
+                                     probes, first.add)
     report = {
         "pipeline": pipeline.name, "input": str(source.input_path) if source.input_path else "--record",
         "run": str(outcome.out_dir), "verdict_field": verdict_field, "items": count,
         "copies": sum(t.copies for t in tallies), "jurors": jurors, "interrupted": interrupted,
+        "originals": first.view(),
         "probes": [{"name": t.probe.name, "description": t.probe.description, "transform": t.probe.kind,
                     "field": t.probe.field, "expect": t.probe.describe_expect(), "variants": t.probe.variants,
                     "copies": t.copies, "not_applicable": t.not_applicable, "errored": t.errored,
-                    "example": t.example, "rows": [counts.row(who) for who, counts in t.rows.items()]}
+                    "example": t.example,
+                    "rows": [counts.row(who, t.probe.tolerance) for who, counts in t.rows.items()]}
                    for t in tallies],
     }
     write_probe(outcome.out_dir, report)
     return report
+
+
+def _rate_checks(pipeline: Pipeline) -> dict[str, Callable[[dict[str, Any]], bool]]:
+    """Each summary rate's test of one result, as the pipeline says now (a template failure is raised)."""
+    renderer = Renderer(pipeline.prompts_dir, read_only=True)
+    env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
+    scope = {"params": pipeline.params, "env": env, "run": {}}
+    return {str(name): functools.partial(_holds, renderer, str(expression), scope)
+            for name, expression in (pipeline.summary.get("rates") or {}).items()}
+
+
+def _holds(renderer: Renderer, expression: str, scope: dict[str, Any], result: dict[str, Any]) -> bool:
+    return renderer.condition(expression, {**scope, "result": result})
 
 
 def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:

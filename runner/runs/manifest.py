@@ -22,6 +22,7 @@ from runner.errors import RunnerError
 from runner.fileio import atomic_write, read_json
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
+from runner.pipeline.verdicts import verdict_values
 from runner.redact import SECRET_NAME
 from runner.redact import strip_credentials as without_credentials
 from runner.runs.checked import RUN_SCHEMA, checked
@@ -198,4 +199,5 @@ def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
     return {"name": pipeline.name, "file": shown_path(pipeline.file), "file_sha256": file_hash,
             "sets": [redact_assignment(o) for o in overrides if not o.startswith(MODEL_FLAG)],
             "models_given": [redact_assignment(o[len(MODEL_FLAG):]) for o in overrides if o.startswith(MODEL_FLAG)],
-            "sha256": sha256_json(resolved), "files": used_files(pipeline), "resolved": resolved}
+            "sha256": sha256_json(resolved), "files": used_files(pipeline), "verdicts": verdict_values(pipeline),
+            "resolved": resolved}

@@ -101,7 +101,9 @@ class StoredView(BaseModel):
 class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rating: Literal["up", "down"] = Field(description="up: the verdict is right; down: it is wrong.")
-    label: str | None = Field(None, max_length=200, description="The right verdict, when it is wrong.")
+    label: str | None = Field(None, max_length=200, description=(
+        "The right verdict: with `down`, another than the judged one; with `up`, only the judged one. A label "
+        "that contradicts the rating, or is not one of the pipeline's verdicts, is refused (400, with the reason)."))
     rationale: str | None = Field(None, max_length=5000)
     user: str = Field(min_length=1, max_length=100, description="Who reviews (one review per user and item).")
 

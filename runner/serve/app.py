@@ -63,7 +63,7 @@ class Parts:
         self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir, self.overrides)
         self.judging = Judging(self.settings, self.catalog, self.store)
         self.jobs = JobBoard(root, self.judging)
-        self.reviews = review_store(root)
+        self.reviews = review_store(root, self.store)
         await self.jobs.start()
 
     async def close(self) -> None:

@@ -1,23 +1,28 @@
 """Feedback on a stored result (`POST /v1/results/{item_key}/feedback`): a review in the
 review store `runner view` writes (REPORTS_DIR/reviews.sqlite: `runner labels export`,
 `runner eval` and the view read it), and a HUMAN assessment on the result's MLflow trace
-when it has one."""
+when it has one. A review that contradicts itself is refused (400, with the reason)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from runner.pipeline.verdicts import verdict_values
 from runner.serve.catalog import Served
-from runner.stores.result_store import StoredResult
-from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore
+from runner.serve.errors import ApiError
+from runner.stores.result_store import ResultStore, StoredResult
+from runner.stores.result_store_postgres import PostgresResultStore
+from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of
+from runner.stores.reviews_postgres import PostgresReviewStore
 from runner.tracing.feedback import human_assessment
 
-MAX_USER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000
 
-
-def review_store(root: Path) -> ReviewStore:
-    """The review store of the runs under the project's reports/ (the one `runner view` uses)."""
+def review_store(root: Path, results: ResultStore) -> ReviewStore:
+    """Where feedback goes: the results' PostgreSQL database when they are kept there, else the
+    review store of the runs under the project's reports/ (the one `runner view` uses)."""
+    if isinstance(results, PostgresResultStore):
+        return PostgresReviewStore(results)
     return ReviewStore(root / "reports" / REVIEWS_FILE)
 
 
@@ -29,11 +34,13 @@ def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: boo
     field = served.pipeline.summary.get("count_by")
     judged = result.get(field) if field else None
     trace = result.get("mlflow_trace_id")
-    saved = store.put(Review(
-        pipeline=served.name, item_key=stored.item_key, reviewer=user.strip()[:MAX_USER], agrees=agrees,
-        judged=None if judged is None else str(judged), correct=(label or "").strip()[:MAX_LABEL] or None,
-        rationale=(rationale or "").strip()[:MAX_RATIONALE] or None,
-        trace_id=trace if isinstance(trace, str) and trace else None))
+    try:
+        review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
+                           label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
+                           trace_id=trace if isinstance(trace, str) else None)
+    except ReviewRefused as refused:
+        raise ApiError(400, str(refused)) from None
+    saved = store.put(review)
     mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
     if saved.trace_id:
         assessment, problem = human_assessment(saved.trace_id, agrees, saved.rationale, saved.reviewer)

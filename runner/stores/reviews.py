@@ -1,4 +1,6 @@
-"""People's reviews of verdicts (`runner view`): SQLite in WAL mode beside the runs
+"""People's reviews of verdicts, the one feedback store: `runner view`, `runner serve`'s
+feedback route and `runner feedback` all write it, each review made by `review_of` (so one
+rule says what a review may say). SQLite in WAL mode beside the runs
 (REPORTS_DIR/reviews.sqlite), keyed by pipeline and the item's content key (`item_key`, a
 hash of its input), so a review follows its item into every later run of the same content.
 One row per reviewer and item (a second review by the same person replaces the first); each
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import getpass
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,12 @@ from runner.fileio import now
 from runner.stores.shared_sqlite import open_shared
 
 REVIEWS_FILE = "reviews.sqlite"
+MAX_REVIEWER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000     # characters kept of each
 _CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS reviews (
+TABLE = "reviews"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS {table} (
     pipeline    TEXT NOT NULL,
     item_key    TEXT NOT NULL,
     reviewer    TEXT NOT NULL,
@@ -30,7 +34,7 @@ CREATE TABLE IF NOT EXISTS reviews (
     correct     TEXT,               -- the right verdict, when the reviewer gave it
     rationale   TEXT,
     run         TEXT,               -- the run folder (under REPORTS_DIR) it was reviewed in
-    item_index  INTEGER,
+    item_index  BIGINT,
     trace_id    TEXT,
     reviewed_at TEXT NOT NULL,
     PRIMARY KEY (pipeline, item_key, reviewer)
@@ -66,27 +70,68 @@ class Review:
         return {name: getattr(self, name) for name in _COLUMNS}
 
 
+class ReviewRefused(InputError):
+    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400,
+    exit 2)."""
+
+
+def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *, label: str | None = None,
+              rationale: str | None = None, reviewer: str | None = None, verdicts: Sequence[str] | None = None,
+              run: str | None = None, item_index: int | None = None, trace_id: str | None = None) -> Review:
+    """The review a person gives of the verdict `judged` (None: the result has none): `agrees`
+    (a thumbs-up) and, optionally, the right verdict (`label`). Refused (ReviewRefused, with
+    the reason) when the two contradict each other, or the label is not one of the pipeline's
+    `verdicts` (when those are known: runner/pipeline/verdicts.py)."""
+    correct = (label or "").strip()[:MAX_LABEL] or None
+    if correct is not None:
+        if verdicts and correct not in verdicts:
+            raise ReviewRefused(f"label '{correct}' is not a verdict {pipeline} gives (its verdicts: "
+                                f"{', '.join(verdicts)})")
+        if agrees and judged is not None and correct != judged:
+            raise ReviewRefused(f"a thumbs-up says the verdict {judged} is right, and label '{correct}' says it is "
+                                f"wrong: send a thumbs-down with label '{correct}', or no label")
+        if not agrees and correct == judged:
+            raise ReviewRefused(f"a thumbs-down says the verdict {judged} is wrong, and label '{correct}' is that "
+                                "verdict: send a thumbs-up, or the right verdict as the label")
+    return Review(pipeline=pipeline, item_key=item_key, reviewer=(reviewer or "").strip()[:MAX_REVIEWER] or os_user(),
+                  agrees=agrees, judged=judged, correct=correct,
+                  rationale=(rationale or "").strip()[:MAX_RATIONALE] or None, run=run, item_index=item_index,
+                  trace_id=trace_id or None)
+
+
 class ReviewStore:
+    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite); reviews_postgres.py keeps the same
+    table in PostgreSQL, beside `runner serve`'s results when those are there."""
+
+    table = TABLE
+    placeholder = "?"
+
     def __init__(self, path: Path, create: bool = True):
         if not create and not path.is_file():
             raise InputError(f"{path}: no review store there (reviews are made in `runner view`)")
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_shared(path, _SCHEMA, check_same_thread=False)
+            self._db = open_shared(path, SCHEMA.format(table=self.table), check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path = path
+        self.where = str(path)
+
+    def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return list(self._db.execute(sql, params))
+
+    def _sql(self, sql: str) -> str:
+        return sql.format(table=self.table).replace("?", self.placeholder)
 
     def put(self, review: Review) -> Review:
         stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": now()})
         values = stamped.as_dict()
         values["agrees"] = int(stamped.agrees)
-        self._db.execute(
-            f"INSERT INTO reviews ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+        self._execute(self._sql(
+            f"INSERT INTO {{table}} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
             "ON CONFLICT (pipeline, item_key, reviewer) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:]),
-            [values[c] for c in _COLUMNS])
+            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:])), [values[c] for c in _COLUMNS])
         return stamped
 
     def for_items(self, pipeline: str, keys: Iterable[str]) -> dict[str, list[Review]]:
@@ -95,22 +140,23 @@ class ReviewStore:
         wanted = list(dict.fromkeys(keys))
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start:start + _CHUNK]
-            rows = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM reviews WHERE pipeline = ? AND item_key IN "
-                f"({', '.join('?' * len(chunk))}) ORDER BY reviewer", [pipeline, *chunk])
+            rows = self._execute(self._sql(
+                f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? AND item_key IN "
+                f"({', '.join('?' * len(chunk))}) ORDER BY reviewer"), [pipeline, *chunk])
             for row in rows:
                 review = _review(row)
                 found.setdefault(review.item_key, []).append(review)
         return found
 
     def of_pipeline(self, pipeline: str) -> Iterator[Review]:
-        rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM reviews WHERE pipeline = ? "
-                                "ORDER BY item_key, reviewed_at, reviewer", [pipeline])
+        rows = self._execute(self._sql(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? "
+                                       "ORDER BY item_key, reviewed_at, reviewer"), [pipeline])
         for row in rows:
             yield _review(row)
 
     def pipelines(self) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT DISTINCT pipeline FROM reviews ORDER BY pipeline")]
+        return [row[0] for row in self._execute(self._sql("SELECT DISTINCT pipeline FROM {table} ORDER BY pipeline"),
+                                                [])]
 
     def close(self) -> None:
         self._db.close()

@@ -26,7 +26,7 @@ from starlette.routing import Route
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of
-from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore, os_user
+from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.catalog import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
 from runner.view.index import LARGEST, Query, Row, RunIndex
 from runner.view.pages import render
@@ -203,11 +203,14 @@ def _save_review(view: View, body: bytes) -> Response:
     if not isinstance(key, str) or not key:
         return JSONResponse({"error": "this run's results carry no item_key (made by an older runner): run it "
                                       "again to review it"}, 409)
-    saved = view.store.put(Review(
-        pipeline=entry.pipeline, item_key=key, reviewer=(texts["reviewer"] or "").strip()[:100] or os_user(),
-        agrees=data["agrees"], judged=index.verdict_of(result), correct=(texts["correct"] or "").strip()[:200] or None,
-        rationale=(texts["rationale"] or "").strip()[:5000] or None, run=entry.path, item_index=data["index"],
-        trace_id=result.get("mlflow_trace_id") if isinstance(result.get("mlflow_trace_id"), str) else None))
+    trace = result.get("mlflow_trace_id")
+    try:
+        review = review_of(entry.pipeline, key, index.verdict_of(result), data["agrees"], label=texts["correct"],
+                           rationale=texts["rationale"], reviewer=texts["reviewer"], verdicts=entry.verdicts,
+                           run=entry.path, item_index=data["index"], trace_id=trace if isinstance(trace, str) else None)
+    except ReviewRefused as refused:
+        return JSONResponse({"error": str(refused)}, 400)
+    saved = view.store.put(review)
     answer: dict[str, Any] = {"saved": True, "review": saved.as_dict(), "mlflow": False}
     if saved.trace_id:
         answer["mlflow"], warning = _to_mlflow(saved, saved.trace_id)

@@ -17,6 +17,7 @@ from typing import Any
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.selection import summary_rule
 from runner.errors import InputError
+from runner.fileio import read_json
 from runner.outputs.report_view import item_label, lookup
 from runner.pipeline.templating import Renderer
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
@@ -43,6 +44,7 @@ class RunEntry:
     summary: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None     # why its run.json or summary.json cannot be read
+    probe: dict[str, int] | None = None   # a probe run's originals and copies (its figures are the originals')
 
     @property
     def kind(self) -> str:
@@ -61,6 +63,12 @@ class RunEntry:
         """The pipeline as the run resolved it (run.json), {} when unknown."""
         resolved = (self.manifest.get("pipeline") or {}).get("resolved")
         return resolved if isinstance(resolved, dict) else {}
+
+    @property
+    def verdicts(self) -> list[str] | None:
+        """The values the verdict can take, as run.json keeps them (None: open, or not kept)."""
+        given = (self.manifest.get("pipeline") or {}).get("verdicts")
+        return [str(v) for v in given] if isinstance(given, list) else None
 
     @property
     def report_columns(self) -> list[str] | None:
@@ -90,12 +98,30 @@ def run_entry(reports: Path, folder: Path) -> RunEntry:
     total = summary.get("total")
     if total is None:                 # no summary yet: its results so far
         total = _lines(folder / RESULTS)
-    return RunEntry(path=relative.as_posix(), pipeline=str(summary.get("pipeline") or relative.parts[0]),
-                    input=_input(manifest) or (relative.parts[1] if len(relative.parts) > 2 else "-"),
-                    started=str(started or folder.name), duration_s=duration, total=total,
-                    planned=summary.get("planned") or (manifest.get("counts") or {}).get("planned"),
-                    errors=summary.get("errors") or 0, state=_state(folder, summary),
-                    counts=summary.get("counts") or {}, rates=rates, cost=cost, summary=summary, manifest=manifest)
+    entry = RunEntry(path=relative.as_posix(), pipeline=str(summary.get("pipeline") or relative.parts[0]),
+                     input=_input(manifest) or (relative.parts[1] if len(relative.parts) > 2 else "-"),
+                     started=str(started or folder.name), duration_s=duration, total=total,
+                     planned=summary.get("planned") or (manifest.get("counts") or {}).get("planned"),
+                     errors=summary.get("errors") or 0, state=_state(folder, summary),
+                     counts=summary.get("counts") or {}, rates=rates, cost=cost, summary=summary, manifest=manifest)
+    if entry.kind == "probe":
+        _originals(entry, folder)
+    return entry
+
+
+def _originals(entry: RunEntry, folder: Path) -> None:
+    """A probe run's counts, errors and rates are its originals' (probe.json), not those of the
+    originals and their perturbed copies together."""
+    report = read_json(folder / "probe.json") if (folder / "probe.json").is_file() else {}
+    originals = report.get("originals") if isinstance(report, dict) else None
+    if not isinstance(originals, dict):
+        entry.probe = {"originals": 0, "copies": 0}
+        return
+    entry.probe = {"originals": int(originals.get("items") or 0), "copies": int(report.get("copies") or 0)}
+    entry.counts = dict(originals.get("counts") or {})
+    entry.errors = int(originals.get("errors") or 0)
+    entry.rates = {name: rate.get("value") for name, rate in (originals.get("rates") or {}).items()
+                   if isinstance(rate, dict)}
 
 
 def _input(manifest: dict[str, Any]) -> str | None:

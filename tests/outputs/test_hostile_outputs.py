@@ -426,12 +426,13 @@ def test_eval_of_hostile_labels_is_a_located_message(project, cli, two_runs, nam
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"k": {"trace_id": "t1", "verdict": "\xff"}}', "memo.json:1:38: not UTF-8 text (byte 0xff)"),
-    (b"[" * 100_000 + b"]" * 100_000, "memo.json: JSON nested too deeply"),
+    (b'{"index": 1, "trace_id": "t0", "verdict": "\xff"}\n', "results.jsonl:1:"),
+    (b"[" * 100_000 + b"]" * 100_000 + b"\n", "results.jsonl:1: "),
 ], ids=["bytes", "deep"])
 def test_feedback_on_a_hostile_store_is_a_located_message(project, cli, content, message):
     (project.root / "store").mkdir()
-    (project.root / "store" / "memo.json").write_bytes(content)
+    (project.root / "store" / "results.jsonl").write_bytes(content)
+    (project.root / "store" / "summary.json").write_text('{"pipeline": "p", "total": 1, "errors": 0}')
     result = cli("feedback", "--store", "store", "--trace-id", "t1", "--up")
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output

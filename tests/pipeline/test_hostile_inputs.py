@@ -278,9 +278,9 @@ def test_a_tracking_uri_password_never_reaches_the_run_folder_or_stderr(project,
 
 
 def test_feedback_never_prints_the_tracking_uri_password(project, cli, leaky_mlflow):
-    store = write_json(project.root / "out" / "verification_map.json",
-                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"}})
-    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--down")
+    from test_tracing import feedback_run
+    feedback_run(project.root / "out")
+    done = cli("feedback", "--store", "out", "--trace-id", "tr-1", "--down")
     assert done.exit_code == 0 and "not logged to MLflow at http://127.0.0.1:9" in done.stderr
     assert PASSWORD not in done.stderr and "***" in done.stderr
 

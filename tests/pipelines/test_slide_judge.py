@@ -140,19 +140,23 @@ def test_memo_ignores_the_llm_cache(judge, scripted_llm, project):
 
 
 def test_feedback(judge, scripted_llm, project, cli):
+    """`runner feedback` writes the one review store (reports/reviews.sqlite), read by
+    `runner labels export` as `runner view`'s and serve's reviews are."""
     scripted_llm.script(verdict("green"))
     results = judge(DECK).results
     store = project.root / "out"
     up = cli("feedback", "--store", str(store), "--trace-id", results[0]["trace_id"], "--up")
     assert up.exit_code == 0, up.output
     down = cli("feedback", "--store", str(store), "--trace-id", results[1]["trace_id"], "--down",
-               "--rationale", "Q2 is 8.08M, not 8.1M")
-    assert down.exit_code == 0
-    entries = [json.loads(line) for line in (store / "feedback.jsonl").read_text().splitlines()]
-    assert [(e["trace_id"], e["content_hash"], e["is_positive"], e["rationale"]) for e in entries] == [
-        (results[0]["trace_id"], results[0]["content_hash"], True, None),
-        (results[1]["trace_id"], results[1]["content_hash"], False, "Q2 is 8.08M, not 8.1M")]
-    assert all(e["timestamp"].endswith("+00:00") for e in entries)
+               "--label", "amber", "--rationale", "Q2 is 8.08M, not 8.1M")
+    assert down.exit_code == 0, down.output
+    assert down.stdout == f"feedback recorded for {results[1]['trace_id']} (down)\n"
+    assert not (store / "feedback.jsonl").exists()
+    exported = cli("labels", "export", "reports", "--pipeline", "slide_judge")
+    assert exported.exit_code == 0, exported.output
+    labels = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert sorted((e["item_key"], e["label"], e["agree_with_judge"], e["rationale"]) for e in labels) == sorted([
+        (results[0]["item_key"], "green", 1, None), (results[1]["item_key"], "amber", 0, "Q2 is 8.08M, not 8.1M")])
     unknown = cli("feedback", "--store", str(store), "--trace-id", "nope", "--up")
     assert unknown.exit_code == 2
     assert unknown.stderr.startswith("unknown trace id 'nope': no stored result in ")
@@ -160,6 +164,20 @@ def test_feedback(judge, scripted_llm, project, cli):
     assert both.exit_code == 2
     missing = cli("feedback", "--store", str(project.root / "nowhere"), "--trace-id", "x", "--up")
     assert missing.exit_code == 2 and "no such file or folder" in missing.stderr
+
+
+def test_feedback_that_contradicts_itself_is_refused(judge, scripted_llm, project, cli):
+    """Issue 62, finding 3: a thumbs-up whose label is another verdict, a thumbs-down whose
+    label is the judged verdict: exit 2 with the reason, and nothing stored."""
+    scripted_llm.script(verdict("green"))
+    trace = judge(DECK).results[0]["trace_id"]
+    for rating, label, reason in (
+            ("--up", "red", "a thumbs-up says the verdict green is right, and label 'red' says it is wrong"),
+            ("--down", "green", "a thumbs-down says the verdict green is wrong, and label 'green' is that verdict")):
+        refused = cli("feedback", "--store", "out", "--trace-id", trace, rating, "--label", label)
+        assert refused.exit_code == 2 and reason in refused.stderr, refused.output
+    assert not (project.root / "reports" / "reviews.sqlite").exists() or \
+        cli("labels", "export", "reports", "--pipeline", "slide_judge").stdout == ""
 
 
 @pytest.mark.xdist_group("litellm")      # litellm imported by one worker only

@@ -61,7 +61,7 @@ def slide_server(project, fake_llm, monkeypatch, db_url):
 
 
 @pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
-def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli):
+def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli, db_url):
     first = slide_server.post("/v1/pipelines/slide_judge/judge", json={"item": slide_deck(SLIDES)}).json()
     assert first["counts"] == {"judged": 5} and len(fake_llm.requests) == 5
     assert {r["result"]["rating"] for r in first["results"]} == {"green"}
@@ -84,7 +84,11 @@ def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli):
     assert given.json()["saved"] is True and given.json()["mlflow"] == {"logged": False, "trace_id": None}
     assert given.json()["review"]["judged"] == "red" and given.json()["review"]["agrees"] is False
 
-    exported = cli("labels", "export", str(project.root / "reports"), "--pipeline", "slide_judge")
+    # Issue 61: the feedback is in the results' database: PostgreSQL's, or reports/reviews.sqlite.
+    postgres = db_url.startswith("postgresql://")
+    assert (project.root / "reports" / "reviews.sqlite").exists() is not postgres
+    exported = cli("labels", "export", str(project.root / "reports"), "--pipeline", "slide_judge",
+                   *(["--db", db_url] if postgres else []))
     assert exported.exit_code == 0, exported.output
     (label,) = [json.loads(line) for line in exported.stdout.splitlines()]
     assert label["item_key"] == red["item_key"] and label["label"] == "green" and label["judged"] == "red"
@@ -95,7 +99,8 @@ def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli):
     from runner.view.app import create_app as view_app
     view = TestClient(view_app(project.root / "reports"), base_url="http://127.0.0.1")
     page = view.get(f"/run/{done['run'].removeprefix('reports/')}/item/3")
-    assert page.status_code == 200 and "two-year growth" in page.text and "ana" in page.text
+    assert page.status_code == 200
+    assert ("two-year growth" in page.text and "ana" in page.text) is not postgres   # the view reads SQLite
 
 
 def test_feedback_is_checked(slide_server):
@@ -114,6 +119,12 @@ def test_feedback_is_checked(slide_server):
     unknown = slide_server.post("/v1/results/0000000000000000/feedback", params={"pipeline": "slide_judge"},
                                 json={"rating": "up", "user": "ana"})
     assert unknown.status_code == 404
+    for body, reason in (({"rating": "up", "label": "red", "user": "ana"}, "a thumbs-up says the verdict green is "
+                                                                           "right, and label 'red' says it is wrong"),
+                         ({"rating": "down", "label": "green", "user": "ana"}, "a thumbs-down says the verdict "
+                                                                               "green is wrong")):
+        refused = slide_server.post(url, params={"pipeline": "slide_judge"}, json=body)     # issue 62, finding 3
+        assert refused.status_code == 400 and reason in refused.json()["error"], refused.text
     again = [slide_server.post(url, params={"pipeline": "slide_judge"}, json={"rating": r, "user": "bo"}).json()
              for r in ("up", "down")]
     assert [a["review"]["agrees"] for a in again] == [True, False]       # a second review replaces the first

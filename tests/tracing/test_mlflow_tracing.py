@@ -201,11 +201,12 @@ def test_slide_judge_traces_assessments_and_feedback(project, fake_llm, mlflow_s
     (agrees,) = [a for a in client.get_trace(green["mlflow_trace_id"]).info.assessments
                  if a.source.source_type == "HUMAN"]
     assert (agrees.value, agrees.rationale, agrees.source.source_id) == (True, None, getpass.getuser())
-    entries = [json.loads(line) for line in (out / "feedback.jsonl").read_text().splitlines()]
-    assert [(e["trace_id"], e["is_positive"], e["user"], e["mlflow_trace_id"], e["mlflow_assessment_id"])
-            for e in entries] == [
-        (red["trace_id"], False, "alice", red["mlflow_trace_id"], human.assessment_id),
-        (green["trace_id"], True, getpass.getuser(), green["mlflow_trace_id"], agrees.assessment_id)]
+    from runner.stores.reviews import ReviewStore
+    store = ReviewStore(project.root / "reports" / "reviews.sqlite", create=False)
+    reviews = {r.item_key: r for r in store.of_pipeline("slide_judge")}
+    store.close()
+    assert [(r.agrees, r.reviewer, r.trace_id) for r in (reviews[red["item_key"]], reviews[green["item_key"]])] == [
+        (False, "alice", red["mlflow_trace_id"]), (True, getpass.getuser(), green["mlflow_trace_id"])]
 
     # Unchanged slides come from the memo: each gets a new trace marked as a memo hit (no
     # assessments: they live on the trace that judged it), and the stored trace ids stay.
@@ -242,15 +243,18 @@ def test_secrets_never_reach_mlflow(project, fake_llm, mlflow_server, monkeypatc
 
 @needs_tracing
 def test_feedback_is_kept_when_mlflow_is_down(project, cli, monkeypatch):
-    store = write_json(project.root / "out" / "verification_map.json",
-                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"}})
+    from test_tracing import feedback_run
+
+    from runner.stores.reviews import ReviewStore
+    feedback_run(project.root / "reports" / "p" / "in" / "r1")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
-    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--up", "--user", "bob")
+    done = cli("feedback", "--store", "reports", "--trace-id", "tr-1", "--up", "--user", "bob")
     assert done.exit_code == 0 and done.stdout == "feedback recorded for t1 (up)\n"
     assert done.stderr.startswith(f"warning: not logged to MLflow at {os.environ['MLFLOW_TRACKING_URI']}: ")
-    (entry,) = [json.loads(line) for line in (store.parent / "feedback.jsonl").read_text().splitlines()]
-    assert (entry["trace_id"], entry["user"], entry["mlflow_trace_id"], entry["mlflow_assessment_id"]) == (
-        "t1", "bob", "tr-1", None)
+    store = ReviewStore(project.root / "reports" / "reviews.sqlite", create=False)
+    (review,) = store.of_pipeline("p")
+    store.close()
+    assert (review.item_key, review.reviewer, review.trace_id, review.agrees) == ("k1", "bob", "tr-1", True)
 
 
 @needs_tracing

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
@@ -226,20 +227,32 @@ def test_the_core_never_imports_mlflow_unless_tracing_is_on(project, fake_llm):
     assert [json.loads(line)["answer"] for line in (project.root / "out" / "results.jsonl").open()] == ["ok", "ok"]
 
 
+def feedback_run(folder: Path) -> Path:
+    """A run folder of two results, one traced to MLflow."""
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text(
+        json.dumps({"index": 1, "item_key": "k1", "rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"}) + "\n"
+        + json.dumps({"index": 2, "item_key": "k2", "rating": "green", "trace_id": "t2"}) + "\n")
+    write_json(folder / "summary.json", {"pipeline": "p", "total": 2, "errors": 0, "count_by": "rating",
+                                         "counts": {"red": 1, "green": 1}})
+    return folder
+
+
 def test_feedback_without_a_tracking_uri_is_kept_with_a_warning(project, cli, monkeypatch):
-    store = write_json(project.root / "out" / "verification_map.json",
-                       {"abc": {"rating": "red", "trace_id": "t1", "mlflow_trace_id": "tr-1"},
-                        "def": {"rating": "green", "trace_id": "t2"}})
+    feedback_run(project.root / "reports" / "p" / "in" / "r1")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    done = cli("feedback", "--store", str(store.parent), "--trace-id", "tr-1", "--down", "--rationale", "no")
+    done = cli("feedback", "--store", "reports", "--trace-id", "tr-1", "--down", "--rationale", "no")
     assert done.exit_code == 0 and done.stdout == "feedback recorded for t1 (down)\n"
     assert done.stderr == "warning: not logged to MLflow: set MLFLOW_TRACKING_URI to the server that holds trace tr-1\n"
-    plain = cli("feedback", "--store", str(store.parent), "--trace-id", "t2", "--up", "--user", "bob")
+    plain = cli("feedback", "--store", "reports/p/in/r1", "--trace-id", "t2", "--up", "--user", "bob")
     assert plain.exit_code == 0 and plain.stderr == ""                      # never traced: nothing to say
-    entries = [json.loads(line) for line in (store.parent / "feedback.jsonl").read_text().splitlines()]
-    assert [(e["trace_id"], e["is_positive"], e["rationale"], e.get("mlflow_trace_id"), e.get("mlflow_assessment_id"))
-            for e in entries] == [("t1", False, "no", "tr-1", None), ("t2", True, None, None, None)]
-    assert entries[1]["user"] == "bob" and entries[0]["user"]
+    from runner.stores.reviews import ReviewStore
+    store = ReviewStore(project.root / "reports" / "reviews.sqlite", create=False)
+    reviews = list(store.of_pipeline("p"))
+    store.close()
+    assert [(r.item_key, r.agrees, r.judged, r.rationale, r.trace_id, r.run, r.item_index) for r in reviews] == [
+        ("k1", False, "red", "no", "tr-1", "p/in/r1", 1), ("k2", True, "green", None, None, "p/in/r1", 2)]
+    assert reviews[1].reviewer == "bob" and reviews[0].reviewer
 
 
 def test_memo_hits_are_traced_and_marked(project, recorder):

@@ -314,7 +314,7 @@ def test_review_controls_are_text_and_svg_never_emoji_only(reports):
     """Issue 50, V4: without an emoji font a 👍 is a box."""
     web = client(reports)
     review(web, "t/r1", 1, True)
-    review(web, "t/r1", 2, False, reviewer="bob", correct="yes")
+    review(web, "t/r1", 2, False, reviewer="bob", correct="no")
     for page in (web.get("/run/t/r1/item/1").text, web.get("/run/t/r1/item/2").text, web.get("/run/t/r1").text):
         assert not re.search("[\U0001F300-\U0001FAFF]", page)
     item = web.get("/run/t/r1/item/1").text
@@ -363,3 +363,28 @@ def test_compare_says_what_differs_as_runner_diff_does(project, reports, cli):
     page = html.unescape(client(reports).get("/compare?run=t/r1&run=t/r2").text)
     for line in overview:
         assert line in page
+
+
+def test_a_review_that_contradicts_itself_is_refused(project):
+    """Issue 62, finding 3: a thumbs-up labelled with another verdict, a thumbs-down labelled
+    with the judged one, a label the pipeline never gives: 400 with the reason, nothing saved
+    (so `runner labels export` can never see agrees and another label)."""
+    path = project.pipeline("""
+        version: 1
+        name: yn
+        steps: [{id: c, uses: compute, with: {n: "{{ item.n }}"}}]
+        output: {verdict: "{{ 'yes' if steps.c.n > 1 else 'no' }}"}
+        summary: {count_by: verdict}
+        """)
+    reports = project.root / "reports"
+    run(path, write_json(project.root / "in.json", [{"n": 1}, {"n": 2}]), out=reports / "yn" / "r1")
+    web = client(reports)
+    for agrees, correct, reason in (
+            (True, "no", "a thumbs-up says the verdict yes is right, and label 'no' says it is wrong"),
+            (False, "yes", "a thumbs-down says the verdict yes is wrong, and label 'yes' is that verdict"),
+            (False, "maybe", "label 'maybe' is not a verdict yn gives (its verdicts: yes, no)")):
+        refused = web.post("/api/review", json={"run": "yn/r1", "index": 2, "agrees": agrees, "correct": correct},
+                           headers={"X-Runner-Token": TOKEN})
+        assert refused.status_code == 400 and reason in refused.json()["error"], refused.text
+    assert review(web, "yn/r1", 2, False, correct="no")["review"]["correct"] == "no"
+    assert review(web, "yn/r1", 2, True, correct="yes")["review"]["agrees"] is True
