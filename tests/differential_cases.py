@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from runner.inputs import iter_records
+from runner.pipeline.loader import load_pipeline
 from runner.testing import Reply, Script
 from test_citation_judge import SEATS as CITATION_SEATS
 from test_golden import citation_script, evidence_script, s_example, slide_script, verdict_script
@@ -84,7 +86,6 @@ TICKET_ROWS: list[tuple[str, str, int, str, tuple[float, float, float] | None]] 
     ("T3", "Checkout broken", 12, "yes", (0.9, 0.6, 0.6)),           # mean 0.7: escalated
     ("T4", "Invoice question", 31, "no", None),                      # every juror's call fails: an error
 ]
-TRUE = ("true", "yes")
 
 
 def ticket_rows(failing_only: bool) -> list[tuple[str, str, int, str, tuple[float, float, float] | None]]:
@@ -124,18 +125,11 @@ class Case:
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)     # more settings of a seat
 
     def records(self, root: Path) -> list[Any]:
-        """The input as JSON records (what /judge and a JSON lines upload send): the file's
-        records, or for a CSV the rows with their declared types."""
-        path = root / self.input
-        if self.csv:
-            return [{"id": i, "text": text, "days": days, "urgent": urgent in TRUE}
-                    for i, text, days, urgent in (line.split(",") for line in path.read_text().splitlines()[1:])
-                    for days in [int(days)]]
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        value = json.loads(text)
-        return value if isinstance(value, list) else [value]
+        """The input as JSON records (what /judge and a JSON lines upload send): read by the
+        pipeline's own input adapter with its options (a CSV's rows with their declared types)."""
+        spec = load_pipeline(root / "pipelines" / f"{self.pipeline}.yaml").input
+        records = iter_records(spec.get("adapter", "json"), root / self.input, spec.get("with") or {})
+        return [record.value for record in records]
 
 
 def seat(model: str, url: str | None, **more: Any) -> dict[str, Any]:
