@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from test_golden import citation_script, evidence_script, s_example, slide_script, verdict_script
 
 from runner.inputs import iter_records
 from runner.pipeline.loader import load_pipeline
 from runner.testing import Reply, Script
 from test_citation_judge import SEATS as CITATION_SEATS
-from test_golden import citation_script, evidence_script, s_example, slide_script, verdict_script
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -76,6 +76,11 @@ TICKETS = """
     summary:
       count_by: verdict
       rates: {kept: "{{ result.verdict | default('') == 'KEEP' }}"}
+    probes:
+      text_case:
+        description: The ticket's text with some words in another case.
+        case: {field: text}
+        expect: unchanged
     """
 SEVERITY = {"type": "object", "required": ["score"],
             "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}}}
@@ -133,9 +138,10 @@ class Case:
 
 
 def seat(model: str, url: str | None, **more: Any) -> dict[str, Any]:
-    """A model of the pipeline as the case's transport answers it."""
+    """A model of the pipeline as the case's transport answers it, without limits (a probe's
+    copies would spend the citation judge's 20 requests a day of gemini before its originals)."""
     where = {"model": f"openai/{model}", "api_base": url, "batch_poll_seconds": 0.02} if url else {"model": f"scripted/{model}", "api_base": None}
-    return {**where, "api_key": None, "enabled": True, "retries": 0, "backoff": 0.01, **more}
+    return {**where, "api_key": None, "enabled": True, "retries": 0, "backoff": 0.01, "limits": {}, **more}
 
 
 CASES = [
@@ -148,9 +154,10 @@ CASES = [
     Case("slide_judge", "slide_judge", "input.json", {"judge": "judge"}, slide_script, example="slide_judge"),
     Case("verdict_analyzer", "verdict_analyzer", "verdict_analyzer/input.jsonl", {"analyst": "analyst"},
          verdict_script, probes=True),
-    Case("tickets", "tickets", "tickets.csv", {"j1": "j1", "j2": "j2", "j3": "j3"}, ticket_script, csv=True),
+    Case("tickets", "tickets", "tickets.csv", {"j1": "j1", "j2": "j2", "j3": "j3"}, ticket_script, csv=True,
+         probes=True),
     Case("tickets_all_failing", "tickets", "tickets.csv", {"j1": "j1", "j2": "j2", "j3": "j3"}, ticket_script,
-         csv=True),
+         csv=True, probes=True),
 ]
 BY_NAME = {case.name: case for case in CASES}
 

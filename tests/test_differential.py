@@ -11,6 +11,7 @@ assertion stays as it should be, and the marker goes when the fix is merged."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -22,12 +23,13 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-
 from conftest import run_cli
 from differential_cases import BY_NAME, CASES, Case, write_project
+
 from fakellm import FakeLLM
 from helpers import run
 from runner.llm.calls.record import format_messages
+from runner.pipeline.loader import load_pipeline
 from runner.testing import Script, ScriptedModel
 from serve_fixtures import make_client
 
@@ -148,9 +150,19 @@ class Differences:
         self.found: list[str] = []
 
     def check(self, what: str, got: Any, expected: Any) -> None:
-        if got != expected:
-            self.found.append(f"{what}: got {json.dumps(got, default=str)[:1500]}\n"
-                              f"  expected {json.dumps(expected, default=str)[:1500]}")
+        """`got` == `expected`, else what differs: of two lists of one length, each entry that
+        differs; of two mappings, each key whose value differs."""
+        if got == expected:
+            return
+        if isinstance(got, list) and isinstance(expected, list) and len(got) == len(expected):
+            for number, (one, other) in enumerate(zip(got, expected, strict=True), start=1):
+                self.check(f"{what}[{number}]", one, other)
+        elif isinstance(got, dict) and isinstance(expected, dict):
+            for key in sorted(set(got) | set(expected), key=str):
+                self.check(f"{what}.{key}", got.get(key, "<absent>"), expected.get(key, "<absent>"))
+        else:
+            self.found.append(f"{what}: got {json.dumps(got, default=str)[:1000]}\n"
+                              f"  expected {json.dumps(expected, default=str)[:1000]}")
 
     def same(self, got: Outcome, expected: Outcome, where: str = "") -> None:
         self.check(f"{where}results", got.results, expected.results)
@@ -160,14 +172,15 @@ class Differences:
         if got.exit is not None:
             self.check(f"{where}exit code", got.exit, expected.exit)
 
-    def none(self) -> None:
-        assert not self.found, "\n".join(self.found)
+    def none(self, output: str = "") -> None:
+        """None found (`output`: what the command printed, shown with them)."""
+        assert not self.found, "\n".join([*self.found, *([f"output:\n{output[-3000:]}"] if output else [])])
 
 
-def assert_same(got: Outcome, expected: Outcome) -> None:
+def assert_same(got: Outcome, expected: Outcome, output: str = "") -> None:
     differences = Differences()
     differences.same(got, expected)
-    differences.none()
+    differences.none(output)
 
 
 # ---- which (entry point, case) pairs are known to differ on today's main --------------------------
@@ -176,6 +189,10 @@ JUDGE_COUNTS = "issue 61: /judge counts an errored item as `judged` and no count
 JOB_COUNTS = "issue 61: a job counts an errored item as `judged` (its counts: judged + errors > done)"
 ALL_ERRORED = "issue 61: a job whose items all errored says `succeeded` (runner run exits 3); and counts them judged"
 CSV_TYPES = "issue 61: a CSV job upload loses the pipeline's `with.types` (every row text: each item errors)"
+SWEEP_NONE = "issue 61: sweep counts with its own item loop: an errored item's verdict is 'None' (summary.json: ERROR)"
+SWEEP_ERRORS = ("issue 61: sweep counts with its own item loop: an item whose LLM calls failed is no error "
+                "(summary.json counts it)")
+EXITS_0 = "exits 0 where every item errored (runner run exits 3)"
 WITH_ERRORS = ("citation_judge", "citation_judge_strict", "evidence_judge", "slide_judge", "verdict_analyzer", "tickets")
 KNOWN: dict[tuple[str, str], str] = {
     **{("judge", name): JUDGE_COUNTS for name in (*WITH_ERRORS, "tickets_all_failing")},
@@ -183,6 +200,13 @@ KNOWN: dict[tuple[str, str], str] = {
     ("jobs_jsonl", "tickets_all_failing"): ALL_ERRORED,
     ("jobs_csv", "tickets"): CSV_TYPES,
     ("jobs_csv", "tickets_all_failing"): f"{CSV_TYPES}; {ALL_ERRORED}",
+    ("eval", "tickets_all_failing"): f"issue 61: eval --input {EXITS_0}",
+    ("sweep", "tickets"): SWEEP_NONE,
+    ("sweep", "verdict_analyzer"): SWEEP_NONE,
+    ("sweep", "tickets_all_failing"): f"{SWEEP_NONE}; and it {EXITS_0}",
+    ("sweep", "citation_judge"): SWEEP_ERRORS,
+    ("sweep", "citation_judge_strict"): SWEEP_ERRORS,
+    ("sweep", "evidence_judge"): SWEEP_ERRORS,
 }
 
 
@@ -351,3 +375,134 @@ def test_serve_job_of_a_csv_upload(case: str, serving: Callable[[str], tuple[Set
     setup.answer()
     upload = (Path(setup.case.input).name, (setup.root / setup.case.input).read_bytes())
     assert_job_is_the_run(setup, client, upload, expected)
+
+
+# ---- calibration: eval --input and a one-setting sweep; probe ---------------------------------------
+
+def write_labels(setup: Setup, expected: Outcome) -> str:
+    """Labels that agree with the baseline (joined by item_key): eval and sweep score something."""
+    count_by = (expected.summary or {}).get("count_by")
+    rows = [{"item_key": r["item_key"], "truth": "ERROR" if r.get("error") else r.get(count_by)}
+            for r in expected.results]
+    (setup.root / "labels.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return "labels.jsonl"
+
+
+LABELS = ("--key", "item_key", "--truth", "truth")
+
+
+@pytest.mark.parametrize("case", cases("eval"))
+def test_eval_runs_the_pipeline_as_runner_run_does(case: str, in_process: Callable[[str], Setup]) -> None:
+    """`runner eval PIPELINE --input`: the run it makes is the baseline's, and so is its exit code."""
+    setup = in_process(case)
+    expected = setup.baseline()
+    labels = write_labels(setup, expected)
+    setup.answer()
+    done = setup.cli("eval", setup.rel, "--input", setup.case.input, "--labels", labels, *LABELS, "--out", "eval",
+                     "--cache-dir", str(setup.root / "cache-eval"))
+    assert "Traceback" not in done.output, done.output
+    assert_same(folder_outcome(setup.root / "eval", done.exit_code), expected, done.output)
+
+
+def one_setting(pipeline: Path) -> str:
+    """`--grid KEY=VALUE` of the pipeline's first plain param at its default: the plain run."""
+    for name, value in load_pipeline(pipeline).params.items():
+        if isinstance(value, (bool, int, float, str)):
+            return f"params.{name}={json.dumps(value) if not isinstance(value, str) else value}"
+    raise AssertionError(f"{pipeline}: no plain param to sweep")
+
+
+@pytest.mark.parametrize("case", cases("sweep"))
+def test_a_one_setting_sweep_is_the_plain_run(case: str, in_process: Callable[[str], Setup]) -> None:
+    """`runner sweep --grid` of one setting (a param at its default), calls allowed: its items,
+    errors and counts by verdict are the baseline's, and so is its exit code."""
+    setup = in_process(case)
+    expected = setup.baseline()
+    labels = write_labels(setup, expected)
+    setup.answer()
+    done = setup.cli("sweep", setup.rel, "--input", setup.case.input, "--labels", labels, *LABELS,
+                     "--grid", one_setting(setup.pipeline), "--allow-calls", "--out", "sweep",
+                     "--cache-dir", str(setup.root / "cache-sweep"))
+    assert "Traceback" not in done.output, done.output
+    assert (setup.root / "sweep" / "sweep.json").is_file(), done.output
+    [setting] = json.loads((setup.root / "sweep" / "sweep.json").read_text())["settings"]
+    differences = Differences()
+    differences.check("status", setting["status"], "ran")
+    differences.check("counts", {"items": sum(setting["counts"].values()), "errors": setting["errors"],
+                                 "by_verdict": dict(sorted(setting["counts"].items()))},
+                      {k: expected.counts[k] for k in ("items", "errors", "by_verdict")})
+    differences.check("exit code", done.exit_code, expected.exit)
+    differences.none(done.output)
+
+
+def originals(results: list[dict[str, Any]], expected: Outcome) -> list[dict[str, Any]]:
+    """A probe run's originals, in order (each comes before its copies; a copy of a step's
+    field has its original's item_key, so the first result of that key is the original),
+    numbered as in the input."""
+    found: list[dict[str, Any]] = []
+    for result in results:
+        if len(found) < len(expected.results) and result["item_key"] == expected.results[len(found)]["item_key"]:
+            found.append({**result, "index": expected.results[len(found)]["index"]})
+    return found
+
+
+@pytest.mark.parametrize("case", cases("probe", tuple(c.name for c in CASES if c.probes)))
+def test_probe_judges_the_originals_as_runner_run_does(case: str, in_process: Callable[[str], Setup]) -> None:
+    """`runner probe`: the originals' results are the baseline's, and so is its exit code."""
+    setup = in_process(case)
+    expected = setup.baseline()
+    setup.answer()
+    done = setup.cli("probe", setup.rel, "--input", setup.case.input, "--out", "probe", "-q",
+                     "--cache-dir", str(setup.root / "cache-probe"))
+    assert "Traceback" not in done.output, done.output
+    results = folder_outcome(setup.root / "probe", None).results
+    differences = Differences()
+    differences.check("originals' results", originals(results, expected), expected.results)
+    differences.check("exit code", done.exit_code, expected.exit)
+    differences.none(done.output)
+
+
+# ---- executors: worker processes, a provider's batch API, Ray (models over HTTP: the fake server) ---
+
+RAY_REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI's Ray stage: run, never skip
+EXECUTORS = {
+    "processes": ["--executor", "processes", "--workers", "2"],
+    "batch": ["--batch"],
+    "ray": ["--executor", "ray", "--workers", "2"],
+}
+
+
+def executor_cases(executor: str) -> list[Any]:
+    params = cases(executor, slow=True)
+    if executor == "ray":
+        marks = [pytest.mark.ray, pytest.mark.xdist_group("ray_cluster"),
+                 pytest.mark.skipif(not (RAY_REQUIRED or importlib.util.find_spec("ray")),
+                                    reason="the ray extra is not installed")]
+        params = [pytest.param(*p.values, id=p.id, marks=[*p.marks, *marks]) for p in params]
+    return params
+
+
+def run_with(executor: str, over_http: Callable[[str], Setup], case: str) -> None:
+    """The case over HTTP, run locally and with `executor`: the same folder's outcome and exit code."""
+    setup = over_http(case)
+    expected = setup.baseline()
+    setup.answer()
+    done = setup.cli("run", setup.rel, "--input", setup.case.input, "--out", executor, "--cache-dir",
+                     str(setup.root / f"cache-{executor}"), *EXECUTORS[executor])
+    assert "Traceback" not in done.output, done.output
+    assert_same(folder_outcome(setup.root / executor, done.exit_code), expected, done.output)
+
+
+@pytest.mark.parametrize("case", executor_cases("processes"))
+def test_worker_processes(case: str, over_http: Callable[[str], Setup]) -> None:
+    run_with("processes", over_http, case)
+
+
+@pytest.mark.parametrize("case", executor_cases("batch"))
+def test_a_provider_batch_api(case: str, over_http: Callable[[str], Setup]) -> None:
+    run_with("batch", over_http, case)
+
+
+@pytest.mark.parametrize("case", executor_cases("ray"))
+def test_ray(case: str, over_http: Callable[[str], Setup]) -> None:
+    run_with("ray", over_http, case)
