@@ -15,6 +15,8 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -36,6 +38,7 @@ from serve_fixtures import make_client
 # What differs between any two runs of the same items, left out of every comparison.
 VOLATILE = {"latency_ms", "duration_ms", "timestamp", "trace_id", "mlflow_trace_id", "started", "ended",
             "started_at", "finished_at", "ended_at", "duration_s", "out_dir", "elapsed_s"}
+JUROR = re.compile(r"model '[^']+' \([^)]*\)")
 # summary.json's parts that say how the calls were made, not what the items gave
 HOW = {"models", "batches", "run_warnings", "hints"}
 
@@ -70,14 +73,22 @@ def summary_part(summary: dict[str, Any]) -> dict[str, Any]:
     kept = {k: v for k, v in untimed(summary).items() if k not in HOW}
     if "memo" in kept:
         kept["memo"] = {k: v for k, v in kept["memo"].items() if k != "store"}
-    if "error_groups" in kept:      # groups of equal count come in no fixed order
-        kept["error_groups"] = sorted(kept["error_groups"], key=lambda g: (-g["count"], g["error"]))
+    if "error_groups" in kept:
+        # An item whose jurors all fail counts under the error of the call that failed last,
+        # which a race decides (in a local run too): the groups are compared by what failed,
+        # whichever juror it was, and how often.
+        groups: Counter[str] = Counter()
+        for group in kept["error_groups"]:
+            groups[JUROR.sub("model M", group["error"])] += group["count"]
+        kept["error_groups"] = sorted(groups.items())
     return kept
 
 
 def folder_outcome(folder: Path, exit_code: int | None) -> Outcome:
     """A run folder's results and summary."""
-    results = [untimed(json.loads(line)) for line in (folder / "results.jsonl").read_text().splitlines()]
+    text = (folder / "results.jsonl").read_text()
+    assert str(folder.parent.parent) not in text + (folder / "summary.json").read_text()    # tmp_path: none of its own
+    results = [untimed(json.loads(line)) for line in text.splitlines()]
     results.sort(key=lambda r: r["index"])
     summary = json.loads((folder / "summary.json").read_text())
     errors = int(summary["errors"])     # results with an error, and those whose calls failed (an LLM_ERROR verdict)
@@ -111,13 +122,25 @@ class Setup:
     def cli(self, *args: str) -> Any:
         return run_cli(*args, env={"RUNNER_CACHE_DIR": str(self.root / "cache")})
 
-    def baseline(self, out: str = "baseline") -> Outcome:
-        """`runner run` with the local executor: what every other entry point must give."""
+    def run_baseline(self) -> Outcome:
+        """`runner run` with the local executor, in this project (folder `baseline`, its cache
+        `cache-baseline`): what every other entry point must give."""
         self.answer()
-        done = self.cli("run", self.rel, "--input", self.case.input, "--out", out,
-                        "--cache-dir", str(self.root / f"cache-{out}"))
+        done = self.cli("run", self.rel, "--input", self.case.input, "--out", "baseline",
+                        "--cache-dir", str(self.root / "cache-baseline"))
         assert "Traceback" not in done.output, done.output
-        return folder_outcome(self.root / out, done.exit_code)
+        return folder_outcome(self.root / "baseline", done.exit_code)
+
+    def baseline(self) -> Outcome:
+        """The baseline, run once a session for each case and transport (a case's project is
+        the same wherever it is written: nothing in an outcome names its folder)."""
+        key = (self.case.name, self.url)
+        if key not in BASELINES:
+            BASELINES[key] = self.run_baseline()
+        return BASELINES[key]
+
+
+BASELINES: dict[tuple[str, str | None], Outcome] = {}
 
 
 def set_up(case_name: str, root: Path, script: Script, url: str | None, monkeypatch: pytest.MonkeyPatch) -> Setup:
@@ -193,11 +216,13 @@ SWEEP_NONE = "issue 61: sweep counts with its own item loop: an errored item's v
 SWEEP_ERRORS = ("issue 61: sweep counts with its own item loop: an item whose LLM calls failed is no error "
                 "(summary.json counts it)")
 EXITS_0 = "exits 0 where every item errored (runner run exits 3)"
+NO_JURY = "issue 61: the driver of --executor processes/ray writes `juries: {}` for a pipeline without a jury (local: none)"
 WITH_ERRORS = ("citation_judge", "citation_judge_strict", "evidence_judge", "slide_judge", "verdict_analyzer", "tickets")
 KNOWN: dict[tuple[str, str], str] = {
     **{("judge", name): JUDGE_COUNTS for name in (*WITH_ERRORS, "tickets_all_failing")},
-    **{("jobs_jsonl", name): JOB_COUNTS for name in WITH_ERRORS},
+    **{(jobs, name): JOB_COUNTS for jobs in ("jobs_jsonl", "jobs_json") for name in WITH_ERRORS},
     ("jobs_jsonl", "tickets_all_failing"): ALL_ERRORED,
+    ("jobs_json", "tickets_all_failing"): ALL_ERRORED,
     ("jobs_csv", "tickets"): CSV_TYPES,
     ("jobs_csv", "tickets_all_failing"): f"{CSV_TYPES}; {ALL_ERRORED}",
     ("eval", "tickets_all_failing"): f"issue 61: eval --input {EXITS_0}",
@@ -207,6 +232,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("sweep", "citation_judge"): SWEEP_ERRORS,
     ("sweep", "citation_judge_strict"): SWEEP_ERRORS,
     ("sweep", "evidence_judge"): SWEEP_ERRORS,
+    **{(executor, name): NO_JURY for executor in ("processes", "ray")
+       for name in ("deep_judgment", "evidence_judge", "slide_judge", "verdict_analyzer")},
 }
 
 
@@ -265,7 +292,7 @@ def test_render_shows_the_prompts_a_run_sends(case: str, in_process: Callable[[s
     """`runner render` over a real run's cache: each item's prompts are those its calls.jsonl
     records (an item whose call failed: up to that call, which has no answer to go on with)."""
     setup = in_process(case)
-    expected = setup.baseline()
+    expected = setup.run_baseline()
     calls_file = setup.root / "baseline" / "calls.jsonl"
     calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
     sent: dict[int, list[tuple[str, str]]] = {}
@@ -339,10 +366,12 @@ def wait_for(client: Any, job_id: str) -> dict[str, Any]:
     return job
 
 
-def assert_job_is_the_run(setup: Setup, client: Any, upload: tuple[str, bytes], expected: Outcome) -> None:
-    """Upload a file as a job and wait for it: what it says of itself (status, counts), its
-    results as served and its run folder are the baseline's."""
-    submitted = client.post(f"/v1/pipelines/{setup.case.pipeline}/jobs", files={"file": upload})
+def assert_job_is_the_run(setup: Setup, client: Any, upload: tuple[str, bytes] | None, expected: Outcome) -> None:
+    """Send a job (an uploaded file; None: the records as JSON) and wait for it: what it says of
+    itself (status, counts), its results as served and its run folder are the baseline's."""
+    url = f"/v1/pipelines/{setup.case.pipeline}/jobs"
+    submitted = client.post(url, files={"file": upload}) if upload is not None else \
+        client.post(url, json={"items": setup.case.records(setup.root)})
     assert submitted.status_code == 202, submitted.text
     job = wait_for(client, submitted.json()["id"])
     items, errors = expected.counts["items"], expected.counts["errors"]
@@ -364,6 +393,15 @@ def test_serve_job_of_json_lines(case: str, serving: Callable[[str], tuple[Setup
     setup.answer()
     lines = "".join(json.dumps(record) + "\n" for record in setup.case.records(setup.root))
     assert_job_is_the_run(setup, client, ("items.jsonl", lines.encode()), expected)
+
+
+@pytest.mark.parametrize("case", cases("jobs_json", slow=True))
+def test_serve_job_of_json_records(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
+    """POST /v1/pipelines/NAME/jobs with the items as a JSON body: its run is the baseline's."""
+    setup, client = serving(case)
+    expected = setup.baseline()
+    setup.answer()
+    assert_job_is_the_run(setup, client, None, expected)
 
 
 @pytest.mark.parametrize("case", cases("jobs_csv", tuple(c.name for c in CASES if c.csv)))
@@ -491,6 +529,19 @@ def run_with(executor: str, over_http: Callable[[str], Setup], case: str) -> Non
                      str(setup.root / f"cache-{executor}"), *EXECUTORS[executor])
     assert "Traceback" not in done.output, done.output
     assert_same(folder_outcome(setup.root / executor, done.exit_code), expected, done.output)
+
+
+@pytest.mark.parametrize("case", cases("subprocess", slow=True))
+def test_runner_run_in_its_own_process(case: str, over_http: Callable[[str], Setup]) -> None:
+    """`runner run` as the command runs, in a process of its own: the baseline, exit code included."""
+    setup = over_http(case)
+    expected = setup.baseline()
+    setup.answer()
+    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "run", setup.rel, "--input", setup.case.input,
+                           "--out", "own", "--cache-dir", "cache-own", "--quiet"], cwd=setup.root,
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert_same(folder_outcome(setup.root / "own", done.returncode), expected, done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize("case", executor_cases("processes"))
