@@ -1,5 +1,6 @@
 """One way to run items (issue 61): the same items through every entry point and executor give
-what `runner run` gives on this machine (the baseline, run first in each test): the same
+what `runner run` with the local executor gives (the baseline, run once a session for each
+case and transport, in the test that first needs it): the same
 per-item results (verdicts and every value a result carries, but timings), the same per-item
 errors, the same counts (items, judged, errors, by verdict), the same rates and fields in
 summary.json and the same exit code (a job: `succeeded` where the run exits 0).
@@ -7,7 +8,11 @@ summary.json and the same exit code (a job: `succeeded` where the run exits 0).
 The items are each shipped pipeline's example and an outsider's judge
 (tests/differential_cases.py). Each (entry point, case) is its own test. A comparison that
 today's main gets wrong is marked `xfail(strict=True)` with the issue and the finding: the
-assertion stays as it should be, and the marker goes when the fix is merged."""
+assertion stays as it should be, and the marker goes when the fix is merged (KNOWN lists them).
+
+By default the outsider's judge runs through the in-process entry points (a few seconds); the
+shipped examples, a job sent as JSON, `runner run` in its own process and the executors
+(worker processes, a provider's batch API, Ray: `-m ray`) are slow."""
 
 from __future__ import annotations
 
