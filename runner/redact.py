@@ -25,8 +25,9 @@ SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "signatu
 SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)     # a name that holds a secret
 # scheme://USERINFO@ : the user information stops at the first character a host cannot follow.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#'\"<>\\]+@")
-# NAME=VALUE where NAME ends with a secret word (`max_tokens=` does not): URL queries, libpq DSNs.
-_ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})=)[^\s&#;'\"<>,)]+")
+# NAME=VALUE where NAME ends with a secret word (`max_tokens=` does not): URL queries, libpq DSNs. Their
+# names are lower case; an upper-case `KEY=V1,V2` is a usage message's placeholder, not a credential.
+_ASSIGNED = re.compile(rf"(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})=)[^\s&#;'\"<>,)]+")
 
 _remembered: set[str] = set()
 

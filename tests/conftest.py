@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
+from helpers import run_cli  # noqa: E402
 from runner.testing import ScriptedModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,16 +146,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
     return Project(tmp_path)
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
-    """Run the CLI in-process (typer's runner) as the `runner` command does: the app narrowed
-    to the command the arguments name (typer builds every command it holds at each call);
-    returns the click Result."""
-    from typer.testing import CliRunner
-
-    from runner.cli.app import app
-    return CliRunner().invoke(app.narrowed_to(args), list(args), env=env, catch_exceptions=False)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_builtins_are_found_by_module_without_an_import_list():
-    assert STEPS.names() == ["compute", "decide", "fail", "foreach", "formula", "jury", "llm", "loop", "pipeline",
+    assert STEPS.names() == ["compute", "decide", "excerpts", "fail", "foreach", "formula", "jury", "llm", "loop", "pipeline",
                              "quote_match", "read_lines", "read_table", "search", "string_check", "text_similarity"]
     assert {"json", "jsonl", "markdown_citations", "yaml"} <= set(ADAPTERS.names())
     assert {"local", "tavily"} <= set(PROVIDERS.names())

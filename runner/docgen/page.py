@@ -77,7 +77,10 @@ def _steps() -> list[str]:
              "(`llm`, `jury`, and `foreach`/`loop` around them) tells how many calls it made (`calls`: a "
              "re-ask to repair an answer is one more) and the attempts they took (`attempts`: retries "
              "included, none for a cached answer).", ""]
+    from runner.pipeline.catalog import STEPS
     for name in step_names():
+        if not STEPS.get(name).__module__.startswith(STEPS.builtins):
+            continue          # a plug-in registered in this process (a test's): not runner's language
         info = step_info(name)
         lines += [f"### `{name}`", "", info.summary, "", "- arguments:" if info.schema.get("properties")
                   else "- arguments: none"]

@@ -28,7 +28,7 @@ from typing import Any
 
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.pipeline.files import display, named_file, read_located
-from runner.pipeline.params import declared_params
+from runner.pipeline.params import declared_params, typed_defaults
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -38,8 +38,11 @@ MAX_EXTENDS_DEPTH = 32       # bases below a variant: real chains are two or thr
 
 def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, list[Path]]:
     """`located` (read from `file`) with its params read into two blocks and its `extends:`
-    chain merged in; and the files it came from, itself first."""
-    return _Expansion(project_dir).run(located, file, ())
+    chain merged in (then each param declared by a plain default typed); and the files it came
+    from, itself first."""
+    expanded, files = _Expansion(project_dir).run(located, file, ())
+    typed_defaults(expanded)
+    return expanded, files
 
 
 class _Expansion:

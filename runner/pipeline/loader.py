@@ -25,7 +25,6 @@ from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
-from runner.pipeline.params import typed_defaults
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
@@ -47,10 +46,9 @@ OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM call
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                   catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None,
                   project_dir: Path | None = None) -> Pipeline:
-    """The typed pipeline, or ConfigError with every problem. With `validated` (runs and
-    renders), a pipeline already found valid as it is now skips the checks. `project_dir`:
-    the folder holding pipelines/, prompts/, schemas/ (by default the file's folder's parent;
-    a part under pipelines/parts/ gives its caller's)."""
+    """The typed pipeline, or ConfigError with every problem. With `validated` (runs and renders), a
+    pipeline already found valid as it is now skips the checks. `project_dir`: the folder holding
+    pipelines/, prompts/, schemas/ (default: the file's folder's parent; a part's is its caller's)."""
     file = Path(path)
     with loading(validated):
         located = read_located(file)
@@ -59,7 +57,6 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
                                                    "(version, name, steps, ...)")])
         project_dir = project_dir or file.resolve().parent.parent
         located, sources = expand(located, file, project_dir)
-        typed_defaults(located)
         sources += with_probe_file(located, project_dir)
         # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
         # is valid without the pipeline changing: such pipelines are checked every time.
@@ -165,9 +162,9 @@ class Checker:
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
+        verdicts = verdicts_of(self.data, self.text.resolver)
         for where, message in [*zero_temperature_repeats(self.data),
-                               *probe_problems(self.data, self.all_ids, self.result_shape,
-                                                       verdicts_of(self.data, self.text.resolver))]:
+                               *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
 

@@ -160,7 +160,7 @@ def test_stage_one_point_five_takes_the_max_risk(project, scripted_llm, monkeypa
     assert dj["hallucination_risk_assessment"] == {"dose_mg": "medium", "endpoint_met": "none"}
     assert dj["search_results"]["dose_mg"][0]["results"][0]["path"] == "atlas.txt"
     assert dj["attribute_reasoning"] == {"dose_mg": "40 mg stated", "endpoint_met": "met"}
-    assert dj["deep_judgment_model_calls"] == 5                      # excerpts, 2 risk checks, reasoning, parse
+    assert dj["deep_judgment_model_calls"] == 6        # excerpts, 2 risk checks, reasoning, parse, abstention
     assert result["verify_result"] is True                            # informational only
     risk_prompt = scripted_llm.calls(contains='attribute "dose_mg"')[0].prompt
     assert 'EXCERPT: "for 12 weeks"' in risk_prompt and "atlas.txt" in risk_prompt
@@ -185,4 +185,4 @@ def test_deep_judgment_completes_when_search_fails(project, scripted_llm, monkey
     assert dj["search_results"]["dose_mg"][0]["error"] == "missing API key: set TAVILY_API_KEY"
     assert scripted_llm.calls(contains="hallucination risk of each excerpt") == []
     assert result["verify_result"] is True and result["parsed"] == {"dose_mg": 40, "endpoint_met": True}
-    assert dj["deep_judgment_model_calls"] == 3
+    assert dj["deep_judgment_model_calls"] == 4
