@@ -29,7 +29,8 @@ class RenderSink:
         if self.stream is None:
             return
         params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
-        self.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) "
-                          f"{'[cached]' if cached else '[not cached]'} ---\n"
-                          f"endpoint: {redact(spec.endpoint)}; sampling: {params}; structured output: {mode}\n"
+        how = f"sampling: {params}; structured output: {mode}" if mode != "embeddings" else "the texts embedded:"
+        self.stream.write(f"--- {'embeddings' if mode == 'embeddings' else 'LLM'} call: model {spec.name} "
+                          f"({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
+                          f"endpoint: {redact(spec.endpoint)}; {how}\n"
                           f"{prompt_text}\n--- end ---\n")
