@@ -217,6 +217,19 @@ class ScriptedModel(Script):
         # What a server would read: a copy through JSON, as the HTTP transport sends it.
         body = json.loads(json.dumps({**spec.extra, **params, "model": model, "messages": messages}))
         request = Request(model, body["messages"], body, {}, time.monotonic(), path=self.provider)
+        return await self._answer(request, lambda reply: answer(
+            reply, model, spec, reply.logprobs if body.get("logprobs") is True else None))
+
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        """An embeddings request, answered by the rules as a server's /embeddings would be."""
+        model = spec.model.split("/", 1)[-1]
+        body = json.loads(json.dumps({**spec.extra, **params, "model": model, "input": texts}))
+        request = Request(model, [], body, {}, time.monotonic(), path=f"{self.provider}/embeddings")
+        return await self._answer(request, lambda reply: answer(reply, model, spec, embeddings=len(texts)))
+
+    async def _answer(self, request: Request, make: Callable[[Reply], Completion]) -> Completion:
+        """The reply the rules pick for `request`, recorded, held and delayed as scripted, made
+        into the answer by `make`."""
         with self.lock:
             self.requests.append(request)
             self.in_flight += 1
@@ -224,26 +237,15 @@ class ScriptedModel(Script):
         try:
             if self.held is not None:
                 await self.held.wait()
-            reply = self.pick(model, request.prompt, body)
+            reply = self.pick(request.model, request.prompt, request.body)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             request.status = reply.status
-            return answer(reply, model, spec, reply.logprobs if body.get("logprobs") is True else None)
+            return make(reply)
         finally:
             request.finished = time.monotonic()
             with self.lock:
                 self.in_flight -= 1
-
-    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
-        """An embeddings request, answered by the rules as a server's /embeddings would be."""
-        model = spec.model.split("/", 1)[-1]
-        body = json.loads(json.dumps({**spec.extra, **params, "model": model, "input": texts}))
-        request = Request(model, [], body, {}, time.monotonic(), path=f"{self.provider}/embeddings")
-        with self.lock:
-            self.requests.append(request)
-        reply = self.pick(model, request.prompt, body)
-        request.status, request.finished = reply.status, time.monotonic()
-        return answer(reply, model, spec, embeddings=len(texts))
 
     async def aclose(self) -> None:
         """Nothing to close: the model outlives the runs it answers."""

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from sklearn.metrics.pairwise import cosine_similarity
 
 from helpers import one_step_pipeline, run, write_json
@@ -125,3 +126,15 @@ def test_the_http_transport_posts_to_the_servers_embeddings_endpoint(project, fa
     assert [r["score"] for r in project.results()] == [round(expected(r["t"], r["r"]), 6) for r in ROWS]
     assert sorted(r.path for r in fake_llm.requests) == ["/v1/embeddings"] * 2
     assert all(r.body["model"] == "emb" and "messages" not in r.body for r in fake_llm.requests)
+
+
+@pytest.mark.slow       # imports litellm
+def test_litellm_embeds_for_a_model_routed_through_it(project, fake_llm):
+    fake_llm.answer_embeddings(VECTORS)
+    path = one_step_pipeline(project, STEP, output=OUTPUT, model=f"{{model: openai/emb, api_base: '{fake_llm.url}', "
+                                                                  f"api_key: {SECRET}, transport: litellm}}")
+    run(path, write_json(project.root / "in.json", ROWS))
+    assert [r["score"] for r in project.results()] == [round(expected(r["t"], r["r"]), 6) for r in ROWS]
+    assert sorted(r.path for r in fake_llm.requests) == ["/v1/embeddings"] * 2
+    assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in fake_llm.requests)
+    assert SECRET not in (project.root / "out" / "calls.jsonl").read_text()
