@@ -104,6 +104,7 @@ def test_render_shows_the_embeddings_call_and_sends_nothing(project, scripted_ll
     result = cli("render", str(path), "--input", str(source))
     assert "--- embeddings call: model m (scripted/emb) [not cached] ---" in result.output
     assert "a kitten" in result.output and scripted_llm.requests == []
+    assert "est. completion tokens 0 (0 per uncached call: embeddings have none)" in result.output
     run(path, source)
     result = cli("render", str(path), "--input", str(source))
     assert "--- embeddings call: model m (scripted/emb) [cached] ---" in result.output
