@@ -11,6 +11,7 @@ instead of over the network:
     # run the pipeline with `--set models.judge.model=scripted/judge` (and no api_base) ...
     assert model.calls(contains="Claim 1")[0].body["response_format"]["type"] == "json_schema"
     model.uninstall()
+    model.answer_embeddings({"a cat": [1.0, 0.0], "a dog": [0.6, 0.8]})   # embeddings requests, by text
 
 Rules match by model name (the part after `scripted/`), prompt substring and any test of
 the request body; the first rule that matches answers, each of its replies in turn (the
@@ -30,7 +31,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,8 @@ class Request:
     def prompt(self) -> str:
         if not self.messages and "query" in self.body:      # a search request
             return str(self.body["query"])
+        if not self.messages and isinstance(self.body.get("input"), list):      # an embeddings request
+            return "\n".join(str(text) for text in self.body["input"])
         return "\n".join(str(m.get("content", "")) for m in self.messages)
 
 
@@ -116,6 +119,13 @@ def completion_body(reply: Reply, model: str, logprobs: list[dict[str, Any]] | N
     return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                        "model": model, "choices": choices,
                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+
+def embeddings_body(vectors: list[list[float]], model: str) -> str:
+    """An /embeddings answer of these vectors, as JSON text."""
+    tokens = 3 * len(vectors)
+    return json.dumps({"object": "list", "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                       "data": [{"object": "embedding", "index": n, "embedding": v} for n, v in enumerate(vectors)]})
 
 
 class Script:
@@ -140,6 +150,19 @@ class Script:
 
     def answer_json(self, value: Any, **kwargs: Any) -> Rule:
         return self.script(Reply(json.dumps(value)), **kwargs)
+
+    def answer_embeddings(self, vectors: Mapping[str, list[float]] | Callable[[str], list[float]],
+                          **kwargs: Any) -> Rule:
+        """Answer embeddings requests (and only those) with each text's vector: from the mapping
+        (a text it lacks: a 400 naming it) or the function."""
+        def reply(_: str, body: dict[str, Any]) -> Reply:
+            texts = [str(text) for text in body["input"]]
+            missing = [text for text in texts if not callable(vectors) and text not in vectors]
+            if missing:
+                return Reply(status=400, raw_body=json.dumps({"error": {"message": f"no vector for {missing[0]!r}"}}))
+            found = [vectors(text) if callable(vectors) else vectors[text] for text in texts]
+            return Reply(raw_body=embeddings_body(found, str(body.get("model", ""))))
+        return self.script(reply, when=lambda body: "input" in body and "messages" not in body, **kwargs)
 
     def calls(self, model: str | None = None, contains: str | None = None) -> list[Request]:
         return [r for r in self.requests if (model is None or r.model == model)
@@ -194,6 +217,19 @@ class ScriptedModel(Script):
         # What a server would read: a copy through JSON, as the HTTP transport sends it.
         body = json.loads(json.dumps({**spec.extra, **params, "model": model, "messages": messages}))
         request = Request(model, body["messages"], body, {}, time.monotonic(), path=self.provider)
+        return await self._answer(request, lambda reply: answer(
+            reply, model, spec, reply.logprobs if body.get("logprobs") is True else None))
+
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        """An embeddings request, answered by the rules as a server's /embeddings would be."""
+        model = spec.model.split("/", 1)[-1]
+        body = json.loads(json.dumps({**spec.extra, **params, "model": model, "input": texts}))
+        request = Request(model, [], body, {}, time.monotonic(), path=f"{self.provider}/embeddings")
+        return await self._answer(request, lambda reply: answer(reply, model, spec, embeddings=len(texts)))
+
+    async def _answer(self, request: Request, make: Callable[[Reply], Completion]) -> Completion:
+        """The reply the rules pick for `request`, recorded, held and delayed as scripted, made
+        into the answer by `make`."""
         with self.lock:
             self.requests.append(request)
             self.in_flight += 1
@@ -201,11 +237,11 @@ class ScriptedModel(Script):
         try:
             if self.held is not None:
                 await self.held.wait()
-            reply = self.pick(model, request.prompt, body)
+            reply = self.pick(request.model, request.prompt, request.body)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             request.status = reply.status
-            return answer(reply, model, spec, reply.logprobs if body.get("logprobs") is True else None)
+            return make(reply)
         finally:
             request.finished = time.monotonic()
             with self.lock:
@@ -215,8 +251,10 @@ class ScriptedModel(Script):
         """Nothing to close: the model outlives the runs it answers."""
 
 
-def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, Any]] | None = None) -> Completion:
-    """The completion, or the classified error, the HTTP transport makes of this reply."""
+def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, Any]] | None = None,
+           embeddings: int | None = None) -> Completion:
+    """The completion (the vectors of `embeddings` texts), or the classified error, the HTTP
+    transport makes of this reply."""
     if reply.close:
         raise TransportError("connection", "connection failed: the server closed the connection without answering")
     headers = {key.lower(): str(value() if callable(value) else value) for key, value in reply.headers.items()}
@@ -227,4 +265,4 @@ def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, A
         raise too_large(spec)
     if reply.status >= 400:
         raise status_error(reply.status, headers, text)
-    return parse_body(text.encode("utf-8"), reply.status, spec)
+    return parse_body(text.encode("utf-8"), reply.status, spec, embeddings)

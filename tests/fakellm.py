@@ -173,7 +173,7 @@ class FakeLLM(Script):
                 model = str(body.get("model", ""))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 request = Request(model, body.get("messages", []), body, headers, time.monotonic(), path=self.path)
-                if not self.path.endswith(("/chat/completions", "/api/chat", "/search")):
+                if not self.path.endswith(("/chat/completions", "/api/chat", "/search", "/embeddings")):
                     with fake._lock:
                         fake.side_requests.append(request)
                     self._send(200, json.dumps({"model_info": {}, "details": {}, "template": ""}))

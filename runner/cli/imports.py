@@ -36,8 +36,9 @@ def openai_evals(
     for command in next_commands(imported.name, imported.models, out):
         typer.echo(f"  {command}")
     if imported.models:
-        typer.echo("(without --model each grader's model is the one the eval names, on OpenAI with "
-                   "OPENAI_API_KEY; --model GRADER=PROVIDER/MODEL[@URL] points it at any other)")
+        typer.echo("(without --model each grader's model is the one the eval names (a cosine grader's: "
+                   "openai/text-embedding-3-small), on OpenAI with OPENAI_API_KEY; "
+                   "--model GRADER=PROVIDER/MODEL[@URL] points it at any other)")
 
 
 def next_commands(name: str, models: list[str], out: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""One run's LLM service: a step's call from its messages to a parsed answer.
+"""One run's LLM service: a step's call from its messages to a parsed answer (`embed`: to the vectors of its texts).
 
 It looks the answer up in the cache, else sends the request (the client: limits, retries, deadlines,
 structured output), checks and parses the answer (re-asking when the step allows), stores it in the
@@ -71,6 +71,7 @@ class CallRequest:
     sample: int = 0
     group: int = 0                     # calls of one step run share it (see tally.py)
     logprobs: bool = False             # ask for token probabilities (a step's `confidence: true`)
+    embed: bool = False                # an embeddings request: the messages' contents are the texts
 
 
 def call_lines(options: ServiceOptions) -> CallLines | None:
@@ -189,14 +190,15 @@ class LLMService:
             mode = self.sender.formats.first(spec, schema) if schema is not None else "none"
             key = self._key(spec, messages, sampling, request, mode)
             cached = None if self.options.no_cache else usable(
-                self._answers.pending.get(key) or await self._cached(key))
+                self._answers.pending.get(key) or await self._cached(key), request.embed)
             keys.append(key)            # the first attempt's key names a failed call
             if cached is None and failed is not None and key in failed:
                 stats.failures += 1
                 raise StepError(failed[key], partial=self._result(spec, None, None, None, False, started, failed[key]))
             seq, began = self._next_seq(request.item), time.time_ns()
             if self.options.render:
-                self._render_call(spec, messages, cached, sent_params, mode if schema is not None else "")
+                self._render_call(spec, messages, cached, sent_params,
+                                  "embeddings" if request.embed else mode if schema is not None else "")
                 if cached is None:
                     raise NeedsModel(f"{spec.name} has no cached answer")
             if cached is not None:
@@ -204,13 +206,14 @@ class LLMService:
                 completion = cached_completion(cached, spec.model)
             else:
                 try:
-                    if spec.batch:
+                    if spec.batch and not request.embed:
                         from runner.llm.batch.calls import BatchCall
                         call = BatchCall(spec, request.item, messages, sent_params, schema,
                                          functools.partial(self._key, spec, messages, sampling, request))
                         completion, sent = await self.batches.send(call, mode, stats)
                     else:
-                        completion, sent = await self.sender.send(spec, messages, sent_params, schema, mode, stats)
+                        completion, sent = await self.sender.send(spec, messages, sent_params, schema, mode, stats,
+                                                                  request.embed)
                 except TransportError as exc:
                     tried += exc.attempts
                     stats.failures += 1
@@ -256,7 +259,8 @@ class LLMService:
                 else:
                     self._answers.cache_set(self.cache, key, entry)
             return self._result(spec, parsed, raw, completion, cached is not None, started, made=(attempt + 1, tried),
-                                **logprobs.carried(completion.logprobs, request.logprobs))
+                                **logprobs.carried(completion.logprobs, request.logprobs),
+                                **cast(dict[str, Any], {"vectors": completion.vectors} if request.embed else {}))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _cached(self, key: str) -> Any:
@@ -272,7 +276,7 @@ class LLMService:
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
                            sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as,
-                           logprobs=request.logprobs)
+                           logprobs=request.logprobs, embeddings=request.embed)
 
     def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
                 started: float, error: str | None = None, made: tuple[int, int] = (1, 0),
@@ -336,8 +340,8 @@ class LLMService:
                      sampling: dict[str, Any], mode: str) -> None:
         if self.render_sink is None:
             return
-        if not mode:
-            label = "none (no output schema)"
+        if not mode or mode == "embeddings":
+            label = mode or "none (no output schema)"
         else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
             label = mode + (f" (configured {spec.structured_output})" if spec.structured_output != mode else "")
         self.render_sink.call(spec, format_messages(messages), cached, sampling, label)

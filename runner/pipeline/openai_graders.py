@@ -7,12 +7,13 @@ an output field of that name holding what it gave (`label` or `score`) and `pass
   grader); passed: the label is one of `passing_labels`;
 - `score_model`: the same with `{"score": number in range, "reason"?}` and `sampling_params`
   kept; passed: score >= `pass_threshold`;
-- `string_check`, `text_similarity`: the steps of those names;
+- `string_check`, `text_similarity`: the steps of those names (`cosine`: with an embeddings model,
+  a `models:` entry named after the grader, EMBEDDER unless --model repoints it);
 - `python`: its `source` as a plugin module of the project whose step calls `grade(sample, item)`
   (only with --allow-python); passed: score >= `pass_threshold`;
 - `multi`: its graders as above (ids `NAME_KEY`), combined by a `formula` step of `calculate_output`.
 
-What cannot be brought over (an unknown type, an image input, meteor, cosine) is a Refusal
+What cannot be brought over (an unknown type, an image input, meteor) is a Refusal
 naming the JSON path, never dropped."""
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.pipeline.formula import FormulaError, parse_formula
-from runner.text.similarity import METRICS, UNAVAILABLE
+from runner.text.similarity import EMBEDDING_METRICS, METRICS, UNAVAILABLE
 
 TYPES = ("label_model", "score_model", "string_check", "text_similarity", "python", "multi")
 ROLES = ("developer", "system", "user", "assistant")
 SAMPLING = {"temperature": "temperature", "max_completions_tokens": "max_tokens", "max_tokens": "max_tokens",
             "top_p": "top_p", "seed": "seed"}
-COSINE = ("cosine needs embeddings, which runner's model layer does not call yet; choose another metric "
-          "(e.g. rouge_l or fuzzy_match), or judge with a score_model grader")
+EMBEDDER = "openai/text-embedding-3-small"      # the embeddings model of an imported cosine grader
 
 
 class Refusal(Exception):
@@ -104,13 +104,15 @@ def _string_check(out: Converted, grader: dict[str, Any], where: str, sid: str, 
 def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: str,
                      threshold: Any) -> tuple[str, str]:
     metric = grader.get("evaluation_metric")
-    if metric == "cosine":
-        raise Refusal(f"{where}.evaluation_metric", COSINE)
     if metric in UNAVAILABLE:
         raise Refusal(f"{where}.evaluation_metric", UNAVAILABLE[metric])
-    if metric not in METRICS:
-        raise Refusal(f"{where}.evaluation_metric", f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
+    if metric not in METRICS + EMBEDDING_METRICS:
+        raise Refusal(f"{where}.evaluation_metric",
+                      f"unknown metric {metric!r} (known: {', '.join(METRICS + EMBEDDING_METRICS)})")
     args = {"input": _text(grader, "input", where), "reference": _text(grader, "reference", where), "metric": metric}
+    if metric in EMBEDDING_METRICS:
+        out.models[sid] = {"model": EMBEDDER}
+        args["model"] = sid
     if threshold is not None:
         args["threshold"] = threshold
     out.steps.append({"id": sid, "uses": "text_similarity", "with": args})

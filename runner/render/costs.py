@@ -23,6 +23,7 @@ class ModelEstimate:
     uncached_prompt_tokens: int = 0
     max_tokens: int | None = None
     batch: bool = False               # answered through a batch API: the batch price
+    embeddings: bool = False          # an embeddings model: its answers are vectors, no completion tokens
 
     def price(self) -> tuple[Price | None, str]:
         """The price per token that applies, and how it is known."""
@@ -35,6 +36,8 @@ class ModelEstimate:
 
     def completion_per_call(self) -> tuple[int, str]:
         """(tokens, how they were estimated) for an uncached call."""
+        if self.embeddings:
+            return 0, "embeddings have none"
         if self.cached_completion:
             return round(sum(self.cached_completion) / len(self.cached_completion)), "mean of cached answers"
         if self.max_tokens:
@@ -51,9 +54,9 @@ class CostEstimate:
     models: dict[str, ModelEstimate] = field(default_factory=dict)
 
     def add(self, name: str, model_id: str, prompt_text: str, cached: dict[str, Any] | None,
-            max_tokens: int | None, batch: bool = False) -> int:
-        """Count one call; returns its estimated prompt tokens."""
-        entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch))
+            max_tokens: int | None, batch: bool = False, embeddings: bool = False) -> int:
+        """Count one call (`embeddings`: an embeddings request); returns its estimated prompt tokens."""
+        entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch, embeddings=embeddings))
         tokens = max(1, len(prompt_text) // CHARS_PER_TOKEN)
         entry.calls += 1
         entry.prompt_tokens += tokens

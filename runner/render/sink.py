@@ -22,14 +22,16 @@ class RenderSink:
     def call(self, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
              sampling: dict[str, Any], mode: str) -> None:
         """Count one call and print it with where it goes and how it is asked."""
-        tokens = self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch)
+        tokens = self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch,
+                                   mode == "embeddings")
         self.stats["calls"] += 1
         self.stats["cached"] += int(cached is not None)
         self.stats["tokens"] += tokens
         if self.stream is None:
             return
         params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"
-        self.stream.write(f"--- LLM call: model {spec.name} ({spec.model}) "
-                          f"{'[cached]' if cached else '[not cached]'} ---\n"
-                          f"endpoint: {redact(spec.endpoint)}; sampling: {params}; structured output: {mode}\n"
+        how = f"sampling: {params}; structured output: {mode}" if mode != "embeddings" else "the texts embedded:"
+        self.stream.write(f"--- {'embeddings' if mode == 'embeddings' else 'LLM'} call: model {spec.name} "
+                          f"({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
+                          f"endpoint: {redact(spec.endpoint)}; {how}\n"
                           f"{prompt_text}\n--- end ---\n")

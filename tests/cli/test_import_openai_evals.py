@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rapidfuzz import fuzz
 
@@ -78,6 +79,32 @@ def test_an_imported_eval_gives_the_evals_pass_fail_per_row_and_grader(project, 
         "correct", "incorrect"]
 
 
+def test_a_cosine_grader_embeds_both_texts_with_an_embeddings_model(project, cli, fake_llm):
+    """OpenAI's cosine: the cosine similarity of the output's and the reference's embeddings, here
+    from the fake server's /v1/embeddings (the model repointed by --model), checked against numpy."""
+    vectors = {"Paris": [0.9, 0.1, 0.2], "Eight legs.": [0.1, 0.8, 0.3], "eight": [0.2, 0.9, 0.1],
+               "Dickens": [0.7, -0.2, 0.1], "Jane Austen": [-0.1, 0.3, 0.9]}
+    fake_llm.answer_embeddings(vectors)
+    grader = {**SIMILAR, "name": "meaning", "evaluation_metric": "cosine", "pass_threshold": 0.9}
+    source = _write(project, "cos.json", {"name": "cos", "testing_criteria": [grader]})
+    result = cli("import", "openai-evals", str(source))
+    assert result.exit_code == 0, result.output
+    assert "--model meaning=" in result.output and "openai/text-embedding-3-small" in result.output
+    written = (project.root / "pipelines/cos.yaml").read_text()
+    assert "openai/text-embedding-3-small" in written and "metric: cosine" in written
+    ran = cli("run", "pipelines/cos.yaml", "--input", str(_rows(project, ROWS)), "--out", "out", "--quiet",
+              "--model", f"meaning=openai/embedder@{fake_llm.url}")
+    assert ran.exit_code == 0, ran.output
+    scores = []
+    for row in ROWS:
+        a, b = (np.array(vectors[text]) for text in (row["sample"]["output_text"], row["item"]["answer"]))
+        scores.append(round(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))), 6))
+    results = project.results()
+    assert [r["meaning"]["score"] for r in results] == scores
+    assert [r["meaning"]["passed"] for r in results] == [s >= 0.9 for s in scores] == [True, True, False]
+    assert [r.body["input"] for r in fake_llm.requests] and all(r.path == "/v1/embeddings" for r in fake_llm.requests)
+
+
 def test_rows_without_a_sample_and_one_grader_object(project, cli):
     grader = {"type": "string_check", "name": "exact", "input": "{{ item.got }}", "reference": "{{ item.want }}",
               "operation": "eq"}
@@ -143,7 +170,7 @@ def test_python_grader_only_with_allow_python_then_called_as_a_plugin_step(proje
 @pytest.mark.parametrize(("grader", "where", "says"), [
     ({"type": "mystery", "name": "m"}, "testing_criteria[1]", "grader type 'mystery'"),
     ({**SIMILAR, "evaluation_metric": "meteor"}, "testing_criteria[1].evaluation_metric", "WordNet"),
-    ({**SIMILAR, "evaluation_metric": "cosine"}, "testing_criteria[1].evaluation_metric", "embeddings"),
+    ({**SIMILAR, "evaluation_metric": "cosine_ish"}, "testing_criteria[1].evaluation_metric", "cosine)"),
     ({**LABEL, "input": [{"role": "user", "content": {"type": "input_image", "image_url": "{{ item.img }}"}}]},
      "testing_criteria[1].input[0].content", "input_image content is not text"),
     ({**SIMILAR, "pass_threshold": None}, "testing_criteria[1].pass_threshold", "needs pass_threshold"),

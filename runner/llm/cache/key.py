@@ -64,7 +64,7 @@ def canonical(value: Any) -> str:
 def request_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]],
                 sampling: dict[str, Any], response_format: str | None = None, output_schema: Any = None,
                 sample: int = 0, extra: dict[str, Any] | None = None, cache_as: str | None = None,
-                logprobs: bool = False) -> str:
+                logprobs: bool = False, embeddings: bool = False) -> str:
     """The cache key of one request: sha256 of the canonical JSON of what changes its answer.
 
     - `format`: CACHE_FORMAT, raised when what an entry means changes;
@@ -80,7 +80,9 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
     - `sample`: which of a step's repeated samples this is;
     - `extra`: the model's `params:`, sent as they are;
     - `logprobs`: true when token probabilities were asked for (absent otherwise, so the
-      keys of requests that did not ask stay what they were): such an entry keeps them.
+      keys of requests that did not ask stay what they were): such an entry keeps them;
+    - `embeddings`: true for an embeddings request, its texts the messages' contents (absent
+      otherwise): such an entry keeps their vectors.
 
     Never the API key, timeouts, retries or limits: they do not change an answer."""
     payload: dict[str, Any] = {
@@ -93,4 +95,6 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
         payload["cache_as"] = cache_as
     if logprobs:
         payload["logprobs"] = True
+    if embeddings:
+        payload["embeddings"] = True
     return hashlib.sha256(utf8(canonical(payload))).hexdigest()

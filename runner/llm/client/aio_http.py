@@ -1,5 +1,6 @@
-"""The HTTP transport (`transport: http`): OpenAI-compatible chat completions over one
-aiohttp session per run (LM Studio, llama.cpp, vLLM, Ollama's /v1, OpenAI itself).
+"""The HTTP transport (`transport: http`): OpenAI-compatible chat completions (and
+embeddings, POST {api_base}/embeddings) over one aiohttp session per run (LM Studio,
+llama.cpp, vLLM, Ollama's /v1, OpenAI itself).
 
 aiohttp, not httpx: httpx's connection pool took many times the CPU per call with many
 calls in flight (bench/throughput.py's httpx floor; figures in bench/RESULTS.md). This
@@ -51,24 +52,33 @@ class HTTPTransport:
             self._loop = loop
         return self._session
 
-    def _url(self, spec: ModelSpec) -> URL:
+    def _url(self, spec: ModelSpec, path: str) -> URL:
         base = spec.api_base or OPENAI_BASE
-        url = self._urls.get(base)
+        url = self._urls.get(base + path)
         if url is None:
             # Credentials in the URL travel as the Authorization header (Basic), unless the
             # model has a key (Bearer): aiohttp refuses both at once, httpx let the key win.
-            url = self._urls[base] = URL(base.rstrip("/") + "/chat/completions").with_user(None)
+            url = self._urls[base + path] = URL(base.rstrip("/") + path).with_user(None)
             self._basic[spec.api_base or ""] = _basic_auth(base)
         return url
 
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        key = api_key(spec)
         body = {**spec.extra, **params, "model": wire_model(spec.model), "messages": messages}
         if spec.local:
             # A local server stops generating when a streaming client leaves; a plain
             # request it runs to the end, holding its slot long after we timed out.
             body["stream"] = True
-        url = self._url(spec)
+        return await self._post(spec, "/chat/completions", body)
+
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        body = {**spec.extra, **params, "model": wire_model(spec.model), "input": list(texts)}
+        return await self._post(spec, "/embeddings", body, embeddings=len(texts))
+
+    async def _post(self, spec: ModelSpec, path: str, body: dict[str, Any],
+                    embeddings: int | None = None) -> Completion:
+        """POST `body` to the model's api_base + `path`: its answer, or the classified error."""
+        key = api_key(spec)
+        url = self._url(spec, path)
         headers = {"Content-Type": "application/json"}
         basic = self._basic.get(spec.api_base or "")
         if basic:
@@ -84,7 +94,7 @@ class HTTPTransport:
                 if status >= 400:
                     text = (await read_capped(response, spec)).decode("utf-8", "replace")
                     raise status_error(status, response.headers, text)
-                if "text/event-stream" in response.headers.get("content-type", ""):
+                if embeddings is None and "text/event-stream" in response.headers.get("content-type", ""):
                     return await streamed(response, spec)
                 content = await read_capped(response, spec)
         except TransportError:
@@ -102,7 +112,7 @@ class HTTPTransport:
         except (aiohttp.ClientError, OSError) as exc:
             raise TransportError("connection", f"connection failed: {type(exc).__name__}: "
                                                f"{str(exc)[:ERROR_TEXT]}") from None
-        return parse_body(content, status, spec)
+        return parse_body(content, status, spec, embeddings)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat completions as data: the request body's model name and key, a status
+"""OpenAI-compatible chat completions and embeddings as data: the request body's model name and key, a status
 line and body turned into a classified error, a JSON body or a server-sent-events stream
 turned into one Completion, and the answer's text made safe to write.
 
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from runner.llm.client.prices import cost_of
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion, TransportError
+from runner.llm.client.transport import Completion, TransportError, embedded, vector_list
 from runner.llm.client.usage import usage_of
 from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
@@ -118,14 +118,24 @@ def completion_of(data: Any, spec: ModelSpec) -> Completion:
                       logprobs=tokens_of(first.get("logprobs")))
 
 
-def parse_body(content: bytes, status: int, spec: ModelSpec) -> Completion:
+def embeddings_of(data: Any, spec: ModelSpec, count: int) -> Completion:
+    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts."""
+    if not isinstance(data, dict):
+        raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
+    usage = usage_of(data.get("usage"))
+    return embedded(vector_list(data.get("data"), count), usage, cost_of(spec.model, usage["prompt_tokens"], 0),
+                    str(data.get("model") or spec.model))
+
+
+def parse_body(content: bytes, status: int, spec: ModelSpec, embeddings: int | None = None) -> Completion:
+    """A JSON body as a chat completion, or, for `embeddings` texts, as their vectors."""
     try:
         data = json.loads(content)
     except ValueError as exc:
         raise TransportError(
             "server", f"HTTP {status} but the body is not complete JSON ({len(content)} bytes, {exc}): the "
                       f"server or a proxy cut the answer short", status) from None
-    return completion_of(data, spec)
+    return completion_of(data, spec) if embeddings is None else embeddings_of(data, spec, embeddings)
 
 
 class StreamAssembler:

@@ -62,6 +62,13 @@ class RoutedTransport:
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         return await self._for(spec.transport).complete(spec, messages, params)
 
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        transport = self._for(spec.transport)
+        if getattr(transport, "embed", None) is None:      # a registered transport made before embeddings
+            raise TransportError("client", f"the transport '{spec.transport}' of models.{spec.name} does not "
+                                           "answer embeddings requests")
+        return await transport.embed(spec, texts, params)
+
     async def aclose(self) -> None:
         for transport in self._by_name.values():
             await transport.aclose()

@@ -68,13 +68,15 @@ class Sender:
         self.cluster_limits: Any = None
 
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
-                   schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
-        """The completion, and the structured-output mode it was requested with."""
+                   schema: dict[str, Any] | None, mode: str, stats: ModelStats,
+                   embed: bool = False) -> tuple[Completion, str]:
+        """The completion, and the structured-output mode it was requested with. `embed`: an
+        embeddings request of the messages' contents, under the same gates, retries and breaker."""
         if spec.api_base:
             await self._probe(spec)
         while True:
             try:
-                return await self._attempts(spec, messages, sampling, schema, mode, stats)
+                return await self._attempts(spec, messages, sampling, schema, mode, stats, embed)
             except FormatRejected as rejected:
                 error = rejected.error
                 following = self.formats.fall_back(spec, rejected.mode, error, schema)
@@ -94,7 +96,8 @@ class Sender:
             self.breakers.setdefault(spec.endpoint, "connection refused")
 
     async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
-                        schema: dict[str, Any] | None, mode: str, stats: ModelStats) -> tuple[Completion, str]:
+                        schema: dict[str, Any] | None, mode: str, stats: ModelStats,
+                        embed: bool = False) -> tuple[Completion, str]:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
         gate = self._gate(spec)
@@ -121,7 +124,7 @@ class Sender:
                     params["response_format"] = wanted
                 stats.calls += 1
                 try:
-                    completion = await self._once(spec, messages, params, adaptive)
+                    completion = await self._once(spec, messages, params, adaptive, embed)
                     _count(stats, completion)
                     completion.attempts = attempt + 1
                     return completion, mode
@@ -154,17 +157,19 @@ class Sender:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
-                    adaptive: AdaptiveLimit | None) -> Completion:
+                    adaptive: AdaptiveLimit | None, embed: bool = False) -> Completion:
         """One request under the total deadline (however the bytes dribble); a local server's
         adaptive limit learns how long it took."""
+        request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) if embed \
+            else self.transport.complete(spec, messages, params)
         if adaptive is None:
             async with asyncio.timeout(spec.timeout):
-                return await self.transport.complete(spec, messages, params)
+                return await request
         level, sent = adaptive.limit, time.perf_counter()
         adaptive.started()
         try:
             async with asyncio.timeout(spec.timeout):
-                completion = await self.transport.complete(spec, messages, params)
+                completion = await request
         finally:
             adaptive.ended()
         adaptive.observe(level, time.perf_counter() - sent)

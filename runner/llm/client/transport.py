@@ -1,4 +1,6 @@
 """The transport: model spec + messages + params in; text, finish reason, usage, cost out.
+An embeddings request (`embed`: texts in, one vector each out) is answered as a Completion too,
+its vectors beside a one-line text that says what they are (what calls.jsonl and the cache show).
 
 litellm is imported here only, lazily, on the first real call: validate, render and a
 fully cached run never pay for it."""
@@ -33,6 +35,7 @@ class Completion:
     choices: int = 1
     attempts: int = 1                  # requests it took (set by the service's retry loop)
     logprobs: list[list[Any]] | None = None     # [[token, logprob], ...] when the answer carries them
+    vectors: list[list[float]] | None = None    # an embeddings answer: one vector per text, in order
 
     def problem(self, model: str, max_tokens: Any) -> str | None:
         """Why this answer cannot be used (no choices, cut short, filtered, empty), with the fix; None if usable."""
@@ -74,7 +77,34 @@ class TransportError(Exception):
 class Transport(Protocol):
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion: ...
 
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        """The embeddings of `texts` (Completion.vectors, one per text, in order)."""
+        ...
+
     async def aclose(self) -> None: ...
+
+
+def embedded(vectors: list[list[float]], usage: dict[str, int], cost: float | None, model: str) -> Completion:
+    """An embeddings answer as a Completion: the vectors, and a text saying what they are."""
+    size = len(vectors[0]) if vectors else 0
+    return Completion(f"{len(vectors)} embedding(s) of {size} dimensions", "stop", usage, cost, model,
+                      len(vectors), vectors=vectors)
+
+
+def vector_list(data: Any, count: int) -> list[list[float]]:
+    """The vectors of an embeddings answer's `data` ([{index, embedding}, ...], as OpenAI's
+    /embeddings gives them), in the order of the texts; TransportError when they are not
+    `count` lists of numbers."""
+    items = data if isinstance(data, list) else []
+    try:
+        ordered = sorted(items, key=lambda entry: int(entry.get("index", 0)))
+        vectors = [[float(x) for x in entry["embedding"]] for entry in ordered]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        vectors = []
+    if len(vectors) != count or any(not vector for vector in vectors):
+        raise TransportError("server", f"the embeddings answer does not hold {count} vector(s) of numbers "
+                                       "(data: [{index, embedding}, ...])")
+    return vectors
 
 
 _litellm: Any = None
@@ -219,6 +249,27 @@ class LiteLLMTransport:
         return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost,
                           str(getattr(response, "model", spec.model)), len(choices),
                           logprobs=tokens_of(getattr(first, "logprobs", None)))
+
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        litellm = self._ensure()
+        missing = self.missing_key(spec)
+        if missing:
+            raise TransportError("missing_key", f"missing API key: set {missing}")
+        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model, "input": list(texts),
+                                  "timeout": spec.timeout}
+        if spec.api_base:
+            kwargs["api_base"] = spec.api_base
+            kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER
+        elif spec.api_key:
+            kwargs["api_key"] = spec.api_key
+        try:
+            response = await litellm.aembedding(**kwargs)
+        except Exception as exc:
+            raise classify(exc) from None
+        data = list(getattr(response, "data", None) or [])      # dicts, or litellm's Embedding (get, [])
+        hidden = getattr(response, "_hidden_params", {}) or {}
+        return embedded(vector_list(data, len(texts)), usage_of(getattr(response, "usage", None), getattr),
+                        float(hidden.get("response_cost") or 0.0), str(getattr(response, "model", None) or spec.model))
 
     async def aclose(self) -> None:
         if self._litellm is None:
