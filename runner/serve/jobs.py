@@ -208,6 +208,9 @@ class JobBoard:
             return job
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        if job.status in ("queued", "running"):     # cancelled before its run began: it never starts
+            job.status, job.ended_at = "cancelled", now()
+            self.save(job)
         return job
 
     def results(self, job_id: str) -> Any:
