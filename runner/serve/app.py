@@ -25,7 +25,7 @@ from runner.serve.feedback import record, review_store
 from runner.serve.http import Guard, add_error_handlers
 from runner.serve.job_files import InputWriter, csv_records, decoded_lines
 from runner.serve.jobs import JobBoard
-from runner.serve.judging import Judging, Settings
+from runner.serve.judging import COUNTED, Judging, Settings
 from runner.stores.result_store import ResultStore, StoreUnavailable
 from runner.stores.reviews import ReviewStore
 
@@ -141,8 +141,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
         answers = await server.judging.judge(variant, body.records())
-        counts = Counter(answer.source for answer in answers)
-        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": dict(counts),
+        counts = {**dict.fromkeys(COUNTED, 0), **Counter(answer.counted_as for answer in answers)}
+        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts,
                               "results": [answer.as_json() for answer in answers]})
 
     @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView, responses=ERRORS,

@@ -36,6 +36,9 @@ from runner.serve.judging import Judging
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
 ADAPTERS_READING_JSONL = ("json", "jsonl")
+# done; errors (items that errored, never judged); where the others came from: resumed (written
+# before a restart), store, memo (the pipeline's memo store), judged
+COUNTS = ("done", "errors", "resumed", "store", "memo", "judged")
 
 
 @dataclass
@@ -51,8 +54,7 @@ class Job:
     run: str | None = None              # its run folder, relative to the project folder
     items: int | None = None            # items the run takes, known once it starts
     pipeline_hash: str | None = None
-    counts: dict[str, int] = field(default_factory=lambda: {"done": 0, "errors": 0, "resumed": 0, "store": 0,
-                                                             "judged": 0})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     resumed: int = 0                    # times a restarted server took it up again
     error: str | None = None
 
@@ -161,9 +163,7 @@ class JobBoard:
             overrides = list(variant.overrides)
             if variant.pipeline.input.get("adapter", "json") not in ADAPTERS_READING_JSONL:
                 overrides.append("input.adapter=jsonl")       # a job's input is always JSON lines
-            counts = job.counts
-            for name in counts:
-                counts[name] = 0
+            counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
                 resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
@@ -179,7 +179,12 @@ class JobBoard:
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
                 mark_latest(outcome.out_dir, outcome.summary)
-            job.status = "succeeded"
+            total = int(outcome.summary.get("total") or 0)
+            if total and counts["errors"] >= total:
+                job.status, job.error = "failed", f"every item errored ({counts['errors']} of {total}): " + \
+                    _first_error(outcome.summary)
+            else:
+                job.status = "succeeded"
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
             raise
@@ -223,3 +228,11 @@ class JobBoard:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
+
+
+def _first_error(summary: dict[str, Any]) -> str:
+    """The run's most common error, as its summary groups them (or where to read them)."""
+    groups = summary.get("error_groups")
+    if isinstance(groups, list) and groups and isinstance(groups[0], dict):
+        return str(groups[0].get("error"))[:500]
+    return "see the run's results"

@@ -63,16 +63,25 @@ class Variant:
         return self.served.name
 
 
+COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
+
+
 @dataclass
 class Answer:
     index: int
     item_key: str
-    source: str                  # store | cache (every call answered from the LLM cache) | judged
+    source: str                  # store | cache (every call answered from the LLM cache) | judged | error
     result: dict[str, Any]
     pipeline_hash: str
 
+    @property
+    def counted_as(self) -> str:
+        """Where /judge's counts put it: an item that errored is an error, never judged."""
+        return "errors" if self.source == "error" or self.result.get("error") else self.source
+
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key, "source": self.source,
+        return {"index": self.index, "item_key": self.item_key,
+                "source": "judged" if self.source == "error" else self.source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
 
@@ -221,8 +230,8 @@ class Judging:
                 failed = runtime.llm.has_failed(item.index)
         counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
             else [1, 0]
-        source = "cache" if counts[1] and not counts[0] else "judged"
-        if not result.get("error") and not failed:
+        source = "error" if failed or result.get("error") else "cache" if counts[1] and not counts[0] else "judged"
+        if source != "error":
             try:
                 await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key, stored_form(result))
             except StoreUnavailable as exc:
@@ -234,7 +243,8 @@ class Judging:
     def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
                    tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:
         """A job's item runner: a result its earlier run already wrote (`resumed`), else the store,
-        else computed; `tally` hears where each came from (resumed, store, judged). Taking a job
+        else computed; `tally` hears where each came from (resumed, store, memo, judged) or that it
+        errored (errors). Taking a job
         up again, the run first writes the earlier run's calls of those results into its
         calls.jsonl, which it started afresh."""
         to_write = [resumed] if resumed is not None else []
@@ -247,7 +257,8 @@ class Judging:
                 tally("resumed")
                 return {**earlier, "index": item.index}
             result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
-            tally("store" if source == "store" else "judged")
+            tally("errors" if source == "error" or result.get("error") else
+                  "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
             return result
         return run_one
 

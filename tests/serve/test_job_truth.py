@@ -50,3 +50,24 @@ def test_issue_63_s5_a_cancel_between_dequeue_and_the_first_step_cancels_the_job
     with make_client(served_project.root, model) as client:     # the next start leaves it alone
         assert client.get(f"/v1/jobs/{record['id']}").json()["status"] == "cancelled"
     assert model.requests == []
+
+
+def test_issue_62_8_judge_counts_an_errored_item_as_an_error_and_a_job_of_errors_fails(served_project):
+    """Issue 62 #8: /judge's counts say judged, errors, store and cache (an errored item is an
+    error, not judged); a job whose items all errored is `failed`, one with some errored says
+    how many in its counts."""
+    from helpers import server_error
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), contains="bad")
+    with make_client(served_project.root, model) as client:
+        answer = client.post("/v1/pipelines/deck/judge", json={"items": [deck("<p>bad A</p>")]}).json()
+        assert answer["counts"] == {"judged": 0, "errors": 1, "store": 0, "cache": 0}, answer
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>bad B</p>", "<p>bad C</p>")]}).json()
+        done = wait(client, job["id"])
+        assert done["status"] == "failed" and done["counts"]["errors"] == 2 and done["counts"]["judged"] == 0, done
+        assert "every item errored (2 of 2)" in done["error"] and "model overloaded" in done["error"]
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>D</p>", "<p>bad E</p>")]}).json()
+        done = wait(client, job["id"])
+        assert done["status"] == "succeeded" and done["counts"]["errors"] == 1 and done["counts"]["judged"] == 1
+        answer = client.post("/v1/pipelines/deck/judge", json={"items": [deck("<p>D</p>", "<p>bad F</p>")]}).json()
+        assert answer["counts"] == {"judged": 0, "errors": 1, "store": 1, "cache": 0}, answer
