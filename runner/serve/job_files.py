@@ -1,11 +1,10 @@
 """The files of `runner serve`'s jobs beside the runs: their records and inputs (under
-reports/.runner-serve/), an input written as JSON lines, the results a killed job's run had
+reports/.runner-serve/), an input written as JSON lines or kept as the CSV uploaded, the results a killed job's run had
 written and its calls of them (to take up again), and a run's results read back as they are
 written."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import itertools
 import json
@@ -31,13 +30,16 @@ def job_folder(root: Path) -> Path:
 
 
 class InputWriter:
-    """A job's input as JSON lines, written as it arrives (one record a line), then kept under
-    its content hash: jobs over the same input share a run group, as runs of one file do."""
+    """A job's input as it arrives: JSON lines (one record a line), or an uploaded CSV file
+    byte for byte (`suffix` ".csv": the pipeline's csv adapter reads it as `runner run` would),
+    then kept under its content hash: jobs over the same input share a run group, as runs of
+    one file do."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, suffix: str = ".jsonl"):
         self.folder = job_folder(root) / "inputs"
         self.folder.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=self.folder, prefix=".upload-", suffix=".jsonl")
+        self.suffix = suffix
+        handle, name = tempfile.mkstemp(dir=self.folder, prefix=".upload-", suffix=suffix)
         self._file = os.fdopen(handle, "wb")
         self._temp = Path(name)
         self._digest = hashlib.sha256()
@@ -61,41 +63,13 @@ class InputWriter:
         if self._temp.stat().st_size == 0:
             self.discard()
             raise ApiError(400, "no items: the job's input is empty")
-        final = self.folder / f"{self._digest.hexdigest()[:16]}.jsonl"
+        final = self.folder / f"{self._digest.hexdigest()[:16]}{self.suffix}"
         os.replace(self._temp, final)
         return final
 
     def discard(self) -> None:
         self._file.close()
         self._temp.unlink(missing_ok=True)
-
-
-def csv_records(text_lines: Iterable[str]) -> Iterator[dict[str, str]]:
-    """A CSV upload's rows as records, by its header row (cells stay text)."""
-    for row in csv.DictReader(text_lines):
-        yield {str(k): v for k, v in row.items() if k is not None}
-
-
-def decoded_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """UTF-8 text lines from chunks of bytes (a BOM dropped)."""
-    pending = b""
-    first = True
-    for chunk in chunks:
-        pending += chunk
-        if first and len(pending) >= 3:
-            pending, first = pending.removeprefix(b"\xef\xbb\xbf"), False
-        *whole, pending = pending.split(b"\n")
-        for line in whole:
-            yield _text(line) + "\n"
-    if pending:
-        yield _text(pending.removeprefix(b"\xef\xbb\xbf") if first else pending)
-
-
-def _text(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(400, "the CSV upload is not UTF-8 text") from None
 
 
 class ResumeIndex:

@@ -25,8 +25,10 @@ from typing import Any
 
 from runner.api import run_pipeline_async
 from runner.engine.progress import Counter
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps, now
+from runner.inputs import iter_records
+from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource
@@ -161,8 +163,6 @@ class JobBoard:
             variant = await self.judging.variant(job.pipeline, job.params)
             job.pipeline_hash = variant.hash
             overrides = list(variant.overrides)
-            if variant.pipeline.input.get("adapter", "json") not in ADAPTERS_READING_JSONL:
-                overrides.append("input.adapter=jsonl")       # a job's input is always JSON lines
             counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
@@ -173,8 +173,9 @@ class JobBoard:
                 counts[source] += 1
             runner = self.judging.job_runner(variant, resumed, tally)
             options = self.judging.options(job.pipeline, item_runner=runner, **more)
-            outcome = await run_pipeline_async(variant.pipeline.file, ItemSource(self.root / job.input), options,
-                                               overrides, JobProgress(self, job, options))
+            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
+            outcome = await run_pipeline_async(variant.pipeline.file, source, options, overrides,
+                                               JobProgress(self, job, options))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
@@ -228,6 +229,33 @@ class JobBoard:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
+
+
+def input_format(pipeline: Pipeline, path: Path) -> str | None:
+    """The adapter reading a job's input: an uploaded CSV file is read by the csv adapter (the
+    pipeline's own, with its options, when its input is CSV), JSON lines by the pipeline's
+    adapter when it reads them, else by jsonl."""
+    adapter = pipeline.input.get("adapter", "json")
+    if path.suffix == ".csv":
+        return "csv"
+    return None if adapter in ADAPTERS_READING_JSONL else "jsonl"
+
+
+def check_input(pipeline: Pipeline, path: Path) -> None:
+    """ApiError(400) when the job's input cannot be read at all (a CSV upload without a usable
+    header, or without a column its `with.types` names), as `runner run` refuses it before
+    the first item; a row that cannot be read is that item's error when the job runs."""
+    adapter = input_format(pipeline, path)
+    if adapter != "csv":
+        return
+    options = pipeline.input.get("with") or {} if pipeline.input.get("adapter") == "csv" else {}
+    try:
+        records = iter_records(adapter, path, options)
+    except InputError as exc:
+        raise ApiError(400, str(exc).replace(str(path), "the CSV upload")) from None
+    close = getattr(records, "close", None)
+    if close is not None:
+        close()
 
 
 def _first_error(summary: dict[str, Any]) -> str:

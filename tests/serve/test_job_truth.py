@@ -10,12 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from test_jobs import lines, wait
+
 from helpers import scripted_model
 from runner.serve.app import Parts
 from runner.serve.job_files import InputWriter
 from runner.serve.judging import Settings
 from serve_fixtures import deck, make_client
-from test_jobs import lines, wait
 
 
 def parts(root: Path, model: Any) -> Parts:
@@ -71,3 +72,68 @@ def test_issue_62_8_judge_counts_an_errored_item_as_an_error_and_a_job_of_errors
         assert done["status"] == "succeeded" and done["counts"]["errors"] == 1 and done["counts"]["judged"] == 1
         answer = client.post("/v1/pipelines/deck/judge", json={"items": [deck("<p>D</p>", "<p>bad F</p>")]}).json()
         assert answer["counts"] == {"judged": 0, "errors": 1, "store": 1, "cache": 0}, answer
+
+
+TRIAGE = """
+version: 1
+name: triage
+input: {adapter: csv, with: {types: {urgent: boolean, score: number}, delimiter: ";"}}
+steps:
+  - id: route
+    uses: decide
+    with:
+      rules:
+        - {when: "item.urgent", verdict: ESCALATE}
+        - {when: "item.score > 0.5", verdict: PASS}
+        - {verdict: FAIL}
+output:
+  verdict: "{{ steps.route.verdict }}"
+"""
+ROWS = 'id;urgent;score;note\n1;false;0.9;ok\n4;false;0.7;extra;cell\n5;false\n6;"no;0.8;x\n7;yes;0.1;y\n'
+
+
+def _outcomes(results: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(r["index"], r.get("verdict"), r.get("error", "").split(": ", 1)[-1]) for r in results]
+
+
+def test_issue_63_s2_a_csv_upload_is_read_by_the_pipelines_own_csv_adapter(served_project, cli):
+    """S2 (issue 61's one CSV reader): a CSV uploaded to a job is read with the pipeline's own
+    `with.types` and `delimiter`, and each row that cannot be read is that item's error,
+    exactly as `runner run --input` judges the same file."""
+    served_project.pipeline(TRIAGE, "triage.yaml")
+    (served_project.root / "rows.csv").write_text(ROWS, encoding="utf-8")
+    ran = cli("run", "pipelines/triage.yaml", "--input", "rows.csv", "--out", "out")
+    expected = _outcomes([json.loads(line) for line in (served_project.root / "out" / "results.jsonl")
+                         .read_text().splitlines()])
+    assert [verdict for _, verdict, _ in expected][:1] == ["PASS"], ran.output
+    with make_client(served_project.root, scripted_model()) as client:
+        job = client.post("/v1/pipelines/triage/jobs", files={"file": ("rows.csv", ROWS.encode())})
+        assert job.status_code == 202, job.text
+        done = wait(client, job.json()["id"])
+        got = _outcomes(lines(client.get(f"/v1/jobs/{done['id']}/results")))
+    assert got == expected
+    assert sum(1 for _, _, error in got if error) >= 2 and done["counts"]["errors"] == sum(1 for *_, e in got if e)
+
+
+def test_issue_63_s8_a_csv_cell_over_the_field_limit_is_an_item_error(served_project):
+    """S8: a 200 KB quoted cell (over the csv module's field limit) is that row's error; the
+    other rows are judged; never a 500."""
+    served_project.pipeline(TRIAGE.replace(', delimiter: ";"', ""), "triage.yaml")
+    big = "x" * 200_000
+    text = f'id,urgent,score,note\n1,false,0.9,ok\n2,false,0.9,"{big}"\n3,true,0.2,fine\n'
+    with make_client(served_project.root, scripted_model()) as client:
+        job = client.post("/v1/pipelines/triage/jobs", files={"file": ("big.csv", text.encode())})
+        assert job.status_code == 202, job.text
+        done = wait(client, job.json()["id"])
+        results = lines(client.get(f"/v1/jobs/{done['id']}/results"))
+    assert done["status"] == "succeeded" and done["counts"]["errors"] == 1
+    assert [r.get("verdict") for r in results] == ["PASS", None, "ESCALATE"]
+    assert "field larger than field limit" in results[1]["error"]
+
+
+def test_a_csv_upload_without_a_usable_header_is_refused_when_sent(served_project):
+    served_project.pipeline(TRIAGE, "triage.yaml")
+    with make_client(served_project.root, scripted_model()) as client:
+        refused = client.post("/v1/pipelines/triage/jobs", files={"file": ("rows.csv", b"id;score;note\n1;2;3\n")})
+    assert refused.status_code == 400 and "urgent" in refused.json()["error"], refused.text
+    assert "the CSV upload" in refused.json()["error"] and str(served_project.root) not in refused.json()["error"]
