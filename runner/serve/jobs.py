@@ -59,6 +59,7 @@ class Job:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     resumed: int = 0                    # times a restarted server took it up again
     error: str | None = None
+    notes: list[str] = field(default_factory=list)     # what the server did that a reader should know
 
     def view(self) -> dict[str, Any]:
         shown = asdict(self)
@@ -161,13 +162,17 @@ class JobBoard:
         resumed: ResumeIndex | None = None
         try:
             variant = await self.judging.variant(job.pipeline, job.params)
-            job.pipeline_hash = variant.hash
+            judged_under, job.pipeline_hash = job.pipeline_hash, variant.hash
             overrides = list(variant.overrides)
             counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
-                resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
                 more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
+                if judged_under in (None, variant.hash):
+                    resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
+                else:           # results of another pipeline (a prompt, schema or model changed): judged again
+                    self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
+                                    f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
 
             def tally(source: str) -> None:
                 counts[source] += 1
@@ -199,6 +204,12 @@ class JobBoard:
                 resumed.remove()
             job.ended_at = now() if job.status != "queued" else None
             self.save(job)
+
+    def _note(self, job: Job, text: str) -> None:
+        """A line in the job's record (`notes`) and in the server's log."""
+        job.notes.append(f"{now()} {text}")
+        self.save(job)
+        sys.stderr.write(f"runner serve: job {job.id}: {text}\n")
 
     async def cancel(self, job_id: str) -> Job:
         """Stop a job, keeping what finished: a queued one never starts, a running one writes

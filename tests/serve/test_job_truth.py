@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,41 @@ def test_a_csv_upload_without_a_usable_header_is_refused_when_sent(served_projec
         refused = client.post("/v1/pipelines/triage/jobs", files={"file": ("rows.csv", b"id;score;note\n1;2;3\n")})
     assert refused.status_code == 400 and "urgent" in refused.json()["error"], refused.text
     assert "the CSV upload" in refused.json()["error"] and str(served_project.root) not in refused.json()["error"]
+
+
+def test_issue_63_s4_a_job_resumed_under_another_pipeline_is_judged_again_and_says_so(served_project):
+    """S4 (issue 61, keys that say what made a result): a job stopped mid-run, its prompt edited,
+    then taken up again keeps none of the results the old prompt judged: every item is judged
+    again under the new pipeline, and the job's record says why. (With the pipeline unchanged
+    it resumes: tests/serve/test_jobs.py and the kill -9 test in test_server_process.py.)"""
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    gate = {"open": 2}
+    original = model.complete
+
+    async def complete(spec, messages, params):       # two answers, then none until the gate opens
+        while gate["open"] <= 0:
+            await asyncio.sleep(0.01)
+        gate["open"] -= 1
+        return await original(spec, messages, params)
+    model.complete = complete
+    slides = [f"<p>slide {n}</p>" for n in range(4)]
+    with make_client(served_project.root, model) as client:
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
+        wait(client, job["id"], ("running",))
+        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        first = client.get(f"/v1/jobs/{job['id']}").json()
+    path = served_project.root / "pipelines" / "deck.yaml"
+    path.write_text(path.read_text().replace("Slide: {{ item.html }}", "The slide: {{ item.html }}"))
+    gate["open"] = 100
+    model.requests.clear()
+    with make_client(served_project.root, model) as client:
+        done = wait(client, job["id"])
+        results = lines(client.get(f"/v1/jobs/{job['id']}/results"))
+    assert done["status"] == "succeeded" and done["run"] == first["run"]
+    assert done["pipeline_hash"] != first["pipeline_hash"]
+    assert done["counts"]["resumed"] == 0 and done["counts"]["judged"] == 4, done
+    assert len(results) == 4 and sorted(r.prompt.count("The slide:") for r in model.requests) == [1, 1, 1, 1]
+    assert any(f"{first['pipeline_hash']} -> {done['pipeline_hash']}" in note and "judged again" in note
+               for note in done["notes"]), done
