@@ -20,6 +20,7 @@ from runner.pipeline.step_results import Result, ResultList
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import clean_value
+from runner.stores.kept import kept, noting_reads, reusable
 
 if TYPE_CHECKING:
     from runner.stores.memo import MemoStore
@@ -116,6 +117,11 @@ def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one."""
+    with noting_reads() as reads:
+        return await _run_item(runtime, item, reads)
+
+
+async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict[str, Any]:
     result: dict[str, Any] = {"index": item.index, "item_key": item.key}
     if item.error:
         result["error"] = item.error
@@ -126,7 +132,9 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
             # --no-cache reads no stored result either; what it computes is stored as usual.
-            stored = None if runtime.options.no_cache else memo.get(memo_key)
+            # Reused only when this pipeline made it (params, prompts, schemas, models) from these data files.
+            stored = None if runtime.options.no_cache else memo.get(
+                memo_key, functools.partial(reusable, made_by=runtime.made_by))
             if stored is not None:
                 return await _traced_memo_hit(runtime, item, stored, scope, result)
             if memo.unreadable:
@@ -178,7 +186,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     result = clean_value(result)        # one encoding for every output it reaches (runner/safetext.py)
     await runtime.observer.item_end(item, result)
     if memo is not None and memo_key is not None and not outcome.error:
-        _remember(runtime, memo, memo_key, result, scope)
+        _remember(runtime, memo, memo_key, result, scope, reads)
     return result
 
 
@@ -192,7 +200,8 @@ def _from_base(base: dict[str, Any]) -> dict[str, Any]:
             if k not in ("index", "item_key")}
 
 
-def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
+def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
+              reads: dict[str, str]) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
     skip = (runtime.pipeline.memo or {}).get("skip_when")
     try:
@@ -201,7 +210,7 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
     except TemplateError as exc:
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
-    memo.put(key, result)
+    memo.put(key, kept(result, reads, runtime.made_by))
 
 
 async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],

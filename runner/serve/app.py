@@ -26,6 +26,7 @@ from runner.serve.http import Guard, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
+from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoreUnavailable
 from runner.stores.reviews import ReviewStore
 
@@ -209,7 +210,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         stored = await _stored(pipeline, item_key, pipeline_hash)
         return json_response({"pipeline": stored.pipeline, "pipeline_hash": stored.pipeline_hash,
                               "item_key": stored.item_key, "stored_at": stored.stored_at,
-                              "trace_id": stored.result.get("mlflow_trace_id"), "result": stored.result})
+                              "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
 
     @app.post("/v1/results/{item_key}/feedback", response_model=models.FeedbackResponse, responses=ERRORS)
     async def feedback(item_key: str, body: models.FeedbackRequest,

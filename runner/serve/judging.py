@@ -6,6 +6,7 @@ and one computation per (pipeline, hash, item key) however many requests ask at 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import sys
@@ -25,10 +26,11 @@ from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.observe import LLMCall, Observer
 from runner.runs.request import RunOptions
-from runner.serve.catalog import Catalog, Served, load_variant, request_overrides, served_hash
+from runner.serve.catalog import Catalog, Served, load_variant, request_overrides
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
+from runner.stores.kept import kept, noting_reads, reusable
 from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
 from runner.tracing import make_observer
 
@@ -158,7 +160,7 @@ class Judging:
             base = await self.variant(name)
             if _models(runtime) != _models(base.runtime):
                 raise ApiError(400, "params: these values change the pipeline's models, which a request may not")
-        digest = served_hash(pipeline, runtime.model_spec)
+        digest = runtime.made_by
         if len(self._hashes) >= MAX_KNOWN_PARAMS:     # requests with ever new params keep it bounded
             self._hashes.clear()
         self._hashes[(name, self.catalog.generation, text)] = digest
@@ -185,7 +187,7 @@ class Judging:
         variant.busy += 1
         try:
             keys = [item.key for item in items]
-            stored = await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
+            stored = _reusable(await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys))
             return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
                                                for position, item in enumerate(items, start=1))))
         finally:
@@ -211,6 +213,7 @@ class Judging:
                 if not tolerate_store:
                     raise
                 stored = None
+            stored = _reusable({item.key: stored} if stored is not None else {}).get(item.key)
             if stored is not None:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
@@ -221,7 +224,8 @@ class Judging:
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
                        tolerate_store: bool) -> tuple[dict[str, Any], str]:
-        result = await run_item(runtime, item)
+        with noting_reads() as reads:
+            result = await run_item(runtime, item)
         failed = False
         if runtime.llm_used:
             if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
@@ -233,7 +237,8 @@ class Judging:
         source = "error" if failed or result.get("error") else "cache" if counts[1] and not counts[0] else "judged"
         if source != "error":
             try:
-                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key, stored_form(result))
+                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
+                                        kept(stored_form(result), reads))
             except StoreUnavailable as exc:
                 if not tolerate_store:
                     raise
@@ -280,6 +285,16 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
+
+
+def _reusable(stored: dict[str, StoredResult]) -> dict[str, StoredResult]:
+    """The stored results whose data files are as they were when judged (without their reads)."""
+    fresh = {}
+    for key, found in stored.items():
+        result = reusable(found.result)
+        if result is not None:
+            fresh[key] = dataclasses.replace(found, result=result)
+    return fresh
 
 
 def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:

@@ -176,3 +176,102 @@ def test_issue_63_s4_a_job_resumed_under_another_pipeline_is_judged_again_and_sa
     assert len(results) == 4 and sorted(r.prompt.count("The slide:") for r in model.requests) == [1, 1, 1, 1]
     assert any(f"{first['pipeline_hash']} -> {done['pipeline_hash']}" in note and "judged again" in note
                for note in done["notes"]), done
+
+
+MEMO_DECK = """
+version: 1
+name: memodeck
+input: {adapter: json, explode: slides, parent_as: deck}
+params: {data_root: data}
+params_schema: {data_root: {type: string}}
+models:
+  judge: {model: openai/scripted, retries: 0}
+memo: {key: "{{ item.html | sha256 }}", store: memo.json}
+steps:
+  - id: table
+    uses: read_table
+    with: {root: "{{ params.data_root }}", file: revenue.csv}
+  - id: ask
+    uses: llm
+    with:
+      model: judge
+      prompt: "Rows: {{ steps.table.rows }}. Slide: {{ item.html }}."
+      output_schema: verdict.schema.json
+output:
+  rating: "{{ steps.ask.output.rating }}"
+"""
+
+
+def memo_project(project: Any) -> Any:
+    project.pipeline(MEMO_DECK, "memodeck.yaml")
+    project.file("data/revenue.csv", "quarter,revenue\nQ1,8.1\n")      # the slide says 9.9: red
+    project.file("data2/revenue.csv", "quarter,revenue\nQ1,9.9\n")     # green
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(json.dumps({"rating": "red", "score": 10}), contains="8.1")
+    return model
+
+
+def test_issue_63_s1_jobs_with_other_params_never_share_memo_results(served_project):
+    """S1 (issue 61, keys that say what made a result): two jobs on one deck whose params read
+    other data: the second is judged on its own data (red), not handed the first's memo
+    (green); a memo hit is counted as memo, never as judged."""
+    model = memo_project(served_project)
+    slide = deck("<p>Q1 revenue 9.9</p>")
+    with make_client(served_project.root, model) as client:
+        first = client.post("/v1/pipelines/memodeck/jobs", json={"items": [slide], "params": {"data_root": "data2"}})
+        done = wait(client, first.json()["id"])
+        assert done["status"] == "succeeded" and done["counts"]["judged"] == 1
+        second = client.post("/v1/pipelines/memodeck/jobs", json={"items": [slide], "params": {"data_root": "data"}})
+        done = wait(client, second.json()["id"])
+        results = lines(client.get(f"/v1/jobs/{done['id']}/results"))
+        assert [r["rating"] for r in results] == ["red"] and not results[0].get("memo_hit")
+        assert done["counts"]["memo"] == 0 and done["counts"]["judged"] == 1, done
+        summary = json.loads((served_project.root / done["run"] / "summary.json").read_text())
+        assert summary["memo"]["reused"] == 0
+    # with the server's store emptied, the memo answers the same job: counted as memo
+    (served_project.root / "results.sqlite").unlink()
+    with make_client(served_project.root, model) as client:
+        third = client.post("/v1/pipelines/memodeck/jobs", json={"items": [slide], "params": {"data_root": "data"}})
+        done = wait(client, third.json()["id"])
+        assert [r["rating"] for r in lines(client.get(f"/v1/jobs/{done['id']}/results"))] == ["red"]
+        assert done["counts"]["memo"] == 1 and done["counts"]["judged"] == 0, done
+
+
+def test_issue_63_s10_a_stored_result_does_not_outlive_an_edit_of_a_data_file_it_read(served_project):
+    """S10: judged (red), then the data file the item read is edited: the next request judges
+    it again (green), never `source: store` with the old verdict."""
+    model = memo_project(served_project)
+    slide = deck("<p>Q1 revenue 9.9</p>")
+    with make_client(served_project.root, model) as client:
+        first = client.post("/v1/pipelines/memodeck/judge", json={"items": [slide]}).json()
+        assert [(r["source"], r["result"]["rating"]) for r in first["results"]] == [("judged", "red")]
+        served_project.file("data/revenue.csv", "quarter,revenue\nQ1,9.9\n")
+        again = client.post("/v1/pipelines/memodeck/judge", json={"items": [slide]}).json()
+        assert [(r["source"], r["result"]["rating"]) for r in again["results"]] == [("judged", "green")]
+        stored = client.post("/v1/pipelines/memodeck/judge", json={"items": [slide]}).json()["results"][0]
+        assert stored["source"] == "store" and "_read_files" not in stored["result"]
+        shown = client.get(f"/v1/results/{stored['item_key']}", params={"pipeline": "memodeck"}).json()
+        assert shown["result"]["rating"] == "green" and "_read_files" not in shown["result"]
+
+
+def test_issue_63_s10_a_memo_entry_does_not_outlive_an_edit_of_a_data_file_it_read(served_project, cli,
+                                                                                     scripted_llm):
+    """S10 for `runner run`'s memo: an edited data file judges the item again; unchanged, the
+    memo answers; other params (another data folder) are another result."""
+    memo_project(served_project)
+    scripted_llm.default = scripted_model(json.dumps({"rating": "green", "score": 90})).default
+    scripted_llm.script(json.dumps({"rating": "red", "score": 10}), contains="8.1")
+    served_project.file("deck.json", json.dumps(deck("<p>Q1 revenue 9.9</p>")))
+    seats = ("--set", "models.judge.model=scripted/judge")
+
+    def rated(*more: str) -> tuple[str, bool]:
+        done = cli("run", "pipelines/memodeck.yaml", "--input", "deck.json", "--out", "out", *seats, *more)
+        assert done.exit_code == 0, done.output
+        (result,) = [json.loads(line) for line in (served_project.root / "out" / "results.jsonl").read_text()
+                     .splitlines()]
+        return result["rating"], bool(result.get("memo_hit"))
+    assert rated() == ("red", False)
+    assert rated() == ("red", True)
+    assert rated("--set", "params.data_root=data2") == ("green", False)
+    served_project.file("data/revenue.csv", "quarter,revenue\nQ1,9.9\n")
+    assert rated() == ("green", False)
