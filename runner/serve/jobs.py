@@ -33,7 +33,7 @@ from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource
 from runner.serve.errors import ApiError
-from runner.serve.job_files import ResumeIndex, job_folder, results_lines
+from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
@@ -60,6 +60,7 @@ class Job:
     resumed: int = 0                    # times a restarted server took it up again
     error: str | None = None
     notes: list[str] = field(default_factory=list)     # what the server did that a reader should know
+    owner: str | None = None            # the server that runs it (job_files.Claims)
 
     def view(self) -> dict[str, Any]:
         shown = asdict(self)
@@ -97,6 +98,7 @@ class JobBoard:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._cancelled: set[str] = set()
         self._workers: list[asyncio.Task[None]] = []
+        self.claims = Claims(root)              # this server's claim on the jobs it runs
 
     # -- records -------------------------------------------------------------------
     def relative(self, path: Path) -> str:
@@ -113,7 +115,8 @@ class JobBoard:
 
     def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str) -> Job:
         job_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S-") + secrets.token_hex(4)
-        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash)
+        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash,
+                  owner=self.claims.id)
         self.jobs[job_id] = job
         self.save(job)
         self._queue.put_nowait(job_id)
@@ -123,19 +126,20 @@ class JobBoard:
     async def start(self) -> None:
         """Take up the jobs a stopped or killed server left queued or running, then run jobs."""
         (self.folder / "jobs").mkdir(parents=True, exist_ok=True)
-        for path in sorted((self.folder / "jobs").glob("*.json")):
-            try:
-                job = Job(**json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, TypeError) as exc:
-                sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
-                continue
-            self.jobs[job.id] = job
-            if job.status in ("queued", "running"):
-                if job.status == "running":
-                    job.resumed += 1
-                job.status = "queued"
-                self.save(job)
-                self._queue.put_nowait(job.id)
+        with self.claims.taking():
+            for path in sorted((self.folder / "jobs").glob("*.json")):
+                try:
+                    job = Job(**json.loads(path.read_text(encoding="utf-8")))
+                except (OSError, ValueError, TypeError) as exc:
+                    sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
+                    continue
+                self.jobs[job.id] = job
+                if job.status in ("queued", "running") and not self.claims.taken_elsewhere(job.owner):
+                    if job.status == "running":
+                        job.resumed += 1
+                    job.status, job.owner = "queued", self.claims.id
+                    self.save(job)
+                    self._queue.put_nowait(job.id)
         self._workers = [asyncio.ensure_future(self._work()) for _ in range(RUNNING_AT_ONCE)]
 
     async def _work(self) -> None:
@@ -169,7 +173,8 @@ class JobBoard:
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
                 more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
                 if judged_under in (None, variant.hash):
-                    resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
+                    sidecar = self.folder / "jobs" / f"{job.id}.{self.claims.id}.resume.sqlite"     # this server's own
+                    resumed = ResumeIndex.of(sidecar, self.root / job.run)
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
@@ -240,6 +245,7 @@ class JobBoard:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
+        self.claims.release()
 
 
 def input_format(pipeline: Pipeline, path: Path) -> str | None:

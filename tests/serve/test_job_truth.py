@@ -275,3 +275,42 @@ def test_issue_63_s10_a_memo_entry_does_not_outlive_an_edit_of_a_data_file_it_re
     assert rated("--set", "params.data_root=data2") == ("green", False)
     served_project.file("data/revenue.csv", "quarter,revenue\nQ1,9.9\n")
     assert rated() == ("green", False)
+
+
+def test_issue_63_s9_two_servers_on_one_project_never_both_take_a_job(served_project):
+    """S9: a second server started while the first runs a job (or holds it queued) leaves the
+    job to it: only the server that claimed a job runs it; once that server is gone, the next
+    server to start takes the job up and finishes it."""
+    slow = scripted_model(json.dumps({"rating": "green", "score": 90}))
+
+    async def never(spec, messages, params):
+        await asyncio.sleep(3600)
+    slow.complete = never
+    other = scripted_model(json.dumps({"rating": "green", "score": 90}))
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        first = parts(served_project.root, slow)
+        await first.open()
+        variant = await first.judging.variant("deck")
+        running = first.jobs.submit("deck", {}, input_file(served_project.root, deck("<p>A</p>")), variant.hash)
+        while running.status != "running":
+            await asyncio.sleep(0.01)
+        second = parts(served_project.root, other)
+        await second.open()                  # while the first runs its job
+        try:
+            await asyncio.sleep(0.3)
+            seen = second.jobs.get(running.id)
+            assert seen.status == "running" and seen.owner == running.owner != second.jobs.claims.id
+            assert other.requests == []                      # the second never took it
+        finally:
+            await second.close()
+            await first.close()              # stopped: the job waits for the next start
+        return running.id, json.loads((served_project.root / "reports" / ".runner-serve" / "jobs" /
+                                       f"{running.id}.json").read_text())
+    job_id, record = asyncio.run(scenario())
+    assert record["status"] == "queued"
+    with make_client(served_project.root, other) as client:
+        done = wait(client, job_id)
+    assert done["status"] == "succeeded" and len(other.requests) == 1
+    sidecars = list((served_project.root / "reports" / ".runner-serve" / "jobs").glob("*.resume*"))
+    assert sidecars == []
