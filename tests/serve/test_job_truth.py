@@ -314,3 +314,31 @@ def test_issue_63_s9_two_servers_on_one_project_never_both_take_a_job(served_pro
     assert done["status"] == "succeeded" and len(other.requests) == 1
     sidecars = list((served_project.root / "reports" / ".runner-serve" / "jobs").glob("*.resume*"))
     assert sidecars == []
+
+
+def test_issue_62_6_a_job_cancelled_before_any_item_has_no_rate(served_project):
+    """Issue 62 #6: a job cancelled with 0 judged items has no pass rate: its summary says
+    `null` with the reason `n/a (0 judged)`, and `runner view` shows that, never `0.0%`."""
+    from starlette.testclient import TestClient
+
+    from runner.view.app import create_app
+    path = served_project.root / "pipelines" / "deck.yaml"
+    path.write_text(path.read_text().replace("  count_by: rating", "  count_by: rating\n"
+                                             "  rates: {pass_rate: \"result.rating == 'green'\"}"))
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+
+    async def never(spec, messages, params):
+        await asyncio.sleep(3600)
+    model.complete = never
+    with make_client(served_project.root, model) as client:
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>B</p>")]}).json()
+        wait(client, job["id"], ("running",))
+        while not client.get(f"/v1/jobs/{job['id']}").json()["run"]:
+            time.sleep(0.02)
+        cancelled = client.delete(f"/v1/jobs/{job['id']}").json()
+    assert cancelled["status"] == "cancelled" and cancelled["counts"]["done"] == 0
+    summary = json.loads((served_project.root / cancelled["run"] / "summary.json").read_text())
+    assert summary["pass_rate"] is None and summary["pass_rate_reason"] == "n/a (0 judged)", summary
+    page = TestClient(create_app(served_project.root / "reports", token="secret-token"),
+                      base_url="http://127.0.0.1").get("/").text
+    assert "pass_rate n/a (0 judged)" in page and "0.0%" not in page
