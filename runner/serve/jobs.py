@@ -1,15 +1,20 @@
 """Jobs: a request's items judged as a run on the server's event loop, with its run folder
 under the project's reports/ (run.json, results.jsonl, summary, reports: `runner view` shows
-it). Statuses: queued, running, succeeded, failed, cancelled.
+it). Statuses: queued, running, succeeded, failed (also when every item errored),
+cancelled.
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of
-status; its input (JSON lines, whatever was uploaded) is kept by content hash in
-reports/.runner-serve/inputs/. A server killed mid-job (kill -9) finds the job `running` when
-it starts again and resumes it in the same run folder: each result the run had written is
-taken as it is, each result in the store from there, and the rest is judged, the LLM cache
-answering every call answered before (one answered in the last moments before the kill,
-before its answer reached the cache, is asked again). A server stopped with Ctrl-C or SIGTERM
-writes what finished and resumes the job at its next start the same way."""
+status; its input (JSON lines, or a CSV file as uploaded: the pipeline's csv adapter reads it
+with the pipeline's options, as `runner run --input` would) is kept by content hash in
+reports/.runner-serve/inputs/. Each job names the server that runs it: servers sharing a
+project never both take one (job_files.Claims). A server killed mid-job (kill -9) finds the
+job `running` when it starts again and resumes it in the same run folder: each result the run
+had written is taken as it is, each result in the store from there, and the rest is judged,
+the LLM cache answering every call answered before (one answered in the last moments before
+the kill, before its answer reached the cache, is asked again). A server stopped with Ctrl-C
+or SIGTERM writes what finished and resumes the job at its next start the same way. When the
+pipeline changed in between (another pipeline hash: a prompt, schema, param or model), no
+result is taken up: every item is judged again, and the job's `notes` say so."""
 
 from __future__ import annotations
 
