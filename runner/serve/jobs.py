@@ -227,6 +227,8 @@ class JobBoard:
         job = self.get(job_id)
         if job.status not in ("queued", "running"):
             raise ApiError(409, f"job {job_id} is {job.status}: nothing to cancel")
+        if self.claims.taken_elsewhere(job.owner):
+            raise ApiError(409, f"job {job_id} runs on another server of this project: cancel it there")
         self._cancelled.add(job_id)
         task = self._running.get(job_id)
         if task is None:

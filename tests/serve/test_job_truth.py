@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_jobs import lines, wait
 
 from helpers import scripted_model
 from runner.serve.app import Parts
+from runner.serve.errors import ApiError
 from runner.serve.job_files import InputWriter
 from runner.serve.judging import Settings
 from serve_fixtures import deck, make_client
@@ -302,6 +304,9 @@ def test_issue_63_s9_two_servers_on_one_project_never_both_take_a_job(served_pro
             seen = second.jobs.get(running.id)
             assert seen.status == "running" and seen.owner == running.owner != second.jobs.claims.id
             assert other.requests == []                      # the second never took it
+            with pytest.raises(ApiError) as refused:
+                await second.jobs.cancel(running.id)
+            assert refused.value.status == 409 and "another server" in refused.value.message
         finally:
             await second.close()
             await first.close()              # stopped: the job waits for the next start
