@@ -91,6 +91,13 @@ class Runtime:
             self._resources[make] = make(self)
         return cast(T, self._resources[make])
 
+    @functools.cached_property
+    def made_by(self) -> str:
+        """What makes this runtime's results (kept results are keyed by it): the resolved
+        pipeline, params included, its prompt and schema files, and its models as they resolve."""
+        from runner.runs.manifest import made_by_hash
+        return made_by_hash(self.pipeline, self.model_spec)
+
     @property
     def llm_used(self) -> bool:
         return self._llm is not None

@@ -22,6 +22,7 @@ from runner.pipeline.step_results import Result, ResultList
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
+from runner.stores.kept import kept, noting_reads, reusable
 
 if TYPE_CHECKING:
     from runner.stores.memo import MemoStore
@@ -118,6 +119,11 @@ def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one."""
+    with noting_reads() as reads:
+        return await _run_item(runtime, item, reads)
+
+
+async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict[str, Any]:
     result: dict[str, Any] = {"index": item.index, "item_key": item.key}
     if item.error:
         result["error"] = item.error
@@ -131,7 +137,9 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         try:
             memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
             # --no-cache reads no stored result either; what it computes is stored as usual.
-            stored = None if runtime.options.no_cache else memo.get(memo_key)
+            # Reused only when this pipeline made it (params, prompts, schemas, models) from these data files.
+            stored = None if runtime.options.no_cache else memo.get(
+                memo_key, functools.partial(reusable, made_by=runtime.made_by))
             if stored is not None:
                 return await _traced_memo_hit(runtime, item, stored, scope, result)
             if memo.unreadable:
@@ -192,7 +200,7 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
         result = _without_unwritable(result, outcome)
     await runtime.observer.item_end(item, result)
     if memo is not None and memo_key is not None and not outcome.error:
-        _remember(runtime, memo, memo_key, result, scope)
+        _remember(runtime, memo, memo_key, result, scope, reads)
     return result
 
 
@@ -219,7 +227,8 @@ def _from_base(base: dict[str, Any]) -> dict[str, Any]:
             if k not in ("index", "item_key")}
 
 
-def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any]) -> None:
+def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
+              reads: dict[str, str]) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
     skip = (runtime.pipeline.memo or {}).get("skip_when")
     try:
@@ -228,7 +237,7 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
     except TemplateError as exc:
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
-    memo.put(key, result)
+    memo.put(key, kept(result, reads, runtime.made_by))
 
 
 async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],

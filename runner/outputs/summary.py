@@ -52,6 +52,9 @@ class ErrorCount:
         return [{"count": n, "error": text} for text, n in self.groups.most_common(KEPT_GROUPS)]
 
 
+NO_RATE = "n/a (0 judged)"
+
+
 class SummaryTally:
     """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
 
@@ -106,8 +109,10 @@ class SummaryTally:
             if name in self.broken:
                 problems.append(self.broken[name])
                 continue
-            summary[name] = round(self.hits[name] / total, 4) if total else 0.0
+            summary[name] = round(self.hits[name] / total, 4) if total else None
             summary[f"{name}_count"] = self.hits[name]
+            if not total:               # a rate over nothing is no rate (a run cancelled before any item)
+                summary[f"{name}_reason"] = NO_RATE
         for name, expression in (spec.get("fields") or {}).items():
             try:
                 summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})

@@ -24,9 +24,10 @@ from runner.serve.catalog import Catalog
 from runner.serve.errors import ApiError
 from runner.serve.feedback import record, review_store
 from runner.serve.http import Guard, add_error_handlers
-from runner.serve.job_files import InputWriter, csv_records, decoded_lines
-from runner.serve.jobs import JobBoard
-from runner.serve.judging import Judging, Settings
+from runner.serve.job_files import InputWriter
+from runner.serve.jobs import JobBoard, check_input
+from runner.serve.judging import COUNTED, Judging, Settings
+from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoreUnavailable
 from runner.stores.reviews import ReviewStore
 
@@ -172,8 +173,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
         answers = await server.judging.judge(variant, body.records())
-        counts = Counter(answer.source for answer in answers)
-        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": dict(counts),
+        counts = {**dict.fromkeys(COUNTED, 0), **Counter(answer.counted_as for answer in answers)}
+        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts,
                               "results": [answer.as_json() for answer in answers]})
 
     @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView,
@@ -189,10 +190,10 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         """A job over many records: a JSON body {items, params} or an uploaded JSONL or CSV file.
         Answered at once (202) with the job; it runs as a run of the pipeline."""
         kind = request.headers.get("content-type", "")
-        writer = InputWriter(settings.root)
+        writer: InputWriter | None = None
         try:
             if kind.startswith("multipart/form-data"):
-                params = await _upload(request, writer)
+                params, writer = await _upload(request, settings.root)
             elif kind.startswith("application/json"):
                 try:
                     body = models.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
@@ -200,14 +201,17 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                 except (ValueError, InputError) as exc:
                     raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
                 params = body.params or {}
+                writer = InputWriter(settings.root)
                 writer.records_of(body.items)
             else:
                 raise ApiError(415, "send JSON ({\"items\": [...]}) or a multipart upload with a `file` field")
             variant = await server.judging.variant(name, params)
             path = writer.close()
         except BaseException:
-            writer.discard()
+            if writer is not None:
+                writer.discard()
             raise
+        await asyncio.to_thread(check_input, variant.pipeline, path)
         job = server.jobs.submit(name, params, path, variant.hash)
         return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
 
@@ -240,7 +244,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         stored = await _stored(pipeline, item_key, pipeline_hash)
         return json_response({"pipeline": stored.pipeline, "pipeline_hash": stored.pipeline_hash,
                               "item_key": stored.item_key, "stored_at": stored.stored_at,
-                              "trace_id": stored.result.get("mlflow_trace_id"), "result": stored.result})
+                              "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
 
     @app.post("/v1/results/{item_key}/feedback", response_model=models.FeedbackResponse, responses=ERRORS)
     async def feedback(item_key: str, body: models.FeedbackRequest,
@@ -271,9 +275,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     return app
 
 
-async def _upload(request: Request, writer: InputWriter) -> dict[str, Any]:
-    """A multipart job: its `file` (JSON lines, or CSV by its name or type) written as JSON
-    lines, and its `params` (a JSON object)."""
+async def _upload(request: Request, root: Path) -> tuple[dict[str, Any], InputWriter]:
+    """A multipart job: its `file` (JSON lines, or CSV by its name or type: kept as it came, for
+    the pipeline's csv adapter to read) and its `params` (a JSON object)."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -285,13 +289,14 @@ async def _upload(request: Request, writer: InputWriter) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
     csv = (upload.filename or "").lower().endswith(".csv") or (upload.content_type or "").startswith("text/csv")
+    writer = InputWriter(root, ".csv" if csv else ".jsonl")
 
     def copy() -> None:                 # in a thread: an upload of any size never holds the event loop
-        chunks = iter(lambda: upload.file.read(1 << 16), b"")
-        if csv:
-            writer.records_of(csv_records(decoded_lines(chunks)))
-        else:
-            for chunk in chunks:
-                writer.write_bytes(chunk)
-    await asyncio.to_thread(copy)
-    return params
+        for chunk in iter(lambda: upload.file.read(1 << 16), b""):
+            writer.write_bytes(chunk)
+    try:
+        await asyncio.to_thread(copy)
+    except BaseException:
+        writer.discard()
+        raise
+    return params, writer

@@ -1,8 +1,8 @@
 """The pipelines `runner serve` serves: every pipeline file directly in PIPELINES_DIR, loaded
 and checked when the server starts and again when a pipeline, prompt or schema file changes;
-what a request may set (the params its `params_schema` declares, nothing else); and the hash
-that keys a pipeline's stored results. The server's own `--set` and `--model` apply to every
-pipeline first, as they do for `runner run`.
+and what a request may set (the params its `params_schema` declares, nothing else). The hash
+that keys a pipeline's stored results is the engine's (Runtime.made_by), the memo's too. The
+server's own `--set` and `--model` apply to every pipeline first, as they do for `runner run`.
 
 A request's params are applied as `--set params.NAME=VALUE` would be, so the pipeline's
 resolved content, and so its hash, holds them: a request with another threshold is another
@@ -26,7 +26,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.templating import attribute_refs, parse_source
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
-from runner.runs.manifest import model_entries, pipeline_entry, sha256_json, strings_in
+from runner.runs.manifest import pipeline_entry, strings_in
 from runner.serve.errors import ApiError
 
 SUFFIXES = (".yaml", ".yml")
@@ -163,15 +163,6 @@ def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipel
     except RunnerError as exc:
         raise ApiError(400, str(exc)) from None
     return pipeline
-
-
-def served_hash(pipeline: Pipeline, model_spec: Any) -> str:
-    """What a stored result was judged by: the resolved pipeline (params included), the
-    prompt and schema files it uses, and its models as they resolve here (endpoints without
-    credentials). Any of them changed, its items are judged again."""
-    entry = pipeline_entry(pipeline, [])
-    models = model_entries(model_spec, list(pipeline.models))
-    return sha256_json({"pipeline": entry["sha256"], "files": entry["files"], "models": models})[:16]
 
 
 def input_reads(pipeline: Pipeline) -> dict[str, Any]:

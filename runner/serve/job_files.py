@@ -1,28 +1,35 @@
 """The files of `runner serve`'s jobs beside the runs: their records and inputs (under
-reports/.runner-serve/), an input written as JSON lines, the results a killed job's run had
+reports/.runner-serve/), which server runs which job, an input written as JSON lines or
+kept as the CSV uploaded, the results a killed job's run had
 written and its calls of them (to take up again), and a run's results read back as they are
 written."""
 
 from __future__ import annotations
 
-import csv
+import fcntl
 import hashlib
 import itertools
 import json
 import os
+import re
+import secrets
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runner.fileio import dumps
+from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
+from runner.runs.lock import OutputFolder, held
 from runner.serve.errors import ApiError
 from runner.stores.result_store_sqlite import SqliteResultStore
 
 FOLDER = ".runner-serve"
 CHUNK = 1 << 16
+OWNER = re.compile(r"[0-9]+-[0-9a-f]{8}")        # a server's id: its process and a random part
 CALLS_BATCH = 512        # lines of calls.jsonl looked up, and handed to the new run, at once
 
 
@@ -31,13 +38,16 @@ def job_folder(root: Path) -> Path:
 
 
 class InputWriter:
-    """A job's input as JSON lines, written as it arrives (one record a line), then kept under
-    its content hash: jobs over the same input share a run group, as runs of one file do."""
+    """A job's input as it arrives: JSON lines (one record a line), or an uploaded CSV file
+    byte for byte (`suffix` ".csv": the pipeline's csv adapter reads it as `runner run` would),
+    then kept under its content hash: jobs over the same input share a run group, as runs of
+    one file do."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, suffix: str = ".jsonl"):
         self.folder = job_folder(root) / "inputs"
         self.folder.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=self.folder, prefix=".upload-", suffix=".jsonl")
+        self.suffix = suffix
+        handle, name = tempfile.mkstemp(dir=self.folder, prefix=".upload-", suffix=suffix)
         self._file = os.fdopen(handle, "wb")
         self._temp = Path(name)
         self._digest = hashlib.sha256()
@@ -61,7 +71,7 @@ class InputWriter:
         if self._temp.stat().st_size == 0:
             self.discard()
             raise ApiError(400, "no items: the job's input is empty")
-        final = self.folder / f"{self._digest.hexdigest()[:16]}.jsonl"
+        final = self.folder / f"{self._digest.hexdigest()[:16]}{self.suffix}"
         os.replace(self._temp, final)
         return final
 
@@ -70,32 +80,43 @@ class InputWriter:
         self._temp.unlink(missing_ok=True)
 
 
-def csv_records(text_lines: Iterable[str]) -> Iterator[dict[str, str]]:
-    """A CSV upload's rows as records, by its header row (cells stay text)."""
-    for row in csv.DictReader(text_lines):
-        yield {str(k): v for k, v in row.items() if k is not None}
+class Claims:
+    """Which server runs which job, for servers sharing one project. Each server holds the lock
+    of its own folder under reports/.runner-serve/servers/ while it lives (a run folder's lock,
+    runner/runs/lock.py: a killed server's is free at once); each job names its server
+    (`owner`). A server takes up at its start only the jobs whose server is gone, under one
+    lock of that folder, so two servers starting at once never both take a job."""
 
+    def __init__(self, root: Path):
+        self.folder = job_folder(root) / "servers"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        with self.taking():
+            self._own = OutputFolder(self.folder / self.id).claim()
 
-def decoded_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """UTF-8 text lines from chunks of bytes (a BOM dropped)."""
-    pending = b""
-    first = True
-    for chunk in chunks:
-        pending += chunk
-        if first and len(pending) >= 3:
-            pending, first = pending.removeprefix(b"\xef\xbb\xbf"), False
-        *whole, pending = pending.split(b"\n")
-        for line in whole:
-            yield _text(line) + "\n"
-    if pending:
-        yield _text(pending.removeprefix(b"\xef\xbb\xbf") if first else pending)
+    @contextmanager
+    def taking(self) -> Iterator[None]:
+        """Held while a server looks at the jobs to take up (and the folders of servers gone are removed)."""
+        fd = open_own(self.folder / ".take.lock", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            for server in self.folder.iterdir():
+                if server.is_dir() and not held(server):         # a server gone
+                    shutil.rmtree(server, ignore_errors=True)
+            yield
+        finally:
+            os.close(fd)
 
+    def taken_elsewhere(self, owner: str | None) -> bool:
+        """Whether another server, still running, holds the job."""
+        if not owner or owner == self.id or not OWNER.fullmatch(owner):
+            return False
+        return held(self.folder / owner)
 
-def _text(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(400, "the CSV upload is not UTF-8 text") from None
+    def release(self) -> None:
+        """Let the jobs go (a server started later takes up those left queued or running)."""
+        self._own.release()
+        shutil.rmtree(self.folder / self.id, ignore_errors=True)
 
 
 class ResumeIndex:

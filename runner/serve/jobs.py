@@ -1,15 +1,20 @@
 """Jobs: a request's items judged as a run on the server's event loop, with its run folder
 under the project's reports/ (run.json, results.jsonl, summary, reports: `runner view` shows
-it). Statuses: queued, running, succeeded, failed, cancelled.
+it). Statuses: queued, running, succeeded, failed (also when every item errored),
+cancelled.
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of
-status; its input (JSON lines, whatever was uploaded) is kept by content hash in
-reports/.runner-serve/inputs/. A server killed mid-job (kill -9) finds the job `running` when
-it starts again and resumes it in the same run folder: each result the run had written is
-taken as it is, each result in the store from there, and the rest is judged, the LLM cache
-answering every call answered before (one answered in the last moments before the kill,
-before its answer reached the cache, is asked again). A server stopped with Ctrl-C or SIGTERM
-writes what finished and resumes the job at its next start the same way."""
+status; its input (JSON lines, or a CSV file as uploaded: the pipeline's csv adapter reads it
+with the pipeline's options, as `runner run --input` would) is kept by content hash in
+reports/.runner-serve/inputs/. Each job names the server that runs it: servers sharing a
+project never both take one (job_files.Claims). A server killed mid-job (kill -9) finds the
+job `running` when it starts again and resumes it in the same run folder: each result the run
+had written is taken as it is, each result in the store from there, and the rest is judged,
+the LLM cache answering every call answered before (one answered in the last moments before
+the kill, before its answer reached the cache, is asked again). A server stopped with Ctrl-C
+or SIGTERM writes what finished and resumes the job at its next start the same way. When the
+pipeline changed in between (another pipeline hash: a prompt, schema, param or model), no
+result is taken up: every item is judged again, and the job's `notes` say so."""
 
 from __future__ import annotations
 
@@ -25,17 +30,22 @@ from typing import Any
 
 from runner.api import run_pipeline_async
 from runner.engine.progress import Counter
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps, now
+from runner.inputs import iter_records
+from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource
 from runner.serve.errors import ApiError
-from runner.serve.job_files import ResumeIndex, job_folder, results_lines
+from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
 ADAPTERS_READING_JSONL = ("json", "jsonl")
+# done; errors (items that errored, never judged); where the others came from: resumed (written
+# before a restart), store, memo (the pipeline's memo store), judged
+COUNTS = ("done", "errors", "resumed", "store", "memo", "judged")
 
 
 @dataclass
@@ -51,10 +61,11 @@ class Job:
     run: str | None = None              # its run folder, relative to the project folder
     items: int | None = None            # items the run takes, known once it starts
     pipeline_hash: str | None = None
-    counts: dict[str, int] = field(default_factory=lambda: {"done": 0, "errors": 0, "resumed": 0, "store": 0,
-                                                             "judged": 0})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     resumed: int = 0                    # times a restarted server took it up again
     error: str | None = None
+    notes: list[str] = field(default_factory=list)     # what the server did that a reader should know
+    owner: str | None = None            # the server that runs it (job_files.Claims)
 
     def view(self) -> dict[str, Any]:
         shown = asdict(self)
@@ -92,6 +103,7 @@ class JobBoard:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._cancelled: set[str] = set()
         self._workers: list[asyncio.Task[None]] = []
+        self.claims = Claims(root)              # this server's claim on the jobs it runs
 
     # -- records -------------------------------------------------------------------
     def relative(self, path: Path) -> str:
@@ -108,7 +120,8 @@ class JobBoard:
 
     def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str) -> Job:
         job_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S-") + secrets.token_hex(4)
-        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash)
+        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash,
+                  owner=self.claims.id)
         self.jobs[job_id] = job
         self.save(job)
         self._queue.put_nowait(job_id)
@@ -118,19 +131,20 @@ class JobBoard:
     async def start(self) -> None:
         """Take up the jobs a stopped or killed server left queued or running, then run jobs."""
         (self.folder / "jobs").mkdir(parents=True, exist_ok=True)
-        for path in sorted((self.folder / "jobs").glob("*.json")):
-            try:
-                job = Job(**json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, TypeError) as exc:
-                sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
-                continue
-            self.jobs[job.id] = job
-            if job.status in ("queued", "running"):
-                if job.status == "running":
-                    job.resumed += 1
-                job.status = "queued"
-                self.save(job)
-                self._queue.put_nowait(job.id)
+        with self.claims.taking():
+            for path in sorted((self.folder / "jobs").glob("*.json")):
+                try:
+                    job = Job(**json.loads(path.read_text(encoding="utf-8")))
+                except (OSError, ValueError, TypeError) as exc:
+                    sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
+                    continue
+                self.jobs[job.id] = job
+                if job.status in ("queued", "running") and not self.claims.taken_elsewhere(job.owner):
+                    if job.status == "running":
+                        job.resumed += 1
+                    job.status, job.owner = "queued", self.claims.id
+                    self.save(job)
+                    self._queue.put_nowait(job.id)
         self._workers = [asyncio.ensure_future(self._work()) for _ in range(RUNNING_AT_ONCE)]
 
     async def _work(self) -> None:
@@ -157,29 +171,36 @@ class JobBoard:
         resumed: ResumeIndex | None = None
         try:
             variant = await self.judging.variant(job.pipeline, job.params)
-            job.pipeline_hash = variant.hash
+            judged_under, job.pipeline_hash = job.pipeline_hash, variant.hash
             overrides = list(variant.overrides)
-            if variant.pipeline.input.get("adapter", "json") not in ADAPTERS_READING_JSONL:
-                overrides.append("input.adapter=jsonl")       # a job's input is always JSON lines
-            counts = job.counts
-            for name in counts:
-                counts[name] = 0
+            counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
-                resumed = ResumeIndex.of(self.folder / "jobs" / f"{job.id}.resume.sqlite", self.root / job.run)
                 more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
+                if judged_under in (None, variant.hash):
+                    sidecar = self.folder / "jobs" / f"{job.id}.{self.claims.id}.resume.sqlite"     # this server's own
+                    resumed = ResumeIndex.of(sidecar, self.root / job.run)
+                else:           # results of another pipeline (a prompt, schema or model changed): judged again
+                    self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
+                                    f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
 
             def tally(source: str) -> None:
                 counts[source] += 1
             runner = self.judging.job_runner(variant, resumed, tally)
             options = self.judging.options(job.pipeline, item_runner=runner, **more)
-            outcome = await run_pipeline_async(variant.pipeline.file, ItemSource(self.root / job.input), options,
-                                               overrides, JobProgress(self, job, options))
+            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
+            outcome = await run_pipeline_async(variant.pipeline.file, source, options, overrides,
+                                               JobProgress(self, job, options))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
                 mark_latest(outcome.out_dir, outcome.summary)
-            job.status = "succeeded"
+            total = int(outcome.summary.get("total") or 0)
+            if total and counts["errors"] >= total:
+                job.status, job.error = "failed", f"every item errored ({counts['errors']} of {total}): " + \
+                    _first_error(outcome.summary)
+            else:
+                job.status = "succeeded"
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
             raise
@@ -194,12 +215,20 @@ class JobBoard:
             job.ended_at = now() if job.status != "queued" else None
             self.save(job)
 
+    def _note(self, job: Job, text: str) -> None:
+        """A line in the job's record (`notes`) and in the server's log."""
+        job.notes.append(f"{now()} {text}")
+        self.save(job)
+        sys.stderr.write(f"runner serve: job {job.id}: {text}\n")
+
     async def cancel(self, job_id: str) -> Job:
         """Stop a job, keeping what finished: a queued one never starts, a running one writes
         its results so far, summary and reports (an interrupted run)."""
         job = self.get(job_id)
         if job.status not in ("queued", "running"):
             raise ApiError(409, f"job {job_id} is {job.status}: nothing to cancel")
+        if self.claims.taken_elsewhere(job.owner):
+            raise ApiError(409, f"job {job_id} runs on another server of this project: cancel it there")
         self._cancelled.add(job_id)
         task = self._running.get(job_id)
         if task is None:
@@ -208,6 +237,9 @@ class JobBoard:
             return job
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        if job.status in ("queued", "running"):     # cancelled before its run began: it never starts
+            job.status, job.ended_at = "cancelled", now()
+            self.save(job)
         return job
 
     def results(self, job_id: str) -> Any:
@@ -220,3 +252,39 @@ class JobBoard:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
+        self.claims.release()
+
+
+def input_format(pipeline: Pipeline, path: Path) -> str | None:
+    """The adapter reading a job's input: an uploaded CSV file is read by the csv adapter (the
+    pipeline's own, with its options, when its input is CSV), JSON lines by the pipeline's
+    adapter when it reads them, else by jsonl."""
+    adapter = pipeline.input.get("adapter", "json")
+    if path.suffix == ".csv":
+        return "csv"
+    return None if adapter in ADAPTERS_READING_JSONL else "jsonl"
+
+
+def check_input(pipeline: Pipeline, path: Path) -> None:
+    """ApiError(400) when the job's input cannot be read at all (a CSV upload without a usable
+    header, or without a column its `with.types` names), as `runner run` refuses it before
+    the first item; a row that cannot be read is that item's error when the job runs."""
+    adapter = input_format(pipeline, path)
+    if adapter != "csv":
+        return
+    options = pipeline.input.get("with") or {} if pipeline.input.get("adapter") == "csv" else {}
+    try:
+        records = iter_records(adapter, path, options)
+    except InputError as exc:
+        raise ApiError(400, str(exc).replace(str(path), "the CSV upload")) from None
+    close = getattr(records, "close", None)
+    if close is not None:
+        close()
+
+
+def _first_error(summary: dict[str, Any]) -> str:
+    """The run's most common error, as its summary groups them (or where to read them)."""
+    groups = summary.get("error_groups")
+    if isinstance(groups, list) and groups and isinstance(groups[0], dict):
+        return str(groups[0].get("error"))[:500]
+    return "see the run's results"

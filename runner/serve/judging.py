@@ -6,6 +6,7 @@ and one computation per (pipeline, hash, item key) however many requests ask at 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import sys
@@ -25,10 +26,11 @@ from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.observe import LLMCall, Observer
 from runner.runs.request import RunOptions
-from runner.serve.catalog import Catalog, Served, load_variant, request_overrides, served_hash
+from runner.serve.catalog import Catalog, Served, load_variant, request_overrides
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
+from runner.stores.kept import kept, noting_reads, reusable
 from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
 from runner.tracing import make_observer
 
@@ -63,16 +65,25 @@ class Variant:
         return self.served.name
 
 
+COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
+
+
 @dataclass
 class Answer:
     index: int
     item_key: str
-    source: str                  # store | cache (every call answered from the LLM cache) | judged
+    source: str                  # store | cache (every call answered from the LLM cache) | judged | error
     result: dict[str, Any]
     pipeline_hash: str
 
+    @property
+    def counted_as(self) -> str:
+        """Where /judge's counts put it: an item that errored is an error, never judged."""
+        return "errors" if self.source == "error" or self.result.get("error") else self.source
+
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key, "source": self.source,
+        return {"index": self.index, "item_key": self.item_key,
+                "source": "judged" if self.source == "error" else self.source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
 
@@ -149,7 +160,7 @@ class Judging:
             base = await self.variant(name)
             if _models(runtime) != _models(base.runtime):
                 raise ApiError(400, "params: these values change the pipeline's models, which a request may not")
-        digest = served_hash(pipeline, runtime.model_spec)
+        digest = runtime.made_by
         if len(self._hashes) >= MAX_KNOWN_PARAMS:     # requests with ever new params keep it bounded
             self._hashes.clear()
         self._hashes[(name, self.catalog.generation, text)] = digest
@@ -176,7 +187,7 @@ class Judging:
         variant.busy += 1
         try:
             keys = [item.key for item in items]
-            stored = await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
+            stored = _reusable(await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys))
             return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
                                                for position, item in enumerate(items, start=1))))
         finally:
@@ -202,6 +213,7 @@ class Judging:
                 if not tolerate_store:
                     raise
                 stored = None
+            stored = _reusable({item.key: stored} if stored is not None else {}).get(item.key)
             if stored is not None:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
@@ -212,7 +224,8 @@ class Judging:
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
                        tolerate_store: bool) -> tuple[dict[str, Any], str]:
-        result = await run_item(runtime, item)
+        with noting_reads() as reads:
+            result = await run_item(runtime, item)
         failed = False
         if runtime.llm_used:
             if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
@@ -221,10 +234,11 @@ class Judging:
                 failed = runtime.llm.has_failed(item.index)
         counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
             else [1, 0]
-        source = "cache" if counts[1] and not counts[0] else "judged"
-        if not result.get("error") and not failed:
+        source = "error" if failed or result.get("error") else "cache" if counts[1] and not counts[0] else "judged"
+        if source != "error":
             try:
-                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key, stored_form(result))
+                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
+                                        kept(stored_form(result), reads))
             except StoreUnavailable as exc:
                 if not tolerate_store:
                     raise
@@ -234,7 +248,8 @@ class Judging:
     def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
                    tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:
         """A job's item runner: a result its earlier run already wrote (`resumed`), else the store,
-        else computed; `tally` hears where each came from (resumed, store, judged). Taking a job
+        else computed; `tally` hears where each came from (resumed, store, memo, judged) or that it
+        errored (errors). Taking a job
         up again, the run first writes the earlier run's calls of those results into its
         calls.jsonl, which it started afresh."""
         to_write = [resumed] if resumed is not None else []
@@ -247,7 +262,8 @@ class Judging:
                 tally("resumed")
                 return {**earlier, "index": item.index}
             result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
-            tally("store" if source == "store" else "judged")
+            tally("errors" if source == "error" or result.get("error") else
+                  "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
             return result
         return run_one
 
@@ -269,6 +285,16 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
+
+
+def _reusable(stored: dict[str, StoredResult]) -> dict[str, StoredResult]:
+    """The stored results whose data files are as they were when judged (without their reads)."""
+    fresh = {}
+    for key, found in stored.items():
+        result = reusable(found.result)
+        if result is not None:
+            fresh[key] = dataclasses.replace(found, result=result)
+    return fresh
 
 
 def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:

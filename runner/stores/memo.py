@@ -8,11 +8,12 @@ of earlier versions) is imported into it once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
+from runner.stores.kept import without_reads
 from runner.stores.memo_sqlite import SqliteMemo, database_path
 
 DEFAULT_STORE = "memo.json"
@@ -27,8 +28,12 @@ class MemoStore:
         self.stored = 0
         self._db = SqliteMemo(self.path, path if path.suffix == ".json" else None)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+            ) -> dict[str, Any] | None:
+        """The stored result (as `usable` takes it: None when it may not be reused), counted as a hit."""
         entry = self._db.get(key)
+        if entry is not None and usable is not None:
+            entry = usable(entry)
         if entry is not None:
             self.hits += 1
         return entry
@@ -43,8 +48,8 @@ class MemoStore:
         self.stored += 1
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every stored (key, result), read one at a time."""
-        return self._db.items()
+        """Every stored (key, result), read one at a time (without the notes of what made it)."""
+        return ((key, without_reads(result)) for key, result in self._db.items())
 
     def __len__(self) -> int:
         return len(self._db)

@@ -39,7 +39,7 @@ class RunEntry:
     errors: int
     state: str                     # finished, partial, interrupted or running
     counts: dict[str, int] = field(default_factory=dict)
-    rates: dict[str, float | None] = field(default_factory=dict)
+    rates: dict[str, float | str | None] = field(default_factory=dict)      # a rate, or why there is none
     cost: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -86,7 +86,8 @@ def run_entry(reports: Path, folder: Path) -> RunEntry:
     """The run's entry; InputError when its run.json or summary.json cannot be read."""
     summary = read_summary(folder)
     manifest = read_manifest(folder) or {}
-    rates = {name: summary.get(name) for name in summary if f"{name}_count" in summary}
+    rates = {name: summary.get(name) if summary.get(name) is not None else summary.get(f"{name}_reason", "n/a")
+             for name in summary if f"{name}_count" in summary}
     models = summary.get("models") or {}
     cost = sum(float(m["cost"]) for m in models.values() if isinstance(m.get("cost"), (int, float)))
     started, ended = manifest.get("started_at"), manifest.get("ended_at")

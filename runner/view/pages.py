@@ -21,6 +21,9 @@ def _when(value: Any) -> str:
 
 
 def _rate(value: Any) -> str:
+    """0.625 -> 62.5%; a rate that could not be computed says why (`n/a (0 judged)`)."""
+    if isinstance(value, str):
+        return value
     return f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 

@@ -168,7 +168,13 @@ def test_a_memo_store_entry_with_an_index_or_odd_warnings_keeps_the_items_own(pr
         steps: [{id: echo, uses: compute, with: {n: 1}}]
         output: {n: "{{ steps.echo.n }}"}
         """)
-    write_json(project.root / "out" / "memo.json", {"a": {"index": "abc", "warnings": 5, "n": 9}})
+    assert cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"k": "a"}])),
+               "--out", "out").exit_code == 0
+    import sqlite3
+    with sqlite3.connect(project.root / "out" / "memo.sqlite") as db:        # the entry made, then tampered with
+        (text,) = db.execute("SELECT result FROM memo WHERE key = 'a'").fetchone()
+        entry = {**json.loads(text), "index": "abc", "warnings": 5, "n": 9}
+        db.execute("UPDATE memo SET result = ? WHERE key = 'a'", (json.dumps(entry),))
     source = write_json(project.root / "in.json", [{"k": "a"}, {"k": "b"}])
     assert cli("run", str(path), "--input", str(source), "--out", "out").exit_code == 0
     first, second = valid_outputs(project.root / "out")

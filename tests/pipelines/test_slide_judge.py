@@ -135,7 +135,8 @@ def test_memo_ignores_the_llm_cache(judge, scripted_llm, project):
     from runner.api import ItemSource, run_pipeline
     from runner.runs.request import RunOptions
     options = RunOptions(cache_dir=project.root / "other-cache", out_dir=project.root / "out")
-    outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options, scripted_seats("judge"))
+    outcome = run_pipeline(PIPELINE, ItemSource(project.root / "deck.json"), options,
+                           [*scripted_seats("judge"), "models.judge.retries=0"])     # the same pipeline
     assert scripted_llm.requests == [] and outcome.summary["memo"]["reused"] == 3
 
 

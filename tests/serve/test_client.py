@@ -12,7 +12,7 @@ def test_the_client_judges_runs_jobs_and_gives_feedback(served, tmp_path):
     client = RunnerClient(http=served.client)
     assert client.health()["status"] == "ok" and [p["name"] for p in client.pipelines()] == ["deck"]
     answer = client.judge("deck", item=deck("<p>A</p>", "<p>B</p>"))
-    assert answer["counts"] == {"judged": 2}
+    assert answer["counts"] == {"judged": 2, "errors": 0, "store": 0, "cache": 0}
     job = client.wait(client.submit("deck", items=[deck("<p>A</p>", "<p>C</p>")])["id"], poll=0.02)
     assert job["status"] == "succeeded" and job["counts"]["store"] == 1
     assert [r["index"] for r in client.results(job["id"])] == [1, 2]

@@ -30,7 +30,8 @@ def test_a_deck_is_judged_then_answered_from_the_store(served):
     assert sources(again) == ["store", "judged"]
     assert again.json()["results"][0]["item_key"] == body["results"][0]["item_key"]
     assert again.json()["results"][0]["result"] == body["results"][0]["result"]
-    assert len(served.model.requests) == 3 and again.json()["counts"] == {"store": 1, "judged": 1}
+    assert len(served.model.requests) == 3 and again.json()["counts"] == {"store": 1, "judged": 1,
+                                                                             "errors": 0, "cache": 0}
 
 
 def test_one_item_alone(served):

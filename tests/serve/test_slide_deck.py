@@ -63,7 +63,7 @@ def slide_server(project, fake_llm, monkeypatch, db_url):
 @pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli, db_url):
     first = slide_server.post("/v1/pipelines/slide_judge/judge", json={"item": slide_deck(SLIDES)}).json()
-    assert first["counts"] == {"judged": 5} and len(fake_llm.requests) == 5
+    assert first["counts"] == {"judged": 5, "errors": 0, "store": 0, "cache": 0} and len(fake_llm.requests) == 5
     assert {r["result"]["rating"] for r in first["results"]} == {"green"}
     changed = [*SLIDES[:2], "<h2>Growth</h2><p>Growth of 50%</p>", *SLIDES[3:]]
     job = slide_server.post("/v1/pipelines/slide_judge/jobs", json={"items": [slide_deck(changed)]}).json()

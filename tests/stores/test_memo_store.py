@@ -89,14 +89,18 @@ def test_a_json_store_is_imported_once_and_left_as_it_was(project, fake_llm):
     legacy = write_json(project.root / "out" / "memo.json", {"old": {"answer": "remembered", "k": "old"}})
     before = legacy.read_text()
     source = write_json(project.root / "in.json", [{"k": "old"}, {"k": "new"}])
+    from runner.stores.memo import MemoStore
     first = run(pipeline, source)
-    assert [(r["answer"], r.get("memo_hit", False)) for r in first.results] == [("remembered", True), ("fresh", False)]
-    assert first.summary["memo"] == {"store": "out/memo.sqlite", "reused": 1, "stored": 1}
+    # An earlier version's entry does not say what made it (pipeline, params, prompts, models:
+    # issue 61): it is imported (`runner feedback` finds its trace ids) but judged again once.
+    assert [(r["answer"], r.get("memo_hit", False)) for r in first.results] == [("fresh", False), ("fresh", False)]
+    assert first.summary["memo"] == {"store": "out/memo.sqlite", "reused": 0, "stored": 2}
     assert legacy.read_text() == before
     # Entries added to the JSON later are not imported again: the database is the store now.
     write_json(legacy, {"old": {"answer": "edited", "k": "old"}, "other": {"answer": "x", "k": "other"}})
     again = run(pipeline, write_json(project.root / "in.json", [{"k": "old"}, {"k": "other"}]))
-    assert [(r["answer"], r.get("memo_hit", False)) for r in again.results] == [("remembered", True), ("fresh", False)]
+    assert [(r["answer"], r.get("memo_hit", False)) for r in again.results] == [("fresh", True), ("fresh", False)]
+    assert "edited" not in {result.get("answer") for _, result in MemoStore(project.root / "out" / "memo.json").items()}
 
 
 def test_no_cache_reads_no_stored_result_but_stores_what_it_computes(project, fake_llm):

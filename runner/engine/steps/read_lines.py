@@ -11,6 +11,7 @@ from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
 from runner.pipeline.result_shapes import closed
+from runner.stores.kept import digest, note_read
 
 __all__ = ["FILE_NOT_FOUND", "FILE_TOO_LARGE", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache",
            "ReadLines", "read_lines", "refusal", "resolve_inside"]
@@ -21,6 +22,7 @@ class FileCache:
 
     def __init__(self) -> None:
         self.lines: dict[Path, list[str] | None] = {}
+        self.digests: dict[Path, str] = {}
         self.resolved: dict[tuple[Path, str], tuple[Path | None, str]] = {}
         self.reads = 0
 
@@ -33,11 +35,14 @@ class FileCache:
     def get(self, path: Path, encoding: str) -> list[str] | None:
         if path not in self.lines:
             try:
-                text = path.read_text(encoding=encoding, errors="replace")
+                raw = path.read_bytes()
                 self.reads += 1
-                self.lines[path] = text.splitlines()
+                self.digests[path] = digest(raw)
+                self.lines[path] = raw.decode(encoding, errors="replace").splitlines()
             except OSError:
                 self.lines[path] = None
+        if path in self.digests:        # each item that reads it (a kept result is reused only while it is the same)
+            note_read(path, self.digests[path])
         return self.lines[path]
 
 

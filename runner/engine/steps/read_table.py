@@ -13,6 +13,7 @@ from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
 from runner.paths import OK, refusal, resolve_inside
 from runner.pipeline.result_shapes import closed
+from runner.stores.kept import digest, note_read
 
 
 def _number(cell: str) -> Any:
@@ -28,7 +29,9 @@ def read_table(root: Path, name: str, max_rows: int | None = None, delimiter: st
     if path is None or status != OK:
         return {"exists": False, "status": status, "columns": [], "rows": [],
                 "error": refusal(status, name, root, "data")}
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    raw = path.read_bytes()
+    note_read(path, digest(raw))        # a kept result is reused only while the file is the same
+    text = raw.decode("utf-8-sig", errors="replace")
     if delimiter is None:
         try:
             delimiter = csv.Sniffer().sniff(text[:4096], delimiters=",;\t").delimiter

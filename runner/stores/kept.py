@@ -1,0 +1,81 @@
+"""What makes a kept result, so that it is reused only where it still holds. A result kept for
+later (the memo store, `runner serve`'s result store) carries the data files its item's steps
+read (`read_table`, `read_lines`), each with a digest of its contents, and is reused only
+while every file still holds what it held: editing a data file an item read judges that item
+again. A memo entry also carries the hash of what made it (the resolved pipeline with its
+params, prompt and schema files, models: Runtime.made_by; serve's store is keyed by it): one
+made by another pipeline or other params is not reused, and one of an earlier version
+without it is not either.
+
+The notes live in a context variable set around each item (run_item): steps of one item,
+however nested or concurrent, note into its one dict; a caller that set one first (serve's
+judging) gets the notes of the items it runs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+READS_FIELD = "_read_files"      # in a kept result: {path: sha256 of its contents}
+MADE_BY_FIELD = "_made_by"       # in a memo entry: the hash of what made it (Runtime.made_by)
+_READS: ContextVar[dict[str, str] | None] = ContextVar("runner_file_reads", default=None)
+
+
+def digest(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def note_read(path: Path, sha256: str) -> None:
+    """The item running now read `path`, whose contents have this digest."""
+    reads = _READS.get()
+    if reads is not None:
+        reads[str(path)] = sha256
+
+
+@contextmanager
+def noting_reads() -> Iterator[dict[str, str]]:
+    """The reads of what runs inside (the caller's dict when one is being noted already)."""
+    reads = _READS.get()
+    if reads is not None:
+        yield reads
+        return
+    reads = {}
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def kept(result: dict[str, Any], reads: dict[str, str], made_by: str | None = None) -> dict[str, Any]:
+    """A result as kept for later: with the files it read, when it read any, and what made it."""
+    return {**result, **({READS_FIELD: dict(reads)} if reads else {}),
+            **({MADE_BY_FIELD: made_by} if made_by is not None else {})}
+
+
+def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, Any] | None:
+    """A kept result without its notes, or None when another pipeline made it (`made_by` given
+    and not the one it was kept with) or a file it read changed (or is gone); the reads are
+    noted again for the item taking it (its own result is kept with them)."""
+    if made_by is not None and stored.get(MADE_BY_FIELD) != made_by:
+        return None
+    reads = stored.get(READS_FIELD)
+    if isinstance(reads, dict):
+        for name, sha256 in reads.items():
+            try:
+                if digest(Path(str(name)).read_bytes()) != sha256:
+                    return None
+            except OSError:
+                return None
+        for name, sha256 in reads.items():
+            note_read(Path(str(name)), str(sha256))
+    return without_reads(stored)
+
+
+def without_reads(result: dict[str, Any]) -> dict[str, Any]:
+    """A kept result as shown: without the notes of what made it."""
+    return {name: value for name, value in result.items() if name not in (READS_FIELD, MADE_BY_FIELD)}
