@@ -142,7 +142,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                    f"exit code {TOO_MANY_ERRORS})", err=True)
         raise typer.Exit(TOO_MANY_ERRORS)
     if fail_under is not None:
-        _check_rate(outcome.pipeline, summary, fail_under)
+        _check_rate(outcome.pipeline, summary, fail_under, max_errors)
 
 
 def _extent(summary: dict[str, Any]) -> str:
@@ -181,17 +181,17 @@ def _batched(summary: dict[str, Any]) -> str:
     return f" ({'; '.join(part for part in parts if part)})"
 
 
-def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
-    from runner.engine.selection import pass_rule
-    rule = pass_rule(pipeline)
+def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float, max_errors: str | None) -> None:
+    from runner.engine.health import gate_allowance, rate_gate
+    from runner.engine.rates import PassRule
+    rule = PassRule.first_rate(pipeline.summary)
     if rule is None:       # checked before the run too (health.check_before_run)
         typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
         raise typer.Exit(2)
-    rate = summary.get(rule[0])
-    if rate is None or rate < fail_under:
-        typer.echo(f"{rule[0]} {rate} is below --fail-under {fail_under} (rates run 0-1)", err=True)
+    passed, line = rate_gate(summary, rule.name, fail_under, gate_allowance(max_errors), max_errors is not None)
+    typer.echo(line, err=True)
+    if not passed:
         raise typer.Exit(1)
-    typer.echo(f"{rule[0]} {rate} meets --fail-under {fail_under}", err=True)
 
 
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
