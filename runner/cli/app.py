@@ -72,10 +72,13 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         fail_under: Annotated[float | None, typer.Option(
             "--fail-under", min=0.0, max=1.0,
             help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
-                 "below RATE. Rates run from 0 to 1: 0.8 means 80%.")] = None,
+                 "below RATE, is n/a, or left out more items than --max-errors allows. Rates run from 0 to 1: "
+                 "0.8 means 80%.")] = None,
         max_errors: Annotated[str | None, typer.Option(
             "--max-errors", help="Exit 3 when more items than this errored: a count (5), a fraction (0.2) or a "
-                                 "percentage (20%); default: only when every item errored.")] = None,
+                                 "percentage (20%); default: only when every item errored. With --fail-under it "
+                                 "is also how many items the rate may leave out (errored, or its expression "
+                                 "undefined): none by default, so the gate fails closed (exit 1).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "

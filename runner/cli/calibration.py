@@ -59,10 +59,26 @@ def eval_command(
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
-    kappa = report["metrics"].get("kappa")
-    if fail_under_kappa is not None and (kappa is None or kappa < fail_under_kappa):
-        typer.echo(f"kappa {kappa} is below --fail-under-kappa {fail_under_kappa}", err=True)
-        raise typer.Exit(1)
+    if fail_under_kappa is not None:
+        passed, line = _kappa_gate(report, fail_under_kappa)
+        if not passed:
+            typer.echo(line, err=True)
+            raise typer.Exit(1)
+
+
+def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
+    """--fail-under-kappa, failing closed: a kappa that is missing or undefined fails it, saying why."""
+    metrics = report["metrics"]
+    kappa, n = metrics.get("kappa"), int(metrics.get("n") or 0)
+    over = f"over {report['scored']} of {report['label_rows']} label(s)"
+    if kappa is None:
+        why = ("the labels are numeric: no kappa" if report.get("kind") == "numeric"
+               else "no label was scored" if not n
+               else "undefined: the labels and the verdicts are each all one and the same class")
+        return False, f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
+    if kappa < threshold:
+        return False, f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})"
+    return True, ""
 
 
 def _eval_lines(report: dict[str, Any]) -> str:

@@ -108,3 +108,12 @@ def test_62_2_diff_max_drop_counts_a_vanished_or_null_rate_as_a_drop(judge, cli,
     assert vanished.exit_code == 1 and "pass_rate vanished (it was 0.7143 (5/7; 1 left out: 1 errored))" \
         in vanished.stderr
     assert "pass_rate: 0.7143 (5/7; 1 left out: 1 errored) -> missing" in vanished.stdout
+
+
+def test_62_2_fail_under_kappa_fails_closed_saying_why_kappa_is_undefined(judge, cli):
+    run_qa(cli, "out")
+    (judge.root / "labels.csv").write_text("id,label\n" + "".join(f"{n},PASS\n" for n in range(1, 6)))
+    gated = cli("eval", "out", "--labels", "labels.csv", "--key", "id", "--truth", "label", "--fail-under-kappa", "0.5")
+    assert gated.exit_code == 1
+    assert ("kappa is n/a (undefined: the labels and the verdicts are each all one and the same class; over 5 of 5 "
+            "label(s)): --fail-under-kappa 0.5 has nothing to check") in gated.stderr
