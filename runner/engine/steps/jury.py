@@ -106,6 +106,8 @@ class Jury(PromptedStep):
             result["stability"] = pooled_stability(sampled)
         if "confidence" in ctx.args:
             result["confidence"] = mean_confidence(outcome.winners)
+        if method in NUMERIC and outcome.value is None:
+            raise StepError(no_number(outcome.reason, method, votes), partial=result)
         return result
 
     @staticmethod
@@ -114,6 +116,15 @@ class Jury(PromptedStep):
         output = (first.answer or {}).get("output") if first is not None else None
         return Vote(seat, sampled.value, output if isinstance(output, dict) else None, sampled.error,
                     sampled.cached, sampled.latency_ms, sampled.stability, sampled.confidence, sampled.values)
+
+
+def no_number(reason: str, method: str, votes: list[Vote]) -> str:
+    """A numeric vote with no number is the item's error, with the jurors' own causes (each
+    cause once, so that items failing the same way are one error group): `on_error: continue`
+    keeps the null vote and its outcome for a pipeline that handles it."""
+    causes = list(dict.fromkeys(v.error for v in votes if v.error))
+    head = "no juror answered" if not any(v.valid for v in votes) else reason.split(";")[0]
+    return f"{head}, so the {method} vote is null: {'; '.join(causes) or reason}"
 
 
 def _vote_extras(args: Mapping[str, Any], vote: Vote) -> dict[str, Any]:
