@@ -339,10 +339,8 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     models = [[name, text(s.get("calls", 0)), text(s.get("cache_hits", 0)), text(s.get("failures", 0)),
                text(s.get("total_tokens", 0)), f"${_float(s.get('cost')):.4f}"]
               for name, s in _section(summary, "models").items() if isinstance(s, dict)]
-    juries = [(step, f"{text(info.get('items'))} item(s); pairwise agreement "
-                     f"{text(info.get('pairwise_agreement')) or '-'}; "
-                     f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")
-              for step, info in _section(summary, "juries").items() if isinstance(info, dict)]
+    juries = [(step, _agreement_text(info)) for step, info in _section(summary, "juries").items()
+              if isinstance(info, dict)]
     notes = {kind: [text(n) for n in summary[kind]] if isinstance(summary.get(kind), list) else []
              for kind in ("summary_errors", "run_warnings", "hints")}
     scope = RunScope.of(summary, rows.seen)
@@ -376,3 +374,13 @@ def result_json(result: dict[str, Any], limit: int | None = None) -> str:
     if limit is None or len(whole) <= limit:
         return whole
     return whole[:limit] + f" … (cut at {limit} characters: the whole result is in results.jsonl)"
+
+
+def _agreement_text(info: dict[str, Any]) -> str:
+    """A jury's agreement, by the measure that fits its votes (summary.json's `juries`)."""
+    if "krippendorff_alpha" in info:
+        return (f"{text(info.get('items'))} item(s); Krippendorff's alpha (interval) "
+                f"{text(info.get('krippendorff_alpha')) or '-'}; pairwise mean absolute difference "
+                f"{text(info.get('pairwise_mean_abs_difference')) or '-'}")
+    return (f"{text(info.get('items'))} item(s); pairwise agreement {text(info.get('pairwise_agreement')) or '-'}; "
+            f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")

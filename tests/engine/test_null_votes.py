@@ -86,3 +86,40 @@ def test_62_3_numbers_still_vote(project, judge, scripted_llm, cli):
     scripted_llm.script(Reply(json.dumps({"score": 0.7, "reason": "ok"})))
     cli("run", str(judge()), "--input", "in.json", "--out", "out", "--quiet")
     assert [r["verdict"] for r in project.results()] == ["PASS"] * 8
+
+
+def test_62_4_krippendorffs_interval_alpha_matches_the_published_example():
+    """Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", its example of 4
+    observers, 12 units and missing values: alpha (interval) = 0.849; a unit with one value
+    is not pairable. Kept as running sums, merged from two halves, it gives the same."""
+    from runner.engine.voting import IntervalAgreement
+    data = {"A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
+            "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+            "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
+            "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]}
+    rows = [{seat: values[unit] for seat, values in data.items() if values[unit] is not None} for unit in range(12)]
+    whole, first, second = IntervalAgreement(), IntervalAgreement(), IntervalAgreement()
+    for number, row in enumerate(rows):
+        whole.add(row)
+        (first if number < 6 else second).add(row)
+    first.merge(second)
+    assert whole.alpha() == first.alpha() == 0.8491
+    assert whole.pairwise()["A~B"] == round(1 / 9, 4)       # A and B both voted on 9 units, one apart by 1
+
+
+def test_62_4_a_mean_jury_reports_interval_alpha_not_exact_equality(project, judge, scripted_llm):
+    from helpers import run
+    for n in range(1, 9):
+        base = n / 10
+        scripted_llm.script(Reply(json.dumps({"score": base, "reason": "a"})), model="judge-a", contains=f"item {n}\n")
+        scripted_llm.script(Reply(json.dumps({"score": base + 0.1, "reason": "b"})), model="judge-b",
+                            contains=f"item {n}\n")
+        scripted_llm.script(Reply(json.dumps({"score": base + 0.05, "reason": "c"})), model="judge-c",
+                            contains=f"item {n}\n")
+    outcome = run(judge(), project.root / "in.json")
+    jury = outcome.summary["juries"]["jury"]
+    assert jury["measure"] == "Krippendorff's alpha (interval)" and "fleiss_kappa" not in jury
+    assert jury["krippendorff_alpha"] > 0.85
+    assert jury["pairwise_mean_abs_difference"]["a~b"] == 0.1
+    report = (project.root / "out" / "report.md").read_text()
+    assert "Krippendorff's alpha (interval)" in report and "Fleiss" not in report
