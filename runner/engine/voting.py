@@ -99,7 +99,8 @@ def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY"
         return Outcome(failed_value, f"Quorum not met: {len(valid)} valid vote(s), {needed} needed"
                                      + (f"; first error: {first}" if first else ""), None, decided=False,
                        outcome=on_all_failed, valid_votes=len(valid))
-    result = _numeric(valid, method) if method in NUMERIC else _categorical(valid, method, on_tie, reason_field)
+    result = (_numeric(valid, method, reason_field) if method in NUMERIC
+              else _categorical(valid, method, on_tie, reason_field))
     result.valid_votes = len(valid)
     return result
 
@@ -109,7 +110,12 @@ def majority_of(seats: int) -> int:
     return seats // 2 + 1
 
 
-def _numeric(valid: list[Vote], method: str) -> Outcome:
+def _shown(number: float) -> str:
+    """A number for reading: 0.39999999999999997 reads 0.4 (the value itself is kept whole)."""
+    return f"{number:.4g}"
+
+
+def _numeric(valid: list[Vote], method: str, reason_field: str = "reason") -> Outcome:
     import statistics  # only numeric votes need it (it imports decimal and fractions)
     numbers = [float(v.value) for v in valid]
     combine: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmean, "median": statistics.median,
@@ -118,8 +124,9 @@ def _numeric(valid: list[Vote], method: str) -> Outcome:
     if all(n.is_integer() for n in numbers) and float(value).is_integer():
         value = int(value)
     spread = max(numbers) - min(numbers)
-    return Outcome(value, f"{method.capitalize()} of {len(numbers)} vote(s): {value} (spread {spread:g})",
-                   None, winners=valid)
+    jurors = "; ".join(f"{v.seat} {_shown(float(v.value))}{_reason_of(v, reason_field)}" for v in valid)
+    return Outcome(value, f"{method.capitalize()} of {len(numbers)} vote(s): {_shown(value)} "
+                          f"(spread {_shown(spread)}). {jurors}", None, winners=valid)
 
 
 def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:

@@ -68,7 +68,7 @@ def test_explicit_quorum_one_keeps_the_old_rule(project, env):
     env.script(Reply(status=500), model="judge-c")
     result = run(score_jury(project, quorum=", quorum: 1"), write_json(project.root / "in.json", [{"n": 1}])).results[0]
     assert (result["score"], result["outcome"], result["valid_votes"]) == (80, "decided", 1)
-    assert result["reason"] == "Median of 1 vote(s): 80 (spread 0)"
+    assert result["reason"] == "Median of 1 vote(s): 80 (spread 0). a 80"
 
 
 def test_all_failed_median_is_null_with_its_outcome(project, env):

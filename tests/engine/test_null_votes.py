@@ -123,3 +123,15 @@ def test_62_4_a_mean_jury_reports_interval_alpha_not_exact_equality(project, jud
     assert jury["pairwise_mean_abs_difference"]["a~b"] == 0.1
     report = (project.root / "out" / "report.md").read_text()
     assert "Krippendorff's alpha (interval)" in report and "Fleiss" not in report
+
+
+def test_62_5_a_mean_jurys_reason_keeps_each_jurors_reason_and_rounds_for_display_only(project, judge, scripted_llm):
+    from helpers import run
+    for seat, score in (("a", 0.1), ("b", 0.3), ("c", 0.8)):
+        scripted_llm.script(Reply(json.dumps({"score": score, "reason": f"{seat} checked"})), model=f"judge-{seat}")
+    path = judge()
+    path.write_text(path.read_text().replace("\noutput:\n", "\noutput:\n  score: \"{{ steps.jury.score }}\"\n"
+                                                                 "  reason: \"{{ steps.jury.reason }}\"\n"))
+    result = run(path, project.root / "in.json").results[0]
+    assert result["score"] == 0.39999999999999997       # the value is kept whole (statistics.fmean)
+    assert result["reason"] == "Mean of 3 vote(s): 0.4 (spread 0.7). a 0.1: a checked; b 0.3: b checked; c 0.8: c checked"

@@ -73,3 +73,21 @@ def test_cached_answers_teach_the_completion_estimate(project, fake_llm, cli):
     assert out.count("[cached]") == 2
     assert out.rstrip().splitlines()[-1].startswith("LLM calls: 2 (2 cached)")
     assert out.rstrip().endswith("est. cost: $0.0000")
+
+
+def test_62_5_a_hosted_model_without_a_price_is_an_unknown_price_never_a_free_local_model(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: hosted
+        models:
+          judge: {model: openai/judge-a, api_base: "https://api.openai.com/v1", max_tokens: 10}
+        steps:
+          - {id: ask, uses: llm, with: {model: judge, prompt: "Is {{ item.claim }} true?"}}
+        output: {answer: "{{ steps.ask.raw }}"}
+        """)
+    shown = cli("render", str(path), "--record", "claim=grass")
+    assert shown.exit_code == 0, shown.output
+    assert "a local model costs nothing" not in shown.output
+    line = next(line for line in shown.output.splitlines() if line.startswith("  judge (openai/judge-a): "))
+    assert line.endswith("unknown price (not in litellm's table; not counted in the est. cost)")
+    assert shown.output.rstrip().endswith("est. cost: $0.0000 (+ an unknown price for judge)")
