@@ -182,7 +182,12 @@ def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | Non
     def evaluate(expression: str, result: dict[str, Any]) -> bool:
         return renderer.condition(expression, {**scope, "result": result})
 
-    return lambda result: rule.check(result, evaluate, TEMPLATE_FAILURES)
+    unreadable = None if "env." in rule.expression else False     # run.json keeps no env values
+
+    def passed(result: dict[str, Any]) -> bool | None:
+        said = rule.check(result, evaluate, TEMPLATE_FAILURES)
+        return unreadable if said is None else said       # undefined on an item: it fails, as in report.html
+    return passed
 
 
 def reason_of(result: dict[str, Any]) -> str:

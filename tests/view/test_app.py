@@ -363,3 +363,30 @@ def test_compare_says_what_differs_as_runner_diff_does(project, reports, cli):
     page = html.unescape(client(reports).get("/compare?run=t/r1&run=t/r2").text)
     for line in overview:
         assert line in page
+
+
+def test_61_one_pass_rule_for_summary_report_export_and_view_badges(project, cli):
+    """Issue 61: one pass rule object (runner/engine/rates.py: PassRule). An item the rule is
+    undefined on (n is null) is left out of the rate, fails report.html's rule, is a junit
+    failure, and view's badge says fail as report.html does (view used to call it a pass)."""
+    import runner.engine.selection as selection
+    assert not any(hasattr(selection, name) for name in ("pass_rule", "item_rule", "summary_rule"))
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {n: "{{ item.n | default(none) }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        summary:
+          rates: {high: "result.n > 1"}
+        """)
+    reports = project.root / "reports"
+    write_json(project.root / "in.json", [{"n": 2}, {}, {"n": 0}])
+    cli("run", str(path), "--input", "in.json", "--out", str(reports / "c" / "r1"), "--format", "junit", "--quiet")
+    summary = json.loads((reports / "c" / "r1" / "summary.json").read_text())
+    assert summary["rates"]["high"]["left_out_by"] == {"undefined": 1}
+    web = client(reports)
+    report = (reports / "c" / "r1" / "report.html").read_text()
+    assert badges(web.get("/run/c/r1").text) == {1: "pass", 2: "fail", 3: "fail"}
+    assert re.findall(r'<span class="badge (\w+)">', report) == ["pass", "fail", "fail"]
+    junit = (reports / "c" / "r1" / "junit.xml").read_text()
+    assert junit.count("<failure") == 2
