@@ -65,6 +65,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                   "holds the parent's other results too, so it covers the whole input.")] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
+        no_cache_as: Annotated[bool, typer.Option(
+            "--no-cache-as", help="Key each model's cached answers by its own endpoint, never by its `cache_as` "
+                                  "name: answers made by another server are not reused.")] = False,
         formats: FormatOpt = None,
         csv_raw: Annotated[bool, typer.Option(
             "--csv-raw", help="results.csv cells exactly as the results hold them: no ' before a cell "
@@ -120,7 +123,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
              *(["--workers", str(workers)] if workers else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
-                         command_flags=flags, batch=batch, csv_raw=csv_raw)
+                         command_flags=flags, batch=batch, csv_raw=csv_raw, no_cache_as=no_cache_as)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
     try:
         outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
