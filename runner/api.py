@@ -16,8 +16,9 @@ from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
+from runner.engine.rates import PassRule
 from runner.engine.run_warnings import add_warning
-from runner.engine.selection import item_rule, select
+from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError, Terminated
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
@@ -310,15 +311,14 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary
-    rule = item_rule(runtime.pipeline)
+    rule = PassRule.of(spec)
     passed = _pass_check(runtime, rule)
-    rate_rule = rule[0] if rule is not None and rule[0] != "pass_when" else None
     # One pass for the summary's counts and the report's rows (each a parse of every result):
     # an item passes as the summary's reading of the rate that is the pass rule said.
     tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.get("report_columns"), spec.get("count_by"))
     for result in results:
         said = tally.add(result)
-        chosen.add(result, None if rule is None else said[rate_rule] if rate_rule in said else passed(result))
+        chosen.add(result, None if rule is None else said[rule.name] if rule.name in said else passed(result))
     summary = tally.summary(results, interrupted)
     if record is not None:
         summary.update(record.summary_fields(results))
@@ -338,23 +338,20 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
         from runner.outputs.exports import write_exports  # csv and xml only for --format
-        described = f"{rule[0]} ({rule[1]})" if rule else "no error"
+        described = rule.describe() if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
                       lambda r: item_label(r, spec.get("report_columns")), csv_raw=runtime.options.csv_raw)
 
 
-def _pass_check(runtime: Runtime, rule: tuple[str, str] | None) -> Callable[[dict[str, Any]], bool]:
-    """Whether a result meets the pipeline's pass rule (`summary.pass_when`, else its first rate)."""
+def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, Any]], bool]:
+    """Whether a result meets the pipeline's pass rule (an item it is undefined on does not)."""
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
 
+    def evaluate(expression: str, result: dict[str, Any]) -> bool:
+        return condition_at(runtime, expression, rule.where if rule else (), {**scope, "result": result})
+
     def passed(result: dict[str, Any]) -> bool:
-        if rule is None:
-            return True
-        try:
-            where = ("summary", "pass_when") if rule[0] == "pass_when" else ("summary", "rates", rule[0])
-            return condition_at(runtime, rule[1], where, {**scope, "result": result})
-        except TemplateError:
-            return False
+        return rule is None or rule.check(result, evaluate, (TemplateError,)) is True
     return passed
 
 

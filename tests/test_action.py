@@ -136,7 +136,7 @@ def test_the_action_gates_a_pull_request_and_keeps_one_comment(repo_with_a_judge
             "fail-under-kappa": "0.5", "max-drop": "0.1"}
     status, printed = run_action(gate, work, env, event="push")             # the baseline, on main
     assert status == 1, printed                                              # every label PASS: kappa 0 < 0.5
-    assert "kappa 0.0 is below --fail-under-kappa 0.5" in printed
+    assert "kappa 0.0 is below --fail-under-kappa 0.5" in printed and "no baseline to compare with" in printed
     assert "Not compared: " in setup["summary"].read_text() and not (setup["gh"] / "calls").exists()
     assert setup["pip"].read_text().split() == ["install", "--quiet", str(REPO)]
 
@@ -145,7 +145,7 @@ def test_the_action_gates_a_pull_request_and_keeps_one_comment(repo_with_a_judge
     fake.answer_json({"verdict": "PASS"})
     status, printed = run_action({**gate, "args": "--no-cache"}, work, env, event="pull_request")
     assert status == 1, printed                                              # pass_rate fell by a third
-    assert "pass_rate fell from 1 to 0.667: more than --max-drop 0.1" in printed
+    assert "pass_rate fell from 1 to 0.667 (3/3 -> 2/3): more than --max-drop 0.1" in printed
     shown = setup["summary"].read_text()
     assert "### runner diff: judge" in shown and "| 2 | verdict | PASS | FAIL |" in shown
     assert "| --no-cache | false | true |" in shown
@@ -157,6 +157,16 @@ def test_the_action_gates_a_pull_request_and_keeps_one_comment(repo_with_a_judge
     assert status == 0, printed                                              # the same as the run before it
     assert (setup["gh"] / "method").read_text() == "PATCH"                   # the one comment, updated
     assert "No item changed" in (setup["gh"] / "comment.md").read_text()
+
+
+def test_62_2_a_max_drop_with_no_baseline_fails_closed(repo_with_a_judge):
+    setup = repo_with_a_judge
+    setup["fake"].answer_json({"verdict": "PASS"})
+    status, printed = run_action({"pipeline": "pipelines/judge.yaml", "input": "claims.json", "max-drop": "0.1",
+                                  "comment": "false"}, setup["work"], setup["env"], event="push")
+    assert status == 1, printed
+    assert "max-drop 0.1: no baseline to compare with, so no drop was checked" in printed
+    assert "Not compared: " in setup["summary"].read_text()
 
 
 def test_a_run_that_cannot_start_stops_the_action(repo_with_a_judge):

@@ -151,12 +151,23 @@ def openai_grader(space: Workspace) -> None:
     server, which the docs' 127.0.0.1:1234 stands for: correct, but for Dickens (docs/openai-evals.md)."""
     space.fake.answer_json({"label": "incorrect", "reason": "Emma is by Jane Austen."}, contains="Answer: Charles")
     space.fake.answer_json({"label": "correct", "reason": "It matches the reference."})
+
+
+def answer_scores(space: Workspace) -> None:
+    """The model of `runner init answer_judge`'s judge, which the docs' 127.0.0.1:1234 stands
+    for: it scores four of the five example items and answers HTTP 400 for the fifth (the
+    planet closest to the Sun) (docs/rates-and-gates.md)."""
+    from runner.testing import Reply
+    for words, score in {"capital of France": 1, "spider": 0, "Pride": 1, "boiling": 0.9}.items():
+        space.fake.script(json.dumps({"score": score, "reason": "checked"}), contains=words)
+    space.fake.script(Reply(status=400, raw_body='{"error": {"message": "context length exceeded"}}'),
+                      contains="closest")
     space.carried["127.0.0.1:1234"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
 
 
 SETUPS: dict[str, Setup] = {"no_model": no_model, "local_model": local_model, "claims_run": claims_run,
                             "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds,
-                            "openai_grader": openai_grader}
+                            "openai_grader": openai_grader, "answer_scores": answer_scores}
 EXAMPLES = [example for path in doc_files() for example in examples(path)]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runner.engine.rates import rate_entries, rate_text
 from runner.errors import RunnerError
 from runner.outputs.report_view import lookup
 from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
@@ -144,17 +145,19 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
                 changed.append({"index": left[0], "changes": changes})
             left, right = next(old, None), next(new, None)
     counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
-    rates = {name: [old_summary.get(name), new_summary.get(name)] for name in new_summary
-             if name.endswith("_rate") and old_summary.get(name) != new_summary.get(name)}
+    old_rates, new_rates = rate_entries(old_summary), rate_entries(new_summary)
+    rate_details = {name: [old_rates.get(name), new_rates.get(name)] for name in dict.fromkeys([*old_rates, *new_rates])
+                    if old_rates.get(name) != new_rates.get(name)}       # a rate that vanished is a change too
+    rates = {name: [(entry or {}).get("value") for entry in pair] for name, pair in rate_details.items()}
     partial = [str(run) for run, summary in ((before, old_summary), (after, new_summary)) if not is_whole(summary)]
     if partial:
-        counts, rates = common, {}
+        counts, rates, rate_details = common, {}, {}
     made = (manifest_changes(old_manifest, new_manifest) if old_manifest and new_manifest else None)
     return {"before": str(before), "after": str(after), "count_by": count_by, "fields": watched,
             "manifest": made, "without_manifest": [str(run) for run, m in ((before, old_manifest),
                                                                           (after, new_manifest)) if m is None],
             "partial": partial, "compared": compared,
-            "counts": counts, "rates": rates, "changed": changed,
+            "counts": counts, "rates": rates, "rate_details": rate_details, "changed": changed,
             "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
 
 
@@ -215,9 +218,41 @@ def overview(diff: dict[str, Any]) -> list[str]:
         moved = ", ".join(f"{name} {before.get(name, 0)} -> {after.get(name, 0)}" for name in names)
         lines.append(f"counts by {diff['count_by']}: {moved or 'unchanged'}"
                      + (f" ({same} other value(s) unchanged)" if names and same else ""))
-    for name, (old, new) in diff["rates"].items():
-        lines.append(f"{name}: {_show(old)} -> {_show(new)}")
+    for name, (old, new) in (diff.get("rate_details") or {}).items():
+        lines.append(f"{name}: {_rate(old)} -> {_rate(new)}")
     return lines
+
+
+def _rate(entry: dict[str, Any] | None) -> str:
+    """A rate of one run with what it is over; `missing` when the run has no such rate."""
+    return rate_text(entry) if entry is not None else "missing"
+
+
+def _over(entry: dict[str, Any]) -> str:
+    return f"{entry.get('numerator')}/{entry.get('denominator')}"
+
+
+def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
+    """`diff --max-drop`: the rates that fell by more than `max_drop`, failing closed: a rate
+    that vanished, or became null, in the later run is a drop, and so is one that left out
+    more items than before (it is over fewer items, so the two are not the same measure)."""
+    if diff.get("partial"):
+        return [f"rates not compared ({', '.join(diff['partial'])} partial or interrupted)"]
+    fell = []
+    for name, (old, new) in (diff.get("rate_details") or {}).items():
+        before = (old or {}).get("value")
+        after = (new or {}).get("value")
+        if before is None:
+            continue                                     # nothing to drop from
+        if new is None:
+            fell.append(f"{name} vanished (it was {_rate(old)})")
+        elif after is None:
+            fell.append(f"{name} became n/a ({new.get('reason') or 'not computed'}; it was {_rate(old)})")
+        elif before - after > max_drop:
+            fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({_over(old)} -> {_over(new)})")
+        elif int(new.get("left_out") or 0) > int(old.get("left_out") or 0):
+            fell.append(f"{name} left out more items: {_rate(old)} -> {_rate(new)}")
+    return fell
 
 
 MARKDOWN_ITEMS = 50          # items listed in a markdown diff; the rest are counted
@@ -248,7 +283,7 @@ def format_markdown(diff: dict[str, Any], name: str) -> str:
         lines.append("")
     if diff["rates"]:
         lines += ["**Rates**", "", "| rate | before | after |", "|---|---|---|"]
-        lines += [_row(rate, old, new) for rate, (old, new) in diff["rates"].items()] + [""]
+        lines += [_row(rate, _rate(old), _rate(new)) for rate, (old, new) in diff["rate_details"].items()] + [""]
     changed = diff["changed"]
     if not changed:
         lines.append(f"No item changed ({', '.join(diff['fields'])} compared).")

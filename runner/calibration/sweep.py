@@ -6,8 +6,10 @@ that changes a prompt is reported with the calls it would make and is only run f
 with allow_calls.
 
 A failed call is never cached, so the calls that failed in the latest run of the pipeline
-over the same input are not taken for calls to make: they fail with that run's error at
-every setting (their items count as errors, as in the run) and nothing is sent. With
+over the same input are not taken for calls to make: one this sweep needs and the cache
+cannot answer fails with that run's error (its item counts as an error, as in the run) and
+nothing is sent. What the sweep says of them counts only what it saw: the items that errored
+at its settings, and the cache that answered the rest. With
 allow_calls, each missing call is sent at most once per sweep: one that fails is not sent
 again at the next setting, which gets its error."""
 
@@ -115,7 +117,9 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
                 setting.scores = _score(request, runtime.pipeline.summary.get("count_by"), results, rows)
     report = _report(request, settings, probes[0].name)
     if failed_in is not None and request.failed_calls:
-        report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls)}
+        seen = [int(s.get("errors") or 0) for s in report["settings"] if s.get("status") != "needs_calls"]
+        report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls),
+                                   "errored_items": sorted(set(seen)), "cache": str(request.cache_dir)}
     return report
 
 

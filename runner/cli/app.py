@@ -71,6 +71,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                   "holds the parent's other results too, so it covers the whole input.")] = None,
         cache_dir: CacheOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
+        no_cache_as: Annotated[bool, typer.Option(
+            "--no-cache-as", help="Key each model's cached answers by its own endpoint, never by its `cache_as` "
+                                  "name: answers made by another server are not reused.")] = False,
         formats: FormatOpt = None,
         csv_raw: Annotated[bool, typer.Option(
             "--csv-raw", help="results.csv cells exactly as the results hold them: no ' before a cell "
@@ -78,10 +81,13 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         fail_under: Annotated[float | None, typer.Option(
             "--fail-under", min=0.0, max=1.0,
             help="Exit 1 when the pipeline's first summary rate (the pass rate, e.g. verification_rate) is "
-                 "below RATE. Rates run from 0 to 1: 0.8 means 80%.")] = None,
+                 "below RATE, is n/a, or left out more items than --max-errors allows. Rates run from 0 to 1: "
+                 "0.8 means 80%.")] = None,
         max_errors: Annotated[str | None, typer.Option(
             "--max-errors", help="Exit 3 when more items than this errored: a count (5), a fraction (0.2) or a "
-                                 "percentage (20%); default: only when every item errored.")] = None,
+                                 "percentage (20%); default: only when every item errored. With --fail-under it "
+                                 "is also how many items the rate may leave out (errored, or its expression "
+                                 "undefined): none by default, so the gate fails closed (exit 1).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
@@ -123,7 +129,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
              *(["--workers", str(workers)] if workers else [])]
     options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
-                         command_flags=flags, batch=batch, csv_raw=csv_raw)
+                         command_flags=flags, batch=batch, csv_raw=csv_raw, no_cache_as=no_cache_as)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
     try:
         outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
@@ -148,7 +154,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                    f"exit code {TOO_MANY_ERRORS})", err=True)
         raise typer.Exit(TOO_MANY_ERRORS)
     if fail_under is not None:
-        _check_rate(outcome.pipeline, summary, fail_under)
+        _check_rate(outcome.pipeline, summary, fail_under, max_errors)
 
 
 def _extent(summary: dict[str, Any]) -> str:
@@ -187,17 +193,17 @@ def _batched(summary: dict[str, Any]) -> str:
     return f" ({'; '.join(part for part in parts if part)})"
 
 
-def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float) -> None:
-    from runner.engine.selection import pass_rule
-    rule = pass_rule(pipeline)
+def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float, max_errors: str | None) -> None:
+    from runner.engine.health import gate_allowance, rate_gate
+    from runner.engine.rates import PassRule
+    rule = PassRule.first_rate(pipeline.summary)
     if rule is None:       # checked before the run too (health.check_before_run)
         typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
         raise typer.Exit(2)
-    rate = summary.get(rule[0])
-    if rate is None or rate < fail_under:
-        typer.echo(f"{rule[0]} {rate} is below --fail-under {fail_under} (rates run 0-1)", err=True)
+    passed, line = rate_gate(summary, rule.name, fail_under, gate_allowance(max_errors), max_errors is not None)
+    typer.echo(line, err=True)
+    if not passed:
         raise typer.Exit(1)
-    typer.echo(f"{rule[0]} {rate} meets --fail-under {fail_under}", err=True)
 
 
 def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],

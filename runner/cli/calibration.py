@@ -59,10 +59,26 @@ def eval_command(
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
-    kappa = report["metrics"].get("kappa")
-    if fail_under_kappa is not None and (kappa is None or kappa < fail_under_kappa):
-        typer.echo(f"kappa {kappa} is below --fail-under-kappa {fail_under_kappa}", err=True)
-        raise typer.Exit(1)
+    if fail_under_kappa is not None:
+        passed, line = _kappa_gate(report, fail_under_kappa)
+        if not passed:
+            typer.echo(line, err=True)
+            raise typer.Exit(1)
+
+
+def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
+    """--fail-under-kappa, failing closed: a kappa that is missing or undefined fails it, saying why."""
+    metrics = report["metrics"]
+    kappa, n = metrics.get("kappa"), int(metrics.get("n") or 0)
+    over = f"over {report['scored']} of {report['label_rows']} label(s)"
+    if kappa is None:
+        why = ("the labels are numeric: no kappa" if report.get("kind") == "numeric"
+               else "no label was scored" if not n
+               else "undefined: the labels and the verdicts are each all one and the same class")
+        return False, f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
+    if kappa < threshold:
+        return False, f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})"
+    return True, ""
 
 
 def _eval_lines(report: dict[str, Any]) -> str:
@@ -139,12 +155,22 @@ def sweep_command(
                            parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)
     if report.get("failed_before"):
-        before = report["failed_before"]
-        typer.echo(f"{before['calls']} call(s) that failed in {before['run']} were not sent again: their items count "
-                   "as errors at every setting (--allow-calls sends each of them once)", err=True)
+        typer.echo(_failed_before_line(report["failed_before"]), err=True)
     from runner.runs.folders import group_name
     group = group_name(input, [], pipeline.resolve().parent.parent)     # the group `runner run` uses
     folder = out or Path("reports") / report["name"] / group / "sweep"
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
+
+
+def _failed_before_line(before: dict[str, Any]) -> str:
+    """What the calls that failed in the last run did in this sweep: only what it saw."""
+    seen, cache = before.get("errored_items") or [0], before.get("cache")
+    if max(seen) == 0:
+        return (f"{before['calls']} call(s) that failed in {before['run']} were not sent again, and none was needed: "
+                f"the cache at {cache} answered every call this sweep made (no item errored at any setting)")
+    errored = f"{seen[0]}" if len(seen) == 1 else f"{seen[0]} to {seen[-1]}"
+    return (f"{before['calls']} call(s) that failed in {before['run']} were not sent again (--allow-calls sends each "
+            f"of them once): {errored} item(s) errored at each setting for want of them; the other answers came "
+            f"from the cache at {cache}")

@@ -16,11 +16,14 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
              set_: SetOpt = None) -> None:
     """Check pipeline files: schema, references, templates, models. Exit 0 or 2."""
     from runner.pipeline.loader import load_pipeline
+    from runner.pipeline.null_votes import null_vote_warnings
     failed = False
     for path in pipelines:
         try:
             pipeline = load_pipeline(path, set_ or [])
             typer.echo(f"{path}: ok ({len(pipeline.steps)} steps)")
+            for warning in null_vote_warnings(pipeline):
+                typer.echo(f"warning: {warning}", err=True)
         except RunnerError as exc:
             typer.echo(redact(str(exc)), err=True)
             failed = True

@@ -64,7 +64,7 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     then each item whose verdict (or a --field) changed, before ->
     after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
     the last two complete runs of the pipeline and input that ran last."""
-    from runner.calibration.diff import diff_runs, format_diff, format_markdown, pick_runs
+    from runner.calibration.diff import diff_runs, format_diff, format_markdown, pick_runs, rate_drops
     from runner.errors import RunnerError
     from runner.runs.folders import read_summary
     shown = "json" if as_json else format_
@@ -79,8 +79,7 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     else:
         for line in format_diff(result):
             typer.echo(line)
-    fell = [f"{name} fell from {old:.3g} to {new:.3g}" for name, (old, new) in result["rates"].items()
-            if max_drop is not None and old is not None and new is not None and old - new > max_drop]
+    fell = rate_drops(result, max_drop) if max_drop is not None else []
     if fell:
         typer.echo(f"{'; '.join(fell)}: more than --max-drop {max_drop:g}", err=True)
         raise typer.Exit(1)

@@ -1,6 +1,9 @@
 """Whether a run can start and whether it did its job: the checks that fail a run before
 anything runs, whether too many items errored (`--max-errors`) or no model answered any
-call (exit code 3 either way), and the lines that say what its errors were."""
+call (exit code 3 either way), the lines that say what its errors were, and the rate gate
+(`--fail-under`), which fails closed: a rate that is missing or null fails it, and so does a
+rate that left out more items than `--max-errors` allows (none by default: a gate on a rate
+checks every item the run judged, not the few that happened to succeed)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from runner.engine.selection import pass_rule
+from runner.engine.rates import PassRule, rate_entries, rate_text
 from runner.errors import InputError
 from runner.pipeline.model import Pipeline
 
@@ -18,7 +21,7 @@ SHOWN_GROUPS = 3
 
 def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
     """`--fail-under` needs a rate to check: say so before any item runs, not after."""
-    if fail_under is not None and pass_rule(pipeline) is None:
+    if fail_under is not None and PassRule.first_rate(pipeline.summary) is None:
         raise InputError(f"--fail-under {fail_under}: pipeline '{pipeline.name}' has no summary.rates to check "
                          "(add one, e.g. summary: {rates: {pass_rate: \"result.verdict == 'PASS'\"}}); nothing run")
 
@@ -85,3 +88,39 @@ class MaxErrors:
         if self.fraction is not None:
             return f"more than {self.fraction:.0%} of the items errored (--max-errors {self.fraction:g})"
         return "every item errored"
+
+    def describe_left_out(self, given: bool) -> str:
+        """What a rate gate allows to be left out of its rate."""
+        if not given:
+            return "a rate gate allows none unless --max-errors says how many"
+        if self.count is not None:
+            return f"--max-errors {self.count} allows {self.count}"
+        if self.fraction is not None:
+            return f"--max-errors {self.fraction:g} allows {self.fraction:.0%} of the items"
+        return "--max-errors all allows every item but the last"
+
+
+def gate_allowance(max_errors: str | None) -> MaxErrors:
+    """How many items a rate gate lets its rate leave out: --max-errors, else none."""
+    return MaxErrors.parse(max_errors) if max_errors is not None else MaxErrors(count=0)
+
+
+def rate_gate(summary: dict[str, Any], name: str, threshold: float, allowed: MaxErrors,
+              given: bool = True) -> tuple[bool, str]:
+    """(passed, the line that says why) of `--fail-under threshold` on the rate `name`: fails
+    when the rate is missing or null, when it left out more items than `allowed`, or when it
+    is below the threshold."""
+    entry = rate_entries(summary).get(name)
+    gate = f"--fail-under {threshold:g}"
+    if entry is None:
+        return False, f"{name} is missing from summary.json: {gate} has nothing to check (run failed closed)"
+    if entry.get("value") is None:
+        return False, f"{name} is n/a ({entry.get('reason') or 'not computed'}): {gate} has nothing to check"
+    shown = f"{name} {rate_text(entry)}"
+    left_out, total = int(entry.get("left_out") or 0), int(summary.get("total") or 0)
+    if left_out and allowed.exceeded(left_out, total):
+        return False, (f"{shown}: {left_out} of {total} item(s) left out of it, more than the gate allows "
+                       f"({allowed.describe_left_out(given)}); {gate} not met")
+    if float(entry["value"]) < threshold:
+        return False, f"{shown} is below {gate} (rates run 0-1)"
+    return True, f"{shown} meets {gate}"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.engine.context import TEMPLATE_FAILURES
+from runner.engine.rates import PassRule
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item, namespace_scope
 from runner.inputs.stream import ItemStream
@@ -21,45 +22,20 @@ from runner.runs.request import Selection
 from runner.runs.results_file import results_in_order
 
 
-def pass_rule(pipeline: Pipeline) -> tuple[str, str] | None:
-    """(name, expression) of the pipeline's first summary rate: what an item must meet to pass."""
-    for name, expression in (pipeline.summary.get("rates") or {}).items():
-        return str(name), str(expression)
-    return None
-
-
-def item_rule(pipeline: Pipeline) -> tuple[str, str] | None:
-    """(name, expression) an item must meet to pass: `summary.pass_when` (slide_judge: not red),
-    else the first summary rate."""
-    return summary_rule(pipeline.summary)
-
-
-def summary_rule(summary: Mapping[str, Any]) -> tuple[str, str] | None:
-    """item_rule of a pipeline's `summary:` section (as run.json keeps it, for runner view)."""
-    declared = summary.get("pass_when")
-    if declared:
-        return "pass_when", str(declared)
-    rates = summary.get("rates")
-    for name, expression in (rates.items() if isinstance(rates, Mapping) else []):
-        return str(name), str(expression)
-    return None
-
-
 def _scope(pipeline: Pipeline) -> dict[str, Any]:
     env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
     return {"params": pipeline.params, "env": env}
 
 
-def pass_check(pipeline: Pipeline) -> tuple[tuple[str, str], Callable[[dict[str, Any]], bool]] | None:
-    """The pipeline's pass rule (item_rule: its name and expression) and whether a result meets
-    it, as the pipeline says now (a template failure is raised: TEMPLATE_FAILURES); None when
-    it has none."""
-    rule = item_rule(pipeline)
+def pass_check(pipeline: Pipeline) -> tuple[PassRule, Callable[[dict[str, Any]], bool]] | None:
+    """The pipeline's pass rule and whether a result meets it, as the pipeline says now (a
+    template failure is raised: TEMPLATE_FAILURES); None when it has none."""
+    rule = PassRule.of(pipeline.summary)
     if rule is None:
         return None
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
-    return rule, lambda result: renderer.condition(rule[1], {**scope, "result": result})
+    return rule, lambda result: renderer.condition(rule.expression, {**scope, "result": result})
 
 
 @dataclass
@@ -100,7 +76,7 @@ def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[dict[str, Any]]:
             try:
                 ok = meets(result)
             except TEMPLATE_FAILURES as exc:
-                raise RunnerError(f"--failed-from {run}: the pass rule {rule[0]} ({rule[1]}) does not apply "
+                raise RunnerError(f"--failed-from {run}: the pass rule {rule.describe()} does not apply "
                                   f"to its results: {describe_error(exc)}") from None
             if not ok:
                 yield result

@@ -101,7 +101,8 @@ def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY"
         return Outcome(failed_value, f"Quorum not met: {len(valid)} valid vote(s), {needed} needed"
                                      + (f"; first error: {first}" if first else ""), None, decided=False,
                        outcome=on_all_failed, valid_votes=len(valid))
-    result = _numeric(valid, method) if method in NUMERIC else _categorical(valid, method, on_tie, reason_field)
+    result = (_numeric(valid, method, reason_field) if method in NUMERIC
+              else _categorical(valid, method, on_tie, reason_field))
     result.valid_votes = len(valid)
     return result
 
@@ -111,7 +112,12 @@ def majority_of(seats: int) -> int:
     return seats // 2 + 1
 
 
-def _numeric(valid: list[Vote], method: str) -> Outcome:
+def _shown(number: float) -> str:
+    """A number for reading: 0.39999999999999997 reads 0.4 (the value itself is kept whole)."""
+    return f"{number:.4g}"
+
+
+def _numeric(valid: list[Vote], method: str, reason_field: str = "reason") -> Outcome:
     import statistics  # only numeric votes need it (it imports decimal and fractions)
     numbers = [float(v.value) for v in valid]
     combine: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmean, "median": statistics.median,
@@ -120,8 +126,9 @@ def _numeric(valid: list[Vote], method: str) -> Outcome:
     if all(n.is_integer() for n in numbers) and float(value).is_integer():
         value = int(value)
     spread = max(numbers) - min(numbers)
-    return Outcome(value, f"{method.capitalize()} of {len(numbers)} vote(s): {value} (spread {spread:g})",
-                   None, winners=valid)
+    jurors = "; ".join(f"{v.seat} {_shown(float(v.value))}{_reason_of(v, reason_field)}" for v in valid)
+    return Outcome(value, f"{method.capitalize()} of {len(numbers)} vote(s): {_shown(value)} "
+                          f"(spread {_shown(spread)}). {jurors}", None, winners=valid)
 
 
 def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:
@@ -225,6 +232,10 @@ class Agreement:
             out[f"{a}~{b}"] = round(agreed / both, 4) if both else None
         return out
 
+    def summary(self) -> dict[str, Any]:
+        return {"items": self.items, "pairwise_agreement": self.pairwise(),
+                "fleiss_kappa": self.fleiss_kappa()}
+
     def fleiss_kappa(self) -> float | None:
         seats = self.seats()
         raters = len(seats)
@@ -239,3 +250,75 @@ class Agreement:
         if p_e == 1:
             return None
         return round((p_bar - p_e) / (1 - p_e), 4)
+
+
+class IntervalAgreement:
+    """Agreement of numeric votes (mean, median, min, max juries), kept as running sums:
+    Krippendorff's alpha at the interval level over the items two or more seats voted on
+    (alpha = 1 - D_o / D_e, the squared differences within items against those across all
+    pairable votes; Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability"), and
+    for each pair of seats the mean absolute difference of their votes. Exact equality (what
+    kappa counts) says nothing of scores that differ by 0.01."""
+
+    measure = "Krippendorff's alpha (interval)"
+
+    def __init__(self) -> None:
+        self.items = 0
+        self._pairs: dict[tuple[str, str], list[float]] = {}         # (a, b): [both voted, sum of |a - b|]
+        self._seats: set[str] = set()
+        self._n = 0                   # pairable values: votes on items with two or more votes
+        self._sum = 0.0
+        self._squares = 0.0
+        self._within = 0.0            # sum over items of sum_{i != j} (v_i - v_j)^2 / (m - 1)
+
+    def merge(self, other: IntervalAgreement) -> None:
+        self.items += other.items
+        self._seats |= other._seats
+        for pair, (both, apart) in other._pairs.items():
+            mine = self._pairs.setdefault(pair, [0, 0.0])
+            mine[0] += both
+            mine[1] += apart
+        self._n += other._n
+        self._sum += other._sum
+        self._squares += other._squares
+        self._within += other._within
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.items += 1
+        self._seats |= set(row)
+        votes = {seat: float(value) for seat, value in row.items() if _is_number(value)}
+        for a, b in combinations(sorted(votes), 2):
+            pair = self._pairs.setdefault((a, b), [0, 0.0])
+            pair[0] += 1
+            pair[1] += abs(votes[a] - votes[b])
+        m = len(votes)
+        if m < 2:
+            return
+        total, squares = sum(votes.values()), sum(v * v for v in votes.values())
+        self._n += m
+        self._sum += total
+        self._squares += squares
+        self._within += 2 * (m * squares - total * total) / (m - 1)
+
+    def seats(self) -> list[str]:
+        return sorted(self._seats)
+
+    def alpha(self) -> float | None:
+        """None when undefined: fewer than two pairable votes, or every vote the same."""
+        n = self._n
+        across = 2 * (n * self._squares - self._sum * self._sum)
+        if n < 2 or across <= 1e-12 * max(1.0, self._squares * n):
+            return None
+        return round(1 - (n - 1) * self._within / across, 4)
+
+    def pairwise(self) -> dict[str, float | None]:
+        """For each pair of seats, the mean absolute difference of their votes (both voted)."""
+        out: dict[str, float | None] = {}
+        for a, b in combinations(self.seats(), 2):
+            both, apart = self._pairs.get((a, b), (0, 0.0))
+            out[f"{a}~{b}"] = round(apart / both, 4) if both else None
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {"items": self.items, "measure": self.measure, "krippendorff_alpha": self.alpha(),
+                "pairwise_mean_abs_difference": self.pairwise()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class LLMService:
         self.resolve = resolve
         self.observer = observer
         self.options = options
+        self._borrowed: Counter[tuple[str, str, str]] = Counter()     # (seat, cache_as, made by): answers
         self.env = env
         self.sender = shared.sender if shared is not None else Sender(
             transport or RoutedTransport(), options.cache_dir, options.llm_concurrency, options.concurrency_given)
@@ -103,8 +105,7 @@ class LLMService:
         self._specs: dict[str, ModelSpec] = {}
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
         self._writer = Writer(call_lines(options))      # this run's calls.jsonl (and, alone, its answers)
-        # Answers go to the cache through one writer for every service of a long-lived process,
-        # so an answer one run has not committed yet is found by the others.
+        # One cache writer for every service of a long-lived process: an uncommitted answer is found by all.
         self._answers = shared.writer if shared is not None else self._writer
         self._seq: dict[int, int] = {}
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -203,6 +204,7 @@ class LLMService:
                     raise NeedsModel(f"{spec.name} has no cached answer")
             if cached is not None:
                 stats.cache_hits += 1
+                self._note_borrowed(spec, cached)
                 completion = cached_completion(cached, spec.model)
             else:
                 try:
@@ -253,7 +255,7 @@ class LLMService:
             self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None)
             if cached is None:
                 stats.answered += 1
-                entry = new_entry(raw, completion, request.logprobs)
+                entry = new_entry(raw, completion, request.logprobs, made_by=self._made_by(spec))
                 if hasattr(self.cache, "aset"):
                     await self._answers.cache_set_shared(cast(SharedCache, self.cache), key, entry)
                 else:
@@ -264,19 +266,27 @@ class LLMService:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _cached(self, key: str) -> Any:
-        """The cache's entry for `key`: asked of the cache's owner when the cache is another
-        process's (a Ray worker on another machine), read here otherwise."""
+        """The cache's entry for `key`: asked of the cache's owner (a Ray worker on another machine's), or read here."""
         cache = self.cache
         remote = getattr(cache, "aget", None)
         return await remote(key) if remote is not None else cache.get(key)
 
-    @staticmethod
-    def _key(spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
+    def _key(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
              mode: str) -> str:
+        cache_as = None if getattr(self.options, "no_cache_as", False) else spec.cache_as
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
-                           sample=request.sample, extra=spec.extra or None, cache_as=spec.cache_as,
+                           sample=request.sample, extra=spec.extra or None, cache_as=cache_as,
                            logprobs=request.logprobs, embeddings=request.embed)
+
+    def _made_by(self, spec: ModelSpec) -> str:
+        return self.redact(f"{spec.model} at {spec.api_base or 'its provider'}")
+
+    def _note_borrowed(self, spec: ModelSpec, cached: dict[str, Any]) -> None:
+        """A `cache_as` answer made by another model or endpoint: counted, and said at the end."""
+        made_by = cached.get("made_by") if spec.cache_as and not getattr(self.options, "no_cache_as", False) else None
+        if isinstance(made_by, str) and made_by != self._made_by(spec):
+            self._borrowed[(spec.name, str(spec.cache_as), self.redact(made_by))] += 1
 
     def _result(self, spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
                 started: float, error: str | None = None, made: tuple[int, int] = (1, 0),
@@ -350,9 +360,10 @@ class LLMService:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
         unreachable = {redact_text(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
         failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
-        if failed:
-            out["hints"] = [entry["hint"] for entry in failed]
-            out["failed_calls"] = failed
+        borrowed = [f"{n} answer(s) of {name} came from the cache_as '{as_}' cache, made by {by}; --no-cache-as "
+                    "keeps each endpoint's answers apart" for (name, as_, by), n in self._borrowed.items()]
+        hints = [entry["hint"] for entry in failed] + borrowed
+        out.update({"hints": hints} if hints else {}, **({"failed_calls": failed} if failed else {}))
         if self._batches is not None and self._batches.models:
             out["batches"] = self._batches.summary()
         return out
@@ -361,8 +372,7 @@ class LLMService:
         """Each batch's state and counts, for the progress line ('' without batches)."""
         return self._batches.progress() if self._batches is not None else ""
     def settle(self, item: object) -> tuple[bool, str]:
-        """A finished item: whether its LLM work got no usable answer (and its last call's error);
-        what was kept for it is dropped."""
+        """A finished item: whether its LLM work got no usable answer (and its last error); its records dropped."""
         if isinstance(item, int):
             self._seq.pop(item, None)
         return self.tally.settle(item)

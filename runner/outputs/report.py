@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from runner.engine.rates import rate_text
 from runner.outputs.report_format import markdown
 from runner.outputs.report_rows import MARKDOWN_ROWS, choose
 from runner.outputs.report_view import CallView, ItemView, ReportView
@@ -26,10 +27,6 @@ def _table(headers: list[str], rows: list[list[str]], escaped: bool = False) -> 
     return lines + ["| " + " | ".join(c if escaped else markdown(c) for c in row) + " |" for row in rows] + [""]
 
 
-def percent(rate: float) -> str:
-    return f"{rate * 100:.1f}%"
-
-
 def title(view: ReportView) -> str:
     headline = view.scope.headline
     return view.title + (f" ({headline})" if headline else "")
@@ -44,8 +41,7 @@ def assessment_label(view: ReportView) -> str:
 
 def summary_rows(view: ReportView) -> list[list[str]]:
     rows = [["total", view.scope.count], ["errors", str(view.errors)]]
-    rows += [[name, percent(rate) + (f" ({count}/{view.total})" if count is not None else "")]
-             for name, rate, count in view.rates]
+    rows += [[name, rate_text(entry, percent=True)] for name, entry in view.rates]
     return rows + [[k, v] for k, v in view.measures]
 
 

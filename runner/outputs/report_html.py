@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from html import escape
 
-from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, percent, summary_rows, title
+from runner.engine.rates import rate_text
+from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, summary_rows, title
 from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView, result_json
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
@@ -201,8 +202,7 @@ def render_html(view: ReportView) -> str:
     for kind, notes in view.notes.items():
         parts += [f'<div class="note {kind}"><b>{NOTE_LABELS[kind]}:</b> {escape(n)}</div>' for n in notes]
     cards = [("items", view.scope.count), ("need review", str(view.review)), ("errors", str(view.errors))]
-    cards += [(name, percent(rate) + (f" ({count} of {view.total})" if count is not None else ""))
-              for name, rate, count in view.rates]
+    cards += [(name, rate_text(entry, percent=True)) for name, entry in view.rates]
     parts.append('<div class="cards">' + "".join(f"<div class=card><b>{escape(v)}</b><span>{escape(k)}</span></div>"
                                                  for k, v in cards) + "</div>")
     chips = [f'<button class="chip" data-verdict="" data-count="{view.total}" aria-pressed="true">'

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.engine.rates import rate_entries
 from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
@@ -111,7 +112,7 @@ class ReportView:
     total: int
     errors: int
     counts: list[tuple[str, int, str]]            # verdict, count, status
-    rates: list[tuple[str, float, int | None]]
+    rates: list[tuple[str, dict[str, Any]]]       # name, summary.json's rates.NAME entry
     measures: list[tuple[str, str]]
     notes: dict[str, list[str]]                   # summary_errors, run_warnings, hints
     models: list[list[str]]
@@ -331,17 +332,15 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
     else:
         counts = [(s, n, s) for s, n in sorted(rows.statuses.items(), key=lambda kv: -kv[1])]
-    rate_names = [k for k in summary if f"{k}_count" in summary and isinstance(summary[k], (int, float))]
-    rates = [(k, float(summary[k]), summary.get(f"{k}_count")) for k in rate_names]
-    hidden = SUMMARY_SECTIONS | set(rate_names) | {f"{k}_count" for k in rate_names} | {assessment_key}
+    entries = rate_entries(summary)
+    rates = list(entries.items())
+    hidden = SUMMARY_SECTIONS | set(entries) | {f"{k}_count" for k in entries} | {"rates", assessment_key}
     measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden]
     models = [[name, text(s.get("calls", 0)), text(s.get("cache_hits", 0)), text(s.get("failures", 0)),
                text(s.get("total_tokens", 0)), f"${_float(s.get('cost')):.4f}"]
               for name, s in _section(summary, "models").items() if isinstance(s, dict)]
-    juries = [(step, f"{text(info.get('items'))} item(s); pairwise agreement "
-                     f"{text(info.get('pairwise_agreement')) or '-'}; "
-                     f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")
-              for step, info in _section(summary, "juries").items() if isinstance(info, dict)]
+    juries = [(step, _agreement_text(info)) for step, info in _section(summary, "juries").items()
+              if isinstance(info, dict)]
     notes = {kind: [text(n) for n in summary[kind]] if isinstance(summary.get(kind), list) else []
              for kind in ("summary_errors", "run_warnings", "hints")}
     scope = RunScope.of(summary, rows.seen)
@@ -375,3 +374,13 @@ def result_json(result: dict[str, Any], limit: int | None = None) -> str:
     if limit is None or len(whole) <= limit:
         return whole
     return whole[:limit] + f" … (cut at {limit} characters: the whole result is in results.jsonl)"
+
+
+def _agreement_text(info: dict[str, Any]) -> str:
+    """A jury's agreement, by the measure that fits its votes (summary.json's `juries`)."""
+    if "krippendorff_alpha" in info:
+        return (f"{text(info.get('items'))} item(s); Krippendorff's alpha (interval) "
+                f"{text(info.get('krippendorff_alpha')) or '-'}; pairwise mean absolute difference "
+                f"{text(info.get('pairwise_mean_abs_difference')) or '-'}")
+    return (f"{text(info.get('items'))} item(s); pairwise agreement {text(info.get('pairwise_agreement')) or '-'}; "
+            f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.rates import ERRORED, UNDEFINED, RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
 
@@ -52,9 +53,6 @@ class ErrorCount:
         return [{"count": n, "error": text} for text, n in self.groups.most_common(KEPT_GROUPS)]
 
 
-NO_RATE = "n/a (0 judged)"
-
-
 class SummaryTally:
     """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
 
@@ -66,29 +64,29 @@ class SummaryTally:
         self.field = spec.get("count_by")
         self.base = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
         self.rates = dict(spec.get("rates") or {})
-        self.hits = dict.fromkeys(self.rates, 0)
-        self.broken: dict[str, str] = {}
+        self.counts = {name: RateCount() for name in self.rates}
         self.counter: Counter[str] = Counter()
         self.total = 0
 
     def add(self, result: dict[str, Any]) -> dict[str, bool]:
-        """Count one result; what each rate said of it (a rate whose expression failed, now or
-        on an earlier result, says nothing)."""
+        """Count one result; what each rate said of it. An item the rate's expression is
+        undefined on is left out of that rate (and says nothing of it): as `errored` when the
+        item has an error (its result lacks what a judged one has), else as `undefined`."""
         self.total += 1
         if self.field:
             self.counter[_count_key(result, self.field)] += 1
         said: dict[str, bool] = {}
         for name, expression in self.rates.items():
-            if name in self.broken:
-                continue
             try:
                 said[name] = condition_at(self.runtime, expression, ("summary", "rates", name),
                                           {**self.base, "result": result})
             except TemplateError as exc:
-                self.broken[name] = str(exc)
+                if result.get("error"):
+                    self.counts[name].leave_out(ERRORED)
+                else:
+                    self.counts[name].leave_out(UNDEFINED, str(exc))
                 continue
-            if said[name]:
-                self.hits[name] += 1
+            self.counts[name].add(said[name])
         return said
 
     def summary(self, results: Iterable[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:
@@ -105,14 +103,16 @@ class SummaryTally:
             summary["count_by"] = self.field
             summary["counts"] = counts
         problems: list[str] = []     # a broken summary expression must not lose the results
-        for name in self.rates:
-            if name in self.broken:
-                problems.append(self.broken[name])
-                continue
-            summary[name] = round(self.hits[name] / total, 4) if total else None
-            summary[f"{name}_count"] = self.hits[name]
-            if not total:               # a rate over nothing is no rate (a run cancelled before any item)
-                summary[f"{name}_reason"] = NO_RATE
+        entries = {name: count.entry(total) for name, count in self.counts.items()}
+        for name, entry in entries.items():
+            summary[name] = entry["value"]
+            summary[f"{name}_count"] = entry["numerator"]
+            if entry["value"] is None:          # no rate: why, beside it (`n/a (0 judged)` for a run of no item)
+                summary[f"{name}_reason"] = entry["reason"]
+                if self.counts[name].undefined_because:
+                    problems.append(self.counts[name].undefined_because)
+        if entries:
+            summary["rates"] = entries
         for name, expression in (spec.get("fields") or {}).items():
             try:
                 summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})

@@ -122,8 +122,9 @@ class Originals:
         rates = {}
         for name in self.rates:
             n = self.items - self.errors - self.undefined.get(name, 0)
-            rates[name] = {"value": _rate(self.hits.get(name, 0), n), "count": self.hits.get(name, 0), "n": n,
-                           "left_out": {"errored": self.errors, "undefined": self.undefined.get(name, 0)}}
+            by = {why: k for why, k in (("errored", self.errors), ("undefined", self.undefined.get(name, 0))) if k}
+            rates[name] = {"value": _rate(self.hits.get(name, 0), n), "numerator": self.hits.get(name, 0),
+                           "denominator": n, "left_out": sum(by.values()), "left_out_by": by}   # as summary.json's
         return {"items": self.items, "errors": self.errors, "counts": self.counts, "rates": rates}
 
 

@@ -24,6 +24,7 @@ class ModelEstimate:
     max_tokens: int | None = None
     batch: bool = False               # answered through a batch API: the batch price
     embeddings: bool = False          # an embeddings model: its answers are vectors, no completion tokens
+    local: bool = False               # its endpoint is on this machine (or its network): no price to pay
 
     def price(self) -> tuple[Price | None, str]:
         """The price per token that applies, and how it is known."""
@@ -54,9 +55,9 @@ class CostEstimate:
     models: dict[str, ModelEstimate] = field(default_factory=dict)
 
     def add(self, name: str, model_id: str, prompt_text: str, cached: dict[str, Any] | None,
-            max_tokens: int | None, batch: bool = False, embeddings: bool = False) -> int:
+            max_tokens: int | None, batch: bool = False, embeddings: bool = False, local: bool = False) -> int:
         """Count one call (`embeddings`: an embeddings request); returns its estimated prompt tokens."""
-        entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch, embeddings=embeddings))
+        entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch, embeddings=embeddings, local=local))
         tokens = max(1, len(prompt_text) // CHARS_PER_TOKEN)
         entry.calls += 1
         entry.prompt_tokens += tokens
@@ -88,8 +89,10 @@ class CostEstimate:
             per_call, how = entry.completion_per_call()
             uncached = entry.calls - entry.cached
             price, basis_text = entry.price()
-            if price is None:
+            if price is None and entry.local:
                 cost_text = "no price in litellm's table (a local model costs nothing)"
+            elif price is None:          # a hosted endpoint: it may well cost something
+                cost_text = "unknown price (not in litellm's table; not counted in the est. cost)"
             else:
                 cost = price.cost(entry.uncached_prompt_tokens, per_call * uncached)
                 cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s){basis_text}"
@@ -102,9 +105,11 @@ class CostEstimate:
     def closing_lines(self) -> list[str]:
         """Per model, then the totals line (last, so scripts can read it)."""
         completion = sum(m.completion_tokens() for m in self.models.values())
+        unknown = [name for name, m in self.models.items() if not m.local and m.price()[0] is None]
+        unpriced = f" (+ an unknown price for {', '.join(unknown)})" if unknown else ""
         return ["Estimate per model:", *self.lines(),
                 f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
-                f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}"]
+                f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}{unpriced}"]
 
     def total_cost(self) -> float:
         total = 0.0

@@ -23,7 +23,7 @@ class RenderSink:
              sampling: dict[str, Any], mode: str) -> None:
         """Count one call and print it with where it goes and how it is asked."""
         tokens = self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch,
-                                   mode == "embeddings")
+                                   mode == "embeddings", local=spec.local)
         self.stats["calls"] += 1
         self.stats["cached"] += int(cached is not None)
         self.stats["tokens"] += tokens

@@ -78,6 +78,8 @@ class RunOptions:
     # A sweep's calls known to fail (cache key: error): each fails with its error instead of being
     # sent, and a call that fails is added, so a sweep sends each missing call at most once.
     failed_calls: dict[str, str] | None = None
+    # `--no-cache-as`: cache keys name each model's own endpoint, never its `cache_as` name.
+    no_cache_as: bool = False
     # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
     # response cache, its writer) that this run's LLM service uses and leaves open (`runner
     # serve`); typed here by name only, as this layer is below the LLM's.

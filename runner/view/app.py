@@ -28,7 +28,7 @@ from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.catalog import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
-from runner.view.index import LARGEST, Query, Row, RunIndex
+from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.pages import render
 
 MAX_BODY = 64 * 1024
@@ -87,7 +87,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         query = _query(request)
         page = index.page(query)
         reviews = view.store.for_items(entry.pipeline, [row.item_key for row in page.rows if row.item_key])
-        rows = [{**vars(row), "status": status_of(row.verdict, row.error or "", row.passed),
+        rows = [{**vars(row), "status": status_of("" if row.verdict == NO_VERDICT else row.verdict, row.error or "",
+                                                  row.passed),
                  "href": _item_href(entry, row), "reviews": reviews.get(row.item_key, [])} for row in page.rows]
         params = dict(request.query_params)
 

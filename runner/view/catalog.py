@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.engine.context import TEMPLATE_FAILURES
-from runner.engine.selection import summary_rule
+from runner.engine.rates import PassRule, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.outputs.report_view import item_label, lookup
@@ -39,7 +39,7 @@ class RunEntry:
     errors: int
     state: str                     # finished, partial, interrupted or running
     counts: dict[str, int] = field(default_factory=dict)
-    rates: dict[str, float | str | None] = field(default_factory=dict)      # a rate, or why there is none
+    rates: dict[str, dict[str, Any]] = field(default_factory=dict)     # rates.NAME entries (engine/rates)
     cost: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -86,8 +86,7 @@ def run_entry(reports: Path, folder: Path) -> RunEntry:
     """The run's entry; InputError when its run.json or summary.json cannot be read."""
     summary = read_summary(folder)
     manifest = read_manifest(folder) or {}
-    rates = {name: summary.get(name) if summary.get(name) is not None else summary.get(f"{name}_reason", "n/a")
-             for name in summary if f"{name}_count" in summary}
+    rates = rate_entries(summary)
     models = summary.get("models") or {}
     cost = sum(float(m["cost"]) for m in models.values() if isinstance(m.get("cost"), (int, float)))
     started, ended = manifest.get("started_at"), manifest.get("ended_at")
@@ -121,8 +120,7 @@ def _originals(entry: RunEntry, folder: Path) -> None:
     entry.probe = {"originals": int(originals.get("items") or 0), "copies": int(report.get("copies") or 0)}
     entry.counts = dict(originals.get("counts") or {})
     entry.errors = int(originals.get("errors") or 0)
-    entry.rates = {name: rate.get("value") for name, rate in (originals.get("rates") or {}).items()
-                   if isinstance(rate, dict)}
+    entry.rates = {name: rate for name, rate in (originals.get("rates") or {}).items() if isinstance(rate, dict)}
 
 
 def _input(manifest: dict[str, Any]) -> str | None:
@@ -199,19 +197,21 @@ def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | Non
     """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
     as report.html colours it: None when the rule cannot be read here (a rule on env values,
     which run.json does not keep); no check at all when the pipeline has no rule."""
-    summary = entry.resolved.get("summary")
-    rule = summary_rule(summary) if isinstance(summary, dict) else None
+    rule = PassRule.of(entry.resolved.get("summary"))
     if rule is None:
         return None
     renderer = Renderer(read_only=True)
     params = entry.resolved.get("params")
     scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}
 
+    def evaluate(expression: str, result: dict[str, Any]) -> bool:
+        return renderer.condition(expression, {**scope, "result": result})
+
+    unreadable = None if "env." in rule.expression else False     # run.json keeps no env values
+
     def passed(result: dict[str, Any]) -> bool | None:
-        try:
-            return renderer.condition(rule[1], {**scope, "result": result})
-        except TEMPLATE_FAILURES:
-            return None
+        said = rule.check(result, evaluate, TEMPLATE_FAILURES)
+        return unreadable if said is None else said       # undefined on an item: it fails, as in report.html
     return passed
 
 

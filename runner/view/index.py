@@ -35,6 +35,7 @@ PAGE_SIZE = 50
 SEARCH_TEXT = 8000          # characters of an item's text kept for search
 _BATCH = 5000
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
+NO_VERDICT = "-"              # shown for a result without a verdict: its status is the pass rule's alone
 SORTS = {"index": "pos", "verdict": "verdict", "error": "error", "label": "label"}
 LARGEST = 2**63 - 1         # SQLite's largest integer: a larger item number names no item
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -195,7 +196,7 @@ class RunIndex:
     def verdict_of(self, result: dict[str, Any]) -> str:
         value = result.get(self.verdict_field) if self.verdict_field else None
         if value is None:
-            return "ERROR" if result.get("error") else "-"
+            return "ERROR" if result.get("error") else NO_VERDICT
         return _text(value)
 
     # -- reading ---------------------------------------------------------------------

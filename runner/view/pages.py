@@ -10,6 +10,8 @@ from typing import Any
 
 import jinja2
 
+from runner.engine.rates import rate_text
+
 
 def _when(value: Any) -> str:
     """2026-11-24T06:36:45+00:00 -> 2026-11-24 06:36 UTC."""
@@ -20,11 +22,9 @@ def _when(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.utcoffset() is not None else "")
 
 
-def _rate(value: Any) -> str:
-    """0.625 -> 62.5%; a rate that could not be computed says why (`n/a (0 judged)`)."""
-    if isinstance(value, str):
-        return value
-    return f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+def _rate(entry: Any) -> str:
+    """A rate with what it is over: `71.4% (5/7; 1 left out: 1 errored)`, `n/a (0 judged)`."""
+    return rate_text(entry, percent=True) if isinstance(entry, dict) else "-"
 
 
 def _money(value: Any) -> str:

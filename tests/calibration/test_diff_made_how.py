@@ -74,7 +74,7 @@ def test_diff_as_markdown_for_a_pull_request_comment(judge, project, fake_llm, c
     assert text.startswith("### runner diff: judge")
     assert "| --no-cache | false | true |" in text
     assert "| verdict | before | after |" in text and "| PASS | 2 | 3 |" in text and "| FAIL | 1 | 0 |" in text
-    assert "| pass_rate | 0.667 | 1 |" in text
+    assert "| pass_rate | 0.6667 (2/3) | 1 (3/3) |" in text
     assert "| 2 | verdict | FAIL | PASS |" in text
     group = group_dir(project.root, "judge", "claims.json")
     before, after = runs_in(group)

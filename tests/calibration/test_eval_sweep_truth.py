@@ -122,3 +122,20 @@ def test_a_sweep_sends_each_missing_call_once_and_names_ties(project, fake_llm, 
     assert best["set_line"] == "--set params.cutoff=0.4"
     assert best["ties"] == ["--set params.cutoff=0.5", "--set params.cutoff=0.55"]
     assert "tied with --set params.cutoff=0.5, --set params.cutoff=0.55" in result.output
+
+
+def test_62_6_a_sweep_counts_only_what_it_saw_and_names_the_cache_that_answered(project, fake_llm, monkeypatch, cli):
+    """Finding 7: after a run whose every call failed, the cache (filled by an earlier run)
+    answers each call of the sweep: no item errors, and the sweep says so, naming the cache."""
+    path = judged_once(project, fake_llm, monkeypatch, cli, failing=())
+    fake_llm.reset()
+    fake_llm.script(Reply(status=500))
+    dead = cli("run", str(path), "--input", "items.json", "--quiet", "--no-cache")
+    assert "errors: 8" in dead.output
+    result = sweep(cli, path)
+    report = json.loads((project.root / "sweep" / "sweep.json").read_text())
+    assert [s["errors"] for s in report["settings"]] == [0] * 5
+    assert "count as errors at every setting" not in result.stderr
+    assert ("8 call(s) that failed in " in result.stderr and "were not sent again, and none was needed: the cache at "
+            f"{project.root / 'cache'} answered every call this sweep made (no item errored at any setting)"
+            in result.stderr)

@@ -349,8 +349,8 @@ def test_item_key_follows_content_not_position_or_run(project):
 
 def test_the_report_passes_items_by_the_rule_the_summary_read_once(project):
     """The summary's counts and the report's rows come from one pass: an item passes as the
-    summary's reading of the pass-rule rate said, and once that rate's expression failed on an
-    item, each later item is judged by the rule itself, as the report always did."""
+    summary's reading of the pass-rule rate said; an item the rate's expression is undefined on
+    is left out of the rate (and counted so) and fails the report's rule."""
     path = project.pipeline("""
         version: 1
         name: t
@@ -360,7 +360,10 @@ def test_the_report_passes_items_by_the_rule_the_summary_read_once(project):
           rates: {high: "result.n > 1"}
         """)
     outcome = run(path, write_json(project.root / "in.json", [{"n": 2}, {"n": 0}, {}, {"n": 3}, {"n": 1}]))
-    assert "high" not in outcome.summary and "summary.rates.high" in outcome.summary["summary_errors"][0]
+    assert outcome.summary["high"] == 0.5 and "summary_errors" not in outcome.summary
+    high = outcome.summary["rates"]["high"]
+    assert (high["numerator"], high["denominator"], high["left_out_by"]) == (2, 4, {"undefined": 1})
+    assert "summary.rates.high" in high["undefined_because"]
     from runner.outputs.report_view import build_view
     expected = build_view(outcome.summary, outcome.results,
                           passed=lambda r: isinstance(r["n"], int) and r["n"] > 1)

@@ -13,7 +13,7 @@ from runner.testing import Reply
 SCORE_SCHEMA = {"type": "object", "required": ["score"], "properties": {"score": {"type": "number"}}}
 
 
-def score_jury(project, method="median", quorum="", spare_enabled="false"):
+def score_jury(project, method="median", quorum="", spare_enabled="false", on_error="fail"):
     project.schema("s.schema.json", SCORE_SCHEMA)
     project.prompt("score.j2", "Score item {{ item.n }}\n")
     return project.pipeline(f"""
@@ -27,6 +27,7 @@ def score_jury(project, method="median", quorum="", spare_enabled="false"):
         steps:
           - id: jury
             uses: jury
+            on_error: {on_error}
             with:
               models: [a, b, c, spare]
               prompt: score.j2
@@ -50,7 +51,10 @@ def test_two_of_three_unreachable_no_longer_passes_on_one_vote(project, env):
     env.script(Reply(json.dumps({"score": 80})), model="judge-a")
     env.script(Reply(status=500), model="judge-b")
     env.script(Reply(status=500), model="judge-c")
-    outcome = run(score_jury(project), write_json(project.root / "in.json", [{"n": 1}]))
+    failed = run(score_jury(project), write_json(project.root / "in.json", [{"n": 1}])).results[0]
+    assert failed["error"].startswith("step 'jury': Quorum not met: 1 valid vote(s), 2 needed, so the median vote "
+                                      "is null: model 'b' (scripted/judge-b)")
+    outcome = run(score_jury(project, on_error="continue"), write_json(project.root / "in.json", [{"n": 1}]), out="o2")
     result = outcome.results[0]
     assert result["score"] is None                       # never "LLM_ERROR" in a number field
     assert result["outcome"] == "LLM_ERROR"
@@ -64,12 +68,15 @@ def test_explicit_quorum_one_keeps_the_old_rule(project, env):
     env.script(Reply(status=500), model="judge-c")
     result = run(score_jury(project, quorum=", quorum: 1"), write_json(project.root / "in.json", [{"n": 1}])).results[0]
     assert (result["score"], result["outcome"], result["valid_votes"]) == (80, "decided", 1)
-    assert result["reason"] == "Median of 1 vote(s): 80 (spread 0)"
+    assert result["reason"] == "Median of 1 vote(s): 80 (spread 0). a 80"
 
 
 def test_all_failed_median_is_null_with_its_outcome(project, env):
     env.script(Reply(status=500))
-    result = run(score_jury(project), write_json(project.root / "in.json", [{"n": 1}])).results[0]
+    failed = run(score_jury(project), write_json(project.root / "in.json", [{"n": 1}])).results[0]
+    assert failed["error"].startswith("step 'jury': no juror answered, so the median vote is null: model 'a'")
+    result = run(score_jury(project, on_error="continue"), write_json(project.root / "in.json", [{"n": 1}]),
+                 out="o2").results[0]
     assert result["score"] is None and result["outcome"] == "LLM_ERROR" and result["valid_votes"] == 0
 
 

@@ -50,9 +50,9 @@ def test_fail_under_names_its_rate_and_its_range(project, cli):
     source = write_json(project.root / "in.json", [{"d": 2}, {"d": 4}])
     low = cli("run", str(path), "--input", str(source), "--quiet", "--fail-under", "0.8")
     assert low.exit_code == 1
-    assert "pass_rate 0.5 is below --fail-under 0.8 (rates run 0-1)" in low.stderr
+    assert "pass_rate 0.5 (1/2) is below --fail-under 0.8 (rates run 0-1)" in low.stderr
     ok = cli("run", str(path), "--input", str(source), "--quiet", "--fail-under", "0.5")
-    assert ok.exit_code == 0 and "pass_rate 0.5 meets --fail-under 0.5" in ok.stderr
+    assert ok.exit_code == 0 and "pass_rate 0.5 (1/2) meets --fail-under 0.5" in ok.stderr
     percent = cli("run", str(path), "--input", str(source), "--fail-under", "80")
     assert percent.exit_code == 2 and "--fail-under" in percent.stderr and "0.0<=x<=1.0" in percent.stderr
     help_text = " ".join(cli("run", "--help").stdout.replace("│", " ").split())
@@ -109,13 +109,13 @@ def test_a_pipelines_declared_fields_drive_junit_and_the_reports(project, cli):
 
 
 def passes(name: str, result: dict) -> bool:
-    from runner.engine.selection import item_rule
+    from runner.engine.rates import PassRule
     from runner.pipeline.loader import load_pipeline
     from runner.pipeline.templating import Renderer
     pipeline = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines" / f"{name}.yaml")
-    rule = item_rule(pipeline)
-    assert rule is not None and rule[0] == "pass_when"
-    return bool(Renderer(pipeline.prompts_dir).condition(rule[1], {"params": pipeline.params, "result": result}))
+    rule = PassRule.of(pipeline.summary)
+    assert rule is not None and rule.name == "pass_when"
+    return bool(Renderer(pipeline.prompts_dir).condition(rule.expression, {"params": pipeline.params, "result": result}))
 
 
 def test_shipped_pipelines_declare_what_passes():

@@ -104,8 +104,8 @@ def test_a_probe_run_is_listed_with_its_originals_rate(refund, cli):
     originals and copies together the pass rate would be 16/24 (66.7%), the originals' is 4/8."""
     report = probe_report(cli, refund("a", "b"))
     assert rows(report, "inject_answer")["verdict"]["failure_rate"] == 1.0
-    assert report["originals"]["rates"]["pass_rate"] == {"value": 0.5, "count": 4, "n": 8,
-                                                         "left_out": {"errored": 0, "undefined": 0}}
+    assert report["originals"]["rates"]["pass_rate"] == {"value": 0.5, "numerator": 4, "denominator": 8,
+                                                         "left_out": 0, "left_out_by": {}}
     from runner.view.app import create_app
     web = TestClient(create_app(Path("reports"), token="t"), base_url="http://127.0.0.1")
     relative = Path(report["run"]).relative_to("reports").as_posix()
@@ -113,7 +113,7 @@ def test_a_probe_run_is_listed_with_its_originals_rate(refund, cli):
     row = home[home.index(f'href="/run/{relative}"'):]
     row = row[:row.index("</tr>")]
     assert "probe run: counts and rates over its 8 original(s), its 16 perturbed copies left out" in row
-    assert "pass_rate 50.0%" in row and "66.7%" not in row
+    assert "pass_rate 50.0% (4/8)" in row and "66.7%" not in row
     assert '<span class="chip">PASS 4</span><span class="chip">FAIL 4</span>' in row
 
 

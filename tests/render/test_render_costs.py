@@ -73,3 +73,47 @@ def test_cached_answers_teach_the_completion_estimate(project, fake_llm, cli):
     assert out.count("[cached]") == 2
     assert out.rstrip().splitlines()[-1].startswith("LLM calls: 2 (2 cached)")
     assert out.rstrip().endswith("est. cost: $0.0000")
+
+
+def test_62_5_a_hosted_model_without_a_price_is_an_unknown_price_never_a_free_local_model(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: hosted
+        models:
+          judge: {model: openai/judge-a, api_base: "https://api.openai.com/v1", max_tokens: 10}
+        steps:
+          - {id: ask, uses: llm, with: {model: judge, prompt: "Is {{ item.claim }} true?"}}
+        output: {answer: "{{ steps.ask.raw }}"}
+        """)
+    shown = cli("render", str(path), "--record", "claim=grass")
+    assert shown.exit_code == 0, shown.output
+    assert "a local model costs nothing" not in shown.output
+    line = next(line for line in shown.output.splitlines() if line.startswith("  judge (openai/judge-a): "))
+    assert line.endswith("unknown price (not in litellm's table; not counted in the est. cost)")
+    assert shown.output.rstrip().endswith("est. cost: $0.0000 (+ an unknown price for judge)")
+
+
+def test_62_5_a_cache_as_answer_from_another_endpoint_says_where_it_came_from(project, cli, scripted_llm):
+    from runner.testing import Reply
+    scripted_llm.script(Reply("yes"))
+    path = project.pipeline("""
+        version: 1
+        name: borrowed
+        env: [LOCAL_URL]
+        models:
+          local: {model: scripted/m, api_base: "{{ env.LOCAL_URL }}", cache_as: local, retries: 0}
+        steps:
+          - {id: ask, uses: llm, with: {model: local, prompt: "Is {{ item.claim }} true?"}}
+        output: {answer: "{{ steps.ask.raw }}"}
+        """)
+    args = ["run", str(path), "--record", "claim=grass", "--quiet"]
+    first = cli(*args, "--out", "a", env={"LOCAL_URL": "http://one.example/v1"})
+    assert first.exit_code == 0, first.output
+    again = cli(*args, "--out", "b", env={"LOCAL_URL": "http://one.example/v1"})
+    assert "came from the cache_as" not in again.output                 # the same endpoint made it
+    moved = cli(*args, "--out", "c", env={"LOCAL_URL": "http://two.example/v1"})
+    assert ("1 answer(s) of local came from the cache_as 'local' cache, made by scripted/m at "
+            "http://one.example/v1; --no-cache-as keeps each endpoint's answers apart") in moved.output
+    assert "0 sent, 1 cached" in moved.output
+    apart = cli(*args, "--out", "d", "--no-cache-as", env={"LOCAL_URL": "http://two.example/v1"})
+    assert "1 sent, 0 cached" in apart.output and "came from the cache_as" not in apart.output

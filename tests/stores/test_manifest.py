@@ -180,7 +180,7 @@ def test_partial_runs_are_marked_and_never_latest(project, cli):
     summary = json.loads((partial[-1] / "summary.json").read_text())
     assert (summary["partial"], summary["planned"], summary["input_items"], summary["total"]) == (True, 1, 3, 1)
     assert manifest(partial[-1])["partial"] is True
-    assert "pass_rate: 0.667 -> 0.333" in cli("diff").stdout    # the two complete runs, not the partial one
+    assert "pass_rate: 0.6667 (2/3) -> 0.3333 (1/3)" in cli("diff").stdout    # the two complete runs, not the partial one
     asked = cli("diff", str(group / LATEST_PARTIAL))           # asked for: on its items only
     assert "compared on the 1 item(s) both runs have, rates not compared" in asked.stdout
     assert "counts by verdict: FAIL 1 -> 0, PASS 0 -> 1" in asked.stdout and "pass_rate" not in asked.stdout
@@ -201,7 +201,7 @@ def test_failed_from_is_merged_into_its_parent_and_never_shrinks(project, cli):
     assert summary["rerun_of"] == str(parent.relative_to(project.root)) and summary["rerun_items"] == 2
     assert (group / LATEST).read_text().strip() == merged.name
     diffed = cli("diff")
-    assert "pass_rate: 0.5 -> 0.75" in diffed.stdout and "item 2: verdict: FAIL -> PASS" in diffed.stdout
+    assert "pass_rate: 0.5 (2/4) -> 0.75 (3/4)" in diffed.stdout and "item 2: verdict: FAIL -> PASS" in diffed.stdout
     again = cli("run", str(path), "--input", str(source), "--quiet", "--failed-from", str(group))
     assert json.loads((runs_in(group)[-1] / "summary.json").read_text())["total"] == 4
     assert "1 rerun" in again.stdout                            # item 1 still fails: the whole input, not 2 of 2

@@ -40,7 +40,7 @@ def test_each_run_gets_its_folder_and_latest_points_at_the_last(project, cli):
     shown = cli("diff")                                       # default: the last two runs
     assert shown.exit_code == 0, shown.stderr
     assert "counts by verdict: FAIL 1 -> 2, PASS 3 -> 2" in shown.stdout
-    assert "pass_rate: 0.75 -> 0.5" in shown.stdout
+    assert "pass_rate: 0.75 (3/4) -> 0.5 (2/4)" in shown.stdout
     assert "1 item(s) changed:\n  item 2: verdict: PASS -> FAIL\n" in shown.stdout
     as_json = json.loads(cli("diff", str(runs[0]), str(runs[1]), "--json", "--field", "score").stdout)
     assert as_json["changed"] == [{"index": 2, "changes": {"verdict": ["PASS", "FAIL"]}}]

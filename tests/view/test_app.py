@@ -388,3 +388,30 @@ def test_a_review_that_contradicts_itself_is_refused(project):
         assert refused.status_code == 400 and reason in refused.json()["error"], refused.text
     assert review(web, "yn/r1", 2, False, correct="no")["review"]["correct"] == "no"
     assert review(web, "yn/r1", 2, True, correct="yes")["review"]["agrees"] is True
+
+
+def test_61_one_pass_rule_for_summary_report_export_and_view_badges(project, cli):
+    """Issue 61: one pass rule object (runner/engine/rates.py: PassRule). An item the rule is
+    undefined on (n is null) is left out of the rate, fails report.html's rule, is a junit
+    failure, and view's badge says fail as report.html does (view used to call it a pass)."""
+    import runner.engine.selection as selection
+    assert not any(hasattr(selection, name) for name in ("pass_rule", "item_rule", "summary_rule"))
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {n: "{{ item.n | default(none) }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        summary:
+          rates: {high: "result.n > 1"}
+        """)
+    reports = project.root / "reports"
+    write_json(project.root / "in.json", [{"n": 2}, {}, {"n": 0}])
+    cli("run", str(path), "--input", "in.json", "--out", str(reports / "c" / "r1"), "--format", "junit", "--quiet")
+    summary = json.loads((reports / "c" / "r1" / "summary.json").read_text())
+    assert summary["rates"]["high"]["left_out_by"] == {"undefined": 1}
+    web = client(reports)
+    report = (reports / "c" / "r1" / "report.html").read_text()
+    assert badges(web.get("/run/c/r1").text) == {1: "pass", 2: "fail", 3: "fail"}
+    assert re.findall(r'<span class="badge (\w+)">', report) == ["pass", "fail", "fail"]
+    junit = (reports / "c" / "r1" / "junit.xml").read_text()
+    assert junit.count("<failure") == 2

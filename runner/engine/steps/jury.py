@@ -21,6 +21,7 @@ from runner.engine.voting import (
     CATEGORICAL,
     NUMERIC,
     Agreement,
+    IntervalAgreement,
     Vote,
     VoteError,
     majority_of,
@@ -88,7 +89,7 @@ class Jury(PromptedStep):
                         vote_spec.get("on_all_failed", "LLM_ERROR"),
                         quorum,
                         vote_spec.get("reason_field", "reason"))
-        _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid})
+        _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid}, method in NUMERIC)
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
@@ -106,6 +107,8 @@ class Jury(PromptedStep):
             result["stability"] = pooled_stability(sampled)
         if "confidence" in ctx.args:
             result["confidence"] = mean_confidence(outcome.winners)
+        if method in NUMERIC and outcome.value is None:
+            raise StepError(no_number(outcome.reason, method, votes), partial=result)
         return result
 
     @staticmethod
@@ -114,6 +117,15 @@ class Jury(PromptedStep):
         output = (first.answer or {}).get("output") if first is not None else None
         return Vote(seat, sampled.value, output if isinstance(output, dict) else None, sampled.error,
                     sampled.cached, sampled.latency_ms, sampled.stability, sampled.confidence, sampled.values)
+
+
+def no_number(reason: str, method: str, votes: list[Vote]) -> str:
+    """A numeric vote with no number is the item's error, with the jurors' own causes (each
+    cause once, so that items failing the same way are one error group): `on_error: continue`
+    keeps the null vote and its outcome for a pipeline that handles it."""
+    causes = list(dict.fromkeys(v.error for v in votes if v.error))
+    head = "no juror answered" if not any(v.valid for v in votes) else reason.split(";")[0]
+    return f"{head}, so the {method} vote is null: {'; '.join(causes) or reason}"
 
 
 def _vote_extras(args: Mapping[str, Any], vote: Vote) -> dict[str, Any]:
@@ -213,17 +225,22 @@ def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
     return problems
 
 
-def _record(runtime: Runtime, step_id: str, row: dict[str, Any]) -> None:
-    runtime.resource(_agreements).setdefault(step_id, Agreement()).add(row)
+JuryAgreement = Agreement | IntervalAgreement
 
 
-def _agreements(runtime: Runtime) -> dict[str, Agreement]:
+def _record(runtime: Runtime, step_id: str, row: dict[str, Any], numeric: bool) -> None:
+    """Categorical votes: pairwise agreement and Fleiss' kappa; numeric votes: Krippendorff's
+    alpha (interval) and pairwise mean absolute differences."""
+    runtime.resource(_agreements).setdefault(step_id, IntervalAgreement() if numeric else Agreement()).add(row)
+
+
+def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
     """Each jury step's agreement figures, kept as running sums over its items."""
     runtime.summary_sections["juries"] = jury_summary
     return {}
 
 
-def take_agreements(runtime: Runtime) -> dict[str, Agreement]:
+def take_agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
     """The agreement sums kept since the last take, reset (a Ray worker sends them per block)."""
     kept = runtime.resource(_agreements)
     taken = dict(kept)
@@ -231,14 +248,13 @@ def take_agreements(runtime: Runtime) -> dict[str, Agreement]:
     return taken
 
 
-def absorb_agreements(runtime: Runtime, taken: dict[str, Agreement]) -> None:
+def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None:
     kept = runtime.resource(_agreements)
     for step, agreement in taken.items():
-        kept.setdefault(step, Agreement()).merge(agreement)
+        mine = kept.setdefault(step, type(agreement)())
+        mine.merge(agreement)  # type: ignore[arg-type]    # one step's agreement is always of one kind
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
-    """Per jury step: pairwise agreement between jurors and Fleiss' kappa over the items."""
-    return {step: {"items": agreement.items, "pairwise_agreement": agreement.pairwise(),
-                   "fleiss_kappa": agreement.fleiss_kappa()}
-            for step, agreement in runtime.resource(_agreements).items()}
+    """Per jury step, the juror agreement that fits its votes, named (`measure`)."""
+    return {step: agreement.summary() for step, agreement in runtime.resource(_agreements).items()}

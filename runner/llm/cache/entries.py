@@ -12,7 +12,7 @@ from runner.llm.logprobs import usable as token_pairs
 from runner.safetext import clean_text
 
 
-def new_entry(text: str, completion: Completion, logprobs: bool = False) -> dict[str, Any]:
+def new_entry(text: str, completion: Completion, logprobs: bool = False, made_by: str | None = None) -> dict[str, Any]:
     """What the cache keeps of an answer: its text, finish reason, usage, cost, the model that
     answered, and when (`runner cache stats` and `clear --older-than` read these); and for a
     request that asked for token probabilities, those the server sent (null: it sent none); for an
@@ -24,6 +24,8 @@ def new_entry(text: str, completion: Completion, logprobs: bool = False) -> dict
         entry["logprobs"] = completion.logprobs
     if completion.vectors is not None:
         entry["vectors"] = completion.vectors
+    if made_by:
+        entry["made_by"] = made_by       # the model and endpoint: a `cache_as` answer says where it came from
     return entry
 
 

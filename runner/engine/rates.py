@@ -1,0 +1,143 @@
+"""Rates and the pass rule, one object each.
+
+A rate (`summary.rates.NAME: EXPR`) is the share of items for which EXPR is true, computed over
+the items where it is defined: an item on which EXPR cannot be evaluated (a field it reads is
+missing, a value is null) is left out of it and counted as left out, by why: `errored` when
+the item has an error (an errored result lacks the fields a judged one has), else `undefined`.
+An errored item whose result still holds what EXPR reads (citation_judge's FILE_NOT_FOUND,
+`verified: false`) counts as the expression says. So one errored item never deletes a rate:
+`5/7, 1 left out (errored)`. A rate with no item to
+be computed over is null with the reason. summary.json keeps each rate as `NAME` (the value,
+as before), `NAME_count` (its numerator) and `rates.NAME` (value, numerator, denominator,
+left_out, left_out_by and, when null, reason); `rate_entries` reads either form back.
+
+The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
+pipeline's first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read
+it through this one object."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
+UNDEFINED = "undefined"           # undefined on an item without an error
+
+
+@dataclass(frozen=True)
+class PassRule:
+    """`summary.pass_when` (slide_judge: not red), else the first summary rate."""
+
+    name: str
+    expression: str
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any] | None) -> PassRule | None:
+        """The rule of a pipeline's `summary:` section (or run.json's copy of it); None when none."""
+        if not isinstance(summary, Mapping):
+            return None
+        declared = summary.get("pass_when")
+        if declared:
+            return cls("pass_when", str(declared))
+        return cls.first_rate(summary)
+
+    @classmethod
+    def first_rate(cls, summary: Mapping[str, Any] | None) -> PassRule | None:
+        """The first summary rate: what `--fail-under` gates on."""
+        rates = summary.get("rates") if isinstance(summary, Mapping) else None
+        for name, expression in (rates.items() if isinstance(rates, Mapping) else []):
+            return cls(str(name), str(expression))
+        return None
+
+    @property
+    def is_rate(self) -> bool:
+        return self.name != "pass_when"
+
+    @property
+    def where(self) -> tuple[str, ...]:
+        """Its place in the pipeline, for error locations."""
+        return ("summary", "pass_when") if not self.is_rate else ("summary", "rates", self.name)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.expression})"
+
+    def check(self, result: dict[str, Any], evaluate: Callable[[str, dict[str, Any]], bool],
+              failures: tuple[type[BaseException], ...]) -> bool | None:
+        """Whether the result meets the rule; None when the rule is undefined on it (`failures`
+        raised by `evaluate`, which is given the expression and the result)."""
+        try:
+            return bool(evaluate(self.expression, result))
+        except failures:
+            return None
+
+
+@dataclass
+class RateCount:
+    """One rate, counted as results pass by."""
+
+    numerator: int = 0
+    denominator: int = 0
+    left_out: Counter[str] = field(default_factory=Counter)
+    undefined_because: str = ""
+
+    def add(self, said: bool) -> None:
+        self.denominator += 1
+        self.numerator += bool(said)
+
+    def leave_out(self, why: str, message: str = "") -> None:
+        self.left_out[why] += 1
+        if message and not self.undefined_because:
+            self.undefined_because = message
+
+    def entry(self, total: int) -> dict[str, Any]:
+        """summary.json's `rates.NAME` (`total`: the results counted)."""
+        value = round(self.numerator / self.denominator, 4) if self.denominator else None
+        entry: dict[str, Any] = {"value": value, "numerator": self.numerator, "denominator": self.denominator,
+                                 "left_out": sum(self.left_out.values()), "left_out_by": dict(self.left_out)}
+        if self.undefined_because:
+            entry["undefined_because"] = self.undefined_because
+        if value is None:
+            entry["reason"] = self._reason(total)
+        return entry
+
+    def _reason(self, total: int) -> str:
+        if not total:
+            return "n/a (0 judged)"
+        parts = [f"{n} {why}" for why, n in self.left_out.items()]
+        because = f" ({self.undefined_because})" if self.undefined_because else ""
+        return f"no item to compute it over: every item was left out ({', '.join(parts)}){because}"
+
+
+def rate_entries(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every rate of a summary.json, as `rates.NAME` entries; a summary written before rates
+    had denominators gives each rate over its total, none left out."""
+    section = summary.get("rates")
+    if isinstance(section, Mapping) and all(isinstance(v, Mapping) for v in section.values()):
+        return {str(name): dict(entry) for name, entry in section.items()}
+    total = summary.get("total")
+    return {name: {"value": value, "numerator": summary.get(f"{name}_count"),
+                   "denominator": total if isinstance(total, int) else None, "left_out": 0, "left_out_by": {}}
+            for name, value in summary.items()
+            if f"{name}_count" in summary and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def left_out_text(entry: Mapping[str, Any]) -> str:
+    """`1 left out: 1 errored`, or empty when none was."""
+    left_out = entry.get("left_out") or 0
+    if not left_out:
+        return ""
+    by = entry.get("left_out_by") or {}
+    return f"{left_out} left out: " + ", ".join(f"{n} {why}" for why, n in by.items())
+
+
+def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
+    """`0.7143 (5/7; 1 left out: 1 errored)` (`71.4%` with percent), or `n/a (0 judged; ...)`."""
+    value = entry.get("value")
+    denominator = entry.get("denominator")
+    shown = ("n/a" if not isinstance(value, (int, float)) else f"{value * 100:.1f}%" if percent else f"{value:.4g}")
+    over = (f"{entry.get('numerator')}/{denominator}" if isinstance(value, (int, float))
+            else f"{denominator or 0} judged")
+    extra = left_out_text(entry)
+    return f"{shown} ({over}{'; ' + extra if extra else ''})"
