@@ -151,6 +151,7 @@ def openai_grader(space: Workspace) -> None:
     server, which the docs' 127.0.0.1:1234 stands for: correct, but for Dickens (docs/openai-evals.md)."""
     space.fake.answer_json({"label": "incorrect", "reason": "Emma is by Jane Austen."}, contains="Answer: Charles")
     space.fake.answer_json({"label": "correct", "reason": "It matches the reference."})
+    space.carried["127.0.0.1:1234"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
 
 
 def answer_scores(space: Workspace) -> None:

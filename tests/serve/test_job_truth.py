@@ -185,7 +185,6 @@ version: 1
 name: memodeck
 input: {adapter: json, explode: slides, parent_as: deck}
 params: {data_root: data}
-params_schema: {data_root: {type: string}}
 models:
   judge: {model: openai/scripted, retries: 0}
 memo: {key: "{{ item.html | sha256 }}", store: memo.json}
