@@ -19,6 +19,7 @@ from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.env_needs import mentioned
+from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_problems, with_examples
 from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
@@ -64,7 +65,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         catalog = catalog or StepCatalog.builtin()
         if overrides:
             apply_overrides(located, overrides, pipeline_schema(), catalog)
-        sources += part_files(project_dir, located.data.get("steps"))
+        sources += part_files(project_dir, located.data.get("steps")) + example_files(located, project_dir)
         fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
         if memo and memo.known(fingerprint):
             apply_defaults(located, catalog.infos)
@@ -75,7 +76,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         if not problems:         # then every step type is known: the failure defaults by type
             problems = apply_defaults(located, catalog.infos)
         if not problems:
-            problems = _Checker(located, catalog, project_dir).run() + param_problems(located)
+            problems = _Checker(located, catalog, project_dir).run() + param_problems(located) \
+                + example_problems(located, project_dir)
         if problems:
             raise ConfigError(problems)
         if memo:
@@ -97,7 +99,8 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=env_names, input=data.get("input", {"adapter": "json"}),
         params=data.get("params", {}), models=models,
-        steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
+        steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
+        output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources),
@@ -270,6 +273,8 @@ class _Checker:
         # A sub-step container's own fields (until, output) may read its sub-steps.
         inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
         for key, value in own_args.items():
+            if key == "examples" and info.name in EXAMPLE_STEPS:
+                continue                # data, not templates (runner/pipeline/examples.py)
             if info.substeps and key in ("until", "output"):
                 self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
             else:
