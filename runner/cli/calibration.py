@@ -21,11 +21,12 @@ KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numer
 
 
 def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
-          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None) -> Any:
+          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None,
+          by: str | None = None) -> Any:
     from runner.calibration.evaluate import EvalSpec
     if kind not in ("auto", "categorical", "numeric"):
         raise RunnerError(f"--kind {kind}: choose auto, categorical or numeric")
-    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field)
+    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field, by)
 
 
 def eval_command(
@@ -38,6 +39,9 @@ def eval_command(
         stability_field: Annotated[str | None, typer.Option(
             "--stability-field", help="Path of the results' stability (repeat: N) to score stable and unstable "
                                       "items apart (default: a `stability` field found in the results).")] = None,
+        by: Annotated[str | None, typer.Option(
+            "--by", help="Score each value of this field (of the labels, else the results) apart: every metric "
+                         "per slice, with n and intervals.")] = None,
         input: Annotated[Path | None, typer.Option(
             "--input", "-i", help="With a pipeline: run it on this first (- reads standard input).")] = None,
         input_format: InputFormatOpt = None,
@@ -49,7 +53,7 @@ def eval_command(
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from runner.calibration.evaluate import evaluate_target
     report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
-                                                   stability_field),
+                                                   stability_field, by),
                                      input, set_ or [], out, cache_dir_of(cache_dir), input_format)
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
@@ -96,6 +100,12 @@ def _eval_lines(report: dict[str, Any]) -> str:
     if independence and independence["effective_votes"] is not None:
         lines.append(f"juror independence: {independence['effective_votes']} effective vote(s) of "
                      f"{len(independence['jurors'])} (mean error correlation {independence['mean_error_correlation']})")
+    for name, s in ((report.get("by") or {}).get("slices") or {}).items():
+        if s.get("n") and "accuracy" in s:
+            lines.append(f"{report['by']['field']} {name}: n {s['n']}, accuracy {s['accuracy']} "
+                         f"{interval_text(s['accuracy_ci95'], s['n'])}, balanced accuracy {s['balanced_accuracy']} "
+                         f"{interval_text(s['balanced_accuracy_ci95'], s['n'])}, kappa {s['kappa']} "
+                         f"{interval_text(s['kappa_ci95'], s['n'])}, macro F1 {s['macro_f1']}")
     stability = report.get("stability")
     if stability:
         lines.append(f"stable items ({stability['field']} 1.0): accuracy {stability['stable']['accuracy']} on "
