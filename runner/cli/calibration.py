@@ -158,3 +158,49 @@ def sweep_command(
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
+
+
+def align_command(
+        pipeline: Annotated[Path, typer.Argument(help="Pipeline file (under pipelines/).")],
+        input: Annotated[Path, typer.Option("--input", "-i", help="The items the labels are about.")],
+        labels: LabelsOpt, key: KeyOpt, truth: TruthOpt, predicted: PredictedOpt = None,
+        split: Annotated[str, typer.Option("--split", help="TRAIN/DEV/TEST shares of the labelled items.")]
+        = "60/20/20",
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the split and of the examples chosen.")] = 0,
+        group_by: Annotated[str | None, typer.Option(
+            "--group-by", help="Items sharing this field's value stay in one split.")] = None,
+        max_examples: Annotated[int, typer.Option(
+            "--max-examples", help="Few-shot examples at most (train disagreements, balanced per label).", min=0)]
+        = 8,
+        optimizer_model: Annotated[str | None, typer.Option(
+            "--optimizer-model", help="A model of the pipeline's models: that proposes up to three instruction "
+                                      "lines from the disagreements.")] = None,
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="align.json's path, align.md beside it (default reports/NAME/align/align.json).")] = None,
+        input_format: InputFormatOpt = None,
+        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None) -> None:
+    """Make the judge agree better with labels (params, few-shot examples, instruction lines), kept
+    only when dev agreement rises; ship pipelines/NAME.aligned.yaml only when it beats the
+    baseline on held-out test items by more than noise (exit 1 when it does not)."""
+    from runner.calibration.align import AlignRequest, align
+    from runner.probe.run import probe_pipeline
+    report, code = align(AlignRequest(pipeline, input, labels, key, truth, predicted, split, seed, group_by,
+                                      max_examples, optimizer_model, out, cache_dir_of(cache_dir), input_format,
+                                      probe_pipeline))
+    split_sizes = ", ".join(f"{name} {report['split'][name]['n']}" for name in ("train", "dev", "test"))
+    typer.echo(f"split (seed {report['seed']}): {split_sizes}")
+    for name in ("dev", "test"):
+        base = (report.get("baseline") or {}).get(name)
+        aligned = (report.get("aligned") or {}).get(name)
+        if base:
+            typer.echo(f"{name}: baseline balanced accuracy {base['balanced_accuracy']}"
+                       + (f", aligned {aligned['balanced_accuracy']}" if isinstance(aligned, dict) else ""))
+    for tried in report["tried"]:
+        typer.echo(f"tried {tried['change']}: {'kept' if tried.get('kept') else 'rejected'}"
+                   + (f" ({tried['why']})" if tried.get("why") else ""))
+    typer.echo(("shipped: " if code == 0 else "not shipped: ") + report["why"])
+    if report.get("shipped_pipeline"):
+        typer.echo(f"wrote {report['shipped_pipeline']}")
+    typer.echo(f"written to {report['align_json']} and align.md beside it")
+    if code:
+        raise typer.Exit(code)
