@@ -146,7 +146,14 @@ def juror_kinds(space: Workspace) -> None:
     space.carried["127.0.0.1:8080"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
 
 
-SETUPS: dict[str, Setup] = {"no_model": no_model, "local_model": local_model, "claims_run": claims_run,
+def attribution_model(space: Workspace) -> None:
+    """A model at LOCAL_LLM_BASE_URL that finds every claim supported, whatever it is shown
+    (docs/align.md: the judge align cannot help)."""
+    space.fake.answer_json({"verdict": "supported", "quote": "", "reason": "scripted: always supported"})
+    space.env["LOCAL_LLM_BASE_URL"] = space.fake.url
+
+
+SETUPS: dict[str, Setup] = {"attribution_model": attribution_model, "no_model": no_model, "local_model": local_model, "claims_run": claims_run,
                             "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds}
 EXAMPLES = [example for path in doc_files() for example in examples(path)]
 

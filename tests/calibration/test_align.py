@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Project
 
 from helpers import run, write_json
 from runner.calibration.align_split import Labelled, split_items
@@ -35,7 +34,7 @@ def fooled_until_shown(prompt: str, body: dict[str, Any]) -> Reply:
     return Reply(json.dumps({"verdict": "no" if RIGHT[kind] == "yes" else "yes", "reason": "fooled"}))
 
 
-def _project(project: Project, labels_of: Any, n: int = 40) -> Path:
+def _project(project: Any, labels_of: Any, n: int = 40) -> Path:
     project.schema("verdict.schema.json", SCHEMA)
     pipeline = project.pipeline("""
         version: 1
@@ -64,7 +63,7 @@ ARGS = ["--input", "items.json", "--labels", "labels.jsonl", "--key", "id", "--t
 
 
 def test_align_learns_from_disagreements_and_ships_a_variant_right_on_fresh_items(
-        project: Project, scripted_llm: ScriptedModel, cli: Any) -> None:
+        project: Any, scripted_llm: ScriptedModel, cli: Any) -> None:
     scripted_llm.script(fooled_until_shown)
     pipeline = _project(project, lambda item: RIGHT[item["kind"]])
     result = cli("align", str(pipeline), *ARGS)
@@ -84,13 +83,21 @@ def test_align_learns_from_disagreements_and_ships_a_variant_right_on_fresh_item
     assert "extends: fooled.yaml" in variant.read_text() and len(written) == len(examples)
     assert json.loads(written[0])["answer"]["reason"].startswith("kind ")     # the reviewer's rationale
     assert cli("validate", str(variant)).exit_code == 0
+    from starlette.testclient import TestClient
+
+    from runner.view.app import create_app
+    web = TestClient(create_app(project.root / "reports", token="t"), base_url="http://127.0.0.1")
+    relative = "fooled/align/runs/aligned-test"
+    assert f'href="/run/{relative}/align"' in web.get(f"/run/{relative}").text
+    page = web.get(f"/run/{relative}/align")
+    assert page.status_code == 200 and "runner align: shipped" in page.text
     fresh = [{"id": f"new{n}", "kind": "AB"[n % 2], "claim": f"never seen {n}"} for n in range(6)]
     outcome = run(variant, write_json(project.root / "fresh.json", fresh), out="fresh")
     assert [r["verdict"] for r in outcome.results] == [RIGHT[item["kind"]] for item in fresh]
 
 
 def test_align_ships_nothing_when_the_labels_carry_no_signal(
-        project: Project, scripted_llm: ScriptedModel, cli: Any) -> None:
+        project: Any, scripted_llm: ScriptedModel, cli: Any) -> None:
     scripted_llm.script(fooled_until_shown)
     noise = random.Random(11)
     pipeline = _project(project, lambda item: noise.choice(["yes", "no"]))
@@ -117,7 +124,7 @@ def test_the_split_is_stratified_grouped_seeded_and_disjoint() -> None:
 
 
 @pytest.mark.parametrize("bad", ["60/20", "a/b/c", "60/0/40"])
-def test_align_refuses_a_bad_split(project: Project, cli: Any, bad: str) -> None:
+def test_align_refuses_a_bad_split(project: Any, cli: Any, bad: str) -> None:
     pipeline = _project(project, lambda item: RIGHT[item["kind"]])
     result = cli("align", str(pipeline), *ARGS, "--split", bad)
     assert result.exit_code == 2 and "--split" in result.output

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import Project
-
 from helpers import run, write_json
 from runner.testing import ScriptedModel
 
@@ -31,12 +29,12 @@ PIPELINE = """
     """
 
 
-def _project(project: Project, examples: str) -> Any:
+def _project(project: Any, examples: str) -> Any:
     project.schema("verdict.schema.json", SCHEMA)
     return project.pipeline(PIPELINE.replace("{examples}", examples))
 
 
-def test_examples_file_become_prior_turns_before_the_item(project: Project, scripted_llm: ScriptedModel) -> None:
+def test_examples_file_become_prior_turns_before_the_item(project: Any, scripted_llm: ScriptedModel) -> None:
     project.file("pipelines/ex.examples.jsonl",
                  json.dumps({"item": {"claim": "sky is green"}, "answer": {"verdict": "no", "reason": "it is blue"},
                              "key": "k1"}) + "\n")
@@ -50,14 +48,14 @@ def test_examples_file_become_prior_turns_before_the_item(project: Project, scri
         {"role": "user", "content": "Claim: water is wet"}]
 
 
-def test_inline_examples_are_data_not_templates(project: Project, scripted_llm: ScriptedModel) -> None:
+def test_inline_examples_are_data_not_templates(project: Any, scripted_llm: ScriptedModel) -> None:
     pipeline = _project(project, "[{item: {claim: '{{ not a template'}, answer: {verdict: 'no'}}]")
     scripted_llm.answer_json({"verdict": "yes"})
     run(pipeline, write_json(project.root / "in.json", [{"claim": "c"}]))
     assert scripted_llm.requests[0].messages[0]["content"] == "Claim: {{ not a template"
 
 
-def test_an_answer_outside_the_schema_is_refused_at_validate_with_its_place(project: Project, cli: Any) -> None:
+def test_an_answer_outside_the_schema_is_refused_at_validate_with_its_place(project: Any, cli: Any) -> None:
     project.file("pipelines/bad.jsonl", json.dumps({"item": {"claim": "a"}, "answer": {"verdict": "no"}}) + "\n"
                  + json.dumps({"item": {"claim": "b"}, "answer": {"verdict": "maybe"}}) + "\n")
     pipeline = _project(project, "bad.jsonl")
@@ -72,7 +70,7 @@ def test_an_answer_outside_the_schema_is_refused_at_validate_with_its_place(proj
     assert result.exit_code == 2 and "nowhere.jsonl" in result.output and "not found" in result.output
 
 
-def test_render_shows_the_example_turns(project: Project, cli: Any) -> None:
+def test_render_shows_the_example_turns(project: Any, cli: Any) -> None:
     pipeline = _project(project, "[{item: {claim: shown example}, answer: {verdict: 'no'}}]")
     write_json(project.root / "in.json", [{"claim": "c"}])
     result = cli("render", str(pipeline), "--input", "in.json")
@@ -80,7 +78,7 @@ def test_render_shows_the_example_turns(project: Project, cli: Any) -> None:
     assert "[user]\nClaim: shown example" in result.output and '[assistant]\n{"verdict": "no"}' in result.output
 
 
-def test_examples_are_part_of_the_cache_key(project: Project, scripted_llm: ScriptedModel) -> None:
+def test_examples_are_part_of_the_cache_key(project: Any, scripted_llm: ScriptedModel) -> None:
     examples = project.file("pipelines/ex.jsonl", json.dumps({"item": {"claim": "a"}, "answer": {"verdict": "no"}}))
     pipeline = _project(project, "ex.jsonl")
     scripted_llm.answer_json({"verdict": "yes"})
@@ -93,7 +91,7 @@ def test_examples_are_part_of_the_cache_key(project: Project, scripted_llm: Scri
     assert len(scripted_llm.requests) == 2                      # other examples: another call
 
 
-def test_a_variant_inherits_and_overrides_examples(project: Project, scripted_llm: ScriptedModel) -> None:
+def test_a_variant_inherits_and_overrides_examples(project: Any, scripted_llm: ScriptedModel) -> None:
     project.file("pipelines/base.jsonl", json.dumps({"item": {"claim": "base"}, "answer": {"verdict": "no"}}))
     _project(project, "base.jsonl")
     inherits = project.pipeline("version: 1\nextends: p.yaml\n", "inherits.yaml")
@@ -107,7 +105,7 @@ def test_a_variant_inherits_and_overrides_examples(project: Project, scripted_ll
     assert [r.messages[0]["content"] for r in scripted_llm.requests] == ["Claim: base", "Claim: variant"]
 
 
-def test_jury_examples_reach_every_juror(project: Project, scripted_llm: ScriptedModel) -> None:
+def test_jury_examples_reach_every_juror(project: Any, scripted_llm: ScriptedModel) -> None:
     project.schema("verdict.schema.json", SCHEMA)
     pipeline = project.pipeline("""
         version: 1
