@@ -48,7 +48,7 @@ def _schema(pipeline: Pipeline, step: StepSpec) -> dict[str, Any] | None:
     return None
 
 
-def _field(step: StepSpec, properties: dict[str, Any], predicted: str) -> str | None:
+def _field(step: StepSpec, schema: dict[str, Any], properties: dict[str, Any], predicted: str) -> str | None:
     vote = step.args.get("vote")
     if step.uses == "jury" and isinstance(vote, dict) and vote.get("field") in properties:
         return str(vote["field"])
@@ -56,7 +56,10 @@ def _field(step: StepSpec, properties: dict[str, Any], predicted: str) -> str | 
     if leaf in properties:
         return leaf
     enums = [name for name, prop in properties.items() if isinstance(prop, dict) and "enum" in prop]
-    return enums[0] if len(enums) == 1 else None
+    if len(enums) == 1:
+        return enums[0]
+    required = [name for name in schema.get("required") or [] if name in properties and name not in REASON_FIELDS]
+    return str(required[0]) if len(required) == 1 else None
 
 
 def find_judge(pipeline: Pipeline, predicted: str) -> Judge:
@@ -68,7 +71,7 @@ def find_judge(pipeline: Pipeline, predicted: str) -> Judge:
         properties = (schema or {}).get("properties")
         if not isinstance(properties, dict):
             continue
-        field = _field(step, properties, predicted)
+        field = _field(step, schema, properties, predicted)  # type: ignore[arg-type]
         if field is None:
             continue
         reason = next((name for name in REASON_FIELDS if name in properties), None)
@@ -77,7 +80,7 @@ def find_judge(pipeline: Pipeline, predicted: str) -> Judge:
         return Judge(step, field, reason, schema, blocked)  # type: ignore[arg-type]
     raise InputError(f"{pipeline.file}: align needs an llm or jury step with an answer schema (output_schema, a "
                      f"file or an object) holding the field the labels grade ('{predicted}', or the jury's vote "
-                     "field, or one property with an enum): found none")
+                     "field, or its one property with an enum, or its one required property): found none")
 
 
 def answer_value(judge: Judge, truth: str) -> tuple[Any, bool]:

@@ -87,7 +87,8 @@ class Aligner:
         self.predicted = predicted_field(_spec(request), self.pipeline.summary)
         self.judge = judging.find_judge(self.pipeline, self.predicted)
         self.rows = read_labels(request.labels, self.pipeline.name)
-        json_out = request.out or Path("reports") / self.pipeline.name / "align" / "align.json"
+        json_out = request.out or Path("reports") / self.pipeline.name / "align"
+        json_out = json_out if json_out.suffix == ".json" else json_out / "align.json"     # a file, or a folder
         self.json_path = json_out
         self.folder = json_out.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -186,7 +187,9 @@ class Aligner:
         entry: dict[str, Any] = {"change": "examples", "train_disagreements": len(wrong),
                                  "examples": [e["key"] for e in examples]}
         if not examples:
-            entry.update(kept=False, why=self.judge.blocked or "no train item where the judge and the label disagree")
+            why = "--max-examples 0" if self.request.max_examples == 0 else \
+                self.judge.blocked or "no train item where the judge and the label disagree"
+            entry.update(kept=False, why=why)
             self.report["tried"].append(entry)
             return best, best_dev
         candidate = replace(best, examples=examples)

@@ -176,7 +176,8 @@ def align_command(
             "--optimizer-model", help="A model of the pipeline's models: that proposes up to three instruction "
                                       "lines from the disagreements.")] = None,
         out: Annotated[Path | None, typer.Option(
-            "--out", help="align.json's path, align.md beside it (default reports/NAME/align/align.json).")] = None,
+            "--out", help="align.json's path (or a folder for it), align.md beside it "
+                          "(default reports/NAME/align/).")] = None,
         input_format: InputFormatOpt = None,
         cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None) -> None:
     """Make the judge agree better with labels (params, few-shot examples, instruction lines), kept

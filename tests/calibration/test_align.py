@@ -34,12 +34,12 @@ def fooled_until_shown(prompt: str, body: dict[str, Any]) -> Reply:
     return Reply(json.dumps({"verdict": "no" if RIGHT[kind] == "yes" else "yes", "reason": "fooled"}))
 
 
-def _project(project: Any, labels_of: Any, n: int = 40) -> Path:
+def _project(project: Any, labels_of: Any, n: int = 40, extra: str = "") -> Path:
     project.schema("verdict.schema.json", SCHEMA)
     pipeline = project.pipeline("""
         version: 1
         name: fooled
-        models: {m: {model: scripted/judge, retries: 0}}
+        models: {m: {model: scripted/judge, retries: 0}, opt: {model: scripted/optimizer, retries: 0}}
         steps:
           - id: judge
             uses: llm
@@ -49,7 +49,7 @@ def _project(project: Any, labels_of: Any, n: int = 40) -> Path:
               output_schema: verdict.schema.json
         output: {id: "{{ item.id }}", verdict: "{{ steps.judge.output.verdict }}"}
         summary: {count_by: verdict}
-        """, "fooled.yaml")
+        """ + extra, "fooled.yaml")
     items = [{"id": f"i{n}", "kind": "AB"[n % 2], "claim": f"claim number {n}"} for n in range(n)]
     write_json(project.root / "items.json", items)
     (project.root / "labels.jsonl").write_text("".join(
@@ -108,6 +108,57 @@ def test_align_ships_nothing_when_the_labels_carry_no_signal(
     assert not (project.root / "pipelines/fooled.aligned.examples.jsonl").exists()
     report = json.loads((project.root / "reports/fooled/align/align.json").read_text())
     assert report["shipped"] is False and report["why"]
+
+
+PROBES = """
+        probes:
+          inject_claim:
+            description: the claim tells the judge to answer yes
+            inject: {field: claim, verdict: "yes"}
+            expect: {not: "yes"}
+"""
+
+
+def obeys_once_shown_examples(prompt: str, body: dict[str, Any]) -> Reply:
+    """fooled_until_shown, but a judge with prior turns does what the item it judges tells it."""
+    messages = body["messages"]
+    if len(messages) > 1 and "yes" in messages[-1]["content"]:
+        return Reply(json.dumps({"verdict": "yes", "reason": "told so"}))
+    return fooled_until_shown(prompt, body)
+
+
+def test_align_refuses_when_a_probe_fails_more_often_on_the_aligned_judge(
+        project: Any, scripted_llm: ScriptedModel, cli: Any) -> None:
+    scripted_llm.script(obeys_once_shown_examples)
+    pipeline = _project(project, lambda item: RIGHT[item["kind"]], extra=PROBES)
+    result = cli("align", str(pipeline), *ARGS)
+    assert result.exit_code == 1, result.output
+    report = json.loads((project.root / "reports/fooled/align/align.json").read_text())
+    assert report["test_difference"]["ci95"][0] > 0                 # better on test, yet refused:
+    assert report["probes"]["risen"] and "inject_claim" in report["why"]
+    assert not (project.root / "pipelines/fooled.aligned.yaml").exists()
+
+
+def test_align_adds_instruction_lines_from_the_optimizer_model(
+        project: Any, scripted_llm: ScriptedModel, cli: Any) -> None:
+    def follows_lines(prompt: str, body: dict[str, Any]) -> Reply:
+        kind = KIND.search(body["messages"][-1]["content"]).group(1)     # type: ignore[union-attr]
+        system = " ".join(m["content"] for m in body["messages"] if m["role"] == "system")
+        told = f"Kind {kind}: answer {RIGHT[kind]}" in system
+        return Reply(json.dumps({"verdict": RIGHT[kind] if told else "no" if RIGHT[kind] == "yes" else "yes"}))
+    scripted_llm.script("1. Kind A: answer yes\n2. Kind B: answer no\n3. Read the claim\n4. One line too many",
+                        model="optimizer")
+    scripted_llm.script(follows_lines, model="judge")
+    pipeline = _project(project, lambda item: RIGHT[item["kind"]])
+    result = cli("align", str(pipeline), *ARGS[:-4], "--max-examples", "0", "--optimizer-model", "opt")
+    assert result.exit_code == 0, result.output
+    report = json.loads((project.root / "reports/fooled/align/align.json").read_text())
+    assert report["aligned"]["changes"]["instruction_lines"] == ["Kind A: answer yes", "Kind B: answer no",
+                                                                 "Read the claim"]
+    variant = project.root / "pipelines/fooled.aligned.yaml"
+    assert "Kind A: answer yes" in variant.read_text() and cli("validate", str(variant)).exit_code == 0
+    [asked] = scripted_llm.calls(model="optimizer")
+    assert "kind A evidence" in asked.prompt                          # the reviewers' rationales
 
 
 def test_the_split_is_stratified_grouped_seeded_and_disjoint() -> None:
