@@ -28,14 +28,14 @@ def quote_agreement(folder: Path, items_file: Path) -> tuple[int, int, int]:
     for line in (folder / "results.jsonl").read_text().splitlines():
         result = json.loads(line)
         item = items.get(result.get("id"))
-        if not item or not item["supporting_sentences"]:
+        wanted = {i for group in (item or {}).get("supporting_sentences", []) for i in group}
+        if not wanted:                # WiCE's not_supported items: [[]]
             continue
         supported += 1
         if not result.get("quote_found"):
             continue
         quoted += 1
-        wanted = {i for group in item["supporting_sentences"] for i in group}
-        found = [i for i, sentence in enumerate(item["evidence"])
+        found = [i for i, sentence in enumerate(item["evidence"])  # type: ignore[index]
                  if match_quote(result["quote"], sentence).passed]
         agreed += bool(set(found) & wanted)
     return supported, quoted, agreed
