@@ -147,7 +147,8 @@ output:
             "as prior chat turns: each example's `item` rendered with the step's own prompt (the user's turn; "
             "every other name, `params` or earlier steps, reads as for the item judged), then its `answer` (the "
             "assistant's). A list, or a JSONL file of `{item, answer}` (optionally `key`) named relative to the "
-            "pipeline file, inside the project. `runner validate` checks each answer against the step's answer "
+            "pipeline file, else to the project folder (inside the project). `runner validate` checks each "
+            "answer against the step's answer "
             "schema (an error names the file, line and column); `runner render` shows the turns; they are part "
             "of the cache key; a variant inherits them and replaces them with its own. `runner align` writes "
             "them (docs/align.md).",

@@ -3,7 +3,8 @@ model as prior chat turns (few-shot).
 
 An example is `{item: {...}, answer: ...}` (and, optionally, `key`: where it came from, for
 the record). `examples:` is a list of them, or a JSONL file of them named relative to the
-file that names it and inside the project (as `extends:` names its base). Each answer is
+file that names it (as `extends:` names its base), else to the project folder; inside the
+project either way. Each answer is
 checked against the step's answer schema (its `output_schema`, when it is a file or an
 object) when the pipeline is validated; an error names the YAML field (file:line:col) and,
 for a file, its line. The typed pipeline holds the examples as a list, read once, so the
@@ -46,7 +47,10 @@ def _file_of(located: Located, path: DataPath, name: str, project_dir: Path) -> 
     owner = Path(located.file_of(path))
     if not owner.is_file():                    # written by --set: relative to the pipeline file
         owner = Path(located.file)
-    return named_file(owner, name, project_dir)
+    found, reason = named_file(owner, name, project_dir)
+    if found is None and "not found" in reason:       # else relative to the project folder
+        found, _ = named_file(project_dir / "_", name, project_dir)     # as if named by a file at the root
+    return found, reason
 
 
 def example_files(located: Located, project_dir: Path) -> list[Path]:

@@ -126,3 +126,11 @@ def test_jury_examples_reach_every_juror(project: Any, scripted_llm: ScriptedMod
     run(pipeline, write_json(project.root / "in.json", [{"claim": "c"}]))
     assert sorted(r.model for r in scripted_llm.requests) == ["a", "b"]
     assert all(r.messages[0]["content"] == "Claim: ex" for r in scripted_llm.requests)
+
+
+def test_an_examples_file_may_be_named_from_the_project_folder(project: Any, scripted_llm: ScriptedModel) -> None:
+    project.file("shots/ex.jsonl", json.dumps({"item": {"claim": "from the root"}, "answer": {"verdict": "no"}}))
+    pipeline = _project(project, "shots/ex.jsonl")
+    scripted_llm.answer_json({"verdict": "yes"})
+    run(pipeline, write_json(project.root / "in.json", [{"claim": "c"}]))
+    assert scripted_llm.requests[0].messages[0]["content"] == "Claim: from the root"
