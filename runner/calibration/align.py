@@ -33,14 +33,11 @@ def finish(aligner: Aligner, split: Split, best: Candidate) -> tuple[dict[str, A
     if not (best.params or best.examples or best.lines):
         return _done(aligner, False, "nothing raised agreement on dev: the baseline stays (nothing was scored on "
                                      "test, and no pipeline was written)")
-    dev_scores = [t.get("dev") for t in report["tried"] if t.get("kept")]
-    report["aligned"]["dev"] = dev_scores[-1] if dev_scores else None
-    base_said = aligner.run("baseline-test", split.keys("test"), Candidate())
+    report["aligned"]["dev"] = aligner.score(split.dev, aligner.run("aligned-dev", split.keys("dev"), best))
+    base_said = aligner.run("baseline-test", split.keys("test"), Candidate())      # the test split, once
     aligned_said = aligner.run("aligned-test", split.keys("test"), best)
     report["baseline"]["test"] = aligner.score(split.test, base_said)
     report["aligned"]["test"] = aligner.score(split.test, aligned_said)
-    aligned_dev = aligner.run("aligned-dev", split.keys("dev"), best)
-    report["aligned"]["dev"] = aligner.score(split.dev, aligned_dev)
     truth = [item.truth for item in split.test]
     difference = metrics.paired_difference(truth, [base_said.get(i.key, "") for i in split.test],
                                             [aligned_said.get(i.key, "") for i in split.test], AGREEMENT,
