@@ -162,6 +162,7 @@ def propose_lines(pipeline: Pipeline, model: str, prompt: str, cache_dir: Any) -
         return output if isinstance(output, str) else json.dumps(output)
     text = asyncio.run(ask())
     lines = [line.strip().lstrip("-*0123456789. ").strip() for line in text.splitlines()]
+    lines = [line.replace("{", "(").replace("}", ")") for line in lines]     # text, never a template
     return [line for line in lines if line][:MOST_LINES]
 
 
