@@ -66,7 +66,7 @@ def main() -> None:
                   f"in the evidence for {quoted}; {agreed} of those are among WiCE's supporting sentences."]
     if align_json.is_file():
         a = json.loads(align_json.read_text())
-        split = a["split"]
+        split = a["splits"]
         tried = "; ".join(f"{t['change']}: {'kept' if t.get('kept') else 'rejected'} (dev {t.get('dev')})"
                           for t in a["tried"])
         lines += ["", f"`runner align` ({align_seconds:.0f} s, exit {align_exit}): split train {split['train']['n']}, "

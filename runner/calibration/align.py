@@ -135,13 +135,13 @@ def _row(name: str, scores: dict[str, Any] | None) -> list[Any]:
 
 
 def align_markdown(report: dict[str, Any]) -> str:
-    split = report.get("split", {})
+    split = report.get("splits", {})
     aligned = report.get("aligned") or {}
     changes = aligned.get("changes") or {}
     out = [f"# runner align: {'shipped' if report.get('shipped') else 'not shipped'}\n",
            f"{report.get('why', '')}\n",
            f"Pipeline `{report['pipeline']}`, judge step `{report['judge_step']}` (answer field "
-           f"`{report['answer_field']}`); labels `{report['labels']}` (sha256 {report['labels_sha256'][:16]}); "
+           f"`{report['answer_field']}`); labels `{report['labels']}` ({report['labels_hash'][:23]}); "
            f"seed {report['seed']}; agreement is {AGREEMENT.replace('_', ' ')}.\n",
            "## Split\n",
            table(["split", "items"], [[name, split.get(name, {}).get("n")] for name in ("train", "dev", "test")]),
@@ -176,7 +176,7 @@ def align(request: AlignRequest) -> tuple[dict[str, Any], int]:
     ratios = parse_ratios(request.split)
     split = split_items(aligner.labelled(), ratios, request.seed)
     report = aligner.report
-    report["split"] = {"ratios": request.split, "group_by": request.group_by,
+    report["splits"] = {"ratios": request.split, "group_by": request.group_by,
                        **{name: {"n": len(split.part(name)), "keys": sorted(split.keys(name))} for name in SPLITS}}
     if not split.train or not split.dev or not split.test:
         raise InputError(f"--split {request.split}: too few labelled items ({report['labelled']['used']}) for a train, "

@@ -93,7 +93,8 @@ class Aligner:
         self.folder = json_out.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
         self.report: dict[str, Any] = {"pipeline": str(request.pipeline), "input": str(request.input),
-                                       "labels": str(request.labels), "labels_sha256": sha256_file(request.labels),
+                                       "labels": str(request.labels),
+                                       "labels_hash": f"sha256:{sha256_file(request.labels)}",
                                        "seed": request.seed, "agreement": AGREEMENT, "judge_step": self.judge.step.id,
                                        "answer_field": self.judge.field, "tried": []}
 

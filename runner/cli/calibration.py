@@ -188,7 +188,7 @@ def align_command(
     report, code = align(AlignRequest(pipeline, input, labels, key, truth, predicted, split, seed, group_by,
                                       max_examples, optimizer_model, out, cache_dir_of(cache_dir), input_format,
                                       probe_pipeline))
-    split_sizes = ", ".join(f"{name} {report['split'][name]['n']}" for name in ("train", "dev", "test"))
+    split_sizes = ", ".join(f"{name} {report['splits'][name]['n']}" for name in ("train", "dev", "test"))
     typer.echo(f"split (seed {report['seed']}): {split_sizes}")
     for name in ("dev", "test"):
         base = (report.get("baseline") or {}).get(name)

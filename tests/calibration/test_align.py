@@ -69,14 +69,14 @@ def test_align_learns_from_disagreements_and_ships_a_variant_right_on_fresh_item
     result = cli("align", str(pipeline), *ARGS)
     assert result.exit_code == 0, result.output
     report = json.loads((project.root / "reports/fooled/align/align.json").read_text())
-    assert report["shipped"] is True and report["seed"] == 3 and len(report["labels_sha256"]) == 64
+    assert report["shipped"] is True and report["seed"] == 3 and report["labels_hash"].startswith("sha256:")
     assert report["baseline"]["test"]["balanced_accuracy"] == 0.0
     assert report["aligned"]["test"]["balanced_accuracy"] == 1.0
     assert report["test_difference"]["ci95"][0] > 0
     examples = report["aligned"]["changes"]["examples"]
-    train = set(report["split"]["train"]["keys"])
+    train = set(report["splits"]["train"]["keys"])
     assert examples and set(examples) <= train                     # never a dev or test item
-    assert not set(examples) & (set(report["split"]["test"]["keys"]) | set(report["split"]["dev"]["keys"]))
+    assert not set(examples) & (set(report["splits"]["test"]["keys"]) | set(report["splits"]["dev"]["keys"]))
     assert "shipped" in (project.root / "reports/fooled/align/align.md").read_text()
     variant = project.root / "pipelines/fooled.aligned.yaml"
     written = (project.root / "pipelines/fooled.aligned.examples.jsonl").read_text().splitlines()
