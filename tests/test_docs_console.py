@@ -166,9 +166,17 @@ def answer_scores(space: Workspace) -> None:
     space.carried["127.0.0.1:1234"] = space.fake.url.removeprefix("http://").removesuffix("/v1")
 
 
+def attribution_model(space: Workspace) -> None:
+    """A model at LOCAL_LLM_BASE_URL that finds every claim supported, whatever it is shown
+    (docs/align.md: the judge align cannot help)."""
+    space.fake.answer_json({"verdict": "supported", "quote": "", "reason": "scripted: always supported"})
+    space.env["LOCAL_LLM_BASE_URL"] = space.fake.url
+
+
 SETUPS: dict[str, Setup] = {"no_model": no_model, "local_model": local_model, "claims_run": claims_run,
                             "reviewed_run": reviewed_run, "slide_server": slide_server, "juror_kinds": juror_kinds,
-                            "openai_grader": openai_grader, "answer_scores": answer_scores}
+                            "openai_grader": openai_grader, "answer_scores": answer_scores,
+                            "attribution_model": attribution_model}
 EXAMPLES = [example for path in doc_files() for example in examples(path)]
 
 

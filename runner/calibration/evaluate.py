@@ -27,6 +27,7 @@ class EvalSpec:
     juror_field: str | None = None     # default: every list of votes ({model, value}) found in the results
     kind: str = "auto"                 # auto, categorical or numeric
     stability_field: str | None = None  # default: a `stability` field at the top of a result or one object down
+    by: str | None = None              # score each value of this field (of the label, else the result) apart
 
 
 @dataclass
@@ -136,6 +137,8 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
         report["metrics"] = metrics.categorical(truth, guesses, detail)
         if spec.positive:
             report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
+    if spec.by is not None:
+        report["by"] = by_slice(joined.pairs, rows, spec.by, kind)
     if detail and kind != "numeric":
         report["jurors"] = juror_metrics(joined.pairs, spec.juror_field, summary)
         stability = stability_of(joined.pairs, spec.stability_field)
@@ -143,6 +146,31 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
             report["stability"] = stability
     report["problems"] = problems
     return report
+
+
+NO_SLICE = "(none)"
+
+
+def by_slice(pairs: list[Pair], rows: list[LabelRow], field: str, kind: str) -> dict[str, Any]:
+    """Every metric per value of `field` (read from the label row, else from the result; an item
+    with neither is in the slice `(none)`), each with its n and intervals."""
+    records = {row.line: row.record for row in rows}
+    groups: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        value = lookup(records.get(pair.line, {}), field)
+        value = lookup(pair.result, field) if value is None else value
+        groups.setdefault(NO_SLICE if value is None else str(value_text(value)), []).append(pair)
+    slices: dict[str, Any] = {}
+    for name in sorted(groups):
+        group = groups[name]
+        if kind == "numeric":
+            kept = [p for p in group if p.predicted != NO_PREDICTION]
+            t, g = metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
+            slices[name] = metrics.numeric(t or [], g or [])
+        else:
+            slices[name] = metrics.categorical([value_text(p.truth) for p in group],
+                                               [value_text(p.predicted) for p in group])
+    return {"field": field, "slices": slices}
 
 
 def value_text(value: Any) -> str | Any:

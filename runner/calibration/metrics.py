@@ -32,42 +32,98 @@ def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
         return _number(cohen_kappa_score([str(t) for t in truth], [str(p) for p in predicted]))
 
 
-def batch_kappa(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
-    """Kappa of many resamples at once (rows): confusion tables by bincount, then the usual
-    (po - pe) / (1 - pe), so a 1000-resample bootstrap is one array computation rather than
-    a thousand calls of scikit-learn; tests check it equals cohen_kappa_score."""
+def _tables(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
+    """Confusion tables (rows: resamples; truth by predicted) as shares, by one bincount."""
     import numpy as np
     t = np.atleast_2d(truth_codes)
     p = np.atleast_2d(predicted_codes)
     rows, n = t.shape
     cells = (np.arange(rows)[:, None] * classes * classes + t * classes + p).ravel()
-    tables = np.bincount(cells, minlength=rows * classes * classes).reshape(rows, classes, classes) / n
+    return np.bincount(cells, minlength=rows * classes * classes).reshape(rows, classes, classes) / n
+
+
+def batch_kappa(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
+    """Kappa of many resamples at once (rows): confusion tables by bincount, then the usual
+    (po - pe) / (1 - pe), so a 1000-resample bootstrap is one array computation rather than
+    a thousand calls of scikit-learn; tests check it equals cohen_kappa_score."""
+    import numpy as np
+    tables = _tables(truth_codes, predicted_codes, classes)
     observed = np.trace(tables, axis1=1, axis2=2)
     expected = (tables.sum(axis=2) * tables.sum(axis=1)).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
 
 
-def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any]) -> list[float] | None:
-    """A percentile bootstrap 95% interval for kappa (scipy.stats.bootstrap, paired); None when
-    some resamples have no defined kappa (a handful of items, or one class)."""
+def batch_balanced_accuracy(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
+    """Balanced accuracy (the mean recall of the classes the labels hold, as scikit-learn's
+    balanced_accuracy_score) of many resamples at once."""
+    import numpy as np
+    tables = _tables(truth_codes, predicted_codes, classes)
+    support = tables.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = np.diagonal(tables, axis1=1, axis2=2) / support
+    return np.nanmean(np.where(support > 0, recall, np.nan), axis=1)
+
+
+def batch_accuracy(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
+    import numpy as np
+    return (np.atleast_2d(truth_codes) == np.atleast_2d(predicted_codes)).mean(axis=1)
+
+
+BATCH = {"accuracy": batch_accuracy, "balanced_accuracy": batch_balanced_accuracy, "kappa": batch_kappa}
+
+
+def codes(*sides: Sequence[Any]) -> tuple[int, list[Any]]:
+    """The classes of all sides as numbers: (how many classes, each side as an array)."""
+    import numpy as np
+    classes = sorted({str(v) for side in sides for v in side})
+    code = {c: i for i, c in enumerate(classes)}
+    return len(classes), [np.array([code[str(v)] for v in side], dtype=int) for side in sides]
+
+
+def interval(truth: Sequence[Any], predicted: Sequence[Any], metric: str = "kappa") -> list[float] | None:
+    """A percentile bootstrap 95% interval of `metric` (accuracy, balanced_accuracy or kappa;
+    scipy.stats.bootstrap, paired, seeded); None when some resamples have no defined value (a
+    handful of items, or one class)."""
     import warnings
 
     import numpy as np
     from scipy.stats import bootstrap
     if len(truth) < 2:
         return None
-    classes = sorted({str(v) for v in (*truth, *predicted)})
-    code = {c: i for i, c in enumerate(classes)}
-    t = np.array([code[str(v)] for v in truth])
-    p = np.array([code[str(v)] for v in predicted])
+    classes, (t, p) = codes(truth, predicted)
+    statistic = BATCH[metric]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # degenerate resamples: an undefined interval is None
-        result = bootstrap((t, p), lambda a, b, axis=-1: batch_kappa(a, b, len(classes)), paired=True,
+        result = bootstrap((t, p), lambda a, b, axis=-1: statistic(a, b, classes), paired=True,
                            vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=CONFIDENCE,
                            method="percentile", rng=np.random.default_rng(0))
     low, high = _number(result.confidence_interval.low), _number(result.confidence_interval.high)
     return None if low is None or high is None else [low, high]
+
+
+def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any]) -> list[float] | None:
+    return interval(truth, predicted, "kappa")
+
+
+def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequence[Any],
+                      metric: str = "balanced_accuracy", seed: int = 0) -> dict[str, Any]:
+    """`metric` of `after` minus that of `before` on the same items, with a paired percentile
+    bootstrap 95% interval: each resample draws items (with replacement) and scores both
+    judges on the same draw, so what the two share cancels out."""
+    import numpy as np
+    classes, (t, b, a) = codes(truth, before, after)
+    statistic = BATCH[metric]
+    difference = float(statistic(t, a, classes)[0] - statistic(t, b, classes)[0]) if len(t) else None
+    if len(t) < 2:
+        return {"metric": metric, "n": len(t), "difference": _number(difference), "ci95": None}
+    draws = np.random.default_rng(seed).integers(0, len(t), size=(BOOTSTRAP_RESAMPLES, len(t)))
+    with np.errstate(all="ignore"):
+        deltas = statistic(t[draws], a[draws], classes) - statistic(t[draws], b[draws], classes)
+    deltas = deltas[~np.isnan(deltas)]
+    low, high = (np.percentile(deltas, [2.5, 97.5]) if len(deltas) else (None, None))
+    return {"metric": metric, "n": len(t), "difference": _number(difference),
+            "ci95": None if low is None else [_number(low), _number(high)]}
 
 
 def interval_text(interval: list[float] | None, n: int) -> str:
@@ -86,21 +142,32 @@ def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = T
 
 
 def _categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool) -> dict[str, Any]:
-    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+    from sklearn.metrics import (
+        accuracy_score,
+        balanced_accuracy_score,
+        confusion_matrix,
+        f1_score,
+        precision_recall_fscore_support,
+    )
     t = [str(v) for v in truth]
     p = [str(v) for v in predicted]
     if not t:
         return {"n": 0}
     classes = sorted(set(t) | set(p))
     macro_f1 = _number(f1_score(t, p, labels=classes, average="macro", zero_division=0))
+    balanced = _number(balanced_accuracy_score(t, p))
     if not detail:
-        return {"n": len(t), "accuracy": _number(accuracy_score(t, p)), "kappa": kappa(t, p), "macro_f1": macro_f1}
+        return {"n": len(t), "accuracy": _number(accuracy_score(t, p)), "balanced_accuracy": balanced,
+                "kappa": kappa(t, p), "macro_f1": macro_f1}
     precision, recall, f1, support = precision_recall_fscore_support(t, p, labels=classes, zero_division=0)
     majority, _ = Counter(t).most_common(1)[0]
     baseline = [majority] * len(t)
     return {
         "n": len(t),
         "accuracy": _number(accuracy_score(t, p)),
+        "accuracy_ci95": interval(t, p, "accuracy"),
+        "balanced_accuracy": balanced,
+        "balanced_accuracy_ci95": interval(t, p, "balanced_accuracy"),
         "kappa": kappa(t, p),
         "kappa_ci95": kappa_interval(t, p),
         "macro_f1": macro_f1,
@@ -110,6 +177,7 @@ def _categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool) -
         "per_class": {c: {"precision": _number(precision[i]), "recall": _number(recall[i]),
                           "f1": _number(f1[i]), "support": int(support[i])} for i, c in enumerate(classes)},
         "baseline": {"predicts": majority, "accuracy": _number(accuracy_score(t, baseline)),
+                     "balanced_accuracy": _number(balanced_accuracy_score(t, baseline)),
                      "kappa": kappa(t, baseline),
                      "macro_f1": _number(f1_score(t, baseline, labels=classes, average="macro", zero_division=0))},
     }

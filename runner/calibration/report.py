@@ -48,9 +48,13 @@ def _categorical(m: dict[str, Any], title: str) -> str:
         return f"## {title}\n\nNothing to score.\n"
     base = m["baseline"]
     out = [f"## {title}\n",
-           table(["", "accuracy", "kappa", "kappa 95% CI", "macro F1"],
-                 [["judge", m["accuracy"], m["kappa"], interval_text(m["kappa_ci95"], m["n"]), m["macro_f1"]],
-                  [f"always {base['predicts']}", base["accuracy"], base["kappa"], None, base["macro_f1"]]]),
+           table(["", "accuracy", "accuracy 95% CI", "balanced accuracy", "balanced 95% CI", "kappa",
+                  "kappa 95% CI", "macro F1"],
+                 [["judge", m["accuracy"], interval_text(m.get("accuracy_ci95"), m["n"]), m.get("balanced_accuracy"),
+                   interval_text(m.get("balanced_accuracy_ci95"), m["n"]), m["kappa"],
+                   interval_text(m["kappa_ci95"], m["n"]), m["macro_f1"]],
+                  [f"always {base['predicts']}", base["accuracy"], None, base.get("balanced_accuracy"), None,
+                   base["kappa"], None, base["macro_f1"]]]),
            "\nConfusion matrix (rows: label, columns: judge):\n",
            table(["label \\ judge", *m["classes"]],
                  [[c, *row] for c, row in zip(m["classes"], m["confusion"]["rows_truth_columns_predicted"],
@@ -74,6 +78,8 @@ def eval_markdown(report: dict[str, Any]) -> str:
     else:
         out.append(_categorical(m, f"Pass/fail (pass: {', '.join(m['positive'])})" if m.get("positive")
                                 else "Agreement"))
+    if report.get("by"):
+        out.append(by_markdown(report["by"], report["kind"]))
     if report.get("binary"):
         out.append(_categorical(report["binary"], f"Pass/fail (pass: {', '.join(report['binary']['positive'])})"))
     jurors = report.get("jurors")
@@ -94,6 +100,22 @@ def eval_markdown(report: dict[str, Any]) -> str:
         out.append(table(["items", "n", "accuracy"], [[name, s[name]["n"], s[name]["accuracy"]]
                                                        for name in ("stable", "unstable")]))
     return "\n".join(out)
+
+
+def by_markdown(by: dict[str, Any], kind: str) -> str:
+    """`--by FIELD`: one row per slice, each metric with its n and 95% interval."""
+    if kind == "numeric":
+        rows = [[name, m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]
+                for name, m in by["slices"].items()]
+        return f"## By {by['field']}\n\n" + table([by["field"], "n", "MAE", "bias", "Pearson", "Spearman"], rows)
+    rows = [[name, m["n"], m.get("accuracy"), interval_text(m.get("accuracy_ci95"), m["n"]),
+             m.get("balanced_accuracy"), interval_text(m.get("balanced_accuracy_ci95"), m["n"]), m.get("kappa"),
+             interval_text(m.get("kappa_ci95"), m["n"]), m.get("macro_f1"),
+             (m.get("baseline") or {}).get("accuracy")] for name, m in by["slices"].items()]
+    return (f"## By {by['field']}\n\nEvery metric per value of `{by['field']}`, with 95% bootstrap intervals "
+            "(n/a: too few items, or one class).\n\n"
+            + table([by["field"], "n", "accuracy", "95% CI", "balanced accuracy", "95% CI", "kappa", "95% CI",
+                     "macro F1", "always-majority accuracy"], rows))
 
 
 def _independence(found: dict[str, Any]) -> str:

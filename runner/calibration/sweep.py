@@ -36,7 +36,7 @@ from runner.runs.results_file import ResultsLog, ResultsView, rewrite_in_order
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}
-METRICS = ("kappa", "accuracy", "macro_f1", "mae", "pearson", "spearman")
+METRICS = ("kappa", "accuracy", "balanced_accuracy", "macro_f1", "mae", "pearson", "spearman")
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,8 @@ app.command()(tools.diff)
 app.command()(tools.calls)
 app.command("eval", interrupted="nothing evaluated (a pipeline's finished items are written)")(calibration.eval_command)
 app.command("sweep", interrupted="no sweep written")(calibration.sweep_command)
+app.command("align", interrupted="nothing shipped (the runs that finished are in the align folder)")(
+    calibration.align_command)
 app.command("probe", interrupted="the finished items and the probe report of their pairs are written")(
     probe.probe_command)
 app.command("view", interrupted="stopped")(view.view)

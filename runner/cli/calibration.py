@@ -21,11 +21,12 @@ KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numer
 
 
 def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
-          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None) -> Any:
+          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None,
+          by: str | None = None) -> Any:
     from runner.calibration.evaluate import EvalSpec
     if kind not in ("auto", "categorical", "numeric"):
         raise RunnerError(f"--kind {kind}: choose auto, categorical or numeric")
-    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field)
+    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field, by)
 
 
 def eval_command(
@@ -38,6 +39,9 @@ def eval_command(
         stability_field: Annotated[str | None, typer.Option(
             "--stability-field", help="Path of the results' stability (repeat: N) to score stable and unstable "
                                       "items apart (default: a `stability` field found in the results).")] = None,
+        by: Annotated[str | None, typer.Option(
+            "--by", help="Score each value of this field (of the labels, else the results) apart: every metric "
+                         "per slice, with n and intervals.")] = None,
         input: Annotated[Path | None, typer.Option(
             "--input", "-i", help="With a pipeline: run it on this first (- reads standard input).")] = None,
         input_format: InputFormatOpt = None,
@@ -49,7 +53,7 @@ def eval_command(
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
     from runner.calibration.evaluate import evaluate_target
     report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
-                                                   stability_field),
+                                                   stability_field, by),
                                      input, set_ or [], out, cache_dir_of(cache_dir), input_format)
     for hint in report.get("run_hints", []):
         typer.echo(hint, err=True)
@@ -112,6 +116,12 @@ def _eval_lines(report: dict[str, Any]) -> str:
     if independence and independence["effective_votes"] is not None:
         lines.append(f"juror independence: {independence['effective_votes']} effective vote(s) of "
                      f"{len(independence['jurors'])} (mean error correlation {independence['mean_error_correlation']})")
+    for name, s in ((report.get("by") or {}).get("slices") or {}).items():
+        if s.get("n") and "accuracy" in s:
+            lines.append(f"{report['by']['field']} {name}: n {s['n']}, accuracy {s['accuracy']} "
+                         f"{interval_text(s['accuracy_ci95'], s['n'])}, balanced accuracy {s['balanced_accuracy']} "
+                         f"{interval_text(s['balanced_accuracy_ci95'], s['n'])}, kappa {s['kappa']} "
+                         f"{interval_text(s['kappa_ci95'], s['n'])}, macro F1 {s['macro_f1']}")
     stability = report.get("stability")
     if stability:
         lines.append(f"stable items ({stability['field']} 1.0): accuracy {stability['stable']['accuracy']} on "
@@ -174,3 +184,50 @@ def _failed_before_line(before: dict[str, Any]) -> str:
     return (f"{before['calls']} call(s) that failed in {before['run']} were not sent again (--allow-calls sends each "
             f"of them once): {errored} item(s) errored at each setting for want of them; the other answers came "
             f"from the cache at {cache}")
+
+
+def align_command(
+        pipeline: Annotated[Path, typer.Argument(help="Pipeline file (under pipelines/).")],
+        input: Annotated[Path, typer.Option("--input", "-i", help="The items the labels are about.")],
+        labels: LabelsOpt, key: KeyOpt, truth: TruthOpt, predicted: PredictedOpt = None,
+        split: Annotated[str, typer.Option("--split", help="TRAIN/DEV/TEST shares of the labelled items.")]
+        = "60/20/20",
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the split and of the examples chosen.")] = 0,
+        group_by: Annotated[str | None, typer.Option(
+            "--group-by", help="Items sharing this field's value stay in one split.")] = None,
+        max_examples: Annotated[int, typer.Option(
+            "--max-examples", help="Few-shot examples at most (train disagreements, balanced per label).", min=0)]
+        = 8,
+        optimizer_model: Annotated[str | None, typer.Option(
+            "--optimizer-model", help="A model of the pipeline's models: that proposes up to three instruction "
+                                      "lines from the disagreements.")] = None,
+        out: Annotated[Path | None, typer.Option(
+            "--out", help="align.json's path (or a folder for it), align.md beside it "
+                          "(default reports/NAME/align/).")] = None,
+        input_format: InputFormatOpt = None,
+        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None) -> None:
+    """Make the judge agree better with labels (params, few-shot examples, instruction lines), kept
+    only when dev agreement rises; ship pipelines/NAME.aligned.yaml only when it beats the
+    baseline on held-out test items by more than noise (exit 1 when it does not)."""
+    from runner.calibration.align import AlignRequest, align
+    from runner.probe.run import probe_pipeline
+    report, code = align(AlignRequest(pipeline, input, labels, key, truth, predicted, split, seed, group_by,
+                                      max_examples, optimizer_model, out, cache_dir_of(cache_dir), input_format,
+                                      probe_pipeline))
+    split_sizes = ", ".join(f"{name} {report['splits'][name]['n']}" for name in ("train", "dev", "test"))
+    typer.echo(f"split (seed {report['seed']}): {split_sizes}")
+    for name in ("dev", "test"):
+        base = (report.get("baseline") or {}).get(name)
+        aligned = (report.get("aligned") or {}).get(name)
+        if base:
+            typer.echo(f"{name}: baseline balanced accuracy {base['balanced_accuracy']}"
+                       + (f", aligned {aligned['balanced_accuracy']}" if isinstance(aligned, dict) else ""))
+    for tried in report["tried"]:
+        typer.echo(f"tried {tried['change']}: {'kept' if tried.get('kept') else 'rejected'}"
+                   + (f" ({tried['why']})" if tried.get("why") else ""))
+    typer.echo(("shipped: " if code == 0 else "not shipped: ") + report["why"])
+    if report.get("shipped_pipeline"):
+        typer.echo(f"wrote {report['shipped_pipeline']}")
+    typer.echo(f"written to {report['align_json']} and align.md beside it")
+    if code:
+        raise typer.Exit(code)

@@ -174,4 +174,32 @@ output:
 """},
             [{"item": {"answer": "Jane Austen"}, "sample": {"output_text": "It was jane austen"}}],
             [{"mentions": True, "close": 0.62069, "overall": True}]),
+    Feature("Few-shot examples: `examples:`",
+            "An `llm` or `jury` step's `examples:` are items with the answer they should get, given to the model "
+            "as prior chat turns: each example's `item` rendered with the step's own prompt (the user's turn; "
+            "every other name, `params` or earlier steps, reads as for the item judged), then its `answer` (the "
+            "assistant's). A list, or a JSONL file of `{item, answer}` (optionally `key`) named relative to the "
+            "pipeline file, else to the project folder (inside the project). `runner validate` checks each "
+            "answer against the step's answer "
+            "schema (an error names the file, line and column); `runner render` shows the turns; they are part "
+            "of the cache key; a variant inherits them and replaces them with its own. `runner align` writes "
+            "them (docs/align.md).",
+            {"pipelines/shots.yaml": MODEL + """\
+version: 1
+name: shots
+steps:
+  - id: ask
+    uses: llm
+    with:
+      model: judge
+      prompt: "Is this claim supported by the text? Claim: {{ item.claim }} Text: {{ item.text }}"
+      output_schema: {type: object, required: [supported], properties: {supported: {type: boolean}}}
+      examples: shots.examples.jsonl
+output:
+  supported: "{{ steps.ask.output.supported }}"
+""", "pipelines/shots.examples.jsonl":
+                '{"key": "a1", "item": {"claim": "Paris is in Spain", "text": "Paris is in France."}, '
+                '"answer": {"supported": false}}\n'},
+            [{"claim": "Rome is in Italy", "text": "Rome, Italy's capital."}], [{"supported": True}],
+            answers=('{"supported": true}',)),
 ]

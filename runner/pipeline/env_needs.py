@@ -10,8 +10,12 @@ no variables set, so only an unguarded read is a need: it would fail every item.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import jinja2
 from jinja2 import nodes
+
+from runner.pipeline import templating
 
 _TESTS = {"defined", "undefined", "none"}
 _DEFAULTS = {"default", "d"}
@@ -25,6 +29,16 @@ def _env_name(node: nodes.Node) -> str | None:
             and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
         return node.arg.value
     return None
+
+
+def mentioned_in(value: Any) -> set[str]:
+    """The env names an `if:` or `enabled:` value reads (its test guards their uses)."""
+    if not isinstance(value, str):
+        return set()
+    try:
+        return mentioned(templating.parse_source(value, not templating.is_template(value)))
+    except jinja2.TemplateSyntaxError:
+        return set()
 
 
 def mentioned(tree: nodes.Node) -> set[str]:

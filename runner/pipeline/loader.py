@@ -18,7 +18,8 @@ from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.defaults import apply_defaults
-from runner.pipeline.env_needs import mentioned
+from runner.pipeline.env_needs import mentioned_in
+from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_problems, with_examples
 from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
@@ -64,7 +65,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         catalog = catalog or StepCatalog.builtin()
         if overrides:
             apply_overrides(located, overrides, pipeline_schema(), catalog)
-        sources += part_files(project_dir, located.data.get("steps"))
+        sources += part_files(project_dir, located.data.get("steps")) + example_files(located, project_dir)
         fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
         if memo and memo.known(fingerprint):
             apply_defaults(located, catalog.infos)
@@ -75,7 +76,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         if not problems:         # then every step type is known: the failure defaults by type
             problems = apply_defaults(located, catalog.infos)
         if not problems:
-            problems = Checker(located, catalog, project_dir).run() + param_problems(located)
+            problems = Checker(located, catalog, project_dir).run() + param_problems(located) \
+                + example_problems(located, project_dir)
         if problems:
             raise ConfigError(problems)
         if memo:
@@ -97,7 +99,8 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=env_names, input=data.get("input", {"adapter": "json"}),
         params=data.get("params", {}), models=models,
-        steps=tuple(_step_specs(list(data["steps"]), ("steps",))), output=data.get("output", {}),
+        steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
+        output=data.get("output", {}),
         output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
         concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources),
@@ -174,7 +177,7 @@ class Checker:
         if not isinstance(spec, dict):
             return
         enabled = spec.get("enabled", True)
-        self.text.env_guards = set(self.text.env_names) if enabled is False else _mentioned_env(enabled)
+        self.text.env_guards = set(self.text.env_names) if enabled is False else mentioned_in(enabled)
         self.text.strings(spec, ("models", name), names, set())
         self.text.env_guards = set()
 
@@ -258,7 +261,7 @@ class Checker:
                 seen.add(step["id"])
                 continue
             around = self.text.env_guards
-            self.text.env_guards = around | _mentioned_env(step.get("if"))
+            self.text.env_guards = around | mentioned_in(step.get("if"))
             self._check_step(step, info, args, path, names, seen)
             self.text.env_guards = around
             seen.add(step["id"])
@@ -272,6 +275,8 @@ class Checker:
         # A sub-step container's lazy fields (a loop's until, an output) may read its sub-steps.
         inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
         for key, value in own_args.items():
+            if key == "examples" and info.name in EXAMPLE_STEPS:
+                continue                # data, not templates (runner/pipeline/examples.py)
             if info.substeps and key in info.lazy_fields:
                 self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
             else:
@@ -365,16 +370,6 @@ class Checker:
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self.result_shape(s["id"]) for s in steps
                 if isinstance(s, dict) and s.get("id") in self.step_data}
-
-
-def _mentioned_env(value: Any) -> set[str]:
-    """The env names an `if:` or `enabled:` value reads (its test guards their uses)."""
-    if not isinstance(value, str):
-        return set()
-    try:
-        return mentioned(templating.parse_source(value, not templating.is_template(value)))
-    except jinja2.TemplateSyntaxError:
-        return set()
 
 
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:

@@ -95,7 +95,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         def link(**changes: Any) -> str:
             return urlencode({k: v for k, v in {**params, **changes}.items() if v not in (None, "")})
         return view.page("run.html", run=entry, page=page, rows=rows, query=query, link=link,
-                         counts=index.counts(), agreement=index.agreement(view.store.path, entry.pipeline))
+                         counts=index.counts(), agreement=index.agreement(view.store.path, entry.pipeline),
+                         align=_align_report(folder) is not None)
 
     def item(request: Request) -> Response:
         folder = run_folder(view.reports, request.path_params["run"])
@@ -169,11 +170,21 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                                      "`runner probe` writes one when its run ends.")
         return view.html(report.read_text(encoding="utf-8", errors="replace"))
 
+    def align(request: Request) -> Response:
+        """The align.html of the `runner align` whose run this is (its runs/ folder's parent)."""
+        folder = run_folder(view.reports, request.path_params["run"])
+        report = _align_report(folder)
+        if report is None:
+            return view.page("message.html", 404, title="No align report",
+                             message=f"{folder.relative_to(view.reports).as_posix()} is not a run of `runner align`.")
+        return view.html(report.read_text(encoding="utf-8", errors="replace"))
+
     def not_found(request: Request, exc: Exception) -> Response:
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
               Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/probe", probe),
+              Route("/run/{run:path}/align", align),
               Route("/run/{run:path}", run)]
     hosts = allowed_hosts or list(LOOPBACK)
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
@@ -264,3 +275,9 @@ def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
             if isinstance(value, str) and value:
                 return value
     return ""
+
+
+def _align_report(folder: Path) -> Path | None:
+    """align.html of the `runner align` that made this run (it keeps its runs in runs/), or None."""
+    report = folder.parent.parent / "align.html"
+    return report if folder.parent.name == "runs" and report.is_file() else None

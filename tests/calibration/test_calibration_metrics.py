@@ -23,7 +23,8 @@ def test_categorical_against_hand_computed_values():
     assert m["per_class"]["B"] == {"precision": 0.5, "recall": 1.0, "f1": 0.6667, "support": 1}
     assert m["macro_f1"] == 0.7333
     # always A: right 3 times of 4, kappa 0 (po = pe = 3/4), F1 of A 6/7 and of B 0
-    assert m["baseline"] == {"predicts": "A", "accuracy": 0.75, "kappa": 0.0, "macro_f1": 0.4286}
+    assert m["baseline"] == {"predicts": "A", "accuracy": 0.75, "balanced_accuracy": 0.5, "kappa": 0.0,
+                             "macro_f1": 0.4286}
     assert m["kappa_ci95"] is None       # 4 items: some resamples are all one class, so no interval
 
 

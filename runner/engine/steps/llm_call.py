@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,16 +18,18 @@ from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext, fields_of
 from runner.yamlpos import Path as DataPath
 
 
-def render_text(ctx: StepContext, value: str, field: str) -> str:
-    """A prompt field: a file in prompts/ when it names one, else inline template text."""
+def render_text(ctx: StepContext, value: str, field: str, scope: Mapping[str, Any] | None = None) -> str:
+    """A prompt field: a file in prompts/ when it names one, else inline template text
+    (in `scope`, by default the step's)."""
+    scope = ctx.scope if scope is None else scope
     if value.endswith(".j2") and "\n" not in value:
         try:
-            return ctx.runtime.renderer.file(value, ctx.scope)
+            return ctx.runtime.renderer.file(value, scope)
         except Exception as exc:  # jinja errors, with the field that named the file
             from runner.pipeline.templating import describe_error
-            problem = describe_error(exc, ctx.scope.get("steps"))
+            problem = describe_error(exc, scope.get("steps"))
             raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
-    return str(ctx.render(value, field))
+    return str(ctx.render(value, field, scope=scope))
 
 
 def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
@@ -87,6 +90,21 @@ class PromptArgs:
     sample: Any = 0
     repeat: Any = 1
     confidence: Any = False
+    examples: Any = None
+
+
+def example_turns(ctx: StepContext, prompt: str, examples: Any) -> list[dict[str, Any]]:
+    """`examples:` (read by the loader: runner/pipeline/examples.py) as prior turns: each
+    example's item rendered with the step's own prompt (`item` is the example's; every other
+    name reads as for the item judged), then its answer as the assistant's."""
+    turns: list[dict[str, Any]] = []
+    for example in examples or []:
+        turns.append({"role": "user", "content": render_text(ctx, prompt, "examples", {**ctx.scope,
+                                                                                       "item": example["item"]})})
+        answer = example["answer"]
+        turns.append({"role": "assistant", "content": answer if isinstance(answer, str)
+                      else json.dumps(answer, ensure_ascii=False)})
+    return turns
 
 
 def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest]]:
@@ -100,6 +118,7 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest
         messages.append({"role": message["role"],
                          "content": render_text(ctx, message["content"], f"messages[{number}].content")})
     if args.prompt is not None:
+        messages += example_turns(ctx, args.prompt, args.examples)
         messages.append({"role": "user", "content": render_text(ctx, args.prompt, "prompt")})
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
@@ -128,7 +147,7 @@ class PromptedStep(Step):
 
     template_fields = ("prompt", "system", "messages")     # messages: each one's content
     schema_fields = ("output_schema",)
-    lazy_fields = ("prompt", "system", "messages")
+    lazy_fields = ("prompt", "system", "messages", "examples")
     counts_calls = True
 
 

@@ -1,0 +1,177 @@
+"""What `runner align` may change in a judge: the step whose answer the labels grade, the
+few-shot examples made from labelled disagreements, and instruction lines an optimizer model
+proposes.
+
+The judge step is the `llm` or `jury` step (at the top of the pipeline) whose answer schema
+has the field the labels grade: the jury's vote field, else a property named like the
+results' `--predicted` field, else the one property with an `enum`. An example's answer is
+the label in that field and, where the schema has a reason field, the reviewer's rationale."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from runner.calibration.align_split import Labelled
+from runner.calibration.evaluate import value_text
+from runner.errors import InputError
+from runner.fileio import read_json
+from runner.pipeline.model import Pipeline, StepSpec
+
+REASON_FIELDS = ("reason", "rationale", "explanation", "justification")
+MOST_LINES = 3
+
+
+@dataclass(frozen=True)
+class Judge:
+    step: StepSpec
+    field: str
+    reason: str | None
+    schema: dict[str, Any]
+    blocked: str | None = None          # why no example can be written in its answer schema
+
+    @property
+    def system(self) -> Any:
+        return self.step.args.get("system")
+
+
+def _schema(pipeline: Pipeline, step: StepSpec) -> dict[str, Any] | None:
+    value = step.args.get("output_schema")
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and "{{" not in value and not value.lstrip().startswith("{"):
+        loaded = read_json(pipeline.schemas_dir / value)
+        return loaded if isinstance(loaded, dict) else None
+    return None
+
+
+def _field(step: StepSpec, schema: dict[str, Any], properties: dict[str, Any], predicted: str) -> str | None:
+    vote = step.args.get("vote")
+    if step.uses == "jury" and isinstance(vote, dict) and vote.get("field") in properties:
+        return str(vote["field"])
+    leaf = predicted.rsplit(".", 1)[-1]
+    if leaf in properties:
+        return leaf
+    enums = [name for name, prop in properties.items() if isinstance(prop, dict) and "enum" in prop]
+    if len(enums) == 1:
+        return enums[0]
+    required = [name for name in schema.get("required") or [] if name in properties and name not in REASON_FIELDS]
+    return str(required[0]) if len(required) == 1 else None
+
+
+def find_judge(pipeline: Pipeline, predicted: str) -> Judge:
+    """The step the labels grade, or InputError saying why there is none to align."""
+    for step in pipeline.steps:
+        if step.uses not in ("llm", "jury"):
+            continue
+        schema = _schema(pipeline, step)
+        properties = (schema or {}).get("properties")
+        if not isinstance(properties, dict):
+            continue
+        field = _field(step, schema, properties, predicted)  # type: ignore[arg-type]
+        if field is None:
+            continue
+        reason = next((name for name in REASON_FIELDS if name in properties), None)
+        others = sorted(set(schema.get("required") or []) - {field, reason})  # type: ignore[union-attr]
+        blocked = f"its answer schema also requires {', '.join(others)}, which a label cannot fill" if others else None
+        return Judge(step, field, reason, schema, blocked)  # type: ignore[arg-type]
+    raise InputError(f"{pipeline.file}: align needs an llm or jury step with an answer schema (output_schema, a "
+                     f"file or an object) holding the field the labels grade ('{predicted}', or the jury's vote "
+                     "field, or its one property with an enum, or its one required property): found none")
+
+
+def answer_value(judge: Judge, truth: str) -> tuple[Any, bool]:
+    """The label as a value of the judge's answer field (an enum member, a boolean, a number
+    or the text); (None, False) when the field cannot hold it."""
+    prop = judge.schema["properties"][judge.field]
+    prop = prop if isinstance(prop, dict) else {}
+    if "enum" in prop:
+        found = [v for v in prop["enum"] if value_text(v) == truth]
+        return (found[0], True) if found else (None, False)
+    kind = prop.get("type")
+    if kind == "boolean":
+        return (truth == "true", True) if truth in ("true", "false") else (None, False)
+    if kind in ("integer", "number"):
+        try:
+            number = float(truth)
+        except ValueError:
+            return None, False
+        return (int(number) if kind == "integer" else number), kind == "number" or number.is_integer()
+    return truth, True
+
+
+def make_example(judge: Judge, item: dict[str, Any], labelled: Labelled) -> dict[str, Any] | None:
+    """An `examples:` entry: the item, and the answer the label says, with the rationale."""
+    value, ok = answer_value(judge, labelled.truth)
+    if not ok or judge.blocked:
+        return None
+    answer: dict[str, Any] = {judge.field: value}
+    required = set(judge.schema.get("required") or [])
+    if judge.reason and (labelled.rationale or judge.reason in required):
+        answer[judge.reason] = labelled.rationale or f"The right answer here is {labelled.truth}."
+    return {"key": labelled.key, "item": item, "answer": answer}
+
+
+def choose(disagreements: list[Labelled], most: int, seed: int) -> list[Labelled]:
+    """Up to `most` disagreements, balanced per label: one of each label in turn (seeded order)."""
+    by_label: dict[str, list[Labelled]] = {}
+    for item in sorted(disagreements, key=lambda i: i.key):
+        by_label.setdefault(item.truth, []).append(item)
+    rng = random.Random(seed)
+    for items in by_label.values():
+        rng.shuffle(items)
+    chosen: list[Labelled] = []
+    while len(chosen) < most and any(by_label.values()):
+        for label in sorted(by_label):
+            if by_label[label] and len(chosen) < most:
+                chosen.append(by_label[label].pop())
+    return chosen
+
+
+def instruction_prompt(judge: Judge, disagreements: list[tuple[Labelled, str]]) -> str:
+    lines = [f"- label {d.truth}, the judge said {said}" + (f"; the reviewer's reason: {d.rationale}"
+                                                              if d.rationale else "")
+             for d, said in disagreements[:40]]
+    return ("A judge answered these items differently from its human reviewers. Propose at most "
+            f"{MOST_LINES} short instruction lines to add to the judge's instructions so that it agrees with the "
+            f"reviewers on items like these (its answer field is '{judge.field}'). Answer with the lines only, one "
+            "a line, no numbering.\n\nDisagreements:\n" + "\n".join(lines))
+
+
+def propose_lines(pipeline: Pipeline, model: str, prompt: str, cache_dir: Any) -> list[str]:
+    """At most three instruction lines from the optimizer model (a name under the pipeline's
+    models:), through the run's LLM service (cached like every call)."""
+    from runner.engine.context import Runtime
+    from runner.llm.service import CallRequest
+    from runner.runs.request import RunOptions
+    if model not in pipeline.models:
+        raise InputError(f"--optimizer-model {model}: not a model of the pipeline (its models: "
+                         f"{', '.join(sorted(pipeline.models))}); add it under models: or use --set/--model")
+
+    async def ask() -> str:
+        runtime = Runtime.create(pipeline, RunOptions(cache_dir=cache_dir))
+        try:
+            answer = await runtime.llm.call(CallRequest(model=model, messages=[{"role": "user", "content": prompt}],
+                                                        item=0, step="align-optimizer"))
+        finally:
+            await runtime.aclose()
+        output = answer.get("output")
+        return output if isinstance(output, str) else json.dumps(output)
+    text = asyncio.run(ask())
+    lines = [line.strip().lstrip("-*0123456789. ").strip() for line in text.splitlines()]
+    lines = [line.replace("{", "(").replace("}", ")") for line in lines]     # text, never a template
+    return [line for line in lines if line][:MOST_LINES]
+
+
+def system_with(judge: Judge, lines: list[str]) -> str:
+    """The judge's system prompt with the instruction lines after it (a prompt file included)."""
+    added = "\n".join(lines)
+    system = judge.system
+    if not system:
+        return added
+    if isinstance(system, str) and system.endswith(".j2") and "\n" not in system:
+        return f"{{% include {json.dumps(system)} %}}\n{added}"
+    return f"{system}\n{added}"

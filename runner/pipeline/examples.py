@@ -1,0 +1,155 @@
+"""`examples:` of `llm` and `jury` steps: items with the answer they should get, given to the
+model as prior chat turns (few-shot).
+
+An example is `{item: {...}, answer: ...}` (and, optionally, `key`: where it came from, for
+the record). `examples:` is a list of them, or a JSONL file of them named relative to the
+file that names it (as `extends:` names its base), else to the project folder; inside the
+project either way. Each answer is
+checked against the step's answer schema (its `output_schema`, when it is a file or an
+object) when the pipeline is validated; an error names the YAML field (file:line:col) and,
+for a file, its line. The typed pipeline holds the examples as a list, read once, so the
+engine never reads the file (runner/engine/steps/llm_call.py turns them into turns)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from runner.errors import ConfigError, InputError, Problem
+from runner.fileio import read_json, read_json_lines
+from runner.pipeline import templating
+from runner.pipeline.files import named_file
+from runner.pipeline.model import StepSpec
+from runner.yamlpos import Located
+from runner.yamlpos import Path as DataPath
+
+EXAMPLE_STEPS = ("llm", "jury")
+EXAMPLE_KEYS = {"item", "answer", "key"}
+MOST_EXAMPLES = 200
+
+
+def _steps(data: Any, base: DataPath) -> Iterator[tuple[DataPath, dict[str, Any]]]:
+    """(path, with:) of every llm and jury step with `examples:`, nested ones too."""
+    for index, step in enumerate(data if isinstance(data, list) else []):
+        if not isinstance(step, dict):
+            continue
+        args = step.get("with")
+        if not isinstance(args, dict):
+            continue
+        if step.get("uses") in EXAMPLE_STEPS and "examples" in args:
+            yield (*base, index, "with"), args
+        yield from _steps(args.get("steps"), (*base, index, "with", "steps"))
+
+
+def _file_of(located: Located, path: DataPath, name: str, project_dir: Path) -> tuple[Path | None, str]:
+    owner = Path(located.file_of(path))
+    if not owner.is_file():                    # written by --set: relative to the pipeline file
+        owner = Path(located.file)
+    found, reason = named_file(owner, name, project_dir)
+    if found is None and "not found" in reason:       # else relative to the project folder
+        found, _ = named_file(project_dir / "_", name, project_dir)     # as if named by a file at the root
+    return found, reason
+
+
+def example_files(located: Located, project_dir: Path) -> list[Path]:
+    """The examples files a pipeline names (part of what a validated pipeline is made of)."""
+    found = []
+    for path, args in _steps(located.data.get("steps"), ("steps",)):
+        if isinstance(args["examples"], str):
+            file, _ = _file_of(located, (*path, "examples"), args["examples"], project_dir)
+            if file is not None:
+                found.append(file)
+    return found
+
+
+def read_examples(file: Path) -> list[tuple[int, Any]]:
+    """(line, example) of a JSONL examples file; InputError when it cannot be read or parsed."""
+    rows = list(read_json_lines(file))
+    if len(rows) > MOST_EXAMPLES:
+        raise InputError(f"{file}: {len(rows)} examples; at most {MOST_EXAMPLES} (each is sent with every call)")
+    return rows
+
+
+def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> tuple[list[tuple[str, Any]], str]:
+    """(where, example) of each example, `where` saying its line in a file; or why none."""
+    if isinstance(value, list):
+        return [(f"[{i}]", example) for i, example in enumerate(value)], ""
+    if not isinstance(value, str):
+        return [], "a JSONL file of examples, or a list of {item, answer}"
+    file, reason = _file_of(located, path, value, project_dir)
+    if file is None:
+        return [], f"examples file {reason}"
+    try:
+        return [(f"{value} line {line}", example) for line, example in read_examples(file)], ""
+    except InputError as exc:
+        return [], str(exc)
+
+
+def _answer_schema(args: dict[str, Any], schemas_dir: Path) -> dict[str, Any] | None:
+    schema = args.get("output_schema")
+    if isinstance(schema, dict):
+        return schema
+    if isinstance(schema, str) and not templating.is_template(schema) and not schema.lstrip().startswith("{"):
+        try:
+            loaded = read_json(schemas_dir / schema)
+        except InputError:
+            return None                         # the loader reports the schema file itself
+        return loaded if isinstance(loaded, dict) else None
+    return None
+
+
+def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | None) -> str | None:
+    if not isinstance(example, dict) or not {"item", "answer"} <= set(example):
+        return "an example is an object with `item` (the item's fields) and `answer` (the answer it should get)"
+    unknown = sorted(set(example) - EXAMPLE_KEYS)
+    if unknown:
+        return f"unknown key(s) {', '.join(unknown)}: an example has item, answer and optionally key"
+    if not isinstance(example["item"], dict):
+        return "`item` is an object: the fields the prompt reads as item.NAME"
+    answer = example["answer"]
+    if schema is not None:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import best_match
+        error = best_match(Draft202012Validator(schema).iter_errors(answer))
+        if error is not None:
+            at = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+            return f"answer{at} does not fit the step's answer schema: {error.message}"
+    elif not args.get("json") and "output_schema" not in args and not isinstance(answer, str):
+        return "the step answers in text (no output_schema): the answer is a string"
+    return None
+
+
+def example_problems(located: Located, project_dir: Path) -> list[Problem]:
+    """Every example of every llm and jury step, read and checked against its answer schema."""
+    problems: list[Problem] = []
+    for path, args in _steps(located.data.get("steps"), ("steps",)):
+        where = (*path, "examples")
+        examples, reason = _loaded(located, where, args["examples"], project_dir)
+        if reason:
+            problems.append(located.problem(where, reason))
+            continue
+        schema = _answer_schema(args, project_dir / "schemas")
+        for place, example in examples:
+            problem = _shape_problem(example, args, schema)
+            if problem:
+                inline = place.startswith("[")
+                at = (*where, int(place[1:-1])) if inline else where
+                problems.append(located.problem(at, problem if inline else f"{place}: {problem}"))
+    return problems
+
+
+def with_examples(specs: tuple[StepSpec, ...], located: Located, project_dir: Path) -> tuple[StepSpec, ...]:
+    """The step specs with each `examples:` file read into its list of examples."""
+    out = []
+    for spec in specs:
+        args = spec.args
+        if spec.uses in EXAMPLE_STEPS and isinstance(args.get("examples"), str):
+            examples, reason = _loaded(located, (*spec.path, "with", "examples"), args["examples"], project_dir)
+            if reason:
+                raise ConfigError([located.problem((*spec.path, "with", "examples"), reason)])
+            args = {**args, "examples": [example for _, example in examples]}
+        substeps = with_examples(spec.substeps, located, project_dir) if spec.substeps else spec.substeps
+        out.append(dataclasses.replace(spec, args=args, substeps=substeps))
+    return tuple(out)

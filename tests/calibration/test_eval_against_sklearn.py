@@ -1,0 +1,83 @@
+"""`runner eval`'s accuracy, balanced accuracy, kappa and macro F1 are scikit-learn's on the
+same predictions; `--by FIELD` scores every slice apart, with n and intervals."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, cohen_kappa_score, f1_score
+
+from runner.calibration import metrics
+
+CLASSES = ["supported", "partially_supported", "not_supported"]
+
+
+def _run_folder(root: Any, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """A run folder of `n` results (a judge right about 60% of the time) and its labels."""
+    rng = random.Random(seed)
+    truth = [rng.choice(CLASSES) for _ in range(n)]
+    judged = [t if rng.random() < 0.6 else rng.choice(CLASSES) for t in truth]
+    sources = [rng.choice(["wice", "fever"]) for _ in range(n)]
+    folder = root / "run"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(
+        json.dumps({"index": i + 1, "id": f"k{i}", "label": judged[i]}) + "\n" for i in range(n)), encoding="utf-8")
+    (folder / "summary.json").write_text(json.dumps({"pipeline": "p", "count_by": "label"}), encoding="utf-8")
+    (root / "labels.jsonl").write_text("".join(
+        json.dumps({"id": f"k{i}", "truth": truth[i], "source": sources[i]}) + "\n" for i in range(n)),
+        encoding="utf-8")
+    return truth, judged, sources
+
+
+def _expected(truth: list[str], judged: list[str]) -> dict[str, float]:
+    return {"accuracy": accuracy_score(truth, judged), "balanced_accuracy": balanced_accuracy_score(truth, judged),
+            "kappa": cohen_kappa_score(truth, judged), "macro_f1": f1_score(truth, judged, average="macro")}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_eval_scores_equal_scikit_learns(project: Any, cli: Any, seed: int) -> None:
+    truth, judged, _ = _run_folder(project.root, 60, seed)
+    result = cli("eval", "run", "--labels", "labels.jsonl", "--key", "id", "--truth", "truth")
+    assert result.exit_code == 0, result.output
+    m = json.loads((project.root / "run/eval.json").read_text())["metrics"]
+    for name, value in _expected(truth, judged).items():
+        assert m[name] == pytest.approx(value, abs=1e-4), name
+    for name in ("accuracy", "balanced_accuracy", "kappa"):
+        low, high = m[f"{name}_ci95"]
+        assert low <= m[name] <= high
+
+
+def test_eval_by_scores_every_slice_with_n_and_intervals(project: Any, cli: Any) -> None:
+    truth, judged, sources = _run_folder(project.root, 80, 7)
+    result = cli("eval", "run", "--labels", "labels.jsonl", "--key", "id", "--truth", "truth", "--by", "source")
+    assert result.exit_code == 0, result.output
+    by = json.loads((project.root / "run/eval.json").read_text())["by"]
+    assert by["field"] == "source" and sorted(by["slices"]) == ["fever", "wice"]
+    for name, m in by["slices"].items():
+        kept = [i for i, s in enumerate(sources) if s == name]
+        assert m["n"] == len(kept)
+        for metric, value in _expected([truth[i] for i in kept], [judged[i] for i in kept]).items():
+            assert m[metric] == pytest.approx(value, abs=1e-4), (name, metric)
+        assert m["accuracy_ci95"] and m["balanced_accuracy_ci95"] and m["kappa_ci95"]
+        assert f"source {name}: n {m['n']}, accuracy {m['accuracy']}" in result.output
+    assert "## By source" in (project.root / "run/eval.md").read_text()
+
+
+def test_batch_balanced_accuracy_equals_scikit_learn() -> None:
+    rng = random.Random(5)
+    for _ in range(20):
+        t = [rng.randrange(3) for _ in range(30)]
+        p = [rng.randrange(3) for _ in range(30)]
+        assert metrics.batch_balanced_accuracy(t, p, 3)[0] == pytest.approx(balanced_accuracy_score(t, p))
+
+
+def test_paired_difference_is_zero_for_one_judge_and_positive_for_a_better_one() -> None:
+    truth = ["a", "b"] * 30
+    same = metrics.paired_difference(truth, truth[::-1], truth[::-1])
+    assert same["difference"] == 0 and same["ci95"] == [0, 0]
+    worse = ["a"] * 60
+    better = metrics.paired_difference(truth, worse, truth)
+    assert better["difference"] == 0.5 and better["ci95"][0] > 0
