@@ -816,3 +816,24 @@ def test_E2_an_extends_chain_past_the_depth_limit_is_a_message(project, cli):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"extends: the extends chain is deeper than {MAX_EXTENDS_DEPTH} files" in result.output, result.output
     assert cli("validate", str(project.root / "pipelines" / f"c{MAX_EXTENDS_DEPTH}.yaml")).exit_code == 0
+
+
+def test_a_key_in_an_endpoints_query_never_reaches_calls_or_reports_when_an_answer_fails(project, scripted_llm):
+    """(review) An answer that failed its schema wrote the call's error, endpoint and query key
+    included, to calls.jsonl and report.html unredacted."""
+    project.schema("a.schema.json", {"type": "object", "required": ["verdict"],
+                                     "properties": {"verdict": {"enum": ["yes", "no"]}}})
+    scripted_llm.answer_json({"verdict": "maybe"})
+    path = project.pipeline("""
+        version: 1
+        name: q
+        models:
+          m: {model: scripted/m, api_base: "http://127.0.0.1:9/v1?api_key=sk-QUERYSECRET88"}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: "Judge {{ item.n }}", output_schema: a.schema.json}}]
+        output: {verdict: "{{ steps.ask.output.verdict }}"}
+        """)
+    run(path, write_json(project.root / "in.json", [{"n": 1}]))
+    written = [f for f in (project.root / "out").rglob("*") if f.is_file()]
+    assert any(f.name == "calls.jsonl" for f in written)
+    assert all(b"QUERYSECRET88" not in f.read_bytes() for f in written), \
+        [f.name for f in written if b"QUERYSECRET88" in f.read_bytes()]

@@ -229,7 +229,7 @@ class LLMService:
                 problem = completion.problem(spec.name, sampling.get("max_tokens"))
                 if problem:
                     stats.failures += 1
-                    message = f"{spec.describe()}: {problem}"
+                    message = self.redact(f"{spec.describe()}: {problem}")
                     self._done(request, seq, spec, messages, key, began, completion, error=message)
                     raise StepError(message, partial=self._result(spec, None, completion.text, completion, False,
                                                                   started, error=message, made=(attempt + 1, tried)))
@@ -242,7 +242,7 @@ class LLMService:
                 parsed = parse_answer(raw, check, request.as_json or schema is not None)
             except ParseFailure as exc:       # the call's line says its answer could not be used
                 self._done(request, seq, spec, messages, key, began, completion, cached=cached is not None,
-                           error=f"{spec.describe()}: {exc}")
+                           error=self.redact(f"{spec.describe()}: {exc}"))
                 if attempt < request.repair:
                     messages = [*messages, {"role": "assistant", "content": raw},
                                 {"role": "user", "content": f"Your answer could not be used: {exc}. "
@@ -322,6 +322,7 @@ class LLMService:
               attempts: int = 0) -> None:
         """The call's line of calls.jsonl (secrets taken out), and its tracing event."""
         ended = time.time_ns()
+        error = self.redact(error) if error else error        # a message may name the endpoint, query key and all
         answer = completion.text if completion else None
         attempts = 0 if cached else completion.attempts if completion else attempts
         usage = completion.usage if completion else {}

@@ -124,7 +124,9 @@ def _pipeline_text(out: Converted, graders: list[str], file: Path) -> str:
     pipeline["steps"] = out.steps
     pipeline["output"] = {**out.output, "passed": "{{ " + " and ".join(f"({p})" for p in out.passed) + " }}"}
     rates = {sid: f"result.{sid}.passed" for sid in graders}      # each grader's (not a multi's parts')
-    pipeline["summary"] = {"rates": {**rates, "passed": "result.passed"}}
+    # `passed` first and the pass rule: --fail-under, --failed-from, junit and view's badges all gate
+    # on every grader having passed, as the eval's testing criteria do, not on its first grader
+    pipeline["summary"] = {"pass_when": "result.passed", "rates": {"passed": "result.passed", **rates}}
     return yaml.safe_dump(pipeline, sort_keys=False, allow_unicode=True, width=110)
 
 

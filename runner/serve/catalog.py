@@ -124,8 +124,8 @@ def request_overrides(served: Served, params: Any) -> list[str]:
     problems = []
     for name, value in params.items():
         if name not in served.settable:
-            problems.append(f"params.{name}: a request may set only the params the pipeline declares under "
-                            f"params_schema ({', '.join(served.settable) or 'none'})")
+            problems.append(f"params.{name}: a request may set only the params the pipeline declares "
+                            f"under params: ({', '.join(served.settable) or 'none'})")
             continue
         leaving = next(_paths_leaving(value), None)
         if leaving is not None:

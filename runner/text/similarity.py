@@ -50,7 +50,10 @@ def cosine(a: list[float], b: list[float]) -> float:
     norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
     if norms == 0:
         raise ValueError("a vector is all zeros: its cosine similarity is undefined")
-    return max(-1.0, min(1.0, math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms))
+    value = math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms
+    if not math.isfinite(value):      # NaN or infinity in a vector: never clamped into a match
+        raise ValueError("a vector holds a number that is not finite: its cosine similarity is undefined")
+    return max(-1.0, min(1.0, value))
 
 
 @functools.cache

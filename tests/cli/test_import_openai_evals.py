@@ -73,6 +73,10 @@ def test_an_imported_eval_gives_the_evals_pass_fail_per_row_and_grader(project, 
     summary = project.summary()
     assert (summary["correctness"], summary["mentions_answer"], summary["close"], summary["passed"]) == (
         round(2 / 3, 4), round(2 / 3, 4), round(1 / 3, 4), round(1 / 3, 4))
+    # the gate is every grader passing, as the eval's testing criteria: 1 of 3 rows, not correctness's 2 of 3
+    gated = cli("run", "pipelines/qa_check.yaml", "--input", str(project.root / "rows.jsonl"), "--out", "gated",
+                "--quiet", "--model", "correctness=scripted/correctness", "--fail-under", "0.5")
+    assert gated.exit_code == 1 and "passed" in gated.output, gated.output
     first = scripted_llm.requests[0]
     assert [m["role"] for m in first.messages] == ["developer", "user"]     # roles kept
     assert first.body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"] == [

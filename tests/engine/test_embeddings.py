@@ -139,3 +139,14 @@ def test_litellm_embeds_for_a_model_routed_through_it(project, fake_llm):
     assert sorted(r.path for r in fake_llm.requests) == ["/v1/embeddings"] * 2
     assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in fake_llm.requests)
     assert SECRET not in (project.root / "out" / "calls.jsonl").read_text()
+
+
+@pytest.mark.parametrize("vectors", [[[float("nan"), 1.0], [0.0, -1.0]], [[float("inf"), 1.0], [-1.0, 0.0]]])
+def test_a_vector_that_is_not_finite_is_no_match(vectors):
+    """(review) NaN or infinity in an embedding was clamped into a cosine of 1.0, a perfect match."""
+    from runner.llm.client.transport import TransportError, vector_list
+    from runner.text.similarity import cosine
+    with pytest.raises(ValueError, match="not finite"):
+        cosine(*vectors)
+    with pytest.raises(TransportError, match="finite numbers"):
+        vector_list([{"index": i, "embedding": v} for i, v in enumerate(vectors)], 2)

@@ -66,9 +66,11 @@ def test_every_name_the_code_puts_in_scope_is_documented():
 
 
 def test_every_step_type_has_an_example_its_schema_accepts():
-    from runner.pipeline.catalog import step_info, step_names
+    from runner.pipeline.catalog import STEPS, step_info, step_names
     from runner.pipeline.schema_check import validator_for
     for name in step_names():
+        if not STEPS.get(name).__module__.startswith(STEPS.builtins):
+            continue        # a plug-in another test registered in this process
         schema = step_info(name).schema
         assert schema.get("examples"), f"runner/schemas/steps/{name}.schema.json has no example"
         for example in schema["examples"]:

@@ -52,7 +52,7 @@ def test_eval_and_sweep_run_offline_from_the_recorded_answers(recorded, cli, mon
     report = json.loads((work / "run" / "eval.json").read_text())
     assert report["scored"] == 47 and report["metrics"]["accuracy"] == 0.8723
     assert report["metrics"]["baseline"] == {"predicts": "VALID", "accuracy": 0.4255, "kappa": 0.0,
-                                             "macro_f1": 0.0995}
+                                             "macro_f1": 0.0995, "balanced_accuracy": 0.2}   # 1 of 5 labels
     seats = report["jurors"]["models"]
     assert seats["local"]["accuracy"] < seats["gemini"]["accuracy"] < seats["openai"]["accuracy"] < 1
     summary = json.loads((work / "run" / "summary.json").read_text())

@@ -51,7 +51,7 @@ def test_params_make_another_result_and_are_checked(served):
     assert len(served.model.requests) == 2
     for params, message in (({"green_at": 150}, "params.green_at: 150 is greater than the maximum of 100"),
                             ({"models": {}}, "params.models: a request may set only the params the pipeline "
-                                             "declares under params_schema (green_at, data_root)"),
+                                             "declares under params: (green_at, data_root)"),
                             ({"data_root": "../../etc"}, "params.data_root: '../../etc' leaves the project"),
                             ({"data_root": "/etc"}, "params.data_root: '/etc' leaves the project")):
         refused = served.judge(deck("<p>A</p>"), params=params)

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import io
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -101,8 +102,8 @@ def vector_list(data: Any, count: int) -> list[list[float]]:
         vectors = [[float(x) for x in entry["embedding"]] for entry in ordered]
     except (AttributeError, KeyError, TypeError, ValueError):
         vectors = []
-    if len(vectors) != count or any(not vector for vector in vectors):
-        raise TransportError("server", f"the embeddings answer does not hold {count} vector(s) of numbers "
+    if len(vectors) != count or any(not vector or not all(map(math.isfinite, vector)) for vector in vectors):
+        raise TransportError("server", f"the embeddings answer does not hold {count} vector(s) of finite numbers "
                                        "(data: [{index, embedding}, ...])")
     return vectors
 
