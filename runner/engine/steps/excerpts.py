@@ -14,6 +14,7 @@ from typing import Any
 
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
+from runner.engine.steps.foreach import elements_of
 from runner.errors import StepError
 from runner.pipeline.result_shapes import ShapeContext
 from runner.text.quotes import Source, match_quote
@@ -62,11 +63,7 @@ class Excerpts(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(ExcerptsArgs)
-        elements = args.items
-        if isinstance(elements, dict):
-            elements = [{"key": k, "value": v} for k, v in elements.items()]
-        if not isinstance(elements, list):
-            raise StepError(f"{ctx.where('items')}: expected a list, got {type(elements).__name__}")
+        elements = elements_of(ctx, args.items)
         gate = asyncio.Semaphore(max(1, int(args.concurrency)))
         text, threshold, most = str(args.text or ""), float(args.threshold), max(1, int(args.max))
 

@@ -13,6 +13,17 @@ from runner.errors import StepError
 from runner.pipeline.result_shapes import ShapeContext, sub_results
 
 
+def elements_of(ctx: StepContext, items: Any) -> list[Any]:
+    """`with.items` as the list a step goes over: a mapping's items as {key, value}, none for null."""
+    if isinstance(items, dict):
+        return [{"key": k, "value": v} for k, v in items.items()]
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise StepError(f"{ctx.where('items')}: expected a list, got {type(items).__name__}")
+    return items
+
+
 @dataclass(frozen=True)
 class ForEachArgs:
     items: Any
@@ -38,13 +49,7 @@ class ForEach(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(ForEachArgs)
-        elements = args.items
-        if isinstance(elements, dict):
-            elements = [{"key": k, "value": v} for k, v in elements.items()]
-        if elements is None:
-            elements = []
-        if not isinstance(elements, list):
-            raise StepError(f"{ctx.where('items')}: expected a list, got {type(elements).__name__}")
+        elements = elements_of(ctx, args.items)
         gate = asyncio.Semaphore(max(1, int(args.concurrency or 4)))
         name = args.as_
 
