@@ -216,7 +216,6 @@ SWEEP_NONE = "issue 61: sweep counts with its own item loop: an errored item's v
 SWEEP_ERRORS = ("issue 61: sweep counts with its own item loop: an item whose LLM calls failed is no error "
                 "(summary.json counts it)")
 EXITS_0 = "exits 0 where every item errored (runner run exits 3)"
-NO_JURY = "issue 61: the driver of --executor processes/ray writes `juries: {}` for a pipeline without a jury (local: none)"
 WITH_ERRORS = ("citation_judge", "citation_judge_strict", "evidence_judge", "slide_judge", "verdict_analyzer", "tickets")
 KNOWN: dict[tuple[str, str], str] = {
     ("eval", "tickets_all_failing"): f"issue 61: eval --input {EXITS_0}",
@@ -226,8 +225,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("sweep", "citation_judge"): SWEEP_ERRORS,
     ("sweep", "citation_judge_strict"): SWEEP_ERRORS,
     ("sweep", "evidence_judge"): SWEEP_ERRORS,
-    **{(executor, name): NO_JURY for executor in ("processes", "ray")
-       for name in ("deep_judgment", "evidence_judge", "slide_judge", "verdict_analyzer")},
 }
 
 

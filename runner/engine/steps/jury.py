@@ -249,6 +249,8 @@ def take_agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
 
 
 def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None:
+    if not taken:        # a worker whose items met no jury: no `juries` section, as a local run writes none
+        return
     kept = runtime.resource(_agreements)
     for step, agreement in taken.items():
         mine = kept.setdefault(step, type(agreement)())
