@@ -163,7 +163,7 @@ def test_issue62_9_serve_takes_set_and_model_as_run_does(served_project, fake_ll
     finally:
         server.stop()
     assert described["params"]["green_at"] == 70
-    assert judged.status_code == 200 and judged.json()["counts"] == {"judged": 1}, judged.text
+    assert judged.status_code == 200 and judged.json()["counts"] == {"judged": 1, "errors": 0, "store": 0, "cache": 0}, judged.text
     assert [r.body["model"] for r in fake_llm.requests] == ["local-judge"]
     assert "Green at 70" in json.dumps(fake_llm.requests[0].body)
 
