@@ -190,13 +190,17 @@ def input_entry(input_path: Path | None, records: list[str], project_dir: Path, 
     return entry
 
 
+RESULT_NEUTRAL = ("tracing", "description")     # a pipeline's keys that no result depends on
+
+
 def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
     """What a kept result (serve's store, the memo store) was judged by: the resolved pipeline
     (params included), the prompt and schema files it uses, and its models as they resolve
-    here (endpoints without credentials). Any of them changed, its items are judged again."""
-    entry = pipeline_entry(pipeline, [])
+    here (endpoints without credentials). Any of them changed, its items are judged again; what
+    cannot change a result (where it is traced, its description) is left out."""
+    resolved = {k: v for k, v in redact(pipeline.located.data).items() if k not in RESULT_NEUTRAL}
     models = model_entries(model_spec, list(pipeline.models))
-    return sha256_json({"pipeline": entry["sha256"], "files": entry["files"], "models": models})[:16]
+    return sha256_json({"pipeline": sha256_json(resolved), "files": used_files(pipeline), "models": models})[:16]
 
 
 def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
