@@ -92,9 +92,12 @@ def test_stored_results_are_read_by_key(served):
 def test_a_changed_pipeline_judges_again_and_the_cache_answers(served_project, served):
     first = served.judge(deck("<p>A</p>")).json()
     path = served_project.root / "pipelines" / "deck.yaml"
-    path.write_text(path.read_text().replace("Rate each slide", "Rate every slide"))
+    path.write_text(path.read_text().replace('  score: "{{ steps.ask.output.score }}"',
+                                              '  score: "{{ steps.ask.output.score * 1 }}"'))   # the same prompt
     again = served.judge(deck("<p>A</p>")).json()
     assert again["pipeline_hash"] != first["pipeline_hash"] and again["results"][0]["source"] == "cache"
+    path.write_text(path.read_text().replace("Rate each slide", "Rate every slide"))      # no result depends on it
+    assert served.judge(deck("<p>A</p>")).json()["pipeline_hash"] == again["pipeline_hash"]
     assert len(served.model.requests) == 1
 
 
