@@ -26,6 +26,7 @@ from typing import Any
 from runner.calibration.evaluate import vote_lists
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
+from runner.engine.rates import RateCount
 from runner.outputs.report_view import lookup
 from runner.pipeline.probes import Probe
 from runner.probe.plan import Planned, excerpt
@@ -101,30 +102,27 @@ class Originals:
     items: int = 0
     errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)
-    hits: dict[str, int] = field(default_factory=dict)
-    undefined: dict[str, int] = field(default_factory=dict)
+    counted: dict[str, RateCount] = field(default_factory=dict)      # each rate, as summary.json counts one
 
     def add(self, result: dict[str, Any] | None) -> None:
         self.items += 1
+        rates = [(name, self.counted.setdefault(name, RateCount())) for name in self.rates]
         if result is None or result.get("error"):
             self.errors += 1
             self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
+            for _, count in rates:
+                count.leave_out("errored")
             return
         verdict = str(lookup(result, self.verdict_field))
         self.counts[verdict] = self.counts.get(verdict, 0) + 1
-        for name, holds in self.rates.items():
+        for name, count in rates:
             try:
-                self.hits[name] = self.hits.get(name, 0) + bool(holds(result))
+                count.add(bool(self.rates[name](result)))
             except TEMPLATE_FAILURES:
-                self.undefined[name] = self.undefined.get(name, 0) + 1
+                count.leave_out("undefined")
 
     def view(self) -> dict[str, Any]:
-        rates = {}
-        for name in self.rates:
-            n = self.items - self.errors - self.undefined.get(name, 0)
-            by = {why: k for why, k in (("errored", self.errors), ("undefined", self.undefined.get(name, 0))) if k}
-            rates[name] = {"value": _rate(self.hits.get(name, 0), n), "numerator": self.hits.get(name, 0),
-                           "denominator": n, "left_out": sum(by.values()), "left_out_by": by}   # as summary.json's
+        rates = {name: (self.counted.get(name) or RateCount()).entry(self.items) for name in self.rates}
         return {"items": self.items, "errors": self.errors, "counts": self.counts, "rates": rates}
 
 
