@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.engine.rates import rate_entries, rate_text
+from runner.engine.rates import rate_entries, rate_text, unclean
 from runner.errors import RunnerError
 from runner.outputs.report_view import lookup
 from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
@@ -234,8 +234,8 @@ def _over(entry: dict[str, Any]) -> str:
 
 def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
     """`diff --max-drop`: the rates that fell by more than `max_drop`, failing closed: a rate
-    that vanished, or became null, in the later run is a drop, and so is one that left out
-    more items than before (it is over fewer items, so the two are not the same measure)."""
+    that vanished, or became null, in the later run is a drop, and so is one that left out, or
+    counted errored, more items than before (the two are not the same measure)."""
     if diff.get("partial"):
         return [f"rates not compared ({', '.join(diff['partial'])} partial or interrupted)"]
     fell = []
@@ -250,8 +250,8 @@ def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
             fell.append(f"{name} became n/a ({new.get('reason') or 'not computed'}; it was {_rate(old)})")
         elif before - after > max_drop:
             fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({_over(old)} -> {_over(new)})")
-        elif int(new.get("left_out") or 0) > int(old.get("left_out") or 0):
-            fell.append(f"{name} left out more items: {_rate(old)} -> {_rate(new)}")
+        elif unclean(new) > unclean(old):
+            fell.append(f"{name} left out, or counted errored, more items: {_rate(old)} -> {_rate(new)}")
     return fell
 
 

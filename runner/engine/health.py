@@ -2,8 +2,9 @@
 anything runs, whether too many items errored (`--max-errors`) or no model answered any
 call (exit code 3 either way), the lines that say what its errors were, and the rate gate
 (`--fail-under`), which fails closed: a rate that is missing or null fails it, and so does a
-rate that left out more items than `--max-errors` allows (none by default: a gate on a rate
-checks every item the run judged, not the few that happened to succeed)."""
+rate that left out, or counted errored, more items than `--max-errors` allows (none by
+default: a gate on a rate checks every item the run judged, not the few that happened to
+succeed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from runner.engine.rates import PassRule, rate_entries, rate_text
+from runner.engine.rates import PassRule, rate_entries, rate_text, unclean
 from runner.errors import InputError
 from runner.pipeline.model import Pipeline
 
@@ -117,9 +118,11 @@ def rate_gate(summary: dict[str, Any], name: str, threshold: float, allowed: Max
     if entry.get("value") is None:
         return False, f"{name} is n/a ({entry.get('reason') or 'not computed'}): {gate} has nothing to check"
     shown = f"{name} {rate_text(entry)}"
-    left_out, total = int(entry.get("left_out") or 0), int(summary.get("total") or 0)
-    if left_out and allowed.exceeded(left_out, total):
-        return False, (f"{shown}: {left_out} of {total} item(s) left out of it, more than the gate allows "
+    not_clean, total = unclean(entry), int(summary.get("total") or 0)
+    if not_clean and allowed.exceeded(not_clean, total):
+        what = " or ".join(part for part, n in (("left out of it", entry.get("left_out")),
+                                                ("errored", entry.get("errored_counted"))) if n)
+        return False, (f"{shown}: {not_clean} of {total} item(s) {what}, more than the gate allows "
                        f"({allowed.describe_left_out(given)}); {gate} not met")
     if float(entry["value"]) < threshold:
         return False, f"{shown} is below {gate} (rates run 0-1)"

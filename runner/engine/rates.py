@@ -5,11 +5,13 @@ the items where it is defined: an item on which EXPR cannot be evaluated (a fiel
 missing, a value is null) is left out of it and counted as left out, by why: `errored` when
 the item has an error (an errored result lacks the fields a judged one has), else `undefined`.
 An errored item whose result still holds what EXPR reads (citation_judge's FILE_NOT_FOUND,
-`verified: false`) counts as the expression says. So one errored item never deletes a rate:
-`5/7, 1 left out (errored)`. A rate with no item to
-be computed over is null with the reason. summary.json keeps each rate as `NAME` (the value,
-as before), `NAME_count` (its numerator) and `rates.NAME` (value, numerator, denominator,
-left_out, left_out_by and, when null, reason); `rate_entries` reads either form back.
+`verified: false`) counts as the expression says, and is counted as such (`errored_counted`):
+`5/13, 3 of them errored`. So one errored item never deletes a rate (`5/7, 1 left out
+(errored)`), and a gate sees every errored item, in the rate or out of it (`unclean`). A
+rate with no item to be computed over is null with the reason. summary.json keeps each rate
+as `NAME` (the value, as before), `NAME_count` (its numerator) and `rates.NAME` (value,
+numerator, denominator, left_out, left_out_by, errored_counted and, when null, reason);
+`rate_entries` reads either form back.
 
 The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
 pipeline's first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read
@@ -80,11 +82,27 @@ class RateCount:
     numerator: int = 0
     denominator: int = 0
     left_out: Counter[str] = field(default_factory=Counter)
+    errored_counted: int = 0          # errored items the expression could be evaluated on, counted in
     undefined_because: str = ""
 
-    def add(self, said: bool) -> None:
+    def add(self, said: bool, errored: bool = False) -> None:
         self.denominator += 1
         self.numerator += bool(said)
+        self.errored_counted += errored
+
+    def count(self, result: Mapping[str, Any], said: Callable[[], object],
+              failures: tuple[type[BaseException], ...]) -> bool | None:
+        """Count one result: what `said()` (the rate's expression on it) says, or, when it
+        raises one of `failures`, leave the result out as errored or undefined. Summary and
+        probe count through this one rule."""
+        errored = bool(result.get("error"))
+        try:
+            value = bool(said())
+        except failures as exc:
+            self.leave_out(ERRORED, "") if errored else self.leave_out(UNDEFINED, str(exc))
+            return None
+        self.add(value, errored)
+        return value
 
     def leave_out(self, why: str, message: str = "") -> None:
         self.left_out[why] += 1
@@ -95,7 +113,8 @@ class RateCount:
         """summary.json's `rates.NAME` (`total`: the results counted)."""
         value = round(self.numerator / self.denominator, 4) if self.denominator else None
         entry: dict[str, Any] = {"value": value, "numerator": self.numerator, "denominator": self.denominator,
-                                 "left_out": sum(self.left_out.values()), "left_out_by": dict(self.left_out)}
+                                 "left_out": sum(self.left_out.values()), "left_out_by": dict(self.left_out),
+                                 "errored_counted": self.errored_counted}
         if self.undefined_because:
             entry["undefined_because"] = self.undefined_because
         if value is None:
@@ -123,6 +142,11 @@ def rate_entries(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             if f"{name}_count" in summary and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
+def unclean(entry: Mapping[str, Any]) -> int:
+    """The items a rate was not cleanly over: those it left out and the errored ones it counted."""
+    return int(entry.get("left_out") or 0) + int(entry.get("errored_counted") or 0)
+
+
 def left_out_text(entry: Mapping[str, Any]) -> str:
     """`1 left out: 1 errored`, or empty when none was."""
     left_out = entry.get("left_out") or 0
@@ -133,11 +157,13 @@ def left_out_text(entry: Mapping[str, Any]) -> str:
 
 
 def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
-    """`0.7143 (5/7; 1 left out: 1 errored)` (`71.4%` with percent), or `n/a (0 judged; ...)`."""
+    """`0.3846 (5/13, 3 of them errored; 1 left out: 1 errored)` (`38.5%` with percent), or
+    `n/a (0 judged; ...)`."""
     value = entry.get("value")
     denominator = entry.get("denominator")
     shown = ("n/a" if not isinstance(value, (int, float)) else f"{value * 100:.1f}%" if percent else f"{value:.4g}")
-    over = (f"{entry.get('numerator')}/{denominator}" if isinstance(value, (int, float))
-            else f"{denominator or 0} judged")
+    errored = int(entry.get("errored_counted") or 0)
+    over = (f"{entry.get('numerator')}/{denominator}{f', {errored} of them errored' if errored else ''}"
+            if isinstance(value, (int, float)) else f"{denominator or 0} judged")
     extra = left_out_text(entry)
     return f"{shown} ({over}{'; ' + extra if extra else ''})"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from runner.engine.context import Runtime, condition_at, render_at
-from runner.engine.rates import ERRORED, UNDEFINED, RateCount
+from runner.engine.rates import RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
 
@@ -76,17 +77,12 @@ class SummaryTally:
         if self.field:
             self.counter[_count_key(result, self.field)] += 1
         said: dict[str, bool] = {}
+        scope = {**self.base, "result": result}
         for name, expression in self.rates.items():
-            try:
-                said[name] = condition_at(self.runtime, expression, ("summary", "rates", name),
-                                          {**self.base, "result": result})
-            except TemplateError as exc:
-                if result.get("error"):
-                    self.counts[name].leave_out(ERRORED)
-                else:
-                    self.counts[name].leave_out(UNDEFINED, str(exc))
-                continue
-            self.counts[name].add(said[name])
+            value = self.counts[name].count(result, functools.partial(
+                condition_at, self.runtime, expression, ("summary", "rates", name), scope), (TemplateError,))
+            if value is not None:
+                said[name] = value
         return said
 
     def summary(self, results: Iterable[dict[str, Any]], interrupted: bool = False) -> dict[str, Any]:

@@ -19,6 +19,7 @@ Rates come with a 95% Wilson interval (scipy), and their n."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 from runner.calibration.evaluate import vote_lists
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
-from runner.engine.rates import RateCount
+from runner.engine.rates import ERRORED, RateCount
 from runner.outputs.report_view import lookup
 from runner.pipeline.probes import Probe
 from runner.probe.plan import Planned, excerpt
@@ -94,8 +95,8 @@ def _rate(part: int, n: int) -> float | None:
 @dataclass
 class Originals:
     """The originals' own counts and rates, the copies left out: what the run's figures are
-    for the items as given (a rate over the originals where it is defined: an errored original,
-    or one its expression cannot be evaluated on, is left out and counted)."""
+    for the items as given, each rate counted as summary.json counts one (`RateCount.count`;
+    an original never run is left out as errored)."""
 
     verdict_field: str
     rates: dict[str, Callable[[dict[str, Any]], bool]]
@@ -107,19 +108,20 @@ class Originals:
     def add(self, result: dict[str, Any] | None) -> None:
         self.items += 1
         rates = [(name, self.counted.setdefault(name, RateCount())) for name in self.rates]
-        if result is None or result.get("error"):
+        if result is None:                                   # never run
             self.errors += 1
             self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
             for _, count in rates:
-                count.leave_out("errored")
+                count.leave_out(ERRORED)
             return
-        verdict = str(lookup(result, self.verdict_field))
-        self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        if result.get("error"):
+            self.errors += 1
+            self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
+        else:
+            verdict = str(lookup(result, self.verdict_field))
+            self.counts[verdict] = self.counts.get(verdict, 0) + 1
         for name, count in rates:
-            try:
-                count.add(bool(self.rates[name](result)))
-            except TEMPLATE_FAILURES:
-                count.leave_out("undefined")
+            count.count(result, functools.partial(self.rates[name], result), TEMPLATE_FAILURES)
 
     def view(self) -> dict[str, Any]:
         rates = {name: (self.counted.get(name) or RateCount()).entry(self.items) for name in self.rates}

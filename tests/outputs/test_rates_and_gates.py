@@ -44,7 +44,7 @@ def test_62_1_one_errored_item_keeps_the_rate_with_its_denominator(judge, cli):
     summary = judge.summary()
     assert summary["pass_rate"] == 0.7143 and summary["pass_rate_count"] == 5 and "summary_errors" not in summary
     assert summary["rates"]["pass_rate"] == {"value": 0.7143, "numerator": 5, "denominator": 7, "left_out": 1,
-                                             "left_out_by": {"errored": 1}}
+                                             "left_out_by": {"errored": 1}, "errored_counted": 0}
     shown = "71.4% (5/7; 1 left out: 1 errored)"
     assert shown in (judge.root / "out" / "report.md").read_text()
     assert shown in (judge.root / "out" / "report.html").read_text()
@@ -77,6 +77,22 @@ def test_62_2_fail_under_fails_closed_on_items_left_out_of_its_rate(judge, cli):
         in allowed.stderr
     low = run_qa(cli, "out3", "--fail-under", "0.8", "--max-errors", "1")
     assert low.exit_code == 1 and "is below --fail-under 0.8" in low.stderr
+
+
+def test_62_2_an_errored_item_a_rate_can_read_is_counted_and_the_gate_still_sees_it(judge, cli):
+    yaml = judge.root / "pipelines" / "qa.yaml"          # a rate that is true on an errored result
+    yaml.write_text(yaml.read_text().replace("result.verdict == 'PASS'",
+                                             "result.verdict is not defined or result.verdict != 'FAIL'"))
+    gated = run_qa(cli, "out", "--fail-under", "0.5")
+    assert gated.exit_code == 1
+    assert judge.summary("out")["rates"]["pass_rate"] == {
+        "value": 0.75, "numerator": 6, "denominator": 8, "left_out": 0, "left_out_by": {}, "errored_counted": 1}
+    assert ("pass_rate 0.75 (6/8, 1 of them errored): 1 of 8 item(s) errored, more than the gate allows (a rate "
+            "gate allows none unless --max-errors says how many); --fail-under 0.5 not met") in gated.stderr
+    allowed = run_qa(cli, "out2", "--fail-under", "0.5", "--max-errors", "1")
+    assert allowed.exit_code == 0, allowed.stderr
+    assert "pass_rate 0.75 (6/8, 1 of them errored) meets --fail-under 0.5" in allowed.stderr
+    assert "75.0% (6/8, 1 of them errored)" in (judge.root / "out" / "report.md").read_text()
 
 
 def test_62_2_fail_under_fails_closed_on_a_rate_that_is_undefined(judge, cli):

@@ -105,7 +105,8 @@ def test_a_probe_run_is_listed_with_its_originals_rate(refund, cli):
     report = probe_report(cli, refund("a", "b"))
     assert rows(report, "inject_answer")["verdict"]["failure_rate"] == 1.0
     assert report["originals"]["rates"]["pass_rate"] == {"value": 0.5, "numerator": 4, "denominator": 8,
-                                                         "left_out": 0, "left_out_by": {}}
+                                                         "left_out": 0, "left_out_by": {},
+                                                         "errored_counted": 0}
     from runner.view.app import create_app
     web = TestClient(create_app(Path("reports"), token="t"), base_url="http://127.0.0.1")
     relative = Path(report["run"]).relative_to("reports").as_posix()
