@@ -106,6 +106,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "runner.yamlpos", "runner.safetext", "runner.redact")),
     ("text", ("runner.text",)),
     ("inputs", ("runner.inputs",)),
+    ("templating", ("runner.templating",)),
     ("pipeline", ("runner.pipeline",)),
     ("run folder", ("runner.runs",)),
     ("stores", ("runner.stores",)),

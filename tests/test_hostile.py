@@ -192,7 +192,7 @@ def test_read_lines_never_opens_a_fifo_or_a_device(tmp_path, make, status):
 def test_a_prompt_file_never_leaves_the_prompts_folder(tmp_path):
     import jinja2
 
-    from runner.pipeline.templating import Renderer
+    from runner.templating.sandbox import Renderer
     (tmp_path / "ok.j2").write_text("hi {{ x }}")
     (tmp_path / "out.j2").symlink_to("/etc/hostname")
     os.mkfifo(tmp_path / "fifo.j2")

@@ -141,7 +141,7 @@ def _features() -> list[str]:
 def _plugins() -> list[str]:
     from runner.inputs import ADAPTERS
     from runner.pipeline.catalog import STEPS
-    from runner.pipeline.plugin_filters import ENTRY_GROUP
+    from runner.templating.filters import ENTRY_GROUP
     groups = {"step types": STEPS.entry_group, "input adapters": ADAPTERS.entry_group, "filters": ENTRY_GROUP}
     return ["## Plugins", "",
             "A project's own step types, input adapters and filters come from an installed package, through "
@@ -151,11 +151,11 @@ def _plugins() -> list[str]:
             "the project folder and inside it). Nothing else is imported. A module registers what it brings with "
             "`@register` (runner.engine.steps.base; the class's `schema` is its `with:` schema), "
             "`@adapter(\"name\")` (runner.inputs) and `@template_filter(\"name\")` "
-            "(runner.pipeline.plugin_filters); see docs/writing-pipelines.md, \"Plugins\", for a whole example.", ""]
+            "(runner.templating.filters); see docs/writing-pipelines.md, \"Plugins\", for a whole example.", ""]
 
 
 def render_page() -> str:
-    from runner.pipeline.templating import make_environment
+    from runner.templating.sandbox import make_environment
     env = make_environment()
     jinja_filters = sorted(set(env.filters) - set(RUNNER_FILTERS))
     lines = ["# The pipeline language", "",

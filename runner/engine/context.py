@@ -19,9 +19,9 @@ from runner.errors import RunnerError, StepError, TemplateError
 from runner.inputs import Item, namespace_scope
 from runner.llm.in_flight import ItemsInFlight
 from runner.pipeline.model import Pipeline, StepSpec
-from runner.pipeline.templating import Renderer, describe_error
 from runner.runs.observe import NULL_OBSERVER, Observer
 from runner.runs.request import RunOptions
+from runner.templating.sandbox import Renderer, describe_error
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:

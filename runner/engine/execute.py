@@ -18,11 +18,11 @@ from runner.errors import InputError, NeedsModel, RunnerError, StepError, Templa
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
 from runner.pipeline.result_shapes import as_result
-from runner.pipeline.step_results import Result, ResultList
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
 from runner.stores.kept import kept, noting_reads, reusable
+from runner.templating.step_results import Result, ResultList
 
 if TYPE_CHECKING:
     from runner.stores.memo import MemoStore

@@ -16,10 +16,10 @@ from runner.errors import InputError, RunnerError
 from runner.inputs import Item, namespace_scope
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
-from runner.pipeline.templating import Renderer, describe_error
 from runner.runs.folders import resolve_run
 from runner.runs.request import Selection
 from runner.runs.results_file import results_in_order
+from runner.templating.sandbox import Renderer, describe_error
 
 
 def _scope(pipeline: Pipeline) -> dict[str, Any]:

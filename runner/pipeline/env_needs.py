@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 
-from runner.pipeline import templating
+import runner.templating.sandbox as templating
 
 _TESTS = {"defined", "undefined", "none"}
 _DEFAULTS = {"default", "d"}

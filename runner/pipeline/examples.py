@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import runner.templating.sandbox as templating
 from runner.errors import ConfigError, InputError, Problem
 from runner.fileio import read_json, read_json_lines
-from runner.pipeline import templating
 from runner.pipeline.files import named_file
 from runner.pipeline.model import StepSpec
 from runner.yamlpos import Located

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 from runner.errors import Problem, did_you_mean, unknown
 from runner.pipeline.env_needs import need_message, needed
 from runner.pipeline.result_shapes import check_read, step_field_reads

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 from runner.errors import ConfigError, InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside

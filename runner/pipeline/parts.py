@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.paths import resolve_inside
 from runner.pipeline.model import Pipeline, StepSpec

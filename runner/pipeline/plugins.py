@@ -7,7 +7,7 @@ import path, and no folder is searched for code the pipeline did not name.
 A module registers what it brings as the built-ins do: `@register` on a Step subclass
 (runner.engine.steps.base; its `schema` is its `with:` schema), `@adapter("name")` on an input
 adapter (runner.inputs) and `@template_filter("name")` on a filter
-(runner.pipeline.plugin_filters). Installed packages may instead register through entry points
+(runner.templating.filters). Installed packages may instead register through entry points
 (runner/registry.py): they need no `plugins:` entry.
 
 The loader imports the plugins before it checks the pipeline; every run's Runtime imports

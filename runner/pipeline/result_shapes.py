@@ -16,10 +16,10 @@ from typing import Any
 
 from jinja2 import nodes
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 from runner.errors import InputError, did_you_mean
 from runner.fileio import read_json
-from runner.pipeline.step_results import Empty, Result, ResultList, Skipped, SkippedList
+from runner.templating.step_results import Empty, Result, ResultList, Skipped, SkippedList
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 
 _NUMBER_FILTERS = {"int", "float", "round", "abs", "length", "count", "sum"}
 _TEXT_FILTERS = {"string", "lower", "upper", "trim", "title", "capitalize", "format", "join", "replace",

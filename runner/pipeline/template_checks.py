@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 
-import runner.pipeline.templating as templating
+import runner.templating.sandbox as templating
 from runner.errors import unknown
 from runner.yamlpos import Path as DataPath
 

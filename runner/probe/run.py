@@ -20,13 +20,13 @@ from runner.errors import InputError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.probes import Probe
-from runner.pipeline.templating import Renderer
 from runner.pipeline.validated import ValidatedPipelines
 from runner.probe.measure import Originals, measure
 from runner.probe.plan import plan, probe_items
 from runner.probe.report import write_probe
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import results_in_order
+from runner.templating.sandbox import Renderer
 
 GROUP_SUFFIX = "-probe"
 

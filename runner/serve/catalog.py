@@ -23,11 +23,11 @@ import yaml
 from runner.errors import ConfigError, RunnerError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
-from runner.pipeline.templating import attribute_refs, parse_source
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
 from runner.runs.manifest import pipeline_entry, strings_in
 from runner.serve.errors import ApiError
+from runner.templating.sandbox import attribute_refs, parse_source
 
 SUFFIXES = (".yaml", ".yml")
 CHECK_EVERY = 1.0           # seconds between looks for changed pipeline, prompt and schema files

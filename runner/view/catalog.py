@@ -19,10 +19,10 @@ from runner.engine.rates import PassRule, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.outputs.report_view import item_label, lookup
-from runner.pipeline.templating import Renderer
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
 from runner.runs.manifest import MANIFEST, read_manifest
+from runner.templating.sandbox import Renderer
 
 _DEPTHS = ("*/*/*/", "*/*/", "*/", "")
 

@@ -111,7 +111,7 @@ def test_a_pipelines_declared_fields_drive_junit_and_the_reports(project, cli):
 def passes(name: str, result: dict) -> bool:
     from runner.engine.rates import PassRule
     from runner.pipeline.loader import load_pipeline
-    from runner.pipeline.templating import Renderer
+    from runner.templating.sandbox import Renderer
     pipeline = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines" / f"{name}.yaml")
     rule = PassRule.of(pipeline.summary)
     assert rule is not None and rule.name == "pass_when"

@@ -11,7 +11,7 @@ import pytest
 from runner.docgen.__main__ import main
 from runner.docgen.examples import FILTERS, GLOBALS, NAMESPACES, TESTS, Example
 from runner.docgen.page import DOC_FILE, first_sentence, render_page
-from runner.pipeline.templating import Renderer, make_environment
+from runner.templating.sandbox import Renderer, make_environment
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = make_environment()

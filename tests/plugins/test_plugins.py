@@ -30,7 +30,7 @@ from pathlib import Path
 
 from runner.engine.steps.base import Step, register
 from runner.inputs import Record, adapter
-from runner.pipeline.plugin_filters import template_filter
+from runner.templating.filters import template_filter
 
 
 @register

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.pipeline.templating import Renderer
+from runner.templating.sandbox import Renderer
 from runner.text.sentences import split_sentences
 
 

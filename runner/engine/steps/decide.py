@@ -16,7 +16,7 @@ from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.pipeline.result_shapes import OPEN, ShapeContext, closed, fields_of
-from runner.pipeline.templating import is_template
+from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 
 RULE_KEYS = {"when", "stop", "min_confidence"}

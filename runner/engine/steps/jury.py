@@ -32,7 +32,7 @@ from runner.engine.voting import (
 from runner.errors import StepError, did_you_mean
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
 from runner.pipeline.static_values import of_schema
-from runner.pipeline.templating import is_template
+from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 
 VERDICT_FIELDS = {"reason": {"type": "string"}, "agreement": {"type": ["number", "null"]},

@@ -26,7 +26,7 @@ def render_text(ctx: StepContext, value: str, field: str, scope: Mapping[str, An
         try:
             return ctx.runtime.renderer.file(value, scope)
         except Exception as exc:  # jinja errors, with the field that named the file
-            from runner.pipeline.templating import describe_error
+            from runner.templating.sandbox import describe_error
             problem = describe_error(exc, scope.get("steps"))
             raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
     return str(ctx.render(value, field, scope=scope))

@@ -12,7 +12,7 @@ from runner.errors import ConfigError, StepError
 from runner.pipeline.loader import load_part_file
 from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed
-from runner.pipeline.templating import is_template
+from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 
 

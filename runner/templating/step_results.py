@@ -1,7 +1,7 @@
 """The values steps give later steps and templates: a step's result (a mapping or a list),
 the empty value of a result shape, and what a skipped step reads as (result_shapes.py makes
 them). Runner builds every one of them from values that were already checked, so a template
-that reads one finds nothing undefined inside (templating._defined does not walk them)."""
+that reads one finds nothing undefined inside (sandbox._defined does not walk them)."""
 
 from __future__ import annotations
 

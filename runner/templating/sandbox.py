@@ -23,8 +23,8 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from runner.fileio import now
 from runner.paths import OK, resolve_inside
-from runner.pipeline.plugin_filters import BUILTIN_FILTERS, FilterTable
-from runner.pipeline.sandbox_limits import (
+from runner.templating.filters import BUILTIN_FILTERS, FilterTable
+from runner.templating.limits import (
     MAX_ELEMENTS,
     BoundedSandbox,
     ReadOnlySandbox,
@@ -32,7 +32,7 @@ from runner.pipeline.sandbox_limits import (
     bounded_lipsum,
     guard_filters,
 )
-from runner.pipeline.step_results import Empty, Result, ResultList, SkippedList
+from runner.templating.step_results import Empty, Result, ResultList, SkippedList
 from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)

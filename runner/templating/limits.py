@@ -241,7 +241,7 @@ def method_size(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
 
 class BoundedSandbox(SandboxedEnvironment):
     """The sandbox, with every operator, filter, global and method that can build a huge
-    string or list refused when its result would pass MAX_ELEMENTS (sandbox_limits)."""
+    string or list refused when its result would pass MAX_ELEMENTS (this module)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
