@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("text", ("runner.text",)),
     ("inputs", ("runner.inputs",)),
     ("templating", ("runner.templating",)),
+    ("checks", ("runner.checks",)),
     ("pipeline", ("runner.pipeline",)),
     ("run folder", ("runner.runs",)),
     ("stores", ("runner.stores",)),

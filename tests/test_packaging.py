@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.checks.json_schema import SCHEMA_ROOT, step_schema_names
 from runner.pipeline.editor_schema import render_editor_schema
-from runner.pipeline.schema_check import SCHEMA_ROOT, step_schema_names
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from runner.checks.json_schema import step_schema_names
 from runner.engine.steps.base import step_class
 from runner.errors import RunnerError
 from runner.inputs import ADAPTERS
 from runner.pipeline.catalog import STEPS
-from runner.pipeline.schema_check import step_schema_names
 from runner.registry import Registry
 from runner.search import PROVIDERS
 

@@ -52,9 +52,9 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
                                        "always listed).")] = None) -> None:
     """The step types (or one), their arguments and sub-fields (from their schemas), the fields
     of their results, and an example."""
+    from runner.checks.result_shapes import ShapeContext, describe
     from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
-    from runner.pipeline.result_shapes import ShapeContext, describe
     if pipeline is not None:
         from runner.pipeline.loader import load_pipeline
         load_pipeline(pipeline)          # imports the plugins it names

@@ -61,9 +61,9 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
 
 
 def _steps() -> list[str]:
+    from runner.checks.result_shapes import ShapeContext, describe
     from runner.pipeline.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
-    from runner.pipeline.result_shapes import ShapeContext, describe
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
              "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`. A top-level "

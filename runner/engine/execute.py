@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from runner.checks.result_shapes import as_result
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
@@ -17,7 +18,6 @@ from runner.engine.steps.base import Step, step_class
 from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
-from runner.pipeline.result_shapes import as_result
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from runner.checks.result_shapes import as_result
 from runner.engine.context import Runtime, StepsOutcome, render_at
 from runner.engine.voting import NUMERIC
 from runner.errors import RunnerError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
-from runner.pipeline.result_shapes import as_result
 
 FIELD = "probe_jurors"
 PURE = ("compute", "decide", "fail", "quote_match", "read_lines", "read_table")   # run again: no model, no side effect

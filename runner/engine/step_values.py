@@ -2,7 +2,7 @@
 false), it reads as the empty value of its result shape with `skipped` true; failed into its
 `default:`, it reads as that default laid over the empty value of its result. Either way a
 later template reads the step's fields without a guard. The shapes are the ones `runner
-validate` checks reads against (runner/pipeline/result_shapes.py), worked out once per step
+validate` checks reads against (runner/checks/result_shapes.py), worked out once per step
 and run."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from runner.checks.result_shapes import ShapeContext, empty_value, laid_over, skipped_value, step_shape
 from runner.engine.steps.base import step_class
 from runner.pipeline.model import StepSpec
-from runner.pipeline.result_shapes import ShapeContext, empty_value, laid_over, skipped_value, step_shape
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime

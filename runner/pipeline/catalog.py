@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
+from runner.checks.result_shapes import OPEN, ShapeContext
 from runner.errors import RunnerError
-from runner.pipeline.result_shapes import OPEN, ShapeContext
 from runner.registry import Registry
 from runner.yamlpos import Path as DataPath
 
@@ -63,7 +63,7 @@ STEPS: Registry[type[StepType]] = Registry("step type", "runner.engine.steps", "
 
 @cache
 def step_schema(name: str) -> dict[str, Any]:
-    from runner.pipeline.schema_check import read_schema
+    from runner.checks.json_schema import read_schema
     return read_schema("steps", f"{name}.schema.json")
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runner.pipeline.schema_check import pipeline_schema, read_schema, step_schema_names
+from runner.checks.json_schema import pipeline_schema, read_schema, step_schema_names
 
 PIPELINE_REF = "../pipeline.schema.json#"
 EDITOR_FILE = Path("schemas") / "pipeline.schema.json"

@@ -13,28 +13,28 @@ from typing import Any
 import jinja2
 
 import runner.templating.sandbox as templating
+from runner.checks.env_needs import mentioned_in
+from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks
+from runner.checks.json_schema import pipeline_schema, schema_problems
+from runner.checks.param_types import param_problems
+from runner.checks.result_shapes import ShapeContext, step_shape
+from runner.checks.sampling import zero_temperature_repeats
+from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem
+from runner.checks.static_values import verdicts_of
+from runner.checks.templates import result_field_problems
 from runner.errors import ConfigError, InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.defaults import apply_defaults
-from runner.pipeline.env_needs import mentioned_in
 from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_problems, with_examples
-from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
-from runner.pipeline.param_types import param_problems
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
-from runner.pipeline.result_shapes import ShapeContext, step_shape
-from runner.pipeline.sampling_checks import zero_temperature_repeats
-from runner.pipeline.schema_check import pipeline_schema, schema_problems
-from runner.pipeline.semantics import disabled_models_problem, foreach_problem, quorum_problem
-from runner.pipeline.static_values import verdicts_of
-from runner.pipeline.template_checks import result_field_problems
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
@@ -298,7 +298,7 @@ class Checker:
     def _check_meaning(self, uses: str, info: StepInfo, args: dict[str, Any], path: DataPath,
                        names: set[str]) -> None:
         """What the step's arguments mean: its models all disabled, a quorum no jury can reach,
-        a foreach over a single value (runner/pipeline/semantics.py)."""
+        a foreach over a single value (runner/checks/semantics.py)."""
         for key in info.model_fields:
             named = [name for _, name in _names_in(args.get(key))]
             problem = disabled_models_problem(named, self.models, uses)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.checks.result_shapes import fields_of
 from runner.errors import ConfigError, did_you_mean
 from runner.pipeline.files import named_file, read_located
-from runner.pipeline.result_shapes import fields_of
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 

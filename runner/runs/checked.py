@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from runner.checks.json_schema import read_schema, validator_for
 from runner.errors import InputError
-from runner.pipeline.schema_check import read_schema, validator_for
 
 RUN_SCHEMA = "run.schema.json"
 SUMMARY_SCHEMA = "summary.schema.json"

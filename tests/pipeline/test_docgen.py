@@ -66,8 +66,8 @@ def test_every_name_the_code_puts_in_scope_is_documented():
 
 
 def test_every_step_type_has_an_example_its_schema_accepts():
+    from runner.checks.json_schema import validator_for
     from runner.pipeline.catalog import STEPS, step_info, step_names
-    from runner.pipeline.schema_check import validator_for
     for name in step_names():
         if not STEPS.get(name).__module__.startswith(STEPS.builtins):
             continue        # a plug-in another test registered in this process

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from runner.checks.result_shapes import OPEN, ShapeContext
 from runner.pipeline.catalog import STEPS
-from runner.pipeline.result_shapes import OPEN, ShapeContext
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:

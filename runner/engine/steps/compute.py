@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from runner.checks.result_shapes import OPEN, ShapeContext, closed
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
-from runner.pipeline.result_shapes import OPEN, ShapeContext, closed
 
 
 @register

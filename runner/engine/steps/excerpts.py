@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import ShapeContext
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
 from runner.engine.steps.foreach import elements_of
 from runner.errors import StepError
-from runner.pipeline.result_shapes import ShapeContext
 from runner.text.quotes import Source, match_quote
 
 EXCERPT = {"type": "object", "properties": {"text": {"type": "string"}, "confidence": {},

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import ShapeContext, closed
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.pipeline.formula import FormulaError, evaluate, parse_formula
-from runner.pipeline.result_shapes import ShapeContext, closed
 from runner.yamlpos import Path as DataPath
 
 

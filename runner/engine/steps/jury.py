@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
+from runner.checks.static_values import of_schema
 from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
 from runner.engine.samples import Sampled, combine, read_sample
@@ -30,8 +32,6 @@ from runner.engine.voting import (
     usable_votes,
 )
 from runner.errors import StepError, did_you_mean
-from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
-from runner.pipeline.static_values import of_schema
 from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import COUNTS, ShapeContext, closed
 from runner.engine.context import StepContext
 from runner.engine.samples import combine, read_sample
 from runner.engine.steps.base import register
@@ -22,7 +23,6 @@ from runner.engine.steps.llm_call import (
     repeat_problems,
 )
 from runner.errors import StepError
-from runner.pipeline.result_shapes import COUNTS, ShapeContext, closed
 from runner.yamlpos import Path as DataPath
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import OPEN, TEXT, ShapeContext, fields_of
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError, did_you_mean
@@ -14,7 +15,6 @@ from runner.fileio import parse_json, read_json
 from runner.llm.client.spec import SAMPLING_KEYS
 from runner.llm.service import CallRequest, new_group
 from runner.paths import refusal, resolve_inside
-from runner.pipeline.result_shapes import OPEN, TEXT, ShapeContext, fields_of
 from runner.yamlpos import Path as DataPath
 
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import COUNTS, ShapeContext, closed, sub_results
 from runner.engine.context import NOT_GIVEN, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
-from runner.pipeline.result_shapes import COUNTS, ShapeContext, closed, sub_results
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed
 from runner.engine.context import StepContext, render_at
 from runner.engine.steps.base import Step, register
 from runner.errors import ConfigError, StepError
 from runner.pipeline.loader import load_part_file
 from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
-from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed
 from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 

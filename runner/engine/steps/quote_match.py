@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import closed
 from runner.engine.context import NOT_GIVEN, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
-from runner.pipeline.result_shapes import closed
 from runner.text.quotes import DEFAULT_SEARCH_IN, Source, match_quote, source_from_read_lines
 
 

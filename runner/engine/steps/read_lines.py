@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.checks.result_shapes import closed
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
-from runner.pipeline.result_shapes import closed
 from runner.stores.kept import digest, note_read
 
 __all__ = ["FILE_NOT_FOUND", "FILE_TOO_LARGE", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache",

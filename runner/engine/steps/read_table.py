@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.checks.result_shapes import closed
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
 from runner.paths import OK, refusal, resolve_inside
-from runner.pipeline.result_shapes import closed
 from runner.stores.kept import digest, note_read
 
 

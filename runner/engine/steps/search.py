@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import closed
 from runner.engine.context import Runtime, StepContext
 from runner.engine.steps.base import Step, register
 from runner.errors import NeedsModel
 from runner.llm.cache.store import JsonCache
-from runner.pipeline.result_shapes import closed
 from runner.redact import remember_url
 from runner.search import PROVIDERS, SearchFailed, SearchRequest, cache_key
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runner.checks.result_shapes import closed
 from runner.engine.context import StepContext
 from runner.engine.steps.base import Step, register
-from runner.pipeline.result_shapes import closed
 
 # OpenAI's operations: eq and ne compare the whole texts (case-sensitive); like is "the input
 # contains the reference" (case-sensitive) and ilike the same in any case (no SQL wildcards).

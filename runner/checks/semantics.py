@@ -1,7 +1,7 @@
 """Checks of what a pipeline means, beyond its shape and its names: comparisons that can
 never hold or cannot be made, a `foreach` over what is not a list, and a step whose every
 model is disabled. Each says what is wrong and the fix; each is built on what is known
-before the run (runner/pipeline/static_values.py), so nothing it cannot know is refused.
+before the run (runner/checks/static_values.py), so nothing it cannot know is refused.
 
 (The checks a step type owns live with it: a jury's vote method against its field's type,
 a decide's rules that can never apply; see `static_problems` of each step type.)"""
@@ -13,8 +13,8 @@ from typing import Any
 
 from jinja2 import nodes
 
+from runner.checks.static_values import Known, Resolver, show
 from runner.errors import did_you_mean
-from runner.pipeline.static_values import Known, Resolver, show
 
 _ORDERING = {"lt": "<", "lteq": "<=", "gt": ">", "gteq": ">="}
 _EQUALITY = {"eq": "==", "ne": "!=", "in": "in", "notin": "not in"}

@@ -3,8 +3,8 @@
 For each: its syntax, the names it reads (with a did-you-mean, `result.X` suggested where a
 rate or rule reads a bare output field), `steps.X` reads against earlier steps and their
 result shapes, params and declared env names, unknown filters and tests, the templates it
-includes, what its comparisons can hold (runner/pipeline/semantics.py), and the environment
-variables it needs that are not set (runner/pipeline/env_needs.py, one message per name)."""
+includes, what its comparisons can hold (runner/checks/semantics.py), and the environment
+variables it needs that are not set (runner/checks/env_needs.py, one message per name)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import Any
 import jinja2
 
 import runner.templating.sandbox as templating
+from runner.checks.env_needs import need_message, needed
+from runner.checks.result_shapes import check_read, step_field_reads
+from runner.checks.semantics import comparison_problems
+from runner.checks.static_values import Resolver
+from runner.checks.templates import referenced_templates, unknown_callables
 from runner.errors import Problem, did_you_mean, unknown
-from runner.pipeline.env_needs import need_message, needed
-from runner.pipeline.result_shapes import check_read, step_field_reads
-from runner.pipeline.semantics import comparison_problems
-from runner.pipeline.static_values import Resolver
-from runner.pipeline.template_checks import referenced_templates, unknown_callables
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from runner.checks.json_schema import schema_problems
 from runner.errors import Problem, unknown
-from runner.pipeline.schema_check import schema_problems
 from runner.yamlpos import Located
 
 
