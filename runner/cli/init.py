@@ -10,7 +10,7 @@ import typer
 
 def init(name: Annotated[str, typer.Argument(help="The judge's name (lowercase letters, digits and _).")]) -> None:
     """Scaffold a judge here: pipeline, prompt, answer schema, 5 example items and their labels."""
-    from runner.pipeline.scaffold import scaffold
+    from runner.cli.scaffold import scaffold
     for relative in scaffold(Path.cwd(), name):
         typer.echo(f"created {relative}")
     typer.echo("next:")

@@ -7,11 +7,15 @@ project (the folder holding pipelines/, prompts/ and schemas/)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from runner.errors import RunnerError
 from runner.paths import FILE_TOO_LARGE, OK, regular_file
 from runner.yamlpos import Located, load_located
+
+# The name of a pipeline `runner init` or `runner import` writes (pipelines/NAME.yaml).
+PIPELINE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 def display(file: Path) -> str:

@@ -21,8 +21,8 @@ import yaml
 
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, read_json
+from runner.pipeline.files import PIPELINE_NAME
 from runner.pipeline.openai_graders import Converted, Refusal, add_grader, step_id
-from runner.pipeline.scaffold import NAME
 
 GENERATING = ("completions", "responses")       # run data sources whose samples a model makes
 
@@ -49,7 +49,7 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
         raise RunnerError(f"--skip {unmatched[0]}: no grader of that type in {file} (its types: "
                           f"{', '.join(sorted(str(kind) for kind in present))})")
     name = name or _name(data, file)
-    if not NAME.match(name):
+    if not PIPELINE_NAME.match(name):
         raise RunnerError(f"--name {name}: a pipeline's name is lowercase letters, digits and _, starting with a "
                           f"letter (e.g. qa_eval)")
     out = Converted(name, allow_python=allow_python)

@@ -6,13 +6,11 @@ their labels. Nothing is written when one of the files already exists."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from runner.errors import RunnerError
 from runner.fileio import atomic_write
-
-NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+from runner.pipeline.files import PIPELINE_NAME
 
 PIPELINE = """\
 version: 1
@@ -96,7 +94,7 @@ id,label
 
 def scaffold_files(name: str) -> dict[str, str]:
     """Project-relative path -> text of each file `runner init NAME` writes."""
-    if not NAME.match(name):
+    if not PIPELINE_NAME.match(name):
         raise RunnerError(f"runner init {name}: a judge's name is lowercase letters, digits and _, starting with a "
                           f"letter (e.g. answer_judge)")
     texts = {f"pipelines/{name}.yaml": PIPELINE, f"prompts/{name}.j2": PROMPT,
