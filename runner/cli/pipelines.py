@@ -53,7 +53,7 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
     """The step types (or one), their arguments and sub-fields (from their schemas), the fields
     of their results, and an example."""
     from runner.checks.result_shapes import ShapeContext, describe
-    from runner.pipeline.arguments import arguments, example_step
+    from runner.docgen.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     if pipeline is not None:
         from runner.pipeline.loader import load_pipeline

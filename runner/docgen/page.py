@@ -62,7 +62,7 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
 
 def _steps() -> list[str]:
     from runner.checks.result_shapes import ShapeContext, describe
-    from runner.pipeline.arguments import arguments, example_step
+    from runner.docgen.arguments import arguments, example_step
     from runner.pipeline.catalog import step_info, step_names
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
