@@ -121,7 +121,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("probe", ("runner.probe",)),
     ("reference", ("runner.docgen",)),
     ("view", ("runner.view",)),
-    ("serve", ("runner.serve", "runner.client")),
+    ("serve", ("runner.serve",)),
     ("cli", ("runner.cli",)),
 ]
 MAX_ROOT_MODULES = 10

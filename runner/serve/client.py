@@ -1,6 +1,6 @@
 """A small Python client of `runner serve` (httpx):
 
-    from runner.client import RunnerClient
+    from runner.serve.client import RunnerClient
     client = RunnerClient("http://127.0.0.1:8000")              # token="..." for a guarded server
     answer = client.judge("slide_judge", item=deck)              # each item's result, from the store or judged
     job = client.wait(client.submit("slide_judge", items=decks)["id"])

@@ -1,10 +1,10 @@
-"""runner.client against the app (through FastAPI's TestClient, an httpx client)."""
+"""runner.serve.client against the app (through FastAPI's TestClient, an httpx client)."""
 
 from __future__ import annotations
 
 import pytest
 
-from runner.client import RunnerClient, ServeError
+from runner.serve.client import RunnerClient, ServeError
 from serve_fixtures import deck
 
 
