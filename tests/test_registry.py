@@ -11,7 +11,7 @@ from runner.checks.json_schema import step_schema_names
 from runner.engine.steps.base import step_class
 from runner.errors import RunnerError
 from runner.inputs import ADAPTERS
-from runner.pipeline.catalog import STEPS
+from runner.pipeline.step_catalog import STEPS
 from runner.registry import Registry
 from runner.search import PROVIDERS
 
@@ -56,7 +56,7 @@ def test_a_lookup_imports_only_the_module_it_names():
     import and its dataclasses); a name in another module still falls back to all."""
     import subprocess
     import sys
-    code = ("import sys; from runner.pipeline.catalog import STEPS; from runner.inputs import ADAPTERS; "
+    code = ("import sys; from runner.pipeline.step_catalog import STEPS; from runner.inputs import ADAPTERS; "
             "STEPS.get('decide'); steps = sorted(m for m in sys.modules if m.startswith('runner.engine.steps.')); "
             "ADAPTERS.get('json'); print(steps, 'runner.inputs.structured' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

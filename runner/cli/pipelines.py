@@ -54,7 +54,7 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
     of their results, and an example."""
     from runner.checks.result_shapes import ShapeContext, describe
     from runner.docgen.arguments import arguments, example_step
-    from runner.pipeline.catalog import step_info, step_names
+    from runner.pipeline.step_catalog import step_info, step_names
     if pipeline is not None:
         from runner.pipeline.loader import load_pipeline
         load_pipeline(pipeline)          # imports the plugins it names

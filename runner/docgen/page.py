@@ -63,7 +63,7 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
 def _steps() -> list[str]:
     from runner.checks.result_shapes import ShapeContext, describe
     from runner.docgen.arguments import arguments, example_step
-    from runner.pipeline.catalog import step_info, step_names
+    from runner.pipeline.step_catalog import step_info, step_names
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
              "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`. A top-level "
@@ -77,7 +77,7 @@ def _steps() -> list[str]:
              "(`llm`, `jury`, and `foreach`/`loop` around them) tells how many calls it made (`calls`: a "
              "re-ask to repair an answer is one more) and the attempts they took (`attempts`: retries "
              "included, none for a cached answer).", ""]
-    from runner.pipeline.catalog import STEPS
+    from runner.pipeline.step_catalog import STEPS
     for name in step_names():
         if not STEPS.get(name).__module__.startswith(STEPS.builtins):
             continue          # a plug-in registered in this process (a test's): not runner's language
@@ -140,7 +140,7 @@ def _features() -> list[str]:
 
 def _plugins() -> list[str]:
     from runner.inputs import ADAPTERS
-    from runner.pipeline.catalog import STEPS
+    from runner.pipeline.step_catalog import STEPS
     from runner.templating.filters import ENTRY_GROUP
     groups = {"step types": STEPS.entry_group, "input adapters": ADAPTERS.entry_group, "filters": ENTRY_GROUP}
     return ["## Plugins", "",

@@ -25,7 +25,6 @@ from runner.checks.templates import result_field_problems
 from runner.errors import ConfigError, InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
-from runner.pipeline.catalog import StepCatalog, StepInfo
 from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_problems, with_examples
 from runner.pipeline.extends import expand
@@ -35,6 +34,7 @@ from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
+from runner.pipeline.step_catalog import StepCatalog, StepInfo
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
-from runner.pipeline.catalog import StepCatalog
+from runner.pipeline.step_catalog import StepCatalog
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 

@@ -73,7 +73,7 @@ def load_plugins(specs: Iterable[str]) -> None:
     """Import resolved plugins (a Runtime does, in every process a run uses), after every
     built-in, so that a plugin taking a built-in's name is refused here."""
     from runner.inputs import ADAPTERS
-    from runner.pipeline.catalog import STEPS
+    from runner.pipeline.step_catalog import STEPS
     STEPS.load_builtins()
     ADAPTERS.load_builtins()
     for spec in specs:

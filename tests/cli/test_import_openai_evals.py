@@ -169,7 +169,7 @@ def test_python_grader_only_with_allow_python_then_called_as_a_plugin_step(proje
             {"item": {"max": 5, "answer": "ab"}, "sample": {"output_text": "ab"}},
             {"item": {"max": 1, "answer": "ab"}, "sample": {"output_text": "ab"}}]))
     finally:          # the plug-in's step type, registered in this process: not for the tests after this one
-        from runner.pipeline.catalog import STEPS
+        from runner.pipeline.step_catalog import STEPS
         STEPS.remove("py_length")
     assert [(r["length"]["score"], r["length"]["passed"], r["passed"]) for r in project.results()] == [
         (1.0, True, True), (0.0, False, False)]

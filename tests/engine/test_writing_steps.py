@@ -12,7 +12,7 @@ from unittest.mock import ANY
 
 import pytest
 
-import runner.pipeline.catalog as base
+import runner.pipeline.step_catalog as base
 from helpers import run
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline

@@ -57,8 +57,8 @@ def test_every_example_yields_what_the_page_says(name, example: Example):
 
 
 def test_every_name_the_code_puts_in_scope_is_documented():
-    from runner.pipeline.catalog import step_info, step_names
     from runner.pipeline.loader import BASE_NAMES, OUTPUT_NAMES, SUMMARY_NAMES
+    from runner.pipeline.step_catalog import step_info, step_names
     declared = set(BASE_NAMES) | SUMMARY_NAMES | OUTPUT_NAMES | {"error", "errors"}
     for name in step_names():
         declared |= set(step_info(name).own_scope) | set(step_info(name).sub_scope)
@@ -67,7 +67,7 @@ def test_every_name_the_code_puts_in_scope_is_documented():
 
 def test_every_step_type_has_an_example_its_schema_accepts():
     from runner.checks.json_schema import validator_for
-    from runner.pipeline.catalog import STEPS, step_info, step_names
+    from runner.pipeline.step_catalog import STEPS, step_info, step_names
     for name in step_names():
         if not STEPS.get(name).__module__.startswith(STEPS.builtins):
             continue        # a plug-in another test registered in this process

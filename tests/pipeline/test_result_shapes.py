@@ -10,8 +10,8 @@ import pytest
 from helpers import run
 from runner.checks.result_shapes import OPEN, ShapeContext, closed, fields_of, union
 from runner.errors import ConfigError
-from runner.pipeline.catalog import step_info
 from runner.pipeline.loader import load_pipeline
+from runner.pipeline.step_catalog import step_info
 
 REPO = Path(__file__).resolve().parents[2]
 SCORE = {"type": "object", "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}}}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from runner.checks.result_shapes import OPEN, ShapeContext
-from runner.pipeline.catalog import STEPS
+from runner.pipeline.step_catalog import STEPS
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
