@@ -20,13 +20,13 @@ from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
 from runner.serve import api_models as models
 from runner.serve import openapi
-from runner.serve.catalog import Catalog
 from runner.serve.errors import ApiError
 from runner.serve.feedback import record, review_store
 from runner.serve.http import Guard, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
+from runner.serve.served_pipelines import Catalog
 from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoreUnavailable
 from runner.stores.reviews import ReviewStore

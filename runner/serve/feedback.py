@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.pipeline.verdicts import verdict_values
-from runner.serve.catalog import Served
 from runner.serve.errors import ApiError
+from runner.serve.served_pipelines import Served
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.stores.result_store_postgres import PostgresResultStore
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of

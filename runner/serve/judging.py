@@ -26,10 +26,10 @@ from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.observe import LLMCall, Observer
 from runner.runs.request import RunOptions
-from runner.serve.catalog import Catalog, Served, load_variant, request_overrides
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
+from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.kept import kept, noting_reads, reusable
 from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
 from runner.tracing import make_observer

@@ -12,9 +12,9 @@ from pathlib import Path
 from runner.errors import InputError
 from runner.redact import redact
 from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
-from runner.serve.catalog import Catalog
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
+from runner.serve.served_pipelines import Catalog
 from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 

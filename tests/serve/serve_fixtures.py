@@ -106,7 +106,7 @@ class Served:
 def served_project(project: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     # the server looks for changed pipeline files at each request rather than once a second:
     # a test's edit is served by its next request
-    monkeypatch.setattr("runner.serve.catalog.CHECK_EVERY", 0.0)
+    monkeypatch.setattr("runner.serve.served_pipelines.CHECK_EVERY", 0.0)
     project.pipeline(DECK_JUDGE, "deck.yaml")
     project.schema("verdict.schema.json", VERDICT)
     return project
