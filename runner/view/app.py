@@ -27,9 +27,9 @@ from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
-from runner.view.catalog import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.pages import render
+from runner.view.run_list import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
 
 MAX_BODY = 64 * 1024
 MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import scripted_model, server_error
 from runner.llm.calls.file import read_calls
-from runner.view.catalog import list_runs
+from runner.view.run_list import list_runs
 from serve_fixtures import DECK_JUDGE, deck, make_client
 
 DONE = ("succeeded", "failed", "cancelled")

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from helpers import VERDICTS, run, write_json
 from runner.errors import RunnerError
 from runner.view.app import create_app
-from runner.view.catalog import list_runs, run_folder
+from runner.view.run_list import list_runs, run_folder
 
 TOKEN = "secret-token"
 
