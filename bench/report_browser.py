@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from runner.outputs.report import render_report  # noqa: E402
 from runner.outputs.report_html import render_html  # noqa: E402
+from runner.outputs.report_md import render_report  # noqa: E402
 from runner.outputs.report_view import build_view  # noqa: E402
 
 COLUMNS = ["citation.file", "citation.start", "citation.end", "citation.claim", "citation.quote", "verdict",

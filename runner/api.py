@@ -26,8 +26,8 @@ from runner.inputs.stdin import is_stdin, spool
 from runner.inputs.stream import ItemStream
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
-from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
+from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
 from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline

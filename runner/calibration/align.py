@@ -20,7 +20,7 @@ import yaml
 from runner.calibration import metrics
 from runner.calibration.align_search import AGREEMENT, Aligner, AlignRequest, Candidate
 from runner.calibration.align_split import SPLITS, Split, parse_ratios, split_items
-from runner.calibration.report import markdown_to_html, table
+from runner.calibration.eval_report import markdown_to_html, table
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps
 

@@ -72,7 +72,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
     from the cache where it has them); write eval.json, eval.md and the report.html section."""
-    from runner.calibration.report import write_eval
+    from runner.calibration.eval_report import write_eval
     if target.is_file() and target.suffix in (".yaml", ".yml"):
         from runner.api import ItemSource, run_pipeline
         from runner.runs.request import RunOptions

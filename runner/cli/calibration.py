@@ -149,7 +149,7 @@ def sweep_command(
 ) -> None:
     """Score every combination of --grid values against labels, from the LLM cache."""
     from runner.api import ItemSource
-    from runner.calibration.report import sweep_markdown, write_sweep
+    from runner.calibration.eval_report import sweep_markdown, write_sweep
     from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep
 
     def estimate(pending: list[Any]) -> None:

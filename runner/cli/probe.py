@@ -32,7 +32,7 @@ def probe_command(
     verdict and the final one flip, per probe, in probe.json, probe.md and probe.html."""
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
     from runner.engine.progress import for_terminal
-    from runner.probe.report import rate_text, row_note
+    from runner.probe.probe_report import rate_text, row_note
     from runner.probe.run import probe_pipeline
     from runner.runs.request import ItemSource, RunOptions
     names = [name.strip() for name in (probes or "").split(",") if name.strip()]

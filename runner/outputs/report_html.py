@@ -7,7 +7,7 @@ import re
 from html import escape
 
 from runner.engine.rates import rate_text
-from runner.outputs.report import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, summary_rows, title
+from runner.outputs.report_md import NOTE_LABELS, WHERE_THE_REST_IS, assessment_label, summary_rows, title
 from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView, result_json
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size

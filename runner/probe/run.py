@@ -23,7 +23,7 @@ from runner.pipeline.probes import Probe
 from runner.pipeline.validated import ValidatedPipelines
 from runner.probe.measure import Originals, measure
 from runner.probe.plan import plan, probe_items
-from runner.probe.report import write_probe
+from runner.probe.probe_report import write_probe
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import results_in_order
 from runner.templating.sandbox import Renderer

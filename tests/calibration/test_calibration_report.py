@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from runner.calibration.report import eval_markdown, markdown_to_html, sweep_html, sweep_markdown, with_section
+from runner.calibration.eval_report import eval_markdown, markdown_to_html, sweep_html, sweep_markdown, with_section
 from runner.outputs.report_html import STYLE, render_html
 from runner.outputs.report_view import build_view
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from runner.outputs.report import render_report
 from runner.outputs.report_format import text
 from runner.outputs.report_html import render_html
+from runner.outputs.report_md import render_report
 from runner.outputs.report_view import build_view
 
 VOTES = [{"model": "a", "value": "VALID", "answer": {"verdict": "VALID", "reason": "fits"}, "error": None,

@@ -9,7 +9,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from runner.calibration.report import CHART_STYLE, markdown_to_html, table
+from runner.calibration.eval_report import CHART_STYLE, markdown_to_html, table
 from runner.fileio import atomic_write, dumps
 from runner.outputs.report_html import STYLE
 
