@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import jinja2
 
+from runner.engine.in_flight import ItemsInFlight
+from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.services import LLM
 from runner.errors import RunnerError, StepError, TemplateError
 from runner.inputs import Item, namespace_scope
-from runner.llm.in_flight import ItemsInFlight
 from runner.pipeline.model import Pipeline, StepSpec
-from runner.runs.observe import NULL_OBSERVER, Observer
 from runner.runs.request import RunOptions
 from runner.templating.sandbox import Renderer, describe_error
 from runner.yamlpos import Path as DataPath
@@ -63,7 +63,7 @@ class Runtime:
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
     memo: MemoStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)      # per-run resources to close at the end
-    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/runs/observe.py)
+    observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/engine/observe.py)
     open_caches: dict[str, JsonCache] = field(default_factory=dict)   # opened before the run, by folder name
     in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
     shared_limits: SharedLimits | None = None          # a worker's: model limits held for every worker of the run

@@ -10,6 +10,5 @@
 
 Beside them: service.py (one run's calls: cache, send, parse, record, count), writer.py (what
 the run writes as calls end), tally.py (failures per item and endpoint), worker_report.py
-(a worker's accounting sent to the driver), in_flight.py (items running now) and
-shared_client.py (the sender, cache and writer of answers the services of one long-lived
-process share: `runner serve`)."""
+(a worker's accounting sent to the driver) and shared_client.py (the sender, cache and
+writer of answers the services of one long-lived process share: `runner serve`)."""

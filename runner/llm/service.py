@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from runner.engine.in_flight import ItemsInFlight
+from runner.engine.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.errors import NeedsModel, StepError
 from runner.llm import logprobs
 from runner.llm.cache.entries import cached_completion, new_entry, usable
@@ -28,14 +30,12 @@ from runner.llm.client.routing import RoutedTransport
 from runner.llm.client.sender import ModelStats, Sender
 from runner.llm.client.spec import ModelSpec, batch_choice
 from runner.llm.client.transport import Completion, Transport, TransportError
-from runner.llm.in_flight import ItemsInFlight
 from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally
 from runner.llm.writer import CallLines, SharedCache, Writer
 from runner.redact import environment_secrets, is_secret, named_secrets
 from runner.redact import redact as redact_text
 from runner.runs.folders import CALLS_FILE
-from runner.runs.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.safetext import clean_text, clean_value
 
 if TYPE_CHECKING:

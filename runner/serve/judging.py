@@ -18,13 +18,13 @@ from typing import Any, cast
 
 from runner.engine.context import Runtime
 from runner.engine.execute import run_item
+from runner.engine.observe import LLMCall, Observer
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.service import LLMService
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
-from runner.runs.observe import LLMCall, Observer
 from runner.runs.request import RunOptions
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight

@@ -10,10 +10,10 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any
 
+from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.run_warnings import add_warning
 from runner.redact import named_secrets, remember_url
 from runner.redact import redact as redact_text
-from runner.runs.observe import NULL_OBSERVER, Observer
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime

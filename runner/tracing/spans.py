@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runner.runs.observe import LLMCall, Observer
+from runner.engine.observe import LLMCall, Observer
 
 if TYPE_CHECKING:
     from runner.inputs import Item
