@@ -1,5 +1,6 @@
 """Writing files so a reader never sees half of one, and reading the JSON files runner reads
-back.
+back; and `now()`, the one timestamp the records runner writes carry (run.json's start, cache
+entries, reviews, serve's jobs, a template's `now()`).
 
 A failed write (disk full, quota, read-only folder) is an OutputError: the run itself
 failed (exit 1), and what was already written stays whole.

@@ -9,7 +9,6 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import jinja2
@@ -18,6 +17,7 @@ from runner.engine.in_flight import ItemsInFlight
 from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.services import LLM
 from runner.errors import RunnerError, StepError, TemplateError
+from runner.fileio import now
 from runner.inputs import Item, namespace_scope
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.runs.request import RunOptions
@@ -77,7 +77,7 @@ class Runtime:
             load_plugins(pipeline.plugins)
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
-                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+                    "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
         if pipeline.memo and options.memo and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path

@@ -3,9 +3,9 @@ service reads it back."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from runner.fileio import now
 from runner.llm.client.transport import Completion
 from runner.llm.client.usage import usage_of
 from runner.llm.logprobs import usable as token_pairs
@@ -19,7 +19,7 @@ def new_entry(text: str, completion: Completion, logprobs: bool = False, made_by
     embeddings request, the vectors."""
     entry: dict[str, Any] = {"content": text, "finish_reason": completion.finish_reason, "usage": completion.usage,
                              "cost": completion.cost, "model": completion.model,
-                             "timestamp": datetime.now(UTC).isoformat(timespec="seconds")}
+                             "timestamp": now()}
     if logprobs:
         entry["logprobs"] = completion.logprobs
     if completion.vectors is not None:
