@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from runner.docgen.architecture import BEGIN, DOC_FILE, END, LAYERS, docstring, main, render_table, unit_path, updated
+
 PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 
 
@@ -98,18 +100,6 @@ def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
     return sorted(component)
 
 
-# The layers, lowest first (ARCHITECTURE.md says what each is for, its package table is
-# generated from the packages' docstrings). A module imports its own layer and the layers
-# below it, never one above; inside a layer any import is allowed that makes no circle.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("runner", "runner.errors", "runner.fileio", "runner.paths", "runner.retry", "runner.registry",
-                    "runner.yamlpos", "runner.safetext", "runner.redact", "runner.text")),
-    ("language", ("runner.inputs", "runner.templating", "runner.checks", "runner.pipeline")),
-    ("run", ("runner.runs", "runner.stores", "runner.llm", "runner.search", "runner.testing", "runner.render",
-             "runner.engine", "runner.tracing", "runner.outputs", "runner.api")),
-    ("tools", ("runner.calibration", "runner.probe", "runner.docgen", "runner.view", "runner.serve")),
-    ("cli", ("runner.cli",)),
-]
 MAX_ROOT_MODULES = 10
 MAX_PACKAGE_MODULES = 12       # in runner/llm and each package under it, beside its __init__.py
 MAX_LINES = 400
@@ -121,11 +111,11 @@ def unit_of(module: str) -> str:
 
 
 def layer_of(unit: str) -> int:
-    for number, (_, units) in enumerate(LAYERS):
+    for number, (_, _, units) in enumerate(LAYERS):
         if unit in units:
             return number
-    raise AssertionError(f"{unit} is in no layer: add it to LAYERS in tests/test_architecture.py "
-                         "and to ARCHITECTURE.md")
+    raise AssertionError(f"{unit} is in no layer: add it to LAYERS in runner/docgen/architecture.py "
+                         "(and run python -m runner.docgen.architecture)")
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -155,8 +145,29 @@ def test_every_package_is_in_a_layer():
     units = {unit_of(name) for name in modules()}
     for unit in units:
         layer_of(unit)
-    listed = {unit for _, layer in LAYERS for unit in layer}
+    listed = {unit for _, _, layer in LAYERS for unit in layer}
     assert not listed - units, f"LAYERS names what is not in runner/: {sorted(listed - units)}"
+
+
+def test_every_package_and_root_module_says_what_it_is():
+    silent = [str(path.relative_to(PACKAGE.parent)) for _, _, units in LAYERS for unit in units
+              if not docstring(path := unit_path(unit)).strip()]
+    assert not silent, f"no docstring (ARCHITECTURE.md's table is made of them): {silent}"
+
+
+def test_the_package_table_in_architecture_md_is_current():
+    committed = (PACKAGE.parent / DOC_FILE).read_text(encoding="utf-8")
+    assert committed == updated(committed), "ARCHITECTURE.md's package table is stale: " \
+        "run python -m runner.docgen.architecture"
+
+
+def test_a_stale_package_table_is_refused_and_rewritten(tmp_path, capsys):
+    page = tmp_path / "ARCHITECTURE.md"
+    page.write_text(f"# Architecture\n\n{BEGIN}\n| old |\n{END}\n\nThe rest.\n", encoding="utf-8")
+    assert main(["--check", str(page)]) == 1
+    assert "stale: run python -m runner.docgen.architecture" in capsys.readouterr().err
+    assert main([str(page)]) == 0 and main(["--check", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == f"# Architecture\n\n{BEGIN}\n{render_table()}\n{END}\n\nThe rest.\n"
 
 
 def test_few_modules_at_the_root_and_none_too_long():

@@ -1,4 +1,6 @@
-"""The one place an error becomes an exit code, for every command of every command group."""
+"""Where an error becomes an exit code, for every command of every command group: a RunnerError
+its message and code, an interruption its own. (A command's own outcome, a failed gate or too
+many errored items, is the exit code it raises itself.)"""
 
 from __future__ import annotations
 

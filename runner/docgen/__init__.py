@@ -1,4 +1,5 @@
-"""docs/pipeline-language.md, generated from the code: the step registry and the steps'
-schemas, the sandbox's filters, tests and globals (their docstrings, and examples that a
-test runs), the names templates see and the input adapters. `python -m runner.docgen`
-rewrites the page; `python -m runner.docgen --check` exits 1 when it is stale."""
+"""The reference generated from the code: docs/pipeline-language.md (`page`: the step registry
+and the steps' schemas and arguments, the sandbox's filters, tests and globals with examples a
+test runs, the names templates see, the input adapters) and ARCHITECTURE.md's package table
+(`architecture`: the layers and each package's docstring). `python -m runner.docgen` and
+`python -m runner.docgen.architecture` rewrite them; `--check` exits 1 when one is stale."""

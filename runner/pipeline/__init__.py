@@ -1,1 +1,10 @@
-"""Loading and checking a pipeline: YAML with positions, schemas, templating, the typed Pipeline."""
+"""Loading and composing a pipeline: a YAML file read into the typed, frozen `Pipeline` the rest
+of runner reads (`loader`, `model`), with the bases it `extends:`, its params declared once
+(`params`), failure defaults per step type (`defaults`), `--set` and `--model` (`overrides`),
+the parts its `pipeline` steps run (`parts`), the plugins it names (`plugins`), its `probes:`
+and `examples:`, and the step types it may use (`step_catalog`). The loader runs the checks of
+runner/checks/ on every pipeline not already found valid (`validated`).
+
+Beside them: the values a verdict can take (`verdicts`), validate's warning about null votes
+(`null_votes`), formulas parsed without eval (`formula`), the editor's schema
+(`editor_schema`), and `runner import openai-evals`' pipeline (`openai_evals`, `openai_graders`)."""

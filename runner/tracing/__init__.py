@@ -1,4 +1,6 @@
-"""Tracing: `--trace mlflow` or a pipeline's `tracing: {backend: mlflow, ...}`.
+"""Tracing: `--trace mlflow` or a pipeline's `tracing: {backend: mlflow, ...}` makes the run's
+observer (runner/engine/observe.py) one that traces items, steps and LLM calls (`spans`) into
+MLflow (`mlflow_backend`); and `runner feedback` (`feedback`: a review by trace id).
 
 Chooses the run's observer. Nothing here imports a tracing SDK: the backend does, in its
 own thread, when the first item ends."""
