@@ -1,6 +1,7 @@
 """Static checks: what `runner validate` (and every load of a pipeline not already found valid)
 refuses or warns about before anything runs, each located at file:line:col with the fix.
-JSON Schemas with YAML positions (`json_schema`), the shapes of step results and the
+The loader runs `checker` (every check a pipeline's data gets once its schema holds) on every
+pipeline not already found valid. JSON Schemas with YAML positions (`json_schema`), the shapes of step results and the
 `steps.X.FIELD` reads checked against them (`result_shapes`), every template and expression
 in its scope (`expressions`, with the unknown filters, tests and included templates of
 `templates`), the environment variables a pipeline needs (`env_needs`), what its expressions

@@ -1,8 +1,11 @@
 """Pipeline file -> validated, typed Pipeline. Every problem is reported at once.
 
-The loader only loads data: it checks the file against the schemas, checks references
-between steps, models, params, env vars, prompt and schema files, and knows nothing of
-what a step does beyond the StepInfo the catalog gives it."""
+The loader reads and composes: the file, the bases it `extends:`, `defaults:`, `--set`, its
+parts, plugins, probes and examples. It checks the result against the pipeline schema and runs
+the checks of runner/checks/ (`Checker`: references between steps, models, params, env vars,
+prompt and schema files, every expression), unless the run's `validated` marker knows the
+pipeline as it is now; it knows nothing of what a step does beyond the StepInfo the catalog
+gives it."""
 
 from __future__ import annotations
 
@@ -10,38 +13,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-import runner.templating.sandbox as templating
-from runner.checks.env_needs import mentioned_in
-from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks
+from runner.checks.checker import Checker
 from runner.checks.json_schema import pipeline_schema, schema_problems
 from runner.checks.param_types import param_problems
-from runner.checks.result_shapes import ShapeContext, step_shape
-from runner.checks.sampling import zero_temperature_repeats
-from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem
-from runner.checks.static_values import verdicts_of
-from runner.checks.templates import result_field_problems
-from runner.errors import ConfigError, InputError, Problem, unknown
-from runner.fileio import read_json
-from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
+from runner.errors import ConfigError
 from runner.pipeline.defaults import apply_defaults
-from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_problems, with_examples
+from runner.pipeline.examples import example_files, example_problems, with_examples
 from runner.pipeline.extends import expand
-from runner.pipeline.files import display, read_located
+from runner.pipeline.files import read_located
 from runner.pipeline.model import Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
-from runner.pipeline.probes import probe_problems, probes_of, with_probe_file
-from runner.pipeline.step_catalog import StepCatalog, StepInfo
+from runner.pipeline.probes import probes_of, with_probe_file
+from runner.pipeline.step_catalog import StepCatalog
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
-
-BASE_NAMES = {"item", "params", "steps", "env", "run"}
-SUMMARY_NAMES = {"result", "results", "counts", "total"}   # `result` in a rate; the others once every result is in
-OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM calls, known once its steps are done
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
@@ -115,281 +103,3 @@ def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpe
                        condition=step.get("if"), on_error=step.get("on_error", "fail"),
                        default=step.get("default"),
                        substeps=tuple(_step_specs(nested, (*base, i, "with", "steps"))))
-
-
-class Checker:
-    """Static checks that need more than the schema."""
-
-    def __init__(self, located: Located, catalog: StepCatalog, project_dir: Path):
-        self.located = located
-        self.catalog = catalog
-        self.data: dict[str, Any] = located.data
-        self.prompts_dir = project_dir / "prompts"
-        self.schemas_dir = project_dir / "schemas"
-        self.problems: list[Problem] = []
-        self.params = self.data.get("params", {}) or {}
-        self.models = self.data.get("models", {}) or {}
-        self.all_ids: dict[str, DataPath] = {}
-        self.step_data: dict[str, dict[str, Any]] = {}
-        self.results: dict[str, dict[str, Any]] = {}
-        self.shapes = ShapeContext(self.schemas_dir, self._sub_results)
-        output = self.data.get("output") if isinstance(self.data.get("output"), dict) else {}
-        self.text = ExpressionChecks(located, templating.make_environment(self.prompts_dir), self.params,
-                                     set(self.data.get("env", []) or []), self.all_ids, self.result_shape, set(output))
-
-    def add(self, path: DataPath, message: str, *, key: bool = False) -> None:
-        self.problems.append(self.located.problem(path, message, key=key))
-
-    def run(self) -> list[Problem]:
-        self.collect_ids(self.data["steps"], ("steps",))
-        base = set(BASE_NAMES) | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
-        parent_as = (self.data.get("input") or {}).get("parent_as")
-        if parent_as:
-            base.add(parent_as)
-        self._check_adapter()
-        for name, spec in self.models.items():
-            self._check_model(name, spec, base - {"steps", "item"} | ({parent_as} if parent_as else set()))
-        base |= set((self.data.get("input") or {}).get("namespaces") or [])     # every item's names
-        if "concurrency" in self.data:
-            self.text.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
-        self._check_steps(self.data["steps"], ("steps",), base, set())
-        every_step = set(self.all_ids)
-        for key in ("output", "output_base"):
-            if key in self.data:
-                self.text.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
-        if "summary" in self.data:
-            self._check_summary(self.data["summary"])
-        for where, message in result_field_problems(self.data):
-            self.add(where, message)
-        if self.data.get("memo"):
-            self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
-        if self.data.get("tracing"):
-            self._check_tracing(self.data["tracing"])
-        verdicts = verdicts_of(self.data, self.text.resolver)
-        for where, message in [*zero_temperature_repeats(self.data),
-                               *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
-            self.add(where, message)
-        return self.problems + self.text.problems + self.text.needs()
-
-    def _check_model(self, name: str, spec: Any, names: set[str]) -> None:
-        """A model's templates; one disabled in the file needs no variable, one enabled by a
-        test of a variable does not need that variable."""
-        if not isinstance(spec, dict):
-            return
-        enabled = spec.get("enabled", True)
-        self.text.env_guards = set(self.text.env_names) if enabled is False else mentioned_in(enabled)
-        self.text.strings(spec, ("models", name), names, set())
-        self.text.env_guards = set()
-
-    def _check_summary(self, summary: dict[str, Any]) -> None:
-        """Each part in its own scope: a rate or `pass_when` sees one result; `fields` see the
-        counts, the rates and the fields before them; assessment rules see all of those."""
-        one_result = {"params", "env", "run", "result"}
-        for name, expression in (summary.get("rates") or {}).items():
-            self.text.strings(expression, ("summary", "rates", name), one_result, set(), bare=True)
-        if "pass_when" in summary:
-            self.text.strings(summary["pass_when"], ("summary", "pass_when"), one_result, set(), bare=True)
-        computed = {"params", "env", "run", "errors"} | SUMMARY_NAMES - {"result"}
-        computed |= set(summary.get("rates") or {}) | {f"{name}_count" for name in summary.get("rates") or {}}
-        for name, expression in (summary.get("fields") or {}).items():
-            self.text.strings(expression, ("summary", "fields", name), computed, set())
-            computed.add(name)
-        self.text.strings(summary.get("assessment"), ("summary", "assessment"), computed, set())
-
-    def _check_memo(self, memo: dict[str, Any], before: set[str], after: set[str], every_step: set[str]) -> None:
-        """The key is computed before any step runs; `skip_when` sees the finished result."""
-        self.text.strings(memo.get("key"), ("memo", "key"), before, set())
-        self.text.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
-        self.text.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
-        for index, name in enumerate(memo.get("refresh") or []):
-            if name not in (self.data.get("output") or {}):
-                self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
-                                                              "output fields"))
-
-    def _check_tracing(self, tracing: dict[str, Any]) -> None:
-        self.text.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
-        output = self.data.get("output") or {}
-        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
-                                             for i, name in enumerate(tracing.get("assessments") or [])]
-        if tracing.get("rationale"):
-            named.append((("tracing", "rationale"), tracing["rationale"]))
-        for where, name in named:
-            if name not in output and "output_base" not in self.data:
-                self.add(where, unknown("output field", name, output, "output fields"))
-
-    def _check_adapter(self) -> None:
-        from runner.inputs import ADAPTERS, adapter_names
-        adapter = (self.data.get("input") or {}).get("adapter")
-        if adapter is not None and adapter not in ADAPTERS:
-            self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
-            return
-        from runner.inputs import options_schema
-        schema = options_schema(adapter or "json")
-        options = (self.data.get("input") or {}).get("with")
-        if schema is not None and options is not None:
-            self.problems += schema_problems(self.located, options, schema, ("input", "with"))
-
-    def collect_ids(self, steps: list[dict[str, Any]], base: DataPath) -> None:
-        for i, step in enumerate(steps):
-            step_id = step["id"]
-            if step_id in self.all_ids:
-                first = self.located.location(self.all_ids[step_id])
-                self.add((*base, i, "id"), f"duplicate step id '{step_id}' (first at {first})")
-            else:
-                self.all_ids[step_id] = (*base, i, "id")
-                self.step_data[step_id] = step
-            nested = (step.get("with") or {}).get("steps")
-            if isinstance(nested, list) and step.get("uses") in self.catalog.infos and \
-                    self.catalog.infos[step["uses"]].substeps:
-                self.collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
-                                  (*base, i, "with", "steps"))
-
-    def _check_steps(self, steps: list[dict[str, Any]], base: DataPath, names: set[str],
-                     visible: set[str]) -> None:
-        seen = set(visible)
-        for i, step in enumerate(steps):
-            path = (*base, i)
-            info = self.catalog.infos.get(step["uses"])
-            if info is None:
-                self.add((*path, "uses"), unknown("step type", step["uses"], self.catalog.infos))
-                seen.add(step["id"])
-                continue
-            args = step.get("with", {}) or {}
-            problems = schema_problems(self.located, args, info.schema, (*path, "with"))
-            self.problems.extend(problems)
-            if problems:
-                seen.add(step["id"])
-                continue
-            around = self.text.env_guards
-            self.text.env_guards = around | mentioned_in(step.get("if"))
-            self._check_step(step, info, args, path, names, seen)
-            self.text.env_guards = around
-            seen.add(step["id"])
-
-    def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
-                    names: set[str], seen: set[str]) -> None:
-        nested = args.get("steps") if info.substeps else None
-        own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
-        step_names = names | ({"error"} if step.get("on_error") == "default" else set())
-        sub_names = names | _sub_scope(info, args)
-        # A sub-step container's lazy fields (a loop's until, an output) may read its sub-steps.
-        inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
-        for key, value in own_args.items():
-            if key == "examples" and info.name in EXAMPLE_STEPS:
-                continue                # data, not templates (runner/pipeline/examples.py)
-            if info.substeps and key in info.lazy_fields:
-                self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
-            else:
-                self.text.strings(value, (*path, "with", key), names | set(info.own_scope), seen,
-                                  bare=key in CONDITION_KEYS)
-        if "if" in step:
-            self.text.strings(step["if"], (*path, "if"), names, seen, bare=True)
-        if "default" in step:
-            self.text.strings(step["default"], (*path, "default"), step_names, seen)
-        if step.get("on_error") == "default" and "default" not in step:
-            self.add((*path, "on_error"), "on_error: default needs a `default:` value")
-        self._check_named_things(info, args, path, names, seen)
-        for where, message in info.static_problems(args, self.shapes):
-            self.add((*path, "with", *where), message)
-        self._check_meaning(step["uses"], info, args, path, names)
-        if nested:
-            self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
-
-    def _check_meaning(self, uses: str, info: StepInfo, args: dict[str, Any], path: DataPath,
-                       names: set[str]) -> None:
-        """What the step's arguments mean: its models all disabled, a quorum no jury can reach,
-        a foreach over a single value (runner/checks/semantics.py)."""
-        for key in info.model_fields:
-            named = [name for _, name in _names_in(args.get(key))]
-            problem = disabled_models_problem(named, self.models, uses)
-            if problem:
-                self.add((*path, "with", key), problem)
-            problem = quorum_problem(args.get("vote"), named) if "vote" in args else None
-            if problem:
-                self.add((*path, "with", "vote", "quorum"), problem)
-        if info.substeps and "items" in args:
-            problem = foreach_problem(args["items"], self.text.resolver, names)
-            if problem:
-                self.add((*path, "with", "items"), problem)
-
-    def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
-                            names: set[str], seen: set[str]) -> None:
-        for key in info.model_fields:
-            value = args.get(key)
-            for index, name in _names_in(value):
-                where = (*path, "with", key) + ((index,) if index is not None else ())
-                if name not in self.models:
-                    self.add(where, unknown("model", name, self.models, "defined"))
-        for key in info.template_fields:
-            for where, value in _template_texts(args.get(key), (*path, "with", key)):
-                if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
-                    self._check_prompt_file(value, where, names, seen)
-        for key in info.schema_fields:
-            value = args.get(key)
-            if isinstance(value, str) and not templating.is_template(value):
-                self._check_schema_file(value, (*path, "with", key))
-
-    def _check_prompt_file(self, name: str, path: DataPath, names: set[str], seen: set[str]) -> None:
-        file = self.prompts_dir / name
-        if not file.is_file():
-            self.add(path, f"prompt template '{name}' not found ({display(file)})")
-            return
-        try:
-            source = file.read_text(encoding="utf-8")
-            tree = self.text.prompt_env.parse(source)
-        except jinja2.TemplateSyntaxError as exc:
-            self.add(path, f"prompt template '{name}' line {exc.lineno}: {exc.message}")
-            return
-        self.text.tree(tree, path, names, seen, f"prompt template '{name}': ")
-
-    def _check_schema_file(self, name: str, path: DataPath) -> None:
-        file = self.schemas_dir / name
-        found, status = resolve_inside(self.schemas_dir, name)
-        if found is None:
-            self.add(path, f"schema '{name}' not found ({display(file)})" if status == FILE_NOT_FOUND
-                     else refusal(status, name, self.schemas_dir, "schemas"))
-            return
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-        try:
-            Draft202012Validator.check_schema(read_json(found))
-        except InputError as exc:
-            self.add(path, f"schema '{name}': {exc}")
-        except SchemaError as exc:
-            self.add(path, f"schema '{name}' is not a valid JSON Schema: {exc.message}")
-
-    def result_shape(self, step_id: str) -> dict[str, Any]:
-        """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""
-        if step_id not in self.results:
-            step = self.step_data[step_id]
-            info = self.catalog.infos.get(step["uses"])
-            self.results[step_id] = step_shape(info.result_schema if info else None, step.get("with") or {},
-                                               step.get("on_error"), step.get("default"), self.shapes)
-        return self.results[step_id]
-
-    def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
-        return {s["id"]: self.result_shape(s["id"]) for s in steps
-                if isinstance(s, dict) and s.get("id") in self.step_data}
-
-
-def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
-    """A prompt field's texts: itself, or each message's `content` (an llm step's `messages`)."""
-    if not isinstance(value, list):
-        return iter([(path, value)])
-    return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
-
-
-def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:
-    names = set(info.sub_scope)
-    if isinstance(args.get("as"), str):
-        names.add(args["as"])
-    return names
-
-
-def _names_in(value: Any) -> Iterator[tuple[int | None, str]]:
-    if isinstance(value, str) and not templating.is_template(value):
-        yield None, value
-    elif isinstance(value, list):
-        for index, entry in enumerate(value):
-            if isinstance(entry, str) and not templating.is_template(entry):
-                yield index, entry

@@ -8,8 +8,8 @@ free-text or numeric verdict)."""
 
 from __future__ import annotations
 
+from runner.checks.checker import Checker
 from runner.checks.static_values import verdicts_of
-from runner.pipeline.loader import Checker
 from runner.pipeline.model import Pipeline
 from runner.pipeline.step_catalog import StepCatalog
 

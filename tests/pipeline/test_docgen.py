@@ -57,7 +57,7 @@ def test_every_example_yields_what_the_page_says(name, example: Example):
 
 
 def test_every_name_the_code_puts_in_scope_is_documented():
-    from runner.pipeline.loader import BASE_NAMES, OUTPUT_NAMES, SUMMARY_NAMES
+    from runner.checks.checker import BASE_NAMES, OUTPUT_NAMES, SUMMARY_NAMES
     from runner.pipeline.step_catalog import step_info, step_names
     declared = set(BASE_NAMES) | SUMMARY_NAMES | OUTPUT_NAMES | {"error", "errors"}
     for name in step_names():
