@@ -19,7 +19,7 @@ from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.rates import PassRule
 from runner.engine.run_warnings import add_warning
 from runner.engine.selection import select
-from runner.errors import InputError, NeedsModel, RunnerError, TemplateError, Terminated
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stdin import is_stdin, spool
@@ -41,7 +41,7 @@ from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
 
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "load_items", "render_pipeline", "run_pipeline",
            "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -101,7 +101,10 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
-    """Run the pipeline over the source's items; write results, summary, reports and run.json."""
+    """Run the pipeline over the source's items; write results, summary, reports and run.json.
+    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome it returns says
+    so: `interrupted` (and `terminated` for SIGTERM); `outcome.stop_if_interrupted()` stops a
+    caller that needs the whole run as the interruption would have."""
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
         return _run_pipeline(path, source, options, overrides, progress, formats, executor)
@@ -116,19 +119,21 @@ def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, ove
     failed = True
     try:
         run.begin()
-        # Ctrl-C: outputs written, then re-raised
-        asyncio.run(_run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor))
+        asyncio.run(_until_interrupted(run, progress or Quiet()))
         failed = False
-    except asyncio.CancelledError:
-        if run.outcome.terminated:
-            raise Terminated(run.outcome) from None
-        raise
-    except KeyboardInterrupt as stop:
-        stop.args = (run.outcome,)       # the CLI prints what finished
-        raise
     finally:
         run.finish(failed)
     return run.outcome
+
+
+async def _until_interrupted(run: _StartedRun, progress: Progress) -> None:
+    """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
+    ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
+    _cancel_on_sigterm(run.outcome)
+    try:
+        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress, run.executor)
+    except asyncio.CancelledError:
+        run.outcome.interrupted = True
 
 
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
@@ -140,8 +145,7 @@ async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunO
     failed = True
     try:
         run.begin()
-        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor,
-                   signals=False)
+        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor)
         failed = False
     finally:
         run.finish(failed)
@@ -269,9 +273,7 @@ def _cancel_on_sigterm(outcome: RunOutcome) -> None:
 
 
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
-               progress: Progress, executor: ExecutorChoice, signals: bool = True) -> None:
-    if signals:
-        _cancel_on_sigterm(outcome)
+               progress: Progress, executor: ExecutorChoice) -> None:
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 

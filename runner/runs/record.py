@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
-from runner.errors import InputError
+from runner.errors import InputError, Terminated
 from runner.fileio import now
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
@@ -44,10 +44,16 @@ class RunOutcome:
     out_dir: Path
     results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
-    interrupted: bool = False
+    interrupted: bool = False      # by Ctrl-C or SIGTERM: what finished is written
     terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
     record: RunRecord | None = None
+
+    def stop_if_interrupted(self) -> None:
+        """Stop, as the interruption would have, a caller that needs the whole run: Ctrl-C
+        raises KeyboardInterrupt and SIGTERM Terminated (the CLI: exit 130 or 143)."""
+        if self.interrupted:
+            raise Terminated() if self.terminated else KeyboardInterrupt()
 
 
 def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
@@ -167,7 +173,7 @@ class RunRecord:
         if self.run_dir is None:
             return
         summary = outcome.summary if outcome is not None else {}
-        interrupted = outcome is not None and (outcome.interrupted or outcome.terminated)
+        interrupted = outcome is not None and outcome.interrupted
         self.manifest.update({
             "status": "failed" if failed else "interrupted" if interrupted else "finished",
             "ended_at": now(), "interrupted": interrupted,
