@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.context import RunRole, Runtime, condition_at, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
@@ -41,7 +41,7 @@ from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
 
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "load_items", "render_pipeline", "run_pipeline",
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "load_items", "render_pipeline", "run_pipeline",
            "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -100,22 +100,25 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
-                 formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
-    """Run the pipeline over the source's items; write results, summary, reports and run.json.
+                 formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
+                 role: RunRole | None = None) -> RunOutcome:
+    """Run the pipeline over the source's items; write results, summary, reports and run.json
+    (`role`: who makes the run, runner/engine/context.py; default a command's run).
     Ctrl-C or SIGTERM ends the run with what finished written, and the outcome it returns says
     so: `interrupted` (and `terminated` for SIGTERM); `outcome.stop_if_interrupted()` stops a
     caller that needs the whole run as the interruption would have."""
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        return _run_pipeline(path, source, options, overrides, progress, formats, executor)
+        return _run_pipeline(path, source, options, overrides, progress, formats, executor, role)
     finally:
         if not callers:
             source.discard_stdin_copy()
 
 
 def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None) -> RunOutcome:
-    run = _StartedRun.start(path, source, options, overrides, formats, executor)
+                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None,
+                  role: RunRole | None) -> RunOutcome:
+    run = _StartedRun.start(path, source, options, overrides, formats, executor, role)
     failed = True
     try:
         run.begin()
@@ -137,11 +140,12 @@ async def _until_interrupted(run: _StartedRun, progress: Progress) -> None:
 
 
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
-                             overrides: list[str] | None = None, progress: Progress | None = None) -> RunOutcome:
+                             overrides: list[str] | None = None, progress: Progress | None = None,
+                             role: RunRole | None = None) -> RunOutcome:
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
     which writes what finished. It leaves signals to the caller."""
-    run = _StartedRun.start(path, source, options, overrides, (), None)
+    run = _StartedRun.start(path, source, options, overrides, (), None, role)
     failed = True
     try:
         run.begin()
@@ -167,17 +171,17 @@ class _StartedRun:
 
     @classmethod
     def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None) -> _StartedRun:
-        executor = executor or ExecutorChoice()
+              formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
+        executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
-        if executor.name != "local" and (options.shared_llm is not None or options.item_runner is not None):
+        if executor.name != "local" and role.in_process:
             raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
                              "this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)
         record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats),
-                                {"executor": executor.name, "workers": executor.workers})
+                                {"executor": executor.name, "workers": executor.workers}, role.kind)
         options.input_path = str(source.input_path) if source.input_path else None
         # An unusable cache is one message, not an error per item.
         caches = open_caches(pipeline, options.cache_dir)
@@ -191,7 +195,7 @@ class _StartedRun:
                 options.out_dir, options.memo_dir = new_run_dir(group), group
             out_dir: Path = options.out_dir
             refuse_overwriting_input(out_dir, source.input_path)
-            runtime = Runtime.create(pipeline, options)
+            runtime = Runtime.create(pipeline, options, role)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.api import RunOutcome, default_group, load_items, run_pipeline, spool_stdin
+from runner.api import RunOutcome, RunRole, default_group, load_items, run_pipeline, spool_stdin
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
 from runner.engine.selection import pass_check
@@ -54,11 +54,10 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
         spool_stdin(source)            # `--input -`: read by the run, then again for the pairing
         originals = replace(source)            # the same items, without the copies: for the pairing
         source.derive = probe_items(probes, items)
-        options.kind, options.memo = "probe", False
         if options.out_dir is None:
             group = default_group(pipeline, source)
             options.group = group.with_name(group.name + GROUP_SUFFIX)
-        outcome = run_pipeline(path, source, options, overrides, progress)
+        outcome = run_pipeline(path, source, options, overrides, progress, role=RunRole(kind="probe"))
         return _report(outcome, originals, probes, items, source), outcome
     finally:
         source.discard_stdin_copy()

@@ -70,11 +70,11 @@ def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
     return flags
 
 
-def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
+def command_line(kind: str, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
-    """The `runner run` (or `runner probe`) command that makes this run again (from the same
-    working directory)."""
-    argv = ["runner", options.kind, str(pipeline.file)]
+    """The `runner run` (or `runner probe`: `kind`) command that makes this run again (from the
+    same working directory)."""
+    argv = ["runner", kind, str(pipeline.file)]
     if source.input_path is not None:
         argv += ["--input", str(source.input_path)]
     if source.input_format:
@@ -115,10 +115,12 @@ class RunRecord:
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
-             items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None) -> RunRecord:
+             items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
+             kind: str = "run") -> RunRecord:
         """Everything known before the run; a --failed-from parent over another input is refused here.
         `items` is counted (a pass over the input), never held; `executor`: where items run
-        (`executor`, `workers`), as run.json's options record it."""
+        (`executor`, `workers`), as run.json's options record it; `kind`: the command that
+        makes the run (run, probe)."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
@@ -135,7 +137,7 @@ class RunRecord:
             planned = sum(1 for _ in result_lines(parent / RESULTS))   # the rerun items are the parent's own
             partial = not is_complete(parent)
         manifest = {
-            "format": FORMAT, "kind": options.kind, "runner_version": __version__, "status": "running",
+            "format": FORMAT, "kind": kind, "runner_version": __version__, "status": "running",
             "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
             "argv": [], "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
@@ -148,7 +150,7 @@ class RunRecord:
                         "batch": options.batch, **(executor or {"executor": "local", "workers": None})},
         }
         return cls(manifest, planned, input_items, partial, parent, selected,
-                   command=functools.partial(command_line, pipeline, source, options, overrides, formats, parent))
+                   command=functools.partial(command_line, kind, pipeline, source, options, overrides, formats, parent))
 
     def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
         """Write run.json (status running) into the claimed run folder; `models`: each
