@@ -107,36 +107,31 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     Ctrl-C or SIGTERM ends the run with what finished written, and the outcome it returns says
     so: `interrupted` (and `terminated` for SIGTERM); `outcome.stop_if_interrupted()` stops a
     caller that needs the whole run as the interruption would have."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
+        pass
+    else:
+        raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
+                          "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        return _run_pipeline(path, source, options, overrides, progress, formats, executor, role)
+        run = _StartedRun.start(path, source, options, overrides, formats, executor, role)
+        return asyncio.run(_until_interrupted(run, progress or Quiet()))
     finally:
         if not callers:
             source.discard_stdin_copy()
 
 
-def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None,
-                  role: RunRole | None) -> RunOutcome:
-    run = _StartedRun.start(path, source, options, overrides, formats, executor, role)
-    failed = True
-    try:
-        run.begin()
-        asyncio.run(_until_interrupted(run, progress or Quiet()))
-        failed = False
-    finally:
-        run.finish(failed)
-    return run.outcome
-
-
-async def _until_interrupted(run: _StartedRun, progress: Progress) -> None:
+async def _until_interrupted(run: _StartedRun, progress: Progress) -> RunOutcome:
     """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
     ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
     _cancel_on_sigterm(run.outcome)
     try:
-        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress, run.executor)
+        return await run.run(progress)
     except asyncio.CancelledError:
         run.outcome.interrupted = True
+        return run.outcome
 
 
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
@@ -145,15 +140,7 @@ async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunO
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
     which writes what finished. It leaves signals to the caller."""
-    run = _StartedRun.start(path, source, options, overrides, (), None, role)
-    failed = True
-    try:
-        run.begin()
-        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor)
-        failed = False
-    finally:
-        run.finish(failed)
-    return run.outcome
+    return await _StartedRun.start(path, source, options, overrides, (), None, role).run(progress or Quiet())
 
 
 @dataclass
@@ -211,17 +198,21 @@ class _StartedRun:
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
-    def begin(self) -> None:
-        """run.json, status running."""
-        self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
-                          models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
-
-    def finish(self, failed: bool) -> None:
-        """run.json's end, the folder released, and `latest` when the run is complete."""
-        self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
-        self.folder.release()
-        if self.group is not None and is_run(self.outcome.out_dir):
-            mark_latest(self.outcome.out_dir, self.outcome.summary)
+    async def run(self, progress: Progress) -> RunOutcome:
+        """run.json (status running), the items, the outputs; then run.json's end, the folder
+        released, and `latest` when the run is complete."""
+        failed = True
+        try:
+            self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+                              models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
+            await _run(self.runtime, self.items, self.concurrency, self.outcome, progress, self.executor)
+            failed = False
+        finally:
+            self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
+            self.folder.release()
+            if self.group is not None and is_run(self.outcome.out_dir):
+                mark_latest(self.outcome.out_dir, self.outcome.summary)
+        return self.outcome
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
