@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import warnings
@@ -126,7 +127,14 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
 async def _until_interrupted(run: _StartedRun, progress: Progress) -> RunOutcome:
     """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
     ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
-    _cancel_on_sigterm(run.outcome)
+    main = asyncio.current_task()
+
+    def terminate() -> None:             # SIGTERM cancels the run as Ctrl-C does
+        run.outcome.terminated = True
+        if main is not None:
+            main.cancel()
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
     try:
         return await run.run(progress)
     except asyncio.CancelledError:
@@ -161,7 +169,7 @@ class _StartedRun:
               formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
         executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
-        if executor.name != "local" and role.in_process:
+        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None):
             raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
                              "this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
@@ -251,20 +259,6 @@ def call_counts(runtime: Runtime) -> CallCounts:
     stats = list(runtime.llm.stats.values())
     return CallCounts(sum(s.calls for s in stats), sum(s.cache_hits for s in stats), sum(s.failures for s in stats),
                       runtime.llm.progress_note())
-
-
-def _cancel_on_sigterm(outcome: RunOutcome) -> None:
-    """SIGTERM cancels the run as Ctrl-C does, so what finished is written."""
-    main = asyncio.current_task()
-
-    def terminate() -> None:
-        outcome.terminated = True
-        if main is not None:
-            main.cancel()
-    try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
-    except (ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals here
-        pass
 
 
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,

@@ -62,18 +62,9 @@ class RunRole:
     worker: bool = False          # a processes or Ray worker: its calls go back to the driver with its results
     # `runner serve`: its long-lived LLM client (sender, response cache, its writer), used and
     # left open; and for a job, each item through the results store (runner/serve/judging.py).
+    # Both live in this process: such a run's items run here, never in workers.
     shared_llm: SharedClient | None = None
     item_runner: ItemRunner | None = None
-
-    @property
-    def memo(self) -> bool:
-        """Whether the pipeline's memo store is read and written."""
-        return self.kind != "probe"
-
-    @property
-    def in_process(self) -> bool:
-        """Whether what runs the items lives in this process (so they run here, never in workers)."""
-        return self.shared_llm is not None or self.item_runner is not None
 
 
 @dataclass
@@ -111,7 +102,7 @@ class Runtime:
                     "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
                       role or RunRole())
-        if pipeline.memo and runtime.role.memo and options.out_dir is not None:
+        if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
             runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))

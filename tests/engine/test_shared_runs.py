@@ -15,7 +15,7 @@ from runner.api import ItemSource, run_pipeline, run_pipeline_async
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice
-from runner.errors import InputError
+from runner.errors import InputError, RunnerError
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import read_calls
@@ -149,4 +149,14 @@ def test_who_makes_a_run_is_its_role_never_an_option():
     are through the run's RunRole (issue 61: no mode flags on the options)."""
     from dataclasses import fields
     assert not {"kind", "memo", "worker", "item_runner", "shared_llm"} & {f.name for f in fields(RunOptions)}
-    assert (RunRole().memo, RunRole(kind="probe").memo) == (True, False)
+
+
+def test_run_pipeline_on_a_running_loop_is_refused_before_it_claims_a_folder(project):
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": 1}])
+
+    async def in_a_notebook() -> None:
+        run_pipeline(path, ItemSource(source), RunOptions(cache_dir=project.root / "cache", out_dir=Path("e")))
+    with pytest.raises(RunnerError, match="await run_pipeline_async"):
+        asyncio.run(in_a_notebook())
+    assert not (project.root / "e").exists()
