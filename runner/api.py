@@ -216,7 +216,7 @@ class _StartedRun:
             await _run(self.runtime, self.items, self.concurrency, self.outcome, progress, self.executor)
             failed = False
         finally:
-            self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
+            self.record.finish(self.outcome, failed)
             self.folder.release()
             if self.group is not None and is_run(self.outcome.out_dir):
                 mark_latest(self.outcome.out_dir, self.outcome.summary)

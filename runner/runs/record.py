@@ -170,15 +170,13 @@ class RunRecord:
             fields["rerun_items"] = sum(1 for r in results if r.get("item_key") in self.selected)
         return fields
 
-    def finish(self, outcome: RunOutcome | None, failed: bool = False) -> None:
-        """Rewrite run.json with how the run ended and its counts."""
+    def finish(self, outcome: RunOutcome, failed: bool) -> None:
+        """Rewrite run.json with how the run ended (an interrupted run did not fail) and its counts."""
         if self.run_dir is None:
             return
-        summary = outcome.summary if outcome is not None else {}
-        interrupted = outcome is not None and outcome.interrupted
         self.manifest.update({
-            "status": "failed" if failed else "interrupted" if interrupted else "finished",
-            "ended_at": now(), "interrupted": interrupted,
+            "status": "interrupted" if outcome.interrupted else "failed" if failed else "finished",
+            "ended_at": now(), "interrupted": outcome.interrupted,
         })
-        self.manifest["counts"].update({"done": summary.get("total"), "errors": summary.get("errors")})
+        self.manifest["counts"].update({"done": outcome.summary.get("total"), "errors": outcome.summary.get("errors")})
         write_manifest(self.run_dir, self.manifest)
