@@ -216,9 +216,7 @@ SWEEP_NONE = "issue 61: sweep counts with its own item loop: an errored item's v
 SWEEP_ERRORS = ("issue 61: sweep counts with its own item loop: an item whose LLM calls failed is no error "
                 "(summary.json counts it)")
 EXITS_0 = "exits 0 where every item errored (runner run exits 3)"
-WITH_ERRORS = ("citation_judge", "citation_judge_strict", "evidence_judge", "slide_judge", "verdict_analyzer", "tickets")
 KNOWN: dict[tuple[str, str], str] = {
-    ("eval", "tickets_all_failing"): f"issue 61: eval --input {EXITS_0}",
     ("sweep", "tickets"): SWEEP_NONE,
     ("sweep", "verdict_analyzer"): SWEEP_NONE,
     ("sweep", "tickets_all_failing"): f"{SWEEP_NONE}; and it {EXITS_0}",

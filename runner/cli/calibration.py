@@ -63,6 +63,10 @@ def eval_command(
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
+    if report.get("run_failed"):
+        from runner.engine.health import TOO_MANY_ERRORS
+        typer.echo(report["run_failed"], err=True)
+        raise typer.Exit(TOO_MANY_ERRORS)
     if fail_under_kappa is not None:
         passed, line = _kappa_gate(report, fail_under_kappa)
         if not passed:
