@@ -102,14 +102,12 @@ class MaxErrors:
 
 
 def run_failure(summary: dict[str, Any], allowed: MaxErrors | None = None) -> str | None:
-    """Why a run failed (its exit code is TOO_MANY_ERRORS), or None: no model answered any
-    call, or more items errored than `allowed` (--max-errors; default: every item). `runner
-    run`, eval's run and each setting of a sweep exit by this one rule."""
-    failed_calls = unanswered_calls(summary)
-    if failed_calls:
+    """Why a run failed, its exit code TOO_MANY_ERRORS (no model answered any call, or more items
+    errored than `allowed`: --max-errors, by default every item), or None. The one rule of
+    `runner run`, of the run `runner eval` makes and of each setting of a sweep."""
+    errors, total, allowed = int(summary.get("errors") or 0), int(summary.get("total") or 0), allowed or MaxErrors()
+    if failed_calls := unanswered_calls(summary):
         return f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code {TOO_MANY_ERRORS})"
-    allowed = allowed or MaxErrors()
-    errors, total = int(summary.get("errors") or 0), int(summary.get("total") or 0)
     if allowed.exceeded(errors, total):
         return f"run failed: {allowed.describe()} ({errors} of {total}; exit code {TOO_MANY_ERRORS})"
     return None
