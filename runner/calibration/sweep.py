@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, RunOptions, default_group, run_pipeline
+from runner.api import ItemSource, RunOptions, RunRole, default_group, run_pipeline
 from runner.calibration.evaluate import EvalSpec, evaluate
 from runner.calibration.labels import LabelRow, read_labels
 from runner.engine.execute import Runtime, run_item
@@ -195,9 +195,10 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
     try:
         with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
             options = RunOptions(cache_dir=request.cache_dir, out_dir=Path(folder), render=cache_only, trace="none",
-                                 llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls,
-                                 item_runner=from_cache if cache_only else None)
-            outcome = run_pipeline(request.pipeline, request.source, options, [*request.overrides, *assignments])
+                                 llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls)
+            outcome = run_pipeline(request.pipeline, request.source, options, [*request.overrides, *assignments],
+                                   role=RunRole(item_runner=from_cache) if cache_only else None)
+            outcome.stop_if_interrupted()
             scores = {} if missing else _score(request, outcome.summary, outcome.results, rows)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
         return SettingRun({}, {}, 0, error=str(exc))
