@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from runner.llm.cache.store import JsonCache
     from runner.llm.client.spec import ModelSpec
     from runner.llm.service import CallRequest
+    from runner.llm.shared_client import SharedClient
     from runner.render.sink import RenderSink
     from runner.stores.memo import MemoStore
 
@@ -45,6 +46,26 @@ class _NotGiven:
 
 NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
 
+# What runs each item in place of the engine's run_item (which it calls itself).
+ItemRunner = Callable[["Runtime", Item], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class RunRole:
+    """Who makes a run and where what it computes goes, beside the user's RunOptions: a run is
+    a pipeline, its items, an LLM service and this. The default: a command's run in its run
+    folder (results, calls.jsonl, run.json, summary and reports)."""
+
+    # The command that makes the run (run.json's `kind`): run, or probe, whose results carry
+    # each juror's verdict and whose copies are judged, never looked up in the memo store.
+    kind: str = "run"
+    worker: bool = False          # a processes or Ray worker: its calls go back to the driver with its results
+    # `runner serve`: its long-lived LLM client (sender, response cache, its writer), used and
+    # left open; and for a job, each item through the results store (runner/serve/judging.py).
+    # Both live in this process: such a run's items run here, never in workers.
+    shared_llm: SharedClient | None = None
+    item_runner: ItemRunner | None = None
+
 
 @dataclass
 class Runtime:
@@ -56,6 +77,7 @@ class Runtime:
     env: dict[str, str]
     params: dict[str, Any]
     run_info: dict[str, Any]
+    role: RunRole = field(default_factory=RunRole)
     render_stream: TextIO | None = None                 # `runner render` prints each prompt here
     render_stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cached": 0, "tokens": 0})
     # Extra sections of summary.json, each computed from the runtime when the run ends.
@@ -71,15 +93,16 @@ class Runtime:
     _llm: LLM | None = None
 
     @classmethod
-    def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+    def create(cls, pipeline: Pipeline, options: RunOptions, role: RunRole | None = None) -> Runtime:
         if pipeline.plugins:        # every process of a run imports them (a worker starts without)
             from runner.pipeline.plugins import load_plugins
             load_plugins(pipeline.plugins)
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": now()}
-        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
-        if pipeline.memo and options.memo and options.out_dir is not None:
+        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
+                      role or RunRole())
+        if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
             runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
@@ -110,10 +133,11 @@ class Runtime:
             if self.options.render:
                 from runner.render.sink import RenderSink
                 self.render_sink = RenderSink(self.render_stream, self.render_stats)
-            shared = self.options.shared_llm
+            shared = self.role.shared_llm
             service = LLMService(self.model_spec, self.options, self.env, render=self.render_sink,
                                  observer=self.observer, in_flight=self.in_flight, shared=shared,
-                                 cache=None if shared is not None else self.take_cache("responses"))
+                                 cache=None if shared is not None else self.take_cache("responses"),
+                                 kept_calls=self.role.worker)
             service.sender.cluster_limits = self.shared_limits
             self._llm = service
         return self._llm

@@ -56,7 +56,6 @@ class ServiceOptions(Protocol):
     concurrency_given: bool
     out_dir: Path | None
     render: bool
-    worker: bool
 
 
 @dataclass
@@ -75,11 +74,12 @@ class CallRequest:
     embed: bool = False                # an embeddings request: the messages' contents are the texts
 
 
-def call_lines(options: ServiceOptions) -> CallLines | None:
-    """Where a run's calls go: its calls.jsonl, a Ray worker's report, or nowhere (render)."""
+def call_lines(options: ServiceOptions, kept: bool) -> CallLines | None:
+    """Where a run's calls go: its calls.jsonl, kept for a worker's report to the driver (`kept`),
+    or nowhere (render)."""
     if options.render or options.out_dir is None:
         return None
-    return KeptCalls() if options.worker else CallsFile(options.out_dir / CALLS_FILE)
+    return KeptCalls() if kept else CallsFile(options.out_dir / CALLS_FILE)
 
 
 class CallPreview(Protocol):
@@ -93,7 +93,8 @@ class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
                  transport: Transport | None = None, render: CallPreview | None = None,
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
-                 in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None):
+                 in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None,
+                 kept_calls: bool = False):
         self.resolve = resolve
         self.observer = observer
         self.options = options
@@ -104,7 +105,7 @@ class LLMService:
         self.render_sink = render
         self._specs: dict[str, ModelSpec] = {}
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
-        self._writer = Writer(call_lines(options))      # this run's calls.jsonl (and, alone, its answers)
+        self._writer = Writer(call_lines(options, kept_calls))      # this run's calls.jsonl (and, alone, its answers)
         # One cache writer for every service of a long-lived process: an uncommitted answer is found by all.
         self._answers = shared.writer if shared is not None else self._writer
         self._seq: dict[int, int] = {}

@@ -186,11 +186,11 @@ class JobBoard:
 
             def tally(source: str) -> None:
                 counts[source] += 1
-            runner = self.judging.job_runner(variant, resumed, tally)
-            options = self.judging.options(job.pipeline, item_runner=runner, **more)
+            options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
             outcome = await run_pipeline_async(variant.pipeline.file, source, options, overrides,
-                                               JobProgress(self, job, options))
+                                               JobProgress(self, job, options),
+                                               self.judging.job_role(variant, resumed, tally))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
