@@ -22,7 +22,8 @@ FUNCTIONS: dict[str, Callable[..., float]] = {
     "sqrt": math.sqrt, "log": math.log,
 }
 ARITY: dict[str, tuple[int, int | None]] = {      # the arguments each function takes: at least, at most
-    "min": (2, None), "max": (2, None), "log": (1, 2), **{name: (1, 1) for name in ("abs", "floor", "ceil", "exp", "sqrt")},
+    "min": (2, None), "max": (2, None), "log": (1, 2),
+    **{name: (1, 1) for name in ("abs", "floor", "ceil", "exp", "sqrt")},
 }
 LONGEST = 2000          # characters of a formula
 BIGGEST_POWER = 1000.0  # an exponent's bound: no formula computes a number of a million digits
