@@ -31,7 +31,7 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#'\"<>\\]+@")
 # or "quoted", after an optional `Bearer `.
 _ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})['\"]?"
                        r"(?:\s*=\s*|:[ \t]*)(?:bearer[ \t]+)?)"
-                       r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&#;'\"<>,)]+)")
+                       r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&#;'\"`<>,)]+)")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")     # `KEY=VALUE`, `KEY=V1,V2`: a usage message's, not a secret
 
 _remembered: set[str] = set()
@@ -77,13 +77,14 @@ def _unquoted(value: str) -> str:
 
 def _hide_assigned(match: re.Match[str]) -> str:
     """The assignment with its value hidden, unless the value is no secret: after `=`, a
-    placeholder (`KEY=VALUE`); after `:`, which prose uses too (`unexpected token: 'end'`), a
-    value too short to be a credential."""
+    placeholder (`KEY=VALUE`); after `:`, which prose uses too (`unexpected token: 'end_of_block'`),
+    a value that is not made like a credential (a secret's length, with a digit)."""
     name, value = match[1], _unquoted(match[2])
-    kept = _PLACEHOLDER.fullmatch(value) if "=" in name else None
-    if (kept or "=" not in name) and not is_secret(value):
-        return match[0]
-    return name + HIDDEN
+    if "=" in name:
+        hidden = not (_PLACEHOLDER.fullmatch(value) and not is_secret(value))
+    else:
+        hidden = is_secret(value) and any(char.isdigit() for char in value)
+    return name + HIDDEN if hidden else match[0]
 
 
 def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
