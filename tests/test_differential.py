@@ -329,6 +329,15 @@ def judge_counts(answer: dict[str, Any]) -> dict[str, Any]:
             "errors": answer["counts"].get("errors", 0)}
 
 
+def source_counts(answer: dict[str, Any]) -> dict[str, int]:
+    """/judge's counts as its answers' `source`s say them (`error` counted under `errors`): an
+    errored item says `source: error` wherever it is counted an error."""
+    sources = Counter("errors" if a["source"] == "error" else a["source"] for a in answer["results"])
+    for a in answer["results"]:
+        assert (a["source"] == "error") == bool(a["result"].get("error")), a
+    return {key: sources.get(key, 0) for key in answer["counts"]}
+
+
 @pytest.mark.parametrize("case", cases("judge"))
 def test_serve_judge(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
     """POST /v1/pipelines/NAME/judge with the items as JSON: each item's result, and counts
@@ -346,6 +355,7 @@ def test_serve_judge(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> 
     count_by = (expected.summary or {}).get("count_by")
     differences.check("by verdict", by_verdict(results, count_by), by_verdict(expected.results, count_by))
     differences.check("counts", judge_counts(answer), {k: expected.counts[k] for k in ("items", "judged", "errors")})
+    differences.check("sources", source_counts(answer), answer["counts"])
     differences.none()
 
 
