@@ -27,9 +27,10 @@ SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)     # a name tha
 # scheme://USERINFO@ : the user information stops at the first character a host cannot follow.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#'\"<>\\]+@")
 # NAME=VALUE or NAME: VALUE where NAME ends with a secret word, in any case (`max_tokens=` does not):
-# URL queries, libpq DSNs, environment lines, headers, a mapping's text. The value is bare, 'quoted' (libpq: \' inside)
-# or "quoted", after an optional `Bearer `.
-_ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})['\"]?"
+# URL queries, libpq DSNs, environment lines, headers. The value is bare, 'quoted' (libpq: \' inside) or
+# "quoted", after an optional `Bearer `. A quoted name (`"key": ...`) is JSON, a model's answer among
+# others, which this must leave valid: a secret there is found by value.
+_ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})"
                        r"(?:\s*=\s*|:[ \t]*)(?:bearer[ \t]+)?)"
                        r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&#;'\"`<>,)]+)")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")     # `KEY=VALUE`, `KEY=V1,V2`: a usage message's, not a secret
