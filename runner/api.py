@@ -30,7 +30,7 @@ from runner.llm.cache.store import open_caches
 from runner.outputs.report_html import render_html
 from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
-from runner.outputs.summary import ErrorCount, SummaryTally
+from runner.outputs.summary import ASSESSMENT_KEY, ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
@@ -59,7 +59,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
         spec, path = pipeline.input, _input_file(source)
-        adapter, explode = spec.get("adapter", "json"), spec.get("explode")
+        adapter, explode = pipeline.adapter, spec.get("explode")
         options = spec.get("with") or {}
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
@@ -323,7 +323,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / CALLS_FILE,
+    view = view_of(summary, chosen, spec.get("assessment_key", ASSESSMENT_KEY), out / CALLS_FILE,
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))

@@ -27,6 +27,7 @@ from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.examples import EXAMPLE_STEPS
 from runner.pipeline.files import display
+from runner.pipeline.model import DEFAULT_ADAPTER
 from runner.pipeline.probes import probe_problems
 from runner.pipeline.step_catalog import StepCatalog, StepInfo
 from runner.yamlpos import Located
@@ -144,7 +145,7 @@ class Checker:
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
             return
         from runner.inputs import options_schema
-        schema = options_schema(adapter or "json")
+        schema = options_schema(adapter or DEFAULT_ADAPTER)
         options = (self.data.get("input") or {}).get("with")
         if schema is not None and options is not None:
             self.problems += schema_problems(self.located, options, schema, ("input", "with"))

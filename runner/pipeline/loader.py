@@ -21,7 +21,7 @@ from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.examples import example_files, example_problems, with_examples
 from runner.pipeline.extends import expand
 from runner.pipeline.files import read_located
-from runner.pipeline.model import Pipeline, StepSpec
+from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
@@ -85,7 +85,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
                                           tuple(data.get("env", [])), load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=env_names, input=data.get("input", {"adapter": "json"}),
+        env_names=env_names, input=data.get("input", {"adapter": DEFAULT_ADAPTER}),
         params=data.get("params", {}), models=models,
         steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
         output=data.get("output", {}),

@@ -77,13 +77,17 @@ class Answer:
     pipeline_hash: str
 
     @property
+    def shown_source(self) -> str:
+        """The answer's `source`: an item that errored says `error`, never judged."""
+        return "error" if self.source == "error" or self.result.get("error") else self.source
+
+    @property
     def counted_as(self) -> str:
-        """Where /judge's counts put it: an item that errored is an error, never judged."""
-        return "errors" if self.source == "error" or self.result.get("error") else self.source
+        """Where /judge's counts put it: `errors` for each `source: error`, else its source."""
+        return "errors" if self.shown_source == "error" else self.source
 
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key,
-                "source": "judged" if self.source == "error" else self.source,
+        return {"index": self.index, "item_key": self.item_key, "source": self.shown_source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
 
