@@ -33,6 +33,7 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
+from runner.render.sink import RenderSink
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries, sha256_file
@@ -363,16 +364,15 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         source.selection.item = item_number
     try:
         items = load_items(pipeline, source)
-        options.render = True
         options.input_path = str(source.input_path) if source.input_path else None
         runtime = Runtime.create(pipeline, options)
-        runtime.render_stream = stream
-        return asyncio.run(_render(runtime, items, stream))
+        runtime.preview = preview = RenderSink(stream)      # the calls' transport: answers from the cache only
+        return asyncio.run(_render(runtime, preview, items, stream))
     finally:
         source.discard_stdin_copy()
 
 
-async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
+async def _render(runtime: Runtime, preview: RenderSink, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
     try:
         for item in items:
             stream.write(f"=== item {item.index} ===\n")
@@ -382,10 +382,8 @@ async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> di
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        from runner.render.costs import CostEstimate
-        estimate = runtime.render_sink.estimate if runtime.render_sink is not None else CostEstimate()
-        for line in estimate.closing_lines():
+        for line in preview.estimate.closing_lines():
             stream.write(line + "\n")
-        return runtime.render_stats
+        return preview.stats
     finally:
         await runtime.aclose()

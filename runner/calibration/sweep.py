@@ -32,6 +32,7 @@ from runner.engine.execute import Runtime, run_item, run_items
 from runner.errors import NeedsModel, RunnerError
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
+from runner.render.sink import RenderSink
 from runner.runs.results_file import ResultsLog, ResultsView, rewrite_in_order
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
@@ -189,10 +190,12 @@ def probe_setting(request: SweepRequest, values: dict[str, str]) -> Probe:
 def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, Iterable[Item]]:
     assignments = [f"{k}={v}" for k, v in values.items()]
     pipeline = load_pipeline(request.pipeline, [*request.overrides, *assignments])
-    options = RunOptions(cache_dir=request.cache_dir, render=render, llm_concurrency=request.llm_concurrency,
+    options = RunOptions(cache_dir=request.cache_dir, llm_concurrency=request.llm_concurrency,
                          input_path=str(request.source.input_path) if request.source.input_path else None,
                          failed_calls=request.failed_calls)
-    return Runtime.create(pipeline, options), load_items(pipeline, request.source)
+    runtime = Runtime.create(pipeline, options)
+    runtime.preview = RenderSink() if render else None       # the cache pass: answers from the cache only
+    return runtime, load_items(pipeline, request.source)
 
 
 async def _from_cache(runtime: Runtime, items: Iterable[Item],
@@ -210,7 +213,7 @@ async def _from_cache(runtime: Runtime, items: Iterable[Item],
     finally:
         log.close()
         await runtime.aclose()
-    return ResultsView(log.path), runtime.render_stats, missing
+    return ResultsView(log.path), runtime.preview.stats if runtime.preview else {}, missing
 
 
 async def _for_real(runtime: Runtime, items: Iterable[Item], concurrency: int, folder: Path) -> ResultsView:
