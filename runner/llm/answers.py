@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from runner.errors import StepError
@@ -21,11 +22,11 @@ from runner.llm.request import Ask, CallRequest, Failed, Layer, Reply
 from runner.safetext import clean_value
 
 
+@dataclass
 class Parse:
     """The answer (the cache's, else the transport's) read: JSON and the schema checked; else Failed with a re-ask."""
 
-    def __init__(self, inner: Layer):
-        self.inner = inner
+    inner: Layer
 
     async def __call__(self, ask: Ask) -> Reply:
         if ask.cached is not None:
@@ -45,13 +46,13 @@ class Parse:
         return reply
 
 
+@dataclass
 class Answers:
     """A call: one request, and another for each answer that could not be read while `repair` allows."""
 
-    def __init__(self, layers: Layer, formats: FormatChoices, key: Callable[..., str]):
-        self.layers = layers
-        self.formats = formats        # the structured-output mode each endpoint takes now
-        self.key = key                # (spec, messages, sampling, request, mode) -> the cache key
+    layers: Layer
+    formats: FormatChoices            # the structured-output mode each endpoint takes now
+    key: Callable[..., str]           # (spec, messages, sampling, request, mode) -> the cache key
 
     async def answer(self, spec: ModelSpec, request: CallRequest, stats: ModelStats) -> dict[str, Any]:
         """The call's result, or StepError with what it left (`partial`); the first request's key names it."""

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import NeedsModel
 from runner.llm.calls.record import call_record, line_of
+from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Made, Recorder, Reply
 from runner.llm.writer import Writer
 from runner.runs.observe import NULL_OBSERVER, LLMCall, Observer
 
 
+@dataclass
 class CallLog:
     """The layer: each request's outcome to the recorder, whatever it was."""
 
-    def __init__(self, inner: Layer, recorder: Recorder):
-        self.inner = inner
-        self.recorder = recorder
-        self._numbers: dict[int, int] = {}      # item: requests logged so far
+    inner: Layer
+    recorder: Recorder
+    _numbers: dict[int, int] = field(default_factory=dict)      # item: requests logged so far
 
     async def __call__(self, ask: Ask) -> Reply:
         item = ask.request.item
@@ -48,15 +50,14 @@ class CallLog:
             self._numbers.pop(item, None)
 
 
+@dataclass
 class RunCalls:
     """A run's recorder: the line of calls.jsonl (when the run keeps one) and the tracing event."""
 
-    def __init__(self, writer: Writer, observer: Observer, redact: Callable[[str], str],
-                 endpoint: Callable[[Any], str]):
-        self.writer = writer
-        self.observer = observer
-        self.redact = redact
-        self.endpoint = endpoint          # a model's endpoint as calls.jsonl names it
+    writer: Writer
+    observer: Observer
+    redact: Callable[[str], str]
+    endpoint: Callable[[ModelSpec], str]          # a model's endpoint as calls.jsonl names it
 
     def record(self, made: Made) -> None:
         ask, reply = made.ask, made.reply

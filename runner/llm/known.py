@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from runner.llm.cache.entries import new_entry, usable
@@ -19,15 +20,16 @@ from runner.llm.request import Ask, Failed, Layer, Reply
 from runner.llm.writer import SharedCache, Writer
 
 
+@dataclass
 class Cache:
-    def __init__(self, inner: Layer, cache: Callable[[], JsonCache], answers: Writer, no_cache: bool,
-                 no_cache_as: bool, made_by: Callable[[ModelSpec], str], redact: Callable[[str], str]):
-        self.inner = inner
-        self.cache = cache                  # opened on first use
-        self.answers = answers              # the writer of the cache's answers
-        self.no_cache, self.no_cache_as = no_cache, no_cache_as
-        self.made_by, self.redact = made_by, redact
-        self.borrowed: Counter[tuple[str, str, str]] = Counter()     # (seat, cache_as, made by): answers
+    inner: Layer
+    cache: Callable[[], JsonCache]              # opened on first use
+    answers: Writer                             # the writer of the cache's answers
+    no_cache: bool
+    no_cache_as: bool
+    made_by: Callable[[ModelSpec], str]         # the model and endpoint a fresh answer is kept as made by
+    redact: Callable[[str], str]
+    borrowed: Counter[tuple[str, str, str]] = field(default_factory=Counter)    # (seat, cache_as, made by): answers
 
     async def __call__(self, ask: Ask) -> Reply:
         key = ask.key
@@ -64,14 +66,14 @@ class Cache:
                 "keeps each endpoint's answers apart" for (name, as_, by), n in self.borrowed.items()]
 
 
+@dataclass
 class KnownFailures:
     """A sweep's calls known to fail (`RunOptions.failed_calls`, cache key: error): each fails
     with its error instead of being sent, and a call that fails is added (under its first
     request's key), so a sweep sends each missing call at most once. None: every call is made."""
 
-    def __init__(self, inner: Layer, failed: dict[str, str] | None):
-        self.inner = inner
-        self.failed = failed
+    inner: Layer
+    failed: dict[str, str] | None
 
     async def __call__(self, ask: Ask) -> Reply:
         if ask.cached is None and self.failed is not None and ask.key in self.failed:

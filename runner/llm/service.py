@@ -13,8 +13,8 @@ the summary; it knows model specs (through a resolver the run gives it), not the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import StepError
 from runner.llm.answers import Answers, CallFailed, Parse
@@ -36,33 +36,25 @@ from runner.redact import environment_secrets, is_secret, named_secrets
 from runner.redact import redact as redact_text
 from runner.runs.folders import CALLS_FILE
 from runner.runs.observe import NULL_OBSERVER, Observer
+from runner.runs.request import RunOptions
 from runner.safetext import clean_text
 
 if TYPE_CHECKING:
     from runner.llm.batch.collector import BatchCollector
 
 
-class ServiceOptions(Protocol):
-    cache_dir: Path
-    no_cache: bool
-    llm_concurrency: int
-    concurrency_given: bool
-    out_dir: Path | None
-    worker: bool
-
-
-def call_lines(options: ServiceOptions) -> CallLines | None:
+def call_lines(options: RunOptions) -> CallLines | None:
     """Where a run's calls go: its calls.jsonl, a Ray worker's report, or nowhere (no run folder)."""
     if options.out_dir is None:
         return None
     return KeptCalls() if options.worker else CallsFile(options.out_dir / CALLS_FILE)
 
 
+@dataclass
 class Sending:
     """The transport of a run that sends: the client, or the provider's batch API for a batch model."""
 
-    def __init__(self, service: LLMService):
-        self.service = service
+    service: LLMService
 
     async def __call__(self, ask: Ask) -> Reply:
         spec, request, service = ask.spec, ask.request, self.service
@@ -89,7 +81,7 @@ class Sending:
 
 
 class LLMService:
-    def __init__(self, resolve: Callable[[str], ModelSpec], options: ServiceOptions, env: Mapping[str, str],
+    def __init__(self, resolve: Callable[[str], ModelSpec], options: RunOptions, env: Mapping[str, str],
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
                  in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None,
                  transport: Layer | None = None, recorder: Recorder | None = None):
@@ -111,19 +103,18 @@ class LLMService:
         self.tally = FailureTally()
         self.in_flight = in_flight
         self._batches: BatchCollector | None = None
-        no_cache_as = bool(getattr(options, "no_cache_as", False))
         # The layers, innermost first: each takes a request (an Ask) to the one below.
         self.log = CallLog(Parse(transport or Sending(self)),
                            recorder or RunCalls(self._writer, observer, self.redact, self.endpoint))
-        self.known = KnownFailures(self.log, getattr(options, "failed_calls", None))
-        self.cached = Cache(self.known, lambda: self.cache, answers, options.no_cache, no_cache_as, self._made_by,
-                            self.redact)
+        self.known = KnownFailures(self.log, options.failed_calls)
+        self.cached = Cache(self.known, lambda: self.cache, answers, options.no_cache, options.no_cache_as,
+                            self._made_by, self.redact)
         self.answers = Answers(self.cached, self.sender.formats, self._key)
 
     # -- models --------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
         if name not in self._specs:
-            self._specs[name] = batch_choice(self.resolve(name), getattr(self.options, "batch", False))
+            self._specs[name] = batch_choice(self.resolve(name), self.options.batch)
         return self._specs[name]
 
     @property
@@ -178,7 +169,7 @@ class LLMService:
 
     def _key(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
              mode: str) -> str:
-        cache_as = None if getattr(self.options, "no_cache_as", False) else spec.cache_as
+        cache_as = None if self.options.no_cache_as else spec.cache_as
         return request_key(model=spec.model, api_base=spec.api_base, messages=messages, sampling=sampling,
                            response_format=None if mode == "none" else mode, output_schema=request.output_schema,
                            sample=request.sample, extra=spec.extra or None, cache_as=cache_as,
