@@ -22,6 +22,8 @@ from runner.llm.writer import SharedCache, Writer
 
 @dataclass
 class Cache:
+    """The response cache as a layer (`no_cache`: nothing read, every answer still stored)."""
+
     inner: Layer
     cache: Callable[[], JsonCache]              # opened on first use
     answers: Writer                             # the writer of the cache's answers

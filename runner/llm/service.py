@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runner.errors import StepError
 from runner.llm.answers import Answers, CallFailed, Parse
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache
@@ -154,14 +153,13 @@ class LLMService:
 
     # -- the call ------------------------------------------------------------------
     async def call(self, request: CallRequest) -> dict[str, Any]:
-        """A parsed answer, or StepError carrying what is known (raw answer, error)."""
+        """A parsed answer, or StepError (CallFailed) carrying what is known (raw answer, error)."""
         spec = self.spec(request.model)
         group = request.group or new_group()
         try:
             answer = await self.answers.answer(spec, request, self.stats.setdefault(spec.name, ModelStats()))
-        except StepError as exc:
-            if isinstance(exc, CallFailed):
-                self.known.add(exc.key, exc.message)
+        except CallFailed as exc:
+            self.known.add(exc.key, exc.message)
             self.tally.failure(request.item, group, spec.name, self.endpoint(spec), exc.message)
             raise
         self.tally.answer(request.item, group, spec.name, self.endpoint(spec), sent=not answer["cached"])
