@@ -101,19 +101,22 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
-                 formats: Sequence[str] = (), executor: ExecutorChoice | None = None) -> RunOutcome:
-    """Run the pipeline over the source's items; write results, summary, reports and run.json."""
+                 formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
+                 preview: RenderSink | None = None) -> RunOutcome:
+    """Run the pipeline over the source's items; write results, summary, reports and run.json.
+    `preview`: the LLM's transport when nothing may be sent (a sweep's cache-only settings)."""
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        return _run_pipeline(path, source, options, overrides, progress, formats, executor)
+        return _run_pipeline(path, source, options, overrides, progress, formats, executor, preview)
     finally:
         if not callers:
             source.discard_stdin_copy()
 
 
 def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None) -> RunOutcome:
-    run = _StartedRun.start(path, source, options, overrides, formats, executor)
+                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None,
+                  preview: RenderSink | None) -> RunOutcome:
+    run = _StartedRun.start(path, source, options, overrides, formats, executor, preview)
     failed = True
     try:
         run.begin()
@@ -164,7 +167,8 @@ class _StartedRun:
 
     @classmethod
     def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None) -> _StartedRun:
+              formats: Sequence[str], executor: ExecutorChoice | None,
+              preview: RenderSink | None = None) -> _StartedRun:
         executor = executor or ExecutorChoice()
         executor.check()
         if executor.name != "local" and (options.shared_llm is not None or options.item_runner is not None):
@@ -189,6 +193,7 @@ class _StartedRun:
             out_dir: Path = options.out_dir
             refuse_overwriting_input(out_dir, source.input_path)
             runtime = Runtime.create(pipeline, options)
+            runtime.preview = preview
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)

@@ -30,7 +30,8 @@ The format, for whoever writes docs:
 - `retry=SECONDS`: a command whose output does not match yet is run again until it does, for
   at most that long (a command showing the end of something asynchronous, such as a job).
 - `slow`: the example starts a server or worker processes; its test is marked slow, so the
-  README's test command leaves it out and `python -m pytest -m slow` (and CI) runs it.
+  README's test command leaves it out and `python -m pytest -m slow` (and CI) runs it. Every
+  example of a docs/ page is run that way too; README.md's run in the README's test command.
 - Printed and shown text are both normalised before they are compared: run and job ids
   (20261122-131406, 20261127005135-ce46d5e3) read `<run>`, ISO times `<time>`, durations `N ms` / `N s`, ports of
   127.0.0.1 and localhost `PORT`, paths under a temporary folder `<tmp>`, hex hashes of 12 or

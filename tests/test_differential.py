@@ -212,20 +212,7 @@ def assert_same(got: Outcome, expected: Outcome, output: str = "") -> None:
 
 # ---- which (entry point, case) pairs are known to differ on today's main --------------------------
 
-SWEEP_NONE = "issue 61: sweep counts with its own item loop: an errored item's verdict is 'None' (summary.json: ERROR)"
-SWEEP_ERRORS = ("issue 61: sweep counts with its own item loop: an item whose LLM calls failed is no error "
-                "(summary.json counts it)")
-EXITS_0 = "exits 0 where every item errored (runner run exits 3)"
-WITH_ERRORS = ("citation_judge", "citation_judge_strict", "evidence_judge", "slide_judge", "verdict_analyzer", "tickets")
-KNOWN: dict[tuple[str, str], str] = {
-    ("eval", "tickets_all_failing"): f"issue 61: eval --input {EXITS_0}",
-    ("sweep", "tickets"): SWEEP_NONE,
-    ("sweep", "verdict_analyzer"): SWEEP_NONE,
-    ("sweep", "tickets_all_failing"): f"{SWEEP_NONE}; and it {EXITS_0}",
-    ("sweep", "citation_judge"): SWEEP_ERRORS,
-    ("sweep", "citation_judge_strict"): SWEEP_ERRORS,
-    ("sweep", "evidence_judge"): SWEEP_ERRORS,
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 # The outsider's judge runs by default (a few items, a second each); the shipped examples are

@@ -186,7 +186,11 @@ def test_the_docs_have_console_examples_and_every_setup_they_name_exists():
     assert named <= set(SETUPS), named - set(SETUPS)
 
 
-@pytest.mark.parametrize("example", [pytest.param(example, marks=pytest.mark.slow) if example.slow else example
+# README.md's examples run in the README's test command; the docs/ pages' examples (a CLI
+# process each, over a copy of the project) under `-m slow`, as CI runs them: together they
+# were a fifth of the default run's time.
+@pytest.mark.parametrize("example", [pytest.param(example, marks=pytest.mark.slow)
+                                     if example.slow or example.file != "README.md" else example
                                      for example in EXAMPLES], ids=lambda example: example.name)
 def test_console_example(example: Example, tmp_path: Path, fake_llm: FakeLLM) -> None:
     space = Workspace(copy_project(tmp_path / "project"), base_environment(tmp_path / "home"), fake_llm)

@@ -12,6 +12,7 @@ from typing import Any
 from runner.calibration import metrics
 from runner.calibration.independence import error_correlation, stability_accuracy
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
+from runner.engine.health import run_failure
 from runner.errors import InputError
 from runner.runs.folders import POINTERS, read_summary
 from runner.runs.results_file import ResultsView
@@ -71,8 +72,10 @@ def load_run(path: Path) -> Run:
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
-    from the cache where it has them); write eval.json, eval.md and the report.html section."""
+    from the cache where it has them; a run that fails as `runner run` would exit 3 is
+    `run_failed`); write eval.json, eval.md and the report.html section."""
     from runner.calibration.report import write_eval
+    failure = None
     if target.is_file() and target.suffix in (".yaml", ".yml"):
         from runner.api import ItemSource, run_pipeline
         from runner.runs.request import RunOptions
@@ -81,11 +84,14 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
         outcome = run_pipeline(target, ItemSource(input_path, input_format=input_format),
                                RunOptions(cache_dir=cache_dir, out_dir=out), overrides)
         run = Run(outcome.out_dir, outcome.results, outcome.summary)
+        failure = run_failure(outcome.summary)       # the exit code of `runner run` over the same items
     elif input_path is not None or overrides:
         raise InputError("--input and --set need a pipeline file, not a run folder")
     else:
         run = load_run(target)
     report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
+    if failure:
+        report["run_failed"] = failure
     from runner.calibration.provenance import input_warnings, run_hints
     hints = run_hints(run.folder, run.summary)
     if hints:

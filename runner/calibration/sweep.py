@@ -1,9 +1,11 @@
 """`runner sweep`: every combination of a grid of `--set` values, replayed from the LLM cache.
 
-Each setting is first run the way `runner render` runs (answers from the cache, nothing
-sent); a setting whose prompts are all cached is complete after that one pass. A setting
-that changes a prompt is reported with the calls it would make and is only run for real
-with allow_calls.
+Each setting is a run as `runner run --set ...` makes it (runner.api.run_pipeline, into a
+folder of its own), so its items, errors, counts and rates are that run's, and so is whether
+it failed (`run_failed`: the sweep exits 3, as the run would). It is first run answered from
+the cache only, as `runner render` answers (nothing sent); a setting whose prompts are all
+cached is complete after that one run. A setting that changes a prompt is reported with the
+calls it would make and is only run for real with allow_calls.
 
 A failed call is never cached, so the calls that failed in the latest run of the pipeline
 over the same input are not taken for calls to make: one this sweep needs and the cache
@@ -15,7 +17,6 @@ again at the next setting, which gets its error."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import tempfile
@@ -25,15 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, RunOptions, default_group, load_items
+from runner.api import ItemSource, RunOptions, default_group, run_pipeline
 from runner.calibration.evaluate import EvalSpec, evaluate
-from runner.calibration.labels import lookup, read_labels
-from runner.engine.execute import Runtime, run_item, run_items
+from runner.calibration.labels import LabelRow, read_labels
+from runner.engine.execute import Runtime, run_item
+from runner.engine.health import run_failure
 from runner.errors import NeedsModel, RunnerError
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
 from runner.render.sink import RenderSink
-from runner.runs.results_file import ResultsLog, ResultsView, rewrite_in_order
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}
@@ -68,7 +69,6 @@ class Setting:
     calls_needed: int = 0
     est_prompt_tokens: int = 0
     scores: dict[str, Any] = field(default_factory=dict)
-    errors: int = 0                    # items that errored (scored as no prediction)
 
     @property
     def set_line(self) -> str:
@@ -93,30 +93,26 @@ class SweepRequest:
 def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None] | None = None) -> dict[str, Any]:
     if request.metric is not None and request.metric not in METRICS:
         raise RunnerError(f"--metric {request.metric}: choose one of {', '.join(METRICS)}")
-    rows = read_labels(request.spec.labels)
     settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
                 for combo in itertools.product(*(a.values for a in request.axes))]
+    rows = read_labels(request.spec.labels)      # a labels file that cannot be read is said before any run
     pending: list[Setting] = []
     failed_in = None if request.allow_calls else _failed_before(request)
-    probes = _probe_all(request, settings)
-    for setting, probe in zip(settings, probes, strict=True):
-        if probe.missing:
+    runs = _from_cache(request, settings, rows)
+    for setting, run in zip(settings, runs, strict=True):
+        if run.missing:
             setting.status = "needs_calls"
-            setting.calls_needed = probe.stats["calls"] - probe.stats["cached"]
-            setting.est_prompt_tokens = probe.stats["tokens"]
+            setting.calls_needed = run.stats["calls"] - run.stats["cached"]
+            setting.est_prompt_tokens = run.stats["tokens"]
             pending.append(setting)
         else:
-            setting.scores = probe.scores
+            setting.scores = run.scores
     if pending and request.allow_calls:
         if on_estimate is not None:
             on_estimate(pending)
         for setting in pending:
-            runtime, items = _prepare(request, setting.values, render=False)
-            with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
-                results = asyncio.run(_for_real(runtime, items, request.llm_concurrency, Path(folder)))
-                setting.status = "ran"
-                setting.scores = _score(request, runtime.pipeline.summary.get("count_by"), results, rows)
-    report = _report(request, settings, probes[0].name)
+            setting.status, setting.scores = "ran", run_setting(request, setting.values, rows, cache_only=False).scores
+    report = _report(request, settings, runs[0].name)
     if failed_in is not None and request.failed_calls:
         seen = [int(s.get("errors") or 0) for s in report["settings"] if s.get("status") != "needs_calls"]
         report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls),
@@ -148,102 +144,80 @@ def _failed_before(request: SweepRequest) -> Path | None:
 
 
 @dataclass
-class Probe:
-    scores: dict[str, Any]             # when nothing was missing (scored where it ran: no results cross processes)
+class SettingRun:
+    """One setting's run: its scores (when it was complete: scored where it ran, no results
+    cross processes), the calls it made or would make (a cache-only run), the items that
+    needed an answer the cache did not hold."""
+
+    scores: dict[str, Any]
     stats: dict[str, int]
     missing: int
-    count_by: str | None
     name: str = ""                     # the pipeline's name
     error: str | None = None
 
 
-def _probe_all(request: SweepRequest, settings: list[Setting]) -> list[Probe]:
+def _from_cache(request: SweepRequest, settings: list[Setting], rows: list[LabelRow]) -> list[SettingRun]:
     """Each setting from the cache: in worker processes when there are many (the settings
     are independent, and a cached item is CPU-bound work)."""
     workers = request.workers or (min(os.cpu_count() or 1, len(settings)) if len(settings) >= PARALLEL_FROM else 1)
     values = [s.values for s in settings]
     if workers <= 1:
-        probes = [probe_setting(request, v) for v in values]
+        runs = [run_setting(request, v, rows) for v in values]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            probes = list(pool.map(probe_setting, [request] * len(values), values))
-    for probe in probes:
-        if probe.error is not None:
-            raise RunnerError(probe.error)
-    return probes
+            runs = list(pool.map(run_setting, [request] * len(values), values, [rows] * len(values)))
+    for run in runs:
+        if run.error is not None:
+            raise RunnerError(run.error)
+    return runs
 
 
-def probe_setting(request: SweepRequest, values: dict[str, str]) -> Probe:
-    try:
-        runtime, items = _prepare(request, values, render=True)
-    except RunnerError as exc:              # returned, not raised: it crosses a process boundary
-        return Probe({}, {}, 0, None, error=str(exc))
-    count_by = runtime.pipeline.summary.get("count_by")
-    with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
-        results, stats, missing = asyncio.run(_from_cache(runtime, items, Path(folder)))
-        scores = {} if missing else _score(request, count_by, results, read_labels(request.spec.labels))
-    return Probe(scores, stats, missing, count_by, runtime.pipeline.name)
-
-
-def _prepare(request: SweepRequest, values: dict[str, str], render: bool) -> tuple[Runtime, Iterable[Item]]:
-    assignments = [f"{k}={v}" for k, v in values.items()]
-    pipeline = load_pipeline(request.pipeline, [*request.overrides, *assignments])
-    options = RunOptions(cache_dir=request.cache_dir, llm_concurrency=request.llm_concurrency,
-                         input_path=str(request.source.input_path) if request.source.input_path else None,
-                         failed_calls=request.failed_calls)
-    runtime = Runtime.create(pipeline, options)
-    runtime.preview = RenderSink() if render else None       # the cache pass: answers from the cache only
-    return runtime, load_items(pipeline, request.source)
-
-
-async def _from_cache(runtime: Runtime, items: Iterable[Item],
-                      folder: Path) -> tuple[ResultsView, dict[str, int], int]:
-    """Every item with cached answers only; an item that needs a new answer is counted, not sent.
-    The results go to a results file in `folder`, not into memory."""
+def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelRow],
+                cache_only: bool = True) -> SettingRun:
+    """One setting run as `runner run --set ...` runs it (runner.api.run_pipeline), into a
+    folder of its own that goes when it is scored. `cache_only`: answered from the cache
+    only, as `runner render` answers: an item that needs an answer the cache does not hold
+    is counted (with the calls it would make), not sent."""
+    preview = RenderSink() if cache_only else None       # the LLM's transport: answers from the cache only
     missing = 0
-    log = ResultsLog(folder / "results.jsonl")
+
+    async def from_cache(runtime: Runtime, item: Item) -> dict[str, Any]:
+        nonlocal missing
+        try:
+            return await run_item(runtime, item)
+        except NeedsModel as stop:
+            missing += 1
+            return {"index": item.index, "item_key": item.key, "error": f"not cached: {stop}"}
+
+    assignments = [f"{k}={v}" for k, v in values.items()]
     try:
-        for item in items:
-            try:
-                log.append(await run_item(runtime, item))
-            except NeedsModel:
-                missing += 1
-    finally:
-        log.close()
-        await runtime.aclose()
-    return ResultsView(log.path), runtime.preview.stats if runtime.preview else {}, missing
+        with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
+            options = RunOptions(cache_dir=request.cache_dir, out_dir=Path(folder), trace="none",
+                                 llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls,
+                                 item_runner=from_cache if cache_only else None)
+            outcome = run_pipeline(request.pipeline, request.source, options, [*request.overrides, *assignments],
+                                   preview=preview)
+            scores = {} if missing else _score(request, outcome.summary, outcome.results, rows)
+    except RunnerError as exc:              # returned, not raised: it crosses a process boundary
+        return SettingRun({}, {}, 0, error=str(exc))
+    stats = preview.stats if preview is not None else {"calls": 0, "cached": 0, "tokens": 0}
+    return SettingRun(scores, stats, missing, outcome.pipeline.name)
 
 
-async def _for_real(runtime: Runtime, items: Iterable[Item], concurrency: int, folder: Path) -> ResultsView:
-    log = ResultsLog(folder / "results.jsonl")
-    try:
-        await run_items(runtime, items, concurrency, lambda _, result: log.append(result))
-    finally:
-        log.close()
-        await runtime.aclose()
-    rewrite_in_order(log.path)
-    return ResultsView(log.path)
-
-
-def _score(request: SweepRequest, count_by: str | None, results: ResultsView, rows: list[Any]) -> dict[str, Any]:
-    report = evaluate(results, {"count_by": count_by}, request.spec, rows, detail=False)
+def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dict[str, Any]],
+           rows: list[LabelRow]) -> dict[str, Any]:
+    """The setting's scores against the labels, and what its run says of its items (summary.json's
+    total, errors, counts and rates) and of itself (`run_failed`: as `runner run` exits 3)."""
+    report = evaluate(results, summary, request.spec, rows, detail=False)
     m = report["metrics"]
-    predicted = report["predicted"]
     metric = request.metric or ("mae" if report["kind"] == "numeric" else "kappa")
+    failure = run_failure(summary)
     return {"metric_name": metric, "metric": m.get(metric), "kappa": m.get("kappa"),
-            "accuracy": m.get("accuracy"), "scored": report["scored"],
-            "errors": sum(1 for r in results if r.get("error")),
-            "counts": dict(Counter(str(lookup(r, predicted)) for r in results).most_common())}
-
-
-def _better(a: Any, b: Any, metric: str) -> bool:
-    if a is None:
-        return False
-    if b is None:
-        return True
-    return a < b if metric in LOWER_IS_BETTER else a > b
+            "accuracy": m.get("accuracy"), "scored": report["scored"], "items": summary["total"],
+            "errors": summary["errors"], "counts": dict(Counter(summary.get("counts") or {}).most_common()),
+            "rates": summary.get("rates") or {}, **({"run_failed": failure} if failure else {})}
 
 
 def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[str, Any]:
@@ -251,10 +225,9 @@ def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[s
     metric = scored[0].scores.pop("metric_name") if scored else request.metric or "kappa"
     for setting in scored:
         setting.scores.pop("metric_name", None)
-    best: Setting | None = None
-    for setting in scored:
-        if best is None or _better(setting.scores.get("metric"), best.scores.get("metric"), metric):
-            best = setting
+    sign = -1 if metric in LOWER_IS_BETTER else 1           # the first of the best; a metric n/a ranks last
+    best = max((s for s in scored if s.scores.get("metric") is not None), key=lambda s: sign * s.scores["metric"],
+               default=scored[0] if scored else None)
     ties = [s.set_line for s in scored if best is not None and s is not best and best.scores.get("metric") is not None
             and s.scores.get("metric") == best.scores.get("metric")]
     return {"name": name, "pipeline": str(request.pipeline), "input": str(request.source.input_path),

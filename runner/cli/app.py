@@ -109,7 +109,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, RunOutcome, run_pipeline
     from runner.engine.executors import ExecutorChoice
-    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines, unanswered_calls
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines, run_failure
     from runner.engine.progress import for_terminal
     from runner.runs.request import RunOptions, Selection
     if formats:
@@ -144,14 +144,9 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     for line in error_lines(summary):
         typer.echo(line, err=True)
     typer.echo(_summary_line(summary, outcome.out_dir))
-    failed_calls = unanswered_calls(summary)
-    if failed_calls:
-        typer.echo(f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code "
-                   f"{TOO_MANY_ERRORS})", err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
-    if allowed.exceeded(int(summary.get("errors") or 0), int(summary.get("total") or 0)):
-        typer.echo(f"run failed: {allowed.describe()} ({summary['errors']} of {summary['total']}; "
-                   f"exit code {TOO_MANY_ERRORS})", err=True)
+    failure = run_failure(summary, allowed)
+    if failure:
+        typer.echo(failure, err=True)
         raise typer.Exit(TOO_MANY_ERRORS)
     if fail_under is not None:
         _check_rate(outcome.pipeline, summary, fail_under, max_errors)

@@ -63,6 +63,10 @@ def eval_command(
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
+    if report.get("run_failed"):
+        from runner.engine.health import TOO_MANY_ERRORS
+        typer.echo(report["run_failed"], err=True)
+        raise typer.Exit(TOO_MANY_ERRORS)
     if fail_under_kappa is not None:
         passed, line = _kappa_gate(report, fail_under_kappa)
         if not passed:
@@ -172,6 +176,12 @@ def sweep_command(
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
+    failures = [f"{' '.join(f'--set {k}={v}' for k, v in s['set'].items())}: {s['run_failed']}"
+                for s in report["settings"] if s.get("run_failed")]
+    if failures:          # each setting exits as `runner run --set ...` of it would
+        from runner.engine.health import TOO_MANY_ERRORS
+        typer.echo("\n".join(failures), err=True)
+        raise typer.Exit(TOO_MANY_ERRORS)
 
 
 def _failed_before_line(before: dict[str, Any]) -> str:

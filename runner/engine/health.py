@@ -101,6 +101,18 @@ class MaxErrors:
         return "--max-errors all allows every item but the last"
 
 
+def run_failure(summary: dict[str, Any], allowed: MaxErrors | None = None) -> str | None:
+    """Why a run failed, its exit code TOO_MANY_ERRORS (no model answered any call, or more items
+    errored than `allowed`: --max-errors, by default every item), or None. The one rule of
+    `runner run`, of the run `runner eval` makes and of each setting of a sweep."""
+    errors, total, allowed = int(summary.get("errors") or 0), int(summary.get("total") or 0), allowed or MaxErrors()
+    if failed_calls := unanswered_calls(summary):
+        return f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code {TOO_MANY_ERRORS})"
+    if allowed.exceeded(errors, total):
+        return f"run failed: {allowed.describe()} ({errors} of {total}; exit code {TOO_MANY_ERRORS})"
+    return None
+
+
 def gate_allowance(max_errors: str | None) -> MaxErrors:
     """How many items a rate gate lets its rate leave out: --max-errors, else none."""
     return MaxErrors.parse(max_errors) if max_errors is not None else MaxErrors(count=0)

@@ -231,12 +231,15 @@ def test_sweep_of_a_numeric_judge_ranks_by_mae(project, cli):
 
 
 def test_eval_says_so_when_no_juror_answered(setup, cli, project, scripted_llm):
+    """The run eval makes fails as `runner run` of it would (issue 61: it exited 0): exit 3, its
+    scores written all the same."""
     scripted_llm.reset()
     scripted_llm.script(Reply(status=500))
     pipeline, items, _ = setup
     result = cli("eval", str(pipeline), "--input", str(items), "--out", "runs/down", "--set", "params.style=fancy",
                  *label_args())
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
+    assert "run failed: no model answered any call (18 call(s) failed; exit code 3)" in result.stderr
     report = json.loads((project.root / "runs/down/eval.json").read_text())
     assert report["jurors"]["models"] == {} and report["metrics"]["accuracy"] == 0.1667   # only LOW is right
     assert "No per-juror scores: no juror answered (jury.votes" in (project.root / "runs/down/eval.md").read_text()

@@ -87,7 +87,7 @@ def judged_once(project, fake_llm, monkeypatch, cli, failing):
     write_json(project.root / "labels.json", [{"id": n, "label": "PASS" if s >= 0.5 else "FAIL"}
                                               for n, s in scores.items()])
     first = cli("run", str(path), "--input", "items.json", "--quiet")
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == (3 if set(failing) == set(scores) else 0), first.output
     fake_llm.requests.clear()
     return path
 
@@ -139,3 +139,19 @@ def test_62_6_a_sweep_counts_only_what_it_saw_and_names_the_cache_that_answered(
     assert ("8 call(s) that failed in " in result.stderr and "were not sent again, and none was needed: the cache at "
             f"{project.root / 'cache'} answered every call this sweep made (no item errored at any setting)"
             in result.stderr)
+
+
+def test_a_sweep_counts_and_exits_as_the_run_of_each_setting(project, fake_llm, monkeypatch, cli):
+    """Issue 61: a sweep counted with its own item loop (every item errored: counts {'None': 8})
+    and exited 0 where `runner run` of each setting exits 3. Each setting is now that run:
+    summary.json's counts, errors and rates, and the run's exit code, naming the settings."""
+    path = judged_once(project, fake_llm, monkeypatch, cli, failing=range(1, 9))
+    result = cli("sweep", str(path), "--input", "items.json", "--labels", "labels.json", "--key", "id", "--truth",
+                 "label", "--grid", "params.cutoff=0.4,0.6", "--out", "sweep")
+    assert result.exit_code == 3, result.output
+    assert fake_llm.requests == []                     # the calls that failed in the run are not sent again
+    report = json.loads((project.root / "sweep" / "sweep.json").read_text())
+    assert [(s["status"], s["items"], s["errors"], s["counts"]) for s in report["settings"]] == \
+        [("cached", 8, 8, {"ERROR": 8})] * 2
+    assert "--set params.cutoff=0.6: run failed: no model answered any call (8 call(s) failed; exit code 3)" \
+        in result.stderr
