@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.execute import run_item
@@ -33,7 +33,6 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.render.sink import RenderSink
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries, sha256_file
@@ -41,6 +40,9 @@ from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
+
+if TYPE_CHECKING:
+    from runner.render.sink import RenderSink
 
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
            "run_pipeline_async", "spool_stdin"]
@@ -371,6 +373,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         items = load_items(pipeline, source)
         options.input_path = str(source.input_path) if source.input_path else None
         runtime = Runtime.create(pipeline, options)
+        from runner.render.sink import RenderSink
         runtime.preview = preview = RenderSink(stream)      # the calls' transport: answers from the cache only
         return asyncio.run(_render(runtime, preview, items, stream))
     finally:

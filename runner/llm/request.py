@@ -11,12 +11,12 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from runner.llm import logprobs
-from runner.llm.client.sender import ModelStats
-from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion
+if TYPE_CHECKING:       # the engine's interface imports this module: the client comes with the first call
+    from runner.llm.client.sender import ModelStats
+    from runner.llm.client.spec import ModelSpec
+    from runner.llm.client.transport import Completion
 
 _GROUPS = itertools.count(1)
 
@@ -63,6 +63,7 @@ class Ask:
     @property
     def params(self) -> dict[str, Any]:
         """What is sent beside the messages: the sampling, and the ask for token probabilities."""
+        from runner.llm import logprobs
         return {**self.sampling, **logprobs.REQUEST} if self.request.logprobs else self.sampling
 
 
