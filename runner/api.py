@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import warnings
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.context import RunRole, Runtime, condition_at, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
@@ -19,7 +20,7 @@ from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.rates import PassRule
 from runner.engine.run_warnings import add_warning
 from runner.engine.selection import select
-from runner.errors import InputError, NeedsModel, RunnerError, TemplateError, Terminated
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stdin import is_stdin, spool
@@ -29,7 +30,7 @@ from runner.llm.cache.store import open_caches
 from runner.outputs.report import render_report
 from runner.outputs.report_html import render_html
 from runner.outputs.report_view import RowChooser, item_label, view_of
-from runner.outputs.summary import ErrorCount, SummaryTally
+from runner.outputs.summary import ASSESSMENT_KEY, ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
@@ -44,7 +45,7 @@ from runner.tracing import make_observer
 if TYPE_CHECKING:
     from runner.render.sink import RenderSink
 
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "Terminated", "load_items", "render_pipeline", "run_pipeline",
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "load_items", "render_pipeline", "run_pipeline",
            "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
@@ -61,7 +62,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
         spec, path = pipeline.input, _input_file(source)
-        adapter, explode = spec.get("adapter", "json"), spec.get("explode")
+        adapter, explode = pipeline.adapter, spec.get("explode")
         options = spec.get("with") or {}
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
@@ -104,54 +105,53 @@ def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
 def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
-                 preview: RenderSink | None = None) -> RunOutcome:
-    """Run the pipeline over the source's items; write results, summary, reports and run.json.
-    `preview`: the LLM's transport when nothing may be sent (a sweep's cache-only settings)."""
+                 role: RunRole | None = None) -> RunOutcome:
+    """Run the pipeline over the source's items; write results, summary, reports and run.json
+    (`role`: who makes the run, runner/engine/context.py; default a command's run).
+    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome it returns says
+    so: `interrupted` (and `terminated` for SIGTERM); `outcome.stop_if_interrupted()` stops a
+    caller that needs the whole run as the interruption would have."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
+        pass
+    else:
+        raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
+                          "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        return _run_pipeline(path, source, options, overrides, progress, formats, executor, preview)
+        run = _StartedRun.start(path, source, options, overrides, formats, executor, role)
+        return asyncio.run(_until_interrupted(run, progress or Quiet()))
     finally:
         if not callers:
             source.discard_stdin_copy()
 
 
-def _run_pipeline(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-                  progress: Progress | None, formats: Sequence[str], executor: ExecutorChoice | None,
-                  preview: RenderSink | None) -> RunOutcome:
-    run = _StartedRun.start(path, source, options, overrides, formats, executor, preview)
-    failed = True
+async def _until_interrupted(run: _StartedRun, progress: Progress) -> RunOutcome:
+    """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
+    ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
+    main = asyncio.current_task()
+
+    def terminate() -> None:             # SIGTERM cancels the run as Ctrl-C does
+        run.outcome.terminated = True
+        if main is not None:
+            main.cancel()
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
     try:
-        run.begin()
-        # Ctrl-C: outputs written, then re-raised
-        asyncio.run(_run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor))
-        failed = False
+        return await run.run(progress)
     except asyncio.CancelledError:
-        if run.outcome.terminated:
-            raise Terminated(run.outcome) from None
-        raise
-    except KeyboardInterrupt as stop:
-        stop.args = (run.outcome,)       # the CLI prints what finished
-        raise
-    finally:
-        run.finish(failed)
-    return run.outcome
+        run.outcome.interrupted = True
+        return run.outcome
 
 
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
-                             overrides: list[str] | None = None, progress: Progress | None = None) -> RunOutcome:
+                             overrides: list[str] | None = None, progress: Progress | None = None,
+                             role: RunRole | None = None) -> RunOutcome:
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
     which writes what finished. It leaves signals to the caller."""
-    run = _StartedRun.start(path, source, options, overrides, (), None)
-    failed = True
-    try:
-        run.begin()
-        await _run(run.runtime, run.items, run.concurrency, run.outcome, progress or Quiet(), run.executor,
-                   signals=False)
-        failed = False
-    finally:
-        run.finish(failed)
-    return run.outcome
+    return await _StartedRun.start(path, source, options, overrides, (), None, role).run(progress or Quiet())
 
 
 @dataclass
@@ -169,18 +169,17 @@ class _StartedRun:
 
     @classmethod
     def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None,
-              preview: RenderSink | None = None) -> _StartedRun:
-        executor = executor or ExecutorChoice()
+              formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
+        executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
-        if executor.name != "local" and (options.shared_llm is not None or options.item_runner is not None):
+        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None):
             raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
                              "this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)
         record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats),
-                                {"executor": executor.name, "workers": executor.workers})
+                                {"executor": executor.name, "workers": executor.workers}, role.kind)
         options.input_path = str(source.input_path) if source.input_path else None
         # An unusable cache is one message, not an error per item.
         caches = open_caches(pipeline, options.cache_dir)
@@ -194,8 +193,7 @@ class _StartedRun:
                 options.out_dir, options.memo_dir = new_run_dir(group), group
             out_dir: Path = options.out_dir
             refuse_overwriting_input(out_dir, source.input_path)
-            runtime = Runtime.create(pipeline, options)
-            runtime.preview = preview
+            runtime = Runtime.create(pipeline, options, role)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)
@@ -211,17 +209,21 @@ class _StartedRun:
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
-    def begin(self) -> None:
-        """run.json, status running."""
-        self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
-                          models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
-
-    def finish(self, failed: bool) -> None:
-        """run.json's end, the folder released, and `latest` when the run is complete."""
-        self.record.finish(self.outcome, failed=failed and not self.outcome.interrupted)
-        self.folder.release()
-        if self.group is not None and is_run(self.outcome.out_dir):
-            mark_latest(self.outcome.out_dir, self.outcome.summary)
+    async def run(self, progress: Progress) -> RunOutcome:
+        """run.json (status running), the items, the outputs; then run.json's end, the folder
+        released, and `latest` when the run is complete."""
+        failed = True
+        try:
+            self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+                              models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
+            await _run(self.runtime, self.items, self.concurrency, self.outcome, progress, self.executor)
+            failed = False
+        finally:
+            self.record.finish(self.outcome, failed)
+            self.folder.release()
+            if self.group is not None and is_run(self.outcome.out_dir):
+                mark_latest(self.outcome.out_dir, self.outcome.summary)
+        return self.outcome
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
@@ -262,24 +264,8 @@ def call_counts(runtime: Runtime) -> CallCounts:
                       runtime.llm.progress_note())
 
 
-def _cancel_on_sigterm(outcome: RunOutcome) -> None:
-    """SIGTERM cancels the run as Ctrl-C does, so what finished is written."""
-    main = asyncio.current_task()
-
-    def terminate() -> None:
-        outcome.terminated = True
-        if main is not None:
-            main.cancel()
-    try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
-    except (ValueError, RuntimeError, NotImplementedError):   # not the main thread, or no signals here
-        pass
-
-
 async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: RunOutcome,
-               progress: Progress, executor: ExecutorChoice, signals: bool = True) -> None:
-    if signals:
-        _cancel_on_sigterm(outcome)
+               progress: Progress, executor: ExecutorChoice) -> None:
     log = ResultsLog(outcome.out_dir / "results.jsonl")
     errors = ErrorCount(runtime)
 
@@ -340,7 +326,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    view = view_of(summary, chosen, spec.get("assessment_key", "assessment"), out / CALLS_FILE,
+    view = view_of(summary, chosen, spec.get("assessment_key", ASSESSMENT_KEY), out / CALLS_FILE,
                    reason_field=spec.get("reason_field"))
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
@@ -372,9 +358,9 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     try:
         items = load_items(pipeline, source)
         options.input_path = str(source.input_path) if source.input_path else None
-        runtime = Runtime.create(pipeline, options)
         from runner.render.sink import RenderSink
-        runtime.preview = preview = RenderSink(stream)      # the calls' transport: answers from the cache only
+        preview = RenderSink(stream)            # the calls' transport: answers from the cache only
+        runtime = Runtime.create(pipeline, options, RunRole(preview=preview))
         return asyncio.run(_render(runtime, preview, items, stream))
     finally:
         source.discard_stdin_copy()

@@ -2,9 +2,10 @@
 
 One list of the names that mark a secret (`SECRET_NAME`: an environment variable, a mapping
 key, a query parameter), one minimum length of a secret found by value (`MIN_SECRET`), and
-the structural rules of where a credential sits in text: a URL's `user:password@`, and a
-`name=value` assignment whose name ends with a secret word (`?password=`, `?sslpassword=`,
-`api_key=`, `token=`, and libpq's keyword form `password=...`). `redact` is applied where
+the structural rules of where a credential sits in text: a URL's `user:password@`, and an
+assignment whose name ends with a secret word, in any case, its value bare or quoted
+(`?password=`, `?sslpassword=`, `api_key=`, `PASSWORD=`, libpq's keyword form
+`password='...'`, a header or YAML line `Api_Key: ...`). `redact` is applied where
 messages are made (run warnings, item errors, the CLI's error lines, HTTP answers): it hides
 what sits where a credential sits, and every secret a caller names, a URL runner was given
 holds (`remember_url`) or an environment variable holds."""
@@ -21,13 +22,18 @@ HIDDEN = "***"
 MIN_SECRET = 8      # shorter values are dummies (`x`, `none`), and replacing them mangles ordinary words
 DUMMY_SECRETS = frozenset({"no-key-needed", "sk-no-key-required", "not-needed", "lm-studio", "ollama", "none",
                            "dummy", "empty", "changeme", "sk-dummy", "sk-local"})
-SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "signature", "credential")
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "authorization", "signature", "credential")
 SECRET_NAME = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)     # a name that holds a secret
 # scheme://USERINFO@ : the user information stops at the first character a host cannot follow.
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#'\"<>\\]+@")
-# NAME=VALUE where NAME ends with a secret word (`max_tokens=` does not): URL queries, libpq DSNs. Their
-# names are lower case; an upper-case `KEY=V1,V2` is a usage message's placeholder, not a credential.
-_ASSIGNED = re.compile(rf"(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})=)[^\s&#;'\"<>,)]+")
+# NAME=VALUE or NAME: VALUE where NAME ends with a secret word, in any case (`max_tokens=` does not):
+# URL queries, libpq DSNs, environment lines, headers. The value is bare, 'quoted' (libpq: \' inside) or
+# "quoted", after an optional `Bearer `. A quoted name (`"key": ...`) is JSON, a model's answer among
+# others, which this must leave valid: a secret there is found by value.
+_ASSIGNED = re.compile(rf"(?i)(?<![\w.\-])([\w.\-]*(?:{'|'.join(SECRET_WORDS)})"
+                       r"(?:\s*=\s*|:[ \t]*)(?:bearer[ \t]+)?)"
+                       r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&#;'\"`<>,)]+)")
+_PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")     # `KEY=VALUE`, `KEY=V1,V2`: a usage message's, not a secret
 
 _remembered: set[str] = set()
 
@@ -59,6 +65,29 @@ def url_secrets(url: object) -> set[str]:
     return {value for secret in found for value in (secret, unquote(secret)) if is_secret(value)}
 
 
+def assigned_secrets(text: str) -> set[str]:
+    """The values assigned to secret names in `text` (libpq's `host=db password='...'`), unquoted."""
+    return {value for match in _ASSIGNED.finditer(text) if is_secret(value := _unquoted(match[2]))}
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def _hide_assigned(match: re.Match[str]) -> str:
+    """The assignment with its value hidden, unless the value is no secret: after `=`, a
+    placeholder (`KEY=VALUE`); after `:`, which prose uses too (`unexpected token: 'end_of_block'`),
+    a value that is not made like a credential (a secret's length, with a digit)."""
+    name, value = match[1], _unquoted(match[2])
+    if "=" in name:
+        hidden = not (_PLACEHOLDER.fullmatch(value) and not is_secret(value))
+    else:
+        hidden = is_secret(value) and any(char.isdigit() for char in value)
+    return name + HIDDEN if hidden else match[0]
+
+
 def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
     """The URL without user:password and with its secret query values replaced by `hidden`
     (for what is stored: run.json, summaries, links)."""
@@ -80,8 +109,9 @@ def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
 
 
 def remember_url(url: object) -> None:
-    """Hide this URL's credentials from every later message, also where they appear alone."""
-    _remembered.update(url_secrets(url))
+    """Hide this URL's (or libpq keyword string's) credentials from every later message, also
+    where they appear alone."""
+    _remembered.update(url_secrets(url) | assigned_secrets(str(url)))
 
 
 def environment_secrets() -> frozenset[str]:
@@ -100,8 +130,8 @@ def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterab
     os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
-    if "=" in text:
-        text = _ASSIGNED.sub(rf"\1{HIDDEN}", text)
+    if "=" in text or ":" in text:
+        text = _ASSIGNED.sub(_hide_assigned, text)
     known = _remembered | (environment_secrets() if environment is None else environment) | set(secrets)
     for secret in sorted(known, key=len, reverse=True):
         if secret in text:

@@ -62,6 +62,9 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+GATHER_SECONDS = 30.0
+
+
 def tokens_of(reply: Reply) -> list[dict[str, Any]]:
     return reply.logprobs if reply.logprobs is not None else token_logprobs(reply.content or "")
 
@@ -76,6 +79,9 @@ class FakeLLM(Script):
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
+        # Requests are held (at most GATHER_SECONDS) until this many were in flight at once: a test of a
+        # concurrency cap then sees the cap reached however slowly a loaded machine sends them.
+        self.gather: int | None = None
         self._slot_gate: tuple[int, threading.Semaphore] | None = None
         self._lock = self.lock                   # the scripting's lock, by the name the handlers use
         self._slot = threading.Lock()        # `single-slot`: the one request being served
@@ -94,6 +100,7 @@ class FakeLLM(Script):
             self.slots = 4
             self.reports_slots = True
             self.logprobs = True
+            self.gather = None
         self.batches.reset()
 
     # -- server ------------------------------------------------------------------------
@@ -182,6 +189,9 @@ class FakeLLM(Script):
                     fake.requests.append(request)
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                gather_until = time.monotonic() + GATHER_SECONDS
+                while fake.gather and fake.peak_in_flight < fake.gather and time.monotonic() < gather_until:
+                    time.sleep(0.005)
                 single = fake.personality == "single-slot"
                 if single:
                     fake._slot.acquire()

@@ -316,6 +316,13 @@ def judge_counts(answer: dict[str, Any]) -> dict[str, Any]:
             "errors": answer["counts"].get("errors", 0)}
 
 
+def source_counts(answer: dict[str, Any]) -> dict[str, int]:
+    """/judge's counts as its answers' `source`s say them (`error` counted under `errors`): an
+    item counted an error says `source: error`, never judged."""
+    sources = Counter("errors" if a["source"] == "error" else a["source"] for a in answer["results"])
+    return {key: sources.get(key, 0) for key in answer["counts"]}
+
+
 @pytest.mark.parametrize("case", cases("judge"))
 def test_serve_judge(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
     """POST /v1/pipelines/NAME/judge with the items as JSON: each item's result, and counts
@@ -333,6 +340,7 @@ def test_serve_judge(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> 
     count_by = (expected.summary or {}).get("count_by")
     differences.check("by verdict", by_verdict(results, count_by), by_verdict(expected.results, count_by))
     differences.check("counts", judge_counts(answer), {k: expected.counts[k] for k in ("items", "judged", "errors")})
+    differences.check("sources", source_counts(answer), answer["counts"])
     differences.none()
 
 

@@ -144,6 +144,7 @@ class Aligner:
         """The judge's answer (as text) for each key, from one run through runner.api."""
         options = RunOptions(cache_dir=self.request.cache_dir, out_dir=self.folder / "runs" / name)
         outcome = run_pipeline(self.request.pipeline, self._source(keys), options, candidate.overrides(self.judge))
+        outcome.stop_if_interrupted()
         rows = [row for row in self.rows if key_text(lookup(row.record, self.request.key)) in keys]
         joined = join_labels(outcome.results, rows, self.request.key, self.request.truth, self.predicted)
         return {pair.key: str(value_text(pair.predicted)) for pair in joined.pairs}

@@ -83,6 +83,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
             raise InputError(f"{target} is a pipeline: give --input FILE to run it (or pass a run folder)")
         outcome = run_pipeline(target, ItemSource(input_path, input_format=input_format),
                                RunOptions(cache_dir=cache_dir, out_dir=out), overrides)
+        outcome.stop_if_interrupted()            # an interrupted run is not evaluated
         run = Run(outcome.out_dir, outcome.results, outcome.summary)
         failure = run_failure(outcome.summary)       # the exit code of `runner run` over the same items
     elif input_path is not None or overrides:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, RunOptions, default_group, run_pipeline
+from runner.api import ItemSource, RunOptions, RunRole, default_group, run_pipeline
 from runner.calibration.evaluate import EvalSpec, evaluate
 from runner.calibration.labels import LabelRow, read_labels
 from runner.engine.execute import Runtime, run_item
@@ -180,7 +180,7 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
     folder of its own that goes when it is scored. `cache_only`: answered from the cache
     only, as `runner render` answers: an item that needs an answer the cache does not hold
     is counted (with the calls it would make), not sent."""
-    preview = RenderSink() if cache_only else None       # the LLM's transport: answers from the cache only
+    preview = RenderSink()                  # the LLM's transport then: answers from the cache only
     missing = 0
 
     async def from_cache(runtime: Runtime, item: Item) -> dict[str, Any]:
@@ -195,15 +195,14 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
     try:
         with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
             options = RunOptions(cache_dir=request.cache_dir, out_dir=Path(folder), trace="none",
-                                 llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls,
-                                 item_runner=from_cache if cache_only else None)
+                                 llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls)
             outcome = run_pipeline(request.pipeline, request.source, options, [*request.overrides, *assignments],
-                                   preview=preview)
+                                   role=RunRole(item_runner=from_cache, preview=preview) if cache_only else None)
+            outcome.stop_if_interrupted()
             scores = {} if missing else _score(request, outcome.summary, outcome.results, rows)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
         return SettingRun({}, {}, 0, error=str(exc))
-    stats = preview.stats if preview is not None else {"calls": 0, "cached": 0, "tokens": 0}
-    return SettingRun(scores, stats, missing, outcome.pipeline.name)
+    return SettingRun(scores, preview.stats, missing, outcome.pipeline.name)
 
 
 def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dict[str, Any]],

@@ -107,7 +107,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             min=1)] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
-    from runner.api import ItemSource, RunOutcome, run_pipeline
+    from runner.api import ItemSource, run_pipeline
     from runner.engine.executors import ExecutorChoice
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines, run_failure
     from runner.engine.progress import for_terminal
@@ -131,14 +131,13 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
                          command_flags=flags, batch=batch, csv_raw=csv_raw, no_cache_as=no_cache_as)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
-    try:
-        outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
-                               formats or [], ExecutorChoice(executor, ray_address, workers))
-    except KeyboardInterrupt as stop:
-        if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
-            typer.echo(_summary_line(stop.args[0].summary, stop.args[0].out_dir))
-        raise
+    outcome = run_pipeline(pipeline, source, options, overrides_of(set_, model), for_terminal(quiet),
+                           formats or [], ExecutorChoice(executor, ray_address, workers))
     summary = outcome.summary
+    if outcome.interrupted:              # what finished, then the interruption's message and exit code
+        if summary:
+            typer.echo(_summary_line(summary, outcome.out_dir))
+        outcome.stop_if_interrupted()
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)
     for line in error_lines(summary):

@@ -42,6 +42,7 @@ def probe_command(
                          concurrency_given=concurrency is not None, out_dir=out, command_flags=flags)
     report, outcome = probe_pipeline(pipeline, ItemSource(input, record or []), options, overrides_of(set_, model),
                                      names, items, for_terminal(quiet))
+    outcome.stop_if_interrupted()          # its report is of what finished
     summary = outcome.summary
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
         typer.echo(note, err=True)

@@ -15,7 +15,8 @@ def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipe
           host: Annotated[str, typer.Option("--host", help="Address to serve on; any but loopback needs "
                                                            "--token-file.")] = "127.0.0.1",
           port: Annotated[int, typer.Option("--port", help="Port to serve on.", min=1, max=65535)] = 8000,
-          db: Annotated[str | None, typer.Option("--db", help="Where results are stored: postgresql://USER@HOST/DB, "
+          db: Annotated[str | None, typer.Option("--db", help="Where results are stored: postgresql://USER@HOST/DB "
+                                                              "(or libpq's \"host=H dbname=DB ...\"), "
                                                               "or an SQLite file (default: results.sqlite beside "
                                                               "PIPELINES_DIR).")] = None,
           token_file: Annotated[Path | None, typer.Option("--token-file", help="A file holding the token every "

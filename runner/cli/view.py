@@ -66,9 +66,11 @@ def export(reports_dir: ReportsArg = Path("reports"),
 def _postgres_reviews(url: str) -> Any:
     """The reviews `runner serve` keeps beside its results in PostgreSQL."""
     from runner.errors import InputError
+    from runner.redact import redact
+    from runner.stores.result_store import is_postgres
     from runner.stores.result_store_postgres import PostgresResultStore
     from runner.stores.reviews_postgres import PostgresReviewStore
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise InputError(f"--db {url}: give a PostgreSQL URL (postgresql://USER@HOST:PORT/DB); the reviews of "
+    if not is_postgres(url):
+        raise InputError(f"--db {redact(url)}: give a PostgreSQL URL (postgresql://USER@HOST:PORT/DB); the reviews of "
                          "`runner view` and of a server on SQLite are in REPORTS_DIR/reviews.sqlite")
     return PostgresReviewStore(PostgresResultStore(url), owns=True)

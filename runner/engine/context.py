@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from runner.llm.cache.store import JsonCache
     from runner.llm.client.spec import ModelSpec
     from runner.llm.request import CallRequest
+    from runner.llm.shared_client import SharedClient
     from runner.render.sink import RenderSink
     from runner.stores.memo import MemoStore
 
@@ -45,6 +46,29 @@ class _NotGiven:
 
 NOT_GIVEN: Any = _NotGiven()      # the default of an argument whose absence means something
 
+# What runs each item in place of the engine's run_item (which it calls itself).
+ItemRunner = Callable[["Runtime", Item], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class RunRole:
+    """Who makes a run and where what it computes goes, beside the user's RunOptions: a run is
+    a pipeline, its items, an LLM service and this. The default: a command's run in its run
+    folder (results, calls.jsonl, run.json, summary and reports)."""
+
+    # The command that makes the run (run.json's `kind`): run, or probe, whose results carry
+    # each juror's verdict and whose copies are judged, never looked up in the memo store.
+    kind: str = "run"
+    worker: bool = False          # a processes or Ray worker: its calls go back to the driver with its results
+    # `runner serve`: its long-lived LLM client (sender, response cache, its writer), used and
+    # left open; and for a job, each item through the results store (runner/serve/judging.py).
+    # Both live in this process: such a run's items run here, never in workers.
+    shared_llm: SharedClient | None = None
+    item_runner: ItemRunner | None = None
+    # `runner render` and a sweep's cache-only settings: the LLM service's transport and
+    # recorder, which answers nothing (only the cache does) and records each prompt.
+    preview: RenderSink | None = None
+
 
 @dataclass
 class Runtime:
@@ -56,6 +80,7 @@ class Runtime:
     env: dict[str, str]
     params: dict[str, Any]
     run_info: dict[str, Any]
+    role: RunRole = field(default_factory=RunRole)
     # Extra sections of summary.json, each computed from the runtime when the run ends.
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
@@ -65,21 +90,19 @@ class Runtime:
     open_caches: dict[str, JsonCache] = field(default_factory=dict)   # opened before the run, by folder name
     in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
     shared_limits: SharedLimits | None = None          # a worker's: model limits held for every worker of the run
-    # `runner render` and a sweep's cache pass: the LLM service's transport and recorder, which
-    # answers nothing (only the cache does) and records each prompt. None: a run that sends.
-    preview: RenderSink | None = None
     _llm: LLM | None = None
 
     @classmethod
-    def create(cls, pipeline: Pipeline, options: RunOptions) -> Runtime:
+    def create(cls, pipeline: Pipeline, options: RunOptions, role: RunRole | None = None) -> Runtime:
         if pipeline.plugins:        # every process of a run imports them (a worker starts without)
             from runner.pipeline.plugins import load_plugins
             load_plugins(pipeline.plugins)
         env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info)
-        if pipeline.memo and options.memo and options.out_dir is not None:
+        runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
+                      role or RunRole())
+        if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
             runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
@@ -107,11 +130,11 @@ class Runtime:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
             from runner.llm.service import LLMService
-            shared = self.options.shared_llm
+            shared, preview = self.role.shared_llm, self.role.preview
             service = LLMService(self.model_spec, self.options, self.env, observer=self.observer,
                                  in_flight=self.in_flight, shared=shared,
                                  cache=None if shared is not None else self.take_cache("responses"),
-                                 transport=self.preview, recorder=self.preview)
+                                 kept_calls=self.role.worker, transport=preview, recorder=preview)
             service.sender.cluster_limits = self.shared_limits
             self._llm = service
         return self._llm

@@ -180,7 +180,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
         outcome.error = outcome.error or (f"output.index: {str(result['index'])[:80]!r} is not an item number (an "
                                           "output named index replaces the item's number: name it otherwise)")
         result["index"] = item.index
-    if runtime.options.kind == "probe" and not outcome.error:
+    if runtime.role.kind == "probe" and not outcome.error:
         juries = await juror_verdicts(runtime, item, scope, run_steps)
         if juries:
             result[JURORS_FIELD] = juries
@@ -269,7 +269,7 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
 
 async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                     on_result: Callable[[int, dict[str, Any]], Awaitable[None] | None]) -> int:
-    """Run every item (through `options.item_runner` when the run has one), at most `concurrency`
+    """Run every item (through its role's `item_runner` when the run has one), at most `concurrency`
     at once, handing each finished item's input position and result to `on_result`; the number
     of items run.
 
@@ -286,7 +286,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
 
     async def one(item: Item) -> None:
         with runtime.in_flight.item():      # a batch collector reads how many items are running
-            result = await (runtime.options.item_runner or run_item)(runtime, item)
+            result = await (runtime.role.item_runner or run_item)(runtime, item)
         maybe = on_result(item.index, result)
         if maybe is not None:
             await maybe

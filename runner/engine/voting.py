@@ -14,9 +14,26 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
+from runner.pipeline.catalog import step_schema
+
 CATEGORICAL = ("unanimous", "majority", "plurality")
 NUMERIC = ("mean", "median", "min", "max")
 METHODS = CATEGORICAL + NUMERIC
+
+
+def _vote_defaults() -> dict[str, Any]:
+    """`vote:`'s defaults (method, on_tie, on_all_failed, reason_field), written once: in
+    jury.schema.json, where `runner steps`, the language reference and editors show them."""
+    properties = step_schema("jury")["properties"]["vote"]["properties"]
+    return {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+
+
+VOTE_DEFAULTS: dict[str, Any] = _vote_defaults()
+
+
+def vote_rule(vote: dict[str, Any]) -> dict[str, Any]:
+    """A jury's `vote:` with the defaults of what it leaves out."""
+    return {**VOTE_DEFAULTS, **vote}
 
 
 @dataclass
@@ -81,8 +98,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
 
 
-def tally(votes: list[Vote], method: str = "majority", on_tie: Any = "HUNG_JURY",
-          on_all_failed: Any = "LLM_ERROR", quorum: int | None = None, reason_field: str = "reason") -> Outcome:
+def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any = VOTE_DEFAULTS["on_tie"],
+          on_all_failed: Any = VOTE_DEFAULTS["on_all_failed"], quorum: int | None = None,
+          reason_field: str = VOTE_DEFAULTS["reason_field"]) -> Outcome:
     """`quorum` None means a majority of the seated jurors (`votes`). A numeric method with
     no verdict yields None as its value (never the on_all_failed text in a number field);
     the outcome field says what happened."""

@@ -42,11 +42,12 @@ if TYPE_CHECKING:
     from runner.llm.batch.collector import BatchCollector
 
 
-def call_lines(options: RunOptions) -> CallLines | None:
-    """Where a run's calls go: its calls.jsonl, a Ray worker's report, or nowhere (no run folder)."""
+def call_lines(options: RunOptions, kept: bool) -> CallLines | None:
+    """Where a run's calls go: its calls.jsonl, kept for a worker's report to the driver (`kept`),
+    or nowhere (no run folder)."""
     if options.out_dir is None:
         return None
-    return KeptCalls() if options.worker else CallsFile(options.out_dir / CALLS_FILE)
+    return KeptCalls() if kept else CallsFile(options.out_dir / CALLS_FILE)
 
 
 @dataclass
@@ -83,7 +84,7 @@ class LLMService:
     def __init__(self, resolve: Callable[[str], ModelSpec], options: RunOptions, env: Mapping[str, str],
                  observer: Observer = NULL_OBSERVER, cache: JsonCache | None = None,
                  in_flight: ItemsInFlight | None = None, shared: SharedClient | None = None,
-                 transport: Layer | None = None, recorder: Recorder | None = None):
+                 kept_calls: bool = False, transport: Layer | None = None, recorder: Recorder | None = None):
         """`transport` and `recorder`: where requests go and are recorded (default: sent, and
         written to calls.jsonl and the tracing observer)."""
         self.resolve = resolve
@@ -93,7 +94,7 @@ class LLMService:
             RoutedTransport(), options.cache_dir, options.llm_concurrency, options.concurrency_given)
         self._specs: dict[str, ModelSpec] = {}
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
-        self._writer = Writer(call_lines(options))      # this run's calls.jsonl (and, alone, its answers)
+        self._writer = Writer(call_lines(options, kept_calls))      # this run's calls.jsonl (and, alone, its answers)
         # One cache writer for every service of a long-lived process: an uncommitted answer is found by all.
         self._answers = answers = shared.writer if shared is not None else self._writer
         self._secret_list: tuple[int, list[str]] = (-1, [])

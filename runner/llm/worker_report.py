@@ -2,7 +2,7 @@
 summary.json (calls, cache hits, failures, tokens, cost, items without a usable answer,
 hints) and calls.jsonl read as a local run's. An executor whose blocks run in other
 processes (Ray's) sends `take_report` back with each block and the driver `absorb_report`s it;
-the worker's service runs with `RunOptions.worker` set, so it keeps its calls' lines for
+the worker's service runs with `RunRole.worker` set, so it keeps its calls' lines for
 the report instead of writing a calls.jsonl of its own.
 
 The worker's counts are taken and reset after each block: a block retried elsewhere after

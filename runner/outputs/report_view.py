@@ -23,6 +23,7 @@ from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, RowPicker, RunScope, index_of
+from runner.outputs.summary import ASSESSMENT_KEY
 
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
@@ -305,7 +306,7 @@ class RowChooser:
 
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
-               assessment_key: str = "assessment", passed: Callable[[dict[str, Any]], bool | None] | None = None,
+               assessment_key: str = ASSESSMENT_KEY, passed: Callable[[dict[str, Any]], bool | None] | None = None,
                calls_file: Path | None = None, *, limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
     be a reader over results.jsonl, or a generator: it is iterated once."""

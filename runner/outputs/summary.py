@@ -15,6 +15,7 @@ from runner.errors import TemplateError
 KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
 OTHER_ERRORS = "(other errors)"
+ASSESSMENT_KEY = "assessment"       # the assessment text's key, unless `summary.assessment_key` names another
 
 
 class ErrorCount:
@@ -118,7 +119,7 @@ class SummaryTally:
             where = ("summary", "assessment", number)
             try:
                 if "when" not in rule or condition_at(runtime, rule["when"], (*where, "when"), {**scope, **summary}):
-                    summary[spec.get("assessment_key", "assessment")] = render_at(
+                    summary[spec.get("assessment_key", ASSESSMENT_KEY)] = render_at(
                         runtime, rule["text"], (*where, "text"), {**scope, **summary})
                     break
             except TemplateError as exc:

@@ -21,6 +21,10 @@ FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min, "max": max, "abs": abs, "floor": math.floor, "ceil": math.ceil, "exp": math.exp,
     "sqrt": math.sqrt, "log": math.log,
 }
+ARITY: dict[str, tuple[int, int | None]] = {      # the arguments each function takes: at least, at most
+    "min": (2, None), "max": (2, None), "log": (1, 2),
+    **{name: (1, 1) for name in ("abs", "floor", "ceil", "exp", "sqrt")},
+}
 LONGEST = 2000          # characters of a formula
 BIGGEST_POWER = 1000.0  # an exponent's bound: no formula computes a number of a million digits
 
@@ -53,6 +57,11 @@ def _check_node(node: ast.AST, known: set[str]) -> None:
     elif isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
             raise FormulaError(f"only the functions {', '.join(FUNCTIONS)} may be called, with plain arguments")
+        least, most = ARITY[node.func.id]
+        if len(node.args) < least or (most is not None and len(node.args) > most):
+            takes = f"{least} or more" if most is None else str(least) if least == most else f"{least} or {most}"
+            raise FormulaError(f"{ast.unparse(node)}: {node.func.id}() takes {takes} argument(s), "
+                               f"not {len(node.args)}")
     elif isinstance(node, ast.BinOp):
         if type(node.op) not in BINARY:
             raise FormulaError(f"operator {type(node.op).__name__} is not allowed (+ - * / ^ are)")
@@ -65,13 +74,19 @@ def _check_node(node: ast.AST, known: set[str]) -> None:
 
 
 def evaluate(text: str, values: Mapping[str, Any]) -> float:
-    """The formula's number on these values (each a number, or a boolean as 1 or 0)."""
+    """The formula's number on these values (each a number, or a boolean as 1 or 0); a result
+    that is no real, finite number (`(a - 1) ^ 0.5` below 1 is complex, `a * 1e308` is inf)
+    is a FormulaError saying what the formula gave, on which values."""
     numbers = {name: _number(name, value) for name, value in values.items()}
     tree = parse_formula(text, numbers)
+    on = ", ".join(f"{name}={number:g}" for name, number in numbers.items())
     try:
-        return float(_value(tree, numbers))
-    except (ArithmeticError, ValueError) as exc:
-        raise FormulaError(f"{text}: {exc}") from None
+        value = _value(tree, numbers)
+    except (ArithmeticError, ValueError, TypeError) as exc:
+        raise FormulaError(f"{text} with {on or 'no values'}: {exc}") from None
+    if not math.isfinite(value):
+        raise FormulaError(f"{text} with {on or 'no values'} gives {value}, not a finite number")
+    return value
 
 
 def _number(name: str, value: Any) -> float:
@@ -94,7 +109,14 @@ def _value(node: ast.expr, numbers: Mapping[str, float]) -> float:
         left, right = _value(node.left, numbers), _value(node.right, numbers)
         if type(node.op) in (ast.Pow, ast.BitXor) and abs(right) > BIGGEST_POWER:
             raise FormulaError(f"an exponent of {right}: at most {BIGGEST_POWER}")
-        return BINARY[type(node.op)](left, right)
+        return _real(ast.unparse(node), BINARY[type(node.op)](left, right))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return float(FUNCTIONS[node.func.id](*(_value(arg, numbers) for arg in node.args)))
     raise FormulaError(f"{type(node).__name__} is not allowed in a formula")
+
+
+def _real(part: str, value: float | complex) -> float:
+    """A part's number: a negative number to a fractional power is complex, which no score is."""
+    if isinstance(value, complex):
+        raise FormulaError(f"{part} is the complex number {value:g}: a negative number to a fractional power")
+    return float(value)

@@ -23,7 +23,7 @@ from runner.pipeline.examples import EXAMPLE_STEPS, example_files, example_probl
 from runner.pipeline.expressions import CONDITION_KEYS, ExpressionChecks
 from runner.pipeline.extends import expand
 from runner.pipeline.files import display, read_located
-from runner.pipeline.model import Pipeline, StepSpec
+from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline, StepSpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.param_types import param_problems
 from runner.pipeline.parts import loading, part_files, with_parts
@@ -97,7 +97,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
                                           tuple(data.get("env", [])), load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=env_names, input=data.get("input", {"adapter": "json"}),
+        env_names=env_names, input=data.get("input", {"adapter": DEFAULT_ADAPTER}),
         params=data.get("params", {}), models=models,
         steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
         output=data.get("output", {}),
@@ -224,7 +224,7 @@ class Checker:
             self.add(("input", "adapter"), unknown("input adapter", adapter, adapter_names()))
             return
         from runner.inputs import options_schema
-        schema = options_schema(adapter or "json")
+        schema = options_schema(adapter or DEFAULT_ADAPTER)
         options = (self.data.get("input") or {}).get("with")
         if schema is not None and options is not None:
             self.problems += schema_problems(self.located, options, schema, ("input", "with"))

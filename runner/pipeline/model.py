@@ -10,6 +10,8 @@ from runner.pipeline.probes import Probe
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
+DEFAULT_ADAPTER = "json"        # what reads --input when the pipeline has no `input:`
+
 
 @dataclass(frozen=True)
 class StepSpec:
@@ -50,6 +52,11 @@ class Pipeline:
     def params_schema(self) -> dict[str, Any]:
         """Each param's JSON Schema (declared in one block or two), by name."""
         return dict(self.located.data.get("params_schema") or {})
+
+    @property
+    def adapter(self) -> str:
+        """The input adapter that reads `--input` (its options are `input.with`)."""
+        return str(self.input.get("adapter") or DEFAULT_ADAPTER)
 
     @property
     def prompts_dir(self) -> Path:

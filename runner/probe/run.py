@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.api import RunOutcome, default_group, load_items, run_pipeline, spool_stdin
+from runner.api import RunOutcome, RunRole, default_group, load_items, run_pipeline, spool_stdin
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
 from runner.engine.selection import pass_check
@@ -47,30 +47,24 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
                    names: Sequence[str], items: int | None,
                    progress: Progress | None = None) -> tuple[dict[str, Any], RunOutcome]:
     """Run the probe run and write probe.json, probe.md and probe.html into its folder; the
-    report and the run. Interrupted, it writes the report of what finished, then re-raises."""
+    report and the run. Interrupted, the report is of what finished (the run says so)."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     probes = chosen_probes(pipeline, names)
     try:
         spool_stdin(source)            # `--input -`: read by the run, then again for the pairing
         originals = replace(source)            # the same items, without the copies: for the pairing
         source.derive = probe_items(probes, items)
-        options.kind, options.memo = "probe", False
         if options.out_dir is None:
             group = default_group(pipeline, source)
             options.group = group.with_name(group.name + GROUP_SUFFIX)
-        try:
-            outcome = run_pipeline(path, source, options, overrides, progress)
-        except KeyboardInterrupt as stop:
-            if stop.args and isinstance(stop.args[0], RunOutcome) and stop.args[0].summary:
-                _report(stop.args[0], originals, probes, items, source, interrupted=True)
-            raise
+        outcome = run_pipeline(path, source, options, overrides, progress, role=RunRole(kind="probe"))
         return _report(outcome, originals, probes, items, source), outcome
     finally:
         source.discard_stdin_copy()
 
 
 def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None,
-            source: ItemSource, interrupted: bool = False) -> dict[str, Any]:
+            source: ItemSource) -> dict[str, Any]:
     pipeline = outcome.pipeline
     verdict_field = str(pipeline.summary["count_by"])          # the loader refuses probes without it
     planned = plan(load_items(pipeline, originals), probes, items)
@@ -80,7 +74,7 @@ def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], ite
     report = {
         "pipeline": pipeline.name, "input": str(source.input_path) if source.input_path else "--record",
         "run": str(outcome.out_dir), "verdict_field": verdict_field, "items": count,
-        "copies": sum(t.copies for t in tallies), "jurors": jurors, "interrupted": interrupted,
+        "copies": sum(t.copies for t in tallies), "jurors": jurors, "interrupted": outcome.interrupted,
         "originals": first.view(),
         "probes": [{"name": t.probe.name, "description": t.probe.description, "transform": t.probe.kind,
                     "field": t.probe.field, "expect": t.probe.describe_expect(), "variants": t.probe.variants,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
-from runner.errors import InputError
+from runner.errors import InputError, Terminated
 from runner.fileio import now
 from runner.inputs.stream import ItemStream
 from runner.pipeline.model import Pipeline
@@ -44,10 +44,16 @@ class RunOutcome:
     out_dir: Path
     results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
-    interrupted: bool = False
+    interrupted: bool = False      # by Ctrl-C or SIGTERM: what finished is written
     terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
     record: RunRecord | None = None
+
+    def stop_if_interrupted(self) -> None:
+        """Stop, as the interruption would have, a caller that needs the whole run: Ctrl-C
+        raises KeyboardInterrupt and SIGTERM Terminated (the CLI: exit 130 or 143)."""
+        if self.interrupted:
+            raise Terminated() if self.terminated else KeyboardInterrupt()
 
 
 def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
@@ -64,11 +70,11 @@ def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
     return flags
 
 
-def command_line(pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
+def command_line(kind: str, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
-    """The `runner run` (or `runner probe`) command that makes this run again (from the same
-    working directory)."""
-    argv = ["runner", options.kind, str(pipeline.file)]
+    """The `runner run` (or `runner probe`: `kind`) command that makes this run again (from the
+    same working directory)."""
+    argv = ["runner", kind, str(pipeline.file)]
     if source.input_path is not None:
         argv += ["--input", str(source.input_path)]
     if source.input_format:
@@ -109,10 +115,12 @@ class RunRecord:
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
-             items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None) -> RunRecord:
+             items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
+             kind: str = "run") -> RunRecord:
         """Everything known before the run; a --failed-from parent over another input is refused here.
         `items` is counted (a pass over the input), never held; `executor`: where items run
-        (`executor`, `workers`), as run.json's options record it."""
+        (`executor`, `workers`), as run.json's options record it; `kind`: the command that
+        makes the run (run, probe)."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
@@ -129,7 +137,7 @@ class RunRecord:
             planned = sum(1 for _ in result_lines(parent / RESULTS))   # the rerun items are the parent's own
             partial = not is_complete(parent)
         manifest = {
-            "format": FORMAT, "kind": options.kind, "runner_version": __version__, "status": "running",
+            "format": FORMAT, "kind": kind, "runner_version": __version__, "status": "running",
             "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
             "argv": [], "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
@@ -142,7 +150,7 @@ class RunRecord:
                         "batch": options.batch, **(executor or {"executor": "local", "workers": None})},
         }
         return cls(manifest, planned, input_items, partial, parent, selected,
-                   command=functools.partial(command_line, pipeline, source, options, overrides, formats, parent))
+                   command=functools.partial(command_line, kind, pipeline, source, options, overrides, formats, parent))
 
     def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
         """Write run.json (status running) into the claimed run folder; `models`: each
@@ -162,15 +170,13 @@ class RunRecord:
             fields["rerun_items"] = sum(1 for r in results if r.get("item_key") in self.selected)
         return fields
 
-    def finish(self, outcome: RunOutcome | None, failed: bool = False) -> None:
-        """Rewrite run.json with how the run ended and its counts."""
+    def finish(self, outcome: RunOutcome, failed: bool) -> None:
+        """Rewrite run.json with how the run ended (an interrupted run did not fail) and its counts."""
         if self.run_dir is None:
             return
-        summary = outcome.summary if outcome is not None else {}
-        interrupted = outcome is not None and (outcome.interrupted or outcome.terminated)
         self.manifest.update({
-            "status": "failed" if failed else "interrupted" if interrupted else "finished",
-            "ended_at": now(), "interrupted": interrupted,
+            "status": "interrupted" if outcome.interrupted else "failed" if failed else "finished",
+            "ended_at": now(), "interrupted": outcome.interrupted,
         })
-        self.manifest["counts"].update({"done": summary.get("total"), "errors": summary.get("errors")})
+        self.manifest["counts"].update({"done": outcome.summary.get("total"), "errors": outcome.summary.get("errors")})
         write_manifest(self.run_dir, self.manifest)

@@ -1,17 +1,15 @@
 """What a run is asked to do: which items (ItemSource, with its Selection) and how (RunOptions).
 
-Plain data, filled in by the command line or a Python caller (`runner serve`: a shared LLM
-client and an item runner too), read by the engine, the run's record (run.json) and the LLM
-service."""
+Plain data, filled in by the command line or a Python caller, read by the engine, the run's
+record (run.json) and the LLM service. Who makes the run and where what it computes goes
+(a probe, a worker, `runner serve`) is not an option: runner/engine/context.py's RunRole."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from runner.inputs import Item
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from runner.inputs.stream import ItemStream
@@ -70,19 +68,9 @@ class RunOptions:
     command_flags: list[str] = field(default_factory=list)         # CLI-only flags, for run.json's argv
     batch: bool = False            # `--batch`: every model with a batch API answers through it
     csv_raw: bool = False          # `--csv-raw`: results.csv cells as they are (no formula neutralising)
-    worker: bool = False           # a processes or Ray worker: its calls go back to the driver with its results
-    kind: str = "run"              # the command that makes the run (run.json's `kind`): run, or probe
     group: Path | None = None      # where a run without --out gets its folder (default: the pipeline's and input's)
-    memo: bool = True              # False: no memo store read or written (a probe copy is judged, never looked up)
     # A sweep's calls known to fail (cache key: error): each fails with its error instead of being
     # sent, and a call that fails is added, so a sweep sends each missing call at most once.
     failed_calls: dict[str, str] | None = None
     # `--no-cache-as`: cache keys name each model's own endpoint, never its `cache_as` name.
     no_cache_as: bool = False
-    # A long-lived process's LLM client (a SharedClient, runner/llm/shared_client.py: sender,
-    # response cache, its writer) that this run's LLM service uses and leaves open (`runner
-    # serve`); typed here by name only, as this layer is below the LLM's.
-    shared_llm: Any = None
-    # What runs each item in place of the engine's run_item, given the run's Runtime and the
-    # item (it calls run_item itself: `runner serve`'s results store, one computation per key).
-    item_runner: Callable[[Any, Item], Awaitable[dict[str, Any]]] | None = None

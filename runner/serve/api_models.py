@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.fileio import MAX_DEPTH, too_deep
 
-Source = Literal["store", "cache", "judged"]
+Source = Literal["store", "cache", "judged", "error"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
@@ -57,7 +57,8 @@ class JudgedItem(BaseModel):
     index: int = Field(description="The item's place in this request (1-based, after explode).")
     item_key: str = Field(description="The item's content key: GET /v1/results/{item_key} and feedback use it.")
     source: Source = Field(description="store: a result stored before; cache: judged now, every LLM call "
-                                       "answered from the cache; judged: judged now.")
+                                       "answered from the cache; judged: judged now; error: the item errored "
+                                       "(its result's `error` says why; counted under `errors`, never stored).")
     pipeline_hash: str
     trace_id: str | None = Field(None, description="The MLflow trace of the judgment, when traced.")
     result: dict[str, Any]
@@ -66,7 +67,7 @@ class JudgedItem(BaseModel):
 class JudgeResponse(BaseModel):
     pipeline: str
     pipeline_hash: str = Field(description="Hash of the pipeline as judged (its content, params, prompts, models).")
-    counts: dict[str, int] = Field(description="Items by source.")
+    counts: dict[str, int] = Field(description="Items by source: judged, errors (source error), store, cache.")
     results: list[JudgedItem]
 
 

@@ -28,7 +28,7 @@ from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.stores.kept import without_reads
-from runner.stores.result_store import ResultStore, StoreUnavailable
+from runner.stores.result_store import ResultStore, StoreUnavailable, is_postgres
 from runner.stores.reviews import ReviewStore
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
@@ -74,12 +74,10 @@ class Parts:
         self.reviews.close()
 
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
 def open_result_store(url: str | None, default: Path) -> ResultStore:
-    """The store at `url`: postgresql://... (psycopg 3), an SQLite file path, or `default`."""
-    if url and url.startswith(POSTGRES_SCHEMES):
+    """The store at `url`: postgresql://... or libpq's `host=... dbname=...` (psycopg 3), an
+    SQLite file path, or `default`."""
+    if url and is_postgres(url):
         from runner.stores.result_store_postgres import PostgresResultStore
         return PostgresResultStore(url)
     from runner.stores.result_store_sqlite import SqliteResultStore
@@ -97,7 +95,7 @@ def check_store(url: str | None, default: Path) -> None:
     """A --db that can never work, refused before the server starts (InputError): a scheme
     with no store, a PostgreSQL URL libpq cannot read, a file that is not an SQLite database.
     An unreachable PostgreSQL server is no reason: the server starts degraded and reconnects."""
-    if url and url.startswith(POSTGRES_SCHEMES):
+    if url and is_postgres(url):
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict
         try:

@@ -186,11 +186,11 @@ class JobBoard:
 
             def tally(source: str) -> None:
                 counts[source] += 1
-            runner = self.judging.job_runner(variant, resumed, tally)
-            options = self.judging.options(job.pipeline, item_runner=runner, **more)
+            options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
             outcome = await run_pipeline_async(variant.pipeline.file, source, options, overrides,
-                                               JobProgress(self, job, options))
+                                               JobProgress(self, job, options),
+                                               self.judging.job_role(variant, resumed, tally))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
@@ -259,7 +259,7 @@ def input_format(pipeline: Pipeline, path: Path) -> str | None:
     """The adapter reading a job's input: an uploaded CSV file is read by the csv adapter (the
     pipeline's own, with its options, when its input is CSV), JSON lines by the pipeline's
     adapter when it reads them, else by jsonl."""
-    adapter = pipeline.input.get("adapter", "json")
+    adapter = pipeline.adapter
     if path.suffix == ".csv":
         return "csv"
     return None if adapter in ADAPTERS_READING_JSONL else "jsonl"
@@ -272,7 +272,7 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
     adapter = input_format(pipeline, path)
     if adapter != "csv":
         return
-    options = pipeline.input.get("with") or {} if pipeline.input.get("adapter") == "csv" else {}
+    options = pipeline.input.get("with") or {} if pipeline.adapter == "csv" else {}
     try:
         records = iter_records(adapter, path, options)
     except InputError as exc:

@@ -11,12 +11,12 @@ import itertools
 import json
 import sys
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import Runtime
+from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
@@ -76,13 +76,17 @@ class Answer:
     pipeline_hash: str
 
     @property
+    def shown_source(self) -> str:
+        """The answer's `source`: an item that errored says `error`, never judged."""
+        return "error" if self.source == "error" or self.result.get("error") else self.source
+
+    @property
     def counted_as(self) -> str:
-        """Where /judge's counts put it: an item that errored is an error, never judged."""
-        return "errors" if self.source == "error" or self.result.get("error") else self.source
+        """Where /judge's counts put it: `errors` for each `source: error`, else its source."""
+        return "errors" if self.shown_source == "error" else self.source
 
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key,
-                "source": "judged" if self.source == "error" else self.source,
+        return {"index": self.index, "item_key": self.item_key, "source": self.shown_source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
 
@@ -138,10 +142,9 @@ class Judging:
                                                     self.settings.transport, self.settings.concurrency_given)
         return self._clients[name]
 
-    def options(self, name: str, **more: Any) -> RunOptions:
+    def options(self, **more: Any) -> RunOptions:
         return RunOptions(cache_dir=self.settings.cache_dir, llm_concurrency=self.settings.concurrency,
-                          concurrency_given=self.settings.concurrency_given, trace=self.settings.trace,
-                          shared_llm=self.client(name), **more)
+                          concurrency_given=self.settings.concurrency_given, trace=self.settings.trace, **more)
 
     async def variant(self, name: str, params: Any = None) -> Variant:
         """The runtime for this pipeline with these params (made on first use; ApiError for a
@@ -154,7 +157,7 @@ class Judging:
             return self._variants[(name, known)]
         overrides = request_overrides(served, params)
         pipeline = load_variant(served, overrides, self.settings.cache_dir)
-        runtime = Runtime.create(pipeline, self.options(name))
+        runtime = Runtime.create(pipeline, self.options(), RunRole(shared_llm=self.client(name)))
         if overrides:
             base = await self.variant(name)
             if _models(runtime) != _models(base.runtime):
@@ -244,13 +247,12 @@ class Judging:
                 sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
         return result, source
 
-    def job_runner(self, variant: Variant, resumed: ResumeIndex | None,
-                   tally: Callable[[str], None]) -> Callable[[Runtime, Item], Awaitable[dict[str, Any]]]:
-        """A job's item runner: a result its earlier run already wrote (`resumed`), else the store,
-        else computed; `tally` hears where each came from (resumed, store, memo, judged) or that it
-        errored (errors). Taking a job
-        up again, the run first writes the earlier run's calls of those results into its
-        calls.jsonl, which it started afresh."""
+    def job_role(self, variant: Variant, resumed: ResumeIndex | None, tally: Callable[[str], None]) -> RunRole:
+        """A job's run: the pipeline's shared LLM client, and each item a result its earlier run
+        already wrote (`resumed`), else the store, else computed; `tally` hears where each came
+        from (resumed, store, memo, judged) or that it errored (errors). Taking a job up again,
+        the run first writes the earlier run's calls of those results into its calls.jsonl,
+        which it started afresh."""
         to_write = [resumed] if resumed is not None else []
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
@@ -264,7 +266,7 @@ class Judging:
             tally("errors" if source == "error" or result.get("error") else
                   "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
             return result
-        return run_one
+        return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
 
     async def aclose(self) -> None:
         for variant in self._variants.values():

@@ -15,6 +15,7 @@ from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
 from runner.serve.catalog import Catalog
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
+from runner.stores.result_store import is_postgres
 from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 
@@ -63,7 +64,7 @@ def prepare(options: ServeOptions) -> tuple[Settings, Limits, Path]:
     root = folder.parent
     cache_dir = (options.cache_dir or Path(os.environ.get("RUNNER_CACHE_DIR") or root / "cache")).resolve()
     db = options.db
-    if db and "://" not in db:
+    if db and "://" not in db and not is_postgres(db):
         db = str(Path(db).resolve())            # an SQLite file named from where the command ran
     options.db = db
     check_store(db, root / DEFAULT_DB)

@@ -10,6 +10,7 @@ reached raises StoreUnavailable, which the server answers with 503, never a cras
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,14 @@ SCHEMA = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (pipeline, pipeline_hash, item_key)
 )"""
 CHUNK = 500          # keys per IN (...) query
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_LIBPQ_KEYWORDS = re.compile(r"\s*[A-Za-z_]+\s*=")    # libpq's keyword/value form: `host=db dbname=v ...`
+
+
+def is_postgres(url: str) -> bool:
+    """A PostgreSQL connection string: a postgresql:// URL or libpq's `keyword=value ...` form
+    (never an SQLite file named after it: `./a=b.sqlite` names such a file)."""
+    return url.startswith(POSTGRES_SCHEMES) or bool(_LIBPQ_KEYWORDS.match(url))
 
 
 class StoreUnavailable(RunnerError):

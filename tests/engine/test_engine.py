@@ -372,3 +372,33 @@ def test_the_report_passes_items_by_the_rule_the_summary_read_once(project):
     page = (project.root / "out" / "report.html").read_text()
     from runner.outputs.report_html import render_html
     assert page == render_html(expected)
+
+
+def test_ctrl_c_returns_the_outcome_marked_interrupted_with_what_finished_written(project, scripted_llm):
+    """Ctrl-C in a Python caller's run: the outputs of what finished are written and the run
+    returns its outcome saying so (no outcome in an exception's args); a caller that needs
+    the whole run stops as Ctrl-C would."""
+    import signal
+
+    import pytest
+
+    def answer(prompt: str, body: dict) -> str:
+        if prompt == "Item 3":
+            signal.raise_signal(signal.SIGINT)      # as a terminal's Ctrl-C: asyncio.run cancels the run
+        return "done"
+    scripted_llm.script(answer)
+    path = project.pipeline("""
+        version: 1
+        name: t
+        concurrency: 1
+        models: {m: {model: scripted/m}}
+        steps: [{id: a, uses: llm, with: {model: m, prompt: "Item {{ item.n }}"}}]
+        output: {answer: "{{ steps.a.raw }}"}
+        """)
+    outcome = run(path, write_json(project.root / "in.json", [{"n": n} for n in range(1, 7)]))
+    assert (outcome.interrupted, outcome.terminated) == (True, False)
+    written = project.results("out")
+    assert outcome.summary["interrupted"] is True and outcome.summary["total"] == len(written) and 2 <= len(written) < 6
+    assert json.loads((project.root / "out" / "run.json").read_text())["status"] == "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        outcome.stop_if_interrupted()

@@ -13,7 +13,7 @@ import pytest
 from test_llm import server_pipeline
 
 from helpers import write_json
-from runner.engine.context import Runtime
+from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_items
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
@@ -64,7 +64,7 @@ def test_a_worker_stores_each_answer_with_the_caches_owner_before_its_item_ends(
     stored_at_each_end: list[int] = []
 
     async def block(values: list[str]) -> list[dict[str, Any]]:
-        runtime = Runtime.create(pipeline, RunOptions(cache_dir=project.root / "cache", worker=True))
+        runtime = Runtime.create(pipeline, RunOptions(cache_dir=project.root / "cache"), RunRole(worker=True))
         runtime.open_caches = {"responses": owner}
         results: list[dict[str, Any]] = []
 

@@ -109,7 +109,8 @@ def test_formula_is_arithmetic_over_names_only():
     assert evaluate("max(a, b) - min(a, b) + abs(-1) + a ^ 2", {"a": 2, "b": True}) == 6.0
     for bad, says in [("__import__('os')", "only the functions"), ("a.real", "Attribute"), ("c + 1", "unknown name 'c'"),
                       ("'x'", "only numbers"), ("a if a else b", "IfExp"), ("[a][0]", "not allowed"),
-                      ("2 ^ 100000", "exponent")]:
+                      ("2 ^ 100000", "exponent"), ("(a - 2) ^ 0.5", "complex number"),
+                      ("a * 1e308 * 10", "gives inf, not a finite number"), ("a / (b - 2)", "with a=1, b=2")]:
         with pytest.raises(FormulaError, match=says):
             evaluate(bad, {"a": 1, "b": 2})
 
@@ -128,6 +129,32 @@ def test_formula_step_and_a_bad_formula_refused_before_the_run(one_step, project
         """, "bad.yaml")
     result = cli("validate", "pipelines/bad.yaml")
     assert result.exit_code == 2 and "only the functions" in result.output and "bad.yaml:4" in result.output
+
+
+def test_a_formula_that_gives_no_real_number_says_what_it_gave_and_where(one_step, project, cli):
+    """Finding: a complex result (a negative number to a fractional power) was reported as a
+    "bad threshold"; the error names what the formula gave, on which values, at file:line:col."""
+    one_step("{id: f, uses: formula, with: {formula: '(a - 1) ^ 0.5', values: {a: '{{ item.a }}'}, threshold: 0.5}}",
+             [{"a": 0}, {"a": 2}], output={"value": "{{ steps.f.value }}"})
+    bad, good = project.results()
+    assert good["value"] == 1.0
+    assert "complex number" in bad["error"] and "a=0" in bad["error"], bad["error"]
+    assert "p.yaml:" in bad["error"] and "threshold" not in bad["error"], bad["error"]
+
+
+@pytest.mark.parametrize(("formula", "says"), [("min(a)", "min() takes 2 or more argument(s), not 1"),
+                                               ("floor(a, 2)", "floor() takes 1 argument(s), not 2")])
+def test_a_function_given_the_wrong_number_of_arguments_is_refused_before_the_run(project, cli, formula, says):
+    project.pipeline(f"""
+        version: 1
+        name: bad
+        steps:
+          - {{id: f, uses: formula, with: {{formula: "{formula}", values: {{a: 1}}, threshold: 0.5}}}}
+        output: {{v: "{{{{ steps.f.value }}}}"}}
+        """, "bad.yaml")
+    result = cli("validate", "pipelines/bad.yaml")
+    assert result.exit_code == 2 and says in result.output and "bad.yaml:4" in result.output, result.output
+    assert "threshold" not in result.output
 
 
 def test_llm_messages_keep_their_roles_and_render_their_templates(project, scripted_llm, cli):

@@ -85,6 +85,7 @@ def test_vote_outcomes_on_scripted_jurors(project, env):
 
 def test_global_concurrency_is_reached_and_capped(project, env):
     env.script(Reply(answer("VALID"), delay=0.25))
+    env.gather = 5
     items = write_json(project.root / "in.json", [{"n": n} for n in range(8)])
     run(jury_pipeline(project), items, llm_concurrency=5)
     assert env.peak_in_flight == 5

@@ -12,11 +12,11 @@ import pytest
 
 from helpers import scripted_model, write_json
 from runner.api import ItemSource, run_pipeline, run_pipeline_async
-from runner.engine.context import Runtime
+from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice
 from runner.engine.services import CallRequest
-from runner.errors import InputError
+from runner.errors import InputError, RunnerError
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import read_calls
@@ -51,9 +51,9 @@ def test_runs_on_one_loop_share_the_client_and_leave_it_open(project):
     async def both() -> tuple[Any, Any, SharedClient]:
         client = SharedClient.open(project.root / "cache", 4, transport=model)
         first = await run_pipeline_async(path, ItemSource(source), RunOptions(
-            cache_dir=project.root / "cache", out_dir=Path("a"), shared_llm=client, item_runner=wrapped))
+            cache_dir=project.root / "cache", out_dir=Path("a")), role=RunRole(shared_llm=client, item_runner=wrapped))
         second = await run_pipeline_async(path, ItemSource(source), RunOptions(
-            cache_dir=project.root / "cache", out_dir=Path("b"), shared_llm=client))
+            cache_dir=project.root / "cache", out_dir=Path("b")), role=RunRole(shared_llm=client))
         assert client.cache.get("nothing") is None          # still open after both runs
         await client.aclose()
         return first, second, client
@@ -79,7 +79,8 @@ def test_an_answer_not_committed_yet_is_found_by_another_runs_service(project):
         for name in ("a", "b"):
             (project.root / name).mkdir()
             runtimes.append(Runtime.create(pipeline, RunOptions(cache_dir=project.root / "cache",
-                                                                out_dir=project.root / name, shared_llm=client)))
+                                                                out_dir=project.root / name),
+                                           RunRole(shared_llm=client)))
         # No await yields to the loop between the first answer and the second question, so
         # the shared writer has not committed the answer when the second run asks for it.
         answers = [await runtime.llm.call(request) for runtime in runtimes]
@@ -117,7 +118,7 @@ def test_a_cancelled_run_on_the_loop_writes_what_finished(project):
             return await original(spec, messages, params)
         model.complete = complete  # type: ignore[method-assign]
         task = asyncio.ensure_future(run_pipeline_async(path, ItemSource(source), RunOptions(
-            cache_dir=project.root / "cache", out_dir=Path("c"), shared_llm=client)))
+            cache_dir=project.root / "cache", out_dir=Path("c")), role=RunRole(shared_llm=client)))
         while not (project.root / "c" / "results.jsonl").is_file() or \
                 not (project.root / "c" / "results.jsonl").read_text():
             await asyncio.sleep(0.01)
@@ -138,7 +139,24 @@ def test_a_run_with_an_item_runner_is_refused_beyond_this_process(project):
     path = project.pipeline(PIPELINE)
     source = write_json(project.root / "in.json", [{"n": 1}])
     with pytest.raises(InputError, match="--executor processes: .* such a run is local"):
-        run_pipeline(path, ItemSource(source), RunOptions(cache_dir=project.root / "cache", out_dir=Path("d"),
-                                                          item_runner=run_item),
-                     executor=ExecutorChoice("processes", workers=2))
+        run_pipeline(path, ItemSource(source), RunOptions(cache_dir=project.root / "cache", out_dir=Path("d")),
+                     executor=ExecutorChoice("processes", workers=2), role=RunRole(item_runner=run_item))
     assert not (project.root / "d").exists()
+
+
+def test_who_makes_a_run_is_its_role_never_an_option():
+    """RunOptions holds what a user chooses; a probe, a worker and `runner serve` say who they
+    are through the run's RunRole (issue 61: no mode flags on the options)."""
+    from dataclasses import fields
+    assert not {"kind", "memo", "worker", "item_runner", "shared_llm"} & {f.name for f in fields(RunOptions)}
+
+
+def test_run_pipeline_on_a_running_loop_is_refused_before_it_claims_a_folder(project):
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"n": 1}])
+
+    async def in_a_notebook() -> None:
+        run_pipeline(path, ItemSource(source), RunOptions(cache_dir=project.root / "cache", out_dir=Path("e")))
+    with pytest.raises(RunnerError, match="await run_pipeline_async"):
+        asyncio.run(in_a_notebook())
+    assert not (project.root / "e").exists()

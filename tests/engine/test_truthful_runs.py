@@ -162,6 +162,7 @@ def test_concurrency_n_reaches_n_requests_in_flight(project, env, cli):
     requests were ever in flight; the scripted server counts the peak."""
     path = one_call_per_item(project)
     env.script(Reply("ok", delay=0.3))
+    env.gather = 32                           # held until 32 were in flight: the cap is reached, never passed
     write_json(project.root / "in.json", [{"q": n} for n in range(64)])
     result = cli("run", str(path), "--input", "in.json", "--quiet", "--concurrency", "32")
     assert result.exit_code == 0, result.output
@@ -172,6 +173,7 @@ def test_concurrency_n_reaches_n_requests_in_flight(project, env, cli):
 def test_a_pipeline_that_pins_its_items_in_flight_says_so_once(project, env, cli):
     path = one_call_per_item(project, pinned="concurrency: 4")
     env.script(Reply("ok", delay=0.2))
+    env.gather = 4
     write_json(project.root / "in.json", [{"q": n} for n in range(16)])
     result = cli("run", str(path), "--input", "in.json", "--quiet", "--concurrency", "16")
     assert result.exit_code == 0, result.output

@@ -140,6 +140,7 @@ def test_a_one_slot_server_settles_at_one_request_and_sees_no_timeouts(project, 
     assert "sending it up to 1 request(s) at a time (its answers slowed when sent more at once" in err
     env.reset()
     env.script(Reply(ANSWER, delay=0.3))
+    env.gather = 4
     run(server_pipeline(project, extra="limits: {concurrency: 4}"), items(project, 5), no_cache=True)
     assert env.peak_in_flight == 4                                     # an explicit limit wins
 
@@ -182,6 +183,7 @@ def test_a_multi_slot_server_that_says_nothing_is_found_by_adapting(project, env
 def test_an_explicit_concurrency_beats_the_local_default_and_is_said(project, env, cli):
     env.personality = "single-slot"
     env.script(Reply(ANSWER, delay=0.2))
+    env.gather = 4
     server_pipeline(project)
     items(project, 8)
     result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "o", "--concurrency", "4")

@@ -103,6 +103,27 @@ def test_a_probe_run_is_a_run_folder_cached_and_resumed(workdir, fake_llm, cli):
     assert [p["rows"] for p in again["probes"]] == [p["rows"] for p in whole["probes"]]
 
 
+def test_an_interrupted_probe_reports_what_finished_and_exits_130(workdir, fake_llm, cli):
+    """Ctrl-C mid-probe: the run's outcome says interrupted (no outcome in an exception's
+    args), the probe report covers what finished and says so, and the command exits 130."""
+    import itertools
+    import signal
+    answers = itertools.count(1)
+
+    def stopping(prompt: str, body: dict) -> str:
+        if next(answers) == 8:
+            signal.raise_signal(signal.SIGINT)       # as a terminal's Ctrl-C
+        return careful(prompt, body)
+    result = cli("probe", str(PIPELINE), "--input", "report.md", "--quiet", "--probes", "inject_claim",
+                 *seat(fake_llm, local=stopping, gemini=careful, openai=careful))
+    assert result.exit_code == 130, result.output
+    assert "interrupted: the finished items and the probe report of their pairs are written" in result.output
+    [folder] = [path.parent for path in workdir.glob("reports/*/*-probe/*/probe.json")]
+    report, summary = (json.loads((folder / name).read_text()) for name in ("probe.json", "summary.json"))
+    assert report["interrupted"] is True and summary["interrupted"] is True
+    assert json.loads((folder / "run.json").read_text())["status"] == "interrupted"
+
+
 def test_runner_view_lists_a_probe_run_and_shows_its_report(workdir, fake_llm, cli):
     from runner.view.app import create_app
     report = probe(cli, *seat(fake_llm, local=careful, gemini=obedient, openai=careful), "--probes", "inject_claim",

@@ -44,6 +44,46 @@ def test_issue61_one_redaction_hides_query_credentials_and_keeps_ordinary_words(
     assert MIN_SECRET == 8
 
 
+def test_a_libpq_keyword_dsn_is_postgresql_and_never_an_sqlite_file(served_project, cli, monkeypatch):
+    """Finding: `--db "host=... password=..."` (libpq's keyword/value form) was opened as an SQLite
+    file named after the string, password included. It is PostgreSQL (here unreachable: 503),
+    its password hidden, quoted or not, and no file appears."""
+    dsn = f"host=127.0.0.1 port=1 dbname=v user=judge password='{PASSWORD}' connect_timeout=1"
+    monkeypatch.setattr("uvicorn.Server.run", lambda self: None)
+    started = cli("serve", "pipelines", "--port", str(free_port()), "--db", dsn)
+    assert started.exit_code == 0 and "results in host=127.0.0.1 port=1 dbname=v" in started.stderr, started.output
+    with make_client(served_project.root, scripted_model(ANSWER), dsn) as client:
+        health = client.get("/healthz")
+        judged = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")})
+    assert health.status_code == 503 and judged.status_code == 503, judged.text
+    for text in (started.output, health.text, judged.text):
+        assert PASSWORD not in text, text
+    made = [path.name for path in served_project.root.rglob("*") if "dbname" in path.name or PASSWORD in path.name]
+    assert made == []
+
+
+def test_a_libpq_keyword_dsn_libpq_cannot_read_is_refused_with_exit_2(served_project, cli, monkeypatch):
+    monkeypatch.setattr("uvicorn.Server.run", lambda self: None)        # were it to start, it stops
+    done = refused_start(cli, "--db", f"host=127.0.0.1 passwrd={PASSWORD}")
+    assert done.exit_code == 2 and done.stderr.startswith("--db"), done.output
+    assert "passwrd" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not list(served_project.root.glob("host=*"))
+
+
+def test_redaction_sees_quoted_and_capitalised_secret_names():
+    """One list of secret words and one minimum: a name in any case, a value quoted or bare,
+    `=` or `:`; usage placeholders (`KEY=VALUE`) and short words after `:` stay."""
+    from runner.redact import redact, remember_url
+    said = redact(f"host=db password='{PASSWORD}' PASSWORD={PASSWORD}x Api_Key: sk-{PASSWORD} "
+                  f"password = \"{PASSWORD}y\" Authorization: Bearer {PASSWORD}z", frozenset())
+    assert said == "host=db password=*** PASSWORD=*** Api_Key: *** password = *** Authorization: Bearer ***", said
+    for kept in ("--set KEY=VALUE", "--grid KEY=V1,V2", "unexpected token: 'end'", "max_tokens=512",
+                 '{"answer_key": "B-12345678"}'):       # JSON (a model's answer) stays JSON
+        assert redact(kept, frozenset()) == kept
+    remember_url("host=db password='two words-9'")
+    assert redact("it said two words-9", frozenset()) == "it said ***"
+
+
 def refused_start(cli, *args: str):
     """`runner serve` refused before it binds (it never starts serving), in this process."""
     return cli("serve", "pipelines", "--port", str(free_port()), *args)

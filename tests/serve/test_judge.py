@@ -103,8 +103,10 @@ def test_a_changed_pipeline_judges_again_and_the_cache_answers(served_project, s
 
 def test_a_failed_judgment_is_answered_but_never_stored(served):
     served.model.script(server_error("model overloaded"), repeat_last=False)     # one failed answer, then answers
-    failed = served.judge(deck("<p>A</p>")).json()["results"][0]
-    assert failed["source"] == "judged" and "model overloaded" in failed["result"]["error"]
+    answer = served.judge(deck("<p>A</p>")).json()
+    failed = answer["results"][0]
+    assert failed["source"] == "error" and "model overloaded" in failed["result"]["error"]
+    assert answer["counts"] == {"judged": 0, "errors": 1, "store": 0, "cache": 0}
     assert sources(served.judge(deck("<p>A</p>"))) == ["judged"]
     assert sources(served.judge(deck("<p>A</p>"))) == ["store"]
 
@@ -113,6 +115,7 @@ def test_an_item_the_input_cannot_make_is_an_error_of_its_own(served):
     answer = served.client.post("/v1/pipelines/deck/judge", json={"items": [{"slides": "no list"}, deck("<p>A</p>")]})
     first, second = answer.json()["results"]
     assert "field 'slides' is missing or not a list" in first["result"]["error"] and second["source"] == "judged"
+    assert first["source"] == "error" and answer.json()["counts"] == {"judged": 1, "errors": 1, "store": 0, "cache": 0}
 
 
 def test_the_request_is_checked_before_anything_is_judged(served):

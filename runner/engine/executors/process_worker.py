@@ -42,9 +42,10 @@ class _Process:
 _this: _Process | None = None
 
 
-def start(pipeline: Pipeline, options: RunOptions, cwd: str, limits_path: str, stop: Event, workers: int) -> None:
+def start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_path: str, stop: Event,
+          workers: int) -> None:
     """The pool's initializer: this process's loop, worker and connection to the run's limits
-    (`workers`: how many processes the pool has)."""
+    (`kind`: the run's RunRole.kind; `workers`: how many processes the pool has)."""
     global _this
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     loop = asyncio.new_event_loop()
@@ -52,7 +53,7 @@ def start(pipeline: Pipeline, options: RunOptions, cwd: str, limits_path: str, s
     client = LimitsClient(limits_path)
     loop.run_until_complete(client.connect())
     limits = SharedLimits(client, lambda: DailyBudget(options.cache_dir), workers * options.llm_concurrency)
-    worker = BlockWorker(pipeline, options, cwd, open_caches(pipeline, options.cache_dir), limits)
+    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits)
     _this = _Process(loop, worker, client, stop)
     atexit.register(_close)
 

@@ -59,7 +59,8 @@ async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterato
         context = multiprocessing.get_context("spawn")
         stop = context.Event()
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=process_worker.start,
-                                   initargs=(runtime.pipeline, options, os.getcwd(), path, stop, workers))
+                                   initargs=(runtime.pipeline, options, runtime.role.kind, os.getcwd(), path,
+                                             stop, workers))
         try:
             yield ProcessBlocks(pool, workers)
         finally:

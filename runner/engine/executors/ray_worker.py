@@ -20,7 +20,7 @@ REMOTE_CACHE_ENV = "RUNNER_RAY_REMOTE_CACHE"
 
 
 class RayWorker:
-    def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str, driver_node: str,
+    def __init__(self, pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, driver_node: str,
                  cache_owner: Any, limits_owner: Any, workers: int) -> None:
         """`workers`: how many RayWorkers the run has (each sends up to its own --concurrency)."""
         import ray
@@ -30,7 +30,7 @@ class RayWorker:
                   else open_caches(pipeline, options.cache_dir))
         ray_limits = RayLimits(limits_owner)
         limits = SharedLimits(ray_limits, lambda: ray_limits, workers * options.llm_concurrency)
-        self.worker = BlockWorker(pipeline, options, cwd, caches, limits)
+        self.worker = BlockWorker(pipeline, options, kind, cwd, caches, limits)
 
     async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
         return await self.worker.run_block(items, concurrency)

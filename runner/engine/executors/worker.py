@@ -10,11 +10,10 @@ counters), so a block run again after its worker was lost is counted once."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import Runtime
+from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_items
 from runner.engine.executors.limits import SharedLimits
 from runner.engine.run_warnings import run_warnings
@@ -27,12 +26,12 @@ from runner.runs.request import RunOptions
 
 
 class BlockWorker:
-    def __init__(self, pipeline: Pipeline, options: RunOptions, cwd: str | Path, caches: dict[str, JsonCache],
-                 limits: SharedLimits) -> None:
-        """`caches`: the run's caches as this worker reaches them; `limits`: the models'
-        limits, held for every worker of the run at once."""
+    def __init__(self, pipeline: Pipeline, options: RunOptions, kind: str, cwd: str | Path,
+                 caches: dict[str, JsonCache], limits: SharedLimits) -> None:
+        """`kind`: the driver's run's (RunRole.kind); `caches`: the run's caches as this worker
+        reaches them; `limits`: the models' limits, held for every worker of the run at once."""
         os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
-        self.runtime = Runtime.create(pipeline, replace(options, worker=True))
+        self.runtime = Runtime.create(pipeline, options, RunRole(kind, worker=True))
         self.runtime.open_caches = caches
         self.runtime.shared_limits = limits
 

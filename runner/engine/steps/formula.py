@@ -45,9 +45,12 @@ class Formula(Step):
         args = ctx.arguments(FormulaArgs)
         try:
             value = evaluate(args.formula, args.values)
-            passed = None if args.threshold is None else value >= float(args.threshold)
         except FormulaError as exc:
             raise StepError(f"{ctx.where('formula')}: {exc}") from None
+        if args.threshold is None:
+            return {"value": value, "passed": None}
+        try:
+            threshold = float(args.threshold)
         except (TypeError, ValueError):
             raise StepError(f"{ctx.where('threshold')}: {args.threshold!r} is not a number") from None
-        return {"value": value, "passed": passed}
+        return {"value": value, "passed": value >= threshold}

@@ -28,6 +28,7 @@ from runner.engine.voting import (
     merge_answers,
     tally,
     usable_votes,
+    vote_rule,
 )
 from runner.errors import StepError, did_you_mean
 from runner.pipeline.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
@@ -66,7 +67,7 @@ class Jury(PromptedStep):
 
     async def run(self, ctx: StepContext) -> Any:
         service = ctx.runtime.llm
-        vote_spec = ctx.args["vote"]
+        vote_spec = vote_rule(ctx.args["vote"])
         field = vote_spec["field"]
         named = list(ctx.args["models"])
         seats = [name for name in named if service.enabled(name)]
@@ -79,16 +80,14 @@ class Jury(PromptedStep):
         sure = ctx.args.get("confidence") is True
         sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]
         answered = [self._vote(name, seat) for name, seat in zip(seats, sampled, strict=True)]
-        method = vote_spec.get("method", "majority")
+        method = vote_spec["method"]
         try:
             votes = usable_votes(answered, method, field)
         except VoteError as exc:        # the jurors answered: the vote is what cannot be taken
             raise StepError(f"{ctx.where('vote', 'method')}: {exc}",
                             partial={"votes": _shown(answered, ctx.args)}) from None
-        outcome = tally(votes, method, vote_spec.get("on_tie", "HUNG_JURY"),
-                        vote_spec.get("on_all_failed", "LLM_ERROR"),
-                        quorum,
-                        vote_spec.get("reason_field", "reason"))
+        outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
+                        vote_spec["reason_field"])
         _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid}, method in NUMERIC)
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
@@ -175,8 +174,9 @@ def _verdicts(schema: Any, vote: Any) -> Any:
     """The vote field's values after the vote: the answers' enum plus on_tie and on_all_failed."""
     if not isinstance(schema, dict) or not isinstance(schema.get("enum"), list) or not isinstance(vote, dict):
         return schema
-    extra = [vote.get("on_tie", "HUNG_JURY"), vote.get("on_all_failed", "LLM_ERROR")]
-    if vote.get("method") in NUMERIC or any(is_template(value) for value in extra):
+    rule = vote_rule(vote)
+    extra = [rule["on_tie"], rule["on_all_failed"]]
+    if rule["method"] in NUMERIC or any(is_template(value) for value in extra):
         return OPEN
     return {**schema, "enum": list(dict.fromkeys([*schema["enum"], *extra]))}
 
@@ -211,7 +211,7 @@ def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
         tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
         return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
     problems: list[tuple[DataPath, str]] = []
-    method = vote.get("method", "majority")
+    method = vote_rule(vote)["method"]
     if isinstance(listed, dict) and field in listed and isinstance(method, str):
         problem = method_problem(method, field, listed[field], named)
         if problem:
