@@ -172,9 +172,10 @@ class _StartedRun:
               formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
         executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
-        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None):
-            raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
-                             "this process, so such a run is local")
+        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None
+                                         or role.preview is not None):
+            raise InputError(f"--executor {executor.name}: a shared LLM client, an item runner and a preview "
+                             "live in this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)
