@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from runner.engine.context import RunRole, Runtime, condition_at, render_at
 from runner.engine.execute import run_item
@@ -41,6 +41,9 @@ from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
+
+if TYPE_CHECKING:
+    from runner.render.sink import RenderSink
 
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "load_items", "render_pipeline", "run_pipeline",
            "run_pipeline_async", "spool_stdin"]
@@ -169,9 +172,10 @@ class _StartedRun:
               formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
         executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
-        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None):
-            raise InputError(f"--executor {executor.name}: a shared LLM client and an item runner live in "
-                             "this process, so such a run is local")
+        if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None
+                                         or role.preview is not None):
+            raise InputError(f"--executor {executor.name}: a shared LLM client, an item runner and a preview "
+                             "live in this process, so such a run is local")
         pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
         check_before_run(pipeline, options.fail_under)
         items = load_items(pipeline, source)
@@ -354,16 +358,16 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         source.selection.item = item_number
     try:
         items = load_items(pipeline, source)
-        options.render = True
         options.input_path = str(source.input_path) if source.input_path else None
-        runtime = Runtime.create(pipeline, options)
-        runtime.render_stream = stream
-        return asyncio.run(_render(runtime, items, stream))
+        from runner.render.sink import RenderSink
+        preview = RenderSink(stream)            # the calls' transport: answers from the cache only
+        runtime = Runtime.create(pipeline, options, RunRole(preview=preview))
+        return asyncio.run(_render(runtime, preview, items, stream))
     finally:
         source.discard_stdin_copy()
 
 
-async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
+async def _render(runtime: Runtime, preview: RenderSink, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
     try:
         for item in items:
             stream.write(f"=== item {item.index} ===\n")
@@ -373,10 +377,8 @@ async def _render(runtime: Runtime, items: Iterable[Item], stream: TextIO) -> di
                     stream.write(f"(item error: {result['error']})\n")
             except NeedsModel as stop:
                 stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
-        from runner.render.costs import CostEstimate
-        estimate = runtime.render_sink.estimate if runtime.render_sink is not None else CostEstimate()
-        for line in estimate.closing_lines():
+        for line in preview.estimate.closing_lines():
             stream.write(line + "\n")
-        return runtime.render_stats
+        return preview.stats
     finally:
         await runtime.aclose()

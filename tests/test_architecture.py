@@ -244,3 +244,11 @@ def test_a_private_use_is_found():
                      "other._fine\n")
     assert private_uses(tree) == ["line 2: imports runner.x._y", "line 4: reads m._clean",
                                   "line 5: reads runner.z.Thing()._field", "line 6: replaces m._clean"]
+
+
+def test_only_the_runtime_knows_the_llm_service_class():
+    """Steps, serve and the rest reach the LLM service through the engine's interface
+    (runner/engine/services.py); only the Runtime, which makes it, imports the class."""
+    importers = sorted(module for module, targets in import_graph().items()
+                       if "runner.llm.service" in targets and unit_of(module) != "runner.llm")
+    assert importers == ["runner.engine.context"]

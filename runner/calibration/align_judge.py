@@ -145,7 +145,7 @@ def propose_lines(pipeline: Pipeline, model: str, prompt: str, cache_dir: Any) -
     """At most three instruction lines from the optimizer model (a name under the pipeline's
     models:), through the run's LLM service (cached like every call)."""
     from runner.engine.context import Runtime
-    from runner.llm.service import CallRequest
+    from runner.engine.services import CallRequest
     from runner.runs.request import RunOptions
     if model not in pipeline.models:
         raise InputError(f"--optimizer-model {model}: not a model of the pipeline (its models: "

@@ -34,6 +34,7 @@ from runner.engine.health import run_failure
 from runner.errors import NeedsModel, RunnerError
 from runner.inputs import Item
 from runner.pipeline.loader import load_pipeline
+from runner.render.sink import RenderSink
 
 PARALLEL_FROM = 8                      # settings; fewer are not worth starting processes for
 LOWER_IS_BETTER = {"mae"}
@@ -179,12 +180,11 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
     folder of its own that goes when it is scored. `cache_only`: answered from the cache
     only, as `runner render` answers: an item that needs an answer the cache does not hold
     is counted (with the calls it would make), not sent."""
-    stats = {"calls": 0, "cached": 0, "tokens": 0}
+    preview = RenderSink()                  # the LLM's transport then: answers from the cache only
     missing = 0
 
     async def from_cache(runtime: Runtime, item: Item) -> dict[str, Any]:
-        nonlocal stats, missing
-        stats = runtime.render_stats
+        nonlocal missing
         try:
             return await run_item(runtime, item)
         except NeedsModel as stop:
@@ -194,15 +194,15 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
     assignments = [f"{k}={v}" for k, v in values.items()]
     try:
         with tempfile.TemporaryDirectory(prefix="runner-sweep-") as folder:
-            options = RunOptions(cache_dir=request.cache_dir, out_dir=Path(folder), render=cache_only, trace="none",
+            options = RunOptions(cache_dir=request.cache_dir, out_dir=Path(folder), trace="none",
                                  llm_concurrency=request.llm_concurrency, failed_calls=request.failed_calls)
             outcome = run_pipeline(request.pipeline, request.source, options, [*request.overrides, *assignments],
-                                   role=RunRole(item_runner=from_cache) if cache_only else None)
+                                   role=RunRole(item_runner=from_cache, preview=preview) if cache_only else None)
             outcome.stop_if_interrupted()
             scores = {} if missing else _score(request, outcome.summary, outcome.results, rows)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
         return SettingRun({}, {}, 0, error=str(exc))
-    return SettingRun(scores, stats, missing, outcome.pipeline.name)
+    return SettingRun(scores, preview.stats, missing, outcome.pipeline.name)
 
 
 def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dict[str, Any]],

@@ -1,8 +1,8 @@
 """Running items: the step interpreter (`execute`), its per-run `Runtime` (`context`, with its
-`RunRole`: who makes the run and where what it computes goes) and what it asks of the LLM
-service (`services`, a Protocol), item selection, the checks before a run and of how it went
-(`health`), progress, run warnings, jury voting and repeated samples, the items running now
-(`in_flight`, which a batch collector reads), the hooks a run calls as it unfolds (`observe`:
-items, steps, LLM calls; tracing is one observer), the step types (`steps/`, one module each)
-and where items run (`executors/`: this process, worker processes or Ray actors, the last two
-through one driver)."""
+`RunRole`: who makes the run and where what it computes goes; it alone makes the LLM service)
+and what it asks of that service (`services`, a Protocol, with the `CallRequest` steps send),
+item selection, the checks before a run and of how it went (`health`), progress, run
+warnings, jury voting and repeated samples, the items running now (`in_flight`, which a batch
+collector reads), the hooks a run calls as it unfolds (`observe`: items, steps, LLM calls;
+tracing is one observer), the step types (`steps/`, one module each) and where items run
+(`executors/`: this process, worker processes or Ray actors, the last two through one driver)."""

@@ -9,7 +9,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import jinja2
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from runner.engine.executors.limits import SharedLimits
     from runner.llm.cache.store import JsonCache
     from runner.llm.client.spec import ModelSpec
-    from runner.llm.service import CallRequest
+    from runner.llm.request import CallRequest
     from runner.llm.shared_client import SharedClient
     from runner.render.sink import RenderSink
     from runner.stores.memo import MemoStore
@@ -65,6 +65,9 @@ class RunRole:
     # Both live in this process: such a run's items run here, never in workers.
     shared_llm: SharedClient | None = None
     item_runner: ItemRunner | None = None
+    # `runner render` and a sweep's cache-only settings: the LLM service's transport and
+    # recorder, which answers nothing (only the cache does) and records each prompt.
+    preview: RenderSink | None = None
 
 
 @dataclass
@@ -78,8 +81,6 @@ class Runtime:
     params: dict[str, Any]
     run_info: dict[str, Any]
     role: RunRole = field(default_factory=RunRole)
-    render_stream: TextIO | None = None                 # `runner render` prints each prompt here
-    render_stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cached": 0, "tokens": 0})
     # Extra sections of summary.json, each computed from the runtime when the run ends.
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
@@ -89,7 +90,6 @@ class Runtime:
     open_caches: dict[str, JsonCache] = field(default_factory=dict)   # opened before the run, by folder name
     in_flight: ItemsInFlight = field(default_factory=ItemsInFlight)   # items running now (run_items counts)
     shared_limits: SharedLimits | None = None          # a worker's: model limits held for every worker of the run
-    render_sink: RenderSink | None = None              # `runner render`: where the calls go instead of a model
     _llm: LLM | None = None
 
     @classmethod
@@ -130,14 +130,11 @@ class Runtime:
         """The LLM service, created on first use (it never imports litellm until a cache miss)."""
         if self._llm is None:
             from runner.llm.service import LLMService
-            if self.options.render:
-                from runner.render.sink import RenderSink
-                self.render_sink = RenderSink(self.render_stream, self.render_stats)
-            shared = self.role.shared_llm
-            service = LLMService(self.model_spec, self.options, self.env, render=self.render_sink,
-                                 observer=self.observer, in_flight=self.in_flight, shared=shared,
+            shared, preview = self.role.shared_llm, self.role.preview
+            service = LLMService(self.model_spec, self.options, self.env, observer=self.observer,
+                                 in_flight=self.in_flight, shared=shared,
                                  cache=None if shared is not None else self.take_cache("responses"),
-                                 kept_calls=self.role.worker)
+                                 kept_calls=self.role.worker, transport=preview, recorder=preview)
             service.sender.cluster_limits = self.shared_limits
             self._llm = service
         return self._llm

@@ -8,10 +8,12 @@ is the LLM layer's own and reads the service itself.)"""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from runner.llm.service import CallRequest
+from runner.llm.request import CallRequest, new_group
+
+__all__ = ["LLM", "CallRequest", "CallStats", "new_group"]
+
 
 
 class CallStats(Protocol):
@@ -53,6 +55,14 @@ class LLM(Protocol):
         ...
 
     def progress_note(self) -> str: ...
+
+    def add_calls(self, lines: list[bytes]) -> None:
+        """Lines of calls.jsonl made elsewhere (an earlier run's, taken up), appended to this run's."""
+        ...
+
+    def flush(self) -> None:
+        """Write the answers and lines of calls.jsonl handed over so far."""
+        ...
 
     async def aclose(self) -> None: ...
 

@@ -1,12 +1,16 @@
-"""Where `runner render` (and a sweep's cache probe) sends each LLM call instead of a model:
-printed with where it would go and how it would be asked, counted, and estimated."""
+"""`runner render`'s (and a sweep's cache pass's) transport and recorder for the LLM service: it
+answers nothing (what the cache does not hold stops the item with NeedsModel), and records each
+request the run makes, cached or not, as calls.jsonl would: printed with where it would go and
+how it would be asked, counted, and estimated."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
-from runner.llm.client.spec import ModelSpec
+from runner.errors import NeedsModel
+from runner.llm.calls.record import format_messages
+from runner.llm.request import Ask, Made, Reply
 from runner.redact import redact
 from runner.render.costs import CostEstimate
 
@@ -15,13 +19,23 @@ from runner.render.costs import CostEstimate
 class RenderSink:
     """Prompts are printed to `stream` (none: only counted); `stats` and `estimate` add them up."""
 
-    stream: TextIO | None
-    stats: dict[str, int]
+    stream: TextIO | None = None
+    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cached": 0, "tokens": 0})
     estimate: CostEstimate = field(default_factory=CostEstimate)     # what the calls add up to, per model
 
-    def call(self, spec: ModelSpec, prompt_text: str, cached: dict[str, Any] | None,
-             sampling: dict[str, Any], mode: str) -> None:
-        """Count one call and print it with where it goes and how it is asked."""
+    async def __call__(self, ask: Ask) -> Reply:
+        raise NeedsModel(f"{ask.spec.name} has no cached answer")
+
+    def record(self, made: Made) -> None:
+        """Count one request and print it with where it goes and how it is asked."""
+        ask, spec = made.ask, made.ask.spec
+        if ask.request.embed:
+            mode = "embeddings"
+        elif ask.request.output_schema is None:
+            mode = "none (no output schema)"
+        else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
+            mode = ask.mode + (f" (configured {spec.structured_output})" if spec.structured_output != ask.mode else "")
+        prompt_text, sampling, cached = format_messages(ask.messages), ask.params, ask.cached
         tokens = self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch,
                                    mode == "embeddings", local=spec.local)
         self.stats["calls"] += 1

@@ -62,7 +62,6 @@ class RunOptions:
     concurrency_given: bool = False   # llm_concurrency came from --concurrency: it beats a local server's default
     out_dir: Path | None = None
     memo_dir: Path | None = None   # where a relative memo store lives (default: out_dir)
-    render: bool = False           # `runner render`: print prompts, send nothing
     input_path: str | None = None
     trace: str | None = None       # `--trace mlflow|none`: overrides the pipeline's tracing.backend
     fail_under: float | None = None                                 # checked before the run: needs a rate

@@ -14,14 +14,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.observe import LLMCall, Observer
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
-from runner.llm.service import LLMService
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
@@ -301,9 +300,7 @@ def _reusable(stored: dict[str, StoredResult]) -> dict[str, StoredResult]:
 
 def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:
     """The calls an earlier run made for the results taken up, into this run's calls.jsonl."""
-    service: LLMService | None = None
     for lines in resumed.kept_calls():
-        service = cast(LLMService, runtime.llm)       # the run's one LLM service (runner/llm/service.py)
-        service.add_calls(lines)
-    if service is not None:
-        service.flush()
+        runtime.llm.add_calls(lines)
+    if runtime.llm_used:
+        runtime.llm.flush()

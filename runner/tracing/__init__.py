@@ -37,7 +37,7 @@ def assessment_fields(config: dict[str, Any], summary: dict[str, Any]) -> list[s
 
 def make_observer(runtime: Runtime) -> Observer:
     backend = backend_of(runtime)
-    if backend == "none" or runtime.options.render:
+    if backend == "none":
         return NULL_OBSERVER
     from runner.engine.context import render_at
     from runner.tracing.mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer

@@ -15,11 +15,11 @@ from runner.api import ItemSource, run_pipeline, run_pipeline_async
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice
+from runner.engine.services import CallRequest
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.calls.file import read_calls
-from runner.llm.service import CallRequest
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions

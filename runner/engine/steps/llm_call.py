@@ -9,11 +9,11 @@ from typing import Any
 
 from runner.checks.result_shapes import OPEN, TEXT, ShapeContext, fields_of
 from runner.engine.context import Runtime, StepContext
+from runner.engine.services import CallRequest, new_group
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError, did_you_mean
 from runner.fileio import parse_json, read_json
 from runner.llm.client.spec import SAMPLING_KEYS
-from runner.llm.service import CallRequest, new_group
 from runner.paths import refusal, resolve_inside
 from runner.yamlpos import Path as DataPath
 

@@ -49,7 +49,7 @@ class Search(Step):
         cached = None if ctx.runtime.options.no_cache else cache.get(key)
         if cached is not None:
             return {"results": cached, "error": None, "cached": True}
-        if found.network and ctx.runtime.options.render:
+        if found.network and ctx.runtime.role.preview is not None:
             raise NeedsModel(f"search {found.name} {request.query[:80]!r} (render and a sweep's cached pass "
                              "send no request)")
         try:

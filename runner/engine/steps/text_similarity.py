@@ -13,9 +13,9 @@ from typing import Any
 
 from runner.checks.result_shapes import ShapeContext, closed
 from runner.engine.context import StepContext
+from runner.engine.services import CallRequest
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
-from runner.llm.service import CallRequest
 from runner.text.similarity import EMBEDDING_METRICS, cosine, similarity
 from runner.yamlpos import Path as DataPath
 
