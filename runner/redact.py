@@ -132,6 +132,14 @@ def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterab
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
     if "=" in text or ":" in text:
         text = _ASSIGNED.sub(_hide_assigned, text)
+    return hide_secrets(text, environment, secrets)
+
+
+def hide_secrets(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret runner knows (named, remembered, the environment's) hidden, by
+    value only: for what a model wrote or was sent (answers, prompts), which the structural
+    rules would rewrite (`{"reason": "it sets API_KEY = \"sk-test\""}` must stay valid JSON,
+    and `primary key = user_id` the words it was)."""
     known = _remembered | (environment_secrets() if environment is None else environment) | set(secrets)
     for secret in sorted(known, key=len, reverse=True):
         if secret in text:

@@ -56,8 +56,9 @@ class RunCalls:
 
     writer: Writer
     observer: Observer
-    redact: Callable[[str], str]
+    redact: Callable[[str], str]                  # a message runner made (an error)
     endpoint: Callable[[ModelSpec], str]          # a model's endpoint as calls.jsonl names it
+    hide_secrets: Callable[[str], str]            # what was sent (the prompt): known secrets by value only
 
     def record(self, made: Made) -> None:
         ask, reply = made.ask, made.reply
@@ -79,7 +80,7 @@ class RunCalls:
     def _redacted(self, value: Any) -> Any:
         """Every text in `value` (messages: contents, parts) without the run's secrets."""
         if isinstance(value, str):
-            return self.redact(value)
+            return self.hide_secrets(value)
         if isinstance(value, list):
             return [self._redacted(inner) for inner in value]
         if isinstance(value, dict):

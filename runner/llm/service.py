@@ -32,7 +32,7 @@ from runner.llm.request import Ask, CallRequest, Failed, Layer, Recorder, Reply,
 from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally
 from runner.llm.writer import CallLines, Writer
-from runner.redact import environment_secrets, is_secret, named_secrets
+from runner.redact import environment_secrets, hide_secrets, is_secret, named_secrets
 from runner.redact import redact as redact_text
 from runner.runs.folders import CALLS_FILE
 from runner.runs.request import RunOptions
@@ -70,7 +70,7 @@ class Sending:
             raise Failed(service.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}"),
                          attempts=exc.attempts) from None
         if completion.text:
-            completion.text = service.redact(clean_text(completion.text))     # a model may echo a key it saw
+            completion.text = service.hide_secrets(clean_text(completion.text))   # a model may echo a key it saw
         reply = Reply(completion, ask.key, attempts=completion.attempts)
         problem = completion.problem(spec.name, ask.sampling.get("max_tokens"))
         if problem:
@@ -105,7 +105,8 @@ class LLMService:
         self._batches: BatchCollector | None = None
         # The layers, innermost first: each takes a request (an Ask) to the one below.
         self.log = CallLog(Parse(transport or Sending(self)),
-                           recorder or RunCalls(self._writer, observer, self.redact, self.endpoint))
+                           recorder or RunCalls(self._writer, observer, self.redact, self.endpoint,
+                                                               self.hide_secrets))
         self.known = KnownFailures(self.log, options.failed_calls)
         self.cached = Cache(self.known, lambda: self.cache, answers, options.no_cache, options.no_cache_as,
                             self._made_by, self.redact)
@@ -147,6 +148,10 @@ class LLMService:
 
     def redact(self, text: str) -> str:
         return redact_text(text, self._environment, self._secrets())
+
+    def hide_secrets(self, text: str) -> str:
+        """What a model wrote or was sent, its known secrets hidden by value (runner.redact.hide_secrets)."""
+        return hide_secrets(text, self._environment, self._secrets())
 
     def endpoint(self, spec: ModelSpec) -> str:
         """A model's endpoint as calls.jsonl and the summary name it."""

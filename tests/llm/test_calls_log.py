@@ -104,3 +104,20 @@ def test_runner_calls_prints_a_runs_calls_as_text(project, env, cli):
     assert "=== PROMPT ===" not in cli("calls", str(group), "--model", "other").output
     missing = cli("calls", str(project.root / "nowhere"))
     assert missing.exit_code == 2 and "no such run folder" in missing.output
+
+
+def test_what_a_model_wrote_or_was_sent_loses_only_known_secrets(project, env, monkeypatch):
+    """Review finding: the structural redaction (`NAME = value`) rewrote answers and prompts: a JSON
+    string holding `API_KEY = \\"sk-test\\"` became invalid, `primary key = user_id` lost its words.
+    What a model wrote or was sent hides known secrets by value only."""
+    secret = "sk-known-secret-value-42"
+    monkeypatch.setenv("FAKE_KEY", secret)
+    reason = f'The diff sets API_KEY = "sk-test" in config.py; primary key = user_id; it echoes {secret}'
+    env.answer_json({"verdict": "no", "reason": reason})
+    path = llm_pipeline(project, api_key='api_key: "{{ env.FAKE_KEY }}"')
+    project.prompt("ask.j2", "Question {{ item.q }}: hash key: 'deadbeef1234', password = x1y2z3w4v5\n")
+    outcome = run(path, write_json(project.root / "in.json", [{"q": "1"}]))
+    assert outcome.results[0]["verdict"] == "no" and "error" not in outcome.results[0]
+    [call] = calls_of(project.root / "out")
+    assert json.loads(call["answer"])["reason"] == reason.replace(secret, "***")
+    assert call["messages"][0]["content"] == "Question 1: hash key: 'deadbeef1234', password = x1y2z3w4v5\n"
