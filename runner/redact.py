@@ -114,6 +114,13 @@ def remember_url(url: object) -> None:
     _remembered.update(url_secrets(url) | assigned_secrets(str(url)))
 
 
+def remember(secret: str) -> None:
+    """Hide this secret from every later message (a DSN's password as its driver read it: a
+    bare libpq value runs to the next space, `#`, `;` and `,` included)."""
+    if is_secret(secret):
+        _remembered.add(secret)
+
+
 def environment_secrets() -> frozenset[str]:
     """The credentials of the URLs the environment holds now (the values of its secret names
     are hidden by the callers that read them: `named_secrets` of a run's env)."""
@@ -128,11 +135,12 @@ def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterab
     """`text` without credentials. `environment`: the environment's secrets read once
     (environment_secrets) by a caller that redacts every call of a run, rather than
     os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
+    text = hide_secrets(text, environment, secrets)     # first: a known secret is hidden whole, whatever it holds
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
     if "=" in text or ":" in text:
         text = _ASSIGNED.sub(_hide_assigned, text)
-    return hide_secrets(text, environment, secrets)
+    return text
 
 
 def hide_secrets(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:

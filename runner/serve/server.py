@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import InputError
-from runner.redact import redact
 from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
-from runner.stores.result_store import is_postgres
+from runner.stores.result_store import is_postgres, shown_url
 from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 
@@ -96,7 +95,7 @@ def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
     os.chdir(settings.root)
     app = create_app(settings, folder, options.db, limits, options.overrides)
     shown = f"[{options.host}]" if ":" in options.host else options.host
-    store = redact(options.db) if options.db else str(settings.root / DEFAULT_DB)
+    store = shown_url(options.db) if options.db else str(settings.root / DEFAULT_DB)
     say(f"runner serve: http://{shown}:{options.port}/ (the pipelines in {folder}; results in {store}; "
         f"docs at /docs; Ctrl-C stops)")
     uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",

@@ -9,6 +9,7 @@ reached raises StoreUnavailable, which the server answers with 503, never a cras
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.fileio import dumps
+from runner.redact import redact, remember, remember_url
 
 TABLE = "runner_results"
 SCHEMA = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -37,6 +39,17 @@ def is_postgres(url: str) -> bool:
     """A PostgreSQL connection string: a postgresql:// URL or libpq's `keyword=value ...` form
     (never an SQLite file named after it: `./a=b.sqlite` names such a file)."""
     return url.startswith(POSTGRES_SCHEMES) or bool(_LIBPQ_KEYWORDS.match(url))
+
+
+def shown_url(url: str) -> str:
+    """The store's URL as a message may show it: a PostgreSQL password remembered as libpq reads
+    it (a bare value runs to the next space, `#`, `;` and `,` included) and hidden everywhere."""
+    if is_postgres(url):
+        remember_url(url)
+        with contextlib.suppress(Exception):          # a DSN libpq cannot read fails where it is opened
+            from psycopg.conninfo import conninfo_to_dict
+            remember(str(conninfo_to_dict(url).get("password") or ""))
+    return redact(url)
 
 
 class StoreUnavailable(RunnerError):

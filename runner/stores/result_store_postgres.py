@@ -9,8 +9,8 @@ import contextlib
 import threading
 from typing import Any
 
-from runner.redact import redact, remember_url
-from runner.stores.result_store import SCHEMA, ResultStore, StoreUnavailable
+from runner.redact import redact
+from runner.stores.result_store import SCHEMA, ResultStore, StoreUnavailable, shown_url
 
 CONNECT_TIMEOUT = 5        # seconds to reach the server before a request is answered 503
 
@@ -20,8 +20,7 @@ class PostgresResultStore(ResultStore):
 
     def __init__(self, dsn: str):
         self._dsn = dsn
-        remember_url(dsn)            # its password, hidden wherever a message quotes it
-        self.url = redact(dsn)
+        self.url = shown_url(dsn)            # its password remembered: hidden wherever a message quotes it
         self._lock = threading.Lock()
         self._conn: Any = None
         self._ready = False

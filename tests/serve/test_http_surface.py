@@ -44,11 +44,14 @@ def test_issue61_one_redaction_hides_query_credentials_and_keeps_ordinary_words(
     assert MIN_SECRET == 8
 
 
-def test_a_libpq_keyword_dsn_is_postgresql_and_never_an_sqlite_file(served_project, cli, monkeypatch):
+@pytest.mark.parametrize("password", [PASSWORD, "Zx9#kq,Lm;T7"], ids=["quoted", "bare with punctuation"])
+def test_a_libpq_keyword_dsn_is_postgresql_and_never_an_sqlite_file(served_project, cli, monkeypatch, password):
     """Finding: `--db "host=... password=..."` (libpq's keyword/value form) was opened as an SQLite
     file named after the string, password included. It is PostgreSQL (here unreachable: 503),
-    its password hidden, quoted or not, and no file appears."""
-    dsn = f"host=127.0.0.1 port=1 dbname=v user=judge password='{PASSWORD}' connect_timeout=1"
+    its password hidden, quoted or bare (a bare libpq value runs to the next space, `#`, `,` and
+    `;` included: the review found all but `Zx9` shown), and no file appears."""
+    quoted = f"'{password}'" if password == PASSWORD else password
+    dsn = f"host=127.0.0.1 port=1 dbname=v user=judge password={quoted} connect_timeout=1"
     monkeypatch.setattr("uvicorn.Server.run", lambda self: None)
     started = cli("serve", "pipelines", "--port", str(free_port()), "--db", dsn)
     assert started.exit_code == 0 and "results in host=127.0.0.1 port=1 dbname=v" in started.stderr, started.output
@@ -57,8 +60,8 @@ def test_a_libpq_keyword_dsn_is_postgresql_and_never_an_sqlite_file(served_proje
         judged = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")})
     assert health.status_code == 503 and judged.status_code == 503, judged.text
     for text in (started.output, health.text, judged.text):
-        assert PASSWORD not in text, text
-    made = [path.name for path in served_project.root.rglob("*") if "dbname" in path.name or PASSWORD in path.name]
+        assert password not in text and "kq,Lm" not in text, text
+    made = [path.name for path in served_project.root.rglob("*") if "dbname" in path.name or password in path.name]
     assert made == []
 
 
@@ -74,8 +77,9 @@ def test_redaction_sees_quoted_and_capitalised_secret_names():
     """One list of secret words and one minimum: a name in any case, a value quoted or bare,
     `=` or `:`; usage placeholders (`KEY=VALUE`) and short words after `:` stay."""
     from runner.redact import redact, remember_url
-    said = redact(f"host=db password='{PASSWORD}' PASSWORD={PASSWORD}x Api_Key: sk-{PASSWORD} "
-                  f"password = \"{PASSWORD}y\" Authorization: Bearer {PASSWORD}z", frozenset())
+    fresh = "n0t-remembered-elsewhere"       # a value no other test's DSN made runner remember
+    said = redact(f"host=db password='{fresh}' PASSWORD={fresh}x Api_Key: sk-{fresh} "
+                  f"password = \"{fresh}y\" Authorization: Bearer {fresh}z", frozenset())
     assert said == "host=db password=*** PASSWORD=*** Api_Key: *** password = *** Authorization: Bearer ***", said
     for kept in ("--set KEY=VALUE", "--grid KEY=V1,V2", "unexpected token: 'end'", "max_tokens=512",
                  '{"answer_key": "B-12345678"}'):       # JSON (a model's answer) stays JSON
