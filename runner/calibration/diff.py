@@ -250,9 +250,18 @@ def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
             fell.append(f"{name} became n/a ({new.get('reason') or 'not computed'}; it was {_rate(old)})")
         elif before - after > max_drop:
             fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({_over(old)} -> {_over(new)})")
-        elif unclean(new) > unclean(old):
+        elif _unclean_rose(old, new):
             fell.append(f"{name} left out, or counted errored, more items: {_rate(old)} -> {_rate(new)}")
     return fell
+
+
+def _unclean_rose(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """More items left out of the rate, or counted in it errored, than before; a baseline
+    written before rates counted their errored items (no `errored_counted`) is compared on
+    what it said, the items it left out."""
+    if "errored_counted" not in old:
+        return int(new.get("left_out") or 0) > int(old.get("left_out") or 0)
+    return unclean(new) > unclean(old)
 
 
 MARKDOWN_ITEMS = 50          # items listed in a markdown diff; the rest are counted

@@ -133,3 +133,20 @@ def test_62_2_fail_under_kappa_fails_closed_saying_why_kappa_is_undefined(judge,
     assert gated.exit_code == 1
     assert ("kappa is n/a (undefined: the labels and the verdicts are each all one and the same class; over 5 of 5 "
             "label(s)): --fail-under-kappa 0.5 has nothing to check") in gated.stderr
+
+
+def test_62_2_a_baseline_written_before_errored_counted_is_no_drop(judge, cli):
+    """Review finding: a baseline summary.json from before rates counted their errored items reads
+    as 0 errored, so `diff --max-drop` failed on an unchanged rate the first time after an upgrade."""
+    yaml = judge.root / "pipelines" / "qa.yaml"
+    yaml.write_text(yaml.read_text().replace("result.verdict == 'PASS'",
+                                             "result.verdict is not defined or result.verdict != 'FAIL'"))
+    run_qa(cli, "before")
+    run_qa(cli, "after")
+    summary_file = judge.root / "before" / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    summary["rates"]["pass_rate"].pop("errored_counted")              # as the earlier version wrote it
+    summary_file.write_text(json.dumps(summary))
+    same = cli("diff", "before", "after", "--max-drop", "0.02")
+    assert same.exit_code == 0, same.output
+    assert "pass_rate: 0.75 (6/8) -> 0.75 (6/8, 1 of them errored)" in same.stdout
