@@ -42,6 +42,10 @@ class LLM(Protocol):
         """`text` without the credentials the run's models use."""
         ...
 
+    def hide_secrets(self, text: str) -> str:
+        """What a model wrote or was sent, its known secrets hidden by value only."""
+        ...
+
     def settle(self, item: object) -> tuple[bool, str]:
         """A finished item: whether its LLM work got no usable answer, and why."""
         ...

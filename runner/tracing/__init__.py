@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.run_warnings import add_warning
-from runner.redact import named_secrets, remember_url
-from runner.redact import redact as redact_text
+from runner.redact import hide_secrets, named_secrets, remember_url
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime
@@ -44,10 +43,12 @@ def make_observer(runtime: Runtime) -> Observer:
 
     warn = functools.partial(add_warning, runtime)
 
-    def redact(text: str) -> str:     # what calls.jsonl hides, without starting an LLM service
+    def redact(text: str) -> str:
+        """What calls.jsonl hides, without starting an LLM service: a trace holds prompts and
+        answers, which lose known secrets by value only (runner.redact.hide_secrets)."""
         if runtime.llm_used:
-            return str(runtime.llm.redact(text))
-        return redact_text(text, secrets=named_secrets(runtime.env))
+            return str(runtime.llm.hide_secrets(text))
+        return hide_secrets(text, secrets=named_secrets(runtime.env))
 
     pipeline = runtime.pipeline
     config = pipeline.tracing or {}
