@@ -107,21 +107,16 @@ class Originals:
 
     def add(self, result: dict[str, Any] | None) -> None:
         self.items += 1
-        rates = [(name, self.counted.setdefault(name, RateCount())) for name in self.rates]
-        if result is None:                                   # never run
-            self.errors += 1
-            self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
-            for _, count in rates:
+        errored = result is None or bool(result.get("error"))           # None: never run
+        verdict = "ERROR" if result is None or errored else str(lookup(result, self.verdict_field))
+        self.errors += errored
+        self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        for name in self.rates:
+            count = self.counted.setdefault(name, RateCount())
+            if result is None:
                 count.leave_out(ERRORED)
-            return
-        if result.get("error"):
-            self.errors += 1
-            self.counts["ERROR"] = self.counts.get("ERROR", 0) + 1
-        else:
-            verdict = str(lookup(result, self.verdict_field))
-            self.counts[verdict] = self.counts.get(verdict, 0) + 1
-        for name, count in rates:
-            count.count(result, functools.partial(self.rates[name], result), TEMPLATE_FAILURES)
+            else:
+                count.count(result, functools.partial(self.rates[name], result), TEMPLATE_FAILURES)
 
     def view(self) -> dict[str, Any]:
         rates = {name: (self.counted.get(name) or RateCount()).entry(self.items) for name in self.rates}
