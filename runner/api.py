@@ -30,7 +30,7 @@ from runner.llm.cache.store import open_caches
 from runner.outputs.report_html import render_html
 from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
-from runner.outputs.summary import ASSESSMENT_KEY, ErrorCount, SummaryTally
+from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
@@ -61,9 +61,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     if source.records:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        spec, path = pipeline.input, _input_file(source)
-        adapter, explode = pipeline.adapter, spec.get("explode")
-        options = spec.get("with") or {}
+        path, explode = _input_file(source), pipeline.input.explode
+        adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
         records = iter_records(adapter, path, options)       # an unusable input fails here
@@ -310,7 +309,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
     passed = _pass_check(runtime, rule)
     # One pass for the summary's counts and the report's rows (each a parse of every result):
     # an item passes as the summary's reading of the rate that is the pass rule said.
-    tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.get("report_columns"), spec.get("count_by"))
+    tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.report_columns, spec.count_by)
     for result in results:
         said = tally.add(result)
         chosen.add(result, None if rule is None else said[rule.name] if rule.name in said else passed(result))
@@ -327,15 +326,14 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
                            "stored": runtime.memo.stored}
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
-    view = view_of(summary, chosen, spec.get("assessment_key", ASSESSMENT_KEY), out / CALLS_FILE,
-                   reason_field=spec.get("reason_field"))
+    view = view_of(summary, chosen, spec.assessment_key, out / CALLS_FILE, reason_field=spec.reason_field)
     atomic_write(out / "report.md", render_report(view))
     atomic_write(out / "report.html", render_html(view))
     if outcome.formats:
         from runner.outputs.exports import write_exports  # csv and xml only for --format
         described = rule.describe() if rule else "no error"
-        write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.get("count_by"),
-                      lambda r: item_label(r, spec.get("report_columns")), csv_raw=runtime.options.csv_raw)
+        write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.count_by,
+                      lambda r: item_label(r, spec.report_columns), csv_raw=runtime.options.csv_raw)
 
 
 def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, Any]], bool]:

@@ -133,7 +133,7 @@ class Case:
         """The input as JSON records (what /judge and a JSON lines upload send): read by the
         pipeline's own input adapter with its options (a CSV's rows with their declared types)."""
         spec = load_pipeline(root / "pipelines" / f"{self.pipeline}.yaml").input
-        records = iter_records(spec.get("adapter", "json"), root / self.input, spec.get("with") or {})
+        records = iter_records(spec.adapter, root / self.input, spec.options)
         return [record.value for record in records]
 
 

@@ -84,7 +84,7 @@ class Aligner:
     def __init__(self, request: AlignRequest):
         self.request = request
         self.pipeline = load_pipeline(request.pipeline)
-        self.predicted = predicted_field(_spec(request), self.pipeline.summary)
+        self.predicted = predicted_field(_spec(request), self.pipeline.summary.count_by)
         self.judge = judging.find_judge(self.pipeline, self.predicted)
         self.rows = read_labels(request.labels, self.pipeline.name)
         json_out = request.out or Path("reports") / self.pipeline.name / "align"

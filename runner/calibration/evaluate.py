@@ -102,8 +102,9 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     return report, run.folder
 
 
-def predicted_field(spec: EvalSpec, summary: dict[str, Any]) -> str:
-    chosen = spec.predicted or summary.get("count_by")
+def predicted_field(spec: EvalSpec, count_by: str | None) -> str:
+    """--predicted, else the field the pipeline's summary counts by."""
+    chosen = spec.predicted or count_by
     if not chosen:
         raise InputError("no --predicted FIELD, and the pipeline's summary has no count_by to default to")
     return str(chosen)
@@ -113,7 +114,7 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
              rows: list[LabelRow] | None = None, detail: bool = True) -> dict[str, Any]:
     """The eval report; `detail=False` (a sweep's many settings) keeps only the headline
     scores: no interval, per-class table or jurors."""
-    predicted = predicted_field(spec, summary)
+    predicted = predicted_field(spec, summary.get("count_by"))
     rows = read_labels(spec.labels, summary.get("pipeline")) if rows is None else rows
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
     truth = [value_text(p.truth) for p in joined.pairs]

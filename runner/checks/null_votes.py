@@ -62,7 +62,7 @@ def _expressions(pipeline: Pipeline) -> Iterator[tuple[DataPath, str]]:
         yield from _strings(step.condition, (*step.path, "if"))
         yield from _strings(step.args, (*step.path, "with"))
     yield from _strings(pipeline.output, ("output",))
-    yield from _strings(pipeline.summary, ("summary",))
+    yield from _strings(pipeline.located.data.get("summary"), ("summary",))
 
 
 def _strings(value: Any, path: DataPath) -> Iterator[tuple[DataPath, str]]:

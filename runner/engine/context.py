@@ -104,7 +104,7 @@ class Runtime:
                       role or RunRole())
         if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
             from runner.stores.memo import MemoStore, store_path
-            store = runtime.renderer.value(pipeline.memo.get("store"), {"params": pipeline.params, "env": env})
+            store = runtime.renderer.value(pipeline.memo.store, {"params": pipeline.params, "env": env})
             runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
         return runtime
 
@@ -156,10 +156,10 @@ class Runtime:
     def base_scope(self, item: Item) -> dict[str, Any]:
         scope: dict[str, Any] = {"item": item.value, "params": self.params, "env": self.env,
                                  "run": self.run_info, "steps": {}}
-        parent_as = self.pipeline.input.get("parent_as")
+        parent_as = self.pipeline.input.parent_as
         if parent_as:
             scope[parent_as] = item.parent
-        namespaces = self.pipeline.input.get("namespaces")
+        namespaces = self.pipeline.input.namespaces
         if namespaces:
             scope.update(namespace_scope(item.value, namespaces))     # InputError: the item fails
         return scope

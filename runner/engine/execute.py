@@ -135,7 +135,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
     memo, memo_key = runtime.memo, None
     if memo is not None and runtime.pipeline.memo is not None:
         try:
-            memo_key = str(render_at(runtime, runtime.pipeline.memo["key"], ("memo", "key"), scope))
+            memo_key = str(render_at(runtime, runtime.pipeline.memo.key, ("memo", "key"), scope))
             # --no-cache reads no stored result either; what it computes is stored as usual.
             # Reused only when this pipeline made it (params, prompts, schemas, models) from these data files.
             stored = None if runtime.options.no_cache else memo.get(
@@ -230,7 +230,7 @@ def _from_base(base: dict[str, Any]) -> dict[str, Any]:
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
               reads: dict[str, str]) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
-    skip = (runtime.pipeline.memo or {}).get("skip_when")
+    skip = runtime.pipeline.memo.skip_when if runtime.pipeline.memo else None
     try:
         if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
             return
@@ -261,7 +261,7 @@ def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
     """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
     never holds an index or warnings: whatever a store file says, the item keeps its own)."""
     result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
-    for name in (runtime.pipeline.memo or {}).get("refresh") or []:
+    for name in runtime.pipeline.memo.refresh if runtime.pipeline.memo else ():
         result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
     result["memo_hit"] = True
     return clean_value(result)

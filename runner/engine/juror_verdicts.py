@@ -57,7 +57,7 @@ async def _verdict_if(runtime: Runtime, item: Item, scope: dict[str, Any], jury:
                       result: Mapping[str, Any], value: Any, later: tuple[StepSpec, ...],
                       run_steps: RunSteps) -> tuple[Any, str | None]:
     """The verdict with `value` as the jury's vote, or (None, why not)."""
-    verdict_field = runtime.pipeline.summary.get("count_by")
+    verdict_field = runtime.pipeline.summary.count_by
     if not isinstance(verdict_field, str) or verdict_field not in runtime.pipeline.output:
         return None, "the verdict field is not an output field"
     calling = [s.id for s in later if s.uses not in PURE or s.substeps]

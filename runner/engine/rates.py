@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.pipeline.model import SummarySpec
+
 ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
 UNDEFINED = "undefined"           # undefined on an item without an error
 
@@ -36,21 +38,17 @@ class PassRule:
     expression: str
 
     @classmethod
-    def of(cls, summary: Mapping[str, Any] | None) -> PassRule | None:
+    def of(cls, summary: SummarySpec) -> PassRule | None:
         """The rule of a pipeline's `summary:` section (or run.json's copy of it); None when none."""
-        if not isinstance(summary, Mapping):
-            return None
-        declared = summary.get("pass_when")
-        if declared:
-            return cls("pass_when", str(declared))
+        if summary.pass_when:
+            return cls("pass_when", str(summary.pass_when))
         return cls.first_rate(summary)
 
     @classmethod
-    def first_rate(cls, summary: Mapping[str, Any] | None) -> PassRule | None:
+    def first_rate(cls, summary: SummarySpec) -> PassRule | None:
         """The first summary rate: what `--fail-under` gates on."""
-        rates = summary.get("rates") if isinstance(summary, Mapping) else None
-        for name, expression in (rates.items() if isinstance(rates, Mapping) else []):
-            return cls(str(name), str(expression))
+        for name, expression in summary.rates.items():
+            return cls(name, expression)
         return None
 
     @property

@@ -123,7 +123,7 @@ def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Ite
 def _item_names(pipeline: Pipeline, item: Item) -> dict[str, Any]:
     """What the filter reads of an item: `item` (and its input's namespaces; a record not of
     their shape fails the filter, as a missing field does)."""
-    namespaces = pipeline.input.get("namespaces")
+    namespaces = pipeline.input.namespaces
     try:
         return {"item": item.value, **(namespace_scope(item.value, namespaces) if namespaces else {})}
     except InputError as exc:

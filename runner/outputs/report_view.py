@@ -23,7 +23,7 @@ from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, RowPicker, RunScope, index_of
-from runner.outputs.summary import ASSESSMENT_KEY
+from runner.pipeline.model import ASSESSMENT_KEY
 
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")

@@ -15,7 +15,6 @@ from runner.errors import TemplateError
 KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
 OTHER_ERRORS = "(other errors)"
-ASSESSMENT_KEY = "assessment"       # the assessment text's key, unless `summary.assessment_key` names another
 
 
 class ErrorCount:
@@ -63,9 +62,9 @@ class SummaryTally:
         spec = runtime.pipeline.summary
         self.runtime = runtime
         self.errors = errors
-        self.field = spec.get("count_by")
+        self.field = spec.count_by
         self.base = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
-        self.rates = dict(spec.get("rates") or {})
+        self.rates = dict(spec.rates)
         self.counts = {name: RateCount() for name in self.rates}
         self.counter: Counter[str] = Counter()
         self.total = 0
@@ -110,16 +109,16 @@ class SummaryTally:
                     problems.append(self.counts[name].undefined_because)
         if entries:
             summary["rates"] = entries
-        for name, expression in (spec.get("fields") or {}).items():
+        for name, expression in spec.fields.items():
             try:
                 summary[name] = render_at(runtime, expression, ("summary", "fields", name), {**scope, **summary})
             except TemplateError as exc:
                 problems.append(str(exc))
-        for number, rule in enumerate(spec.get("assessment") or []):
+        for number, rule in enumerate(spec.assessment):
             where = ("summary", "assessment", number)
             try:
                 if "when" not in rule or condition_at(runtime, rule["when"], (*where, "when"), {**scope, **summary}):
-                    summary[spec.get("assessment_key", ASSESSMENT_KEY)] = render_at(
+                    summary[spec.assessment_key] = render_at(
                         runtime, rule["text"], (*where, "text"), {**scope, **summary})
                     break
             except TemplateError as exc:

@@ -21,7 +21,7 @@ from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.examples import example_files, example_problems, with_examples
 from runner.pipeline.extends import expand
 from runner.pipeline.files import read_located
-from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline, StepSpec
+from runner.pipeline.model import InputSpec, MemoSpec, Pipeline, StepSpec, SummarySpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
@@ -85,11 +85,12 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
                                           tuple(data.get("env", [])), load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=env_names, input=data.get("input", {"adapter": DEFAULT_ADAPTER}),
+        env_names=env_names, input=InputSpec.of(data.get("input")),
         params=data.get("params", {}), models=models,
         steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
         output=data.get("output", {}),
-        output_base=data.get("output_base"), summary=data.get("summary", {}), memo=data.get("memo"),
+        output_base=data.get("output_base"), summary=SummarySpec.of(data.get("summary")),
+        memo=MemoSpec.of(data.get("memo")),
         concurrency=data.get("concurrency"),
         located=located, tracing=data.get("tracing"), sources=tuple(sources),
         plugins=plugin_specs(data, project_dir), probes=probes_of(data), parts=parts)

@@ -66,7 +66,7 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
 def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None,
             source: ItemSource) -> dict[str, Any]:
     pipeline = outcome.pipeline
-    verdict_field = str(pipeline.summary["count_by"])          # the loader refuses probes without it
+    verdict_field = str(pipeline.summary.count_by)          # the loader refuses probes without it
     planned = plan(load_items(pipeline, originals), probes, items)
     first = Originals(verdict_field, _rate_checks(pipeline))
     tallies, count, jurors = measure(planned, results_in_order(outcome.out_dir), verdict_field, _passes(pipeline),
@@ -93,7 +93,7 @@ def _rate_checks(pipeline: Pipeline) -> dict[str, Callable[[dict[str, Any]], boo
     env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
     scope = {"params": pipeline.params, "env": env, "run": {}}
     return {str(name): functools.partial(_holds, renderer, str(expression), scope)
-            for name, expression in (pipeline.summary.get("rates") or {}).items()}
+            for name, expression in pipeline.summary.rates.items()}
 
 
 def _holds(renderer: Renderer, expression: str, scope: dict[str, Any], result: dict[str, Any]) -> bool:

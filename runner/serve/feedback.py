@@ -31,7 +31,7 @@ def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: boo
     """Save the review (one per user and item: a second replaces the first), then log it on
     the result's MLflow trace; what was done, and why MLflow was not told when it was not."""
     result = stored.result
-    field = served.pipeline.summary.get("count_by")
+    field = served.pipeline.summary.count_by
     judged = result.get(field) if field else None
     trace = result.get("mlflow_trace_id")
     try:

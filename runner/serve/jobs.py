@@ -272,7 +272,7 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
     adapter = input_format(pipeline, path)
     if adapter != "csv":
         return
-    options = pipeline.input.get("with") or {} if pipeline.adapter == "csv" else {}
+    options = pipeline.input.options if pipeline.adapter == "csv" else {}
     try:
         records = iter_records(adapter, path, options)
     except InputError as exc:

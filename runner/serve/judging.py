@@ -182,7 +182,7 @@ class Judging:
 
     async def judge(self, variant: Variant, records: Iterable[Any]) -> list[Answer]:
         """Each item of these records (exploded as the pipeline says), from the store or judged."""
-        items = list(iter_items((Record(value) for value in records), variant.pipeline.input.get("explode")))
+        items = list(iter_items((Record(value) for value in records), variant.pipeline.input.explode))
         if len(items) > self.settings.max_items:
             raise ApiError(413, f"{len(items)} items in one request: at most {self.settings.max_items} "
                                 "(send a job for more)")

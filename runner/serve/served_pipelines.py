@@ -170,8 +170,8 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
     record's (`parent_as`) and the list each item is one element of; with `namespaces`, each
     namespace's."""
     spec = pipeline.input
-    namespaces = list(spec.get("namespaces") or [])
-    names: dict[str, set[str]] = {"item": set(), spec.get("parent_as") or "": set(), **{n: set() for n in namespaces}}
+    namespaces, parent = spec.namespaces, spec.parent_as or ""
+    names: dict[str, set[str]] = {"item": set(), parent: set(), **{n: set() for n in namespaces}}
     for text in _template_texts(pipeline):
         for bare in (False, True):
             try:
@@ -184,9 +184,9 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
     described: dict[str, Any] = {"adapter": pipeline.adapter}
     if namespaces:          # a record is a mapping of these names (e.g. an OpenAI Evals row's item and sample)
         described["namespaces"] = {name: sorted(names[name]) for name in namespaces}
-    elif spec.get("explode"):
-        described["explode"] = spec["explode"]
-        described["record_fields"] = sorted({*names.get(spec.get("parent_as") or "", set()), spec["explode"]})
+    elif spec.explode:
+        described["explode"] = spec.explode
+        described["record_fields"] = sorted({*names.get(parent, set()), spec.explode})
         described["item_fields"] = sorted(names["item"])
     else:
         described["fields"] = sorted(names["item"])

@@ -27,11 +27,11 @@ def backend_of(runtime: Runtime) -> str:
     return str(runtime.options.trace or config.get("backend") or "none")
 
 
-def assessment_fields(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+def assessment_fields(config: dict[str, Any], count_by: str | None) -> list[str]:
     """The result fields logged as assessments: `tracing.assessments`, else `summary.count_by`."""
     if config.get("assessments") is not None:
         return list(config["assessments"])
-    return [summary["count_by"]] if summary.get("count_by") else []
+    return [count_by] if count_by else []
 
 
 def make_observer(runtime: Runtime) -> Observer:
@@ -62,7 +62,7 @@ def make_observer(runtime: Runtime) -> Observer:
         return NULL_OBSERVER
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
     experiment = str(render_at(runtime, config.get("experiment") or pipeline.name, ("tracing", "experiment"), scope))
-    tracer = MlflowTracer(uri, experiment, assessment_fields(config, pipeline.summary), config.get("rationale"),
-                          pipeline.name, redact=redact, warn=warn)
+    fields = assessment_fields(config, pipeline.summary.count_by)
+    tracer = MlflowTracer(uri, experiment, fields, config.get("rationale"), pipeline.name, redact=redact, warn=warn)
     runtime.summary_sections["tracing"] = lambda _runtime: tracer.section()
     return tracer

@@ -19,6 +19,7 @@ from runner.engine.rates import PassRule, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.outputs.report_view import item_label, lookup
+from runner.pipeline.model import SummarySpec
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
 from runner.runs.manifest import MANIFEST, read_manifest
@@ -197,7 +198,7 @@ def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | Non
     """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
     as report.html colours it: None when the rule cannot be read here (a rule on env values,
     which run.json does not keep); no check at all when the pipeline has no rule."""
-    rule = PassRule.of(entry.resolved.get("summary"))
+    rule = PassRule.of(SummarySpec.of(entry.resolved.get("summary")))
     if rule is None:
         return None
     renderer = Renderer(read_only=True)
