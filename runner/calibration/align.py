@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from runner.calibration import metrics
+from runner.calibration.align_judge import SPLITS, Split, parse_ratios, split_items
 from runner.calibration.align_search import AGREEMENT, Aligner, AlignRequest, Candidate
-from runner.calibration.align_split import SPLITS, Split, parse_ratios, split_items
 from runner.calibration.eval_report import markdown_to_html, table
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps

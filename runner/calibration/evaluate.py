@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from runner.calibration import metrics
-from runner.calibration.independence import error_correlation, stability_accuracy
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.engine.health import run_failure
 from runner.errors import InputError
@@ -277,7 +276,7 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
             entry["cost"] = usage.get("cost")
         out["models"][name] = entry
     if len(seats) > 1:
-        out["independence"] = error_correlation(rows)
+        out["independence"] = metrics.error_correlation(rows)
     return out
 
 
@@ -292,7 +291,7 @@ def stability_of(pairs: list[Pair], field: str | None) -> dict[str, Any] | None:
     rows = [(value_text(pair.truth), value_text(pair.predicted), lookup(pair.result, field)) for pair in pairs]
     if all(not isinstance(stability, (int, float)) for _, _, stability in rows):
         raise InputError(f"--stability-field {field}: no result has a number there")
-    return stability_accuracy(rows, field)
+    return metrics.stability_accuracy(rows, field)
 
 
 def _stability_paths(result: dict[str, Any]) -> list[str]:
