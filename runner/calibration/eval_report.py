@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,14 +251,20 @@ def sweep_plots(report: dict[str, Any]) -> list[str]:
     return charts
 
 
-def sweep_html(report: dict[str, Any]) -> str:
-    """One page in report.html's style: the table, then one chart per swept key."""
-    charts = "".join(f'<figure class="chart">{chart}</figure>' for chart in sweep_plots(report))
-    title = html.escape(f"sweep of {report['pipeline']}")
+def html_page(title: str, markdown: str, charts: Sequence[str] = (), heading: str = "") -> str:
+    """A page in report.html's style: `markdown` as HTML, then the charts under `heading`. It is
+    self-contained: inline style and SVG, no script, nothing fetched (not even a favicon)."""
+    figures = "".join(f'<figure class="chart">{chart}</figure>' for chart in charts)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
-            f'{markdown_to_html(sweep_markdown(report))}\n<div class="charts">{charts}</div>\n</main></body></html>\n')
+            '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
+            f"<title>{html.escape(title)}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
+            f"{markdown_to_html(markdown)}\n{heading}" + (f'<div class="charts">{figures}</div>\n' if charts else "")
+            + "</main></body></html>\n")
+
+
+def sweep_html(report: dict[str, Any]) -> str:
+    """One page: the table, then one chart per swept key."""
+    return html_page(f"sweep of {report['pipeline']}", sweep_markdown(report), sweep_plots(report))
 
 
 def write_eval(folder: Path, report: dict[str, Any]) -> None:
