@@ -51,18 +51,17 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     suffix = path.suffix.lower()
-    if suffix == ".jsonl" or suffix not in (".csv", ".json"):
-        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
-    else:
-        if suffix == ".csv":
-            return _csv_labels(path)
-        text = read_text(path)
-        data = parse_json(text, str(path))
+    if suffix == ".csv":
+        return _csv_labels(path)
+    if suffix == ".json":
+        data = parse_json(read_text(path), str(path))
         if isinstance(data, dict):
             data = data.get("labels", data.get("items"))
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a list of objects (or an object with a 'labels' list)")
         rows = [LabelRow(n + 1, r) for n, r in enumerate(data)]
+    else:
+        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
@@ -137,7 +136,6 @@ def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: st
     by_key: dict[str, dict[str, Any]] = {}      # labelled keys only: the first result of each
     first_index: dict[str, int] = {}
     repeats: dict[str, list[int]] = {}
-    joined.results = 0
     for result in results:
         joined.results += 1
         k = key_text(lookup(result, key))

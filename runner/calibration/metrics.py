@@ -119,10 +119,6 @@ def interval(truth: Sequence[Any], predicted: Sequence[Any], metric: str = "kapp
     return None if low is None or high is None else [low, high]
 
 
-def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any]) -> list[float] | None:
-    return interval(truth, predicted, "kappa")
-
-
 def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequence[Any],
                       metric: str = "balanced_accuracy", seed: int = 0) -> dict[str, Any]:
     """`metric` of `after` minus that of `before` on the same items, with a paired percentile
