@@ -1,10 +1,11 @@
-"""eval.md, sweep.md and the eval section of report.html (with an inline SVG plot)."""
+"""eval.md, the eval section of report.html, sweep.md and sweep.html (with inline SVG line
+charts), and the markdown tables and page shell the other reports (diff, probe, align) use."""
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,9 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
+def table(headers: list[str], rows: list[list[Any]], cell: Callable[[Any], str] = _cell) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
