@@ -80,10 +80,9 @@ class Aligner:
         self.predicted = predicted_field(self.spec, self.pipeline.summary)
         self.judge = judging.find_judge(self.pipeline, self.predicted)
         self.rows = read_labels(request.labels, self.pipeline.name)
-        json_out = request.out or Path("reports") / self.pipeline.name / "align"
-        json_out = json_out if json_out.suffix == ".json" else json_out / "align.json"     # a file, or a folder
-        self.json_path = json_out
-        self.folder = json_out.parent
+        out = request.out or Path("reports") / self.pipeline.name / "align"
+        self.json_path = out if out.suffix == ".json" else out / "align.json"     # a file, or a folder
+        self.folder = self.json_path.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
         self.report: dict[str, Any] = {"pipeline": str(request.pipeline), "input": str(request.input),
                                        "labels": str(request.labels),

@@ -256,11 +256,11 @@ def html_page(title: str, markdown: str, charts: Sequence[str] = (), heading: st
     """A page in report.html's style: `markdown` as HTML, then the charts under `heading`. It is
     self-contained: inline style and SVG, no script, nothing fetched (not even a favicon)."""
     figures = "".join(f'<figure class="chart">{chart}</figure>' for chart in charts)
+    shown = f'{heading}<div class="charts">{figures}</div>\n' if charts else ""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
             f"<title>{html.escape(title)}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
-            f"{markdown_to_html(markdown)}\n{heading}" + (f'<div class="charts">{figures}</div>\n' if charts else "")
-            + "</main></body></html>\n")
+            f"{markdown_to_html(markdown)}\n{shown}</main></body></html>\n")
 
 
 def sweep_html(report: dict[str, Any]) -> str:
