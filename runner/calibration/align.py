@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from runner.calibration import metrics
+from runner.calibration.align_judge import SPLITS, Split, parse_ratios, split_items
 from runner.calibration.align_search import AGREEMENT, Aligner, AlignRequest, Candidate
-from runner.calibration.align_split import SPLITS, Split, parse_ratios, split_items
-from runner.calibration.eval_report import markdown_to_html, table
+from runner.calibration.eval_report import html_page, table
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps
 
@@ -77,8 +77,7 @@ def _probes(aligner: Aligner, best: Candidate, items: int) -> str | None:
         if high is not None and after.get("failure_rate") is not None and after["failure_rate"] > high:
             risen.append(f"{probe}: failure rate {after['failure_rate']} above the baseline's 95% CI "
                          f"{before['failure_ci95']}")
-    aligned_rows = rows["aligned"]
-    aligner.report["probes"] = {"baseline": rows["baseline"], "aligned": aligned_rows, "risen": risen}
+    aligner.report["probes"] = {"baseline": rows["baseline"], "aligned": rows["aligned"], "risen": risen}
     return "probes fail more often on the aligned judge: " + "; ".join(risen) if risen else None
 
 
@@ -121,8 +120,7 @@ def _done(aligner: Aligner, shipped: bool, why: str) -> tuple[dict[str, Any], in
     text = align_markdown(report)
     atomic_write(aligner.json_path, dumps(report) + "\n")
     atomic_write(folder / "align.md", text)
-    atomic_write(folder / "align.html", f"<!doctype html><meta charset=utf-8><title>runner align</title>"
-                                        f"<main>{markdown_to_html(text)}</main>\n")
+    atomic_write(folder / "align.html", html_page("runner align", text))
     return report, 0 if shipped else 1
 
 

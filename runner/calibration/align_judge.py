@@ -1,6 +1,12 @@
-"""What `runner align` may change in a judge: the step whose answer the labels grade, the
-few-shot examples made from labelled disagreements, and instruction lines an optimizer model
-proposes.
+"""What `runner align` works with: the labelled items' split into train, dev and test, the
+step whose answer the labels grade, the few-shot examples made from labelled disagreements,
+and instruction lines an optimizer model proposes.
+
+The split is stratified by label, grouped (a group never straddles two splits) and seeded.
+Each group (the items sharing a `--group-by` value; without one, each item alone) takes the
+label most of its items have. Within each label the groups are shuffled with the seed, then
+each in turn goes to the split furthest below its share of that label's items, so every
+split holds each label in about the asked proportions and the same seed gives the same split.
 
 The judge step is the `llm` or `jury` step (at the top of the pipeline) whose answer schema
 has the field the labels grade: the jury's vote field, else a property named like the
@@ -12,17 +18,75 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
-from runner.calibration.align_split import Labelled
 from runner.calibration.evaluate import value_text
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.pipeline.model import Pipeline, StepSpec
 
+SPLITS = ("train", "dev", "test")
 REASON_FIELDS = ("reason", "rationale", "explanation", "justification")
 MOST_LINES = 3
+
+
+@dataclass(frozen=True)
+class Labelled:
+    key: str
+    truth: str
+    group: str
+    rationale: str | None = None
+
+
+@dataclass
+class Split:
+    train: list[Labelled] = field(default_factory=list)
+    dev: list[Labelled] = field(default_factory=list)
+    test: list[Labelled] = field(default_factory=list)
+
+    def part(self, name: str) -> list[Labelled]:
+        return {"train": self.train, "dev": self.dev, "test": self.test}[name]
+
+    def keys(self, name: str) -> set[str]:
+        return {item.key for item in self.part(name)}
+
+
+def parse_ratios(text: str) -> tuple[float, float, float]:
+    """`60/20/20` as shares of one; train, dev and test each above 0."""
+    parts = text.split("/")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if len(numbers) != 3 or any(n <= 0 for n in numbers):
+        raise InputError(f"--split {text}: expected TRAIN/DEV/TEST, three positive numbers, e.g. --split 60/20/20")
+    total = sum(numbers)
+    return numbers[0] / total, numbers[1] / total, numbers[2] / total
+
+
+def split_items(items: list[Labelled], ratios: tuple[float, float, float], seed: int) -> Split:
+    groups: dict[str, list[Labelled]] = {}
+    for item in items:
+        groups.setdefault(item.group, []).append(item)
+    strata: dict[str, list[str]] = {}
+    for name in sorted(groups):
+        label = sorted(Counter(i.truth for i in groups[name]).most_common(), key=lambda c: (-c[1], c[0]))[0][0]
+        strata.setdefault(label, []).append(name)
+    rng = random.Random(seed)
+    split = Split()
+    for label in sorted(strata):
+        names = strata[label]
+        rng.shuffle(names)
+        total = sum(len(groups[n]) for n in names)
+        held = [0, 0, 0]
+        for name in names:
+            deficits = [ratios[i] * total - held[i] for i in range(3)]
+            chosen = max(range(3), key=lambda i: (deficits[i], -i))
+            held[chosen] += len(groups[name])
+            split.part(SPLITS[chosen]).extend(groups[name])
+    return split
 
 
 @dataclass(frozen=True)
@@ -32,10 +96,6 @@ class Judge:
     reason: str | None
     schema: dict[str, Any]
     blocked: str | None = None          # why no example can be written in its answer schema
-
-    @property
-    def system(self) -> Any:
-        return self.step.args.get("system")
 
 
 def _schema(pipeline: Pipeline, step: StepSpec) -> dict[str, Any] | None:
@@ -169,7 +229,7 @@ def propose_lines(pipeline: Pipeline, model: str, prompt: str, cache_dir: Any) -
 def system_with(judge: Judge, lines: list[str]) -> str:
     """The judge's system prompt with the instruction lines after it (a prompt file included)."""
     added = "\n".join(lines)
-    system = judge.system
+    system = judge.step.args.get("system")
     if not system:
         return added
     if isinstance(system, str) and system.endswith(".j2") and "\n" not in system:

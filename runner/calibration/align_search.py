@@ -1,21 +1,13 @@
-"""`runner align`'s search: the labelled items, their split, each evaluation (one run), and the
-changes tried on dev (runner/calibration/align.py scores the test split and ships).
+"""`runner align`'s search: the labelled items, each evaluation (one run through runner.api's
+run_pipeline over the chosen items, in a run folder under the align folder), and the changes
+tried on dev (runner/calibration/align.py scores the test split and ships).
 
-The labelled items are split into train, dev and test (runner/calibration/align_split.py).
 The pipeline as it is (the baseline) is run on train and dev. Then, cheapest first, each
 change is kept only when it raises agreement on dev: (1) the declared numeric params, swept
 from the cache as `runner sweep` does (its code); (2) few-shot examples made from train items
 where the judge and the label disagree (runner/calibration/align_judge.py); (3) with an
 optimizer model, at most three instruction lines. Agreement is balanced accuracy (the mean
-recall per label: always answering the commonest label does not raise it).
-
-The test split is scored once, at the end, by the baseline and by the aligned judge. The
-aligned judge ships only when the lower bound of the paired bootstrap 95% interval of the
-difference (aligned minus baseline) is above 0, and, where the pipeline has `probes:`, when
-no probe's failure rate rises above the baseline's 95% interval. Then it is written as
-pipelines/NAME.aligned.yaml (a variant that `extends:` the original) with its examples file
-beside it, and checked to validate. Every evaluation is a run through runner.api's
-run_pipeline over the chosen items, in a run folder under the align folder."""
+recall per label: always answering the commonest label does not raise it)."""
 
 from __future__ import annotations
 
@@ -28,9 +20,9 @@ from typing import Any
 from runner.api import ItemSource, load_items, run_pipeline
 from runner.calibration import align_judge as judging
 from runner.calibration import metrics
-from runner.calibration.align_split import Labelled, Split
-from runner.calibration.evaluate import predicted_field, value_text
-from runner.calibration.labels import LabelRow, join_labels, key_text, lookup, read_labels
+from runner.calibration.align_judge import Labelled, Split
+from runner.calibration.evaluate import EvalSpec, predicted_field, value_text
+from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, lookup, read_labels
 from runner.errors import InputError, RunnerError
 from runner.inputs.stream import ItemStream
 from runner.pipeline.loader import load_pipeline
@@ -84,13 +76,13 @@ class Aligner:
     def __init__(self, request: AlignRequest):
         self.request = request
         self.pipeline = load_pipeline(request.pipeline)
-        self.predicted = predicted_field(_spec(request), self.pipeline.summary.count_by)
+        self.spec = EvalSpec(request.labels, request.key, request.truth, request.predicted, kind="categorical")
+        self.predicted = predicted_field(self.spec, self.pipeline.summary.count_by)
         self.judge = judging.find_judge(self.pipeline, self.predicted)
         self.rows = read_labels(request.labels, self.pipeline.name)
-        json_out = request.out or Path("reports") / self.pipeline.name / "align"
-        json_out = json_out if json_out.suffix == ".json" else json_out / "align.json"     # a file, or a folder
-        self.json_path = json_out
-        self.folder = json_out.parent
+        out = request.out or Path("reports") / self.pipeline.name / "align"
+        self.json_path = out if out.suffix == ".json" else out / "align.json"     # a file, or a folder
+        self.folder = self.json_path.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
         self.report: dict[str, Any] = {"pipeline": str(request.pipeline), "input": str(request.input),
                                        "labels": str(request.labels),
@@ -151,7 +143,7 @@ class Aligner:
 
     def score(self, part: list[Labelled], said: dict[str, str]) -> dict[str, Any]:
         truth = [item.truth for item in part]
-        guesses = [said.get(item.key, labels_missing()) for item in part]
+        guesses = [said.get(item.key, NO_PREDICTION) for item in part]
         m = metrics.categorical(truth, guesses)
         return {name: m.get(name) for name in ("n", "accuracy", "accuracy_ci95", "balanced_accuracy",
                                                 "balanced_accuracy_ci95", "kappa", "kappa_ci95", "macro_f1")}
@@ -160,7 +152,7 @@ class Aligner:
     def try_params(self, split: Split, best: Candidate, best_dev: float) -> tuple[Candidate, float]:
         from runner.calibration.sweep import Axis, SweepRequest, run_sweep
         for name, values in numeric_grid(self.pipeline.params, self.pipeline.params_schema):
-            request = SweepRequest(self.request.pipeline, self._source(split.keys("dev")), _spec(self.request),
+            request = SweepRequest(self.request.pipeline, self._source(split.keys("dev")), self.spec,
                                    [Axis(f"params.{name}", values)], self.request.cache_dir,
                                    best.overrides(self.judge), AGREEMENT, workers=1)
             swept = run_sweep(request)
@@ -191,16 +183,8 @@ class Aligner:
         if not examples:
             why = "--max-examples 0" if self.request.max_examples == 0 else \
                 self.judge.blocked or "no train item where the judge and the label disagree"
-            entry.update(kept=False, why=why)
-            self.report["tried"].append(entry)
-            return best, best_dev
-        candidate = replace(best, examples=examples)
-        value = self.score(split.dev, self.run("examples-dev", split.keys("dev"), candidate))[AGREEMENT]
-        entry["dev"] = value
-        kept = value is not None and value > best_dev
-        entry.update(kept=kept, **({} if kept else {"why": f"dev agreement {value} is not above {best_dev}"}))
-        self.report["tried"].append(entry)
-        return (candidate, value) if kept else (best, best_dev)
+            return self._rejected(entry, why, best, best_dev)
+        return self._kept_if_better(entry, split, "examples-dev", replace(best, examples=examples), best, best_dev)
 
     def try_lines(self, split: Split, said: dict[str, str], best: Candidate,
                   best_dev: float) -> tuple[Candidate, float]:
@@ -210,27 +194,25 @@ class Aligner:
                                       judging.instruction_prompt(self.judge, wrong), self.request.cache_dir)
         entry: dict[str, Any] = {"change": "instruction_lines", "lines": lines}
         if not lines:
-            entry.update(kept=False, why="the optimizer model proposed no line")
-            self.report["tried"].append(entry)
-            return best, best_dev
-        candidate = replace(best, lines=lines)
-        value = self.score(split.dev, self.run("lines-dev", split.keys("dev"), candidate))[AGREEMENT]
+            return self._rejected(entry, "the optimizer model proposed no line", best, best_dev)
+        return self._kept_if_better(entry, split, "lines-dev", replace(best, lines=lines), best, best_dev)
+
+    def _rejected(self, entry: dict[str, Any], why: str, best: Candidate,
+                  best_dev: float) -> tuple[Candidate, float]:
+        entry.update(kept=False, why=why)
+        self.report["tried"].append(entry)
+        return best, best_dev
+
+    def _kept_if_better(self, entry: dict[str, Any], split: Split, run: str, candidate: Candidate, best: Candidate,
+                        best_dev: float) -> tuple[Candidate, float]:
+        """`candidate` scored on dev: it, when it raises agreement there, else `best`; tried either way."""
+        value = self.score(split.dev, self.run(run, split.keys("dev"), candidate))[AGREEMENT]
         kept = value is not None and value > best_dev
         entry.update(dev=value, kept=kept)
         if not kept:
             entry["why"] = f"dev agreement {value} is not above {best_dev}"
         self.report["tried"].append(entry)
         return (candidate, value) if kept else (best, best_dev)
-
-
-def labels_missing() -> str:
-    from runner.calibration.labels import NO_PREDICTION
-    return NO_PREDICTION
-
-
-def _spec(request: AlignRequest) -> Any:
-    from runner.calibration.evaluate import EvalSpec
-    return EvalSpec(request.labels, request.key, request.truth, request.predicted, kind="categorical")
 
 
 def numeric_grid(params: dict[str, Any], schemas: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:

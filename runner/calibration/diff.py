@@ -267,12 +267,13 @@ def _unclean_rose(old: dict[str, Any], new: dict[str, Any]) -> bool:
 MARKDOWN_ITEMS = 50          # items listed in a markdown diff; the rest are counted
 
 
-def _row(*cells: Any) -> str:
-    return "| " + " | ".join(_show(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+def _md(value: Any) -> str:
+    return _show(value).replace("|", "\\|").replace("\n", " ")
 
 
 def format_markdown(diff: dict[str, Any], name: str) -> str:
     """The diff as a pull-request comment: how the runs were made, counts, rates, the items that changed."""
+    from runner.calibration.eval_report import table
     lines = [f"### runner diff: {name}", "", f"Before `{diff['before']}`, after `{diff['after']}`.", ""]
     made = diff.get("manifest")
     if diff.get("without_manifest"):
@@ -280,26 +281,25 @@ def format_markdown(diff: dict[str, Any], name: str) -> str:
     elif not made:
         lines += ["Made the same way (same runner, pipeline, prompts, models, options and input).", ""]
     else:
-        lines += ["**How the runs were made**", "", "| what | before | after |", "|---|---|---|"]
-        lines += [_row(change["what"], change["before"], change["after"]) for change in made] + [""]
+        rows = [[change["what"], change["before"], change["after"]] for change in made]
+        lines += ["**How the runs were made**", "", table(["what", "before", "after"], rows, _md)]
     if diff.get("partial"):
         lines += [f"Partial or interrupted: {', '.join(diff['partial'])}; compared on the {diff['compared']} "
                   "item(s) both runs have, rates not compared.", ""]
     before, after = diff["counts"]["before"], diff["counts"]["after"]
     if before or after:
-        lines += [f"**Counts by {diff['count_by']}**", "", f"| {diff['count_by']} | before | after |", "|---|---|---|"]
-        lines += [_row(value, before.get(value, 0), after.get(value, 0)) for value in dict.fromkeys([*before, *after])]
-        lines.append("")
+        rows = [[value, before.get(value, 0), after.get(value, 0)] for value in dict.fromkeys([*before, *after])]
+        lines += [f"**Counts by {diff['count_by']}**", "", table([diff["count_by"], "before", "after"], rows, _md)]
     if diff["rates"]:
-        lines += ["**Rates**", "", "| rate | before | after |", "|---|---|---|"]
-        lines += [_row(rate, _rate(old), _rate(new)) for rate, (old, new) in diff["rate_details"].items()] + [""]
+        rows = [[rate, _rate(old), _rate(new)] for rate, (old, new) in diff["rate_details"].items()]
+        lines += ["**Rates**", "", table(["rate", "before", "after"], rows, _md)]
     changed = diff["changed"]
     if not changed:
         lines.append(f"No item changed ({', '.join(diff['fields'])} compared).")
     else:
-        lines += [f"**{len(changed)} item(s) changed**", "", "| item | field | before | after |", "|---|---|---|---|"]
-        lines += [_row(entry["index"], field, old, new) for entry in changed[:MARKDOWN_ITEMS]
-                  for field, (old, new) in entry["changes"].items()]
+        rows = [[entry["index"], field, old, new] for entry in changed[:MARKDOWN_ITEMS]
+                for field, (old, new) in entry["changes"].items()]
+        lines += [f"**{len(changed)} item(s) changed**", "", table(["item", "field", "before", "after"], rows, _md)]
         if len(changed) > MARKDOWN_ITEMS:
-            lines += ["", f"... and {len(changed) - MARKDOWN_ITEMS} more item(s) (`runner diff --json` lists all)."]
+            lines.append(f"... and {len(changed) - MARKDOWN_ITEMS} more item(s) (`runner diff --json` lists all).")
     return "\n".join(lines).rstrip() + "\n"

@@ -1,9 +1,11 @@
-"""eval.md, sweep.md and the eval section of report.html (with an inline SVG plot)."""
+"""eval.md, the eval section of report.html, sweep.md and sweep.html (with inline SVG line
+charts), and the markdown tables and page shell the other reports (diff, probe, align) use."""
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,9 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
+def table(headers: list[str], rows: list[list[Any]], cell: Callable[[Any], str] = _cell) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -250,14 +252,20 @@ def sweep_plots(report: dict[str, Any]) -> list[str]:
     return charts
 
 
-def sweep_html(report: dict[str, Any]) -> str:
-    """One page in report.html's style: the table, then one chart per swept key."""
-    charts = "".join(f'<figure class="chart">{chart}</figure>' for chart in sweep_plots(report))
-    title = html.escape(f"sweep of {report['pipeline']}")
+def html_page(title: str, markdown: str, charts: Sequence[str] = (), heading: str = "") -> str:
+    """A page in report.html's style: `markdown` as HTML, then the charts under `heading`. It is
+    self-contained: inline style and SVG, no script, nothing fetched (not even a favicon)."""
+    figures = "".join(f'<figure class="chart">{chart}</figure>' for chart in charts)
+    shown = f'{heading}<div class="charts">{figures}</div>\n' if charts else ""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
-            f'{markdown_to_html(sweep_markdown(report))}\n<div class="charts">{charts}</div>\n</main></body></html>\n')
+            '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
+            f"<title>{html.escape(title)}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
+            f"{markdown_to_html(markdown)}\n{shown}</main></body></html>\n")
+
+
+def sweep_html(report: dict[str, Any]) -> str:
+    """One page: the table, then one chart per swept key."""
+    return html_page(f"sweep of {report['pipeline']}", sweep_markdown(report), sweep_plots(report))
 
 
 def write_eval(folder: Path, report: dict[str, Any]) -> None:

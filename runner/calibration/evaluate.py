@@ -1,4 +1,6 @@
-"""`runner eval`: a run's results against human labels, written as eval.json and eval.md."""
+"""`runner eval`: a run's results against human labels, written as eval.json and eval.md, with
+what it says of the run besides the scores: whether it is a run of the labels' input, and the
+run's hints that still hold."""
 
 from __future__ import annotations
 
@@ -10,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.calibration import metrics
-from runner.calibration.independence import error_correlation, stability_accuracy
 from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
 from runner.engine.health import run_failure
 from runner.errors import InputError
-from runner.runs.folders import POINTERS, read_summary
+from runner.runs.folders import RESULTS, read_summary, resolve_run
 from runner.runs.results_file import ResultsView
 
 
@@ -31,13 +32,6 @@ class EvalSpec:
     by: str | None = None              # score each value of this field (of the label, else the result) apart
 
 
-@dataclass
-class Run:
-    folder: Path
-    results: Iterable[dict[str, Any]]
-    summary: dict[str, Any]
-
-
 def _refuse_non_finite(spec: EvalSpec, predicted: str, pairs: list[Pair], truth: list[float],
                        guesses: list[float]) -> None:
     """NaN or infinity has no error to measure: a message naming the label (or the item)."""
@@ -49,26 +43,6 @@ def _refuse_non_finite(spec: EvalSpec, predicted: str, pairs: list[Pair], truth:
                              f"{str(pair.predicted)[:40]!r} is not a finite number")
 
 
-def resolve_run_folder(path: Path) -> Path:
-    """A run folder (results.jsonl + summary.json), or a folder or file named `latest` (or a
-    file named `latest-partial`) that points at one (a symlink, or a file holding the run folder's path)."""
-    for candidate in (path, path / "latest"):
-        if candidate.is_dir() and (candidate / "results.jsonl").is_file():
-            return candidate
-        if candidate.is_file() and candidate.name in POINTERS:
-            target = Path(candidate.read_text(encoding="utf-8").strip())
-            target = target if target.is_absolute() else candidate.parent / target
-            if (target / "results.jsonl").is_file():
-                return target
-    raise InputError(f"{path}: not a run folder (no results.jsonl and summary.json, nor a 'latest' pointer to one)")
-
-
-def load_run(path: Path) -> Run:
-    folder = resolve_run_folder(path)
-    results = ResultsView(folder / "results.jsonl", strict=True)     # read as it is scored, never held
-    return Run(folder, results, read_summary(folder))
-
-
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
@@ -76,6 +50,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     `run_failed`); write eval.json, eval.md and the report.html section."""
     from runner.calibration.eval_report import write_eval
     failure = None
+    results: Iterable[dict[str, Any]]
     if target.is_file() and target.suffix in (".yaml", ".yml"):
         from runner.api import ItemSource, run_pipeline
         from runner.runs.request import RunOptions
@@ -84,22 +59,77 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
         outcome = run_pipeline(target, ItemSource(input_path, input_format=input_format),
                                RunOptions(cache_dir=cache_dir, out_dir=out), overrides)
         outcome.stop_if_interrupted()            # an interrupted run is not evaluated
-        run = Run(outcome.out_dir, outcome.results, outcome.summary)
-        failure = run_failure(outcome.summary)       # the exit code of `runner run` over the same items
+        folder, results, summary = outcome.out_dir, outcome.results, outcome.summary
+        failure = run_failure(summary)       # the exit code of `runner run` over the same items
     elif input_path is not None or overrides:
         raise InputError("--input and --set need a pipeline file, not a run folder")
     else:
-        run = load_run(target)
-    report = {"run": str(run.folder), **evaluate(run.results, run.summary, spec)}
+        folder = resolve_run(target)
+        results = ResultsView(folder / RESULTS, strict=True)     # read as it is scored, never held
+        summary = read_summary(folder)
+    report = {"run": str(folder), **evaluate(results, summary, spec)}
     if failure:
         report["run_failed"] = failure
-    from runner.calibration.provenance import input_warnings, run_hints
-    hints = run_hints(run.folder, run.summary)
+    hints = run_hints(folder, summary)
     if hints:
         report["run_hints"] = hints
-    report["input_warnings"] = input_warnings(run.folder, spec.labels, report)
-    write_eval(run.folder, report)
-    return report, run.folder
+    report["input_warnings"] = input_warnings(folder, spec.labels, report)
+    write_eval(folder, report)
+    return report, folder
+
+
+def run_hints(run_folder: Path, summary: dict[str, Any]) -> list[str]:
+    """The run's hints about failed calls that its calls.jsonl still bears out
+    (runner/llm/tally.py): a hint an older runner wrote about models whose calls did not all
+    fail, or one the file no longer supports, is not repeated."""
+    from runner.llm.calls.file import read_calls
+    from runner.llm.tally import borne_out
+    from runner.runs.folders import CALLS_FILE
+    entries = [entry for entry in summary.get("failed_calls") or [] if isinstance(entry, dict) and entry.get("hint")]
+    if not entries:
+        return []
+    return [str(entry["hint"]) for entry in borne_out(entries, read_calls(run_folder / CALLS_FILE))]
+
+
+def _inputs_beside(labels: Path, suffix: str) -> list[Path]:
+    try:
+        return sorted(p for p in labels.resolve().parent.iterdir()
+                      if p.is_file() and p.suffix == suffix and p.resolve() != labels.resolve())
+    except OSError:
+        return []
+
+
+def input_warnings(run_folder: Path, labels: Path, report: dict[str, Any]) -> list[str]:
+    """Whether the run is a run of the labels' input. Labels name no input file, so the check
+    goes by where they sit and what joined: labels kept beside an input of the run's kind
+    (`labelled/labels.jsonl` beside `labelled/report.md`) describe that input; a run of another
+    file there, labels without a result, or a partial run each get a warning on stderr (the
+    scores are still written: the user may mean it)."""
+    from runner.runs.manifest import read_manifest
+    manifest = read_manifest(run_folder)
+    if manifest is None:
+        return []
+    warnings: list[str] = []
+    entry = manifest.get("input") or {}
+    counts = manifest.get("counts") or {}
+    if manifest.get("partial") or manifest.get("interrupted"):
+        warnings.append(f"{run_folder} is a partial or interrupted run ({counts.get('done')} of "
+                        f"{counts.get('input_items')} item(s)): only its items are scored")
+    cwd = Path(manifest.get("cwd") or ".")
+    read = (cwd / entry["path"]).resolve() if entry.get("path") else None
+    unmatched = len((report.get("problems") or {}).get("unmatched_labels") or [])
+    if read is not None:
+        beside = _inputs_beside(labels, read.suffix)
+        if beside and read not in [p.resolve() for p in beside]:
+            warnings.append(f"the run read {entry['path']}, but the labels {labels} sit beside "
+                            f"{', '.join(p.name for p in beside)}: is this a run of the labels' input? "
+                            f"({report.get('scored')} of {report.get('label_rows')} label(s) scored)")
+            return warnings
+    if unmatched:
+        warnings.append(f"{unmatched} of {report.get('label_rows')} label(s) have no result in {run_folder} "
+                        f"(its input: {entry.get('path') or 'records'}, {entry.get('items')} item(s)): "
+                        "is this a run of the labels' input?")
+    return warnings
 
 
 def predicted_field(spec: EvalSpec, count_by: str | None) -> str:
@@ -129,9 +159,8 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
                               "predicted": predicted, "kind": kind, "label_rows": len(rows),
                               "results": joined.results, "scored": len(joined.pairs)}
     if kind == "numeric":
-        kept = [p for p in joined.pairs if p.predicted != NO_PREDICTION]
+        kept, t, g = _numbers(joined.pairs)
         problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]
-        t, g = metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
         if t is None or g is None:
             raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
         _refuse_non_finite(spec, predicted, kept, t, g)
@@ -172,13 +201,18 @@ def by_slice(pairs: list[Pair], rows: list[LabelRow], field: str, kind: str) -> 
     for name in sorted(groups):
         group = groups[name]
         if kind == "numeric":
-            kept = [p for p in group if p.predicted != NO_PREDICTION]
-            t, g = metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
+            _, t, g = _numbers(group)
             slices[name] = metrics.numeric(t or [], g or [])
         else:
             slices[name] = metrics.categorical([value_text(p.truth) for p in group],
                                                [value_text(p.predicted) for p in group])
     return {"field": field, "slices": slices}
+
+
+def _numbers(pairs: list[Pair]) -> tuple[list[Pair], list[float] | None, list[float] | None]:
+    """The pairs with a prediction, and their labels and predictions as numbers (None: not all are)."""
+    kept = [p for p in pairs if p.predicted != NO_PREDICTION]
+    return kept, metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
 
 
 def value_text(value: Any) -> str | Any:
@@ -269,16 +303,14 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
                           f"no juror answered ({', '.join(paths)}: every vote is empty; the run's errors say why)")
     for name, seat in seats.items():
         scores = metrics.categorical(seat["truth"], seat["voted"])
-        entry = {"n": scores["n"], "accuracy": scores.get("accuracy"), "kappa": scores.get("kappa"),
-                 "kappa_ci95": scores.get("kappa_ci95"), "macro_f1": scores.get("macro_f1"),
-                 "abstained": len(seat["abstained"])}
+        entry = {key: scores.get(key) for key in ("n", "accuracy", "kappa", "kappa_ci95", "macro_f1")}
+        entry["abstained"] = len(seat["abstained"])
         usage = models.get(name.rsplit(": ", 1)[-1])
         if isinstance(usage, dict):
-            entry["calls"] = usage.get("calls")
-            entry["cost"] = usage.get("cost")
+            entry.update(calls=usage.get("calls"), cost=usage.get("cost"))
         out["models"][name] = entry
     if len(seats) > 1:
-        out["independence"] = error_correlation(rows)
+        out["independence"] = metrics.error_correlation(rows)
     return out
 
 
@@ -293,7 +325,7 @@ def stability_of(pairs: list[Pair], field: str | None) -> dict[str, Any] | None:
     rows = [(value_text(pair.truth), value_text(pair.predicted), lookup(pair.result, field)) for pair in pairs]
     if all(not isinstance(stability, (int, float)) for _, _, stability in rows):
         raise InputError(f"--stability-field {field}: no result has a number there")
-    return stability_accuracy(rows, field)
+    return metrics.stability_accuracy(rows, field)
 
 
 def _stability_paths(result: dict[str, Any]) -> list[str]:

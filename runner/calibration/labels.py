@@ -1,18 +1,29 @@
-"""Human labels (JSONL, JSON or CSV) joined to a run's results by a key field.
+"""Human labels (JSONL, JSON or CSV, or the reviews made in `runner view`) joined to a run's
+results by a key field.
 
 Nothing is dropped silently: labels without a result, results without a label, duplicate
-keys on either side, unusable label rows and items that errored are all reported."""
+keys on either side, unusable label rows and items that errored are all reported.
+
+Reviews give one label per reviewed item, joined to results by `item_key`: the right verdict
+the reviewers give (the one a reviewer typed, or the judged verdict a reviewer approved).
+When reviewers of one item disagree, the most given label wins; a tie, or only disapprovals
+that name no right verdict, gives no label (counted, never guessed)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.fileio import parse_json, read_json_lines, read_text
 from runner.text.perturb import get_path
+
+if TYPE_CHECKING:
+    from runner.stores.reviews import Review, ReviewStore
 
 NO_PREDICTION = "(no prediction)"
 
@@ -34,25 +45,23 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     """Label rows from JSONL, JSON or CSV, or from a review store (reviews.sqlite of `runner
     view`, read for `pipeline`: rows of item_key and label, as `runner labels export` writes)."""
     if path.suffix.lower() in (".sqlite", ".db"):
-        from runner.calibration.review_labels import label_records
         if not pipeline:
             raise InputError(f"{path}: a review store holds reviews of many pipelines; the run names none")
-        return [LabelRow(number, record) for number, record in enumerate(label_records(path, pipeline), 1)]
+        return [LabelRow(number, record) for number, record in enumerate(labels_from_reviews(path, pipeline).labels, 1)]
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     suffix = path.suffix.lower()
-    if suffix == ".jsonl" or suffix not in (".csv", ".json"):
-        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
-    else:
-        if suffix == ".csv":
-            return _csv_labels(path)
-        text = read_text(path)
-        data = parse_json(text, str(path))
+    if suffix == ".csv":
+        return _csv_labels(path)
+    if suffix == ".json":
+        data = parse_json(read_text(path), str(path))
         if isinstance(data, dict):
             data = data.get("labels", data.get("items"))
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a list of objects (or an object with a 'labels' list)")
         rows = [LabelRow(n + 1, r) for n, r in enumerate(data)]
+    else:
+        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
@@ -127,7 +136,6 @@ def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: st
     by_key: dict[str, dict[str, Any]] = {}      # labelled keys only: the first result of each
     first_index: dict[str, int] = {}
     repeats: dict[str, list[int]] = {}
-    joined.results = 0
     for result in results:
         joined.results += 1
         k = key_text(lookup(result, key))
@@ -155,3 +163,40 @@ def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: st
         joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found, label_lines[k][0]))
     joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
     return joined
+
+
+@dataclass
+class Exported:
+    labels: list[dict[str, Any]] = field(default_factory=list)
+    no_label: int = 0            # disapprovals that name no right verdict
+    ties: int = 0                # reviewers split evenly
+
+
+def labels_from_reviews(store: Path | ReviewStore, pipeline: str) -> Exported:
+    """The labels of a review store (its SQLite file, or a store already open)."""
+    from runner.stores.reviews import ReviewStore
+    reviews = store if isinstance(store, ReviewStore) else ReviewStore(store, create=False)
+    try:
+        exported = Exported()
+        for key, group in groupby(reviews.of_pipeline(pipeline), key=lambda r: r.item_key):
+            _add(exported, key, list(group))
+        return exported
+    finally:
+        if reviews is not store:
+            reviews.close()
+
+
+def _add(exported: Exported, key: str, reviews: list[Review]) -> None:
+    given = Counter(r.label for r in reviews if r.label is not None)
+    if not given:
+        exported.no_label += 1
+        return
+    ranked = given.most_common()
+    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+        exported.ties += 1
+        return
+    latest = max(reviews, key=lambda r: r.reviewed_at)
+    exported.labels.append({"item_key": key, "label": ranked[0][0], "reviewers": len(reviews),
+                            "agree_with_judge": sum(r.agrees for r in reviews), "judged": latest.judged,
+                            "index": latest.item_index, "run": latest.run,
+                            "rationale": " | ".join(r.rationale for r in reviews if r.rationale) or None})

@@ -1,15 +1,36 @@
 """Agreement metrics: scikit-learn for the classification scores, scipy for correlations
-and the bootstrap. Imported lazily: only `runner eval` and `runner sweep` pay for them."""
+and the bootstrap, and how independent a jury's votes are. Imported lazily: only `runner
+eval`, `runner sweep` and `runner align` pay for them.
+
+Error correlation: for each pair of jurors, Pearson's r of their error indicators (1 where a
+juror's vote is not the label), over the items both voted on: the phi coefficient. It is
+undefined when either juror never errs, or always does, on those items.
+
+The effective number of independent votes of k jurors whose errors correlate r on average:
+
+    n_eff = k / (1 + (k - 1) * r)
+
+the number of independent votes whose mean has the variance of the mean of k equally
+correlated ones: Kish's design effect 1 + (m - 1) * rho (L. Kish, Survey Sampling, Wiley,
+1965), with the jurors as the cluster. r is the mean of the defined pairwise correlations,
+taken as 0 when it is below 0 (votes never count for more than their number). Nine jurors
+whose errors correlate 0.5 are worth 1.8 votes. A pair whose errors correlate STRONG or more
+is named: when one errs, so does the other, and their agreement counts for little more than
+one vote."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Sequence
+from itertools import combinations
 from typing import Any
 
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.95
+STRONG = 0.7
+MIN_PAIRS = 3           # items both jurors voted on, below which no correlation is given
 
 
 def _number(value: float | None, digits: int = 4) -> float | None:
@@ -22,8 +43,6 @@ def _number(value: float | None, digits: int = 4) -> float | None:
 
 def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
     """Cohen's kappa; None when undefined (both sides all one and the same class)."""
-    import warnings
-
     from sklearn.metrics import cohen_kappa_score
     if not truth:
         return None
@@ -85,8 +104,6 @@ def interval(truth: Sequence[Any], predicted: Sequence[Any], metric: str = "kapp
     """A percentile bootstrap 95% interval of `metric` (accuracy, balanced_accuracy or kappa;
     scipy.stats.bootstrap, paired, seeded); None when some resamples have no defined value (a
     handful of items, or one class)."""
-    import warnings
-
     import numpy as np
     from scipy.stats import bootstrap
     if len(truth) < 2:
@@ -100,10 +117,6 @@ def interval(truth: Sequence[Any], predicted: Sequence[Any], metric: str = "kapp
                            method="percentile", rng=np.random.default_rng(0))
     low, high = _number(result.confidence_interval.low), _number(result.confidence_interval.high)
     return None if low is None or high is None else [low, high]
-
-
-def kappa_interval(truth: Sequence[Any], predicted: Sequence[Any]) -> list[float] | None:
-    return interval(truth, predicted, "kappa")
 
 
 def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequence[Any],
@@ -131,56 +144,39 @@ def interval_text(interval: list[float] | None, n: int) -> str:
     return f"[{interval[0]}, {interval[1]}]" if interval else f"n/a ({n} labels)"
 
 
+def _headline(t: list[str], p: list[str], classes: list[str]) -> dict[str, Any]:
+    """Accuracy, balanced accuracy, kappa and macro F1: what a sweep compares, and the baseline's."""
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
+    return {"accuracy": _number(accuracy_score(t, p)), "balanced_accuracy": _number(balanced_accuracy_score(t, p)),
+            "kappa": kappa(t, p), "macro_f1": _number(f1_score(t, p, labels=classes, average="macro", zero_division=0))}
+
+
 def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = True) -> dict[str, Any]:
     """Accuracy, kappa (with its interval), confusion matrix, per-class P/R/F1, and the
-    always-the-majority-label baseline beside them; without `detail`, only accuracy, kappa
-    and macro F1 (what a sweep compares)."""
-    import warnings
-    with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
-        warnings.simplefilter("ignore")
-        return _categorical(truth, predicted, detail)
-
-
-def _categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool) -> dict[str, Any]:
-    from sklearn.metrics import (
-        accuracy_score,
-        balanced_accuracy_score,
-        confusion_matrix,
-        f1_score,
-        precision_recall_fscore_support,
-    )
+    always-the-majority-label baseline beside them; without `detail`, only the headline
+    scores (what a sweep compares)."""
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
     t = [str(v) for v in truth]
     p = [str(v) for v in predicted]
     if not t:
         return {"n": 0}
     classes = sorted(set(t) | set(p))
-    macro_f1 = _number(f1_score(t, p, labels=classes, average="macro", zero_division=0))
-    balanced = _number(balanced_accuracy_score(t, p))
-    if not detail:
-        return {"n": len(t), "accuracy": _number(accuracy_score(t, p)), "balanced_accuracy": balanced,
-                "kappa": kappa(t, p), "macro_f1": macro_f1}
-    precision, recall, f1, support = precision_recall_fscore_support(t, p, labels=classes, zero_division=0)
-    majority, _ = Counter(t).most_common(1)[0]
-    baseline = [majority] * len(t)
-    return {
-        "n": len(t),
-        "accuracy": _number(accuracy_score(t, p)),
-        "accuracy_ci95": interval(t, p, "accuracy"),
-        "balanced_accuracy": balanced,
-        "balanced_accuracy_ci95": interval(t, p, "balanced_accuracy"),
-        "kappa": kappa(t, p),
-        "kappa_ci95": kappa_interval(t, p),
-        "macro_f1": macro_f1,
-        "classes": classes,
-        "confusion": {"labels": classes, "rows_truth_columns_predicted":
-                      confusion_matrix(t, p, labels=classes).tolist()},
-        "per_class": {c: {"precision": _number(precision[i]), "recall": _number(recall[i]),
-                          "f1": _number(f1[i]), "support": int(support[i])} for i, c in enumerate(classes)},
-        "baseline": {"predicts": majority, "accuracy": _number(accuracy_score(t, baseline)),
-                     "balanced_accuracy": _number(balanced_accuracy_score(t, baseline)),
-                     "kappa": kappa(t, baseline),
-                     "macro_f1": _number(f1_score(t, baseline, labels=classes, average="macro", zero_division=0))},
-    }
+    with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
+        warnings.simplefilter("ignore")
+        scores = _headline(t, p, classes)
+        if not detail:
+            return {"n": len(t), **scores}
+        out: dict[str, Any] = {"n": len(t)}
+        for name in ("accuracy", "balanced_accuracy", "kappa"):
+            out.update({name: scores[name], f"{name}_ci95": interval(t, p, name)})
+        precision, recall, f1, support = precision_recall_fscore_support(t, p, labels=classes, zero_division=0)
+        majority, _ = Counter(t).most_common(1)[0]
+        return {**out, "macro_f1": scores["macro_f1"], "classes": classes,
+                "confusion": {"labels": classes, "rows_truth_columns_predicted":
+                              confusion_matrix(t, p, labels=classes).tolist()},
+                "per_class": {c: {"precision": _number(precision[i]), "recall": _number(recall[i]),
+                                  "f1": _number(f1[i]), "support": int(support[i])} for i, c in enumerate(classes)},
+                "baseline": {"predicts": majority, **_headline(t, [majority] * len(t), classes)}}
 
 
 def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[str],
@@ -193,21 +189,15 @@ def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[st
 
 
 def as_numbers(values: Sequence[Any]) -> list[float] | None:
-    out = []
-    for value in values:
-        if isinstance(value, bool):
-            return None
-        try:
-            out.append(float(value))
-        except (TypeError, ValueError):
-            return None
-    return out
+    """The values as floats; None when one is not a number (a boolean is not)."""
+    try:
+        return None if any(isinstance(v, bool) for v in values) else [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
 
 
 def numeric(truth: Sequence[float], predicted: Sequence[float]) -> dict[str, Any]:
     """MAE, bias (mean signed error, predicted minus truth), Pearson and Spearman."""
-    import warnings
-
     import numpy as np
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import mean_absolute_error
@@ -223,3 +213,40 @@ def numeric(truth: Sequence[float], predicted: Sequence[float]) -> dict[str, Any
             out["pearson"] = _number(pearsonr(t, p).statistic)
             out["spearman"] = _number(spearmanr(t, p).statistic)
     return out
+
+
+def error_correlation(rows: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """`rows`: (label, {juror: vote}) per item. Pairwise error correlations, n_eff, warnings."""
+    import numpy as np
+    jurors = list(dict.fromkeys(name for _, votes in rows for name in votes))
+    pairs: list[dict[str, Any]] = []
+    for a, b in combinations(jurors, 2):
+        both = [(str(votes[a]) != str(truth), str(votes[b]) != str(truth)) for truth, votes in rows
+                if a in votes and b in votes]
+        errors_a = np.array([e[0] for e in both], dtype=float)
+        errors_b = np.array([e[1] for e in both], dtype=float)
+        r = None
+        if len(both) >= MIN_PAIRS and errors_a.std() > 0 and errors_b.std() > 0:
+            r = round(float(np.corrcoef(errors_a, errors_b)[0, 1]), 4)
+        pairs.append({"jurors": [a, b], "n": len(both), "errors": [int(errors_a.sum()), int(errors_b.sum())],
+                      "correlation": r})
+    defined = [p["correlation"] for p in pairs if p["correlation"] is not None]
+    mean = round(sum(defined) / len(defined), 4) if defined else None
+    effective = None if mean is None else round(len(jurors) / (1 + (len(jurors) - 1) * max(mean, 0.0)), 2)
+    warned = [f"jurors {p['jurors'][0]} and {p['jurors'][1]}: their errors correlate {p['correlation']} over "
+              f"{p['n']} item(s): when one errs the other does too, and their agreement is worth little more "
+              f"than one vote" for p in pairs if p["correlation"] is not None and p["correlation"] >= STRONG]
+    return {"jurors": jurors, "pairs": pairs, "mean_error_correlation": mean, "effective_votes": effective,
+            "formula": "n_eff = k / (1 + (k - 1) * mean r) (Kish's design effect, Survey Sampling, 1965)",
+            "strong": STRONG, "warnings": warned}
+
+
+def stability_accuracy(rows: Sequence[tuple[Any, Any, Any]], field: str) -> dict[str, Any]:
+    """`rows`: (label, judged, stability) per item. Accuracy of the items whose repeated
+    samples all agreed (stability 1.0) and of the others."""
+    groups: dict[str, list[bool]] = {"stable": [], "unstable": []}
+    for truth, judged, stability in rows:
+        if isinstance(stability, (int, float)) and not isinstance(stability, bool):
+            groups["stable" if stability >= 1 else "unstable"].append(str(judged) == str(truth))
+    return {"field": field, **{name: {"n": len(hits), "accuracy": round(sum(hits) / len(hits), 4) if hits else None}
+                               for name, hits in groups.items()}}

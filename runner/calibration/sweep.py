@@ -1,19 +1,15 @@
 """`runner sweep`: every combination of a grid of `--set` values, replayed from the LLM cache.
 
 Each setting is a run as `runner run --set ...` makes it (runner.api.run_pipeline, into a
-folder of its own), so its items, errors, counts and rates are that run's, and so is whether
-it failed (`run_failed`: the sweep exits 3, as the run would). It is first run answered from
-the cache only, as `runner render` answers (nothing sent); a setting whose prompts are all
-cached is complete after that one run. A setting that changes a prompt is reported with the
-calls it would make and is only run for real with allow_calls.
+folder of its own), so its items, errors, counts, rates and `run_failed` (the sweep exits 3,
+as the run would) are that run's. It is first answered from the cache only, as `runner
+render` answers (nothing sent); a setting that needs calls the cache does not hold is
+reported with them, and run for real only with allow_calls, each missing call then sent at
+most once per sweep (one that fails gives its error at the next setting).
 
 A failed call is never cached, so the calls that failed in the latest run of the pipeline
-over the same input are not taken for calls to make: one this sweep needs and the cache
-cannot answer fails with that run's error (its item counts as an error, as in the run) and
-nothing is sent. What the sweep says of them counts only what it saw: the items that errored
-at its settings, and the cache that answered the rest. With
-allow_calls, each missing call is sent at most once per sweep: one that fails is not sent
-again at the next setting, which gets its error."""
+over the same input fail with that run's error (their items count as errors, and nothing is
+sent) rather than being taken for calls to make."""
 
 from __future__ import annotations
 
@@ -221,9 +217,8 @@ def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dic
 
 def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[str, Any]:
     scored = [s for s in settings if s.scores]
-    metric = scored[0].scores.pop("metric_name") if scored else request.metric or "kappa"
-    for setting in scored:
-        setting.scores.pop("metric_name", None)
+    names = [setting.scores.pop("metric_name") for setting in scored]
+    metric = names[0] if names else request.metric or "kappa"
     sign = -1 if metric in LOWER_IS_BETTER else 1           # the first of the best; a metric n/a ranks last
     best = max((s for s in scored if s.scores.get("metric") is not None), key=lambda s: sign * s.scores["metric"],
                default=scored[0] if scored else None)

@@ -40,7 +40,7 @@ def export(reports_dir: ReportsArg = Path("reports"),
            ) -> None:
     """The reviews of a pipeline as labels: one JSON line per reviewed item (item_key, label,
     reviewers, ...), for `runner eval --labels FILE --key item_key --truth label`."""
-    from runner.calibration.review_labels import labels_from_reviews
+    from runner.calibration.labels import labels_from_reviews
     from runner.errors import InputError
     from runner.fileio import atomic_write, dumps
     from runner.stores.reviews import REVIEWS_FILE, ReviewStore

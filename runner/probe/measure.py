@@ -216,7 +216,7 @@ def _jurors(result: dict[str, Any]) -> dict[str, Cast]:
     if isinstance(kept, dict) and kept:
         return {(seat if len(kept) == 1 else f"{step}: {seat}"):
                 (Cast(entry["vote"], entry.get("verdict"), True, entry.get("unjudged")) if "verdict" in entry
-                 else _cast_categorical(entry.get("vote")))
+                 else Cast(entry["vote"], entry["vote"]))
                 for step, seats in kept.items() if isinstance(seats, dict)
                 for seat, entry in seats.items() if isinstance(entry, dict) and entry.get("vote") is not None}
     lists = vote_lists(result)
@@ -224,15 +224,11 @@ def _jurors(result: dict[str, Any]) -> dict[str, Cast]:
             for path, votes in lists.items() for vote in votes if vote.get("value") is not None}
 
 
-def _cast_categorical(value: Any) -> Cast:
-    return Cast(value, value)
-
-
 def _listed(value: Any) -> Cast:
     """A vote from a vote list: a score there carries no verdict of its own."""
     if _is_number(value):
         return Cast(value, None, True, "the run keeps no verdict per juror (made before probe_jurors): probe again")
-    return _cast_categorical(value)
+    return Cast(value, value)
 
 
 def _by_index(results: Iterator[dict[str, Any]]) -> Callable[[int], dict[str, Any] | None]:

@@ -44,32 +44,26 @@ def plan(originals: Iterable[Item], probes: Sequence[Probe], items: int | None =
         yield Planned(Item(number, item.value, item.parent, item.error), original, item.index)
         for probe in probes:
             for variant in range(probe.variants):
-                copy = _copy(item, probe, variant, number + 1)
-                if copy.item is not None:
+                copy, before, after = _copy(item, probe, variant, number + 1)
+                if copy is not None:
                     number += 1
-                yield Planned(copy.item, original, item.index, probe, variant, copy.before, copy.after)
+                yield Planned(copy, original, item.index, probe, variant, before, after)
 
 
-@dataclass(frozen=True)
-class _Copy:
-    item: Item | None
-    before: Any = None
-    after: Any = None
-
-
-def _copy(item: Item, probe: Probe, variant: int, number: int) -> _Copy:
+def _copy(item: Item, probe: Probe, variant: int, number: int) -> tuple[Item | None, Any, Any]:
+    """The copy (None: not made), and the field's value before and after (item fields only)."""
     if item.error:
-        return _Copy(None)
+        return None, None, None
     seed = f"{probe.name}|{variant}|{item.key}"
     if probe.step is not None:
         rewrite = Rewrite(probe.name, probe.step, probe.path, probe.kind, tuple(sorted(probe.options.items())),
                           variant, seed)
-        return _Copy(Item(number, item.value, item.parent, rewrites=(rewrite,)))
+        return Item(number, item.value, item.parent, rewrites=(rewrite,)), None, None
     before = get_path(item.value, probe.path)
     after = perturbed(probe.kind, before, probe.options, variant, seed)
     if after is None:
-        return _Copy(None, before)
-    return _Copy(Item(number, with_path(item.value, probe.path, after), item.parent), before, after)
+        return None, before, None
+    return Item(number, with_path(item.value, probe.path, after), item.parent), before, after
 
 
 def probe_items(probes: Sequence[Probe], items: int | None) -> Any:

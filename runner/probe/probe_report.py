@@ -1,7 +1,6 @@
 """probe.json, probe.md and probe.html of a probe run: one table of every probe's flip and
 failure rates (the final verdict's and each juror's), and per juror a bar chart of its
-failure rate per probe with the interval. The page is self-contained: inline style and SVG,
-no script, nothing fetched (not even a favicon)."""
+failure rate per probe with the interval."""
 
 from __future__ import annotations
 
@@ -9,9 +8,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from runner.calibration.eval_report import CHART_STYLE, markdown_to_html, table
+from runner.calibration.eval_report import html_page, table
 from runner.fileio import atomic_write, dumps
-from runner.outputs.report_html import STYLE
 
 BAR = "#cf222e"
 CLEAN = "#1a7f37"
@@ -101,18 +99,10 @@ def bar_chart(who: str, probes: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def probe_html(report: dict[str, Any]) -> str:
-    who = ["verdict", *report["jurors"]]
-    charts = "".join(f'<figure class="chart">{bar_chart(name, report["probes"])}</figure>' for name in who)
-    title = html.escape(f"probes of {report['pipeline']}")
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
-            f"<title>{title}</title><style>{STYLE}{CHART_STYLE}</style></head>\n<body><main>\n"
-            f"{markdown_to_html(probe_markdown(report))}\n<h2>Failure rate per probe</h2>\n"
-            f'<div class="charts">{charts}</div>\n</main></body></html>\n')
-
-
 def write_probe(folder: Path, report: dict[str, Any]) -> None:
+    text = probe_markdown(report)
+    charts = [bar_chart(who, report["probes"]) for who in ("verdict", *report["jurors"])]
     atomic_write(folder / "probe.json", dumps(report) + "\n")
-    atomic_write(folder / "probe.md", probe_markdown(report))
-    atomic_write(folder / "probe.html", probe_html(report))
+    atomic_write(folder / "probe.md", text)
+    atomic_write(folder / "probe.html", html_page(f"probes of {report['pipeline']}", text, charts,
+                                                  "<h2>Failure rate per probe</h2>\n"))

@@ -105,10 +105,8 @@ def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:
     checked = pass_check(pipeline)
 
     def passes(result: dict[str, Any]) -> bool:
-        if checked is None:
-            return True
         try:
-            return checked[1](result)
+            return checked is None or checked[1](result)
         except TEMPLATE_FAILURES:
             return False
     return passes

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers import run, write_json
-from runner.calibration.align_split import Labelled, split_items
+from runner.calibration.align_judge import Labelled, split_items
 from runner.testing import Reply, ScriptedModel
 
 SCHEMA = {"type": "object", "required": ["verdict"],

@@ -48,11 +48,11 @@ def test_bootstrap_interval_narrows_with_more_items():
     point = metrics.kappa(truth, judged)
     widths = []
     for copies in (2, 8, 32):
-        low, high = metrics.kappa_interval(truth * copies, judged * copies)
+        low, high = metrics.interval(truth * copies, judged * copies, "kappa")
         assert low <= point <= high
         widths.append(high - low)
     assert widths[0] > widths[1] > widths[2] > 0
-    assert metrics.kappa_interval(truth, judged) == metrics.kappa_interval(truth, judged)   # seeded
+    assert metrics.interval(truth, judged, "kappa") == metrics.interval(truth, judged, "kappa")   # seeded
 
 
 def test_batch_kappa_equals_scikit_learn():
