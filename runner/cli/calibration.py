@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.common import InputFormatOpt, cache_dir_of
+from runner.cli.base import fail
+from runner.cli.common import CacheDirOpt, InputFormatOpt, cache_dir_of
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -47,7 +48,7 @@ def eval_command(
         input_format: InputFormatOpt = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help="With a pipeline: override a key.")] = None,
         out: Annotated[Path | None, typer.Option("--out", help="With a pipeline: its output folder.")] = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        cache_dir: CacheDirOpt = None,
         fail_under_kappa: Annotated[float | None, typer.Option(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
@@ -65,13 +66,11 @@ def eval_command(
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     if report.get("run_failed"):
         from runner.engine.health import TOO_MANY_ERRORS
-        typer.echo(report["run_failed"], err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
+        fail(report["run_failed"], TOO_MANY_ERRORS)
     if fail_under_kappa is not None:
         passed, line = _kappa_gate(report, fail_under_kappa)
         if not passed:
-            typer.echo(line, err=True)
-            raise typer.Exit(1)
+            fail(line, 1)
 
 
 def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
@@ -148,7 +147,7 @@ def sweep_command(
             "--allow-calls", help="Run settings whose prompts are not all cached (new LLM calls).")] = False,
         out: Annotated[Path | None, typer.Option("--out", help="Folder for sweep.md, sweep.json, sweep.html.")]
         = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        cache_dir: CacheDirOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight (with --allow-calls).", min=1)] = 8,
 ) -> None:
     """Score every combination of --grid values against labels, from the LLM cache."""
@@ -180,8 +179,7 @@ def sweep_command(
                 for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
         from runner.engine.health import TOO_MANY_ERRORS
-        typer.echo("\n".join(failures), err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
+        fail("\n".join(failures), TOO_MANY_ERRORS)
 
 
 def _failed_before_line(before: dict[str, Any]) -> str:
@@ -215,7 +213,7 @@ def align_command(
             "--out", help="align.json's path (or a folder for it), align.md beside it "
                           "(default reports/NAME/align/).")] = None,
         input_format: InputFormatOpt = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None) -> None:
+        cache_dir: CacheDirOpt = None) -> None:
     """Make the judge agree better with labels (params, few-shot examples, instruction lines), kept
     only when dev agreement rises; ship pipelines/NAME.aligned.yaml only when it beats the
     baseline on held-out test items by more than noise (exit 1 when it does not)."""
