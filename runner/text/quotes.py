@@ -13,6 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -88,13 +89,15 @@ def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> 
             offsets.append(at)
 
     position = 0
-    for spot in IRREGULAR.finditer(text):
-        index = spot.start()
+    for spot in chain(IRREGULAR.finditer(text), [None]):
+        index = spot.start() if spot else len(text)
         if index > position:
             run = text[position:index].translate(_SPACES).lower()
             skip = 1 if run[0] == " " and (not out or out[-1].endswith(" ")) else 0
             out.append(run[skip:])
             offsets.extend(range(position + skip, index))
+        if spot is None:
+            break
         position = spot.end()
         found = spot.group()
         first = found.lstrip()[:1]
@@ -104,13 +107,7 @@ def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> 
                 emit(" ", index + 1)
         elif any(char.isspace() for char in found):
             emit(" ", index)
-    if position < len(text):
-        run = text[position:].translate(_SPACES).lower()
-        skip = 1 if run[0] == " " and (not out or out[-1].endswith(" ")) else 0
-        out.append(run[skip:])
-        offsets.extend(range(position + skip, len(text)))
-    joined = "".join(out)
-    trimmed = joined.rstrip(" ")
+    trimmed = "".join(out).rstrip(" ")
     return Normalized(trimmed, offsets[:len(trimmed)])
 
 
@@ -276,8 +273,7 @@ def _found_elsewhere(source: Source, part: str) -> bool:
 
 def _critical(text: str) -> tuple[list[str], list[str]]:
     numbers = sorted(NUMBER.findall(text)) + sorted(["§"] * text.count("§"))
-    words = [w for w in WORD.findall(text.replace("n't", " n't"))]
-    negations = sorted(w for w in words if w in NEGATIONS)
+    negations = sorted(w for w in WORD.findall(text.replace("n't", " n't")) if w in NEGATIONS)
     return numbers, negations
 
 
