@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, imports, init, pipelines, probe, serve, tools, view
+from runner.cli import batches, calibration, init, pipelines, probe, tools, view
 from runner.cli.base import RunnerApp, fail
 from runner.cli.common import (
     CacheDirOpt,
@@ -224,10 +224,10 @@ app.command("probe", interrupted="the finished items and the probe report of the
     probe.probe_command)
 app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
-app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)
+app.command("serve", interrupted="stopped (each job resumes at the next start)")(view.serve)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
-app.add_typer(imports.import_app, name="import")
+app.add_typer(init.import_app, name="import")
 
 
 def main() -> None:
