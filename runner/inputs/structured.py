@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
-from runner.fileio import NotJson, parse_json
-from runner.inputs import Record, adapter, counts, decode, read_text
+from runner.fileio import NotJson, decode, parse_json, read_text
+from runner.inputs import Record, adapter, counts
 from runner.yamlpos import alias_problem
 
 
