@@ -120,12 +120,9 @@ def _fold(char: str) -> tuple[str, ...]:
         return (" ",)
     if char in DASHES:
         return ("-",)
-    pieces = []
-    for piece in unicodedata.normalize("NFKD", char).casefold():
-        if unicodedata.category(piece) == "Mn" or piece in QUOTE_MARKS or piece in INVISIBLE:
-            continue
-        pieces.append(" " if piece.isspace() else "-" if piece in DASHES else piece)
-    return tuple(pieces)
+    return tuple(" " if piece.isspace() else "-" if piece in DASHES else piece
+                 for piece in unicodedata.normalize("NFKD", char).casefold()
+                 if unicodedata.category(piece) != "Mn" and piece not in QUOTE_MARKS and piece not in INVISIBLE)
 
 
 def normalize_source(text: str) -> Normalized:
