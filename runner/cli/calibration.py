@@ -56,25 +56,21 @@ def eval_command(
     report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
                                                    stability_field, by),
                                      input, set_ or [], out, cache_dir_of(cache_dir), input_format)
-    for hint in report.get("run_hints", []):
-        typer.echo(hint, err=True)
-    for warning in ((report.get("jurors") or {}).get("independence") or {}).get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
-    for warning in report.get("input_warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
+    warnings = [*((report.get("jurors") or {}).get("independence") or {}).get("warnings", []),
+                *report.get("input_warnings", [])]
+    for note in [*report.get("run_hints", []), *(f"warning: {warning}" for warning in warnings)]:
+        typer.echo(note, err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     if report.get("run_failed"):
         from runner.engine.health import TOO_MANY_ERRORS
         fail(report["run_failed"], TOO_MANY_ERRORS)
-    if fail_under_kappa is not None:
-        passed, line = _kappa_gate(report, fail_under_kappa)
-        if not passed:
-            fail(line, 1)
+    if fail_under_kappa is not None and (failed := _kappa_failure(report, fail_under_kappa)):
+        fail(failed, 1)
 
 
-def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
-    """--fail-under-kappa, failing closed: a kappa that is missing or undefined fails it, saying why."""
+def _kappa_failure(report: dict[str, Any], threshold: float) -> str | None:
+    """Why --fail-under-kappa fails, if it does; failing closed: a kappa that is missing or undefined fails it."""
     metrics = report["metrics"]
     kappa, n = metrics.get("kappa"), int(metrics.get("n") or 0)
     over = f"over {report['scored']} of {report['label_rows']} label(s)"
@@ -82,10 +78,8 @@ def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
         why = ("the labels are numeric: no kappa" if report.get("kind") == "numeric"
                else "no label was scored" if not n
                else "undefined: the labels and the verdicts are each all one and the same class")
-        return False, f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
-    if kappa < threshold:
-        return False, f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})"
-    return True, ""
+        return f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
+    return f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})" if kappa < threshold else None
 
 
 def _eval_lines(report: dict[str, Any]) -> str:
