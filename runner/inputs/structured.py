@@ -71,7 +71,7 @@ def count_jsonl(path: Path, options: dict[str, Any]) -> int:
 
 
 def _raw_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines as bytes, a leading BOM dropped (a lone \\r ends a line too, as it always did)."""
+    """The file's lines as bytes, a leading BOM dropped (a lone \\r ends a line too)."""
     with path.open("rb") as handle:
         for number, chunk in enumerate(handle):
             yield from (chunk.removeprefix(b"\xef\xbb\xbf") if number == 0 else chunk).splitlines()
