@@ -104,18 +104,14 @@ def truncate(value: Any, rng: random.Random, variant: int, options: Mapping[str,
 def case(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """About a third of the words (at least one) in upper, lower or title case, changed."""
     words = [m for m in WORD.finditer(value) if m.group(0).lower() != m.group(0).upper()]
-    chosen = {m.start() for m in rng.sample(words, max(1, len(words) // 3))} if words else set()
-    out, last, changed = [], 0, False
-    for match in WORD.finditer(value):
+    out, last = [], 0
+    for match in sorted(rng.sample(words, max(1, len(words) // 3)) if words else [], key=lambda m: m.start()):
         word = match.group(0)
-        if match.start() in chosen:
-            new = rng.choice([str.upper, str.lower, str.title])(word)
-            new = new if new != word else word.swapcase()
-            changed = changed or new != word
-            word = new
-        out += [value[last:match.start()], word]
+        new = rng.choice([str.upper, str.lower, str.title])(word)
+        out += [value[last:match.start()], new if new != word else word.swapcase()]
         last = match.end()
-    return "".join([*out, value[last:]]) if changed else None
+    changed = "".join([*out, value[last:]])
+    return changed if changed != value else None
 
 
 def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:

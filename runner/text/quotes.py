@@ -322,7 +322,6 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
         flags.add("short_quote")
     matches: list[SegmentMatch] = []
     after = 0
-    total = sum(len(s) for s in segments)
     for segment in segments:
         match = _locate(source, segment, after, flags)
         if after > 0 and (match is None or not match.exact):
@@ -334,22 +333,16 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
         flags |= match.flags
         matches.append(match)
         after = match.end
-    covered = sum(m.matched for m in matches)
-    score = round(covered / total, 4) if total else 0.0
-    if not matches:
-        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, sorted(flags), threshold=threshold)
-    start, end = _expand_to_words(source.norm.text, matches[0].start, matches[-1].end)
-    first, last = source.norm.offsets[start], source.norm.offsets[end - 1]
-    matched_text = source.text[first:last + 1]
-    lines = [source.line_of(first), source.line_of(last)]
-    failing = flags & FAILING_FLAGS
-    passed = score >= threshold and not failing
+    score = round(sum(m.matched for m in matches) / sum(len(s) for s in segments), 4)     # segments are never empty
+    passed = score >= threshold and not flags & FAILING_FLAGS
     exact = passed and len(matches) == len(segments) and all(m.exact for m in matches)
     status = "EXACT" if exact else "MATCH" if passed else "PARTIAL" if score >= 0.5 else "NOT_FOUND"
-    if status == "NOT_FOUND":   # a few stray aligned characters are no location worth reporting
-        return QuoteMatch(False, score, status, "", None, None, sorted(flags), threshold=threshold)
-    return QuoteMatch(passed, score, status, matched_text, lines, source.in_cited(start, end), sorted(flags),
-                      threshold=threshold)
+    if not matches or status == "NOT_FOUND":   # a few stray aligned characters are no location worth reporting
+        return QuoteMatch(False, score, "NOT_FOUND", "", None, None, sorted(flags), threshold=threshold)
+    start, end = _expand_to_words(source.norm.text, matches[0].start, matches[-1].end)
+    first, last = source.norm.offsets[start], source.norm.offsets[end - 1]
+    return QuoteMatch(passed, score, status, source.text[first:last + 1], [source.line_of(first), source.line_of(last)],
+                      source.in_cited(start, end), sorted(flags), threshold=threshold)
 
 
 def source_from_read_lines(result: dict[str, Any], search_in: list[str]) -> Source:
