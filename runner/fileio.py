@@ -100,23 +100,19 @@ class NotJson(InputError):
     """The text is not JSON at all (as opposed to JSON too deep or too big)."""
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests more than `limit` levels (iteratively: no recursion to exhaust)."""
+def too_deep(value: Any) -> bool:
+    """Whether a parsed value (a file's, a request body's) nests past MAX_DEPTH levels
+    (iteratively: no recursion to exhaust)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         current, depth = stack.pop()
-        if depth > limit:
+        if depth > MAX_DEPTH:
             return True
         if isinstance(current, dict):
             stack.extend((v, depth + 1) for v in current.values() if isinstance(v, (dict, list)))
         elif isinstance(current, list):
             stack.extend((v, depth + 1) for v in current if isinstance(v, (dict, list)))
     return False
-
-
-def too_deep(value: Any) -> bool:
-    """Whether a parsed value nests past MAX_DEPTH (a request body's, as a file's)."""
-    return _deeper_than(value, MAX_DEPTH)
 
 
 def parse_json(text: str, where: str, line: int | None = None) -> Any:
@@ -130,7 +126,7 @@ def parse_json(text: str, where: str, line: int | None = None) -> Any:
     except RecursionError:
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
     # Only a text with that many brackets can nest that deep: most never pay for the walk.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+    if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(value):
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)")
     return clean_value(value) if _ESCAPED_SURROGATE.search(text) else value
 

@@ -20,7 +20,6 @@ import sys
 from typing import Any
 
 REPLACEMENT = "\ufffd"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # Everything XML 1.0 allows is \t \n \r, U+0020-U+D7FF, U+E000-U+FFFD and U+10000 up.
 # Compiled when first used (JUnit exports only): the class is slow to compile.
 _NOT_XML = "[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
@@ -29,16 +28,10 @@ _NOT_XML = "[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 def clean_text(text: str) -> str:
     """`text` with every code point UTF-8 cannot hold replaced (a valid surrogate pair,
     as two code points, becomes the character it stands for)."""
-    if text.isascii():          # O(1): CPython keeps the flag (most text runner writes is ASCII)
+    if text.isascii() or _encodable(text):      # isascii is O(1): most text runner writes is ASCII
         return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
     # UTF-16 joins a high and a low surrogate that meet; what stays alone is replaced.
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return _SURROGATE.sub(REPLACEMENT, joined)
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def utf8(text: str) -> bytes:

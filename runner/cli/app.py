@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from runner import __version__
-from runner.cli import batches, calibration, imports, init, pipelines, probe, serve, tools, view
-from runner.cli.base import RunnerApp
+from runner.cli import batches, calibration, init, pipelines, probe, tools, view
+from runner.cli.base import RunnerApp, fail
 from runner.cli.common import (
     CacheDirOpt,
     InputFormatOpt,
@@ -20,16 +20,12 @@ from runner.cli.common import (
     RecordOpt,
     SetOpt,
     cache_dir_of,
+    echo_run_notes,
     overrides_of,
 )
 
 app = RunnerApp(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
            help="Declarative YAML pipelines for LLM-as-judge verification.")
-
-CacheOpt = CacheDirOpt
-
-
-_cache_dir = cache_dir_of
 
 
 def _version(value: bool) -> None:
@@ -69,7 +65,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
             "--failed-from", help="Rerun the items that errored or failed the pass rule in this earlier run "
                                   "(its folder, or its group folder for the latest complete run); the new run "
                                   "holds the parent's other results too, so it covers the whole input.")] = None,
-        cache_dir: CacheOpt = None,
+        cache_dir: CacheDirOpt = None,
         no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
         no_cache_as: Annotated[bool, typer.Option(
             "--no-cache-as", help="Key each model's cached answers by its own endpoint, never by its `cache_as` "
@@ -109,25 +105,23 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, run_pipeline
     from runner.engine.executors import ExecutorChoice
-    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines, run_failure
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, run_failure
     from runner.engine.progress import for_terminal
     from runner.runs.request import RunOptions, Selection
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
         unknown = [f for f in formats if f not in FORMATS]
         if unknown:
-            typer.echo(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}", err=True)
-            raise typer.Exit(2)
+            fail(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}")
     from runner.tracing import BACKENDS
     if trace is not None and trace not in BACKENDS:
-        typer.echo(f"--trace {trace}: choose from {', '.join(BACKENDS)}", err=True)
-        raise typer.Exit(2)
+        fail(f"--trace {trace}: choose from {', '.join(BACKENDS)}")
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else []),
              *(["--executor", executor] if executor != "local" else []),
              *(["--ray-address", ray_address] if ray_address else []),
              *(["--workers", str(workers)] if workers else [])]
-    options = RunOptions(cache_dir=_cache_dir(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
+    options = RunOptions(cache_dir=cache_dir_of(cache_dir), no_cache=no_cache, llm_concurrency=concurrency or 8,
                          concurrency_given=concurrency is not None, out_dir=out, trace=trace, fail_under=fail_under,
                          command_flags=flags, batch=batch, csv_raw=csv_raw, no_cache_as=no_cache_as)
     source = ItemSource(input, record or [], limit, Selection(item, filter_, failed_from), input_format=input_format)
@@ -138,15 +132,11 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
         if summary:
             typer.echo(_summary_line(summary, outcome.out_dir))
         outcome.stop_if_interrupted()
-    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
-        typer.echo(note, err=True)
-    for line in error_lines(summary):
-        typer.echo(line, err=True)
+    echo_run_notes(summary)
     typer.echo(_summary_line(summary, outcome.out_dir))
     failure = run_failure(summary, allowed)
     if failure:
-        typer.echo(failure, err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
+        fail(failure, TOO_MANY_ERRORS)
     if fail_under is not None:
         _check_rate(outcome.pipeline, summary, fail_under, max_errors)
 
@@ -192,8 +182,7 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float, max_e
     from runner.engine.rates import PassRule
     rule = PassRule.first_rate(pipeline.summary)
     if rule is None:       # checked before the run too (health.check_before_run)
-        typer.echo("--fail-under: this pipeline's summary has no rates to check", err=True)
-        raise typer.Exit(2)
+        fail("--fail-under: this pipeline's summary has no rates to check")
     passed, line = rate_gate(summary, rule.name, fail_under, gate_allowance(max_errors), max_errors is not None)
     typer.echo(line, err=True)
     if not passed:
@@ -205,14 +194,14 @@ def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
            set_: SetOpt = None, model: ModelOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,
            limit: Annotated[int | None, typer.Option(help="Only the first N items.", min=1)] = None,
-           cache_dir: CacheOpt = None,
+           cache_dir: CacheDirOpt = None,
            batch: Annotated[bool, typer.Option("--batch", help="Estimate the cost as `run --batch` would pay "
                                                                 "(the batch price).")] = False) -> None:
     """Dry run: print every prompt the LLM steps would send; sends nothing."""
     from runner.api import ItemSource, render_pipeline
     from runner.runs.request import RunOptions
     render_pipeline(pipeline, ItemSource(input, record or [], limit, input_format=input_format),
-                    RunOptions(cache_dir=_cache_dir(cache_dir), batch=batch), sys.stdout, overrides_of(set_, model),
+                    RunOptions(cache_dir=cache_dir_of(cache_dir), batch=batch), sys.stdout, overrides_of(set_, model),
                     item)
 
 
@@ -235,10 +224,10 @@ app.command("probe", interrupted="the finished items and the probe report of the
     probe.probe_command)
 app.command("view", interrupted="stopped")(view.view)
 app.command("batches")(batches.batches)
-app.command("serve", interrupted="stopped (each job resumes at the next start)")(serve.serve)
+app.command("serve", interrupted="stopped (each job resumes at the next start)")(view.serve)
 app.add_typer(tools.cache_app, name="cache")
 app.add_typer(view.labels_app, name="labels")
-app.add_typer(imports.import_app, name="import")
+app.add_typer(init.import_app, name="import")
 
 
 def main() -> None:

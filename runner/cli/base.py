@@ -1,13 +1,13 @@
 """Where an error becomes an exit code, for every command of every command group: a RunnerError
-its message and code, an interruption its own. (A command's own outcome, a failed gate or too
-many errored items, is the exit code it raises itself.)"""
+its message and code, an interruption its own, and a command's own outcome (a failed gate, too
+many errored items) the code it gives `fail`."""
 
 from __future__ import annotations
 
 import copy
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.main import get_command_name
@@ -34,6 +34,12 @@ def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_W
             typer.echo(f"interrupted: {interrupted}", err=True)
             raise typer.Exit(getattr(stop, "exit_code", 130)) from None
     return guarded
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """End the command: `message` on stderr, exit `code`."""
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
 
 
 class RunnerApp(typer.Typer):

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.common import InputFormatOpt, cache_dir_of
+from runner.cli.base import fail
+from runner.cli.common import CacheDirOpt, InputFormatOpt, cache_dir_of
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -47,7 +48,7 @@ def eval_command(
         input_format: InputFormatOpt = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help="With a pipeline: override a key.")] = None,
         out: Annotated[Path | None, typer.Option("--out", help="With a pipeline: its output folder.")] = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        cache_dir: CacheDirOpt = None,
         fail_under_kappa: Annotated[float | None, typer.Option(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
@@ -55,27 +56,21 @@ def eval_command(
     report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
                                                    stability_field, by),
                                      input, set_ or [], out, cache_dir_of(cache_dir), input_format)
-    for hint in report.get("run_hints", []):
-        typer.echo(hint, err=True)
-    for warning in ((report.get("jurors") or {}).get("independence") or {}).get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
-    for warning in report.get("input_warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
+    warnings = [*((report.get("jurors") or {}).get("independence") or {}).get("warnings", []),
+                *report.get("input_warnings", [])]
+    for note in [*report.get("run_hints", []), *(f"warning: {warning}" for warning in warnings)]:
+        typer.echo(note, err=True)
     typer.echo(_eval_lines(report))
     typer.echo(f"written to {folder / 'eval.md'} and {folder / 'eval.json'}")
     if report.get("run_failed"):
         from runner.engine.health import TOO_MANY_ERRORS
-        typer.echo(report["run_failed"], err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
-    if fail_under_kappa is not None:
-        passed, line = _kappa_gate(report, fail_under_kappa)
-        if not passed:
-            typer.echo(line, err=True)
-            raise typer.Exit(1)
+        fail(report["run_failed"], TOO_MANY_ERRORS)
+    if fail_under_kappa is not None and (failed := _kappa_failure(report, fail_under_kappa)):
+        fail(failed, 1)
 
 
-def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
-    """--fail-under-kappa, failing closed: a kappa that is missing or undefined fails it, saying why."""
+def _kappa_failure(report: dict[str, Any], threshold: float) -> str | None:
+    """Why --fail-under-kappa fails, if it does; failing closed: a kappa that is missing or undefined fails it."""
     metrics = report["metrics"]
     kappa, n = metrics.get("kappa"), int(metrics.get("n") or 0)
     over = f"over {report['scored']} of {report['label_rows']} label(s)"
@@ -83,10 +78,8 @@ def _kappa_gate(report: dict[str, Any], threshold: float) -> tuple[bool, str]:
         why = ("the labels are numeric: no kappa" if report.get("kind") == "numeric"
                else "no label was scored" if not n
                else "undefined: the labels and the verdicts are each all one and the same class")
-        return False, f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
-    if kappa < threshold:
-        return False, f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})"
-    return True, ""
+        return f"kappa is n/a ({why}; {over}): --fail-under-kappa {threshold:g} has nothing to check"
+    return f"kappa {kappa} is below --fail-under-kappa {threshold:g} ({over})" if kappa < threshold else None
 
 
 def _eval_lines(report: dict[str, Any]) -> str:
@@ -148,7 +141,7 @@ def sweep_command(
             "--allow-calls", help="Run settings whose prompts are not all cached (new LLM calls).")] = False,
         out: Annotated[Path | None, typer.Option("--out", help="Folder for sweep.md, sweep.json, sweep.html.")]
         = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None,
+        cache_dir: CacheDirOpt = None,
         concurrency: Annotated[int, typer.Option(help="LLM requests in flight (with --allow-calls).", min=1)] = 8,
 ) -> None:
     """Score every combination of --grid values against labels, from the LLM cache."""
@@ -180,8 +173,7 @@ def sweep_command(
                 for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
         from runner.engine.health import TOO_MANY_ERRORS
-        typer.echo("\n".join(failures), err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
+        fail("\n".join(failures), TOO_MANY_ERRORS)
 
 
 def _failed_before_line(before: dict[str, Any]) -> str:
@@ -215,7 +207,7 @@ def align_command(
             "--out", help="align.json's path (or a folder for it), align.md beside it "
                           "(default reports/NAME/align/).")] = None,
         input_format: InputFormatOpt = None,
-        cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="LLM cache folder.")] = None) -> None:
+        cache_dir: CacheDirOpt = None) -> None:
     """Make the judge agree better with labels (params, few-shot examples, instruction lines), kept
     only when dev agreement rises; ship pipelines/NAME.aligned.yaml only when it beats the
     baseline on held-out test items by more than noise (exit 1 when it does not)."""

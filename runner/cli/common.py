@@ -1,10 +1,10 @@
-"""What the CLI's command modules share: options used by several commands."""
+"""What the CLI's command modules share: options used by several commands, and what they print of a run."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,8 +26,15 @@ def cache_dir_of(value: Path | None) -> Path:
     return value or Path(os.environ.get("RUNNER_CACHE_DIR", "cache"))
 
 
-
 def overrides_of(sets: list[str] | None, models: list[str] | None) -> list[str]:
     """--set assignments, then each --model as the loader's `--model NAME=...` text."""
     from runner.pipeline.overrides import MODEL_FLAG
     return [*(sets or []), *(MODEL_FLAG + text for text in models or [])]
+
+
+def echo_run_notes(summary: dict[str, Any]) -> None:
+    """A run's hints, warnings and error lines, on stderr."""
+    from runner.engine.health import error_lines
+    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", [])),
+                 *error_lines(summary)]:
+        typer.echo(note, err=True)

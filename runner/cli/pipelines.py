@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from runner.cli.base import fail
 from runner.cli.common import SetOpt
 from runner.errors import RunnerError
 from runner.redact import redact
@@ -35,8 +36,7 @@ def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipeli
     import yaml
     files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
     if not files:
-        typer.echo(f"no pipelines in {folder}/", err=True)
-        raise typer.Exit(2)
+        fail(f"no pipelines in {folder}/")
     for file in files:
         try:
             data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}

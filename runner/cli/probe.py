@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, overrides_of
+from runner.cli.base import fail
+from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, echo_run_notes, overrides_of
 
 
 def probe_command(
@@ -30,7 +31,7 @@ def probe_command(
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False) -> None:
     """Run a pipeline on its items and on perturbed copies (its `probes:`): how often each juror's
     verdict and the final one flip, per probe, in probe.json, probe.md and probe.html."""
-    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors, error_lines
+    from runner.engine.health import TOO_MANY_ERRORS, MaxErrors
     from runner.engine.progress import for_terminal
     from runner.probe.probe_report import rate_text, row_note
     from runner.probe.run import probe_pipeline
@@ -44,10 +45,7 @@ def probe_command(
                                      names, items, for_terminal(quiet))
     outcome.stop_if_interrupted()          # its report is of what finished
     summary = outcome.summary
-    for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", []))]:
-        typer.echo(note, err=True)
-    for line in error_lines(summary):
-        typer.echo(line, err=True)
+    echo_run_notes(summary)
     typer.echo(f"{report['items']} item(s), {report['copies']} perturbed cop{'y' if report['copies'] == 1 else 'ies'}; "
                f"verdict field {report['verdict_field']}")
     for probe in report["probes"]:
@@ -62,5 +60,4 @@ def probe_command(
     folder = Path(report["run"])
     typer.echo(f"written to {folder / 'probe.md'}, probe.html and probe.json")
     if MaxErrors().exceeded(int(summary.get("errors") or 0), int(summary.get("total") or 0)):
-        typer.echo(f"probe failed: every item errored (exit code {TOO_MANY_ERRORS})", err=True)
-        raise typer.Exit(TOO_MANY_ERRORS)
+        fail(f"probe failed: every item errored (exit code {TOO_MANY_ERRORS})", TOO_MANY_ERRORS)

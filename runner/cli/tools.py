@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.base import RunnerApp
+from runner.cli.base import RunnerApp, fail
 from runner.cli.common import CacheDirOpt, cache_dir_of
 from runner.redact import redact
 
@@ -36,8 +36,7 @@ def feedback(store: Annotated[Path, typer.Option("--store", help="A run folder, 
     of the pipeline's verdicts, is refused (exit 2)."""
     from runner.tracing.feedback import record_feedback
     if up == down:
-        typer.echo("give exactly one of --up or --down", err=True)
-        raise typer.Exit(2)
+        fail("give exactly one of --up or --down")
     saved = record_feedback(store, trace_id, up, rationale, user, name, label, reports,
                             warn=lambda message: typer.echo(f"warning: {redact(message)}", err=True))
     where = " and to MLflow" if saved.get("mlflow_assessment_id") else ""
@@ -81,8 +80,7 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
             typer.echo(line)
     fell = rate_drops(result, max_drop) if max_drop is not None else []
     if fell:
-        typer.echo(f"{'; '.join(fell)}: more than --max-drop {max_drop:g}", err=True)
-        raise typer.Exit(1)
+        fail(f"{'; '.join(fell)}: more than --max-drop {max_drop:g}", 1)
 
 
 def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its group folder (the latest complete "

@@ -8,8 +8,9 @@ ARCHITECTURE.md; `--check` exits 1 when the committed table is stale (a test run
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
+
+from runner.docgen import write_or_check
 
 PACKAGE = Path(__file__).resolve().parent.parent
 DOC_FILE = Path("ARCHITECTURE.md")
@@ -85,21 +86,7 @@ def updated(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    paths = [a for a in args if a != "--check"]
-    target = Path(paths[0]) if paths else DOC_FILE
-    current = target.read_text(encoding="utf-8")
-    page = updated(current)
-    if check:
-        if current != page:
-            print(f"{target}'s package table is stale: run python -m runner.docgen.architecture", file=sys.stderr)
-            return 1
-        print(f"{target}'s package table is up to date")
-        return 0
-    target.write_text(page, encoding="utf-8")
-    print(f"wrote {target}'s package table")
-    return 0
+    return write_or_check(argv, DOC_FILE, updated, "{}'s package table", "runner.docgen.architecture")
 
 
 if __name__ == "__main__":

@@ -28,13 +28,9 @@ def first_sentence(function: Any, note: str = "") -> str:
     return first[:-1] + "." if first.endswith(":") else first
 
 
-def shown(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _example_line(example: Example) -> str:
     arrow = "→" if example.checked else "→ e.g."
-    return f"`{{{{ {example.expression} }}}}` {arrow} `{shown(example.result)}`"
+    return f"`{{{{ {example.expression} }}}}` {arrow} `{json.dumps(example.result, ensure_ascii=False, default=str)}`"
 
 
 def _group(table: dict[str, Any]) -> dict[Any, list[str]]:
@@ -63,7 +59,7 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
 def _steps() -> list[str]:
     from runner.checks.result_shapes import ShapeContext, describe
     from runner.docgen.arguments import arguments, example_step
-    from runner.pipeline.step_catalog import step_info, step_names
+    from runner.pipeline.step_catalog import STEPS, step_info, step_names
     lines = ["## Step types", "",
              "A step has an `id`, a type (`uses`), its arguments (`with`) and optionally `if`, `on_error` "
              "(`fail`, `continue`, `default`) and `default`; later steps read `steps.ID.FIELD`. A top-level "
@@ -77,7 +73,6 @@ def _steps() -> list[str]:
              "(`llm`, `jury`, and `foreach`/`loop` around them) tells how many calls it made (`calls`: a "
              "re-ask to repair an answer is one more) and the attempts they took (`attempts`: retries "
              "included, none for a cached answer).", ""]
-    from runner.pipeline.step_catalog import STEPS
     for name in step_names():
         if not STEPS.get(name).__module__.startswith(STEPS.builtins):
             continue          # a plug-in registered in this process (a test's): not runner's language

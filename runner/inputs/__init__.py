@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from runner.errors import InputError
-from runner.fileio import decode
 from runner.registry import Registry
 
 if TYPE_CHECKING:
@@ -111,10 +110,6 @@ def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Rec
         return read(path, options)
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to read") from None
-
-
-def read_text(path: Path) -> str:
-    return decode(path.read_bytes(), str(path))
 
 
 def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from runner.inputs import decode
+from runner.fileio import decode
 
 BLOCK_SPLIT = re.compile(r"\n\s*\n|\n(?=\s*(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>))")
 OPENS_BLOCK = re.compile(r"\s*(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>)")

@@ -139,14 +139,10 @@ def _mask(block: str, matches: list[re.Match[str]]) -> str:
 def sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:
     """Offsets just past each sentence-ending punctuation mark (one pass, no rescans) that
     does not end an abbreviation."""
-    ends = []
     abbreviation, longest = _abbreviation_ending(tuple(abbreviations))
-    for match in SENTENCE_END.finditer(masked):
-        mark = match.start()
-        if abbreviation is not None and abbreviation.search(masked, max(0, mark + 1 - longest), mark + 1):
-            continue
-        ends.append(match.end())
-    return ends
+    return [match.end() for match in SENTENCE_END.finditer(masked)
+            if abbreviation is None or not abbreviation.search(masked, max(0, match.start() + 1 - longest),
+                                                               match.start() + 1)]
 
 
 @lru_cache(maxsize=16)

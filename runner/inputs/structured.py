@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
-from runner.fileio import NotJson, parse_json
-from runner.inputs import Record, adapter, counts, decode, read_text
+from runner.fileio import NotJson, decode, parse_json, read_text
+from runner.inputs import Record, adapter, counts
 from runner.yamlpos import alias_problem
 
 
@@ -71,7 +71,7 @@ def count_jsonl(path: Path, options: dict[str, Any]) -> int:
 
 
 def _raw_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines as bytes, a leading BOM dropped (a lone \\r ends a line too, as it always did)."""
+    """The file's lines as bytes, a leading BOM dropped (a lone \\r ends a line too)."""
     with path.open("rb") as handle:
         for number, chunk in enumerate(handle):
             yield from (chunk.removeprefix(b"\xef\xbb\xbf") if number == 0 else chunk).splitlines()

@@ -49,14 +49,20 @@ class ModelEstimate:
         per_call, _ = self.completion_per_call()
         return sum(self.cached_completion) + per_call * (self.calls - self.cached)
 
+    def cost(self) -> float | None:
+        """The estimated cost of the uncached calls, None without a price."""
+        price, _ = self.price()
+        per_call, _ = self.completion_per_call()
+        return None if price is None else price.cost(self.uncached_prompt_tokens, per_call * (self.calls - self.cached))
+
 
 @dataclass
 class CostEstimate:
     models: dict[str, ModelEstimate] = field(default_factory=dict)
 
     def add(self, name: str, model_id: str, prompt_text: str, cached: dict[str, Any] | None,
-            max_tokens: int | None, batch: bool = False, embeddings: bool = False, local: bool = False) -> int:
-        """Count one call (`embeddings`: an embeddings request); returns its estimated prompt tokens."""
+            max_tokens: int | None, batch: bool = False, embeddings: bool = False, local: bool = False) -> None:
+        """Count one call (`embeddings`: an embeddings request)."""
         entry = self.models.setdefault(name, ModelEstimate(model_id, batch=batch, embeddings=embeddings, local=local))
         tokens = max(1, len(prompt_text) // CHARS_PER_TOKEN)
         entry.calls += 1
@@ -69,7 +75,6 @@ class CostEstimate:
                 entry.cached_completion.append(completion)
         else:
             entry.uncached_prompt_tokens += tokens
-        return tokens
 
     @property
     def calls(self) -> int:
@@ -88,14 +93,13 @@ class CostEstimate:
         for name, entry in self.models.items():
             per_call, how = entry.completion_per_call()
             uncached = entry.calls - entry.cached
-            price, basis_text = entry.price()
-            if price is None and entry.local:
+            cost = entry.cost()
+            if cost is None and entry.local:
                 cost_text = "no price in litellm's table (a local model costs nothing)"
-            elif price is None:          # a hosted endpoint: it may well cost something
+            elif cost is None:          # a hosted endpoint: it may well cost something
                 cost_text = "unknown price (not in litellm's table; not counted in the est. cost)"
             else:
-                cost = price.cost(entry.uncached_prompt_tokens, per_call * uncached)
-                cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s){basis_text}"
+                cost_text = f"est. cost ${cost:.4f} for the {uncached} uncached call(s){entry.price()[1]}"
             basis = f" ({per_call} per uncached call: {how})" if uncached else ""
             out.append(f"  {name} ({entry.model_id}): {entry.calls} call(s), {entry.cached} cached, "
                        f"est. prompt tokens {entry.prompt_tokens}, est. completion tokens "
@@ -112,11 +116,5 @@ class CostEstimate:
                 f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}{unpriced}"]
 
     def total_cost(self) -> float:
-        total = 0.0
-        for entry in self.models.values():
-            price, _ = entry.price()
-            if price is not None:
-                per_call, _ = entry.completion_per_call()
-                total += price.cost(entry.uncached_prompt_tokens, per_call * (entry.calls - entry.cached))
-        return total
+        return sum(cost for entry in self.models.values() if (cost := entry.cost()) is not None)
 

@@ -17,11 +17,14 @@ from runner.render.costs import CostEstimate
 
 @dataclass
 class RenderSink:
-    """Prompts are printed to `stream` (none: only counted); `stats` and `estimate` add them up."""
+    """Prompts are printed to `stream` (none: only counted); `estimate` adds them up."""
 
     stream: TextIO | None = None
-    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cached": 0, "tokens": 0})
     estimate: CostEstimate = field(default_factory=CostEstimate)     # what the calls add up to, per model
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {"calls": self.estimate.calls, "cached": self.estimate.cached, "tokens": self.estimate.prompt_tokens}
 
     async def __call__(self, ask: Ask) -> Reply:
         raise NeedsModel(f"{ask.spec.name} has no cached answer")
@@ -36,11 +39,8 @@ class RenderSink:
         else:     # the mode this endpoint uses now: the configured one, or what the fallback ladder learned
             mode = ask.mode + (f" (configured {spec.structured_output})" if spec.structured_output != ask.mode else "")
         prompt_text, sampling, cached = format_messages(ask.messages), ask.params, ask.cached
-        tokens = self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch,
-                                   mode == "embeddings", local=spec.local)
-        self.stats["calls"] += 1
-        self.stats["cached"] += int(cached is not None)
-        self.stats["tokens"] += tokens
+        self.estimate.add(spec.name, spec.model, prompt_text, cached, sampling.get("max_tokens"), spec.batch,
+                          mode == "embeddings", local=spec.local)
         if self.stream is None:
             return
         params = ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "provider defaults"

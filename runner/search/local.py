@@ -21,12 +21,8 @@ def _files(folder: Path) -> list[Path]:
     a FIFO is skipped, never read)."""
     if not folder.is_dir():
         raise SearchFailed(f"local search: folder '{folder}' not found")
-    found = []
-    for candidate in sorted(folder.rglob("*")):
-        relative = str(candidate.relative_to(folder))
-        if candidate.suffix.lower() in SUFFIXES and resolve_inside(folder, relative)[1] == OK:
-            found.append(candidate)
-    return found
+    return [file for file in sorted(folder.rglob("*"))
+            if file.suffix.lower() in SUFFIXES and resolve_inside(folder, str(file.relative_to(folder)))[1] == OK]
 
 
 def _passages(folder: Path) -> list[tuple[str, str, int]]:

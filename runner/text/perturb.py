@@ -38,8 +38,6 @@ def inject(value: Any, rng: random.Random, variant: int, options: Mapping[str, A
     declared ones, else WORDINGS and POSITIONS): before or after the text, or mid-way.
     `{verdict}` is the wording's one placeholder: every other brace is the brace it is (a
     wording may be JSON)."""
-    if not isinstance(value, str):
-        return None
     wordings = options.get("wordings") or WORDINGS
     positions = options.get("positions") or POSITIONS
     sentence = str(wordings[variant % len(wordings)]).replace("{verdict}", str(options["verdict"]))
@@ -55,8 +53,6 @@ def inject(value: Any, rng: random.Random, variant: int, options: Mapping[str, A
 
 def perturb_number(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """One number (digits, or a number word up to a thousand) replaced by another."""
-    if not isinstance(value, str):
-        return None
     found = list(NUMBER.finditer(value))
     if not found:
         return None
@@ -82,11 +78,8 @@ def shuffle(value: Any, rng: random.Random, variant: int, options: Mapping[str, 
     """A list in another order, or a text's lines in another order (never the same order)."""
     if isinstance(value, list):
         return _reordered(value, rng)
-    if isinstance(value, str):
-        lines = value.split("\n")
-        reordered = _reordered(lines, rng)
-        return None if reordered is None else "\n".join(reordered)
-    return None
+    reordered = _reordered(value.split("\n"), rng)
+    return None if reordered is None else "\n".join(reordered)
 
 
 def _reordered(values: Sequence[Any], rng: random.Random) -> list[Any] | None:
@@ -101,8 +94,6 @@ def _reordered(values: Sequence[Any], rng: random.Random) -> list[Any] | None:
 
 def truncate(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """The text cut after `keep` (default 0.8) of its words."""
-    if not isinstance(value, str):
-        return None
     words = list(WORD.finditer(value))
     keep = int(len(words) * float(options.get("keep", 0.8)))
     if keep < 1 or keep >= len(words):
@@ -112,27 +103,19 @@ def truncate(value: Any, rng: random.Random, variant: int, options: Mapping[str,
 
 def case(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """About a third of the words (at least one) in upper, lower or title case, changed."""
-    if not isinstance(value, str):
-        return None
     words = [m for m in WORD.finditer(value) if m.group(0).lower() != m.group(0).upper()]
-    chosen = {m.start() for m in rng.sample(words, max(1, len(words) // 3))} if words else set()
-    out, last, changed = [], 0, False
-    for match in WORD.finditer(value):
+    out, last = [], 0
+    for match in sorted(rng.sample(words, max(1, len(words) // 3)) if words else [], key=lambda m: m.start()):
         word = match.group(0)
-        if match.start() in chosen:
-            new = rng.choice([str.upper, str.lower, str.title])(word)
-            new = new if new != word else word.swapcase()
-            changed = changed or new != word
-            word = new
-        out += [value[last:match.start()], word]
+        new = rng.choice([str.upper, str.lower, str.title])(word)
+        out += [value[last:match.start()], new if new != word else word.swapcase()]
         last = match.end()
-    return "".join([*out, value[last:]]) if changed else None
+    changed = "".join([*out, value[last:]])
+    return changed if changed != value else None
 
 
 def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """Extra spaces, a tab or a line break between about a third of the words (at least one)."""
-    if not isinstance(value, str):
-        return None
     gaps = [m.start() for m in WORD.finditer(value)][1:]
     if not gaps:
         return None
@@ -150,7 +133,10 @@ TRANSFORMS: dict[str, Transform] = {"inject": inject, "perturb_number": perturb_
 
 
 def perturbed(kind: str, value: Any, options: Mapping[str, Any], variant: int, seed: str) -> Any:
-    """`value` perturbed by the transform `kind`, or None when it has nothing to work on."""
+    """`value` perturbed by the transform `kind`, or None when it has nothing to work on (every
+    transform works on a text; `shuffle` on a list too)."""
+    if not isinstance(value, (str, list) if kind == "shuffle" else str):
+        return None
     return TRANSFORMS[kind](value, rng_of(seed), variant, options)
 
 

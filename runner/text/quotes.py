@@ -13,6 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -88,13 +89,15 @@ def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> 
             offsets.append(at)
 
     position = 0
-    for spot in IRREGULAR.finditer(text):
-        index = spot.start()
+    for spot in chain(IRREGULAR.finditer(text), [None]):
+        index = spot.start() if spot else len(text)
         if index > position:
             run = text[position:index].translate(_SPACES).lower()
             skip = 1 if run[0] == " " and (not out or out[-1].endswith(" ")) else 0
             out.append(run[skip:])
             offsets.extend(range(position + skip, index))
+        if spot is None:
+            break
         position = spot.end()
         found = spot.group()
         first = found.lstrip()[:1]
@@ -104,13 +107,7 @@ def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> 
                 emit(" ", index + 1)
         elif any(char.isspace() for char in found):
             emit(" ", index)
-    if position < len(text):
-        run = text[position:].translate(_SPACES).lower()
-        skip = 1 if run[0] == " " and (not out or out[-1].endswith(" ")) else 0
-        out.append(run[skip:])
-        offsets.extend(range(position + skip, len(text)))
-    joined = "".join(out)
-    trimmed = joined.rstrip(" ")
+    trimmed = "".join(out).rstrip(" ")
     return Normalized(trimmed, offsets[:len(trimmed)])
 
 
@@ -123,12 +120,9 @@ def _fold(char: str) -> tuple[str, ...]:
         return (" ",)
     if char in DASHES:
         return ("-",)
-    pieces = []
-    for piece in unicodedata.normalize("NFKD", char).casefold():
-        if unicodedata.category(piece) == "Mn" or piece in QUOTE_MARKS or piece in INVISIBLE:
-            continue
-        pieces.append(" " if piece.isspace() else "-" if piece in DASHES else piece)
-    return tuple(pieces)
+    return tuple(" " if piece.isspace() else "-" if piece in DASHES else piece
+                 for piece in unicodedata.normalize("NFKD", char).casefold()
+                 if unicodedata.category(piece) != "Mn" and piece not in QUOTE_MARKS and piece not in INVISIBLE)
 
 
 def normalize_source(text: str) -> Normalized:
@@ -276,8 +270,7 @@ def _found_elsewhere(source: Source, part: str) -> bool:
 
 def _critical(text: str) -> tuple[list[str], list[str]]:
     numbers = sorted(NUMBER.findall(text)) + sorted(["§"] * text.count("§"))
-    words = [w for w in WORD.findall(text.replace("n't", " n't"))]
-    negations = sorted(w for w in words if w in NEGATIONS)
+    negations = sorted(w for w in WORD.findall(text.replace("n't", " n't")) if w in NEGATIONS)
     return numbers, negations
 
 
@@ -329,7 +322,6 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
         flags.add("short_quote")
     matches: list[SegmentMatch] = []
     after = 0
-    total = sum(len(s) for s in segments)
     for segment in segments:
         match = _locate(source, segment, after, flags)
         if after > 0 and (match is None or not match.exact):
@@ -341,22 +333,16 @@ def match_quote(quote: str, source: Source | str, threshold: float = 0.8) -> Quo
         flags |= match.flags
         matches.append(match)
         after = match.end
-    covered = sum(m.matched for m in matches)
-    score = round(covered / total, 4) if total else 0.0
-    if not matches:
-        return QuoteMatch(False, 0.0, "NOT_FOUND", "", None, None, sorted(flags), threshold=threshold)
-    start, end = _expand_to_words(source.norm.text, matches[0].start, matches[-1].end)
-    first, last = source.norm.offsets[start], source.norm.offsets[end - 1]
-    matched_text = source.text[first:last + 1]
-    lines = [source.line_of(first), source.line_of(last)]
-    failing = flags & FAILING_FLAGS
-    passed = score >= threshold and not failing
+    score = round(sum(m.matched for m in matches) / sum(len(s) for s in segments), 4)     # segments are never empty
+    passed = score >= threshold and not flags & FAILING_FLAGS
     exact = passed and len(matches) == len(segments) and all(m.exact for m in matches)
     status = "EXACT" if exact else "MATCH" if passed else "PARTIAL" if score >= 0.5 else "NOT_FOUND"
-    if status == "NOT_FOUND":   # a few stray aligned characters are no location worth reporting
-        return QuoteMatch(False, score, status, "", None, None, sorted(flags), threshold=threshold)
-    return QuoteMatch(passed, score, status, matched_text, lines, source.in_cited(start, end), sorted(flags),
-                      threshold=threshold)
+    if not matches or status == "NOT_FOUND":   # a few stray aligned characters are no location worth reporting
+        return QuoteMatch(False, score, "NOT_FOUND", "", None, None, sorted(flags), threshold=threshold)
+    start, end = _expand_to_words(source.norm.text, matches[0].start, matches[-1].end)
+    first, last = source.norm.offsets[start], source.norm.offsets[end - 1]
+    return QuoteMatch(passed, score, status, source.text[first:last + 1], [source.line_of(first), source.line_of(last)],
+                      source.in_cited(start, end), sorted(flags), threshold=threshold)
 
 
 def source_from_read_lines(result: dict[str, Any], search_in: list[str]) -> Source:
