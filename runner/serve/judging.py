@@ -18,7 +18,7 @@ from typing import Any
 
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
-from runner.engine.observe import LLMCall, Observer
+from runner.engine.health import item_end
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
@@ -91,34 +91,6 @@ class Answer:
                 "result": self.result}
 
 
-class CallCounter(Observer):
-    """Counts each item's LLM answers, sent and cached (whether an item came from the cache),
-    and passes every hook on to the tracer behind it."""
-
-    def __init__(self, inner: Observer):
-        self.inner = inner
-        self.counts: dict[int, list[int]] = {}        # item index -> [sent, cached]
-
-    def item_start(self, item: Item) -> None:
-        self.inner.item_start(item)
-
-    async def item_end(self, item: Item, result: dict[str, Any]) -> None:
-        await self.inner.item_end(item, result)
-
-    def step_start(self, item: Item, spec: Any) -> Any:
-        return self.inner.step_start(item, spec)
-
-    def step_end(self, token: Any, result: Any, error: str | None) -> None:
-        self.inner.step_end(token, result, error)
-
-    def llm_call(self, call: LLMCall) -> None:
-        self.counts.setdefault(call.item, [0, 0])[1 if call.cached else 0] += 1
-        self.inner.llm_call(call)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     """A result as stored: without its position in one request or run."""
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
@@ -168,7 +140,7 @@ class Judging:
         self._hashes[(name, self.catalog.generation, text)] = digest
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]
-        runtime.observer = CallCounter(make_observer(runtime))
+        runtime.observer = make_observer(runtime)
         variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime)
         await self._evict()
         return variant
@@ -201,6 +173,7 @@ class Judging:
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
             result, source = await self.served_item(variant, variant.runtime, numbered)
+            item_end(variant.runtime, numbered.index, result)       # this request records it: its tally settled
         return Answer(position, item.key, source, stored_form(result), variant.hash)
 
     async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
@@ -220,6 +193,8 @@ class Judging:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
+        if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
+            (result, source), joined = await self._compute(variant, runtime, item, tolerate_store), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
         return result, source
@@ -228,15 +203,8 @@ class Judging:
                        tolerate_store: bool) -> tuple[dict[str, Any], str]:
         with noting_reads() as reads:
             result = await run_item(runtime, item)
-        failed = False
-        if runtime.llm_used:
-            if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
-                failed = runtime.llm.settle(item.index)[0]
-            else:                                # a run's tally is settled by its error count
-                failed = runtime.llm.has_failed(item.index)
-        counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
-            else [1, 0]
-        source = "error" if failed or result.get("error") else "cache" if counts[1] and not counts[0] else "judged"
+        end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
+        source = "error" if end.error else "cache" if end.cached else "judged"
         if source != "error":
             try:
                 await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
