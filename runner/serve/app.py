@@ -27,8 +27,9 @@ from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.serve.served_pipelines import Catalog
+from runner.stores.database import StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
-from runner.stores.result_store import ResultStore, StoreUnavailable, is_postgres
+from runner.stores.result_store import ResultStore
 from runner.stores.reviews import ReviewStore
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
@@ -78,10 +79,8 @@ def open_result_store(url: str | None, default: Path) -> ResultStore:
     """The store at `url`: postgresql://... or libpq's `host=... dbname=...` (psycopg 3), an
     SQLite file path, or `default`."""
     if url and is_postgres(url):
-        from runner.stores.result_store_postgres import PostgresResultStore
-        return PostgresResultStore(url)
-    from runner.stores.result_store_sqlite import SqliteResultStore
-    return SqliteResultStore(_sqlite_path(url, default))
+        return ResultStore.postgres(url)
+    return ResultStore.sqlite(_sqlite_path(url, default))
 
 
 def _sqlite_path(url: str | None, default: Path) -> Path:

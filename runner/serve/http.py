@@ -20,7 +20,7 @@ from runner.errors import RunnerError
 from runner.redact import redact
 from runner.serve.errors import ApiError
 from runner.serve.openapi import allowed_methods
-from runner.stores.result_store import StoreUnavailable
+from runner.stores.database import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file

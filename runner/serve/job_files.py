@@ -25,7 +25,7 @@ from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
 from runner.serve.errors import ApiError
-from runner.stores.result_store_sqlite import SqliteResultStore
+from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
 CHUNK = 1 << 16
@@ -129,7 +129,7 @@ class ResumeIndex:
     def __init__(self, path: Path):
         self.path = path
         self.calls = path.with_suffix(".calls.jsonl")
-        self._store = SqliteResultStore(path)
+        self._store = ResultStore.sqlite(path)
 
     @classmethod
     def of(cls, path: Path, run: Path) -> ResumeIndex:

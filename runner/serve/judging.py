@@ -29,8 +29,9 @@ from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
+from runner.stores.database import StoreUnavailable
 from runner.stores.kept import kept, noting_reads, reusable
-from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
+from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
 MAX_VARIANTS = 32            # runtimes kept for request params; the least recently used idle one goes
