@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import run_pipeline_async
+from runner.engine.health import run_failure
 from runner.engine.progress import Counter
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps, now
@@ -195,12 +196,7 @@ class JobBoard:
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
                 mark_latest(outcome.out_dir, outcome.summary)
-            total = int(outcome.summary.get("total") or 0)
-            if total and counts["errors"] >= total:
-                job.status, job.error = "failed", f"every item errored ({counts['errors']} of {total}): " + \
-                    _first_error(outcome.summary)
-            else:
-                job.status = "succeeded"
+            job.status, job.error = _outcome(outcome.summary)
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
             raise
@@ -282,9 +278,14 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
         close()
 
 
-def _first_error(summary: dict[str, Any]) -> str:
-    """The run's most common error, as its summary groups them (or where to read them)."""
+def _outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
+    """(status, error) of a job's run, failed as `runner run` fails it (run_failure: every item
+    errored, or no model answered any call); the error names the run's most common one."""
+    failure, total, errors = run_failure(summary), int(summary.get("total") or 0), int(summary.get("errors") or 0)
+    if failure is None:
+        return "succeeded", None
     groups = summary.get("error_groups")
-    if isinstance(groups, list) and groups and isinstance(groups[0], dict):
-        return str(groups[0].get("error"))[:500]
-    return "see the run's results"
+    first = str(groups[0].get("error"))[:500] if isinstance(groups, list) and groups and isinstance(groups[0], dict) \
+        else "see the run's results"
+    return "failed", (f"every item errored ({errors} of {total}): " if total and errors >= total
+                      else failure.removeprefix("run failed: ") + ": ") + first

@@ -76,18 +76,8 @@ class Answer:
     result: dict[str, Any]
     pipeline_hash: str
 
-    @property
-    def shown_source(self) -> str:
-        """The answer's `source`: an item that errored says `error`, never judged."""
-        return "error" if self.source == "error" or self.result.get("error") else self.source
-
-    @property
-    def counted_as(self) -> str:
-        """Where /judge's counts put it: `errors` for each `source: error`, else its source."""
-        return "errors" if self.shown_source == "error" else self.source
-
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key, "source": self.shown_source,
+        return {"index": self.index, "item_key": self.item_key, "source": self.source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
 
@@ -95,6 +85,12 @@ class Answer:
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     """A result as stored: without its position in one request or run."""
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
+
+
+def _fresh(found: StoredResult | None) -> StoredResult | None:
+    """A stored result whose data files are as they were when judged (without their reads)."""
+    result = reusable(found.result) if found is not None else None
+    return dataclasses.replace(found, result=result) if found is not None and result is not None else None
 
 
 class Judging:
@@ -162,8 +158,8 @@ class Judging:
         variant.busy += 1
         try:
             keys = [item.key for item in items]
-            stored = _reusable(await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys))
-            return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
+            stored = await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
+            return list(await asyncio.gather(*(self._answer(variant, position, item, _fresh(stored.get(item.key)))
                                                for position, item in enumerate(items, start=1))))
         finally:
             variant.busy -= 1
@@ -189,7 +185,7 @@ class Judging:
                 if not tolerate_store:
                     raise
                 stored = None
-            stored = _reusable({item.key: stored} if stored is not None else {}).get(item.key)
+            stored = _fresh(stored)
             if stored is not None:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
@@ -232,7 +228,7 @@ class Judging:
                 tally("resumed")
                 return {**earlier, "index": item.index}
             result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
-            tally("errors" if source == "error" or result.get("error") else
+            tally("errors" if source == "error" else
                   "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
             return result
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
@@ -255,16 +251,6 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
-
-
-def _reusable(stored: dict[str, StoredResult]) -> dict[str, StoredResult]:
-    """The stored results whose data files are as they were when judged (without their reads)."""
-    fresh = {}
-    for key, found in stored.items():
-        result = reusable(found.result)
-        if result is not None:
-            fresh[key] = dataclasses.replace(found, result=result)
-    return fresh
 
 
 def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:

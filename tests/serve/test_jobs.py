@@ -232,3 +232,16 @@ def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_o
     assert done["status"] == "failed" and done["counts"]["errors"] == 1, done
     assert [c["item"] for c in read_calls(root / done["run"] / "calls.jsonl")] == [1]
     assert json.loads((root / done["run"] / "summary.json").read_text())["errors"] == 1
+
+
+def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served):
+    """A job whose every call failed is `failed` though one of its items came from the store:
+    `runner run` exits 3 on such a run (engine/health.run_failure, the one rule), and so a job
+    does not say `succeeded`."""
+    served.judge(deck("<p>A</p>"))
+    served.model.script(server_error("model overloaded"), contains="bad")
+    job = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>bad B</p>")]}).json()
+    done = wait(served.client, job["id"])
+    assert done["counts"]["store"] == 1 and done["counts"]["errors"] == 1, done
+    assert done["status"] == "failed" and "no model answered any call" in done["error"], done
+    assert "model overloaded" in done["error"]
