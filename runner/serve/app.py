@@ -30,11 +30,10 @@ from runner.serve.served_pipelines import Catalog
 from runner.stores.database import StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore
-from runner.stores.reviews import ReviewStore
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody} for code in (400, 401, 404, 409, 413,
-                                                                                        503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody}
+                                           for code in (400, 401, 404, 409, 413, 503)}
 
 
 @dataclass
@@ -53,11 +52,6 @@ class Parts:
         self.overrides = overrides          # `runner serve --set/--model`, on every pipeline
         self.pipelines_dir = pipelines
         self.db = db
-        self.store: ResultStore
-        self.catalog: Catalog
-        self.judging: Judging
-        self.jobs: JobBoard
-        self.reviews: ReviewStore
 
     async def open(self) -> None:
         root = self.settings.root

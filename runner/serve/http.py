@@ -5,6 +5,7 @@ server's log only (credentials redacted)."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import re
 import sys
@@ -30,6 +31,10 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": redact(message)}, status, headers=headers or None)
 
 
+async def plain(status: int, request: Request, exc: Exception) -> JSONResponse:
+    return error(status, str(exc))
+
+
 def add_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -53,12 +58,6 @@ def add_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
         return error(400, "; ".join(problems) or "the request is not valid")
 
-    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return error(503, str(exc))
-
-    async def user_error(request: Request, exc: Exception) -> JSONResponse:
-        return error(400, str(exc))
-
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
@@ -66,8 +65,8 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(StoreUnavailable, unavailable)
-    app.add_exception_handler(RunnerError, user_error)
+    for kind, status in ((StoreUnavailable, 503), (RunnerError, 400)):     # unreachable database; a user's mistake
+        app.add_exception_handler(kind, functools.partial(plain, status))
     app.add_exception_handler(Exception, bug)
 
 

@@ -1,8 +1,6 @@
-"""The files of `runner serve`'s jobs beside the runs: their records and inputs (under
-reports/.runner-serve/), which server runs which job, an input written as JSON lines or
-kept as the CSV uploaded, the results a killed job's run had
-written and its calls of them (to take up again), and a run's results read back as they are
-written."""
+"""The files of `runner serve`'s jobs under reports/.runner-serve/: their inputs, which
+server runs which job, what a killed job's run had written (to take up again), and a run's
+results read back as they are written."""
 
 from __future__ import annotations
 
@@ -51,19 +49,14 @@ class InputWriter:
         self._file = os.fdopen(handle, "wb")
         self._temp = Path(name)
         self._digest = hashlib.sha256()
-        self.records = 0
 
     def write_bytes(self, data: bytes) -> None:
         self._file.write(data)
         self._digest.update(data)
 
-    def record(self, value: Any) -> None:
-        self.write_bytes((dumps(value) + "\n").encode("utf-8", "surrogatepass"))
-        self.records += 1
-
     def records_of(self, values: Iterable[Any]) -> None:
         for value in values:
-            self.record(value)
+            self.write_bytes((dumps(value) + "\n").encode("utf-8", "surrogatepass"))
 
     def close(self) -> Path:
         """The input's file (its name: the content's hash)."""
