@@ -169,8 +169,10 @@ class Judging:
             result, source = stored.result, "store"
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
-            result, source = await self.served_item(variant, variant.runtime, numbered)
-            item_end(variant.runtime, numbered.index, result)       # this request records it: its tally settled
+            try:
+                result, source = await self.served_item(variant, variant.runtime, numbered)
+            finally:            # this request records the item: its LLM tally is settled, whatever happened
+                item_end(variant.runtime, numbered.index, {})
         return Answer(position, item.key, source, stored_form(result), variant.hash)
 
     async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
