@@ -11,6 +11,7 @@ import contextlib
 import re
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,17 @@ from runner.redact import redact, remember, remember_url
 from runner.stores.shared_sqlite import open_shared
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+CHUNK = 500                # keys per IN (...) query: below SQLite's variable limit
 CONNECT_TIMEOUT = 5        # seconds to reach the server before a request is answered 503
 _LIBPQ_KEYWORDS = re.compile(r"\s*[A-Za-z_]+\s*=")    # libpq's keyword/value form: `host=db dbname=v ...`
+
+
+def chunks(keys: Iterable[str]) -> Iterator[tuple[list[str], str]]:
+    """The distinct keys, CHUNK at a time, each chunk with its `?, ?, ...` for an IN (...) query."""
+    wanted = list(dict.fromkeys(keys))
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start:start + CHUNK]
+        yield chunk, ", ".join("?" * len(chunk))
 
 
 class StoreUnavailable(RunnerError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.fileio import dumps
-from runner.stores.database import Database, PostgresDatabase, SqliteDatabase, StoreUnavailable
+from runner.stores.database import Database, PostgresDatabase, SqliteDatabase, StoreUnavailable, chunks
 
 TABLE = "runner_results"
 SCHEMA = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -29,7 +29,6 @@ SCHEMA = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     stored_at     TEXT NOT NULL,    -- ISO 8601, UTC
     PRIMARY KEY (pipeline, pipeline_hash, item_key)
 );"""
-CHUNK = 500          # keys per IN (...) query
 COLUMNS = "pipeline, pipeline_hash, item_key, result, stored_at"
 
 
@@ -66,12 +65,9 @@ class ResultStore:
     def get_many(self, pipeline: str, pipeline_hash: str, keys: Iterable[str]) -> dict[str, StoredResult]:
         """The stored results of these keys (those that have one)."""
         found: dict[str, StoredResult] = {}
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), CHUNK):
-            chunk = wanted[start:start + CHUNK]
+        for chunk, marks in chunks(keys):
             for row in self.db.rows(f"SELECT {COLUMNS} FROM {TABLE} WHERE pipeline = ? AND pipeline_hash = ? "
-                                    f"AND item_key IN ({', '.join('?' * len(chunk))})",
-                                    [pipeline, pipeline_hash, *chunk]):
+                                    f"AND item_key IN ({marks})", [pipeline, pipeline_hash, *chunk]):
                 stored = _stored(row)
                 found[stored.item_key] = stored
         return found

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.fileio import now
-from runner.stores.database import Database, SqliteDatabase
+from runner.stores.database import Database, SqliteDatabase, chunks
 
 if TYPE_CHECKING:
     from runner.stores.result_store import ResultStore
 
 REVIEWS_FILE = "reviews.sqlite"
 MAX_REVIEWER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000     # characters kept of each
-_CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
 TABLE = "reviews"
 SCHEMA = """
@@ -148,11 +147,9 @@ class ReviewStore:
     def for_items(self, pipeline: str, keys: Iterable[str]) -> dict[str, list[Review]]:
         """The reviews of these items, by item key (reviewers in name order)."""
         found: dict[str, list[Review]] = {}
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
+        for chunk, marks in chunks(keys):
             for row in self._rows(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? AND item_key IN "
-                                  f"({', '.join('?' * len(chunk))}) ORDER BY reviewer", [pipeline, *chunk]):
+                                  f"({marks}) ORDER BY reviewer", [pipeline, *chunk]):
                 review = _review(row)
                 found.setdefault(review.item_key, []).append(review)
         return found

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from runner.serve.app import open_result_store
-from runner.stores.database import StoreUnavailable
-from runner.stores.result_store import CHUNK, ResultStore
+from runner.stores.database import CHUNK, StoreUnavailable
+from runner.stores.result_store import ResultStore
 from serve_fixtures import BACKENDS, backend_url
 
 
