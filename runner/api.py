@@ -321,7 +321,7 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
     for name, section in runtime.summary_sections.items():
         summary[name] = section(runtime)
     if runtime.memo is not None:
-        runtime.memo.save()
+        runtime.memo.close()
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
     outcome.summary = summary

@@ -102,10 +102,10 @@ def _postgres_reviews(url: str) -> Any:
     """The reviews `runner serve` keeps beside its results in PostgreSQL."""
     from runner.errors import InputError
     from runner.redact import redact
-    from runner.stores.result_store import is_postgres
-    from runner.stores.result_store_postgres import PostgresResultStore
-    from runner.stores.reviews_postgres import PostgresReviewStore
+    from runner.stores.database import is_postgres
+    from runner.stores.result_store import ResultStore
+    from runner.stores.reviews import ReviewStore
     if not is_postgres(url):
         raise InputError(f"--db {redact(url)}: give a PostgreSQL URL (postgresql://USER@HOST:PORT/DB); the reviews of "
                          "`runner view` and of a server on SQLite are in REPORTS_DIR/reviews.sqlite")
-    return PostgresReviewStore(PostgresResultStore(url), owns=True)
+    return ReviewStore.beside(ResultStore.postgres(url), owns=True)

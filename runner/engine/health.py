@@ -9,12 +9,16 @@ succeed)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.engine.rates import PassRule, rate_entries, rate_text, unclean
 from runner.errors import InputError
 from runner.pipeline.model import Pipeline
+
+if TYPE_CHECKING:
+    from runner.engine.context import Runtime
 
 TOO_MANY_ERRORS = 3        # exit code: every item errored, more than --max-errors did, or no model answered
 SHOWN_GROUPS = 3
@@ -25,6 +29,45 @@ def check_before_run(pipeline: Pipeline, fail_under: float | None) -> None:
     if fail_under is not None and PassRule.first_rate(pipeline.summary) is None:
         raise InputError(f"--fail-under {fail_under}: pipeline '{pipeline.name}' has no summary.rates to check "
                          "(add one, e.g. summary: {rates: {pass_rate: \"result.verdict == 'PASS'\"}}); nothing run")
+
+
+@dataclass(frozen=True)
+class ItemEnd:
+    """How a finished item ended, by the one rule of every way items run (item_end)."""
+
+    error: str | None           # why it counts as failed; None: it did not fail
+    cached: bool = False        # every LLM answer it got came from the cache (and it got one)
+
+
+def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
+    """The one rule for whether a finished item failed, for a run's error count and for
+    `runner serve` alike: its result has an `error`, or its LLM work got no usable answer
+    somewhere (runner/llm/tally.py: a failed call `on_error` let pass, a jury with no valid
+    vote), with that call's error. The item's LLM tally is then settled (forgotten): the
+    run's recorder does it once per item; `keep` reads it without settling (serve's jobs read
+    an item before their run records it)."""
+    failed, reason, cached = runtime.llm.settle(position, keep) if runtime.llm_used else (False, "", False)
+    message = result.get("error")
+    if not message and failed:
+        message = reason or nested_error(result) or "no usable answer from any model"
+    return ItemEnd(str(message) if message else None, cached and not message)
+
+
+def nested_error(value: Any) -> str | None:
+    """The first `error` text inside a result (a juror's vote, a step's result)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("error"), str) and value["error"]:
+            return str(value["error"])
+        inner_values: Iterable[Any] = value.values()
+    elif isinstance(value, list):
+        inner_values = value
+    else:
+        return None
+    for inner in inner_values:
+        found = nested_error(inner)
+        if found:
+            return found
+    return None
 
 
 def unanswered_calls(summary: dict[str, Any]) -> int:

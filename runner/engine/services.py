@@ -46,12 +46,9 @@ class LLM(Protocol):
         """What a model wrote or was sent, its known secrets hidden by value only."""
         ...
 
-    def settle(self, item: object) -> tuple[bool, str]:
-        """A finished item: whether its LLM work got no usable answer, and why."""
-        ...
-
-    def has_failed(self, item: int) -> bool:
-        """What settle would say of an item, without forgetting it (the run settles it later)."""
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
+        """A finished item: whether its LLM work got no usable answer, why, and whether the cache
+        gave every answer it got; forgotten unless `keep` (runner/engine/health.py: item_end)."""
         ...
 
     def summary(self, results: Any) -> dict[str, Any]:

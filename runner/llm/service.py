@@ -212,14 +212,12 @@ class LLMService:
         """Each batch's state and counts, for the progress line ('' without batches)."""
         return self._batches.progress() if self._batches is not None else ""
 
-    def settle(self, item: object) -> tuple[bool, str]:
-        """A finished item: whether its LLM work got no usable answer (and its last error); its records dropped."""
-        self.log.forget(item)
-        return self.tally.settle(item)
-
-    def has_failed(self, item: int) -> bool:
-        """Whether an item's LLM work has so far got no usable answer somewhere (settle forgets)."""
-        return self.tally.has_failed(item)
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
+        """A finished item: whether its LLM work got no usable answer, its last error, and whether
+        the cache gave every answer; its records dropped unless `keep`."""
+        if not keep:
+            self.log.forget(item)
+        return self.tally.settle(item, keep)
 
     async def aclose(self) -> None:
         self._answers.flush()      # a shared writer stays open for the others (SharedClient closes it)

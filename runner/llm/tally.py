@@ -32,6 +32,7 @@ class FailureTally:
         self._by_item: dict[int, list[tuple[int, int]]] = {}     # item: its groups, until settled
         self.models: dict[str, ModelTally] = {}                  # model name: its calls sent
         self._reasons: dict[int, str] = {}                       # item: its last failed call's error
+        self._sent: set[int] = set()                             # items that sent a call (or had one fail)
 
     def _group(self, item: int, group: int) -> list[int]:
         key = (item, group)
@@ -44,29 +45,31 @@ class FailureTally:
         """A usable answer; `sent`: by a call this run sent (else from the cache)."""
         self._group(item, group)[0] += 1
         if sent:
+            self._sent.add(item)
             self.models.setdefault(model, ModelTally(endpoint)).answered += 1
 
     def failure(self, item: int, group: int, model: str, endpoint: str, error: str) -> None:
         self._group(item, group)[1] += 1
         self._reasons[item] = error
+        self._sent.add(item)
         tally = self.models.setdefault(model, ModelTally(endpoint))
         tally.failed += 1
         tally.last_error = error
 
-    def settle(self, item: object) -> tuple[bool, str]:
-        """Whether a finished item got no usable answer somewhere, and its last failed call's
-        error; its groups are then forgotten, so a run's tally stays as small as its window."""
-        failed = False
-        for key in self._by_item.pop(item, []) if isinstance(item, int) else []:
-            answered, failures = self._groups.pop(key)
-            failed = failed or bool(failures and not answered)
-        reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
-        return failed, reason
-
-    def has_failed(self, item: int) -> bool:
-        """Whether an item has, so far, a call group that failed and was never answered: what
-        settle will say, read without forgetting anything (the run's error count settles it)."""
-        return any(self._groups[key][1] and not self._groups[key][0] for key in self._by_item.get(item, []))
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
+        """Whether a finished item got no usable answer somewhere, its last failed call's error,
+        and whether every answer it got came from the cache (and it got one). Its groups are
+        then forgotten, so a run's tally stays as small as its window; `keep` only reads them."""
+        if not isinstance(item, int):
+            return False, "", False
+        keys = self._by_item.get(item, []) if keep else self._by_item.pop(item, [])
+        failed = any(self._groups[key][1] and not self._groups[key][0] for key in keys)
+        cached = bool(keys) and item not in self._sent
+        if not keep:
+            for key in keys:
+                del self._groups[key]
+            self._sent.discard(item)
+        return failed, self._reasons.get(item, "") if keep else self._reasons.pop(item, ""), cached
 
     def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
         """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
@@ -77,6 +80,7 @@ class FailureTally:
                 answered, failed = self._groups.pop(key)
                 groups.append((key[1], answered, failed))
             reason = self._reasons.pop(item, "")
+            self._sent.discard(item)
             if groups or reason:
                 taken.append((item, groups, reason))
         return taken

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.health import item_end
 from runner.engine.rates import RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
@@ -30,13 +31,10 @@ class ErrorCount:
     def add(self, position: int, result: dict[str, Any]) -> None:
         """Count the result of the item at input `position` (the LLM tally knows items by it: a
         result's own `index` may be anything an output called so)."""
-        failed, reason = self.runtime.llm.settle(position) if self.runtime.llm_used else (False, "")
-        message = result.get("error")
-        if not message and failed:
-            message = reason or nested_error(result) or "no usable answer from any model"
+        message = item_end(self.runtime, position, result).error
         if message:
             self.count += 1
-            self._group(" ".join(str(message).split()))
+            self._group(" ".join(message.split()))
 
     def add_all(self, messages: Counter[str]) -> None:
         """Errors of results taken in from elsewhere (a --failed-from rerun's parent)."""
@@ -132,23 +130,6 @@ class SummaryTally:
         if interrupted:
             summary["interrupted"] = True
         return summary
-
-
-def nested_error(value: Any) -> str | None:
-    """The first `error` text inside a result (a juror's vote, a step's result)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("error"), str) and value["error"]:
-            return str(value["error"])
-        inner_values: Iterable[Any] = value.values()
-    elif isinstance(value, list):
-        inner_values = value
-    else:
-        return None
-    for inner in inner_values:
-        found = nested_error(inner)
-        if found:
-            return found
-    return None
 
 
 def _count_key(result: dict[str, Any], field: str) -> str:

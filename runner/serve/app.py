@@ -27,13 +27,13 @@ from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.serve.served_pipelines import Catalog
+from runner.stores.database import StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
-from runner.stores.result_store import ResultStore, StoreUnavailable, is_postgres
-from runner.stores.reviews import ReviewStore
+from runner.stores.result_store import ResultStore
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody} for code in (400, 401, 404, 409, 413,
-                                                                                        503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody}
+                                           for code in (400, 401, 404, 409, 413, 503)}
 
 
 @dataclass
@@ -52,11 +52,6 @@ class Parts:
         self.overrides = overrides          # `runner serve --set/--model`, on every pipeline
         self.pipelines_dir = pipelines
         self.db = db
-        self.store: ResultStore
-        self.catalog: Catalog
-        self.judging: Judging
-        self.jobs: JobBoard
-        self.reviews: ReviewStore
 
     async def open(self) -> None:
         root = self.settings.root
@@ -78,10 +73,8 @@ def open_result_store(url: str | None, default: Path) -> ResultStore:
     """The store at `url`: postgresql://... or libpq's `host=... dbname=...` (psycopg 3), an
     SQLite file path, or `default`."""
     if url and is_postgres(url):
-        from runner.stores.result_store_postgres import PostgresResultStore
-        return PostgresResultStore(url)
-    from runner.stores.result_store_sqlite import SqliteResultStore
-    return SqliteResultStore(_sqlite_path(url, default))
+        return ResultStore.postgres(url)
+    return ResultStore.sqlite(_sqlite_path(url, default))
 
 
 def _sqlite_path(url: str | None, default: Path) -> Path:
@@ -171,7 +164,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
         answers = await server.judging.judge(variant, body.records())
-        counts = {**dict.fromkeys(COUNTED, 0), **Counter(answer.counted_as for answer in answers)}
+        counts = {**dict.fromkeys(COUNTED, 0), **Counter("errors" if answer.source == "error" else answer.source
+                                                            for answer in answers)}
         return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts,
                               "results": [answer.as_json() for answer in answers]})
 

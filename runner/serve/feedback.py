@@ -11,18 +11,17 @@ from typing import Any
 from runner.pipeline.verdicts import verdict_values
 from runner.serve.errors import ApiError
 from runner.serve.served_pipelines import Served
+from runner.stores.database import PostgresDatabase
 from runner.stores.result_store import ResultStore, StoredResult
-from runner.stores.result_store_postgres import PostgresResultStore
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of
-from runner.stores.reviews_postgres import PostgresReviewStore
 from runner.tracing.feedback import human_assessment
 
 
 def review_store(root: Path, results: ResultStore) -> ReviewStore:
     """Where feedback goes: the results' PostgreSQL database when they are kept there, else the
     review store of the runs under the project's reports/ (the one `runner view` uses)."""
-    if isinstance(results, PostgresResultStore):
-        return PostgresReviewStore(results)
+    if isinstance(results.db, PostgresDatabase):
+        return ReviewStore.beside(results)
     return ReviewStore(root / "reports" / REVIEWS_FILE)
 
 

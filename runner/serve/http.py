@@ -5,6 +5,7 @@ server's log only (credentials redacted)."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import re
 import sys
@@ -20,7 +21,7 @@ from runner.errors import RunnerError
 from runner.redact import redact
 from runner.serve.errors import ApiError
 from runner.serve.openapi import allowed_methods
-from runner.stores.result_store import StoreUnavailable
+from runner.stores.database import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file
@@ -28,6 +29,10 @@ UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route th
 
 def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": redact(message)}, status, headers=headers or None)
+
+
+async def plain(status: int, request: Request, exc: Exception) -> JSONResponse:
+    return error(status, str(exc))
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -53,12 +58,6 @@ def add_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
         return error(400, "; ".join(problems) or "the request is not valid")
 
-    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return error(503, str(exc))
-
-    async def user_error(request: Request, exc: Exception) -> JSONResponse:
-        return error(400, str(exc))
-
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
@@ -66,8 +65,8 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(StoreUnavailable, unavailable)
-    app.add_exception_handler(RunnerError, user_error)
+    for kind, status in ((StoreUnavailable, 503), (RunnerError, 400)):     # unreachable database; a user's mistake
+        app.add_exception_handler(kind, functools.partial(plain, status))
     app.add_exception_handler(Exception, bug)
 
 

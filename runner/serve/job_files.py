@@ -1,8 +1,6 @@
-"""The files of `runner serve`'s jobs beside the runs: their records and inputs (under
-reports/.runner-serve/), which server runs which job, an input written as JSON lines or
-kept as the CSV uploaded, the results a killed job's run had
-written and its calls of them (to take up again), and a run's results read back as they are
-written."""
+"""The files of `runner serve`'s jobs under reports/.runner-serve/: their inputs, which
+server runs which job, what a killed job's run had written (to take up again), and a run's
+results read back as they are written."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
 from runner.serve.errors import ApiError
-from runner.stores.result_store_sqlite import SqliteResultStore
+from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
 CHUNK = 1 << 16
@@ -51,19 +49,14 @@ class InputWriter:
         self._file = os.fdopen(handle, "wb")
         self._temp = Path(name)
         self._digest = hashlib.sha256()
-        self.records = 0
 
     def write_bytes(self, data: bytes) -> None:
         self._file.write(data)
         self._digest.update(data)
 
-    def record(self, value: Any) -> None:
-        self.write_bytes((dumps(value) + "\n").encode("utf-8", "surrogatepass"))
-        self.records += 1
-
     def records_of(self, values: Iterable[Any]) -> None:
         for value in values:
-            self.record(value)
+            self.write_bytes((dumps(value) + "\n").encode("utf-8", "surrogatepass"))
 
     def close(self) -> Path:
         """The input's file (its name: the content's hash)."""
@@ -129,7 +122,7 @@ class ResumeIndex:
     def __init__(self, path: Path):
         self.path = path
         self.calls = path.with_suffix(".calls.jsonl")
-        self._store = SqliteResultStore(path)
+        self._store = ResultStore.sqlite(path)
 
     @classmethod
     def of(cls, path: Path, run: Path) -> ResumeIndex:

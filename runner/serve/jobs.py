@@ -1,20 +1,14 @@
-"""Jobs: a request's items judged as a run on the server's event loop, with its run folder
-under the project's reports/ (run.json, results.jsonl, summary, reports: `runner view` shows
-it). Statuses: queued, running, succeeded, failed (also when every item errored),
-cancelled.
+"""Jobs: a request's items judged as a run on the server's event loop, in a run folder under
+the project's reports/ that `runner view` lists. Statuses: queued, running, succeeded, failed
+(as `runner run` fails), cancelled.
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of
-status; its input (JSON lines, or a CSV file as uploaded: the pipeline's csv adapter reads it
-with the pipeline's options, as `runner run --input` would) is kept by content hash in
-reports/.runner-serve/inputs/. Each job names the server that runs it: servers sharing a
-project never both take one (job_files.Claims). A server killed mid-job (kill -9) finds the
-job `running` when it starts again and resumes it in the same run folder: each result the run
-had written is taken as it is, each result in the store from there, and the rest is judged,
-the LLM cache answering every call answered before (one answered in the last moments before
-the kill, before its answer reached the cache, is asked again). A server stopped with Ctrl-C
-or SIGTERM writes what finished and resumes the job at its next start the same way. When the
-pipeline changed in between (another pipeline hash: a prompt, schema, param or model), no
-result is taken up: every item is judged again, and the job's `notes` say so."""
+status; its input (JSON lines, or a CSV file as uploaded, read by the pipeline's csv adapter
+as `runner run --input` would) is kept by content hash beside it. Each job names the server
+that runs it (job_files.Claims). A server killed mid-job, or stopped, takes it up at its next
+start in the same run folder: each result written is taken as it is, the store's from there,
+the rest judged (the LLM cache answering what was answered before). When the pipeline hash
+changed in between, every item is judged again, and the job's `notes` say so."""
 
 from __future__ import annotations
 
@@ -29,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import run_pipeline_async
+from runner.engine.health import run_failure
 from runner.engine.progress import Counter
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, dumps, now
@@ -42,7 +37,6 @@ from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_line
 from runner.serve.judging import Judging
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
-ADAPTERS_READING_JSONL = ("json", "jsonl")
 # done; errors (items that errored, never judged); where the others came from: resumed (written
 # before a restart), store, memo (the pipeline's memo store), judged
 COUNTS = ("done", "errors", "resumed", "store", "memo", "judged")
@@ -75,8 +69,7 @@ class Job:
 
 
 class JobProgress:
-    """The run's progress as the job shows it: the planned items when the run starts, the
-    results as they come, and where the run writes."""
+    """The run's progress as the job shows it: its items, its results so far, its folder."""
 
     def __init__(self, board: JobBoard, job: Job, options: Any):
         self.board, self.job, self.options = board, job, options
@@ -105,7 +98,6 @@ class JobBoard:
         self._workers: list[asyncio.Task[None]] = []
         self.claims = Claims(root)              # this server's claim on the jobs it runs
 
-    # -- records -------------------------------------------------------------------
     def relative(self, path: Path) -> str:
         return Path(path).resolve().relative_to(self.root).as_posix()
 
@@ -127,7 +119,6 @@ class JobBoard:
         self._queue.put_nowait(job_id)
         return job
 
-    # -- the workers ---------------------------------------------------------------------
     async def start(self) -> None:
         """Take up the jobs a stopped or killed server left queued or running, then run jobs."""
         (self.folder / "jobs").mkdir(parents=True, exist_ok=True)
@@ -195,12 +186,7 @@ class JobBoard:
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it
                 mark_latest(outcome.out_dir, outcome.summary)
-            total = int(outcome.summary.get("total") or 0)
-            if total and counts["errors"] >= total:
-                job.status, job.error = "failed", f"every item errored ({counts['errors']} of {total}): " + \
-                    _first_error(outcome.summary)
-            else:
-                job.status = "succeeded"
+            job.status, job.error = _outcome(outcome.summary)
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
             raise
@@ -259,10 +245,9 @@ def input_format(pipeline: Pipeline, path: Path) -> str | None:
     """The adapter reading a job's input: an uploaded CSV file is read by the csv adapter (the
     pipeline's own, with its options, when its input is CSV), JSON lines by the pipeline's
     adapter when it reads them, else by jsonl."""
-    adapter = pipeline.adapter
     if path.suffix == ".csv":
         return "csv"
-    return None if adapter in ADAPTERS_READING_JSONL else "jsonl"
+    return None if pipeline.adapter in ("json", "jsonl") else "jsonl"
 
 
 def check_input(pipeline: Pipeline, path: Path) -> None:
@@ -277,14 +262,17 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
         records = iter_records(adapter, path, options)
     except InputError as exc:
         raise ApiError(400, str(exc).replace(str(path), "the CSV upload")) from None
-    close = getattr(records, "close", None)
-    if close is not None:
-        close()
+    getattr(records, "close", lambda: None)()
 
 
-def _first_error(summary: dict[str, Any]) -> str:
-    """The run's most common error, as its summary groups them (or where to read them)."""
+def _outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
+    """(status, error) of a job's run, failed as `runner run` fails it (run_failure: every item
+    errored, or no model answered any call); the error names the run's most common one."""
+    failure, total, errors = run_failure(summary), int(summary.get("total") or 0), int(summary.get("errors") or 0)
+    if failure is None:
+        return "succeeded", None
     groups = summary.get("error_groups")
-    if isinstance(groups, list) and groups and isinstance(groups[0], dict):
-        return str(groups[0].get("error"))[:500]
-    return "see the run's results"
+    first = str(groups[0].get("error"))[:500] if isinstance(groups, list) and groups and isinstance(groups[0], dict) \
+        else "see the run's results"
+    return "failed", (f"every item errored ({errors} of {total}): " if total and errors >= total
+                      else failure.removeprefix("run failed: ") + ": ") + first

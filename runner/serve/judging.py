@@ -18,7 +18,7 @@ from typing import Any
 
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
-from runner.engine.observe import LLMCall, Observer
+from runner.engine.health import item_end
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
@@ -29,8 +29,9 @@ from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
+from runner.stores.database import StoreUnavailable
 from runner.stores.kept import kept, noting_reads, reusable
-from runner.stores.result_store import ResultStore, StoredResult, StoreUnavailable
+from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
 MAX_VARIANTS = 32            # runtimes kept for request params; the least recently used idle one goes
@@ -75,53 +76,21 @@ class Answer:
     result: dict[str, Any]
     pipeline_hash: str
 
-    @property
-    def shown_source(self) -> str:
-        """The answer's `source`: an item that errored says `error`, never judged."""
-        return "error" if self.source == "error" or self.result.get("error") else self.source
-
-    @property
-    def counted_as(self) -> str:
-        """Where /judge's counts put it: `errors` for each `source: error`, else its source."""
-        return "errors" if self.shown_source == "error" else self.source
-
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key, "source": self.shown_source,
+        return {"index": self.index, "item_key": self.item_key, "source": self.source,
                 "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
                 "result": self.result}
-
-
-class CallCounter(Observer):
-    """Counts each item's LLM answers, sent and cached (whether an item came from the cache),
-    and passes every hook on to the tracer behind it."""
-
-    def __init__(self, inner: Observer):
-        self.inner = inner
-        self.counts: dict[int, list[int]] = {}        # item index -> [sent, cached]
-
-    def item_start(self, item: Item) -> None:
-        self.inner.item_start(item)
-
-    async def item_end(self, item: Item, result: dict[str, Any]) -> None:
-        await self.inner.item_end(item, result)
-
-    def step_start(self, item: Item, spec: Any) -> Any:
-        return self.inner.step_start(item, spec)
-
-    def step_end(self, token: Any, result: Any, error: str | None) -> None:
-        self.inner.step_end(token, result, error)
-
-    def llm_call(self, call: LLMCall) -> None:
-        self.counts.setdefault(call.item, [0, 0])[1 if call.cached else 0] += 1
-        self.inner.llm_call(call)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     """A result as stored: without its position in one request or run."""
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
+
+
+def _fresh(found: StoredResult | None) -> StoredResult | None:
+    """A stored result whose data files are as they were when judged (without their reads)."""
+    result = reusable(found.result) if found is not None else None
+    return dataclasses.replace(found, result=result) if found is not None and result is not None else None
 
 
 class Judging:
@@ -168,7 +137,7 @@ class Judging:
         self._hashes[(name, self.catalog.generation, text)] = digest
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]
-        runtime.observer = CallCounter(make_observer(runtime))
+        runtime.observer = make_observer(runtime)
         variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime)
         await self._evict()
         return variant
@@ -189,8 +158,8 @@ class Judging:
         variant.busy += 1
         try:
             keys = [item.key for item in items]
-            stored = _reusable(await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys))
-            return list(await asyncio.gather(*(self._answer(variant, position, item, stored.get(item.key))
+            stored = await asyncio.to_thread(self.store.get_many, variant.name, variant.hash, keys)
+            return list(await asyncio.gather(*(self._answer(variant, position, item, _fresh(stored.get(item.key)))
                                                for position, item in enumerate(items, start=1))))
         finally:
             variant.busy -= 1
@@ -200,7 +169,10 @@ class Judging:
             result, source = stored.result, "store"
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
-            result, source = await self.served_item(variant, variant.runtime, numbered)
+            try:
+                result, source = await self.served_item(variant, variant.runtime, numbered)
+            finally:            # this request records the item: its LLM tally is settled, whatever happened
+                item_end(variant.runtime, numbered.index, {})
         return Answer(position, item.key, source, stored_form(result), variant.hash)
 
     async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
@@ -215,11 +187,13 @@ class Judging:
                 if not tolerate_store:
                     raise
                 stored = None
-            stored = _reusable({item.key: stored} if stored is not None else {}).get(item.key)
+            stored = _fresh(stored)
             if stored is not None:
                 return stored.result, "store"
             return await self._compute(variant, runtime, item, tolerate_store)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
+        if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
+            (result, source), joined = await self._compute(variant, runtime, item, tolerate_store), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
         return result, source
@@ -228,15 +202,8 @@ class Judging:
                        tolerate_store: bool) -> tuple[dict[str, Any], str]:
         with noting_reads() as reads:
             result = await run_item(runtime, item)
-        failed = False
-        if runtime.llm_used:
-            if runtime is variant.runtime:       # a long-lived runtime forgets each item once answered
-                failed = runtime.llm.settle(item.index)[0]
-            else:                                # a run's tally is settled by its error count
-                failed = runtime.llm.has_failed(item.index)
-        counts = runtime.observer.counts.pop(item.index, [1, 0]) if isinstance(runtime.observer, CallCounter) \
-            else [1, 0]
-        source = "error" if failed or result.get("error") else "cache" if counts[1] and not counts[0] else "judged"
+        end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
+        source = "error" if end.error else "cache" if end.cached else "judged"
         if source != "error":
             try:
                 await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
@@ -263,7 +230,7 @@ class Judging:
                 tally("resumed")
                 return {**earlier, "index": item.index}
             result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
-            tally("errors" if source == "error" or result.get("error") else
+            tally("errors" if source == "error" else
                   "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
             return result
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
@@ -286,16 +253,6 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
-
-
-def _reusable(stored: dict[str, StoredResult]) -> dict[str, StoredResult]:
-    """The stored results whose data files are as they were when judged (without their reads)."""
-    fresh = {}
-    for key, found in stored.items():
-        result = reusable(found.result)
-        if result is not None:
-            fresh[key] = dataclasses.replace(found, result=result)
-    return fresh
 
 
 def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:

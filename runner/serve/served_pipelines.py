@@ -1,13 +1,9 @@
 """The pipelines `runner serve` serves: every pipeline file directly in PIPELINES_DIR, loaded
-and checked when the server starts and again when a pipeline, prompt or schema file changes;
-and what a request may set (the params its `params_schema` declares, nothing else). The hash
-that keys a pipeline's stored results is the engine's (Runtime.made_by), the memo's too. The
-server's own `--set` and `--model` apply to every pipeline first, as they do for `runner run`.
-
-A request's params are applied as `--set params.NAME=VALUE` would be, so the pipeline's
-resolved content, and so its hash, holds them: a request with another threshold is another
-result. A param value that names a path leaving the project (absolute, `~`, `..`) is
-refused: relative paths are read from the project folder, where the server runs."""
+and checked at the start and again when a pipeline, prompt or schema file changes, each with
+the server's `--set` and `--model` applied first; and what a request may set (the params its
+`params_schema` declares), applied as `--set params.NAME=VALUE`, so the pipeline's hash
+(Runtime.made_by, which keys its stored results) holds them. A param value naming a path that
+leaves the project (absolute, `~`, `..`) is refused."""
 
 from __future__ import annotations
 
@@ -75,7 +71,9 @@ class Catalog:
         self._signature = signature
         served: dict[str, Served] = {}
         problems: dict[str, str] = {}
-        for path in self._files():
+        for path in sorted(self.folder.iterdir()):
+            if path.suffix not in SUFFIXES or not path.is_file() or path.resolve().parent != self.folder:
+                continue            # only pipeline files directly in the folder, links out of it left out
             try:
                 pipeline = load_pipeline(path, self.overrides, validated=ValidatedPipelines(self.cache_dir))
             except RunnerError as exc:
@@ -90,14 +88,8 @@ class Catalog:
         self.served, self.problems = served, problems
         self.generation += 1
 
-    def _files(self) -> list[Path]:
-        """The pipeline files directly in the folder, links out of it left out."""
-        return [path for path in sorted(self.folder.iterdir())
-                if path.suffix in SUFFIXES and path.is_file() and path.resolve().parent == self.folder]
-
     def _stats(self) -> Iterator[tuple[str, int, int]]:
-        roots = [self.folder, self.project / "prompts", self.project / "schemas"]
-        for root in roots:
+        for root in (self.folder, self.project / "prompts", self.project / "schemas"):
             for folder, _, names in os.walk(root):
                 for name in sorted(names):
                     try:

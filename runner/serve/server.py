@@ -14,7 +14,7 @@ from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
 from runner.serve.http import bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
-from runner.stores.result_store import is_postgres, shown_url
+from runner.stores.database import is_postgres, shown_url
 from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 

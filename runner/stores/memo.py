@@ -1,60 +1,120 @@
 """Results kept by a content key across runs (`memo:` in a pipeline).
 
 An item whose key is in the store reuses the stored result with no step run, whatever the
-LLM cache holds; failed items are never stored. The store is an SQLite database
-(runner/stores/memo_sqlite.py) written as each item finishes; a store configured as
-`name.json` lives in `name.sqlite` beside it, and an existing `name.json` (the format
-of earlier versions) is imported into it once."""
+LLM cache holds; failed items are never stored. The store is an SQLite database, one row per
+key, one upsert (its own transaction) per finished item: WAL and a busy timeout, so a run
+killed with SIGKILL keeps every item it stored, two runs sharing a store both keep their
+entries, and a run reads only the keys it asks for. A store configured as `name.json` lives
+in `name.sqlite` beside it; an existing `name.json` ({key: result}, the format of earlier
+versions) is imported once, the first time its database is opened, and left as it was."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
+from runner.fileio import dumps, read_json
 from runner.stores.kept import without_reads
-from runner.stores.memo_sqlite import SqliteMemo, database_path
+from runner.stores.shared_sqlite import open_shared
 
 DEFAULT_STORE = "memo.json"
-STORE_NAMES = ("verification_map", "memo")
+BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, result TEXT NOT NULL, stored_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS imported (source TEXT PRIMARY KEY, entries INTEGER NOT NULL, imported_at REAL NOT NULL);
+"""
+
+
+def database_path(store: Path) -> Path:
+    """The database of a configured store: `verification_map.json` -> `verification_map.sqlite`."""
+    if store.suffix in (".sqlite", ".db"):
+        return store
+    return store.with_suffix(".sqlite") if store.suffix == ".json" else store.with_name(store.name + ".sqlite")
 
 
 class MemoStore:
     def __init__(self, path: Path):
-        self.configured = path
         self.path = database_path(path)
         self.hits = 0
         self.stored = 0
-        self._db = SqliteMemo(self.path, path if path.suffix == ".json" else None)
+        self.unreadable = 0               # stored results read that were not JSON objects (each a miss)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = open_shared(self.path, SCHEMA, BUSY_TIMEOUT_MS)
+            self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
+        except sqlite3.DatabaseError as exc:
+            raise RunnerError(f"{self.path}: not a usable memo store ({exc})") from None
+        if path.suffix == ".json" and path.is_file():
+            self._import_once(path)
+
+    def _import_once(self, source: Path) -> None:
+        name = source.name
+        if self._db.execute("SELECT 1 FROM imported WHERE source = ?", (name,)).fetchone():
+            return
+        entries = read_json(source) if source.stat().st_size else {}     # size, depth and UTF-8 checked, located
+        if not isinstance(entries, dict):
+            raise RunnerError(f"{source}: memo store must be a JSON object of key -> result")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")       # two runs opening the store at once import it once
+            if not self._db.execute("SELECT 1 FROM imported WHERE source = ?", (name,)).fetchone():
+                now = time.time()
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO memo (key, result, stored_at) VALUES (?, ?, ?)",
+                    ((str(key), dumps(value), now) for key, value in entries.items() if isinstance(value, dict)))
+                self._db.execute("INSERT INTO imported (source, entries, imported_at) VALUES (?, ?, ?)",
+                                 (name, len(entries), now))
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
             ) -> dict[str, Any] | None:
-        """The stored result (as `usable` takes it: None when it may not be reused), counted as a hit."""
-        entry = self._db.get(key)
+        """The stored result (as `usable` takes it: None when it may not be reused), counted as a
+        hit; None when none is stored or its row is not a JSON object (counted in `unreadable`,
+        as the LLM cache takes an unreadable entry for a miss)."""
+        row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
+        entry = None if row is None else self._readable(row[0])
         if entry is not None and usable is not None:
             entry = usable(entry)
         if entry is not None:
             self.hits += 1
         return entry
 
-    @property
-    def unreadable(self) -> int:
-        """Stored results read so far that were not JSON objects (each a miss)."""
-        return self._db.unreadable
+    def _readable(self, text: object) -> dict[str, Any] | None:
+        try:
+            value = json.loads(text) if isinstance(text, (str, bytes)) else None
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            self.unreadable += 1
+            return None
+        return value
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        self._db.put(key, {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")})
+        kept = {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")}
+        self._db.execute("INSERT INTO memo (key, result, stored_at) VALUES (?, ?, ?) "
+                         "ON CONFLICT (key) DO UPDATE SET result = excluded.result, stored_at = excluded.stored_at",
+                         (key, dumps(kept), time.time()))
         self.stored += 1
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every stored (key, result), read one at a time (without the notes of what made it)."""
-        return ((key, without_reads(result)) for key, result in self._db.items())
+        """Every readable stored (key, result), read one at a time (without the notes of what made it)."""
+        for key, text in self._db.execute("SELECT key, result FROM memo ORDER BY rowid"):
+            value = self._readable(text)
+            if value is not None:
+                yield key, without_reads(value)
 
     def __len__(self) -> int:
-        return len(self._db)
+        return int(self._db.execute("SELECT count(*) FROM memo").fetchone()[0])
 
-    def save(self) -> None:
+    def close(self) -> None:
         """Every entry is already stored as its item finished: this only closes the database."""
         self._db.close()
 
@@ -62,18 +122,3 @@ class MemoStore:
 def store_path(out_dir: Path, store: str | None) -> Path:
     path = Path(store or DEFAULT_STORE)
     return path if path.is_absolute() else out_dir / path
-
-
-def find_store(location: Path) -> Path:
-    """A memo store: the path itself (its database or its JSON), or the store inside a folder."""
-    if location.is_file():
-        return location
-    if location.is_dir():
-        for name in STORE_NAMES:
-            for suffix in (".sqlite", ".json"):
-                if (location / f"{name}{suffix}").is_file():
-                    return location / f"{name}.json"
-        stores = sorted(p.name for p in location.glob("*.json") if p.name not in ("summary.json",))
-        raise RunnerError(f"{location}: no memo store here (looked for verification_map.json and memo.json"
-                          + (f"; found {', '.join(stores)}" if stores else "") + ")")
-    raise RunnerError(f"{location}: no such file or folder")

@@ -1,10 +1,11 @@
 """People's reviews of verdicts, the one feedback store: `runner view`, `runner serve`'s
 feedback route and `runner feedback` all write it, each review made by `review_of` (so one
 rule says what a review may say). SQLite in WAL mode beside the runs
-(REPORTS_DIR/reviews.sqlite), keyed by pipeline and the item's content key (`item_key`, a
-hash of its input), so a review follows its item into every later run of the same content.
-One row per reviewer and item (a second review by the same person replaces the first); each
-write is its own transaction, so several reviewers at once lose nothing."""
+(REPORTS_DIR/reviews.sqlite), or PostgreSQL beside `runner serve`'s results there; keyed by
+pipeline and the item's content key (`item_key`, a hash of its input), so a review follows
+its item into every later run of the same content. One row per reviewer and item (a second
+review by the same person replaces the first); each write is its own transaction, so several
+reviewers at once lose nothing."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.fileio import now
-from runner.stores.shared_sqlite import open_shared
+from runner.stores.database import Database, SqliteDatabase, chunks
+
+if TYPE_CHECKING:
+    from runner.stores.result_store import ResultStore
 
 REVIEWS_FILE = "reviews.sqlite"
 MAX_REVIEWER, MAX_LABEL, MAX_RATIONALE = 100, 200, 5000     # characters kept of each
-_CHUNK = 500          # keys per IN (...) query: below SQLite's variable limit
 
 TABLE = "reviews"
 SCHEMA = """
@@ -100,66 +103,69 @@ def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *,
 
 
 class ReviewStore:
-    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite); reviews_postgres.py keeps the same
-    table in PostgreSQL, beside `runner serve`'s results when those are there."""
-
-    table = TABLE
-    placeholder = "?"
+    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite), or in PostgreSQL beside `runner
+    serve`'s results (`beside`), the same table either way."""
 
     def __init__(self, path: Path, create: bool = True):
         if not create and not path.is_file():
             raise InputError(f"{path}: no review store there (reviews are made in `runner view`)")
         try:
-            if create:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_shared(path, SCHEMA.format(table=self.table), check_same_thread=False)
+            self._db: Database = SqliteDatabase(path, SCHEMA.format(table=TABLE), "review store", create)
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
-        self.path = path
-        self.where = str(path)
+        self.path, self.table, self._owns, self._schema = path, TABLE, True, ""
 
-    def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        return list(self._db.execute(sql, params))
+    @classmethod
+    def beside(cls, results: ResultStore, owns: bool = False) -> ReviewStore:
+        """The table `runner_reviews` in the results' PostgreSQL database, over their connection
+        (its reconnection, its lock, its StoreUnavailable: 503); `owns`: close it on close."""
+        store = cls.__new__(cls)
+        store._db, store.table, store._owns = results.db, "runner_reviews", owns
+        store._schema = SCHEMA.format(table=store.table)       # made on first use: the server may be down now
+        return store
 
-    def _sql(self, sql: str) -> str:
-        return sql.format(table=self.table).replace("?", self.placeholder)
+    def _ready(self) -> Database:
+        if self._schema:
+            self._db.write(self._schema, [])
+            self._schema = ""
+        return self._db
+
+    def _rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return self._ready().rows(sql.format(table=self.table), params)
 
     def put(self, review: Review) -> Review:
         stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": now()})
         values = stamped.as_dict()
         values["agrees"] = int(stamped.agrees)
-        self._execute(self._sql(
-            f"INSERT INTO {{table}} ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-            "ON CONFLICT (pipeline, item_key, reviewer) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:])), [values[c] for c in _COLUMNS])
+        marks = ", ".join("?" * len(_COLUMNS))
+        self._ready().write(f"INSERT INTO {self.table} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
+                            "ON CONFLICT (pipeline, item_key, reviewer) DO UPDATE SET "
+                            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:]),
+                            [values[c] for c in _COLUMNS])
         return stamped
 
     def for_items(self, pipeline: str, keys: Iterable[str]) -> dict[str, list[Review]]:
         """The reviews of these items, by item key (reviewers in name order)."""
         found: dict[str, list[Review]] = {}
-        wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            rows = self._execute(self._sql(
-                f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? AND item_key IN "
-                f"({', '.join('?' * len(chunk))}) ORDER BY reviewer"), [pipeline, *chunk])
-            for row in rows:
+        for chunk, marks in chunks(keys):
+            for row in self._rows(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? AND item_key IN "
+                                  f"({marks}) ORDER BY reviewer", [pipeline, *chunk]):
                 review = _review(row)
                 found.setdefault(review.item_key, []).append(review)
         return found
 
     def of_pipeline(self, pipeline: str) -> Iterator[Review]:
-        rows = self._execute(self._sql(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? "
-                                       "ORDER BY item_key, reviewed_at, reviewer"), [pipeline])
-        for row in rows:
-            yield _review(row)
+        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? "
+                          "ORDER BY item_key, reviewed_at, reviewer", [pipeline])
+        return (_review(row) for row in rows)
 
     def pipelines(self) -> list[str]:
-        return [row[0] for row in self._execute(self._sql("SELECT DISTINCT pipeline FROM {table} ORDER BY pipeline"),
-                                                [])]
+        return [row[0] for row in self._rows("SELECT DISTINCT pipeline FROM {table} ORDER BY pipeline", [])]
 
     def close(self) -> None:
-        self._db.close()
+        """The connection is the result store's when `beside` them: closed only when this store owns it."""
+        if self._owns:
+            self._db.close()
 
 
 def _review(row: tuple[Any, ...]) -> Review:

@@ -181,3 +181,67 @@ def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries
         assert [r["rating"] for r in lines(client.get(f"/v1/jobs/{job['id']}/results"))] == ["none"]
         again = client.post("/v1/pipelines/tolerant/judge", json={"items": [deck("<p>A</p>")]}).json()
         assert [r["source"] for r in again["results"]] == ["judged"]
+
+
+def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_own_run(served_project, db_url,
+                                                                                       monkeypatch):
+    """A job's item asked for while a /judge request judges the same content joins that
+    computation; when it failed (here a call `on_error: continue` let pass, so the result has
+    no `error`), the job's run judges the item itself: its calls.jsonl holds the call and its
+    summary counts the error, as `runner run` would (one rule: runner/engine/health.item_end)."""
+    import httpx
+
+    from runner.serve.app import create_app
+    from runner.serve.flights import SingleFlight
+    from runner.serve.judging import Settings
+    served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: tolerant")
+                            .replace("    uses: llm\n", "    uses: llm\n    on_error: continue\n")
+                            .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
+                            .replace("steps.ask.output.score }}", "steps.ask.output.score | default(0) }}"),
+                            "tolerant.yaml")
+    asked: list[object] = []
+    original = SingleFlight.run
+
+    async def noted(self, key, compute):        # the caller is in the flight when it returns to the loop
+        asked.append(key)
+        return await original(self, key, compute)
+    monkeypatch.setattr(SingleFlight, "run", noted)
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"))          # every call fails
+    root = served_project.root
+    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url)
+
+    async def scenario() -> tuple[dict, dict]:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            model.hold()
+            judged = asyncio.ensure_future(client.post("/v1/pipelines/tolerant/judge", json={"item": deck("<p>A</p>")}))
+            while model.in_flight < 1:
+                await asyncio.sleep(0.01)
+            job = (await client.post("/v1/pipelines/tolerant/jobs", json={"items": [deck("<p>A</p>")]})).json()
+            while len(asked) < 2:                # the job's item joined the request's computation
+                await asyncio.sleep(0.01)
+            model.release()
+            answer = (await judged).json()
+            while (done := (await client.get(f"/v1/jobs/{job['id']}")).json())["status"] not in DONE:
+                await asyncio.sleep(0.02)
+            return answer, done
+
+    answer, done = asyncio.run(scenario())
+    assert answer["results"][0]["source"] == "error" and answer["counts"]["errors"] == 1
+    assert done["status"] == "failed" and done["counts"]["errors"] == 1, done
+    assert [c["item"] for c in read_calls(root / done["run"] / "calls.jsonl")] == [1]
+    assert json.loads((root / done["run"] / "summary.json").read_text())["errors"] == 1
+
+
+def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served):
+    """A job whose every call failed is `failed` though one of its items came from the store:
+    `runner run` exits 3 on such a run (engine/health.run_failure, the one rule), and so a job
+    does not say `succeeded`."""
+    served.judge(deck("<p>A</p>"))
+    served.model.script(server_error("model overloaded"), contains="bad")
+    job = served.client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>A</p>", "<p>bad B</p>")]}).json()
+    done = wait(served.client, job["id"])
+    assert done["counts"]["store"] == 1 and done["counts"]["errors"] == 1, done
+    assert done["status"] == "failed" and "no model answered any call" in done["error"], done
+    assert "model overloaded" in done["error"]

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from runner.serve.app import open_result_store
-from runner.stores.result_store import CHUNK, StoreUnavailable
+from runner.stores.database import CHUNK, StoreUnavailable
+from runner.stores.result_store import ResultStore
 from serve_fixtures import BACKENDS, backend_url
 
 
@@ -72,9 +73,8 @@ def test_threads_write_at_once_and_lose_nothing(store):
 
 
 def test_an_unreachable_postgres_is_unavailable_not_a_crash():
-    from runner.stores.result_store_postgres import PostgresResultStore
     started = time.monotonic()
-    store = PostgresResultStore("postgresql://judge:hunter2-secret-pw@127.0.0.1:1/results")
+    store = ResultStore.postgres("postgresql://judge:hunter2-secret-pw@127.0.0.1:1/results")
     with pytest.raises(StoreUnavailable) as refused:
         store.get("p", "h", "k")
     assert "hunter2-secret-pw" not in str(refused.value) and "cannot be reached" in str(refused.value)

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from runner.llm.batch.store import BatchStore
-from runner.stores.memo_sqlite import SqliteMemo
+from runner.stores.memo import MemoStore
 from runner.stores.reviews import ReviewStore
 
 pytestmark = pytest.mark.slow
 
-OPENERS: dict[str, Callable[[Path], SqliteMemo | ReviewStore | BatchStore]] = {
-    "memo": SqliteMemo,
+OPENERS: dict[str, Callable[[Path], MemoStore | ReviewStore | BatchStore]] = {
+    "memo": MemoStore,
     "reviews": ReviewStore,
     "batches": lambda path: BatchStore(path.parent / path.stem),
 }
