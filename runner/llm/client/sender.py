@@ -81,9 +81,7 @@ class Sender:
                 error = rejected.error
                 following = self.formats.fall_back(spec, rejected.mode, error, schema)
                 if following is None:
-                    raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format "
-                                                     f"{rejected.mode}: set models.{spec.name}.structured_output "
-                                                     f"to auto or another mode)", error.status) from None
+                    raise format_refused(spec, rejected.mode, error) from None
                 mode = following
 
     async def _probe(self, spec: ModelSpec) -> None:
@@ -139,19 +137,13 @@ class Sender:
                 raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
                 timeouts += 1
-                error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")))
-                error.attempts = attempt + 1
+                error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")), attempts=attempt + 1)
             if error.opens_breaker:
                 self.breakers[spec.endpoint] = error.message
                 raise error
             if not error.retryable or attempt == spec.retries or timeouts >= MAX_TIMEOUTS:
                 raise error
-            try:
-                delay = retry_delay(attempt, spec.backoff, error.retry_after)
-            except RetryAfterTooLong as too_long:
-                final = TransportError(error.kind, f"{error.message} ({too_long})", error.status)
-                final.attempts = error.attempts
-                raise final from None
+            delay = retry_pause(spec, attempt, error)
             stats.retries += 1
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -220,6 +212,21 @@ class Sender:
         await self.transport.aclose()
         if self._budget is not None:
             self._budget.close()
+
+
+def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
+    """The error of a server that rejects the response format `mode` when no other may be tried."""
+    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
+                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
+
+
+def retry_pause(spec: ModelSpec, attempt: int, error: TransportError) -> float:
+    """The pause before retrying after `error`, the request's attempt-th; the error to give up
+    with when the server asks for a longer wait than runner keeps."""
+    try:
+        return retry_delay(attempt, spec.backoff, error.retry_after)
+    except RetryAfterTooLong as too_long:
+        raise TransportError(error.kind, f"{error.message} ({too_long})", error.status, attempts=attempt + 1) from None
 
 
 def _overload(adaptive: AdaptiveLimit, error: TransportError) -> None:
