@@ -62,7 +62,7 @@ class Sender:
         self._probes: dict[str, asyncio.Future[bool]] = {}
         self._gates: dict[str, ModelGate] = {}
         self._local: dict[str, AdaptiveLimit | None] = {}
-        self._global: asyncio.Semaphore | None = None
+        self._global = asyncio.Semaphore(self.concurrency)
         self._budget: DailyBudget | None = None
         # Set on a Ray worker: gates and daily budgets held for the whole cluster (ray_services.py).
         self.cluster_limits: Any = None
@@ -105,7 +105,7 @@ class Sender:
         for attempt in range(spec.retries + 1):
             # The model's own gate first: calls queued for a one-slot server must not hold
             # run-wide slots that other models could use.
-            async with gate, self._global_gate():
+            async with gate, self._global:
                 await gate.pace()
                 if spec.endpoint in self.breakers:
                     raise TransportError("breaker", self.breakers[spec.endpoint])
@@ -166,11 +166,6 @@ class Sender:
             adaptive.ended()
         adaptive.observe(level, time.perf_counter() - sent)
         return completion
-
-    def _global_gate(self) -> asyncio.Semaphore:
-        if self._global is None:
-            self._global = asyncio.Semaphore(self.concurrency)
-        return self._global
 
     def _gate(self, spec: ModelSpec) -> ModelGate:
         if spec.name not in self._gates and self.cluster_limits is not None:
