@@ -56,12 +56,11 @@ class FailureTally:
     def settle(self, item: object) -> tuple[bool, str]:
         """Whether a finished item got no usable answer somewhere, and its last failed call's
         error; its groups are then forgotten, so a run's tally stays as small as its window."""
-        failed = False
-        for key in self._by_item.pop(item, []) if isinstance(item, int) else []:
-            answered, failures = self._groups.pop(key)
-            failed = failed or bool(failures and not answered)
-        reason = self._reasons.pop(item, "") if isinstance(item, int) else ""
-        return failed, reason
+        taken = self.take([item]) if isinstance(item, int) else []
+        if not taken:
+            return False, ""
+        _, groups, reason = taken[0]
+        return any(failed and not answered for _, answered, failed in groups), reason
 
     def has_failed(self, item: int) -> bool:
         """Whether an item has, so far, a call group that failed and was never answered: what

@@ -203,5 +203,7 @@ class BatchStore:
 
 
 def _record(row: tuple[Any, ...]) -> BatchRecord:
-    """A row of `batches` (SQLite gives each column its declared type) as a record."""
-    return BatchRecord(*row[:7], json.loads(row[7]), *row[8:11])
+    """A row of `batches` as a record (SQLite gives each column its declared type)."""
+    submission, batch_id, model_name, model, api_base, status, requests, counts, message, created, updated, _ = row
+    return BatchRecord(submission, batch_id, model_name, model, api_base, status, requests, json.loads(counts),
+                       message, created, updated)
