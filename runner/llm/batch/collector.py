@@ -39,9 +39,9 @@ from runner.llm.batch.lines import (
 from runner.llm.batch.polling import GONE, created, files_of, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
-from runner.llm.client.sender import ModelStats, _count, format_refused, retry_pause
+from runner.llm.client.sender import ModelStats, _count, retry_pause
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, TransportError
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits

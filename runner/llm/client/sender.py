@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
 from runner.llm.client.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
@@ -168,17 +168,17 @@ class Sender:
         return completion
 
     def _gate(self, spec: ModelSpec) -> ModelGate:
-        if spec.name not in self._gates and self.cluster_limits is not None:
-            shared = self.cluster_limits.gate(spec)
-            if shared is not None:
-                self._gates[spec.name] = shared
-        if spec.name not in self._gates:
-            concurrency = spec.limits.get("concurrency")
-            semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
-            if semaphore is None and spec.local:
-                semaphore = self._local_limit(spec)
-            self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
-        return self._gates[spec.name]
+        gate = self._gates.get(spec.name)
+        if gate is None:
+            gate = self.cluster_limits.gate(spec) if self.cluster_limits is not None else None
+            if gate is None:
+                concurrency = spec.limits.get("concurrency")
+                semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
+                if semaphore is None and spec.local:
+                    semaphore = self._local_limit(spec)
+                gate = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
+            self._gates[spec.name] = gate
+        return gate
 
     def _local_limit(self, spec: ModelSpec) -> AdaptiveLimit | None:
         """A server on this machine: as many requests as --concurrency says when given, else
@@ -207,12 +207,6 @@ class Sender:
         await self.transport.aclose()
         if self._budget is not None:
             self._budget.close()
-
-
-def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
-    """The error of a server that rejects the response format `mode` when no other may be tried."""
-    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
-                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
 
 
 def retry_pause(spec: ModelSpec, attempt: int, error: TransportError) -> float:

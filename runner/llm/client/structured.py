@@ -52,6 +52,12 @@ def brief(error: TransportError) -> str:
     return error.message.splitlines()[0][:200] if error.message else "refused"
 
 
+def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
+    """The error of a server that rejects the response format `mode` when no other may be tried."""
+    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
+                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
+
+
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The `response_format` a request in `mode` carries for `schema` (None: none)."""
     if schema is None or mode == "none":
