@@ -6,32 +6,19 @@ httpx is imported when the first batch is sent: a live or cached run never loads
 
 from __future__ import annotations
 
-import contextlib
 import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from runner.llm.batch.lines import CHAT_URL
-from runner.llm.client.http import ERROR_TEXT, api_key
+from runner.llm.client.http import api_key, status_error
 from runner.llm.client.spec import OPENAI_BASE, ModelSpec
 from runner.llm.client.transport import TransportError
-from runner.retry import parse_retry_after
 
 if TYPE_CHECKING:
     import httpx
 
 WINDOW = "24h"
-
-
-def _failure(response: httpx.Response, doing: str) -> TransportError:
-    text = response.text
-    with contextlib.suppress(ValueError, AttributeError):
-        error = json.loads(text).get("error")
-        text = error.get("message", text) if isinstance(error, dict) else str(error or text)
-    status = response.status_code
-    kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
-    return TransportError(kind, f"{doing}: HTTP {status}: {text.strip()[:ERROR_TEXT]}", status,
-                          parse_retry_after(response.headers.get("retry-after")), body=text)
 
 
 class BatchClient:
@@ -56,7 +43,7 @@ class BatchClient:
             raise TransportError("refused" if refused else "connection",
                                  f"{doing}: connection {'refused' if refused else f'failed: {exc}'}") from None
         if response.status_code >= 400:
-            raise _failure(response, doing)
+            raise status_error(response.status_code, response.headers, response.text, doing)
         return response
 
     async def _json(self, method: str, path: str, doing: str, **kwargs: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -38,14 +39,18 @@ from runner.llm.batch.lines import (
 from runner.llm.batch.polling import GONE, created, files_of, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
-from runner.llm.client.sender import ModelStats, _count
+from runner.llm.client.sender import ModelStats, _count, retry_pause
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, TransportError
-from runner.retry import RetryAfterTooLong, retry_delay
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits
 LiveSend = Callable[..., Awaitable[tuple[Completion, str]]]
+
+
+def broken(exc: BaseException) -> TransportError:
+    """The failure of calls whose batch handling broke: they fail rather than wait forever."""
+    return TransportError("other", f"batch handling failed: {type(exc).__name__}: {exc}")
 
 
 def _resolve(futures: list[asyncio.Future[Any]], outcome: Outcome | Requeue) -> None:
@@ -71,7 +76,7 @@ class BatchCollector:
         self._in_batches: dict[str, Tracked] = {}
         self._ours: set[str] = set()            # submissions made by this run
         self._not_before: dict[str, float] = {}  # a model's next batch waits until then (its retries' backoff)
-        self._waiting: dict[int, int] = {}
+        self._waiting: Counter[int] = Counter()    # item: its calls waiting on a batch
         self._changed: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -102,21 +107,12 @@ class BatchCollector:
             if call.schema is not None and rejects_format(error):
                 following = self.formats.fall_back(spec, mode, error)
                 if following is None:
-                    raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: "
-                                                     f"set models.{spec.name}.structured_output to auto or another "
-                                                     f"mode)", error.status)
+                    raise format_refused(spec, mode, error)
                 mode = following
                 continue
             if not error.retryable or attempt >= spec.retries:
-                failure = TransportError(error.kind, error.message, error.status, body=error.body)
-                failure.attempts = attempt + 1
-                raise failure
-            try:
-                delay = retry_delay(attempt, spec.backoff, error.retry_after)
-            except RetryAfterTooLong as too_long:       # said by a refused submission: not worth a later batch
-                failure = TransportError(error.kind, f"{error.message} ({too_long})", error.status)
-                failure.attempts = attempt + 1
-                raise failure from None
+                raise TransportError(error.kind, error.message, error.status, body=error.body, attempts=attempt + 1)
+            delay = retry_pause(spec, attempt, error)       # a refused submission's long Retry-After: given up
             attempt += 1
             stats.retries += 1
             if spec.batch_retry == "live":
@@ -129,15 +125,13 @@ class BatchCollector:
 
     @contextmanager
     def _waiting_item(self, item: int) -> Iterator[None]:
-        self._waiting[item] = self._waiting.get(item, 0) + 1
+        self._waiting[item] += 1
         self._wake()
         try:
             yield
         finally:
-            left = self._waiting[item] - 1
-            if left:
-                self._waiting[item] = left
-            else:
+            self._waiting[item] -= 1
+            if not self._waiting[item]:
                 del self._waiting[item]
 
     async def _answer(self, call: BatchCall, mode: str) -> Outcome:
@@ -202,7 +196,7 @@ class BatchCollector:
             try:
                 self._submit_due()
             except Exception as exc:    # the calls gathered so far fail; the dispatcher goes on for the next
-                self._fail_gathered(TransportError("other", f"batch handling failed: {type(exc).__name__}: {exc}"))
+                self._fail_gathered(broken(exc))
 
     def _fail_gathered(self, error: TransportError) -> None:
         gathered, self._gathered = self._gathered, {}
@@ -230,9 +224,8 @@ class BatchCollector:
         try:
             held = self.store.claim(submission, spec.name, spec.model, spec.api_base, ids)
         except sqlite3.Error as exc:        # these calls fail rather than wait forever
-            failure = TransportError("other", f"batch handling failed: {type(exc).__name__}: {exc}")
             for key in ids:
-                _resolve(gathered.waiters[key], failure)
+                _resolve(gathered.waiters[key], broken(exc))
             return
         for key, record in held.items():
             self._adopt(record, spec, key, gathered.waiters[key])
@@ -288,18 +281,14 @@ class BatchCollector:
         await self._poll(tracked, batch)
 
     def _failed(self, tracked: Tracked, exc: TransportError) -> None:
-        """Its calls get the failure (the batch stays on disk: a retry polls it again), or,
-        for a 404, the batch is gone."""
-        if exc.status == GONE:
-            self._gone(tracked)
-        else:
+        """Its calls get the failure (the batch stays on disk: a retry polls it again). A 404:
+        the batch is gone (deleted, another organisation's key, a gateway restarted): forgotten,
+        said once, and its calls go out again; a batch this run submitted fails its calls instead
+        (retried per the model's policy): a gateway that loses every batch must not be sent the
+        same calls forever."""
+        if exc.status != GONE:
             self._finish(tracked, {}, exc, collected=False)
-
-    def _gone(self, tracked: Tracked) -> None:
-        """The provider answers 404 for the batch (deleted, another organisation's key, a gateway
-        restarted): it is forgotten, said once, and its calls go out again. A batch this run
-        submitted fails its calls instead (retried per the model's policy): a gateway that loses
-        every batch must not be sent the same calls forever."""
+            return
         self.store.forget(tracked.submission)
         ours = tracked.submission in self._ours
         said = self._say(tracked, f" is gone at the provider (HTTP {GONE}): forgotten; its {len(tracked.waiters)} "
@@ -371,9 +360,7 @@ class BatchCollector:
             self._tasks.discard(finished)
             problem = None if finished.cancelled() else finished.exception()
             if problem is not None:
-                self._finish(tracked, {}, TransportError("other", f"batch handling failed: "
-                                                                  f"{type(problem).__name__}: {problem}"),
-                             collected=False)
+                self._finish(tracked, {}, broken(problem), collected=False)
         task.add_done_callback(done)
 
     def progress(self) -> str:
@@ -384,9 +371,10 @@ class BatchCollector:
         return {name: model.summary(self._specs.get(name)) for name, model in self.models.items()}
 
     async def aclose(self) -> None:
-        for task in [*self._tasks, *([self._dispatcher] if self._dispatcher else [])]:
+        tasks = [*self._tasks, *([self._dispatcher] if self._dispatcher else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *([self._dispatcher] if self._dispatcher else []), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for client in self._clients.values():
             await client.aclose()
         if self._store is not None:

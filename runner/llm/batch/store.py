@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runner.errors import RunnerError
 from runner.stores.shared_sqlite import open_shared
@@ -137,14 +138,12 @@ class BatchStore:
         host, pid = str(row[0]), int(row[1])
         if host != socket.gethostname():
             return time.time() - record.updated < CREATING_SECONDS
-        if pid == os.getpid():
-            return True
         try:
-            os.kill(pid, 0)
+            os.kill(pid, 0)              # signal 0: only whether the process is there
         except ProcessLookupError:
             return False
         except PermissionError:          # another user's process
-            return True
+            pass
         return True
 
     def submitted(self, submission: str, batch_id: str, status: str) -> None:
@@ -203,9 +202,8 @@ class BatchStore:
         self._db.close()
 
 
-def _record(row: tuple[object, ...]) -> BatchRecord:
-    (submission, batch_id, model_name, model, api_base, status, requests, counts, message, created,
-     updated, _) = row
-    return BatchRecord(str(submission), None if batch_id is None else str(batch_id), str(model_name), str(model),
-                       None if api_base is None else str(api_base), str(status), int(requests),  # type: ignore[call-overload]
-                       json.loads(str(counts)), str(message), float(created), float(updated))  # type: ignore[arg-type]
+def _record(row: tuple[Any, ...]) -> BatchRecord:
+    """A row of `batches` as a record (SQLite gives each column its declared type)."""
+    submission, batch_id, model_name, model, api_base, status, requests, counts, message, created, updated, _ = row
+    return BatchRecord(submission, batch_id, model_name, model, api_base, status, requests, json.loads(counts),
+                       message, created, updated)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -120,32 +121,30 @@ class HTTPTransport:
             await session.close()
 
 
-async def read_capped(response: aiohttp.ClientResponse, spec: ModelSpec) -> bytes:
-    """The whole body, decompressed, or TransportError once it passes the model's cap."""
-    cap = spec.max_response_bytes
-    declared = response.content_length
-    if declared is not None and declared > cap and not response.headers.get("content-encoding"):
-        raise too_large(spec)
-    chunks: list[bytes] = []
+async def capped(response: aiohttp.ClientResponse, spec: ModelSpec) -> AsyncIterator[bytes]:
+    """The body's chunks, decompressed, or TransportError once they pass the model's cap."""
     total = 0
     async for chunk in response.content.iter_any():
         total += len(chunk)
-        if total > cap:
+        if total > spec.max_response_bytes:
             raise too_large(spec)
-        chunks.append(chunk)
+        yield chunk
+
+
+async def read_capped(response: aiohttp.ClientResponse, spec: ModelSpec) -> bytes:
+    """The whole body, decompressed, or TransportError once it passes the model's cap."""
+    declared = response.content_length
+    if declared is not None and declared > spec.max_response_bytes and not response.headers.get("content-encoding"):
+        raise too_large(spec)
+    chunks = [chunk async for chunk in capped(response, spec)]
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def streamed(response: aiohttp.ClientResponse, spec: ModelSpec) -> Completion:
     """A server-sent-events answer, read line by line under the model's cap."""
     assembler = StreamAssembler(spec, response.status)
-    cap = spec.max_response_bytes
-    total = 0
     pending = bytearray()           # grows in place: a long line in small pieces stays linear
-    async for chunk in response.content.iter_any():
-        total += len(chunk)
-        if total > cap:
-            raise too_large(spec)
+    async for chunk in capped(response, spec):
         pending += chunk
         if b"\n" not in chunk:
             continue

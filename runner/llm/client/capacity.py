@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import statistics
 import sys
 from collections import deque
 from urllib.parse import urlsplit, urlunsplit
@@ -148,9 +149,7 @@ class AdaptiveLimit:
         self._window.append(seconds)
         if len(self._window) < max(MIN_WINDOW, 2 * level):
             return
-        ordered = sorted(self._window)                  # the median: one slow answer must not decide
-        middle = len(ordered) // 2
-        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        median = statistics.median(self._window)        # one slow answer must not decide
         self._window = []
         if self._below is not None and median > self._below * TOLERANCE:
             self._settle(level - 1, "its answers slowed when sent more at once")

@@ -83,16 +83,13 @@ def redirect_error(status: int, location: str | None) -> TransportError:
                                       f"redirects: set api_base to the address that answers", status)
 
 
-def status_error(status: int, headers: Mapping[str, str], text: str) -> TransportError:
+def status_error(status: int, headers: Mapping[str, str], text: str, doing: str = "") -> TransportError:
+    """An HTTP error status (400 or more) as a classified error; `doing`: what was asked, said first."""
     message = error_text(text)
-    short = message[:ERROR_TEXT]
-    if status == 429:
-        return TransportError("rate_limit", f"rate limited (429): {short}", 429,
-                              parse_retry_after(headers.get("retry-after")), body=message)
-    if 400 <= status < 500:
-        return TransportError("client", f"HTTP {status}: {short}", status, body=message)
-    return TransportError("server", f"HTTP {status}: {short}", status, parse_retry_after(headers.get("retry-after")),
-                          body=message)
+    kind = "rate_limit" if status == 429 else "client" if status < 500 else "server"
+    said = f"{'rate limited (429)' if status == 429 else f'HTTP {status}'}: {message[:ERROR_TEXT]}"
+    retry_after = None if kind == "client" else parse_retry_after(headers.get("retry-after"))
+    return TransportError(kind, f"{doing}: {said}" if doing else said, status, retry_after, body=message)
 
 
 def _text(content: Any) -> str | None:

@@ -108,10 +108,7 @@ def validate(value: Any, schema: dict[str, Any]) -> None:
     errors = sorted(((list(e.absolute_path), e.message) for e in validator_for(schema).iter_errors(value)),
                     key=lambda error: error[0])
     if errors:
-        parts = []
-        for path, message in errors[:5]:
-            where = "/".join(str(p) for p in path) or "(root)"
-            parts.append(f"{where}: {message}")
+        parts = [f"{'/'.join(str(p) for p in path) or '(root)'}: {message}" for path, message in errors[:5]]
         raise ParseFailure("the answer does not match the required schema: " + "; ".join(parts))
 
 

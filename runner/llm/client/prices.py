@@ -40,18 +40,16 @@ def _table() -> dict[str, Any]:
     return {}
 
 
-def price_of(model: str) -> Price | None:
+def price_of(model: str, kind: str = "") -> Price | None:
     """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`,
-    `gemini/gemma-3-27b-it`), or None when the table does not know it (local models)."""
-    candidates = [model]
-    if "/" in model:
-        candidates.append(model.split("/", 1)[1])     # openai/gpt-4o-mini is priced as gpt-4o-mini
-    for name in candidates:
+    `gemini/gemma-3-27b-it`), or None when the table does not know it (local models);
+    `kind="_batches"`: the table's batch price."""
+    for name in (model, model.split("/", 1)[-1]):       # openai/gpt-4o-mini is priced as gpt-4o-mini
         entry = _table().get(name)
-        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+        if isinstance(entry, dict) and f"input_cost_per_token{kind}" in entry:
             try:
-                return Price(float(entry.get("input_cost_per_token") or 0.0),
-                             float(entry.get("output_cost_per_token") or 0.0))
+                return Price(float(entry.get(f"input_cost_per_token{kind}") or 0.0),
+                             float(entry.get(f"output_cost_per_token{kind}") or 0.0))
             except (TypeError, ValueError):
                 return None
     return None
@@ -76,13 +74,5 @@ def batch_price_of(model: str) -> tuple[Price, bool] | None:
     live = price_of(model)
     if live is None:
         return None
-    table = _table()
-    for name in (model, model.split("/", 1)[-1]):
-        entry = table.get(name)
-        if isinstance(entry, dict) and "input_cost_per_token_batches" in entry:
-            try:
-                return Price(float(entry.get("input_cost_per_token_batches") or 0.0),
-                             float(entry.get("output_cost_per_token_batches") or 0.0)), True
-            except (TypeError, ValueError):
-                break
-    return Price(live.input_per_token / 2, live.output_per_token / 2), False
+    listed = price_of(model, "_batches")
+    return (listed, True) if listed else (Price(live.input_per_token / 2, live.output_per_token / 2), False)

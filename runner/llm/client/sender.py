@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
 from runner.llm.client.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, brief, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
@@ -62,7 +62,7 @@ class Sender:
         self._probes: dict[str, asyncio.Future[bool]] = {}
         self._gates: dict[str, ModelGate] = {}
         self._local: dict[str, AdaptiveLimit | None] = {}
-        self._global: asyncio.Semaphore | None = None
+        self._global = asyncio.Semaphore(self.concurrency)
         self._budget: DailyBudget | None = None
         # Set on a Ray worker: gates and daily budgets held for the whole cluster (ray_services.py).
         self.cluster_limits: Any = None
@@ -81,9 +81,7 @@ class Sender:
                 error = rejected.error
                 following = self.formats.fall_back(spec, rejected.mode, error, schema)
                 if following is None:
-                    raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format "
-                                                     f"{rejected.mode}: set models.{spec.name}.structured_output "
-                                                     f"to auto or another mode)", error.status) from None
+                    raise format_refused(spec, rejected.mode, error) from None
                 mode = following
 
     async def _probe(self, spec: ModelSpec) -> None:
@@ -107,7 +105,7 @@ class Sender:
         for attempt in range(spec.retries + 1):
             # The model's own gate first: calls queued for a one-slot server must not hold
             # run-wide slots that other models could use.
-            async with gate, self._global_gate():
+            async with gate, self._global:
                 await gate.pace()
                 if spec.endpoint in self.breakers:
                     raise TransportError("breaker", self.breakers[spec.endpoint])
@@ -139,19 +137,13 @@ class Sender:
                 raise FormatRejected(error, mode)       # not a transient fault: never retried
             if error.kind == "timeout":
                 timeouts += 1
-                error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")))
-                error.attempts = attempt + 1
+                error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")), attempts=attempt + 1)
             if error.opens_breaker:
                 self.breakers[spec.endpoint] = error.message
                 raise error
             if not error.retryable or attempt == spec.retries or timeouts >= MAX_TIMEOUTS:
                 raise error
-            try:
-                delay = retry_delay(attempt, spec.backoff, error.retry_after)
-            except RetryAfterTooLong as too_long:
-                final = TransportError(error.kind, f"{error.message} ({too_long})", error.status)
-                final.attempts = error.attempts
-                raise final from None
+            delay = retry_pause(spec, attempt, error)
             stats.retries += 1
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -175,23 +167,18 @@ class Sender:
         adaptive.observe(level, time.perf_counter() - sent)
         return completion
 
-    def _global_gate(self) -> asyncio.Semaphore:
-        if self._global is None:
-            self._global = asyncio.Semaphore(self.concurrency)
-        return self._global
-
     def _gate(self, spec: ModelSpec) -> ModelGate:
-        if spec.name not in self._gates and self.cluster_limits is not None:
-            shared = self.cluster_limits.gate(spec)
-            if shared is not None:
-                self._gates[spec.name] = shared
-        if spec.name not in self._gates:
-            concurrency = spec.limits.get("concurrency")
-            semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
-            if semaphore is None and spec.local:
-                semaphore = self._local_limit(spec)
-            self._gates[spec.name] = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
-        return self._gates[spec.name]
+        gate = self._gates.get(spec.name)
+        if gate is None:
+            gate = self.cluster_limits.gate(spec) if self.cluster_limits is not None else None
+            if gate is None:
+                concurrency = spec.limits.get("concurrency")
+                semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
+                if semaphore is None and spec.local:
+                    semaphore = self._local_limit(spec)
+                gate = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
+            self._gates[spec.name] = gate
+        return gate
 
     def _local_limit(self, spec: ModelSpec) -> AdaptiveLimit | None:
         """A server on this machine: as many requests as --concurrency says when given, else
@@ -220,6 +207,15 @@ class Sender:
         await self.transport.aclose()
         if self._budget is not None:
             self._budget.close()
+
+
+def retry_pause(spec: ModelSpec, attempt: int, error: TransportError) -> float:
+    """The pause before retrying after `error`, the request's attempt-th; the error to give up
+    with when the server asks for a longer wait than runner keeps."""
+    try:
+        return retry_delay(attempt, spec.backoff, error.retry_after)
+    except RetryAfterTooLong as too_long:
+        raise TransportError(error.kind, f"{error.message} ({too_long})", error.status, attempts=attempt + 1) from None
 
 
 def _overload(adaptive: AdaptiveLimit, error: TransportError) -> None:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runner.errors import InputError
+from runner.fileio import read_json
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.redact import redact
@@ -31,7 +33,6 @@ LADDER = ("json_schema", "json_object", "none")
 FILE = "structured_output.json"
 LEARNED_DAYS = 7               # a server may be upgraded: try the better format again after this
 MAX_STATE_BYTES = 1 << 20
-MAX_STATE_DEPTH = 4            # {key: {"mode": ..., "until": ...}} is two deep
 # What a server's refusal of a response format names, as whole words ("information" or
 # "formatting" are not a format), and the words that say it is refused.
 FORMAT_WORDS = re.compile(r"\b(?:response_format|json_schema|json_object|json[ _-]schema|grammar)\b", re.IGNORECASE)
@@ -49,6 +50,12 @@ def brief(error: TransportError) -> str:
     if found:
         return f"HTTP {error.status}: {found.group(1) or found.group(2)}"
     return error.message.splitlines()[0][:200] if error.message else "refused"
+
+
+def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
+    """The error of a server that rejects the response format `mode` when no other may be tried."""
+    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
+                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
 
 
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -79,18 +86,6 @@ def schema_shape(schema: dict[str, Any] | None) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _depth(text: str) -> int:
-    """How deeply `text`'s JSON nests (strings skipped), without parsing it."""
-    deepest = depth = 0
-    for token in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in "]}":
-            depth -= 1
-    return deepest
-
-
 class FormatChoices:
     """Which format each endpoint and schema shape gets, learned by falling back, kept in
     the cache folder."""
@@ -107,22 +102,14 @@ class FormatChoices:
 
     def _read(self) -> dict[str, dict[str, Any]]:
         """The file's unexpired choices; {} (and one warning) when it is not runner's."""
-        try:
-            if self.file.stat().st_size > MAX_STATE_BYTES:
-                return self._ignore(f"larger than {MAX_STATE_BYTES:,} bytes")
-            text = self.file.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not self.file.exists():
             return {}
-        except (OSError, UnicodeDecodeError) as exc:
-            return self._ignore(f"unreadable ({type(exc).__name__})")
-        if _depth(text) > MAX_STATE_DEPTH:
-            return self._ignore(f"nested deeper than {MAX_STATE_DEPTH}")
         try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            return self._ignore("not JSON")
+            data = read_json(self.file, MAX_STATE_BYTES)
+        except InputError as exc:
+            return self._ignore(str(exc))
         if not isinstance(data, dict):
-            return self._ignore("not a JSON object")
+            return self._ignore(f"{self.file}: not a JSON object")
         now = time.time()
         return {key: entry for key, entry in data.items()
                 if isinstance(entry, dict) and entry.get("mode") in LADDER
@@ -131,8 +118,7 @@ class FormatChoices:
     def _ignore(self, reason: str) -> dict[str, dict[str, Any]]:
         if not self._warned:
             self._warned = True
-            sys.stderr.write(f"runner: ignoring {self.file} ({reason}); structured output formats are "
-                             "learned again\n")
+            sys.stderr.write(f"runner: ignoring {reason}; structured output formats are learned again\n")
         return {}
 
     @staticmethod

@@ -57,14 +57,14 @@ class TransportError(Exception):
     """A failed request, classified: `kind` decides retry and the breaker."""
 
     def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None,
-                 body: str = ""):
+                 body: str = "", attempts: int = 0):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.body = body or message      # the server's whole error text: says whether it rejects a format
-        self.attempts = 0                  # requests sent before it gave up
+        self.attempts = attempts           # requests sent before it gave up
 
     @property
     def retryable(self) -> bool:
@@ -210,20 +210,24 @@ class LiteLLMTransport:
         missing = check.get("missing_keys") or []
         return ", ".join(missing) if missing and not check.get("keys_in_environment") else None
 
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        litellm = self._ensure()
+    def _kwargs(self, spec: ModelSpec, params: dict[str, Any]) -> dict[str, Any]:
+        """litellm's arguments for a request of `spec` (copies: the response format holds the
+        step's schema, which every call of the step shares, and a provider's adapter in litellm
+        may rewrite what it is given)."""
         missing = self.missing_key(spec)
         if missing:
             raise TransportError("missing_key", f"missing API key: set {missing}")
-        # Copies: the response format holds the step's schema, which every call of the step
-        # shares, and a provider's adapter in litellm may rewrite what it is given.
-        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model,
-                                  "messages": copy.deepcopy(messages), "timeout": spec.timeout, "max_retries": 0}
+        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model, "timeout": spec.timeout}
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
             kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER   # local servers ignore it
         elif spec.api_key:
             kwargs["api_key"] = spec.api_key
+        return kwargs
+
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        litellm = self._ensure()
+        kwargs = {**self._kwargs(spec, params), "messages": copy.deepcopy(messages), "max_retries": 0}
         try:
             # No stdout redirection here: it is process-wide and calls run concurrently.
             # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
@@ -232,45 +236,23 @@ class LiteLLMTransport:
             if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
                 raise TransportError("client", not_ollama(spec)) from None
             raise classify(exc) from None
-        return self._completion(response, spec)
-
-    @staticmethod
-    def _completion(response: Any, spec: ModelSpec) -> Completion:
         choices = list(getattr(response, "choices", None) or [])
-        usage_obj = getattr(response, "usage", None)
-        usage = usage_of(usage_obj, getattr)
-        cost = 0.0
-        hidden = getattr(response, "_hidden_params", {}) or {}
-        if hidden.get("response_cost"):
-            cost = float(hidden["response_cost"])
+        usage, cost, model = _accounting(response, spec)
         if not choices:
-            return Completion(None, None, usage, cost, str(getattr(response, "model", spec.model)), 0)
-        first = choices[0]
-        message = getattr(first, "message", None)
-        return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost,
-                          str(getattr(response, "model", spec.model)), len(choices),
-                          logprobs=tokens_of(getattr(first, "logprobs", None)))
+            return Completion(None, None, usage, cost, model, 0)
+        first, message = choices[0], getattr(choices[0], "message", None)
+        return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost, model,
+                          len(choices), logprobs=tokens_of(getattr(first, "logprobs", None)))
 
     async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
         litellm = self._ensure()
-        missing = self.missing_key(spec)
-        if missing:
-            raise TransportError("missing_key", f"missing API key: set {missing}")
-        kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model, "input": list(texts),
-                                  "timeout": spec.timeout}
-        if spec.api_base:
-            kwargs["api_base"] = spec.api_base
-            kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER
-        elif spec.api_key:
-            kwargs["api_key"] = spec.api_key
+        kwargs = {**self._kwargs(spec, params), "input": list(texts)}
         try:
             response = await litellm.aembedding(**kwargs)
         except Exception as exc:
             raise classify(exc) from None
         data = list(getattr(response, "data", None) or [])      # dicts, or litellm's Embedding (get, [])
-        hidden = getattr(response, "_hidden_params", {}) or {}
-        return embedded(vector_list(data, len(texts)), usage_of(getattr(response, "usage", None), getattr),
-                        float(hidden.get("response_cost") or 0.0), str(getattr(response, "model", None) or spec.model))
+        return embedded(vector_list(data, len(texts)), *_accounting(response, spec))
 
     async def aclose(self) -> None:
         if self._litellm is None:
@@ -278,3 +260,9 @@ class LiteLLMTransport:
         with contextlib.suppress(Exception):
             await self._litellm.close_litellm_async_clients()
 
+
+def _accounting(response: Any, spec: ModelSpec) -> tuple[dict[str, int], float, str]:
+    """The usage, cost (litellm's) and model of a litellm response."""
+    hidden = getattr(response, "_hidden_params", {}) or {}
+    return (usage_of(getattr(response, "usage", None), getattr), float(hidden.get("response_cost") or 0.0),
+            str(getattr(response, "model", None) or spec.model))
