@@ -59,7 +59,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     if source.records:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        path, explode = _input_file(source), pipeline.input.explode
+        spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
+        path, explode = source.input_file or Path(), pipeline.input.explode
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
@@ -75,12 +76,6 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     source.input_items = len(items)
     selected = select(pipeline, items, source.selection, source.limit)
     return source.derive(selected) if source.derive is not None else selected
-
-
-def _input_file(source: ItemSource) -> Path:
-    """The file to read: `--input`, or a copy of standard input for `--input -` (made once)."""
-    spool_stdin(source)
-    return source.input_file or Path()
 
 
 def spool_stdin(source: ItemSource) -> None:
