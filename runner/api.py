@@ -43,8 +43,8 @@ from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
 
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "load_items", "render_pipeline", "run_pipeline",
-           "run_pipeline_async", "spool_stdin", "start_run"]
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "StartedRun", "load_items", "render_pipeline",
+           "run_pipeline", "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -112,7 +112,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        run = start_run(path, source, options, overrides, formats, executor, role)
+        run = StartedRun.start(path, source, options, overrides, formats, executor, role)
         return asyncio.run(_until_interrupted(run, progress or Quiet()))
     finally:
         if not callers:
@@ -143,20 +143,13 @@ async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunO
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
     which writes what finished. It leaves signals to the caller."""
-    return await start_run(path, source, options, overrides, role=role).run(progress or Quiet())
-
-
-def start_run(path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None = None,
-              formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
-              role: RunRole | None = None) -> StartedRun:
-    """A run checked, its folder claimed (`.outcome.out_dir`) and nothing run yet: `await .run(progress)`
-    runs it (for a caller that shows the folder first, as serve's jobs do)."""
-    return StartedRun.start(path, source, options, overrides, formats, executor, role)
+    return await StartedRun.start(path, source, options, overrides, role=role).run(progress or Quiet())
 
 
 @dataclass
 class StartedRun:
-    """A run from its checks to its claimed folder and run.json: what _run needs, and its end."""
+    """A run from its checks to its claimed folder (`outcome.out_dir`, known before anything runs:
+    serve's jobs show it), then `run` runs it and writes its end."""
 
     runtime: Runtime
     items: ItemStream
@@ -168,8 +161,9 @@ class StartedRun:
     group: Path | None
 
     @classmethod
-    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> StartedRun:
+    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None = None,
+              formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
+              role: RunRole | None = None) -> StartedRun:
         executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
         if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None

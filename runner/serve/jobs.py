@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.api import start_run
+from runner.api import StartedRun
 from runner.engine.health import run_failure
 from runner.engine.progress import Counter
 from runner.errors import InputError, RunnerError
@@ -178,8 +178,8 @@ class JobBoard:
                 counts[source] += 1
             options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            run = start_run(variant.pipeline.file, source, options, overrides,
-                            role=self.judging.job_role(variant, resumed, tally))
+            run = StartedRun.start(variant.pipeline.file, source, options, overrides,
+                                   role=self.judging.job_role(variant, resumed, tally))
             job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
             outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
