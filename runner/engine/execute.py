@@ -31,14 +31,13 @@ __all__ = ["Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at"
            "run_items", "run_steps"]
 
 
-_INSTANCES: dict[str, Step] = {}
 WINDOW_AHEAD = 8      # how many windows' worth of items may finish past the oldest running one
 
 
+@functools.cache
 def _instance(uses: str) -> Step:
-    if uses not in _INSTANCES:
-        _INSTANCES[uses] = step_class(uses)()
-    return _INSTANCES[uses]
+    """One instance per step type, shared by every run of this process."""
+    return step_class(uses)()
 
 
 async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any],
