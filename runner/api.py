@@ -356,8 +356,8 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
     through the engine's one entry as a run's do, one at a time (each item's prompts under its
     heading), with the preview role: its transport answers nothing and prints each prompt."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
-    if item_number is not None:
-        source.selection.item = item_number
+    if item_number is not None:          # the caller's source stays as given
+        source = replace(source, selection=replace(source.selection, item=item_number))
     try:
         items = load_items(pipeline, source)
         from runner.render.sink import RenderSink

@@ -57,3 +57,13 @@ def test_render_runs_the_items_a_run_runs(project, scripted_llm):
     rendered = [int(line.split()[2]) for line in stream.getvalue().splitlines() if line.startswith("=== item")]
     assert rendered == seen == sorted(r["index"] for r in outcome.results)
     assert "(item error:" in stream.getvalue()        # the unreadable line is an item of both, with its error
+
+
+def test_render_of_one_item_leaves_the_callers_source_as_given(project, scripted_llm):
+    path = project.pipeline(PIPELINE)
+    source_file = project.root / "in.jsonl"
+    source_file.write_text('{"n": 1}\n{"n": 2}\n', encoding="utf-8")
+    source, stream = ItemSource(source_file), io.StringIO()
+    render_pipeline(path, source, RunOptions(cache_dir=project.root / "cache"), stream, item_number=2)
+    assert "=== item 2 ===" in stream.getvalue() and "=== item 1 ===" not in stream.getvalue()
+    assert source.selection.item is None            # the same source then runs every item
