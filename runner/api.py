@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from runner.engine.context import RunRole, Runtime, condition_at, render_at
 from runner.engine.execute import run_item
@@ -42,11 +43,8 @@ from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
 from runner.tracing import make_observer
 
-if TYPE_CHECKING:
-    from runner.render.sink import RenderSink
-
-__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "load_items", "render_pipeline", "run_pipeline",
-           "run_pipeline_async", "spool_stdin"]
+__all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "StartedRun", "load_items", "render_pipeline",
+           "run_pipeline", "run_pipeline_async", "spool_stdin"]
 
 # litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
 # the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
@@ -61,7 +59,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     if source.records:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
-        path, explode = _input_file(source), pipeline.input.explode
+        spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
+        path, explode = source.input_file or Path(), pipeline.input.explode
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
@@ -77,12 +76,6 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     source.input_items = len(items)
     selected = select(pipeline, items, source.selection, source.limit)
     return source.derive(selected) if source.derive is not None else selected
-
-
-def _input_file(source: ItemSource) -> Path:
-    """The file to read: `--input`, or a copy of standard input for `--input -` (made once)."""
-    spool_stdin(source)
-    return source.input_file or Path()
 
 
 def spool_stdin(source: ItemSource) -> None:
@@ -119,14 +112,14 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
     try:
-        run = _StartedRun.start(path, source, options, overrides, formats, executor, role)
+        run = StartedRun.start(path, source, options, overrides, formats, executor, role)
         return asyncio.run(_until_interrupted(run, progress or Quiet()))
     finally:
         if not callers:
             source.discard_stdin_copy()
 
 
-async def _until_interrupted(run: _StartedRun, progress: Progress) -> RunOutcome:
+async def _until_interrupted(run: StartedRun, progress: Progress) -> RunOutcome:
     """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
     ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
     main = asyncio.current_task()
@@ -150,12 +143,13 @@ async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunO
     """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
     the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
     which writes what finished. It leaves signals to the caller."""
-    return await _StartedRun.start(path, source, options, overrides, (), None, role).run(progress or Quiet())
+    return await StartedRun.start(path, source, options, overrides, role=role).run(progress or Quiet())
 
 
 @dataclass
-class _StartedRun:
-    """A run from its checks to its claimed folder and run.json: what _run needs, and its end."""
+class StartedRun:
+    """A run from its checks to its claimed folder (`outcome.out_dir`, known before anything runs:
+    serve's jobs show it), then `run` runs it and writes its end."""
 
     runtime: Runtime
     items: ItemStream
@@ -167,8 +161,9 @@ class _StartedRun:
     group: Path | None
 
     @classmethod
-    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None,
-              formats: Sequence[str], executor: ExecutorChoice | None, role: RunRole | None) -> _StartedRun:
+    def start(cls, path: str | Path, source: ItemSource, options: RunOptions, overrides: list[str] | None = None,
+              formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
+              role: RunRole | None = None) -> StartedRun:
         executor, role = executor or ExecutorChoice(), role or RunRole()
         executor.check()
         if executor.name != "local" and (role.shared_llm is not None or role.item_runner is not None
@@ -180,20 +175,19 @@ class _StartedRun:
         items = load_items(pipeline, source)
         record = RunRecord.plan(pipeline, source, options, list(overrides or []), items, list(formats),
                                 {"executor": executor.name, "workers": executor.workers}, role.kind)
-        options.input_path = str(source.input_path) if source.input_path else None
         # An unusable cache is one message, not an error per item.
         caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
+        out_dir = options.out_dir
         batching = _batching(pipeline, options)
         try:
             if batching:
                 check_store(options.cache_dir)        # and an unusable batch store too
-            if options.out_dir is None:
+            if out_dir is None:
                 group = options.group or default_group(pipeline, source)
-                options.out_dir, options.memo_dir = new_run_dir(group), group
-            out_dir: Path = options.out_dir
+                out_dir = new_run_dir(group)
             refuse_overwriting_input(out_dir, source.input_path)
-            runtime = Runtime.create(pipeline, options, role)
+            runtime = Runtime.create(pipeline, _run_options(options, source, out_dir, group), role)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)
@@ -204,8 +198,8 @@ class _StartedRun:
         except BaseException:
             for cache in caches.values():
                 cache.close()
-            if group is not None and options.out_dir is not None:
-                remove_if_empty(options.out_dir)      # a run that never started leaves no folder
+            if group is not None and out_dir is not None:
+                remove_if_empty(out_dir)      # a run that never started leaves no folder
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
@@ -224,6 +218,14 @@ class _StartedRun:
             if self.group is not None and is_run(self.outcome.out_dir):
                 mark_latest(self.outcome.out_dir, self.outcome.summary)
         return self.outcome
+
+
+def _run_options(options: RunOptions, source: ItemSource, out_dir: Path | None, group: Path | None) -> RunOptions:
+    """The run's own copy of the caller's options, with what the run decided: its folder, where a
+    relative memo store lives (the group's folder when the run made one) and its input. The
+    caller's options stay as given (one RunOptions may make several runs)."""
+    return replace(options, out_dir=out_dir, memo_dir=group or options.memo_dir,
+                   input_path=str(source.input_path) if source.input_path else None)
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
@@ -350,33 +352,40 @@ def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
-    """Print every prompt the LLM steps would send, in item order; send nothing."""
+    """Print every prompt the LLM steps would send, in item order; send nothing. The items run
+    through the engine's one entry as a run's do, one at a time (each item's prompts under its
+    heading), with the preview role: its transport answers nothing and prints each prompt."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
-    if item_number is not None:
-        source.selection.item = item_number
+    if item_number is not None:          # the caller's source stays as given
+        source = replace(source, selection=replace(source.selection, item=item_number))
     try:
         items = load_items(pipeline, source)
-        options.input_path = str(source.input_path) if source.input_path else None
         from runner.render.sink import RenderSink
         preview = RenderSink(stream)            # the calls' transport: answers from the cache only
-        runtime = Runtime.create(pipeline, options, RunRole(preview=preview))
-        return asyncio.run(_render(runtime, preview, items, stream))
-    finally:
-        source.discard_stdin_copy()
-
-
-async def _render(runtime: Runtime, preview: RenderSink, items: Iterable[Item], stream: TextIO) -> dict[str, int]:
-    try:
-        for item in items:
-            stream.write(f"=== item {item.index} ===\n")
-            try:
-                result = await run_item(runtime, item)
-                if result.get("error"):
-                    stream.write(f"(item error: {result['error']})\n")
-            except NeedsModel as stop:
-                stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
+        role = RunRole(preview=preview, item_runner=functools.partial(_render_item, stream))
+        asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, None), role), items))
         for line in preview.estimate.closing_lines():
             stream.write(line + "\n")
         return preview.stats
     finally:
+        source.discard_stdin_copy()
+
+
+async def _render(runtime: Runtime, items: ItemStream) -> None:
+    try:
+        await execute(ExecutorChoice(), runtime, items, 1, lambda position, result: None)
+    finally:
         await runtime.aclose()
+
+
+async def _render_item(stream: TextIO, runtime: Runtime, item: Item) -> dict[str, Any]:
+    """One item under its heading; an answer the cache does not hold stops the item, not the render."""
+    stream.write(f"=== item {item.index} ===\n")
+    try:
+        result = await run_item(runtime, item)
+    except NeedsModel as stop:
+        stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
+        return {"index": item.index, "error": str(stop)}
+    if result.get("error"):
+        stream.write(f"(item error: {result['error']})\n")
+    return result

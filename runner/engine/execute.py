@@ -31,14 +31,13 @@ __all__ = ["Runtime", "StepContext", "StepsOutcome", "condition_at", "render_at"
            "run_items", "run_steps"]
 
 
-_INSTANCES: dict[str, Step] = {}
 WINDOW_AHEAD = 8      # how many windows' worth of items may finish past the oldest running one
 
 
+@functools.cache
 def _instance(uses: str) -> Step:
-    if uses not in _INSTANCES:
-        _INSTANCES[uses] = step_class(uses)()
-    return _INSTANCES[uses]
+    """One instance per step type, shared by every run of this process."""
+    return step_class(uses)()
 
 
 async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any],
@@ -141,7 +140,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
             stored = None if runtime.options.no_cache else memo.get(
                 memo_key, functools.partial(reusable, made_by=runtime.made_by))
             if stored is not None:
-                return await _traced_memo_hit(runtime, item, stored, scope, result)
+                return await _memo_hit(runtime, item, stored, scope, result)
             if memo.unreadable:
                 add_warning(runtime, f"memo store {memo.path}: a stored result is not readable (not a JSON "
                                      "object): taken as not stored, its item computed again")
@@ -240,13 +239,19 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
     memo.put(key, kept(result, reads, runtime.made_by))
 
 
-async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
-                           result: dict[str, Any]) -> dict[str, Any]:
-    """A memo hit, traced as one item marked `memo_hit`. The stored result keeps the ids of the
-    trace that judged it (feedback belongs there); the new trace's fields only fill gaps."""
+async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
+                    result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
+    never holds an index or warnings: whatever a store file says, the item keeps its own), traced
+    as one item marked `memo_hit`. The stored result keeps the ids of the trace that judged it
+    (feedback belongs there); the new trace's fields only fill gaps."""
     runtime.observer.item_start(item)
+    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
     try:
-        reused = _from_memo(runtime, stored, scope, result)
+        for name in runtime.pipeline.memo.refresh if runtime.pipeline.memo else ():
+            result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
+        result["memo_hit"] = True
+        reused = clean_value(result)
     except TemplateError as exc:
         reused = {**result, "error": str(exc)}
     traced = dict(reused)
@@ -254,17 +259,6 @@ async def _traced_memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any],
     for name, value in traced.items():
         reused.setdefault(name, value)
     return reused
-
-
-def _from_memo(runtime: Runtime, stored: dict[str, Any], scope: dict[str, Any],
-               result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
-    never holds an index or warnings: whatever a store file says, the item keeps its own)."""
-    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
-    for name in runtime.pipeline.memo.refresh if runtime.pipeline.memo else ():
-        result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
-    result["memo_hit"] = True
-    return clean_value(result)
 
 
 async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,

@@ -108,16 +108,20 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
     return ItemStream(chosen_items)
 
 
-def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[Item]:
-    """An item the expression cannot be evaluated on (a missing field) is not selected."""
+def _tested(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[tuple[Item, bool | Exception]]:
+    """Each item with whether the expression holds on it, or what stopped its evaluation there."""
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = _scope(pipeline)
     for item in items:
         try:
-            if renderer.condition(expression, {**scope, **_item_names(pipeline, item)}):
-                yield item
-        except TEMPLATE_FAILURES:
-            continue
+            yield item, renderer.condition(expression, {**scope, **_item_names(pipeline, item)})
+        except TEMPLATE_FAILURES as exc:
+            yield item, exc
+
+
+def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[Item]:
+    """An item the expression cannot be evaluated on (a missing field) is not selected."""
+    return (item for item, held in _tested(pipeline, items, expression) if held is True)
 
 
 def _item_names(pipeline: Pipeline, item: Item) -> dict[str, Any]:
@@ -132,14 +136,11 @@ def _item_names(pipeline: Pipeline, item: Item) -> dict[str, Any]:
 
 def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) -> None:
     """An expression that fails on every item is a mistake and says why (read until one passes)."""
-    renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    scope = _scope(pipeline)
     first_error: str | None = None
-    for item in items:
-        try:
-            if renderer.condition(expression, {**scope, **_item_names(pipeline, item)}):
-                return
-        except TEMPLATE_FAILURES as exc:
-            first_error = first_error or describe_error(exc)
+    for _, held in _tested(pipeline, items, expression):
+        if held is True:
+            return
+        if isinstance(held, Exception):
+            first_error = first_error or describe_error(held)
     if first_error is not None:
         raise InputError(f"--filter {expression!r}: {first_error}")

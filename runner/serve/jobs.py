@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.api import run_pipeline_async
+from runner.api import StartedRun
 from runner.engine.health import run_failure
 from runner.engine.progress import Counter
 from runner.errors import InputError, RunnerError
@@ -69,14 +69,13 @@ class Job:
 
 
 class JobProgress:
-    """The run's progress as the job shows it: its items, its results so far, its folder."""
+    """The run's progress as the job shows it: its items and its results so far."""
 
-    def __init__(self, board: JobBoard, job: Job, options: Any):
-        self.board, self.job, self.options = board, job, options
+    def __init__(self, board: JobBoard, job: Job):
+        self.board, self.job = board, job
 
     def start(self, total: int, counts: Counter) -> None:
         self.job.items = total
-        self.job.run = self.board.relative(self.options.out_dir)
         self.board.save(self.job)
 
     def advance(self) -> None:
@@ -179,9 +178,10 @@ class JobBoard:
                 counts[source] += 1
             options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            outcome = await run_pipeline_async(variant.pipeline.file, source, options, overrides,
-                                               JobProgress(self, job, options),
-                                               self.judging.job_role(variant, resumed, tally))
+            run = StartedRun.start(variant.pipeline.file, source, options, overrides,
+                                   role=self.judging.job_role(variant, resumed, tally))
+            job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
+            outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
             if more and is_run(outcome.out_dir):
                 # a run taken up again is written as --out: point latest at it

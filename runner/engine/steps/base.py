@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from runner.checks.result_shapes import OPEN, ShapeContext
+from runner.errors import StepError
 from runner.pipeline.step_catalog import STEPS
 from runner.yamlpos import Path as DataPath
 
@@ -51,6 +52,16 @@ class Step:
 
     async def run(self, ctx: StepContext) -> Any:
         raise NotImplementedError
+
+
+def reaches(ctx: StepContext, value: float, threshold: Any) -> bool | None:
+    """Whether `value` is at least the step's `threshold`; None without one."""
+    if threshold is None:
+        return None
+    try:
+        return value >= float(threshold)
+    except (TypeError, ValueError):
+        raise StepError(f"{ctx.where('threshold')}: {threshold!r} is not a number") from None
 
 
 def register(cls: type[Step]) -> type[Step]:

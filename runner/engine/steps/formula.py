@@ -9,7 +9,7 @@ from typing import Any
 
 from runner.checks.result_shapes import ShapeContext, closed
 from runner.engine.context import StepContext
-from runner.engine.steps.base import Step, register
+from runner.engine.steps.base import Step, reaches, register
 from runner.errors import StepError
 from runner.pipeline.formula import FormulaError, evaluate, parse_formula
 from runner.yamlpos import Path as DataPath
@@ -47,10 +47,4 @@ class Formula(Step):
             value = evaluate(args.formula, args.values)
         except FormulaError as exc:
             raise StepError(f"{ctx.where('formula')}: {exc}") from None
-        if args.threshold is None:
-            return {"value": value, "passed": None}
-        try:
-            threshold = float(args.threshold)
-        except (TypeError, ValueError):
-            raise StepError(f"{ctx.where('threshold')}: {args.threshold!r} is not a number") from None
-        return {"value": value, "passed": value >= threshold}
+        return {"value": value, "passed": reaches(ctx, value, args.threshold)}

@@ -14,7 +14,7 @@ from typing import Any
 from runner.checks.result_shapes import ShapeContext, closed
 from runner.engine.context import StepContext
 from runner.engine.services import CallRequest
-from runner.engine.steps.base import Step, register
+from runner.engine.steps.base import Step, reaches, register
 from runner.errors import StepError
 from runner.text.similarity import EMBEDDING_METRICS, cosine, similarity
 from runner.yamlpos import Path as DataPath
@@ -65,10 +65,4 @@ class TextSimilarity(Step):
                 raise StepError(f"{ctx.where('model')}: {exc}") from None
         else:
             score = similarity(args.metric, text, reference)
-        passed = None
-        if args.threshold is not None:
-            try:
-                passed = score >= float(args.threshold)
-            except (TypeError, ValueError):
-                raise StepError(f"{ctx.where('threshold')}: {args.threshold!r} is not a number") from None
-        return {"score": round(score, 6), "passed": passed, "metric": args.metric}
+        return {"score": round(score, 6), "passed": reaches(ctx, score, args.threshold), "metric": args.metric}
