@@ -107,7 +107,6 @@ class ItemView:
 @dataclass
 class ReportView:
     title: str
-    pipeline: str
     assessment: str
     count_by: str | None
     total: int
@@ -251,8 +250,14 @@ def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
     return f"item {result.get('index')}" + (f" ({shown})" if shown else "")
 
 
+def trace_url_of(summary: dict[str, Any]) -> str | None:
+    """Where the run's traces are in the tracing UI (summary.tracing.trace_url), if it knows."""
+    tracing = summary.get("tracing")
+    return tracing.get("trace_url") if isinstance(tracing, dict) else None
+
+
 def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
-    """The item's trace in the tracing UI, when the run knows its address (summary.tracing.trace_url)."""
+    """The item's trace in the tracing UI, when the run knows its address."""
     trace_id = result.get("mlflow_trace_id")
     link = safe_url(trace_url.replace("{trace_id}", str(trace_id))) if trace_url and trace_id else None
     return {"mlflow_trace_id": link} if link else {}
@@ -322,12 +327,12 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     """The view, once every result went through `chosen` (its count_by is the summary's):
     each row passes as it did there."""
     count_by = summary.get("count_by")
-    rows = chosen.picker.rows()
+    rows = chosen.picker
+    picked = rows.chosen()
     columns = chosen.columns.names()
-    calls = read_item_calls(calls_file, {index_of(r) for r, _ in rows.chosen})
-    tracing = summary.get("tracing")
-    trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
-    items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in rows.chosen]
+    calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
+    trace_url = trace_url_of(summary)
+    items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:
         counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
@@ -348,7 +353,7 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     title = f"{text(summary.get('pipeline')) or 'run'}: report"
     reason_name = _last(reason_field) if reason_field else next(
         (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
-    return ReportView(title, text(summary.get("pipeline")), text(summary.get(assessment_key)), count_by,
+    return ReportView(title, text(summary.get(assessment_key)), count_by,
                       scope.done, _int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries,
                       columns, items, rows.review, scope, reason_name)
 

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
-from runner.outputs.report_view import build_item, call_view, lookup, status_of
+from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.pages import render
@@ -111,10 +111,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                                      f"{f' on results line {line[:30]}' if line else ''}.")
         row, result = found
         calls = index_db.calls(number)
-        trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
-            if isinstance(entry.summary.get("tracing"), dict) else None
         shown = build_item(result, entry.report_columns or [], entry.verdict_field, row.passed,
-                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url)
+                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url_of(entry.summary))
         key = str(result.get("item_key") or "")
         previous, following = index_db.neighbours(row)
         return view.page(
@@ -160,31 +158,25 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         from starlette.concurrency import run_in_threadpool
         return await run_in_threadpool(_save_review, view, body)
 
-    def probe(request: Request) -> Response:
-        """A probe run's probe.html, as the run wrote it (inline style and SVG, no script)."""
+    def written_report(request: Request, kind: str) -> Response:
+        """A report a command wrote beside the run, as it wrote it (inline style and SVG, no script):
+        a probe run's probe.html, or the align.html of the `runner align` whose run this is."""
         folder = run_folder(view.reports, request.path_params["run"])
-        report = folder / "probe.html"
-        if not report.is_file():
-            return view.page("message.html", 404, title="No probe report",
-                             message=f"{folder.relative_to(view.reports).as_posix()} has no probe.html: "
-                                     "`runner probe` writes one when its run ends.")
-        return view.html(report.read_text(encoding="utf-8", errors="replace"))
-
-    def align(request: Request) -> Response:
-        """The align.html of the `runner align` whose run this is (its runs/ folder's parent)."""
-        folder = run_folder(view.reports, request.path_params["run"])
-        report = _align_report(folder)
-        if report is None:
-            return view.page("message.html", 404, title="No align report",
-                             message=f"{folder.relative_to(view.reports).as_posix()} is not a run of `runner align`.")
+        report = _align_report(folder) if kind == "align" else folder / "probe.html"
+        if report is None or not report.is_file():
+            name = folder.relative_to(view.reports).as_posix()
+            return view.page("message.html", 404, title=f"No {kind} report", message=(
+                f"{name} is not a run of `runner align`." if kind == "align"
+                else f"{name} has no probe.html: `runner probe` writes one when its run ends."))
         return view.html(report.read_text(encoding="utf-8", errors="replace"))
 
     def not_found(request: Request, exc: Exception) -> Response:
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
-              Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/probe", probe),
-              Route("/run/{run:path}/align", align),
+              Route("/run/{run:path}/item/{index:int}", item),
+              Route("/run/{run:path}/probe", lambda request: written_report(request, "probe")),
+              Route("/run/{run:path}/align", lambda request: written_report(request, "align")),
               Route("/run/{run:path}", run)]
     hosts = allowed_hosts or list(LOOPBACK)
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
