@@ -203,14 +203,6 @@ def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteV
                     _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), calls(str(vote["model"])))
 
 
-def _flags(result: dict[str, Any]) -> list[str]:
-    flags: list[str] = []
-    for key, value in result.items():
-        if key.endswith("flags") and isinstance(value, list):
-            flags += [text(v) for v in value]
-    return flags
-
-
 def status_of(verdict: str, error: str, passed: bool | None) -> str:
     """pass (green), fail (red), warn (amber: neither, e.g. a hung jury) or error."""
     if error:
@@ -283,14 +275,13 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     inputs = [(_last(c), cut(texts[c], FIELD_CHARS)) for c in columns if c not in skip and values[c] is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
     status = status_of(verdict, error, passed)
-    return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
-                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, item_calls,
-                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
-
-
-def _warnings(result: dict[str, Any]) -> list[Any]:
+    flags = [text(v) for key, value in result.items() if key.endswith("flags") and isinstance(value, list)
+             for v in value]
     warnings = result.get("warnings")
-    return warnings if isinstance(warnings, list) else [warnings] if warnings else []
+    warnings = warnings if isinstance(warnings, list) else [warnings] if warnings else []
+    return ItemView(index, status, verdict or status, inputs, reason, flags, error,
+                    [text(w, FIELD_CHARS) for w in warnings], juries, overridden, item_calls,
+                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
 
 
 class RowChooser:

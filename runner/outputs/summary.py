@@ -136,19 +136,10 @@ class SummaryTally:
 
 def nested_error(value: Any) -> str | None:
     """The first `error` text inside a result (a juror's vote, a step's result)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("error"), str) and value["error"]:
-            return str(value["error"])
-        inner_values: Iterable[Any] = value.values()
-    elif isinstance(value, list):
-        inner_values = value
-    else:
-        return None
-    for inner in inner_values:
-        found = nested_error(inner)
-        if found:
-            return found
-    return None
+    if isinstance(value, dict) and isinstance(value.get("error"), str) and value["error"]:
+        return str(value["error"])
+    inner: Iterable[Any] = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for each in inner if (found := nested_error(each))), None)
 
 
 def _count_key(result: dict[str, Any], field: str) -> str:
