@@ -75,7 +75,8 @@ class SummaryTally:
         item has an error (its result lacks what a judged one has), else as `undefined`."""
         self.total += 1
         if self.field:
-            self.counter[_count_key(result, self.field)] += 1
+            value = result.get(self.field)
+            self.counter["ERROR" if value is None and result.get("error") else str(value)] += 1
         said: dict[str, bool] = {}
         scope = {**self.base, "result": result}
         for name, expression in self.rates.items():
@@ -140,8 +141,3 @@ def nested_error(value: Any) -> str | None:
         return str(value["error"])
     inner: Iterable[Any] = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     return next((found for each in inner if (found := nested_error(each))), None)
-
-
-def _count_key(result: dict[str, Any], field: str) -> str:
-    value = result.get(field)
-    return "ERROR" if value is None and result.get("error") else str(value)
