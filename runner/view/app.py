@@ -52,11 +52,14 @@ class View:
             self._store = ReviewStore(self.reports / REVIEWS_FILE)
         return self._store
 
-    def index(self, entry: RunEntry, folder: Path) -> RunIndex:
+    def open(self, run: str) -> tuple[Path, RunEntry, RunIndex]:
+        """The run a request names (its path under REPORTS_DIR): its folder, entry and index."""
+        folder = run_folder(self.reports, run)
+        entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
             self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns),
                                              pass_check(entry))
-        return self._indexes[folder]
+        return folder, entry, self._indexes[folder]
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
         nonce = secrets.token_urlsafe(12)
@@ -81,9 +84,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         return view.page("runs.html", runs=list_runs(view.reports))
 
     def run(request: Request) -> Response:
-        folder = run_folder(view.reports, request.path_params["run"])
-        entry = run_entry(view.reports, folder)
-        index = view.index(entry, folder)
+        folder, entry, index = view.open(request.path_params["run"])
         query = _query(request)
         page = index.page(query)
         reviews = view.store.for_items(entry.pipeline, [row.item_key for row in page.rows if row.item_key])
@@ -99,9 +100,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                          align=_align_report(folder) is not None)
 
     def item(request: Request) -> Response:
-        folder = run_folder(view.reports, request.path_params["run"])
-        entry = run_entry(view.reports, folder)
-        index_db = view.index(entry, folder)
+        _, entry, index_db = view.open(request.path_params["run"])
         number = int(request.path_params["index"])
         line = request.query_params.get("line")
         found = index_db.item(number, _number(line)) if line is None or _number(line) else None
@@ -196,9 +195,7 @@ def _save_review(view: View, body: bytes) -> Response:
     texts = {name: data.get(name) for name in ("correct", "rationale", "reviewer")}
     if any(v is not None and not isinstance(v, str) for v in texts.values()):
         return JSONResponse({"error": "correct, rationale and reviewer are text"}, 400)
-    folder = run_folder(view.reports, data["run"])
-    entry = run_entry(view.reports, folder)
-    index = view.index(entry, folder)
+    _, entry, index = view.open(data["run"])
     found = index.item(data["index"], data.get("line"))
     if found is None:
         return JSONResponse({"error": f"{entry.path} has no item {data['index']}"}, 404)
