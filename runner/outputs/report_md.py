@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from runner.engine.rates import rate_text
 from runner.outputs.report_format import markdown
-from runner.outputs.report_rows import MARKDOWN_ROWS, choose
+from runner.outputs.report_rows import MARKDOWN_ROWS, review_first
 from runner.outputs.report_view import CallView, ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
@@ -27,16 +27,11 @@ def _table(headers: list[str], rows: list[list[str]], escaped: bool = False) -> 
     return lines + ["| " + " | ".join(c if escaped else markdown(c) for c in row) + " |" for row in rows] + [""]
 
 
-def title(view: ReportView) -> str:
+def qualified(label: str, view: ReportView) -> str:
+    """`Assessment` or `Assessment (159 of 300 items, interrupted)`: the title and the pipeline's
+    text speak of what ran, so an incomplete run says what it covers."""
     headline = view.scope.headline
-    return view.title + (f" ({headline})" if headline else "")
-
-
-def assessment_label(view: ReportView) -> str:
-    """`Assessment` or `Assessment (159 of 300 items, interrupted)`: the pipeline's text speaks
-    of what ran, so an incomplete run says what it covers."""
-    headline = view.scope.headline
-    return "Assessment" + (f" ({headline})" if headline else "")
+    return label + (f" ({headline})" if headline else "")
 
 
 def summary_rows(view: ReportView) -> list[list[str]]:
@@ -55,9 +50,9 @@ def unlisted_line(view: ReportView, listed: int) -> str:
 
 
 def render_report(view: ReportView) -> str:
-    lines = [f"# {markdown(title(view))}", ""]
+    lines = [f"# {markdown(qualified(view.title, view))}", ""]
     if view.assessment:
-        lines += [f"**{markdown(assessment_label(view))}:** {markdown(view.assessment)}", ""]
+        lines += [f"**{markdown(qualified('Assessment', view))}:** {markdown(view.assessment)}", ""]
     for kind, notes in view.notes.items():
         lines += [f"> **{NOTE_LABELS[kind]}:** {markdown(note)}\n" for note in notes]
     lines += ["## Summary", ""] + _table(["measure", "value"], summary_rows(view))
@@ -68,7 +63,8 @@ def render_report(view: ReportView) -> str:
         lines += ["## Models", ""] + _table(["model", "calls", "cached", "failed", "tokens", "cost"], view.models)
     if view.juries:
         lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
-    shown = choose(view.items, MARKDOWN_ROWS, lambda item: item.status != "pass")
+    ranked = review_first(view.items, lambda item: item.status == "pass")[:MARKDOWN_ROWS]
+    shown = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
     with_flags = any(item.flags for item in shown)
     headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
     rows = [[str(i.index), *_linked(i, view.columns), *([markdown(", ".join(i.flags))] if with_flags else [])]

@@ -8,7 +8,7 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 HTML_ROWS = 1000            # report.html stays a few MB at any size (bench/report_browser.py)
@@ -18,18 +18,6 @@ MARKDOWN_ROWS = 200
 def index_of(result: dict[str, Any]) -> int:
     value = result.get("index")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-@dataclass
-class Rows:
-    chosen: list[tuple[dict[str, Any], bool | None]] = field(default_factory=list)   # (result, passed)
-    statuses: Counter[str] = field(default_factory=Counter)
-    verdict_status: dict[str, str] = field(default_factory=dict)     # each verdict's status, as first seen
-    seen: int = 0
-
-    @property
-    def review(self) -> int:
-        return self.seen - self.statuses["pass"]
 
 
 class _Lowest:
@@ -52,39 +40,39 @@ class _Lowest:
 
 
 class RowPicker:
-    """`offer` each result with its verdict and status (`pass` needs no review), then `rows()`:
-    the chosen results, each with whether it passed."""
+    """`offer` each result with its verdict and status (`pass` needs no review), then `chosen()`:
+    the chosen results, each with whether it passed; tallies of all as they went by."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._rows = Rows()
+        self.limit = limit
+        self.seen = 0
+        self.statuses: Counter[str] = Counter()
+        self.verdict_status: dict[str, str] = {}     # each verdict's status, as first seen
         self._review, self._passing = _Lowest(limit), _Lowest(limit)
         self._order = itertools.count()
 
+    @property
+    def review(self) -> int:
+        return self.seen - self.statuses["pass"]
+
     def offer(self, result: dict[str, Any], verdict: str, status: str, passed: bool | None = None) -> None:
         """One result, its verdict and status, and whether it passed (kept with a chosen row)."""
-        rows = self._rows
-        rows.seen += 1
-        rows.statuses[status] += 1
-        rows.verdict_status.setdefault(verdict, status)
+        self.seen += 1
+        self.statuses[status] += 1
+        self.verdict_status.setdefault(verdict, status)
         (self._passing if status == "pass" else self._review).offer(next(self._order), result, passed)
 
-    def rows(self) -> Rows:
+    def chosen(self) -> list[tuple[dict[str, Any], bool | None]]:
+        """(result, passed) of the chosen rows, in index order."""
         chosen = self._review.results()
-        chosen += self._passing.results()[:self._limit - len(chosen)]
-        self._rows.chosen = sorted(chosen, key=lambda row: index_of(row[0]))
-        return self._rows
+        chosen += self._passing.results()[:self.limit - len(chosen)]
+        return sorted(chosen, key=lambda row: index_of(row[0]))
 
 
-def choose(items: list[Any], limit: int, needs_review: Callable[[Any], bool]) -> list[Any]:
-    """The same rule over already chosen rows, for a smaller page (report.md)."""
-    if len(items) <= limit:
-        return items
-    first = [item for item in items if needs_review(item)][:limit]
-    kept = {id(item) for item in first}
-    rest = [item for item in items if id(item) not in kept][:limit - len(first)]
-    kept |= {id(item) for item in rest}
-    return [item for item in items if id(item) in kept]
+def review_first(items: list[Any], passes: Callable[[Any], bool]) -> list[tuple[int, Any]]:
+    """The same rule over already chosen rows, for a smaller page: (position, item), those
+    needing review first, each group in the order given."""
+    return sorted(enumerate(items), key=lambda pair: passes(pair[1]))
 
 
 @dataclass(frozen=True)

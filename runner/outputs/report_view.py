@@ -107,7 +107,6 @@ class ItemView:
 @dataclass
 class ReportView:
     title: str
-    pipeline: str
     assessment: str
     count_by: str | None
     total: int
@@ -204,14 +203,6 @@ def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteV
                     _int(vote.get("latency_ms")), text(vote.get("error"), FIELD_CHARS), calls(str(vote["model"])))
 
 
-def _flags(result: dict[str, Any]) -> list[str]:
-    flags: list[str] = []
-    for key, value in result.items():
-        if key.endswith("flags") and isinstance(value, list):
-            flags += [text(v) for v in value]
-    return flags
-
-
 def status_of(verdict: str, error: str, passed: bool | None) -> str:
     """pass (green), fail (red), warn (amber: neither, e.g. a hung jury) or error."""
     if error:
@@ -251,8 +242,14 @@ def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
     return f"item {result.get('index')}" + (f" ({shown})" if shown else "")
 
 
+def trace_url_of(summary: dict[str, Any]) -> str | None:
+    """Where the run's traces are in the tracing UI (summary.tracing.trace_url), if it knows."""
+    tracing = summary.get("tracing")
+    return tracing.get("trace_url") if isinstance(tracing, dict) else None
+
+
 def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
-    """The item's trace in the tracing UI, when the run knows its address (summary.tracing.trace_url)."""
+    """The item's trace in the tracing UI, when the run knows its address."""
     trace_id = result.get("mlflow_trace_id")
     link = safe_url(trace_url.replace("{trace_id}", str(trace_id))) if trace_url and trace_id else None
     return {"mlflow_trace_id": link} if link else {}
@@ -278,14 +275,13 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     inputs = [(_last(c), cut(texts[c], FIELD_CHARS)) for c in columns if c not in skip and values[c] is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")
     status = status_of(verdict, error, passed)
-    return ItemView(index, status, verdict or status, inputs, reason, _flags(result), error,
-                    [text(w, FIELD_CHARS) for w in _warnings(result)], juries, overridden, item_calls,
-                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
-
-
-def _warnings(result: dict[str, Any]) -> list[Any]:
+    flags = [text(v) for key, value in result.items() if key.endswith("flags") and isinstance(value, list)
+             for v in value]
     warnings = result.get("warnings")
-    return warnings if isinstance(warnings, list) else [warnings] if warnings else []
+    warnings = warnings if isinstance(warnings, list) else [warnings] if warnings else []
+    return ItemView(index, status, verdict or status, inputs, reason, flags, error,
+                    [text(w, FIELD_CHARS) for w in warnings], juries, overridden, item_calls,
+                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
 
 
 class RowChooser:
@@ -322,12 +318,12 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     """The view, once every result went through `chosen` (its count_by is the summary's):
     each row passes as it did there."""
     count_by = summary.get("count_by")
-    rows = chosen.picker.rows()
+    rows = chosen.picker
+    picked = rows.chosen()
     columns = chosen.columns.names()
-    calls = read_item_calls(calls_file, {index_of(r) for r, _ in rows.chosen})
-    tracing = summary.get("tracing")
-    trace_url = tracing.get("trace_url") if isinstance(tracing, dict) else None
-    items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in rows.chosen]
+    calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
+    trace_url = trace_url_of(summary)
+    items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:
         counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
@@ -348,7 +344,7 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     title = f"{text(summary.get('pipeline')) or 'run'}: report"
     reason_name = _last(reason_field) if reason_field else next(
         (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
-    return ReportView(title, text(summary.get("pipeline")), text(summary.get(assessment_key)), count_by,
+    return ReportView(title, text(summary.get(assessment_key)), count_by,
                       scope.done, _int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries,
                       columns, items, rows.review, scope, reason_name)
 

@@ -73,7 +73,8 @@ class SummaryTally:
         item has an error (its result lacks what a judged one has), else as `undefined`."""
         self.total += 1
         if self.field:
-            self.counter[_count_key(result, self.field)] += 1
+            value = result.get(self.field)
+            self.counter["ERROR" if value is None and result.get("error") else str(value)] += 1
         said: dict[str, bool] = {}
         scope = {**self.base, "result": result}
         for name, expression in self.rates.items():
@@ -130,8 +131,3 @@ class SummaryTally:
         if interrupted:
             summary["interrupted"] = True
         return summary
-
-
-def _count_key(result: dict[str, Any], field: str) -> str:
-    value = result.get(field)
-    return "ERROR" if value is None and result.get("error") else str(value)

@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runner.checks.json_schema import read_schema, validator_for
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, read_json, read_json_lines
-from runner.runs.checked import SUMMARY_SCHEMA, checked
 
 LATEST = "latest"
 LATEST_PARTIAL = "latest-partial"
@@ -39,6 +39,8 @@ POINTERS = (LATEST, LATEST_PARTIAL)
 RESULTS = "results.jsonl"
 CALLS_FILE = "calls.jsonl"        # every LLM call of the run (runner/llm/calls/)
 SUMMARY = "summary.json"
+RUN_SCHEMA = "run.schema.json"
+SUMMARY_SCHEMA = "summary.schema.json"
 
 
 def short_hash(text: str) -> str:
@@ -188,3 +190,18 @@ def read_summary(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     return checked(path, read_json(path), SUMMARY_SCHEMA)
+
+
+def checked(path: Path, data: Any, schema: str) -> dict[str, Any]:
+    """run.json or summary.json (`data`, read from `path`) when it is an object whose fields
+    have the types runner's `schema` of the file gives: a damaged or tampered file is a message
+    naming the file and the field (exit 2), never a value read the wrong way (`"partial": "no"`)."""
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a run's {path.name} (a JSON object), but {type(data).__name__}")
+    from jsonschema.exceptions import best_match
+    error = best_match(validator_for(read_schema(schema)).iter_errors(data))
+    if error is not None:
+        field = ".".join(str(part) for part in error.absolute_path) or "the file"
+        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+        raise InputError(f"{path}: {field}: {message}")
+    return data

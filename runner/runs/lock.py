@@ -28,11 +28,9 @@ def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
         out = out_dir.resolve()
     except (OSError, RuntimeError):
         return
-    for name in RUN_FILES:
-        target = out / name
-        if source == target:
-            raise RunnerError(f"--input {input_path}: --out {out_dir} would write over it (a run writes "
-                              f"{name} there); choose another --out or move the input")
+    if source.parent == out and source.name in RUN_FILES:
+        raise RunnerError(f"--input {input_path}: --out {out_dir} would write over it (a run writes "
+                          f"{source.name} there); choose another --out or move the input")
 
 
 def held(folder: Path) -> bool:

@@ -25,8 +25,7 @@ from runner.pipeline.overrides import MODEL_FLAG
 from runner.pipeline.verdicts import verdict_values
 from runner.redact import SECRET_NAME
 from runner.redact import strip_credentials as without_credentials
-from runner.runs.checked import RUN_SCHEMA, checked
-from runner.runs.folders import input_identity
+from runner.runs.folders import RUN_SCHEMA, checked, input_identity
 
 MANIFEST = "run.json"
 FORMAT = 1
@@ -35,11 +34,8 @@ _TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".json", ".txt", ".md")
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def sha256_json(value: Any) -> str:
@@ -76,11 +72,8 @@ def redact_assignment(text: str) -> str:
 def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
     """Every string in a value, however deep in its mappings and lists (and with `numbers`,
     every number as text)."""
-    if isinstance(value, dict):
-        for inner in value.values():
-            yield from strings_in(inner, numbers)
-    elif isinstance(value, list):
-        for inner in value:
+    if isinstance(value, (dict, list)):
+        for inner in value.values() if isinstance(value, dict) else value:
             yield from strings_in(inner, numbers)
     elif isinstance(value, str):
         yield value

@@ -56,49 +56,28 @@ class RunOutcome:
             raise Terminated() if self.terminated else KeyboardInterrupt()
 
 
-def _selection_flags(source: ItemSource, parent: Path | None) -> list[str]:
-    flags: list[str] = []
-    chosen = source.selection
-    if chosen.item is not None:
-        flags += ["--item", str(chosen.item)]
-    if chosen.filter:
-        flags += ["--filter", chosen.filter]
-    if parent is not None:
-        flags += ["--failed-from", str(parent)]
-    if source.limit:
-        flags += ["--limit", str(source.limit)]
-    return flags
+def _valued(flags: Iterable[tuple[str, Any]]) -> list[str]:
+    """`--flag value` for each flag given a value (not None)."""
+    return [text for flag, value in flags if value is not None for text in (flag, str(value))]
 
 
 def command_line(kind: str, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
     """The `runner run` (or `runner probe`: `kind`) command that makes this run again (from the
     same working directory)."""
+    chosen = source.selection
     argv = ["runner", kind, str(pipeline.file)]
-    if source.input_path is not None:
-        argv += ["--input", str(source.input_path)]
-    if source.input_format:
-        argv += ["--input-format", source.input_format]
-    for record in source.records:
-        argv += ["--record", redact_assignment(record)]
-    for assignment in overrides:
-        flag, text = ("--model", assignment[len(MODEL_FLAG):]) if assignment.startswith(MODEL_FLAG) \
-            else ("--set", assignment)
-        argv += [flag, redact_assignment(text)]
-    argv += _selection_flags(source, parent)
-    if out is not None:
-        argv += ["--out", str(out)]
-    argv += ["--concurrency", str(options.llm_concurrency), "--cache-dir", str(options.cache_dir)]
-    if options.no_cache:
-        argv.append("--no-cache")
-    if options.batch:
-        argv.append("--batch")
-    if options.trace:
-        argv += ["--trace", options.trace]
-    for name in formats:
-        argv += ["--format", name]
-    if options.fail_under is not None:
-        argv += ["--fail-under", f"{options.fail_under:g}"]
+    argv += _valued([
+        ("--input", source.input_path), ("--input-format", source.input_format or None),
+        *(("--record", redact_assignment(record)) for record in source.records),
+        *(("--model", redact_assignment(o[len(MODEL_FLAG):])) if o.startswith(MODEL_FLAG)
+          else ("--set", redact_assignment(o)) for o in overrides),
+        ("--item", chosen.item), ("--filter", chosen.filter or None), ("--failed-from", parent),
+        ("--limit", source.limit or None), ("--out", out),
+        ("--concurrency", options.llm_concurrency), ("--cache-dir", options.cache_dir)])
+    argv += [flag for flag, given in (("--no-cache", options.no_cache), ("--batch", options.batch)) if given]
+    argv += _valued([("--trace", options.trace or None), *(("--format", name) for name in formats),
+                     ("--fail-under", None if options.fail_under is None else f"{options.fail_under:g}")])
     return argv + list(options.command_flags)
 
 

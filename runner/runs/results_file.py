@@ -11,6 +11,7 @@ temporary files, then merged; a file already in order is left as it is."""
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import os
 import re
@@ -130,22 +131,19 @@ class ResultsView(Sequence[dict[str, Any]]):
 
     def __getitem__(self, position: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(position, slice):
-            start, stop, step = position.indices(len(self))
-            wanted = range(start, stop, step)
+            wanted = range(*position.indices(len(self)))
             return [r for n, r in enumerate(self) if n in wanted]
         if position < 0:
             position += len(self)
-        for number, result in enumerate(self):
-            if number == position:
-                return result
-        raise IndexError("results index out of range")
+        found = next(itertools.islice(self, position, None), None) if position >= 0 else None
+        if found is None:
+            raise IndexError("results index out of range")
+        return found
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, tuple, ResultsView)):
             return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None     # type: ignore[assignment]   # compared by content, like a list
+        return NotImplemented      # compared by content, like a list (so, like it, unhashable)
 
     def __bool__(self) -> bool:
         return any(True for _ in result_lines(self.path))

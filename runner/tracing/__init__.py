@@ -22,11 +22,6 @@ if TYPE_CHECKING:
 BACKENDS = ("mlflow", "none")
 
 
-def backend_of(runtime: Runtime) -> str:
-    config = runtime.pipeline.tracing or {}
-    return str(runtime.options.trace or config.get("backend") or "none")
-
-
 def assessment_fields(config: dict[str, Any], count_by: str | None) -> list[str]:
     """The result fields logged as assessments: `tracing.assessments`, else `summary.count_by`."""
     if config.get("assessments") is not None:
@@ -35,7 +30,9 @@ def assessment_fields(config: dict[str, Any], count_by: str | None) -> list[str]
 
 
 def make_observer(runtime: Runtime) -> Observer:
-    backend = backend_of(runtime)
+    pipeline = runtime.pipeline
+    config = pipeline.tracing or {}
+    backend = str(runtime.options.trace or config.get("backend") or "none")
     if backend == "none":
         return NULL_OBSERVER
     from runner.engine.context import render_at
@@ -50,8 +47,6 @@ def make_observer(runtime: Runtime) -> Observer:
             return str(runtime.llm.hide_secrets(text))
         return hide_secrets(text, secrets=named_secrets(runtime.env))
 
-    pipeline = runtime.pipeline
-    config = pipeline.tracing or {}
     uri = runtime.env.get(URI_VAR) or os.environ.get(URI_VAR)
     remember_url(uri or "")
     if not uri:

@@ -60,19 +60,6 @@ def public_uri(uri: str) -> str:
     return strip_credentials(uri)
 
 
-def trace_url(uri: str, experiment_id: str, trace_id: str) -> str | None:
-    """The trace in the MLflow UI, when the tracking URI is a web server."""
-    if urlsplit(uri).scheme not in ("http", "https"):
-        return None
-    return f"{public_uri(uri).rstrip('/')}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}"
-
-
-def _feedback_value(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 class MlflowTracer(SpanRecorder):
     backend = "mlflow"
 
@@ -146,7 +133,9 @@ class MlflowTracer(SpanRecorder):
         for name in self.assessments:
             if result.get(name) is None:
                 continue
-            self._mlflow.log_feedback(trace_id=trace_id, name=name, value=_feedback_value(result[name]),
+            value = result[name] if isinstance(result[name], (str, int, float, bool)) \
+                else json.dumps(result[name], ensure_ascii=False, default=str)
+            self._mlflow.log_feedback(trace_id=trace_id, name=name, value=value,
                                       source=source, rationale=None if rationale is None else str(rationale))
 
     def section(self) -> dict[str, Any]:
@@ -154,8 +143,9 @@ class MlflowTracer(SpanRecorder):
         out: dict[str, Any] = {"backend": self.backend, "tracking_uri": public_uri(self.tracking_uri),
                                "experiment": self.experiment, "experiment_id": self.experiment_id,
                                "traces": self.traces}
-        if self.experiment_id and trace_url(self.tracking_uri, self.experiment_id, "X"):
-            out["trace_url"] = trace_url(self.tracking_uri, self.experiment_id, "{trace_id}")
+        if self.experiment_id and urlsplit(self.tracking_uri).scheme in ("http", "https"):   # the MLflow UI
+            out["trace_url"] = (f"{public_uri(self.tracking_uri).rstrip('/')}/#/experiments/{self.experiment_id}"
+                                "/traces?selectedEvaluationId={trace_id}")
         return out
 
 

@@ -60,15 +60,13 @@ class SpanRecorder(Observer):
         self._roots: dict[int, Span] = {}
         self._pool: ThreadPoolExecutor | None = None
 
-    # -- what a backend implements (called in the worker thread) ---------------------
     def setup(self) -> None:
-        """Connect, once, before the first export; raise TracingFailed (or anything) to give up."""
+        """Connect, once, before the first export (in the worker thread, as export is); raise to give up."""
 
     def export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
         """Record one item's trace; the fields to add to its result."""
         raise NotImplementedError
 
-    # -- the hooks ---------------------------------------------------------------------
     def item_start(self, item: Item) -> None:
         root = Span(f"item {item.index}", "item", time.time_ns(), inputs=item.value)
         self._roots[item.index] = root

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
-from runner.outputs.report_view import build_item, call_view, lookup, status_of
+from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.pages import render
@@ -52,11 +52,14 @@ class View:
             self._store = ReviewStore(self.reports / REVIEWS_FILE)
         return self._store
 
-    def index(self, entry: RunEntry, folder: Path) -> RunIndex:
+    def open(self, run: str) -> tuple[Path, RunEntry, RunIndex]:
+        """The run a request names (its path under REPORTS_DIR): its folder, entry and index."""
+        folder = run_folder(self.reports, run)
+        entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
             self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns),
                                              pass_check(entry))
-        return self._indexes[folder]
+        return folder, entry, self._indexes[folder]
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
         nonce = secrets.token_urlsafe(12)
@@ -81,9 +84,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         return view.page("runs.html", runs=list_runs(view.reports))
 
     def run(request: Request) -> Response:
-        folder = run_folder(view.reports, request.path_params["run"])
-        entry = run_entry(view.reports, folder)
-        index = view.index(entry, folder)
+        folder, entry, index = view.open(request.path_params["run"])
         query = _query(request)
         page = index.page(query)
         reviews = view.store.for_items(entry.pipeline, [row.item_key for row in page.rows if row.item_key])
@@ -99,9 +100,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                          align=_align_report(folder) is not None)
 
     def item(request: Request) -> Response:
-        folder = run_folder(view.reports, request.path_params["run"])
-        entry = run_entry(view.reports, folder)
-        index_db = view.index(entry, folder)
+        _, entry, index_db = view.open(request.path_params["run"])
         number = int(request.path_params["index"])
         line = request.query_params.get("line")
         found = index_db.item(number, _number(line)) if line is None or _number(line) else None
@@ -111,10 +110,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
                                      f"{f' on results line {line[:30]}' if line else ''}.")
         row, result = found
         calls = index_db.calls(number)
-        trace_url = (entry.summary.get("tracing") or {}).get("trace_url") \
-            if isinstance(entry.summary.get("tracing"), dict) else None
         shown = build_item(result, entry.report_columns or [], entry.verdict_field, row.passed,
-                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url)
+                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url_of(entry.summary))
         key = str(result.get("item_key") or "")
         previous, following = index_db.neighbours(row)
         return view.page(
@@ -160,31 +157,25 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         from starlette.concurrency import run_in_threadpool
         return await run_in_threadpool(_save_review, view, body)
 
-    def probe(request: Request) -> Response:
-        """A probe run's probe.html, as the run wrote it (inline style and SVG, no script)."""
+    def written_report(request: Request, kind: str) -> Response:
+        """A report a command wrote beside the run, as it wrote it (inline style and SVG, no script):
+        a probe run's probe.html, or the align.html of the `runner align` whose run this is."""
         folder = run_folder(view.reports, request.path_params["run"])
-        report = folder / "probe.html"
-        if not report.is_file():
-            return view.page("message.html", 404, title="No probe report",
-                             message=f"{folder.relative_to(view.reports).as_posix()} has no probe.html: "
-                                     "`runner probe` writes one when its run ends.")
-        return view.html(report.read_text(encoding="utf-8", errors="replace"))
-
-    def align(request: Request) -> Response:
-        """The align.html of the `runner align` whose run this is (its runs/ folder's parent)."""
-        folder = run_folder(view.reports, request.path_params["run"])
-        report = _align_report(folder)
-        if report is None:
-            return view.page("message.html", 404, title="No align report",
-                             message=f"{folder.relative_to(view.reports).as_posix()} is not a run of `runner align`.")
+        report = _align_report(folder) if kind == "align" else folder / "probe.html"
+        if report is None or not report.is_file():
+            name = folder.relative_to(view.reports).as_posix()
+            return view.page("message.html", 404, title=f"No {kind} report", message=(
+                f"{name} is not a run of `runner align`." if kind == "align"
+                else f"{name} has no probe.html: `runner probe` writes one when its run ends."))
         return view.html(report.read_text(encoding="utf-8", errors="replace"))
 
     def not_found(request: Request, exc: Exception) -> Response:
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),
-              Route("/run/{run:path}/item/{index:int}", item), Route("/run/{run:path}/probe", probe),
-              Route("/run/{run:path}/align", align),
+              Route("/run/{run:path}/item/{index:int}", item),
+              Route("/run/{run:path}/probe", lambda request: written_report(request, "probe")),
+              Route("/run/{run:path}/align", lambda request: written_report(request, "align")),
               Route("/run/{run:path}", run)]
     hosts = allowed_hosts or list(LOOPBACK)
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
@@ -204,9 +195,7 @@ def _save_review(view: View, body: bytes) -> Response:
     texts = {name: data.get(name) for name in ("correct", "rationale", "reviewer")}
     if any(v is not None and not isinstance(v, str) for v in texts.values()):
         return JSONResponse({"error": "correct, rationale and reviewer are text"}, 400)
-    folder = run_folder(view.reports, data["run"])
-    entry = run_entry(view.reports, folder)
-    index = view.index(entry, folder)
+    _, entry, index = view.open(data["run"])
     found = index.item(data["index"], data.get("line"))
     if found is None:
         return JSONResponse({"error": f"{entry.path} has no item {data['index']}"}, 404)

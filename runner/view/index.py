@@ -28,6 +28,7 @@ from runner.llm.calls.file import call_spans, read_spans
 from runner.runs.folders import CALLS_FILE, RESULTS
 from runner.runs.manifest import strings_in
 from runner.safetext import clean_value
+from runner.stores.reviews import Review
 
 INDEX_DIR = ".runner-view"
 FORMAT = 3
@@ -251,7 +252,7 @@ class RunIndex:
             keys = set()
             for key, verdict, agrees, judged, correct in rows:
                 keys.add(key)
-                right = correct or (judged if agrees else None)
+                right = Review(pipeline, key, "", bool(agrees), judged, correct).label
                 if right is not None:
                     found["agree" if right == verdict else "disagree"] += 1
                 elif judged == verdict:

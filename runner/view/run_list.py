@@ -139,11 +139,8 @@ def _state(folder: Path, summary: dict[str, Any]) -> str:
 
 def _lines(path: Path) -> int:
     """Lines of a results file, counted in blocks (a run that died may have written millions)."""
-    count = 0
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
-    return count
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
 
 
 def list_runs(reports: Path) -> list[RunEntry]:
