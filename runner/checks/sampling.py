@@ -4,9 +4,10 @@ sample would be the answer drawn again, and every item would look perfectly stab
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Path as DataPath
 
 SAMPLED_STEPS = {"llm": "model", "jury": "models"}
@@ -15,7 +16,7 @@ SAMPLED_STEPS = {"llm": "model", "jury": "models"}
 def zero_temperature_repeats(data: Mapping[str, Any]) -> list[tuple[DataPath, str]]:
     models = data.get("models") or {}
     problems: list[tuple[DataPath, str]] = []
-    for path, step in _steps(data.get("steps") or [], ("steps",)):
+    for path, step in walk_steps(data.get("steps")):
         args: dict[str, Any] = step["with"] if isinstance(step.get("with"), dict) else {}
         repeat, key = args.get("repeat"), SAMPLED_STEPS.get(str(step.get("uses")))
         if key is None or not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 2 \
@@ -35,12 +36,3 @@ def zero_temperature_repeats(data: Mapping[str, Any]) -> list[tuple[DataPath, st
 def _zero(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
 
-
-def _steps(steps: list[Any], base: DataPath) -> Iterator[tuple[DataPath, dict[str, Any]]]:
-    for index, step in enumerate(steps):
-        if not isinstance(step, dict):
-            continue
-        yield (*base, index), step
-        nested = (step.get("with") or {}).get("steps") if isinstance(step.get("with"), dict) else None
-        if isinstance(nested, list):
-            yield from _steps(nested, (*base, index, "with", "steps"))

@@ -29,6 +29,7 @@ from typing import Any
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.pipeline.files import display, named_file, read_located
 from runner.pipeline.params import declared_params, typed_defaults
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -53,7 +54,7 @@ class _Expansion:
         problems = declared_params(located)
         data = located.data
         if "extends" not in data:
-            problems += _stray_placing(located, data.get("steps"), ("steps",))
+            problems += _stray_placing(located, data.get("steps"))
             if problems:
                 raise ConfigError(problems)
             return located, [file]
@@ -76,27 +77,17 @@ class _Expansion:
         base, sources = self.run(base, base_file, tuple(here))
         merged = _Merge(located, base)
         merged.top()
-        problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"), ("steps",))
+        problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
         if problems:
             raise ConfigError(problems)
         return merged.out, [file, *sources]
 
 
-def _stray_placing(located: Located, steps: Any, path: DataPath) -> list[Problem]:
+def _stray_placing(located: Located, steps: Any) -> list[Problem]:
     """`after:`, `before:` and `remove:` outside a variant: they would be ignored."""
-    found: list[Problem] = []
-    for index, step in enumerate(steps if isinstance(steps, list) else []):
-        if not isinstance(step, dict):
-            continue
-        for key in PLACING:
-            if key in step:
-                found.append(located.problem((*path, index, key), f"`{key}:` places a step of a variant (a file "
-                                             "with `extends:`) among its base's steps: this step has none to be "
-                                             "placed among", key=True))
-        nested = step.get("with")
-        if isinstance(nested, dict):
-            found += _stray_placing(located, nested.get("steps"), (*path, index, "with", "steps"))
-    return found
+    return [located.problem((*path, key), f"`{key}:` places a step of a variant (a file with `extends:`) among its "
+                            "base's steps: this step has none to be placed among", key=True)
+            for path, step in walk_steps(steps) for key in PLACING if key in step]
 
 
 Side = tuple[Located, DataPath]       # a value's file and its path there

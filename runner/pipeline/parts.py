@@ -26,6 +26,7 @@ import runner.templating.sandbox as templating
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.paths import resolve_inside
 from runner.pipeline.model import Pipeline, StepSpec
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
@@ -130,15 +131,8 @@ def rebased(specs: tuple[StepSpec, ...], base: DataPath) -> tuple[StepSpec, ...]
 
 def parts_used(steps: Any) -> list[str]:
     """The part files the steps run (`uses: pipeline`), at any depth, each once."""
-    found: list[str] = []
-    for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict):
-            continue
-        args: dict[str, Any] = step["with"] if isinstance(step.get("with"), dict) else {}
-        if step.get("uses") == "pipeline" and isinstance(args.get("file"), str) and args["file"] not in found:
-            found.append(args["file"])
-        found += [file for file in parts_used(args.get("steps")) if file not in found]
-    return found
+    return list(dict.fromkeys(step["with"]["file"] for _, step in walk_steps(steps) if step.get("uses") == "pipeline"
+                              and isinstance(step.get("with"), dict) and isinstance(step["with"].get("file"), str)))
 
 
 def part_files(project_dir: Path, steps: Any) -> list[Path]:

@@ -84,6 +84,16 @@ def step_names() -> list[str]:
     return STEPS.names()
 
 
+def walk_steps(steps: Any, base: DataPath = ("steps",)) -> Iterator[tuple[DataPath, dict[str, Any]]]:
+    """(path, step) of every step mapping of a pipeline's data, sub-steps (`with.steps`) after
+    their step, before its schema is checked: anything that is not a mapping is passed over."""
+    for index, step in enumerate(steps if isinstance(steps, list) else []):
+        if isinstance(step, dict):
+            yield (*base, index), step
+            if isinstance(step.get("with"), dict):
+                yield from walk_steps(step["with"].get("steps"), (*base, index, "with", "steps"))
+
+
 class _BuiltinInfos(Mapping[str, StepInfo]):
     """Every registered step type's StepInfo, each read when it is first looked up: checking a
     pipeline imports the step types it names and what they import, not all of them; listing
