@@ -1,6 +1,6 @@
 """Static checks: what `runner validate` refuses or warns about before anything runs, each
 located at file:line:col with the fix. The loader runs them (`checker`) on every pipeline not
-already found valid.
+already found valid; it also says which values a verdict can take (`verdict_values`).
 
 JSON Schemas with YAML positions (`json_schema`), the shapes of step results and the
 `steps.X.FIELD` reads checked against them (`result_shapes`), every template and expression

@@ -27,7 +27,7 @@ from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.examples import EXAMPLE_STEPS
 from runner.pipeline.files import display
-from runner.pipeline.model import DEFAULT_ADAPTER
+from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline
 from runner.pipeline.probes import probe_problems
 from runner.pipeline.step_catalog import StepCatalog, StepInfo
 from runner.yamlpos import Located
@@ -123,20 +123,20 @@ class Checker:
         self.text.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
         self.text.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
         for index, name in enumerate(memo.get("refresh") or []):
-            if name not in (self.data.get("output") or {}):
-                self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
-                                                              "output fields"))
+            self._output_field(("memo", "refresh", index), name, open_fields=False)
 
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
         self.text.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
-        output = self.data.get("output") or {}
-        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
-                                             for i, name in enumerate(tracing.get("assessments") or [])]
+        for i, name in enumerate(tracing.get("assessments") or []):
+            self._output_field(("tracing", "assessments", i), name)
         if tracing.get("rationale"):
-            named.append((("tracing", "rationale"), tracing["rationale"]))
-        for where, name in named:
-            if name not in output and "output_base" not in self.data:
-                self.add(where, unknown("output field", name, output, "output fields"))
+            self._output_field(("tracing", "rationale"), tracing["rationale"])
+
+    def _output_field(self, where: DataPath, name: str, open_fields: bool = True) -> None:
+        """`name` is one of the output fields (or any name, when `open_fields` and output_base opens them)."""
+        output = self.data.get("output") or {}
+        if name not in output and not (open_fields and "output_base" in self.data):
+            self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
         from runner.inputs import ADAPTERS, adapter_names
@@ -198,11 +198,9 @@ class Checker:
         for key, value in own_args.items():
             if key == "examples" and info.name in EXAMPLE_STEPS:
                 continue                # data, not templates (runner/pipeline/examples.py)
-            if info.substeps and key in info.lazy_fields:
-                self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
-            else:
-                self.text.strings(value, (*path, "with", key), names | set(info.own_scope), seen,
-                                  bare=key in CONDITION_KEYS)
+            lazy = info.substeps and key in info.lazy_fields
+            self.text.strings(value, (*path, "with", key), sub_names if lazy else names | set(info.own_scope),
+                              inner_visible if lazy else seen, bare=key in CONDITION_KEYS)
         if "if" in step:
             self.text.strings(step["if"], (*path, "if"), names, seen, bare=True)
         if "default" in step:
@@ -212,35 +210,29 @@ class Checker:
         self._check_named_things(info, args, path, names, seen)
         for where, message in info.static_problems(args, self.shapes):
             self.add((*path, "with", *where), message)
-        self._check_meaning(step["uses"], info, args, path, names)
         if nested:
             self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
 
-    def _check_meaning(self, uses: str, info: StepInfo, args: dict[str, Any], path: DataPath,
-                       names: set[str]) -> None:
-        """What the step's arguments mean: its models all disabled, a quorum no jury can reach,
-        a foreach over a single value (runner/checks/semantics.py)."""
+    def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
+                            names: set[str], seen: set[str]) -> None:
+        """The models, prompt files and schema files a step names, and what its arguments mean:
+        its models all disabled, a quorum no jury can reach, a foreach over a single value
+        (runner/checks/semantics.py)."""
         for key in info.model_fields:
-            named = [name for _, name in _names_in(args.get(key))]
-            problem = disabled_models_problem(named, self.models, uses)
-            if problem:
-                self.add((*path, "with", key), problem)
-            problem = quorum_problem(args.get("vote"), named) if "vote" in args else None
-            if problem:
-                self.add((*path, "with", "vote", "quorum"), problem)
+            entries = list(_names_in(args.get(key)))
+            for index, name in entries:
+                if name not in self.models:
+                    self.add((*path, "with", key) + ((index,) if index is not None else ()),
+                             unknown("model", name, self.models, "defined"))
+            named = [name for _, name in entries]
+            for where, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
+                                   (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
+                if problem:
+                    self.add((*path, "with", *where), problem)
         if info.substeps and "items" in args:
             problem = foreach_problem(args["items"], self.text.resolver, names)
             if problem:
                 self.add((*path, "with", "items"), problem)
-
-    def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
-                            names: set[str], seen: set[str]) -> None:
-        for key in info.model_fields:
-            value = args.get(key)
-            for index, name in _names_in(value):
-                where = (*path, "with", key) + ((index,) if index is not None else ())
-                if name not in self.models:
-                    self.add(where, unknown("model", name, self.models, "defined"))
         for key in info.template_fields:
             for where, value in _template_texts(args.get(key), (*path, "with", key)):
                 if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
@@ -291,6 +283,16 @@ class Checker:
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self.result_shape(s["id"]) for s in steps
                 if isinstance(s, dict) and s.get("id") in self.step_data}
+
+
+def verdict_values(pipeline: Pipeline) -> list[str] | None:
+    """The values a pipeline's verdict (the `summary.count_by` output field) can take, when they are
+    few and known before the run: an answer schema's enum (with a jury's on_tie and on_all_failed),
+    a decide step's literal verdicts, a conditional's literals; None when open. Feedback checks a
+    label against them (runner/stores/reviews.py); run.json keeps them (`pipeline.verdicts`)."""
+    checker = Checker(pipeline.located, StepCatalog.builtin(), pipeline.project_dir)
+    checker.collect_ids(pipeline.located.data["steps"], ("steps",))
+    return verdicts_of(pipeline.located.data, checker.text.resolver)
 
 
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
