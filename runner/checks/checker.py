@@ -7,7 +7,7 @@ is one located Problem, all reported at once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from runner.pipeline.examples import EXAMPLE_STEPS
 from runner.pipeline.files import display
 from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline
 from runner.pipeline.probes import probe_problems
-from runner.pipeline.step_catalog import StepCatalog, StepInfo
+from runner.pipeline.step_catalog import StepInfo, StepInfos
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -41,9 +41,9 @@ OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM call
 class Checker:
     """Static checks that need more than the schema."""
 
-    def __init__(self, located: Located, catalog: StepCatalog, project_dir: Path):
+    def __init__(self, located: Located, infos: Mapping[str, StepInfo], project_dir: Path):
         self.located = located
-        self.catalog = catalog
+        self.infos = infos
         self.data: dict[str, Any] = located.data
         self.prompts_dir = project_dir / "prompts"
         self.schemas_dir = project_dir / "schemas"
@@ -160,8 +160,8 @@ class Checker:
                 self.all_ids[step_id] = (*base, i, "id")
                 self.step_data[step_id] = step
             nested = (step.get("with") or {}).get("steps")
-            if isinstance(nested, list) and step.get("uses") in self.catalog.infos and \
-                    self.catalog.infos[step["uses"]].substeps:
+            if isinstance(nested, list) and step.get("uses") in self.infos and \
+                    self.infos[step["uses"]].substeps:
                 self.collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
                                   (*base, i, "with", "steps"))
 
@@ -170,9 +170,9 @@ class Checker:
         seen = set(visible)
         for i, step in enumerate(steps):
             path = (*base, i)
-            info = self.catalog.infos.get(step["uses"])
+            info = self.infos.get(step["uses"])
             if info is None:
-                self.add((*path, "uses"), unknown("step type", step["uses"], self.catalog.infos))
+                self.add((*path, "uses"), unknown("step type", step["uses"], self.infos))
                 seen.add(step["id"])
                 continue
             args = step.get("with", {}) or {}
@@ -225,10 +225,10 @@ class Checker:
                     self.add((*path, "with", key) + ((index,) if index is not None else ()),
                              unknown("model", name, self.models, "defined"))
             named = [name for _, name in entries]
-            for where, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
-                                   (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
+            for at, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
+                                (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
                 if problem:
-                    self.add((*path, "with", *where), problem)
+                    self.add((*path, "with", *at), problem)
         if info.substeps and "items" in args:
             problem = foreach_problem(args["items"], self.text.resolver, names)
             if problem:
@@ -275,7 +275,7 @@ class Checker:
         """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""
         if step_id not in self.results:
             step = self.step_data[step_id]
-            info = self.catalog.infos.get(step["uses"])
+            info = self.infos.get(step["uses"])
             self.results[step_id] = step_shape(info.result_schema if info else None, step.get("with") or {},
                                                step.get("on_error"), step.get("default"), self.shapes)
         return self.results[step_id]
@@ -290,7 +290,7 @@ def verdict_values(pipeline: Pipeline) -> list[str] | None:
     few and known before the run: an answer schema's enum (with a jury's on_tie and on_all_failed),
     a decide step's literal verdicts, a conditional's literals; None when open. Feedback checks a
     label against them (runner/stores/reviews.py); run.json keeps them (`pipeline.verdicts`)."""
-    checker = Checker(pipeline.located, StepCatalog.builtin(), pipeline.project_dir)
+    checker = Checker(pipeline.located, StepInfos(), pipeline.project_dir)
     checker.collect_ids(pipeline.located.data["steps"], ("steps",))
     return verdicts_of(pipeline.located.data, checker.text.resolver)
 
