@@ -41,46 +41,42 @@ def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, li
     """`located` (read from `file`) with its params read into two blocks and its `extends:`
     chain merged in (then each param declared by a plain default typed); and the files it came
     from, itself first."""
-    expanded, files = _Expansion(project_dir).run(located, file, ())
+    expanded, files = _expand(located, file, project_dir, ())
     typed_defaults(expanded)
     return expanded, files
 
 
-class _Expansion:
-    def __init__(self, project_dir: Path):
-        self.project_dir = project_dir
-
-    def run(self, located: Located, file: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
-        problems = declared_params(located)
-        data = located.data
-        if "extends" not in data:
-            problems += _stray_placing(located, data.get("steps"))
-            if problems:
-                raise ConfigError(problems)
-            return located, [file]
-        name = data["extends"]
-        base_file, reason = named_file(file, name, self.project_dir) if isinstance(name, str) else \
-            (None, "`extends:` names one pipeline file")
-        if base_file is None:
-            raise ConfigError([*problems, located.problem(("extends",), reason)])
-        here = [*chain, file.resolve()]
-        if len(here) > MAX_EXTENDS_DEPTH:
-            raise ConfigError([*problems, located.problem(("extends",), (
-                f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
-                "let a variant extend a base nearer the top"))])
-        if base_file in here:
-            cycle = " -> ".join(display(f) for f in [*here, base_file])
-            raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
-        base = read_located(base_file)
-        if not isinstance(base.data, dict):
-            raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
-        base, sources = self.run(base, base_file, tuple(here))
-        merged = _Merge(located, base)
-        merged.top()
-        problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
+def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
+    problems = declared_params(located)
+    data = located.data
+    if "extends" not in data:
+        problems += _stray_placing(located, data.get("steps"))
         if problems:
             raise ConfigError(problems)
-        return merged.out, [file, *sources]
+        return located, [file]
+    name = data["extends"]
+    base_file, reason = named_file(file, name, project_dir) if isinstance(name, str) else \
+        (None, "`extends:` names one pipeline file")
+    if base_file is None:
+        raise ConfigError([*problems, located.problem(("extends",), reason)])
+    here = [*chain, file.resolve()]
+    if len(here) > MAX_EXTENDS_DEPTH:
+        raise ConfigError([*problems, located.problem(("extends",), (
+            f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
+            "let a variant extend a base nearer the top"))])
+    if base_file in here:
+        cycle = " -> ".join(display(f) for f in [*here, base_file])
+        raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
+    base = read_located(base_file)
+    if not isinstance(base.data, dict):
+        raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
+    base, sources = _expand(base, base_file, project_dir, tuple(here))
+    merged = _Merge(located, base)
+    merged.top()
+    problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
+    if problems:
+        raise ConfigError(problems)
+    return merged.out, [file, *sources]
 
 
 def _stray_placing(located: Located, steps: Any) -> list[Problem]:
