@@ -145,18 +145,10 @@ class Resolver:
         return None
 
     def _read(self, node: nodes.Node, names: set[str]) -> Known | None:
-        chain: list[str] = []
-        while isinstance(node, (nodes.Getattr, nodes.Getitem)):
-            if isinstance(node, nodes.Getattr):
-                chain.append(node.attr)
-            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                chain.append(node.arg.value)
-            else:
-                return None
-            node = node.node
-        if not isinstance(node, nodes.Name) or node.name not in names:
+        node, read = templating.attribute_chain(node)
+        chain = [part for part in read if part is not None]
+        if len(chain) < len(read) or not isinstance(node, nodes.Name) or node.name not in names:
             return None
-        chain.reverse()
         if node.name == "params":
             return self._walk_value(self.params, chain)
         if node.name == "steps" and chain and chain[0] in self.step_ids:

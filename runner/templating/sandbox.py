@@ -352,6 +352,20 @@ def free_names(tree: nodes.Template) -> set[str]:
     return set(meta.find_undeclared_variables(tree))
 
 
+def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
+    """The node a chain of reads (`x.a['b']`) starts from, and the names it reads in order (None
+    for a key computed at render time)."""
+    chain: list[str | None] = []
+    while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+        if isinstance(node, nodes.Getattr):
+            chain.append(node.attr)
+        else:
+            chain.append(node.arg.value if isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str)
+                         else None)
+        node = node.node
+    return node, chain[::-1]
+
+
 def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
     """Names read as `root.X` or `root['X']` (with their template line)."""
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
