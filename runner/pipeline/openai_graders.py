@@ -94,11 +94,7 @@ def _string_check(out: Converted, grader: dict[str, Any], where: str, sid: str, 
     operation = grader.get("operation")
     if operation not in ("eq", "ne", "like", "ilike"):
         raise Refusal(f"{where}.operation", f"string_check operation {operation!r} is not eq, ne, like or ilike")
-    out.steps.append({"id": sid, "uses": "string_check", "with": {
-        "input": _text(grader, "input", where), "reference": _text(grader, "reference", where),
-        "operation": operation}})
-    out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
-    return f"steps.{sid}.passed", f"steps.{sid}.score"
+    return _comparison(out, grader, where, sid, "string_check", {"operation": operation})
 
 
 def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: str,
@@ -109,13 +105,20 @@ def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: st
     if metric not in METRICS + EMBEDDING_METRICS:
         raise Refusal(f"{where}.evaluation_metric",
                       f"unknown metric {metric!r} (known: {', '.join(METRICS + EMBEDDING_METRICS)})")
-    args = {"input": _text(grader, "input", where), "reference": _text(grader, "reference", where), "metric": metric}
+    args = {"metric": metric}
     if metric in EMBEDDING_METRICS:
         out.models[sid] = {"model": EMBEDDER}
         args["model"] = sid
     if threshold is not None:
         args["threshold"] = threshold
-    out.steps.append({"id": sid, "uses": "text_similarity", "with": args})
+    return _comparison(out, grader, where, sid, "text_similarity", args)
+
+
+def _comparison(out: Converted, grader: dict[str, Any], where: str, sid: str, uses: str,
+                args: dict[str, Any]) -> tuple[str, str]:
+    """A step of `uses` comparing the grader's `input` with its `reference`: a score and passed."""
+    out.steps.append({"id": sid, "uses": uses, "with": {"input": _text(grader, "input", where),
+                                                        "reference": _text(grader, "reference", where), **args}})
     out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
     return f"steps.{sid}.passed", f"steps.{sid}.score"
 

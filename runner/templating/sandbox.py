@@ -338,10 +338,7 @@ def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -
 @lru_cache(maxsize=4096)
 def parse_source(source: str, bare: bool) -> nodes.Template:
     """Parse a template or bare expression (raises TemplateSyntaxError)."""
-    env = _PARSE_ENV
-    if bare:
-        return env.parse("{{ " + source + " }}")
-    return env.parse(source)
+    return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
 
 
 _PARSE_ENV = make_environment()
