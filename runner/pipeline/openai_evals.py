@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from runner.errors import RunnerError
-from runner.fileio import atomic_write, read_json
-from runner.pipeline.files import PIPELINE_NAME
+from runner.fileio import read_json
+from runner.pipeline.files import PIPELINE_NAME, write_new_files
 from runner.pipeline.openai_graders import Converted, Refusal, add_grader, step_id
 
 GENERATING = ("completions", "responses")       # run data sources whose samples a model makes
@@ -78,7 +78,7 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
     if not out.passed:
         raise RunnerError(f"{file}: no grader left to import" + (" (every one skipped)" if skipped else ""))
     files = {f"pipelines/{name}.yaml": _pipeline_text(out, graders, file), **out.files}
-    _write(root, files)
+    write_new_files(root, files, "runner import", "--name")
     _check(root, name, files)
     return Imported(name, list(files), skipped, sorted(out.models))
 
@@ -128,16 +128,6 @@ def _pipeline_text(out: Converted, graders: list[str], file: Path) -> str:
     # on every grader having passed, as the eval's testing criteria do, not on its first grader
     pipeline["summary"] = {"pass_when": "result.passed", "rates": {"passed": "result.passed", **rates}}
     return yaml.safe_dump(pipeline, sort_keys=False, allow_unicode=True, width=110)
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    taken = [relative for relative in files if (root / relative).exists()]
-    if taken:
-        raise RunnerError(f"{taken[0]} already exists: runner import writes no file over another (choose another "
-                          f"--name, or move it)")
-    for relative, text in files.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(root / relative, text)
 
 
 def _check(root: Path, name: str, files: dict[str, str]) -> None:
