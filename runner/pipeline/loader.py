@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.checks.checker import Checker
-from runner.checks.json_schema import pipeline_schema, schema_problems
-from runner.checks.param_types import param_problems
+from runner.checks.json_schema import param_problems, pipeline_schema, schema_problems
 from runner.errors import ConfigError
 from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.examples import example_files, example_problems, with_examples
