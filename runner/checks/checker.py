@@ -15,12 +15,11 @@ import jinja2
 
 import runner.templating.sandbox as templating
 from runner.checks.env_needs import mentioned_in
-from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks
+from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, result_field_problems
 from runner.checks.json_schema import schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
-from runner.checks.templates import result_field_problems
 from runner.errors import InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
