@@ -28,10 +28,7 @@ PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"
 
 def read_schema(*parts: str) -> dict[str, Any]:
     """A schema shipped with runner, e.g. read_schema("steps", "jury.schema.json")."""
-    resource = SCHEMA_ROOT
-    for part in parts:
-        resource = resource / part
-    return json.loads(resource.read_text(encoding="utf-8"))
+    return json.loads(SCHEMA_ROOT.joinpath(*parts).read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
@@ -71,10 +68,7 @@ def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
                     base: DataPath = ()) -> list[Problem]:
     """Every schema error of `data` (found at `base` in the file) as located problems."""
-    problems: list[Problem] = []
-    for error in validator_for(schema).iter_errors(data):
-        problems.extend(_explain(located, error, base))
-    return problems
+    return [problem for error in validator_for(schema).iter_errors(data) for problem in _explain(located, error, base)]
 
 
 def _explain(located: Located, error: ValidationError, base: DataPath) -> list[Problem]:
