@@ -1,9 +1,6 @@
-"""The checks a pipeline's data gets once its schema holds: step ids, models, prompt and answer
-schema files, the input adapter and its options, and every template and expression in the scope
-where it sits (runner/checks/expressions.py), what the pipeline means (semantics.py), the result
-fields a summary reads, repeated samples at temperature 0 and its `probes:`. The loader
-(runner/pipeline/loader.py) runs them on every pipeline not already found valid; every problem
-is one located Problem, all reported at once."""
+"""The checks a pipeline's data gets once its schema holds (runner/checks/__init__.py lists them),
+each problem one located Problem, all reported at once; the loader runs them on every pipeline
+not already found valid."""
 
 from __future__ import annotations
 

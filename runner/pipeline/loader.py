@@ -1,10 +1,7 @@
-"""Pipeline file -> validated, typed Pipeline. Every problem is reported at once.
-
-The loader reads and composes: the file, the bases it `extends:`, `defaults:`, `--set`, its
-parts, plugins, probes and examples. It checks the result against the pipeline schema and runs
-the checks of runner/checks/ (`Checker`: references between steps, models, params, env vars,
-prompt and schema files, every expression), unless the run's `validated` marker knows the
-pipeline as it is now; it knows nothing of what a step does beyond the StepInfo of its type."""
+"""Pipeline file -> validated, typed Pipeline, every problem reported at once: the file read and
+composed (`extends:`, `defaults:`, `--set`, parts, plugins, probes, examples), then checked
+against the pipeline schema and by runner/checks/ unless the run's `validated` marker knows it
+as it is now. It knows nothing of what a step does beyond the StepInfo of its type."""
 
 from __future__ import annotations
 
