@@ -50,21 +50,9 @@ def _file_of(located: Located, path: DataPath, name: str, project_dir: Path) -> 
 
 def example_files(located: Located, project_dir: Path) -> list[Path]:
     """The examples files a pipeline names (part of what a validated pipeline is made of)."""
-    found = []
-    for path, args in _steps(located.data.get("steps")):
-        if isinstance(args["examples"], str):
-            file, _ = _file_of(located, (*path, "examples"), args["examples"], project_dir)
-            if file is not None:
-                found.append(file)
-    return found
-
-
-def read_examples(file: Path) -> list[tuple[int, Any]]:
-    """(line, example) of a JSONL examples file; InputError when it cannot be read or parsed."""
-    rows = list(read_json_lines(file))
-    if len(rows) > MOST_EXAMPLES:
-        raise InputError(f"{file}: {len(rows)} examples; at most {MOST_EXAMPLES} (each is sent with every call)")
-    return rows
+    files = (_file_of(located, (*path, "examples"), args["examples"], project_dir)[0]
+             for path, args in _steps(located.data.get("steps")) if isinstance(args["examples"], str))
+    return [file for file in files if file is not None]
 
 
 def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> tuple[list[tuple[str, Any]], str]:
@@ -77,9 +65,12 @@ def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> 
     if file is None:
         return [], f"examples file {reason}"
     try:
-        return [(f"{value} line {line}", example) for line, example in read_examples(file)], ""
+        rows = list(read_json_lines(file))
     except InputError as exc:
         return [], str(exc)
+    if len(rows) > MOST_EXAMPLES:
+        return [], f"{file}: {len(rows)} examples; at most {MOST_EXAMPLES} (each is sent with every call)"
+    return [(f"{value} line {line}", example) for line, example in rows], ""
 
 
 def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | None) -> str | None:

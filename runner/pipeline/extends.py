@@ -1,25 +1,13 @@
-"""`extends:`: a pipeline as a base file plus overrides (a variant).
-
-`extends: citation_judge.yaml` names the base, relative to the variant's own folder and
-inside the project; every other top-level key of the variant is laid over the base:
-
-- mappings merge, key by key (so `params: {quote_threshold: 0.95}` changes one param and
-  `models: {local: {temperature: 0.2}}` one field of one model);
-- lists and scalars replace what the base says;
-- `steps` (at the top and inside a step's `with:`) are patched by `id`: an entry whose id
-  the base has merges into that step; a new step says where it goes with `after: ID` or
-  `before: ID`; `{id: ID, remove: true}` removes one. An id the base does not have, with no
-  place, is an error (a misspelt id would otherwise add a step). An id is named once in a
-  list: a second entry for it is refused at both places, not laid over the first (a second
-  entry is as often a misspelt id as a second change; one entry holds all of a step's).
-- a param the base does not have must be declared (`{default: ..., type: ...}`): a plain
-  value under an unknown name is refused as the misspelling it almost always is;
-- `name` is the variant's file name (without .yaml) unless the variant gives one.
-
-A base may itself extend another file (a chain, at most MAX_EXTENDS_DEPTH files below the
-first); a file that extends itself, directly or through others, is an error naming the
-chain. The merged pipeline keeps, for every value, the file, line and column that wrote it:
-an error is located where the wrong value is."""
+"""`extends:`: a pipeline as a base file plus overrides (a variant; docs/pipeline-language.md
+shows one). Every top-level key of the variant but `extends` is laid over the base: mappings
+merge key by key, lists and scalars replace, and `steps` (at the top and in a step's `with:`)
+are patched by `id` (`after: ID`/`before: ID` place a new step, `remove: true` drops one). An id
+the base lacks with no place, an id named twice in one list, and a plain value under a param
+name the base lacks (a new param needs `{default: ..., type: ...}`) are refused, as the
+misspellings they almost always are; `name` is the variant's file name unless it gives one.
+The base is named relative to the variant and stays inside the project; a chain of bases is
+at most MAX_EXTENDS_DEPTH files below the first and never a cycle. The merged pipeline keeps
+each value's file, line and column, so an error is located where the wrong value was written."""
 
 from __future__ import annotations
 
@@ -181,8 +169,7 @@ class _Merge:
                 continue
             if step_id in ids:
                 index = ids.index(step_id)
-                found = order.pop(index)
-                found = (step_id, found[1], j)
+                found = (step_id, order.pop(index)[1], j)
             elif not place:
                 self._unknown(where, step_id, ids, "is new: say where it goes with `after: ID` or `before: ID`")
                 continue

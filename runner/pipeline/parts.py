@@ -65,13 +65,9 @@ def loading(validated: ValidatedPipelines | None) -> Iterator[_Load]:
         _CURRENT.reset(token)
 
 
-def parts_dir(project_dir: Path) -> Path:
-    return project_dir / "pipelines"
-
-
 def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
     """The part `file` (under pipelines/), checked; ConfigError saying what is wrong."""
-    path, status = resolve_inside(parts_dir(project_dir), file)
+    path, status = resolve_inside(project_dir / "pipelines", file)
     if path is None:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
     with loading(None) as current:
@@ -138,7 +134,7 @@ def parts_used(steps: Any) -> list[str]:
 def part_files(project_dir: Path, steps: Any) -> list[Path]:
     """The files of the parts the steps run (those that exist): a pipeline is made of them too
     (run.json lists them with their hashes; a change to one is a change to the pipeline)."""
-    found = (resolve_inside(parts_dir(project_dir), file)[0] for file in parts_used(steps))
+    found = (resolve_inside(project_dir / "pipelines", file)[0] for file in parts_used(steps))
     return [path for path in found if path is not None]
 
 
