@@ -187,7 +187,7 @@ class Checker:
         nested = args.get("steps") if info.substeps else None
         own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
         step_names = names | ({"error"} if step.get("on_error") == "default" else set())
-        sub_names = names | _sub_scope(info, args)
+        sub_names = names | set(info.sub_scope) | ({args["as"]} if isinstance(args.get("as"), str) else set())
         # A sub-step container's lazy fields (a loop's until, an output) may read its sub-steps.
         inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
         for key, value in own_args.items():
@@ -295,13 +295,6 @@ def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]
     if not isinstance(value, list):
         return iter([(path, value)])
     return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
-
-
-def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:
-    names = set(info.sub_scope)
-    if isinstance(args.get("as"), str):
-        names.add(args["as"])
-    return names
 
 
 def _names_in(value: Any) -> Iterator[tuple[int | None, str]]:
