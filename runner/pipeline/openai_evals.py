@@ -1,14 +1,9 @@
-"""`runner import openai-evals FILE`: an OpenAI eval (its `testing_criteria` and
-`data_source_config`, as the Evals API returns or takes it) or one grader object, as a runner
-pipeline with its prompts, answer schemas and (with --allow-python) plugins, written into a
-project as `runner init` writes a judge: nothing over an existing file, and checked once written.
-
-The pipeline reads the Evals JSONL rows as they are (`{"item": {...}, "sample": {...}}`, input
-`namespaces: [item, sample]`), so the graders' templates keep their `item.` and `sample.` names.
-Each grader is a result field of its name (`label`/`score`, `passed`) and a pass rate of its
-name in summary.json; `passed` is every grader passed, and its rate the share of rows that did.
-Anything that cannot be brought over is refused with the JSON path where it is (`--skip TYPE`
-leaves the graders of a type out, saying so); runner/pipeline/openai_graders.py has the graders."""
+"""`runner import openai-evals FILE` (docs/openai-evals.md): an OpenAI eval (its
+`testing_criteria` and `data_source_config`) or one grader object, as a runner pipeline with its
+prompts, answer schemas and (with --allow-python) plugins, written into a project as `runner
+init` writes a judge: nothing over an existing file, and checked once written. The pipeline
+reads the Evals JSONL rows as they are (`namespaces: [item, sample]`); `passed` is every grader
+passed. A refusal names its JSON path (`--skip TYPE` leaves a type's graders out, saying so)."""
 
 from __future__ import annotations
 

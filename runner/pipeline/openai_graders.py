@@ -1,20 +1,9 @@
 """One OpenAI grader as runner steps (`runner import openai-evals`; the eval around it:
-runner/pipeline/openai_evals.py). Each grader becomes steps whose id is the grader's name, and
-an output field of that name holding what it gave (`label` or `score`) and `passed`:
-
-- `label_model`: an `llm` step (its `input` messages, roles kept, as prompt files; an answer
-  schema `{"label": one of labels, "reason"?}`; the model a `models:` entry named after the
-  grader); passed: the label is one of `passing_labels`;
-- `score_model`: the same with `{"score": number in range, "reason"?}` and `sampling_params`
-  kept; passed: score >= `pass_threshold`;
-- `string_check`, `text_similarity`: the steps of those names (`cosine`: with an embeddings model,
-  a `models:` entry named after the grader, EMBEDDER unless --model repoints it);
-- `python`: its `source` as a plugin module of the project whose step calls `grade(sample, item)`
-  (only with --allow-python); passed: score >= `pass_threshold`;
-- `multi`: its graders as above (ids `NAME_KEY`), combined by a `formula` step of `calculate_output`.
-
-What cannot be brought over (an unknown type, an image input, meteor) is a Refusal
-naming the JSON path, never dropped."""
+runner/pipeline/openai_evals.py; docs/openai-evals.md has the table of what each grader type
+becomes). Each grader becomes steps whose id is the grader's name, and an output field of that
+name holding what it gave (`label` or `score`) and `passed`; a `python` grader's source becomes
+a plugin of the project only with --allow-python. What cannot be brought over (an unknown type,
+an image input, meteor) is a Refusal naming the JSON path, never dropped."""
 
 from __future__ import annotations
 
