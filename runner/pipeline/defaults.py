@@ -41,14 +41,10 @@ def apply_defaults(located: Located, step_types: Iterable[str]) -> list[Problem]
 
 
 def _take(located: Located, step: dict[str, Any], given: dict[str, Any], key: str, path: DataPath) -> None:
+    """`defaults:`'s `key` written into the step, every position at or below it copied along."""
     step[key] = copy.deepcopy(given[key])
-    _copy_positions(located, ("defaults", step["uses"], key), (*path, key))
-
-
-def _copy_positions(located: Located, source: DataPath, target: DataPath) -> None:
-    """Every position at or below `source` also at the same place below `target`."""
-    size = len(source)
+    source, target = ("defaults", step["uses"], key), (*path, key)
     tables: list[dict[DataPath, Any]] = [located.value_pos, located.key_pos, located.origins]
     for table in tables:
-        for path, where in [(p, w) for p, w in table.items() if p[:size] == source]:
-            table[(*target, *path[size:])] = where
+        for at, where in [(p, w) for p, w in table.items() if p[:len(source)] == source]:
+            table[(*target, *at[len(source):])] = where

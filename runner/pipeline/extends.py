@@ -60,7 +60,6 @@ def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, 
         raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
     base, sources = _expand(base, base_file, project_dir, tuple(here))
     merged = _Merge(located, base)
-    merged.top()
     problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
     if problems:
         raise ConfigError(problems)
@@ -84,9 +83,7 @@ class _Merge:
         self.variant, self.base = variant, base
         self.out = Located(variant.file, None)
         self.problems: list[Problem] = []
-
-    def top(self) -> None:
-        over = {k: v for k, v in self.variant.data.items() if k != "extends"}
+        over = {k: v for k, v in variant.data.items() if k != "extends"}
         self.out.data = self.mapping(self.base.data, (self.base, ()), over, (self.variant, ()), ())
         if "name" not in self.variant.data:
             self.out.data["name"] = Path(self.variant.file).stem

@@ -72,10 +72,10 @@ def sha256(text: object) -> str:
 REGEX_SECONDS = 1.0
 
 
-def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: bool) -> Any:
+def _user_regex(function: str, pattern: str, text: str, ignorecase: bool) -> Any:
     import regex
     try:
-        return call(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
+        return getattr(regex, function)(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
     except TimeoutError:
         raise SecurityError(f"regex {pattern!r} ran over {REGEX_SECONDS:g} s on {len(text):,} characters "
                             "(catastrophic backtracking?)") from None
@@ -85,14 +85,12 @@ def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: b
 
 def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
     """Every match of a pattern (Python's syntax; its groups when it has any), bounded in time."""
-    import regex
-    return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
+    return list(_user_regex("findall", pattern, str(text), ignorecase))
 
 
 def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
     """The first match: its groups (one group -> that string), or the match text, or None."""
-    import regex
-    match = _user_regex(regex.search, pattern, str(text), ignorecase)
+    match = _user_regex("search", pattern, str(text), ignorecase)
     if not match:
         return None
     if match.re.groups == 0:
