@@ -75,14 +75,12 @@ class Checker:
                 self.text.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
         if "summary" in self.data:
             self._check_summary(self.data["summary"])
-        for where, message in result_field_problems(self.data):
-            self.add(where, message)
         if self.data.get("memo"):
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
         verdicts = verdicts_of(self.data, self.text.resolver)
-        for where, message in [*zero_temperature_repeats(self.data),
+        for where, message in [*result_field_problems(self.data), *zero_temperature_repeats(self.data),
                                *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
