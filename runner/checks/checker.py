@@ -1,13 +1,10 @@
-"""The checks a pipeline's data gets once its schema holds: step ids, models, prompt and answer
-schema files, the input adapter and its options, and every template and expression in the scope
-where it sits (runner/checks/expressions.py), what the pipeline means (semantics.py), the result
-fields a summary reads, repeated samples at temperature 0 and its `probes:`. The loader
-(runner/pipeline/loader.py) runs them on every pipeline not already found valid; every problem
-is one located Problem, all reported at once."""
+"""The checks a pipeline's data gets once its schema holds (runner/checks/__init__.py lists them),
+each problem one located Problem, all reported at once; the loader runs them on every pipeline
+not already found valid."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +12,19 @@ import jinja2
 
 import runner.templating.sandbox as templating
 from runner.checks.env_needs import mentioned_in
-from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks
+from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, result_field_problems
 from runner.checks.json_schema import schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
-from runner.checks.sampling import zero_temperature_repeats
-from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem
+from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
-from runner.checks.templates import result_field_problems
 from runner.errors import InputError, Problem, unknown
 from runner.fileio import read_json
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.examples import EXAMPLE_STEPS
 from runner.pipeline.files import display
-from runner.pipeline.model import DEFAULT_ADAPTER
+from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline
 from runner.pipeline.probes import probe_problems
-from runner.pipeline.step_catalog import StepCatalog, StepInfo
+from runner.pipeline.step_catalog import StepInfo, StepInfos
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -41,9 +36,9 @@ OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM call
 class Checker:
     """Static checks that need more than the schema."""
 
-    def __init__(self, located: Located, catalog: StepCatalog, project_dir: Path):
+    def __init__(self, located: Located, infos: Mapping[str, StepInfo], project_dir: Path):
         self.located = located
-        self.catalog = catalog
+        self.infos = infos
         self.data: dict[str, Any] = located.data
         self.prompts_dir = project_dir / "prompts"
         self.schemas_dir = project_dir / "schemas"
@@ -80,14 +75,12 @@ class Checker:
                 self.text.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
         if "summary" in self.data:
             self._check_summary(self.data["summary"])
-        for where, message in result_field_problems(self.data):
-            self.add(where, message)
         if self.data.get("memo"):
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
         verdicts = verdicts_of(self.data, self.text.resolver)
-        for where, message in [*zero_temperature_repeats(self.data),
+        for where, message in [*result_field_problems(self.data), *zero_temperature_repeats(self.data),
                                *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
         return self.problems + self.text.problems + self.text.needs()
@@ -123,20 +116,20 @@ class Checker:
         self.text.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
         self.text.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
         for index, name in enumerate(memo.get("refresh") or []):
-            if name not in (self.data.get("output") or {}):
-                self.add(("memo", "refresh", index), unknown("output field", name, self.data.get("output") or {},
-                                                              "output fields"))
+            self._output_field(("memo", "refresh", index), name, open_fields=False)
 
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
         self.text.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
-        output = self.data.get("output") or {}
-        named: list[tuple[DataPath, str]] = [(("tracing", "assessments", i), name)
-                                             for i, name in enumerate(tracing.get("assessments") or [])]
+        for i, name in enumerate(tracing.get("assessments") or []):
+            self._output_field(("tracing", "assessments", i), name)
         if tracing.get("rationale"):
-            named.append((("tracing", "rationale"), tracing["rationale"]))
-        for where, name in named:
-            if name not in output and "output_base" not in self.data:
-                self.add(where, unknown("output field", name, output, "output fields"))
+            self._output_field(("tracing", "rationale"), tracing["rationale"])
+
+    def _output_field(self, where: DataPath, name: str, open_fields: bool = True) -> None:
+        """`name` is one of the output fields (or any name, when `open_fields` and output_base opens them)."""
+        output = self.data.get("output") or {}
+        if name not in output and not (open_fields and "output_base" in self.data):
+            self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
         from runner.inputs import ADAPTERS, adapter_names
@@ -160,8 +153,8 @@ class Checker:
                 self.all_ids[step_id] = (*base, i, "id")
                 self.step_data[step_id] = step
             nested = (step.get("with") or {}).get("steps")
-            if isinstance(nested, list) and step.get("uses") in self.catalog.infos and \
-                    self.catalog.infos[step["uses"]].substeps:
+            if isinstance(nested, list) and step.get("uses") in self.infos and \
+                    self.infos[step["uses"]].substeps:
                 self.collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
                                   (*base, i, "with", "steps"))
 
@@ -170,9 +163,9 @@ class Checker:
         seen = set(visible)
         for i, step in enumerate(steps):
             path = (*base, i)
-            info = self.catalog.infos.get(step["uses"])
+            info = self.infos.get(step["uses"])
             if info is None:
-                self.add((*path, "uses"), unknown("step type", step["uses"], self.catalog.infos))
+                self.add((*path, "uses"), unknown("step type", step["uses"], self.infos))
                 seen.add(step["id"])
                 continue
             args = step.get("with", {}) or {}
@@ -192,17 +185,15 @@ class Checker:
         nested = args.get("steps") if info.substeps else None
         own_args = {k: v for k, v in args.items() if k != "steps"} if info.substeps else args
         step_names = names | ({"error"} if step.get("on_error") == "default" else set())
-        sub_names = names | _sub_scope(info, args)
+        sub_names = names | set(info.sub_scope) | ({args["as"]} if isinstance(args.get("as"), str) else set())
         # A sub-step container's lazy fields (a loop's until, an output) may read its sub-steps.
         inner_visible = seen | {s["id"] for s in (nested or [])} if info.substeps else seen
         for key, value in own_args.items():
             if key == "examples" and info.name in EXAMPLE_STEPS:
                 continue                # data, not templates (runner/pipeline/examples.py)
-            if info.substeps and key in info.lazy_fields:
-                self.text.strings(value, (*path, "with", key), sub_names, inner_visible, bare=key in CONDITION_KEYS)
-            else:
-                self.text.strings(value, (*path, "with", key), names | set(info.own_scope), seen,
-                                  bare=key in CONDITION_KEYS)
+            lazy = info.substeps and key in info.lazy_fields
+            self.text.strings(value, (*path, "with", key), sub_names if lazy else names | set(info.own_scope),
+                              inner_visible if lazy else seen, bare=key in CONDITION_KEYS)
         if "if" in step:
             self.text.strings(step["if"], (*path, "if"), names, seen, bare=True)
         if "default" in step:
@@ -212,35 +203,29 @@ class Checker:
         self._check_named_things(info, args, path, names, seen)
         for where, message in info.static_problems(args, self.shapes):
             self.add((*path, "with", *where), message)
-        self._check_meaning(step["uses"], info, args, path, names)
         if nested:
             self._check_steps(nested, (*path, "with", "steps"), sub_names, seen)
 
-    def _check_meaning(self, uses: str, info: StepInfo, args: dict[str, Any], path: DataPath,
-                       names: set[str]) -> None:
-        """What the step's arguments mean: its models all disabled, a quorum no jury can reach,
-        a foreach over a single value (runner/checks/semantics.py)."""
+    def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
+                            names: set[str], seen: set[str]) -> None:
+        """The models, prompt files and schema files a step names, and what its arguments mean:
+        its models all disabled, a quorum no jury can reach, a foreach over a single value
+        (runner/checks/semantics.py)."""
         for key in info.model_fields:
-            named = [name for _, name in _names_in(args.get(key))]
-            problem = disabled_models_problem(named, self.models, uses)
-            if problem:
-                self.add((*path, "with", key), problem)
-            problem = quorum_problem(args.get("vote"), named) if "vote" in args else None
-            if problem:
-                self.add((*path, "with", "vote", "quorum"), problem)
+            entries = list(_names_in(args.get(key)))
+            for index, name in entries:
+                if name not in self.models:
+                    self.add((*path, "with", key) + ((index,) if index is not None else ()),
+                             unknown("model", name, self.models, "defined"))
+            named = [name for _, name in entries]
+            for at, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
+                                (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
+                if problem:
+                    self.add((*path, "with", *at), problem)
         if info.substeps and "items" in args:
             problem = foreach_problem(args["items"], self.text.resolver, names)
             if problem:
                 self.add((*path, "with", "items"), problem)
-
-    def _check_named_things(self, info: StepInfo, args: dict[str, Any], path: DataPath,
-                            names: set[str], seen: set[str]) -> None:
-        for key in info.model_fields:
-            value = args.get(key)
-            for index, name in _names_in(value):
-                where = (*path, "with", key) + ((index,) if index is not None else ())
-                if name not in self.models:
-                    self.add(where, unknown("model", name, self.models, "defined"))
         for key in info.template_fields:
             for where, value in _template_texts(args.get(key), (*path, "with", key)):
                 if isinstance(value, str) and not templating.is_template(value) and value.endswith(".j2"):
@@ -283,7 +268,7 @@ class Checker:
         """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""
         if step_id not in self.results:
             step = self.step_data[step_id]
-            info = self.catalog.infos.get(step["uses"])
+            info = self.infos.get(step["uses"])
             self.results[step_id] = step_shape(info.result_schema if info else None, step.get("with") or {},
                                                step.get("on_error"), step.get("default"), self.shapes)
         return self.results[step_id]
@@ -293,18 +278,21 @@ class Checker:
                 if isinstance(s, dict) and s.get("id") in self.step_data}
 
 
+def verdict_values(pipeline: Pipeline) -> list[str] | None:
+    """The values a pipeline's verdict (the `summary.count_by` output field) can take, when they are
+    few and known before the run: an answer schema's enum (with a jury's on_tie and on_all_failed),
+    a decide step's literal verdicts, a conditional's literals; None when open. Feedback checks a
+    label against them (runner/stores/reviews.py); run.json keeps them (`pipeline.verdicts`)."""
+    checker = Checker(pipeline.located, StepInfos(), pipeline.project_dir)
+    checker.collect_ids(pipeline.located.data["steps"], ("steps",))
+    return verdicts_of(pipeline.located.data, checker.text.resolver)
+
+
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
     """A prompt field's texts: itself, or each message's `content` (an llm step's `messages`)."""
     if not isinstance(value, list):
         return iter([(path, value)])
     return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
-
-
-def _sub_scope(info: StepInfo, args: dict[str, Any]) -> set[str]:
-    names = set(info.sub_scope)
-    if isinstance(args.get("as"), str):
-        names.add(args["as"])
-    return names
 
 
 def _names_in(value: Any) -> Iterator[tuple[int | None, str]]:

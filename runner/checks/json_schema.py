@@ -1,13 +1,16 @@
-"""JSON Schema validation with every error mapped back to its YAML line and column."""
+"""JSON Schema validation with every error mapped back to its YAML line and column, and the
+declared type and range of each param (runner/pipeline/params.py) checked against the file's
+values and every `--set` before anything runs (`param_problems`)."""
 
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.errors import Problem, did_you_mean
+from runner.errors import Problem, did_you_mean, unknown
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -25,10 +28,7 @@ PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"
 
 def read_schema(*parts: str) -> dict[str, Any]:
     """A schema shipped with runner, e.g. read_schema("steps", "jury.schema.json")."""
-    resource = SCHEMA_ROOT
-    for part in parts:
-        resource = resource / part
-    return json.loads(resource.read_text(encoding="utf-8"))
+    return json.loads(SCHEMA_ROOT.joinpath(*parts).read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
@@ -68,10 +68,7 @@ def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
                     base: DataPath = ()) -> list[Problem]:
     """Every schema error of `data` (found at `base` in the file) as located problems."""
-    problems: list[Problem] = []
-    for error in validator_for(schema).iter_errors(data):
-        problems.extend(_explain(located, error, base))
-    return problems
+    return [problem for error in validator_for(schema).iter_errors(data) for problem in _explain(located, error, base)]
 
 
 def _explain(located: Located, error: ValidationError, base: DataPath) -> list[Problem]:
@@ -118,3 +115,37 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
 def _short(error: ValidationError) -> str:
     message = error.message
     return message if len(message) <= 200 else message[:197] + "..."
+
+
+def param_problems(located: Located) -> list[Problem]:
+    data = located.data
+    params: dict[str, Any] = data.get("params") or {}
+    problems: list[Problem] = []
+    for name, schema in (data.get("params_schema") or {}).items():
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+        if name not in params:
+            problems.append(located.problem(("params_schema", name), unknown("param", name, params, "params"),
+                                            key=True))
+            continue
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            problems.append(located.problem(("params", name), f"its declaration is not a valid JSON Schema: "
+                                                              f"{exc.message}", key=True))
+            continue
+        problems.extend(schema_problems(located, params[name], schema, ("params", name)))
+    for name, value in params.items():
+        if _holds_nan(value):     # NaN passes every minimum and maximum: never a usable tunable
+            problems.append(located.problem(("params", name), "NaN is not a usable value"))
+    return problems
+
+
+def _holds_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, dict):
+        return any(_holds_nan(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_nan(v) for v in value)
+    return False

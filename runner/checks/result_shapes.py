@@ -200,18 +200,9 @@ def step_field_reads(tree: nodes.Template) -> Iterator[tuple[str, tuple[str, ...
     """(step id, fields read) for every `steps.X.A.B` (or `steps['X']['A']`) in a template."""
     called = {id(call.node) for call in tree.find_all(nodes.Call)}
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        chain: list[str | None] = []
-        current: nodes.Node = node
-        while isinstance(current, (nodes.Getattr, nodes.Getitem)):
-            if isinstance(current, nodes.Getattr):
-                chain.append(current.attr)
-            else:
-                arg = current.arg
-                chain.append(arg.value if isinstance(arg, nodes.Const) and isinstance(arg.value, str) else None)
-            current = current.node
-        if not (isinstance(current, nodes.Name) and current.name == "steps"):
+        root, chain = templating.attribute_chain(node)
+        if not (isinstance(root, nodes.Name) and root.name == "steps"):
             continue
-        chain.reverse()
         if id(node) in called:          # `steps.x.output.get(...)`: a method, not a field
             chain = chain[:-1]
         if None in chain:               # a computed key: only what comes before it is checked

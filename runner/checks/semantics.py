@@ -1,10 +1,12 @@
-"""Checks of what a pipeline means, beyond its shape and its names: comparisons that can
-never hold or cannot be made, a `foreach` over what is not a list, and a step whose every
-model is disabled. Each says what is wrong and the fix; each is built on what is known
-before the run (runner/checks/static_values.py), so nothing it cannot know is refused.
+"""Checks of what a pipeline means, beyond its shape and its names: comparisons that can never hold
+or cannot be made, a `foreach` over what is not a list, a step whose every model is disabled,
+and `repeat:` samples that could only repeat one answer (N samples, with no temperature of the
+step's own, from models at temperature 0: every item would look perfectly stable). Each says
+what is wrong and the fix; each is built on what is known before the run
+(runner/checks/static_values.py), so nothing it cannot know is refused.
 
-(The checks a step type owns live with it: a jury's vote method against its field's type,
-a decide's rules that can never apply; see `static_problems` of each step type.)"""
+(The checks a step type owns live with it: a jury's vote method against its field's type, a
+decide's rules that can never apply; see `static_problems` of each step type.)"""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from jinja2 import nodes
 
 from runner.checks.static_values import Known, Resolver, show
 from runner.errors import did_you_mean
+from runner.pipeline.step_catalog import walk_steps
+from runner.yamlpos import Path as DataPath
 
 _ORDERING = {"lt": "<", "lteq": "<=", "gt": ">", "gteq": ">="}
 _EQUALITY = {"eq": "==", "ne": "!=", "in": "in", "notin": "not in"}
@@ -105,3 +109,31 @@ def quorum_problem(vote: Any, named: list[str]) -> str | None:
         return None
     return (f"quorum {quorum} is more than the {len(named)} model(s) this jury names, so no item can reach a "
             f"verdict; lower it to {len(named)} or fewer, or name more models")
+
+
+SAMPLED_STEPS = {"llm": "model", "jury": "models"}
+
+
+def zero_temperature_repeats(data: Mapping[str, Any]) -> list[tuple[DataPath, str]]:
+    models = data.get("models") or {}
+    problems: list[tuple[DataPath, str]] = []
+    for path, step in walk_steps(data.get("steps")):
+        args: dict[str, Any] = step["with"] if isinstance(step.get("with"), dict) else {}
+        repeat, key = args.get("repeat"), SAMPLED_STEPS.get(str(step.get("uses")))
+        if key is None or not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 2 \
+                or "temperature" in args:
+            continue
+        named = args.get(key)
+        names = [str(n) for n in (named if isinstance(named, list) else [named])]
+        cold = [n for n in names if isinstance(models.get(n), dict) and _zero(models[n].get("temperature"))]
+        if cold:
+            problems.append(((*path, "with", "repeat"),
+                             f"{repeat} samples of {', '.join(cold)} at temperature 0 (models.{cold[0]}.temperature) "
+                             f"are one answer drawn {repeat} times: set a temperature above 0 on the step "
+                             "(e.g. temperature: 0.7)"))
+    return problems
+
+
+def _zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+

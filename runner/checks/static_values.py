@@ -17,9 +17,14 @@ from jinja2 import nodes
 
 import runner.templating.sandbox as templating
 
-_NUMBER_FILTERS = {"int", "float", "round", "abs", "length", "count", "sum"}
-_TEXT_FILTERS = {"string", "lower", "upper", "trim", "title", "capitalize", "format", "join", "replace",
-                 "truncate", "tojson", "normalize", "sha256"}
+# The kind of what a filter returns, whatever it is given.
+_FILTER_KINDS = {**dict.fromkeys(("int", "float", "round", "abs", "length", "count", "sum"), "number"),
+                 **dict.fromkeys(("string", "lower", "upper", "trim", "title", "capitalize", "format", "join",
+                                  "replace", "truncate", "tojson", "normalize", "sha256"), "string"),
+                 "list": "array"}
+# The kind of what an expression node makes, whatever it holds.
+_NODE_KINDS = ((nodes.Compare, "boolean"), (nodes.Not, "boolean"), (nodes.Test, "boolean"), (nodes.List, "array"),
+               (nodes.Tuple, "array"), (nodes.Dict, "object"), (nodes.Concat, "string"))
 _JSON_KINDS = {"integer": "number", "number": "number", "string": "string", "boolean": "boolean",
                "array": "array", "object": "object", "null": "null"}
 
@@ -115,14 +120,9 @@ class Resolver:
     def of_node(self, node: nodes.Node, names: set[str]) -> Known | None:
         if isinstance(node, nodes.Const):
             return of_value(node.value)
-        if isinstance(node, (nodes.Compare, nodes.Not, nodes.Test)):
-            return Known(frozenset({"boolean"}))
-        if isinstance(node, (nodes.List, nodes.Tuple)):
-            return Known(frozenset({"array"}))
-        if isinstance(node, nodes.Dict):
-            return Known(frozenset({"object"}))
-        if isinstance(node, nodes.Concat):
-            return Known(frozenset({"string"}))
+        kind = next((kind for cls, kind in _NODE_KINDS if isinstance(node, cls)), None)
+        if kind is not None:
+            return Known(frozenset({kind}))
         if isinstance(node, nodes.CondExpr):
             other = self.of_node(node.expr2, names) if node.expr2 is not None else of_value(None)
             return union(self.of_node(node.expr1, names), other)
@@ -133,30 +133,18 @@ class Resolver:
         return None
 
     def _filtered(self, node: nodes.Filter, names: set[str]) -> Known | None:
-        if node.name in _NUMBER_FILTERS:
-            return Known(frozenset({"number"}))
-        if node.name in _TEXT_FILTERS:
-            return Known(frozenset({"string"}))
-        if node.name == "list":
-            return Known(frozenset({"array"}))
+        if node.name in _FILTER_KINDS:
+            return Known(frozenset({_FILTER_KINDS[node.name]}))
         if node.name in ("default", "d") and node.node is not None:
             fallback = self.of_node(node.args[0], names) if node.args else of_value("")
             return union(self.of_node(node.node, names), fallback)
         return None
 
     def _read(self, node: nodes.Node, names: set[str]) -> Known | None:
-        chain: list[str] = []
-        while isinstance(node, (nodes.Getattr, nodes.Getitem)):
-            if isinstance(node, nodes.Getattr):
-                chain.append(node.attr)
-            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                chain.append(node.arg.value)
-            else:
-                return None
-            node = node.node
-        if not isinstance(node, nodes.Name) or node.name not in names:
+        node, read = templating.attribute_chain(node)
+        chain = [part for part in read if part is not None]
+        if len(chain) < len(read) or not isinstance(node, nodes.Name) or node.name not in names:
             return None
-        chain.reverse()
         if node.name == "params":
             return self._walk_value(self.params, chain)
         if node.name == "steps" and chain and chain[0] in self.step_ids:

@@ -47,14 +47,9 @@ def scaffold_files(name: str) -> dict[str, str]:
 
 def scaffold(root: Path, name: str) -> list[str]:
     """Write the judge's files under `root`; refuse (naming the file) when any exists, before writing any."""
-    from runner.fileio import atomic_write
+    from runner.pipeline.files import write_new_files
     files = scaffold_files(name)
-    for relative in files:
-        if (root / relative).exists():
-            raise RunnerError(f"{relative} already exists: runner init writes no file over another "
-                              f"(choose another name, or move it)")
-    for relative, text in files.items():
-        atomic_write(root / relative, text)
+    write_new_files(root, files, "runner init", "name")
     return list(files)
 
 

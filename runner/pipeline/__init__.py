@@ -5,5 +5,5 @@ the parts its `pipeline` steps run (`parts`), the plugins it names (`plugins`), 
 and `examples:`, and the step types it may use (`step_catalog`). The loader runs the checks of
 runner/checks/ on every pipeline not already found valid (`validated`).
 
-Beside them: the values a verdict can take (`verdicts`), formulas parsed without eval (`formula`), the editor's schema
-(`editor_schema`), and `runner import openai-evals`' pipeline (`openai_evals`, `openai_graders`)."""
+Beside them: formulas parsed without eval (`formula`), the editor's schema (`editor_schema`),
+and `runner import openai-evals`' pipeline (`openai_evals`, `openai_graders`)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runner.errors import Problem, unknown
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -29,36 +30,21 @@ def apply_defaults(located: Located, step_types: Iterable[str]) -> list[Problem]
     known = set(step_types)
     problems = [located.problem(("defaults", name), unknown("step type", name, known), key=True)
                 for name in defaults if name not in known]
-    _fill(located, data.get("steps"), ("steps",), defaults)
-    return problems
-
-
-def _fill(located: Located, steps: Any, base: DataPath, defaults: dict[str, Any]) -> None:
-    if not isinstance(steps, list):
-        return
-    for i, step in enumerate(steps):
-        if not isinstance(step, dict):
-            continue
+    for path, step in walk_steps(data.get("steps")):
         given = defaults.get(str(step.get("uses")))
         if isinstance(given, dict):
             if "on_error" not in step and given.get("on_error") in ON_ERROR:
-                _take(located, step, given, "on_error", (*base, i))
+                _take(located, step, given, "on_error", path)
             if "default" not in step and "default" in given and step.get("on_error") == "default":
-                _take(located, step, given, "default", (*base, i))
-        args = step.get("with")
-        if isinstance(args, dict):
-            _fill(located, args.get("steps"), (*base, i, "with", "steps"), defaults)
+                _take(located, step, given, "default", path)
+    return problems
 
 
 def _take(located: Located, step: dict[str, Any], given: dict[str, Any], key: str, path: DataPath) -> None:
+    """`defaults:`'s `key` written into the step, every position at or below it copied along."""
     step[key] = copy.deepcopy(given[key])
-    _copy_positions(located, ("defaults", step["uses"], key), (*path, key))
-
-
-def _copy_positions(located: Located, source: DataPath, target: DataPath) -> None:
-    """Every position at or below `source` also at the same place below `target`."""
-    size = len(source)
+    source, target = ("defaults", step["uses"], key), (*path, key)
     tables: list[dict[DataPath, Any]] = [located.value_pos, located.key_pos, located.origins]
     for table in tables:
-        for path, where in [(p, w) for p, w in table.items() if p[:size] == source]:
-            table[(*target, *path[size:])] = where
+        for at, where in [(p, w) for p, w in table.items() if p[:len(source)] == source]:
+            table[(*target, *at[len(source):])] = where

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import runner.templating.sandbox as templating
+from runner.checks.result_shapes import ShapeContext
 from runner.errors import ConfigError, InputError, Problem
-from runner.fileio import read_json, read_json_lines
+from runner.fileio import read_json_lines
 from runner.pipeline.files import named_file
 from runner.pipeline.model import StepSpec
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -30,17 +31,11 @@ EXAMPLE_KEYS = {"item", "answer", "key"}
 MOST_EXAMPLES = 200
 
 
-def _steps(data: Any, base: DataPath) -> Iterator[tuple[DataPath, dict[str, Any]]]:
+def _steps(data: Any) -> Iterator[tuple[DataPath, dict[str, Any]]]:
     """(path, with:) of every llm and jury step with `examples:`, nested ones too."""
-    for index, step in enumerate(data if isinstance(data, list) else []):
-        if not isinstance(step, dict):
-            continue
-        args = step.get("with")
-        if not isinstance(args, dict):
-            continue
-        if step.get("uses") in EXAMPLE_STEPS and "examples" in args:
-            yield (*base, index, "with"), args
-        yield from _steps(args.get("steps"), (*base, index, "with", "steps"))
+    for path, step in walk_steps(data):
+        if step.get("uses") in EXAMPLE_STEPS and isinstance(step.get("with"), dict) and "examples" in step["with"]:
+            yield (*path, "with"), step["with"]
 
 
 def _file_of(located: Located, path: DataPath, name: str, project_dir: Path) -> tuple[Path | None, str]:
@@ -55,21 +50,9 @@ def _file_of(located: Located, path: DataPath, name: str, project_dir: Path) -> 
 
 def example_files(located: Located, project_dir: Path) -> list[Path]:
     """The examples files a pipeline names (part of what a validated pipeline is made of)."""
-    found = []
-    for path, args in _steps(located.data.get("steps"), ("steps",)):
-        if isinstance(args["examples"], str):
-            file, _ = _file_of(located, (*path, "examples"), args["examples"], project_dir)
-            if file is not None:
-                found.append(file)
-    return found
-
-
-def read_examples(file: Path) -> list[tuple[int, Any]]:
-    """(line, example) of a JSONL examples file; InputError when it cannot be read or parsed."""
-    rows = list(read_json_lines(file))
-    if len(rows) > MOST_EXAMPLES:
-        raise InputError(f"{file}: {len(rows)} examples; at most {MOST_EXAMPLES} (each is sent with every call)")
-    return rows
+    files = (_file_of(located, (*path, "examples"), args["examples"], project_dir)[0]
+             for path, args in _steps(located.data.get("steps")) if isinstance(args["examples"], str))
+    return [file for file in files if file is not None]
 
 
 def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> tuple[list[tuple[str, Any]], str]:
@@ -82,22 +65,12 @@ def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> 
     if file is None:
         return [], f"examples file {reason}"
     try:
-        return [(f"{value} line {line}", example) for line, example in read_examples(file)], ""
+        rows = list(read_json_lines(file))
     except InputError as exc:
         return [], str(exc)
-
-
-def _answer_schema(args: dict[str, Any], schemas_dir: Path) -> dict[str, Any] | None:
-    schema = args.get("output_schema")
-    if isinstance(schema, dict):
-        return schema
-    if isinstance(schema, str) and not templating.is_template(schema) and not schema.lstrip().startswith("{"):
-        try:
-            loaded = read_json(schemas_dir / schema)
-        except InputError:
-            return None                         # the loader reports the schema file itself
-        return loaded if isinstance(loaded, dict) else None
-    return None
+    if len(rows) > MOST_EXAMPLES:
+        return [], f"{file}: {len(rows)} examples; at most {MOST_EXAMPLES} (each is sent with every call)"
+    return [(f"{value} line {line}", example) for line, example in rows], ""
 
 
 def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | None) -> str | None:
@@ -124,13 +97,13 @@ def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | 
 def example_problems(located: Located, project_dir: Path) -> list[Problem]:
     """Every example of every llm and jury step, read and checked against its answer schema."""
     problems: list[Problem] = []
-    for path, args in _steps(located.data.get("steps"), ("steps",)):
+    for path, args in _steps(located.data.get("steps")):
         where = (*path, "examples")
         examples, reason = _loaded(located, where, args["examples"], project_dir)
         if reason:
             problems.append(located.problem(where, reason))
             continue
-        schema = _answer_schema(args, project_dir / "schemas")
+        schema = ShapeContext(project_dir / "schemas").answer_schema(args.get("output_schema"))
         for place, example in examples:
             problem = _shape_problem(example, args, schema)
             if problem:

@@ -1,25 +1,13 @@
-"""`extends:`: a pipeline as a base file plus overrides (a variant).
-
-`extends: citation_judge.yaml` names the base, relative to the variant's own folder and
-inside the project; every other top-level key of the variant is laid over the base:
-
-- mappings merge, key by key (so `params: {quote_threshold: 0.95}` changes one param and
-  `models: {local: {temperature: 0.2}}` one field of one model);
-- lists and scalars replace what the base says;
-- `steps` (at the top and inside a step's `with:`) are patched by `id`: an entry whose id
-  the base has merges into that step; a new step says where it goes with `after: ID` or
-  `before: ID`; `{id: ID, remove: true}` removes one. An id the base does not have, with no
-  place, is an error (a misspelt id would otherwise add a step). An id is named once in a
-  list: a second entry for it is refused at both places, not laid over the first (a second
-  entry is as often a misspelt id as a second change; one entry holds all of a step's).
-- a param the base does not have must be declared (`{default: ..., type: ...}`): a plain
-  value under an unknown name is refused as the misspelling it almost always is;
-- `name` is the variant's file name (without .yaml) unless the variant gives one.
-
-A base may itself extend another file (a chain, at most MAX_EXTENDS_DEPTH files below the
-first); a file that extends itself, directly or through others, is an error naming the
-chain. The merged pipeline keeps, for every value, the file, line and column that wrote it:
-an error is located where the wrong value is."""
+"""`extends:`: a pipeline as a base file plus overrides (a variant; docs/pipeline-language.md
+shows one). Every top-level key of the variant but `extends` is laid over the base: mappings
+merge key by key, lists and scalars replace, and `steps` (at the top and in a step's `with:`)
+are patched by `id` (`after: ID`/`before: ID` place a new step, `remove: true` drops one). An id
+the base lacks with no place, an id named twice in one list, and a plain value under a param
+name the base lacks (a new param needs `{default: ..., type: ...}`) are refused, as the
+misspellings they almost always are; `name` is the variant's file name unless it gives one.
+The base is named relative to the variant and stays inside the project; a chain of bases is
+at most MAX_EXTENDS_DEPTH files below the first and never a cycle. The merged pipeline keeps
+each value's file, line and column, so an error is located where the wrong value was written."""
 
 from __future__ import annotations
 
@@ -29,6 +17,7 @@ from typing import Any
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.pipeline.files import display, named_file, read_located
 from runner.pipeline.params import declared_params, typed_defaults
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -40,63 +29,48 @@ def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, li
     """`located` (read from `file`) with its params read into two blocks and its `extends:`
     chain merged in (then each param declared by a plain default typed); and the files it came
     from, itself first."""
-    expanded, files = _Expansion(project_dir).run(located, file, ())
+    expanded, files = _expand(located, file, project_dir, ())
     typed_defaults(expanded)
     return expanded, files
 
 
-class _Expansion:
-    def __init__(self, project_dir: Path):
-        self.project_dir = project_dir
-
-    def run(self, located: Located, file: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
-        problems = declared_params(located)
-        data = located.data
-        if "extends" not in data:
-            problems += _stray_placing(located, data.get("steps"), ("steps",))
-            if problems:
-                raise ConfigError(problems)
-            return located, [file]
-        name = data["extends"]
-        base_file, reason = named_file(file, name, self.project_dir) if isinstance(name, str) else \
-            (None, "`extends:` names one pipeline file")
-        if base_file is None:
-            raise ConfigError([*problems, located.problem(("extends",), reason)])
-        here = [*chain, file.resolve()]
-        if len(here) > MAX_EXTENDS_DEPTH:
-            raise ConfigError([*problems, located.problem(("extends",), (
-                f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
-                "let a variant extend a base nearer the top"))])
-        if base_file in here:
-            cycle = " -> ".join(display(f) for f in [*here, base_file])
-            raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
-        base = read_located(base_file)
-        if not isinstance(base.data, dict):
-            raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
-        base, sources = self.run(base, base_file, tuple(here))
-        merged = _Merge(located, base)
-        merged.top()
-        problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"), ("steps",))
+def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
+    problems = declared_params(located)
+    data = located.data
+    if "extends" not in data:
+        problems += _stray_placing(located, data.get("steps"))
         if problems:
             raise ConfigError(problems)
-        return merged.out, [file, *sources]
+        return located, [file]
+    name = data["extends"]
+    base_file, reason = named_file(file, name, project_dir) if isinstance(name, str) else \
+        (None, "`extends:` names one pipeline file")
+    if base_file is None:
+        raise ConfigError([*problems, located.problem(("extends",), reason)])
+    here = [*chain, file.resolve()]
+    if len(here) > MAX_EXTENDS_DEPTH:
+        raise ConfigError([*problems, located.problem(("extends",), (
+            f"the extends chain is deeper than {MAX_EXTENDS_DEPTH} files (the limit), from {display(here[0])}: "
+            "let a variant extend a base nearer the top"))])
+    if base_file in here:
+        cycle = " -> ".join(display(f) for f in [*here, base_file])
+        raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
+    base = read_located(base_file)
+    if not isinstance(base.data, dict):
+        raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
+    base, sources = _expand(base, base_file, project_dir, tuple(here))
+    merged = _Merge(located, base)
+    problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
+    if problems:
+        raise ConfigError(problems)
+    return merged.out, [file, *sources]
 
 
-def _stray_placing(located: Located, steps: Any, path: DataPath) -> list[Problem]:
+def _stray_placing(located: Located, steps: Any) -> list[Problem]:
     """`after:`, `before:` and `remove:` outside a variant: they would be ignored."""
-    found: list[Problem] = []
-    for index, step in enumerate(steps if isinstance(steps, list) else []):
-        if not isinstance(step, dict):
-            continue
-        for key in PLACING:
-            if key in step:
-                found.append(located.problem((*path, index, key), f"`{key}:` places a step of a variant (a file "
-                                             "with `extends:`) among its base's steps: this step has none to be "
-                                             "placed among", key=True))
-        nested = step.get("with")
-        if isinstance(nested, dict):
-            found += _stray_placing(located, nested.get("steps"), (*path, index, "with", "steps"))
-    return found
+    return [located.problem((*path, key), f"`{key}:` places a step of a variant (a file with `extends:`) among its "
+                            "base's steps: this step has none to be placed among", key=True)
+            for path, step in walk_steps(steps) for key in PLACING if key in step]
 
 
 Side = tuple[Located, DataPath]       # a value's file and its path there
@@ -109,9 +83,7 @@ class _Merge:
         self.variant, self.base = variant, base
         self.out = Located(variant.file, None)
         self.problems: list[Problem] = []
-
-    def top(self) -> None:
-        over = {k: v for k, v in self.variant.data.items() if k != "extends"}
+        over = {k: v for k, v in variant.data.items() if k != "extends"}
         self.out.data = self.mapping(self.base.data, (self.base, ()), over, (self.variant, ()), ())
         if "name" not in self.variant.data:
             self.out.data["name"] = Path(self.variant.file).stem
@@ -194,8 +166,7 @@ class _Merge:
                 continue
             if step_id in ids:
                 index = ids.index(step_id)
-                found = order.pop(index)
-                found = (step_id, found[1], j)
+                found = (step_id, order.pop(index)[1], j)
             elif not place:
                 self._unknown(where, step_id, ids, "is new: say where it goes with `after: ID` or `before: ID`")
                 continue

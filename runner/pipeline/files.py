@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from runner.errors import RunnerError
+from runner.fileio import atomic_write
 from runner.paths import FILE_TOO_LARGE, OK, regular_file
 from runner.yamlpos import Located, load_located
 
@@ -56,6 +57,17 @@ def named_file(owner: Path, name: str, project_dir: Path) -> tuple[Path | None, 
     if regular_file(found)[1] != OK:
         return None, f"'{name}' not found ({display(found)})"
     return found, ""
+
+
+def write_new_files(root: Path, files: dict[str, str], command: str, choice: str) -> None:
+    """Write `files` (project-relative path -> text) under `root`, as `runner init` and `runner
+    import` do; refuse, naming the first that exists, before writing any."""
+    taken = [relative for relative in files if (root / relative).exists()]
+    if taken:
+        raise RunnerError(f"{taken[0]} already exists: {command} writes no file over another (choose another "
+                          f"{choice}, or move it)")
+    for relative, text in files.items():
+        atomic_write(root / relative, text)
 
 
 def sha256_of(file: Path) -> str:

@@ -109,14 +109,12 @@ def _value(node: ast.expr, numbers: Mapping[str, float]) -> float:
         left, right = _value(node.left, numbers), _value(node.right, numbers)
         if type(node.op) in (ast.Pow, ast.BitXor) and abs(right) > BIGGEST_POWER:
             raise FormulaError(f"an exponent of {right}: at most {BIGGEST_POWER}")
-        return _real(ast.unparse(node), BINARY[type(node.op)](left, right))
+        value = BINARY[type(node.op)](left, right)
+        if isinstance(value, complex):          # a negative number to a fractional power: no score is complex
+            raise FormulaError(f"{ast.unparse(node)} is the complex number {value:g}: a negative number to a "
+                               "fractional power")
+        return float(value)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return float(FUNCTIONS[node.func.id](*(_value(arg, numbers) for arg in node.args)))
     raise FormulaError(f"{type(node).__name__} is not allowed in a formula")
 
-
-def _real(part: str, value: float | complex) -> float:
-    """A part's number: a negative number to a fractional power is complex, which no score is."""
-    if isinstance(value, complex):
-        raise FormulaError(f"{part} is the complex number {value:g}: a negative number to a fractional power")
-    return float(value)

@@ -1,11 +1,7 @@
-"""Pipeline file -> validated, typed Pipeline. Every problem is reported at once.
-
-The loader reads and composes: the file, the bases it `extends:`, `defaults:`, `--set`, its
-parts, plugins, probes and examples. It checks the result against the pipeline schema and runs
-the checks of runner/checks/ (`Checker`: references between steps, models, params, env vars,
-prompt and schema files, every expression), unless the run's `validated` marker knows the
-pipeline as it is now; it knows nothing of what a step does beyond the StepInfo the catalog
-gives it."""
+"""Pipeline file -> validated, typed Pipeline, every problem reported at once: the file read and
+composed (`extends:`, `defaults:`, `--set`, parts, plugins, probes, examples), then checked
+against the pipeline schema and by runner/checks/ unless the run's `validated` marker knows it
+as it is now. It knows nothing of what a step does beyond the StepInfo of its type."""
 
 from __future__ import annotations
 
@@ -14,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.checks.checker import Checker
-from runner.checks.json_schema import pipeline_schema, schema_problems
-from runner.checks.param_types import param_problems
+from runner.checks.json_schema import param_problems, pipeline_schema, schema_problems
 from runner.errors import ConfigError
 from runner.pipeline.defaults import apply_defaults
 from runner.pipeline.examples import example_files, example_problems, with_examples
@@ -26,15 +21,14 @@ from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, plugin_specs
 from runner.pipeline.probes import probes_of, with_probe_file
-from runner.pipeline.step_catalog import StepCatalog
+from runner.pipeline.step_catalog import StepInfos
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
 
 def load_pipeline(path: str | Path, overrides: list[str] | None = None,
-                  catalog: StepCatalog | None = None, validated: ValidatedPipelines | None = None,
-                  project_dir: Path | None = None) -> Pipeline:
+                  validated: ValidatedPipelines | None = None, project_dir: Path | None = None) -> Pipeline:
     """The typed pipeline, or ConfigError with every problem. With `validated` (runs and renders), a
     pipeline already found valid as it is now skips the checks. `project_dir`: the folder holding
     pipelines/, prompts/, schemas/ (default: the file's folder's parent; a part's is its caller's)."""
@@ -47,24 +41,24 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
         project_dir = project_dir or file.resolve().parent.parent
         located, sources = expand(located, file, project_dir)
         sources += with_probe_file(located, project_dir)
-        # A custom catalog's checks are its own; a pipeline's plugins are code that may change what
-        # is valid without the pipeline changing: such pipelines are checked every time.
-        memo = validated if catalog is None and not located.data.get("plugins") else None
-        catalog = catalog or StepCatalog.builtin()
+        # A pipeline's plugins are code that may change what is valid without the pipeline
+        # changing: such pipelines are checked every time.
+        memo = validated if not located.data.get("plugins") else None
+        infos = StepInfos()
         if overrides:
-            apply_overrides(located, overrides, pipeline_schema(), catalog)
+            apply_overrides(located, overrides, pipeline_schema(), infos)
         sources += part_files(project_dir, located.data.get("steps")) + example_files(located, project_dir)
         fingerprint = memo.fingerprint(located.data, file, project_dir, sources) if memo else ""
         if memo and memo.known(fingerprint):
-            apply_defaults(located, catalog.infos)
+            apply_defaults(located, infos)
             return _build(located, file, project_dir, sources)
         problems = schema_problems(located, located.data, pipeline_schema())
         if not problems:         # the plugins' step types, adapters and filters, before anything is checked
             problems = plugin_problems(located, project_dir)
         if not problems:         # then every step type is known: the failure defaults by type
-            problems = apply_defaults(located, catalog.infos)
+            problems = apply_defaults(located, infos)
         if not problems:
-            problems = Checker(located, catalog, project_dir).run() + param_problems(located) \
+            problems = Checker(located, infos, project_dir).run() + param_problems(located) \
                 + example_problems(located, project_dir)
         if problems:
             raise ConfigError(problems)

@@ -1,14 +1,9 @@
-"""`runner import openai-evals FILE`: an OpenAI eval (its `testing_criteria` and
-`data_source_config`, as the Evals API returns or takes it) or one grader object, as a runner
-pipeline with its prompts, answer schemas and (with --allow-python) plugins, written into a
-project as `runner init` writes a judge: nothing over an existing file, and checked once written.
-
-The pipeline reads the Evals JSONL rows as they are (`{"item": {...}, "sample": {...}}`, input
-`namespaces: [item, sample]`), so the graders' templates keep their `item.` and `sample.` names.
-Each grader is a result field of its name (`label`/`score`, `passed`) and a pass rate of its
-name in summary.json; `passed` is every grader passed, and its rate the share of rows that did.
-Anything that cannot be brought over is refused with the JSON path where it is (`--skip TYPE`
-leaves the graders of a type out, saying so); runner/pipeline/openai_graders.py has the graders."""
+"""`runner import openai-evals FILE` (docs/openai-evals.md): an OpenAI eval (its
+`testing_criteria` and `data_source_config`) or one grader object, as a runner pipeline with its
+prompts, answer schemas and (with --allow-python) plugins, written into a project as `runner
+init` writes a judge: nothing over an existing file, and checked once written. The pipeline
+reads the Evals JSONL rows as they are (`namespaces: [item, sample]`); `passed` is every grader
+passed. A refusal names its JSON path (`--skip TYPE` leaves a type's graders out, saying so)."""
 
 from __future__ import annotations
 
@@ -20,8 +15,8 @@ from typing import Any
 import yaml
 
 from runner.errors import RunnerError
-from runner.fileio import atomic_write, read_json
-from runner.pipeline.files import PIPELINE_NAME
+from runner.fileio import read_json
+from runner.pipeline.files import PIPELINE_NAME, write_new_files
 from runner.pipeline.openai_graders import Converted, Refusal, add_grader, step_id
 
 GENERATING = ("completions", "responses")       # run data sources whose samples a model makes
@@ -78,7 +73,7 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
     if not out.passed:
         raise RunnerError(f"{file}: no grader left to import" + (" (every one skipped)" if skipped else ""))
     files = {f"pipelines/{name}.yaml": _pipeline_text(out, graders, file), **out.files}
-    _write(root, files)
+    write_new_files(root, files, "runner import", "--name")
     _check(root, name, files)
     return Imported(name, list(files), skipped, sorted(out.models))
 
@@ -128,16 +123,6 @@ def _pipeline_text(out: Converted, graders: list[str], file: Path) -> str:
     # on every grader having passed, as the eval's testing criteria do, not on its first grader
     pipeline["summary"] = {"pass_when": "result.passed", "rates": {"passed": "result.passed", **rates}}
     return yaml.safe_dump(pipeline, sort_keys=False, allow_unicode=True, width=110)
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    taken = [relative for relative in files if (root / relative).exists()]
-    if taken:
-        raise RunnerError(f"{taken[0]} already exists: runner import writes no file over another (choose another "
-                          f"--name, or move it)")
-    for relative, text in files.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(root / relative, text)
 
 
 def _check(root: Path, name: str, files: dict[str, str]) -> None:

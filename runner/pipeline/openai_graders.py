@@ -1,20 +1,9 @@
 """One OpenAI grader as runner steps (`runner import openai-evals`; the eval around it:
-runner/pipeline/openai_evals.py). Each grader becomes steps whose id is the grader's name, and
-an output field of that name holding what it gave (`label` or `score`) and `passed`:
-
-- `label_model`: an `llm` step (its `input` messages, roles kept, as prompt files; an answer
-  schema `{"label": one of labels, "reason"?}`; the model a `models:` entry named after the
-  grader); passed: the label is one of `passing_labels`;
-- `score_model`: the same with `{"score": number in range, "reason"?}` and `sampling_params`
-  kept; passed: score >= `pass_threshold`;
-- `string_check`, `text_similarity`: the steps of those names (`cosine`: with an embeddings model,
-  a `models:` entry named after the grader, EMBEDDER unless --model repoints it);
-- `python`: its `source` as a plugin module of the project whose step calls `grade(sample, item)`
-  (only with --allow-python); passed: score >= `pass_threshold`;
-- `multi`: its graders as above (ids `NAME_KEY`), combined by a `formula` step of `calculate_output`.
-
-What cannot be brought over (an unknown type, an image input, meteor) is a Refusal
-naming the JSON path, never dropped."""
+runner/pipeline/openai_evals.py; docs/openai-evals.md has the table of what each grader type
+becomes). Each grader becomes steps whose id is the grader's name, and an output field of that
+name holding what it gave (`label` or `score`) and `passed`; a `python` grader's source becomes
+a plugin of the project only with --allow-python. What cannot be brought over (an unknown type,
+an image input, meteor) is a Refusal naming the JSON path, never dropped."""
 
 from __future__ import annotations
 
@@ -94,11 +83,7 @@ def _string_check(out: Converted, grader: dict[str, Any], where: str, sid: str, 
     operation = grader.get("operation")
     if operation not in ("eq", "ne", "like", "ilike"):
         raise Refusal(f"{where}.operation", f"string_check operation {operation!r} is not eq, ne, like or ilike")
-    out.steps.append({"id": sid, "uses": "string_check", "with": {
-        "input": _text(grader, "input", where), "reference": _text(grader, "reference", where),
-        "operation": operation}})
-    out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
-    return f"steps.{sid}.passed", f"steps.{sid}.score"
+    return _comparison(out, grader, where, sid, "string_check", {"operation": operation})
 
 
 def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: str,
@@ -109,13 +94,20 @@ def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: st
     if metric not in METRICS + EMBEDDING_METRICS:
         raise Refusal(f"{where}.evaluation_metric",
                       f"unknown metric {metric!r} (known: {', '.join(METRICS + EMBEDDING_METRICS)})")
-    args = {"input": _text(grader, "input", where), "reference": _text(grader, "reference", where), "metric": metric}
+    args = {"metric": metric}
     if metric in EMBEDDING_METRICS:
         out.models[sid] = {"model": EMBEDDER}
         args["model"] = sid
     if threshold is not None:
         args["threshold"] = threshold
-    out.steps.append({"id": sid, "uses": "text_similarity", "with": args})
+    return _comparison(out, grader, where, sid, "text_similarity", args)
+
+
+def _comparison(out: Converted, grader: dict[str, Any], where: str, sid: str, uses: str,
+                args: dict[str, Any]) -> tuple[str, str]:
+    """A step of `uses` comparing the grader's `input` with its `reference`: a score and passed."""
+    out.steps.append({"id": sid, "uses": uses, "with": {"input": _text(grader, "input", where),
+                                                        "reference": _text(grader, "reference", where), **args}})
     out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
     return f"steps.{sid}.passed", f"steps.{sid}.score"
 

@@ -4,12 +4,13 @@ points a model of the pipeline somewhere else and seats it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
-from runner.pipeline.step_catalog import StepCatalog
+from runner.pipeline.step_catalog import StepInfo
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -53,7 +54,7 @@ def model_flag(text: str) -> list[tuple[list[str], Any]]:
 
 
 def apply_overrides(located: Located, assignments: list[str], schema: dict[str, Any],
-                    catalog: StepCatalog) -> None:
+                    infos: Mapping[str, StepInfo]) -> None:
     """Write each assignment into `located.data`, or raise ConfigError naming every bad path."""
     problems: list[Problem] = []
     for text in assignments:
@@ -63,7 +64,7 @@ def apply_overrides(located: Located, assignments: list[str], schema: dict[str, 
             label, writes = f"--set {text}", [parse_assignment(text)]
         for parts, value in writes:
             try:
-                path = _resolve(located.data, parts, schema, catalog)
+                path = _resolve(located.data, parts, schema, infos)
             except _BadPath as exc:
                 problems.append(Problem(label, ".".join(parts[:2] if label == text else parts), str(exc),
                                         (10**9, 0)))
@@ -87,7 +88,7 @@ class _BadPath(Exception):
     pass
 
 
-def _resolve(data: Any, parts: list[str], schema: dict[str, Any], catalog: StepCatalog) -> DataPath:
+def _resolve(data: Any, parts: list[str], schema: dict[str, Any], infos: Mapping[str, StepInfo]) -> DataPath:
     """Check `parts` against the schema (and the file, for params, models and step ids)."""
     defs = schema.get("$defs", {})
     node: dict[str, Any] = schema
@@ -106,7 +107,7 @@ def _resolve(data: Any, parts: list[str], schema: dict[str, Any], catalog: StepC
             uses = current.get("uses") if isinstance(current, dict) else None
             path.append(part)
             current = current.get("with", {}) if isinstance(current, dict) else {}
-            info = catalog.infos.get(uses) if isinstance(uses, str) else None
+            info = infos.get(uses) if isinstance(uses, str) else None
             node = info.schema if info is not None else {"type": "object"}
             continue
         if path in (["params"], ["models"]):

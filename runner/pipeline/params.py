@@ -14,11 +14,9 @@ A pipeline declares each param's value and its type in one place:
 The older two-block form (values under `params:`, their schemas under `params_schema:`) is
 refused with the one-block form of the file's own first param as the fix.
 
-Each file is read into values and schemas as soon as it is loaded (before a variant merges
-into its base and before any `--set`): the rest of runner, run.json and `runner diff` see
-plain values under `params` and their schemas under `params_schema`; the types of plain
-defaults are added once the variant is merged (`typed_defaults`), so a variant's plain value
-for a declared param keeps the base's declaration."""
+Each file is read into plain values under `params` and their schemas under `params_schema` as
+it is loaded (what the rest of runner sees); plain defaults are typed once a variant is merged
+(`typed_defaults`), so a variant's plain value for a declared param keeps the base's declaration."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import runner.templating.sandbox as templating
 from runner.errors import ConfigError, Problem, did_you_mean
 from runner.paths import resolve_inside
 from runner.pipeline.model import Pipeline, StepSpec
+from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Path as DataPath
 
 if TYPE_CHECKING:
@@ -64,13 +65,9 @@ def loading(validated: ValidatedPipelines | None) -> Iterator[_Load]:
         _CURRENT.reset(token)
 
 
-def parts_dir(project_dir: Path) -> Path:
-    return project_dir / "pipelines"
-
-
 def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
     """The part `file` (under pipelines/), checked; ConfigError saying what is wrong."""
-    path, status = resolve_inside(parts_dir(project_dir), file)
+    path, status = resolve_inside(project_dir / "pipelines", file)
     if path is None:
         raise ConfigError([Problem(f"pipelines/{file}", "", f"{status}: no such part file under pipelines/")])
     with loading(None) as current:
@@ -130,21 +127,14 @@ def rebased(specs: tuple[StepSpec, ...], base: DataPath) -> tuple[StepSpec, ...]
 
 def parts_used(steps: Any) -> list[str]:
     """The part files the steps run (`uses: pipeline`), at any depth, each once."""
-    found: list[str] = []
-    for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict):
-            continue
-        args: dict[str, Any] = step["with"] if isinstance(step.get("with"), dict) else {}
-        if step.get("uses") == "pipeline" and isinstance(args.get("file"), str) and args["file"] not in found:
-            found.append(args["file"])
-        found += [file for file in parts_used(args.get("steps")) if file not in found]
-    return found
+    return list(dict.fromkeys(step["with"]["file"] for _, step in walk_steps(steps) if step.get("uses") == "pipeline"
+                              and isinstance(step.get("with"), dict) and isinstance(step["with"].get("file"), str)))
 
 
 def part_files(project_dir: Path, steps: Any) -> list[Path]:
     """The files of the parts the steps run (those that exist): a pipeline is made of them too
     (run.json lists them with their hashes; a change to one is a change to the pipeline)."""
-    found = (resolve_inside(parts_dir(project_dir), file)[0] for file in parts_used(steps))
+    found = (resolve_inside(project_dir / "pipelines", file)[0] for file in parts_used(steps))
     return [path for path in found if path is not None]
 
 

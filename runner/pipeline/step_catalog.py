@@ -5,6 +5,7 @@ entry, so the loader checks steps without importing any step logic of its own.""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -72,22 +73,29 @@ def step_info(name: str) -> StepInfo:
     plugin's is its class's `schema`."""
     cls = STEPS.get(name)
     schema = getattr(cls, "schema", None)
-    return StepInfo(name=cls.name, schema=schema if schema is not None else step_schema(cls.name),
-                    template_fields=cls.template_fields,
-                    model_fields=cls.model_fields, schema_fields=cls.schema_fields,
-                    substeps=cls.substeps, sub_scope=cls.sub_scope, own_scope=cls.own_scope,
-                    lazy_fields=cls.lazy_fields, summary=cls.summary,
-                    result_schema=cls.result_schema, static_problems=cls.static_problems)
+    return StepInfo(schema=schema if schema is not None else step_schema(cls.name),
+                    **{f.name: getattr(cls, f.name) for f in dataclasses.fields(StepInfo) if f.name != "schema"})
 
 
 def step_names() -> list[str]:
     return STEPS.names()
 
 
-class _BuiltinInfos(Mapping[str, StepInfo]):
+def walk_steps(steps: Any, base: DataPath = ("steps",)) -> Iterator[tuple[DataPath, dict[str, Any]]]:
+    """(path, step) of every step mapping of a pipeline's data, sub-steps (`with.steps`) after
+    their step, before its schema is checked: anything that is not a mapping is passed over."""
+    for index, step in enumerate(steps if isinstance(steps, list) else []):
+        if isinstance(step, dict):
+            yield (*base, index), step
+            if isinstance(step.get("with"), dict):
+                yield from walk_steps(step["with"].get("steps"), (*base, index, "with", "steps"))
+
+
+class StepInfos(Mapping[str, StepInfo]):
     """Every registered step type's StepInfo, each read when it is first looked up: checking a
-    pipeline imports the step types it names and what they import, not all of them; listing
-    them, as an unknown name's message does, reads them all."""
+    pipeline imports the step types it names and what they import, not all of them (a run of a
+    pipeline already found valid asks for none); listing them, as an unknown name's message
+    does, reads them all. One per load, as plugins register step types as they are imported."""
 
     def __init__(self) -> None:
         self._read: dict[str, StepInfo] = {}
@@ -107,22 +115,3 @@ class _BuiltinInfos(Mapping[str, StepInfo]):
 
     def __len__(self) -> int:
         return len(step_names())
-
-
-class StepCatalog:
-    """The view of step types the loader uses (keeps the loader free of step code). The
-    built-in one reads a step type when the loader first asks for it; a run of a pipeline
-    already found valid never asks, and imports only the step types the pipeline names."""
-
-    def __init__(self, infos: Mapping[str, StepInfo] | None = None):
-        self._infos = infos
-
-    @property
-    def infos(self) -> Mapping[str, StepInfo]:
-        if self._infos is None:
-            self._infos = _BuiltinInfos()
-        return self._infos
-
-    @classmethod
-    def builtin(cls) -> StepCatalog:
-        return cls()

@@ -1,19 +1,14 @@
 """Pipelines already found valid, kept in the cache folder, so a rerun skips the checks.
 
-Checking a pipeline (its JSON Schema, every template and reference, its prompt and answer
-schema files, and importing jsonschema to do it) is a large share of a fully cached run's
-time (bench/RESULTS.md). A run or render whose
-pipeline, after `--set`, is exactly one already found valid, with the same prompt and
-schema files and the same runner, skips the checks. The fingerprint covers everything
-they read: the data, which of its declared environment variables are set, the file's place
-(which decides the prompts/ and schemas/ folders),
-the content of every file in those folders, and runner itself (its version, and the size
-and time of each of its own files, so an edited checkout checks again). `runner validate`
-always checks. A marker is a file named by the fingerprint holding an HMAC of it under a
-secret key of this cache (`validated.key`, 0600, made on first use), so a marker written by
-anyone without the key (an empty file named by a predictable hash) is not believed; a key
-file that is not this user's alone is not used. Anything that goes wrong reading or
-writing either only means the checks run."""
+Checking (the JSON Schema, every template and reference, the prompt and answer schema files,
+importing jsonschema) is a large share of a fully cached run's time. `runner validate` always
+checks; a run or render skips it when its fingerprint is known. The fingerprint covers all the
+checks read: the data after `--set`, which declared environment variables are set, the file's
+place (which decides prompts/ and schemas/), every file in those folders, and runner itself
+(its version, each of its files' size and time). A marker is a file named by the fingerprint
+holding its HMAC under this cache's secret (`validated.key`, 0600, made on first use, used only
+when it is this user's alone), so a marker anyone could write is not believed. Anything that
+goes wrong reading or writing either only means the checks run."""
 
 from __future__ import annotations
 
@@ -34,55 +29,34 @@ KEY_FILE = "validated.key"
 KEY_BYTES = 32
 
 
-def _files(root: str, skip: str = "") -> list[os.DirEntry[str]]:
-    """Every entry below root that is not a folder (links not followed into folders, folders
+def _files(root: str, skip: str = "") -> list[str]:
+    """Every path below root that is not a folder (a link to one counts, not followed; folders
     named `skip` left out), in a stable order."""
-    found: list[os.DirEntry[str]] = []
-    pending = [root]
-    while pending:
-        try:
-            entries = list(os.scandir(pending.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != skip:
-                        pending.append(entry.path)
-                else:
-                    found.append(entry)
-            except OSError:
-                continue
-    return sorted(found, key=lambda entry: entry.path)
+    found: list[str] = []
+    for folder, folders, files in os.walk(root):
+        found += [os.path.join(folder, name) for name in files]
+        found += [os.path.join(folder, name) for name in folders if os.path.islink(os.path.join(folder, name))]
+        folders[:] = [name for name in folders if name != skip]
+    return sorted(found)
 
 
 def _contents(root: str) -> list[tuple[str, str]]:
-    """(path, sha256) of every file below root: a prompt edited twice within the file
-    system's clock tick, to the same size, still differs. Only regular files are read (a
-    FIFO would block); anything else counts by its name."""
-    hashed = []
-    for entry in _files(root):
-        try:
-            if not entry.is_file():
-                hashed.append((entry.path, "not a regular file"))
-                continue
-            with open(entry.path, "rb") as handle:
-                hashed.append((entry.path, hashlib.sha256(handle.read()).hexdigest()))
-        except OSError:
-            hashed.append((entry.path, "unreadable"))
-    return hashed
+    """(path, sha256) of every file below root: a prompt edited twice within the file system's
+    clock tick, to the same size, still differs. Only regular files are read (a FIFO would
+    block); anything else counts by its name."""
+    return [(path, sha256_of(Path(path)) if os.path.isfile(path) else "not a regular file") for path in _files(root)]
 
 
 @lru_cache(maxsize=1)
 def _runner_stamp() -> str:
     """runner's version and each of its files' size and time (an edited checkout differs)."""
     stats: list[tuple[str, int, int]] = []
-    for entry in _files(str(Path(__file__).resolve().parent), skip="__pycache__"):
+    for path in _files(str(Path(__file__).resolve().parent), skip="__pycache__"):
         try:
-            info = entry.stat()
+            info = os.stat(path)
         except OSError:
             continue
-        stats.append((entry.path, info.st_size, info.st_mtime_ns))
+        stats.append((path, info.st_size, info.st_mtime_ns))
     return hashlib.sha256(json.dumps([__version__, stats]).encode()).hexdigest()
 
 

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runner.checks.checker import verdict_values
 from runner.errors import RunnerError
 from runner.fileio import atomic_write, read_json
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
-from runner.pipeline.verdicts import verdict_values
 from runner.redact import SECRET_NAME
 from runner.redact import strip_credentials as without_credentials
 from runner.runs.folders import RUN_SCHEMA, checked, input_identity

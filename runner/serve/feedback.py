@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runner.pipeline.verdicts import verdict_values
+from runner.checks.checker import verdict_values
 from runner.serve.errors import ApiError
 from runner.serve.served_pipelines import Served
 from runner.stores.database import PostgresDatabase

@@ -84,7 +84,7 @@ def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *,
     """The review a person gives of the verdict `judged` (None: the result has none): `agrees`
     (a thumbs-up) and, optionally, the right verdict (`label`). Refused (ReviewRefused, with
     the reason) when the two contradict each other, or the label is not one of the pipeline's
-    `verdicts` (when those are known: runner/pipeline/verdicts.py)."""
+    `verdicts` (when those are known: runner/checks/checker.py)."""
     correct = (label or "").strip()[:MAX_LABEL] or None
     if correct is not None:
         if verdicts and correct not in verdicts:

@@ -215,10 +215,7 @@ def bounded_lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
 
 
 _STR_METHODS: dict[str, Callable[..., int]] = {
-    "center": lambda s, width, fillchar=" ": max(len(s), _width(width)),
-    "ljust": lambda s, width, fillchar=" ": max(len(s), _width(width)),
-    "rjust": lambda s, width, fillchar=" ": max(len(s), _width(width)),
-    "zfill": lambda s, width: max(len(s), _width(width)),
+    **dict.fromkeys(("center", "ljust", "rjust", "zfill"), lambda s, width, fillchar=" ": max(len(s), _width(width))),
     "expandtabs": lambda s, tabsize=8: len(s) + s.count("\t") * _width(tabsize),
     "replace": _replace_size,
     "join": lambda s, iterable: _join_size(iterable, s),

@@ -72,10 +72,10 @@ def sha256(text: object) -> str:
 REGEX_SECONDS = 1.0
 
 
-def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: bool) -> Any:
+def _user_regex(function: str, pattern: str, text: str, ignorecase: bool) -> Any:
     import regex
     try:
-        return call(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
+        return getattr(regex, function)(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
     except TimeoutError:
         raise SecurityError(f"regex {pattern!r} ran over {REGEX_SECONDS:g} s on {len(text):,} characters "
                             "(catastrophic backtracking?)") from None
@@ -85,14 +85,12 @@ def _user_regex(call: Callable[..., Any], pattern: str, text: str, ignorecase: b
 
 def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
     """Every match of a pattern (Python's syntax; its groups when it has any), bounded in time."""
-    import regex
-    return list(_user_regex(regex.findall, pattern, str(text), ignorecase))
+    return list(_user_regex("findall", pattern, str(text), ignorecase))
 
 
 def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
     """The first match: its groups (one group -> that string), or the match text, or None."""
-    import regex
-    match = _user_regex(regex.search, pattern, str(text), ignorecase)
+    match = _user_regex("search", pattern, str(text), ignorecase)
     if not match:
         return None
     if match.re.groups == 0:
@@ -338,10 +336,7 @@ def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -
 @lru_cache(maxsize=4096)
 def parse_source(source: str, bare: bool) -> nodes.Template:
     """Parse a template or bare expression (raises TemplateSyntaxError)."""
-    env = _PARSE_ENV
-    if bare:
-        return env.parse("{{ " + source + " }}")
-    return env.parse(source)
+    return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
 
 
 _PARSE_ENV = make_environment()
@@ -350,6 +345,20 @@ _PARSE_ENV = make_environment()
 def free_names(tree: nodes.Template) -> set[str]:
     from jinja2 import meta
     return set(meta.find_undeclared_variables(tree))
+
+
+def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
+    """The node a chain of reads (`x.a['b']`) starts from, and the names it reads in order (None
+    for a key computed at render time)."""
+    chain: list[str | None] = []
+    while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+        if isinstance(node, nodes.Getattr):
+            chain.append(node.attr)
+        else:
+            chain.append(node.arg.value if isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str)
+                         else None)
+        node = node.node
+    return node, chain[::-1]
 
 
 def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
