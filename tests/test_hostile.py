@@ -745,13 +745,13 @@ def stdin_env(project) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(project.root / "tmp")}
 
 
-def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project):
+def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project, cli, monkeypatch):
+    import tempfile
     path = project.pipeline(PROBED)
-    env = stdin_env(project)
-    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "probe", str(path), "--input", "-", "--quiet"],
-                          input="text\nhello\nworld\n", cwd=project.root, capture_output=True, text=True, timeout=120,
-                          env=env)
-    assert done.returncode == 0, done.stderr
+    (project.root / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(project.root / "tmp"))      # as TMPDIR does for a new process
+    done = cli("probe", str(path), "--input", "-", "--quiet", input="text\nhello\nworld\n")
+    assert done.exit_code == 0, done.output
     report = probe_json(done.stdout)
     assert report["items"] == 2 and report["probes"][0]["copies"] == 2
     assert list((project.root / "tmp").iterdir()) == []
