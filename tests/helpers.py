@@ -143,11 +143,11 @@ def wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"{file} never reached {count} lines")
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> Any:
+def run_cli(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:
     """Run the CLI in-process (typer's runner) as the `runner` command does: the app narrowed
     to the command the arguments name (typer builds every command it holds at each call);
-    returns the click Result."""
+    `input` is its standard input. Returns the click Result."""
     from typer.testing import CliRunner
 
     from runner.cli.app import app
-    return CliRunner().invoke(app.narrowed_to(args), list(args), env=env, catch_exceptions=False)
+    return CliRunner().invoke(app.narrowed_to(args), list(args), input=input, env=env, catch_exceptions=False)

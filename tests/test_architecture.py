@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from runner.docgen.architecture import BEGIN, DOC_FILE, END, LAYERS, docstring, main, render_table, unit_path, updated
 
 PACKAGE = Path(__file__).resolve().parent.parent / "runner"
@@ -47,6 +49,12 @@ def import_graph() -> dict[str, set[str]]:
                            for alias in node.names]
             graph[name] |= {t for t in targets if t in known and t != name}
     return graph
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """runner's import graph, built once for the tests that only read it (each build parses every module)."""
+    return import_graph()
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -129,8 +137,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def test_imports_go_down_the_layers_only():
-    found = upward_imports(import_graph())
+def test_imports_go_down_the_layers_only(graph):
+    found = upward_imports(graph)
     assert not found, "imports into the same or a higher layer:\n" + "\n".join(found)
 
 
@@ -185,8 +193,8 @@ def test_no_package_of_the_llm_path_holds_more_than_twelve_modules():
     assert not crowded, f"packages over {MAX_PACKAGE_MODULES} modules: {crowded}"
 
 
-def test_no_import_circle():
-    found = cycles(import_graph())
+def test_no_import_circle(graph):
+    found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(" -> ".join(circle) for circle in found)
 
 
@@ -246,9 +254,9 @@ def test_a_private_use_is_found():
                                   "line 5: reads runner.z.Thing()._field", "line 6: replaces m._clean"]
 
 
-def test_only_the_runtime_knows_the_llm_service_class():
+def test_only_the_runtime_knows_the_llm_service_class(graph):
     """Steps, serve and the rest reach the LLM service through the engine's interface
     (runner/engine/services.py); only the Runtime, which makes it, imports the class."""
-    importers = sorted(module for module, targets in import_graph().items()
+    importers = sorted(module for module, targets in graph.items()
                        if "runner.llm.service" in targets and unit_of(module) != "runner.llm")
     assert importers == ["runner.engine.context"]

@@ -13,6 +13,7 @@ from unittest.mock import ANY
 import pytest
 
 from helpers import SLOW_PIPELINE, run, spawn_run, wait_for_lines, write_json
+from runner.engine.steps import base
 from runner.inputs.markdown_citations import extract_citations
 from runner.testing import Reply
 
@@ -604,7 +605,7 @@ class Tangle(Step):
 '''
 
 
-def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project):
+def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project, cli):
     project.file("plugins/tangle.py", SELF_REFERRING_PLUGIN)
     path = project.pipeline("""
         plugins: [plugins/tangle.py]
@@ -614,9 +615,11 @@ def test_PL1_a_plugin_result_that_refers_to_itself_is_an_item_error(project):
         output: {n: "{{ item.n }}", knot: "{{ steps.knot }}"}
         """)
     write_json(project.root / "in.json", [{"n": 1}, {"n": 2}, {"n": 3}])
-    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json",
-                           "--out", "out", "--quiet"], cwd=project.root, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    try:
+        done = cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet")
+    finally:
+        base.STEPS.remove("tangle")          # the plugin's step type, registered in this process
+    assert done.exit_code == 0 and "Traceback" not in done.stderr, done.output
     first, second, third = project.results()
     assert first["knot"] == {"fine": 1} and third["knot"] == {"fine": 1}
     assert second["error"] == "output.knot: not JSON-serialisable: it refers to itself", second
@@ -745,13 +748,13 @@ def stdin_env(project) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(project.root / "tmp")}
 
 
-def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project):
+def test_P2_probe_reads_standard_input_as_run_does_and_leaves_no_copy(project, cli, monkeypatch):
+    import tempfile
     path = project.pipeline(PROBED)
-    env = stdin_env(project)
-    done = subprocess.run([sys.executable, "-m", "runner.cli.app", "probe", str(path), "--input", "-", "--quiet"],
-                          input="text\nhello\nworld\n", cwd=project.root, capture_output=True, text=True, timeout=120,
-                          env=env)
-    assert done.returncode == 0, done.stderr
+    (project.root / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(project.root / "tmp"))      # as TMPDIR does for a new process
+    done = cli("probe", str(path), "--input", "-", "--quiet", input="text\nhello\nworld\n")
+    assert done.exit_code == 0, done.output
     report = probe_json(done.stdout)
     assert report["items"] == 2 and report["probes"][0]["copies"] == 2
     assert list((project.root / "tmp").iterdir()) == []

@@ -7,6 +7,8 @@ import asyncio
 import json
 import random
 
+import pytest
+
 from helpers import run, write_json
 from runner.engine.execute import WINDOW_AHEAD, Runtime, run_items
 from runner.inputs import Item
@@ -130,16 +132,23 @@ def test_a_json_lines_file_is_read_as_the_run_takes_it(tmp_path):
         ({"a": 1}, False), ({"a": 2}, False), ({"line": 3}, True)]
 
 
-def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path):
-    from runner.inputs import iter_records
-    from runner.inputs.markdown_blocks import file_blocks, text_blocks
-    from runner.inputs.markdown_citations import extract_citations
+def random_reports(count: int) -> list[str]:
+    """`count` random texts built of the pieces a markdown report splits on (seeded: the same each run)."""
     pieces = ["a", "b ", " ", "\n", "\n", "\r", "#", "##", "-", "1", ".", ")", ">", "\x0b", "\u2028", "\x85",
               "\t", "[f.txt:L1](x)", "+ ", "\ufeff", "Quote \"so it is\" [g:L2-L3](y). "]
     rng = random.Random(7)
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(count)]
+
+
+# The 3,000 random texts in six slices of 500: the first in the default run, the other five under
+# `-m slow` (the same code path on more random texts: 2 s of CPU the default run need not spend).
+@pytest.mark.parametrize("first", [0, *(pytest.param(first, marks=pytest.mark.slow) for first in range(500, 3000, 500))])
+def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path, first):
+    from runner.inputs import iter_records
+    from runner.inputs.markdown_blocks import file_blocks, text_blocks
+    from runner.inputs.markdown_citations import extract_citations
     path = tmp_path / "r.md"
-    for _ in range(3000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+    for text in random_reports(3000)[first:first + 500]:
         path.write_bytes(text.encode())
         text = text.removeprefix("\ufeff")                     # a leading BOM is dropped, as it always was
         assert list(file_blocks(path)) == list(text_blocks(text)), repr(text)

@@ -106,16 +106,16 @@ def test_an_unusable_cache_folder_only_means_the_checks_run(project, valid, chec
     assert first > 0 and len(checks) == 2 * first
 
 
-def test_a_cached_run_and_render_import_no_jsonschema(project, valid, fake_llm):
-    """The checks (and jsonschema) are for pipelines not yet seen; cached answers are not re-validated."""
+def test_a_cached_run_and_render_import_no_jsonschema(project, valid, fake_llm, cli):
+    """The checks (and jsonschema) are for pipelines not yet seen; cached answers are not re-validated.
+    The cold run fills the caches in this process (what it imports does not matter); the runs
+    that must not import jsonschema each get a fresh interpreter."""
     fake_llm.answer_json({"verdict": "yes"})
     project.pipeline(PIPELINE.replace("http://127.0.0.1:9/v1", fake_llm.url))
     (project.root / "in.json").write_text(json.dumps([{"q": "1"}]))
     environment = dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache"))
-    command = [sys.executable, "-m", "runner.cli.app", "run", str(valid), "--input", "in.json"]
-    first = subprocess.run([*command, "--out", "cold"], cwd=project.root, env=environment, capture_output=True,
-                           text=True, timeout=60)
-    assert first.returncode == 0, first.stderr
+    first = cli("run", str(valid), "--input", "in.json", "--out", "cold")
+    assert first.exit_code == 0, first.output
     assert (project.root / "cache" / FOLDER).is_dir()
     block = ("import sys; sys.modules['jsonschema'] = sys.modules['referencing'] = None; "
              "from runner.cli.app import main; main()")

@@ -66,7 +66,10 @@ def test_eval_and_sweep_run_offline_from_the_recorded_answers(recorded, cli, mon
     assert "Best: --set params.quote_threshold=0.95 --set params.context_lines=5" in sweep.output
 
 
-@pytest.mark.parametrize("exported", ["HTTP://127.0.0.1:1234/v1/", "http://localhost:11434/v1"])
+# The seat's answers are keyed by its cache_as name, whatever the URL: one URL in the default run,
+# the other under `-m slow` (the same path, an eval of 141 recorded answers each).
+@pytest.mark.parametrize("exported", ["HTTP://127.0.0.1:1234/v1/",
+                                      pytest.param("http://localhost:11434/v1", marks=pytest.mark.slow)])
 def test_eval_reproduces_the_readme_with_local_llm_base_url_exported(recorded, cli, monkeypatch, exported):
     """The README tells Ollama and llama.cpp users to export LOCAL_LLM_BASE_URL: the
     recorded answers of the `local` seat (cache_as: local) are found all the same."""

@@ -3,8 +3,9 @@ with pip (entry points), or from a module file the pipeline names (`plugins:`), 
 validate, steps and run under the local and processes executors (Ray: ray-marked).
 
 The package is a wheel built here and installed with `pip install --target` into a temporary
-folder; the commands that use it run in a subprocess with that folder on PYTHONPATH, so
-neither this test process nor its virtual environment ever imports or holds it."""
+folder; the commands that use it (or a module file plugin) run in a subprocess with that folder
+on PYTHONPATH, so neither this test process nor its virtual environment ever imports or holds
+it. The refusals, which register nothing, run in this process (`validate_here`)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,13 @@ def runner(*args: str, cwd: Path, path: Path | None = None) -> subprocess.Comple
                           capture_output=True, text=True, timeout=300)
 
 
+def validate_here(cli, monkeypatch, project: Path, pipeline: str):
+    """`runner validate PIPELINE` from `project`, in this process (for pipelines whose plugins are refused)."""
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(project / "cache"))
+    return cli("validate", pipeline)
+
+
 def executor_flags(executor: str) -> list[str]:
     return [] if executor == "local" else ["--executor", executor, "--workers", "2"]
 
@@ -181,9 +189,9 @@ def test_validate_checks_a_plugin_steps_arguments_against_its_schema(installed, 
     assert "step 'count' has no field 'letters' (its fields: enough, words" in checked.stderr
 
 
-def test_without_the_package_the_names_are_unknown(words):
-    checked = runner("validate", "pipelines/words.yaml", cwd=words)
-    assert checked.returncode == 2
+def test_without_the_package_the_names_are_unknown(words, cli, monkeypatch):
+    checked = validate_here(cli, monkeypatch, words, "pipelines/words.yaml")
+    assert checked.exit_code == 2
     assert "unknown input adapter 'lines'" in checked.stderr and "unknown step type 'word_count'" in checked.stderr
 
 
@@ -223,7 +231,7 @@ def test_a_module_file_plugin_runs_in_worker_processes(words):
     ("plugins/clash.py", "plugin 'plugins/clash.py': step type 'compute' is registered twice "
                          "(runner.engine.steps.compute.Compute and "),
 ])
-def test_a_plugin_that_cannot_be_imported_is_refused_at_its_entry(words, entry, message):
+def test_a_plugin_that_cannot_be_imported_is_refused_at_its_entry(words, entry, message, cli, monkeypatch):
     (words / "outside.py").write_text("raise SystemExit('imported')\n", encoding="utf-8")
     (words / "plugins").mkdir()
     (words / "plugins" / "broken.py").write_text("1 / 0\n", encoding="utf-8")
@@ -231,8 +239,8 @@ def test_a_plugin_that_cannot_be_imported_is_refused_at_its_entry(words, entry, 
         "from runner.engine.steps.base import Step, register\n\n\n"
         "@register\nclass Mine(Step):\n    name = 'compute'\n", encoding="utf-8")
     (words / "pipelines" / "p.yaml").write_text(f"plugins: ['{entry}']\n" + PIPELINE, encoding="utf-8")
-    checked = runner("validate", "pipelines/p.yaml", cwd=words)
-    assert checked.returncode == 2
+    checked = validate_here(cli, monkeypatch, words, "pipelines/p.yaml")
+    assert checked.exit_code == 2
     assert f"pipelines/p.yaml:1:11: plugins[0]: {message}" in checked.stderr, checked.stderr
     if entry == "plugins/broken.py":
         assert "importing it failed: ZeroDivisionError: division by zero" in checked.stderr
