@@ -49,9 +49,11 @@ def _contents(root: str) -> list[tuple[str, str]]:
 
 @lru_cache(maxsize=1)
 def _runner_stamp() -> str:
-    """runner's version and each of its files' size and time (an edited checkout differs)."""
+    """runner's version and the size and time of each file of the whole package (an edited
+    checkout differs): what a pipeline's check depends on lives in checks/, templating/,
+    inputs/, engine/steps/ and schemas/ as well as here."""
     stats: list[tuple[str, int, int]] = []
-    for path in _files(str(Path(__file__).resolve().parent), skip="__pycache__"):
+    for path in _files(str(Path(__file__).resolve().parent.parent), skip="__pycache__"):
         try:
             info = os.stat(path)
         except OSError:
