@@ -340,14 +340,11 @@ async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCou
 
 def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, Any]], bool]:
     """Whether a result meets the pipeline's pass rule (an item it is undefined on does not)."""
-    scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
-
-    def evaluate(expression: str, result: dict[str, Any]) -> bool:
-        return condition_at(runtime, expression, rule.where if rule else (), {**scope, "result": result})
-
-    def passed(result: dict[str, Any]) -> bool:
-        return rule is None or rule.check(result, evaluate, (TemplateError,)) is True
-    return passed
+    if rule is None:
+        return lambda result: True
+    check = rule.checker(lambda expression, scope: condition_at(runtime, expression, rule.where, scope),
+                         {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}, (TemplateError,))
+    return lambda result: check(result) is True
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,

@@ -63,14 +63,17 @@ class PassRule:
     def describe(self) -> str:
         return f"{self.name} ({self.expression})"
 
-    def check(self, result: dict[str, Any], evaluate: Callable[[str, dict[str, Any]], bool],
-              failures: tuple[type[BaseException], ...]) -> bool | None:
-        """Whether the result meets the rule; None when the rule is undefined on it (`failures`
-        raised by `evaluate`, which is given the expression and the result)."""
-        try:
-            return bool(evaluate(self.expression, result))
-        except failures:
-            return None
+    def checker(self, condition: Callable[[str, dict[str, Any]], Any], scope: Mapping[str, Any],
+                failures: tuple[type[BaseException], ...]) -> Callable[[dict[str, Any]], bool | None]:
+        """Whether a result meets the rule: `condition(expression, scope + result)`, by whoever
+        reads it (a run's runtime, a pipeline as it says now, run.json's copy); None when the rule
+        is undefined on the result (`failures` raised; others propagate)."""
+        def check(result: dict[str, Any]) -> bool | None:
+            try:
+                return bool(condition(self.expression, {**scope, "result": result}))
+            except failures:
+                return None
+        return check
 
 
 @dataclass

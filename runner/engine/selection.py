@@ -27,15 +27,14 @@ def _scope(pipeline: Pipeline) -> dict[str, Any]:
     return {"params": pipeline.params, "env": env}
 
 
-def pass_check(pipeline: Pipeline) -> tuple[PassRule, Callable[[dict[str, Any]], bool]] | None:
-    """The pipeline's pass rule and whether a result meets it, as the pipeline says now (a
-    template failure is raised: TEMPLATE_FAILURES); None when it has none."""
+def pass_check(pipeline: Pipeline, failures: tuple[type[BaseException], ...] = ()
+               ) -> tuple[PassRule, Callable[[dict[str, Any]], bool | None]] | None:
+    """The pipeline's pass rule and whether a result meets it, as the pipeline says now (None
+    where `failures` are raised; other template failures propagate); None when it has none."""
     rule = PassRule.of(pipeline.summary)
     if rule is None:
         return None
-    renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    scope = _scope(pipeline)
-    return rule, lambda result: renderer.condition(rule.expression, {**scope, "result": result})
+    return rule, rule.checker(Renderer(pipeline.prompts_dir, read_only=True).condition, _scope(pipeline), failures)
 
 
 @dataclass

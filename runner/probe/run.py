@@ -102,11 +102,5 @@ def _holds(renderer: Renderer, expression: str, scope: dict[str, Any], result: d
 
 def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:
     """Whether a result meets the pipeline's pass rule (every result does when it has none)."""
-    checked = pass_check(pipeline)
-
-    def passes(result: dict[str, Any]) -> bool:
-        try:
-            return checked is None or checked[1](result)
-        except TEMPLATE_FAILURES:
-            return False
-    return passes
+    checked = pass_check(pipeline, TEMPLATE_FAILURES)
+    return lambda result: checked is None or checked[1](result) is True

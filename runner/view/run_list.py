@@ -198,17 +198,13 @@ def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | Non
     rule = PassRule.of(SummarySpec.of(entry.resolved.get("summary")))
     if rule is None:
         return None
-    renderer = Renderer(read_only=True)
     params = entry.resolved.get("params")
     scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}
-
-    def evaluate(expression: str, result: dict[str, Any]) -> bool:
-        return renderer.condition(expression, {**scope, "result": result})
-
+    check = rule.checker(Renderer(read_only=True).condition, scope, TEMPLATE_FAILURES)
     unreadable = None if "env." in rule.expression else False     # run.json keeps no env values
 
     def passed(result: dict[str, Any]) -> bool | None:
-        said = rule.check(result, evaluate, TEMPLATE_FAILURES)
+        said = check(result)
         return unreadable if said is None else said       # undefined on an item: it fails, as in report.html
     return passed
 
