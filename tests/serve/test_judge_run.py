@@ -77,3 +77,16 @@ def test_a_server_answering_only_from_the_store_makes_no_run_folder(served_proje
         key = stored["results"][0]["item_key"]
         assert client.get(f"/v1/results/{key}", params={"pipeline": "deck"}).status_code == 200
     assert len(judge_runs(root, digest)) == 1 and len(model.requests) == 1
+
+
+def test_an_evicted_variants_run_ends_as_it_goes(served_project, db_url, monkeypatch):
+    monkeypatch.setattr("runner.serve.judging.MAX_VARIANTS", 1)
+    root = served_project.root
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    with make_client(root, model, db_url) as client:
+        stricter = client.post("/v1/pipelines/deck/judge", json={"items": [deck("<p>A</p>")],
+                                                                 "params": {"green_at": 95}}).json()
+        client.post("/v1/pipelines/deck/judge", json={"items": [deck("<p>B</p>")], "params": {"green_at": 90}})
+        [run] = judge_runs(root, stricter["pipeline_hash"])       # its runtime closed while the server runs
+        assert json.loads((run / "summary.json").read_text())["total"] == 1
+        assert json.loads((run / "run.json").read_text())["status"] == "finished"
