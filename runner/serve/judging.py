@@ -28,6 +28,7 @@ from runner.runs.request import RunOptions
 from runner.serve.errors import ApiError
 from runner.serve.flights import SingleFlight
 from runner.serve.job_files import ResumeIndex
+from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
 from runner.stores.kept import kept, noting_reads, reusable
@@ -58,6 +59,7 @@ class Variant:
     overrides: list[str]
     hash: str
     runtime: Runtime
+    run: JudgeRun               # the run folder its runtime records /judge's items in
     busy: int = 0
 
     @property
@@ -138,7 +140,8 @@ class Judging:
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]
         runtime.observer = make_observer(runtime)
-        variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime)
+        variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime,
+                                                           JudgeRun(self.settings.root, runtime, overrides))
         await self._evict()
         return variant
 
@@ -147,7 +150,7 @@ class Judging:
             idle = next((key for key, v in self._variants.items() if v.busy == 0), None)
             if idle is None:
                 return
-            await self._variants.pop(idle).runtime.aclose()
+            await self._variants.pop(idle).run.aclose()
 
     async def judge(self, variant: Variant, records: Iterable[Any]) -> list[Answer]:
         """Each item of these records (exploded as the pipeline says), from the store or judged."""
@@ -170,16 +173,17 @@ class Judging:
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
             try:
-                result, source = await self.served_item(variant, variant.runtime, numbered)
+                result, source = await self.served_item(variant, variant.runtime, numbered, run=variant.run)
             finally:            # this request records the item: its LLM tally is settled, whatever happened
                 item_end(variant.runtime, numbered.index, {})
         return Answer(position, item.key, source, stored_form(result), variant.hash)
 
-    async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
-                          tolerate_store: bool = False) -> tuple[dict[str, Any], str]:
+    async def served_item(self, variant: Variant, runtime: Runtime, item: Item, tolerate_store: bool = False,
+                          run: JudgeRun | None = None) -> tuple[dict[str, Any], str]:
         """(result, source) of one item: the stored one, else computed once however many ask
-        (a job's runtime computes its own items; a request's, the variant's). `tolerate_store`
-        (jobs): a store that cannot be reached is skipped, the result is in the run's file."""
+        (a job's runtime computes its own items; a request's, the variant's, recorded in its
+        `run`). `tolerate_store` (jobs): a store that cannot be reached is skipped, the result
+        is in the run's file."""
         async def compute() -> tuple[dict[str, Any], str]:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
@@ -190,20 +194,24 @@ class Judging:
             stored = _fresh(stored)
             if stored is not None:
                 return stored.result, "store"
-            return await self._compute(variant, runtime, item, tolerate_store)
+            return await self._compute(variant, runtime, item, tolerate_store, run)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
-            (result, source), joined = await self._compute(variant, runtime, item, tolerate_store), False
+            (result, source), joined = await self._compute(variant, runtime, item, tolerate_store, run), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
         return result, source
 
-    async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
-                       tolerate_store: bool) -> tuple[dict[str, Any], str]:
+    async def _compute(self, variant: Variant, runtime: Runtime, item: Item, tolerate_store: bool,
+                       run: JudgeRun | None) -> tuple[dict[str, Any], str]:
+        if run is not None:
+            run.open()
         with noting_reads() as reads:
             result = await run_item(runtime, item)
         end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
         source = "error" if end.error else "cache" if end.cached else "judged"
+        if run is not None:
+            run.keep(item.index, result)
         if source != "error":
             try:
                 await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
@@ -237,7 +245,7 @@ class Judging:
 
     async def aclose(self) -> None:
         for variant in self._variants.values():
-            await variant.runtime.aclose()
+            await variant.run.aclose()
         self._variants.clear()
         for client in self._clients.values():
             await client.aclose()

@@ -1,0 +1,88 @@
+"""/judge's run folder: the items a served pipeline variant's long-lived runtime judges are a
+run like any other, in reports/<pipeline>/judge-<pipeline hash>/<start time>/ beside the
+jobs' runs, made when the variant judges its first item. It holds run.json (kind `serve`),
+calls.jsonl (the runtime's LLM service writes it), results.jsonl (each item as it ends), and,
+when the variant closes (the server stops, or the variant is evicted), summary.json and the
+reports, written by the code every run's end uses. A result answered from the store is not
+in it: the run that judged it recorded it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from runner.api import _write_outputs
+from runner.engine.context import Runtime
+from runner.errors import RunnerError
+from runner.fileio import OutputError
+from runner.inputs.stream import ItemStream
+from runner.outputs.summary import ErrorCount
+from runner.runs.folders import RESULTS, mark_latest, new_run_dir
+from runner.runs.lock import OutputFolder
+from runner.runs.manifest import model_entries
+from runner.runs.record import RunOutcome, RunRecord
+from runner.runs.request import ItemSource
+from runner.runs.results_file import ResultsLog
+
+
+class JudgeRun:
+    """One variant's run folder, opened by its first judged item and ended when it closes."""
+
+    def __init__(self, root: Path, runtime: Runtime, overrides: list[str]):
+        self.root, self.runtime, self.overrides = root, runtime, overrides
+        self.started = False
+        self._open: tuple[RunRecord, RunOutcome, ResultsLog, ErrorCount, OutputFolder] | None = None
+        self.judged = 0
+
+    def open(self) -> None:
+        """The run folder and its run.json, before the first item's calls (its calls.jsonl)."""
+        if self.started:
+            return
+        self.started = True
+        runtime, pipeline = self.runtime, self.runtime.pipeline
+        try:
+            out = new_run_dir(self.root / "reports" / pipeline.name / f"judge-{runtime.made_by}")
+            folder = OutputFolder(out).claim()
+            record = RunRecord.plan(pipeline, ItemSource(), runtime.options, self.overrides, ItemStream.of([]), [],
+                                    kind="serve")
+            record.command = None           # no command makes it again: its items came by /judge
+            record.begin(out, explicit_out=False, models=model_entries(runtime.model_spec, list(pipeline.models)))
+            log = ResultsLog(out / RESULTS)
+        except (OSError, RunnerError) as exc:      # judging goes on; what it cannot record is said
+            sys.stderr.write(f"runner serve: /judge of {pipeline.name} records no run folder: {exc}\n")
+            return
+        runtime.options.out_dir = out       # the LLM service, made at the first call, writes calls.jsonl there
+        self._open = (record, RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
+
+    def keep(self, position: int, result: dict[str, Any]) -> None:
+        """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is."""
+        if self._open is None:
+            return
+        _, _, log, errors, _ = self._open
+        log.append(result)
+        errors.add(position, result)
+        self.judged += 1
+
+    async def aclose(self) -> None:
+        """The runtime closed and, when the run began, its summary.json and reports: a finished
+        run over the items it judged."""
+        await self.runtime.aclose()
+        if self._open is None:
+            return
+        record, outcome, log, errors, folder = self._open
+        self._open = None
+        log.close()
+        record.planned = record.input_items = self.judged
+        record.manifest["counts"].update(input_items=self.judged, selected=self.judged, planned=self.judged)
+        failed = True
+        try:
+            await _write_outputs(self.runtime, outcome, errors)
+            failed = False
+        except OutputError as exc:
+            sys.stderr.write(f"runner serve: {exc}\n")
+        finally:
+            record.finish(outcome, failed)
+            folder.release()
+            if not failed:
+                mark_latest(outcome.out_dir, outcome.summary)
