@@ -292,13 +292,15 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
         log.close()
         await runtime.aclose()
         try:
-            await _write_outputs(runtime, outcome, errors, interrupted=outcome.interrupted)
+            await write_outputs(runtime, outcome, errors, interrupted=outcome.interrupted)
         except OutputError:
             if unwritable is None:       # else the first failure (results.jsonl) is the one to report
                 raise
 
 
-async def _write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
+async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
+    """A run folder's summary.json, reports and exports, from its results.jsonl: the one writer
+    for every run, `runner run`'s and the one serve's /judge keeps for a pipeline variant."""
     out = outcome.out_dir
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runner.api import _write_outputs
+from runner.api import write_outputs
 from runner.engine.context import Runtime
 from runner.errors import RunnerError
 from runner.fileio import OutputError
@@ -77,7 +77,7 @@ class JudgeRun:
         record.manifest["counts"].update(input_items=self.judged, selected=self.judged, planned=self.judged)
         failed = True
         try:
-            await _write_outputs(self.runtime, outcome, errors)
+            await write_outputs(self.runtime, outcome, errors)
             failed = False
         except OutputError as exc:
             sys.stderr.write(f"runner serve: {exc}\n")
