@@ -53,11 +53,11 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
     try:
         spool_stdin(source)            # `--input -`: read by the run, then again for the pairing
         originals = replace(source)            # the same items, without the copies: for the pairing
-        source.derive = probe_items(probes, items)
+        probed = replace(source, derive=probe_items(probes, items))     # the caller's source and options stay as given
         if options.out_dir is None:
             group = default_group(pipeline, source)
-            options.group = group.with_name(group.name + GROUP_SUFFIX)
-        outcome = run_pipeline(path, source, options, overrides, progress, role=RunRole(kind="probe"))
+            options = replace(options, group=group.with_name(group.name + GROUP_SUFFIX))
+        outcome = run_pipeline(path, probed, options, overrides, progress, role=RunRole(kind="probe"))
         return _report(outcome, originals, probes, items, source), outcome
     finally:
         source.discard_stdin_copy()

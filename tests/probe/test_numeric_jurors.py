@@ -142,3 +142,18 @@ def test_a_juror_verdict_that_would_call_a_model_again_is_unjudged_with_the_reas
     assert injected["a"]["n"] == 0 and injected["a"]["unjudged"] == 8
     assert "explain, which are not run again for one juror" in injected["a"]["unjudged_why"]
     assert injected["verdict"]["n"] == 4                   # the final verdict is judged as before
+
+
+def test_a_probe_leaves_the_callers_options_and_source_as_given(refund, project):
+    """A probe run makes its own folder and copies; the caller's RunOptions and ItemSource are
+    as they were (issue 61: options are the user's, never set during a run)."""
+    from dataclasses import replace
+
+    from runner.api import ItemSource, RunOptions
+    from runner.probe.run import probe_pipeline
+    path = refund()
+    options, source = RunOptions(cache_dir=project.root / "cache"), ItemSource(project.root / "items.json")
+    given_options, given_source = replace(options), replace(source)
+    report, outcome = probe_pipeline(path, source, options, [], [], None)
+    assert options == given_options and source == given_source
+    assert outcome.out_dir.parent.name.endswith("probe") and report["items"] == len(ANSWERS)
