@@ -62,7 +62,7 @@ class SummarySpec:
         rates = {str(name): str(expression) for name, expression in _mapping(data.get("rates")).items()}
         return cls(count_by=data.get("count_by"), rates=rates,
                    fields=dict(_mapping(data.get("fields"))), assessment=tuple(data.get("assessment") or ()),
-                   assessment_key=str(data.get("assessment_key") or ASSESSMENT_KEY),
+                   assessment_key=str(data.get("assessment_key", ASSESSMENT_KEY)),
                    report_columns=list(columns) if isinstance(columns, list) else None,
                    pass_when=data.get("pass_when"), reason_field=data.get("reason_field"))
 

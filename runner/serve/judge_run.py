@@ -9,6 +9,7 @@ in it: the run that judged it recorded it."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from runner.errors import RunnerError
 from runner.fileio import OutputError
 from runner.inputs.stream import ItemStream
 from runner.outputs.summary import ErrorCount
+from runner.redact import redact
 from runner.runs.folders import RESULTS, mark_latest, new_run_dir
 from runner.runs.lock import OutputFolder
 from runner.runs.manifest import model_entries
@@ -41,6 +43,7 @@ class JudgeRun:
             return
         self.started = True
         runtime, pipeline = self.runtime, self.runtime.pipeline
+        folder: OutputFolder | None = None
         try:
             out = new_run_dir(self.root / "reports" / pipeline.name / f"judge-{runtime.made_by}")
             folder = OutputFolder(out).claim()
@@ -50,39 +53,67 @@ class JudgeRun:
             record.begin(out, explicit_out=False, models=model_entries(runtime.model_spec, list(pipeline.models)))
             log = ResultsLog(out / RESULTS)
         except (OSError, RunnerError) as exc:      # judging goes on; what it cannot record is said
-            sys.stderr.write(f"runner serve: /judge of {pipeline.name} records no run folder: {exc}\n")
+            if folder is not None:
+                folder.release()
+            self._say(f"/judge of {pipeline.name} records no run folder: {exc}")
             return
-        runtime.options.out_dir = out       # the LLM service, made at the first call, writes calls.jsonl there
+        # the run's own options (the LLM service, made at the first call, writes calls.jsonl there)
+        runtime.options = replace(runtime.options, out_dir=out)
         self._open = (record, RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
 
     def keep(self, position: int, result: dict[str, Any]) -> None:
-        """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is."""
+        """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is.
+        A folder that cannot be written to any more (a full disk) ends the recording, said
+        once; the request is answered all the same."""
         if self._open is None:
             return
-        _, _, log, errors, _ = self._open
-        log.append(result)
+        record, outcome, log, errors, folder = self._open
         errors.add(position, result)
+        try:
+            log.append(result)
+        except (OSError, RunnerError) as exc:
+            self._open = None
+            self._say(f"/judge's run {outcome.out_dir} stops recording: {exc}")
+            try:
+                log.close()
+                record.finish(outcome, True)        # run.json says it failed, not running
+            except (OSError, RunnerError):
+                pass
+            finally:
+                folder.release()
+            return
         self.judged += 1
+
+    @staticmethod
+    def _say(message: str) -> None:
+        sys.stderr.write(redact(f"runner serve: {message}\n"))
 
     async def aclose(self) -> None:
         """The runtime closed and, when the run began, its summary.json and reports: a finished
         run over the items it judged."""
-        await self.runtime.aclose()
+        try:
+            await self.runtime.aclose()
+        finally:
+            await self._finish()
+
+    async def _finish(self) -> None:
         if self._open is None:
             return
         record, outcome, log, errors, folder = self._open
         self._open = None
-        log.close()
-        record.planned = record.input_items = self.judged
-        record.manifest["counts"].update(input_items=self.judged, selected=self.judged, planned=self.judged)
         failed = True
         try:
+            log.close()
+            record.planned = record.input_items = self.judged
+            record.manifest["counts"].update(input_items=self.judged, selected=self.judged, planned=self.judged)
             await write_outputs(self.runtime, outcome, errors)
             failed = False
-        except OutputError as exc:
-            sys.stderr.write(f"runner serve: {exc}\n")
+        except (OutputError, OSError) as exc:
+            self._say(str(exc))
         finally:
-            record.finish(outcome, failed)
-            folder.release()
-            if not failed:
-                mark_latest(outcome.out_dir, outcome.summary)
+            try:
+                record.finish(outcome, failed)
+                if not failed:
+                    mark_latest(outcome.out_dir, outcome.summary)
+            finally:
+                folder.release()

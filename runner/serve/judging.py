@@ -102,6 +102,7 @@ class Judging:
         self.store = store
         self._clients: dict[str, SharedClient] = {}
         self._variants: OrderedDict[tuple[str, str], Variant] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()      # evicted variants' runs, ending
         self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
         self._flights: SingleFlight[tuple[dict[str, Any], str]] = SingleFlight()
         self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
@@ -142,15 +143,25 @@ class Judging:
         runtime.observer = make_observer(runtime)
         variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime,
                                                            JudgeRun(self.settings.root, runtime, overrides))
-        await self._evict()
+        self._evict(keep=(name, digest))
         return variant
 
-    async def _evict(self) -> None:
+    def _evict(self, keep: tuple[str, str]) -> None:
+        """The least recently used idle variants past MAX_VARIANTS, closed in the background (a
+        run's summary and reports are not written on a request's path); never `keep`, the one
+        just made for the request."""
         while len(self._variants) > MAX_VARIANTS:
-            idle = next((key for key, v in self._variants.items() if v.busy == 0), None)
+            idle = next((key for key, v in self._variants.items() if v.busy == 0 and key != keep), None)
             if idle is None:
                 return
-            await self._variants.pop(idle).run.aclose()
+            closing = asyncio.create_task(self._variants.pop(idle).run.aclose())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {task.exception()}\n"))
 
     async def judge(self, variant: Variant, records: Iterable[Any]) -> list[Answer]:
         """Each item of these records (exploded as the pipeline says), from the store or judged."""
@@ -210,16 +221,18 @@ class Judging:
             result = await run_item(runtime, item)
         end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
         source = "error" if end.error else "cache" if end.cached else "judged"
-        if run is not None:
-            run.keep(item.index, result)
-        if source != "error":
-            try:
-                await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
-                                        kept(stored_form(result), reads))
-            except StoreUnavailable as exc:
-                if not tolerate_store:
-                    raise
-                sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
+        try:
+            if source != "error":           # stored first: a paid result is kept whatever its run folder does
+                try:
+                    await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
+                                            kept(stored_form(result), reads))
+                except StoreUnavailable as exc:
+                    if not tolerate_store:
+                        raise
+                    sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
+        finally:
+            if run is not None:
+                run.keep(item.index, result)
         return result, source
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, tally: Callable[[str], None]) -> RunRole:
@@ -244,9 +257,13 @@ class Judging:
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
 
     async def aclose(self) -> None:
-        for variant in self._variants.values():
-            await variant.run.aclose()
-        self._variants.clear()
+        """Every variant closed (its /judge run ended), the evicted ones' closing awaited; one
+        that fails to close does not keep the others or the clients open."""
+        variants, self._variants = list(self._variants.values()), OrderedDict()
+        closing = [variant.run.aclose() for variant in variants] + list(self._closing)
+        for failed in await asyncio.gather(*closing, return_exceptions=True):
+            if isinstance(failed, BaseException):
+                sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {failed}\n"))
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()

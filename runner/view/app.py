@@ -26,6 +26,7 @@ from starlette.routing import Route
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
+from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.pages import render
@@ -170,6 +171,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         return view.html(report.read_text(encoding="utf-8", errors="replace"))
 
     def not_found(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, StoreUnavailable):       # reviews.sqlite locked or unreadable: not a missing page
+            return view.page("message.html", 503, title="Unavailable", message=str(exc))
         return view.page("message.html", 404, title="Not found", message=str(exc))
 
     routes = [Route("/", runs), Route("/compare", compare), Route("/api/review", review, methods=["POST"]),

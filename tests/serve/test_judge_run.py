@@ -90,3 +90,27 @@ def test_an_evicted_variants_run_ends_as_it_goes(served_project, db_url, monkeyp
         [run] = judge_runs(root, stricter["pipeline_hash"])       # its runtime closed while the server runs
         assert json.loads((run / "summary.json").read_text())["total"] == 1
         assert json.loads((run / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_run_folder_that_cannot_be_written_costs_neither_the_answer_nor_the_stored_result(
+        served_project, db_url, monkeypatch, capsys):
+    """A full disk under reports/ ends the recording, said once: the request is answered 200,
+    the judged result is stored (a retry is not paid again) and run.json says the run failed."""
+    from runner.fileio import OutputError
+    from runner.runs.results_file import ResultsLog
+
+    def disk_full(self, result):
+        raise OutputError("results.jsonl: No space left on device")
+    monkeypatch.setattr(ResultsLog, "append", disk_full)
+    root = served_project.root
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    with make_client(root, model, db_url) as client:
+        first = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")})
+        assert first.status_code == 200 and [r["source"] for r in first.json()["results"]] == ["judged"]
+        again = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")}).json()
+        assert [r["source"] for r in again["results"]] == ["store"] and len(model.requests) == 1
+        other = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>B</p>")})
+        assert other.status_code == 200 and [r["source"] for r in other.json()["results"]] == ["judged"]
+    assert capsys.readouterr().err.count("stops recording: results.jsonl: No space left on device") == 1
+    [run] = judge_runs(root, first.json()["pipeline_hash"])
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
