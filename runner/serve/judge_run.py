@@ -8,6 +8,7 @@ in it: the run that judged it recorded it."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -75,10 +76,9 @@ class JudgeRun:
             self._open = None
             self._say(f"/judge's run {outcome.out_dir} stops recording: {exc}")
             try:
-                log.close()
-                record.finish(outcome, True)        # run.json says it failed, not running
-            except (OSError, RunnerError):
-                pass
+                with contextlib.suppress(OSError, RunnerError):
+                    log.close()
+                    record.finish(outcome, True)        # run.json says it failed, not running
             finally:
                 folder.release()
             return
