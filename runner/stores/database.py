@@ -25,6 +25,15 @@ CONNECT_TIMEOUT = 5        # seconds to reach the server before a request is ans
 _LIBPQ_KEYWORDS = re.compile(r"\s*[A-Za-z_]+\s*=")    # libpq's keyword/value form: `host=db dbname=v ...`
 
 
+def postgres_sql(sql: str) -> str:
+    """A statement with parameters written for SQLite (`?` placeholders) as psycopg runs it (`%s`).
+    It may hold no literal (`'...'`, `%`): its values are parameters, so every `?` is a placeholder.
+    A statement without parameters (a schema, `SELECT 1`) is sent as written."""
+    if "'" in sql or "%" in sql:
+        raise ValueError(f"an SQL statement holds a literal; pass it as a parameter: {sql[:80]}")
+    return sql.replace("?", "%s")
+
+
 def chunks(keys: Iterable[str]) -> Iterator[tuple[list[str], str]]:
     """The distinct keys, CHUNK at a time, each chunk with its `?, ?, ...` for an IN (...) query."""
     wanted = list(dict.fromkeys(keys))
@@ -115,7 +124,7 @@ class PostgresDatabase(Database):
                 if self._conn is None or self._conn.closed:
                     self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
                     self._conn.execute(self.schema)
-                cursor = self._conn.execute(sql.replace("?", "%s"), params)
+                cursor = self._conn.execute(postgres_sql(sql) if params else sql, params or None)
                 return list(cursor.fetchall()) if fetch else []
             except psycopg.Error as exc:
                 self._drop()
