@@ -117,7 +117,7 @@ def _adapters() -> list[str]:
 
 
 def _features() -> list[str]:
-    from runner.docgen.features import FEATURES
+    from runner.docgen.examples import FEATURES
     lines = ["## Features by example", "",
              "Each example is the files of a project; the tests run it on the records shown and check the results.",
              ""]
