@@ -103,10 +103,10 @@ def _names() -> list[str]:
 
 
 def _adapters() -> list[str]:
-    from runner.inputs import ADAPTERS, adapter_names, options_schema
+    from runner.inputs import ADAPTERS, options_schema
     lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
              "makes one item without a file).", ""]
-    for name in adapter_names():
+    for name in ADAPTERS.names():
         lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
         for option, spec in ((options_schema(name) or {}).get("properties") or {}).items():
             lines.append(f"    - `with.{option}`: {spec.get('description', '')}")

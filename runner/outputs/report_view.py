@@ -222,8 +222,7 @@ def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
 
 def trace_url_of(summary: dict[str, Any]) -> str | None:
     """Where the run's traces are in the tracing UI (summary.tracing.trace_url), if it knows."""
-    tracing = summary.get("tracing")
-    return tracing.get("trace_url") if isinstance(tracing, dict) else None
+    return _section(summary, "tracing").get("trace_url")
 
 
 def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
