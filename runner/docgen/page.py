@@ -33,18 +33,12 @@ def _example_line(example: Example) -> str:
     return f"`{{{{ {example.expression} }}}}` {arrow} `{json.dumps(example.result, ensure_ascii=False, default=str)}`"
 
 
-def _group(table: dict[str, Any]) -> dict[Any, list[str]]:
-    """Names by the function they name (Jinja registers aliases: ==, eq, equalto)."""
-    groups: dict[Any, list[str]] = {}
-    for name, function in table.items():
-        groups.setdefault(function, []).append(name)
-    return groups
-
-
 def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
              order: list[str]) -> list[str]:
     lines = [f"### {title}", ""]
-    groups = _group(table)
+    groups: dict[Any, list[str]] = {}          # names by the function they name (Jinja's aliases: ==, eq, equalto)
+    for name, function in table.items():
+        groups.setdefault(function, []).append(name)
     for name in order:
         function = table[name]
         names = groups[function]
