@@ -181,8 +181,7 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float, max_e
     from runner.engine.health import gate_allowance, rate_gate
     from runner.engine.rates import PassRule
     rule = PassRule.first_rate(pipeline.summary)
-    if rule is None:       # checked before the run too (health.check_before_run)
-        fail("--fail-under: this pipeline's summary has no rates to check")
+    assert rule is not None, "a pipeline without rates is refused --fail-under before the run (check_before_run)"
     passed, line = rate_gate(summary, rule.name, fail_under, gate_allowance(max_errors), max_errors is not None)
     typer.echo(line, err=True)
     if not passed:

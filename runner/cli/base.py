@@ -11,29 +11,10 @@ from typing import Any, NoReturn
 
 import typer
 from typer.main import get_command_name
-from typer.models import CommandFunctionType, CommandInfo
+from typer.models import CommandFunctionType
 
 from runner.errors import RunnerError
 from runner.redact import redact
-
-FINISHED_ITEMS_WRITTEN = "finished items are written"
-
-
-def user_errors(command: Callable[..., Any], interrupted: str = FINISHED_ITEMS_WRITTEN) -> Callable[..., Any]:
-    """A RunnerError becomes its message on stderr and its exit code (2), and an
-    interruption its own (Ctrl-C 130, SIGTERM 143), with what it left behind."""
-
-    @functools.wraps(command)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except RunnerError as exc:
-            typer.echo(redact(str(exc)), err=True)
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt as stop:
-            typer.echo(f"interrupted: {interrupted}", err=True)
-            raise typer.Exit(getattr(stop, "exit_code", 130)) from None
-    return guarded
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -43,15 +24,24 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 class RunnerApp(typer.Typer):
-    """A typer app (or command group) whose every command maps errors through `user_errors`;
-    `interrupted=` says what an interrupted command leaves behind."""
+    """A typer app (or command group) whose every command turns a RunnerError into its message
+    on stderr and its exit code (2), and an interruption into its own (Ctrl-C 130, SIGTERM 143)
+    with what it left behind: `interrupted=`."""
 
-    def command(self, name: str | None = None, *, interrupted: str = FINISHED_ITEMS_WRITTEN,
+    def command(self, name: str | None = None, *, interrupted: str = "finished items are written",
                 **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
         register = super().command(name, **kwargs)
 
         def decorator(function: CommandFunctionType) -> CommandFunctionType:
-            register(user_errors(function, interrupted))
+            @functools.wraps(function)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return function(*args, **kwargs)
+                except RunnerError as exc:
+                    fail(redact(str(exc)), exc.exit_code)
+                except KeyboardInterrupt as stop:
+                    fail(f"interrupted: {interrupted}", getattr(stop, "exit_code", 130))
+            register(guarded)
             return function
         return decorator
 
@@ -63,16 +53,11 @@ class RunnerApp(typer.Typer):
         version and "No such command" read as before."""
         if not args or args[0].startswith("-"):
             return self
-        commands = [info for info in self.registered_commands if _name(info) == args[0]]
+        commands = [info for info in self.registered_commands
+                    if (info.name or (info.callback and get_command_name(info.callback.__name__))) == args[0]]
         groups = [info for info in self.registered_groups if info.name == args[0]]
         if not commands and not groups:
             return self
         narrowed = copy.copy(self)
         narrowed.registered_commands, narrowed.registered_groups = commands, groups
         return narrowed
-
-
-def _name(info: CommandInfo) -> str | None:
-    if info.name:
-        return info.name
-    return get_command_name(info.callback.__name__) if info.callback is not None else None

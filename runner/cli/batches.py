@@ -58,19 +58,18 @@ async def _cancel(store: BatchStore, records: list[BatchRecord], key: str | None
     for record in records:
         client = BatchClient(ModelSpec(record.model_name, record.model, record.api_base, api_key=key))
         try:
-            if record.batch_id is None:
+            batch_id = record.batch_id
+            if batch_id is None:
                 found = await client.find(record.submission)
                 if found is None:
                     store.forget(record.submission)
                     typer.echo(f"forgot a submission of model {record.model_name} that was never created")
                     continue
-                store.submitted(record.submission, str(found["id"]), str(found.get("status")))
                 batch_id = str(found["id"])
-            else:
-                batch_id = record.batch_id
-            answer = await client.cancel(batch_id)
-            store.update(record.submission, str(answer.get("status") or "cancelling"), record.counts)
-            typer.echo(f"{batch_id}: {answer.get('status') or 'cancelling'}")
+                store.submitted(record.submission, batch_id, str(found.get("status")))
+            status = str((await client.cancel(batch_id)).get("status") or "cancelling")
+            store.update(record.submission, status, record.counts)
+            typer.echo(f"{batch_id}: {status}")
         except TransportError as exc:
             if exc.status == GONE:
                 store.forget(record.submission)

@@ -28,40 +28,25 @@ FILES = {"pipeline.yaml": "pipelines/{name}.yaml", "prompt.j2": "prompts/{name}.
 
 def init(name: Annotated[str, typer.Argument(help="The judge's name (lowercase letters, digits and _).")]) -> None:
     """Scaffold a judge here: pipeline, prompt, answer schema, 5 example items and their labels."""
-    for relative in scaffold(Path.cwd(), name):
-        typer.echo(f"created {relative}")
-    _echo_next(next_commands(name))
-    typer.echo("(without --model the judge is openai/gpt-4o-mini, which needs OPENAI_API_KEY; "
-               "--model judge=PROVIDER/MODEL[@URL] points it at any other)")
-
-
-def scaffold_files(name: str) -> dict[str, str]:
-    """Project-relative path -> text of each file `runner init NAME` writes."""
-    from runner.pipeline.files import PIPELINE_NAME
+    from runner.pipeline.files import PIPELINE_NAME, write_new_files
+    from runner.runs.folders import group_name
     if not PIPELINE_NAME.match(name):
         raise RunnerError(f"runner init {name}: a judge's name is lowercase letters, digits and _, starting with a "
                           f"letter (e.g. answer_judge)")
-    return {where.format(name=name): (TEMPLATES / template).read_text(encoding="utf-8").replace("__NAME__", name)
-            for template, where in FILES.items()}
-
-
-def scaffold(root: Path, name: str) -> list[str]:
-    """Write the judge's files under `root`; refuse (naming the file) when any exists, before writing any."""
-    from runner.pipeline.files import write_new_files
-    files = scaffold_files(name)
-    write_new_files(root, files, "runner init", "name")
-    return list(files)
-
-
-def next_commands(name: str) -> list[str]:
-    """What to run next, in order: check, look at the prompts, run, score the run against the labels."""
-    from runner.runs.folders import group_name
+    files = {where.format(name=name): (TEMPLATES / template).read_text(encoding="utf-8").replace("__NAME__", name)
+             for template, where in FILES.items()}
+    write_new_files(Path.cwd(), files, "runner init", "name")
+    for relative in files:
+        typer.echo(f"created {relative}")
     pipeline, items = f"pipelines/{name}.yaml", f"examples/{name}/items.csv"
     runs = f"reports/{name}/{group_name(Path(items), [], Path.cwd())}"      # where `runner run` writes
-    return [f"runner validate {pipeline}",
-            f"runner render {pipeline} --input {items} --item 1",
-            f"runner run {pipeline} --input {items} --model judge=openai/local-model@http://localhost:1234/v1",
-            f"runner eval {runs} --labels examples/{name}/labels.csv --key id --truth label"]
+    # What to run next, in order: check, look at the prompts, run, score the run against the labels.
+    _echo_next([f"runner validate {pipeline}",
+                f"runner render {pipeline} --input {items} --item 1",
+                f"runner run {pipeline} --input {items} --model judge=openai/local-model@http://localhost:1234/v1",
+                f"runner eval {runs} --labels examples/{name}/labels.csv --key id --truth label"])
+    typer.echo("(without --model the judge is openai/gpt-4o-mini, which needs OPENAI_API_KEY; "
+               "--model judge=PROVIDER/MODEL[@URL] points it at any other)")
 
 
 def _echo_next(commands: list[str]) -> None:
@@ -89,17 +74,12 @@ def openai_evals(
         typer.echo(f"created {out / relative}")
     for left in imported.skipped:
         typer.echo(f"skipped {left} (--skip)")
-    _echo_next(import_next_commands(imported.name, imported.models, out))
+    pipeline = out / "pipelines" / f"{imported.name}.yaml"         # Path(".") / "pipelines" is "pipelines"
+    repoint = "".join(f" --model {seat}=openai/local-model@http://localhost:1234/v1" for seat in imported.models)
+    _echo_next([f"runner validate {pipeline}", f"runner render {pipeline} --input rows.jsonl --item 1",
+                f"runner run {pipeline} --input rows.jsonl{repoint}"])
     if imported.models:
         typer.echo("(without --model each grader's model is the one the eval names (a cosine grader's: "
                    "openai/text-embedding-3-small), on OpenAI with OPENAI_API_KEY; "
                    "--model GRADER=PROVIDER/MODEL[@URL] points it at any other)")
 
-
-def import_next_commands(name: str, models: list[str], out: Path) -> list[str]:
-    """Check it, look at the prompts of the first row, run it on the eval's JSONL rows."""
-    pipeline = out / "pipelines" / f"{name}.yaml"         # Path(".") / "pipelines" is "pipelines"
-    repoint = "".join(f" --model {seat}=openai/local-model@http://localhost:1234/v1" for seat in models)
-    return [f"runner validate {pipeline}",
-            f"runner render {pipeline} --input rows.jsonl --item 1",
-            f"runner run {pipeline} --input rows.jsonl{repoint}"]

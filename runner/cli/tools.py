@@ -11,6 +11,7 @@ import typer
 
 from runner.cli.base import RunnerApp, fail
 from runner.cli.common import CacheDirOpt, cache_dir_of
+from runner.errors import RunnerError
 from runner.redact import redact
 
 cache_app = RunnerApp(no_args_is_help=True, help="Look into and trim the LLM answer cache.")
@@ -64,7 +65,6 @@ def diff(run_a: Annotated[Path | None, typer.Argument(help="The earlier run (fol
     after. Runs over different inputs are refused (exit 2) unless --force. With no run given:
     the last two complete runs of the pipeline and input that ran last."""
     from runner.calibration.diff import diff_runs, format_diff, format_markdown, pick_runs, rate_drops
-    from runner.errors import RunnerError
     from runner.runs.folders import read_summary
     shown = "json" if as_json else format_
     if shown not in ("text", "markdown", "json"):
@@ -90,7 +90,6 @@ def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its gro
                                                                     "under models:).")] = None) -> None:
     """Print a run's LLM calls from its calls.jsonl: a header per call (item, step, model, cached,
     attempts), then its prompt and response, in the order the calls ended."""
-    from runner.errors import RunnerError
     from runner.llm.calls.file import read_calls
     from runner.llm.calls.record import text_of
     from runner.runs.folders import CALLS_FILE, resolve_run

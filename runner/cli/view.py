@@ -11,6 +11,8 @@ import typer
 
 from runner.cli.base import RunnerApp
 from runner.cli.common import CacheDirOpt, ModelOpt, SetOpt, overrides_of
+from runner.errors import InputError
+from runner.redact import redact
 
 labels_app = RunnerApp(no_args_is_help=True, help="Labels made by reviewers in `runner view`.")
 ReportsArg = Annotated[Path, typer.Argument(help="The folder of runs (what `runner run` writes under).")]
@@ -76,7 +78,6 @@ def export(reports_dir: ReportsArg = Path("reports"),
     """The reviews of a pipeline as labels: one JSON line per reviewed item (item_key, label,
     reviewers, ...), for `runner eval --labels FILE --key item_key --truth label`."""
     from runner.calibration.labels import labels_from_reviews
-    from runner.errors import InputError
     from runner.fileio import atomic_write, dumps
     from runner.stores.reviews import REVIEWS_FILE, ReviewStore
     store = _postgres_reviews(db) if db else ReviewStore(reports_dir / REVIEWS_FILE, create=False)
@@ -100,8 +101,6 @@ def export(reports_dir: ReportsArg = Path("reports"),
 
 def _postgres_reviews(url: str) -> Any:
     """The reviews `runner serve` keeps beside its results in PostgreSQL."""
-    from runner.errors import InputError
-    from runner.redact import redact
     from runner.stores.database import is_postgres
     from runner.stores.result_store import ResultStore
     from runner.stores.reviews import ReviewStore

@@ -33,18 +33,12 @@ def _example_line(example: Example) -> str:
     return f"`{{{{ {example.expression} }}}}` {arrow} `{json.dumps(example.result, ensure_ascii=False, default=str)}`"
 
 
-def _group(table: dict[str, Any]) -> dict[Any, list[str]]:
-    """Names by the function they name (Jinja registers aliases: ==, eq, equalto)."""
-    groups: dict[Any, list[str]] = {}
-    for name, function in table.items():
-        groups.setdefault(function, []).append(name)
-    return groups
-
-
 def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
              order: list[str]) -> list[str]:
     lines = [f"### {title}", ""]
-    groups = _group(table)
+    groups: dict[Any, list[str]] = {}          # names by the function they name (Jinja's aliases: ==, eq, equalto)
+    for name, function in table.items():
+        groups.setdefault(function, []).append(name)
     for name in order:
         function = table[name]
         names = groups[function]
@@ -103,10 +97,10 @@ def _names() -> list[str]:
 
 
 def _adapters() -> list[str]:
-    from runner.inputs import ADAPTERS, adapter_names, options_schema
+    from runner.inputs import ADAPTERS, options_schema
     lines = ["## Input adapters", "", "`input.adapter` turns `--input FILE` into items (`--record KEY=VALUE` "
              "makes one item without a file).", ""]
-    for name in adapter_names():
+    for name in ADAPTERS.names():
         lines.append(f"- `{name}`: {first_sentence(ADAPTERS.get(name))} `input: {{adapter: {name}}}`")
         for option, spec in ((options_schema(name) or {}).get("properties") or {}).items():
             lines.append(f"    - `with.{option}`: {spec.get('description', '')}")
@@ -117,7 +111,7 @@ def _adapters() -> list[str]:
 
 
 def _features() -> list[str]:
-    from runner.docgen.features import FEATURES
+    from runner.docgen.examples import FEATURES
     lines = ["## Features by example", "",
              "Each example is the files of a project; the tests run it on the records shown and check the results.",
              ""]

@@ -96,10 +96,6 @@ def record_counter(name: str) -> Counter | None:
     return COUNTERS.get(name)
 
 
-def adapter_names() -> list[str]:
-    return ADAPTERS.names()
-
-
 def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Record]:
     """The records of `path`, read as they are taken where the adapter can (JSONL, JSON lines,
     markdown citations); an unusable input raises here, before the first record."""

@@ -24,6 +24,4 @@ class ItemStream:
 
     @classmethod
     def of(cls, items: list[Item]) -> ItemStream:
-        stream = cls(lambda: items)
-        stream._count = len(items)
-        return stream
+        return cls(lambda: items, lambda: len(items))

@@ -137,28 +137,6 @@ class ReportView:
         return max(self.scope.done - len(self.items), 0)
 
 
-class Columns:
-    """The table's columns: the configured ones, else every scalar field seen (in first-seen
-    order, at most MAX_COLUMNS), plus `error` when any result has one."""
-
-    def __init__(self, configured: list[str] | None) -> None:
-        self.fixed = [c for c in configured if c != "index"] if configured else None
-        self.seen: dict[str, None] = {}
-        self.errored = False
-
-    def see(self, result: dict[str, Any]) -> None:
-        if self.fixed is None:
-            self.errored = self.errored or "error" in result
-            if len(self.seen) < MAX_COLUMNS:
-                self.seen.update((k, None) for k, v in result.items()
-                                 if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
-
-    def names(self) -> list[str]:
-        if self.fixed is not None:
-            return self.fixed
-        return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
-
-
 def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallView]]:
     """The calls of the `wanted` items in calls.jsonl (read once; the others are skipped
     without being parsed), each item's in the order they ended."""
@@ -244,8 +222,7 @@ def item_label(result: dict[str, Any], columns: list[str] | None) -> str:
 
 def trace_url_of(summary: dict[str, Any]) -> str | None:
     """Where the run's traces are in the tracing UI (summary.tracing.trace_url), if it knows."""
-    tracing = summary.get("tracing")
-    return tracing.get("trace_url") if isinstance(tracing, dict) else None
+    return _section(summary, "tracing").get("trace_url")
 
 
 def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
@@ -287,18 +264,31 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
 class RowChooser:
     """A report's rows and columns, chosen as results pass by (one pass over any number, in
     bounded memory: report_rows.py). Fed by build_view, or by the run's own pass over its
-    results, which knows whether each passed from the summary's reading of its rate (api.py)."""
+    results, which knows whether each passed from the summary's reading of its rate (api.py).
+    The columns are the configured ones, else every scalar field seen (in first-seen order, at
+    most MAX_COLUMNS), plus `error` when any result has one."""
 
     def __init__(self, configured: list[str] | None, count_by: str | None, limit: int = HTML_ROWS) -> None:
-        self.columns = Columns(configured)
+        self.fixed = [c for c in configured if c != "index"] if configured else None
+        self.seen: dict[str, None] = {}
+        self.errored = False
         self.count_by = count_by
         self.picker = RowPicker(limit)
 
     def add(self, result: dict[str, Any], passed: bool | None) -> None:
         """One result, and whether it meets the pass rule (None: there is none)."""
-        self.columns.see(result)
+        if self.fixed is None:
+            self.errored = self.errored or "error" in result
+            if len(self.seen) < MAX_COLUMNS:
+                self.seen.update((k, None) for k, v in result.items()
+                                 if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
         verdict = verdict_of(result, self.count_by)
         self.picker.offer(result, verdict, status_of(verdict, error_of(result), passed), passed)
+
+    def columns(self) -> list[str]:
+        if self.fixed is not None:
+            return self.fixed
+        return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
 
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
@@ -320,7 +310,7 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     count_by = summary.get("count_by")
     rows = chosen.picker
     picked = rows.chosen()
-    columns = chosen.columns.names()
+    columns = chosen.columns()
     calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
     trace_url = trace_url_of(summary)
     items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]

@@ -48,9 +48,6 @@ class ErrorCount:
         else:
             self.groups[OTHER_ERRORS] += n       # a run of a million distinct messages keeps a bounded table
 
-    def top(self) -> list[dict[str, Any]]:
-        return [{"count": n, "error": text} for text, n in self.groups.most_common(KEPT_GROUPS)]
-
 
 class SummaryTally:
     """summary.json's counts and rates, kept as results pass by: `add` each, then `summary`."""
@@ -93,7 +90,8 @@ class SummaryTally:
                                  "errors": error_count}
         summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
         if error_count:
-            summary["error_groups"] = self.errors.top()
+            summary["error_groups"] = [{"count": n, "error": text}
+                                       for text, n in self.errors.groups.most_common(KEPT_GROUPS)]
         if self.field:
             summary["count_by"] = self.field
             summary["counts"] = counts

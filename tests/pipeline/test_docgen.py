@@ -78,8 +78,8 @@ def test_every_step_type_has_an_example_its_schema_accepts():
 
 
 def test_every_input_adapter_says_what_it_reads():
-    from runner.inputs import ADAPTERS, adapter_names
-    for name in adapter_names():
+    from runner.inputs import ADAPTERS
+    for name in ADAPTERS.names():
         assert first_sentence(ADAPTERS.get(name)), f"input adapter {name} has no docstring"
         assert f"- `{name}`: " in render_page()
 

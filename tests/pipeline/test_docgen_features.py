@@ -7,7 +7,7 @@ import pytest
 
 from fakellm import Reply
 from helpers import run, write_json
-from runner.docgen.features import FEATURES, Feature
+from runner.docgen.examples import FEATURES, Feature
 
 
 @pytest.mark.parametrize("feature", FEATURES, ids=[f.title for f in FEATURES])
