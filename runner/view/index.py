@@ -1,15 +1,11 @@
 """A run's items as a SQLite index, so a page of a million-item run reads one page of rows.
 
-Built once from results.jsonl and calls.jsonl, streamed line by line, into
-REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
-either changes. Each results line is one row, in index order (then line order; a file a
-killed run left in finishing order is put in order once, at the build): two results may
-share an `index` (an output may number them its own way), and both are listed and opened.
-Each keeps its verdict, error, label, reason and its whole result (text no UTF-8 can hold
-replaced, see runner/safetext.py; whether it meets the pipeline's pass rule is read from it
-for the rows a page shows); a
-full-text index (FTS5) holds its text for search; where each of its calls' lines starts in
-calls.jsonl is kept, so an item's page reads its calls alone."""
+Built from results.jsonl and calls.jsonl, streamed, into REPORTS_DIR/.runner-view/ (the run
+folder is never written), and built again when either changes. Each results line is one row,
+in index order, then line order (two results may share an `index`: both are listed and
+opened), with its verdict, error, label, reason and whole result (text no UTF-8 can hold
+replaced: runner/safetext.py); a full-text index (FTS5) holds its text for search, and where
+each of its calls starts in calls.jsonl, so an item's page reads its calls alone."""
 
 from __future__ import annotations
 
@@ -163,7 +159,7 @@ class RunIndex:
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
-            if not ordered:             # rows numbered again in index order
+            if not ordered:             # a killed run's, in finishing order: numbered again in index order
                 db.execute(ITEMS.format("sorted"))
                 db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
                 db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")
