@@ -47,14 +47,14 @@ class Limits:
     allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
+@dataclass
 class Parts:
     """The server's parts, made when it starts and closed when it stops."""
 
-    def __init__(self, settings: Settings, pipelines: Any, db: str | None, overrides: list[str] | None = None):
-        self.settings = settings
-        self.overrides = overrides          # `runner serve --set/--model`, on every pipeline
-        self.pipelines_dir = pipelines
-        self.db = db
+    settings: Settings
+    pipelines_dir: Any
+    db: str | None
+    overrides: list[str] | None = None          # `runner serve --set/--model`, on every pipeline
 
     async def open(self) -> None:
         root = self.settings.root

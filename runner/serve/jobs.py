@@ -214,13 +214,10 @@ class JobBoard:
             raise ApiError(409, f"job {job_id} runs on another server of this project: cancel it there")
         self._cancelled.add(job_id)
         task = self._running.get(job_id)
-        if task is None:
-            job.status, job.ended_at = "cancelled", now()
-            self.save(job)
-            return job
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if job.status in ("queued", "running"):     # cancelled before its run began: it never starts
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if job.status in ("queued", "running"):     # waiting, or cancelled before its run began: it never starts
             job.status, job.ended_at = "cancelled", now()
             self.save(job)
         return job
