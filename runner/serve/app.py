@@ -22,8 +22,7 @@ from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
 from runner.serve import api_models as models
 from runner.serve import openapi
-from runner.serve.errors import ApiError
-from runner.serve.http import Guard, add_error_handlers
+from runner.serve.http import ApiError, Guard, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings

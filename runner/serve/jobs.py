@@ -30,7 +30,7 @@ from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
 

@@ -26,7 +26,7 @@ from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.request import RunOptions
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides

@@ -22,7 +22,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
 from runner.runs.manifest import pipeline_entry, strings_in
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.templating.sandbox import attribute_refs, parse_source
 
 SUFFIXES = (".yaml", ".yml")
