@@ -34,7 +34,7 @@ from runner.outputs.report_view import build_item, call_view, lookup, status_of,
 from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
-from runner.view.run_list import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
+from runner.view.run_list import RunEntry, list_runs, pass_check, run_entry, run_folder
 
 MAX_BODY = 64 * 1024
 MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown
@@ -62,7 +62,7 @@ class View:
         folder = run_folder(self.reports, run)
         entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
-            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns),
+            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, entry.report_columns,
                                              pass_check(entry))
         return folder, entry, self._indexes[folder]
 

@@ -21,10 +21,12 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.llm.calls.file import call_spans, read_spans
+from runner.outputs.report_view import item_label
 from runner.runs.folders import CALLS_FILE, RESULTS
 from runner.runs.manifest import strings_in
 from runner.safetext import clean_value
 from runner.stores.reviews import Review
+from runner.view.run_list import reason_of
 
 INDEX_DIR = ".runner-view"
 FORMAT = 3
@@ -74,7 +76,6 @@ class Page:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-Describe = Callable[[dict[str, Any]], tuple[str, str]]     # result -> (label, reason)
 Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
 ITEMS = """CREATE TABLE {} (pos INTEGER PRIMARY KEY, line INTEGER NOT NULL, idx INTEGER NOT NULL,
                             shared INTEGER NOT NULL DEFAULT 0, item_key TEXT, verdict TEXT, error TEXT,
@@ -83,12 +84,12 @@ _COLUMNS = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 
 class RunIndex:
-    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe,
+    def __init__(self, reports: Path, run: Path, verdict_field: str | None, columns: list[str] | None,
                  passed: Passed | None = None):
         """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none)."""
         self.run = run
         self.verdict_field = verdict_field
-        self.describe = describe
+        self.columns = columns            # the report's columns: a row's label
         self.passed = passed
         relative = run.resolve().relative_to(reports.resolve())
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
@@ -149,7 +150,7 @@ class RunIndex:
             for number, result in self._results():
                 index = _as_index(result.get("index"), number)
                 ordered, last = ordered and index >= last, index
-                label, reason = self.describe(result)
+                label, reason = item_label(result, self.columns), reason_of(result)
                 verdict = self.verdict_of(result)
                 counts[verdict] = counts.get(verdict, 0) + 1
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,

@@ -18,7 +18,7 @@ from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.rates import PassRule, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
-from runner.outputs.report_view import item_label, lookup
+from runner.outputs.report_view import lookup
 from runner.pipeline.model import SummarySpec
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
@@ -182,13 +182,6 @@ def _inside(reports: Path, folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return True
-
-
-def describe(columns: list[str] | None) -> Any:
-    """(label, reason) of a result: its key inputs, and why it got its verdict."""
-    def of(result: dict[str, Any]) -> tuple[str, str]:
-        return item_label(result, columns), reason_of(result)
-    return of
 
 
 def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
