@@ -55,9 +55,7 @@ class RunEntry:
     @property
     def verdict_field(self) -> str | None:
         """The field results are counted by: summary.json's, or before it exists the pipeline's."""
-        summary = self.resolved.get("summary")
-        declared = summary.get("count_by") if isinstance(summary, dict) else None
-        return self.summary.get("count_by") or (declared if isinstance(declared, str) else None)
+        return self.summary.get("count_by") or SummarySpec.of(self.resolved.get("summary")).count_by
 
     @property
     def resolved(self) -> dict[str, Any]:
@@ -73,9 +71,7 @@ class RunEntry:
 
     @property
     def report_columns(self) -> list[str] | None:
-        summary = self.resolved.get("summary")
-        columns = summary.get("report_columns") if isinstance(summary, dict) else None
-        return columns if isinstance(columns, list) else None
+        return SummarySpec.of(self.resolved.get("summary")).report_columns
 
 
 def unfinished(folder: Path) -> bool:
