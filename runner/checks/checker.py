@@ -132,12 +132,11 @@ class Checker:
             self.add(where, unknown("output field", name, output, "output fields"))
 
     def _check_adapter(self) -> None:
-        from runner.inputs import ADAPTERS
+        from runner.inputs import ADAPTERS, options_schema
         adapter = (self.data.get("input") or {}).get("adapter")
         if adapter is not None and adapter not in ADAPTERS:
             self.add(("input", "adapter"), unknown("input adapter", adapter, ADAPTERS.names()))
             return
-        from runner.inputs import options_schema
         schema = options_schema(adapter or DEFAULT_ADAPTER)
         options = (self.data.get("input") or {}).get("with")
         if schema is not None and options is not None:

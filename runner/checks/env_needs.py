@@ -43,8 +43,7 @@ def mentioned_in(value: Any) -> set[str]:
 
 def mentioned(tree: nodes.Node) -> set[str]:
     """Every NAME the template reads as env.NAME (what an `if:` or `enabled:` tests)."""
-    found = {_env_name(node) for node in tree.find_all((nodes.Getattr, nodes.Getitem))}
-    return {name for name in found if name} | guarded(tree)
+    return {name for name, _ in templating.attribute_refs(tree, "env")} | guarded(tree)
 
 
 def guarded(tree: nodes.Node) -> set[str]:
@@ -74,10 +73,7 @@ def guarded(tree: nodes.Node) -> set[str]:
 def needed(tree: nodes.Node, context_guards: set[str]) -> Iterator[str]:
     """The names the template reads with no guard in it nor around it."""
     safe = guarded(tree) | context_guards
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        name = _env_name(node)
-        if name and name not in safe:
-            yield name
+    yield from (name for name, _ in templating.attribute_refs(tree, "env") if name not in safe)
 
 
 def need_message(name: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 
 import runner.templating.sandbox as templating
 from runner.checks.env_needs import need_message, needed
@@ -97,7 +97,7 @@ class ExpressionChecks:
                           (*chain, named.name))
         known_globals = set(self.prompt_env.globals)
         try:
-            free = templating.free_names(tree)
+            free = set(meta.find_undeclared_variables(tree))
         except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
             if not unknowns:
                 self.add(path, f"{prefix}template error: {exc.message}")

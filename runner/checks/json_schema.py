@@ -99,8 +99,6 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
             return [located.problem(path, _short(bounds[0]))]
         type_errors = [e for e in error.context if e.validator == "type"]
         chosen = type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path))
-        if type_errors and not isinstance(error.instance, str):
-            return [located.problem(path, _short(chosen))]
         if isinstance(error.instance, str):
             wanted: list[Any] = [e.validator_value for e in type_errors]
             names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
@@ -121,9 +119,9 @@ def param_problems(located: Located) -> list[Problem]:
     data = located.data
     params: dict[str, Any] = data.get("params") or {}
     problems: list[Problem] = []
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
     for name, schema in (data.get("params_schema") or {}).items():
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
         if name not in params:
             problems.append(located.problem(("params_schema", name), unknown("param", name, params, "params"),
                                             key=True))

@@ -1,14 +1,12 @@
 """`examples:` of `llm` and `jury` steps: items with the answer they should get, given to the
 model as prior chat turns (few-shot).
 
-An example is `{item: {...}, answer: ...}` (and, optionally, `key`: where it came from, for
-the record). `examples:` is a list of them, or a JSONL file of them named relative to the
-file that names it (as `extends:` names its base), else to the project folder; inside the
-project either way. Each answer is
-checked against the step's answer schema (its `output_schema`, when it is a file or an
-object) when the pipeline is validated; an error names the YAML field (file:line:col) and,
-for a file, its line. The typed pipeline holds the examples as a list, read once, so the
-engine never reads the file (runner/engine/steps/llm_call.py turns them into turns)."""
+An example is `{item: {...}, answer: ...}` (and optionally `key`: where it came from).
+`examples:` is a list of them, or a JSONL file of them named relative to the file that names
+it (as `extends:` names its base), else to the project folder; inside the project either way.
+Validation checks each answer against the step's answer schema (its `output_schema`, a file or
+an object), naming the YAML field (file:line:col) and, for a file, its line. The typed pipeline
+holds the examples as a list, read once: the engine never reads the file."""
 
 from __future__ import annotations
 

@@ -2,12 +2,10 @@
 shows one). Every top-level key of the variant but `extends` is laid over the base: mappings
 merge key by key, lists and scalars replace, and `steps` (at the top and in a step's `with:`)
 are patched by `id` (`after: ID`/`before: ID` place a new step, `remove: true` drops one). An id
-the base lacks with no place, an id named twice in one list, and a plain value under a param
-name the base lacks (a new param needs `{default: ..., type: ...}`) are refused, as the
-misspellings they almost always are; `name` is the variant's file name unless it gives one.
-The base is named relative to the variant and stays inside the project; a chain of bases is
-at most MAX_EXTENDS_DEPTH files below the first and never a cycle. The merged pipeline keeps
-each value's file, line and column, so an error is located where the wrong value was written."""
+the base lacks with no place, an id named twice in one list, and a new param without a
+declaration are refused, as the misspellings they almost always are. The base stays inside the
+project; a chain of bases is at most MAX_EXTENDS_DEPTH deep and never a cycle. The merged
+pipeline keeps each value's file, line and column, so an error points where it was written."""
 
 from __future__ import annotations
 

@@ -17,13 +17,10 @@ BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Pow: operator.pow, ast.BitXor: operator.pow,          # OpenAI writes a power as ^
 }
 UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-FUNCTIONS: dict[str, Callable[..., float]] = {
-    "min": min, "max": max, "abs": abs, "floor": math.floor, "ceil": math.ceil, "exp": math.exp,
-    "sqrt": math.sqrt, "log": math.log,
-}
-ARITY: dict[str, tuple[int, int | None]] = {      # the arguments each function takes: at least, at most
-    "min": (2, None), "max": (2, None), "log": (1, 2),
-    **{name: (1, 1) for name in ("abs", "floor", "ceil", "exp", "sqrt")},
+# Each function, and the arguments it takes: at least, at most.
+FUNCTIONS: dict[str, tuple[Callable[..., float], int, int | None]] = {
+    "min": (min, 2, None), "max": (max, 2, None), "abs": (abs, 1, 1), "floor": (math.floor, 1, 1),
+    "ceil": (math.ceil, 1, 1), "exp": (math.exp, 1, 1), "sqrt": (math.sqrt, 1, 1), "log": (math.log, 1, 2),
 }
 LONGEST = 2000          # characters of a formula
 BIGGEST_POWER = 1000.0  # an exponent's bound: no formula computes a number of a million digits
@@ -57,7 +54,7 @@ def _check_node(node: ast.AST, known: set[str]) -> None:
     elif isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
             raise FormulaError(f"only the functions {', '.join(FUNCTIONS)} may be called, with plain arguments")
-        least, most = ARITY[node.func.id]
+        _, least, most = FUNCTIONS[node.func.id]
         if len(node.args) < least or (most is not None and len(node.args) > most):
             takes = f"{least} or more" if most is None else str(least) if least == most else f"{least} or {most}"
             raise FormulaError(f"{ast.unparse(node)}: {node.func.id}() takes {takes} argument(s), "
@@ -115,6 +112,6 @@ def _value(node: ast.expr, numbers: Mapping[str, float]) -> float:
                                "fractional power")
         return float(value)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return float(FUNCTIONS[node.func.id](*(_value(arg, numbers) for arg in node.args)))
+        return float(FUNCTIONS[node.func.id][0](*(_value(arg, numbers) for arg in node.args)))
     raise FormulaError(f"{type(node).__name__} is not allowed in a formula")
 

@@ -1,22 +1,15 @@
 """Params declared once: `params: {NAME: {default: VALUE, type: ..., minimum: ..., description: ...}}`.
 
-A pipeline declares each param's value and its type in one place:
+A param whose value is a mapping holding `default` is a declaration: `default` is its value and
+every other key a JSON Schema keyword or `description` (any other key is an error naming it).
+Any other value is the param's default, and declares the param's type as its default's
+(`min_score: 0.6` a number, `name: x` a string; a null default declares none), so `--set`,
+serve's requests and sweep grids are checked against it as against a declared one. The older
+two-block form (`params_schema:`) is refused with the file's own first param as the fix.
 
-- a param whose value is a mapping holding `default` is a declaration: `default` is its value
-  and every other key a JSON Schema keyword (`type`, `enum`, `minimum`, `maximum`,
-  `minLength`, `items`, ...) or `description`; any other key is an error naming it. (A param
-  whose value is itself a mapping with a `default` key is declared: `{default: {default: 1}}`.)
-- any other value is the param's default as written, and declares the param's type as its
-  default's (`min_score: 0.6` is a number, `retries: 2` an integer, `name: x` a string, a
-  mapping an object, a list an array; a null default declares no type), so `--set`, serve's
-  requests and sweep grids are checked against it as against a declared one.
-
-The older two-block form (values under `params:`, their schemas under `params_schema:`) is
-refused with the one-block form of the file's own first param as the fix.
-
-Each file is read into plain values under `params` and their schemas under `params_schema` as
-it is loaded (what the rest of runner sees); plain defaults are typed once a variant is merged
-(`typed_defaults`), so a variant's plain value for a declared param keeps the base's declaration."""
+Each file is read into plain values under `params` and their schemas under `params_schema` (what
+the rest of runner sees); plain defaults are typed once a variant is merged (`typed_defaults`),
+so a variant's plain value for a declared param keeps the base's declaration."""
 
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
 """Parts: a pipeline file another pipeline runs as one step (`uses: pipeline`).
 
-A part is an ordinary pipeline file under the project's `pipelines/` folder that declares its
-typed `inputs:` (`{NAME: {type: ..., description: ..., default: ...}}`, JSON Schema keywords;
-an input without `default` is required), reads them as `inputs.NAME`, and gives its result as
-its `output:` fields. The calling step passes `with: {file: parts/x.yaml, inputs: {...}}`;
-`runner validate` checks the part itself (its problems located in its own file) and the
-inputs the step passes (unknown, missing, or a literal of the wrong type) like any step's
-arguments. A part that runs itself, directly or through others, is refused with the chain.
+A part is a pipeline file under the project's `pipelines/` that declares typed `inputs:`
+(`{NAME: {type: ..., description: ..., default: ...}}`; one without `default` is required),
+reads them as `inputs.NAME` and gives its `output:` fields as its result. The calling step
+passes `with: {file: parts/x.yaml, inputs: {...}}`; `runner validate` checks the part (located
+in its own file) and the inputs the step passes. A part that runs itself is refused with the chain.
 
-One outermost load (`loading`) reads and checks each part it reaches once, however many
-steps run it and however often the checks ask for it; the Pipeline keeps them (`parts`), so
-a run never loads one again. A part's checks are skipped, as its caller's are, when the
-run's validated marker knows it as it is now."""
+One outermost load (`loading`) reads and checks each part it reaches once, however many steps
+run it; the Pipeline keeps them (`parts`), so a run never loads one again."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ from runner.yamlpos import Path as DataPath
 if TYPE_CHECKING:
     from runner.pipeline.validated import ValidatedPipelines
 
-# How a part file is read and checked (the loader's load_pipeline, given by its callers: the
-# loader itself loads parts, so this module does not import it):
+# The loader's load_pipeline (given by its callers: the loader imports this module):
 # (file, project_dir, the caller's validated marker) -> Pipeline.
 Load = Callable[[Path, Path, "ValidatedPipelines | None"], Pipeline]
 

@@ -1,5 +1,6 @@
 """The routes of `runner serve` (FastAPI): pipelines, judging, jobs, stored results and
-feedback under /v1, with /healthz, /openapi.json and /docs. Handlers stay on the event loop;
+feedback under /v1 (a review in the store `runner view` writes, and a HUMAN assessment on the
+result's MLflow trace), with /healthz, /openapi.json and /docs. Handlers stay on the event loop;
 what blocks (the databases, MLflow) runs in threads."""
 
 from __future__ import annotations
@@ -15,21 +16,22 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from runner.checks.checker import verdict_values
 from runner.errors import InputError
 from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
 from runner.serve import api_models as models
 from runner.serve import openapi
-from runner.serve.errors import ApiError
-from runner.serve.feedback import record, review_store
-from runner.serve.http import Guard, add_error_handlers
+from runner.serve.http import ApiError, Guard, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
-from runner.serve.served_pipelines import Catalog
-from runner.stores.database import StoreUnavailable, is_postgres
+from runner.serve.served_pipelines import Catalog, Served
+from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
-from runner.stores.result_store import ResultStore
+from runner.stores.result_store import ResultStore, StoredResult
+from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of
+from runner.tracing.feedback import human_assessment
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody}
@@ -44,14 +46,14 @@ class Limits:
     allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
+@dataclass
 class Parts:
     """The server's parts, made when it starts and closed when it stops."""
 
-    def __init__(self, settings: Settings, pipelines: Any, db: str | None, overrides: list[str] | None = None):
-        self.settings = settings
-        self.overrides = overrides          # `runner serve --set/--model`, on every pipeline
-        self.pipelines_dir = pipelines
-        self.db = db
+    settings: Settings
+    pipelines_dir: Any
+    db: str | None
+    overrides: list[str] | None = None          # `runner serve --set/--model`, on every pipeline
 
     async def open(self) -> None:
         root = self.settings.root
@@ -103,6 +105,38 @@ def check_store(url: str | None, default: Path) -> None:
         open_result_store(url, default).close()
     except StoreUnavailable as exc:
         raise InputError(f"--db: {exc}") from None
+
+
+def review_store(root: Path, results: ResultStore) -> ReviewStore:
+    """Where feedback goes: the results' PostgreSQL database when they are kept there, else the
+    review store of the runs under the project's reports/ (the one `runner view` uses)."""
+    if isinstance(results.db, PostgresDatabase):
+        return ReviewStore.beside(results)
+    return ReviewStore(root / "reports" / REVIEWS_FILE)
+
+
+def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
+           label: str | None, rationale: str | None) -> dict[str, Any]:
+    """Save the review (one per user and item: a second replaces the first), then log it on
+    the result's MLflow trace; what was done, and why MLflow was not told when it was not."""
+    result = stored.result
+    field = served.pipeline.summary.count_by
+    judged = result.get(field) if field else None
+    trace = result.get("mlflow_trace_id")
+    try:
+        review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
+                           label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
+                           trace_id=trace if isinstance(trace, str) else None)
+    except ReviewRefused as refused:
+        raise ApiError(400, str(refused)) from None
+    saved = store.put(review)
+    mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
+    if saved.trace_id:
+        assessment, problem = human_assessment(saved.trace_id, agrees, saved.rationale, saved.reviewer)
+        mlflow.update({"logged": assessment is not None, "assessment_id": assessment})
+        if problem:
+            mlflow["warning"] = problem
+    return {"saved": True, "review": saved.as_dict(), "mlflow": mlflow}
 
 
 def json_response(value: Any, status: int = 200, **headers: str) -> Response:

@@ -19,12 +19,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.errors import RunnerError
 from runner.redact import redact
-from runner.serve.errors import ApiError
 from runner.serve.openapi import allowed_methods
 from runner.stores.database import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file
+
+
+class ApiError(Exception):
+    """A client's mistake (4xx) or an unavailable part of the server (503): its message is
+    the JSON body's `error`."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 def error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -91,27 +100,12 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
-        if self.hosts is not None and _host_name(headers.get("host", "")).lower() not in self.hosts:
-            # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
-            await error(400, "this server answers only requests for its own address (Host header)")(
-                scope, receive, send)
-            return
-        if self.token is not None and scope["path"] not in OPEN_PATHS:
-            given = headers.get("authorization", "")
-            scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
-                await error(401, "give the server's token: Authorization: Bearer TOKEN",
-                            **{"WWW-Authenticate": "Bearer"})(scope, receive, send)
-                return
-        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
-            await error(400, "a NUL byte in the path or query: no name, key or id holds one")(scope, receive, send)
-            return
         upload = scope["method"] == "POST" and UPLOAD_ROUTE.fullmatch(scope["path"]) is not None
         limit = self.max_upload if upload and headers.get("content-type", "").startswith("multipart/") \
             else self.max_body
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            await error(413, _too_large(limit))(scope, receive, send)
+        refused = self._refusal(scope, headers, limit)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         seen = 0
 
@@ -124,6 +118,20 @@ class Guard:
                     raise HTTPException(413, _too_large(limit))
             return message
         await self.app(scope, counted, send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str], limit: int) -> JSONResponse | None:
+        if self.hosts is not None and _host_name(headers.get("host", "")).lower() not in self.hosts:
+            # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
+            return error(400, "this server answers only requests for its own address (Host header)")
+        if self.token is not None and scope["path"] not in OPEN_PATHS:
+            scheme, _, value = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+                return error(401, "give the server's token: Authorization: Bearer TOKEN",
+                             **{"WWW-Authenticate": "Bearer"})
+        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+            return error(400, "a NUL byte in the path or query: no name, key or id holds one")
+        declared = headers.get("content-length", "")
+        return error(413, _too_large(limit)) if declared.isdigit() and int(declared) > limit else None
 
 
 def _host_name(header: str) -> str:

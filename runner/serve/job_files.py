@@ -22,7 +22,7 @@ from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"

@@ -1,14 +1,12 @@
 """Jobs: a request's items judged as a run on the server's event loop, in a run folder under
-the project's reports/ that `runner view` lists. Statuses: queued, running, succeeded, failed
-(as `runner run` fails), cancelled.
+the project's reports/ that `runner view` lists (statuses: queued, running, succeeded, failed
+as `runner run` fails, cancelled).
 
-A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of
-status; its input (JSON lines, or a CSV file as uploaded, read by the pipeline's csv adapter
-as `runner run --input` would) is kept by content hash beside it. Each job names the server
-that runs it (job_files.Claims). A server killed mid-job, or stopped, takes it up at its next
-start in the same run folder: each result written is taken as it is, the store's from there,
-the rest judged (the LLM cache answering what was answered before). When the pipeline hash
-changed in between, every item is judged again, and the job's `notes` say so."""
+A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status,
+beside its input (kept by content hash). A server killed mid-job, or stopped, takes it up at its
+next start in the same run folder: each result written is kept, the store's taken from there,
+the rest judged (the LLM cache answering what was answered before); when the pipeline hash
+changed in between, every item is judged again and the job's `notes` say so."""
 
 from __future__ import annotations
 
@@ -32,13 +30,12 @@ from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.folders import is_run, mark_latest
 from runner.runs.request import ItemSource
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
-# done; errors (items that errored, never judged); where the others came from: resumed (written
-# before a restart), store, memo (the pipeline's memo store), judged
+# done, errors, and where the others came from (resumed: written before a restart; memo: the memo store)
 COUNTS = ("done", "errors", "resumed", "store", "memo", "judged")
 
 
@@ -217,13 +214,10 @@ class JobBoard:
             raise ApiError(409, f"job {job_id} runs on another server of this project: cancel it there")
         self._cancelled.add(job_id)
         task = self._running.get(job_id)
-        if task is None:
-            job.status, job.ended_at = "cancelled", now()
-            self.save(job)
-            return job
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if job.status in ("queued", "running"):     # cancelled before its run began: it never starts
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if job.status in ("queued", "running"):     # waiting, or cancelled before its run began: it never starts
             job.status, job.ended_at = "cancelled", now()
             self.save(job)
         return job

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import json
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
@@ -25,8 +26,7 @@ from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
 from runner.runs.request import RunOptions
-from runner.serve.errors import ApiError
-from runner.serve.flights import SingleFlight
+from runner.serve.http import ApiError
 from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
@@ -37,6 +37,7 @@ from runner.tracing import make_observer
 
 MAX_VARIANTS = 32            # runtimes kept for request params; the least recently used idle one goes
 MAX_KNOWN_PARAMS = 4096      # request params remembered with the hash they make
+T = TypeVar("T")
 
 
 @dataclass
@@ -95,6 +96,40 @@ def _fresh(found: StoredResult | None) -> StoredResult | None:
     return dataclasses.replace(found, result=result) if found is not None and result is not None else None
 
 
+class SingleFlight(Generic[T]):
+    """One computation per key however many ask at once: identical in-flight requests (the same
+    pipeline hash and item key) make one set of LLM calls, not two."""
+
+    def __init__(self) -> None:
+        self._running: dict[Hashable, asyncio.Task[T]] = {}
+
+    async def run(self, key: Hashable, compute: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """The value, and whether another caller's computation gave it. The first caller owns the
+        computation (cancelling it cancels the computation); a caller who joined it computes the
+        value itself when the owner was cancelled."""
+        while True:
+            task = self._running.get(key)
+            if task is None:
+                task = asyncio.ensure_future(compute())
+                self._running[key] = task
+                task.add_done_callback(functools.partial(self._done, key))
+                return await task, False
+            try:
+                return await asyncio.shield(task), True
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is None or current.cancelling():
+                    raise
+                self._done(key, task)         # the owner was cancelled: the next turn computes it here
+
+    def _done(self, key: Hashable, task: asyncio.Task[T]) -> None:
+        if self._running.get(key) is task and task.done():
+            del self._running[key]
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+
 class Judging:
     def __init__(self, settings: Settings, catalog: Catalog, store: ResultStore):
         self.settings = settings
@@ -118,7 +153,7 @@ class Judging:
         return RunOptions(cache_dir=self.settings.cache_dir, llm_concurrency=self.settings.concurrency,
                           concurrency_given=self.settings.concurrency_given, trace=self.settings.trace, **more)
 
-    async def variant(self, name: str, params: Any = None) -> Variant:
+    async def variant(self, name: str, params: dict[str, Any] | None = None) -> Variant:
         """The runtime for this pipeline with these params (made on first use; ApiError for a
         param a request may not set, a value its schema refuses, or one that changes models)."""
         served = self.catalog.get(name)

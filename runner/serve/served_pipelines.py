@@ -22,7 +22,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
 from runner.runs.manifest import pipeline_entry, strings_in
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.templating.sandbox import attribute_refs, parse_source
 
 SUFFIXES = (".yaml", ".yml")
@@ -83,8 +83,8 @@ class Catalog:
                 problems[path.name] = (f"pipeline name '{pipeline.name}' is also the name of "
                                        f"{served[pipeline.name].pipeline.file.name}: not served")
                 continue
-            settable = dict(pipeline.located.data.get("params_schema") or {})
-            served[pipeline.name] = Served(pipeline.name, pipeline, settable, input_reads(pipeline), self.overrides)
+            served[pipeline.name] = Served(pipeline.name, pipeline, pipeline.params_schema, input_reads(pipeline),
+                                           self.overrides)
         self.served, self.problems = served, problems
         self.generation += 1
 
@@ -106,14 +106,12 @@ class Catalog:
         return served
 
 
-def request_overrides(served: Served, params: Any) -> list[str]:
-    """`params.NAME=VALUE` assignments for a request's params, or ApiError(400) naming each
-    param a request may not set or whose value leaves the project."""
-    if params is None:
-        return []
-    if not isinstance(params, dict):
-        raise ApiError(400, "params: give an object of param names and values")
+def request_overrides(served: Served, params: dict[str, Any] | None) -> list[str]:
+    """`params.NAME=VALUE` assignments for a request's params (an object: the request's model
+    says so), or ApiError(400) naming each param a request may not set or whose value leaves
+    the project."""
     problems = []
+    params = params or {}
     for name, value in params.items():
         if name not in served.settable:
             problems.append(f"params.{name}: a request may set only the params the pipeline declares "

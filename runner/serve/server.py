@@ -30,8 +30,8 @@ class ServeOptions:
     concurrency: int | None = None
     trace: str | None = None
     max_items: int = 100
-    max_body: int = 8 * 2**20
-    max_upload: int = 256 * 2**20
+    max_body: int = Limits.max_body
+    max_upload: int = Limits.max_upload
     overrides: list[str] = field(default_factory=list)     # --set and --model, as `runner run` takes them
 
 

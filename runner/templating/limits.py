@@ -21,9 +21,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
 
 MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
-# Digits of an integer: a little under the 4,300 Python writes one with (int -> str, its
-# default `sys.get_int_max_str_digits()`), so that a result, a prompt or a sum of a few such
-# numbers can still be written. An item past it fails at the operator that would make it.
+# Digits of an integer: under the 4,300 `sys.get_int_max_str_digits()` lets int -> str write, so
+# a result holding one can still be written; an item past it fails at the operator that makes it.
 MAX_INT_DIGITS = 4_200
 MAX_LIPSUM_WORDS = 100_000        # lipsum(n=300000) ran for minutes
 MAX_JSON_INDENT = 64
@@ -243,17 +242,13 @@ class BoundedSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
-        # A template's globals as one plain dict, not Jinja's ChainMap over the environment's:
-        # every render copies them into its context, and a ChainMap is walked map by map for
-        # each name. The environment's globals are all set before the first template is made
-        # (templating.make_environment), so a copy sees every one of them.
+        # One plain dict, not Jinja's ChainMap (every render copies it, walking a ChainMap map by
+        # map): make_environment sets every global before the first template, so a copy sees them.
         return {**self.globals, **(d or {})}
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        # Most lookups are `item.claim` or `steps.x.passed` on a plain dict: Jinja first asks
-        # the dict for an attribute of that name and only then for the key, raising and
-        # catching an AttributeError each time. A name that is no dict attribute goes
-        # straight to the key: the same answer (a test compares it with Jinja's own).
+        # `item.claim` on a plain dict: Jinja tries the attribute first, raising and catching an
+        # AttributeError each time; a name no dict has goes straight to the key (same answer).
         if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
             try:
                 return obj[attribute]

@@ -342,11 +342,6 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
 _PARSE_ENV = make_environment()
 
 
-def free_names(tree: nodes.Template) -> set[str]:
-    from jinja2 import meta
-    return set(meta.find_undeclared_variables(tree))
-
-
 def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
     """The node a chain of reads (`x.a['b']`) starts from, and the names it reads in order (None
     for a key computed at render time)."""
@@ -361,7 +356,7 @@ def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
     return node, chain[::-1]
 
 
-def attribute_refs(tree: nodes.Template, root: str) -> Iterator[tuple[str, int]]:
+def attribute_refs(tree: nodes.Node, root: str) -> Iterator[tuple[str, int]]:
     """Names read as `root.X` or `root['X']` (with their template line)."""
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
         target = getattr(node, "node", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.run_warnings import add_warning
@@ -20,13 +20,6 @@ if TYPE_CHECKING:
     from runner.engine.context import Runtime
 
 BACKENDS = ("mlflow", "none")
-
-
-def assessment_fields(config: dict[str, Any], count_by: str | None) -> list[str]:
-    """The result fields logged as assessments: `tracing.assessments`, else `summary.count_by`."""
-    if config.get("assessments") is not None:
-        return list(config["assessments"])
-    return [count_by] if count_by else []
 
 
 def make_observer(runtime: Runtime) -> Observer:
@@ -57,7 +50,8 @@ def make_observer(runtime: Runtime) -> Observer:
         return NULL_OBSERVER
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
     experiment = str(render_at(runtime, config.get("experiment") or pipeline.name, ("tracing", "experiment"), scope))
-    fields = assessment_fields(config, pipeline.summary.count_by)
+    count_by = pipeline.summary.count_by      # the assessments: `tracing.assessments`, else the verdict
+    fields = list(config["assessments"]) if config.get("assessments") is not None else [count_by] if count_by else []
     tracer = MlflowTracer(uri, experiment, fields, config.get("rationale"), pipeline.name, redact=redact, warn=warn)
     runtime.summary_sections["tracing"] = lambda _runtime: tracer.section()
     return tracer

@@ -98,8 +98,8 @@ def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, us
     """A HUMAN assessment on an MLflow trace, at the server MLFLOW_TRACKING_URI names:
     (its id, None), or (None, why it was not logged). Never raises: the feedback is kept
     elsewhere whatever MLflow says."""
-    from runner.redact import redact, remember_url
-    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback, public_uri
+    from runner.redact import redact, remember_url, strip_credentials
+    from runner.tracing.mlflow_backend import URI_VAR, log_human_feedback
     uri = os.environ.get(URI_VAR)
     remember_url(uri or "")
     if not uri:
@@ -107,4 +107,5 @@ def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, us
     try:
         return log_human_feedback(uri, trace_id, name, is_positive, rationale, user), None
     except Exception as exc:  # the caller keeps the feedback whatever MLflow says
-        return None, redact(f"not logged to MLflow at {public_uri(uri)}: {' '.join(str(exc).split())[:300]}")
+        problem = " ".join(str(exc).split())[:300]
+        return None, redact(f"not logged to MLflow at {strip_credentials(uri)}: {problem}")

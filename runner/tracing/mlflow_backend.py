@@ -55,11 +55,6 @@ def import_mlflow(tracking_uri: str) -> Any:
     return mlflow
 
 
-def public_uri(uri: str) -> str:
-    """The tracking URI without credentials (it goes into summaries and links)."""
-    return strip_credentials(uri)
-
-
 class MlflowTracer(SpanRecorder):
     backend = "mlflow"
 
@@ -79,7 +74,7 @@ class MlflowTracer(SpanRecorder):
         try:
             self.experiment_id = self._mlflow.set_experiment(self.experiment).experiment_id
         except Exception as exc:
-            raise TracingFailed(f"cannot reach MLflow at {public_uri(self.tracking_uri)}: {exc}") from None
+            raise TracingFailed(f"cannot reach MLflow at {strip_credentials(self.tracking_uri)}: {exc}") from None
 
     def export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
         mlflow = self._mlflow
@@ -140,11 +135,11 @@ class MlflowTracer(SpanRecorder):
 
     def section(self) -> dict[str, Any]:
         """summary.json's `tracing`: where the traces went."""
-        out: dict[str, Any] = {"backend": self.backend, "tracking_uri": public_uri(self.tracking_uri),
-                               "experiment": self.experiment, "experiment_id": self.experiment_id,
-                               "traces": self.traces}
+        uri = strip_credentials(self.tracking_uri)
+        out: dict[str, Any] = {"backend": self.backend, "tracking_uri": uri, "experiment": self.experiment,
+                               "experiment_id": self.experiment_id, "traces": self.traces}
         if self.experiment_id and urlsplit(self.tracking_uri).scheme in ("http", "https"):   # the MLflow UI
-            out["trace_url"] = (f"{public_uri(self.tracking_uri).rstrip('/')}/#/experiments/{self.experiment_id}"
+            out["trace_url"] = (f"{uri.rstrip('/')}/#/experiments/{self.experiment_id}"
                                 "/traces?selectedEvaluationId={trace_id}")
         return out
 

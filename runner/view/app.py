@@ -4,18 +4,22 @@ Read-only on runs (their indexes live in REPORTS_DIR/.runner-view/); the one thi
 is a review, into REPORTS_DIR/reviews.sqlite, and only with the session's token, which is
 in the pages it serves (a page of another site cannot read it, so cannot post a review).
 Requests for another Host are refused (a DNS-rebinding page would carry its own name).
-Handlers are plain functions: Starlette runs them in its thread pool, SQLite and all."""
+Handlers are plain functions: Starlette runs them in its thread pool, SQLite and all. Pages are
+server-rendered Jinja templates (runner/view/templates/) in an environment that escapes every
+value."""
 
 from __future__ import annotations
 
 import hmac
 import json
-import os
 import secrets
+from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -23,14 +27,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from runner.engine.rates import rate_text
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
 from runner.stores.database import StoreUnavailable
-from runner.stores.reviews import REVIEWS_FILE, Review, ReviewRefused, ReviewStore, os_user, review_of
+from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
-from runner.view.pages import render
-from runner.view.run_list import RunEntry, describe, list_runs, pass_check, run_entry, run_folder
+from runner.view.run_list import RunEntry, list_runs, pass_check, run_entry, run_folder
 
 MAX_BODY = 64 * 1024
 MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown
@@ -58,7 +62,7 @@ class View:
         folder = run_folder(self.reports, run)
         entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
-            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, describe(entry.report_columns),
+            self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, entry.report_columns,
                                              pass_check(entry))
         return folder, entry, self._indexes[folder]
 
@@ -216,21 +220,13 @@ def _save_review(view: View, body: bytes) -> Response:
         return JSONResponse({"error": str(refused)}, 400)
     saved = view.store.put(review)
     answer: dict[str, Any] = {"saved": True, "review": saved.as_dict(), "mlflow": False}
-    if saved.trace_id:
-        answer["mlflow"], warning = _to_mlflow(saved, saved.trace_id)
-        if warning:
-            answer["warning"] = warning
+    if saved.trace_id:          # a HUMAN assessment on the item's trace, as `runner feedback` logs one
+        from runner.tracing.feedback import human_assessment
+        _, problem = human_assessment(saved.trace_id, saved.agrees, saved.rationale, saved.reviewer)
+        answer["mlflow"] = problem is None
+        if problem:
+            answer["warning"] = problem
     return JSONResponse(answer)
-
-
-def _to_mlflow(review: Review, trace_id: str) -> tuple[bool, str | None]:
-    """The review as a HUMAN assessment on the item's trace, as `runner feedback` logs one."""
-    from runner.tracing.feedback import human_assessment
-    from runner.tracing.mlflow_backend import URI_VAR
-    if not os.environ.get(URI_VAR):
-        return False, f"not logged to MLflow: set {URI_VAR} when starting runner view"
-    _, problem = human_assessment(trace_id, review.agrees, review.rationale, review.reviewer)
-    return problem is None, problem
 
 
 def _query(request: Request) -> Query:
@@ -273,3 +269,47 @@ def _align_report(folder: Path) -> Path | None:
     """align.html of the `runner align` that made this run (it keeps its runs in runs/), or None."""
     report = folder.parent.parent / "align.html"
     return report if folder.parent.name == "runs" and report.is_file() else None
+
+
+def _when(value: Any) -> str:
+    """2026-11-24T06:36:45+00:00 -> 2026-11-24 06:36 UTC."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.utcoffset() is not None else "")
+
+
+def _rate(entry: Any) -> str:
+    """A rate with what it is over: `71.4% (5/7; 1 left out: 1 errored)`, `n/a (0 judged)`."""
+    return rate_text(entry, percent=True) if isinstance(entry, dict) else "-"
+
+
+def _money(value: Any) -> str:
+    return f"${value:.4f}" if isinstance(value, (int, float)) and value else "-"
+
+
+def _seconds(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("runner.view", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(when=_when, rate=_rate, money=_money, seconds=_seconds, show=_show)
+    return env
+
+
+def render(template: str, **values: Any) -> str:
+    return environment().get_template(template).render(**values)

@@ -1,15 +1,11 @@
 """A run's items as a SQLite index, so a page of a million-item run reads one page of rows.
 
-Built once from results.jsonl and calls.jsonl, streamed line by line, into
-REPORTS_DIR/.runner-view/ (the run folder itself is never written), and built again when
-either changes. Each results line is one row, in index order (then line order; a file a
-killed run left in finishing order is put in order once, at the build): two results may
-share an `index` (an output may number them its own way), and both are listed and opened.
-Each keeps its verdict, error, label, reason and its whole result (text no UTF-8 can hold
-replaced, see runner/safetext.py; whether it meets the pipeline's pass rule is read from it
-for the rows a page shows); a
-full-text index (FTS5) holds its text for search; where each of its calls' lines starts in
-calls.jsonl is kept, so an item's page reads its calls alone."""
+Built from results.jsonl and calls.jsonl, streamed, into REPORTS_DIR/.runner-view/ (the run
+folder is never written), and built again when either changes. Each results line is one row,
+in index order, then line order (two results may share an `index`: both are listed and
+opened), with its verdict, error, label, reason and whole result (text no UTF-8 can hold
+replaced: runner/safetext.py); a full-text index (FTS5) holds its text for search, and where
+each of its calls starts in calls.jsonl, so an item's page reads its calls alone."""
 
 from __future__ import annotations
 
@@ -25,10 +21,12 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.llm.calls.file import call_spans, read_spans
+from runner.outputs.report_view import item_label
 from runner.runs.folders import CALLS_FILE, RESULTS
 from runner.runs.manifest import strings_in
 from runner.safetext import clean_value
 from runner.stores.reviews import Review
+from runner.view.run_list import reason_of
 
 INDEX_DIR = ".runner-view"
 FORMAT = 3
@@ -78,7 +76,6 @@ class Page:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-Describe = Callable[[dict[str, Any]], tuple[str, str]]     # result -> (label, reason)
 Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
 ITEMS = """CREATE TABLE {} (pos INTEGER PRIMARY KEY, line INTEGER NOT NULL, idx INTEGER NOT NULL,
                             shared INTEGER NOT NULL DEFAULT 0, item_key TEXT, verdict TEXT, error TEXT,
@@ -87,12 +84,12 @@ _COLUMNS = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 
 class RunIndex:
-    def __init__(self, reports: Path, run: Path, verdict_field: str | None, describe: Describe,
+    def __init__(self, reports: Path, run: Path, verdict_field: str | None, columns: list[str] | None,
                  passed: Passed | None = None):
         """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none)."""
         self.run = run
         self.verdict_field = verdict_field
-        self.describe = describe
+        self.columns = columns            # the report's columns: a row's label
         self.passed = passed
         relative = run.resolve().relative_to(reports.resolve())
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
@@ -153,7 +150,7 @@ class RunIndex:
             for number, result in self._results():
                 index = _as_index(result.get("index"), number)
                 ordered, last = ordered and index >= last, index
-                label, reason = self.describe(result)
+                label, reason = item_label(result, self.columns), reason_of(result)
                 verdict = self.verdict_of(result)
                 counts[verdict] = counts.get(verdict, 0) + 1
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
@@ -163,7 +160,7 @@ class RunIndex:
                 if len(batch) >= _BATCH:
                     _flush(db, batch, texts)
             _flush(db, batch, texts)
-            if not ordered:             # rows numbered again in index order
+            if not ordered:             # a killed run's, in finishing order: numbered again in index order
                 db.execute(ITEMS.format("sorted"))
                 db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
                 db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")

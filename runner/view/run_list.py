@@ -18,7 +18,7 @@ from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.rates import PassRule, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
-from runner.outputs.report_view import item_label, lookup
+from runner.outputs.report_view import lookup
 from runner.pipeline.model import SummarySpec
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
@@ -55,9 +55,7 @@ class RunEntry:
     @property
     def verdict_field(self) -> str | None:
         """The field results are counted by: summary.json's, or before it exists the pipeline's."""
-        summary = self.resolved.get("summary")
-        declared = summary.get("count_by") if isinstance(summary, dict) else None
-        return self.summary.get("count_by") or (declared if isinstance(declared, str) else None)
+        return self.summary.get("count_by") or SummarySpec.of(self.resolved.get("summary")).count_by
 
     @property
     def resolved(self) -> dict[str, Any]:
@@ -73,9 +71,7 @@ class RunEntry:
 
     @property
     def report_columns(self) -> list[str] | None:
-        summary = self.resolved.get("summary")
-        columns = summary.get("report_columns") if isinstance(summary, dict) else None
-        return columns if isinstance(columns, list) else None
+        return SummarySpec.of(self.resolved.get("summary")).report_columns
 
 
 def unfinished(folder: Path) -> bool:
@@ -182,13 +178,6 @@ def _inside(reports: Path, folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return True
-
-
-def describe(columns: list[str] | None) -> Any:
-    """(label, reason) of a result: its key inputs, and why it got its verdict."""
-    def of(result: dict[str, Any]) -> tuple[str, str]:
-        return item_label(result, columns), reason_of(result)
-    return of
 
 
 def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from runner.serve.flights import SingleFlight
+from runner.serve.judging import SingleFlight
 
 
 def test_callers_at_once_share_one_computation_and_a_cancelled_owner_hands_it_on():

@@ -16,7 +16,7 @@ from test_jobs import lines, wait
 
 from helpers import scripted_model
 from runner.serve.app import Parts
-from runner.serve.errors import ApiError
+from runner.serve.http import ApiError
 from runner.serve.job_files import InputWriter
 from runner.serve.judging import Settings
 from serve_fixtures import deck, make_client

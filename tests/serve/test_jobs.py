@@ -192,8 +192,7 @@ def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_o
     import httpx
 
     from runner.serve.app import create_app
-    from runner.serve.flights import SingleFlight
-    from runner.serve.judging import Settings
+    from runner.serve.judging import Settings, SingleFlight
     served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: tolerant")
                             .replace("    uses: llm\n", "    uses: llm\n    on_error: continue\n")
                             .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
