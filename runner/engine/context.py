@@ -97,7 +97,7 @@ class Runtime:
         if pipeline.plugins:        # every process of a run imports them (a worker starts without)
             from runner.pipeline.plugins import load_plugins
             load_plugins(pipeline.plugins)
-        env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
+        env = declared_env(pipeline)
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
@@ -177,6 +177,11 @@ class Runtime:
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()
+
+
+def declared_env(pipeline: Pipeline) -> dict[str, str]:
+    """The environment variables the pipeline declares that are set."""
+    return {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
 
 
 @functools.cache

@@ -99,7 +99,7 @@ class Originals:
     an original never run is left out as errored)."""
 
     verdict_field: str
-    rates: dict[str, Callable[[dict[str, Any]], bool]]
+    rates: dict[str, Callable[[dict[str, Any]], bool | None]]
     items: int = 0
     errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)
