@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,10 +111,8 @@ class Joined:
     errored: list[dict[str, Any]] = field(default_factory=list)   # labelled items whose result has an error
 
     def problems(self) -> dict[str, Any]:
-        return {"unmatched_labels": self.unmatched_labels, "unlabelled_results": self.unlabelled_results,
-                "duplicate_labels": self.duplicate_labels, "duplicate_results": self.duplicate_results,
-                "invalid_labels": self.invalid_labels, "results_without_key": self.results_without_key,
-                "errored": self.errored}
+        """Every field but the pairs and the count of results read."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("pairs", "results")}
 
 
 def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
