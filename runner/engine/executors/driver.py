@@ -1,14 +1,11 @@
 """The driver of `--executor processes` and `--executor ray`: the items go in blocks to a
 pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at a time, so memory holds a bounded
-number of items whatever the input's size and a worker's next block is there when one ends.
+number of items whatever the input's size.
 
-Where a block runs is a BlockRunner's business (runner/engine/executors/processes.py:
-worker processes on this machine; ray_blocks.py: Ray actors); everything else is done here,
-once for both. Each block's results come back whole and are handed on in arrival order
-(results.jsonl is put in item order when the run ends, as for a local run), and its counts
-are added to the driver's as if it had run the block itself: the driver is the one writer
-of every output. A failure or Ctrl-C cancels the blocks still running; the blocks that
-finished are kept."""
+Where a block runs is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done
+here, once for both. Each block's results come back whole and its counts are added to the
+driver's as if it had run the block itself: the driver is the one writer of every output. A
+failure or Ctrl-C cancels the blocks still running; the blocks that finished are kept."""
 
 from __future__ import annotations
 
