@@ -1,13 +1,10 @@
 """Human labels (JSONL, JSON or CSV, or the reviews made in `runner view`) joined to a run's
-results by a key field.
+results by a key field. Nothing is dropped silently: labels without a result, results without
+a label, duplicate keys on either side, unusable label rows and errored items are reported.
 
-Nothing is dropped silently: labels without a result, results without a label, duplicate
-keys on either side, unusable label rows and items that errored are all reported.
-
-Reviews give one label per reviewed item, joined to results by `item_key`: the right verdict
-the reviewers give (the one a reviewer typed, or the judged verdict a reviewer approved).
-When reviewers of one item disagree, the most given label wins; a tie, or only disapprovals
-that name no right verdict, gives no label (counted, never guessed)."""
+Reviews give one label per reviewed item (by `item_key`): the right verdict the reviewers give.
+When they disagree, the most given label wins; a tie, or only disapprovals that name no right
+verdict, gives no label (counted, never guessed)."""
 
 from __future__ import annotations
 

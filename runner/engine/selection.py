@@ -39,10 +39,8 @@ def pass_check(pipeline: Pipeline, failures: tuple[type[BaseException], ...] = (
 
 @dataclass
 class FailedItems:
-    """The items of an earlier run that failed, by their content key (`item_key`); a result
-    without one (made by an older runner) by its index. Never by a result's index alone: an
-    output named `index` numbers results its own way. Held as a set of the failed items'
-    keys (a few dozen bytes each)."""
+    """The items of an earlier run that failed, by their content key (`item_key`), else (an older
+    runner's results) by index: an output named `index` numbers results its own way."""
 
     keys: set[str] = field(default_factory=set)
     indexes: set[int] = field(default_factory=set)

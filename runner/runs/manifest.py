@@ -1,13 +1,8 @@
-"""run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart.
-
-Written atomically when the run starts (status `running`) and again when it ends
-(`finished`, `interrupted` or `failed`). It holds the command rebuilt from the parsed
-options (`argv`, run from `cwd`), every `--set`, the resolved pipeline and its hash, the
-hash of every prompt and schema file the pipeline names (and the templates they include),
-the models with their endpoints, runner's version, the input's path and content hash, the
-item selection, start and end, and counts. Never an API key: values under secret-looking
-keys are redacted (a template naming an env var stays), URLs lose their user:password and
-secret query values."""
+"""run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart
+(the pipeline and the files it is made of by hash, the models, the input by content hash, the
+selection), written when the run starts and again when it ends. Never an API key: values
+under secret-looking keys are redacted (a template naming an env var stays), URLs lose their
+user:password and secret query values."""
 
 from __future__ import annotations
 
@@ -188,9 +183,7 @@ RESULT_NEUTRAL = ("tracing", "description")     # a pipeline's keys that no resu
 
 def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
     """What a kept result (serve's store, the memo store) was judged by: the resolved pipeline
-    (params included), the prompt and schema files it uses, and its models as they resolve
-    here (endpoints without credentials). Any of them changed, its items are judged again; what
-    cannot change a result (where it is traced, its description) is left out."""
+    but what cannot change a result, the files it uses, and its models as they resolve here."""
     resolved = {k: v for k, v in redact(pipeline.located.data).items() if k not in RESULT_NEUTRAL}
     models = model_entries(model_spec, list(pipeline.models))
     return sha256_json({"pipeline": sha256_json(resolved), "files": used_files(pipeline), "models": models})[:16]
