@@ -47,10 +47,6 @@ def absolute(options: RunOptions) -> RunOptions:
                    memo_dir=Path(options.memo_dir).resolve() if options.memo_dir else None)
 
 
-def block_size(total: int, workers: int) -> int:
-    return max(1, min(MAX_BLOCK, math.ceil(total / (workers * BLOCKS_PER_WORKER))))
-
-
 def _blocks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     source = iter(items)
     while block := list(itertools.islice(source, size)):
@@ -61,7 +57,7 @@ async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item
                      on_result: OnResult) -> int:
     """Run every item in blocks on the runner's workers; the number of items run."""
     total = len(items) if isinstance(items, Sized) else MAX_BLOCK * runner.workers
-    blocks = _blocks(items, block_size(total, runner.workers))
+    blocks = _blocks(items, max(1, min(MAX_BLOCK, math.ceil(total / (runner.workers * BLOCKS_PER_WORKER)))))
     running: dict[asyncio.Future[dict[str, Any]], int] = {}      # a block: its worker
 
     def send(worker: int) -> None:
