@@ -76,11 +76,6 @@ def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
         yield str(value)
 
 
-def _file_names(value: Any) -> set[str]:
-    """The strings of a pipeline's data that may name a file: no template, one short line."""
-    return {text for text in strings_in(value) if "{{" not in text and "\n" not in text and len(text) < 300}
-
-
 def used_files(pipeline: Pipeline) -> dict[str, str]:
     """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
     plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
@@ -93,8 +88,8 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
         except (OSError, ValueError):
             continue
     pending: list[tuple[str, Path]] = []
-    for text in _file_names(pipeline.located.data):
-        if not text.endswith(_TEMPLATE_SUFFIXES):
+    for text in set(strings_in(pipeline.located.data)):     # those that may name a file: one short line, no template
+        if "{{" in text or "\n" in text or len(text) >= 300 or not text.endswith(_TEMPLATE_SUFFIXES):
             continue
         for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
             pending.append((f"{folder}/{text}", root / text))
