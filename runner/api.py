@@ -79,16 +79,15 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 
 def spool_stdin(source: ItemSource) -> None:
-    """`--input -`: standard input copied now, once. A run removes a copy it made when it ends;
-    a caller that made it first (`runner probe` reads the items again after its run) keeps it
-    until it calls `source.discard_stdin_copy()`."""
+    """`--input -`: standard input copied now, once; removed by whoever made the copy (a run, or
+    `runner probe`, which reads the items again after its run)."""
     if is_stdin(source.input_path) and source.stdin_copy is None:
         source.stdin_copy = spool(sys.stdin)
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py): each default run gets its own folder
-    inside; standard input's group is named by a hash of what it held (`stdin-1f3a9c`)."""
+    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py); standard input's is
+    named by a hash of what it held (`stdin-1f3a9c`)."""
     if source.stdin_copy is not None:
         return Path("reports") / pipeline.name / f"stdin-{sha256_file(source.stdin_copy)[:6]}"
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
@@ -98,11 +97,10 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  overrides: list[str] | None = None, progress: Progress | None = None,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
                  role: RunRole | None = None) -> RunOutcome:
-    """Run the pipeline over the source's items; write results, summary, reports and run.json
-    (`role`: who makes the run, runner/engine/context.py; default a command's run).
-    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome it returns says
-    so: `interrupted` (and `terminated` for SIGTERM); `outcome.stop_if_interrupted()` stops a
-    caller that needs the whole run as the interruption would have."""
+    """Run the pipeline over the source's items; write results, summary, reports and run.json.
+    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome says so
+    (`interrupted`, `terminated`); `outcome.stop_if_interrupted()` stops a caller that needs
+    the whole run."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
@@ -120,8 +118,7 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
 
 
 async def _until_interrupted(run: StartedRun, progress: Progress) -> RunOutcome:
-    """The run as asyncio.run's main task: Ctrl-C (asyncio.run cancels the task) or SIGTERM
-    ends it with what finished written, and its outcome says so (`interrupted`, `terminated`)."""
+    """The run as asyncio.run's main task, which Ctrl-C (asyncio.run cancels it) or SIGTERM ends."""
     main = asyncio.current_task()
 
     def terminate() -> None:             # SIGTERM cancels the run as Ctrl-C does
@@ -140,9 +137,8 @@ async def _until_interrupted(run: StartedRun, progress: Progress) -> RunOutcome:
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
                              overrides: list[str] | None = None, progress: Progress | None = None,
                              role: RunRole | None = None) -> RunOutcome:
-    """A local run on the caller's event loop (`runner serve`'s jobs, beside its other work):
-    the same run folder and outputs as run_pipeline; cancelling the task interrupts the run,
-    which writes what finished. It leaves signals to the caller."""
+    """run_pipeline on the caller's event loop (`runner serve`'s jobs), local; cancelling the
+    task interrupts the run. Signals are the caller's."""
     return await StartedRun.start(path, source, options, overrides, role=role).run(progress or Quiet())
 
 
@@ -221,9 +217,8 @@ class StartedRun:
 
 
 def _run_options(options: RunOptions, source: ItemSource, out_dir: Path | None, group: Path | None) -> RunOptions:
-    """The run's own copy of the caller's options, with what the run decided: its folder, where a
-    relative memo store lives (the group's folder when the run made one) and its input. The
-    caller's options stay as given (one RunOptions may make several runs)."""
+    """A copy of the caller's options (one may make several runs) with what the run decided: its
+    folder, where a relative memo store lives (the group's folder, if it made one), its input."""
     return replace(options, out_dir=out_dir, memo_dir=group or options.memo_dir,
                    input_path=str(source.input_path) if source.input_path else None)
 
@@ -238,9 +233,8 @@ def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
 
 
 def items_in_flight(runtime: Runtime) -> int:
-    """Items run at once: the pipeline's `concurrency:` when it pins one, else as many as the
-    LLM requests in flight (--concurrency, default 8), so that many requests can be reached.
-    A pin below --concurrency is said once (a run warning): those requests may not be."""
+    """Items run at once: the pipeline's `concurrency:` when it pins one (a run warning when
+    below --concurrency), else as many as the LLM requests in flight (--concurrency)."""
     requests = runtime.options.llm_concurrency
     if runtime.pipeline.concurrency is None:
         return requests
@@ -299,8 +293,7 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
 
 
 async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCount, interrupted: bool = False) -> None:
-    """A run folder's summary.json, reports and exports, from its results.jsonl: the one writer
-    for every run, `runner run`'s and the one serve's /judge keeps for a pipeline variant."""
+    """A run folder's summary.json, reports and exports, from its results.jsonl: every run's."""
     out = outcome.out_dir
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
@@ -351,9 +344,9 @@ def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
-    """Print every prompt the LLM steps would send, in item order; send nothing. The items run
-    through the engine's one entry as a run's do, one at a time (each item's prompts under its
-    heading), with the preview role: its transport answers nothing and prints each prompt."""
+    """Print every prompt the LLM steps would send, item by item under its heading; send nothing.
+    The items run through the engine's one entry with the preview role, whose transport answers
+    nothing and prints each prompt."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     if item_number is not None:          # the caller's source stays as given
         source = replace(source, selection=replace(source.selection, item=item_number))

@@ -1,13 +1,12 @@
-"""`runner align`'s search: the labelled items, each evaluation (one run through runner.api's
-run_pipeline over the chosen items, in a run folder under the align folder), and the changes
-tried on dev (runner/calibration/align.py scores the test split and ships).
+"""`runner align`'s search: the labelled items, each evaluation (one run through runner.api
+over the chosen items, under the align folder), and the changes tried on dev (align.py then
+scores the test split and ships).
 
-The pipeline as it is (the baseline) is run on train and dev. Then, cheapest first, each
-change is kept only when it raises agreement on dev: (1) the declared numeric params, swept
-from the cache as `runner sweep` does (its code); (2) few-shot examples made from train items
-where the judge and the label disagree (runner/calibration/align_judge.py); (3) with an
-optimizer model, at most three instruction lines. Agreement is balanced accuracy (the mean
-recall per label: always answering the commonest label does not raise it)."""
+The baseline is run on train and dev. Then, cheapest first, each change is kept only when it
+raises agreement on dev: (1) the declared numeric params, swept from the cache by `runner
+sweep`'s code; (2) few-shot examples from train items where the judge and the label disagree
+(align_judge.py); (3) with an optimizer model, at most three instruction lines. Agreement is
+balanced accuracy: always answering the commonest label does not raise it."""
 
 from __future__ import annotations
 

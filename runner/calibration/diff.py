@@ -5,7 +5,6 @@ forced; a partial or interrupted run is compared on the items it has."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,6 @@ def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
     if before is None:
         raise RunnerError(f"{after}: no earlier run beside it to compare with")
     return before, after
-
-
-def _by_index(run: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for result in results_in_order(run):
-        yield result["index"], result
 
 
 def _leaves(value: Any, prefix: str) -> dict[str, Any]:
@@ -125,7 +119,7 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     only_after: list[int] = []
     common: dict[str, dict[str, int]] = {"before": {}, "after": {}}     # over the items both runs have
     compared = 0
-    old, new = _by_index(before), _by_index(after)
+    old, new = ((r["index"], r) for r in results_in_order(before)), ((r["index"], r) for r in results_in_order(after))
     left, right = next(old, None), next(new, None)
     while left is not None or right is not None:
         if left is not None and (right is None or left[0] < right[0]):
@@ -228,10 +222,6 @@ def _rate(entry: dict[str, Any] | None) -> str:
     return rate_text(entry) if entry is not None else "missing"
 
 
-def _over(entry: dict[str, Any]) -> str:
-    return f"{entry.get('numerator')}/{entry.get('denominator')}"
-
-
 def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
     """`diff --max-drop`: the rates that fell by more than `max_drop`, failing closed: a rate
     that vanished, or became null, in the later run is a drop, and so is one that left out, or
@@ -249,7 +239,8 @@ def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
         elif after is None:
             fell.append(f"{name} became n/a ({new.get('reason') or 'not computed'}; it was {_rate(old)})")
         elif before - after > max_drop:
-            fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({_over(old)} -> {_over(new)})")
+            over = [f"{entry.get('numerator')}/{entry.get('denominator')}" for entry in (old, new)]
+            fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({over[0]} -> {over[1]})")
         elif _unclean_rose(old, new):
             fell.append(f"{name} left out, or counted errored, more items: {_rate(old)} -> {_rate(new)}")
     return fell

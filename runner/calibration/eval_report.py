@@ -45,6 +45,12 @@ def _problems(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n" if out else "- none\n"
 
 
+def _scores(m: dict[str, Any]) -> list[Any]:
+    """Accuracy, balanced accuracy and kappa, each with its interval, then macro F1."""
+    return [*(cell for name in ("accuracy", "balanced_accuracy", "kappa")
+              for cell in (m.get(name), interval_text(m.get(f"{name}_ci95"), m["n"]))), m.get("macro_f1")]
+
+
 def _categorical(m: dict[str, Any], title: str) -> str:
     if not m.get("n"):
         return f"## {title}\n\nNothing to score.\n"
@@ -52,9 +58,7 @@ def _categorical(m: dict[str, Any], title: str) -> str:
     out = [f"## {title}\n",
            table(["", "accuracy", "accuracy 95% CI", "balanced accuracy", "balanced 95% CI", "kappa",
                   "kappa 95% CI", "macro F1"],
-                 [["judge", m["accuracy"], interval_text(m.get("accuracy_ci95"), m["n"]), m.get("balanced_accuracy"),
-                   interval_text(m.get("balanced_accuracy_ci95"), m["n"]), m["kappa"],
-                   interval_text(m["kappa_ci95"], m["n"]), m["macro_f1"]],
+                 [["judge", *_scores(m)],
                   [f"always {base['predicts']}", base["accuracy"], None, base.get("balanced_accuracy"), None,
                    base["kappa"], None, base["macro_f1"]]]),
            "\nConfusion matrix (rows: label, columns: judge):\n",
@@ -110,10 +114,7 @@ def by_markdown(by: dict[str, Any], kind: str) -> str:
         rows = [[name, m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]
                 for name, m in by["slices"].items()]
         return f"## By {by['field']}\n\n" + table([by["field"], "n", "MAE", "bias", "Pearson", "Spearman"], rows)
-    rows = [[name, m["n"], m.get("accuracy"), interval_text(m.get("accuracy_ci95"), m["n"]),
-             m.get("balanced_accuracy"), interval_text(m.get("balanced_accuracy_ci95"), m["n"]), m.get("kappa"),
-             interval_text(m.get("kappa_ci95"), m["n"]), m.get("macro_f1"),
-             (m.get("baseline") or {}).get("accuracy")] for name, m in by["slices"].items()]
+    rows = [[name, m["n"], *_scores(m), (m.get("baseline") or {}).get("accuracy")] for name, m in by["slices"].items()]
     return (f"## By {by['field']}\n\nEvery metric per value of `{by['field']}`, with 95% bootstrap intervals "
             "(n/a: too few items, or one class).\n\n"
             + table([by["field"], "n", "accuracy", "95% CI", "balanced accuracy", "95% CI", "kappa", "95% CI",

@@ -45,9 +45,8 @@ def _refuse_non_finite(spec: EvalSpec, predicted: str, pairs: list[Pair], truth:
 
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
-    """`runner eval`: score a run folder, or run a pipeline over `input_path` first (answers
-    from the cache where it has them; a run that fails as `runner run` would exit 3 is
-    `run_failed`); write eval.json, eval.md and the report.html section."""
+    """`runner eval`: score a run folder, or run a pipeline over `input_path` first (`run_failed`
+    when the run fails as `runner run` would); write eval.json, eval.md and report.html's section."""
     from runner.calibration.eval_report import write_eval
     failure = None
     results: Iterable[dict[str, Any]]
@@ -79,9 +78,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
 
 
 def run_hints(run_folder: Path, summary: dict[str, Any]) -> list[str]:
-    """The run's hints about failed calls that its calls.jsonl still bears out
-    (runner/llm/tally.py): a hint an older runner wrote about models whose calls did not all
-    fail, or one the file no longer supports, is not repeated."""
+    """The run's hints about failed calls that its calls.jsonl still bears out (runner/llm/tally.py)."""
     from runner.llm.calls.file import read_calls
     from runner.llm.tally import borne_out
     from runner.runs.folders import CALLS_FILE
@@ -100,11 +97,9 @@ def _inputs_beside(labels: Path, suffix: str) -> list[Path]:
 
 
 def input_warnings(run_folder: Path, labels: Path, report: dict[str, Any]) -> list[str]:
-    """Whether the run is a run of the labels' input. Labels name no input file, so the check
-    goes by where they sit and what joined: labels kept beside an input of the run's kind
-    (`labelled/labels.jsonl` beside `labelled/report.md`) describe that input; a run of another
-    file there, labels without a result, or a partial run each get a warning on stderr (the
-    scores are still written: the user may mean it)."""
+    """Whether the run is a run of the labels' input, which labels do not name: labels kept beside
+    an input of the run's kind describe that input; a run of another file there, labels without
+    a result, or a partial run each get a warning (the scores are still written)."""
     from runner.runs.manifest import read_manifest
     manifest = read_manifest(run_folder)
     if manifest is None:

@@ -1,19 +1,16 @@
 """Human labels (JSONL, JSON or CSV, or the reviews made in `runner view`) joined to a run's
-results by a key field.
+results by a key field. Nothing is dropped silently: labels without a result, results without
+a label, duplicate keys on either side, unusable label rows and errored items are reported.
 
-Nothing is dropped silently: labels without a result, results without a label, duplicate
-keys on either side, unusable label rows and items that errored are all reported.
-
-Reviews give one label per reviewed item, joined to results by `item_key`: the right verdict
-the reviewers give (the one a reviewer typed, or the judged verdict a reviewer approved).
-When reviewers of one item disagree, the most given label wins; a tie, or only disapprovals
-that name no right verdict, gives no label (counted, never guessed)."""
+Reviews give one label per reviewed item (by `item_key`): the right verdict the reviewers give.
+When they disagree, the most given label wins; a tie, or only disapprovals that name no right
+verdict, gives no label (counted, never guessed)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,10 +108,8 @@ class Joined:
     errored: list[dict[str, Any]] = field(default_factory=list)   # labelled items whose result has an error
 
     def problems(self) -> dict[str, Any]:
-        return {"unmatched_labels": self.unmatched_labels, "unlabelled_results": self.unlabelled_results,
-                "duplicate_labels": self.duplicate_labels, "duplicate_results": self.duplicate_results,
-                "invalid_labels": self.invalid_labels, "results_without_key": self.results_without_key,
-                "errored": self.errored}
+        """Every field but the pairs and the count of results read."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("pairs", "results")}
 
 
 def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,

@@ -2,21 +2,16 @@
 and the bootstrap, and how independent a jury's votes are. Imported lazily: only `runner
 eval`, `runner sweep` and `runner align` pay for them.
 
-Error correlation: for each pair of jurors, Pearson's r of their error indicators (1 where a
-juror's vote is not the label), over the items both voted on: the phi coefficient. It is
-undefined when either juror never errs, or always does, on those items.
-
-The effective number of independent votes of k jurors whose errors correlate r on average:
+Error correlation: per pair of jurors, the phi coefficient of their error indicators (1 where
+a vote is not the label) over the items both voted on; undefined when either never errs, or
+always does. The effective number of independent votes of k jurors whose errors correlate r
+on average (the mean defined pairwise correlation, 0 when below 0) is
 
     n_eff = k / (1 + (k - 1) * r)
 
-the number of independent votes whose mean has the variance of the mean of k equally
-correlated ones: Kish's design effect 1 + (m - 1) * rho (L. Kish, Survey Sampling, Wiley,
-1965), with the jurors as the cluster. r is the mean of the defined pairwise correlations,
-taken as 0 when it is below 0 (votes never count for more than their number). Nine jurors
-whose errors correlate 0.5 are worth 1.8 votes. A pair whose errors correlate STRONG or more
-is named: when one errs, so does the other, and their agreement counts for little more than
-one vote."""
+Kish's design effect with the jurors as the cluster (L. Kish, Survey Sampling, Wiley, 1965).
+A pair whose errors correlate STRONG or more is named: their agreement is worth little more
+than one vote."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
 """`runner sweep`: every combination of a grid of `--set` values, replayed from the LLM cache.
 
-Each setting is a run as `runner run --set ...` makes it (runner.api.run_pipeline, into a
-folder of its own), so its items, errors, counts, rates and `run_failed` (the sweep exits 3,
-as the run would) are that run's. It is first answered from the cache only, as `runner
-render` answers (nothing sent); a setting that needs calls the cache does not hold is
-reported with them, and run for real only with allow_calls, each missing call then sent at
-most once per sweep (one that fails gives its error at the next setting).
+Each setting is a run as `runner run --set ...` makes it (runner.api.run_pipeline), so its
+items, errors, counts, rates and `run_failed` are that run's. It is answered from the cache
+only, as `runner render` answers; a setting that needs calls the cache does not hold is
+reported with them, and run for real only with allow_calls, each missing call sent at most
+once per sweep.
 
 A failed call is never cached, so the calls that failed in the latest run of the pipeline
-over the same input fail with that run's error (their items count as errors, and nothing is
-sent) rather than being taken for calls to make."""
+over the same input fail with that run's error rather than being taken for calls to make."""
 
 from __future__ import annotations
 
@@ -141,9 +139,8 @@ def _failed_before(request: SweepRequest) -> Path | None:
 
 @dataclass
 class SettingRun:
-    """One setting's run: its scores (when it was complete: scored where it ran, no results
-    cross processes), the calls it made or would make (a cache-only run), the items that
-    needed an answer the cache did not hold."""
+    """One setting's run: its scores (scored where it ran: no results cross processes), the
+    calls it made or would make, the items that needed an answer the cache did not hold."""
 
     scores: dict[str, Any]
     stats: dict[str, int]
@@ -172,10 +169,9 @@ def _from_cache(request: SweepRequest, settings: list[Setting], rows: list[Label
 
 def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelRow],
                 cache_only: bool = True) -> SettingRun:
-    """One setting run as `runner run --set ...` runs it (runner.api.run_pipeline), into a
-    folder of its own that goes when it is scored. `cache_only`: answered from the cache
-    only, as `runner render` answers: an item that needs an answer the cache does not hold
-    is counted (with the calls it would make), not sent."""
+    """One setting run as `runner run --set ...` runs it, into a folder that goes when it is
+    scored. `cache_only`: an item that needs an answer the cache does not hold is counted
+    (with the calls it would make), not sent."""
     preview = RenderSink()                  # the LLM's transport then: answers from the cache only
     missing = 0
 
@@ -203,8 +199,8 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
 
 def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dict[str, Any]],
            rows: list[LabelRow]) -> dict[str, Any]:
-    """The setting's scores against the labels, and what its run says of its items (summary.json's
-    total, errors, counts and rates) and of itself (`run_failed`: as `runner run` exits 3)."""
+    """The setting's scores against the labels, its summary's total, errors, counts and rates,
+    and `run_failed` (as `runner run` exits 3)."""
     report = evaluate(results, summary, request.spec, rows, detail=False)
     m = report["metrics"]
     metric = request.metric or ("mae" if report["kind"] == "numeric" else "kappa")

@@ -52,21 +52,15 @@ ItemRunner = Callable[["Runtime", Item], Awaitable[dict[str, Any]]]
 
 @dataclass(frozen=True)
 class RunRole:
-    """Who makes a run and where what it computes goes, beside the user's RunOptions: a run is
-    a pipeline, its items, an LLM service and this. The default: a command's run in its run
-    folder (results, calls.jsonl, run.json, summary and reports)."""
+    """Who makes a run and where what it computes goes, beside the user's RunOptions (default: a
+    command's run in its run folder). The last three live in this process: such a run is local."""
 
-    # The command that makes the run (run.json's `kind`): run, or probe, whose results carry
-    # each juror's verdict and whose copies are judged, never looked up in the memo store.
+    # run.json's `kind`: run, or probe (whose results carry each juror's verdict, never from the memo store)
     kind: str = "run"
     worker: bool = False          # a processes or Ray worker: its calls go back to the driver with its results
-    # `runner serve`: its long-lived LLM client (sender, response cache, its writer), used and
-    # left open; and for a job, each item through the results store (runner/serve/judging.py).
-    # Both live in this process: such a run's items run here, never in workers.
-    shared_llm: SharedClient | None = None
-    item_runner: ItemRunner | None = None
-    # `runner render` and a sweep's cache-only settings: the LLM service's transport and
-    # recorder, which answers nothing (only the cache does) and records each prompt.
+    shared_llm: SharedClient | None = None     # `runner serve`'s long-lived LLM client, used and left open
+    item_runner: ItemRunner | None = None      # serve's jobs: each item through the results store
+    # `runner render`, a sweep's cache-only settings: the transport and recorder that answers nothing
     preview: RenderSink | None = None
 
 
@@ -97,7 +91,7 @@ class Runtime:
         if pipeline.plugins:        # every process of a run imports them (a worker starts without)
             from runner.pipeline.plugins import load_plugins
             load_plugins(pipeline.plugins)
-        env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
+        env = declared_env(pipeline)
         run_info = {"pipeline": pipeline.name, "input": options.input_path,
                     "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
@@ -177,6 +171,11 @@ class Runtime:
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()
+
+
+def declared_env(pipeline: Pipeline) -> dict[str, str]:
+    """The environment variables the pipeline declares that are set."""
+    return {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
 
 
 @functools.cache

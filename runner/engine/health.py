@@ -1,10 +1,8 @@
-"""Whether a run can start and whether it did its job: the checks that fail a run before
-anything runs, whether too many items errored (`--max-errors`) or no model answered any
-call (exit code 3 either way), the lines that say what its errors were, and the rate gate
-(`--fail-under`), which fails closed: a rate that is missing or null fails it, and so does a
-rate that left out, or counted errored, more items than `--max-errors` allows (none by
-default: a gate on a rate checks every item the run judged, not the few that happened to
-succeed)."""
+"""Whether a run can start and whether it did its job: the checks before anything runs, too
+many errored items (`--max-errors`) or no model answering any call (exit code 3 either way),
+the lines that say what its errors were, and the rate gate (`--fail-under`), which fails
+closed: a missing or null rate fails it, and so does one that left out, or counted errored,
+more items than `--max-errors` allows (none by default: a gate checks every item judged)."""
 
 from __future__ import annotations
 
@@ -40,12 +38,10 @@ class ItemEnd:
 
 
 def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
-    """The one rule for whether a finished item failed, for a run's error count and for
-    `runner serve` alike: its result has an `error`, or its LLM work got no usable answer
-    somewhere (runner/llm/tally.py: a failed call `on_error` let pass, a jury with no valid
-    vote), with that call's error. The item's LLM tally is then settled (forgotten): the
-    run's recorder does it once per item; `keep` reads it without settling (serve's jobs read
-    an item before their run records it)."""
+    """The one rule for whether a finished item failed (a run's error count, `runner serve`):
+    its result has an `error`, or its LLM work got no usable answer somewhere (a failed call
+    `on_error` let pass, a jury with no valid vote: runner/llm/tally.py). The item's LLM tally
+    is then forgotten, unless `keep` (serve's jobs read an item before their run records it)."""
     failed, reason, cached = runtime.llm.settle(position, keep) if runtime.llm_used else (False, "", False)
     message = result.get("error")
     if not message and failed:
@@ -71,8 +67,8 @@ def nested_error(value: Any) -> str | None:
 
 
 def unanswered_calls(summary: dict[str, Any]) -> int:
-    """The calls that failed in a run no model answered (none from the cache either), else
-    0: such a run did not do its job even when some of its items needed no model."""
+    """The calls that failed in a run no model answered (nor the cache), else 0: such a run did
+    not do its job even when some of its items needed no model."""
     models = [m for m in (summary.get("models") or {}).values() if isinstance(m, dict)]
     failed = sum(int(m.get("failures") or 0) for m in models)
     answered = sum(int(m.get("answered") or 0) + int(m.get("cache_hits") or 0) for m in models)
@@ -145,9 +141,8 @@ class MaxErrors:
 
 
 def run_failure(summary: dict[str, Any], allowed: MaxErrors | None = None) -> str | None:
-    """Why a run failed, its exit code TOO_MANY_ERRORS (no model answered any call, or more items
-    errored than `allowed`: --max-errors, by default every item), or None. The one rule of
-    `runner run`, of the run `runner eval` makes and of each setting of a sweep."""
+    """Why a run failed (exit code TOO_MANY_ERRORS: no model answered any call, or more items
+    errored than `allowed`, by default every item), or None: for run, eval and sweep alike."""
     errors, total, allowed = int(summary.get("errors") or 0), int(summary.get("total") or 0), allowed or MaxErrors()
     if failed_calls := unanswered_calls(summary):
         return f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code {TOO_MANY_ERRORS})"
@@ -163,9 +158,7 @@ def gate_allowance(max_errors: str | None) -> MaxErrors:
 
 def rate_gate(summary: dict[str, Any], name: str, threshold: float, allowed: MaxErrors,
               given: bool = True) -> tuple[bool, str]:
-    """(passed, the line that says why) of `--fail-under threshold` on the rate `name`: fails
-    when the rate is missing or null, when it left out more items than `allowed`, or when it
-    is below the threshold."""
+    """(passed, the line that says why) of `--fail-under threshold` on the rate `name`."""
     entry = rate_entries(summary).get(name)
     gate = f"--fail-under {threshold:g}"
     if entry is None:

@@ -1,13 +1,8 @@
 """Each juror's vote in a probe run, and for a numeric vote (mean, median, min, max) the
-verdict the pipeline would give if that juror's vote were the jury's (`runner probe`).
-
-A score can never equal a verdict such as PASS, so `expect: {not: PASS}` is checked against
-that verdict: the jury step's result with the juror's vote in place of the jury's, the steps
-after it run again (only when each is one of PURE: nothing after the jury is sent to a
-model twice, nothing is written twice), then the verdict field (summary.count_by) rendered. Kept in the
-result as `probe_jurors: {JURY_STEP: {SEAT: {vote, verdict}}}` (`unjudged`: why a verdict
-could not be had), so every juror has its votes in the probe's report whatever the pipeline's
-output keeps. Top-level jury steps only."""
+verdict the pipeline would give if that juror's vote were the jury's: the steps after the
+jury run again with it (only when each is one of PURE: nothing is sent to a model or written
+twice), then the verdict field rendered. Kept in the result as `probe_jurors` (the format
+and why: docs/robustness.md). Top-level jury steps only."""
 
 from __future__ import annotations
 

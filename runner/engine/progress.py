@@ -49,24 +49,18 @@ def _clock(seconds: float) -> str:
         else f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def eta_seconds(done: int, total: int, elapsed: float, calls: CallCounts) -> float | None:
-    """Seconds left, from uncached work only: a resumed run's cached items finish at once, so
+def eta_text(done: int, total: int, elapsed: float, calls: CallCounts) -> str:
+    """Time left, from uncached work only: a resumed run's cached items finish at once, so
     counting them as progress would promise the rest just as fast. With LLM calls: the time
     per call sent so far, times the calls an item makes, for every item left (each assumed
-    uncached); without: the time per item. None until there is something to go by."""
-    left = total - done
+    uncached); without: the time per item. `?` until there is something to go by."""
+    left, made = total - done, calls.sent + calls.cached
     if left <= 0:
-        return 0.0
-    made = calls.sent + calls.cached
-    if made:
-        if not calls.sent or not done:
-            return None
-        return elapsed / calls.sent * (made / done) * left
-    return elapsed / done * left if done else None
-
-
-def eta_text(done: int, total: int, elapsed: float, calls: CallCounts) -> str:
-    seconds = eta_seconds(done, total, elapsed, calls)
+        seconds: float | None = 0.0
+    elif made:
+        seconds = elapsed / calls.sent * (made / done) * left if calls.sent and done else None
+    else:
+        seconds = elapsed / done * left if done else None
     return "?" if seconds is None else _clock(seconds)
 
 

@@ -1,21 +1,14 @@
 """Rates and the pass rule, one object each.
 
-A rate (`summary.rates.NAME: EXPR`) is the share of items for which EXPR is true, computed over
-the items where it is defined: an item on which EXPR cannot be evaluated (a field it reads is
-missing, a value is null) is left out of it and counted as left out, by why: `errored` when
-the item has an error (an errored result lacks the fields a judged one has), else `undefined`.
-An errored item whose result still holds what EXPR reads (citation_judge's FILE_NOT_FOUND,
-`verified: false`) counts as the expression says, and is counted as such (`errored_counted`):
-`5/13, 3 of them errored`. So one errored item never deletes a rate (`5/7, 1 left out
-(errored)`), and a gate sees every errored item, in the rate or out of it (`unclean`). A
-rate with no item to be computed over is null with the reason. summary.json keeps each rate
-as `NAME` (the value, as before), `NAME_count` (its numerator) and `rates.NAME` (value,
-numerator, denominator, left_out, left_out_by, errored_counted and, when null, reason);
-`rate_entries` reads either form back.
+A rate (`summary.rates.NAME: EXPR`) is the share of items for which EXPR is true, over the items
+where it is defined: an item it cannot be evaluated on (a missing field, a null) is left out
+and counted by why: `errored` (the item has an error) or `undefined`. An errored item whose
+result still holds what EXPR reads counts as EXPR says and is counted as such
+(`errored_counted`). So one errored item never deletes a rate, and a gate sees every errored
+item, in the rate or out of it (`unclean`). A rate with no item to be over is null, with the reason.
 
 The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
-pipeline's first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read
-it through this one object."""
+first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read it here."""
 
 from __future__ import annotations
 
@@ -65,9 +58,8 @@ class PassRule:
 
     def checker(self, condition: Callable[[str, dict[str, Any]], Any], scope: Mapping[str, Any],
                 failures: tuple[type[BaseException], ...]) -> Callable[[dict[str, Any]], bool | None]:
-        """Whether a result meets the rule: `condition(expression, scope + result)`, by whoever
-        reads it (a run's runtime, a pipeline as it says now, run.json's copy); None when the rule
-        is undefined on the result (`failures` raised; others propagate)."""
+        """Whether a result meets the rule by `condition(expression, scope + result)`; None
+        when `failures` are raised (others propagate)."""
         def check(result: dict[str, Any]) -> bool | None:
             try:
                 return bool(condition(self.expression, {**scope, "result": result}))
@@ -93,9 +85,8 @@ class RateCount:
 
     def count(self, result: Mapping[str, Any], said: Callable[[], object],
               failures: tuple[type[BaseException], ...]) -> bool | None:
-        """Count one result: what `said()` (the rate's expression on it) says, or, when it
-        raises one of `failures`, leave the result out as errored or undefined. Summary and
-        probe count through this one rule."""
+        """Count one result as `said()` (the rate's expression on it) says; left out, as errored
+        or undefined, when it raises one of `failures`."""
         errored = bool(result.get("error"))
         try:
             value = bool(said())
@@ -131,8 +122,8 @@ class RateCount:
 
 
 def rate_entries(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every rate of a summary.json, as `rates.NAME` entries; a summary written before rates
-    had denominators gives each rate over its total, none left out."""
+    """Every rate of a summary.json as `rates.NAME` entries (an older summary's bare `NAME` and
+    `NAME_count`: over its total, none left out)."""
     section = summary.get("rates")
     if isinstance(section, Mapping) and all(isinstance(v, Mapping) for v in section.values()):
         return {str(name): dict(entry) for name, entry in section.items()}

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import TEMPLATE_FAILURES
+from runner.engine.context import TEMPLATE_FAILURES, declared_env
 from runner.engine.rates import PassRule
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item, namespace_scope
@@ -22,9 +21,9 @@ from runner.runs.results_file import results_in_order
 from runner.templating.sandbox import Renderer, describe_error
 
 
-def _scope(pipeline: Pipeline) -> dict[str, Any]:
-    env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
-    return {"params": pipeline.params, "env": env}
+def static_scope(pipeline: Pipeline) -> dict[str, Any]:
+    """What an expression read outside a run sees: the params and the declared environment."""
+    return {"params": pipeline.params, "env": declared_env(pipeline)}
 
 
 def pass_check(pipeline: Pipeline, failures: tuple[type[BaseException], ...] = ()
@@ -34,15 +33,14 @@ def pass_check(pipeline: Pipeline, failures: tuple[type[BaseException], ...] = (
     rule = PassRule.of(pipeline.summary)
     if rule is None:
         return None
-    return rule, rule.checker(Renderer(pipeline.prompts_dir, read_only=True).condition, _scope(pipeline), failures)
+    condition = Renderer(pipeline.prompts_dir, read_only=True).condition
+    return rule, rule.checker(condition, static_scope(pipeline), failures)
 
 
 @dataclass
 class FailedItems:
-    """The items of an earlier run that failed, by their content key (`item_key`); a result
-    without one (made by an older runner) by its index. Never by a result's index alone: an
-    output named `index` numbers results its own way. Held as a set of the failed items'
-    keys (a few dozen bytes each)."""
+    """The items of an earlier run that failed, by their content key (`item_key`), else (an older
+    runner's results) by index: an output named `index` numbers results its own way."""
 
     keys: set[str] = field(default_factory=set)
     indexes: set[int] = field(default_factory=set)
@@ -110,7 +108,7 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
 def _tested(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[tuple[Item, bool | Exception]]:
     """Each item with whether the expression holds on it, or what stopped its evaluation there."""
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    scope = _scope(pipeline)
+    scope = static_scope(pipeline)
     for item in items:
         try:
             yield item, renderer.condition(expression, {**scope, **_item_names(pipeline, item)})

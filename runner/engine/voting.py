@@ -101,9 +101,8 @@ def _is_number(value: Any) -> bool:
 def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any = VOTE_DEFAULTS["on_tie"],
           on_all_failed: Any = VOTE_DEFAULTS["on_all_failed"], quorum: int | None = None,
           reason_field: str = VOTE_DEFAULTS["reason_field"]) -> Outcome:
-    """`quorum` None means a majority of the seated jurors (`votes`). A numeric method with
-    no verdict yields None as its value (never the on_all_failed text in a number field);
-    the outcome field says what happened."""
+    """`quorum` None: a majority of the seated jurors. A numeric method with no verdict gives
+    None (never the on_all_failed text in a number field); `outcome` says what happened."""
     if method not in METHODS:
         raise ValueError(f"unknown vote method '{method}'")
     valid = [v for v in votes if v.valid and (method not in NUMERIC or _is_number(v.value))]
@@ -271,12 +270,10 @@ class Agreement:
 
 
 class IntervalAgreement:
-    """Agreement of numeric votes (mean, median, min, max juries), kept as running sums:
-    Krippendorff's alpha at the interval level over the items two or more seats voted on
-    (alpha = 1 - D_o / D_e, the squared differences within items against those across all
-    pairable votes; Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability"), and
-    for each pair of seats the mean absolute difference of their votes. Exact equality (what
-    kappa counts) says nothing of scores that differ by 0.01."""
+    """Agreement of numeric votes, kept as running sums: Krippendorff's alpha (interval) over the
+    items two or more seats voted on (alpha = 1 - D_o / D_e; Krippendorff 2011, "Computing
+    Krippendorff's Alpha-Reliability"), and per pair of seats the mean absolute difference.
+    Exact equality (what kappa counts) says nothing of scores that differ by 0.01."""
 
     measure = "Krippendorff's alpha (interval)"
 

@@ -1,21 +1,12 @@
 """Each copy's verdicts against its original's: the final verdict (summary.count_by) and each
 juror's vote (the `probe_jurors` a probe run keeps in each result, runner/engine/juror_verdicts.py;
-for runs made before it, every {model, value} list in the results, as `runner eval` reads them).
+for older runs, every {model, value} list in the results, as `runner eval` reads them).
 
-A copy is a flip when the verdict differs from the original's; a numeric vote (a juror of a
-mean, median, min or max jury) flips when it moves by more than the probe's `tolerance`
-(default 0.1). Whether a flip is what a robust judge does depends on the probe's `expect`, and
-so does which pairs count:
-
-- `unchanged`: every pair with both verdicts; a flip fails.
-- `changed`: the pairs whose original passes the pipeline's pass rule (summary.pass_when, else
-  its first rate; every pair when it has none), and for a juror those where it voted the
-  original's verdict; a verdict that stays fails.
-- `{not: X}`: the pairs whose original verdict is not X; a copy whose verdict is X fails. A
-  numeric juror is judged by the verdict the pipeline would give with its vote as the jury's
-  (a score never equals X); a pair where that verdict could not be had is `unjudged`, with why.
-
-Rates come with a 95% Wilson interval (scipy), and their n."""
+A copy is a flip when the verdict differs from the original's (a numeric vote: moves by more
+than the probe's `tolerance`). Which pairs count, and which flips fail, is the probe's
+`expect` (docs/robustness.md has the table); a numeric juror is judged by the verdict the
+pipeline would give with its vote as the jury's, and a pair where that could not be had is
+`unjudged`, with why. Rates come with a 95% Wilson interval (scipy), and their n."""
 
 from __future__ import annotations
 
@@ -99,7 +90,7 @@ class Originals:
     an original never run is left out as errored)."""
 
     verdict_field: str
-    rates: dict[str, Callable[[dict[str, Any]], bool]]
+    rates: dict[str, Callable[[dict[str, Any]], bool | None]]
     items: int = 0
     errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)

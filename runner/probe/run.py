@@ -5,8 +5,6 @@ written beside its results. Copies are judged, never taken from the pipeline's m
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +13,8 @@ from typing import Any
 from runner.api import RunOutcome, RunRole, default_group, load_items, run_pipeline, spool_stdin
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
-from runner.engine.selection import pass_check
+from runner.engine.rates import PassRule
+from runner.engine.selection import pass_check, static_scope
 from runner.errors import InputError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
@@ -87,17 +86,12 @@ def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], ite
     return report
 
 
-def _rate_checks(pipeline: Pipeline) -> dict[str, Callable[[dict[str, Any]], bool]]:
+def _rate_checks(pipeline: Pipeline) -> dict[str, Callable[[dict[str, Any]], bool | None]]:
     """Each summary rate's test of one result, as the pipeline says now (a template failure is raised)."""
-    renderer = Renderer(pipeline.prompts_dir, read_only=True)
-    env = {name: os.environ[name] for name in pipeline.env_names if name in os.environ}
-    scope = {"params": pipeline.params, "env": env, "run": {}}
-    return {str(name): functools.partial(_holds, renderer, str(expression), scope)
+    condition = Renderer(pipeline.prompts_dir, read_only=True).condition
+    scope = {**static_scope(pipeline), "run": {}}
+    return {str(name): PassRule(str(name), str(expression)).checker(condition, scope, ())
             for name, expression in pipeline.summary.rates.items()}
-
-
-def _holds(renderer: Renderer, expression: str, scope: dict[str, Any], result: dict[str, Any]) -> bool:
-    return renderer.condition(expression, {**scope, "result": result})
 
 
 def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:

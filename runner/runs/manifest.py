@@ -1,13 +1,8 @@
-"""run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart.
-
-Written atomically when the run starts (status `running`) and again when it ends
-(`finished`, `interrupted` or `failed`). It holds the command rebuilt from the parsed
-options (`argv`, run from `cwd`), every `--set`, the resolved pipeline and its hash, the
-hash of every prompt and schema file the pipeline names (and the templates they include),
-the models with their endpoints, runner's version, the input's path and content hash, the
-item selection, start and end, and counts. Never an API key: values under secret-looking
-keys are redacted (a template naming an env var stays), URLs lose their user:password and
-secret query values."""
+"""run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart
+(the pipeline and the files it is made of by hash, the models, the input by content hash, the
+selection), written when the run starts and again when it ends. Never an API key: values
+under secret-looking keys are redacted (a template naming an env var stays), URLs lose their
+user:password and secret query values."""
 
 from __future__ import annotations
 
@@ -81,11 +76,6 @@ def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
         yield str(value)
 
 
-def _file_names(value: Any) -> set[str]:
-    """The strings of a pipeline's data that may name a file: no template, one short line."""
-    return {text for text in strings_in(value) if "{{" not in text and "\n" not in text and len(text) < 300}
-
-
 def used_files(pipeline: Pipeline) -> dict[str, str]:
     """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
     plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
@@ -98,8 +88,8 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
         except (OSError, ValueError):
             continue
     pending: list[tuple[str, Path]] = []
-    for text in _file_names(pipeline.located.data):
-        if not text.endswith(_TEMPLATE_SUFFIXES):
+    for text in set(strings_in(pipeline.located.data)):     # those that may name a file: one short line, no template
+        if "{{" in text or "\n" in text or len(text) >= 300 or not text.endswith(_TEMPLATE_SUFFIXES):
             continue
         for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
             pending.append((f"{folder}/{text}", root / text))
@@ -188,9 +178,7 @@ RESULT_NEUTRAL = ("tracing", "description")     # a pipeline's keys that no resu
 
 def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
     """What a kept result (serve's store, the memo store) was judged by: the resolved pipeline
-    (params included), the prompt and schema files it uses, and its models as they resolve
-    here (endpoints without credentials). Any of them changed, its items are judged again; what
-    cannot change a result (where it is traced, its description) is left out."""
+    but what cannot change a result, the files it uses, and its models as they resolve here."""
     resolved = {k: v for k, v in redact(pipeline.located.data).items() if k not in RESULT_NEUTRAL}
     models = model_entries(model_spec, list(pipeline.models))
     return sha256_json({"pipeline": sha256_json(resolved), "files": used_files(pipeline), "models": models})[:16]

@@ -1,12 +1,10 @@
 """One run's record: its manifest (run.json), whether it is partial, and for a `--failed-from`
 rerun the complete view of its parent.
 
-A `--failed-from` rerun is merged into its parent: its results.jsonl holds the rerun items'
-new results and the parent's results for every other item, so its summary, rates, report
-and diff cover the whole input, it becomes `latest` when the parent was complete, and the
-next `--failed-from` starts from the whole input again rather than a shrinking set. A run
-over a selection (`--item`, `--filter`, `--limit`) is partial: marked in run.json and
-summary.json and never `latest` (see runner/runs/folders.py)."""
+A `--failed-from` rerun's results.jsonl holds the rerun items' new results and the parent's
+for every other item, so its summary, report and diff cover the whole input, and the next
+`--failed-from` starts from the whole input again rather than a shrinking set. A run over a
+selection (`--item`, `--filter`, `--limit`) is partial, and never `latest`."""
 
 from __future__ import annotations
 
@@ -63,8 +61,7 @@ def _valued(flags: Iterable[tuple[str, Any]]) -> list[str]:
 
 def command_line(kind: str, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
                  formats: list[str], parent: Path | None, out: Path | None) -> list[str]:
-    """The `runner run` (or `runner probe`: `kind`) command that makes this run again (from the
-    same working directory)."""
+    """The `runner run` (or probe: `kind`) command that makes this run again from the same directory."""
     chosen = source.selection
     argv = ["runner", kind, str(pipeline.file)]
     argv += _valued([
@@ -96,10 +93,8 @@ class RunRecord:
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
              items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
              kind: str = "run") -> RunRecord:
-        """Everything known before the run; a --failed-from parent over another input is refused here.
-        `items` is counted (a pass over the input), never held; `executor`: where items run
-        (`executor`, `workers`), as run.json's options record it; `kind`: the command that
-        makes the run (run, probe)."""
+        """Everything known before the run; a --failed-from parent over another input is refused
+        here. `items` is counted (a pass over the input), never held."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)

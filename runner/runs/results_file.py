@@ -1,12 +1,6 @@
-"""results.jsonl: appended as results finish, read back without holding it (a lazy,
-re-iterable view of its results), and rewritten into input order in bounded memory when the
-run ends.
-
-A run appends each result as it finishes (ResultsLog), so the file is in finishing order:
-nearly input order, since the engine's window bounds how far an item can run ahead of an
-earlier one. The rewrite sorts it by `index` with an external merge: runs
-of at most RUN_LINES lines (and RUN_CHARS characters) are sorted in memory and spilled to
-temporary files, then merged; a file already in order is left as it is."""
+"""results.jsonl: appended as results finish (so in finishing order), read back without
+holding it (a lazy, re-iterable view), and rewritten into input order when the run ends, in
+bounded memory: an external merge sort by `index` (a file already in order is left as it is)."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
 class ResultsLog:
-    """results.jsonl: each result appended as one complete line as soon as it finishes
-    (the run's end rewrites the file in input order)."""
+    """results.jsonl: each result appended as one complete line as soon as it finishes."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -91,9 +84,8 @@ def result_lines(path: Path) -> Iterator[str]:
 
 
 class ResultsView(Sequence[dict[str, Any]]):
-    """The results of a results.jsonl, parsed one at a time on each pass (nothing cached but
-    the count). Iterating, `len`, indexing and slicing work as on a list; each costs a pass
-    over the file, so code that needs several figures gathers them in one loop."""
+    """The results of a results.jsonl, parsed one at a time on each pass (only the count is
+    kept): a list to read, each `len`, index or slice a pass over the file."""
 
     def __init__(self, path: Path, strict: bool = False):
         self.path = path
@@ -201,9 +193,8 @@ def rewrite_in_order(path: Path) -> None:
 
 
 def merge_parent(path: Path, parent: Path) -> Counter[str]:
-    """A `--failed-from` rerun made complete: the parent's results for the items this run did
-    not redo are merged into this run's results file (both in index order: one merge, nothing
-    held). Returns the errors of the parent's results it took in, counted by message."""
+    """A `--failed-from` rerun made complete: the parent's results for the items it did not redo
+    merged into its results file; the errors of those, counted by message."""
     taken: Counter[str] = Counter()
     theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
 
@@ -235,8 +226,8 @@ def _error_of(line: str) -> str | None:
 
 
 def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:
-    """A run's results in index order, read one at a time (a killed run's file, in finishing
-    order, is sorted on disk first); a line that is not a result is a located message."""
+    """A run's results in index order, one at a time (a killed run's file is sorted first); a
+    line that is not a result is a located message."""
     path = folder / RESULTS
     if in_order(result_lines(path)):
         yield from iter_results(folder)

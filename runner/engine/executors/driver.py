@@ -1,14 +1,11 @@
 """The driver of `--executor processes` and `--executor ray`: the items go in blocks to a
 pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at a time, so memory holds a bounded
-number of items whatever the input's size and a worker's next block is there when one ends.
+number of items whatever the input's size.
 
-Where a block runs is a BlockRunner's business (runner/engine/executors/processes.py:
-worker processes on this machine; ray_blocks.py: Ray actors); everything else is done here,
-once for both. Each block's results come back whole and are handed on in arrival order
-(results.jsonl is put in item order when the run ends, as for a local run), and its counts
-are added to the driver's as if it had run the block itself: the driver is the one writer
-of every output. A failure or Ctrl-C cancels the blocks still running; the blocks that
-finished are kept."""
+Where a block runs is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done
+here, once for both. Each block's results come back whole and its counts are added to the
+driver's as if it had run the block itself: the driver is the one writer of every output. A
+failure or Ctrl-C cancels the blocks still running; the blocks that finished are kept."""
 
 from __future__ import annotations
 
@@ -50,10 +47,6 @@ def absolute(options: RunOptions) -> RunOptions:
                    memo_dir=Path(options.memo_dir).resolve() if options.memo_dir else None)
 
 
-def block_size(total: int, workers: int) -> int:
-    return max(1, min(MAX_BLOCK, math.ceil(total / (workers * BLOCKS_PER_WORKER))))
-
-
 def _blocks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     source = iter(items)
     while block := list(itertools.islice(source, size)):
@@ -64,7 +57,7 @@ async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item
                      on_result: OnResult) -> int:
     """Run every item in blocks on the runner's workers; the number of items run."""
     total = len(items) if isinstance(items, Sized) else MAX_BLOCK * runner.workers
-    blocks = _blocks(items, block_size(total, runner.workers))
+    blocks = _blocks(items, max(1, min(MAX_BLOCK, math.ceil(total / (runner.workers * BLOCKS_PER_WORKER)))))
     running: dict[asyncio.Future[dict[str, Any]], int] = {}      # a block: its worker
 
     def send(worker: int) -> None:

@@ -1,12 +1,9 @@
-"""A worker process of `--executor processes`: spawned by the driver's pool, it keeps one
-event loop and one BlockWorker (worker.py) for its life and runs the blocks the pool hands
-it, one at a time.
-
-It reaches the run's caches itself (diskcache is safe across processes) and the models'
-limits through the driver (limits_socket.py); a daily budget is counted in the cache folder
-as a local run counts it. Ctrl-C is the driver's to handle: a worker ignores SIGINT and
-stops its block when the driver sets the stop event. Its Runtime is closed when the process
-exits (atexit: a spawned process ends through sys.exit)."""
+"""A worker process of `--executor processes`: one event loop and one BlockWorker (worker.py)
+for its life, running the blocks the pool hands it one at a time. It reaches the run's caches
+itself (diskcache is safe across processes) and the models' limits through the driver
+(limits_socket.py). Ctrl-C is the driver's: a worker ignores SIGINT and stops its block when
+the driver sets the stop event. Its Runtime is closed at exit (a spawned process ends through
+sys.exit)."""
 
 from __future__ import annotations
 

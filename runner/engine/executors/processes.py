@@ -1,13 +1,9 @@
-"""`--executor processes`: blocks of items run in `--workers` processes on this machine
-(default: one per CPU), through the driver that --executor ray uses too (driver.py).
-
-A pool of spawned processes (concurrent.futures) runs the blocks, each process keeping one
-Runtime for its life (process_worker.py). The driver's event loop serves the models' limits
-to them over a Unix socket (limits_socket.py), so a model's `concurrency` and
-`requests_per_minute` hold for the run as a whole; the LLM cache and the daily budgets are
-diskcache folders every process opens itself. When the run ends or stops (Ctrl-C, a
-failure), the driver sets the stop event, which ends any block still running, and waits
-for the processes to exit."""
+"""`--executor processes`: blocks of items run in `--workers` spawned processes on this machine
+(default: one per CPU), through the driver (driver.py), each process keeping one Runtime for
+its life (process_worker.py). The driver's event loop serves the models' limits to them over
+a Unix socket (limits_socket.py), so a model's `concurrency` and `requests_per_minute` hold
+for the run as a whole; the LLM cache and the daily budgets are diskcache folders every
+process opens itself. When the run ends or stops, the stop event ends any block still running."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
     if ray.is_initialized():
         return False
     # The pipeline's declared variables (API keys, endpoints) reach every worker.
-    env = {name: os.environ[name] for name in runtime.pipeline.env_names if name in os.environ}
+    env = runtime.env
     try:
         # "local": a new instance on this machine, never a cluster that happens to run here.
         ray.init(address=choice.ray_address or "local", include_dashboard=False, log_to_driver=False,

@@ -1,11 +1,10 @@
 """A worker of `--executor processes` or `--executor ray`: the engine of a local run, built
-once (pipeline, Runtime, LLM service, HTTP session), run over one block of items at a time.
+once, run over one block of items at a time.
 
-A block's answer is its results and what the driver adds up for the summary: LLM counts and
-the failure tally of its items, jury agreement sums, run warnings, memo counts, and the call
-logs (the driver writes them into the run folder, which a worker on another machine cannot
-see). Each is taken per block by subtraction (another block may still be adding to the same
-counters), so a block run again after its worker was lost is counted once."""
+A block's answer is its results and what the driver adds up for the summary (LLM counts and
+call logs, jury agreement sums, run warnings, memo counts), each taken per block by
+subtraction (another block may still be adding to the same counters), so a block run again
+after its worker was lost is counted once."""
 
 from __future__ import annotations
 

@@ -13,9 +13,6 @@ from runner.errors import StepError
 from runner.paths import FILE_NOT_FOUND, FILE_TOO_LARGE, LINES_NOT_FOUND, OK, PATH_OUTSIDE_ROOT, refusal, resolve_inside
 from runner.stores.kept import digest, note_read
 
-__all__ = ["FILE_NOT_FOUND", "FILE_TOO_LARGE", "LINES_NOT_FOUND", "OK", "PATH_OUTSIDE_ROOT", "FileCache",
-           "ReadLines", "read_lines", "refusal", "resolve_inside"]
-
 
 class FileCache:
     """Each file resolved and read once per run, and shared by every item."""
