@@ -16,6 +16,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 HIDDEN = "***"
@@ -135,7 +136,12 @@ def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterab
     """`text` without credentials. `environment`: the environment's secrets read once
     (environment_secrets) by a caller that redacts every call of a run, rather than
     os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
-    text = hide_secrets(text, environment, secrets)     # first: a known secret is hidden whole, whatever it holds
+    return _redacted(text, _known(environment, secrets))
+
+
+@lru_cache(maxsize=256)     # the same text again and again: a call's endpoint, named in each call's record
+def _redacted(text: str, known: tuple[str, ...]) -> str:
+    text = _hidden(text, known)     # first: a known secret is hidden whole, whatever it holds
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
     if "=" in text or ":" in text:
@@ -148,8 +154,21 @@ def hide_secrets(text: str, environment: frozenset[str] | None = None, secrets: 
     value only: for what a model wrote or was sent (answers, prompts), which the structural
     rules would rewrite (`{"reason": "it sets API_KEY = \"sk-test\""}` must stay valid JSON,
     and `primary key = user_id` the words it was)."""
-    known = _remembered | (environment_secrets() if environment is None else environment) | set(secrets)
-    for secret in sorted(known, key=len, reverse=True):
+    return _hidden(text, _known(environment, secrets))
+
+
+def _hidden(text: str, known: tuple[str, ...]) -> str:
+    for secret in known:
         if secret in text:
             text = text.replace(secret, HIDDEN)
     return text
+
+
+def _known(environment: frozenset[str] | None, secrets: Iterable[str]) -> tuple[str, ...]:
+    """Every secret known now, longest first."""
+    return _in_order(len(_remembered), environment_secrets() if environment is None else environment, tuple(secrets))
+
+
+@lru_cache(maxsize=64)      # sorted once a set of secrets, not for each text (the remembered only grow)
+def _in_order(remembered: int, environment: frozenset[str], secrets: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(_remembered | environment | set(secrets), key=len, reverse=True))

@@ -322,6 +322,21 @@ def test_redact_hides_url_user_information_and_remembered_passwords(monkeypatch)
     assert redact("password only-here-99 rejected") == "password *** rejected"
 
 
+def test_a_secret_remembered_later_is_hidden_in_a_text_redacted_before(monkeypatch):
+    """Redaction remembers the texts it redacted (a call's endpoint, each call): a secret
+    learnt afterwards still comes out of the same text, and out of one hidden by value."""
+    from runner.redact import hide_secrets, redact, remember_url
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    environment = frozenset({"env-secret-123"})
+    text = "endpoint http://127.0.0.1:9/v1 said later-secret-77 and env-secret-123"
+    assert redact(text, environment) == "endpoint http://127.0.0.1:9/v1 said later-secret-77 and ***"
+    assert hide_secrets(text, environment) == "endpoint http://127.0.0.1:9/v1 said later-secret-77 and ***"
+    remember_url("http://u:later-secret-77@127.0.0.1/")
+    assert redact(text, environment) == "endpoint http://127.0.0.1:9/v1 said *** and ***"
+    assert hide_secrets(text, environment) == "endpoint http://127.0.0.1:9/v1 said *** and ***"
+    assert redact(text, environment, ["http://127.0.0.1:9/v1"]) == "endpoint *** said *** and ***"
+
+
 # ---- H9: structured output falls back only on a refusal of the format, per schema shape ----
 
 ANSWER = json.dumps({"verdict": "yes", "reason": "r"})
