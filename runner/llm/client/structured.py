@@ -14,9 +14,9 @@ runner writes is ignored, with one warning."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.fileio import read_json
+from runner.fileio import OutputError, atomic_write, read_json
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.redact import redact
@@ -155,18 +155,15 @@ class FormatChoices:
         return following
 
     def _save(self) -> None:
-        """Merge this choice into the file under a lock, then replace it atomically under a
-        name of our own: two runs learning at once keep both choices."""
-        temporary = self.file.with_name(f".{FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        try:
+        """Merge this choice into the file under a lock, then replace it atomically: two runs
+        learning at once keep both choices. A failure is let go: the file is only a hint for
+        the next run, and this run remembers the choice."""
+        with contextlib.suppress(OSError, OutputError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:
                 _lock(lock.fileno())
                 merged = self._learned = {**self._read(), **(self._learned or {})}
-                temporary.write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
-                os.replace(temporary, self.file)
-        except OSError:
-            temporary.unlink(missing_ok=True)     # only a hint for the next run; this run remembers it
+                atomic_write(self.file, json.dumps(merged, indent=1, sort_keys=True))
 
 
 def _lock(descriptor: int) -> None:
