@@ -111,7 +111,7 @@ class ReviewStore:
         if not create and not path.is_file():
             raise InputError(f"{path}: no review store there (reviews are made in `runner view`)")
         try:
-            self._db: Database = SqliteDatabase(path, SCHEMA.format(table=TABLE), "review store", create)
+            self._db: Database = SqliteDatabase(path, SCHEMA.format(table=TABLE), "review store")
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path, self.table, self._owns, self._schema = path, TABLE, True, ""

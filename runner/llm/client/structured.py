@@ -2,15 +2,11 @@
 per endpoint which format the server accepts.
 
 `auto` starts with `json_schema` (OpenAI, LM Studio, vLLM, llama-server); a server that
-rejects it gets `json_object` with the schema, then no format. Only an error that names the
-format (`response_format`, `json_schema`, `json_object`, a JSON schema or grammar) and says it
-is refused (400/422, or a 500 saying the request failed validation, as llama-cpp-python
-does) counts: "information" or "invalid ... formatting" in another error does not. The
-choice is kept per endpoint and schema shape (one schema a server cannot convert says
-nothing about the others) for the run and, for LEARNED_DAYS, in the cache folder, so the
-next run starts right; said once on stderr. The state file is merged under a lock and
-replaced atomically (concurrent runs keep each other's choices); a file that is not what
-runner writes is ignored, with one warning."""
+refuses it (`rejects_format`) gets `json_object` with the schema, then no format. The choice
+is kept per endpoint and schema shape (one schema a server cannot convert says nothing about
+the others) for the run and, for LEARNED_DAYS, in the cache folder, so the next run starts
+right; said once on stderr. Concurrent runs keep each other's choices (`_save`); a file that
+is not what runner writes is ignored, with one warning."""
 
 from __future__ import annotations
 
@@ -71,7 +67,9 @@ def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] 
 
 
 def rejects_format(error: TransportError) -> bool:
-    """The server refused the request's response format (not a transient fault)."""
+    """The server refused the request's response format (not a transient fault): a 400/422, or a
+    500 saying the request failed validation (llama-cpp-python's), whose text names the format
+    and says it is refused ("information" or "invalid ... formatting" alone do not)."""
     text = error.body or error.message
     if error.status in (400, 422):
         return bool(FORMAT_WORDS.search(text) and REFUSAL_WORDS.search(text))
