@@ -68,14 +68,13 @@ class MemoStore:
                 db.execute("INSERT INTO imported (source, entries, imported_at) VALUES (?, ?, ?)",
                            (name, len(entries), now))
 
-    def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-            ) -> dict[str, Any] | None:
+    def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
         """The stored result (as `usable` takes it: None when it may not be reused), counted as a
         hit; None when none is stored or its row is not a JSON object (counted in `unreadable`,
         as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         entry = None if row is None else self._readable(row[0])
-        if entry is not None and usable is not None:
+        if entry is not None:
             entry = usable(entry)
         if entry is not None:
             self.hits += 1
