@@ -11,6 +11,7 @@ is not what runner writes is ignored, with one warning."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -90,13 +91,11 @@ class FormatChoices:
 
     def __init__(self, directory: Path):
         self.file = directory / FILE
-        self._learned: dict[str, dict[str, Any]] | None = None
         self._warned = False
 
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if self._learned is None:
-            self._learned = self._read()
-        return self._learned
+    @functools.cached_property
+    def _learned(self) -> dict[str, dict[str, Any]]:
+        return self._read()
 
     def _read(self) -> dict[str, dict[str, Any]]:
         """The file's unexpired choices; {} (and one warning) when it is not runner's."""
@@ -129,7 +128,7 @@ class FormatChoices:
 
     def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None = None) -> str:
         """`mode`, or the format learned for the endpoint and schema since it was chosen."""
-        learned = self._load()
+        learned = self._learned
         if spec.structured_output != "auto" or not learned:
             return mode
         entry = learned.get(self.key(spec, schema))
@@ -141,7 +140,7 @@ class FormatChoices:
         """The next format to try after `rejected`, or None when the model's setting is fixed."""
         if spec.structured_output != "auto" or rejected == LADDER[-1]:
             return None
-        learned = self._load()
+        learned = self._learned
         key = self.key(spec, schema)
         following = LADDER[LADDER.index(rejected) + 1]
         if LADDER.index(learned.get(key, {}).get("mode", LADDER[0])) < LADDER.index(following):
@@ -160,7 +159,7 @@ class FormatChoices:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:
                 _lock(lock.fileno())
-                merged = self._learned = {**self._read(), **(self._learned or {})}
+                merged = self._learned = {**self._read(), **self._learned}
                 atomic_write(self.file, json.dumps(merged, indent=1, sort_keys=True))
 
 
