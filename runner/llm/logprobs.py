@@ -1,19 +1,15 @@
 """Token probabilities: what a step asks of the server when it wants them, what the answer
 carries, and the confidence of one value of an answer computed over that value's tokens.
 
-A server that speaks OpenAI's protocol returns `choices[0].logprobs.content`: one entry per
-token of the answer, `{"token", "logprob", "top_logprobs", ...}`. llama-cpp-python returns
-them only when `top_logprobs` is given too, so both are sent. runner keeps `[token, logprob]`
-pairs (the alternatives are not kept: the confidence reads the tokens that were generated).
+runner keeps the [token, logprob] pairs of OpenAI's `choices[0].logprobs.content`, not the
+alternatives; `top_logprobs` is sent too, as llama-cpp-python answers none without it.
 
-The confidence of a field's value is exp(sum of the logprobs of the tokens that make up the
-value) in the answer's JSON text: the value is found by reading the JSON object key by key
-with positions, so a token of the key, of the punctuation or of an earlier mention of the
-same word (a reason that says VALID before the verdict does) is never read for it. When the
-tokens do not spell the answer's text, or the value is not found where the parsed answer
-has it, or a token of the value has a logprob that is no log of a probability (above 0,
-which would make the confidence more than 1, NaN or infinite), there is no confidence
-(None), never a guess."""
+A value's confidence is exp(sum of its tokens' logprobs), the value found by reading the
+answer's JSON object key by key with positions, so a token of the key, of the punctuation or
+of an earlier mention of the same word (a reason that says VALID before the verdict does) is
+never read for it. Tokens that do not spell the answer's text, a value not where the parsed
+answer has it, or a logprob that is no log of a probability (above 0, NaN, infinite) give no
+confidence (None), never a guess."""
 
 from __future__ import annotations
 

@@ -1,22 +1,17 @@
-"""What a run writes as its calls end: cache entries, many to a transaction, and lines of
-calls.jsonl, many to a write.
+"""What a run writes as its calls end: cache entries, many to one SQLite transaction, and
+lines of calls.jsonl, many to one write.
 
-Both wait in memory until the first one waiting has waited FLUSH_EVERY (at once when
-FLUSH_AT are waiting, and at `flush` and `close`), then go together: one SQLite transaction
-for many answers, not one each, and one write for many lines. A run killed outright
-(SIGKILL) loses at most the last FLUSH_EVERY of them: the answers are in its results, and a
-rerun asks for them again. An answer handed over is served from `pending` until it is
-committed, so a call asked again in the same run finds it (in the same process, when the
-runs of a long-lived process hand their answers to one writer: llm/shared_client.py).
+Both wait in memory up to FLUSH_EVERY (written at once when FLUSH_AT wait, and at `flush` and
+`close`): a run killed outright (SIGKILL) loses at most that much, whose answers are in its
+results and asked again by a rerun. An answer handed over is served from `pending` until it
+is committed, so a call asked again finds it (across the runs of a long-lived process too,
+when they hand their answers to one writer: llm/shared_client.py).
 
-An answer whose cache is another process's (`aset`: a Ray worker on another machine) is
-awaited there before its item goes on, one by one: a block Ray runs again after that
-machine was lost then repeats only the calls that were in flight, never one that was
-answered. A worker on the driver's machine writes as a run does, and everything at the end
-of each block (its report): one that dies alone may have its last FLUSH_EVERY of answers
-asked again.
-
-Nothing written here fails a call: what could not be written is said once, at `close`."""
+An answer for another process's cache (`aset`: a Ray worker on another machine) is awaited
+there before its item goes on: a block Ray runs again after losing that machine repeats only
+the calls that were in flight, never one that was answered. A worker on the driver's machine
+writes as a run does. Nothing written here fails a call: what could not be written is said
+once, at `close`."""
 
 from __future__ import annotations
 

@@ -36,9 +36,11 @@ class Provider:
 PROVIDERS: Registry[Provider] = Registry("search provider", "runner.search")
 
 
-def provider(name: str, secret_options: tuple[str, ...] = (), network: bool = False) -> Callable[..., Any]:
+def provider(name: str, secret_options: tuple[str, ...] = (), network: bool = False,
+             cache_salt: Callable[[SearchRequest], Any] | None = None) -> Callable[..., Any]:
+    """Decorator: register the function as the provider `name` (see Provider for the rest)."""
     def register(fn: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]) -> Any:
-        PROVIDERS.add(name, Provider(name, fn, secret_options=secret_options, network=network))
+        PROVIDERS.add(name, Provider(name, fn, cache_salt or Provider.cache_salt, secret_options, network))
         return fn
     return register
 

@@ -10,7 +10,7 @@ from typing import Any
 from rapidfuzz import fuzz, process, utils
 
 from runner.paths import OK, resolve_inside
-from runner.search import PROVIDERS, SearchFailed, SearchRequest, provider
+from runner.search import SearchFailed, SearchRequest, provider
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
 PARAGRAPH = re.compile(r"\n\s*\n")
@@ -43,20 +43,6 @@ def _passages(folder: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-@provider("local")
-async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
-    folder = Path(str(request.options.get("folder") or ""))
-    passages = _passages(folder)
-    if not passages:
-        return []
-    texts = [text for _, text, _ in passages]
-    best = process.extract(request.query, texts, scorer=fuzz.token_set_ratio, processor=utils.default_process,
-                           limit=request.max_results)
-    return [{"title": f"{passages[index][0]}:L{passages[index][2]}", "path": passages[index][0],
-             "content": passages[index][1], "score": round(score / 100, 4)}
-            for _, score, index in best if score > 0]
-
-
 def folder_fingerprint(request: SearchRequest) -> str:
     """The files' names and contents: an edited folder misses the cache."""
     digest = hashlib.sha256()
@@ -71,4 +57,15 @@ def folder_fingerprint(request: SearchRequest) -> str:
     return digest.hexdigest()
 
 
-PROVIDERS["local"].cache_salt = folder_fingerprint
+@provider("local", cache_salt=folder_fingerprint)
+async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
+    folder = Path(str(request.options.get("folder") or ""))
+    passages = _passages(folder)
+    if not passages:
+        return []
+    texts = [text for _, text, _ in passages]
+    best = process.extract(request.query, texts, scorer=fuzz.token_set_ratio, processor=utils.default_process,
+                           limit=request.max_results)
+    return [{"title": f"{passages[index][0]}:L{passages[index][2]}", "path": passages[index][0],
+             "content": passages[index][1], "score": round(score / 100, 4)}
+            for _, score, index in best if score > 0]

@@ -86,12 +86,11 @@ class Database:
 
 
 class SqliteDatabase(Database):
-    def __init__(self, path: Path, schema: str, what: str, create: bool = True):
+    def __init__(self, path: Path, schema: str, what: str):
         """sqlite3.Error when the file is not a usable database."""
         super().__init__(schema, what)
         self.path, self.url = path, str(path)
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         self._db = open_shared(path, schema, check_same_thread=False)
         self._db.execute("PRAGMA synchronous = NORMAL")     # WAL: a commit survives a killed process
 

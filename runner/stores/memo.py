@@ -20,7 +20,7 @@ from typing import Any
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
 from runner.stores.kept import without_reads
-from runner.stores.shared_sqlite import open_shared
+from runner.stores.shared_sqlite import open_shared, transaction
 
 DEFAULT_STORE = "memo.json"
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
@@ -59,29 +59,22 @@ class MemoStore:
         entries = read_json(source) if source.stat().st_size else {}     # size, depth and UTF-8 checked, located
         if not isinstance(entries, dict):
             raise RunnerError(f"{source}: memo store must be a JSON object of key -> result")
-        try:
-            self._db.execute("BEGIN IMMEDIATE")       # two runs opening the store at once import it once
-            if not self._db.execute("SELECT 1 FROM imported WHERE source = ?", (name,)).fetchone():
+        with transaction(self._db) as db:       # two runs opening the store at once import it once
+            if not db.execute("SELECT 1 FROM imported WHERE source = ?", (name,)).fetchone():
                 now = time.time()
-                self._db.executemany(
+                db.executemany(
                     "INSERT OR IGNORE INTO memo (key, result, stored_at) VALUES (?, ?, ?)",
                     ((str(key), dumps(value), now) for key, value in entries.items() if isinstance(value, dict)))
-                self._db.execute("INSERT INTO imported (source, entries, imported_at) VALUES (?, ?, ?)",
-                                 (name, len(entries), now))
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+                db.execute("INSERT INTO imported (source, entries, imported_at) VALUES (?, ?, ?)",
+                           (name, len(entries), now))
 
-    def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-            ) -> dict[str, Any] | None:
+    def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
         """The stored result (as `usable` takes it: None when it may not be reused), counted as a
         hit; None when none is stored or its row is not a JSON object (counted in `unreadable`,
         as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         entry = None if row is None else self._readable(row[0])
-        if entry is not None and usable is not None:
+        if entry is not None:
             entry = usable(entry)
         if entry is not None:
             self.hits += 1

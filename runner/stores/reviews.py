@@ -12,7 +12,7 @@ from __future__ import annotations
 import getpass
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +43,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     PRIMARY KEY (pipeline, item_key, reviewer)
 );
 """
-_COLUMNS = ("pipeline", "item_key", "reviewer", "agrees", "judged", "correct", "rationale", "run", "item_index",
-            "trace_id", "reviewed_at")
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,10 @@ class Review:
         return self.judged if self.agrees else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _COLUMNS}
+        return asdict(self)
+
+
+_COLUMNS = tuple(field.name for field in fields(Review))      # the table's columns, in its order
 
 
 class ReviewRefused(InputError):
@@ -110,7 +111,7 @@ class ReviewStore:
         if not create and not path.is_file():
             raise InputError(f"{path}: no review store there (reviews are made in `runner view`)")
         try:
-            self._db: Database = SqliteDatabase(path, SCHEMA.format(table=TABLE), "review store", create)
+            self._db: Database = SqliteDatabase(path, SCHEMA.format(table=TABLE), "review store")
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{path}: not a usable review store ({exc})") from None
         self.path, self.table, self._owns, self._schema = path, TABLE, True, ""
@@ -134,7 +135,7 @@ class ReviewStore:
         return self._ready().rows(sql.format(table=self.table), params)
 
     def put(self, review: Review) -> Review:
-        stamped = review if review.reviewed_at else Review(**{**review.as_dict(), "reviewed_at": now()})
+        stamped = review if review.reviewed_at else replace(review, reviewed_at=now())
         values = stamped.as_dict()
         values["agrees"] = int(stamped.agrees)
         marks = ", ".join("?" * len(_COLUMNS))

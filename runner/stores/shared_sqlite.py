@@ -1,4 +1,5 @@
-"""An SQLite store that several runs open at once: WAL, a busy timeout, and its tables.
+"""An SQLite store that several runs open at once: WAL, a busy timeout, its tables, and
+write transactions taken at once (`transaction`).
 
 Two processes creating the same store at the same moment may both read the new file and
 then both want it to themselves (to switch it to WAL, to create the tables). SQLite then
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_MS = 30_000          # how long a write waits for another run's transaction
@@ -34,3 +37,17 @@ def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thre
     except BaseException:
         db.close()
         raise
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on an autocommit connection, its lock taken first (BEGIN
+    IMMEDIATE: two runs never both read and then both want to write); rolled back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

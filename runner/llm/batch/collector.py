@@ -14,6 +14,7 @@ paying twice. A batch the provider answers 404 for is gone: forgotten, and its c
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import sys
 import time
@@ -69,7 +70,6 @@ class BatchCollector:
         self.in_flight = in_flight
         self.models: dict[str, ModelBatches] = {}
         self._specs: dict[str, ModelSpec] = {}
-        self._store: BatchStore | None = None
         self._clients: dict[str, BatchClient] = {}
         self._gathered: dict[str, Gathered] = {}
         self._tracked: dict[str, Tracked] = {}
@@ -83,11 +83,9 @@ class BatchCollector:
         if in_flight is not None:
             in_flight.listen(self._wake)
 
-    @property
+    @functools.cached_property
     def store(self) -> BatchStore:
-        if self._store is None:
-            self._store = BatchStore(self.cache_dir)
-        return self._store
+        return BatchStore(self.cache_dir)
 
     # -- one call ------------------------------------------------------------------------
     async def send(self, call: BatchCall, mode: str, stats: ModelStats) -> tuple[Completion, str]:
@@ -377,5 +375,5 @@ class BatchCollector:
         await asyncio.gather(*tasks, return_exceptions=True)
         for client in self._clients.values():
             await client.aclose()
-        if self._store is not None:
-            self._store.close()
+        if "store" in vars(self):          # opened
+            self.store.close()

@@ -16,14 +16,13 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
-from runner.stores.shared_sqlite import open_shared
+from runner.stores.shared_sqlite import open_shared, transaction
 
 STORE_FILE = "batches.sqlite3"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -96,23 +95,13 @@ class BatchStore:
             self._db.close()
             raise unusable(self.path, exc) from None
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
     def claim(self, submission: str, model_name: str, model: str, api_base: str | None,
               custom_ids: Iterable[str]) -> dict[str, BatchRecord]:
         """In one transaction: the requests another batch already holds (as `holding` finds
         them), and the rest recorded as this submission's, a batch about to be created (status
         `submitting`, by this process). Returns the ones held elsewhere, by custom_id."""
         now = time.time()
-        with self._transaction() as db:
+        with transaction(self._db) as db:
             held: dict[str, BatchRecord] = {}
             rest: list[str] = []
             for custom_id in custom_ids:
@@ -147,7 +136,7 @@ class BatchStore:
         return True
 
     def submitted(self, submission: str, batch_id: str, status: str) -> None:
-        with self._transaction() as db:
+        with transaction(self._db) as db:
             db.execute("UPDATE batches SET batch_id = ?, status = ?, updated = ? WHERE submission = ?",
                        (batch_id, status, time.time(), submission))
             db.execute("DELETE FROM creators WHERE submission = ?", (submission,))
@@ -157,7 +146,7 @@ class BatchStore:
 
     def _update(self, submission: str, **fields: object) -> None:
         sets = ", ".join(f"{name} = ?" for name in fields)
-        with self._transaction() as db:
+        with transaction(self._db) as db:
             db.execute(f"UPDATE batches SET {sets}, updated = ? WHERE submission = ?",   # noqa: S608 - fixed names
                        (*fields.values(), time.time(), submission))
 
@@ -167,18 +156,14 @@ class BatchStore:
         self._update(submission, collected=1)
 
     def forget(self, submission: str) -> None:
-        with self._transaction() as db:
-            for table in ("requests", "creators", "batches"):
-                db.execute(f"DELETE FROM {table} WHERE submission = ?", (submission,))  # noqa: S608
+        with transaction(self._db) as db:
+            _delete(db, [submission])
 
     def holding(self, custom_id: str, api_base: str | None, model: str) -> BatchRecord | None:
         """The newest batch of this endpoint and model that holds the request and may still
         answer it: pending, or completed but never collected (its run stopped first)."""
         row = self._db.execute(HOLDING, (custom_id, model, api_base)).fetchone()
         return _record(row) if row else None
-
-    def custom_ids(self, submission: str) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT custom_id FROM requests WHERE submission = ?", (submission,))]
 
     def get(self, submission: str) -> BatchRecord | None:
         row = self._db.execute("SELECT * FROM batches WHERE submission = ?", (submission,)).fetchone()
@@ -192,14 +177,17 @@ class BatchStore:
     def prune(self) -> None:
         """Drop finished batches older than their files' lifetime."""
         cutoff = time.time() - KEEP_SECONDS
-        with self._transaction() as db:
-            old = [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
-                                            "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))]
-            for table in ("requests", "creators", "batches"):
-                db.executemany(f"DELETE FROM {table} WHERE submission = ?", ((s,) for s in old))  # noqa: S608
+        with transaction(self._db) as db:
+            _delete(db, [r[0] for r in db.execute("SELECT submission FROM batches WHERE updated < ? AND status IN "
+                                                  "('completed', 'failed', 'expired', 'cancelled')", (cutoff,))])
 
     def close(self) -> None:
         self._db.close()
+
+
+def _delete(db: sqlite3.Connection, submissions: list[str]) -> None:
+    for table in ("requests", "creators", "batches"):
+        db.executemany(f"DELETE FROM {table} WHERE submission = ?", ((s,) for s in submissions))  # noqa: S608
 
 
 def _record(row: tuple[Any, ...]) -> BatchRecord:

@@ -9,30 +9,16 @@ keys made before it was normalised stay valid."""
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from runner.llm.client.spec import SAMPLING_KEYS
+from runner.llm.client.spec import SAMPLING_KEYS, host_identity
 from runner.safetext import utf8
 
 CACHE_FORMAT = 1
-
-
-LOOPBACK_NAME = "localhost"
 DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def _host(name: str) -> str:
-    """The host in one spelling: lowercase, any loopback address as `localhost`."""
-    host = name.lower().rstrip(".")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return LOOPBACK_NAME if host == LOOPBACK_NAME else host
-    return LOOPBACK_NAME if address.is_loopback else address.compressed
 
 
 @lru_cache(maxsize=256)      # a run's models name a handful of servers, each asked for every call
@@ -49,7 +35,7 @@ def endpoint_identity(api_base: str | None) -> str | None:
     if not parts.hostname:
         return api_base.rstrip("/")
     scheme = parts.scheme.lower()
-    host = _host(parts.hostname)
+    host = host_identity(parts.hostname)
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != DEFAULT_PORTS.get(scheme):
         netloc += f":{port}"

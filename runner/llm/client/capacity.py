@@ -89,9 +89,7 @@ class AdaptiveLimit:
         """Every call waits for the question's answer (the first request must not race it)."""
         try:
             found = await asyncio.shield(probe)
-        except asyncio.CancelledError:
-            raise
-        except Exception:     # any failure of the question means the server does not say
+        except Exception:     # any failure of the question means the server does not say (a cancel is let through)
             found = None
         if self._probe is not probe:
             return            # another call already applied it

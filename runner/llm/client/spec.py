@@ -26,7 +26,7 @@ BATCH_MAX_REQUESTS = 50_000        # the provider's limit per batch file (OpenAI
 DEFAULT_BATCH_MAX_WAIT = 60.0      # seconds a gathered call waits for the others before its batch goes
 DEFAULT_BATCH_POLL = 30.0
 OPENAI_BASE = "https://api.openai.com/v1"
-LOCAL_HOSTS = {"localhost"}
+LOOPBACK_NAME = "localhost"
 OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
 OLLAMA_DEFAULT_BASE = "http://localhost:11434"
 
@@ -75,15 +75,20 @@ class ModelSpec:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
 
 
+def host_identity(name: str) -> str:
+    """A host in one spelling: lowercase, any loopback address as `localhost` (what the cache
+    key names a server by, and what makes an endpoint local)."""
+    host = name.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return LOOPBACK_NAME if address.is_loopback else address.compressed
+
+
 @lru_cache(maxsize=256)      # asked for every call of a model, of the run's handful of URLs
 def is_local(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    if host in LOCAL_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host_identity(urlsplit(url).hostname or "") == LOOPBACK_NAME
 
 
 def openai_compatible(model: str, api_base: str | None) -> bool:

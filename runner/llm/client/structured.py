@@ -2,21 +2,18 @@
 per endpoint which format the server accepts.
 
 `auto` starts with `json_schema` (OpenAI, LM Studio, vLLM, llama-server); a server that
-rejects it gets `json_object` with the schema, then no format. Only an error that names the
-format (`response_format`, `json_schema`, `json_object`, a JSON schema or grammar) and says it
-is refused (400/422, or a 500 saying the request failed validation, as llama-cpp-python
-does) counts: "information" or "invalid ... formatting" in another error does not. The
-choice is kept per endpoint and schema shape (one schema a server cannot convert says
-nothing about the others) for the run and, for LEARNED_DAYS, in the cache folder, so the
-next run starts right; said once on stderr. The state file is merged under a lock and
-replaced atomically (concurrent runs keep each other's choices); a file that is not what
-runner writes is ignored, with one warning."""
+refuses it (`rejects_format`) gets `json_object` with the schema, then no format. The choice
+is kept per endpoint and schema shape (one schema a server cannot convert says nothing about
+the others) for the run and, for LEARNED_DAYS, in the cache folder, so the next run starts
+right; said once on stderr. Concurrent runs keep each other's choices (`_save`); a file that
+is not what runner writes is ignored, with one warning."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -24,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.fileio import read_json
+from runner.fileio import OutputError, atomic_write, read_json
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import TransportError
 from runner.redact import redact
@@ -71,7 +68,9 @@ def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] 
 
 
 def rejects_format(error: TransportError) -> bool:
-    """The server refused the request's response format (not a transient fault)."""
+    """The server refused the request's response format (not a transient fault): a 400/422, or a
+    500 saying the request failed validation (llama-cpp-python's), whose text names the format
+    and says it is refused ("information" or "invalid ... formatting" alone do not)."""
     text = error.body or error.message
     if error.status in (400, 422):
         return bool(FORMAT_WORDS.search(text) and REFUSAL_WORDS.search(text))
@@ -92,13 +91,11 @@ class FormatChoices:
 
     def __init__(self, directory: Path):
         self.file = directory / FILE
-        self._learned: dict[str, dict[str, Any]] | None = None
         self._warned = False
 
-    def _load(self) -> dict[str, dict[str, Any]]:
-        if self._learned is None:
-            self._learned = self._read()
-        return self._learned
+    @functools.cached_property
+    def _learned(self) -> dict[str, dict[str, Any]]:
+        return self._read()
 
     def _read(self) -> dict[str, dict[str, Any]]:
         """The file's unexpired choices; {} (and one warning) when it is not runner's."""
@@ -131,7 +128,7 @@ class FormatChoices:
 
     def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None = None) -> str:
         """`mode`, or the format learned for the endpoint and schema since it was chosen."""
-        learned = self._load()
+        learned = self._learned
         if spec.structured_output != "auto" or not learned:
             return mode
         entry = learned.get(self.key(spec, schema))
@@ -143,7 +140,7 @@ class FormatChoices:
         """The next format to try after `rejected`, or None when the model's setting is fixed."""
         if spec.structured_output != "auto" or rejected == LADDER[-1]:
             return None
-        learned = self._load()
+        learned = self._learned
         key = self.key(spec, schema)
         following = LADDER[LADDER.index(rejected) + 1]
         if LADDER.index(learned.get(key, {}).get("mode", LADDER[0])) < LADDER.index(following):
@@ -155,18 +152,15 @@ class FormatChoices:
         return following
 
     def _save(self) -> None:
-        """Merge this choice into the file under a lock, then replace it atomically under a
-        name of our own: two runs learning at once keep both choices."""
-        temporary = self.file.with_name(f".{FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        try:
+        """Merge this choice into the file under a lock, then replace it atomically: two runs
+        learning at once keep both choices. A failure is let go: the file is only a hint for
+        the next run, and this run remembers the choice."""
+        with contextlib.suppress(OSError, OutputError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:
                 _lock(lock.fileno())
-                merged = self._learned = {**self._read(), **(self._learned or {})}
-                temporary.write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
-                os.replace(temporary, self.file)
-        except OSError:
-            temporary.unlink(missing_ok=True)     # only a hint for the next run; this run remembers it
+                merged = self._learned = {**self._read(), **self._learned}
+                atomic_write(self.file, json.dumps(merged, indent=1, sort_keys=True))
 
 
 def _lock(descriptor: int) -> None:

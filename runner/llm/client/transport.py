@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
 import math
@@ -108,22 +109,17 @@ def vector_list(data: Any, count: int) -> list[list[float]]:
     return vectors
 
 
-_litellm: Any = None
-
-
+@functools.cache           # set up once a process (an import that failed is tried again)
 def import_litellm() -> Any:
-    global _litellm
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        os.environ["LITELLM_MODE"] = "PRODUCTION"   # stops litellm loading a .env file
-        os.environ.setdefault("LITELLM_LOG", "ERROR")
-        # litellm prints banners on import and on errors; none of it may reach stdout.
-        with contextlib.redirect_stdout(io.StringIO()):
-            import litellm
-        litellm.suppress_debug_info = True
-        litellm.set_verbose = False
-        _litellm = litellm
-    return _litellm
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ["LITELLM_MODE"] = "PRODUCTION"   # stops litellm loading a .env file
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    # litellm prints banners on import and on errors; none of it may reach stdout.
+    with contextlib.redirect_stdout(io.StringIO()):
+        import litellm
+    litellm.suppress_debug_info = True
+    litellm.set_verbose = False
+    return litellm
 
 
 def exception_chain(exc: BaseException) -> list[BaseException]:
