@@ -226,6 +226,15 @@ def test_a_format_the_endpoint_refuses_falls_back_in_the_next_batch(project, env
     assert env.requests == []
 
 
+def test_a_format_learned_in_a_batch_is_the_one_live_calls_of_that_schema_start_with(project, env):
+    env.personality = "llama-cpp-python"        # refuses json_schema with a 500, takes json_object
+    env.answer_json({"verdict": "yes"})
+    path = batch_pipeline(project, retries=0)
+    run(path, items(project, 2), batch=True)
+    run(path, write_json(project.root / "more.json", [{"q": "new"}]))          # live: no --batch
+    assert [r.body["response_format"]["type"] for r in env.requests][:1] == ["json_object"]
+
+
 def test_runner_batches_lists_and_cancels_pending_batches(project, env, cli):
     env.batches.hold = True
     env.answer_json({"verdict": "yes"})

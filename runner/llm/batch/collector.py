@@ -94,7 +94,7 @@ class BatchCollector:
         spec = self._specs[call.spec.name] = call.spec
         attempt = 0
         while True:
-            mode = self.formats.settled(spec, mode)
+            mode = self.formats.settled(spec, mode, call.schema)
             with self._waiting_item(call.item):
                 outcome = await self._answer(call, mode)
             if isinstance(outcome, Completion):
@@ -103,7 +103,7 @@ class BatchCollector:
                 return outcome, mode
             error = outcome
             if call.schema is not None and rejects_format(error):
-                following = self.formats.fall_back(spec, mode, error)
+                following = self.formats.fall_back(spec, mode, error, call.schema)
                 if following is None:
                     raise format_refused(spec, mode, error)
                 mode = following

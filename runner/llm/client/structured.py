@@ -123,10 +123,10 @@ class FormatChoices:
         """Endpoint (without credentials: this goes to disk), model and schema shape."""
         return f"{redact(spec.endpoint)} {spec.model} {schema_shape(schema)}"
 
-    def first(self, spec: ModelSpec, schema: dict[str, Any] | None = None) -> str:
+    def first(self, spec: ModelSpec, schema: dict[str, Any] | None) -> str:
         return spec.structured_output if spec.structured_output != "auto" else self.settled(spec, LADDER[0], schema)
 
-    def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None = None) -> str:
+    def settled(self, spec: ModelSpec, mode: str, schema: dict[str, Any] | None) -> str:
         """`mode`, or the format learned for the endpoint and schema since it was chosen."""
         learned = self._learned
         if spec.structured_output != "auto" or not learned:
@@ -136,7 +136,7 @@ class FormatChoices:
         return found if LADDER.index(found) > LADDER.index(mode) else mode
 
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
-                  schema: dict[str, Any] | None = None) -> str | None:
+                  schema: dict[str, Any] | None) -> str | None:
         """The next format to try after `rejected`, or None when the model's setting is fixed."""
         if spec.structured_output != "auto" or rejected == LADDER[-1]:
             return None
