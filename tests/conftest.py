@@ -68,6 +68,17 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     yield from chromium_driver(tmp_path / "chromium-profile")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_fsync() -> Iterator[None]:
+    """Files the tests' in-process runs write are not forced to the disk (os.fsync of
+    fileio.atomic_write_lines): a shared machine's disk made each one wait 2-10 ms, thousands a
+    suite, and no test can see the difference (the write is still a temporary file renamed;
+    runs in their own process, killed or on a full disk, still fsync)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", lambda fd: None)
+        yield
+
+
 @pytest.fixture(scope="session")
 def _server() -> Any:
     server = FakeLLM().start()
