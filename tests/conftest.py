@@ -3,6 +3,7 @@ about HTTP, the fake LLM server for those that are, and small projects written i
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -52,6 +53,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.numprocesses = "auto"
         if config.option.dist == "no":
             config.option.dist = "loadgroup"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The garbage collector runs every 10,000 allocations rather than 700: measured 3.9 s -> 1.8 s
+    of collection in tests/engine, tests/checks and tests/outputs (most of it full collections
+    walking the imported libraries); cycles are still collected."""
+    gc.set_threshold(10_000, 20, 20)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
