@@ -82,6 +82,9 @@ class FakeLLM(Script):
         # Requests are held (at most GATHER_SECONDS) until this many were in flight at once: a test of a
         # concurrency cap then sees the cap reached however slowly a loaded machine sends them.
         self.gather: int | None = None
+        # A test's requests are counted in flight apart from those a test before it left behind (a
+        # reply it stopped waiting for, still being delayed): each reset starts a new count.
+        self._count = 0
         self._slot_gate: tuple[int, threading.Semaphore] | None = None
         self._lock = self.lock                   # the scripting's lock, by the name the handlers use
         self._slot = threading.Lock()        # `single-slot`: the one request being served
@@ -101,6 +104,8 @@ class FakeLLM(Script):
             self.reports_slots = True
             self.logprobs = True
             self.gather = None
+            self.in_flight = 0
+            self._count += 1
         self.batches.reset()
 
     # -- server ------------------------------------------------------------------------
@@ -187,6 +192,7 @@ class FakeLLM(Script):
                     return
                 with fake._lock:
                     fake.requests.append(request)
+                    count = fake._count
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
                 gather_until = time.monotonic() + GATHER_SECONDS
@@ -210,7 +216,8 @@ class FakeLLM(Script):
                         slots.release()
                     request.finished = time.monotonic()
                     with fake._lock:
-                        fake.in_flight -= 1
+                        if fake._count == count:
+                            fake.in_flight -= 1
                 self._finishing = finishing
                 try:
                     refusal = fake._refusal(body)

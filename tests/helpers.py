@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -144,10 +145,20 @@ def wait_for_lines(file: Path, count: int, timeout: float = 60) -> None:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:
-    """Run the CLI in-process (typer's runner) as the `runner` command does: the app narrowed
-    to the command the arguments name (typer builds every command it holds at each call);
-    `input` is its standard input. Returns the click Result."""
-    from typer.testing import CliRunner
+    """Run the CLI in-process (click's runner) as the `runner` command does: the app narrowed
+    to the command the arguments name, built once a test process (`_command`); `input` is its
+    standard input. Returns the click Result."""
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(_command(args[0] if args else None), list(args), input=input, env=env,
+                              catch_exceptions=False)
+
+
+@functools.cache
+def _command(first: str | None) -> Any:
+    """The click command of the app narrowed to the command (or group) `first` names. typer
+    builds it anew at each start (10-100 ms); a click command keeps no state between calls."""
+    import typer.main
 
     from runner.cli.app import app
-    return CliRunner().invoke(app.narrowed_to(args), list(args), input=input, env=env, catch_exceptions=False)
+    return typer.main.get_command(app.narrowed_to([first] if first is not None else []))

@@ -55,6 +55,7 @@ def test_bootstrap_interval_narrows_with_more_items():
     assert metrics.interval(truth, judged, "kappa") == metrics.interval(truth, judged, "kappa")   # seeded
 
 
+@pytest.mark.xdist_group("sklearn")      # scikit-learn imported by one worker only
 def test_batch_kappa_equals_scikit_learn():
     from sklearn.metrics import cohen_kappa_score
     rng = random.Random(7)

@@ -8,10 +8,11 @@ import random
 from typing import Any
 
 import pytest
-from sklearn.metrics import accuracy_score, balanced_accuracy_score, cohen_kappa_score, f1_score
 
 from runner.calibration import metrics
 
+# scikit-learn (seconds to import) is imported by the tests that compare with it, on one worker
+pytestmark = pytest.mark.xdist_group("sklearn")
 CLASSES = ["supported", "partially_supported", "not_supported"]
 
 
@@ -33,6 +34,7 @@ def _run_folder(root: Any, n: int, seed: int) -> tuple[list[str], list[str], lis
 
 
 def _expected(truth: list[str], judged: list[str]) -> dict[str, float]:
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, cohen_kappa_score, f1_score
     return {"accuracy": accuracy_score(truth, judged), "balanced_accuracy": balanced_accuracy_score(truth, judged),
             "kappa": cohen_kappa_score(truth, judged), "macro_f1": f1_score(truth, judged, average="macro")}
 
@@ -67,6 +69,7 @@ def test_eval_by_scores_every_slice_with_n_and_intervals(project: Any, cli: Any)
 
 
 def test_batch_balanced_accuracy_equals_scikit_learn() -> None:
+    from sklearn.metrics import balanced_accuracy_score
     rng = random.Random(5)
     for _ in range(20):
         t = [rng.randrange(3) for _ in range(30)]

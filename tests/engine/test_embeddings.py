@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn.metrics.pairwise import cosine_similarity
 
 from helpers import one_step_pipeline, run, write_json
 
@@ -19,9 +18,12 @@ STEP = ("{id: sim, uses: text_similarity, with: {input: '{{ item.t }}', referenc
         "metric: cosine, model: m, threshold: 0.5}}")
 OUTPUT = '{score: "{{ steps.sim.score }}", passed: "{{ steps.sim.passed }}"}'
 SECRET = "sk-embeddings-secret-0123456789"
+# scikit-learn (seconds to import) is imported by the tests that compare with it, on one worker
+pytestmark = pytest.mark.xdist_group("sklearn")
 
 
 def expected(text: str, reference: str) -> float:
+    from sklearn.metrics.pairwise import cosine_similarity
     return float(cosine_similarity(np.array([VECTORS[text]]), np.array([VECTORS[reference]]))[0, 0])
 
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from email.utils import formatdate
 from unittest.mock import ANY
 
@@ -157,6 +158,23 @@ def test_timeouts_retry(project, env):
     env.script(Reply(json.dumps({"verdict": "yes"}), delay=5), Reply(json.dumps({"verdict": "no"})))
     result = one(project, llm_pipeline(project, extra="timeout: 0.2"))
     assert result["verdict"] == "no" and len(env.requests) == 2
+
+
+def test_a_reply_a_test_stopped_waiting_for_is_not_in_the_next_tests_count(fake_llm):
+    """The fake server is shared by a worker's tests: a request left behind (its client gave up,
+    its reply still being delayed) is not counted in flight by the test after (issue 61: a
+    concurrency test saw `peak_in_flight` 3 > 2 on a loaded machine)."""
+    def ask(timeout: float) -> None:
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "q"}]}).encode()
+        request = urllib.request.Request(fake_llm.url + "/chat/completions", body, {"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=timeout).read()
+
+    fake_llm.script(Reply("late", delay=3))
+    with pytest.raises(OSError):
+        ask(0.2)                                            # still being delayed when the next test starts
+    fake_llm.reset()
+    ask(10)
+    assert fake_llm.peak_in_flight == 1
 
 
 def test_retry_after_seconds_is_honoured(project, env):
