@@ -3,6 +3,7 @@ loopback, a free port, a folder of pipelines), then uvicorn in this process."""
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 from collections.abc import Callable
@@ -98,5 +99,6 @@ def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
     store = shown_url(options.db) if options.db else str(settings.root / DEFAULT_DB)
     say(f"runner serve: http://{shown}:{options.port}/ (the pipelines in {folder}; results in {store}; "
         f"docs at /docs; Ctrl-C stops)")
+    gc.freeze()      # the app and its modules live as long as the server: full collections skip them
     uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
                                   access_log=False, lifespan="on")).run()
