@@ -20,6 +20,7 @@ from functools import lru_cache
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 HIDDEN = "***"
+MEMO_CHARS = 2048          # texts redacted from a memo: no longer ones (a memo of big texts holds their memory)
 MIN_SECRET = 8      # shorter values are dummies (`x`, `none`), and replacing them mangles ordinary words
 DUMMY_SECRETS = frozenset({"no-key-needed", "sk-no-key-required", "not-needed", "lm-studio", "ollama", "none",
                            "dummy", "empty", "changeme", "sk-dummy", "sk-local"})
@@ -136,17 +137,20 @@ def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterab
     """`text` without credentials. `environment`: the environment's secrets read once
     (environment_secrets) by a caller that redacts every call of a run, rather than
     os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
-    return _redacted(text, _known(environment, secrets))
+    known = _known(environment, secrets)
+    return _redacted(text, known) if len(text) <= MEMO_CHARS else _redact(text, known)
 
 
-@lru_cache(maxsize=256)     # the same text again and again: a call's endpoint, named in each call's record
-def _redacted(text: str, known: tuple[str, ...]) -> str:
+def _redact(text: str, known: tuple[str, ...]) -> str:
     text = _hidden(text, known)     # first: a known secret is hidden whole, whatever it holds
     if "@" in text:
         text = _URL_USERINFO.sub(rf"\1{HIDDEN}@", text)
     if "=" in text or ":" in text:
         text = _ASSIGNED.sub(_hide_assigned, text)
     return text
+
+
+_redacted = lru_cache(maxsize=256)(_redact)     # the same short text again and again: a call's endpoint
 
 
 def hide_secrets(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:

@@ -9,7 +9,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class Parts:
 
     settings: Settings
     pipelines_dir: Any
-    db: str | None
+    db: str | None = field(repr=False)          # a DSN may hold a password
     overrides: list[str] | None = None          # `runner serve --set/--model`, on every pipeline
 
     async def open(self) -> None:

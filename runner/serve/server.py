@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import ipaddress
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,15 @@ def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
     store = shown_url(options.db) if options.db else str(settings.root / DEFAULT_DB)
     say(f"runner serve: http://{shown}:{options.port}/ (the pipelines in {folder}; results in {store}; "
         f"docs at /docs; Ctrl-C stops)")
-    gc.freeze()      # the app and its modules live as long as the server: full collections skip them
-    uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
-                                  access_log=False, lifespan="on")).run()
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            """What exists now (the app, its modules) lives as long as the server: frozen out of
+            the garbage collector's full passes, which then walk only what requests made."""
+            gc.collect()
+            gc.freeze()
+            await super().startup(sockets)
+
+    Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
+                          access_log=False, lifespan="on")).run()
+

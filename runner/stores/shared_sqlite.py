@@ -42,12 +42,13 @@ def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thre
 @contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction on an autocommit connection, its lock taken first (BEGIN
-    IMMEDIATE: two runs never both read and then both want to write); rolled back on any error."""
+    IMMEDIATE: two runs never both read and then both want to write); rolled back on any error,
+    a failed COMMIT's included (the lock is never kept for the rest of the run)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")

@@ -4,6 +4,7 @@ deep JSON, a bad --db, NUL bytes, Host case, OPTIONS, and the OpenAPI document."
 
 from __future__ import annotations
 
+import gc
 import json
 
 import httpx
@@ -25,6 +26,7 @@ def test_issue63_s3_a_query_password_in_db_never_shows(served_project, cli, monk
     started = cli("serve", "pipelines", "--port", str(free_port()), "--db", url)
     assert started.exit_code == 0 and "runner serve: http://127.0.0.1:" in started.stderr, started.output
     assert "password=***" in started.stderr
+    assert gc.get_freeze_count() == 0          # the garbage collector's freeze is for a server that serves
     with make_client(served_project.root, scripted_model(ANSWER), url) as client:
         health = client.get("/healthz")
         judged = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")})
