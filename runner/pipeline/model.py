@@ -19,6 +19,10 @@ DEFAULT_ADAPTER = "json"        # what reads --input when the pipeline has no `i
 ASSESSMENT_KEY = "assessment"   # the assessment text's key, unless `summary.assessment_key` names another
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -60,11 +64,13 @@ class SummarySpec:
         data = _mapping(data)
         columns = data.get("report_columns")
         rates = {str(name): str(expression) for name, expression in _mapping(data.get("rates")).items()}
-        return cls(count_by=data.get("count_by"), rates=rates,
-                   fields=dict(_mapping(data.get("fields"))), assessment=tuple(data.get("assessment") or ()),
+        rules = data.get("assessment") if isinstance(data.get("assessment"), list) else []
+        return cls(count_by=_text(data.get("count_by")), rates=rates,
+                   fields=dict(_mapping(data.get("fields"))),
+                   assessment=tuple(rule for rule in rules if isinstance(rule, Mapping)),
                    assessment_key=str(data.get("assessment_key", ASSESSMENT_KEY)),
                    report_columns=list(columns) if isinstance(columns, list) else None,
-                   pass_when=data.get("pass_when"), reason_field=data.get("reason_field"))
+                   pass_when=_text(data.get("pass_when")), reason_field=_text(data.get("reason_field")))
 
 
 @dataclass(frozen=True)

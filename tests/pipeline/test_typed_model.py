@@ -70,6 +70,14 @@ def test_a_run_json_copy_of_any_shape_reads_as_no_rule(copy):
     assert PassRule.of(SummarySpec.of(copy)) is None
 
 
+def test_a_run_json_copy_with_fields_of_the_wrong_type_reads_as_absent():
+    """A hand-edited or foreign run.json: `runner view` lists it instead of failing on its copy."""
+    spec = SummarySpec.of({"count_by": ["verdict"], "assessment": 5, "pass_when": 3, "reason_field": {}})
+    assert (spec.count_by, spec.assessment, spec.pass_when, spec.reason_field) == (None, (), None, None)
+    assert SummarySpec.of({"assessment": [{"when": "true", "text": "ok"}, "x"]}).assessment == (
+        {"when": "true", "text": "ok"},)
+
+
 def test_a_run_json_copy_gives_the_pass_rule_it_declared():
     copy = {"pass_when": "result.status != 'red'", "rates": {"green": "result.status == 'green'"}}
     assert PassRule.of(SummarySpec.of(copy)) == PassRule("pass_when", "result.status != 'red'")
