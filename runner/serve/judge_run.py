@@ -78,6 +78,7 @@ class JudgeRun:
             try:
                 with contextlib.suppress(OSError, RunnerError):
                     log.close()
+                with contextlib.suppress(OSError, RunnerError):
                     record.finish(outcome, True)        # run.json says it failed, not running
             finally:
                 folder.release()
