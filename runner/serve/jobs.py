@@ -65,6 +65,16 @@ class Job:
         return shown
 
 
+def _read_job(path: Path) -> Job:
+    """A job record as a server wrote it; a hand-edited one whose params, counts or notes are
+    not what the server writes is refused here (TypeError), not when its run starts."""
+    job = Job(**json.loads(path.read_text(encoding="utf-8")))
+    for name, kind in (("params", dict), ("counts", dict), ("notes", list)):
+        if not isinstance(getattr(job, name), kind):
+            raise TypeError(f"{name} is not a JSON {'object' if kind is dict else 'array'}")
+    return job
+
+
 class JobProgress:
     """The run's progress as the job shows it: its items and its results so far."""
 
@@ -121,7 +131,7 @@ class JobBoard:
         with self.claims.taking():
             for path in sorted((self.folder / "jobs").glob("*.json")):
                 try:
-                    job = Job(**json.loads(path.read_text(encoding="utf-8")))
+                    job = _read_job(path)
                 except (OSError, ValueError, TypeError) as exc:
                     sys.stderr.write(f"runner serve: {path}: not a job record ({exc}): left alone\n")
                     continue

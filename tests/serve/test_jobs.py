@@ -244,3 +244,18 @@ def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served)
     assert done["counts"]["store"] == 1 and done["counts"]["errors"] == 1, done
     assert done["status"] == "failed" and "no model answered any call" in done["error"], done
     assert "model overloaded" in done["error"]
+
+
+def test_a_job_record_edited_into_a_wrong_shape_is_left_alone_with_a_message(served_project, db_url, capsys):
+    """A job file whose params is not an object is refused when the server starts, with its
+    path and what is wrong, and the server goes on (it was an internal error when it ran)."""
+    jobs = served_project.root / "reports" / ".runner-serve" / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    (jobs / "20260101000000-bad.json").write_text(json.dumps(
+        {"id": "20260101000000-bad", "pipeline": "deck", "params": ["x"], "input": "in.jsonl",
+         "status": "queued"}), encoding="utf-8")
+    with make_client(served_project.root, scripted_model("{}"), db_url) as client:
+        assert client.get("/v1/jobs/20260101000000-bad").status_code == 404
+        assert client.get("/healthz").status_code == 200
+    assert "20260101000000-bad.json: not a job record (params is not a JSON object): left alone" \
+        in capsys.readouterr().err
