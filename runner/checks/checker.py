@@ -13,7 +13,7 @@ import jinja2
 import runner.templating.sandbox as templating
 from runner.checks.env_needs import mentioned_in
 from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, result_field_problems
-from runner.checks.json_schema import schema_problems
+from runner.checks.json_schema import not_a_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
@@ -241,7 +241,7 @@ class Checker:
             return
         try:
             source = file.read_text(encoding="utf-8")
-            tree = self.text.prompt_env.parse(source)
+            tree = templating.parse_source(source, False)
         except jinja2.TemplateSyntaxError as exc:
             self.add(path, f"prompt template '{name}' line {exc.lineno}: {exc.message}")
             return
@@ -254,14 +254,13 @@ class Checker:
             self.add(path, f"schema '{name}' not found ({display(file)})" if status == FILE_NOT_FOUND
                      else refusal(status, name, self.schemas_dir, "schemas"))
             return
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
         try:
-            Draft202012Validator.check_schema(read_json(found))
+            error = not_a_schema(read_json(found))
         except InputError as exc:
             self.add(path, f"schema '{name}': {exc}")
-        except SchemaError as exc:
-            self.add(path, f"schema '{name}' is not a valid JSON Schema: {exc.message}")
+            return
+        if error is not None:
+            self.add(path, f"schema '{name}' is not a valid JSON Schema: {error}")
 
     def result_shape(self, step_id: str) -> dict[str, Any]:
         """The JSON Schema of a step's result, as its `with:`, on_error and default shape it."""

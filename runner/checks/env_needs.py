@@ -49,20 +49,20 @@ def mentioned(tree: nodes.Node) -> set[str]:
 def guarded(tree: nodes.Node) -> set[str]:
     """The names this template reads with a guard (see the module's text)."""
     found: set[str] = set()
-    for node in tree.find_all(nodes.Filter):
+    for node in templating.find_all(tree, nodes.Filter):
         name = _env_name(node.node) if node.node is not None else None
         if name and node.name in _DEFAULTS:
             found.add(name)
-    for test in tree.find_all(nodes.Test):
+    for test in templating.find_all(tree, nodes.Test):
         name = _env_name(test.node)
         if name and test.name in _TESTS:
             found.add(name)
-    for compare in tree.find_all(nodes.Compare):
+    for compare in templating.find_all(tree, nodes.Compare):
         for operand in compare.ops:
             if operand.op in ("in", "notin") and isinstance(operand.expr, nodes.Name) and operand.expr.name == "env" \
                     and isinstance(compare.expr, nodes.Const) and isinstance(compare.expr.value, str):
                 found.add(compare.expr.value)
-    for call in tree.find_all(nodes.Call):
+    for call in templating.find_all(tree, nodes.Call):
         if isinstance(call.node, nodes.Getattr) and call.node.attr == "get" and call.args \
                 and isinstance(call.node.node, nodes.Name) and call.node.node.name == "env" \
                 and isinstance(call.args[0], nodes.Const):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import jinja2
@@ -97,7 +98,7 @@ class ExpressionChecks:
                           (*chain, named.name))
         known_globals = set(self.prompt_env.globals)
         try:
-            free = set(meta.find_undeclared_variables(tree))
+            free = free_names(tree)
         except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
             if not unknowns:
                 self.add(path, f"{prefix}template error: {exc.message}")
@@ -151,9 +152,17 @@ class ExpressionChecks:
                     self._needs[name] = problem
 
 
+@lru_cache(maxsize=4096)
+def free_names(tree: nodes.Template) -> frozenset[str]:
+    """The names a template reads that it does not set, by Jinja's own scoping (its code
+    generator run over the whole tree: the largest part of checking a template), once per
+    tree; templating.parse_source hands out one tree per text."""
+    return frozenset(meta.find_undeclared_variables(tree))
+
+
 def unknown_callables(tree: nodes.Template, env: jinja2.Environment) -> Iterator[tuple[int, str]]:
     """(template line, message) for each filter or test name the environment does not know."""
-    for node in tree.find_all((nodes.Filter, nodes.Test)):
+    for node in templating.find_all(tree, (nodes.Filter, nodes.Test)):
         is_filter = isinstance(node, nodes.Filter)
         known: Mapping[str, Any] = env.filters if is_filter else env.tests
         if node.name not in known:
@@ -185,7 +194,7 @@ class Reference:
 def referenced_templates(tree: nodes.Template, env: jinja2.Environment) -> Iterator[Reference]:
     """Every template named by a literal in `include`, `import` or `extends` (a name built at
     render time is checked when it renders)."""
-    for node in tree.find_all(tuple(_KEYWORDS)):
+    for node in templating.find_all(tree, tuple(_KEYWORDS)):
         target = getattr(node, "template", None)
         if not (isinstance(target, nodes.Const) and isinstance(target.value, str)):
             continue
@@ -206,7 +215,7 @@ def referenced_templates(tree: nodes.Template, env: jinja2.Environment) -> Itera
             yield reference
             continue
         try:
-            reference.tree = env.parse(source)
+            reference.tree = templating.parse_source(source, False)
         except jinja2.TemplateSyntaxError as exc:
             reference.problem = f"line {exc.lineno}: {exc.message}"
         yield reference

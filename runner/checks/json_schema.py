@@ -65,6 +65,23 @@ def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
     return _validator(json.dumps(schema, sort_keys=True))
 
 
+@lru_cache(maxsize=256)
+def _not_a_schema(schema_json: str) -> str | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as exc:
+        return exc.message
+    return None
+
+
+def not_a_schema(schema: Any) -> str | None:
+    """Why `schema` is not a valid JSON Schema (None when it is). Checked once per schema text
+    in a process: a sweep, probe or server loads one pipeline's answer schemas many times."""
+    return _not_a_schema(json.dumps(schema, sort_keys=True))
+
+
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
                     base: DataPath = ()) -> list[Problem]:
     """Every schema error of `data` (found at `base` in the file) as located problems."""

@@ -198,8 +198,8 @@ def describe(schema: dict[str, Any]) -> str:
 
 def step_field_reads(tree: nodes.Template) -> Iterator[tuple[str, tuple[str, ...]]]:
     """(step id, fields read) for every `steps.X.A.B` (or `steps['X']['A']`) in a template."""
-    called = {id(call.node) for call in tree.find_all(nodes.Call)}
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+    called = {id(call.node) for call in templating.find_all(tree, nodes.Call)}
+    for node in templating.find_all(tree, (nodes.Getattr, nodes.Getitem)):
         root, chain = templating.attribute_chain(node)
         if not (isinstance(root, nodes.Name) and root.name == "steps"):
             continue

@@ -15,6 +15,7 @@ from typing import Any
 
 from jinja2 import nodes
 
+import runner.templating.sandbox as templating
 from runner.checks.static_values import Known, Resolver, show
 from runner.errors import did_you_mean
 from runner.pipeline.step_catalog import walk_steps
@@ -28,7 +29,7 @@ SCALARS = {"string", "number", "boolean"}
 def comparison_problems(tree: nodes.Template, resolver: Resolver, names: set[str]) -> Iterator[str]:
     """A number ordered against a string (an error at run time), and a value compared with
     one its other side can never hold (a typo'd verdict: the rule or rate silently never fires)."""
-    for compare in tree.find_all(nodes.Compare):
+    for compare in templating.find_all(tree, nodes.Compare):
         left = compare.expr
         for operand in compare.ops:
             right = operand.expr

@@ -335,11 +335,24 @@ def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -
 
 @lru_cache(maxsize=4096)
 def parse_source(source: str, bare: bool) -> nodes.Template:
-    """Parse a template or bare expression (raises TemplateSyntaxError)."""
+    """Parse a template or bare expression (raises TemplateSyntaxError). One tree per text in a
+    process, shared by every check that reads it (none changes it)."""
     return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
 
 
 _PARSE_ENV = make_environment()
+
+
+@lru_cache(maxsize=4096)
+def _descendants(tree: nodes.Node) -> tuple[nodes.Node, ...]:
+    return tuple(tree.find_all(nodes.Node))
+
+
+def find_all(tree: nodes.Node, kinds: type | tuple[type, ...]) -> Iterator[Any]:
+    """`tree.find_all(kinds)`, in the same order, from one walk of a tree however many kinds
+    the checks look for in it (a template is asked for its filters, tests, reads, comparisons
+    and calls: each was a walk of the whole tree)."""
+    return (node for node in _descendants(tree) if isinstance(node, kinds))
 
 
 def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
@@ -358,7 +371,7 @@ def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
 
 def attribute_refs(tree: nodes.Node, root: str) -> Iterator[tuple[str, int]]:
     """Names read as `root.X` or `root['X']` (with their template line)."""
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+    for node in find_all(tree, (nodes.Getattr, nodes.Getitem)):
         target = getattr(node, "node", None)
         if not (isinstance(target, nodes.Name) and target.name == root):
             continue
