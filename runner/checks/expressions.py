@@ -102,7 +102,7 @@ class ExpressionChecks:
         except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
             if not unknowns:
                 self.add(path, f"{prefix}template error: {exc.message}")
-            free = set()
+            free = frozenset()
         for name in sorted(free - names - known_globals):
             self.add(path, prefix + self._undefined(name, names))
         if "steps" in names:
