@@ -18,11 +18,13 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.fileio import now
 from runner.paths import OK, resolve_inside
+from runner.templating.compiled import compiled_code
 from runner.templating.filters import BUILTIN_FILTERS, FilterTable
 from runner.templating.limits import (
     MAX_ELEMENTS,
@@ -250,11 +252,12 @@ class Renderer:
             expr = single_expression(source)
             if expr is None and condition and not is_template(source):
                 expr = source
+            code = compiled_code(self.env, source if expr is None else expr, expr is not None)
+            template = self.env.template_class.from_code(self.env, code, self.env.make_globals(None), None)
             if expr is not None:
-                compiled = self.env.compile_expression(expr, undefined_to_none=False)
+                compiled = TemplateExpression(template, undefined_to_none=False)
                 fn = lambda scope, c=compiled: _defined(c(scope))  # noqa: E731
             else:
-                template = self.env.from_string(source)
                 fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
             self._compiled[key] = fn
         return fn

@@ -169,3 +169,18 @@ def test_a_list_holding_itself_is_checked_once():
 def test_mean_averages_the_numbers_there_are(expression, expected):
     rows = [{"x": 1}, {"x": 3}, {"y": 5}, {"x": None}, {"x": "7"}, {"flag": True}]
     assert Renderer().value("{{ " + expression + " }}", {"rows": rows}) == pytest.approx(expected)
+
+
+def test_one_text_compiled_once_still_renders_with_each_environments_own_prompts(tmp_path):
+    """The code of a template is shared by every environment of a process; what it includes
+    and the values it reads are each renderer's own."""
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part.j2").write_text(f"{name} {{{{ n }}}}", encoding="utf-8")
+    first, second = Renderer(tmp_path / "one"), Renderer(tmp_path / "two")
+    assert first.value("{% include 'part.j2' %}", {"n": 1}) == "one 1"
+    assert second.value("{% include 'part.j2' %}", {"n": 2}) == "two 2"
+    assert first.condition("n > 1", {"n": 1}) is False and second.condition("n > 1", {"n": 2}) is True
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        Renderer(read_only=True).value("{{ item.update({'a': 1}) }}", {"item": {}})
+    assert Renderer().value("{{ item.update({'a': 1}) or item }}", {"item": {}}) == {"a": 1}

@@ -1,0 +1,41 @@
+"""Jinja's compiled code of a template or a bare expression, made once per text in a process.
+
+Compiling (parse, code generation, Python's compile) is most of a short run's template cost,
+and the code depends on the text and the environment's class and options only, never on its
+prompt folder: a probe, a sweep, align or a server, which run one pipeline many times in one
+process, compile each of its templates once."""
+
+from __future__ import annotations
+
+from types import CodeType
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.parser import Parser
+
+MAX_CODES = 4096        # compiled templates kept for the process (a run uses tens)
+_CODES: dict[tuple[Any, ...], CodeType] = {}
+
+
+def compiled_code(env: jinja2.Environment, text: str, expression: bool) -> CodeType:
+    """The Python code Jinja makes of a template, or (`expression`) of a bare expression as its
+    compile_expression does."""
+    key = (type(env), env.trim_blocks, env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence,
+           env.optimized, env.autoescape, env.finalize, text, expression)
+    code = _CODES.get(key)
+    if code is None:
+        if len(_CODES) >= MAX_CODES:
+            _CODES.clear()
+        code = _CODES[key] = env.compile(_expression_template(env, text) if expression else text)
+    return code
+
+
+def _expression_template(env: jinja2.Environment, text: str) -> nodes.Template:
+    """`result = <text>`: the template Environment.compile_expression compiles."""
+    parser = Parser(env, text, state="variable")
+    expression = parser.parse_expression()
+    if not parser.stream.eos:
+        raise jinja2.TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    expression.set_environment(env)
+    return nodes.Template([nodes.Assign(nodes.Name("result", "store"), expression, lineno=1)], lineno=1)
