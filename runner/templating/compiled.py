@@ -18,16 +18,17 @@ MAX_CODES = 4096        # compiled templates kept for the process (a run uses te
 _CODES: dict[tuple[Any, ...], CodeType] = {}
 
 
-def compiled_code(env: jinja2.Environment, text: str, expression: bool) -> CodeType:
-    """The Python code Jinja makes of a template, or (`expression`) of a bare expression as its
-    compile_expression does."""
+def compiled_code(env: jinja2.Environment, text: str, expression: bool = False, name: str | None = None,
+                  filename: str | None = None) -> CodeType:
+    """The Python code Jinja makes of a template (a prompt file's has its `name` and `filename`),
+    or (`expression`) of a bare expression as its compile_expression does."""
     key = (type(env), env.trim_blocks, env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence,
-           env.optimized, env.autoescape, env.finalize, text, expression)
+           env.optimized, env.autoescape, env.finalize, text, expression, name, filename)
     code = _CODES.get(key)
     if code is None:
         if len(_CODES) >= MAX_CODES:
             _CODES.clear()
-        code = _CODES[key] = env.compile(_expression_template(env, text) if expression else text)
+        code = _CODES[key] = env.compile(_expression_template(env, text) if expression else text, name, filename)
     return code
 
 

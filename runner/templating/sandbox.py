@@ -11,7 +11,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,13 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         if resolve_inside(Path(self.searchpath[0]), template)[1] != OK:
             raise jinja2.TemplateNotFound(template)
         return super().get_source(environment, template)
+
+    def load(self, environment: jinja2.Environment, name: str,
+             globals: MutableMapping[str, Any] | None = None) -> jinja2.Template:
+        """Jinja's load, with the file's code from compiled_code (once per text in a process)."""
+        source, filename, uptodate = self.get_source(environment, name)
+        code = compiled_code(environment, source, name=name, filename=filename)
+        return environment.template_class.from_code(environment, code, environment.make_globals(globals), uptodate)
 
 
 def length(value: Any) -> int:

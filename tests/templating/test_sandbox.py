@@ -181,6 +181,8 @@ def test_one_text_compiled_once_still_renders_with_each_environments_own_prompts
     assert first.value("{% include 'part.j2' %}", {"n": 1}) == "one 1"
     assert second.value("{% include 'part.j2' %}", {"n": 2}) == "two 2"
     assert first.condition("n > 1", {"n": 1}) is False and second.condition("n > 1", {"n": 2}) is True
+    (tmp_path / "one" / "part.j2").write_text("edited {{ n }}", encoding="utf-8")
+    assert Renderer(tmp_path / "one").value("{% include 'part.j2' %}", {"n": 3}) == "edited 3"
     with pytest.raises(jinja2.exceptions.SecurityError):
         Renderer(read_only=True).value("{{ item.update({'a': 1}) }}", {"item": {}})
     assert Renderer().value("{{ item.update({'a': 1}) or item }}", {"item": {}}) == {"a": 1}
