@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of modules that start processes first (in their collected order): they are the
     longest, and pytest-xdist hands tests out in this order, so one collected last kept one
-    worker busy alone at the end of the run (tests/view/test_imports.py: 8-25 s)."""
+    worker busy alone at the end of the run (a module of fresh-interpreter checks: 8-25 s)."""
     items.sort(key=lambda item: getattr(getattr(item, "module", None), "subprocess", None) is None)
 
 

@@ -306,21 +306,6 @@ def test_api_key_never_reaches_logs_cache_or_results(project, server, monkeypatc
             assert secret.encode() not in file.read_bytes(), file
 
 
-def test_cached_run_and_render_never_import_litellm(project, env):
-    """Nor aiohttp: the HTTP transport is imported when a call is sent."""
-    env.answer_json({"verdict": "yes"})
-    path = llm_pipeline(project)
-    run(path, write_json(project.root / "in.json", [{"q": "1"}]))
-    block = "import sys; sys.modules['litellm'] = sys.modules['aiohttp'] = None; from runner.cli.app import main; main()"
-    base = dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache"))
-    for args in (["run", str(path), "--input", "in.json", "--out", "again"],
-                 ["render", str(path), "--input", "in.json"], ["validate", str(path)]):
-        done = subprocess.run([sys.executable, "-c", block, *args], cwd=project.root, env=base,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-    assert project.results("again") == [{"index": 1, "item_key": ANY, "verdict": "yes", "cached": True}]
-
-
 def test_unimportable_litellm_is_a_per_call_error(project):
     path = llm_pipeline(project, extra="transport: litellm")     # not the scripted model: litellm
     write_json(project.root / "in.json", [{"q": "1"}, {"q": "2"}])

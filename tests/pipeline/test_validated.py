@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from unittest.mock import ANY
 
 import pytest
 
 import runner.pipeline.loader as loader
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline
-from runner.pipeline.validated import FOLDER, ValidatedPipelines
+from runner.pipeline.validated import ValidatedPipelines
 
 PIPELINE = """
     version: 1
@@ -104,29 +100,6 @@ def test_an_unusable_cache_folder_only_means_the_checks_run(project, valid, chec
     first = len(checks)
     load_pipeline(valid, validated=memo)
     assert first > 0 and len(checks) == 2 * first
-
-
-def test_a_cached_run_and_render_import_no_jsonschema(project, valid, fake_llm, cli):
-    """The checks (and jsonschema) are for pipelines not yet seen; cached answers are not re-validated.
-    The cold run fills the caches in this process (what it imports does not matter); the runs
-    that must not import jsonschema each get a fresh interpreter."""
-    fake_llm.answer_json({"verdict": "yes"})
-    project.pipeline(PIPELINE.replace("http://127.0.0.1:9/v1", fake_llm.url))
-    (project.root / "in.json").write_text(json.dumps([{"q": "1"}]))
-    environment = dict(os.environ, RUNNER_CACHE_DIR=str(project.root / "cache"))
-    first = cli("run", str(valid), "--input", "in.json", "--out", "cold")
-    assert first.exit_code == 0, first.output
-    assert (project.root / "cache" / FOLDER).is_dir()
-    block = ("import sys; sys.modules['jsonschema'] = sys.modules['referencing'] = None; "
-             "from runner.cli.app import main; main()")
-    for args in (["run", str(valid), "--input", "in.json", "--out", "again"],
-                 ["run", str(valid), "--input", "in.json"],        # into its group, `latest` pointed at it
-                 ["render", str(valid), "--input", "in.json"]):
-        done = subprocess.run([sys.executable, "-c", block, *args], cwd=project.root, env=environment,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-    assert project.results("again") == [{"index": 1, "item_key": ANY, "verdict": "yes"}]
-    assert len(fake_llm.requests) == 1
 
 
 def test_a_fifo_in_the_prompts_folder_does_not_block_the_fingerprint(project, valid, memo):

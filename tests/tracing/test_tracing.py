@@ -4,9 +4,6 @@ failures that never touch results. (MLflow itself: tests/tracing/test_mlflow_tra
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -195,36 +192,6 @@ def test_tracing_fields_are_checked(project, cli):
     assert any("tracing.assessments[1]: unknown output field 'ratng'. Did you mean 'rating'?" in line
                for line in lines)
     assert any("tracing.rationale: unknown output field 'whyy'. Did you mean 'why'?" in line for line in lines)
-
-
-def test_the_core_never_imports_mlflow_unless_tracing_is_on(project, fake_llm):
-    project.pipeline(f"""
-        version: 1
-        name: quiet
-        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
-        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Say {{{{ item.n }}}}"}}}}]
-        output: {{answer: "{{{{ steps.a.raw }}}}"}}
-        tracing: {{experiment: quiet}}
-        """)
-    fake_llm.script("ok")
-    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
-    code = textwrap.dedent("""
-        import sys
-        from runner.cli.app import main
-        sys.argv = ["runner", *sys.argv[1:]]
-        try:
-            main()
-        except SystemExit as done:
-            assert not done.code, done.code
-        assert "mlflow" not in sys.modules, "mlflow was imported"
-        print("mlflow not imported")
-    """)
-    for extra in ([], ["--trace", "none"]):
-        done = subprocess.run([sys.executable, "-c", code, "run", "pipelines/p.yaml", "--input", "in.json",
-                               "--out", "out", *extra], capture_output=True, text=True, cwd=project.root)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.endswith("mlflow not imported\n")
-    assert [json.loads(line)["answer"] for line in (project.root / "out" / "results.jsonl").open()] == ["ok", "ok"]
 
 
 def feedback_run(folder: Path) -> Path:
