@@ -156,8 +156,13 @@ class ExpressionChecks:
 def free_names(tree: nodes.Template) -> frozenset[str]:
     """The names a template reads that it does not set, by Jinja's own scoping (its code
     generator run over the whole tree: the largest part of checking a template), once per
-    tree; templating.parse_source hands out one tree per text."""
-    return frozenset(meta.find_undeclared_variables(tree))
+    tree; templating.parse_source hands out one tree per text. Jinja's optimizer is left out:
+    it folds constants by rewriting the tree in place (`x in ['A', 'B']` became one constant
+    the comparison checks could not read), and the tree is shared by every check."""
+    names = meta.TrackingCodeGenerator(tree.environment or jinja2.Environment())
+    names.optimizer = None
+    names.visit(tree)
+    return frozenset(names.undeclared_identifiers)
 
 
 def unknown_callables(tree: nodes.Template, env: jinja2.Environment) -> Iterator[tuple[int, str]]:

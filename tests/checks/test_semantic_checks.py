@@ -275,3 +275,26 @@ def test_the_same_three_mistakes_written_another_way_are_found(project, cli, mon
     assert all(LOCATED.match(line) or "Did you mean 'result.ok'?" in line for line in lines), lines
     assert sum("SUMMARY_JUDGE_KEY" in line for line in lines) == 1
     assert any("'median' needs numbers" in line for line in lines)
+
+
+def test_a_typo_in_a_list_of_verdicts_is_found_however_often_the_pipeline_is_loaded(project):
+    """`x in ['A', 'B']`: Jinja's optimizer used to fold the list into one constant while the
+    free names were found, so the comparison check never saw its items."""
+    project.schema("grade.schema.json", {"type": "object", "required": ["grade"],
+                                         "properties": {"grade": {"enum": ["PASS", "FAIL"]}}})
+    project.prompt("q.j2", "Question {{ item.q }}\n")
+    path = project.pipeline("""
+        version: 1
+        name: listed
+        models:
+          m: {model: openai/m, api_base: "http://h/v1"}
+        steps:
+          - {id: ask, uses: llm, with: {model: m, prompt: q.j2, output_schema: grade.schema.json}}
+        output:
+          grade: "{{ steps.ask.output.grade }}"
+        summary:
+          rates: {decided_rate: "result.grade in ['PASS', 'FIAL']"}
+        """)
+    for _ in range(2):      # the second load reads the trees and checks kept from the first
+        [found] = problems_of(path)
+        assert "summary.rates.decided_rate: " in found and "'FIAL'" in found and "Did you mean 'FAIL'" in found
