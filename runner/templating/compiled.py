@@ -14,6 +14,8 @@ import jinja2
 from jinja2 import nodes
 from jinja2.parser import Parser
 
+from runner.templating.filters import BUILTIN_FILTERS
+
 MAX_CODES = 4096        # compiled templates kept for the process (a run uses tens)
 _CODES: dict[tuple[Any, ...], CodeType] = {}
 
@@ -26,17 +28,26 @@ def compiled_code(env: jinja2.Environment, text: str, expression: bool = False, 
            env.optimized, env.autoescape, env.finalize, text, expression, name, filename)
     code = _CODES.get(key)
     if code is None:
-        if len(_CODES) >= MAX_CODES:
-            _CODES.clear()
-        code = _CODES[key] = env.compile(_expression_template(env, text) if expression else text, name, filename)
+        tree = _expression_template(env, text) if expression else env.parse(text, name, filename)
+        # Jinja calls a filter on constants while compiling: a plugin's filter may answer
+        # differently in the next run (a date, a file), so a template naming one is not kept.
+        kept = all(node.name in BUILTIN_FILTERS for node in tree.find_all(nodes.Filter))
+        code = env.compile(tree, name, filename)
+        if kept:
+            if len(_CODES) >= MAX_CODES:
+                _CODES.clear()
+            _CODES[key] = code
     return code
 
 
 def _expression_template(env: jinja2.Environment, text: str) -> nodes.Template:
     """`result = <text>`: the template Environment.compile_expression compiles."""
     parser = Parser(env, text, state="variable")
-    expression = parser.parse_expression()
-    if not parser.stream.eos:
-        raise jinja2.TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    try:
+        expression = parser.parse_expression()
+        if not parser.stream.eos:
+            raise jinja2.TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    except jinja2.TemplateSyntaxError:
+        env.handle_exception(source=text)
     expression.set_environment(env)
     return nodes.Template([nodes.Assign(nodes.Name("result", "store"), expression, lineno=1)], lineno=1)

@@ -204,7 +204,7 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         """Jinja's load, with the file's code from compiled_code (once per text in a process)."""
         source, filename, uptodate = self.get_source(environment, name)
         code = compiled_code(environment, source, name=name, filename=filename)
-        return environment.template_class.from_code(environment, code, environment.make_globals(globals), uptodate)
+        return environment.template_class.from_code(environment, code, globals or {}, uptodate)
 
 
 def length(value: Any) -> int:

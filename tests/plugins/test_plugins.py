@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.templating.filters import PLUGIN_FILTERS
+from runner.templating.sandbox import Renderer
+
 pytestmark = pytest.mark.xdist_group("plugin_wheel")      # the module's installed plugin is made once
 
 PLUGIN = '''
@@ -273,3 +276,13 @@ def test_the_readme_plugin_example_runs_as_a_named_file(words):
     assert [(r["line"], r["words"], r["loud"]) for r in map(json.loads, lines)] == [
         (1, 3, "ONE TWO THREE!"), (3, 2, "FOUR FIVE!"), (4, 4, "SIX SEVEN EIGHT NINE!")]
 
+
+
+
+def test_a_plugin_filter_on_a_constant_is_called_again_in_each_run(monkeypatch):
+    """Jinja calls a filter on constants while compiling: code kept for the process would give
+    every later run the first run's answer (a date, a counter, a file's contents)."""
+    stamps = iter(range(1_000))
+    monkeypatch.setitem(PLUGIN_FILTERS, "stamp", lambda value: f"{value}-{next(stamps)}")
+    answers = {Renderer().value("{{ 'batch' | stamp }}", {}) for _ in range(3)}
+    assert answers == {"batch-0", "batch-1", "batch-2"}
