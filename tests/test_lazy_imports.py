@@ -6,10 +6,10 @@
   cached run and a render of a pipeline found valid skip them, and answers read from the
   cache are not validated again.
 - The web stack (starlette, uvicorn, FastAPI, psycopg, python-multipart): `runner view` and
-  `runner serve` only; not even their `--help`.
+  `runner serve` only; not even their `--help`, nor a run that sends calls or checks a pipeline.
 - mlflow: only with tracing on (`--trace mlflow`), never because a pipeline names an
-  experiment.
-- scikit-learn, scipy, numpy: the statistics libraries are for the tests only.
+  experiment, whether its calls are sent or cached.
+- scikit-learn, scipy, numpy: the statistics of `runner eval`, `sweep` and `align` only.
 
 Each fresh interpreter runs several commands in turn (each as `runner` would, its exit code
 checked) and then says which of the modules it was not to import it holds: one interpreter
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -77,6 +78,8 @@ def test_cached_runs_renders_validate_and_help_import_none_of_what_they_do_not_u
           verdict: "{{{{ steps.ask.output.verdict }}}}"
         tracing: {{experiment: quiet}}
         """))
+    copy = str(project.root / "pipelines" / "copy.yaml")
+    shutil.copy(path, copy)
     (project.root / "in.json").write_text(json.dumps([{"q": "1"}]))
     cold = cli("run", path, "--input", "in.json", "--out", "cold")      # fills the caches, in this process
     assert cold.exit_code == 0, cold.output
@@ -90,6 +93,12 @@ def test_cached_runs_renders_validate_and_help_import_none_of_what_they_do_not_u
     assert cached == {"codes": [0, 0, 0, 0], "imported": []}
     assert project.results("again") == [{"index": 1, "item_key": ANY, "verdict": "yes"}]
     assert len(fake_llm.requests) == 1
+
+    sent = fresh_interpreter(project, [["run", path, "--input", "in.json", "--out", "sent", "--no-cache"],
+                                       ["run", copy, "--input", "in.json", "--out", "checked"]],   # not yet valid
+                             WEB + TRACING + STATISTICS)
+    assert sent == {"codes": [0, 0], "imported": []}
+    assert len(fake_llm.requests) == 2
 
     shipped = str(REPO / "pipelines" / "citation_judge.yaml")
     checked = fresh_interpreter(project, [["validate", path], ["validate", shipped], ["view", "--help"],

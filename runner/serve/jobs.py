@@ -72,6 +72,10 @@ def _read_job(path: Path) -> Job:
     for name, kind in (("params", dict), ("counts", dict), ("notes", list)):
         if not isinstance(getattr(job, name), kind):
             raise TypeError(f"{name} is not a JSON {'object' if kind is dict else 'array'}")
+    if not all(type(job.counts.get(name)) is int for name in COUNTS):
+        raise TypeError(f"counts does not hold a whole number for each of {', '.join(COUNTS)}")
+    if job.items is not None and type(job.items) is not int:
+        raise TypeError("items is not a whole number")
     return job
 
 

@@ -254,8 +254,13 @@ def test_a_job_record_edited_into_a_wrong_shape_is_left_alone_with_a_message(ser
     (jobs / "20260101000000-bad.json").write_text(json.dumps(
         {"id": "20260101000000-bad", "pipeline": "deck", "params": ["x"], "input": "in.jsonl",
          "status": "queued"}), encoding="utf-8")
+    (jobs / "20260101000000-few.json").write_text(json.dumps(
+        {"id": "20260101000000-few", "pipeline": "deck", "params": {}, "input": "in.jsonl",
+         "status": "succeeded", "counts": {}}), encoding="utf-8")
     with make_client(served_project.root, scripted_model("{}"), db_url) as client:
         assert client.get("/v1/jobs/20260101000000-bad").status_code == 404
-        assert client.get("/healthz").status_code == 200
-    assert "20260101000000-bad.json: not a job record (params is not a JSON object): left alone" \
-        in capsys.readouterr().err
+        assert client.get("/v1/jobs/20260101000000-few").status_code == 404
+        assert client.get("/v1/jobs").status_code == 200
+    err = capsys.readouterr().err
+    assert "20260101000000-bad.json: not a job record (params is not a JSON object): left alone" in err
+    assert "20260101000000-few.json: not a job record (counts does not hold a whole number for each of done," in err
