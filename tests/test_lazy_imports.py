@@ -8,7 +8,8 @@
 - The web stack (starlette, uvicorn, FastAPI, psycopg, python-multipart): `runner view` and
   `runner serve` only; not even their `--help`, nor a run that sends calls or checks a pipeline.
 - mlflow: only with tracing on (`--trace mlflow`), never because a pipeline names an
-  experiment, whether its calls are sent or cached.
+  experiment, whether its calls are sent or cached (.ci/run runs this module again with
+  mlflow installed).
 - scikit-learn, scipy, numpy: the statistics of `runner eval`, `sweep` and `align` only.
 
 Each fresh interpreter runs several commands in turn (each as `runner` would, its exit code
