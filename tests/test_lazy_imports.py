@@ -62,7 +62,7 @@ def fresh_interpreter(project: Any, commands: list[list[str]], modules: tuple[st
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_cached_runs_renders_validate_and_help_import_none_of_what_they_do_not_use(project, fake_llm, cli):
+def test_runs_renders_validate_and_help_import_none_of_what_they_do_not_use(project, fake_llm, cli):
     fake_llm.answer_json({"verdict": "yes"})
     project.prompt("ask.j2", "Question {{ item.q }}\n")
     project.schema("answer.schema.json", {"type": "object", "properties": {"verdict": {"type": "string"}}})
