@@ -111,4 +111,3 @@ def serve(options: ServeOptions, say: Callable[[str], None]) -> None:
 
     Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
                           access_log=False, lifespan="on")).run()
-
