@@ -136,18 +136,15 @@ def param_problems(located: Located) -> list[Problem]:
     data = located.data
     params: dict[str, Any] = data.get("params") or {}
     problems: list[Problem] = []
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
     for name, schema in (data.get("params_schema") or {}).items():
         if name not in params:
             problems.append(located.problem(("params_schema", name), unknown("param", name, params, "params"),
                                             key=True))
             continue
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
+        refused = not_a_schema(schema)
+        if refused:
             problems.append(located.problem(("params", name), f"its declaration is not a valid JSON Schema: "
-                                                              f"{exc.message}", key=True))
+                                                              f"{refused}", key=True))
             continue
         problems.extend(schema_problems(located, params[name], schema, ("params", name)))
     for name, value in params.items():
