@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from itertools import combinations
 from typing import Any
 
@@ -36,13 +37,24 @@ def _number(value: float | None, digits: int = 4) -> float | None:
     return None if math.isnan(value) or math.isinf(value) else round(value, digits)
 
 
+@contextmanager
+def _scoring() -> Iterator[None]:
+    """scikit-learn and scipy without their warnings (an undefined score, 0/0 on one class or a
+    constant side, is reported as None) and without scikit-learn's checks of its arguments: ours
+    are lists of strings, or arrays of floats, of one length, and the checks were a quarter of
+    a metric's time (bench/RESULTS.md)."""
+    from sklearn import config_context
+    with warnings.catch_warnings(), config_context(skip_parameter_validation=True):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
     """Cohen's kappa; None when undefined (both sides all one and the same class)."""
     from sklearn.metrics import cohen_kappa_score
     if not truth:
         return None
-    with warnings.catch_warnings():          # 0/0 on one class: reported as None, not warned
-        warnings.simplefilter("ignore")
+    with _scoring():
         return _number(cohen_kappa_score([str(t) for t in truth], [str(p) for p in predicted]))
 
 
@@ -105,8 +117,7 @@ def interval(truth: Sequence[Any], predicted: Sequence[Any], metric: str = "kapp
         return None
     classes, (t, p) = codes(truth, predicted)
     statistic = BATCH[metric]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")      # degenerate resamples: an undefined interval is None
+    with _scoring():                         # degenerate resamples: an undefined interval is None
         result = bootstrap((t, p), lambda a, b, axis=-1: statistic(a, b, classes), paired=True,
                            vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=CONFIDENCE,
                            method="percentile", rng=np.random.default_rng(0))
@@ -156,8 +167,7 @@ def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = T
     if not t:
         return {"n": 0}
     classes = sorted(set(t) | set(p))
-    with warnings.catch_warnings():          # one-class inputs: the undefined values are reported as None
-        warnings.simplefilter("ignore")
+    with _scoring():
         scores = _headline(t, p, classes)
         if not detail:
             return {"n": len(t), **scores}
@@ -200,11 +210,10 @@ def numeric(truth: Sequence[float], predicted: Sequence[float]) -> dict[str, Any
         return {"n": 0}
     t = np.asarray(truth, dtype=float)
     p = np.asarray(predicted, dtype=float)
-    out: dict[str, Any] = {"n": len(t), "mae": _number(mean_absolute_error(t, p)), "bias": _number(np.mean(p - t)),
-                           "pearson": None, "spearman": None}
-    if len(t) >= 2:
-        with warnings.catch_warnings():     # a constant side has no correlation: None
-            warnings.simplefilter("ignore")
+    with _scoring():
+        out: dict[str, Any] = {"n": len(t), "mae": _number(mean_absolute_error(t, p)),
+                               "bias": _number(np.mean(p - t)), "pearson": None, "spearman": None}
+        if len(t) >= 2:
             out["pearson"] = _number(pearsonr(t, p).statistic)
             out["spearman"] = _number(spearmanr(t, p).statistic)
     return out
