@@ -7,7 +7,9 @@
    peak RSS (VmHWM) is read before it stops.
 2. Stored results, 50 clients at once: `GET /v1/results/{item_key}` and a `judge` request whose
    item is stored (4,000 requests each), p50 and p99 of each request's time as the clients
-   see it (aiohttp, one process, 50 connections, each opened by a first request not timed).
+   see it (aiohttp, one process, 50 connections, each opened by a first request not timed),
+   and the server's CPU a request (from /proc); `GET /healthz` beside them, the cheapest route,
+   for the floor the framework sets.
 
     python bench/serve.py [--items 2000] [--clients 100]
 """
@@ -140,6 +142,20 @@ def percentiles(times: list[float]) -> str:
     return f"p50 {cuts[49] * 1000:.1f} ms, p99 {cuts[98] * 1000:.1f} ms ({len(times)} requests)"
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(url: str, requests: list[tuple[str, str, dict | None]], server: int) -> str:
+    """Latencies at 50 clients, and the server's CPU a request."""
+    before = cpu_seconds(server)
+    times = asyncio.run(latencies(url, requests, 50))
+    sent = len(requests) + 50              # and each client's first, untimed
+    return f"{percentiles(times)}, server CPU {(cpu_seconds(server) - before) / sent * 1000:.2f} ms a request"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=2000)
@@ -168,8 +184,10 @@ def main() -> None:
                 judges = [("POST", "/v1/pipelines/bench/judge", {"item": records[n % len(records)]})
                           for n in range(4000)]
                 sent = len(fake.requests)
-                print(f"GET /v1/results, 50 clients: {percentiles(asyncio.run(latencies(url, gets, 50)))}")
-                print(f"judge (stored), 50 clients: {percentiles(asyncio.run(latencies(url, judges, 50)))}")
+                health = [("GET", "/healthz", None)] * 4000
+                print(f"GET /v1/results, 50 clients: {measured(url, gets, process.pid)}")
+                print(f"judge (stored), 50 clients: {measured(url, judges, process.pid)}")
+                print(f"GET /healthz, 50 clients: {measured(url, health, process.pid)}")
                 assert len(fake.requests) == sent, "a stored judge request sent a call"
                 print(f"server peak RSS: {peak_rss_mb(process.pid):.0f} MB")
             finally:

@@ -63,11 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish() -> None:
-    """One full garbage collection after the last test, then everything left is frozen out of
-    the collector. pytest collects five times more as it closes (to report a finalizer's error
-    in the tests' garbage: the first pass finds that garbage, and this one is that pass) and the
+    """After the last test, one full garbage collection, then everything left is frozen out of
+    the collector. As it closes, pytest collects five times more (to report an error a finalizer
+    raises in the tests' garbage, which this pass still finds and pytest still reports), and the
     interpreter again as it exits; each pass walked a worker's whole heap (litellm's and scipy's
-    modules, 600k objects, 0.7-0.9 s a pass here): about 8 s of every run's end, waited for."""
+    modules, 600k objects, 0.7-0.9 s a pass here): about 8 s at the end of every run."""
     gc.collect()
     gc.freeze()
 
