@@ -491,6 +491,18 @@ def test_param_declarations_are_checked_in_the_file_with_their_position(project,
         in result.output
 
 
+@pytest.mark.parametrize("declaration, shown", [
+    ("{default: '2024-01-01', enum: [2024-01-01, 2024-02-01]}", "2024-01-01, a date or time, which is not a JSON "
+                                                                 "value (in YAML: quote it)"),
+    ("{default: 0.5, maximum: .nan}", "nan, which is not a JSON value")])
+def test_a_param_declaration_holding_what_json_cannot_is_a_located_message(project, cli, declaration, shown):
+    """An unquoted date in a declaration is a YAML date, not JSON: it was a traceback (exit 1)."""
+    path = echo_pipeline(project).read_text().replace("steps:", f"params:\n  when: {declaration}\nsteps:")
+    result = cli("validate", str(project.pipeline(path)))
+    assert result.exit_code == 2, result.output
+    assert f"p.yaml:4:3: params.when: its declaration is not a valid JSON Schema: it holds {shown}" in result.output
+
+
 def test_every_shipped_pipeline_declares_its_params():
     from runner.pipeline.loader import load_pipeline
     for file in sorted((REPO / "pipelines").glob("*.yaml")):        # in one block or two, or in the base

@@ -78,8 +78,26 @@ def _not_a_schema(schema_json: str) -> str | None:
 
 def not_a_schema(schema: Any) -> str | None:
     """Why `schema` is not a valid JSON Schema (None when it is). Checked once per schema text
-    in a process: a sweep, probe or server loads one pipeline's answer schemas many times."""
-    return _not_a_schema(json.dumps(schema, sort_keys=True))
+    in a process: a sweep, probe or server loads one pipeline's answer schemas many times. A
+    schema written in YAML may hold what JSON has no type for (an unquoted date is a YAML date)."""
+    try:
+        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        bad = _not_json(schema)
+        if hasattr(bad, "isoformat"):
+            return f"it holds {bad.isoformat()}, a date or time, which is not a JSON value (in YAML: quote it)"
+        return f"it holds {bad!r}, which is not a JSON value"
+    return _not_a_schema(text)
+
+
+def _not_json(value: Any) -> Any:
+    """The first value inside `value` that JSON cannot hold (None when there is none)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return next((inner for inner in map(_not_json, value) if inner is not None), None)
+    ok = value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
+    return None if ok else value
 
 
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
