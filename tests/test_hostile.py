@@ -852,3 +852,25 @@ def test_a_key_in_an_endpoints_query_never_reaches_calls_or_reports_when_an_answ
     assert any(f.name == "calls.jsonl" for f in written)
     assert all(b"QUERYSECRET88" not in f.read_bytes() for f in written), \
         [f.name for f in written if b"QUERYSECRET88" in f.read_bytes()]
+
+
+@pytest.mark.parametrize("schema, message", [
+    ("{type: nonsense}", "not a valid JSON Schema: 'nonsense' is not valid under any of the given schemas"),
+    ("{type: object, properties: {d: {enum: [2024-01-01]}}}",
+     "not a valid JSON Schema: it holds 2024-01-01, a date or time, which is not a JSON value (in YAML: quote it)")])
+def test_an_inline_answer_schema_is_checked_like_a_schema_file(project, cli, schema, message):
+    """An answer schema written in the step was never checked (a file's was): `validate` said ok."""
+    path = project.pipeline(f"""
+        version: 1
+        name: p
+        models:
+          m: {{model: scripted/m}}
+        steps:
+          - {{id: ask, uses: llm, with: {{model: m, prompt: "Is {{{{ item.n }}}} true?", output_schema: {schema}}}}}
+        output: {{answer: "{{{{ steps.ask.output }}}}"}}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output
+    assert f"steps[0].with.output_schema: {message}" in result.output
+    templated = path.read_text().replace(schema, "{type: object, properties: {d: {enum: \"{{ [1, 2] }}\"}}}")
+    assert cli("validate", str(project.pipeline(templated))).exit_code == 0      # made when the step runs

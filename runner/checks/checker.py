@@ -233,6 +233,10 @@ class Checker:
             value = args.get(key)
             if isinstance(value, str) and not templating.is_template(value):
                 self._check_schema_file(value, (*path, "with", key))
+            elif isinstance(value, dict) and not _holds_template(value):
+                error = not_a_schema(value)
+                if error is not None:
+                    self.add((*path, "with", key), f"not a valid JSON Schema: {error}")
 
     def _check_prompt_file(self, name: str, path: DataPath, names: set[str], seen: set[str]) -> None:
         file = self.prompts_dir / name
@@ -284,6 +288,15 @@ def verdict_values(pipeline: Pipeline) -> list[str] | None:
     checker = Checker(pipeline.located, StepInfos(), pipeline.project_dir)
     checker.collect_ids(pipeline.located.data["steps"], ("steps",))
     return verdicts_of(pipeline.located.data, checker.text.resolver)
+
+
+def _holds_template(value: Any) -> bool:
+    """Whether a template is written anywhere in `value` (an inline schema made at run time)."""
+    if isinstance(value, dict):
+        return any(_holds_template(inner) for inner in value.values())
+    if isinstance(value, list):
+        return any(_holds_template(inner) for inner in value)
+    return isinstance(value, str) and templating.is_template(value)
 
 
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
