@@ -148,11 +148,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(url: str, requests: list[tuple[str, str, dict | None]], server: int) -> str:
+def measured(url: str, requests: list[tuple[str, str, dict | None]], server: int, clients: int = 50) -> str:
     """Latencies at 50 clients, and the server's CPU a request."""
     before = cpu_seconds(server)
-    times = asyncio.run(latencies(url, requests, 50))
-    sent = len(requests) + 50              # and each client's first, untimed
+    times = asyncio.run(latencies(url, requests, clients))
+    sent = len(requests) + clients         # and each client's first, untimed
     return f"{percentiles(times)}, server CPU {(cpu_seconds(server) - before) / sent * 1000:.2f} ms a request"
 
 

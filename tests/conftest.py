@@ -64,10 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish() -> None:
     """After the last test, one full garbage collection, then everything left is frozen out of
-    the collector. As it closes, pytest collects five times more (to report an error a finalizer
-    raises in the tests' garbage, which this pass still finds and pytest still reports), and the
-    interpreter again as it exits; each pass walked a worker's whole heap (litellm's and scipy's
-    modules, 600k objects, 0.7-0.9 s a pass here): about 8 s at the end of every run."""
+    the collector. As it closes, pytest collects five times more, to report an error a finalizer
+    raises in the tests' garbage, and the interpreter again as it exits; each pass walked a
+    worker's whole heap (litellm's and scipy's modules, 600k objects, 0.7-0.9 s a pass here):
+    about 8 s at the end of every run. An error of the garbage this pass collects is still
+    reported; garbage that a finalizer makes during this pass is frozen, not collected."""
     gc.collect()
     gc.freeze()
 
