@@ -277,8 +277,6 @@ def test_the_readme_plugin_example_runs_as_a_named_file(words):
         (1, 3, "ONE TWO THREE!"), (3, 2, "FOUR FIVE!"), (4, 4, "SIX SEVEN EIGHT NINE!")]
 
 
-
-
 def test_a_plugin_filter_on_a_constant_is_called_again_in_each_run(monkeypatch):
     """Jinja calls a filter on constants while compiling: code kept for the process would give
     every later run the first run's answer (a date, a counter, a file's contents)."""
