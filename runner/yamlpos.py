@@ -5,6 +5,7 @@ duplicate keys are errors rather than silently last-wins."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,18 +100,42 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 
 # libyaml composes (with the same marks) several times faster than PyYAML's Python parser;
 # a document it refuses is parsed again by PyYAML, whose messages say more. Its composer
-# recurses in C without a bound (100,000 nested `[` crash the process), so it only gets
-# documents that cannot nest deeper than C_NESTING_BOUND: every level needs one of `[{-?:`
-# or a line of its own.
+# recurses in C without a bound (100,000 nested `[` crash the process), so a document that
+# could nest deeper than C_NESTING_BOUND (every level needs one of `[{-?:` or a line of its
+# own) has its depth read first from libyaml's events, which are made without recursion.
 C_COMPOSER = getattr(yaml, "CSafeLoader", None)
 C_NESTING_BOUND = 5_000
 NESTING_CHARS = "[{-?:\n"
 
 
-def _composer(text: str) -> type:
-    if C_COMPOSER is not None and sum(text.count(c) for c in NESTING_CHARS) < C_NESTING_BOUND:
-        return C_COMPOSER
-    return yaml.SafeLoader
+def compose(text: str) -> yaml.Node | None:
+    """The node tree of one YAML document (None: an empty one), by libyaml where it is
+    installed, else (and for the wording of a document libyaml refuses) by PyYAML.
+
+    A document nested deeper than Python's recursion limit is a RecursionError before it is
+    composed: no walk over its nodes (runner's, or PyYAML's constructor) could take it, each
+    level being a frame at least. Checked here, it costs libyaml's event pass; left to PyYAML's
+    parser, whose scanner is quadratic in the depth, it took seconds."""
+    if C_COMPOSER is None:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    try:
+        if sum(text.count(c) for c in NESTING_CHARS) >= C_NESTING_BOUND:
+            _within_recursion_limit(text, C_COMPOSER)
+        return yaml.compose(text, Loader=C_COMPOSER)
+    except yaml.YAMLError:      # PyYAML's own parser words the error (the messages users know)
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def _within_recursion_limit(text: str, loader: type[yaml.CSafeLoader]) -> None:
+    bound, depth = sys.getrecursionlimit(), 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > bound:
+                raise RecursionError(f"YAML nested deeper than {bound} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
 
 # Aliases may repeat a node; beyond this many extra nodes a document is refused (a
 # "billion laughs" file of a few hundred bytes would otherwise expand to gigabytes).
@@ -122,10 +147,7 @@ def load_located(text: str, file: str) -> Located:
     located = Located(file, None)
     problems: list[Problem] = []
     try:
-        try:
-            root = yaml.compose(text, Loader=_composer(text))
-        except yaml.YAMLError:      # PyYAML's own parser words the error (the messages users know)
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose(text)
         if root is None:
             return located
         refused = alias_problem(root)
@@ -133,21 +155,30 @@ def load_located(text: str, file: str) -> Located:
             line, col = _mark(refused[0])
             raise ConfigError([Problem(f"{file}:{line}:{col}", "", refused[1])])
         located.data = _build(root, (), located, problems, yaml.SafeLoader(""))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        reason = exc.problem or str(exc)
-        if exc.context:
-            reason = f"{reason} ({exc.context})"
-        kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
-        raise ConfigError([Problem(f"{file}:{line}:{col}", "", f"{kind}: {reason}")]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([Problem(f"{file}:1:1", "", f"YAML error: {exc}")]) from None
+        line, col, reason = where_and_why(exc, text)
+        syntax = isinstance(exc, yaml.MarkedYAMLError) and not isinstance(exc, yaml.constructor.ConstructorError)
+        kind = "YAML syntax error" if syntax else "YAML error"
+        raise ConfigError([Problem(f"{file}:{line}:{col}", "", f"{kind}: {reason}")]) from None
     except RecursionError:
         raise ConfigError([Problem(f"{file}:1:1", "", "YAML nested too deeply to load")]) from None
     if problems:
         raise ConfigError(problems)
     return located
+
+
+def where_and_why(exc: yaml.YAMLError, text: str) -> tuple[int, int, str]:
+    """The 1-based line and column a YAML error is at, and what it says there: a marked
+    error's problem and context, or the character the reader refused (found by its offset)."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        before = text[:exc.position]
+        return (before.count("\n") + 1, exc.position - before.rfind("\n"), f"character #x{exc.character:04x} is "
+                "not allowed in YAML: remove it, or write it as an escape in a double-quoted string")
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        reason = f"{exc.problem} ({exc.context})" if exc.problem and exc.context else exc.problem or str(exc)
+        return (mark.line + 1, mark.column + 1, reason) if mark else (1, 1, reason)
+    return 1, 1, str(exc)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -247,6 +247,25 @@ def test_deeply_nested_inputs_are_a_message(project, cli, adapter):
     assert result.exit_code == 2 and "nested too deeply" in result.output
 
 
+def test_a_control_character_in_yaml_is_a_located_message(project, cli):
+    path = echo_pipeline(project, adapter="yaml")
+    (project.root / "in.yaml").write_text("- n: 1\n- n: \x07\n")
+    result = cli("run", str(path), "--input", "in.yaml", "--out", "out")
+    assert result.exit_code == 2 and "in.yaml:2:6: not valid YAML: character #x0007 is not allowed" in result.output
+    broken = project.pipeline(ECHO.replace("name: t", "name: 't\x07'"))
+    result = cli("validate", str(broken))
+    assert result.exit_code == 2 and "p.yaml:2:9: YAML error: character #x0007 is not allowed" in result.output
+
+
+def test_a_long_yaml_input_is_read_whole(project, cli):
+    """2,000 records: past the size (5,000 of `[{-?:` and line ends) at which a document's depth is read first."""
+    path = echo_pipeline(project, adapter="yaml")
+    (project.root / "in.yaml").write_text("".join(f"- n: {n}\n" for n in range(2000)))
+    result = cli("run", str(path), "--input", "in.yaml", "--out", "out")
+    assert result.exit_code == 0, result.output
+    assert [r["n"] for r in project.results()] == list(range(2000))
+
+
 @pytest.mark.parametrize("text, message", [
     ("version: 1\nname: !!python/name:os.system\n", "p.yaml:2:7: YAML error: could not determine a constructor"),
     ("version: 1\nname: " + "[" * 5000 + "]" * 5000 + "\n", "p.yaml:1:1: YAML nested too deeply to load"),

@@ -12,7 +12,7 @@ import yaml
 from runner.errors import InputError
 from runner.fileio import NotJson, decode, parse_json, read_text
 from runner.inputs import Record, adapter, counts
-from runner.yamlpos import alias_problem
+from runner.yamlpos import alias_problem, compose, where_and_why
 
 
 def _as_records(data: Any) -> list[Record]:
@@ -91,17 +91,14 @@ def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:
 @adapter("yaml")
 def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
     """A YAML file (safe loading): a list of records or one mapping."""
-    loader = yaml.SafeLoader(read_text(path))
+    text = read_text(path)
     try:
-        node = loader.get_single_node()
+        node = compose(text)
         refused = alias_problem(node) if node is not None else None
         if refused:
             mark = refused[0].start_mark
             raise InputError(f"{path}:{mark.line + 1}:{mark.column + 1}: {refused[1]}")
-        return _as_records(loader.construct_document(node) if node is not None else None)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise InputError(f"{where}: not valid YAML: {exc.problem}") from None
-    finally:
-        loader.dispose()
+        return _as_records(yaml.SafeLoader("").construct_document(node) if node is not None else None)
+    except yaml.YAMLError as exc:
+        line, col, reason = where_and_why(exc, text)
+        raise InputError(f"{path}:{line}:{col}: not valid YAML: {reason}") from None
