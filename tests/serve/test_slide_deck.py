@@ -15,6 +15,9 @@ import pytest
 from runner.serve.app import create_app
 from runner.serve.judging import Settings
 
+# Every test here judges through the slide judge's litellm seat: litellm (5-8 s to import) by one worker only.
+pytestmark = pytest.mark.xdist_group("litellm")
+
 REPO = Path(__file__).resolve().parents[2]
 SLIDES = ["<h1>Q2 review</h1><p>Revenue $8.1M</p>", "<h2>Revenue</h2><p>Q1 $7.2M, Q2 $8.1M</p>",
           "<h2>Growth</h2><p>Growth of 11.7%</p>", "<h2>Customers</h2><p>1,250 to 1,400</p>",
@@ -60,7 +63,6 @@ def slide_server(project, fake_llm, monkeypatch, db_url):
         yield client
 
 
-@pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_the_slide_judge_through_the_api(slide_server, fake_llm, project, cli, db_url):
     first = slide_server.post("/v1/pipelines/slide_judge/judge", json={"item": slide_deck(SLIDES)}).json()
     assert first["counts"] == {"judged": 5, "errors": 0, "store": 0, "cache": 0} and len(fake_llm.requests) == 5
