@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -120,6 +121,9 @@ def parse_json(text: str, where: str, line: int | None = None) -> Any:
         raise NotJson(f"{where}:{position}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except ValueError:          # an integer past Python's digit limit for reading one (against quadratic parsing)
+        raise InputError(f"{at}: a number of more than {sys.get_int_max_str_digits()} digits, past what runner "
+                         "reads (write it as a string)") from None
     # Only a text with that many brackets can nest that deep: most never pay for the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(value):
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)")

@@ -142,6 +142,28 @@ def _within_recursion_limit(text: str, loader: type[yaml.CSafeLoader]) -> None:
 MAX_ALIAS_EXPANSION = 100_000
 
 
+class Constructor(yaml.SafeLoader):
+    """PyYAML's safe constructor, an integer past Python's digit limit for reading one (4,300
+    by default, against quadratic parsing) a located error rather than a ValueError."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of more than {sys.get_int_max_str_digits()} digits, past what runner reads "
+                "(quote it to keep it as text)", node.start_mark) from None
+
+
+Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_int)
+
+
+def load_value(text: str) -> Any:
+    """One value written in YAML (a `--set` or `--record` value), safe-load semantics as
+    everywhere; yaml.YAMLError when it is not one."""
+    return yaml.load(text, Loader=Constructor)
+
+
 def load_located(text: str, file: str) -> Located:
     """Parse YAML text, keeping positions; raise ConfigError on syntax or duplicate keys."""
     located = Located(file, None)
@@ -154,7 +176,7 @@ def load_located(text: str, file: str) -> Located:
         if refused:
             line, col = _mark(refused[0])
             raise ConfigError([Problem(f"{file}:{line}:{col}", "", refused[1])])
-        located.data = _build(root, (), located, problems, yaml.SafeLoader(""))
+        located.data = _build(root, (), located, problems, Constructor(""))
     except yaml.YAMLError as exc:
         line, col, reason = where_and_why(exc, text)
         syntax = isinstance(exc, yaml.MarkedYAMLError) and not isinstance(exc, yaml.constructor.ConstructorError)
@@ -225,7 +247,7 @@ def alias_problem(root: yaml.Node) -> tuple[yaml.Node, str] | None:
 
 
 def _build(node: yaml.Node, path: Path, located: Located, problems: list[Problem],
-           constructor: yaml.SafeLoader) -> Any:
+           constructor: Constructor) -> Any:
     located.value_pos.setdefault(path, _mark(node))
     if isinstance(node, yaml.MappingNode):
         constructor.flatten_mapping(node)

@@ -257,6 +257,33 @@ def test_a_control_character_in_yaml_is_a_located_message(project, cli):
     assert result.exit_code == 2 and "p.yaml:2:9: YAML error: character #x0007 is not allowed" in result.output
 
 
+BIG = "9" * 5000        # past Python's 4,300-digit limit for reading an integer
+
+
+@pytest.mark.parametrize("adapter, text, exit_code, message", [
+    ("json", f'[{{"n": {BIG}}}]', 2, "in.json: a number of more than 4300 digits, past what runner reads"),
+    ("jsonl", f'{{"n": 1}}\n{{"n": {BIG}}}\n', 0, "in.jsonl:2: a number of more than 4300 digits"),
+    ("yaml", f"- n: 1\n- n: {BIG}\n", 2, "in.yaml:2:6: not valid YAML: an integer of more than 4300 digits"),
+], ids=["json", "jsonl", "yaml"])
+def test_an_integer_past_pythons_digit_limit_is_a_message(project, cli, adapter, text, exit_code, message):
+    path = echo_pipeline(project, adapter=adapter)
+    (project.root / f"in.{adapter}").write_text(text)
+    result = cli("run", str(path), "--input", f"in.{adapter}", "--out", "out")
+    assert result.exit_code == exit_code, result.output
+    assert message in (result.output if exit_code else project.results()[1]["error"])
+
+
+def test_an_integer_past_pythons_digit_limit_in_a_pipeline_or_a_flag_is_a_message(project, cli):
+    broken = project.pipeline(ECHO.replace("name: t", f"name: t\n    params: {{x: {BIG}}}"))
+    result = cli("validate", str(broken))
+    assert result.exit_code == 2 and "p.yaml:3:13: YAML error: an integer of more than 4300 digits" in result.output
+    path = echo_pipeline(project)
+    result = cli("run", str(path), "--record", "n=1", "--set", f"params.x={BIG}", "--out", "out")
+    assert result.exit_code == 2 and ": the value is not valid YAML: an integer of more than 4300" in result.output
+    result = cli("run", str(path), "--record", f"n={BIG}", "--out", "out")
+    assert result.exit_code == 0 and project.results()[0]["n"] == BIG      # not a YAML value: the text as written
+
+
 def test_a_long_yaml_input_is_read_whole(project, cli):
     """2,000 records: past the size (5,000 of `[{-?:` and line ends) at which a document's depth is read first."""
     path = echo_pipeline(project, adapter="yaml")

@@ -13,6 +13,7 @@ import yaml
 
 from runner.errors import InputError
 from runner.registry import Registry
+from runner.yamlpos import load_value
 
 if TYPE_CHECKING:
     from runner.text.perturb import Rewrite
@@ -161,7 +162,7 @@ def _scalar(raw: str) -> Any:
     if not raw.strip():
         return ""
     try:
-        value = yaml.safe_load(raw)
+        value = load_value(raw)
     except yaml.YAMLError:
         return raw
     if isinstance(value, (dict, list)) and not raw.lstrip().startswith(("[", "{")):

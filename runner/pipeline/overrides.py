@@ -11,7 +11,7 @@ import yaml
 
 from runner.errors import ConfigError, Problem, RunnerError, did_you_mean, unknown
 from runner.pipeline.step_catalog import StepInfo
-from runner.yamlpos import Located
+from runner.yamlpos import Located, load_value, where_and_why
 from runner.yamlpos import Path as DataPath
 
 
@@ -20,9 +20,9 @@ def parse_assignment(text: str) -> tuple[list[str], Any]:
     if not sep or not key.strip():
         raise RunnerError(f"--set {text}: expected KEY=VALUE, e.g. --set params.quote_threshold=0.9")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_value(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise RunnerError(f"--set {text}: the value is not valid YAML: {exc}") from None
+        raise RunnerError(f"--set {text}: the value is not valid YAML: {where_and_why(exc, raw)[2]}") from None
     return key.strip().split("."), value
 
 
