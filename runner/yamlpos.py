@@ -159,9 +159,17 @@ Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_
 
 
 def load_value(text: str) -> Any:
-    """One value written in YAML (a `--set` or `--record` value), safe-load semantics as
-    everywhere; yaml.YAMLError when it is not one."""
-    return yaml.load(text, Loader=Constructor)
+    """One YAML document as plain data, safe-load semantics as everywhere (a YAML input, a
+    `--set` or `--record` value; a pipeline keeps its positions: load_located).
+    yaml.YAMLError when it is not one (aliases that expand past MAX_ALIAS_EXPANSION included),
+    RecursionError when it nests too deeply."""
+    node = compose(text)
+    if node is None:
+        return None
+    refused = alias_problem(node)
+    if refused:
+        raise yaml.constructor.ConstructorError(None, None, refused[1], refused[0].start_mark)
+    return Constructor("").construct_document(node)
 
 
 def load_located(text: str, file: str) -> Located:

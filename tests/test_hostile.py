@@ -146,7 +146,7 @@ def test_an_alias_bomb_input_is_refused_with_its_position(project, cli):
     echo_pipeline(project, adapter="yaml")
     (project.root / "in.yaml").write_text(billion_laughs(), encoding="utf-8")
     result = cli("run", "pipelines/p.yaml", "--input", "in.yaml", "--out", "out")
-    assert result.exit_code == 2 and "in.yaml:8:4: aliases expand" in result.output
+    assert result.exit_code == 2 and "in.yaml:8:4: not valid YAML: aliases expand" in result.output
     assert not (project.root / "out" / "results.jsonl").exists()
 
 
@@ -282,6 +282,19 @@ def test_an_integer_past_pythons_digit_limit_in_a_pipeline_or_a_flag_is_a_messag
     assert result.exit_code == 2 and ": the value is not valid YAML: an integer of more than 4300" in result.output
     result = cli("run", str(path), "--record", f"n={BIG}", "--out", "out")
     assert result.exit_code == 0 and project.results()[0]["n"] == BIG      # not a YAML value: the text as written
+
+
+def test_runner_list_names_each_unreadable_pipeline_and_goes_on(project, cli):
+    folder = project.root / "pipelines"
+    folder.mkdir(exist_ok=True)
+    (folder / "a_big.yaml").write_text(f"version: 1\nname: {BIG}\n")
+    (folder / "b_bytes.yaml").write_bytes(b"name: \xff\n")
+    (folder / "c_deep.yaml").write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
+    (folder / "d_fine.yaml").write_text("version: 1\nname: fine\ndescription: It is fine.\n")
+    result = cli("list")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("(not a readable YAML file: run `runner validate`)") == 3
+    assert "d_fine.yaml: It is fine." in result.output
 
 
 def test_a_long_yaml_input_is_read_whole(project, cli):

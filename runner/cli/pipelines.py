@@ -34,15 +34,17 @@ def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline file
 def list_pipelines(folder: Annotated[Path, typer.Argument(help="Folder of pipelines.")] = Path("pipelines")) -> None:
     """The pipelines under pipelines/ with their descriptions."""
     import yaml
+
+    from runner.yamlpos import load_value
     files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
     if not files:
         fail(f"no pipelines in {folder}/")
     for file in files:
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            data = load_value(file.read_text(encoding="utf-8")) or {}
             description = data.get("description", "") if isinstance(data, dict) else ""
-        except yaml.YAMLError:
-            description = "(invalid YAML: run `runner validate`)"
+        except (yaml.YAMLError, RecursionError, OSError, UnicodeDecodeError):
+            description = "(not a readable YAML file: run `runner validate`)"
         typer.echo(f"{file}: {' '.join(str(description).split())}")
 
 

@@ -12,7 +12,7 @@ import yaml
 from runner.errors import InputError
 from runner.fileio import NotJson, decode, parse_json, read_text
 from runner.inputs import Record, adapter, counts
-from runner.yamlpos import Constructor, alias_problem, compose, where_and_why
+from runner.yamlpos import load_value, where_and_why
 
 
 def _as_records(data: Any) -> list[Record]:
@@ -93,12 +93,7 @@ def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
     """A YAML file (safe loading): a list of records or one mapping."""
     text = read_text(path)
     try:
-        node = compose(text)
-        refused = alias_problem(node) if node is not None else None
-        if refused:
-            mark = refused[0].start_mark
-            raise InputError(f"{path}:{mark.line + 1}:{mark.column + 1}: {refused[1]}")
-        return _as_records(Constructor("").construct_document(node) if node is not None else None)
+        return _as_records(load_value(text))
     except yaml.YAMLError as exc:
         line, col, reason = where_and_why(exc, text)
         raise InputError(f"{path}:{line}:{col}: not valid YAML: {reason}") from None
