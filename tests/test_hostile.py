@@ -892,6 +892,30 @@ def test_E2_an_extends_chain_past_the_depth_limit_is_a_message(project, cli):
     assert cli("validate", str(project.root / "pipelines" / f"c{MAX_EXTENDS_DEPTH}.yaml")).exit_code == 0
 
 
+@pytest.mark.parametrize("params", ["0.5", "true", "[threshold]", "null"])
+def test_a_variants_params_of_the_wrong_shape_are_a_message(project, cli, params):
+    project.pipeline(ECHO.replace("name: t", "name: t\n    params: {threshold: 0.5}"), "base.yaml")
+    path = project.pipeline(f"extends: base.yaml\nparams: {params}\n", "variant.yaml")
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and "variant.yaml:2:9: params:" in result.output, result.output
+
+
+@pytest.mark.parametrize("options", ["a text", "2024-01-01", "{steps: [{id: [a], uses: compute}]}",
+                                     "{steps: [{id: {a: 1}, uses: compute}, {id: b, uses: compute}]}"])
+def test_a_foreach_whose_options_or_inner_ids_are_of_the_wrong_shape_is_a_message(project, cli, options):
+    path = project.pipeline(f"""
+        version: 1
+        name: t
+        steps:
+          - id: each
+            uses: foreach
+            with: {options}
+        output: {{n: 1}}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and "p.yaml:6:" in result.output, result.output
+
+
 def test_a_key_in_an_endpoints_query_never_reaches_calls_or_reports_when_an_answer_fails(project, scripted_llm):
     """(review) An answer that failed its schema wrote the call's error, endpoint and query key
     included, to calls.jsonl and report.html unredacted."""

@@ -151,10 +151,11 @@ class Checker:
             else:
                 self.all_ids[step_id] = (*base, i, "id")
                 self.step_data[step_id] = step
-            nested = (step.get("with") or {}).get("steps")
+            options = step.get("with")     # a step's options are checked against its type's schema later
+            nested = options.get("steps") if isinstance(options, dict) else None
             if isinstance(nested, list) and step.get("uses") in self.infos and \
                     self.infos[step["uses"]].substeps:
-                self.collect_ids([s for s in nested if isinstance(s, dict) and "id" in s],
+                self.collect_ids([s for s in nested if isinstance(s, dict) and isinstance(s.get("id"), str)],
                                   (*base, i, "with", "steps"))
 
     def _check_steps(self, steps: list[dict[str, Any]], base: DataPath, names: set[str],

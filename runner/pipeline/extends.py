@@ -203,10 +203,10 @@ class _Merge:
 
     def _check_new_params(self) -> None:
         """A plain value under a param name the base does not have is a misspelling."""
-        base_params = self.base.data.get("params") or {}
-        declared = self.variant.data.get("params_schema") or {}
-        for name in self.variant.data.get("params") or {}:
-            if name in base_params or name in declared:
+        base_params, declared, params = (part if isinstance(part, dict) else {} for part in (
+            self.base.data.get("params"), self.variant.data.get("params_schema"), self.variant.data.get("params")))
+        for name in params:         # params that are not a mapping: the schema check says so
+            if not isinstance(name, str) or name in base_params or name in declared:
                 continue
             hint = did_you_mean(name, base_params)
             tail = f".{hint}" if hint else f" (its params: {', '.join(base_params) or 'none'})"
