@@ -916,6 +916,33 @@ def test_a_foreach_whose_options_or_inner_ids_are_of_the_wrong_shape_is_a_messag
     assert result.exit_code == 2 and "p.yaml:6:" in result.output, result.output
 
 
+def test_an_integer_past_pythons_digit_limit_in_a_template_is_a_located_message(project, cli):
+    path = project.pipeline(ECHO.replace("{{ item.n }}", "{{ " + BIG + " + item.n }}"))
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output
+    assert "p.yaml:6:15: steps[0].with.n: template syntax error: a number of more than 4300 digits" in result.output
+
+
+@pytest.mark.parametrize("on_tie", ["[undecided]", "{why: tie}"])
+def test_a_jurys_on_tie_may_be_a_list_or_an_object(project, cli, on_tie):
+    """on_tie is any value; the vote field's enum takes it without hashing it (a TypeError before)."""
+    project.schema("yes_no.schema.json", {"type": "object", "required": ["v"],
+                                          "properties": {"v": {"enum": ["yes", "no"]}}})
+    path = project.pipeline(f"""
+        version: 1
+        name: j
+        models: {{a: {{model: scripted/a}}, b: {{model: scripted/b}}}}
+        steps:
+          - id: jury
+            uses: jury
+            with: {{models: [a, b], prompt: "Judge {{{{ item.n }}}}", output_schema: yes_no.schema.json,
+                    vote: {{field: v, on_tie: {on_tie}}}}}
+        output: {{v: "{{{{ steps.jury.v }}}}"}}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 0, result.output
+
+
 def test_a_key_in_an_endpoints_query_never_reaches_calls_or_reports_when_an_answer_fails(project, scripted_llm):
     """(review) An answer that failed its schema wrote the call's error, endpoint and query key
     included, to calls.jsonl and report.html unredacted."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -347,7 +348,11 @@ def describe_error(exc: BaseException, steps: Mapping[str, Any] | None = None) -
 def parse_source(source: str, bare: bool) -> nodes.Template:
     """Parse a template or bare expression (raises TemplateSyntaxError). One tree per text in a
     process, shared by every check that reads it (none changes it)."""
-    return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
+    try:
+        return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
+    except ValueError:          # an integer literal past Python's digit limit for reading one
+        raise jinja2.TemplateSyntaxError(f"a number of more than {sys.get_int_max_str_digits()} digits, past what "
+                                         "runner reads", 1) from None
 
 
 _PARSE_ENV = make_environment()

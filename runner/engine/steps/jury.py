@@ -178,7 +178,9 @@ def _verdicts(schema: Any, vote: Any) -> Any:
     extra = [rule["on_tie"], rule["on_all_failed"]]
     if rule["method"] in NUMERIC or any(is_template(value) for value in extra):
         return OPEN
-    return {**schema, "enum": list(dict.fromkeys([*schema["enum"], *extra]))}
+    values = list(schema["enum"])          # compared, not hashed: an enum may hold lists and objects
+    values += [value for n, value in enumerate(extra) if value not in values and value not in extra[:n]]
+    return {**schema, "enum": values}
 
 
 def _shown(votes: list[Vote], args: Mapping[str, Any]) -> list[dict[str, Any]]:
