@@ -89,7 +89,7 @@ def _string_check(out: Converted, grader: dict[str, Any], where: str, sid: str, 
 def _text_similarity(out: Converted, grader: dict[str, Any], where: str, sid: str,
                      threshold: Any) -> tuple[str, str]:
     metric = grader.get("evaluation_metric")
-    if metric in UNAVAILABLE:
+    if isinstance(metric, str) and metric in UNAVAILABLE:
         raise Refusal(f"{where}.evaluation_metric", UNAVAILABLE[metric])
     if metric not in METRICS + EMBEDDING_METRICS:
         raise Refusal(f"{where}.evaluation_metric",
@@ -167,7 +167,7 @@ def _label_model(out: Converted, grader: dict[str, Any], where: str, sid: str, _
     labels, passing = grader.get("labels"), grader.get("passing_labels")
     if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
         raise Refusal(f"{where}.labels", "expected a list of label strings")
-    if not isinstance(passing, list) or not set(passing) <= set(labels):
+    if not isinstance(passing, list) or not all(label in labels for label in passing):
         raise Refusal(f"{where}.passing_labels", "expected a list of labels, each one of labels")
     _model_step(out, grader, where, sid, {"label": {"enum": labels}})
     passed = f"steps.{sid}.output.label in {json.dumps(passing)}"

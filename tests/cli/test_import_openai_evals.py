@@ -184,6 +184,10 @@ def test_python_grader_only_with_allow_python_then_called_as_a_plugin_step(proje
     ({**SIMILAR, "pass_threshold": None}, "testing_criteria[1].pass_threshold", "needs pass_threshold"),
     ({"type": "multi", "name": "x", "pass_threshold": 1, "calculate_output": "__import__('os')",
       "graders": {"a": CHECK}}, "testing_criteria[1].calculate_output", "only the functions"),
+    # values of the wrong JSON type: each was a TypeError (unhashable) traceback
+    ({"type": {"a": 1}, "name": "m"}, "testing_criteria[1]", "grader type {'a': 1}"),
+    ({**SIMILAR, "evaluation_metric": ["fuzzy_match"]}, "testing_criteria[1].evaluation_metric", "unknown metric"),
+    ({**LABEL, "passing_labels": [{"label": "correct"}]}, "testing_criteria[1].passing_labels", "each one of labels"),
 ])
 def test_what_cannot_be_imported_is_refused_with_its_json_path(project, cli, grader, where, says):
     path = _write(project, "e.json", {"name": "e", "testing_criteria": [CHECK, grader]})
