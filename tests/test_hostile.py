@@ -297,6 +297,25 @@ def test_runner_list_names_each_unreadable_pipeline_and_goes_on(project, cli):
     assert "d_fine.yaml: It is fine." in result.output
 
 
+def test_a_run_folder_damaged_with_bytes_not_utf8_is_a_located_message(project, cli):
+    """results.jsonl or report.html edited or damaged since the run (found by corrupting run
+    folders): diff and eval were UnicodeDecodeError tracebacks."""
+    path = echo_pipeline(project, adapter="jsonl")
+    (project.root / "in.jsonl").write_text("".join(f'{{"id": {n}, "n": "v{n % 2}"}}\n' for n in range(4)))
+    for out in ("a", "b"):
+        assert cli("run", str(path), "--input", "in.jsonl", "--out", out).exit_code == 0
+    results = project.root / "b" / "results.jsonl"
+    results.write_bytes(results.read_bytes().replace(b'"n": "v0"', b'"n": "v\xff"', 1))
+    for args in (("diff", "a", "b"), ("eval", "b", "--labels", "in.jsonl", "--key", "index", "--truth", "n", "--predicted", "n")):
+        result = cli(*args)
+        assert result.exit_code == 2 and "b/results.jsonl:1:" in result.output, result.output
+        assert "not UTF-8 text (byte 0xff)" in result.output
+    (project.root / "a" / "report.html").write_bytes(b"<html>\xff</html>")
+    result = cli("eval", "a", "--labels", "in.jsonl", "--key", "index", "--truth", "n", "--predicted", "n")
+    assert result.exit_code == 0, result.output
+    assert "Agreement" in (project.root / "a" / "report.html").read_text(encoding="utf-8")
+
+
 def test_a_long_yaml_input_is_read_whole(project, cli):
     """2,000 records: past the size (5,000 of `[{-?:` and line ends) at which a document's depth is read first."""
     path = echo_pipeline(project, adapter="yaml")

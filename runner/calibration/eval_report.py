@@ -276,7 +276,8 @@ def write_eval(folder: Path, report: dict[str, Any]) -> None:
     atomic_write(folder / "eval.md", text)
     page = folder / "report.html"
     if page.is_file():
-        atomic_write(page, with_section(page.read_text(encoding="utf-8"), markdown_to_html(text)))
+        # errors="replace": a page damaged since the run (bytes not UTF-8) still takes the section
+        atomic_write(page, with_section(page.read_text(encoding="utf-8", errors="replace"), markdown_to_html(text)))
 
 
 def write_sweep(folder: Path, report: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any, overload
 
-from runner.fileio import OutputError, atomic_write_lines, dumps, open_own, parse_json, utf8
+from runner.fileio import OutputError, atomic_write_lines, decode, dumps, open_own, parse_json, utf8
 from runner.runs.folders import RESULTS, checked_result, iter_results
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
@@ -73,9 +73,11 @@ def line_index(line: str) -> int:
 
 
 def result_lines(path: Path) -> Iterator[str]:
-    """The non-blank lines of a results file, each ending in a newline (none when it is missing)."""
+    """The non-blank lines of a results file, each ending in a newline (none when it is missing).
+    Bytes that are not UTF-8 (a damaged file) are read as U+FFFD: these lines are ordered and
+    merged by their index; what reads their values (ResultsView, strict) names such a line."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if line.strip():
                     yield line if line.endswith("\n") else line + "\n"
@@ -94,19 +96,20 @@ class ResultsView(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         try:
-            handle = self.path.open(encoding="utf-8")
+            handle = self.path.open("rb")
         except FileNotFoundError:
             return
         with handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
                     continue
                 if self.strict:          # what a command reads: every line a result, or a located message
+                    line = decode(raw, str(self.path), number)
                     yield checked_result(parse_json(line, str(self.path), number), self.path, number)
                     continue
                 try:
-                    value = json.loads(line)
-                except (ValueError, RecursionError):
+                    value = json.loads(raw.decode("utf-8"))
+                except (ValueError, RecursionError):        # UnicodeDecodeError included
                     continue
                 if isinstance(value, dict):
                     yield value
