@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.fileio import parse_json
 from runner.llm.calls.file import call_spans, read_spans
 from runner.outputs.report_view import item_label
 from runner.runs.folders import CALLS_FILE, RESULTS
@@ -186,9 +187,9 @@ class RunIndex:
                 if not line.strip():
                     continue
                 try:
-                    result = json.loads(line)
-                except ValueError:
-                    result = {"index": number, "error": f"{RESULTS}:{number}: not valid JSON"}
+                    result = parse_json(line, RESULTS, number)      # too deep, too many digits: a message too
+                except InputError as exc:
+                    result = {"index": number, "error": str(exc)}
                 yield number, clean_value(result) if isinstance(result, dict) else {"index": number, "value": result}
 
     def verdict_of(self, result: dict[str, Any]) -> str:

@@ -44,6 +44,19 @@ def test_pages_escape_values_and_browsing_changes_no_run(reports):
     assert listing(reports) == before
 
 
+def test_a_results_line_nested_too_deeply_or_with_a_huge_number_is_its_items_error(reports):
+    """A damaged results.jsonl: such a line was a 500 (RecursionError) when the page was built."""
+    results = reports / "t" / "r1" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    lines[1] = "[" * 5000 + "]" * 5000
+    lines[2] = '{"index": 3, "n": ' + "9" * 5000 + "}"
+    results.write_text("\n".join(lines) + "\n")
+    web = client(reports)
+    assert web.get("/run/t/r1").status_code == 200
+    assert "results.jsonl:2: JSON nested too deeply" in web.get("/run/t/r1/item/2").text
+    assert "results.jsonl:3: a number of more than 4300 digits" in web.get("/run/t/r1/item/3").text
+
+
 @pytest.mark.parametrize("bad", ["%2e%2e/%2e%2e", "/etc", "..%2f..%2fetc", "t/%2e%2e/%2e%2e"])
 def test_paths_outside_reports_are_not_found(reports, bad):
     answer = client(reports).get(f"/run/{bad}")
