@@ -24,7 +24,7 @@ from runner.serve import api_models as models
 from runner.serve import openapi
 from runner.serve.http import ApiError, Guard, add_error_handlers
 from runner.serve.job_files import InputWriter
-from runner.serve.jobs import JobBoard, check_input
+from runner.serve.jobs import UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
@@ -209,11 +209,12 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                   "application/json": {"schema": models.JobRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary",
-                               "description": "JSON lines (.jsonl, .ndjson) or CSV with a header row (.csv)"},
+                               "description": "JSON lines (.jsonl, .ndjson), CSV with a header row (.csv), "
+                                              "a JSON array (.json) or a YAML list (.yaml, .yml)"},
                       "params": {"type": "object", "description": "The params (a JSON object)"}}},
                       "encoding": {"params": {"contentType": "application/json"}}}}}})
     async def submit(name: str, request: Request) -> Response:
-        """A job over many records: a JSON body {items, params} or an uploaded JSONL or CSV file.
+        """A job over many records: a JSON body {items, params} or an uploaded file (JSONL, CSV, JSON, YAML).
         Answered at once (202) with the job; it runs as a run of the pipeline."""
         kind = request.headers.get("content-type", "")
         writer: InputWriter | None = None
@@ -302,8 +303,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
 
 
 async def _upload(request: Request, root: Path) -> tuple[dict[str, Any], InputWriter]:
-    """A multipart job: its `file` (JSON lines, or CSV by its name or type: kept as it came, for
-    the pipeline's csv adapter to read) and its `params` (a JSON object)."""
+    """A multipart job: its `file` (JSON lines; or CSV, JSON or YAML by its name, CSV by its type
+    too: kept as it came, for that adapter to read) and its `params` (a JSON object)."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -314,8 +315,10 @@ async def _upload(request: Request, root: Path) -> tuple[dict[str, Any], InputWr
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    csv = (upload.filename or "").lower().endswith(".csv") or (upload.content_type or "").startswith("text/csv")
-    writer = InputWriter(root, ".csv" if csv else ".jsonl")
+    name = (upload.filename or "").lower()
+    suffix = next((kind for kind in UPLOADS if name.endswith(kind)),
+                  ".csv" if (upload.content_type or "").startswith("text/csv") else ".jsonl")
+    writer = InputWriter(root, suffix)
 
     def copy() -> None:                 # in a thread: an upload of any size never holds the event loop
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):

@@ -249,12 +249,16 @@ class JobBoard:
         self.claims.release()
 
 
+# An uploaded file kept as it came, for the adapter its name says; any other upload is JSON lines.
+UPLOADS = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
 def input_format(pipeline: Pipeline, path: Path) -> str | None:
-    """The adapter reading a job's input: an uploaded CSV file is read by the csv adapter (the
-    pipeline's own, with its options, when its input is CSV), JSON lines by the pipeline's
-    adapter when it reads them, else by jsonl."""
-    if path.suffix == ".csv":
-        return "csv"
+    """The adapter reading a job's input: an uploaded CSV, JSON or YAML file by the adapter its
+    name says (the pipeline's own, with its options, when the pipeline reads that kind), as
+    `runner run` would; JSON lines by the pipeline's adapter when it reads them, else by jsonl."""
+    if path.suffix in UPLOADS:
+        return UPLOADS[path.suffix]
     return None if pipeline.adapter in ("json", "jsonl") else "jsonl"
 
 

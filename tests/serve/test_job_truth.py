@@ -118,6 +118,33 @@ def test_issue_63_s2_a_csv_upload_is_read_by_the_pipelines_own_csv_adapter(serve
     assert sum(1 for _, _, error in got if error) >= 2 and done["counts"]["errors"] == sum(1 for *_, e in got if e)
 
 
+@pytest.mark.parametrize("adapter, name, text", [
+    ("yaml", "rows.yaml", "- {id: 1, urgent: false, score: 0.9}\n- {id: 7, urgent: true, score: 0.1}\n"),
+    ("yaml", "rows.yml", "- {id: 1, urgent: false, score: 0.9}\n- {id: 2, urgent: false, score: 0.2}\n"),
+    ("json", "rows.json", '[{"id": 1, "urgent": false, "score": 0.9}, {"id": 2, "urgent": false, "score": 0.2}]'),
+    ("jsonl", "rows.json", '[{"id": 1, "urgent": false, "score": 0.9}, {"id": 2, "urgent": false, "score": 0.2}]'),
+])
+def test_a_json_or_yaml_upload_is_read_by_the_adapter_its_name_says(served_project, cli, adapter, name, text):
+    """A YAML list uploaded to a YAML pipeline's job was read as JSON lines (every item an
+    error, the job `failed`), and a JSON array as one item. The upload's name says its format,
+    as `--input-format` does for `runner run`, which judges the file the same (found by
+    uploading hostile and plain files of every kind)."""
+    served_project.pipeline(TRIAGE.replace('adapter: csv, with: {types: {urgent: boolean, score: number}, '
+                                           'delimiter: ";"}', f"adapter: {adapter}"), "triage.yaml")
+    (served_project.root / name).write_text(text, encoding="utf-8")
+    kind = "json" if name.endswith(".json") else "yaml"
+    ran = cli("run", "pipelines/triage.yaml", "--input", name, "--input-format", kind, "--out", "out")
+    assert ran.exit_code == 0, ran.output
+    expected = _outcomes([json.loads(line) for line in (served_project.root / "out" / "results.jsonl")
+                         .read_text().splitlines()])
+    with make_client(served_project.root, scripted_model()) as client:
+        job = client.post("/v1/pipelines/triage/jobs", files={"file": (name, text.encode())})
+        assert job.status_code == 202, job.text
+        done = wait(client, job.json()["id"])
+        got = _outcomes(lines(client.get(f"/v1/jobs/{done['id']}/results")))
+    assert done["status"] == "succeeded" and got == expected and len(got) == 2, (done, got)
+
+
 def test_issue_63_s8_a_csv_cell_over_the_field_limit_is_an_item_error(served_project):
     """S8: a 200 KB quoted cell (over the csv module's field limit) is that row's error; the
     other rows are judged; never a 500."""
