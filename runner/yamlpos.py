@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from runner.errors import ConfigError, Problem
+from runner.fileio import MAX_DEPTH
 
 Path = tuple[str | int, ...]
 
@@ -161,15 +162,30 @@ Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_
 def load_value(text: str) -> Any:
     """One YAML document as plain data, safe-load semantics as everywhere (a YAML input, a
     `--set` or `--record` value; a pipeline keeps its positions: load_located).
-    yaml.YAMLError when it is not one (aliases that expand past MAX_ALIAS_EXPANSION included),
-    RecursionError when it nests too deeply."""
-    node = compose(text)
+    yaml.YAMLError when it is not one: aliases that expand past MAX_ALIAS_EXPANSION, or a value
+    nested past MAX_DEPTH levels, the bound JSON has (fileio)."""
+    too_deep = f"nested too deeply (more than {MAX_DEPTH} levels)"
+    try:
+        node = compose(text)
+    except RecursionError:
+        raise yaml.YAMLError(too_deep) from None
     if node is None:
         return None
-    refused = alias_problem(node)
+    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep)
     if refused:
         raise yaml.constructor.ConstructorError(None, None, refused[1], refused[0].start_mark)
     return Constructor("").construct_document(node)
+
+
+def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, str] | None:
+    """The first node past `limit` levels, with `message` (walked without recursion)."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return node, message
+        stack.extend((child, depth + 1) for child in _children(node))
+    return None
 
 
 def load_located(text: str, file: str) -> Located:

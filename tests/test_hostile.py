@@ -284,6 +284,29 @@ def test_an_integer_past_pythons_digit_limit_in_a_pipeline_or_a_flag_is_a_messag
     assert result.exit_code == 0 and project.results()[0]["n"] == BIG      # not a YAML value: the text as written
 
 
+@pytest.mark.parametrize("levels", [300, 3000])
+def test_a_flag_value_or_yaml_input_nested_past_the_json_bound_is_a_message(project, cli, levels):
+    """A --set value nested 300 or 3,000 levels was a RecursionError traceback (a walk over the
+    value, or the depth check); YAML values now have JSON's bound (fileio.MAX_DEPTH, 200)."""
+    deep = "[" * levels + "]" * levels
+    path = echo_pipeline(project, adapter="yaml")
+    result = cli("run", str(path), "--record", "n=1", "--set", f"params.x={deep}", "--out", "out")
+    assert result.exit_code == 2 and "the value is not valid YAML: nested too deeply (more than 200 levels)" in \
+        result.output, result.output[-300:]
+    (project.root / "in.yaml").write_text(f"- n: {deep}\n")
+    result = cli("run", str(path), "--input", "in.yaml", "--out", "out")
+    assert result.exit_code == 2 and "not valid YAML: nested too deeply (more than 200 levels)" in result.output
+
+
+@pytest.mark.parametrize("levels", [300, 3000])
+def test_a_template_nested_past_what_jinja_parses_is_a_located_message(project, cli, levels):
+    path = project.pipeline(ECHO.replace("{{ item.n }}", "{{ " + "(" * levels + "item.n" + ")" * levels + " }}"))
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output[-300:]
+    assert "p.yaml:6:15: steps[0].with.n: template syntax error: nested too deeply for the template parser" in \
+        result.output
+
+
 def test_runner_list_names_each_unreadable_pipeline_and_goes_on(project, cli):
     folder = project.root / "pipelines"
     folder.mkdir(exist_ok=True)

@@ -353,6 +353,8 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
     except ValueError:          # an integer literal past Python's digit limit for reading one
         raise jinja2.TemplateSyntaxError(f"a number of more than {sys.get_int_max_str_digits()} digits, past what "
                                          "runner reads", 1) from None
+    except RecursionError:      # Jinja's parser recurses: a few hundred nested brackets exhaust it
+        raise jinja2.TemplateSyntaxError("nested too deeply for the template parser", 1) from None
 
 
 _PARSE_ENV = make_environment()
