@@ -111,6 +111,11 @@ def too_deep(value: Any) -> bool:
     return False
 
 
+# An integer literal past the digits Python reads (sys.get_int_max_str_digits(), against quadratic
+# parsing): JSON, YAML and templates refuse it in these words.
+TOO_MANY_DIGITS = f"a number of more than {sys.get_int_max_str_digits()} digits, past what runner reads"
+
+
 def parse_json(text: str, where: str, line: int | None = None) -> Any:
     """`text` parsed, or InputError at `where` (`where:line` for one line of a file)."""
     at = f"{where}:{line}" if line is not None else where
@@ -122,8 +127,7 @@ def parse_json(text: str, where: str, line: int | None = None) -> Any:
     except RecursionError:
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
     except ValueError:          # an integer past Python's digit limit for reading one (against quadratic parsing)
-        raise InputError(f"{at}: a number of more than {sys.get_int_max_str_digits()} digits, past what runner "
-                         "reads (write it as a string)") from None
+        raise InputError(f"{at}: {TOO_MANY_DIGITS} (write it as a string)") from None
     # Only a text with that many brackets can nest that deep: most never pay for the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(value):
         raise InputError(f"{at}: JSON nested too deeply (more than {MAX_DEPTH} levels)")

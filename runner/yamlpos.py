@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from runner.errors import ConfigError, Problem
-from runner.fileio import MAX_DEPTH
+from runner.fileio import MAX_DEPTH, TOO_MANY_DIGITS
 
 Path = tuple[str | int, ...]
 
@@ -123,8 +123,8 @@ def compose(text: str) -> yaml.Node | None:
         if sum(text.count(c) for c in NESTING_CHARS) >= C_NESTING_BOUND:
             _within_recursion_limit(text, C_COMPOSER)
         return yaml.compose(text, Loader=C_COMPOSER)
-    except yaml.YAMLError:      # PyYAML's own parser words the error (the messages users know)
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, UnicodeEncodeError):      # PyYAML's own parser words the error (the messages users
+        return yaml.compose(text, Loader=yaml.SafeLoader)   # know); a lone surrogate (a flag's bytes not UTF-8) too
 
 
 def _within_recursion_limit(text: str, loader: type[yaml.CSafeLoader]) -> None:
@@ -152,8 +152,7 @@ class Constructor(yaml.SafeLoader):
             return super().construct_yaml_int(node)
         except ValueError:
             raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of more than {sys.get_int_max_str_digits()} digits, past what runner reads "
-                "(quote it to keep it as text)", node.start_mark) from None
+                None, None, f"{TOO_MANY_DIGITS} (quote it to keep it as text)", node.start_mark) from None
 
 
 Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_int)
@@ -178,13 +177,14 @@ def load_value(text: str) -> Any:
 
 
 def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, str] | None:
-    """The first node past `limit` levels, with `message` (walked without recursion)."""
+    """The first collection past `limit` levels of collections (as fileio.too_deep counts a
+    JSON value's), with `message`; walked without recursion."""
     stack = [(root, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             return node, message
-        stack.extend((child, depth + 1) for child in _children(node))
+        stack.extend((child, depth + 1) for child in _children(node) if not isinstance(child, yaml.ScalarNode))
     return None
 
 

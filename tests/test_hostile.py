@@ -263,7 +263,7 @@ BIG = "9" * 5000        # past Python's 4,300-digit limit for reading an integer
 @pytest.mark.parametrize("adapter, text, exit_code, message", [
     ("json", f'[{{"n": {BIG}}}]', 2, "in.json: a number of more than 4300 digits, past what runner reads"),
     ("jsonl", f'{{"n": 1}}\n{{"n": {BIG}}}\n', 0, "in.jsonl:2: a number of more than 4300 digits"),
-    ("yaml", f"- n: 1\n- n: {BIG}\n", 2, "in.yaml:2:6: not valid YAML: an integer of more than 4300 digits"),
+    ("yaml", f"- n: 1\n- n: {BIG}\n", 2, "in.yaml:2:6: not valid YAML: a number of more than 4300 digits"),
 ], ids=["json", "jsonl", "yaml"])
 def test_an_integer_past_pythons_digit_limit_is_a_message(project, cli, adapter, text, exit_code, message):
     path = echo_pipeline(project, adapter=adapter)
@@ -276,10 +276,10 @@ def test_an_integer_past_pythons_digit_limit_is_a_message(project, cli, adapter,
 def test_an_integer_past_pythons_digit_limit_in_a_pipeline_or_a_flag_is_a_message(project, cli):
     broken = project.pipeline(ECHO.replace("name: t", f"name: t\n    params: {{x: {BIG}}}"))
     result = cli("validate", str(broken))
-    assert result.exit_code == 2 and "p.yaml:3:13: YAML error: an integer of more than 4300 digits" in result.output
+    assert result.exit_code == 2 and "p.yaml:3:13: YAML error: a number of more than 4300 digits" in result.output
     path = echo_pipeline(project)
     result = cli("run", str(path), "--record", "n=1", "--set", f"params.x={BIG}", "--out", "out")
-    assert result.exit_code == 2 and ": the value is not valid YAML: an integer of more than 4300" in result.output
+    assert result.exit_code == 2 and ": the value is not valid YAML: a number of more than 4300" in result.output
     result = cli("run", str(path), "--record", f"n={BIG}", "--out", "out")
     assert result.exit_code == 0 and project.results()[0]["n"] == BIG      # not a YAML value: the text as written
 
@@ -305,6 +305,48 @@ def test_a_template_nested_past_what_jinja_parses_is_a_located_message(project, 
     assert result.exit_code == 2, result.output[-300:]
     assert "p.yaml:6:15: steps[0].with.n: template syntax error: nested too deeply for the template parser" in \
         result.output
+
+
+def test_a_flag_value_with_bytes_not_utf8_is_a_message(project, cli):
+    """(review) A byte that is not UTF-8 in an argument reaches Python as a lone surrogate; libyaml
+    could not encode it (a UnicodeEncodeError traceback). PyYAML's reader words it."""
+    path = echo_pipeline(project)
+    result = cli("run", str(path), "--record", "n=1", "--set", "params.x=caf\udce9", "--out", "out")
+    assert result.exit_code == 2 and "the value is not valid YAML: character #xdce9 is not allowed" in result.output
+
+
+@pytest.mark.parametrize("levels, refused", [(198, False), (199, True)])
+def test_yaml_and_json_inputs_share_one_depth_bound(project, cli, levels, refused):
+    """(review) A record (a list of one mapping) holding 198 nested lists around a number: 200
+    levels, which JSON takes, and YAML now counts levels as JSON does (collections only, not the
+    number), so it takes them too; one more is refused by both."""
+    value = "[" * levels + "1" + "]" * levels
+    for adapter in ("json", "yaml"):
+        path = echo_pipeline(project, adapter=adapter)
+        (project.root / f"in.{adapter}").write_text(f'[{{"n": {value}}}]' if adapter == "json" else f"- n: {value}\n")
+        result = cli("run", str(path), "--input", f"in.{adapter}", "--out", f"out-{adapter}-{levels}")
+        assert (result.exit_code == 2 and "nested too deeply (more than 200 levels)" in result.output) is refused, \
+            (adapter, result.output[-300:])
+
+
+def test_a_prompt_file_not_utf8_or_breaking_the_parser_is_a_message_at_its_line(project, cli):
+    """(review) A prompt file that is not UTF-8 was a UnicodeDecodeError traceback in validate;
+    a huge number or deep brackets in one were reported at line 1 wherever they were."""
+    (project.root / "prompts").mkdir(exist_ok=True)
+    (project.root / "prompts" / "latin1.j2").write_bytes(b"Judge caf\xe9 {{ item.n }}\n")
+    (project.root / "prompts" / "big.j2").write_text("Judge\n{{ item.n }}\n{{ " + BIG + " }}\n")
+    (project.root / "prompts" / "deep.j2").write_text("Judge\n\n\n{{ " + "(" * 400 + "item.n" + ")" * 400 + " }}\n")
+    for name, says in (("latin1.j2", "latin1.j2:1:10: not UTF-8 text (byte 0xe9)"),
+                       ("big.j2", "prompt template 'big.j2' line 3: a number of more than 4300 digits"),
+                       ("deep.j2", "prompt template 'deep.j2' line 4: nested too deeply for the template parser")):
+        path = project.pipeline(f"""
+            version: 1
+            name: t
+            models: {{m: {{model: scripted/m}}}}
+            steps: [{{id: ask, uses: llm, with: {{model: m, prompt: {name}}}}}]
+            """)
+        result = cli("validate", str(path))
+        assert result.exit_code == 2 and says in result.output, result.output[-300:]
 
 
 def test_runner_list_names_each_unreadable_pipeline_and_goes_on(project, cli):

@@ -18,7 +18,7 @@ from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
 from runner.errors import InputError, Problem, unknown
-from runner.fileio import read_json
+from runner.fileio import read_json, read_text
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
 from runner.pipeline.examples import EXAMPLE_STEPS
 from runner.pipeline.files import display
@@ -245,8 +245,11 @@ class Checker:
             self.add(path, f"prompt template '{name}' not found ({display(file)})")
             return
         try:
-            source = file.read_text(encoding="utf-8")
+            source = read_text(file)
             tree = templating.parse_source(source, False)
+        except InputError as exc:         # not UTF-8 (the line and byte), or past the size runner reads
+            self.add(path, f"prompt template '{name}': {exc}")
+            return
         except jinja2.TemplateSyntaxError as exc:
             self.add(path, f"prompt template '{name}' line {exc.lineno}: {exc.message}")
             return

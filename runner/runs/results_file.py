@@ -73,13 +73,13 @@ def line_index(line: str) -> int:
 
 
 def result_lines(path: Path) -> Iterator[str]:
-    """The non-blank lines of a results file, each ending in a newline (none when it is missing).
-    Bytes that are not UTF-8 (a damaged file) are read as U+FFFD: these lines are ordered and
-    merged by their index; what reads their values (ResultsView, strict) names such a line."""
+    """The non-blank lines of a results file, each ending in a newline (none when it is missing);
+    a line that is not UTF-8 (a damaged file) is an InputError naming it, never rewritten."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    line = decode(raw, str(path), number)
                     yield line if line.endswith("\n") else line + "\n"
     except FileNotFoundError:
         return
@@ -222,7 +222,7 @@ def merge_parent(path: Path, parent: Path) -> Counter[str]:
 def _error_of(line: str) -> str | None:
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     error = value.get("error") if isinstance(value, dict) else None
     return " ".join(str(error).split()) if error else None

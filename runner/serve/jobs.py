@@ -263,17 +263,18 @@ def input_format(pipeline: Pipeline, path: Path) -> str | None:
 
 
 def check_input(pipeline: Pipeline, path: Path) -> None:
-    """ApiError(400) when the job's input cannot be read at all (a CSV upload without a usable
-    header, or without a column its `with.types` names), as `runner run` refuses it before
-    the first item; a row that cannot be read is that item's error when the job runs."""
+    """ApiError(400) when the job's input cannot be read at all, as `runner run` refuses it before
+    the first item: a CSV upload without a usable header or without a column its `with.types`
+    names, a JSON or YAML upload that is not valid (read whole, here in a thread and again by the
+    run); a row or line that cannot be read is that item's error when the job runs."""
     adapter = input_format(pipeline, path)
-    if adapter != "csv":
+    if adapter not in ("csv", "json", "yaml"):
         return
-    options = pipeline.input.options if pipeline.adapter == "csv" else {}
+    options = pipeline.input.options if pipeline.adapter == adapter else {}
     try:
         records = iter_records(adapter, path, options)
     except InputError as exc:
-        raise ApiError(400, str(exc).replace(str(path), "the CSV upload")) from None
+        raise ApiError(400, str(exc).replace(str(path), f"the {adapter.upper()} upload")) from None
     getattr(records, "close", lambda: None)()
 
 

@@ -10,6 +10,7 @@ import json
 import math
 import re
 import string
+import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sized
 from functools import wraps
 from typing import Any
@@ -19,6 +20,8 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
+
+from runner.fileio import TOO_MANY_DIGITS
 
 MAX_ELEMENTS = 10_000_000         # characters of a string, elements of a list
 # Digits of an integer: under the 4,300 `sys.get_int_max_str_digits()` lets int -> str write, so
@@ -307,3 +310,17 @@ class ReadOnlySandbox(BoundedSandbox):
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         return super().is_safe_attribute(obj, attr, value) and not modifies_known_mutable(obj, attr)
+
+
+def past_the_parser(source: str, exc: ValueError | RecursionError) -> jinja2.TemplateSyntaxError:
+    """What Jinja's parser could not take, at its line: an integer literal past Python's digit
+    limit (a ValueError), or brackets nested past its recursion (a few hundred levels)."""
+    if isinstance(exc, RecursionError):
+        depth = deepest = at = 0
+        for position, char in enumerate(source):
+            depth += (char in "([{") - (char in ")]}")
+            if depth > deepest:
+                deepest, at = depth, position
+        return jinja2.TemplateSyntaxError("nested too deeply for the template parser", source.count("\n", 0, at) + 1)
+    number = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1},}}", source)
+    return jinja2.TemplateSyntaxError(TOO_MANY_DIGITS, source.count("\n", 0, number.start()) + 1 if number else 1)

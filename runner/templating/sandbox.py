@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import sys
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -34,6 +33,7 @@ from runner.templating.limits import (
     bounded_json,
     bounded_lipsum,
     guard_filters,
+    past_the_parser,
 )
 from runner.templating.step_results import Empty, Result, ResultList, SkippedList
 from runner.text.sentences import split_sentences
@@ -350,11 +350,8 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
     process, shared by every check that reads it (none changes it)."""
     try:
         return _PARSE_ENV.parse("{{ " + source + " }}" if bare else source)
-    except ValueError:          # an integer literal past Python's digit limit for reading one
-        raise jinja2.TemplateSyntaxError(f"a number of more than {sys.get_int_max_str_digits()} digits, past what "
-                                         "runner reads", 1) from None
-    except RecursionError:      # Jinja's parser recurses: a few hundred nested brackets exhaust it
-        raise jinja2.TemplateSyntaxError("nested too deeply for the template parser", 1) from None
+    except (ValueError, RecursionError) as exc:     # a number past the digit limit, brackets nested too deeply
+        raise past_the_parser(source, exc) from None
 
 
 _PARSE_ENV = make_environment()

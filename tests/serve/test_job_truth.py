@@ -145,6 +145,21 @@ def test_a_json_or_yaml_upload_is_read_by_the_adapter_its_name_says(served_proje
     assert done["status"] == "succeeded" and got == expected and len(got) == 2, (done, got)
 
 
+@pytest.mark.parametrize("name, text, says", [
+    ("rows.yaml", "- {id: 1\n- {id: 2}\n", "the YAML upload:2:"),
+    ("rows.json", '[{"id": 1}, {"id": ]', "the JSON upload:1:20: not valid JSON"),
+])
+def test_a_json_or_yaml_upload_that_cannot_be_read_is_refused_when_sent(served_project, name, text, says):
+    """(review) Such an upload was accepted (202), then its job failed naming the server's own
+    path to it; it is refused at once, as a CSV upload without a header is."""
+    served_project.pipeline(TRIAGE.replace('adapter: csv, with: {types: {urgent: boolean, score: number}, '
+                                           'delimiter: ";"}', "adapter: yaml"), "triage.yaml")
+    with make_client(served_project.root, scripted_model()) as client:
+        refused = client.post("/v1/pipelines/triage/jobs", files={"file": (name, text.encode())})
+    assert refused.status_code == 400 and says in refused.json()["error"], refused.text
+    assert str(served_project.root) not in refused.text
+
+
 def test_issue_63_s8_a_csv_cell_over_the_field_limit_is_an_item_error(served_project):
     """S8: a 200 KB quoted cell (over the csv module's field limit) is that row's error; the
     other rows are judged; never a 500."""
