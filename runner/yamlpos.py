@@ -123,8 +123,10 @@ def compose(text: str) -> yaml.Node | None:
         if sum(text.count(c) for c in NESTING_CHARS) >= C_NESTING_BOUND:
             _within_recursion_limit(text, C_COMPOSER)
         return yaml.compose(text, Loader=C_COMPOSER)
-    except (yaml.YAMLError, UnicodeEncodeError):      # PyYAML's own parser words the error (the messages users
-        return yaml.compose(text, Loader=yaml.SafeLoader)   # know); a lone surrogate (a flag's bytes not UTF-8) too
+    # PyYAML's own parser words the error (the messages users know), and a lone surrogate (a
+    # command-line argument's bytes that are not UTF-8), which libyaml cannot encode, too
+    except (yaml.YAMLError, UnicodeEncodeError):
+        return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
 def _within_recursion_limit(text: str, loader: type[yaml.CSafeLoader]) -> None:
