@@ -38,8 +38,8 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
     refusal, each with its JSON path) when it cannot be imported whole."""
     data = read_json(file)
     criteria, prefix = _criteria(data, file)
-    present = {kind for kind in (grader.get("type") for grader in criteria if isinstance(grader, dict))
-               if isinstance(kind, str)}
+    kinds = [grader.get("type") for grader in criteria if isinstance(grader, dict)]
+    present = {kind for kind in kinds if isinstance(kind, str)}
     unmatched = [kind for kind in skip if kind not in present]
     if unmatched:
         raise RunnerError(f"--skip {unmatched[0]}: no grader of that type in {file} (its types: "

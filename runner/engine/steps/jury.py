@@ -178,8 +178,10 @@ def _verdicts(schema: Any, vote: Any) -> Any:
     extra = [rule["on_tie"], rule["on_all_failed"]]
     if rule["method"] in NUMERIC or any(is_template(value) for value in extra):
         return OPEN
-    values = list(schema["enum"])          # compared, not hashed: an enum may hold lists and objects
-    values += [value for n, value in enumerate(extra) if value not in values and value not in extra[:n]]
+    values = list(schema["enum"])
+    for value in extra:                    # compared, not hashed: an enum may hold lists and objects
+        if value not in values:
+            values.append(value)
     return {**schema, "enum": values}
 
 
