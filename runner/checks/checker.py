@@ -83,7 +83,7 @@ class Checker:
         for where, message in [*result_field_problems(self.data), *zero_temperature_repeats(self.data),
                                *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
-        return self.problems + self.text.problems + self.text.needs()
+        return self.problems + self.text.problems + list(self.text.needs.values())
 
     def _check_model(self, name: str, spec: Any, names: set[str]) -> None:
         """A model's templates; one disabled in the file needs no variable, one enabled by a

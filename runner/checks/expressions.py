@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -21,7 +20,7 @@ import jinja2
 from jinja2 import meta, nodes
 
 import runner.templating.sandbox as templating
-from runner.checks.env_needs import need_message, needed
+from runner.checks.env_needs import guarded, need_message
 from runner.checks.result_shapes import check_read, step_field_reads
 from runner.checks.semantics import comparison_problems
 from runner.checks.static_values import Resolver
@@ -52,14 +51,10 @@ class ExpressionChecks:
         self.resolver = Resolver(params, result_shape, located.data.get("output") or {}, all_ids)
         self.problems: list[Problem] = []
         self.env_guards: set[str] = set()       # env names the enclosing step's `if` or model's `enabled` tests
-        self._needs: dict[str, Problem] = {}      # env name -> the first place that needs it
+        self.needs: dict[str, Problem] = {}      # an unset env name a template needs -> its first place
 
     def add(self, path: DataPath, message: str) -> None:
         self.problems.append(self.located.problem(path, message))
-
-    def needs(self) -> list[Problem]:
-        """One problem per unset variable a template needs, at its first place."""
-        return list(self._needs.values())
 
     def strings(self, value: Any, path: DataPath, names: set[str], seen: set[str], bare: bool = False) -> None:
         """Every template in a YAML value (and the value itself as a bare expression when `bare`)."""
@@ -89,26 +84,29 @@ class ExpressionChecks:
         unknowns = list(unknown_callables(tree, self.prompt_env))
         for line, message in unknowns:
             self.add(path, at(line) + message)
-        for named in referenced_templates(tree, self.prompt_env):
-            where = f"{at(named.line) or prefix}{named.keyword} '{named.name}': "
-            if named.problem is not None:
-                self.add(path, where + named.problem)
-            elif named.tree is not None and named.name not in chain:
-                self.tree(named.tree, path, names if named.shares_context else set(), seen, where,
-                          (*chain, named.name))
-        known_globals = set(self.prompt_env.globals)
+        for node in templating.find_all(tree, tuple(_KEYWORDS)):     # a name built at render time is checked then
+            if not (isinstance(node.template, nodes.Const) and isinstance(node.template.value, str)):
+                continue
+            name, keyword = node.template.value, _KEYWORDS[type(node)]
+            where = f"{at(node.lineno) or prefix}{keyword} '{name}': "
+            included = included_template(self.prompt_env, name, getattr(node, "ignore_missing", False))
+            if isinstance(included, str):
+                self.add(path, where + included)
+            elif included is not None and name not in chain:
+                shares = keyword == "extends" or getattr(node, "with_context", False)
+                self.tree(included, path, names if shares else set(), seen, where, (*chain, name))
         try:
             free = free_names(tree)
         except jinja2.TemplateSyntaxError as exc:     # Jinja's own compile-time checks
             if not unknowns:
                 self.add(path, f"{prefix}template error: {exc.message}")
             free = frozenset()
-        for name in sorted(free - names - known_globals):
+        for name in sorted(free - names - set(self.prompt_env.globals)):
             self.add(path, prefix + self._undefined(name, names))
         if "steps" in names:
             self._step_reads(tree, path, seen, prefix)
         if "params" in names:
-            for ref, _ in templating.attribute_refs(tree, "params"):
+            for ref in templating.attribute_refs(tree, "params"):
                 if ref not in self.params:
                     self.add(path, prefix + unknown("param", ref, self.params, "params"))
         if "env" in names:
@@ -125,7 +123,7 @@ class ExpressionChecks:
             f"undefined name '{name}' (in scope: {', '.join(sorted(names))})"
 
     def _step_reads(self, tree: Any, path: DataPath, seen: set[str], prefix: str) -> None:
-        for ref, _ in templating.attribute_refs(tree, "steps"):
+        for ref in templating.attribute_refs(tree, "steps"):
             if ref in seen:
                 continue
             if ref in self.all_ids:
@@ -142,14 +140,14 @@ class ExpressionChecks:
                 self.add(path, prefix + problem)
 
     def _env_reads(self, tree: Any, path: DataPath, prefix: str) -> None:
-        for ref, _ in templating.attribute_refs(tree, "env"):
+        safe = guarded(tree) | self.env_guards
+        for ref in templating.attribute_refs(tree, "env"):
             if ref not in self.env_names:
                 self.add(path, f"{prefix}env.{ref} is not declared: add '{ref}' to the pipeline's `env:` list")
-        for name in needed(tree, self.env_guards):
-            if name in self.env_names and name not in os.environ:
-                problem = self.located.problem(path, prefix + need_message(name))
-                if name not in self._needs or problem.order < self._needs[name].order:
-                    self._needs[name] = problem
+            elif ref not in safe and ref not in os.environ:
+                problem = self.located.problem(path, prefix + need_message(ref))
+                if ref not in self.needs or problem.order < self.needs[ref].order:
+                    self.needs[ref] = problem
 
 
 @lru_cache(maxsize=4096)
@@ -167,63 +165,34 @@ def free_names(tree: nodes.Template) -> frozenset[str]:
 
 def unknown_callables(tree: nodes.Template, env: jinja2.Environment) -> Iterator[tuple[int, str]]:
     """(template line, message) for each filter or test name the environment does not know."""
+    tables: dict[str, Mapping[str, Any]] = {"filter": env.filters, "test": env.tests}
     for node in templating.find_all(tree, (nodes.Filter, nodes.Test)):
-        is_filter = isinstance(node, nodes.Filter)
-        known: Mapping[str, Any] = env.filters if is_filter else env.tests
-        if node.name not in known:
-            yield node.lineno, unknown("filter" if is_filter else "test", node.name, known)
+        kind = "filter" if isinstance(node, nodes.Filter) else "test"
+        if node.name not in tables[kind]:
+            yield node.lineno, unknown(kind, node.name, tables[kind])
             continue
-        named = _NAMED_CALLABLES.get(node.name) if is_filter else None
-        if named is None or any(keyword.key == "attribute" for keyword in node.kwargs):
-            continue
-        position, kind = named
-        argument = node.args[position] if len(node.args) > position else None
-        if isinstance(argument, nodes.Const) and isinstance(argument.value, str):
-            table: Mapping[str, Any] = env.filters if kind == "filter" else env.tests
-            if argument.value not in table:
-                yield node.lineno, unknown(kind, argument.value, table)
+        position, named = _NAMED_CALLABLES.get(node.name, (0, "")) if kind == "filter" else (0, "")
+        argument = node.args[position] if named and len(node.args) > position else None
+        if isinstance(argument, nodes.Const) and isinstance(argument.value, str) and \
+                argument.value not in tables[named] and not any(pair.key == "attribute" for pair in node.kwargs):
+            yield node.lineno, unknown(named, argument.value, tables[named])
 
 
-@dataclass
-class Reference:
-    """A template another one names: found and parsed, or what is wrong with it."""
-
-    keyword: str             # include, import or extends
-    name: str
-    line: int                # in the template that names it
-    shares_context: bool     # sees the names of the template that names it
-    tree: nodes.Template | None = None
-    problem: str | None = None
-
-
-def referenced_templates(tree: nodes.Template, env: jinja2.Environment) -> Iterator[Reference]:
-    """Every template named by a literal in `include`, `import` or `extends` (a name built at
-    render time is checked when it renders)."""
-    for node in templating.find_all(tree, tuple(_KEYWORDS)):
-        target = getattr(node, "template", None)
-        if not (isinstance(target, nodes.Const) and isinstance(target.value, str)):
-            continue
-        keyword = _KEYWORDS[type(node)]
-        shares = keyword == "extends" or bool(getattr(node, "with_context", False))
-        reference = Reference(keyword, str(target.value), node.lineno, shares)
-        try:
-            if env.loader is None:
-                raise jinja2.TemplateNotFound(target.value)
-            source = env.loader.get_source(env, target.value)[0]
-        except jinja2.TemplateNotFound:
-            if not getattr(node, "ignore_missing", False):
-                reference.problem = "not found in the prompts folder"
-                yield reference
-            continue
-        except (OSError, UnicodeDecodeError) as exc:
-            reference.problem = f"unreadable ({type(exc).__name__})"
-            yield reference
-            continue
-        try:
-            reference.tree = templating.parse_source(source, False)
-        except jinja2.TemplateSyntaxError as exc:
-            reference.problem = f"line {exc.lineno}: {exc.message}"
-        yield reference
+def included_template(env: jinja2.Environment, name: str, ignore_missing: bool) -> nodes.Template | str | None:
+    """The template an `include`, `import` or `extends` names, parsed; or what is wrong with it
+    (None: missing, as `ignore missing` allows)."""
+    try:
+        if env.loader is None:
+            raise jinja2.TemplateNotFound(name)
+        source = env.loader.get_source(env, name)[0]
+    except jinja2.TemplateNotFound:
+        return None if ignore_missing else "not found in the prompts folder"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"unreadable ({type(exc).__name__})"
+    try:
+        return templating.parse_source(source, False)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {exc.message}"
 
 
 def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]]:
@@ -242,7 +211,7 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
             tree = templating.parse_source(expression, bare)
         except jinja2.TemplateSyntaxError:
             continue            # said by the template checks
-        for field, _ in templating.attribute_refs(tree, "result"):
+        for field in templating.attribute_refs(tree, "result"):
             if field not in fields:
                 yield ("summary", "rates", name), f"result.{field}: " + unknown("output field", field, fields,
                                                                                   "output fields")

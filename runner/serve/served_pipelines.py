@@ -170,7 +170,7 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
                 continue
             for root, found in names.items():
                 if root:
-                    found.update(name for name, _ in attribute_refs(tree, root))
+                    found.update(attribute_refs(tree, root))
     described: dict[str, Any] = {"adapter": pipeline.adapter}
     if namespaces:          # a record is a mapping of these names (e.g. an OpenAI Evals row's item and sample)
         described["namespaces"] = {name: sorted(names[name]) for name in namespaces}

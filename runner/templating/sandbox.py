@@ -383,14 +383,10 @@ def attribute_chain(node: nodes.Node) -> tuple[nodes.Node, list[str | None]]:
     return node, chain[::-1]
 
 
-def attribute_refs(tree: nodes.Node, root: str) -> Iterator[tuple[str, int]]:
-    """Names read as `root.X` or `root['X']` (with their template line)."""
+def attribute_refs(tree: nodes.Node, root: str) -> Iterator[str]:
+    """Names read as `root.X` or `root['X']`."""
     for node in find_all(tree, (nodes.Getattr, nodes.Getitem)):
-        target = getattr(node, "node", None)
-        if not (isinstance(target, nodes.Name) and target.name == root):
-            continue
-        if isinstance(node, nodes.Getattr):
-            yield node.attr, node.lineno
-        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) \
-                and isinstance(node.arg.value, str):
-            yield node.arg.value, node.lineno
+        if isinstance(node.node, nodes.Name) and node.node.name == root:
+            name = attribute_chain(node)[1][0]
+            if name is not None:
+                yield name
