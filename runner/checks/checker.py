@@ -13,7 +13,7 @@ import jinja2
 import runner.templating.sandbox as templating
 from runner.checks.env_needs import mentioned_in
 from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, result_field_problems
-from runner.checks.json_schema import not_a_schema, schema_problems
+from runner.checks.json_schema import leaves, not_a_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
@@ -212,7 +212,7 @@ class Checker:
         its models all disabled, a quorum no jury can reach, a foreach over a single value
         (runner/checks/semantics.py)."""
         for key in info.model_fields:
-            entries = list(_names_in(args.get(key)))
+            entries = _names_in(args.get(key))
             for index, name in entries:
                 if name not in self.models:
                     self.add((*path, "with", key) + ((index,) if index is not None else ()),
@@ -234,7 +234,7 @@ class Checker:
             value = args.get(key)
             if isinstance(value, str) and not templating.is_template(value):
                 self._check_schema_file(value, (*path, "with", key))
-            elif isinstance(value, dict) and not _holds_template(value):
+            elif isinstance(value, dict) and not any(map(templating.is_template, leaves(value))):   # made at run time
                 error = not_a_schema(value)
                 if error is not None:
                     self.add((*path, "with", key), f"not a valid JSON Schema: {error}")
@@ -294,15 +294,6 @@ def verdict_values(pipeline: Pipeline) -> list[str] | None:
     return verdicts_of(pipeline.located.data, checker.text.resolver)
 
 
-def _holds_template(value: Any) -> bool:
-    """Whether a template is written anywhere in `value` (an inline schema made at run time)."""
-    if isinstance(value, dict):
-        return any(_holds_template(inner) for inner in value.values())
-    if isinstance(value, list):
-        return any(_holds_template(inner) for inner in value)
-    return isinstance(value, str) and templating.is_template(value)
-
-
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:
     """A prompt field's texts: itself, or each message's `content` (an llm step's `messages`)."""
     if not isinstance(value, list):
@@ -310,10 +301,6 @@ def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]
     return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
 
 
-def _names_in(value: Any) -> Iterator[tuple[int | None, str]]:
-    if isinstance(value, str) and not templating.is_template(value):
-        yield None, value
-    elif isinstance(value, list):
-        for index, entry in enumerate(value):
-            if isinstance(entry, str) and not templating.is_template(entry):
-                yield index, entry
+def _names_in(value: Any) -> list[tuple[int | None, str]]:
+    entries = enumerate(value) if isinstance(value, list) else [(None, value)]
+    return [(index, name) for index, name in entries if isinstance(name, str) and not templating.is_template(name)]

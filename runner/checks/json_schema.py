@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,21 +84,24 @@ def not_a_schema(schema: Any) -> str | None:
     try:
         text = json.dumps(schema, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
-        bad = _not_json(schema)
+        bad: Any = next((leaf for leaf in leaves(schema) if not _is_json(leaf)), None)
         if hasattr(bad, "isoformat"):
             return f"it holds {bad.isoformat()}, a date or time, which is not a JSON value (in YAML: quote it)"
         return f"it holds {bad!r}, which is not a JSON value"
     return _not_a_schema(text)
 
 
-def _not_json(value: Any) -> Any:
-    """The first value inside `value` that JSON cannot hold (None when there is none)."""
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        return next((inner for inner in map(_not_json, value) if inner is not None), None)
-    ok = value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
-    return None if ok else value
+def leaves(value: Any) -> Iterator[Any]:
+    """Every value inside mappings and lists, however deep, that is neither."""
+    if isinstance(value, (dict, list)):
+        for inner in value.values() if isinstance(value, dict) else value:
+            yield from leaves(inner)
+    else:
+        yield value
+
+
+def _is_json(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
 
 
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
@@ -166,16 +170,6 @@ def param_problems(located: Located) -> list[Problem]:
             continue
         problems.extend(schema_problems(located, params[name], schema, ("params", name)))
     for name, value in params.items():
-        if _holds_nan(value):     # NaN passes every minimum and maximum: never a usable tunable
-            problems.append(located.problem(("params", name), "NaN is not a usable value"))
+        if any(isinstance(leaf, float) and math.isnan(leaf) for leaf in leaves(value)):
+            problems.append(located.problem(("params", name), "NaN is not a usable value"))   # passes every bound
     return problems
-
-
-def _holds_nan(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isnan(value)
-    if isinstance(value, dict):
-        return any(_holds_nan(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_holds_nan(v) for v in value)
-    return False

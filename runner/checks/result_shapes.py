@@ -159,7 +159,7 @@ def as_result(value: Any) -> Any:
     """A step's value as later steps read it (`skipped` false); other values as they are."""
     if isinstance(value, dict) and not isinstance(value, (Result, Empty)):
         return Result(value)
-    if isinstance(value, list) and not isinstance(value, (ResultList, SkippedList)):
+    if isinstance(value, list) and not isinstance(value, ResultList):
         return ResultList(value)
     return value
 

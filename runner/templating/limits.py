@@ -5,13 +5,12 @@ allocating 2.5 GB)."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
 import string
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sized
 from functools import wraps
 from typing import Any
 
@@ -166,27 +165,41 @@ FILTER_SIZES: dict[str, Callable[..., int]] = {
 }
 
 
-def bounded_json(value: Any, indent: int | None) -> str:
-    """`json.dumps(value, indent=indent)`, refused once it passes MAX_ELEMENTS characters
-    (an indent repeats on every line, so a small value can print huge)."""
+def bounded_join(chunks: Iterable[str], what: str) -> str:
+    """The chunks of a rendered text or a JSON dump joined, refused once they pass MAX_ELEMENTS
+    characters (nested loops, or an indent repeated on every line, build gigabytes quickly)."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_ELEMENTS:
+            raise SecurityError(f"{what} would pass {MAX_ELEMENTS:,} characters")
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def tojson(value: Any, indent: int | None = None) -> str:
+    """JSON text of a value, with non-ASCII characters kept as they are."""
+    # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
     if indent is not None:
         refuse_if_huge("tojson's indent", (indent, MAX_JSON_INDENT, "spaces"))
-    chunks, size = [], 0
-    for chunk in json.JSONEncoder(ensure_ascii=False, indent=indent, default=str).iterencode(value):
-        size += len(chunk)
-        refuse_if_huge("tojson", (size, MAX_ELEMENTS, "characters"))
-        chunks.append(chunk)
-    return "".join(chunks)
+    return bounded_join(json.JSONEncoder(ensure_ascii=False, indent=indent, default=str).iterencode(value), "tojson")
 
 
-def guard_filters(filters: dict[str, Callable[..., Any]]) -> None:
-    """Replace each size-building filter by one that refuses a huge result before running."""
+def guard(env: jinja2.Environment) -> None:
+    """Replace each size-building filter, and lipsum(), by one that refuses a huge result before running."""
     for name, size in FILTER_SIZES.items():
-        if name in filters:
-            filters[name] = _guarded(f"filter '{name}'", filters[name], size)
+        if name in env.filters:
+            env.filters[name] = _guarded(f"filter '{name}'", env.filters[name], size, MAX_ELEMENTS, "elements")
+    env.globals["lipsum"] = _guarded("lipsum()", env.globals["lipsum"], _lipsum_words,  # type: ignore[arg-type]
+                                     MAX_LIPSUM_WORDS, "words")
 
 
-def _guarded(what: str, function: Callable[..., Any], size: Callable[..., int]) -> Callable[..., Any]:
+def _lipsum_words(n: Any = 5, html: Any = True, min: Any = 20, max: Any = 100) -> int:   # Jinja's arguments
+    return n * max if isinstance(n, int) and isinstance(max, int) else 0
+
+
+def _guarded(what: str, function: Callable[..., Any], size: Callable[..., int], limit: int,
+             unit: str) -> Callable[..., Any]:
     skip = 1 if getattr(function, "jinja_pass_arg", None) is not None else 0
 
     @wraps(function)
@@ -196,23 +209,9 @@ def _guarded(what: str, function: Callable[..., Any], size: Callable[..., int]) 
         try:
             estimate = size(*args[skip:], **kwargs)
         except (TypeError, ValueError):
-            estimate = 0             # bad arguments: the filter itself says what is wrong
-        refuse_if_huge(what, (estimate, MAX_ELEMENTS, "elements"))
+            estimate = 0             # bad arguments: the function itself says what is wrong
+        refuse_if_huge(what, (estimate, limit, unit))
         return function(*args, **kwargs)
-    return checked
-
-
-def bounded_lipsum(lipsum: Callable[..., str]) -> Callable[..., str]:
-    signature = inspect.signature(lipsum)
-
-    @wraps(lipsum)
-    def checked(*args: Any, **kwargs: Any) -> str:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        n, most = bound.arguments["n"], bound.arguments["max"]
-        if isinstance(n, int) and isinstance(most, int):
-            refuse_if_huge("lipsum()", (n * most, MAX_LIPSUM_WORDS, "words"))
-        return lipsum(*args, **kwargs)
     return checked
 
 

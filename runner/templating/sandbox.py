@@ -27,15 +27,14 @@ from runner.paths import OK, resolve_inside
 from runner.templating.compiled import compiled_code
 from runner.templating.filters import BUILTIN_FILTERS, FilterTable
 from runner.templating.limits import (
-    MAX_ELEMENTS,
     BoundedSandbox,
     ReadOnlySandbox,
-    bounded_json,
-    bounded_lipsum,
-    guard_filters,
+    bounded_join,
+    guard,
     past_the_parser,
+    tojson,
 )
-from runner.templating.step_results import Empty, Result, ResultList, SkippedList
+from runner.templating.step_results import Empty, Result, ResultList
 from runner.text.sentences import split_sentences
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
@@ -118,12 +117,6 @@ def mean(values: Any, attribute: str | None = None, digits: int | None = None) -
         return None
     average = math.fsum(numbers) / len(numbers)
     return round(average, digits) if digits is not None else average
-
-
-def tojson(value: Any, indent: int | None = None) -> str:
-    """JSON text of a value, with non-ASCII characters kept as they are."""
-    # Jinja's own tojson HTML-escapes <, >, & and ': wrong for prompts.
-    return bounded_json(value, indent)
 
 
 _JSON_TYPES = {"str": "string", "string": "string", "text": "string", "int": "integer", "integer": "integer",
@@ -232,9 +225,8 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
     env = sandbox(undefined=StrictChainableUndefined, loader=loader, autoescape=False,
                          keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters.update(RUNNER_FILTERS)
-    guard_filters(env.filters)
+    guard(env)
     env.filters = FilterTable(env.filters)
-    env.globals["lipsum"] = bounded_lipsum(env.globals["lipsum"])  # type: ignore[arg-type]
     from runner.text.quotes import quote_match_function
     env.globals["quote_match"] = quote_match_function
     env.globals["now"] = now
@@ -266,7 +258,7 @@ class Renderer:
                 compiled = TemplateExpression(template, undefined_to_none=False)
                 fn = lambda scope, c=compiled: _defined(c(scope))  # noqa: E731
             else:
-                fn = lambda scope, t=template: bounded_text(t, scope)  # noqa: E731
+                fn = lambda scope, t=template: bounded_join(t.generate(scope), "the text")  # noqa: E731
             self._compiled[key] = fn
         return fn
 
@@ -287,22 +279,7 @@ class Renderer:
         return bool(expr)
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
-        return bounded_text(self.env.get_template(name), scope)
-
-
-def bounded_text(template: jinja2.Template, scope: Mapping[str, Any]) -> str:
-    """A template's text, refused once it passes MAX_ELEMENTS characters (nested loops
-    could otherwise build gigabytes before anything else noticed)."""
-    chunks, size = [], 0
-    for chunk in template.generate(scope):
-        size += len(chunk)
-        if size > MAX_ELEMENTS:
-            raise SecurityError(f"the text would pass {MAX_ELEMENTS:,} characters")
-        chunks.append(chunk)
-    return "".join(chunks)
-
-
-STEP_VALUES = (Result, ResultList, Empty, SkippedList)
+        return bounded_join(self.env.get_template(name).generate(scope), "the text")
 
 
 def _defined(value: Any) -> Any:
@@ -313,7 +290,7 @@ def _defined(value: Any) -> Any:
     pending, seen = [value], set()
     while pending:
         current = pending.pop()
-        if isinstance(current, STEP_VALUES):
+        if isinstance(current, (Result, ResultList, Empty)):
             continue                      # a step's value, read as it is: runner made it whole
         if isinstance(current, (dict, list, tuple)):
             if id(current) not in seen:

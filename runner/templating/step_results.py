@@ -36,7 +36,7 @@ class Skipped(Empty):
     skipped = True
 
 
-class SkippedList(list[Any]):
+class SkippedList(ResultList):
+    """What a skipped step whose result is a list reads as: empty, `skipped` true."""
+
     skipped = True
-    calls = 0
-    attempts = 0
