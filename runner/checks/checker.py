@@ -33,28 +33,18 @@ SUMMARY_NAMES = {"result", "results", "counts", "total"}   # `result` in a rate;
 OUTPUT_NAMES = {"duration_ms", "llm_calls"}   # the item's run time and LLM calls, known once its steps are done
 
 
-class Checker:
+class Checker(ExpressionChecks):
     """Static checks that need more than the schema."""
 
     def __init__(self, located: Located, infos: Mapping[str, StepInfo], project_dir: Path):
-        self.located = located
-        self.infos = infos
-        self.data: dict[str, Any] = located.data
         self.prompts_dir = project_dir / "prompts"
+        super().__init__(located, templating.make_environment(self.prompts_dir))
+        self.infos = infos
         self.schemas_dir = project_dir / "schemas"
-        self.problems: list[Problem] = []
-        self.params = self.data.get("params", {}) or {}
         self.models = self.data.get("models", {}) or {}
-        self.all_ids: dict[str, DataPath] = {}
         self.step_data: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.shapes = ShapeContext(self.schemas_dir, self._sub_results)
-        output = self.data.get("output") if isinstance(self.data.get("output"), dict) else {}
-        self.text = ExpressionChecks(located, templating.make_environment(self.prompts_dir), self.params,
-                                     set(self.data.get("env", []) or []), self.all_ids, self.result_shape, set(output))
-
-    def add(self, path: DataPath, message: str, *, key: bool = False) -> None:
-        self.problems.append(self.located.problem(path, message, key=key))
 
     def run(self) -> list[Problem]:
         self.collect_ids(self.data["steps"], ("steps",))
@@ -67,23 +57,23 @@ class Checker:
             self._check_model(name, spec, base - {"steps", "item"} | ({parent_as} if parent_as else set()))
         base |= set((self.data.get("input") or {}).get("namespaces") or [])     # every item's names
         if "concurrency" in self.data:
-            self.text.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
+            self.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
         every_step = set(self.all_ids)
         for key in ("output", "output_base"):
             if key in self.data:
-                self.text.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
+                self.strings(self.data[key], (key,), base | OUTPUT_NAMES, every_step)
         if "summary" in self.data:
             self._check_summary(self.data["summary"])
         if self.data.get("memo"):
             self._check_memo(self.data["memo"], base - {"steps"}, base | {"result"}, every_step)
         if self.data.get("tracing"):
             self._check_tracing(self.data["tracing"])
-        verdicts = verdicts_of(self.data, self.text.resolver)
+        verdicts = verdicts_of(self.data, self.resolver)
         for where, message in [*result_field_problems(self.data), *zero_temperature_repeats(self.data),
                                *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
-        return self.problems + self.text.problems + list(self.text.needs.values())
+        return self.problems + list(self.needs.values())
 
     def _check_model(self, name: str, spec: Any, names: set[str]) -> None:
         """A model's templates; one disabled in the file needs no variable, one enabled by a
@@ -91,35 +81,35 @@ class Checker:
         if not isinstance(spec, dict):
             return
         enabled = spec.get("enabled", True)
-        self.text.env_guards = set(self.text.env_names) if enabled is False else mentioned_in(enabled)
-        self.text.strings(spec, ("models", name), names, set())
-        self.text.env_guards = set()
+        self.env_guards = set(self.env_names) if enabled is False else mentioned_in(enabled)
+        self.strings(spec, ("models", name), names, set())
+        self.env_guards = set()
 
     def _check_summary(self, summary: dict[str, Any]) -> None:
         """Each part in its own scope: a rate or `pass_when` sees one result; `fields` see the
         counts, the rates and the fields before them; assessment rules see all of those."""
         one_result = {"params", "env", "run", "result"}
         for name, expression in (summary.get("rates") or {}).items():
-            self.text.strings(expression, ("summary", "rates", name), one_result, set(), bare=True)
+            self.strings(expression, ("summary", "rates", name), one_result, set(), bare=True)
         if "pass_when" in summary:
-            self.text.strings(summary["pass_when"], ("summary", "pass_when"), one_result, set(), bare=True)
+            self.strings(summary["pass_when"], ("summary", "pass_when"), one_result, set(), bare=True)
         computed = {"params", "env", "run", "errors"} | SUMMARY_NAMES - {"result"}
         computed |= set(summary.get("rates") or {}) | {f"{name}_count" for name in summary.get("rates") or {}}
         for name, expression in (summary.get("fields") or {}).items():
-            self.text.strings(expression, ("summary", "fields", name), computed, set())
+            self.strings(expression, ("summary", "fields", name), computed, set())
             computed.add(name)
-        self.text.strings(summary.get("assessment"), ("summary", "assessment"), computed, set())
+        self.strings(summary.get("assessment"), ("summary", "assessment"), computed, set())
 
     def _check_memo(self, memo: dict[str, Any], before: set[str], after: set[str], every_step: set[str]) -> None:
         """The key is computed before any step runs; `skip_when` sees the finished result."""
-        self.text.strings(memo.get("key"), ("memo", "key"), before, set())
-        self.text.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
-        self.text.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
+        self.strings(memo.get("key"), ("memo", "key"), before, set())
+        self.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
+        self.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
         for index, name in enumerate(memo.get("refresh") or []):
             self._output_field(("memo", "refresh", index), name, open_fields=False)
 
     def _check_tracing(self, tracing: dict[str, Any]) -> None:
-        self.text.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
+        self.strings(tracing.get("experiment"), ("tracing", "experiment"), {"params", "env", "run"}, set())
         for i, name in enumerate(tracing.get("assessments") or []):
             self._output_field(("tracing", "assessments", i), name)
         if tracing.get("rationale"):
@@ -127,9 +117,8 @@ class Checker:
 
     def _output_field(self, where: DataPath, name: str, open_fields: bool = True) -> None:
         """`name` is one of the output fields (or any name, when `open_fields` and output_base opens them)."""
-        output = self.data.get("output") or {}
-        if name not in output and not (open_fields and "output_base" in self.data):
-            self.add(where, unknown("output field", name, output, "output fields"))
+        if name not in self.output_fields and not (open_fields and "output_base" in self.data):
+            self.add(where, unknown("output field", name, self.output_fields, "output fields"))
 
     def _check_adapter(self) -> None:
         from runner.inputs import ADAPTERS, options_schema
@@ -174,10 +163,10 @@ class Checker:
             if problems:
                 seen.add(step["id"])
                 continue
-            around = self.text.env_guards
-            self.text.env_guards = around | mentioned_in(step.get("if"))
+            around = self.env_guards
+            self.env_guards = around | mentioned_in(step.get("if"))
             self._check_step(step, info, args, path, names, seen)
-            self.text.env_guards = around
+            self.env_guards = around
             seen.add(step["id"])
 
     def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
@@ -192,12 +181,12 @@ class Checker:
             if key == "examples" and info.name in EXAMPLE_STEPS:
                 continue                # data, not templates (runner/pipeline/examples.py)
             lazy = info.substeps and key in info.lazy_fields
-            self.text.strings(value, (*path, "with", key), sub_names if lazy else names | set(info.own_scope),
+            self.strings(value, (*path, "with", key), sub_names if lazy else names | set(info.own_scope),
                               inner_visible if lazy else seen, bare=key in CONDITION_KEYS)
         if "if" in step:
-            self.text.strings(step["if"], (*path, "if"), names, seen, bare=True)
+            self.strings(step["if"], (*path, "if"), names, seen, bare=True)
         if "default" in step:
-            self.text.strings(step["default"], (*path, "default"), step_names, seen)
+            self.strings(step["default"], (*path, "default"), step_names, seen)
         if step.get("on_error") == "default" and "default" not in step:
             self.add((*path, "on_error"), "on_error: default needs a `default:` value")
         self._check_named_things(info, args, path, names, seen)
@@ -223,7 +212,7 @@ class Checker:
                 if problem:
                     self.add((*path, "with", *at), problem)
         if info.substeps and "items" in args:
-            problem = foreach_problem(args["items"], self.text.resolver, names)
+            problem = foreach_problem(args["items"], self.resolver, names)
             if problem:
                 self.add((*path, "with", "items"), problem)
         for key in info.template_fields:
@@ -253,7 +242,7 @@ class Checker:
         except jinja2.TemplateSyntaxError as exc:
             self.add(path, f"prompt template '{name}' line {exc.lineno}: {exc.message}")
             return
-        self.text.tree(tree, path, names, seen, f"prompt template '{name}': ")
+        self.tree(tree, path, names, seen, f"prompt template '{name}': ")
 
     def _check_schema_file(self, name: str, path: DataPath) -> None:
         file = self.schemas_dir / name
@@ -291,7 +280,7 @@ def verdict_values(pipeline: Pipeline) -> list[str] | None:
     label against them (runner/stores/reviews.py); run.json keeps them (`pipeline.verdicts`)."""
     checker = Checker(pipeline.located, StepInfos(), pipeline.project_dir)
     checker.collect_ids(pipeline.located.data["steps"], ("steps",))
-    return verdicts_of(pipeline.located.data, checker.text.resolver)
+    return verdicts_of(pipeline.located.data, checker.resolver)
 
 
 def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]]:

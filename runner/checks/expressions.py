@@ -12,7 +12,7 @@ here. Beside them, the result fields `summary` and `report_columns` read (`resul
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -38,23 +38,28 @@ _KEYWORDS = {nodes.Include: "include", nodes.Import: "import", nodes.FromImport:
 
 
 class ExpressionChecks:
-    def __init__(self, located: Located, prompt_env: jinja2.Environment, params: dict[str, Any],
-                 env_names: set[str], all_ids: dict[str, DataPath], result_shape: Callable[[str], dict[str, Any]],
-                 output_fields: set[str]):
+    """The checks of every template and expression of a pipeline in the scope where it sits;
+    the Checker (runner/checks/checker.py) is one, and says what each step's result holds."""
+
+    def __init__(self, located: Located, prompt_env: jinja2.Environment):
         self.located = located
+        self.data: dict[str, Any] = located.data
         self.prompt_env = prompt_env
-        self.params = params
-        self.env_names = env_names
-        self.all_ids = all_ids
-        self.result_shape = result_shape
-        self.output_fields = output_fields
-        self.resolver = Resolver(params, result_shape, located.data.get("output") or {}, all_ids)
+        self.params = self.data.get("params", {}) or {}
+        self.env_names = set(self.data.get("env", []) or [])
+        self.all_ids: dict[str, DataPath] = {}
+        output = self.data.get("output") if isinstance(self.data.get("output"), dict) else {}
+        self.output_fields = set(output)
+        self.resolver = Resolver(self.params, self.result_shape, output, self.all_ids)
         self.problems: list[Problem] = []
         self.env_guards: set[str] = set()       # env names the enclosing step's `if` or model's `enabled` tests
         self.needs: dict[str, Problem] = {}      # an unset env name a template needs -> its first place
 
-    def add(self, path: DataPath, message: str) -> None:
-        self.problems.append(self.located.problem(path, message))
+    def add(self, path: DataPath, message: str, *, key: bool = False) -> None:
+        self.problems.append(self.located.problem(path, message, key=key))
+
+    def result_shape(self, step_id: str) -> dict[str, Any]:
+        raise NotImplementedError
 
     def strings(self, value: Any, path: DataPath, names: set[str], seen: set[str], bare: bool = False) -> None:
         """Every template in a YAML value (and the value itself as a bare expression when `bare`)."""
