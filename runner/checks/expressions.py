@@ -63,21 +63,14 @@ class ExpressionChecks:
 
     def strings(self, value: Any, path: DataPath, names: set[str], seen: set[str], bare: bool = False) -> None:
         """Every template in a YAML value (and the value itself as a bare expression when `bare`)."""
-        if isinstance(value, dict):
-            for key, child in value.items():
+        if isinstance(value, (dict, list)):
+            for key, child in value.items() if isinstance(value, dict) else enumerate(value):
                 self.strings(child, (*path, key), names, seen, bare=key in CONDITION_KEYS)
             return
-        if isinstance(value, list):
-            for index, child in enumerate(value):
-                self.strings(child, (*path, index), names, seen)
-            return
-        if not isinstance(value, str):
-            return
-        as_bare = bare and not templating.is_template(value)
-        if not as_bare and not templating.is_template(value):
+        if not isinstance(value, str) or not (bare or templating.is_template(value)):
             return
         try:
-            tree = templating.parse_source(value, as_bare)
+            tree = templating.parse_source(value, not templating.is_template(value))
         except jinja2.TemplateSyntaxError as exc:
             self.add(path, f"template syntax error: {exc.message}")
             return

@@ -126,18 +126,13 @@ class Resolver:
         if isinstance(node, nodes.CondExpr):
             other = self.of_node(node.expr2, names) if node.expr2 is not None else of_value(None)
             return union(self.of_node(node.expr1, names), other)
-        if isinstance(node, nodes.Filter):
-            return self._filtered(node, names)
-        if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
-            return self._read(node, names)
-        return None
-
-    def _filtered(self, node: nodes.Filter, names: set[str]) -> Known | None:
-        if node.name in _FILTER_KINDS:
+        if isinstance(node, nodes.Filter) and node.name in _FILTER_KINDS:
             return Known(frozenset({_FILTER_KINDS[node.name]}))
-        if node.name in ("default", "d") and node.node is not None:
+        if isinstance(node, nodes.Filter) and node.name in ("default", "d") and node.node is not None:
             fallback = self.of_node(node.args[0], names) if node.args else of_value("")
             return union(self.of_node(node.node, names), fallback)
+        if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+            return self._read(node, names)
         return None
 
     def _read(self, node: nodes.Node, names: set[str]) -> Known | None:
@@ -146,9 +141,20 @@ class Resolver:
         if len(chain) < len(read) or not isinstance(node, nodes.Name) or node.name not in names:
             return None
         if node.name == "params":
-            return self._walk_value(self.params, chain)
+            value: Any = self.params
+            for part in chain:
+                if not isinstance(value, Mapping) or part not in value:
+                    return None
+                value = value[part]
+            return of_value(value)
         if node.name == "steps" and chain and chain[0] in self.step_ids:
-            return self._walk_schema(self.result_shape(chain[0]), chain[1:])
+            schema: Any = self.result_shape(chain[0])
+            for part in chain[1:]:
+                properties = schema.get("properties") if isinstance(schema, dict) else None
+                if not isinstance(properties, dict) or part not in properties:
+                    return None
+                schema = properties[part]
+            return of_schema(schema)
         if node.name == "result" and chain and chain[0] in self.output:
             return self._output(chain[0]) if len(chain) == 1 else None
         return None
@@ -158,23 +164,6 @@ class Resolver:
             self._outputs[name] = None                  # an output field reading itself stays unknown
             self._outputs[name] = self.of_template(self.output[name], {"steps", "params"})
         return self._outputs[name]
-
-    @staticmethod
-    def _walk_value(value: Any, chain: list[str]) -> Known | None:
-        for part in chain:
-            if not isinstance(value, Mapping) or part not in value:
-                return None
-            value = value[part]
-        return of_value(value)
-
-    @staticmethod
-    def _walk_schema(schema: Any, chain: list[str]) -> Known | None:
-        for part in chain:
-            properties = schema.get("properties") if isinstance(schema, dict) else None
-            if not isinstance(properties, dict) or part not in properties:
-                return None
-            schema = properties[part]
-        return of_schema(schema)
 
 
 def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:

@@ -65,11 +65,6 @@ def _digits(number: int) -> int:
     return math.floor(abs(number).bit_length() * math.log10(2)) + 1
 
 
-def concat_size(parts: tuple[Any, ...]) -> Estimate:
-    """The size of `a ~ b ~ ...` (each part as text)."""
-    return sum(len(part) if isinstance(part, str) else len(str(part)) for part in parts), MAX_ELEMENTS, "characters"
-
-
 def _numbers(values: Any) -> list[int]:
     return [value for value in values if isinstance(value, int) and not isinstance(value, bool)]
 
@@ -280,7 +275,8 @@ class BoundedSandbox(SandboxedEnvironment):
         return checked
 
     def bounded_concat(self, join: Callable[[Any], str], parts: tuple[Any, ...]) -> str:
-        refuse_if_huge("'~'", concat_size(parts))
+        size = sum(len(part) if isinstance(part, str) else len(str(part)) for part in parts)
+        refuse_if_huge("'~'", (size, MAX_ELEMENTS, "characters"))
         return join(parts)
 
 
