@@ -155,18 +155,15 @@ class Checker(ExpressionChecks):
             info = self.infos.get(step["uses"])
             if info is None:
                 self.add((*path, "uses"), unknown("step type", step["uses"], self.infos))
-                seen.add(step["id"])
-                continue
-            args = step.get("with", {}) or {}
-            problems = schema_problems(self.located, args, info.schema, (*path, "with"))
-            self.problems.extend(problems)
-            if problems:
-                seen.add(step["id"])
-                continue
-            around = self.env_guards
-            self.env_guards = around | mentioned_in(step.get("if"))
-            self._check_step(step, info, args, path, names, seen)
-            self.env_guards = around
+            else:
+                args = step.get("with", {}) or {}
+                problems = schema_problems(self.located, args, info.schema, (*path, "with"))
+                self.problems.extend(problems)
+                if not problems:
+                    around = self.env_guards
+                    self.env_guards = around | mentioned_in(step.get("if"))
+                    self._check_step(step, info, args, path, names, seen)
+                    self.env_guards = around
             seen.add(step["id"])
 
     def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
@@ -182,7 +179,7 @@ class Checker(ExpressionChecks):
                 continue                # data, not templates (runner/pipeline/examples.py)
             lazy = info.substeps and key in info.lazy_fields
             self.strings(value, (*path, "with", key), sub_names if lazy else names | set(info.own_scope),
-                              inner_visible if lazy else seen, bare=key in CONDITION_KEYS)
+                         inner_visible if lazy else seen, bare=key in CONDITION_KEYS)
         if "if" in step:
             self.strings(step["if"], (*path, "if"), names, seen, bare=True)
         if "default" in step:

@@ -150,11 +150,9 @@ class ExpressionChecks:
 
 @lru_cache(maxsize=4096)
 def free_names(tree: nodes.Template) -> frozenset[str]:
-    """The names a template reads that it does not set, by Jinja's own scoping (its code
-    generator run over the whole tree: the largest part of checking a template), once per
-    tree; templating.parse_source hands out one tree per text. Jinja's optimizer is left out:
-    it folds constants by rewriting the tree in place (`x in ['A', 'B']` became one constant
-    the comparison checks could not read), and the tree is shared by every check."""
+    """The names a template reads that it does not set, by Jinja's own scoping (its code generator:
+    the largest part of checking a template), once per tree. Without Jinja's optimizer, which folds
+    constants in place (`x in ['A', 'B']`) in the tree every check shares."""
     names = meta.TrackingCodeGenerator(tree.environment or jinja2.Environment())
     names.optimizer = None
     names.visit(tree)
@@ -204,9 +202,8 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
     for name, expression in (summary.get("rates") or {}).items():
         if not isinstance(expression, str):
             continue
-        bare = not templating.is_template(expression)
         try:
-            tree = templating.parse_source(expression, bare)
+            tree = templating.parse_source(expression, not templating.is_template(expression))
         except jinja2.TemplateSyntaxError:
             continue            # said by the template checks
         for field in templating.attribute_refs(tree, "result"):

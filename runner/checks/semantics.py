@@ -21,8 +21,7 @@ from runner.errors import did_you_mean
 from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Path as DataPath
 
-_ORDERING = {"lt": "<", "lteq": "<=", "gt": ">", "gteq": ">="}
-_EQUALITY = {"eq": "==", "ne": "!=", "in": "in", "notin": "not in"}
+_SYMBOLS = {"lt": "<", "lteq": "<=", "gt": ">", "gteq": ">=", "eq": "==", "ne": "!=", "in": "in", "notin": "not in"}
 SCALARS = {"string", "number", "boolean"}
 
 
@@ -32,16 +31,11 @@ def comparison_problems(tree: nodes.Template, resolver: Resolver, names: set[str
     for compare in templating.find_all(tree, nodes.Compare):
         left = compare.expr
         for operand in compare.ops:
-            right = operand.expr
-            if operand.op in _ORDERING:
-                problem = _ordering(left, _ORDERING[operand.op], right, resolver, names)
-            elif operand.op in _EQUALITY:
-                problem = _equality(left, _EQUALITY[operand.op], right, resolver, names)
-            else:
-                problem = None
+            check = _ordering if operand.op in ("lt", "lteq", "gt", "gteq") else _equality
+            problem = check(left, _SYMBOLS[operand.op], operand.expr, resolver, names)
             if problem:
                 yield problem
-            left = right
+            left = operand.expr
 
 
 def _single_kind(known: Known | None) -> str | None:

@@ -340,9 +340,7 @@ def _descendants(tree: nodes.Node) -> tuple[nodes.Node, ...]:
 
 
 def find_all(tree: nodes.Node, kinds: type | tuple[type, ...]) -> Iterator[Any]:
-    """`tree.find_all(kinds)`, in the same order, from one walk of a tree however many kinds
-    the checks look for in it (a template is asked for its filters, tests, reads, comparisons
-    and calls: each was a walk of the whole tree)."""
+    """`tree.find_all(kinds)`, in the same order, from one walk of a tree however many kinds the checks ask for."""
     return (node for node in _descendants(tree) if isinstance(node, kinds))
 
 
