@@ -41,8 +41,7 @@ def closed(properties: Mapping[str, Any], description: str = "") -> dict[str, An
 
 def open_object(properties: Mapping[str, Any], description: str) -> dict[str, Any]:
     """Known fields plus others that depend on the run (documented, never checked)."""
-    return {"type": "object", "properties": dict(properties), "additionalProperties": True,
-            "description": description}
+    return {**closed(properties, description), "additionalProperties": True}
 
 
 def fields_of(schema: Any) -> dict[str, Any] | None:
@@ -54,11 +53,8 @@ def fields_of(schema: Any) -> dict[str, Any] | None:
     if schema.get("type") not in ("object", ["object", "null"], ["null", "object"]):
         return None
     properties = schema.get("properties")
-    if not isinstance(properties, dict) or any(k in schema for k in _COMBINATORS):
-        return None
-    if schema.get("additionalProperties", False) is not False:
-        return None
-    return properties
+    closes = isinstance(properties, dict) and schema.get("additionalProperties", False) is False
+    return properties if closes and not any(k in schema for k in _COMBINATORS) else None
 
 
 def union(a: Any, b: Any) -> dict[str, Any]:

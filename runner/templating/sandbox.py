@@ -26,14 +26,7 @@ from runner.fileio import now
 from runner.paths import OK, resolve_inside
 from runner.templating.compiled import compiled_code
 from runner.templating.filters import BUILTIN_FILTERS, FilterTable
-from runner.templating.limits import (
-    BoundedSandbox,
-    ReadOnlySandbox,
-    bounded_join,
-    guard,
-    past_the_parser,
-    tojson,
-)
+from runner.templating.limits import BoundedSandbox, ReadOnlySandbox, bounded_join, guard, past_the_parser, tojson
 from runner.templating.step_results import Empty, Result, ResultList
 from runner.text.sentences import split_sentences
 
