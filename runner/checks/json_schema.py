@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.errors import Problem, did_you_mean, unknown
+from runner.errors import Problem, unknown
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -107,46 +107,39 @@ def _is_json(value: Any) -> bool:
 def schema_problems(located: Located, data: Any, schema: dict[str, Any],
                     base: DataPath = ()) -> list[Problem]:
     """Every schema error of `data` (found at `base` in the file) as located problems."""
-    return [problem for error in validator_for(schema).iter_errors(data) for problem in _explain(located, error, base)]
+    problems = []
+    for error in validator_for(schema).iter_errors(data):
+        path = (*base, *error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
+            problems += [located.problem((*path, key), unknown("key", key, known, "allowed"), key=True)
+                         for key in error.instance if key not in known]
+        else:
+            problems.append(located.problem(path, _message(error)))
+    return problems
 
 
-def _explain(located: Located, error: ValidationError, base: DataPath) -> list[Problem]:
-    path = (*base, *error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        schema = error.schema if isinstance(error.schema, dict) else {}
-        known = set(schema.get("properties", {}))
-        out = []
-        for key in error.instance:
-            if key in known:
-                continue
-            hint = did_you_mean(key, known)
-            message = (f"unknown key '{key}'.{hint}" if hint
-                       else f"unknown key '{key}' (allowed: {', '.join(sorted(known))})")
-            out.append(located.problem((*path, key), message, key=True))
-        return out
+def _message(error: ValidationError) -> str:
     if error.validator == "required":
-        return [located.problem(path, error.message.replace("is a required property", "is required"))]
+        return error.message.replace("is a required property", "is required")
     if error.validator in ("anyOf", "oneOf") and error.context:
         # A value of the right type that breaks a bound or a form (retries: -1, a bad URL).
         bounds = [e for e in error.context if e.validator != "type"
                   and not (e.validator == "pattern" and e.validator_value == TEMPLATE_PATTERN)]
+        if bounds and bounds[0].validator == "pattern":
+            about = error.schema.get("description") if isinstance(error.schema, dict) else None
+            return f"{error.instance!r} is not valid here" + (f": {about}" if about else "")
         if bounds:
-            if bounds[0].validator == "pattern":
-                about = error.schema.get("description") if isinstance(error.schema, dict) else None
-                suffix = f": {about}" if about else ""
-                return [located.problem(path, f"{error.instance!r} is not valid here{suffix}")]
-            return [located.problem(path, _short(bounds[0]))]
+            return _short(bounds[0])
         type_errors = [e for e in error.context if e.validator == "type"]
-        chosen = type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path))
         if isinstance(error.instance, str):
             wanted: list[Any] = [e.validator_value for e in type_errors]
             names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
-            return [located.problem(path, f"{error.instance!r} is not of type {names!r} "
-                                          "(and is not a {{ template }})")]
-        return [located.problem(path, _short(chosen))]
+            return f"{error.instance!r} is not of type {names!r} (and is not a {{{{ template }}}})"
+        return _short(type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path)))
     if error.validator == "minItems" and error.validator_value == 1 and error.instance == []:
-        return [located.problem(path, "must not be empty")]
-    return [located.problem(path, _short(error))]
+        return "must not be empty"
+    return _short(error)
 
 
 def _short(error: ValidationError) -> str:
