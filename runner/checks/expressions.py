@@ -130,8 +130,7 @@ class ExpressionChecks:
                                f"(step '{ref}' at {where} runs later)")
             else:
                 hint = did_you_mean(ref, seen)
-                self.add(path, f"{prefix}steps.{ref}: no earlier step has id '{ref}'.{hint}" if hint else
-                         f"{prefix}steps.{ref}: no earlier step has id '{ref}'")
+                self.add(path, f"{prefix}steps.{ref}: no earlier step has id '{ref}'" + (f".{hint}" if hint else ""))
         for ref, fields in step_field_reads(tree):
             problem = check_read(ref, self.result_shape(ref), fields) if ref in seen else None
             if problem:
