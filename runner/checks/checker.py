@@ -11,8 +11,7 @@ from typing import Any
 import jinja2
 
 import runner.templating.sandbox as templating
-from runner.checks.env_needs import mentioned_in
-from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, result_field_problems
+from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, mentioned_in, result_field_problems
 from runner.checks.json_schema import leaves, not_a_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats

@@ -4,10 +4,17 @@ For each: its syntax, the names it reads (with a did-you-mean, `result.X` sugges
 rate or rule reads a bare output field), `steps.X` reads against earlier steps and their
 result shapes, params and declared env names, unknown filters and tests, the templates it
 includes, what its comparisons can hold (runner/checks/semantics.py), and the environment
-variables it needs that are not set (runner/checks/env_needs.py, one message per name). Jinja's
-parser leaves unknown filter and test names (also those named as strings, `map('trimm')`) and
-the templates an `include`, `import` or `extends` names to the first render: they are found
-here. Beside them, the result fields `summary` and `report_columns` read (`result_field_problems`)."""
+variables it needs that are not set (one message per name). Jinja's parser leaves unknown filter
+and test names (also those named as strings, `map('trimm')`) and the templates an `include`,
+`import` or `extends` names to the first render: they are found here. Beside them, the result
+fields `summary` and `report_columns` read (`result_field_problems`).
+
+A template that reads `env.NAME` needs NAME unless the read is guarded: a `default(...)` on it,
+an `is defined` / `is undefined` / `is none` test of it, `'NAME' in env` or `env.get('NAME')`
+anywhere in the same template, an `if:` of the step that mentions it, or an `enabled:` of the
+model that mentions it (a model disabled when NAME is absent does not need it). A model that is
+`enabled: false` needs nothing. `runner validate` runs in CI with no variables set, so only an
+unguarded read is a need: it would fail every item."""
 
 from __future__ import annotations
 
@@ -20,7 +27,6 @@ import jinja2
 from jinja2 import meta, nodes
 
 import runner.templating.sandbox as templating
-from runner.checks.env_needs import guarded, need_message
 from runner.checks.result_shapes import check_read, step_field_reads
 from runner.checks.semantics import comparison_problems
 from runner.checks.static_values import Resolver
@@ -35,6 +41,8 @@ _NAMED_CALLABLES = {"map": (0, "filter"), "select": (0, "test"), "reject": (0, "
 # Fields runner adds to an item's result besides the pipeline's output.
 RESULT_EXTRAS = frozenset({"index", "error", "warnings", "mlflow_trace_id"})
 _KEYWORDS = {nodes.Include: "include", nodes.Import: "import", nodes.FromImport: "import", nodes.Extends: "extends"}
+_ENV_TESTS = {"defined", "undefined", "none"}
+_DEFAULTS = {"default", "d"}
 
 
 class ExpressionChecks:
@@ -142,7 +150,9 @@ class ExpressionChecks:
             if ref not in self.env_names:
                 self.add(path, f"{prefix}env.{ref} is not declared: add '{ref}' to the pipeline's `env:` list")
             elif ref not in safe and ref not in os.environ:
-                problem = self.located.problem(path, prefix + need_message(ref))
+                problem = self.located.problem(path, f"{prefix}env.{ref} is needed but {ref} is not set (and "
+                                               f"nothing gives it a default), so every item would fail; set it (export "
+                                               f"{ref}=...) or give a default: {{{{ env.{ref} | default('...') }}}}")
                 if ref not in self.needs or problem.order < self.needs[ref].order:
                     self.needs[ref] = problem
 
@@ -215,3 +225,45 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
     for index, column in enumerate(summary.get("report_columns") or []):
         if isinstance(column, str) and column.split(".")[0] not in fields:
             yield ("summary", "report_columns", index), unknown("output field", column, fields, "output fields")
+
+
+def _is_env(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Name) and node.name == "env"
+
+
+def _env_name(node: nodes.Node | None) -> str | None:
+    """NAME when the node reads `env.NAME` or `env['NAME']`."""
+    if isinstance(node, nodes.Getattr) and _is_env(node.node):
+        return node.attr
+    if isinstance(node, nodes.Getitem) and _is_env(node.node) \
+            and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+        return node.arg.value
+    return None
+
+
+def mentioned_in(value: Any) -> set[str]:
+    """The env names an `if:` or `enabled:` value reads or tests (its test guards their uses)."""
+    if not isinstance(value, str):
+        return set()
+    try:
+        tree = templating.parse_source(value, not templating.is_template(value))
+    except jinja2.TemplateSyntaxError:
+        return set()
+    return set(templating.attribute_refs(tree, "env")) | guarded(tree)
+
+
+def guarded(tree: nodes.Node) -> set[str]:
+    """The names this template reads with a guard (see the module's text)."""
+    found: set[str | None] = set()
+    for node in templating.find_all(tree, (nodes.Filter, nodes.Test)):
+        if node.name in (_DEFAULTS if isinstance(node, nodes.Filter) else _ENV_TESTS):
+            found.add(_env_name(node.node))
+    for compare in templating.find_all(tree, nodes.Compare):
+        if isinstance(compare.expr, nodes.Const) and isinstance(compare.expr.value, str) and \
+                any(operand.op in ("in", "notin") and _is_env(operand.expr) for operand in compare.ops):
+            found.add(compare.expr.value)
+    for call in templating.find_all(tree, nodes.Call):
+        if isinstance(call.node, nodes.Getattr) and call.node.attr == "get" and _is_env(call.node.node) \
+                and call.args and isinstance(call.args[0], nodes.Const):
+            found.add(str(call.args[0].value))
+    return {name for name in found if name is not None}
