@@ -230,8 +230,7 @@ class Checker(ExpressionChecks):
             self.add(path, f"prompt template '{name}' not found ({display(file)})")
             return
         try:
-            source = read_text(file)
-            tree = templating.parse_source(source, False)
+            tree = templating.parse_source(read_text(file), False)
         except InputError as exc:         # not UTF-8 (the line and byte), or past the size runner reads
             self.add(path, f"prompt template '{name}': {exc}")
             return

@@ -20,9 +20,8 @@ if TYPE_CHECKING:       # jsonschema is imported when something is checked: a kn
     from jsonschema.exceptions import ValidationError
     from referencing import Registry
 
-# The runner's own schemas are package data (a wheel carries them); answer schemas
-# belong to pipelines and live beside them in the project's schemas/ folder. A path beside
-# this package, as runner is installed as files (no importlib.resources at every start).
+# runner's own schemas, package data beside this package (a pipeline's answer schemas live in its
+# project's schemas/ folder); read as files, with no importlib.resources at every start.
 SCHEMA_ROOT = Path(__file__).resolve().parent.parent / "schemas"
 PIPELINE_SCHEMA_ID = "https://runner.dev/schemas/pipeline.schema.json"
 

@@ -26,8 +26,6 @@ def null_vote_warnings(pipeline: Pipeline) -> list[str]:
     warnings: list[str] = []
     nullable = [(step, step.args["vote"]["field"], step.args["vote"].get("method"))
                 for step in _all_steps(pipeline.steps) if _keeps_a_null_vote(step)]
-    if not nullable:
-        return warnings
     for path, text in _expressions(pipeline):
         for step, field, method in nullable:
             vote = rf"steps\.{re.escape(step.id)}\.{re.escape(field)}\b"
