@@ -55,9 +55,8 @@ class Split:
 
 def parse_ratios(text: str) -> tuple[float, float, float]:
     """`60/20/20` as shares of one; train, dev and test each above 0."""
-    parts = text.split("/")
     try:
-        numbers = [float(p) for p in parts]
+        numbers = [float(p) for p in text.split("/")]
     except ValueError:
         numbers = []
     if len(numbers) != 3 or any(n <= 0 for n in numbers):

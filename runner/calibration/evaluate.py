@@ -158,7 +158,13 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
         report["metrics"] = metrics.numeric(t, g)
     elif truth and said and not said & set(truth):      # the raw values cannot agree: pass/fail, else refused
         if not spec.positive:
-            raise InputError(_nothing_shared(spec, predicted, truth, guesses))
+            shown = sorted(said)
+            raise InputError(
+                f"--predicted {predicted} and --truth {spec.truth} share no value: the results' {predicted} holds "
+                f"{_listed(shown)}, the labels' {spec.truth} hold {_listed(truth)}, so every item would score as "
+                f"wrong; score them as pass/fail with --positive (a value of each side that means pass, e.g. "
+                f"--positive {shown[0]} --positive {sorted(map(str, truth))[0]}), or --predicted a field that holds "
+                "the labels' values")
         report["metrics"] = metrics.binary(truth, guesses, spec.positive, detail)
     else:
         report["metrics"] = metrics.categorical(truth, guesses, detail)
@@ -216,16 +222,6 @@ def value_text(value: Any) -> str | Any:
 def _listed(values: Iterable[Any], most: int = 8) -> str:
     distinct = sorted(set(map(str, values)))
     return ", ".join(distinct[:most]) + (f" and {len(distinct) - most} more" if len(distinct) > most else "")
-
-
-def _nothing_shared(spec: EvalSpec, predicted: str, truth: list[Any], guesses: list[Any]) -> str:
-    """Predictions and labels with no value in common: every item would score as wrong."""
-    said = sorted({str(g) for g in guesses if g != NO_PREDICTION})
-    return (f"--predicted {predicted} and --truth {spec.truth} share no value: the results' {predicted} holds "
-            f"{_listed(said)}, the labels' {spec.truth} hold {_listed(truth)}, so every item would score as "
-            f"wrong; score them as pass/fail with --positive (a value of each side that means pass, e.g. "
-            f"--positive {said[0]} --positive {sorted(map(str, truth))[0]}), or --predicted a field that holds "
-            "the labels' values")
 
 
 def vote_lists(value: Any, prefix: str = "") -> dict[str, list[dict[str, Any]]]:

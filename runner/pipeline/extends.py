@@ -171,7 +171,6 @@ class _Merge:
                 continue
             else:
                 found = (step_id, None, j)
-                index = len(order)
             if place:
                 anchor = entry[place[0]]
                 others = [step_id for step_id, _, _ in order]
