@@ -3,6 +3,7 @@ works from: verdict counts, filter and search, a row per item, details on click.
 
 from __future__ import annotations
 
+import json
 import re
 from html import escape
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from runner.engine.rates import rate_text
 from runner.outputs.report_md import NOTE_LABELS, WHERE_THE_REST_IS, qualified, summary_rows
 from runner.outputs.report_rows import review_first
-from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView, result_json
+from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
 RESULT_CHARS = 50_000           # of one item's full result in its details
@@ -83,8 +84,11 @@ def _item(item: ItemView) -> str:
     if item.calls and not item.juries:
         detail.append("<div><b>LLM calls:</b>" + "".join(
             _call(call, f"call {call.call}: step {call.step}, model {call.model}") for call in item.calls) + "</div>")
-    detail.append('<details class="result"><summary>full result</summary>'
-                  f"<pre>{escape(result_json(item.result, RESULT_CHARS))}</pre></details>")
+    # Compact JSON (json's C encoder does not indent; its Python one is slow): the page indents it when opened.
+    whole = json.dumps(item.result, ensure_ascii=False, default=str)
+    if len(whole) > RESULT_CHARS:
+        whole = whole[:RESULT_CHARS] + f" … (cut at {RESULT_CHARS} characters: the whole result is in results.jsonl)"
+    detail.append(f'<details class="result"><summary>full result</summary><pre>{escape(whole)}</pre></details>')
     return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
