@@ -9,13 +9,14 @@ each of its calls starts in calls.jsonl, so an item's page reads its calls alone
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,6 @@ class Page:
     matched: int
     page: int
     pages: int
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
@@ -103,13 +103,11 @@ class RunIndex:
         return None if path.is_symlink() else path
 
     def _stamp(self) -> str:
-        stat = (self.run / RESULTS).stat()
-        calls_file = self._calls_file()
-        try:
-            calls = calls_file.stat() if calls_file else None
-        except OSError:
-            calls = None
-        called = f"{calls.st_size}:{calls.st_mtime_ns}" if calls else "-"
+        stat, calls_file, called = (self.run / RESULTS).stat(), self._calls_file(), "-"
+        with contextlib.suppress(OSError):
+            if calls_file:
+                calls = calls_file.stat()
+                called = f"{calls.st_size}:{calls.st_mtime_ns}"
         return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{called}:{self.verdict_field}"
 
     def _fresh(self) -> bool:

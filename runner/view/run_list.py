@@ -74,11 +74,6 @@ class RunEntry:
         return SummarySpec.of(self.resolved.get("summary")).report_columns
 
 
-def unfinished(folder: Path) -> bool:
-    """A run that has results and run.json but no summary.json yet: running, or died running."""
-    return (folder / RESULTS).is_file() and (folder / MANIFEST).is_file() and not (folder / SUMMARY).exists()
-
-
 def run_entry(reports: Path, folder: Path) -> RunEntry:
     """The run's entry; InputError when its run.json or summary.json cannot be read."""
     summary = read_summary(folder)
@@ -157,7 +152,9 @@ def _listed(reports: Path, folder: Path) -> RunEntry:
 
 
 def _a_run(folder: Path) -> bool:
-    return is_run(folder) or unfinished(folder)
+    """A finished run, or one with results and run.json but no summary.json yet (running, or died running)."""
+    return is_run(folder) or ((folder / RESULTS).is_file() and (folder / MANIFEST).is_file()
+                              and not (folder / SUMMARY).exists())
 
 
 def run_folder(reports: Path, relative: str) -> Path:
