@@ -45,12 +45,6 @@ def docstring(path: Path) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
 
 
-def summary(path: Path) -> str:
-    """The first paragraph of a module's docstring, on one line, `|` escaped for the table."""
-    first = docstring(path).strip().split("\n\n")[0]
-    return " ".join(first.split()).replace("|", "\\|")
-
-
 def contents(unit: str) -> str:
     """A package's modules and sub-packages, as a newcomer finds them in the folder."""
     folder = unit_path(unit).parent
@@ -72,7 +66,9 @@ def render_table() -> str:
     for name, meaning, units in LAYERS:
         for index, unit in enumerate(units):
             layer = f"**{name}**: {meaning}" if index == 0 else ""
-            lines.append(f"| {layer} | {shown(unit)} | {summary(unit_path(unit))} | {contents(unit)} |")
+            # the first paragraph of its docstring, on one line, `|` escaped for the table
+            summary = " ".join(docstring(unit_path(unit)).strip().split("\n\n")[0].split()).replace("|", "\\|")
+            lines.append(f"| {layer} | {shown(unit)} | {summary} | {contents(unit)} |")
     return "\n".join(lines)
 
 

@@ -15,15 +15,11 @@ from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
 RESULT_CHARS = 50_000           # of one item's full result in its details
+REST_HTML = re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(WHERE_THE_REST_IS))     # `name` as <code>name</code>
 
 # The page's style and script, as files beside this one (read once, inlined in every page).
 STYLE = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
 SCRIPT = (Path(__file__).parent / "report.js").read_text(encoding="utf-8")
-
-
-def _code_spans(text: str) -> str:
-    """`name` as <code>name</code>: our own markdown phrases, once escaped."""
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -134,7 +130,7 @@ def render_html(view: ReportView) -> str:
         parts.append(f'<div class="note hints" id="unlisted">{len(rows)} of {view.total} items listed here, '
                      f"those that need review first ({view.review} need review in all; the counts and filters "
                      f"count every item). The other {view.total - len(rows)}: "
-                     f"{_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
+                     f"{REST_HTML}.</div>")
     parts.append(f'<div class="toolbar">{"".join(chips)}'
                  f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
