@@ -163,17 +163,16 @@ class RunIndex:
                 db.execute(ITEMS.format("sorted"))
                 db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
                 db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")
-            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);")
-            db.execute("UPDATE items SET shared = 1 WHERE idx IN "
-                       "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
             calls_file = self._calls_file()
             if calls_file is not None:
                 db.executemany("INSERT INTO calls VALUES (?, ?, ?)", call_spans(calls_file))
-            db.executescript("CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
+            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);"
+                             "CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
                              "CREATE INDEX by_key ON items (item_key); CREATE INDEX by_item ON calls (idx);")
-            db.execute("INSERT INTO meta VALUES ('counts', ?)",
-                       (json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1]))),))
-            db.execute("INSERT INTO meta VALUES ('stamp', ?)", (stamp,))
+            db.execute("UPDATE items SET shared = 1 WHERE idx IN "
+                       "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("counts", json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1])))), ("stamp", stamp)])
             db.commit()
         finally:
             db.close()
