@@ -85,7 +85,9 @@ def _item(item: ItemView) -> str:
     if len(whole) > RESULT_CHARS:
         whole = whole[:RESULT_CHARS] + f" … (cut at {RESULT_CHARS} characters: the whole result is in results.jsonl)"
     detail.append(f'<details class="result"><summary>full result</summary><pre>{escape(whole)}</pre></details>')
-    return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
+    search = " ".join([item.verdict, item.reason, item.error, *item.flags, *(v for _, v in item.inputs),
+                       *(f"{j.verdict} {j.reason}" for j in item.juries)]).lower()
+    return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(search)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
             f"<td>{reason}</td><td>{flags}</td></tr>"

@@ -14,7 +14,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +95,7 @@ class ItemView:
     calls: list[CallView]                         # the item's LLM calls, in the order they ended
     cells: list[str]                              # the configured columns, for the markdown table
     result: dict[str, Any]
-    links: dict[str, str] = field(default_factory=dict)    # column -> URL (a trace in the tracing UI)
-
-    @property
-    def search_text(self) -> str:
-        parts = [self.verdict, self.reason, self.error, *self.flags, *(v for _, v in self.inputs),
-                 *(f"{j.verdict} {j.reason}" for j in self.juries)]
-        return " ".join(parts).lower()
+    links: dict[str, str]                         # column -> URL (a trace in the tracing UI)
 
 
 @dataclass
@@ -118,10 +112,10 @@ class ReportView:
     models: list[list[str]]
     juries: list[tuple[str, str]]
     columns: list[str]
-    items: list[ItemView] = field(default_factory=list)    # at most `limit`: those needing review first
-    review: int = 0                               # items of the whole run that need a person (not pass)
-    scope: RunScope = field(default_factory=lambda: RunScope(0))
-    reason_name: str = "reason"
+    items: list[ItemView]                         # at most `limit`: those needing review first
+    review: int                                   # items of the whole run that need a person (not pass)
+    scope: RunScope
+    reason_name: str
 
     @property
     def verdict_name(self) -> str:

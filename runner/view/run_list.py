@@ -160,11 +160,9 @@ def _a_run(folder: Path) -> bool:
 def run_folder(reports: Path, relative: str) -> Path:
     """The run folder a request names, only when it is a run inside REPORTS_DIR (no `..`,
     no absolute path, no symlink that leads out)."""
-    if not relative or relative.startswith("/") or "\\" in relative or "\0" in relative \
-            or any(part in ("", ".", "..") for part in relative.split("/")):
-        raise InputError(f"'{relative}' is not a run under the reports folder")
-    folder = reports / relative
-    if not _inside(reports, folder) or not _a_run(folder):
+    folder = reports / relative         # an empty or absolute path has an empty part
+    if "\\" in relative or "\0" in relative or any(part in ("", ".", "..") for part in relative.split("/")) \
+            or not _inside(reports, folder) or not _a_run(folder):
         raise InputError(f"'{relative}' is not a run under the reports folder")
     return folder
 
