@@ -55,7 +55,7 @@ def render_report(view: ReportView) -> str:
     if view.juries:
         lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
     ranked = review_first(view.items, lambda item: item.status == "pass")[:MARKDOWN_ROWS]
-    shown = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
+    shown = [item for _, item in sorted(ranked)]            # positions are unique: items never compared
     with_flags = any(item.flags for item in shown)
     headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
     rows = [[str(i.index), *_linked(i, view.columns), *([markdown(", ".join(i.flags))] if with_flags else [])]
