@@ -141,9 +141,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         before, after = (f.relative_to(view.reports).as_posix() for f in folders)
         try:
             diff = diff_runs(folders[0], folders[1], [], force=request.query_params.get("force") == "1")
-        except RunnerError as refused:
-            return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused),
-                             count_keys=[], overview=[], only_in=[])
+        except RunnerError as refused:          # the page shows why, and a link to compare anyway
+            return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused))
         keys = list(dict.fromkeys([*diff["counts"]["before"], *diff["counts"]["after"]]))
         return view.page("compare.html", before=before, after=after, diff=diff, refused=None, count_keys=keys,
                          overview=overview(diff), only_in=only_in(diff))

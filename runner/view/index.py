@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,22 +112,12 @@ class RunIndex:
         return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{called}:{self.verdict_field}"
 
     def _fresh(self) -> bool:
-        if not self.path.is_file():
-            return False
-        try:
+        try:                            # no index yet: sqlite cannot open it read-only
             with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) as db:
                 row = db.execute("SELECT value FROM meta WHERE name = 'stamp'").fetchone()
         except sqlite3.DatabaseError:
             return False
         return bool(row) and row[0] == self._stamp()
-
-    def ensure(self) -> None:
-        """Build the index unless it matches results.jsonl as it is now (one build at a time)."""
-        if self._fresh():
-            return
-        with _builds:
-            if not self._fresh():
-                self._build()
 
     def _build(self) -> None:
         stamp = self._stamp()
@@ -142,7 +133,7 @@ class RunIndex:
                 CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
             db.execute(ITEMS.format("items"))
-            counts: dict[str, int] = {}
+            counts: Counter[str] = Counter()
             batch: list[tuple[Any, ...]] = []
             texts: list[tuple[int, str]] = []
             ordered, last = True, 0
@@ -151,7 +142,7 @@ class RunIndex:
                 ordered, last = ordered and index >= last, index
                 label, reason = item_label(result, self.columns), reason_of(result)
                 verdict = self.verdict_of(result)
-                counts[verdict] = counts.get(verdict, 0) + 1
+                counts[verdict] += 1
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
                               _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
@@ -172,7 +163,7 @@ class RunIndex:
             db.execute("UPDATE items SET shared = 1 WHERE idx IN "
                        "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
             db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                ("counts", json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1])))), ("stamp", stamp)])
+                ("counts", json.dumps(dict(counts.most_common()))), ("stamp", stamp)])
             db.commit()
         finally:
             db.close()
@@ -197,7 +188,12 @@ class RunIndex:
 
     # -- reading ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        self.ensure()
+        """A read-only connection to the index, built first unless it matches results.jsonl as it is
+        now (one build at a time)."""
+        if not self._fresh():
+            with _builds:
+                if not self._fresh():
+                    self._build()
         return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
 
     def page(self, query: Query) -> Page:
