@@ -162,10 +162,8 @@ def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list
     if isinstance(votes, list) and votes and all(isinstance(v, dict) and "model" in v for v in votes):
         return [JuryView(where, text(value.get(field_name)), text(value.get("reason")), value.get("valid_votes"),
                          [_vote(v, calls) for v in votes])]
-    found = []
-    for key, inner in value.items():
-        found += _juries(inner, f"{where}.{key}" if where else key, field_name, calls)
-    return found
+    return [jury for key, inner in value.items()
+            for jury in _juries(inner, f"{where}.{key}" if where else key, field_name, calls)]
 
 
 def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteView:
