@@ -327,8 +327,5 @@ def _as_index(value: Any, fallback: int) -> int:
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A value as the index keeps it: JSON's text (`true`, `3`) but a string as itself and no value as ``."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
