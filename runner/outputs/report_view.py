@@ -323,9 +323,8 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
         counts = [(count_label(str(k)), _int(v), chosen.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
     else:
-        counts = [(s, n, s) for s, n in sorted(chosen.statuses.items(), key=lambda kv: -kv[1])]
+        counts = [(s, n, s) for s, n in chosen.statuses.most_common()]
     entries = rate_entries(summary)
-    rates = list(entries.items())
     hidden = SUMMARY_SECTIONS | set(entries) | {f"{k}_count" for k in entries} | {"rates", assessment_key}
     measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden]
     models = [[name, text(s.get("calls", 0)), text(s.get("cache_hits", 0)), text(s.get("failures", 0)),
@@ -339,9 +338,9 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     title = f"{text(summary.get('pipeline')) or 'run'}: report"
     reason_name = _last(reason_field) if reason_field else next(
         (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
-    return ReportView(title, text(summary.get(assessment_key)), count_by,
-                      scope.done, _int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries,
-                      columns, items, chosen.review, scope, reason_name)
+    return ReportView(title, text(summary.get(assessment_key)), count_by, scope.done, _int(summary.get("errors", 0)),
+                      counts, list(entries.items()), measures, notes, models, juries, columns, items, chosen.review,
+                      scope, reason_name)
 
 
 def _int(value: Any) -> int:
