@@ -131,8 +131,7 @@ def render_html(view: ReportView) -> str:
     if view.total > len(rows):
         parts.append(f'<div class="note hints" id="unlisted">{len(rows)} of {view.total} items listed here, '
                      f"those that need review first ({view.review} need review in all; the counts and filters "
-                     f"count every item). The other {view.total - len(rows)}: "
-                     f"{REST_HTML}.</div>")
+                     f"count every item). The other {view.total - len(rows)}: {REST_HTML}.</div>")
     parts.append(f'<div class="toolbar">{"".join(chips)}'
                  f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
@@ -140,8 +139,7 @@ def render_html(view: ReportView) -> str:
     parts.append('<table class="items"><colgroup><col class="n"><col class="in"><col class="v"><col class="r">'
                  f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{escape(view.verdict_name)}</th>'
                  f"<th>{escape(view.reason_name)}</th><th>flags</th></tr></thead>")
-    parts += rows
-    parts.append("</table>")
+    parts += [*rows, "</table>"]
     parts.append('<div class="wide"><h2>Summary</h2>' + _table(["measure", "value"], summary_rows(view)))
     if view.models:
         parts.append("<h2>Models</h2>" + _table(["model", "calls", "cached", "failed", "tokens", "cost"], view.models))

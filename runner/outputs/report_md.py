@@ -87,7 +87,7 @@ def _details(item: ItemView) -> list[str]:
         lines.append(f"- jury `{jury.where.replace('`', '')}`: {markdown(jury.verdict)}{counted}: "
                      f"{markdown(jury.reason)}")
         for vote in jury.votes:
-            how = f"{'cached' if vote.cached else f'{vote.latency_ms} ms'}"
+            how = "cached" if vote.cached else f"{vote.latency_ms} ms"
             said = (f"error: {markdown(vote.error)}" if vote.error
                     else f"{markdown(vote.value)}: {markdown(vote.reason)}")
             # `(call 3.1, 3.2)`: the calls' names in calls.jsonl (`runner calls RUN --item 3` prints them)
