@@ -32,13 +32,13 @@ _DEPTHS = ("*/*/*/", "*/*/", "*/", "")
 class RunEntry:
     path: str                      # under REPORTS_DIR, with /
     pipeline: str
-    input: str
     started: str
-    duration_s: float | None
-    total: int
-    planned: int | None
-    errors: int
-    state: str                     # finished, partial, interrupted or running
+    state: str                     # finished, partial, interrupted, running, or unreadable
+    input: str = "-"
+    duration_s: float | None = None
+    total: int = 0
+    planned: int | None = None
+    errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     rates: dict[str, dict[str, Any]] = field(default_factory=dict)     # rates.NAME entries (engine/rates)
     cost: float = 0.0
@@ -147,8 +147,7 @@ def _listed(reports: Path, folder: Path) -> RunEntry:
         return run_entry(reports, folder)
     except InputError as exc:
         relative = folder.relative_to(reports)
-        return RunEntry(path=relative.as_posix(), pipeline=relative.parts[0], input="-", started=folder.name,
-                        duration_s=None, total=0, planned=None, errors=0, state="unreadable", problem=str(exc))
+        return RunEntry(relative.as_posix(), relative.parts[0], folder.name, "unreadable", problem=str(exc))
 
 
 def _a_run(folder: Path) -> bool:
