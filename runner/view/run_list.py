@@ -147,7 +147,8 @@ def _listed(reports: Path, folder: Path) -> RunEntry:
         return run_entry(reports, folder)
     except InputError as exc:
         relative = folder.relative_to(reports)
-        return RunEntry(relative.as_posix(), relative.parts[0], folder.name, "unreadable", problem=str(exc))
+        return RunEntry(path=relative.as_posix(), pipeline=relative.parts[0], started=folder.name, state="unreadable",
+                        problem=str(exc))
 
 
 def _a_run(folder: Path) -> bool:
