@@ -58,7 +58,7 @@ def add_error_handlers(app: FastAPI) -> None:
             if not allowed:                 # only the OPTIONS route (any path) matched it
                 return error(404, "Not Found")
             headers["Allow"] = ", ".join(allowed)
-        if exc.status_code == 400 and exc.__cause__ is not None:      # a JSON body FastAPI could not read
+        if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):   # JSON unread
             return error(400, await _unreadable(request))
         return error(exc.status_code, str(exc.detail), **headers)
 
