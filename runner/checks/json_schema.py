@@ -4,6 +4,7 @@ values and every `--set` before anything runs (`param_problems`)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from functools import lru_cache
@@ -121,7 +122,7 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
             out.append(located.problem((*path, key), message, key=True))
         return out
     if error.validator == "required":
-        return [located.problem(path, error.message.replace("is a required property", "is required"))]
+        return [located.problem(path, schema_message(error).replace("is a required property", "is required"))]
     if error.validator in ("anyOf", "oneOf") and error.context:
         # A value of the right type that breaks a bound or a form (retries: -1, a bad URL).
         bounds = [e for e in error.context if e.validator != "type"
@@ -146,8 +147,25 @@ def _explain(located: Located, error: ValidationError, base: DataPath) -> list[P
 
 
 def _short(error: ValidationError) -> str:
-    message = error.message
+    message = schema_message(error)
     return message if len(message) <= 200 else message[:197] + "..."
+
+
+def schema_message(error: ValidationError) -> str:
+    """jsonschema's message with each YAML date or time in the value shown as written
+    (2024-01-01), not as Python's repr (datetime.date(2024, 1, 1)): every schema message is made here."""
+    message = error.message
+    if "datetime." in message:
+        stack = [error.instance]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend([*value, *value.values()])
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, datetime.date):      # a datetime is one too
+                message = message.replace(repr(value), str(value))
+    return message
 
 
 def param_problems(located: Located) -> list[Problem]:
