@@ -199,6 +199,16 @@ class StartedRun:
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
+    async def discard(self) -> None:
+        """Let the run go unrun (serve's job cancelled while it started): its caches and memo
+        store closed, its folder released, and removed when the run made it."""
+        await self.runtime.aclose()
+        if self.runtime.memo is not None:
+            self.runtime.memo.close()
+        self.folder.release()
+        if self.group is not None:
+            remove_if_empty(self.outcome.out_dir)
+
     async def run(self, progress: Progress) -> RunOutcome:
         """run.json (status running), the items, the outputs; then run.json's end, the folder
         released, and `latest` when the run is complete."""

@@ -635,6 +635,21 @@ def test_param_declarations_are_checked_in_the_file_with_their_position(project,
 
 
 @pytest.mark.parametrize("declaration, shown", [
+    ("{default: 2024-01-01, type: object}", "params.when: 2024-01-01 is not of type 'object'"),
+    ("{default: {at: 2024-01-01 10:30:00}, type: string}",
+     "params.when: {'at': 2024-01-01 10:30:00} is not of type 'string'"),
+    ("{default: [2024-01-01], type: array, items: {type: string}}",
+     "params.when[0]: 2024-01-01 is not of type 'string'")])
+def test_a_schema_message_shows_a_yaml_date_as_written(project, cli, declaration, shown):
+    """YAML reads 2024-01-01 as a date: a schema's message showed Python's repr of it
+    (datetime.date(2024, 1, 1) is not of type 'object'), not the value as the file writes it."""
+    path = echo_pipeline(project).read_text().replace("steps:", f"params:\n  when: {declaration}\nsteps:")
+    result = cli("validate", str(project.pipeline(path)))
+    assert result.exit_code == 2 and shown in result.output, result.output
+    assert "datetime" not in result.output
+
+
+@pytest.mark.parametrize("declaration, shown", [
     ("{default: '2024-01-01', enum: [2024-01-01, 2024-02-01]}", "2024-01-01, a date or time, which is not a JSON "
                                                                  "value (in YAML: quote it)"),
     ("{default: 0.5, maximum: .nan}", "nan, which is not a JSON value")])

@@ -115,12 +115,10 @@ def _write_variant(aligner: Aligner, best: Candidate) -> Path:
 def _done(aligner: Aligner, shipped: bool, why: str) -> tuple[dict[str, Any], int]:
     report = aligner.report
     report.update(shipped=shipped, why=why, align_json=str(aligner.json_path))
-    folder = aligner.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    text = align_markdown(report)
+    text = align_markdown(report)            # atomic_write makes the folder
     atomic_write(aligner.json_path, dumps(report) + "\n")
-    atomic_write(folder / "align.md", text)
-    atomic_write(folder / "align.html", html_page("runner align", text))
+    atomic_write(aligner.folder / "align.md", text)
+    atomic_write(aligner.folder / "align.html", html_page("runner align", text))
     return report, 0 if shipped else 1
 
 

@@ -55,9 +55,8 @@ class Split:
 
 def parse_ratios(text: str) -> tuple[float, float, float]:
     """`60/20/20` as shares of one; train, dev and test each above 0."""
-    parts = text.split("/")
     try:
-        numbers = [float(p) for p in parts]
+        numbers = [float(p) for p in text.split("/")]
     except ValueError:
         numbers = []
     if len(numbers) != 3 or any(n <= 0 for n in numbers):
@@ -127,17 +126,17 @@ def find_judge(pipeline: Pipeline, predicted: str) -> Judge:
     for step in pipeline.steps:
         if step.uses not in ("llm", "jury"):
             continue
-        schema = _schema(pipeline, step)
-        properties = (schema or {}).get("properties")
+        schema = _schema(pipeline, step) or {}
+        properties = schema.get("properties")
         if not isinstance(properties, dict):
             continue
-        field = _field(step, schema, properties, predicted)  # type: ignore[arg-type]
+        field = _field(step, schema, properties, predicted)
         if field is None:
             continue
         reason = next((name for name in REASON_FIELDS if name in properties), None)
-        others = sorted(set(schema.get("required") or []) - {field, reason})  # type: ignore[union-attr]
+        others = sorted(set(schema.get("required") or []) - {field, reason})
         blocked = f"its answer schema also requires {', '.join(others)}, which a label cannot fill" if others else None
-        return Judge(step, field, reason, schema, blocked)  # type: ignore[arg-type]
+        return Judge(step, field, reason, schema, blocked)
     raise InputError(f"{pipeline.file}: align needs an llm or jury step with an answer schema (output_schema, a "
                      f"file or an object) holding the field the labels grade ('{predicted}', or the jury's vote "
                      "field, or its one property with an enum, or its one required property): found none")

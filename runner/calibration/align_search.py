@@ -83,11 +83,10 @@ class Aligner:
         self.json_path = out if out.suffix == ".json" else out / "align.json"     # a file, or a folder
         self.folder = self.json_path.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
-        self.report: dict[str, Any] = {"pipeline": str(request.pipeline), "input": str(request.input),
-                                       "labels": str(request.labels),
-                                       "labels_hash": f"sha256:{sha256_file(request.labels)}",
-                                       "seed": request.seed, "agreement": AGREEMENT, "judge_step": self.judge.step.id,
-                                       "answer_field": self.judge.field, "tried": []}
+        self.report: dict[str, Any] = {
+            "pipeline": str(request.pipeline), "input": str(request.input), "labels": str(request.labels),
+            "labels_hash": f"sha256:{sha256_file(request.labels)}", "seed": request.seed, "agreement": AGREEMENT,
+            "judge_step": self.judge.step.id, "answer_field": self.judge.field, "tried": []}
 
     # -- the labelled items and their split ------------------------------------------------
     def _source(self, keys: set[str] | None = None) -> ItemSource:

@@ -40,10 +40,8 @@ def pick_runs(first: Path | None, second: Path | None) -> tuple[Path, Path]:
 
 def _leaves(value: Any, prefix: str) -> dict[str, Any]:
     if isinstance(value, dict) and value:
-        found: dict[str, Any] = {}
-        for key, inner in value.items():
-            found.update(_leaves(inner, f"{prefix}.{key}" if prefix else str(key)))
-        return found
+        return {path: leaf for key, inner in value.items()
+                for path, leaf in _leaves(inner, f"{prefix}.{key}" if prefix else str(key)).items()}
     return {prefix: value}
 
 
@@ -230,8 +228,7 @@ def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
         return [f"rates not compared ({', '.join(diff['partial'])} partial or interrupted)"]
     fell = []
     for name, (old, new) in (diff.get("rate_details") or {}).items():
-        before = (old or {}).get("value")
-        after = (new or {}).get("value")
+        before, after = ((entry or {}).get("value") for entry in (old, new))
         if before is None:
             continue                                     # nothing to drop from
         if new is None:

@@ -32,17 +32,6 @@ class EvalSpec:
     by: str | None = None              # score each value of this field (of the label, else the result) apart
 
 
-def _refuse_non_finite(spec: EvalSpec, predicted: str, pairs: list[Pair], truth: list[float],
-                       guesses: list[float]) -> None:
-    """NaN or infinity has no error to measure: a message naming the label (or the item)."""
-    for pair, true, guess in zip(pairs, truth, guesses, strict=True):
-        if not math.isfinite(true):
-            raise InputError(f"{spec.labels}:{pair.line}: {spec.truth} {str(pair.truth)[:40]!r} is not a finite number")
-        if not math.isfinite(guess):
-            raise InputError(f"item {pair.result.get('index')} (key {pair.key}): {predicted} "
-                             f"{str(pair.predicted)[:40]!r} is not a finite number")
-
-
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (`run_failed`
@@ -144,10 +133,10 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
     truth = [value_text(p.truth) for p in joined.pairs]
     guesses = [value_text(p.predicted) for p in joined.pairs]
+    said = {g for g in guesses if g != NO_PREDICTION}
     kind = spec.kind
     if kind == "auto":
-        numbers = metrics.as_numbers(truth) is not None and \
-            metrics.as_numbers([g for g in guesses if g != NO_PREDICTION]) is not None
+        numbers = metrics.as_numbers(truth) is not None and metrics.as_numbers(list(said)) is not None
         kind = "numeric" if numbers and truth else "categorical"
     problems = joined.problems()
     report: dict[str, Any] = {"labels": str(spec.labels), "key": spec.key, "truth": spec.truth,
@@ -158,14 +147,26 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
         problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]
         if t is None or g is None:
             raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
-        _refuse_non_finite(spec, predicted, kept, t, g)
+        for pair, true, guess in zip(kept, t, g, strict=True):      # NaN or infinity has no error to measure
+            if not math.isfinite(true):
+                raise InputError(f"{spec.labels}:{pair.line}: {spec.truth} {str(pair.truth)[:40]!r} is not a "
+                                 "finite number")
+            if not math.isfinite(guess):
+                raise InputError(f"item {pair.result.get('index')} (key {pair.key}): {predicted} "
+                                 f"{str(pair.predicted)[:40]!r} is not a finite number")
         report["scored"] = len(kept)
         report["metrics"] = metrics.numeric(t, g)
-    elif _share_nothing(truth, guesses) and spec.positive:
-        report["metrics"] = metrics.binary(truth, guesses, spec.positive, detail)   # the raw values cannot agree
+    elif truth and said and not said & set(truth):      # the raw values cannot agree: pass/fail, else refused
+        if not spec.positive:
+            shown = sorted(said)
+            raise InputError(
+                f"--predicted {predicted} and --truth {spec.truth} share no value: the results' {predicted} holds "
+                f"{_listed(shown)}, the labels' {spec.truth} hold {_listed(truth)}, so every item would score as "
+                f"wrong; score them as pass/fail with --positive (a value of each side that means pass, e.g. "
+                f"--positive {shown[0]} --positive {sorted(map(str, truth))[0]}), or --predicted a field that holds "
+                "the labels' values")
+        report["metrics"] = metrics.binary(truth, guesses, spec.positive, detail)
     else:
-        if _share_nothing(truth, guesses):
-            raise InputError(_nothing_shared(spec, predicted, truth, guesses))
         report["metrics"] = metrics.categorical(truth, guesses, detail)
         if spec.positive:
             report["binary"] = metrics.binary(truth, guesses, spec.positive, detail)
@@ -218,24 +219,9 @@ def value_text(value: Any) -> str | Any:
     return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
 
 
-def _share_nothing(truth: list[Any], guesses: list[Any]) -> bool:
-    predicted = {g for g in guesses if g != NO_PREDICTION}
-    return bool(truth) and bool(predicted) and not predicted & set(truth)
-
-
 def _listed(values: Iterable[Any], most: int = 8) -> str:
     distinct = sorted(set(map(str, values)))
     return ", ".join(distinct[:most]) + (f" and {len(distinct) - most} more" if len(distinct) > most else "")
-
-
-def _nothing_shared(spec: EvalSpec, predicted: str, truth: list[Any], guesses: list[Any]) -> str:
-    """Predictions and labels with no value in common: every item would score as wrong."""
-    said = sorted({str(g) for g in guesses if g != NO_PREDICTION})
-    return (f"--predicted {predicted} and --truth {spec.truth} share no value: the results' {predicted} holds "
-            f"{_listed(said)}, the labels' {spec.truth} hold {_listed(truth)}, so every item would score as "
-            f"wrong; score them as pass/fail with --positive (a value of each side that means pass, e.g. "
-            f"--positive {said[0]} --positive {sorted(map(str, truth))[0]}), or --predicted a field that holds "
-            "the labels' values")
 
 
 def vote_lists(value: Any, prefix: str = "") -> dict[str, list[dict[str, Any]]]:

@@ -20,7 +20,7 @@ from runner.fileio import parse_json, read_json_lines, read_text
 from runner.text.perturb import get_path
 
 if TYPE_CHECKING:
-    from runner.stores.reviews import Review, ReviewStore
+    from runner.stores.reviews import ReviewStore
 
 NO_PREDICTION = "(no prediction)"
 
@@ -48,8 +48,14 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return _csv_labels(path)
+    if suffix == ".csv":                # cells are text, as the csv input adapter reads them
+        from runner.inputs.csv import read_csv
+        csv_rows = []
+        for record in read_csv(path, {}):
+            if record.error:
+                raise InputError(record.error)
+            csv_rows.append(LabelRow(record.line or 0, record.value))
+        return csv_rows
     if suffix == ".json":
         data = parse_json(read_text(path), str(path))
         if isinstance(data, dict):
@@ -62,18 +68,6 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")
-    return rows
-
-
-def _csv_labels(path: Path) -> list[LabelRow]:
-    """Label rows of a CSV file as the csv input adapter reads them (cells are text); a row
-    that cannot be read is refused with its line."""
-    from runner.inputs.csv import read_csv
-    rows = []
-    for record in read_csv(path, {}):
-        if record.error:
-            raise InputError(record.error)
-        rows.append(LabelRow(record.line or 0, record.value))
     return rows
 
 
@@ -174,24 +168,20 @@ def labels_from_reviews(store: Path | ReviewStore, pipeline: str) -> Exported:
     try:
         exported = Exported()
         for key, group in groupby(reviews.of_pipeline(pipeline), key=lambda r: r.item_key):
-            _add(exported, key, list(group))
+            given = list(group)
+            ranked = Counter(r.label for r in given if r.label is not None).most_common()
+            if not ranked:
+                exported.no_label += 1
+            elif len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+                exported.ties += 1
+            else:
+                latest = max(given, key=lambda r: r.reviewed_at)
+                exported.labels.append({
+                    "item_key": key, "label": ranked[0][0], "reviewers": len(given),
+                    "agree_with_judge": sum(r.agrees for r in given), "judged": latest.judged,
+                    "index": latest.item_index, "run": latest.run,
+                    "rationale": " | ".join(r.rationale for r in given if r.rationale) or None})
         return exported
     finally:
         if reviews is not store:
             reviews.close()
-
-
-def _add(exported: Exported, key: str, reviews: list[Review]) -> None:
-    given = Counter(r.label for r in reviews if r.label is not None)
-    if not given:
-        exported.no_label += 1
-        return
-    ranked = given.most_common()
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        exported.ties += 1
-        return
-    latest = max(reviews, key=lambda r: r.reviewed_at)
-    exported.labels.append({"item_key": key, "label": ranked[0][0], "reviewers": len(reviews),
-                            "agree_with_judge": sum(r.agrees for r in reviews), "judged": latest.judged,
-                            "index": latest.item_index, "run": latest.run,
-                            "rationale": " | ".join(r.rationale for r in reviews if r.rationale) or None})

@@ -39,10 +39,9 @@ def _number(value: float | None, digits: int = 4) -> float | None:
 
 @contextmanager
 def _scoring() -> Iterator[None]:
-    """scikit-learn and scipy without their warnings (an undefined score, 0/0 on one class or a
-    constant side, is reported as None) and without scikit-learn's checks of its arguments: ours
-    are lists of strings, or arrays of floats, of one length, and the checks were about a fifth of
-    `categorical`'s time in one process (bench/RESULTS.md)."""
+    """scikit-learn and scipy without their warnings (an undefined score is reported as None) and
+    without scikit-learn's checks of its arguments (ours are lists of strings, or arrays of floats,
+    of one length): the checks cost about a fifth of `categorical`'s time (bench/RESULTS.md)."""
     from sklearn import config_context
     with warnings.catch_warnings(), config_context(skip_parameter_validation=True):
         warnings.simplefilter("ignore")
@@ -61,8 +60,7 @@ def kappa(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
 def _tables(truth_codes: Any, predicted_codes: Any, classes: int) -> Any:
     """Confusion tables (rows: resamples; truth by predicted) as shares, by one bincount."""
     import numpy as np
-    t = np.atleast_2d(truth_codes)
-    p = np.atleast_2d(predicted_codes)
+    t, p = np.atleast_2d(truth_codes), np.atleast_2d(predicted_codes)
     rows, n = t.shape
     cells = (np.arange(rows)[:, None] * classes * classes + t * classes + p).ravel()
     return np.bincount(cells, minlength=rows * classes * classes).reshape(rows, classes, classes) / n
@@ -134,15 +132,15 @@ def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequen
     classes, (t, b, a) = codes(truth, before, after)
     statistic = BATCH[metric]
     difference = float(statistic(t, a, classes)[0] - statistic(t, b, classes)[0]) if len(t) else None
-    if len(t) < 2:
-        return {"metric": metric, "n": len(t), "difference": _number(difference), "ci95": None}
-    draws = np.random.default_rng(seed).integers(0, len(t), size=(BOOTSTRAP_RESAMPLES, len(t)))
-    with np.errstate(all="ignore"):
-        deltas = statistic(t[draws], a[draws], classes) - statistic(t[draws], b[draws], classes)
-    deltas = deltas[~np.isnan(deltas)]
-    low, high = (np.percentile(deltas, [2.5, 97.5]) if len(deltas) else (None, None))
-    return {"metric": metric, "n": len(t), "difference": _number(difference),
-            "ci95": None if low is None else [_number(low), _number(high)]}
+    ci95 = None
+    if len(t) >= 2:
+        draws = np.random.default_rng(seed).integers(0, len(t), size=(BOOTSTRAP_RESAMPLES, len(t)))
+        with np.errstate(all="ignore"):
+            deltas = statistic(t[draws], a[draws], classes) - statistic(t[draws], b[draws], classes)
+        deltas = deltas[~np.isnan(deltas)]
+        if len(deltas):
+            ci95 = [_number(bound) for bound in np.percentile(deltas, [2.5, 97.5])]
+    return {"metric": metric, "n": len(t), "difference": _number(difference), "ci95": ci95}
 
 
 def interval_text(interval: list[float] | None, n: int) -> str:
@@ -188,8 +186,7 @@ def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[st
            detail: bool = True) -> dict[str, Any]:
     """Pass/fail: a value counts as positive when it is one of `positive`."""
     wanted = {str(v) for v in positive}
-    t = ["pass" if str(v) in wanted else "fail" for v in truth]
-    p = ["pass" if str(v) in wanted else "fail" for v in predicted]
+    t, p = (["pass" if str(v) in wanted else "fail" for v in side] for side in (truth, predicted))
     return {"positive": sorted(wanted), **categorical(t, p, detail)}
 
 
@@ -208,8 +205,7 @@ def numeric(truth: Sequence[float], predicted: Sequence[float]) -> dict[str, Any
     from sklearn.metrics import mean_absolute_error
     if not truth:
         return {"n": 0}
-    t = np.asarray(truth, dtype=float)
-    p = np.asarray(predicted, dtype=float)
+    t, p = np.asarray(truth, dtype=float), np.asarray(predicted, dtype=float)
     with _scoring():
         out: dict[str, Any] = {"n": len(t), "mae": _number(mean_absolute_error(t, p)),
                                "bias": _number(np.mean(p - t)), "pearson": None, "spearman": None}
@@ -227,8 +223,7 @@ def error_correlation(rows: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, A
     for a, b in combinations(jurors, 2):
         both = [(str(votes[a]) != str(truth), str(votes[b]) != str(truth)) for truth, votes in rows
                 if a in votes and b in votes]
-        errors_a = np.array([e[0] for e in both], dtype=float)
-        errors_b = np.array([e[1] for e in both], dtype=float)
+        errors_a, errors_b = np.array(both, dtype=float).reshape(-1, 2).T
         r = None
         if len(both) >= MIN_PAIRS and errors_a.std() > 0 and errors_b.std() > 0:
             r = round(float(np.corrcoef(errors_a, errors_b)[0, 1]), 4)

@@ -58,11 +58,16 @@ def parse_grid(texts: list[str]) -> list[Axis]:
 
 @dataclass
 class Setting:
+    """One setting and its run: its scores (scored where it ran: no results cross processes), or
+    the calls it would make when the cache does not hold every answer."""
+
     values: dict[str, str]
     status: str = "cached"             # cached, ran, needs_calls
     calls_needed: int = 0
     est_prompt_tokens: int = 0
     scores: dict[str, Any] = field(default_factory=dict)
+    name: str = ""                     # the pipeline's name
+    error: str | None = None
 
     @property
     def set_line(self) -> str:
@@ -87,26 +92,18 @@ class SweepRequest:
 def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None] | None = None) -> dict[str, Any]:
     if request.metric is not None and request.metric not in METRICS:
         raise RunnerError(f"--metric {request.metric}: choose one of {', '.join(METRICS)}")
-    settings = [Setting(dict(zip([a.key for a in request.axes], combo, strict=True)))
-                for combo in itertools.product(*(a.values for a in request.axes))]
+    grid = [dict(zip([a.key for a in request.axes], combo, strict=True))
+            for combo in itertools.product(*(a.values for a in request.axes))]
     rows = read_labels(request.spec.labels)      # a labels file that cannot be read is said before any run
-    pending: list[Setting] = []
     failed_in = None if request.allow_calls else _failed_before(request)
-    runs = _from_cache(request, settings, rows)
-    for setting, run in zip(settings, runs, strict=True):
-        if run.missing:
-            setting.status = "needs_calls"
-            setting.calls_needed = run.stats["calls"] - run.stats["cached"]
-            setting.est_prompt_tokens = run.stats["tokens"]
-            pending.append(setting)
-        else:
-            setting.scores = run.scores
+    settings = _from_cache(request, grid, rows)
+    pending = [setting for setting in settings if setting.status == "needs_calls"]
     if pending and request.allow_calls:
         if on_estimate is not None:
             on_estimate(pending)
         for setting in pending:
             setting.status, setting.scores = "ran", run_setting(request, setting.values, rows, cache_only=False).scores
-    report = _report(request, settings, runs[0].name)
+    report = _report(request, settings, settings[0].name)
     if failed_in is not None and request.failed_calls:
         seen = [int(s.get("errors") or 0) for s in report["settings"] if s.get("status") != "needs_calls"]
         report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls),
@@ -137,38 +134,25 @@ def _failed_before(request: SweepRequest) -> Path | None:
     return run
 
 
-@dataclass
-class SettingRun:
-    """One setting's run: its scores (scored where it ran: no results cross processes), the
-    calls it made or would make, the items that needed an answer the cache did not hold."""
-
-    scores: dict[str, Any]
-    stats: dict[str, int]
-    missing: int
-    name: str = ""                     # the pipeline's name
-    error: str | None = None
-
-
-def _from_cache(request: SweepRequest, settings: list[Setting], rows: list[LabelRow]) -> list[SettingRun]:
+def _from_cache(request: SweepRequest, values: list[dict[str, str]], rows: list[LabelRow]) -> list[Setting]:
     """Each setting from the cache: in worker processes when there are many (the settings
     are independent, and a cached item is CPU-bound work)."""
-    workers = request.workers or (min(os.cpu_count() or 1, len(settings)) if len(settings) >= PARALLEL_FROM else 1)
-    values = [s.values for s in settings]
+    workers = request.workers or (min(os.cpu_count() or 1, len(values)) if len(values) >= PARALLEL_FROM else 1)
     if workers <= 1:
-        runs = [run_setting(request, v, rows) for v in values]
+        settings = [run_setting(request, v, rows) for v in values]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = list(pool.map(run_setting, [request] * len(values), values, [rows] * len(values)))
-    for run in runs:
-        if run.error is not None:
-            raise RunnerError(run.error)
-    return runs
+            settings = list(pool.map(run_setting, [request] * len(values), values, [rows] * len(values)))
+    for setting in settings:
+        if setting.error is not None:
+            raise RunnerError(setting.error)
+    return settings
 
 
 def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelRow],
-                cache_only: bool = True) -> SettingRun:
+                cache_only: bool = True) -> Setting:
     """One setting run as `runner run --set ...` runs it, into a folder that goes when it is
     scored. `cache_only`: an item that needs an answer the cache does not hold is counted
     (with the calls it would make), not sent."""
@@ -193,8 +177,11 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
             outcome.stop_if_interrupted()
             scores = {} if missing else _score(request, outcome.summary, outcome.results, rows)
     except RunnerError as exc:              # returned, not raised: it crosses a process boundary
-        return SettingRun({}, {}, 0, error=str(exc))
-    return SettingRun(scores, preview.stats, missing, outcome.pipeline.name)
+        return Setting(values, error=str(exc))
+    name, stats = outcome.pipeline.name, preview.stats
+    if missing:
+        return Setting(values, "needs_calls", stats["calls"] - stats["cached"], stats["tokens"], name=name)
+    return Setting(values, scores=scores, name=name)
 
 
 def _score(request: SweepRequest, summary: dict[str, Any], results: Iterable[dict[str, Any]],

@@ -4,6 +4,7 @@ values and every `--set` before anything runs (`param_problems`)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Iterator
@@ -120,7 +121,7 @@ def schema_problems(located: Located, data: Any, schema: dict[str, Any],
 
 def _message(error: ValidationError) -> str:
     if error.validator == "required":
-        return error.message.replace("is a required property", "is required")
+        return schema_message(error).replace("is a required property", "is required")
     if error.validator in ("anyOf", "oneOf") and error.context:
         # A value of the right type that breaks a bound or a form (retries: -1, a bad URL).
         bounds = [e for e in error.context if e.validator != "type"
@@ -142,8 +143,25 @@ def _message(error: ValidationError) -> str:
 
 
 def _short(error: ValidationError) -> str:
-    message = error.message
+    message = schema_message(error)
     return message if len(message) <= 200 else message[:197] + "..."
+
+
+def schema_message(error: ValidationError) -> str:
+    """jsonschema's message with each YAML date or time in the value shown as written
+    (2024-01-01), not as Python's repr (datetime.date(2024, 1, 1)): every schema message is made here."""
+    message = error.message
+    if "datetime." in message:
+        stack = [error.instance]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend([*value, *value.values()])
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, datetime.date):      # a datetime is one too
+                message = message.replace(repr(value), str(value))
+    return message
 
 
 def param_problems(located: Located) -> list[Problem]:

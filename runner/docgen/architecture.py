@@ -45,34 +45,23 @@ def docstring(path: Path) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
 
 
-def summary(path: Path) -> str:
-    """The first paragraph of a module's docstring, on one line, `|` escaped for the table."""
-    first = docstring(path).strip().split("\n\n")[0]
-    return " ".join(first.split()).replace("|", "\\|")
-
-
-def contents(unit: str) -> str:
-    """A package's modules and sub-packages, as a newcomer finds them in the folder."""
-    folder = unit_path(unit).parent
-    if unit == "runner" or unit_path(unit).name != "__init__.py":
-        return ""
-    names = sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
-    names += sorted(f"{p.parent.name}/" for p in folder.glob("*/__init__.py"))
-    return ", ".join(f"`{name}`" for name in names)
-
-
-def shown(unit: str) -> str:
-    path = unit_path(unit)
-    return f"`{path.relative_to(PACKAGE.parent).parent}/`" if path.name == "__init__.py" and unit != "runner" \
-        else f"`{path.relative_to(PACKAGE.parent)}`"
-
-
 def render_table() -> str:
+    """A row per unit: its layer (on the layer's first), its path, the first paragraph of its
+    docstring (on one line, `|` escaped) and, for a package, its modules and sub-packages as a
+    newcomer finds them in the folder."""
     lines = ["| layer | package | what it is (its docstring) | modules |", "|---|---|---|---|"]
     for name, meaning, units in LAYERS:
         for index, unit in enumerate(units):
+            path = unit_path(unit)
             layer = f"**{name}**: {meaning}" if index == 0 else ""
-            lines.append(f"| {layer} | {shown(unit)} | {summary(unit_path(unit))} | {contents(unit)} |")
+            summary = " ".join(docstring(path).strip().split("\n\n")[0].split()).replace("|", "\\|")
+            names: list[str] = []
+            shown = path.relative_to(PACKAGE.parent).as_posix()
+            if path.name == "__init__.py" and unit != "runner":
+                names = sorted(p.stem for p in path.parent.glob("*.py") if p.name != "__init__.py")
+                names += sorted(f"{p.parent.name}/" for p in path.parent.glob("*/__init__.py"))
+                shown = f"{path.parent.relative_to(PACKAGE.parent).as_posix()}/"
+            lines.append(f"| {layer} | `{shown}` | {summary} | {', '.join(f'`{n}`' for n in names)} |")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runner.docgen.examples import CHOSEN_NAMES, FILTERS, GLOBALS, NAMESPACES, TESTS, Example
+from runner.docgen.examples import CHOSEN_NAMES, FEATURES, FILTERS, GLOBALS, NAMESPACES, TESTS, Example
 from runner.text.sentences import split_sentences
 
 DOC_FILE = Path("docs") / "pipeline-language.md"
@@ -28,11 +28,6 @@ def first_sentence(function: Any, note: str = "") -> str:
     return first[:-1] + "." if first.endswith(":") else first
 
 
-def _example_line(example: Example) -> str:
-    arrow = "→" if example.checked else "→ e.g."
-    return f"`{{{{ {example.expression} }}}}` {arrow} `{json.dumps(example.result, ensure_ascii=False, default=str)}`"
-
-
 def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
              order: list[str]) -> list[str]:
     lines = [f"### {title}", ""]
@@ -46,7 +41,9 @@ def _entries(title: str, table: dict[str, Any], examples: dict[str, Example],
             continue
         example = examples[name]
         aliases = ", ".join(f"`{n}`" for n in names)
-        lines.append(f"- {aliases}: {first_sentence(function, example.note)} {_example_line(example)}")
+        result = json.dumps(example.result, ensure_ascii=False, default=str)
+        lines.append(f"- {aliases}: {first_sentence(function, example.note)} `{{{{ {example.expression} }}}}` "
+                     f"{'→' if example.checked else '→ e.g.'} `{result}`")
     return [*lines, ""]
 
 
@@ -88,11 +85,10 @@ def _names() -> list[str]:
     lines = ["## Names in scope", "",
              "A template sees only these names (an unknown one is an error naming it, never an empty string).",
              ""]
-    for name, (where, what, example) in NAMESPACES.items():
-        lines.append(f"- `{name}` ({where}): {what}. `{example}`")
+    lines += [f"- `{name}` ({where}): {what}. `{example}`" for name, (where, what, example) in NAMESPACES.items()]
     lines += ["", "Names a pipeline chooses:", ""]
-    for name, (what, example, declared) in CHOSEN_NAMES.items():
-        lines.append(f"- {name}: {what}. `{example}` with `{declared}`")
+    lines += [f"- {name}: {what}. `{example}` with `{declared}`"
+              for name, (what, example, declared) in CHOSEN_NAMES.items()]
     return [*lines, ""]
 
 
@@ -111,7 +107,6 @@ def _adapters() -> list[str]:
 
 
 def _features() -> list[str]:
-    from runner.docgen.examples import FEATURES
     lines = ["## Features by example", "",
              "Each example is the files of a project; the tests run it on the records shown and check the results.",
              ""]

@@ -44,8 +44,11 @@ def _json_lines(path: Path) -> bool:
             return False
         try:
             json.loads(first)
-        except (ValueError, RecursionError):
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return False
+        except (ValueError, RecursionError):      # a number past the digit limit, or deep: still a line, if it closes
+            if not first.rstrip().endswith(b"}"):
+                return False
         return any(line.strip() for line in handle)
 
 

@@ -110,13 +110,12 @@ def _opening(tag: str, attributes: dict[str, str]) -> str:
 def _case(pipeline: str, result: dict[str, Any], passed: Callable[[dict[str, Any]], bool], rule: str,
           verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
     case = ET.Element("testcase", classname=pipeline, name=xml_text(label(result)))
-    verdict = result.get(verdict_field) if verdict_field else None
     if result.get("error"):
         error = xml_text(error_of(result))
         detail = xml_text(result["error"]) if isinstance(result["error"], str) else error
         ET.SubElement(case, "error", message=error[:500]).text = detail
     elif not passed(result):
-        message = f"{verdict_field}={verdict}: fails {rule}" if verdict_field else f"fails {rule}"
+        message = f"{verdict_field}={result.get(verdict_field)}: fails {rule}" if verdict_field else f"fails {rule}"
         ET.SubElement(case, "failure", message=xml_text(message)).text = xml_text(
             json.dumps(result, ensure_ascii=False, default=str, indent=2))
     ET.indent(case, space="  ", level=2)

@@ -3,6 +3,7 @@ works from: verdict counts, filter and search, a row per item, details on click.
 
 from __future__ import annotations
 
+import json
 import re
 from html import escape
 from pathlib import Path
@@ -10,19 +11,15 @@ from pathlib import Path
 from runner.engine.rates import rate_text
 from runner.outputs.report_md import NOTE_LABELS, WHERE_THE_REST_IS, qualified, summary_rows
 from runner.outputs.report_rows import review_first
-from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView, result_json
+from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
 RESULT_CHARS = 50_000           # of one item's full result in its details
+REST_HTML = re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(WHERE_THE_REST_IS))     # `name` as <code>name</code>
 
 # The page's style and script, as files beside this one (read once, inlined in every page).
 STYLE = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
 SCRIPT = (Path(__file__).parent / "report.js").read_text(encoding="utf-8")
-
-
-def _code_spans(text: str) -> str:
-    """`name` as <code>name</code>: our own markdown phrases, once escaped."""
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -83,9 +80,14 @@ def _item(item: ItemView) -> str:
     if item.calls and not item.juries:
         detail.append("<div><b>LLM calls:</b>" + "".join(
             _call(call, f"call {call.call}: step {call.step}, model {call.model}") for call in item.calls) + "</div>")
-    detail.append('<details class="result"><summary>full result</summary>'
-                  f"<pre>{escape(result_json(item.result, RESULT_CHARS))}</pre></details>")
-    return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(item.search_text)}">'
+    # Compact JSON (json's C encoder does not indent; its Python one is slow): the page indents it when opened.
+    whole = json.dumps(item.result, ensure_ascii=False, default=str)
+    if len(whole) > RESULT_CHARS:
+        whole = whole[:RESULT_CHARS] + f" … (cut at {RESULT_CHARS} characters: the whole result is in results.jsonl)"
+    detail.append(f'<details class="result"><summary>full result</summary><pre>{escape(whole)}</pre></details>')
+    search = " ".join([item.verdict, item.reason, item.error, *item.flags, *(v for _, v in item.inputs),
+                       *(f"{j.verdict} {j.reason}" for j in item.juries)]).lower()
+    return (f'<tbody class="item" data-verdict="{escape(item.verdict)}" data-search="{escape(search)}">'
             f'<tr class="row"><td>{item.index}</td><td>{inputs}</td>'
             f'<td><span class="badge {item.status}">{escape(item.verdict or "-")}</span>{over}</td>'
             f"<td>{reason}</td><td>{flags}</td></tr>"
@@ -129,8 +131,7 @@ def render_html(view: ReportView) -> str:
     if view.total > len(rows):
         parts.append(f'<div class="note hints" id="unlisted">{len(rows)} of {view.total} items listed here, '
                      f"those that need review first ({view.review} need review in all; the counts and filters "
-                     f"count every item). The other {view.total - len(rows)}: "
-                     f"{_code_spans(escape(WHERE_THE_REST_IS))}.</div>")
+                     f"count every item). The other {view.total - len(rows)}: {REST_HTML}.</div>")
     parts.append(f'<div class="toolbar">{"".join(chips)}'
                  f'<input id="search" type="search" placeholder="{escape(view.search_hint)}" aria-label="search">'
                  '<button id="expand">expand all</button><button id="collapse">collapse all</button>'
@@ -138,8 +139,7 @@ def render_html(view: ReportView) -> str:
     parts.append('<table class="items"><colgroup><col class="n"><col class="in"><col class="v"><col class="r">'
                  f'<col class="f"></colgroup><thead><tr><th>#</th><th>item</th><th>{escape(view.verdict_name)}</th>'
                  f"<th>{escape(view.reason_name)}</th><th>flags</th></tr></thead>")
-    parts += rows
-    parts.append("</table>")
+    parts += [*rows, "</table>"]
     parts.append('<div class="wide"><h2>Summary</h2>' + _table(["measure", "value"], summary_rows(view)))
     if view.models:
         parts.append("<h2>Models</h2>" + _table(["model", "calls", "cached", "failed", "tokens", "cost"], view.models))

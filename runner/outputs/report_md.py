@@ -8,7 +8,7 @@ from urllib.parse import quote
 from runner.engine.rates import rate_text
 from runner.outputs.report_format import markdown
 from runner.outputs.report_rows import MARKDOWN_ROWS, review_first
-from runner.outputs.report_view import CallView, ItemView, ReportView
+from runner.outputs.report_view import ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
 URL_SAFE = ":/?#[]@!$&'*+,;=%~"     # parentheses, spaces and angle brackets are encoded: they end a link
@@ -40,15 +40,6 @@ def summary_rows(view: ReportView) -> list[list[str]]:
     return rows + [[k, v] for k, v in view.measures]
 
 
-def unlisted_line(view: ReportView, listed: int) -> str:
-    """Where the items a capped report leaves out are; empty when every item is listed."""
-    more = view.total - listed
-    if more <= 0:
-        return ""
-    return (f"{listed} of {view.total} items listed, those that need review first "
-            f"({view.review} need review in all); {more} more not listed: {WHERE_THE_REST_IS}.")
-
-
 def render_report(view: ReportView) -> str:
     lines = [f"# {markdown(qualified(view.title, view))}", ""]
     if view.assessment:
@@ -64,14 +55,15 @@ def render_report(view: ReportView) -> str:
     if view.juries:
         lines += ["## Juries", ""] + _table(["jury", "agreement"], [[j, a] for j, a in view.juries])
     ranked = review_first(view.items, lambda item: item.status == "pass")[:MARKDOWN_ROWS]
-    shown = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
+    shown = [item for _, item in sorted(ranked)]            # positions are unique: items never compared
     with_flags = any(item.flags for item in shown)
     headers = ["index", *view.columns, *(["flags"] if with_flags else [])]
     rows = [[str(i.index), *_linked(i, view.columns), *([markdown(", ".join(i.flags))] if with_flags else [])]
             for i in shown]
     lines += ["## Items", ""]
-    unlisted = unlisted_line(view, len(shown))
-    lines += [unlisted, ""] if unlisted else []
+    if view.total > len(shown):          # a capped report says where the items it leaves out are
+        lines += [f"{len(shown)} of {view.total} items listed, those that need review first ({view.review} need "
+                  f"review in all); {view.total - len(shown)} more not listed: {WHERE_THE_REST_IS}.", ""]
     lines += _table(headers, rows, escaped=True)
     detailed = [item for item in shown if item.juries or item.error or item.warnings or item.calls]
     if detailed:
@@ -79,11 +71,6 @@ def render_report(view: ReportView) -> str:
         for item in detailed:
             lines += _details(item)
     return "\n".join(lines)
-
-
-def _call_names(calls: list[CallView]) -> str:
-    """`(call 3.1, 3.2)`: the calls' names in calls.jsonl (`runner calls RUN --item 3` prints them)."""
-    return f"(call {', '.join(markdown(call.call) for call in calls)})" if calls else ""
 
 
 def _details(item: ItemView) -> list[str]:
@@ -100,10 +87,12 @@ def _details(item: ItemView) -> list[str]:
         lines.append(f"- jury `{jury.where.replace('`', '')}`: {markdown(jury.verdict)}{counted}: "
                      f"{markdown(jury.reason)}")
         for vote in jury.votes:
-            how = f"{'cached' if vote.cached else f'{vote.latency_ms} ms'}"
+            how = "cached" if vote.cached else f"{vote.latency_ms} ms"
             said = (f"error: {markdown(vote.error)}" if vote.error
                     else f"{markdown(vote.value)}: {markdown(vote.reason)}")
-            lines.append(f"  - {markdown(vote.model)} ({how}): {said} {_call_names(vote.calls)}".rstrip())
+            # `(call 3.1, 3.2)`: the calls' names in calls.jsonl (`runner calls RUN --item 3` prints them)
+            called = f"(call {', '.join(markdown(call.call) for call in vote.calls)})" if vote.calls else ""
+            lines.append(f"  - {markdown(vote.model)} ({how}): {said} {called}".rstrip())
     if item.calls:
         lines.append(f"- LLM calls: {len(item.calls)} in calls.jsonl (`runner calls <run folder> --item {item.index}` "
                      "prints them)")

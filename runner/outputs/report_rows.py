@@ -1,12 +1,9 @@
-"""Which items a report lists, chosen in one pass over any number of results with bounded
-state: tallies, and at most `limit` rows, those that need a person first (errored, failed,
-neither), then passing ones while room remains, shown in index order."""
+"""Which items a report lists (report_view.RowChooser picks them in one pass): the results of
+lowest index kept in bounded memory, those needing review first, and what the run covers."""
 
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,16 +17,16 @@ def index_of(result: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-class _Lowest:
-    """The `size` results of lowest index seen so far (a max-heap on index), each with what
-    was said of it."""
+class LowestIndex:
+    """The `size` results of lowest index offered so far (a max-heap on index), each with what
+    was said of it; `order` (unique, increasing) breaks ties, so `said` is never compared."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.heap: list[tuple[int, int, dict[str, Any], Any]] = []
 
     def offer(self, order: int, result: dict[str, Any], said: Any) -> None:
-        entry = (-index_of(result), -order, result, said)      # order is unique: `said` is never compared
+        entry = (-index_of(result), -order, result, said)
         if len(self.heap) < self.size:
             heapq.heappush(self.heap, entry)
         elif self.size and entry > self.heap[0]:
@@ -37,36 +34,6 @@ class _Lowest:
 
     def results(self) -> list[tuple[dict[str, Any], Any]]:
         return [(result, said) for _, _, result, said in sorted(self.heap, reverse=True)]
-
-
-class RowPicker:
-    """`offer` each result with its verdict and status (`pass` needs no review), then `chosen()`:
-    the chosen results, each with whether it passed; tallies of all as they went by."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen = 0
-        self.statuses: Counter[str] = Counter()
-        self.verdict_status: dict[str, str] = {}     # each verdict's status, as first seen
-        self._review, self._passing = _Lowest(limit), _Lowest(limit)
-        self._order = itertools.count()
-
-    @property
-    def review(self) -> int:
-        return self.seen - self.statuses["pass"]
-
-    def offer(self, result: dict[str, Any], verdict: str, status: str, passed: bool | None = None) -> None:
-        """One result, its verdict and status, and whether it passed (kept with a chosen row)."""
-        self.seen += 1
-        self.statuses[status] += 1
-        self.verdict_status.setdefault(verdict, status)
-        (self._passing if status == "pass" else self._review).offer(next(self._order), result, passed)
-
-    def chosen(self) -> list[tuple[dict[str, Any], bool | None]]:
-        """(result, passed) of the chosen rows, in index order."""
-        chosen = self._review.results()
-        chosen += self._passing.results()[:self.limit - len(chosen)]
-        return sorted(chosen, key=lambda row: index_of(row[0]))
 
 
 def review_first(items: list[Any], passes: Callable[[Any], bool]) -> list[tuple[int, Any]]:

@@ -10,11 +10,11 @@ items (report_rows.py), and the LLM calls of those rows only."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from runner.engine.rates import rate_entries
 from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
-from runner.outputs.report_rows import HTML_ROWS, RowPicker, RunScope, index_of
+from runner.outputs.report_rows import HTML_ROWS, LowestIndex, RunScope, index_of
 from runner.pipeline.model import ASSESSMENT_KEY
 
 REASON_NAMES = ("reason", "rationale", "explanation")
@@ -95,13 +95,7 @@ class ItemView:
     calls: list[CallView]                         # the item's LLM calls, in the order they ended
     cells: list[str]                              # the configured columns, for the markdown table
     result: dict[str, Any]
-    links: dict[str, str] = field(default_factory=dict)    # column -> URL (a trace in the tracing UI)
-
-    @property
-    def search_text(self) -> str:
-        parts = [self.verdict, self.reason, self.error, *self.flags, *(v for _, v in self.inputs),
-                 *(f"{j.verdict} {j.reason}" for j in self.juries)]
-        return " ".join(parts).lower()
+    links: dict[str, str]                         # column -> URL (a trace in the tracing UI)
 
 
 @dataclass
@@ -118,10 +112,10 @@ class ReportView:
     models: list[list[str]]
     juries: list[tuple[str, str]]
     columns: list[str]
-    items: list[ItemView] = field(default_factory=list)    # at most `limit`: those needing review first
-    review: int = 0                               # items of the whole run that need a person (not pass)
-    scope: RunScope = field(default_factory=lambda: RunScope(0))
-    reason_name: str = "reason"
+    items: list[ItemView]                         # at most `limit`: those needing review first
+    review: int                                   # items of the whole run that need a person (not pass)
+    scope: RunScope
+    reason_name: str
 
     @property
     def verdict_name(self) -> str:
@@ -168,10 +162,8 @@ def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list
     if isinstance(votes, list) and votes and all(isinstance(v, dict) and "model" in v for v in votes):
         return [JuryView(where, text(value.get(field_name)), text(value.get("reason")), value.get("valid_votes"),
                          [_vote(v, calls) for v in votes])]
-    found = []
-    for key, inner in value.items():
-        found += _juries(inner, f"{where}.{key}" if where else key, field_name, calls)
-    return found
+    return [jury for key, inner in value.items()
+            for jury in _juries(inner, f"{where}.{key}" if where else key, field_name, calls)]
 
 
 def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteView:
@@ -225,13 +217,6 @@ def trace_url_of(summary: dict[str, Any]) -> str | None:
     return _section(summary, "tracing").get("trace_url")
 
 
-def _trace_links(result: dict[str, Any], trace_url: str | None) -> dict[str, str]:
-    """The item's trace in the tracing UI, when the run knows its address."""
-    trace_id = result.get("mlflow_trace_id")
-    link = safe_url(trace_url.replace("{trace_id}", str(trace_id))) if trace_url and trace_id else None
-    return {"mlflow_trace_id": link} if link else {}
-
-
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
                passed: bool | None, calls: dict[int, list[CallView]],
                trace_url: str | None = None, reason_field: str | None = None) -> ItemView:
@@ -256,39 +241,60 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
              for v in value]
     warnings = result.get("warnings")
     warnings = warnings if isinstance(warnings, list) else [warnings] if warnings else []
+    trace_id = result.get("mlflow_trace_id")       # the item's trace in the tracing UI, when the run knows it
+    link = safe_url(trace_url.replace("{trace_id}", str(trace_id))) if trace_url and trace_id else None
     return ItemView(index, status, verdict or status, inputs, reason, flags, error,
                     [text(w, FIELD_CHARS) for w in warnings], juries, overridden, item_calls,
-                    [cut(texts[c], 300) for c in columns], result, _trace_links(result, trace_url))
+                    [cut(texts[c], 300) for c in columns], result, {"mlflow_trace_id": link} if link else {})
 
 
 class RowChooser:
-    """A report's rows and columns, chosen as results pass by (one pass over any number, in
-    bounded memory: report_rows.py). Fed by build_view, or by the run's own pass over its
-    results, which knows whether each passed from the summary's reading of its rate (api.py).
-    The columns are the configured ones, else every scalar field seen (in first-seen order, at
-    most MAX_COLUMNS), plus `error` when any result has one."""
+    """A report's rows and columns, chosen as results pass by in one pass over any number, with
+    bounded state: tallies, and at most `limit` rows, those that need a person first (errored,
+    failed, neither), then passing ones while room remains. Fed by build_view, or by the run's
+    own pass over its results, which knows whether each passed from the summary's reading of
+    its rate (api.py). The columns are the configured ones, else every scalar field seen (in
+    first-seen order, at most MAX_COLUMNS), plus `error` when any result has one."""
 
     def __init__(self, configured: list[str] | None, count_by: str | None, limit: int = HTML_ROWS) -> None:
         self.fixed = [c for c in configured if c != "index"] if configured else None
-        self.seen: dict[str, None] = {}
+        self.fields: dict[str, None] = {}
         self.errored = False
         self.count_by = count_by
-        self.picker = RowPicker(limit)
+        self.limit = limit
+        self.seen = 0
+        self.statuses: Counter[str] = Counter()
+        self.verdict_status: dict[str, str] = {}     # each verdict's status, as first seen
+        self._review, self._passing = LowestIndex(limit), LowestIndex(limit)
 
     def add(self, result: dict[str, Any], passed: bool | None) -> None:
-        """One result, and whether it meets the pass rule (None: there is none)."""
+        """One result, and whether it meets the pass rule (None: there is none; kept with a chosen row)."""
         if self.fixed is None:
             self.errored = self.errored or "error" in result
-            if len(self.seen) < MAX_COLUMNS:
-                self.seen.update((k, None) for k, v in result.items()
-                                 if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
+            if len(self.fields) < MAX_COLUMNS:
+                self.fields.update((k, None) for k, v in result.items()
+                                   if k not in ("index", "item_key", "warnings") and not isinstance(v, (dict, list)))
         verdict = verdict_of(result, self.count_by)
-        self.picker.offer(result, verdict, status_of(verdict, error_of(result), passed), passed)
+        status = status_of(verdict, error_of(result), passed)
+        self.seen += 1
+        self.statuses[status] += 1
+        self.verdict_status.setdefault(verdict, status)
+        (self._passing if status == "pass" else self._review).offer(self.seen, result, passed)
+
+    @property
+    def review(self) -> int:
+        return self.seen - self.statuses["pass"]
 
     def columns(self) -> list[str]:
         if self.fixed is not None:
             return self.fixed
-        return [*self.seen, *(["error"] if self.errored and "error" not in self.seen else [])]
+        return [*self.fields, *(["error"] if self.errored and "error" not in self.fields else [])]
+
+    def chosen(self) -> list[tuple[dict[str, Any], bool | None]]:
+        """(result, passed) of the chosen rows, in index order."""
+        chosen = self._review.results()
+        chosen += self._passing.results()[:self.limit - len(chosen)]
+        return sorted(chosen, key=lambda row: index_of(row[0]))
 
 
 def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], configured: list[str] | None = None,
@@ -308,19 +314,17 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     """The view, once every result went through `chosen` (its count_by is the summary's):
     each row passes as it did there."""
     count_by = summary.get("count_by")
-    rows = chosen.picker
-    picked = rows.chosen()
+    picked = chosen.chosen()
     columns = chosen.columns()
     calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
     trace_url = trace_url_of(summary)
     items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:
-        counts = [(count_label(str(k)), _int(v), rows.verdict_status.get(count_label(str(k)), "warn"))
+        counts = [(count_label(str(k)), _int(v), chosen.verdict_status.get(count_label(str(k)), "warn"))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
     else:
-        counts = [(s, n, s) for s, n in sorted(rows.statuses.items(), key=lambda kv: -kv[1])]
+        counts = [(s, n, s) for s, n in chosen.statuses.most_common()]
     entries = rate_entries(summary)
-    rates = list(entries.items())
     hidden = SUMMARY_SECTIONS | set(entries) | {f"{k}_count" for k in entries} | {"rates", assessment_key}
     measures = [(k, text(v, 200)) for k, v in summary.items() if k not in hidden]
     models = [[name, text(s.get("calls", 0)), text(s.get("cache_hits", 0)), text(s.get("failures", 0)),
@@ -330,13 +334,13 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
               if isinstance(info, dict)]
     notes = {kind: [text(n) for n in summary[kind]] if isinstance(summary.get(kind), list) else []
              for kind in ("summary_errors", "run_warnings", "hints")}
-    scope = RunScope.of(summary, rows.seen)
+    scope = RunScope.of(summary, chosen.seen)
     title = f"{text(summary.get('pipeline')) or 'run'}: report"
     reason_name = _last(reason_field) if reason_field else next(
         (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
-    return ReportView(title, text(summary.get(assessment_key)), count_by,
-                      scope.done, _int(summary.get("errors", 0)), counts, rates, measures, notes, models, juries,
-                      columns, items, rows.review, scope, reason_name)
+    return ReportView(title, text(summary.get(assessment_key)), count_by, scope.done, _int(summary.get("errors", 0)),
+                      counts, list(entries.items()), measures, notes, models, juries, columns, items, chosen.review,
+                      scope, reason_name)
 
 
 def _int(value: Any) -> int:
@@ -351,16 +355,6 @@ def _float(value: Any) -> float:
 def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
     value = summary.get(name)
     return value if isinstance(value, dict) else {}
-
-
-def result_json(result: dict[str, Any], limit: int | None = None) -> str:
-    """Compact JSON: json's C encoder does not indent (its Python one is slow over a big run);
-    the page indents a result when it is opened. Past `limit` characters
-    it is cut, saying where the whole result is."""
-    whole = json.dumps(result, ensure_ascii=False, default=str)
-    if limit is None or len(whole) <= limit:
-        return whole
-    return whole[:limit] + f" … (cut at {limit} characters: the whole result is in results.jsonl)"
 
 
 def _agreement_text(info: dict[str, Any]) -> str:

@@ -121,11 +121,5 @@ class SummaryTally:
             except TemplateError as exc:
                 problems.append(str(exc))
                 break
-        if problems:
-            summary["summary_errors"] = problems
-        warnings = run_warnings(runtime)
-        if warnings:
-            summary["run_warnings"] = warnings
-        if interrupted:
-            summary["interrupted"] = True
-        return summary
+        ending = {"summary_errors": problems, "run_warnings": run_warnings(runtime), "interrupted": interrupted}
+        return summary | {key: value for key, value in ending.items() if value}

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runner.checks.json_schema import schema_message
 from runner.checks.result_shapes import ShapeContext
 from runner.errors import ConfigError, InputError, Problem
 from runner.fileio import read_json_lines
@@ -86,7 +87,7 @@ def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | 
         error = best_match(Draft202012Validator(schema).iter_errors(answer))
         if error is not None:
             at = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            return f"answer{at} does not fit the step's answer schema: {error.message}"
+            return f"answer{at} does not fit the step's answer schema: {schema_message(error)}"
     elif not args.get("json") and "output_schema" not in args and not isinstance(answer, str):
         return "the step answers in text (no output_schema): the answer is a string"
     return None

@@ -113,7 +113,8 @@ class _Merge:
     def merge(self, base: Any, base_side: Side, over: Any, over_side: Side, out: DataPath) -> Any:
         if isinstance(base, dict) and isinstance(over, dict):
             return self.mapping(base, base_side, over, over_side, out)
-        if out and out[-1] == "steps" and _step_list(base) and isinstance(over, list):
+        if out and out[-1] == "steps" and isinstance(over, list) and isinstance(base, list) \
+                and all(isinstance(s, dict) and isinstance(s.get("id"), str) for s in base):
             return self.steps(base, base_side, over, over_side, out)
         return self.take(over, over_side, out)
 
@@ -170,7 +171,6 @@ class _Merge:
                 continue
             else:
                 found = (step_id, None, j)
-                index = len(order)
             if place:
                 anchor = entry[place[0]]
                 others = [step_id for step_id, _, _ in order]
@@ -217,8 +217,4 @@ class _Merge:
 
 def _down(side: Side, key: str | int) -> Side:
     return side[0], (*side[1], key)
-
-
-def _step_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(s, dict) and isinstance(s.get("id"), str) for s in value)
 

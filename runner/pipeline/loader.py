@@ -19,7 +19,7 @@ from runner.pipeline.files import read_located
 from runner.pipeline.model import InputSpec, MemoSpec, Pipeline, StepSpec, SummarySpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
-from runner.pipeline.plugins import plugin_problems, plugin_specs
+from runner.pipeline.plugins import plugin_problems, resolve_plugin
 from runner.pipeline.probes import probes_of, with_probe_file
 from runner.pipeline.step_catalog import StepInfos
 from runner.pipeline.validated import ValidatedPipelines
@@ -79,15 +79,13 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
                                           tuple(data.get("env", [])), load_part_file)
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
-        env_names=env_names, input=InputSpec.of(data.get("input")),
-        params=data.get("params", {}), models=models,
+        env_names=env_names, input=InputSpec.of(data.get("input")), params=data.get("params", {}), models=models,
         steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
-        output=data.get("output", {}),
-        output_base=data.get("output_base"), summary=SummarySpec.of(data.get("summary")),
-        memo=MemoSpec.of(data.get("memo")),
-        concurrency=data.get("concurrency"),
-        located=located, tracing=data.get("tracing"), sources=tuple(sources),
-        plugins=plugin_specs(data, project_dir), probes=probes_of(data), parts=parts)
+        output=data.get("output", {}), output_base=data.get("output_base"),
+        summary=SummarySpec.of(data.get("summary")), memo=MemoSpec.of(data.get("memo")),
+        concurrency=data.get("concurrency"), located=located, tracing=data.get("tracing"), sources=tuple(sources),
+        plugins=tuple(resolve_plugin(entry, project_dir) for entry in data.get("plugins") or []),
+        probes=probes_of(data), parts=parts)
 
 
 def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:

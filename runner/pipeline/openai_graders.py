@@ -108,8 +108,13 @@ def _comparison(out: Converted, grader: dict[str, Any], where: str, sid: str, us
     """A step of `uses` comparing the grader's `input` with its `reference`: a score and passed."""
     out.steps.append({"id": sid, "uses": uses, "with": {"input": _text(grader, "input", where),
                                                         "reference": _text(grader, "reference", where), **args}})
-    out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
-    return f"steps.{sid}.passed", f"steps.{sid}.score"
+    return _result(out, sid, f"steps.{sid}.passed", f"steps.{sid}.score")
+
+
+def _result(out: Converted, sid: str, passed: str, score: str) -> tuple[str, str]:
+    """The grader's output fields (its score and passed); (passed, score) as expressions."""
+    out.output[sid] = {"score": f"{{{{ {score} }}}}", "passed": f"{{{{ {passed} }}}}"}
+    return passed, score
 
 
 def _messages(out: Converted, grader: dict[str, Any], where: str, sid: str) -> list[dict[str, str]]:
@@ -179,9 +184,7 @@ def _score_model(out: Converted, grader: dict[str, Any], where: str, sid: str, t
     low, high = grader.get("range") or [0, 1]
     _model_step(out, grader, where, sid, {"score": {"type": "number", "minimum": low, "maximum": high}})
     score = f"steps.{sid}.output.score"
-    passed = f"{score} >= {threshold}" if threshold is not None else "true"
-    out.output[sid] = {"score": f"{{{{ {score} }}}}", "passed": f"{{{{ {passed} }}}}"}
-    return passed, score
+    return _result(out, sid, f"{score} >= {threshold}" if threshold is not None else "true", score)
 
 
 def _python(out: Converted, grader: dict[str, Any], where: str, sid: str, threshold: Any) -> tuple[str, str]:
@@ -194,9 +197,8 @@ def _python(out: Converted, grader: dict[str, Any], where: str, sid: str, thresh
     out.files[plugin] = PLUGIN.format(source=source.rstrip() + "\n", step=f"{out.name}_{sid}", grader=sid)
     out.plugins.append(plugin)
     out.steps.append({"id": sid, "uses": f"{out.name}_{sid}", "with": {"sample": "{{ sample }}", "item": "{{ item }}"}})
-    passed = f"steps.{sid}.score >= {threshold}" if threshold is not None else "true"
-    out.output[sid] = {"score": f"{{{{ steps.{sid}.score }}}}", "passed": f"{{{{ {passed} }}}}"}
-    return passed, f"steps.{sid}.score"
+    score = f"steps.{sid}.score"
+    return _result(out, sid, f"{score} >= {threshold}" if threshold is not None else "true", score)
 
 
 def _multi(out: Converted, grader: dict[str, Any], where: str, sid: str, threshold: Any) -> tuple[str, str]:
@@ -218,8 +220,7 @@ def _multi(out: Converted, grader: dict[str, Any], where: str, sid: str, thresho
     if threshold is not None:
         args["threshold"] = threshold
     out.steps.append({"id": sid, "uses": "formula", "with": args})
-    out.output[sid] = {"score": f"{{{{ steps.{sid}.value }}}}", "passed": f"{{{{ steps.{sid}.passed }}}}"}
-    return f"steps.{sid}.passed", f"steps.{sid}.value"
+    return _result(out, sid, f"steps.{sid}.passed", f"steps.{sid}.value")
 
 
 CONVERTERS = {"label_model": _label_model, "score_model": _score_model, "string_check": _string_check,

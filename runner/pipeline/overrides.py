@@ -95,7 +95,8 @@ def _resolve(data: Any, parts: list[str], schema: dict[str, Any], infos: Mapping
     current: Any = data
     path: list[str | int] = []
     for position, part in enumerate(parts):
-        node = _deref(node, defs)
+        while "$ref" in node and node["$ref"].startswith("#/$defs/"):
+            node = defs[node["$ref"].rsplit("/", 1)[1]]
         here = ".".join(parts[:position]) or "the pipeline"
         if path == ["steps"]:
             index = _step_index(current, part)
@@ -130,12 +131,6 @@ def _resolve(data: Any, parts: list[str], schema: dict[str, Any], infos: Mapping
         path.append(part)
         current = current.get(part) if isinstance(current, dict) else None
     return tuple(path)
-
-
-def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node and node["$ref"].startswith("#/$defs/"):
-        node = defs[node["$ref"].rsplit("/", 1)[1]]
-    return node
 
 
 def _step_index(steps: Any, part: str) -> int:

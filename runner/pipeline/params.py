@@ -13,6 +13,7 @@ so a variant's plain value for a declared param keeps the base's declaration."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runner.errors import Problem, did_you_mean
@@ -29,10 +30,6 @@ SCHEMA_KEYWORDS = frozenset({
     "$comment", "contentEncoding", "contentMediaType", "contentSchema"})
 
 
-def is_declaration(value: Any) -> bool:
-    return isinstance(value, dict) and "default" in value
-
-
 def declared_params(located: Located) -> list[Problem]:
     """Rewrite the one-block form of `located` (one file) into `params` and `params_schema`,
     positions moved along; the problems of a declaration that is not one."""
@@ -45,7 +42,7 @@ def declared_params(located: Located) -> list[Problem]:
     problems: list[Problem] = []
     schemas = {}
     for name, value in params.items():
-        if not is_declaration(value):
+        if not isinstance(value, dict) or "default" not in value:     # a plain default
             continue
         for key in value:
             if key != "default" and key not in SCHEMA_KEYWORDS:
@@ -122,7 +119,6 @@ def param_rows(params: dict[str, Any], schemas: dict[str, Any]) -> list[tuple[st
 
 
 def _shown(value: Any) -> str:
-    import json
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 

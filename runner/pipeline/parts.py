@@ -87,6 +87,8 @@ def declared_inputs(part: Pipeline) -> dict[str, dict[str, Any]]:
 def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath, str]]:
     """What is wrong with the `inputs:` a step passes to `part`: (path under `with`, message)."""
     import jsonschema  # validate only: a cached run never imports it
+
+    from runner.checks.json_schema import schema_message
     declared = declared_inputs(part)
     given = given if isinstance(given, dict) else {}
     problems: list[tuple[DataPath, str]] = []
@@ -100,7 +102,7 @@ def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath
         if not templating.is_template(value):
             error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
             if error is not None:
-                problems.append((("inputs", name), f"input '{name}' of part '{file}': {error.message}"))
+                problems.append((("inputs", name), f"input '{name}' of part '{file}': {schema_message(error)}"))
     for name, spec in declared.items():
         if name not in given and "default" not in spec:
             problems.append((("inputs",), f"part '{file}' needs input '{name}'"))

@@ -22,7 +22,6 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from runner.errors import Problem, RunnerError
 from runner.paths import OK, refusal, resolve_inside
@@ -83,10 +82,6 @@ def load_plugins(specs: Iterable[str]) -> None:
             raise
         except Exception as exc:        # the plugin's own code failed
             raise RunnerError(f"plugin {spec}: importing it failed: {type(exc).__name__}: {exc}") from None
-
-
-def plugin_specs(data: dict[str, Any], project_dir: Path) -> tuple[str, ...]:
-    return tuple(resolve_plugin(entry, project_dir) for entry in data.get("plugins") or [])
 
 
 def plugin_problems(located: Located, project_dir: Path) -> list[Problem]:

@@ -9,32 +9,12 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 from runner.checks.result_shapes import OPEN, ShapeContext
 from runner.errors import RunnerError
 from runner.registry import Registry
 from runner.yamlpos import Path as DataPath
-
-
-class StepType(Protocol):
-    """What a registered step class declares (runner.engine.steps.base.Step has it all)."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str]
-    template_fields: ClassVar[tuple[str, ...]]
-    model_fields: ClassVar[tuple[str, ...]]
-    schema_fields: ClassVar[tuple[str, ...]]
-    substeps: ClassVar[bool]
-    sub_scope: ClassVar[tuple[str, ...]]
-    own_scope: ClassVar[tuple[str, ...]]
-    lazy_fields: ClassVar[tuple[str, ...]]
-
-    @classmethod
-    def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]: ...
-
-    @classmethod
-    def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]: ...
 
 
 @dataclass(frozen=True)
@@ -56,10 +36,11 @@ class StepInfo:
         lambda args, shapes: []
 
 
-# A step type is its module of runner/engine/steps (a Step subclass decorated with @register)
-# plus runner/schemas/steps/<name>.schema.json; a lookup by name imports that module first.
+# A step type is its module of runner/engine/steps (a Step subclass decorated with @register, whose
+# class attributes StepInfo copies) plus runner/schemas/steps/<name>.schema.json; a lookup by name
+# imports that module first.
 # Installed packages add theirs through the entry point group `runner.steps` (name -> Step subclass).
-STEPS: Registry[type[StepType]] = Registry("step type", "runner.engine.steps", "runner.steps")
+STEPS: Registry[type[Any]] = Registry("step type", "runner.engine.steps", "runner.steps")
 
 
 @cache

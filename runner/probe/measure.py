@@ -114,23 +114,19 @@ class Originals:
         return {"items": self.items, "errors": self.errors, "counts": self.counts, "rates": rates}
 
 
-def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], verdict_field: str,
-            passes: Callable[[dict[str, Any]], bool], probes: Sequence[Probe],
-            seen_original: Callable[[dict[str, Any] | None], None] = lambda result: None,
-            ) -> tuple[list[ProbeTally], int, list[str]]:
-    """Per probe, its counts for the final verdict and per juror; the number of originals;
-    the jurors, in the order they first voted. Each original's result (None: never run) is
-    handed to `seen_original`."""
+def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], passes: Callable[[dict[str, Any]], bool],
+            probes: Sequence[Probe], originals: Originals) -> tuple[list[ProbeTally], list[str]]:
+    """Per probe, its counts for the final verdict and per juror; the jurors, in the order they
+    first voted. Each original's result (None: never run) is added to `originals`."""
     tallies = {probe.name: ProbeTally(probe) for probe in probes}
     jurors: dict[str, None] = {}
-    originals = 0
+    verdict_field = originals.verdict_field
     found = _by_index(iter(results))
     original: dict[str, Any] | None = None
     for entry in planned:
         if entry.probe is None:
-            originals += 1
             original = found(entry.item.index) if entry.item is not None else None
-            seen_original(original)
+            originals.add(original)
             continue
         tally = tallies[entry.probe.name]
         if entry.item is None:
@@ -160,7 +156,7 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], verdi
                    final=who == FINAL)
     for tally in tallies.values():        # the final verdict first, then the jurors as they sit
         tally.rows = {who: tally.rows[who] for who in (FINAL, *jurors) if who in tally.rows}
-    return list(tallies.values()), originals, list(jurors)
+    return list(tallies.values()), list(jurors)
 
 
 def _count(counts: Counts, probe: Probe, was: Cast, now: Cast, passed: bool, final_verdict: Any,

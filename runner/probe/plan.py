@@ -7,6 +7,7 @@ field carries the perturbation to the engine, which applies it once the step has
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +37,7 @@ class Planned:
 def plan(originals: Iterable[Item], probes: Sequence[Probe], items: int | None = None) -> Iterator[Planned]:
     """Every original (the first `items` when given) followed by its copies, numbered 1, 2, ..."""
     number = 0
-    for taken, item in enumerate(originals):
-        if items is not None and taken >= items:
-            return
+    for item in itertools.islice(originals, items):
         number += 1
         original = number
         yield Planned(Item(number, item.value, item.parent, item.error), original, item.index)

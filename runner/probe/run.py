@@ -57,22 +57,20 @@ def probe_pipeline(path: Path, source: ItemSource, options: RunOptions, override
             group = default_group(pipeline, source)
             options = replace(options, group=group.with_name(group.name + GROUP_SUFFIX))
         outcome = run_pipeline(path, probed, options, overrides, progress, role=RunRole(kind="probe"))
-        return _report(outcome, originals, probes, items, source), outcome
+        return _report(outcome, originals, probes, items), outcome
     finally:
         source.discard_stdin_copy()
 
 
-def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None,
-            source: ItemSource) -> dict[str, Any]:
+def _report(outcome: RunOutcome, originals: ItemSource, probes: list[Probe], items: int | None) -> dict[str, Any]:
     pipeline = outcome.pipeline
     verdict_field = str(pipeline.summary.count_by)          # the loader refuses probes without it
     planned = plan(load_items(pipeline, originals), probes, items)
     first = Originals(verdict_field, _rate_checks(pipeline))
-    tallies, count, jurors = measure(planned, results_in_order(outcome.out_dir), verdict_field, _passes(pipeline),
-                                     probes, first.add)
+    tallies, jurors = measure(planned, results_in_order(outcome.out_dir), _passes(pipeline), probes, first)
     report = {
-        "pipeline": pipeline.name, "input": str(source.input_path) if source.input_path else "--record",
-        "run": str(outcome.out_dir), "verdict_field": verdict_field, "items": count,
+        "pipeline": pipeline.name, "input": str(originals.input_path) if originals.input_path else "--record",
+        "run": str(outcome.out_dir), "verdict_field": verdict_field, "items": first.items,
         "copies": sum(t.copies for t in tallies), "jurors": jurors, "interrupted": outcome.interrupted,
         "originals": first.view(),
         "probes": [{"name": t.probe.name, "description": t.probe.description, "transform": t.probe.kind,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.checks.json_schema import read_schema, validator_for
+from runner.checks.json_schema import read_schema, schema_message, validator_for
 from runner.errors import InputError, RunnerError
 from runner.fileio import atomic_write, read_json, read_json_lines
 
@@ -202,6 +202,7 @@ def checked(path: Path, data: Any, schema: str) -> dict[str, Any]:
     error = best_match(validator_for(read_schema(schema)).iter_errors(data))
     if error is not None:
         field = ".".join(str(part) for part in error.absolute_path) or "the file"
-        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+        message = schema_message(error)
+        message = message if len(message) <= 200 else message[:197] + "..."
         raise InputError(f"{path}: {field}: {message}")
     return data

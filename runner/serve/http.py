@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
+from runner.fileio import decode, parse_json
 from runner.redact import redact
 from runner.serve.openapi import allowed_methods
 from runner.stores.database import StoreUnavailable
@@ -57,6 +58,8 @@ def add_error_handlers(app: FastAPI) -> None:
             if not allowed:                 # only the OPTIONS route (any path) matched it
                 return error(404, "Not Found")
             headers["Allow"] = ", ".join(allowed)
+        if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):   # JSON unread
+            return error(400, await _unreadable(request))
         return error(exc.status_code, str(exc.detail), **headers)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
@@ -132,6 +135,16 @@ class Guard:
             return error(400, "a NUL byte in the path or query: no name, key or id holds one")
         declared = headers.get("content-length", "")
         return error(413, _too_large(limit)) if declared.isdigit() and int(declared) > limit else None
+
+
+async def _unreadable(request: Request) -> str:
+    """What is wrong in a JSON body and where, as runner reads JSON (e.g. a number past
+    Python's digit limit: FastAPI's own message names neither)."""
+    try:
+        parse_json(decode(await request.body(), "the body"), "the body")
+    except InputError as exc:
+        return str(exc)
+    return "the body cannot be read as JSON"
 
 
 def _host_name(header: str) -> str:

@@ -1,6 +1,7 @@
-"""Jobs: a request's items judged as a run on the server's event loop, in a run folder under
-the project's reports/ that `runner view` lists (statuses: queued, running, succeeded, failed
-as `runner run` fails, cancelled).
+"""Jobs: a request's items judged as a run on the server's event loop (started in a worker
+thread: reading the input may take seconds), in a run folder under the project's reports/
+that `runner view` lists (statuses: queued, running, succeeded, failed as `runner run`
+fails, cancelled).
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status,
 beside its input (kept by content hash). A server killed mid-job, or stopped, takes it up at its
@@ -189,8 +190,8 @@ class JobBoard:
                 counts[source] += 1
             options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            run = StartedRun.start(variant.pipeline.file, source, options, overrides,
-                                   role=self.judging.job_role(variant, resumed, tally))
+            run = await _started(variant.pipeline.file, source, options, overrides,
+                                 role=self.judging.job_role(variant, resumed, tally))
             job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
             outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
@@ -247,6 +248,20 @@ class JobBoard:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
         self.claims.release()
+
+
+async def _started(*args: Any, **kwargs: Any) -> StartedRun:
+    """StartedRun.start in a worker thread: reading a job's input (counting a JSONL upload's
+    lines, parsing a JSON or YAML one whole) never holds the event loop and the other requests.
+    A job cancelled meanwhile waits for the start to end, then lets its run go."""
+    start = asyncio.ensure_future(asyncio.to_thread(StartedRun.start, *args, **kwargs))
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        await asyncio.wait([start])
+        if not start.cancelled() and start.exception() is None:
+            await start.result().discard()
+        raise
 
 
 # An uploaded file kept as it came, for the adapter its name says; any other upload is JSON lines.

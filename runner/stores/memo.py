@@ -45,7 +45,9 @@ class MemoStore:
         self.unreadable = 0               # stored results read that were not JSON objects (each a miss)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = open_shared(self.path, SCHEMA, BUSY_TIMEOUT_MS)
+            # Opened where the run starts (serve: a worker thread), then used by the run's event loop
+            # alone: one thread at a time, which SQLite allows across threads.
+            self._db = open_shared(self.path, SCHEMA, BUSY_TIMEOUT_MS, check_same_thread=False)
             self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{self.path}: not a usable memo store ({exc})") from None

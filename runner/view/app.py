@@ -14,7 +14,7 @@ import hmac
 import json
 import secrets
 from datetime import datetime
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -49,13 +49,10 @@ class View:
         self.reports = reports
         self.token = token or secrets.token_urlsafe(24)
         self._indexes: dict[Path, RunIndex] = {}
-        self._store: ReviewStore | None = None
 
-    @property
+    @cached_property
     def store(self) -> ReviewStore:
-        if self._store is None:
-            self._store = ReviewStore(self.reports / REVIEWS_FILE)
-        return self._store
+        return ReviewStore(self.reports / REVIEWS_FILE)
 
     def open(self, run: str) -> tuple[Path, RunEntry, RunIndex]:
         """The run a request names (its path under REPORTS_DIR): its folder, entry and index."""
@@ -68,8 +65,8 @@ class View:
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:
         nonce = secrets.token_urlsafe(12)
-        body = render(template, token=self.token, nonce=nonce, reports=str(self.reports), **values)
-        return self.html(body, nonce, code)
+        return self.html(environment().get_template(template).render(
+            token=self.token, nonce=nonce, reports=str(self.reports), **values), nonce, code)
 
     @staticmethod
     def html(body: str, nonce: str = "", code: int = 200) -> HTMLResponse:
@@ -121,8 +118,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         previous, following = index_db.neighbours(row)
         return view.page(
             "item.html", run=entry, index=number, line=row.line, verdict=index_db.verdict_of(result),
-            status=shown.status,
-            verdict_field=entry.verdict_field, item_key=key, juries=shown.juries, counts=index_db.counts(),
+            status=shown.status, verdict_field=entry.verdict_field, item_key=key, juries=shown.juries,
+            counts=index_db.counts(),
             result_json=json.dumps(result, ensure_ascii=False, indent=2, default=str),
             quote=_first_text(result, ("quote",)), source=_first_text(result, SOURCE_FIELDS),
             calls=[(shown_call, header(call)) for shown_call, call in zip(shown.calls, calls, strict=True)],
@@ -144,9 +141,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         before, after = (f.relative_to(view.reports).as_posix() for f in folders)
         try:
             diff = diff_runs(folders[0], folders[1], [], force=request.query_params.get("force") == "1")
-        except RunnerError as refused:
-            return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused),
-                             count_keys=[], overview=[], only_in=[])
+        except RunnerError as refused:          # the page shows why, and a link to compare anyway
+            return view.page("compare.html", before=before, after=after, diff=None, refused=str(refused))
         keys = list(dict.fromkeys([*diff["counts"]["before"], *diff["counts"]["after"]]))
         return view.page("compare.html", before=before, after=after, diff=diff, refused=None, count_keys=keys,
                          overview=overview(diff), only_in=only_in(diff))
@@ -280,15 +276,6 @@ def _when(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.utcoffset() is not None else "")
 
 
-def _rate(entry: Any) -> str:
-    """A rate with what it is over: `71.4% (5/7; 1 left out: 1 errored)`, `n/a (0 judged)`."""
-    return rate_text(entry, percent=True) if isinstance(entry, dict) else "-"
-
-
-def _money(value: Any) -> str:
-    return f"${value:.4f}" if isinstance(value, (int, float)) and value else "-"
-
-
 def _seconds(value: Any) -> str:
     if not isinstance(value, (int, float)):
         return "-"
@@ -307,9 +294,8 @@ def _show(value: Any) -> str:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("runner.view", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(when=_when, rate=_rate, money=_money, seconds=_seconds, show=_show)
+    env.filters.update(when=_when, seconds=_seconds, show=_show,
+                       # a rate with what it is over: `71.4% (5/7; 1 left out: 1 errored)`, `n/a (0 judged)`
+                       rate=lambda entry: rate_text(entry, percent=True) if isinstance(entry, dict) else "-",
+                       money=lambda value: f"${value:.4f}" if isinstance(value, (int, float)) and value else "-")
     return env
-
-
-def render(template: str, **values: Any) -> str:
-    return environment().get_template(template).render(**values)

@@ -9,13 +9,15 @@ each of its calls starts in calls.jsonl, so an item's page reads its calls alone
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +76,6 @@ class Page:
     matched: int
     page: int
     pages: int
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 Passed = Callable[[dict[str, Any]], bool | None]            # result -> meets the pass rule
@@ -103,32 +104,20 @@ class RunIndex:
         return None if path.is_symlink() else path
 
     def _stamp(self) -> str:
-        stat = (self.run / RESULTS).stat()
-        calls_file = self._calls_file()
-        try:
-            calls = calls_file.stat() if calls_file else None
-        except OSError:
-            calls = None
-        called = f"{calls.st_size}:{calls.st_mtime_ns}" if calls else "-"
+        stat, calls_file, called = (self.run / RESULTS).stat(), self._calls_file(), "-"
+        with contextlib.suppress(OSError):
+            if calls_file:
+                calls = calls_file.stat()
+                called = f"{calls.st_size}:{calls.st_mtime_ns}"
         return f"{FORMAT}:{stat.st_size}:{stat.st_mtime_ns}:{called}:{self.verdict_field}"
 
     def _fresh(self) -> bool:
-        if not self.path.is_file():
-            return False
-        try:
+        try:                            # no index yet: sqlite cannot open it read-only
             with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) as db:
                 row = db.execute("SELECT value FROM meta WHERE name = 'stamp'").fetchone()
         except sqlite3.DatabaseError:
             return False
         return bool(row) and row[0] == self._stamp()
-
-    def ensure(self) -> None:
-        """Build the index unless it matches results.jsonl as it is now (one build at a time)."""
-        if self._fresh():
-            return
-        with _builds:
-            if not self._fresh():
-                self._build()
 
     def _build(self) -> None:
         stamp = self._stamp()
@@ -144,7 +133,7 @@ class RunIndex:
                 CREATE TABLE calls (idx INTEGER, offset INTEGER, length INTEGER);
             """)
             db.execute(ITEMS.format("items"))
-            counts: dict[str, int] = {}
+            counts: Counter[str] = Counter()
             batch: list[tuple[Any, ...]] = []
             texts: list[tuple[int, str]] = []
             ordered, last = True, 0
@@ -153,7 +142,7 @@ class RunIndex:
                 ordered, last = ordered and index >= last, index
                 label, reason = item_label(result, self.columns), reason_of(result)
                 verdict = self.verdict_of(result)
-                counts[verdict] = counts.get(verdict, 0) + 1
+                counts[verdict] += 1
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,
                               _text(result.get("error")) or None, label, reason,
                               json.dumps(result, ensure_ascii=False)))
@@ -165,17 +154,16 @@ class RunIndex:
                 db.execute(ITEMS.format("sorted"))
                 db.execute(f"INSERT INTO sorted ({_COLUMNS}) SELECT {_COLUMNS} FROM items ORDER BY idx, line")
                 db.executescript("DROP TABLE items; ALTER TABLE sorted RENAME TO items;")
-            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);")
-            db.execute("UPDATE items SET shared = 1 WHERE idx IN "
-                       "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
             calls_file = self._calls_file()
             if calls_file is not None:
                 db.executemany("INSERT INTO calls VALUES (?, ?, ?)", call_spans(calls_file))
-            db.executescript("CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
+            db.executescript("CREATE INDEX by_index ON items (idx); CREATE INDEX by_line ON items (line);"
+                             "CREATE INDEX by_verdict ON items (verdict); CREATE INDEX by_error ON items (error);"
                              "CREATE INDEX by_key ON items (item_key); CREATE INDEX by_item ON calls (idx);")
-            db.execute("INSERT INTO meta VALUES ('counts', ?)",
-                       (json.dumps(dict(sorted(counts.items(), key=lambda kv: -kv[1]))),))
-            db.execute("INSERT INTO meta VALUES ('stamp', ?)", (stamp,))
+            db.execute("UPDATE items SET shared = 1 WHERE idx IN "
+                       "(SELECT idx FROM items GROUP BY idx HAVING count(*) > 1)")
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("counts", json.dumps(dict(counts.most_common()))), ("stamp", stamp)])
             db.commit()
         finally:
             db.close()
@@ -200,7 +188,12 @@ class RunIndex:
 
     # -- reading ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        self.ensure()
+        """A read-only connection to the index, built first unless it matches results.jsonl as it is
+        now (one build at a time)."""
+        if not self._fresh():
+            with _builds:
+                if not self._fresh():
+                    self._build()
         return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
 
     def page(self, query: Query) -> Page:
@@ -334,8 +327,5 @@ def _as_index(value: Any, fallback: int) -> int:
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A value as the index keeps it: JSON's text (`true`, `3`) but a string as itself and no value as ``."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

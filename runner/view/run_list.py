@@ -32,13 +32,13 @@ _DEPTHS = ("*/*/*/", "*/*/", "*/", "")
 class RunEntry:
     path: str                      # under REPORTS_DIR, with /
     pipeline: str
-    input: str
     started: str
-    duration_s: float | None
-    total: int
-    planned: int | None
-    errors: int
-    state: str                     # finished, partial, interrupted or running
+    state: str                     # finished, partial, interrupted, running, or unreadable
+    input: str = "-"
+    duration_s: float | None = None
+    total: int = 0
+    planned: int | None = None
+    errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     rates: dict[str, dict[str, Any]] = field(default_factory=dict)     # rates.NAME entries (engine/rates)
     cost: float = 0.0
@@ -72,11 +72,6 @@ class RunEntry:
     @property
     def report_columns(self) -> list[str] | None:
         return SummarySpec.of(self.resolved.get("summary")).report_columns
-
-
-def unfinished(folder: Path) -> bool:
-    """A run that has results and run.json but no summary.json yet: running, or died running."""
-    return (folder / RESULTS).is_file() and (folder / MANIFEST).is_file() and not (folder / SUMMARY).exists()
 
 
 def run_entry(reports: Path, folder: Path) -> RunEntry:
@@ -152,22 +147,22 @@ def _listed(reports: Path, folder: Path) -> RunEntry:
         return run_entry(reports, folder)
     except InputError as exc:
         relative = folder.relative_to(reports)
-        return RunEntry(path=relative.as_posix(), pipeline=relative.parts[0], input="-", started=folder.name,
-                        duration_s=None, total=0, planned=None, errors=0, state="unreadable", problem=str(exc))
+        return RunEntry(path=relative.as_posix(), pipeline=relative.parts[0], started=folder.name, state="unreadable",
+                        problem=str(exc))
 
 
 def _a_run(folder: Path) -> bool:
-    return is_run(folder) or unfinished(folder)
+    """A finished run, or one with results and run.json but no summary.json yet (running, or died running)."""
+    return is_run(folder) or ((folder / RESULTS).is_file() and (folder / MANIFEST).is_file()
+                              and not (folder / SUMMARY).exists())
 
 
 def run_folder(reports: Path, relative: str) -> Path:
     """The run folder a request names, only when it is a run inside REPORTS_DIR (no `..`,
     no absolute path, no symlink that leads out)."""
-    if not relative or relative.startswith("/") or "\\" in relative or "\0" in relative \
-            or any(part in ("", ".", "..") for part in relative.split("/")):
-        raise InputError(f"'{relative}' is not a run under the reports folder")
-    folder = reports / relative
-    if not _inside(reports, folder) or not _a_run(folder):
+    folder = reports / relative         # an empty or absolute path has an empty part
+    if "\\" in relative or "\0" in relative or any(part in ("", ".", "..") for part in relative.split("/")) \
+            or not _inside(reports, folder) or not _a_run(folder):
         raise InputError(f"'{relative}' is not a run under the reports folder")
     return folder
 

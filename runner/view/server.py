@@ -25,10 +25,9 @@ def machine_names() -> list[str]:
         with contextlib.suppress(OSError):
             names.update(str(info[4][0]) for info in socket.getaddrinfo(name, None))
     for family, probe in _PROBES:
-        with contextlib.suppress(OSError):
-            with socket.socket(family, socket.SOCK_DGRAM) as udp:
-                udp.connect((probe, 9))
-                names.add(str(udp.getsockname()[0]))
+        with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))
+            names.add(str(udp.getsockname()[0]))
     return sorted(name for name in names if name)
 
 

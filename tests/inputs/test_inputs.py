@@ -71,6 +71,16 @@ def test_bad_json_file_is_a_located_input_error(tmp_path):
         list(iter_records("json", tmp_path / "none.json", {}))
 
 
+def test_a_json_lines_file_whose_first_line_holds_a_huge_number_names_that_line(tmp_path):
+    """The json adapter read such a file whole, so its message covered the file: the first line
+    is that item's error, as the jsonl adapter says it, and the other lines are read."""
+    (tmp_path / "big.json").write_text('{"n": ' + "9" * 5000 + '}\n{"x": 2}\n')
+    first, second = iter_records("json", tmp_path / "big.json", {})
+    assert first.error == f"{tmp_path / 'big.json'}:1: a number of more than 4300 digits, past what runner reads " \
+                          "(write it as a string)"
+    assert second.value == {"x": 2} and second.error is None
+
+
 def test_explode_and_record_pairs():
     from runner.inputs import Record
     items = list(iter_items([Record({"slides": [1, 2]}), Record({"slides": [3]})], "slides"))

@@ -218,3 +218,14 @@ def test_issue62_9_a_set_serve_cannot_apply_is_refused_before_it_starts(served_p
     done = refused_start(cli, "--set", "params.green_at=high")
     assert done.exit_code == 2 and "deck.yaml" in done.stderr and "green_at" in done.stderr, done.output
     assert "runner serve: http" not in done.output and "Traceback" not in done.output
+
+
+def test_a_judge_body_with_a_number_past_pythons_digit_limit_is_a_message(served):
+    """A /judge body holding an integer of 5,000 digits was FastAPI's 400 "There was an error
+    parsing the body": it says what is wrong and where, as the jobs route does."""
+    body = '{"item": {"x": ' + "9" * 5000 + "}}"
+    answer = served.client.post("/v1/pipelines/deck/judge", content=body.encode(),
+                                headers={"content-type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert answer.json() == {"error": "the body: a number of more than 4300 digits, past what runner reads "
+                                      "(write it as a string)"}

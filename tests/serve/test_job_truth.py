@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,61 @@ def test_issue_62_6_a_job_cancelled_before_any_item_has_no_rate(served_project):
     page = TestClient(create_app(served_project.root / "reports", token="secret-token"),
                       base_url="http://127.0.0.1").get("/").text
     assert "pass_rate n/a (0 judged)" in page and "0.0%" not in page
+
+
+def held_start(monkeypatch: Any) -> tuple[Any, Any, list[str]]:
+    """StartedRun.start held on an event until the test lets it go: (entered, release, order)."""
+    from runner.api import StartedRun
+    entered, release, order = threading.Event(), threading.Event(), []
+    real = StartedRun.start
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        order.append("start released" if release.wait(timeout=60) else "start gave up")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(StartedRun, "start", start)
+    return entered, release, order
+
+
+def test_a_jobs_start_never_holds_the_other_requests(served_project, monkeypatch):
+    """A job's start reads its input (a big JSON or YAML upload parsed whole: seconds) in a worker
+    thread: while it is held there, /healthz and the job list answer; the job then runs, its memo
+    store (opened by the start's thread) used by the server's loop."""
+    entered, release, order = held_start(monkeypatch)
+    model = memo_project(served_project)
+    rows = json.dumps([deck("<p>Q1 revenue 9.9</p>"), deck("<p>B</p>")])
+    with make_client(served_project.root, model) as client:
+        job = client.post("/v1/pipelines/memodeck/jobs", files={"file": ("rows.json", rows.encode())}).json()
+        assert entered.wait(timeout=60)
+        assert client.get("/healthz").status_code == 200
+        assert [listed["id"] for listed in client.get("/v1/jobs").json()] == [job["id"]]
+        order.append("answered")
+        release.set()
+        done = wait(client, job["id"])
+    assert order == ["answered", "start released"]
+    assert done["status"] == "succeeded" and done["counts"]["judged"] == 2, done
+
+
+def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypatch):
+    """A cancel landing while the job's start reads its input in a worker thread waits for it,
+    then lets the run go: the job is `cancelled`, no run folder is left, none claimed."""
+    entered, release, order = held_start(monkeypatch)
+    model = memo_project(served_project)
+
+    async def scenario() -> Any:
+        server = parts(served_project.root, model)
+        await server.open()
+        try:
+            variant = await server.judging.variant("memodeck")
+            job = server.jobs.submit("memodeck", {}, input_file(served_project.root, deck("<p>A</p>")), variant.hash)
+            assert await asyncio.to_thread(entered.wait, 60)
+            cancelling = asyncio.ensure_future(server.jobs.cancel(job.id))
+            await asyncio.sleep(0)          # the cancel reaches the job, held in its start
+            release.set()
+            return await cancelling
+        finally:
+            await server.close()
+    job = asyncio.run(scenario())
+    assert job.status == "cancelled" and job.run is None and order == ["start released"]
+    assert not [path for path in (served_project.root / "reports").rglob("run.json")]
+    assert model.requests == []

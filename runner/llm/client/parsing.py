@@ -105,7 +105,8 @@ def validator_for(schema: dict[str, Any]) -> Validator:
 
 def validate(value: Any, schema: dict[str, Any]) -> None:
     """ParseFailure naming the first five errors, by path, when `value` does not match."""
-    errors = sorted(((list(e.absolute_path), e.message) for e in validator_for(schema).iter_errors(value)),
+    from runner.checks.json_schema import schema_message
+    errors = sorted(((list(e.absolute_path), schema_message(e)) for e in validator_for(schema).iter_errors(value)),
                     key=lambda error: error[0])
     if errors:
         parts = [f"{'/'.join(str(p) for p in path) or '(root)'}: {message}" for path, message in errors[:5]]
