@@ -88,8 +88,9 @@ class CostEstimate:
     def prompt_tokens(self) -> int:
         return sum(m.prompt_tokens for m in self.models.values())
 
-    def lines(self) -> list[str]:
-        out = []
+    def closing_lines(self) -> list[str]:
+        """Per model, then the totals line (last, so scripts can read it)."""
+        out = ["Estimate per model:"]
         for name, entry in self.models.items():
             per_call, how = entry.completion_per_call()
             uncached = entry.calls - entry.cached
@@ -104,17 +105,9 @@ class CostEstimate:
             out.append(f"  {name} ({entry.model_id}): {entry.calls} call(s), {entry.cached} cached, "
                        f"est. prompt tokens {entry.prompt_tokens}, est. completion tokens "
                        f"{entry.completion_tokens()}{basis}; {cost_text}")
-        return out
-
-    def closing_lines(self) -> list[str]:
-        """Per model, then the totals line (last, so scripts can read it)."""
         completion = sum(m.completion_tokens() for m in self.models.values())
+        total = sum(cost for entry in self.models.values() if (cost := entry.cost()) is not None)
         unknown = [name for name, m in self.models.items() if not m.local and m.price()[0] is None]
         unpriced = f" (+ an unknown price for {', '.join(unknown)})" if unknown else ""
-        return ["Estimate per model:", *self.lines(),
-                f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
-                f"est. completion tokens: {completion}, est. cost: ${self.total_cost():.4f}{unpriced}"]
-
-    def total_cost(self) -> float:
-        return sum(cost for entry in self.models.values() if (cost := entry.cost()) is not None)
-
+        return [*out, f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
+                f"est. completion tokens: {completion}, est. cost: ${total:.4f}{unpriced}"]
