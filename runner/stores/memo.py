@@ -19,8 +19,8 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
+from runner.stores.database import open_shared, transaction
 from runner.stores.kept import without_reads
-from runner.stores.shared_sqlite import open_shared, transaction
 
 DEFAULT_STORE = "memo.json"
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
