@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -111,21 +112,16 @@ def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Rec
 
 def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:
     """Number records (exploding a list field into one item per element), one at a time."""
-    count = 0
+    numbers = itertools.count(1)
     for number, record in enumerate(records, start=1):
-        if record.error or not explode:
-            count += 1
-            yield Item(count, record.value, error=record.error)
-            continue
         value = record.value
-        children = value.get(explode) if isinstance(value, dict) else None
-        if not isinstance(children, list):
-            count += 1
-            yield Item(count, value, error=f"record {number}: field '{explode}' is missing or not a list")
-            continue
-        for child in children:
-            count += 1
-            yield Item(count, child, parent=value, exploded_from=explode)
+        children = value.get(explode) if explode and isinstance(value, dict) else None
+        if record.error or not explode:
+            yield Item(next(numbers), value, error=record.error)
+        elif not isinstance(children, list):
+            yield Item(next(numbers), value, error=f"record {number}: field '{explode}' is missing or not a list")
+        else:
+            yield from (Item(next(numbers), child, parent=value, exploded_from=explode) for child in children)
 
 
 def namespace_scope(value: Any, names: Iterable[str]) -> dict[str, Any]:
