@@ -74,10 +74,8 @@ class MemoStore:
         as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         entry = None if row is None else self._readable(row[0])
-        if entry is not None:
-            entry = usable(entry)
-        if entry is not None:
-            self.hits += 1
+        entry = None if entry is None else usable(entry)
+        self.hits += entry is not None
         return entry
 
     def _readable(self, text: object) -> dict[str, Any] | None:
