@@ -50,8 +50,7 @@ def _json_lines(path: Path) -> bool:
 
 @adapter("jsonl")
 def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
-    """JSON Lines: one record per line (a bad line, not UTF-8, not JSON or nested too deeply, is an
-    item with an error; the others go on)."""
+    """JSON Lines: one record per line (a bad line is an item with an error, the others go on)."""
     for number, raw in enumerate(_raw_lines(path), start=1):
         try:
             line = decode(raw, str(path), number)
