@@ -163,8 +163,9 @@ def _citation(masked: str, ends: list[int], match: re.Match[str], line: int) -> 
     claim = _claim(masked, ends, match.start())
     start = int(match.group("start"))
     end = int(match.group("end")) if match.groupdict().get("end") else start
+    quotes = [m.group(1) or m.group(2) for m in QUOTE_SPANS.finditer(claim)]       # the longest is the quote
     return {"file": name, "target": match.groupdict().get("target") or "", "start": start, "end": end,
-            "claim": claim, "quote": _quote(claim), "line": line}
+            "claim": claim, "quote": max(quotes, key=len).strip() if quotes else claim, "line": line}
 
 
 def _malformed(block: str, starts: set[int]) -> list[tuple[int, None, str]]:
@@ -231,8 +232,3 @@ def claim_text(span: str) -> str:
     lines = [LINE_PREFIX.sub("", line) for line in text.splitlines()]
     text = " ".join(" ".join(lines).split())
     return text.strip(" ,;:")
-
-
-def _quote(claim: str) -> str:
-    spans = [m.group(1) or m.group(2) for m in QUOTE_SPANS.finditer(claim)]
-    return max(spans, key=len).strip() if spans else claim
