@@ -113,7 +113,6 @@ def count_citations(path: Path, options: dict[str, Any]) -> int:
 
 
 def _records(path: Path, options: dict[str, Any]) -> Iterator[Record]:
-    """Read a block at a time: a report of any size is never held whole."""
     for citation in _citations(file_blocks(path), options):
         error = citation.pop("error", None)
         yield Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None)
