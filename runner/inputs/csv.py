@@ -124,7 +124,7 @@ def _typed(name: str, cell: str, kind: str) -> Any:
     text = cell.strip()
     if kind == "string" or not text:
         return cell if kind == "string" else None
-    what = WHAT[kind]
+    what = WHAT.get(kind, "JSON")
     with contextlib.suppress(ValueError):
         if kind == "integer":
             return int(text)
@@ -132,9 +132,9 @@ def _typed(name: str, cell: str, kind: str) -> Any:
             number, what = float(text), "a finite number"
             if math.isfinite(number):
                 return int(text) if text.lstrip("+-").isdigit() else number
-        if kind == "json":
+        elif kind != "boolean":         # json
             return json.loads(text, parse_constant=_not_json)
-        if kind == "boolean" and text.lower() in TRUE + FALSE:
+        elif text.lower() in TRUE + FALSE:
             return text.lower() in TRUE
     raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
 
