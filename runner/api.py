@@ -23,9 +23,8 @@ from runner.engine.run_warnings import add_warning
 from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
-from runner.inputs import Item, iter_items, iter_records, record_counter, record_from_pairs
+from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stdin import is_stdin, spool
-from runner.inputs.stream import ItemStream
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report_html import render_html

@@ -23,7 +23,7 @@ from runner.calibration.align_judge import Labelled, Split
 from runner.calibration.evaluate import EvalSpec, predicted_field, value_text
 from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, lookup, read_labels
 from runner.errors import InputError, RunnerError
-from runner.inputs.stream import ItemStream
+from runner.inputs import ItemStream
 from runner.pipeline.loader import load_pipeline
 from runner.runs.manifest import sha256_file
 from runner.runs.request import RunOptions

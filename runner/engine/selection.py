@@ -12,8 +12,7 @@ from typing import Any
 from runner.engine.context import TEMPLATE_FAILURES, declared_env
 from runner.engine.rates import PassRule
 from runner.errors import InputError, RunnerError
-from runner.inputs import Item, namespace_scope
-from runner.inputs.stream import ItemStream
+from runner.inputs import Item, ItemStream, namespace_scope
 from runner.pipeline.model import Pipeline
 from runner.runs.folders import resolve_run
 from runner.runs.request import Selection

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -58,6 +59,28 @@ class Item:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+class ItemStream:
+    """Items as a re-iterable stream: each pass reads the input again, one item at a time, so a
+    run of any size never holds its items (`len` is one counting pass, done once)."""
+
+    def __init__(self, open_items: Callable[[], Iterable[Item]], count: Callable[[], int] | None = None):
+        self._open = open_items
+        self._count: int | None = None
+        self._counter = count         # a cheaper count than a pass over the items, where there is one
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self._open())
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = self._counter() if self._counter is not None else sum(1 for _ in self)
+        return self._count
+
+    @classmethod
+    def of(cls, items: list[Item]) -> ItemStream:
+        return cls(lambda: items, lambda: len(items))
+
+
 # Every module of runner/inputs is imported on the first lookup and registers its adapters;
 # installed packages add theirs through the entry point group `runner.inputs` (name -> adapter).
 ADAPTERS: Registry[Adapter] = Registry("input adapter", "runner.inputs", "runner.inputs")
@@ -111,21 +134,16 @@ def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Rec
 
 def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:
     """Number records (exploding a list field into one item per element), one at a time."""
-    count = 0
+    numbers = itertools.count(1)
     for number, record in enumerate(records, start=1):
-        if record.error or not explode:
-            count += 1
-            yield Item(count, record.value, error=record.error)
-            continue
         value = record.value
-        children = value.get(explode) if isinstance(value, dict) else None
-        if not isinstance(children, list):
-            count += 1
-            yield Item(count, value, error=f"record {number}: field '{explode}' is missing or not a list")
-            continue
-        for child in children:
-            count += 1
-            yield Item(count, child, parent=value, exploded_from=explode)
+        children = value.get(explode) if explode and isinstance(value, dict) else None
+        if record.error or not explode:
+            yield Item(next(numbers), value, error=record.error)
+        elif not isinstance(children, list):
+            yield Item(next(numbers), value, error=f"record {number}: field '{explode}' is missing or not a list")
+        else:
+            yield from (Item(next(numbers), child, parent=value, exploded_from=explode) for child in children)
 
 
 def namespace_scope(value: Any, names: Iterable[str]) -> dict[str, Any]:

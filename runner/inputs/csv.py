@@ -11,6 +11,7 @@ first record. Rows are read one at a time: memory stays flat in the size of the 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -24,6 +25,7 @@ from runner.inputs import Record, adapter, takes
 
 TYPES = ("string", "integer", "number", "boolean", "json")
 TRUE, FALSE = ("true", "yes", "1"), ("false", "no", "0")
+WHAT = {"integer": "an integer", "number": "a number", "boolean": "a boolean (true/false, yes/no, 1/0)", "json": "JSON"}
 
 takes("csv", {
     "type": "object", "additionalProperties": False,
@@ -94,70 +96,48 @@ def _header(path: Path, reader: Any, lines: _Lines) -> tuple[list[str], int]:
 def _records(path: Path, reader: Any, lines: _Lines, header: list[str],
              types: dict[str, str]) -> Iterator[Record]:
     while True:
-        first = lines.number + 1
+        line = lines.number + 1
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:       # strict: a stray quote; the reader goes on at the next line
-            yield Record({"line": first}, error=f"{path}:{first}: not valid CSV ({exc})")
+            yield Record({"line": line}, error=f"{path}:{line}: not valid CSV ({exc})")
             continue
         if not row or len(row) == 1 < len(header) and not row[0].strip():
             continue                    # a blank line (or one of spaces only)
-        yield _record(path, first, row, lines, header, types)
+        bad = [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]
+        if bad:
+            yield Record({"line": line}, error=bad[0])
+        elif len(row) != len(header):
+            yield Record({"line": line}, error=f"{path}:{line}: {len(row)} field(s), the header has {len(header)}")
+        else:
+            try:
+                yield Record({name: _typed(name, cell, types.get(name, "string"))
+                              for name, cell in zip(header, row, strict=True)}, line=line)
+            except ValueError as exc:
+                yield Record({"line": line}, error=f"{path}:{line}: {exc}")
 
 
-def _record(path: Path, line: int, row: list[str], lines: _Lines, header: list[str],
-            types: dict[str, str]) -> Record:
-    bad = [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]
-    if bad:
-        return Record({"line": line}, error=bad[0])
-    if len(row) != len(header):
-        return Record({"line": line}, error=f"{path}:{line}: {len(row)} field(s), the header has {len(header)}")
-    record: dict[str, Any] = {}
-    for name, cell in zip(header, row, strict=True):
-        try:
-            record[name] = _typed(cell, types.get(name, "string"))
-        except ValueError as exc:
-            return Record({"line": line}, error=f"{path}:{line}: column '{name}': {exc}")
-    return Record(record, line=line)
-
-
-def _typed(cell: str, kind: str) -> Any:
+def _typed(name: str, cell: str, kind: str) -> Any:
     """The cell as its column's type (ValueError saying why it is not)."""
-    if kind == "string":
-        return cell
     text = cell.strip()
-    if not text:
-        return None
-    if kind == "integer":
-        try:
+    if kind == "string" or not text:
+        return cell if kind == "string" else None
+    what = WHAT.get(kind, "JSON")
+    with contextlib.suppress(ValueError):
+        if kind == "integer":
             return int(text)
-        except ValueError:
-            raise ValueError(f"'{_short(cell)}' is not an integer") from None
-    if kind == "number":
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"'{_short(cell)}' is not a number") from None
-        if not math.isfinite(number):
-            raise ValueError(f"'{_short(cell)}' is not a finite number")
-        return int(text) if text.lstrip("+-").isdigit() else number
-    if kind == "boolean":
-        if text.lower() in TRUE:
-            return True
-        if text.lower() in FALSE:
-            return False
-        raise ValueError(f"'{_short(cell)}' is not a boolean (true/false, yes/no, 1/0)")
-    try:
-        return json.loads(text, parse_constant=_not_json)
-    except ValueError:
-        raise ValueError(f"'{_short(cell)}' is not JSON") from None
+        if kind == "number":
+            number, what = float(text), "a finite number"
+            if math.isfinite(number):
+                return int(text) if text.lstrip("+-").isdigit() else number
+        elif kind != "boolean":         # json
+            return json.loads(text, parse_constant=_not_json)
+        elif text.lower() in TRUE + FALSE:
+            return text.lower() in TRUE
+    raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
 
 
 def _not_json(name: str) -> Any:
     raise ValueError(name)          # NaN and Infinity are not JSON
-
-
-def _short(cell: str) -> str:
-    return cell if len(cell) <= 40 else cell[:37] + "..."

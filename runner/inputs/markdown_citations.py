@@ -9,7 +9,10 @@ looks like a citation but is not one (`[f:L-3](x)`, `[:L1](x)`) becomes an item 
 
 Linear in the report's size: the patterns cannot backtrack past the next bracket, and
 sentence ends are found once per block and looked up by bisection. A report is read a block
-at a time (runner/inputs/markdown_blocks.py), never whole."""
+(a paragraph, heading, list item or quote) at a time, never whole: `file_blocks` splits a file
+line by line exactly where BLOCK_SPLIT splits the whole text (`text_blocks`), at blank lines (a
+line's end and every whitespace-only line after it that ends in a newline) and before a line
+that opens a heading, a list item or a quote. Lines end at "\\n" only, as the pattern's do."""
 
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from runner.fileio import decode
 from runner.inputs import Record, adapter, counts
-from runner.inputs.markdown_blocks import check_utf8, file_blocks, text_blocks
 
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
 DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"
@@ -37,12 +40,63 @@ MASK = "\x00"
 MAX_CLAIM_CHARS = 2000     # a claim is the text before its citation, at most this long
 EXPECTED = "expected [FILE:Lnnn](target) or [FILE:Lnnn-Lmmm](target)"
 
+OPENS_BLOCK = re.compile(r"\s*(?:#{1,6}\s|[-*+]\s|\d+[.)]\s|>)")
+BLOCK_SPLIT = re.compile(rf"\n\s*\n|\n(?={OPENS_BLOCK.pattern})")
+BOM = b"\xef\xbb\xbf"
+
+
+def text_blocks(text: str) -> Iterator[tuple[int, str]]:
+    position, line = 0, 1
+    for separator in BLOCK_SPLIT.finditer(text):
+        yield line, text[position:separator.start()]
+        line += text.count("\n", position, separator.end())
+        position = separator.end()
+    yield line, text[position:]
+
+
+def file_lines(path: Path) -> Iterator[str]:
+    """The file's lines, each with its "\\n" (the last maybe without), decoded one at a time (a
+    leading BOM dropped); a byte that is not UTF-8 is an InputError naming its line and column."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1:
+                raw = raw.removeprefix(BOM)
+            try:
+                yield raw.decode("utf-8")       # a BOM further on is text, as in the whole file
+            except UnicodeDecodeError:
+                decode(raw, str(path), number)     # raises, naming the line and column
+
+
+def file_blocks(path: Path) -> Iterator[tuple[int, str]]:
+    block: list[str] = []          # the current block's lines, each with its newline
+    first = 1                      # the current block's first line
+    blanks: list[str] = []         # whitespace-only lines ending in a newline after the block's last line
+    number = 0
+    for number, line in enumerate(file_lines(path), start=1):
+        if not number == 1 and line.endswith("\n") and (not line[:-1] or line[:-1].isspace()):
+            blanks.append(line)
+            continue
+        if number == 1:
+            block = [line]
+            continue
+        if blanks or OPENS_BLOCK.match(line):
+            yield first, "".join(block)[:-1]            # the newline ending it belongs to the separator
+            block, first, blanks = [line], number, []
+        else:
+            block.append(line)
+    if blanks:
+        yield first, "".join(block)[:-1]
+        yield number + 1, ""
+    else:
+        yield first, "".join(block)
+
 
 @adapter("markdown_citations")
 def read_citations(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     """Every citation `[file:Lnnn](target)` or `[file:Lnnn-Lmmm](target)` of a markdown report, with its
     claim and quote: fields index, file, start, end, claim, quote."""
-    check_utf8(path)          # a bad byte fails the whole input, before the first record
+    for _ in file_lines(path):          # a bad byte fails the whole input, before the first record
+        pass
     return _records(path, options)
 
 
@@ -59,7 +113,6 @@ def count_citations(path: Path, options: dict[str, Any]) -> int:
 
 
 def _records(path: Path, options: dict[str, Any]) -> Iterator[Record]:
-    """Read a block at a time: a report of any size is never held whole."""
     for citation in _citations(file_blocks(path), options):
         error = citation.pop("error", None)
         yield Record(citation, error=f"{path}:{citation['line']}: {error}" if error else None)
@@ -109,8 +162,9 @@ def _citation(masked: str, ends: list[int], match: re.Match[str], line: int) -> 
     claim = _claim(masked, ends, match.start())
     start = int(match.group("start"))
     end = int(match.group("end")) if match.groupdict().get("end") else start
+    quotes = [m.group(1) or m.group(2) for m in QUOTE_SPANS.finditer(claim)]       # the longest is the quote
     return {"file": name, "target": match.groupdict().get("target") or "", "start": start, "end": end,
-            "claim": claim, "quote": _quote(claim), "line": line}
+            "claim": claim, "quote": max(quotes, key=len).strip() if quotes else claim, "line": line}
 
 
 def _malformed(block: str, starts: set[int]) -> list[tuple[int, None, str]]:
@@ -177,8 +231,3 @@ def claim_text(span: str) -> str:
     lines = [LINE_PREFIX.sub("", line) for line in text.splitlines()]
     text = " ".join(" ".join(lines).split())
     return text.strip(" ,;:")
-
-
-def _quote(claim: str) -> str:
-    spans = [m.group(1) or m.group(2) for m in QUOTE_SPANS.finditer(claim)]
-    return max(spans, key=len).strip() if spans else claim

@@ -9,13 +9,15 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, TextIO, TypeVar
 
 from runner.errors import InputError, Terminated
+
+T = TypeVar("T")
 
 
 def is_stdin(path: Path | None) -> bool:
@@ -31,10 +33,18 @@ def spool(stdin: TextIO | None) -> Path:
     if stdin.isatty():
         raise InputError("--input -: standard input is a terminal; pipe the input in "
                          "(e.g. cat items.csv | runner run PIPELINE --input - --input-format csv)")
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise Terminated()
+    held = {signal.SIGINT, signal.SIGTERM}
     name = ""
-    with _sigterm_raises():
+    # SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt) while the copy is made, so it is removed.
+    with _swapped(lambda: signal.signal(signal.SIGTERM, terminate),
+                  lambda before: signal.signal(signal.SIGTERM, before)):
         try:
-            with _signals_held():        # the file and its name come together: no stop between them
+            # Ctrl-C and SIGTERM held back: the file and its name come together, no stop between them.
+            with _swapped(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, held),
+                          lambda before: signal.pthread_sigmask(signal.SIG_SETMASK, before)):
                 handle, name = tempfile.mkstemp(prefix="runner-stdin-")
             with os.fdopen(handle, "wb") as copy:
                 shutil.copyfileobj(binary, copy)
@@ -46,33 +56,15 @@ def spool(stdin: TextIO | None) -> Path:
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back (delivered when it ends) where the platform can."""
-    held = {signal.SIGINT, signal.SIGTERM}
+def _swapped(install: Callable[[], T], restore: Callable[[T], object]) -> Iterator[None]:
+    """`install` (it returns what it replaced), then `restore` with that when the block ends; nothing
+    where the platform or thread cannot install it (only the main thread sets a signal handler)."""
     try:
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        before = install()
     except (AttributeError, ValueError, OSError):
         yield
         return
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt) while the copy is made,
-    so the copy is removed; the handler before is put back after. Only the main thread can
-    set one: elsewhere, nothing changes."""
-    def terminate(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-    try:
-        before = signal.signal(signal.SIGTERM, terminate)
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+        restore(before)

@@ -29,7 +29,6 @@ def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
     try:
         return _as_records(parse_json(text, str(path)))
     except NotJson:
-        # A file of one JSON object per line is JSONL; read it as such.
         if text.lstrip().startswith("{") and "\n" in text.strip():
             return read_jsonl(path, options)
         raise
@@ -56,9 +55,12 @@ def _json_lines(path: Path) -> bool:
 def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     """JSON Lines: one record per line (a bad line is an item with an error, the others go on)."""
     for number, raw in enumerate(_raw_lines(path), start=1):
-        record = _jsonl_record(path, number, raw)
-        if record is not None:
-            yield record
+        try:
+            line = decode(raw, str(path), number)
+            if line.strip():
+                yield Record(parse_json(line, str(path), number))
+        except InputError as exc:
+            yield Record({"line": number}, error=str(exc))
 
 
 @counts("jsonl")
@@ -78,17 +80,6 @@ def _raw_lines(path: Path) -> Iterator[bytes]:
     with path.open("rb") as handle:
         for number, chunk in enumerate(handle):
             yield from (chunk.removeprefix(b"\xef\xbb\xbf") if number == 0 else chunk).splitlines()
-
-
-def _jsonl_record(path: Path, number: int, raw: bytes) -> Record | None:
-    """One line's record; a bad line (not UTF-8, not JSON, nested too deeply) fails only its own item."""
-    try:
-        line = decode(raw, str(path), number)
-        if not line.strip():
-            return None
-        return Record(parse_json(line, str(path), number))
-    except InputError as exc:
-        return Record({"line": number}, error=str(exc))
 
 
 @adapter("yaml")

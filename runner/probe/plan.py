@@ -12,8 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.inputs import Item
-from runner.inputs.stream import ItemStream
+from runner.inputs import Item, ItemStream
 from runner.pipeline.probes import Probe
 from runner.text.perturb import Rewrite, get_path, perturbed, with_path
 

@@ -1,3 +1,3 @@
 """`runner render`: the transport and recorder the LLM service is given to preview a run
-(`sink`: answers nothing, each prompt printed and counted; a sweep's cache-only settings too)
-and the cost estimate of what a run would send."""
+(`sink`: answers nothing, each prompt printed and counted, with the cost estimate of what a run
+would send; a sweep's cache-only settings too)."""

@@ -19,7 +19,7 @@ from typing import Any
 from runner import __version__
 from runner.errors import InputError, Terminated
 from runner.fileio import now
-from runner.inputs.stream import ItemStream
+from runner.inputs import ItemStream
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
 from runner.runs.folders import RESULTS, is_complete, resolve_run

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runner.inputs.stream import ItemStream
+    from runner.inputs import ItemStream
 
 
 @dataclass

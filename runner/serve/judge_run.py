@@ -18,7 +18,7 @@ from runner.api import write_outputs
 from runner.engine.context import Runtime
 from runner.errors import RunnerError
 from runner.fileio import OutputError
-from runner.inputs.stream import ItemStream
+from runner.inputs import ItemStream
 from runner.outputs.summary import ErrorCount
 from runner.redact import redact
 from runner.runs.folders import RESULTS, mark_latest, new_run_dir

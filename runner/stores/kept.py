@@ -64,12 +64,11 @@ def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, An
         return None
     reads = stored.get(READS_FIELD)
     if isinstance(reads, dict):
-        for name, sha256 in reads.items():
-            try:
-                if digest(Path(str(name)).read_bytes()) != sha256:
-                    return None
-            except OSError:
+        try:
+            if any(digest(Path(str(name)).read_bytes()) != sha256 for name, sha256 in reads.items()):
                 return None
+        except OSError:
+            return None
         for name, sha256 in reads.items():
             note_read(Path(str(name)), str(sha256))
     return without_reads(stored)

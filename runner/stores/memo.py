@@ -19,8 +19,8 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
+from runner.stores.database import open_shared, transaction
 from runner.stores.kept import without_reads
-from runner.stores.shared_sqlite import open_shared, transaction
 
 DEFAULT_STORE = "memo.json"
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
@@ -76,10 +76,8 @@ class MemoStore:
         as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         entry = None if row is None else self._readable(row[0])
-        if entry is not None:
-            entry = usable(entry)
-        if entry is not None:
-            self.hits += 1
+        entry = None if entry is None else usable(entry)
+        self.hits += entry is not None
         return entry
 
     def _readable(self, text: object) -> dict[str, Any] | None:

@@ -72,6 +72,7 @@ class Review:
 
 
 _COLUMNS = tuple(field.name for field in fields(Review))      # the table's columns, in its order
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM {{table}}"
 
 
 class ReviewRefused(InputError):
@@ -136,8 +137,7 @@ class ReviewStore:
 
     def put(self, review: Review) -> Review:
         stamped = review if review.reviewed_at else replace(review, reviewed_at=now())
-        values = stamped.as_dict()
-        values["agrees"] = int(stamped.agrees)
+        values = {**stamped.as_dict(), "agrees": int(stamped.agrees)}
         marks = ", ".join("?" * len(_COLUMNS))
         self._ready().write(f"INSERT INTO {self.table} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
                             "ON CONFLICT (pipeline, item_key, reviewer) DO UPDATE SET "
@@ -149,15 +149,14 @@ class ReviewStore:
         """The reviews of these items, by item key (reviewers in name order)."""
         found: dict[str, list[Review]] = {}
         for chunk, marks in chunks(keys):
-            for row in self._rows(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? AND item_key IN "
-                                  f"({marks}) ORDER BY reviewer", [pipeline, *chunk]):
+            for row in self._rows(f"{_SELECT} WHERE pipeline = ? AND item_key IN ({marks}) ORDER BY reviewer",
+                                  [pipeline, *chunk]):
                 review = _review(row)
                 found.setdefault(review.item_key, []).append(review)
         return found
 
     def of_pipeline(self, pipeline: str) -> Iterator[Review]:
-        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM {{table}} WHERE pipeline = ? "
-                          "ORDER BY item_key, reviewed_at, reviewer", [pipeline])
+        rows = self._rows(f"{_SELECT} WHERE pipeline = ? ORDER BY item_key, reviewed_at, reviewer", [pipeline])
         return (_review(row) for row in rows)
 
     def pipelines(self) -> list[str]:
@@ -171,8 +170,7 @@ class ReviewStore:
 
 def _review(row: tuple[Any, ...]) -> Review:
     values = dict(zip(_COLUMNS, row, strict=True))
-    values["agrees"] = bool(values["agrees"])
-    return Review(**values)
+    return Review(**{**values, "agrees": bool(values["agrees"])})
 
 
 def os_user() -> str:

@@ -59,19 +59,12 @@ def perturb_number(value: Any, rng: random.Random, variant: int, options: Mappin
     chosen = rng.choice(found)
     text = chosen.group(0)
     if text[0].isdigit():
-        digits = [i for i, c in enumerate(text) if c.isdigit()]
-        at = digits[-1]
+        at = max(i for i, c in enumerate(text) if c.isdigit())       # its last digit
         replaced = text[:at] + str((int(text[at]) + rng.randint(1, 8)) % 10) + text[at + 1:]
-    else:
-        others = [w for w in NUMBER_WORDS if w != text.lower()]
-        replaced = _same_case(rng.choice(others), text)
+    else:           # another number word, in the same case
+        word = rng.choice([w for w in NUMBER_WORDS if w != text.lower()])
+        replaced = word.upper() if text.isupper() else word.capitalize() if text[:1].isupper() else word
     return value[:chosen.start()] + replaced + value[chosen.end():]
-
-
-def _same_case(word: str, like: str) -> str:
-    if like.isupper():
-        return word.upper()
-    return word.capitalize() if like[:1].isupper() else word
 
 
 def shuffle(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -56,20 +57,17 @@ class Normalized:
     offsets: list[int]            # offsets[i] = index in the original of text[i]
 
 
-# Only "irregular" spots need a Python step: quotation marks and deleted spans (with the
-# whitespace around them), whitespace runs, and non-ASCII characters. Everything between
-# them maps one to one and is copied in bulk, which keeps a long source fast.
-# The lookahead lets the engine pass over plain characters (printable ASCII other than the
-# quotation marks, and control characters that are not whitespace) without trying each
-# alternative, the first of which can start with nothing. It is written as the plain
-# characters' complement: a class that spells out the rest of Unicode is slow to compile.
+# Only "irregular" spots need a Python step: quotation marks and deleted spans (with the whitespace
+# around them), whitespace runs, non-ASCII characters; the runs between are copied in bulk. The
+# lookahead (the plain characters' complement: a class spelling out the rest of Unicode is slow to
+# compile) lets the engine pass over plain characters without trying each alternative.
 IRREGULAR = re.compile("(?=[^!#-&(-_a-~\\x01-\\x08\\x0e-\\x1b\\x7f])"
                        "(?:\\s*[\\x00\"'`]+\\s*|\\s{2,}|[^\\x00-\\x7f]\\s*)")
 _SPACES = str.maketrans("\t\n\r\x0b\x0c", "     ")
 _DELETED = "\x00"
 
 
-def normalize_with_map(original: str, deletions: list[tuple[int, int]] = ()) -> Normalized:  # type: ignore[assignment]
+def normalize_with_map(original: str, deletions: Sequence[tuple[int, int]] = ()) -> Normalized:
     """Casefold, fold accents and compatibility forms, unify dashes, drop quotation marks and
     invisible characters, collapse whitespace; remember where each character came from."""
     text = original
@@ -125,16 +123,9 @@ def _fold(char: str) -> tuple[str, ...]:
                  if unicodedata.category(piece) != "Mn" and piece not in QUOTE_MARKS and piece not in INVISIBLE)
 
 
-def normalize_source(text: str) -> Normalized:
-    deletions = [m.span() for m in LINE_TAG.finditer(text)] + [m.span() for m in HYPHEN_BREAK.finditer(text)]
-    return normalize_with_map(text, deletions)
-
-
 def quote_segments(quote: str) -> list[str]:
     """Markdown emphasis and escapes removed, split at ellipses, [T]he unwrapped."""
-    text = LINE_TAG.sub("", quote)
-    text = HYPHEN_BREAK.sub("", text)
-    text = ESCAPE.sub(r"\1", text)
+    text = ESCAPE.sub(r"\1", HYPHEN_BREAK.sub("", LINE_TAG.sub("", quote)))
     for _ in range(2):
         text = EMPHASIS.sub(r"\2", text)
     parts = [BRACKETED.sub(r"\1", part) for part in ELLIPSIS.split(text)]
@@ -172,15 +163,11 @@ class QuoteMatch:
             return f"found with small differences (score {self.score:.2f})"
         if self.status == "NOT_FOUND":
             return "not found in the source"
-        failing = [FLAG_REASONS[f] for f in self.flags if f in FLAG_REASONS]
-        if failing:
-            return "; ".join(failing)
-        return f"only partly found (score {self.score:.2f}, needs {self.threshold:.2f})"
+        failing = "; ".join(FLAG_REASONS[f] for f in self.flags if f in FLAG_REASONS)
+        return failing or f"only partly found (score {self.score:.2f}, needs {self.threshold:.2f})"
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in vars(self).items() if k != "threshold"}
-        out["reason"] = self.reason
-        return out
+        return {**{k: v for k, v in vars(self).items() if k != "threshold"}, "reason": self.reason}
 
 
 class Source:
@@ -197,7 +184,8 @@ class Source:
                 self._starts.append(position)
                 self._numbers.append(first_line + number)
                 position += len(line) + 1
-        self.norm = normalize_source(self.text)
+        deleted = [*LINE_TAG.finditer(self.text), *HYPHEN_BREAK.finditer(self.text)]
+        self.norm = normalize_with_map(self.text, [m.span() for m in deleted])
 
     def line_of(self, offset: int) -> int:
         return self._numbers[max(0, bisect.bisect_right(self._starts, offset) - 1)] if self._numbers else 1
@@ -249,9 +237,7 @@ def _fuzzy(source: Source, segment: str, after: int) -> SegmentMatch | None:
         quote_gap = segment[a1 + n1:a2]
         if len(source_gap) - len(quote_gap) >= GAP_CHARS and len(WORD.findall(source_gap)) >= 2:
             flags.add("gap")
-    head = segment[:blocks[0][0]]
-    tail = segment[blocks[-1][0] + blocks[-1][2]:]
-    for extra in (head, tail):
+    for extra in (segment[:blocks[0][0]], segment[blocks[-1][0] + blocks[-1][2]:]):     # its head and tail
         if len(extra.strip()) >= INVENTED_CHARS and len(WORD.findall(extra)) >= 2:
             # Text that is in the source, but elsewhere, makes a splice; text that is nowhere is invented.
             flags.add("gap" if _found_elsewhere(source, extra.strip(" ,;:")) else "invented_text")
@@ -282,18 +268,7 @@ def _expand_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _check_critical(source: Source, segment: str, match: SegmentMatch) -> None:
-    start, end = _expand_to_words(source.norm.text, match.start, match.end)
-    quote_numbers, quote_negations = _critical(segment)
-    span_numbers, span_negations = _critical(source.norm.text[start:end])
-    if quote_numbers != span_numbers:
-        match.flags.add("changed_number")
-    if quote_negations != span_negations:
-        match.flags.add("negation")
-
-
 def _locate(source: Source, segment: str, after: int, flags: set[str]) -> SegmentMatch | None:
-    words = len(segment.split())
     hits = _exact(source, segment, after)
     if hits:
         if len(hits) > 1:
@@ -301,12 +276,15 @@ def _locate(source: Source, segment: str, after: int, flags: set[str]) -> Segmen
             inside = [h for h in hits if source.in_cited(h, h + len(segment))]
             hits = inside or hits
         return SegmentMatch(hits[0], hits[0] + len(segment), len(segment), True)
-    if words < MIN_WORDS_FOR_FUZZY:
+    if len(segment.split()) < MIN_WORDS_FOR_FUZZY:
         flags.add("short_quote")
         return None
     match = _fuzzy(source, segment, after)
-    if match is not None:
-        _check_critical(source, segment, match)
+    if match is not None:       # numbers and negations must agree both ways
+        start, end = _expand_to_words(source.norm.text, match.start, match.end)
+        span = source.norm.text[start:end]
+        pairs = zip(("changed_number", "negation"), _critical(segment), _critical(span), strict=True)
+        match.flags |= {flag for flag, quoted, found in pairs if quoted != found}
     return match
 
 

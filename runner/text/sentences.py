@@ -39,21 +39,15 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 
 def split_sentences(text: object) -> list[str]:
     """The sentences of `text`, each stripped; blank lines always separate."""
-    sentences: list[str] = []
+    pieces: list[str] = []
     for paragraph in _BLANK_LINE.split(str(text)):
         start = 0
         for match in _END.finditer(paragraph):
             if _ends_here(paragraph, match):
-                _keep(sentences, paragraph[start:match.end("close")])
+                pieces.append(paragraph[start:match.end("close")])
                 start = match.end("space")
-        _keep(sentences, paragraph[start:])
-    return sentences
-
-
-def _keep(sentences: list[str], piece: str) -> None:
-    piece = " ".join(piece.split())
-    if piece:
-        sentences.append(piece)
+        pieces.append(paragraph[start:])
+    return [sentence for piece in pieces if (sentence := " ".join(piece.split()))]
 
 
 def _ends_here(text: str, match: re.Match[str]) -> bool:

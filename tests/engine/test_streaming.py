@@ -145,8 +145,7 @@ def random_reports(count: int) -> list[str]:
 @pytest.mark.parametrize("first", [0, *(pytest.param(first, marks=pytest.mark.slow) for first in range(500, 3000, 500))])
 def test_a_report_read_line_by_line_splits_as_the_whole_text_does(tmp_path, first):
     from runner.inputs import iter_records
-    from runner.inputs.markdown_blocks import file_blocks, text_blocks
-    from runner.inputs.markdown_citations import extract_citations
+    from runner.inputs.markdown_citations import extract_citations, file_blocks, text_blocks
     path = tmp_path / "r.md"
     for text in random_reports(3000)[first:first + 500]:
         path.write_bytes(text.encode())

@@ -19,7 +19,7 @@ def test_a_statement_with_a_literal_is_refused_before_it_reaches_the_server(sql)
 def test_a_commit_that_fails_is_rolled_back_and_keeps_no_write_lock(tmp_path):
     import sqlite3
 
-    from runner.stores.shared_sqlite import transaction
+    from runner.stores.database import transaction
     db = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
     db.executescript("PRAGMA foreign_keys = ON; CREATE TABLE p (id INTEGER PRIMARY KEY);"
                      "CREATE TABLE c (p INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED);")

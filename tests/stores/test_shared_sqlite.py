@@ -1,5 +1,5 @@
 """Stores that several runs share (memo, reviews, batches): runs creating one at the same
-moment all open it (runner/stores/shared_sqlite.py)."""
+moment all open it (runner/stores/database.py)."""
 
 from __future__ import annotations
 

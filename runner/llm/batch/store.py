@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import RunnerError
-from runner.stores.shared_sqlite import open_shared, transaction
+from runner.stores.database import open_shared, transaction
 
 STORE_FILE = "batches.sqlite3"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
