@@ -35,7 +35,7 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries, sha256_file
 from runner.runs.record import RunOutcome, RunRecord
@@ -195,7 +195,8 @@ class StartedRun:
             for cache in caches.values():
                 cache.close()
             if group is not None and out_dir is not None:
-                remove_if_empty(out_dir)      # a run that never started leaves no folder
+                with contextlib.suppress(OSError):      # a run that never started leaves no folder
+                    out_dir.rmdir()
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
