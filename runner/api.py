@@ -60,7 +60,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
         spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
-        path, explode = source.input_file or Path(), pipeline.input.explode
+        path, explode = source.stdin_copy or source.input_path or Path(), pipeline.input.explode
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
