@@ -146,13 +146,7 @@ class ResultsView(Sequence[dict[str, Any]]):
 
 
 def in_order(lines: Iterable[str]) -> bool:
-    last = None
-    for line in lines:
-        index = line_index(line)
-        if last is not None and index < last:
-            return False
-        last = index
-    return True
+    return all(a <= b for a, b in itertools.pairwise(map(line_index, lines)))
 
 
 def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
