@@ -70,28 +70,25 @@ class MlflowTracer(SpanRecorder):
             raise TracingFailed(f"cannot reach MLflow at {strip_credentials(self.tracking_uri)}: {exc}") from None
 
     def export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
-        mlflow = self._mlflow
+        memo_hit = root.attributes.get("memo_hit")
+        tags = {"runner.pipeline.model": self.pipeline, "runner.item": root.name}
+        if memo_hit:
+            tags["runner.memo_hit"] = "true"
+            if result.get("mlflow_trace_id"):
+                tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
         seen = len(_capture.buffer)
-        live = mlflow.start_span_no_context(
+        live = self._mlflow.start_span_no_context(
             root.name, span_type=SPAN_TYPES["item"], inputs=root.inputs, experiment_id=self.experiment_id,
-            start_time_ns=root.started_ns, tags=self._tags(root, result))
+            start_time_ns=root.started_ns, tags=tags)
         trace_id = live.trace_id
         for child in root.children:
             self._span(child, live)
         live.end(outputs=root.outputs, status=self._status(root), end_time_ns=root.ended_ns)
         if len(_capture.buffer) > seen:
             raise TracingFailed(_capture.buffer[-1].getMessage())
-        if not root.attributes.get("memo_hit"):      # a reused result's assessments live on its first trace
+        if not memo_hit:      # a reused result's assessments live on its first trace
             self._assess(trace_id, root, result)
         return {"mlflow_trace_id": trace_id}
-
-    def _tags(self, root: Span, result: dict[str, Any]) -> dict[str, str]:
-        tags = {"runner.pipeline.model": self.pipeline, "runner.item": root.name}
-        if root.attributes.get("memo_hit"):
-            tags["runner.memo_hit"] = "true"
-            if result.get("mlflow_trace_id"):
-                tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
-        return tags
 
     def _span(self, span: Span, parent: Any) -> None:
         attributes = dict(span.attributes)
