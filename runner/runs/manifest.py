@@ -91,8 +91,7 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
     for text in set(strings_in(pipeline.located.data)):     # those that may name a file: one short line, no template
         if "{{" in text or "\n" in text or len(text) >= 300 or not text.endswith(_TEMPLATE_SUFFIXES):
             continue
-        for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
-            pending.append((f"{folder}/{text}", root / text))
+        pending += [(f"prompts/{text}", pipeline.prompts_dir / text), (f"schemas/{text}", pipeline.schemas_dir / text)]
     while pending:
         name, path = pending.pop()
         if name in found or not path.is_file():
