@@ -114,9 +114,8 @@ def compose(text: str) -> yaml.Node | None:
     installed, else (and for the wording of a document libyaml refuses) by PyYAML.
 
     A document nested deeper than Python's recursion limit is a RecursionError before it is
-    composed: no walk over its nodes (runner's, or PyYAML's constructor) could take it, each
-    level being a frame at least. Checked here, it costs libyaml's event pass; left to PyYAML's
-    parser, whose scanner is quadratic in the depth, it took seconds."""
+    composed (no walk over its nodes could take it), found by libyaml's event pass rather than
+    PyYAML's scanner, which is quadratic in the depth."""
     if C_COMPOSER is None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     try:
