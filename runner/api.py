@@ -298,7 +298,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     out = outcome.out_dir
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
-    if record is not None and record.parent is not None:     # a --failed-from rerun: a complete view
+    if record.parent is not None:     # a --failed-from rerun: a complete view
         errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
@@ -312,8 +312,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         said = tally.add(result)
         chosen.add(result, None if rule is None else said[rule.name] if rule.name in said else passed(result))
     summary = tally.summary(results, interrupted)
-    if record is not None:
-        summary.update(record.summary_fields(results))
+    summary.update(record.summary_fields(results))
     if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.summary_sections.items():

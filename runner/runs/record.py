@@ -41,10 +41,10 @@ class RunOutcome:
     out_dir: Path
     results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
+    record: RunRecord
     interrupted: bool = False      # by Ctrl-C or SIGTERM: what finished is written
     terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
-    record: RunRecord | None = None
 
     def stop_if_interrupted(self) -> None:
         """Stop, as the interruption would have, a caller that needs the whole run: Ctrl-C
