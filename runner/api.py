@@ -175,7 +175,9 @@ class StartedRun:
         caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
         out_dir = options.out_dir
-        batching = _batching(pipeline, options)
+        # Batched calls wait for the others: every item must be able to reach its wait.
+        batching = options.batch or any(entry.get("batch") not in (None, False, "false")
+                                        for entry in pipeline.models.values() if isinstance(entry, dict))
         try:
             if batching:
                 check_store(options.cache_dir)        # and an unusable batch store too
@@ -225,12 +227,6 @@ def _run_options(options: RunOptions, source: ItemSource, out_dir: Path | None, 
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
-
-
-def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
-    """Batched calls wait for the others: every item must be able to reach its wait."""
-    return options.batch or any(entry.get("batch") not in (None, False, "false")
-                                for entry in pipeline.models.values() if isinstance(entry, dict))
 
 
 def items_in_flight(runtime: Runtime) -> int:
