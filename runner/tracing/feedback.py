@@ -39,10 +39,14 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
         raise InputError(f"{folder / RESULTS}: the result with trace id '{trace_id}' has no item_key or pipeline "
                          "(made by an older runner): run it again to give feedback on it")
     judged = result.get(summary["count_by"]) if summary.get("count_by") else None
+    try:        # the run as `runner view` names it (under REPORTS_DIR), else as found
+        run = folder.resolve().relative_to(reports.resolve()).as_posix()
+    except ValueError:
+        run = str(folder)
     mlflow_trace = result.get("mlflow_trace_id")
     review = review_of(pipeline, key, None if judged is None else str(judged), is_positive, label=label,
                        rationale=rationale, reviewer=user, verdicts=entry.get("verdicts"),
-                       run=_relative(folder, reports), item_index=result.get("index"),
+                       run=run, item_index=result.get("index"),
                        trace_id=mlflow_trace if isinstance(mlflow_trace, str) else None)
     reviews = ReviewStore(reports / REVIEWS_FILE)
     try:
@@ -78,14 +82,6 @@ def _find(store: Path, trace_id: str) -> tuple[Path, dict[str, Any]]:
     raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {top} has it "
                       f"({len(runs)} run folder(s) looked in"
                       + (f"; {len(unreadable)} not readable: {unreadable[0]}" if unreadable else "") + ")")
-
-
-def _relative(folder: Path, reports: Path) -> str:
-    """The run as `runner view` names it (under REPORTS_DIR), else as found."""
-    try:
-        return folder.resolve().relative_to(reports.resolve()).as_posix()
-    except ValueError:
-        return str(folder)
 
 
 def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,
