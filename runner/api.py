@@ -34,7 +34,7 @@ from runner.outputs.summary import ErrorCount, SummaryTally
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
-from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir, remove_if_empty
+from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir
 from runner.runs.lock import OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries, sha256_file
 from runner.runs.record import RunOutcome, RunRecord
@@ -59,7 +59,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         items = ItemStream.of([Item(1, record_from_pairs(source.records))])
     elif source.input_path:
         spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
-        path, explode = source.input_file or Path(), pipeline.input.explode
+        path, explode = source.stdin_copy or source.input_path or Path(), pipeline.input.explode
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
@@ -174,7 +174,9 @@ class StartedRun:
         caches = open_caches(pipeline, options.cache_dir)
         group: Path | None = None                     # --out DIR writes exactly into DIR
         out_dir = options.out_dir
-        batching = _batching(pipeline, options)
+        # Batched calls wait for the others: every item must be able to reach its wait.
+        batching = options.batch or any(entry.get("batch") not in (None, False, "false")
+                                        for entry in pipeline.models.values() if isinstance(entry, dict))
         try:
             if batching:
                 check_store(options.cache_dir)        # and an unusable batch store too
@@ -194,7 +196,8 @@ class StartedRun:
             for cache in caches.values():
                 cache.close()
             if group is not None and out_dir is not None:
-                remove_if_empty(out_dir)      # a run that never started leaves no folder
+                with contextlib.suppress(OSError):      # a run that never started leaves no folder
+                    out_dir.rmdir()
             raise
         return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
 
@@ -233,12 +236,6 @@ def _run_options(options: RunOptions, source: ItemSource, out_dir: Path | None, 
 
 
 BATCH_WINDOW = 50_000     # items that may wait on batches at once: a batch file takes 50,000 lines
-
-
-def _batching(pipeline: Pipeline, options: RunOptions) -> bool:
-    """Batched calls wait for the others: every item must be able to reach its wait."""
-    return options.batch or any(entry.get("batch") not in (None, False, "false")
-                                for entry in pipeline.models.values() if isinstance(entry, dict))
 
 
 def items_in_flight(runtime: Runtime) -> int:
@@ -306,7 +303,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     out = outcome.out_dir
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
-    if record is not None and record.parent is not None:     # a --failed-from rerun: a complete view
+    if record.parent is not None:     # a --failed-from rerun: a complete view
         errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
@@ -320,8 +317,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         said = tally.add(result)
         chosen.add(result, None if rule is None else said[rule.name] if rule.name in said else passed(result))
     summary = tally.summary(results, interrupted)
-    if record is not None:
-        summary.update(record.summary_fields(results))
+    summary.update(record.summary_fields(results))
     if runtime.llm_used:
         summary.update(runtime.llm.summary(results))
     for name, section in runtime.summary_sections.items():

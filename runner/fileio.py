@@ -145,19 +145,15 @@ def decode(data: bytes, where: str, first_line: int = 1) -> str:
         raise InputError(f"{where}:{line}:{column}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
-def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A whole UTF-8 file (a BOM dropped), with the size limit."""
     try:
         size = path.stat().st_size
         if size > limit:
             raise InputError(f"{path}: {size} bytes, more than the {limit} runner reads")
-        return path.read_bytes()
+        return decode(path.read_bytes(), str(path))
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-
-
-def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
-    """A whole UTF-8 file (a BOM dropped), with the size limit."""
-    return decode(read_bytes(path, limit), str(path))
 
 
 def read_json(path: Path, limit: int = MAX_FILE_BYTES) -> Any:

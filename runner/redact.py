@@ -126,11 +126,7 @@ def remember(secret: str) -> None:
 def environment_secrets() -> frozenset[str]:
     """The credentials of the URLs the environment holds now (the values of its secret names
     are hidden by the callers that read them: `named_secrets` of a run's env)."""
-    found: set[str] = set()
-    for value in os.environ.values():
-        if "://" in value:
-            found |= url_secrets(value)
-    return frozenset(found)
+    return frozenset(secret for value in os.environ.values() if "://" in value for secret in url_secrets(value))
 
 
 def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:

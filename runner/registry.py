@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from runner.errors import RunnerError, unknown
@@ -53,8 +53,6 @@ class Registry(Generic[T]):
             raise RunnerError(unknown(self.kind, name, self.names()))
         return self._entries[name]
 
-    __getitem__ = get
-
     def names(self) -> list[str]:
         self.load_builtins()
         self._load_installed()
@@ -62,9 +60,6 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
 
     def _find(self, name: str) -> bool:
         """Whether `name` is registered, reading no more than it takes: the built-in module of that

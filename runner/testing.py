@@ -69,13 +69,8 @@ class Rule:
     when: Callable[[dict[str, Any]], bool] | None = None
 
     def matches(self, model: str, prompt: str, body: dict[str, Any]) -> bool:
-        if self.model is not None and self.model != model:
-            return False
-        if self.contains is not None and self.contains not in prompt:
-            return False
-        if self.when is not None and not self.when(body):
-            return False
-        return self.used < len(self.replies) or self.repeat_last
+        return ((self.model is None or self.model == model) and (self.contains is None or self.contains in prompt)
+                and (self.when is None or self.when(body)) and (self.used < len(self.replies) or self.repeat_last))
 
     def take(self, prompt: str, body: dict[str, Any]) -> Reply:
         reply = self.replies[min(self.used, len(self.replies) - 1)]

@@ -114,9 +114,8 @@ def compose(text: str) -> yaml.Node | None:
     installed, else (and for the wording of a document libyaml refuses) by PyYAML.
 
     A document nested deeper than Python's recursion limit is a RecursionError before it is
-    composed: no walk over its nodes (runner's, or PyYAML's constructor) could take it, each
-    level being a frame at least. Checked here, it costs libyaml's event pass; left to PyYAML's
-    parser, whose scanner is quadratic in the depth, it took seconds."""
+    composed (no walk over its nodes could take it), found by libyaml's event pass rather than
+    PyYAML's scanner, which is quadratic in the depth."""
     if C_COMPOSER is None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     try:
@@ -280,20 +279,19 @@ def _build(node: yaml.Node, path: Path, located: Located, problems: list[Problem
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = constructor.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)) or key is None:
-                line, col = _mark(key_node)
+            line, col = _mark(key_node)
+            if not isinstance(key, (str, int, float, bool)):
                 problems.append(Problem(f"{located.file}:{line}:{col}", json_path(path),
                                         "mapping keys must be scalars", (line, col)))
                 continue
-            key = str(key) if not isinstance(key, str) else key
+            key = str(key)
             child = (*path, key)
             if key in out:
-                line, col = _mark(key_node)
                 first = located.key_pos.get(child, (0, 0))
                 problems.append(Problem(f"{located.file}:{line}:{col}", json_path(child),
                                         f"duplicate key '{key}' (first defined at line {first[0]})", (line, col)))
                 continue
-            located.key_pos[child] = _mark(key_node)
+            located.key_pos[child] = line, col
             out[key] = _build(value_node, child, located, problems, constructor)
         return out
     if isinstance(node, yaml.SequenceNode):

@@ -75,12 +75,6 @@ def new_run_dir(group: Path) -> Path:
     raise RunnerError(f"{group}: cannot make a new run folder for {stamp}")
 
 
-def remove_if_empty(run_dir: Path) -> None:
-    """Remove a run folder that holds nothing (its run failed before writing)."""
-    with contextlib.suppress(OSError):      # not empty, or already gone
-        run_dir.rmdir()
-
-
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
     """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
     summary.json the run has just written as `summary` (not read back)."""
@@ -186,16 +180,16 @@ def checked_result(result: Any, path: Path, number: int) -> dict[str, Any]:
 
 def read_summary(folder: Path) -> dict[str, Any]:
     """A run's summary.json ({} when there is none), each field runner reads type-checked."""
-    path = folder / SUMMARY
-    if not path.is_file():
-        return {}
-    return checked(path, read_json(path), SUMMARY_SCHEMA)
+    return read_checked(folder / SUMMARY, SUMMARY_SCHEMA) or {}
 
 
-def checked(path: Path, data: Any, schema: str) -> dict[str, Any]:
-    """run.json or summary.json (`data`, read from `path`) when it is an object whose fields
+def read_checked(path: Path, schema: str) -> dict[str, Any] | None:
+    """run.json or summary.json (None when there is none) when it is an object whose fields
     have the types runner's `schema` of the file gives: a damaged or tampered file is a message
     naming the file and the field (exit 2), never a value read the wrong way (`"partial": "no"`)."""
+    if not path.is_file():
+        return None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a run's {path.name} (a JSON object), but {type(data).__name__}")
     from jsonschema.exceptions import best_match

@@ -60,7 +60,10 @@ class OutputFolder:
         lock = self.path / LOCK_FILE
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._refuse_links()
+            for name in RUN_FILES:      # a symlink there could send a write outside the folder
+                if (self.path / name).is_symlink():
+                    raise RunnerError(f"--out {self.path}: {name} there is a symbolic link; a run never writes "
+                                      "through one: remove it or choose another --out")
             fd = open_own(lock, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise RunnerError(f"--out {self.path}: cannot write the output folder: {exc.strerror or exc}") from None
@@ -83,14 +86,6 @@ class OutputFolder:
             self.release()
             raise RunnerError(f"--out {self.path}: cannot write the output folder: {exc.strerror or exc}") from None
         return self
-
-    def _refuse_links(self) -> None:
-        """A symlink where the run writes a file could send a write outside the folder:
-        refused before anything is written."""
-        for name in RUN_FILES:
-            if (self.path / name).is_symlink():
-                raise RunnerError(f"--out {self.path}: {name} there is a symbolic link; a run never writes "
-                                  "through one: remove it or choose another --out")
 
     def release(self) -> None:
         if self._fd is not None:

@@ -15,12 +15,12 @@ from typing import Any
 
 from runner.checks.checker import verdict_values
 from runner.errors import RunnerError
-from runner.fileio import atomic_write, read_json
+from runner.fileio import atomic_write
 from runner.pipeline.model import Pipeline
 from runner.pipeline.overrides import MODEL_FLAG
 from runner.redact import SECRET_NAME
 from runner.redact import strip_credentials as without_credentials
-from runner.runs.folders import RUN_SCHEMA, checked, input_identity
+from runner.runs.folders import RUN_SCHEMA, input_identity, read_checked
 
 MANIFEST = "run.json"
 FORMAT = 1
@@ -91,8 +91,7 @@ def used_files(pipeline: Pipeline) -> dict[str, str]:
     for text in set(strings_in(pipeline.located.data)):     # those that may name a file: one short line, no template
         if "{{" in text or "\n" in text or len(text) >= 300 or not text.endswith(_TEMPLATE_SUFFIXES):
             continue
-        for folder, root in (("prompts", pipeline.prompts_dir), ("schemas", pipeline.schemas_dir)):
-            pending.append((f"{folder}/{text}", root / text))
+        pending += [(f"prompts/{text}", pipeline.prompts_dir / text), (f"schemas/{text}", pipeline.schemas_dir / text)]
     while pending:
         name, path = pending.pop()
         if name in found or not path.is_file():
@@ -143,10 +142,7 @@ def model_entries(model_spec: Any, names: list[str]) -> dict[str, Any]:
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     """A run's run.json, each field runner reads type-checked; None for runs made before it existed."""
-    path = run_dir / MANIFEST
-    if not path.is_file():
-        return None
-    return checked(path, read_json(path), RUN_SCHEMA)
+    return read_checked(run_dir / MANIFEST, RUN_SCHEMA)
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:

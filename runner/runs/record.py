@@ -8,10 +8,9 @@ selection (`--item`, `--filter`, `--limit`) is partial, and never `latest`."""
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +41,10 @@ class RunOutcome:
     out_dir: Path
     results: Sequence[dict[str, Any]]     # once the run ends, a lazy view over its results.jsonl
     summary: dict[str, Any]
+    record: RunRecord
     interrupted: bool = False      # by Ctrl-C or SIGTERM: what finished is written
     terminated: bool = False       # by SIGTERM
     formats: list[str] = field(default_factory=list)
-    record: RunRecord | None = None
 
     def stop_if_interrupted(self) -> None:
         """Stop, as the interruption would have, a caller that needs the whole run: Ctrl-C
@@ -87,7 +86,6 @@ class RunRecord:
     parent: Path | None = None            # a --failed-from rerun's parent run
     selected: set[str] = field(default_factory=set)     # a rerun's items, by their content key
     run_dir: Path | None = None
-    command: Callable[[Path | None], list[str]] | None = field(default=None, repr=False)
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
@@ -114,7 +112,8 @@ class RunRecord:
             "format": FORMAT, "kind": kind, "runner_version": __version__, "status": "running",
             "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
-            "argv": [], "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
+            "argv": command_line(kind, pipeline, source, options, overrides, formats, parent, options.out_dir),
+            "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
             "selection": {"item": source.selection.item, "filter": source.selection.filter,
                           "failed_from": str(parent) if parent else None, "limit": source.limit},
             "partial": partial, "rerun_of": str(parent) if parent else None,
@@ -123,15 +122,12 @@ class RunRecord:
                         "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats,
                         "batch": options.batch, **(executor or {"executor": "local", "workers": None})},
         }
-        return cls(manifest, planned, input_items, partial, parent, selected,
-                   command=functools.partial(command_line, kind, pipeline, source, options, overrides, formats, parent))
+        return cls(manifest, planned, input_items, partial, parent, selected)
 
     def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
         """Write run.json (status running) into the claimed run folder; `models`: each
         model's entry as the run resolved it (manifest.model_entries)."""
         self.run_dir = run_dir
-        if self.command is not None:
-            self.manifest["argv"] = self.command(run_dir if explicit_out else None)
         self.manifest["models"] = models
         self.manifest["group"] = None if explicit_out else str(run_dir.parent)
         write_manifest(run_dir, self.manifest)

@@ -43,11 +43,6 @@ class ItemSource:
     # item's perturbed copies (runner/probe/plan.py).
     derive: Callable[[ItemStream], ItemStream] | None = None
 
-    @property
-    def input_file(self) -> Path | None:
-        """The file the input is read from: `--input`, or standard input's copy."""
-        return self.stdin_copy if self.stdin_copy is not None else self.input_path
-
     def discard_stdin_copy(self) -> None:
         if self.stdin_copy is not None:
             self.stdin_copy.unlink(missing_ok=True)

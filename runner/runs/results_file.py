@@ -16,7 +16,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any, overload
 
-from runner.fileio import OutputError, atomic_write_lines, decode, dumps, open_own, parse_json, utf8
+from runner.fileio import OutputError, atomic_write_lines, decode, dumps, open_own, parse_json, read_json_lines, utf8
 from runner.runs.folders import RESULTS, checked_result, iter_results
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
@@ -95,21 +95,19 @@ class ResultsView(Sequence[dict[str, Any]]):
         self._length: int | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.strict:          # what a command reads: every line a result, or a located message
+            for number, value in read_json_lines(self.path):
+                yield checked_result(value, self.path, number)
+            return
         try:
             handle = self.path.open("rb")
         except FileNotFoundError:
             return
         with handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                if self.strict:          # what a command reads: every line a result, or a located message
-                    line = decode(raw, str(self.path), number)
-                    yield checked_result(parse_json(line, str(self.path), number), self.path, number)
-                    continue
+            for raw in handle:
                 try:
                     value = json.loads(raw.decode("utf-8"))
-                except (ValueError, RecursionError):        # UnicodeDecodeError included
+                except (ValueError, RecursionError):        # a blank line, and UnicodeDecodeError, included
                     continue
                 if isinstance(value, dict):
                     yield value
@@ -148,13 +146,7 @@ class ResultsView(Sequence[dict[str, Any]]):
 
 
 def in_order(lines: Iterable[str]) -> bool:
-    last = None
-    for line in lines:
-        index = line_index(line)
-        if last is not None and index < last:
-            return False
-        last = index
-    return True
+    return all(a <= b for a, b in itertools.pairwise(map(line_index, lines)))
 
 
 def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:

@@ -50,7 +50,7 @@ class JudgeRun:
             folder = OutputFolder(out).claim()
             record = RunRecord.plan(pipeline, ItemSource(), runtime.options, self.overrides, ItemStream.of([]), [],
                                     kind="serve")
-            record.command = None           # no command makes it again: its items came by /judge
+            record.manifest["argv"] = []     # no command makes it again: its items came by /judge
             record.begin(out, explicit_out=False, models=model_entries(runtime.model_spec, list(pipeline.models)))
             log = ResultsLog(out / RESULTS)
         except (OSError, RunnerError) as exc:      # judging goes on; what it cannot record is said

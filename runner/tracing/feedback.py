@@ -32,22 +32,21 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
     on the result's MLflow trace; the review, with `mlflow_assessment_id` when logged."""
     folder, result = _find(store, trace_id)
     summary = read_summary(folder)
-    manifest = read_manifest(folder) or {}
-    given = manifest.get("pipeline")
-    entry: dict[str, Any] = given if isinstance(given, dict) else {}
+    entry = (read_manifest(folder) or {}).get("pipeline") or {}       # both read type-checked by their schemas
     pipeline = str(summary.get("pipeline") or entry.get("name") or "")
     key = result.get("item_key")
     if not pipeline or not isinstance(key, str) or not key:
         raise InputError(f"{folder / RESULTS}: the result with trace id '{trace_id}' has no item_key or pipeline "
                          "(made by an older runner): run it again to give feedback on it")
-    field = summary.get("count_by")
-    judged = result.get(field) if isinstance(field, str) else None
-    verdicts = entry.get("verdicts")
+    judged = result.get(summary["count_by"]) if summary.get("count_by") else None
+    try:        # the run as `runner view` names it (under REPORTS_DIR), else as found
+        run = folder.resolve().relative_to(reports.resolve()).as_posix()
+    except ValueError:
+        run = str(folder)
     mlflow_trace = result.get("mlflow_trace_id")
     review = review_of(pipeline, key, None if judged is None else str(judged), is_positive, label=label,
-                       rationale=rationale, reviewer=user,
-                       verdicts=[str(v) for v in verdicts] if isinstance(verdicts, list) else None,
-                       run=_relative(folder, reports), item_index=result.get("index"),
+                       rationale=rationale, reviewer=user, verdicts=entry.get("verdicts"),
+                       run=run, item_index=result.get("index"),
                        trace_id=mlflow_trace if isinstance(mlflow_trace, str) else None)
     reviews = ReviewStore(reports / REVIEWS_FILE)
     try:
@@ -83,14 +82,6 @@ def _find(store: Path, trace_id: str) -> tuple[Path, dict[str, Any]]:
     raise RunnerError(f"unknown trace id '{trace_id}': no stored result in {top} has it "
                       f"({len(runs)} run folder(s) looked in"
                       + (f"; {len(unreadable)} not readable: {unreadable[0]}" if unreadable else "") + ")")
-
-
-def _relative(folder: Path, reports: Path) -> str:
-    """The run as `runner view` names it (under REPORTS_DIR), else as found."""
-    try:
-        return folder.resolve().relative_to(reports.resolve()).as_posix()
-    except ValueError:
-        return str(folder)
 
 
 def human_assessment(trace_id: str, is_positive: bool, rationale: str | None, user: str,

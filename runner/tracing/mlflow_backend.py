@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
+from logging.handlers import BufferingHandler
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,18 +26,9 @@ _DEFAULTS = {"MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false", "MLFLOW_HTTP_REQUEST_
 SPAN_TYPES = {"item": "CHAIN", "step": "CHAIN", "llm": "CHAT_MODEL"}
 
 
-class _Capture(logging.Handler):
-    """Keeps MLflow's warnings off the terminal; a warning during an export means it failed."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-_capture = _Capture()
+# Keeps MLflow's warnings off the terminal; a warning during an export means it failed.
+_capture = BufferingHandler(capacity=sys.maxsize)
+_capture.setLevel(logging.WARNING)
 
 
 def import_mlflow(tracking_uri: str) -> Any:
@@ -77,29 +70,25 @@ class MlflowTracer(SpanRecorder):
             raise TracingFailed(f"cannot reach MLflow at {strip_credentials(self.tracking_uri)}: {exc}") from None
 
     def export(self, root: Span, result: dict[str, Any]) -> dict[str, Any]:
-        mlflow = self._mlflow
-        seen = len(_capture.messages)
-        live = mlflow.start_span_no_context(
+        memo_hit = root.attributes.get("memo_hit")
+        tags = {"runner.pipeline.model": self.pipeline, "runner.item": root.name}
+        if memo_hit:
+            tags["runner.memo_hit"] = "true"
+            if result.get("mlflow_trace_id"):
+                tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
+        seen = len(_capture.buffer)
+        live = self._mlflow.start_span_no_context(
             root.name, span_type=SPAN_TYPES["item"], inputs=root.inputs, experiment_id=self.experiment_id,
-            start_time_ns=root.started_ns, tags=self._tags(root, result))
+            start_time_ns=root.started_ns, tags=tags)
         trace_id = live.trace_id
         for child in root.children:
             self._span(child, live)
         live.end(outputs=root.outputs, status=self._status(root), end_time_ns=root.ended_ns)
-        problems = _capture.messages[seen:]
-        if problems:
-            raise TracingFailed(problems[-1])
-        if not root.attributes.get("memo_hit"):      # a reused result's assessments live on its first trace
+        if len(_capture.buffer) > seen:
+            raise TracingFailed(_capture.buffer[-1].getMessage())
+        if not memo_hit:      # a reused result's assessments live on its first trace
             self._assess(trace_id, root, result)
         return {"mlflow_trace_id": trace_id}
-
-    def _tags(self, root: Span, result: dict[str, Any]) -> dict[str, str]:
-        tags = {"runner.pipeline.model": self.pipeline, "runner.item": root.name}
-        if root.attributes.get("memo_hit"):
-            tags["runner.memo_hit"] = "true"
-            if result.get("mlflow_trace_id"):
-                tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
-        return tags
 
     def _span(self, span: Span, parent: Any) -> None:
         attributes = dict(span.attributes)
