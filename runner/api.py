@@ -209,7 +209,8 @@ class StartedRun:
             self.runtime.memo.close()
         self.folder.release()
         if self.group is not None:
-            remove_if_empty(self.outcome.out_dir)
+            with contextlib.suppress(OSError):      # not empty, or already gone
+                self.outcome.out_dir.rmdir()
 
     async def run(self, progress: Progress) -> RunOutcome:
         """run.json (status running), the items, the outputs; then run.json's end, the folder
