@@ -17,6 +17,8 @@ import pytest
 from runner.docgen.architecture import BEGIN, DOC_FILE, END, LAYERS, docstring, main, render_table, unit_path, updated
 
 PACKAGE = Path(__file__).resolve().parent.parent / "runner"
+# One worker runs this module: the import graph (every module parsed) is built once, not once a worker.
+pytestmark = pytest.mark.xdist_group("architecture")
 
 
 def module_name(path: Path) -> str:

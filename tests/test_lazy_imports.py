@@ -1,7 +1,7 @@
 """What running, rendering and validating never import, checked in fresh interpreters.
 
-- litellm and aiohttp: imported when a call is sent; a cached run, a render and validate
-  send none.
+- litellm and aiohttp: imported when a call is sent; a cached run, a render (its cost read
+  from litellm's price table as data) and validate send none.
 - jsonschema: the checks are for pipelines not yet seen (runner/pipeline/validated.py); a
   cached run and a render of a pipeline found valid skip them, and answers read from the
   cache are not validated again.
@@ -102,7 +102,17 @@ def test_runs_renders_validate_and_help_import_none_of_what_they_do_not_use(proj
     assert len(fake_llm.requests) == 2
 
     shipped = str(REPO / "pipelines" / "citation_judge.yaml")
+    priced = str(project.pipeline(f"""
+        version: 1
+        name: priced
+        models:
+          paid: {{model: gpt-4o-mini, api_base: "{fake_llm.url}"}}
+        steps:
+          - {{id: ask, uses: llm, with: {{model: paid, prompt: ask.j2}}}}
+        output: {{answer: "{{{{ steps.ask.raw }}}}"}}
+        """, name="priced.yaml"))
     checked = fresh_interpreter(project, [["validate", path], ["validate", shipped], ["view", "--help"],
-                                          ["serve", "--help"]],
+                                          ["serve", "--help"],
+                                          ["render", priced, "--input", "in.json"]],    # its cost: litellm's prices read as data
                                 CALLS + WEB + TRACING + STATISTICS)
-    assert checked == {"codes": [0, 0, 0, 0], "imported": []}
+    assert checked == {"codes": [0, 0, 0, 0, 0], "imported": []}

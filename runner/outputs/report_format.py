@@ -37,6 +37,12 @@ def number(value: float) -> str:
 
 def text(value: Any, limit: int | None = None) -> str:
     """One line of text for any value: numbers short, yes/no, lists joined, objects as k: v."""
+    if limit is not None and isinstance(value, str) and len(value) > 2 * limit:
+        # A prefix of a string makes a prefix of its line: when that already passes the limit,
+        # the cut is the same without reading the rest (a 60 KB value, cut to 300 characters).
+        head = " ".join(visible(value[:2 * limit]).split())
+        if len(head) > limit:
+            return cut(head, limit)
     if value is None:
         out = ""
     elif isinstance(value, bool):

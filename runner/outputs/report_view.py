@@ -226,9 +226,10 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     item_calls = calls.get(index, [])
     juries = _juries(result, "", count_by or "verdict", lambda model: [c for c in item_calls if c.model == model])
     reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
-    # Each column read and written out once, then cut to what each place shows.
+    # Each column read and written out once (to FIELD_CHARS, the most any place shows), then cut to
+    # what each place shows.
     values = {c: lookup(result, c) for c in (*columns, *reason_cols)}
-    texts = {c: text(v) for c, v in values.items()}
+    texts = {c: text(v, FIELD_CHARS) for c, v in values.items()}
     reason = next((cut(texts[c], FIELD_CHARS) for c in reason_cols if values[c]), "")
     if not reason and not reason_field:
         reason = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "") or \

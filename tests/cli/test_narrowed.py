@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from runner.cli.app import app
+from runner.cli.app import app, main
 
 
 def _built(args: list[str]) -> list[str]:
@@ -34,8 +34,9 @@ def test_narrowed_help_and_errors_read_as_the_whole_apps():
         assert whole.output
 
 
-def test_the_runner_command_still_reports_an_unknown_command():
-    done = subprocess.run([sys.executable, "-c", "from runner.cli.app import main; main()", "rnu"],
-                          capture_output=True, text=True)
-    assert done.returncode == 2
-    assert "No such command 'rnu'" in done.stderr
+def test_the_runner_command_still_reports_an_unknown_command(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["runner", "rnu"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 2
+    assert "No such command 'rnu'" in capsys.readouterr().err

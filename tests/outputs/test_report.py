@@ -239,6 +239,8 @@ def test_the_run_line_keeps_a_control_character_visible(project, cli):
     ("a plain line", None, "a plain line"), ("two  spaces", None, "two spaces"), (" leading", None, "leading"),
     ("tab\there", None, "tab here"), ("no-break\xa0space", None, "no-break space"),
     ("line\u2028separator", None, "line\\u2028separator"), ("VALID\v", None, "VALID\\x0b"), ("x" * 5, 3, "xx…"),
+    ("ab  " * 1000, 5, "ab a…"), ("\v" * 100, 5, "\\x0b…"),            # long: cut from its start alone
+    ("a" + " " * 1000 + "bbbbbb", 5, "a bb…"), ("a" + " " * 1000 + "b", 5, "a b"),      # its start folds short
 ])
 def test_a_text_cell_is_one_line_with_controls_made_visible(value, limit, expected):
     assert text(value, limit) == expected

@@ -4,10 +4,7 @@ cost per model (litellm's price table read as data), and prints how each call is
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -30,19 +27,15 @@ PIPELINE = """
     """
 
 
-def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
+def test_render_estimates_calls_tokens_and_cost(project, fake_llm, cli):
+    """(That a render, its cost included, never imports litellm: tests/test_lazy_imports.py.)"""
     project.schema("v.schema.json", {"type": "object", "properties": {"verdict": {"type": "string"}}})
     path = project.pipeline(PIPELINE)
     source = write_json(project.root / "in.json", [{"claim": "the sky is blue " * 50}, {"claim": "grass"}])
-    env = dict(os.environ, FAKE_URL=fake_llm.url, RUNNER_CACHE_DIR=str(project.root / "cache"))
-    code = ("import sys, runner.cli.app; sys.argv = ['runner', 'render', sys.argv[1], '--input', sys.argv[2]]\n"
-            "try:\n    runner.cli.app.main()\nexcept SystemExit:\n    pass\nprint('litellm imported:', 'litellm' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code, str(path), str(source)], cwd=project.root, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = cli("render", str(path), "--input", str(source), env={"FAKE_URL": fake_llm.url})
+    assert done.exit_code == 0, done.output
     out = done.stdout
     assert fake_llm.requests == []
-    assert out.rstrip().endswith("litellm imported: False")
     # the mode this endpoint uses (auto starts at json_schema), and the configured one when they differ
     assert (f"endpoint: {fake_llm.url}; sampling: max_tokens=100, temperature=0.0; "
             "structured output: json_schema (configured auto)") in out
@@ -58,7 +51,7 @@ def test_render_estimates_calls_tokens_and_cost(project, fake_llm):
     assert price is not None and prompt_tokens > 200          # the long claim counts
     expected = price.cost(prompt_tokens, 2 * 1024)                # the default max_tokens, an upper bound
     assert f"est. cost ${expected:.4f} for the 2 uncached call(s)" in paid
-    total = lines[-2]
+    total = lines[-1]
     assert total.startswith("LLM calls: 4 (0 cached), est. prompt tokens: ") and total.endswith(f"${expected:.4f}")
 
 
