@@ -35,7 +35,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir
-from runner.runs.lock import OutputFolder, refuse_overwriting_input
+from runner.runs.lock import LOCK_FILE, OutputFolder, refuse_overwriting_input
 from runner.runs.manifest import model_entries, sha256_file
 from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
@@ -204,13 +204,18 @@ class StartedRun:
     async def discard(self) -> None:
         """Let the run go unrun (serve's job cancelled while it started): its caches and memo
         store closed, its folder released, and removed when the run made it."""
-        await self.runtime.aclose()
-        if self.runtime.memo is not None:
-            self.runtime.memo.close()
-        self.folder.release()
-        if self.group is not None:
-            with contextlib.suppress(OSError):      # not empty, or already gone
-                self.outcome.out_dir.rmdir()
+        try:
+            await self.runtime.aclose()
+        finally:
+            if self.runtime.memo is not None:
+                self.runtime.memo.close()
+            if self.group is None:
+                self.folder.release()
+            else:       # a folder this run made goes: its lock file first, while still held
+                (self.outcome.out_dir / LOCK_FILE).unlink(missing_ok=True)
+                self.folder.release()
+                with contextlib.suppress(OSError):      # not empty, or already gone
+                    self.outcome.out_dir.rmdir()
 
     async def run(self, progress: Progress) -> RunOutcome:
         """run.json (status running), the items, the outputs; then run.json's end, the folder

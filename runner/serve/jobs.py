@@ -12,6 +12,7 @@ changed in between, every item is judged again and the job's `notes` say so."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -258,10 +259,18 @@ async def _started(*args: Any, **kwargs: Any) -> StartedRun:
     try:
         return await asyncio.shield(start)
     except asyncio.CancelledError:
-        await asyncio.wait([start])
+        await _outlast(start)
         if not start.cancelled() and start.exception() is None:
-            await start.result().discard()
+            await _outlast(asyncio.ensure_future(start.result().discard()))
         raise
+
+
+async def _outlast(work: asyncio.Future[Any]) -> None:
+    """Wait for `work` to end whatever cancels reach this task meanwhile (a second DELETE, the
+    server stopping): a started run is always let go, never left holding its folder."""
+    while not work.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([work])
 
 
 # An uploaded file kept as it came, for the adapter its name says; any other upload is JSON lines.

@@ -424,9 +424,11 @@ def test_a_jobs_start_never_holds_the_other_requests(served_project, monkeypatch
     assert done["status"] == "succeeded" and done["counts"]["judged"] == 2, done
 
 
-def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypatch):
+@pytest.mark.parametrize("cancels", [1, 2])
+def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypatch, cancels):
     """A cancel landing while the job's start reads its input in a worker thread waits for it,
-    then lets the run go: the job is `cancelled`, no run folder is left, none claimed."""
+    then lets the run go: the job is `cancelled`, no run folder is left, none claimed. A second
+    cancel meanwhile (another DELETE) changes nothing."""
     entered, release, order = held_start(monkeypatch)
     model = memo_project(served_project)
 
@@ -437,13 +439,16 @@ def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypat
             variant = await server.judging.variant("memodeck")
             job = server.jobs.submit("memodeck", {}, input_file(served_project.root, deck("<p>A</p>")), variant.hash)
             assert await asyncio.to_thread(entered.wait, 60)
-            cancelling = asyncio.ensure_future(server.jobs.cancel(job.id))
-            await asyncio.sleep(0)          # the cancel reaches the job, held in its start
+            cancelling = [asyncio.ensure_future(server.jobs.cancel(job.id))]
+            await asyncio.sleep(0.05)       # the cancel reaches the job, held in its start
+            cancelling += [asyncio.ensure_future(server.jobs.cancel(job.id)) for _ in range(cancels - 1)]
+            await asyncio.sleep(0.05)
             release.set()
-            return await cancelling
+            return (await asyncio.gather(*cancelling))[0]
         finally:
             await server.close()
     job = asyncio.run(scenario())
     assert job.status == "cancelled" and job.run is None and order == ["start released"]
-    assert not [path for path in (served_project.root / "reports").rglob("run.json")]
+    groups = list((served_project.root / "reports" / "memodeck").iterdir())       # the memo store's home
+    assert not [path for group in groups for path in group.iterdir() if path.is_dir()], "a run folder was left"
     assert model.requests == []
