@@ -148,7 +148,7 @@ def _short(error: ValidationError) -> str:
 
 
 def schema_message(error: ValidationError) -> str:
-    """jsonschema's message with each YAML date or time in the value shown as written
+    """jsonschema's message with each YAML date or time in the value shown in ISO form
     (2024-01-01), not as Python's repr (datetime.date(2024, 1, 1)): every schema message is made here."""
     message = error.message
     if "datetime." in message:

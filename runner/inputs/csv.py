@@ -15,12 +15,13 @@ import contextlib
 import csv
 import json
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.fileio import decode
+from runner.fileio import TOO_MANY_DIGITS, decode
 from runner.inputs import Record, adapter, takes
 
 TYPES = ("string", "integer", "number", "boolean", "json")
@@ -125,13 +126,16 @@ def _typed(name: str, cell: str, kind: str) -> Any:
     if kind == "string" or not text:
         return cell if kind == "string" else None
     what = WHAT.get(kind, "JSON")
+    digits = text.lstrip("+-")
+    if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
+        raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
     with contextlib.suppress(ValueError):
         if kind == "integer":
             return int(text)
         if kind == "number":
             number, what = float(text), "a finite number"
             if math.isfinite(number):
-                return int(text) if text.lstrip("+-").isdigit() else number
+                return int(text) if digits.isdigit() else number
         elif kind != "boolean":         # json
             return json.loads(text, parse_constant=_not_json)
         elif text.lower() in TRUE + FALSE:

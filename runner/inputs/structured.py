@@ -36,19 +36,20 @@ def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
 
 def _json_lines(path: Path) -> bool:
     """Whether the file is JSON lines: its first line a whole JSON object, another line after it
-    (read from the start of the file only; anything else is decided by reading it whole)."""
+    (read from the start of the file only; anything else is decided by reading it whole). A first
+    line too big for Python to read counts when it closes and the next line opens an object."""
     with path.open("rb") as handle:
         first = handle.readline().removeprefix(b"\xef\xbb\xbf")
         if not first.lstrip().startswith(b"{"):
             return False
+        following = next((line.strip() for line in handle if line.strip()), b"")
         try:
             json.loads(first)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return False
-        except (ValueError, RecursionError):      # a number past the digit limit, or deep: still a line, if it closes
-            if not first.rstrip().endswith(b"}"):
-                return False
-        return any(line.strip() for line in handle)
+        except (ValueError, RecursionError):      # a number past the digit limit, or deep: a line, if one follows
+            return first.rstrip().endswith(b"}") and following.startswith(b"{")
+        return bool(following)
 
 
 @adapter("jsonl")

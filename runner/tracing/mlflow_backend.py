@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
-from logging.handlers import BufferingHandler
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,9 +24,19 @@ _DEFAULTS = {"MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false", "MLFLOW_HTTP_REQUEST_
 SPAN_TYPES = {"item": "CHAIN", "step": "CHAIN", "llm": "CHAT_MODEL"}
 
 
-# Keeps MLflow's warnings off the terminal; a warning during an export means it failed.
-_capture = BufferingHandler(capacity=sys.maxsize)
-_capture.setLevel(logging.WARNING)
+class _Capture(logging.Handler):
+    """Keeps MLflow's warnings off the terminal, counted, with the last one's message (a warning
+    during an export means it failed); nothing else of a record is kept, in a server's long life."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count, self.last = 0, ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count, self.last = self.count + 1, record.getMessage()
+
+
+_capture = _Capture()
 
 
 def import_mlflow(tracking_uri: str) -> Any:
@@ -76,7 +84,7 @@ class MlflowTracer(SpanRecorder):
             tags["runner.memo_hit"] = "true"
             if result.get("mlflow_trace_id"):
                 tags["runner.memo_of_trace"] = str(result["mlflow_trace_id"])
-        seen = len(_capture.buffer)
+        seen = _capture.count
         live = self._mlflow.start_span_no_context(
             root.name, span_type=SPAN_TYPES["item"], inputs=root.inputs, experiment_id=self.experiment_id,
             start_time_ns=root.started_ns, tags=tags)
@@ -84,8 +92,8 @@ class MlflowTracer(SpanRecorder):
         for child in root.children:
             self._span(child, live)
         live.end(outputs=root.outputs, status=self._status(root), end_time_ns=root.ended_ns)
-        if len(_capture.buffer) > seen:
-            raise TracingFailed(_capture.buffer[-1].getMessage())
+        if _capture.count > seen:
+            raise TracingFailed(_capture.last)
         if not memo_hit:      # a reused result's assessments live on its first trace
             self._assess(trace_id, root, result)
         return {"mlflow_trace_id": trace_id}

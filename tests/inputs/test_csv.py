@@ -80,6 +80,17 @@ def test_a_bad_row_is_an_item_naming_its_line_and_the_others_go_on(tmp_path):
         ({"id": "7", "n": 8, "tags": [2]}, None)]
 
 
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_a_number_cell_past_the_digit_limit_says_so(tmp_path, kind):
+    """A number of more digits than Python reads is named as that, not as a non-number."""
+    path = tmp_path / "in.csv"
+    path.write_text("id,n\n1," + "0" * 4400 + "1\n2,3\n")
+    records = list(iter_records("csv", path, {"types": {"n": kind}}))
+    assert records[0].error == (f"{path}:2: column 'n': a number of more than 4300 digits, past what runner "
+                                "reads (declare the column a string)")
+    assert records[1].value == {"id": "2", "n": 3}
+
+
 @pytest.mark.parametrize(("text", "options", "message"), [
     ("", {}, "no header row (the file is empty)"),
     ("id,,x\n1,2,3\n", {}, ":1: column 2 of the header has no name"),

@@ -81,6 +81,14 @@ def test_a_json_lines_file_whose_first_line_holds_a_huge_number_names_that_line(
     assert second.value == {"x": 2} and second.error is None
 
 
+def test_a_json_document_whose_first_line_holds_a_huge_number_is_still_one_document(tmp_path):
+    """Only a next line that opens an object makes such a first line JSON lines: a document that
+    goes on below it is refused whole, as before."""
+    (tmp_path / "doc.json").write_text('{"a": ' + "9" * 5000 + ', "b": {}\n}\n')
+    with pytest.raises(InputError, match="a number of more than 4300 digits"):
+        list(iter_records("json", tmp_path / "doc.json", {}))
+
+
 def test_explode_and_record_pairs():
     from runner.inputs import Record
     items = list(iter_items([Record({"slides": [1, 2]}), Record({"slides": [3]})], "slides"))
