@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import secrets
 import sys
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from runner.api import StartedRun
 from runner.engine.health import run_failure
@@ -35,6 +37,8 @@ from runner.runs.request import ItemSource
 from runner.serve.http import ApiError
 from runner.serve.job_files import Claims, ResumeIndex, job_folder, results_lines
 from runner.serve.judging import Judging
+
+T = TypeVar("T")
 
 RUNNING_AT_ONCE = 2           # jobs that run at the same time; the others wait their turn
 # done, errors, and where the others came from (resumed: written before a restart; memo: the memo store)
@@ -182,7 +186,8 @@ class JobBoard:
                 more = {"out_dir": self.root / job.run, "memo_dir": (self.root / job.run).parent}
                 if judged_under in (None, variant.hash):
                     sidecar = self.folder / "jobs" / f"{job.id}.{self.claims.id}.resume.sqlite"     # this server's own
-                    resumed = ResumeIndex.of(sidecar, self.root / job.run)
+                    resumed = await _off_the_loop(functools.partial(ResumeIndex.of, sidecar, self.root / job.run),
+                                                  lambda index: asyncio.to_thread(index.remove))
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
@@ -191,8 +196,9 @@ class JobBoard:
                 counts[source] += 1
             options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            run = await _started(variant.pipeline.file, source, options, overrides,
-                                 role=self.judging.job_role(variant, resumed, tally))
+            start = functools.partial(StartedRun.start, variant.pipeline.file, source, options, overrides,
+                                      role=self.judging.job_role(variant, resumed, tally))
+            run = await _off_the_loop(start, StartedRun.discard)
             job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
             outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
@@ -251,17 +257,18 @@ class JobBoard:
         self.claims.release()
 
 
-async def _started(*args: Any, **kwargs: Any) -> StartedRun:
-    """StartedRun.start in a worker thread: reading a job's input (counting a JSONL upload's
-    lines, parsing a JSON or YAML one whole) never holds the event loop and the other requests.
-    A job cancelled meanwhile waits for the start to end, then lets its run go."""
-    start = asyncio.ensure_future(asyncio.to_thread(StartedRun.start, *args, **kwargs))
+async def _off_the_loop(work: Callable[[], T], let_go: Callable[[T], Awaitable[Any]]) -> T:
+    """`work` in a worker thread: reading a job's files (counting a JSONL upload's lines, parsing
+    a JSON or YAML one whole, indexing the results of a run taken up again) never holds the event
+    loop and the other requests. A job cancelled meanwhile waits for it to end, then lets its
+    result go."""
+    done = asyncio.ensure_future(asyncio.to_thread(work))
     try:
-        return await asyncio.shield(start)
+        return await asyncio.shield(done)
     except asyncio.CancelledError:
-        await _outlast(start)
-        if not start.cancelled() and start.exception() is None:
-            await _outlast(asyncio.ensure_future(start.result().discard()))
+        await _outlast(done)
+        if not done.cancelled() and done.exception() is None:
+            await _outlast(asyncio.ensure_future(let_go(done.result())))
         raise
 
 

@@ -452,3 +452,45 @@ def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypat
     groups = list((served_project.root / "reports" / "memodeck").iterdir())       # the memo store's home
     assert not [path for group in groups for path in group.iterdir() if path.is_dir()], "a run folder was left"
     assert model.requests == []
+
+
+def test_a_resumed_jobs_index_of_its_results_never_holds_the_other_requests(served_project, monkeypatch):
+    """A job taken up again after a stop indexes what its run wrote (results.jsonl, calls.jsonl: a
+    big run's take seconds) in a worker thread: while that is held, /healthz and the job list
+    answer; the job then resumes its two results and judges the rest."""
+    from runner.serve.job_files import ResumeIndex
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    gate = {"open": 2}
+    original = model.complete
+
+    async def complete(spec, messages, params):       # two answers, then none until the gate opens
+        while gate["open"] <= 0:
+            await asyncio.sleep(0.01)
+        gate["open"] -= 1
+        return await original(spec, messages, params)
+    model.complete = complete
+    with make_client(served_project.root, model) as client:
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*[f"<p>{n}</p>" for n in range(4)])]}).json()
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.2)
+    entered, release, order = threading.Event(), threading.Event(), []
+    real = ResumeIndex.of
+
+    def held(*args: Any) -> Any:
+        entered.set()
+        order.append("index released" if release.wait(timeout=60) else "index gave up")
+        return real(*args)
+    monkeypatch.setattr(ResumeIndex, "of", held)
+    gate["open"] = 100
+    with make_client(served_project.root, model) as client:
+        assert entered.wait(timeout=60)
+        assert client.get("/healthz").status_code == 200
+        assert [listed["id"] for listed in client.get("/v1/jobs").json()] == [job["id"]]
+        order.append("answered")
+        release.set()
+        done = wait(client, job["id"])
+    assert order == ["answered", "index released"]
+    assert done["status"] == "succeeded" and done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 2, done
