@@ -3,6 +3,7 @@ app behind FastAPI's TestClient (its lifespan: the server's start and stop)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -82,6 +83,22 @@ def backend_url(backend: str, root: Path) -> str:
 @pytest.fixture(params=BACKENDS)
 def db_url(request: Any, tmp_path: Path) -> str:
     return backend_url(request.param, tmp_path)
+
+
+def gated_model(answers: int) -> tuple[ScriptedModel, dict[str, int]]:
+    """The deck's scripted judge (always green) and its gate: it answers `answers` calls, then
+    none until the test raises gate["open"] (a server stopped mid-job holds calls unanswered)."""
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    gate = {"open": answers}
+    original = model.complete
+
+    async def complete(spec: Any, messages: Any, params: Any) -> Any:
+        while gate["open"] <= 0:
+            await asyncio.sleep(0.01)
+        gate["open"] -= 1
+        return await original(spec, messages, params)
+    model.complete = complete        # type: ignore[method-assign]
+    return model, gate
 
 
 def deck(*htmls: str, data: Any = (1, 2)) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from runner.serve.app import Parts
 from runner.serve.http import ApiError
 from runner.serve.job_files import InputWriter
 from runner.serve.judging import Settings
-from serve_fixtures import deck, make_client
+from serve_fixtures import deck, gated_model, make_client
 
 
 def parts(root: Path, model: Any) -> Parts:
@@ -190,16 +190,7 @@ def test_issue_63_s4_a_job_resumed_under_another_pipeline_is_judged_again_and_sa
     then taken up again keeps none of the results the old prompt judged: every item is judged
     again under the new pipeline, and the job's record says why. (With the pipeline unchanged
     it resumes: tests/serve/test_jobs.py and the kill -9 test in test_server_process.py.)"""
-    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
-    gate = {"open": 2}
-    original = model.complete
-
-    async def complete(spec, messages, params):       # two answers, then none until the gate opens
-        while gate["open"] <= 0:
-            await asyncio.sleep(0.01)
-        gate["open"] -= 1
-        return await original(spec, messages, params)
-    model.complete = complete
+    model, gate = gated_model(2)
     slides = [f"<p>slide {n}</p>" for n in range(4)]
     with make_client(served_project.root, model) as client:
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
@@ -391,36 +382,43 @@ def test_issue_62_6_a_job_cancelled_before_any_item_has_no_rate(served_project):
     assert "pass_rate n/a (0 judged)" in page and "0.0%" not in page
 
 
-def held_start(monkeypatch: Any) -> tuple[Any, Any, list[str]]:
-    """StartedRun.start held on an event until the test lets it go: (entered, release, order)."""
-    from runner.api import StartedRun
+def held(monkeypatch: Any, owner: Any, name: str) -> tuple[threading.Event, threading.Event, list[str]]:
+    """`owner.name` held on an event until the test lets it go: (entered, release, order)."""
     entered, release, order = threading.Event(), threading.Event(), []
-    real = StartedRun.start
+    real = getattr(owner, name)
 
-    def start(*args: Any, **kwargs: Any) -> Any:
+    def hold(*args: Any, **kwargs: Any) -> Any:
         entered.set()
-        order.append("start released" if release.wait(timeout=60) else "start gave up")
+        order.append("released" if release.wait(timeout=60) else "gave up")
         return real(*args, **kwargs)
-    monkeypatch.setattr(StartedRun, "start", start)
+    monkeypatch.setattr(owner, name, hold)
     return entered, release, order
+
+
+def answered_while_held(client: Any, job_id: str, entered: threading.Event, release: threading.Event,
+                        order: list[str]) -> dict[str, Any]:
+    """/healthz and the job list answered while the job is held in a worker thread; then the job
+    let go, and its record when it ends."""
+    assert entered.wait(timeout=60)
+    assert client.get("/healthz").status_code == 200
+    assert [listed["id"] for listed in client.get("/v1/jobs").json()] == [job_id]
+    order.append("answered")
+    release.set()
+    return wait(client, job_id)
 
 
 def test_a_jobs_start_never_holds_the_other_requests(served_project, monkeypatch):
     """A job's start reads its input (a big JSON or YAML upload parsed whole: seconds) in a worker
     thread: while it is held there, /healthz and the job list answer; the job then runs, its memo
     store (opened by the start's thread) used by the server's loop."""
-    entered, release, order = held_start(monkeypatch)
+    from runner.api import StartedRun
+    entered, release, order = held(monkeypatch, StartedRun, "start")
     model = memo_project(served_project)
     rows = json.dumps([deck("<p>Q1 revenue 9.9</p>"), deck("<p>B</p>")])
     with make_client(served_project.root, model) as client:
         job = client.post("/v1/pipelines/memodeck/jobs", files={"file": ("rows.json", rows.encode())}).json()
-        assert entered.wait(timeout=60)
-        assert client.get("/healthz").status_code == 200
-        assert [listed["id"] for listed in client.get("/v1/jobs").json()] == [job["id"]]
-        order.append("answered")
-        release.set()
-        done = wait(client, job["id"])
-    assert order == ["answered", "start released"]
+        done = answered_while_held(client, job["id"], entered, release, order)
+    assert order == ["answered", "released"]
     assert done["status"] == "succeeded" and done["counts"]["judged"] == 2, done
 
 
@@ -429,7 +427,8 @@ def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypat
     """A cancel landing while the job's start reads its input in a worker thread waits for it,
     then lets the run go: the job is `cancelled`, no run folder is left, none claimed. A second
     cancel meanwhile (another DELETE) changes nothing."""
-    entered, release, order = held_start(monkeypatch)
+    from runner.api import StartedRun
+    entered, release, order = held(monkeypatch, StartedRun, "start")
     model = memo_project(served_project)
 
     async def scenario() -> Any:
@@ -448,7 +447,7 @@ def test_a_job_cancelled_while_it_starts_leaves_no_run(served_project, monkeypat
         finally:
             await server.close()
     job = asyncio.run(scenario())
-    assert job.status == "cancelled" and job.run is None and order == ["start released"]
+    assert job.status == "cancelled" and job.run is None and order == ["released"]
     groups = list((served_project.root / "reports" / "memodeck").iterdir())       # the memo store's home
     assert not [path for group in groups for path in group.iterdir() if path.is_dir()], "a run folder was left"
     assert model.requests == []
@@ -459,16 +458,7 @@ def test_a_resumed_jobs_index_of_its_results_never_holds_the_other_requests(serv
     big run's take seconds) in a worker thread: while that is held, /healthz and the job list
     answer; the job then resumes its two results and judges the rest."""
     from runner.serve.job_files import ResumeIndex
-    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
-    gate = {"open": 2}
-    original = model.complete
-
-    async def complete(spec, messages, params):       # two answers, then none until the gate opens
-        while gate["open"] <= 0:
-            await asyncio.sleep(0.01)
-        gate["open"] -= 1
-        return await original(spec, messages, params)
-    model.complete = complete
+    model, gate = gated_model(2)
     with make_client(served_project.root, model) as client:
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*[f"<p>{n}</p>" for n in range(4)])]}).json()
         deadline = time.monotonic() + 30
@@ -476,21 +466,9 @@ def test_a_resumed_jobs_index_of_its_results_never_holds_the_other_requests(serv
             assert time.monotonic() < deadline
             time.sleep(0.02)
         time.sleep(0.2)
-    entered, release, order = threading.Event(), threading.Event(), []
-    real = ResumeIndex.of
-
-    def held(*args: Any) -> Any:
-        entered.set()
-        order.append("index released" if release.wait(timeout=60) else "index gave up")
-        return real(*args)
-    monkeypatch.setattr(ResumeIndex, "of", held)
+    entered, release, order = held(monkeypatch, ResumeIndex, "of")
     gate["open"] = 100
     with make_client(served_project.root, model) as client:
-        assert entered.wait(timeout=60)
-        assert client.get("/healthz").status_code == 200
-        assert [listed["id"] for listed in client.get("/v1/jobs").json()] == [job["id"]]
-        order.append("answered")
-        release.set()
-        done = wait(client, job["id"])
-    assert order == ["answered", "index released"]
+        done = answered_while_held(client, job["id"], entered, release, order)
+    assert order == ["answered", "released"]
     assert done["status"] == "succeeded" and done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 2, done

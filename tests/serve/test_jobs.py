@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers import scripted_model, server_error
 from runner.llm.calls.file import read_calls
 from runner.view.run_list import list_runs
-from serve_fixtures import DECK_JUDGE, deck, make_client
+from serve_fixtures import DECK_JUDGE, deck, gated_model, make_client
 
 DONE = ("succeeded", "failed", "cancelled")
 
@@ -123,17 +123,7 @@ def test_cancel_keeps_what_finished(served):
 def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, db_url):
     """Stopped mid-job (its lifespan ends), the server's next start takes the job up in the same
     run folder: results written before are kept as they are, no answered call is sent again."""
-    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
-    gate = {"open": 2}
-
-    original = model.complete
-
-    async def complete(spec, messages, params):       # two answers, then none until the gate opens
-        while gate["open"] <= 0:
-            await asyncio.sleep(0.01)
-        gate["open"] -= 1
-        return await original(spec, messages, params)
-    model.complete = complete
+    model, gate = gated_model(2)
     slides = [f"<p>slide {n}</p>" for n in range(6)]
     with make_client(served_project.root, model, db_url) as client:
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
