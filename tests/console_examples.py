@@ -45,7 +45,6 @@ import json
 import queue
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -54,6 +53,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from helpers import copy_example
 
 REPO = Path(__file__).resolve().parent.parent
 COPIED = ("pipelines", "prompts", "schemas", "probes", "examples", "tests")
@@ -182,8 +183,7 @@ def _example(file: str, start: int, body: list[str], options: dict[str, list[str
 
 def copy_project(target: Path) -> Path:
     for folder in COPIED:
-        shutil.copytree(REPO / folder, target / folder,
-                        ignore=shutil.ignore_patterns("cache", "reports", "__pycache__", "*.pyc"))
+        copy_example(REPO / folder, target / folder)
     return target
 
 

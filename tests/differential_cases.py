@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from test_golden import citation_script, evidence_script, s_example, slide_script, verdict_script
 
+from helpers import copy_example
 from runner.inputs import iter_records
 from runner.pipeline.loader import load_pipeline
 from runner.testing import Reply, Script
@@ -166,7 +167,7 @@ def write_project(case: Case, root: Path, url: str | None) -> Path:
     """The case's project in `root` (made here), its models answering at `url` (the fake
     server) or in this process (None); returns the pipeline's path."""
     if case.example:
-        shutil.copytree(REPO / "examples" / case.example, root, dirs_exist_ok=True)
+        copy_example(REPO / "examples" / case.example, root, dirs_exist_ok=True)
     else:
         root.mkdir(parents=True, exist_ok=True)
     for folder in ("pipelines", "prompts", "schemas", "probes"):
@@ -181,7 +182,7 @@ def write_project(case: Case, root: Path, url: str | None) -> Path:
         (root / "tickets.csv").write_text(ticket_csv(case.name == "tickets_all_failing"), encoding="utf-8")
         return root / "pipelines" / "tickets.yaml"
     for folder in ("prompts", "schemas", "probes"):
-        shutil.copytree(REPO / folder, root / folder, dirs_exist_ok=True)
+        copy_example(REPO / folder, root / folder, dirs_exist_ok=True)
     for source in (REPO / "pipelines").glob("*.yaml"):
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
         if "models" in data:        # every seat of a shipped pipeline answered by the case's transport

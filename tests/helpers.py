@@ -32,6 +32,13 @@ VERDICTS = """
     """
 
 
+def copy_example(source: Path, target: Path, **options: Any) -> Path:
+    """A checked-in folder copied as git has it: what a run of the README's first command left
+    there (reports/, cache/) stays behind, so no test sees another run's outputs."""
+    return Path(shutil.copytree(source, target, ignore=shutil.ignore_patterns("cache", "reports", "__pycache__"),
+                                **options))
+
+
 def group_dir(root: Path, pipeline: str, input_file: str) -> Path:
     """reports/<pipeline>/<stem>-<hash>/ of an input at `root / input_file` (root: the project)."""
     return root / "reports" / pipeline / group_name(root / input_file, [], root)

@@ -5,7 +5,6 @@ writes what finished."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from executor_cases import (
@@ -18,6 +17,7 @@ from executor_cases import (
     summary_of,
 )
 
+from helpers import copy_example
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    shutil.copytree(EXAMPLE, tmp_path / "example")
+    copy_example(EXAMPLE, tmp_path / "example")
     monkeypatch.chdir(tmp_path / "example")
     return tmp_path / "example"
 

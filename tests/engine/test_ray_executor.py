@@ -29,6 +29,7 @@ from executor_cases import (
 )
 
 from fakellm import Reply
+from helpers import copy_example
 from test_citation_judge import EXAMPLE, PIPELINE, answer, jury_overrides, script
 
 REQUIRED = os.environ.get("RUNNER_REQUIRE_RAY") == "1"      # CI: run, never skip
@@ -126,7 +127,7 @@ def on_cluster(cluster, monkeypatch):
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    shutil.copytree(EXAMPLE, tmp_path / "example")
+    copy_example(EXAMPLE, tmp_path / "example")
     monkeypatch.chdir(tmp_path / "example")
     return tmp_path / "example"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers import copy_example
 from runner.llm.client.aio_http import HTTPTransport
 from runner.llm.client.routing import register_transport, registered_transports
 from runner.llm.client.spec import build_spec
@@ -112,7 +112,7 @@ def test_scripted_models_reach_it_only_while_it_is_installed():
 def test_the_readmes_example_runs_as_written(tmp_path, monkeypatch):
     section = DOC.read_text(encoding="utf-8").split("### Testing a judge without a model", 1)[1]
     (code,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
-    shutil.copytree(EXAMPLE, tmp_path / "examples" / "citation_judge")
+    copy_example(EXAMPLE, tmp_path / "examples" / "citation_judge")
     for folder in ("pipelines", "prompts", "schemas"):
         (tmp_path / folder).symlink_to(REPO / folder)
     monkeypatch.chdir(tmp_path / "examples" / "citation_judge")

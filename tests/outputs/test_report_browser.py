@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers import BROWSER_TESTS
+from helpers import BROWSER_TESTS, copy_example
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -27,7 +26,7 @@ def visible(driver) -> list[str]:
 
 def test_report_page_in_chromium(browser, scripted_llm, cli, tmp_path, monkeypatch):
     work = tmp_path / "example"
-    shutil.copytree(EXAMPLE, work)
+    copy_example(EXAMPLE, work)
     monkeypatch.chdir(work)
     script(scripted_llm)
     result = cli("run", str(PIPELINE), "--input", "report.md", "--out", "out", "--cache-dir", str(tmp_path / "cache"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from helpers import run, write_json
+from helpers import copy_example, run, write_json
 from test_citation_judge import EXAMPLE, PIPELINE, SEATS, answer, jury_overrides, script
 
 pytestmark = pytest.mark.slow
@@ -50,7 +49,7 @@ def judge_example(cli, folder: Path, cache: Path, url: str, *extra: str) -> list
 
 @pytest.fixture
 def example(tmp_path, monkeypatch):
-    shutil.copytree(EXAMPLE, tmp_path / "example")
+    copy_example(EXAMPLE, tmp_path / "example")
     monkeypatch.chdir(tmp_path / "example")
     return tmp_path / "example"
 

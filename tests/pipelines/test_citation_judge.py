@@ -4,13 +4,12 @@ scripted model; the first run through HTTP, against the fake server)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from fakellm import Reply
-from helpers import calls_of
+from helpers import calls_of, copy_example
 from runner.engine.steps.read_lines import FileCache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +40,7 @@ def answer(verdict: str, seat: str) -> str:
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    shutil.copytree(EXAMPLE, tmp_path / "example")
+    copy_example(EXAMPLE, tmp_path / "example")
     monkeypatch.chdir(tmp_path / "example")
     return tmp_path / "example"
 

@@ -3,11 +3,11 @@ keeps everything else of its base; a variant with a wrong key is refused where i
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers import copy_example
 from runner.errors import ConfigError
 from runner.pipeline.loader import load_pipeline
 
@@ -35,7 +35,7 @@ def test_the_strict_variant_lists_its_params(cli):
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
     for folder in ("pipelines", "prompts", "schemas", "probes"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
+        copy_example(REPO / folder, tmp_path / folder)
     return tmp_path / "pipelines"
 
 

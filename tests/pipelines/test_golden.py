@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 from fakellm import FakeLLM, Reply
-from helpers import run, write_json
+from helpers import copy_example, run, write_json
 from test_citation_judge import SCRIPT as CITATION_SCRIPT
 from test_citation_judge import SEATS
 from test_citation_judge import answer as juror_answer
@@ -413,7 +412,7 @@ def outcome_of(scenario: Scenario, root: Path, fake: FakeLLM) -> dict[str, Any]:
     """Run the scenario in `root` (the working folder) and read back what the run wrote."""
     if scenario.cwd_example:
         work = root / "work"
-        shutil.copytree(REPO / "examples" / scenario.cwd_example, work)
+        copy_example(REPO / "examples" / scenario.cwd_example, work)
     else:
         work = root
     os.chdir(work)

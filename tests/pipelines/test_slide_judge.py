@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply
-from helpers import run, scripted_seats, write_json
+from helpers import copy_example, run, scripted_seats, write_json
 from runner.stores.memo import MemoStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ def test_feedback_that_contradicts_itself_is_refused(judge, scripted_llm, projec
 @pytest.mark.xdist_group("litellm")      # litellm imported by one worker only
 def test_example_reads_its_csv(project, fake_llm):
     """The shipped example end to end through HTTP (Ollama's protocol, through litellm)."""
-    shutil.copytree(EXAMPLE, project.root / "example")
+    copy_example(EXAMPLE, project.root / "example")
     fake_llm.script(verdict("green"))
     base = fake_llm.url.rsplit("/v1", 1)[0]
     os.chdir(project.root / "example")

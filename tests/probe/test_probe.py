@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from helpers import copy_example
 from jurors import careful, number_blind, obedient, order_sensitive
 from test_citation_judge import EXAMPLE, PIPELINE
 
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    shutil.copytree(EXAMPLE, tmp_path / "example")
+    copy_example(EXAMPLE, tmp_path / "example")
     monkeypatch.chdir(tmp_path / "example")
     return tmp_path / "example"
 

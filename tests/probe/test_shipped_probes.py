@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import copy_example
 from jurors import careful
 from runner.pipeline.loader import load_pipeline
 
@@ -62,7 +62,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_shipped_pipeline_probes_its_example(name, fake_llm, cli, tmp_path, monkeypatch):
     for folder in ("pipelines", "prompts", "schemas", "probes", "examples"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
+        copy_example(REPO / folder, tmp_path / folder)
     where, source, overrides = CASES[name]
     monkeypatch.chdir(tmp_path / where)
     fake_llm.script(careful if name == "citation_judge" else parser if name == "deep_judgment"

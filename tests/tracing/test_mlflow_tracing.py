@@ -7,7 +7,6 @@ import getpass
 import importlib.metadata
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from helpers import run, write_json
+from helpers import copy_example, run, write_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlflow_server")]
 
@@ -122,7 +121,7 @@ def spans_by_name(trace: Any) -> dict[str, Any]:
 @needs_server
 def test_slide_judge_traces_assessments_and_feedback(project, fake_llm, mlflow_server, monkeypatch, cli):
     example = project.root / "example"
-    shutil.copytree(EXAMPLE, example)
+    copy_example(EXAMPLE, example)
     fake_llm.script(verdict("red", 30, "West Q2 is 3.81M, not 3.9M",
                             ({"type": "wrong_value", "detail": "West Q2 3.9M vs 3810000"},)), contains="Regions")
     fake_llm.script(verdict("green", 95, "every number matches the source"))

@@ -13,7 +13,7 @@ import time
 import pytest
 from test_server import free_port, wait_until_up
 
-from helpers import BROWSER_TESTS
+from helpers import BROWSER_TESTS, copy_example
 from test_citation_judge import EXAMPLE, PIPELINE, jury_overrides, script
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -64,7 +64,7 @@ def looks_right(browser):
 def test_review_five_items_in_chromium_then_export_and_eval(browser, scripted_llm, cli, tmp_path, monkeypatch):
     from selenium.webdriver.support.ui import WebDriverWait
     work = tmp_path / "example"
-    shutil.copytree(EXAMPLE, work)
+    copy_example(EXAMPLE, work)
     monkeypatch.chdir(work)
     script(scripted_llm)
     for out, threshold in (("reports/citation_judge/first", "0.8"), ("reports/citation_judge/second", "0.6")):
