@@ -20,7 +20,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,7 @@ def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thre
         raise
 
 
-@contextmanager
+@contextlib.contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction on an autocommit connection, its lock taken first (BEGIN
     IMMEDIATE: two runs never both read and then both want to write); rolled back on any error,
