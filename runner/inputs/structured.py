@@ -37,7 +37,8 @@ def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
 def _json_lines(path: Path) -> bool:
     """Whether the file is JSON lines: its first line a whole JSON object, another line after it
     (read from the start of the file only; anything else is decided by reading it whole). A first
-    line too big for Python to read counts when it closes and the next line opens an object."""
+    line Python cannot read (not UTF-8, a number past the digit limit, nested too deep) counts
+    when it closes and the next line opens an object: it is then that line's error alone."""
     with path.open("rb") as handle:
         first = handle.readline().removeprefix(b"\xef\xbb\xbf")
         if not first.lstrip().startswith(b"{"):
@@ -45,9 +46,9 @@ def _json_lines(path: Path) -> bool:
         following = next((line.strip() for line in handle if line.strip()), b"")
         try:
             json.loads(first)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except json.JSONDecodeError:
             return False
-        except (ValueError, RecursionError):      # a number past the digit limit, or deep: a line, if one follows
+        except (ValueError, RecursionError):      # not UTF-8, a number past the digit limit, or deep
             return first.rstrip().endswith(b"}") and following.startswith(b"{")
         return bool(following)
 

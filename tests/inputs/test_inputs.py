@@ -81,6 +81,15 @@ def test_a_json_lines_file_whose_first_line_holds_a_huge_number_names_that_line(
     assert second.value == {"x": 2} and second.error is None
 
 
+def test_a_json_lines_file_whose_first_line_is_not_utf8_names_that_line(tmp_path):
+    """The json adapter read such a file whole and refused all of it: the first line is that
+    item's error, as the jsonl adapter says it, and the other lines are read."""
+    (tmp_path / "latin.json").write_bytes(b'{"n": "caf\xe9"}\n{"x": 2}\n')
+    first, second = iter_records("json", tmp_path / "latin.json", {})
+    assert first.error == f"{tmp_path / 'latin.json'}:1:11: not UTF-8 text (byte 0xe9)"
+    assert second.value == {"x": 2} and second.error is None
+
+
 def test_a_json_document_whose_first_line_holds_a_huge_number_is_still_one_document(tmp_path):
     """Only a next line that opens an object makes such a first line JSON lines: a document that
     goes on below it is refused whole, as before."""
