@@ -169,8 +169,7 @@ def align_markdown(report: dict[str, Any]) -> str:
 def align(request: AlignRequest) -> tuple[dict[str, Any], int]:
     """The report and the exit code: 0 when an aligned judge shipped, 1 when none did."""
     aligner = Aligner(request)
-    ratios = parse_ratios(request.split)
-    split = split_items(aligner.labelled(), ratios, request.seed)
+    split = split_items(aligner.labelled(), parse_ratios(request.split), request.seed)
     report = aligner.report
     report["splits"] = {"ratios": request.split, "group_by": request.group_by,
                        **{name: {"n": len(split.part(name)), "keys": sorted(split.keys(name))} for name in SPLITS}}
@@ -178,12 +177,4 @@ def align(request: AlignRequest) -> tuple[dict[str, Any], int]:
         raise InputError(f"--split {request.split}: too few labelled items ({report['labelled']['used']}) for a train, "
                          "dev and test split each with one at least")
     shutil.rmtree(aligner.folder / "runs", ignore_errors=True)       # this align's own run folders
-    baseline = Candidate()
-    said = aligner.run("baseline-train-dev", split.keys("train") | split.keys("dev"), baseline)
-    dev_base = aligner.score(split.dev, said)
-    report["baseline"] = {"train": aligner.score(split.train, said), "dev": dev_base}
-    best, best_dev = aligner.try_params(split, baseline, dev_base[AGREEMENT] or 0.0)
-    best, best_dev = aligner.try_examples(split, said, best, best_dev)
-    if request.optimizer_model:
-        best, best_dev = aligner.try_lines(split, said, best, best_dev)
-    return finish(aligner, split, best)
+    return finish(aligner, split, aligner.search(split))

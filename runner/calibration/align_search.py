@@ -83,6 +83,7 @@ class Aligner:
         self.json_path = out if out.suffix == ".json" else out / "align.json"     # a file, or a folder
         self.folder = self.json_path.parent
         self.items: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.best, self.best_dev = Candidate(), 0.0         # the search's best change so far, its dev agreement
         self.report: dict[str, Any] = {
             "pipeline": str(request.pipeline), "input": str(request.input), "labels": str(request.labels),
             "labels_hash": f"sha256:{sha256_file(request.labels)}", "seed": request.seed, "agreement": AGREEMENT,
@@ -146,31 +147,37 @@ class Aligner:
         return {name: m.get(name) for name in ("n", "accuracy", "accuracy_ci95", "balanced_accuracy",
                                                 "balanced_accuracy_ci95", "kappa", "kappa_ci95", "macro_f1")}
 
-    # -- the changes, cheapest first -------------------------------------------------------
-    def try_params(self, split: Split, best: Candidate, best_dev: float) -> tuple[Candidate, float]:
+    # -- the search on dev, cheapest change first ----------------------------------------------
+    def search(self, split: Split) -> Candidate:
+        """The baseline on train and dev, then each change, kept when it raises agreement on dev."""
+        said = self.run("baseline-train-dev", split.keys("train") | split.keys("dev"), Candidate())
+        dev = self.score(split.dev, said)
+        self.report["baseline"] = {"train": self.score(split.train, said), "dev": dev}
+        self.best_dev = dev[AGREEMENT] or 0.0
+        self.try_params(split)
+        wrong = [item for item in split.train if said.get(item.key) != item.truth]
+        self.try_examples(split, wrong)
+        if self.request.optimizer_model:
+            self.try_lines(split, [(item, said.get(item.key, "")) for item in wrong])
+        return self.best
+
+    def try_params(self, split: Split) -> None:
         from runner.calibration.sweep import Axis, SweepRequest, run_sweep
         for name, values in numeric_grid(self.pipeline.params, self.pipeline.params_schema):
             request = SweepRequest(self.request.pipeline, self._source(split.keys("dev")), self.spec,
                                    [Axis(f"params.{name}", values)], self.request.cache_dir,
-                                   best.overrides(self.judge), AGREEMENT, workers=1)
+                                   self.best.overrides(self.judge), AGREEMENT, workers=1)
             swept = run_sweep(request)
             top = swept.get("best") or {}
-            value = top.get("metric")
             needs = [s["set"] for s in swept["settings"] if s["status"] == "needs_calls"]
-            entry = {"change": f"params.{name}", "values": list(values), "dev": value, "best_set": top.get("set"),
-                     "not_cached": [list(s.values())[0] for s in needs]}
-            if value is not None and value > best_dev:
-                best = replace(best, params={**best.params, **{k.split(".", 1)[1]: v for k, v in top["set"].items()}})
-                best_dev, entry["kept"] = value, True
-            else:
-                entry.update(kept=False, why="no value raised agreement on dev (settings needing new calls are "
-                                             "not tried: cached answers only, as runner sweep without --allow-calls)")
-            self.report["tried"].append(entry)
-        return best, best_dev
+            entry = {"change": f"params.{name}", "values": list(values), "dev": top.get("metric"),
+                     "best_set": top.get("set"), "not_cached": [list(s.values())[0] for s in needs]}
+            params = {**self.best.params, **{k.split(".", 1)[1]: v for k, v in (top.get("set") or {}).items()}}
+            self._keep(entry, top.get("metric"), replace(self.best, params=params),
+                       "no value raised agreement on dev (settings needing new calls are not tried: cached answers "
+                       "only, as runner sweep without --allow-calls)")
 
-    def try_examples(self, split: Split, said: dict[str, str], best: Candidate,
-                     best_dev: float) -> tuple[Candidate, float]:
-        wrong = [item for item in split.train if said.get(item.key) != item.truth]
+    def try_examples(self, split: Split, wrong: list[Labelled]) -> None:
         chosen = judging.choose(wrong, self.request.max_examples, self.request.seed)
         examples = [e for e in (judging.make_example(self.judge, self.items[c.key][1], c) for c in chosen) if e]
         leaked = {e["key"] for e in examples} - split.keys("train")
@@ -178,39 +185,35 @@ class Aligner:
             raise RunnerError(f"align: example(s) {sorted(leaked)} are not train items")
         entry: dict[str, Any] = {"change": "examples", "train_disagreements": len(wrong),
                                  "examples": [e["key"] for e in examples]}
-        if not examples:
-            why = "--max-examples 0" if self.request.max_examples == 0 else \
-                self.judge.blocked or "no train item where the judge and the label disagree"
-            return self._rejected(entry, why, best, best_dev)
-        return self._kept_if_better(entry, split, "examples-dev", replace(best, examples=examples), best, best_dev)
+        if examples:
+            self._on_dev(entry, split, "examples-dev", replace(self.best, examples=examples))
+        else:
+            self._keep(entry, None, self.best, "--max-examples 0" if self.request.max_examples == 0 else
+                       self.judge.blocked or "no train item where the judge and the label disagree")
 
-    def try_lines(self, split: Split, said: dict[str, str], best: Candidate,
-                  best_dev: float) -> tuple[Candidate, float]:
+    def try_lines(self, split: Split, wrong: list[tuple[Labelled, str]]) -> None:
         assert self.request.optimizer_model is not None
-        wrong = [(item, said.get(item.key, "")) for item in split.train if said.get(item.key) != item.truth]
         lines = judging.propose_lines(self.pipeline, self.request.optimizer_model,
                                       judging.instruction_prompt(self.judge, wrong), self.request.cache_dir)
         entry: dict[str, Any] = {"change": "instruction_lines", "lines": lines}
-        if not lines:
-            return self._rejected(entry, "the optimizer model proposed no line", best, best_dev)
-        return self._kept_if_better(entry, split, "lines-dev", replace(best, lines=lines), best, best_dev)
+        if lines:
+            self._on_dev(entry, split, "lines-dev", replace(self.best, lines=lines))
+        else:
+            self._keep(entry, None, self.best, "the optimizer model proposed no line")
 
-    def _rejected(self, entry: dict[str, Any], why: str, best: Candidate,
-                  best_dev: float) -> tuple[Candidate, float]:
-        entry.update(kept=False, why=why)
-        self.report["tried"].append(entry)
-        return best, best_dev
-
-    def _kept_if_better(self, entry: dict[str, Any], split: Split, run: str, candidate: Candidate, best: Candidate,
-                        best_dev: float) -> tuple[Candidate, float]:
-        """`candidate` scored on dev: it, when it raises agreement there, else `best`; tried either way."""
+    def _on_dev(self, entry: dict[str, Any], split: Split, run: str, candidate: Candidate) -> None:
         value = self.score(split.dev, self.run(run, split.keys("dev"), candidate))[AGREEMENT]
-        kept = value is not None and value > best_dev
-        entry.update(dev=value, kept=kept)
-        if not kept:
-            entry["why"] = f"dev agreement {value} is not above {best_dev}"
+        entry["dev"] = value
+        self._keep(entry, value, candidate, f"dev agreement {value} is not above {self.best_dev}")
+
+    def _keep(self, entry: dict[str, Any], dev: float | None, candidate: Candidate, why: str) -> None:
+        """A change tried: `candidate` becomes the best when its dev agreement is above the best's."""
+        if dev is not None and dev > self.best_dev:
+            entry["kept"] = True
+            self.best, self.best_dev = candidate, dev
+        else:
+            entry.update(kept=False, why=why)
         self.report["tried"].append(entry)
-        return (candidate, value) if kept else (best, best_dev)
 
 
 def numeric_grid(params: dict[str, Any], schemas: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
