@@ -21,7 +21,7 @@ from runner.calibration import align_judge as judging
 from runner.calibration import metrics
 from runner.calibration.align_judge import Labelled, Split
 from runner.calibration.evaluate import EvalSpec, predicted_field, value_text
-from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, lookup, read_labels
+from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, labels_by_key, lookup, read_labels
 from runner.errors import InputError, RunnerError
 from runner.inputs import ItemStream
 from runner.pipeline.loader import load_pipeline
@@ -103,19 +103,13 @@ class Aligner:
             if key is not None and key not in self.items and isinstance(item.value, dict):
                 self.items[key] = (item.index, item.value)
         found, missing = [], []
-        seen: set[str] = set()
-        for row in self.rows:
-            key = key_text(lookup(row.record, self.request.key))
-            truth = lookup(row.record, self.request.truth)
-            if key is None or truth in (None, "") or key in seen:
-                continue
-            seen.add(key)
+        for key, (row, *_) in labels_by_key(self.rows, self.request.key, self.request.truth)[0].items():
             if key not in self.items:
                 missing.append(key)
                 continue
-            group = self._group(row, key)
             rationale = next((str(row.record[f]) for f in RATIONALE_FIELDS if row.record.get(f)), None)
-            found.append(Labelled(key, str(value_text(truth)), group, rationale))
+            truth = str(value_text(lookup(row.record, self.request.truth)))
+            found.append(Labelled(key, truth, self._group(row, key), rationale))
         self.report["labelled"] = {"used": len(found), "not_in_input": missing[:50], "not_in_input_count": len(missing)}
         if len(found) < 3:
             raise InputError(f"{self.request.labels}: {len(found)} labelled item(s) found in {self.request.input} "

@@ -106,22 +106,26 @@ class Joined:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("pairs", "results")}
 
 
-def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
-                predicted: str) -> Joined:
-    """Labels joined to results in one pass over the results: only labelled results are kept."""
-    joined = Joined()
-    label_lines: dict[str, list[int]] = {}
-    wanted: dict[str, Any] = {}                 # key -> truth of its first label row, in label order
+def labels_by_key(rows: list[LabelRow], key: str, truth: str) -> tuple[dict[str, list[LabelRow]], list[str]]:
+    """The label rows by key, in label order (the first of a key is the one used), and the rows
+    without a key or a truth."""
+    grouped: dict[str, list[LabelRow]] = {}
+    invalid: list[str] = []
     for row in rows:
         k = key_text(lookup(row.record, key))
         value = lookup(row.record, truth)
         if k is None or value is None or value == "":
-            missing = key if k is None else truth
-            joined.invalid_labels.append(f"line {row.line}: no '{missing}'")
-            continue
-        label_lines.setdefault(k, []).append(row.line)
-        if len(label_lines[k]) == 1:
-            wanted[k] = value
+            invalid.append(f"line {row.line}: no '{key if k is None else truth}'")
+        else:
+            grouped.setdefault(k, []).append(row)
+    return grouped, invalid
+
+
+def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: str, truth: str,
+                predicted: str) -> Joined:
+    """Labels joined to results in one pass over the results: only labelled results are kept."""
+    joined = Joined()
+    wanted, joined.invalid_labels = labels_by_key(rows, key, truth)
     by_key: dict[str, dict[str, Any]] = {}      # labelled keys only: the first result of each
     first_index: dict[str, int] = {}
     repeats: dict[str, list[int]] = {}
@@ -141,7 +145,7 @@ def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: st
         else:
             joined.unlabelled_results.append(k)
     joined.duplicate_results = {k: repeats[k] for k in first_index if k in repeats}
-    for k, value in wanted.items():
+    for k, (first, *_) in wanted.items():
         found = by_key.get(k)
         if found is None:
             joined.unmatched_labels.append(k)
@@ -149,8 +153,9 @@ def join_labels(results: Iterable[dict[str, Any]], rows: list[LabelRow], key: st
         guess = lookup(found, predicted)
         if found.get("error"):
             joined.errored.append({"key": k, "error": str(found["error"]), "predicted": guess})
-        joined.pairs.append(Pair(k, value, NO_PREDICTION if guess is None else guess, found, label_lines[k][0]))
-    joined.duplicate_labels = {k: v for k, v in label_lines.items() if len(v) > 1}
+        joined.pairs.append(Pair(k, lookup(first.record, truth), NO_PREDICTION if guess is None else guess, found,
+                                 first.line))
+    joined.duplicate_labels = {k: [row.line for row in group] for k, group in wanted.items() if len(group) > 1}
     return joined
 
 
