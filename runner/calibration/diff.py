@@ -4,7 +4,10 @@ forced; a partial or interrupted run is compared on the items it has."""
 
 from __future__ import annotations
 
+import heapq
 import json
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -117,25 +120,21 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     only_after: list[int] = []
     common: dict[str, dict[str, int]] = {"before": {}, "after": {}}     # over the items both runs have
     compared = 0
-    old, new = ((r["index"], r) for r in results_in_order(before)), ((r["index"], r) for r in results_in_order(after))
-    left, right = next(old, None), next(new, None)
-    while left is not None or right is not None:
-        if left is not None and (right is None or left[0] < right[0]):
-            only_before.append(left[0])
-            left = next(old, None)
-        elif right is not None and (left is None or right[0] < left[0]):
-            only_after.append(right[0])
-            right = next(new, None)
-        elif left is not None and right is not None:
+    old = ((r["index"], 0, r) for r in results_in_order(before))
+    new = ((r["index"], 1, r) for r in results_in_order(after))
+    for index, group in groupby(heapq.merge(old, new, key=itemgetter(0)), key=itemgetter(0)):  # nothing held
+        entries = list(group)
+        lefts, rights = ([r for _, side, r in entries if side == wanted] for wanted in (0, 1))
+        only_before += [index] * (len(lefts) - len(rights))
+        only_after += [index] * (len(rights) - len(lefts))
+        for left, right in zip(lefts, rights, strict=False):
             compared += 1
             if count_by:
-                _count(common["before"], left[1], count_by)
-                _count(common["after"], right[1], count_by)
-            changes = {f: [lookup(left[1], f), lookup(right[1], f)] for f in watched
-                       if lookup(left[1], f) != lookup(right[1], f)}
+                _count(common["before"], left, count_by)
+                _count(common["after"], right, count_by)
+            changes = {f: [lookup(left, f), lookup(right, f)] for f in watched if lookup(left, f) != lookup(right, f)}
             if changes:
-                changed.append({"index": left[0], "changes": changes})
-            left, right = next(old, None), next(new, None)
+                changed.append({"index": index, "changes": changes})
     counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     old_rates, new_rates = rate_entries(old_summary), rate_entries(new_summary)
     rate_details = {name: [old_rates.get(name), new_rates.get(name)] for name in dict.fromkeys([*old_rates, *new_rates])
