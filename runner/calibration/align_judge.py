@@ -20,6 +20,7 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 from runner.calibration.evaluate import value_text
@@ -182,12 +183,8 @@ def choose(disagreements: list[Labelled], most: int, seed: int) -> list[Labelled
     rng = random.Random(seed)
     for items in by_label.values():
         rng.shuffle(items)
-    chosen: list[Labelled] = []
-    while len(chosen) < most and any(by_label.values()):
-        for label in sorted(by_label):
-            if by_label[label] and len(chosen) < most:
-                chosen.append(by_label[label].pop())
-    return chosen
+    rounds = zip_longest(*(reversed(by_label[label]) for label in sorted(by_label)))
+    return [item for one_each in rounds for item in one_each if item is not None][:most]
 
 
 def instruction_prompt(judge: Judge, disagreements: list[tuple[Labelled, str]]) -> str:
