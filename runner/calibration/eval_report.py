@@ -199,7 +199,8 @@ def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_
             path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{stroke}" stroke-opacity="0.85" '
                          f'stroke-dasharray="{dash}" points="{path}"/>')
-        parts += [_marker(n, px, py, color) for px, py in points]
+        parts += [f'<rect x="{px - 3:.1f}" y="{py - 3:.1f}" width="6" height="6" fill="none" stroke="{color}"/>'
+                  if n % 2 else f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in points]
         legend_y = top + 12 + 18 * n
         parts.append(f'<line x1="{left + plot_w + 8}" y1="{legend_y - 4}" x2="{left + plot_w + 24}" '
                      f'y2="{legend_y - 4}" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
@@ -207,12 +208,6 @@ def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_
                      f'{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
-
-
-def _marker(n: int, px: float, py: float, color: str) -> str:
-    if n % 2:
-        return f'<rect x="{px - 3:.1f}" y="{py - 3:.1f}" width="6" height="6" fill="none" stroke="{color}"/>'
-    return f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>'
 
 
 def sweep_markdown(report: dict[str, Any]) -> str:

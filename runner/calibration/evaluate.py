@@ -240,13 +240,12 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
     """Each juror's own answers against the labels, on the items whose label is something a
     juror can answer (a value some juror voted): a QUOTE_NOT_FOUND decided before the jury is
     not held against the jurors."""
-    per_item: list[tuple[Pair, dict[str, list[dict[str, Any]]]]] = []
-    for pair in pairs:
-        lists = vote_lists(pair.result)
-        if juror_field is not None:
-            chosen = lookup(pair.result, juror_field)
-            lists = {juror_field: chosen} if isinstance(chosen, list) else {}
-        per_item.append((pair, lists))
+    def lists_of(result: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        if juror_field is None:
+            return vote_lists(result)
+        chosen = lookup(result, juror_field)
+        return {juror_field: chosen} if isinstance(chosen, list) else {}
+    per_item = [(pair, lists_of(pair.result)) for pair in pairs]
     paths = sorted({path for _, lists in per_item for path in lists})
     if not paths:
         if juror_field is not None:
