@@ -145,7 +145,7 @@ def align_markdown(report: dict[str, Any]) -> str:
            "## Agreement (95% bootstrap intervals)\n",
            table(["judge on", "n", "accuracy", "balanced accuracy", "95% CI", "kappa"],
                  [_row("baseline, dev", report.get("baseline", {}).get("dev")),
-                  _row("aligned, dev", aligned.get("dev") if isinstance(aligned.get("dev"), dict) else None),
+                  _row("aligned, dev", aligned.get("dev")),
                   _row("baseline, test", report.get("baseline", {}).get("test")),
                   _row("aligned, test", aligned.get("test"))])]
     if report.get("test_difference"):
