@@ -60,10 +60,9 @@ def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipe
     """Serve the pipelines over HTTP (FastAPI): judge on request or in jobs, results stored by content
     hash, feedback into the reviews `runner view` reads. OpenAPI at /docs. --set and --model apply
     to every served pipeline, as they do for `runner run`."""
-    from runner.serve.server import ServeOptions
     from runner.serve.server import serve as start
-    start(ServeOptions(pipelines_dir, host, port, db, token_file, cache_dir, concurrency, trace, max_items, max_body,
-                       max_upload, overrides_of(set_, model)), lambda line: typer.echo(line, err=True))
+    start(pipelines_dir, host, port, db, token_file, cache_dir, concurrency, trace, max_items, max_body, max_upload,
+          overrides_of(set_, model), lambda line: typer.echo(line, err=True))
 
 
 @labels_app.command("export")

@@ -198,10 +198,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
         answers = await server.judging.judge(variant, body.records())
-        counts = {**dict.fromkeys(COUNTED, 0), **Counter("errors" if answer.source == "error" else answer.source
-                                                            for answer in answers)}
-        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts,
-                              "results": [answer.as_json() for answer in answers]})
+        counts = {**dict.fromkeys(COUNTED, 0), **Counter("errors" if answer["source"] == "error"
+                                                            else answer["source"] for answer in answers)}
+        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts, "results": answers})
 
     @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView,
               responses={**ERRORS, 415: {"model": models.ErrorBody}},

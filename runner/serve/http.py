@@ -5,7 +5,6 @@ server's log only (credentials redacted)."""
 
 from __future__ import annotations
 
-import functools
 import hmac
 import re
 import sys
@@ -27,7 +26,7 @@ OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file
 
 
-class ApiError(Exception):
+class ApiError(RunnerError):
     """A client's mistake (4xx) or an unavailable part of the server (503): its message is
     the JSON body's `error`."""
 
@@ -41,14 +40,10 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": redact(message)}, status, headers=headers or None)
 
 
-async def plain(status: int, request: Request, exc: Exception) -> JSONResponse:
-    return error(status, str(exc))
-
-
 def add_error_handlers(app: FastAPI) -> None:
-    async def api_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return error(exc.status, exc.message)
+    async def known(request: Request, exc: Exception) -> JSONResponse:
+        """ApiError its status; an unreachable database 503; any other RunnerError a user's mistake."""
+        return error(getattr(exc, "status", 503 if isinstance(exc, StoreUnavailable) else 400), str(exc))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
@@ -64,21 +59,18 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = []
-        for problem in exc.errors()[:10]:
-            where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
-            problems.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
+        problems = [f"{'.'.join(str(part) for part in problem.get('loc', ()) if part != 'body') or 'body'}: "
+                    f"{problem.get('msg', 'invalid')}" for problem in exc.errors()[:10]]
         return error(400, "; ".join(problems) or "the request is not valid")
 
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
 
-    app.add_exception_handler(ApiError, api_error)
+    for kind in (ApiError, StoreUnavailable, RunnerError):
+        app.add_exception_handler(kind, known)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
-    for kind, status in ((StoreUnavailable, 503), (RunnerError, 400)):     # unreachable database; a user's mistake
-        app.add_exception_handler(kind, functools.partial(plain, status))
     app.add_exception_handler(Exception, bug)
 
 
