@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.base import fail
-from runner.cli.common import SetOpt
+from runner.cli.common import PipelineArg, SetOpt
 from runner.errors import RunnerError
 from runner.redact import redact
 
@@ -77,7 +77,7 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
         typer.echo(f"  example: {example_step(step, info.schema)}")
 
 
-def params(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")]) -> None:
+def params(pipeline: PipelineArg) -> None:
     """The pipeline's params: name, type, default, range and description (set one with --set params.NAME=VALUE)."""
     from runner.pipeline.loader import load_pipeline
     from runner.pipeline.params import param_rows
