@@ -21,7 +21,7 @@ from runner.errors import InputError
 from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
 from runner.serve import api
-from runner.serve.http import ApiError, Guard, add_error_handlers
+from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
@@ -29,20 +29,12 @@ from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoredResult
-from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of
+from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
 from runner.tracing.feedback import human_assessment
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": api.ErrorBody}
                                            for code in (400, 401, 404, 409, 413, 503)}
-
-
-@dataclass
-class Limits:
-    max_body: int = 8 * 2**20           # bytes of a JSON request
-    max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
-    token: str | None = None
-    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
 @dataclass
@@ -116,18 +108,15 @@ def review_store(root: Path, results: ResultStore) -> ReviewStore:
 
 def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
            label: str | None, rationale: str | None) -> dict[str, Any]:
-    """Save the review (one per user and item: a second replaces the first), then log it on
-    the result's MLflow trace; what was done, and why MLflow was not told when it was not."""
+    """Save the review (one per user and item: a second replaces the first; one refused is a
+    400), then log it on the result's MLflow trace; what was done, and why MLflow was not told."""
     result = stored.result
     field = served.pipeline.summary.count_by
     judged = result.get(field) if field else None
     trace = result.get("mlflow_trace_id")
-    try:
-        review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
-                           label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
-                           trace_id=trace if isinstance(trace, str) else None)
-    except ReviewRefused as refused:
-        raise ApiError(400, str(refused)) from None
+    review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
+                       label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
+                       trace_id=trace if isinstance(trace, str) else None)
     saved = store.put(review)
     mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
     if saved.trace_id:
@@ -163,8 +152,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                               "content hash, feedback from the people who read them.")
     app.state.server = server
     add_error_handlers(app)
-    app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload,
-                       hosts=limits.allowed_hosts)
+    app.add_middleware(Guard, limits=limits)
     api.install(app, token=limits.token is not None)
 
     @app.get("/healthz", response_model=api.Health, responses={503: {"model": api.Health}})

@@ -9,6 +9,7 @@ import hmac
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -74,6 +75,14 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, bug)
 
 
+@dataclass
+class Limits:
+    max_body: int = 8 * 2**20           # bytes of a JSON request
+    max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
+    token: str | None = None
+    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
+
+
 class Guard:
     """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
     token on every route but the open ones (health and the API's description), and the body
@@ -82,13 +91,9 @@ class Guard:
     to the jobs route) may be larger than other bodies, whatever another route is sent. A NUL
     byte in the path or query (no database takes one) is refused here, on every route."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int,
-                 hosts: list[str] | None = None):
-        self.app = app
-        self.hosts = [host.lower() for host in hosts] if hosts is not None else None   # None: any Host
-        self.token = token
-        self.max_body = max_body
-        self.max_upload = max_upload
+    def __init__(self, app: ASGIApp, limits: Limits):
+        self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload
+        self.hosts = None if limits.allowed_hosts is None else [host.lower() for host in limits.allowed_hosts]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import InputError
-from runner.serve.app import DEFAULT_DB, Limits, check_store, create_app
-from runner.serve.http import bearer_token
+from runner.serve.app import DEFAULT_DB, check_store, create_app
+from runner.serve.http import Limits, bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
 from runner.stores.database import is_postgres, shown_url
