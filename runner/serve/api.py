@@ -154,13 +154,11 @@ GUARD_STATUSES = {"400": "The request is wrong (a field, the body, the Host head
 
 
 def install(app: FastAPI, token: bool) -> None:
-    """Serve the document below as app.openapi()."""
-    made: dict[str, Any] = {}
-
+    """Serve the document below as app.openapi() (made at its first request)."""
     def openapi() -> dict[str, Any]:
-        if not made:
-            made.update(document(app, token))
-        return made
+        if app.openapi_schema is None:
+            app.openapi_schema = document(app, token)
+        return app.openapi_schema
     app.openapi = openapi       # type: ignore[method-assign]
 
 
