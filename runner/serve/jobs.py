@@ -177,7 +177,6 @@ class JobBoard:
         try:
             variant = await self.judging.variant(job.pipeline, job.params)
             judged_under, job.pipeline_hash = job.pipeline_hash, variant.hash
-            overrides = list(variant.overrides)
             counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
@@ -189,17 +188,14 @@ class JobBoard:
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
-
-            options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            start = functools.partial(StartedRun.start, variant.pipeline.file, source, options, overrides,
-                                      role=self.judging.job_role(variant, resumed, counts))
+            start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
+                                      list(variant.overrides), role=self.judging.job_role(variant, resumed, counts))
             run = await _off_the_loop(start, StartedRun.discard)
             job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
             outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
-            if more and is_run(outcome.out_dir):
-                # a run taken up again is written as --out: point latest at it
+            if more and is_run(outcome.out_dir):     # a run taken up again is written as --out: latest is it
                 mark_latest(outcome.out_dir, outcome.summary)
             job.status, job.error = _outcome(outcome.summary)
         except asyncio.CancelledError:
