@@ -82,8 +82,7 @@ def params(pipeline: PipelineArg) -> None:
     from runner.pipeline.loader import load_pipeline
     from runner.pipeline.params import param_rows
     loaded = load_pipeline(pipeline)
-    rows = [("name", "type", "default", "range", "description"),
-            *param_rows(loaded.params, loaded.params_schema)]
+    rows = [("name", "type", "default", "range", "description"), *param_rows(loaded.params, loaded.params_schema)]
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
     for row in rows:
         typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[4]])

@@ -33,8 +33,7 @@ from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
 from runner.tracing.feedback import human_assessment
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": api.ErrorBody}
-                                           for code in (400, 401, 404, 409, 413, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": api.ErrorBody} for code in (400, 401, 404, 409, 413, 503)}
 
 
 @dataclass
@@ -207,8 +206,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             params, suffix, write = await _upload(request)
         elif kind.startswith("application/json"):
             try:
-                body = api.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
-                                                                   "the body"))
+                body = api.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"), "the body"))
             except (ValueError, InputError) as exc:
                 raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
             params, suffix = body.params or {}, ".jsonl"
