@@ -44,7 +44,8 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
 def add_error_handlers(app: FastAPI) -> None:
     async def known(request: Request, exc: Exception) -> JSONResponse:
         """ApiError its status; an unreachable database 503; any other RunnerError a user's mistake."""
-        return error(getattr(exc, "status", 503 if isinstance(exc, StoreUnavailable) else 400), str(exc))
+        status = exc.status if isinstance(exc, ApiError) else 503 if isinstance(exc, StoreUnavailable) else 400
+        return error(status, str(exc))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
