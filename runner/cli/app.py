@@ -18,6 +18,9 @@ from runner.cli.common import (
     InputFormatOpt,
     InputOpt,
     ModelOpt,
+    NoCacheOpt,
+    PipelineArg,
+    QuietOpt,
     RecordOpt,
     SetOpt,
     cache_dir_of,
@@ -45,7 +48,7 @@ FormatOpt = Annotated[list[str] | None, typer.Option(
     "--format", help="Also write results.csv (csv) or junit.xml (junit); repeat for both.")]
 
 
-def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+def run(pipeline: PipelineArg,
         input: InputOpt = None, record: RecordOpt = None, input_format: InputFormatOpt = None,
         out: Annotated[Path | None, typer.Option(
             "--out", help="Output folder, written exactly there (default: a new folder per run under "
@@ -67,7 +70,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                   "(its folder, or its group folder for the latest complete run); the new run "
                                   "holds the parent's other results too, so it covers the whole input.")] = None,
         cache_dir: CacheDirOpt = None,
-        no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
+        no_cache: NoCacheOpt = False,
         no_cache_as: Annotated[bool, typer.Option(
             "--no-cache-as", help="Key each model's cached answers by its own endpoint, never by its `cache_as` "
                                   "name: answers made by another server are not reused.")] = False,
@@ -85,7 +88,7 @@ def run(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
                                  "percentage (20%); default: only when every item errored. With --fail-under it "
                                  "is also how many items the rate may leave out (errored, or its expression "
                                  "undefined): none by default, so the gate fails closed (exit 1).")] = None,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+        quiet: QuietOpt = False,
         trace: Annotated[str | None, typer.Option(
             "--trace", help="Trace every item: mlflow (to $MLFLOW_TRACKING_URI) or none; "
                             "default: the pipeline's tracing.backend.")] = None,
@@ -189,7 +192,7 @@ def _check_rate(pipeline: Any, summary: dict[str, Any], fail_under: float, max_e
         raise typer.Exit(1)
 
 
-def render(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+def render(pipeline: PipelineArg,
            input: InputOpt = None, record: RecordOpt = None, input_format: InputFormatOpt = None,
            set_: SetOpt = None, model: ModelOpt = None,
            item: Annotated[int | None, typer.Option("--item", help="Only item N (1-based).", min=1)] = None,

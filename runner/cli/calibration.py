@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.base import fail
-from runner.cli.common import CacheDirOpt, InputFormatOpt, cache_dir_of
+from runner.cli.common import CacheDirOpt, InputFormatOpt, PipelineArg, cache_dir_of
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -128,7 +128,7 @@ def _eval_lines(report: dict[str, Any]) -> str:
 
 
 def sweep_command(
-        pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")],
+        pipeline: PipelineArg,
         input: Annotated[Path, typer.Option("--input", "-i", help="Input file.")],
         labels: LabelsOpt, key: KeyOpt, truth: TruthOpt,
         grid: Annotated[list[str], typer.Option("--grid", help="KEY=V1,V2,... (repeat; every combination runs).")],

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+PipelineArg = Annotated[Path, typer.Argument(help="Pipeline file.")]
 InputOpt = Annotated[Path | None, typer.Option(
     "--input", "-i", help="Input file (adapter set by the pipeline); - reads standard input.")]
 InputFormatOpt = Annotated[str | None, typer.Option(
@@ -20,6 +21,9 @@ ModelOpt = Annotated[list[str] | None, typer.Option(
                     "there and seats it, e.g. judge=openai/gpt-4o-mini (repeat for more).")]
 CacheDirOpt = Annotated[Path | None, typer.Option("--cache-dir",
                                                   help="LLM cache folder (default cache/ or $RUNNER_CACHE_DIR).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+PortOpt = Annotated[int, typer.Option("--port", help="Port to serve on.", min=1, max=65535)]
 
 
 def cache_dir_of(value: Path | None) -> Path:

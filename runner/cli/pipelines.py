@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.base import fail
-from runner.cli.common import SetOpt
+from runner.cli.common import PipelineArg, SetOpt
 from runner.errors import RunnerError
 from runner.redact import redact
 
@@ -77,13 +77,12 @@ def steps(name: Annotated[str | None, typer.Argument(help="Only this step type (
         typer.echo(f"  example: {example_step(step, info.schema)}")
 
 
-def params(pipeline: Annotated[Path, typer.Argument(help="Pipeline file.")]) -> None:
+def params(pipeline: PipelineArg) -> None:
     """The pipeline's params: name, type, default, range and description (set one with --set params.NAME=VALUE)."""
     from runner.pipeline.loader import load_pipeline
     from runner.pipeline.params import param_rows
     loaded = load_pipeline(pipeline)
-    rows = [("name", "type", "default", "range", "description"),
-            *param_rows(loaded.params, loaded.params_schema)]
+    rows = [("name", "type", "default", "range", "description"), *param_rows(loaded.params, loaded.params_schema)]
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
     for row in rows:
         typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[4]])

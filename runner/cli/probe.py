@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 from runner.cli.base import fail
-from runner.cli.common import CacheDirOpt, InputOpt, RecordOpt, SetOpt, cache_dir_of, echo_run_notes, overrides_of
+from runner.cli.common import (
+    CacheDirOpt,
+    InputOpt,
+    ModelOpt,
+    NoCacheOpt,
+    QuietOpt,
+    RecordOpt,
+    SetOpt,
+    cache_dir_of,
+    echo_run_notes,
+    overrides_of,
+)
 
 
 def probe_command(
@@ -23,12 +34,11 @@ def probe_command(
             "--out", help="Output folder (default: a new folder per probe run under "
                           "reports/<pipeline>/<input stem>-<hash>-probe/).")] = None,
         set_: SetOpt = None,
-        model: Annotated[list[str] | None, typer.Option(
-            "--model", help="NAME=provider/model[@api_base]: as for runner run (repeat).")] = None,
+        model: ModelOpt = None,
         concurrency: Annotated[int | None, typer.Option(help="LLM requests in flight (default 8).", min=1)] = None,
         cache_dir: CacheDirOpt = None,
-        no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read the cache (still writes).")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False) -> None:
+        no_cache: NoCacheOpt = False,
+        quiet: QuietOpt = False) -> None:
     """Run a pipeline on its items and on perturbed copies (its `probes:`): how often each juror's
     verdict and the final one flip, per probe, in probe.json, probe.md and probe.html."""
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors

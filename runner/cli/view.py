@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, ModelOpt, SetOpt, overrides_of
+from runner.cli.common import CacheDirOpt, ModelOpt, PortOpt, SetOpt, overrides_of
 from runner.errors import InputError
 from runner.redact import redact
 
@@ -21,7 +21,7 @@ ReportsArg = Annotated[Path, typer.Argument(help="The folder of runs (what `runn
 def view(reports_dir: ReportsArg = Path("reports"),
          host: Annotated[str, typer.Option("--host", help="Address to serve on (a non-loopback one is "
                                                           "reachable by others: a warning says so).")] = "127.0.0.1",
-         port: Annotated[int, typer.Option("--port", help="Port to serve on.", min=1, max=65535)] = 8765,
+         port: PortOpt = 8765,
          open_browser: Annotated[bool, typer.Option("--open", help="Open the page in a browser.")] = False,
          allow_host: Annotated[list[str] | None, typer.Option(
              "--allow-host", help="Another name requests may give this server by (a DNS name or proxy in front of "
@@ -37,7 +37,7 @@ def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipe
                                                              "pipeline file directly in it).")] = Path("pipelines"),
           host: Annotated[str, typer.Option("--host", help="Address to serve on; any but loopback needs "
                                                            "--token-file.")] = "127.0.0.1",
-          port: Annotated[int, typer.Option("--port", help="Port to serve on.", min=1, max=65535)] = 8000,
+          port: PortOpt = 8000,
           db: Annotated[str | None, typer.Option("--db", help="Where results are stored: postgresql://USER@HOST/DB "
                                                               "(or libpq's \"host=H dbname=DB ...\"), "
                                                               "or an SQLite file (default: results.sqlite beside "
@@ -60,10 +60,9 @@ def serve(pipelines_dir: Annotated[Path, typer.Argument(help="The folder of pipe
     """Serve the pipelines over HTTP (FastAPI): judge on request or in jobs, results stored by content
     hash, feedback into the reviews `runner view` reads. OpenAPI at /docs. --set and --model apply
     to every served pipeline, as they do for `runner run`."""
-    from runner.serve.server import ServeOptions
     from runner.serve.server import serve as start
-    start(ServeOptions(pipelines_dir, host, port, db, token_file, cache_dir, concurrency, trace, max_items, max_body,
-                       max_upload, overrides_of(set_, model)), lambda line: typer.echo(line, err=True))
+    start(pipelines_dir, host, port, db, token_file, cache_dir, concurrency, trace, max_items, max_body, max_upload,
+          overrides_of(set_, model), lambda line: typer.echo(line, err=True))
 
 
 @labels_app.command("export")

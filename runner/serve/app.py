@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,8 @@ from runner.checks.checker import verdict_values
 from runner.errors import InputError
 from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
-from runner.serve import api_models as models
-from runner.serve import openapi
-from runner.serve.http import ApiError, Guard, add_error_handlers
+from runner.serve import api
+from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
@@ -30,20 +29,11 @@ from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoredResult
-from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, review_of
+from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
 from runner.tracing.feedback import human_assessment
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": models.ErrorBody}
-                                           for code in (400, 401, 404, 409, 413, 503)}
-
-
-@dataclass
-class Limits:
-    max_body: int = 8 * 2**20           # bytes of a JSON request
-    max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
-    token: str | None = None
-    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": api.ErrorBody} for code in (400, 401, 404, 409, 413, 503)}
 
 
 @dataclass
@@ -117,18 +107,15 @@ def review_store(root: Path, results: ResultStore) -> ReviewStore:
 
 def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
            label: str | None, rationale: str | None) -> dict[str, Any]:
-    """Save the review (one per user and item: a second replaces the first), then log it on
-    the result's MLflow trace; what was done, and why MLflow was not told when it was not."""
+    """Save the review (one per user and item: a second replaces the first; one refused is a
+    400), then log it on the result's MLflow trace; what was done, and why MLflow was not told."""
     result = stored.result
     field = served.pipeline.summary.count_by
     judged = result.get(field) if field else None
     trace = result.get("mlflow_trace_id")
-    try:
-        review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
-                           label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
-                           trace_id=trace if isinstance(trace, str) else None)
-    except ReviewRefused as refused:
-        raise ApiError(400, str(refused)) from None
+    review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
+                       label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
+                       trace_id=trace if isinstance(trace, str) else None)
     saved = store.put(review)
     mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
     if saved.trace_id:
@@ -164,11 +151,10 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                               "content hash, feedback from the people who read them.")
     app.state.server = server
     add_error_handlers(app)
-    app.add_middleware(Guard, token=limits.token, max_body=limits.max_body, max_upload=limits.max_upload,
-                       hosts=limits.allowed_hosts)
-    openapi.install(app, token=limits.token is not None)
+    app.add_middleware(Guard, limits=limits)
+    api.install(app, token=limits.token is not None)
 
-    @app.get("/healthz", response_model=models.Health, responses={503: {"model": models.Health}})
+    @app.get("/healthz", response_model=api.Health, responses={503: {"model": api.Health}})
     async def health() -> Response:
         try:
             await asyncio.to_thread(server.store.ping)
@@ -179,7 +165,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         return json_response({"status": status, "store": store, "pipelines": len(server.catalog.served),
                               "jobs": dict(jobs)}, 200 if status == "ok" else 503)
 
-    @app.get("/v1/pipelines", response_model=models.PipelinesResponse, responses=ERRORS)
+    @app.get("/v1/pipelines", response_model=api.PipelinesResponse, responses=ERRORS)
     async def pipelines_list() -> Response:
         server.catalog.refresh()
         shown = []
@@ -192,21 +178,20 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             shown.append({**variant.served.describe(), "pipeline_hash": variant.hash, "stored": stored})
         return json_response({"pipelines": shown, "unavailable": server.catalog.problems})
 
-    @app.post("/v1/pipelines/{name}/judge", response_model=models.JudgeResponse, responses=ERRORS)
-    async def judge(name: str, body: models.JudgeRequest) -> Response:
+    @app.post("/v1/pipelines/{name}/judge", response_model=api.JudgeResponse, responses=ERRORS)
+    async def judge(name: str, body: api.JudgeRequest) -> Response:
         """Judge one record or a list, synchronously: each item's result, from the store when this
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
         answers = await server.judging.judge(variant, body.records())
-        counts = {**dict.fromkeys(COUNTED, 0), **Counter("errors" if answer.source == "error" else answer.source
-                                                            for answer in answers)}
-        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts,
-                              "results": [answer.as_json() for answer in answers]})
+        counts = {**dict.fromkeys(COUNTED, 0), **Counter("errors" if answer["source"] == "error"
+                                                            else answer["source"] for answer in answers)}
+        return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts, "results": answers})
 
-    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=models.JobView,
-              responses={**ERRORS, 415: {"model": models.ErrorBody}},
+    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=api.JobView,
+              responses={**ERRORS, 415: {"model": api.ErrorBody}},
               openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": models.JobRequest.model_json_schema()},
+                  "application/json": {"schema": api.JobRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary",
                                "description": "JSON lines (.jsonl, .ndjson), CSV with a header row (.csv), "
@@ -217,37 +202,37 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         """A job over many records: a JSON body {items, params} or an uploaded file (JSONL, CSV, JSON, YAML).
         Answered at once (202) with the job; it runs as a run of the pipeline."""
         kind = request.headers.get("content-type", "")
-        writer: InputWriter | None = None
-        try:
-            if kind.startswith("multipart/form-data"):
-                params, writer = await _upload(request, settings.root)
-            elif kind.startswith("application/json"):
-                try:
-                    body = models.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
-                                                                       "the body"))
-                except (ValueError, InputError) as exc:
-                    raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
-                params = body.params or {}
-                writer = InputWriter(settings.root)
+        if kind.startswith("multipart/form-data"):
+            params, suffix, write = await _upload(request)
+        elif kind.startswith("application/json"):
+            try:
+                body = api.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"), "the body"))
+            except (ValueError, InputError) as exc:
+                raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
+            params, suffix = body.params or {}, ".jsonl"
+
+            def write(writer: InputWriter) -> None:
                 writer.records_of(body.items)
-            else:
-                raise ApiError(415, "send JSON ({\"items\": [...]}) or a multipart upload with a `file` field")
+        else:
+            raise ApiError(415, "send JSON ({\"items\": [...]}) or a multipart upload with a `file` field")
+        writer = InputWriter(settings.root, suffix)
+        try:            # in a thread: an upload of any size never holds the event loop
+            await asyncio.to_thread(write, writer)
             variant = await server.judging.variant(name, params)
             path = writer.close()
         except BaseException:
-            if writer is not None:
-                writer.discard()
+            writer.discard()
             raise
         await asyncio.to_thread(check_input, variant.pipeline, path)
         job = server.jobs.submit(name, params, path, variant.hash)
         return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
 
-    @app.get("/v1/jobs", response_model=list[models.JobView], responses=ERRORS)
+    @app.get("/v1/jobs", response_model=list[api.JobView], responses=ERRORS)
     async def jobs_list() -> Response:
         return json_response([job.view() for job in sorted(server.jobs.jobs.values(), key=lambda j: j.id,
                                                            reverse=True)])
 
-    @app.get("/v1/jobs/{job_id}", response_model=models.JobView, responses=ERRORS)
+    @app.get("/v1/jobs/{job_id}", response_model=api.JobView, responses=ERRORS)
     async def job_status(job_id: str) -> Response:
         return json_response(server.jobs.get(job_id).view())
 
@@ -258,12 +243,12 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         job runs, in input order once it has ended)."""
         return StreamingResponse(server.jobs.results(job_id), media_type="application/x-ndjson")
 
-    @app.delete("/v1/jobs/{job_id}", response_model=models.JobView, responses=ERRORS)
+    @app.delete("/v1/jobs/{job_id}", response_model=api.JobView, responses=ERRORS)
     async def cancel(job_id: str) -> Response:
         """Cancel a job, keeping what finished (its run is written as interrupted)."""
         return json_response((await server.jobs.cancel(job_id)).view())
 
-    @app.get("/v1/results/{item_key}", response_model=models.StoredView, responses=ERRORS)
+    @app.get("/v1/results/{item_key}", response_model=api.StoredView, responses=ERRORS)
     async def stored_result(item_key: str, pipeline: str = Query(description="The pipeline's name."),
                             pipeline_hash: str | None = Query(None, description="Which version (default: the "
                                                                                 "pipeline as it is now).")) -> Response:
@@ -273,8 +258,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                               "item_key": stored.item_key, "stored_at": stored.stored_at,
                               "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
 
-    @app.post("/v1/results/{item_key}/feedback", response_model=models.FeedbackResponse, responses=ERRORS)
-    async def feedback(item_key: str, body: models.FeedbackRequest,
+    @app.post("/v1/results/{item_key}/feedback", response_model=api.FeedbackResponse, responses=ERRORS)
+    async def feedback(item_key: str, body: api.FeedbackRequest,
                        pipeline: str = Query(description="The pipeline's name."),
                        pipeline_hash: str | None = Query(None)) -> Response:
         """A person's 👍/👎 on a stored result: kept with the reviews `runner view` writes (labels
@@ -287,7 +272,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
 
     @app.options("/{path:path}", include_in_schema=False)
     async def options(path: str) -> Response:
-        allowed = openapi.allowed_methods(app, "/" + path)
+        allowed = api.allowed_methods(app, "/" + path)
         if not allowed:
             raise ApiError(404, "no such route")
         return Response(status_code=204, headers={"Allow": ", ".join(allowed)})
@@ -302,9 +287,10 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     return app
 
 
-async def _upload(request: Request, root: Path) -> tuple[dict[str, Any], InputWriter]:
-    """A multipart job: its `file` (JSON lines; or CSV, JSON or YAML by its name, CSV by its type
-    too: kept as it came, for that adapter to read) and its `params` (a JSON object)."""
+async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[InputWriter], None]]:
+    """A multipart job: its `params` (a JSON object), and its `file` (JSON lines; or CSV, JSON or
+    YAML by its name, CSV by its type too: kept as it came, for that adapter to read): the
+    suffix it is kept under, and what copies it."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -318,14 +304,8 @@ async def _upload(request: Request, root: Path) -> tuple[dict[str, Any], InputWr
     name = (upload.filename or "").lower()
     suffix = next((kind for kind in UPLOADS if name.endswith(kind)),
                   ".csv" if (upload.content_type or "").startswith("text/csv") else ".jsonl")
-    writer = InputWriter(root, suffix)
 
-    def copy() -> None:                 # in a thread: an upload of any size never holds the event loop
+    def copy(writer: InputWriter) -> None:
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):
             writer.write_bytes(chunk)
-    try:
-        await asyncio.to_thread(copy)
-    except BaseException:
-        writer.discard()
-        raise
-    return params, writer
+    return params, suffix, copy

@@ -5,11 +5,11 @@ server's log only (credentials redacted)."""
 
 from __future__ import annotations
 
-import functools
 import hmac
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,14 +20,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runner.errors import InputError, RunnerError
 from runner.fileio import decode, parse_json
 from runner.redact import redact
-from runner.serve.openapi import allowed_methods
+from runner.serve.api import allowed_methods
 from runner.stores.database import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route that takes a file
 
 
-class ApiError(Exception):
+class ApiError(RunnerError):
     """A client's mistake (4xx) or an unavailable part of the server (503): its message is
     the JSON body's `error`."""
 
@@ -41,14 +41,11 @@ def error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": redact(message)}, status, headers=headers or None)
 
 
-async def plain(status: int, request: Request, exc: Exception) -> JSONResponse:
-    return error(status, str(exc))
-
-
 def add_error_handlers(app: FastAPI) -> None:
-    async def api_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return error(exc.status, exc.message)
+    async def known(request: Request, exc: Exception) -> JSONResponse:
+        """ApiError its status; an unreachable database 503; any other RunnerError a user's mistake."""
+        status = exc.status if isinstance(exc, ApiError) else 503 if isinstance(exc, StoreUnavailable) else 400
+        return error(status, str(exc))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
@@ -64,22 +61,27 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = []
-        for problem in exc.errors()[:10]:
-            where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
-            problems.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
+        problems = [f"{'.'.join(str(part) for part in problem.get('loc', ()) if part != 'body') or 'body'}: "
+                    f"{problem.get('msg', 'invalid')}" for problem in exc.errors()[:10]]
         return error(400, "; ".join(problems) or "the request is not valid")
 
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
 
-    app.add_exception_handler(ApiError, api_error)
+    for kind in (ApiError, StoreUnavailable, RunnerError):
+        app.add_exception_handler(kind, known)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
-    for kind, status in ((StoreUnavailable, 503), (RunnerError, 400)):     # unreachable database; a user's mistake
-        app.add_exception_handler(kind, functools.partial(plain, status))
     app.add_exception_handler(Exception, bug)
+
+
+@dataclass
+class Limits:
+    max_body: int = 8 * 2**20           # bytes of a JSON request
+    max_upload: int = 256 * 2**20       # bytes of a job's uploaded file
+    token: str | None = None
+    allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
 class Guard:
@@ -90,13 +92,9 @@ class Guard:
     to the jobs route) may be larger than other bodies, whatever another route is sent. A NUL
     byte in the path or query (no database takes one) is refused here, on every route."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body: int, max_upload: int,
-                 hosts: list[str] | None = None):
-        self.app = app
-        self.hosts = [host.lower() for host in hosts] if hosts is not None else None   # None: any Host
-        self.token = token
-        self.max_body = max_body
-        self.max_upload = max_upload
+    def __init__(self, app: ASGIApp, limits: Limits):
+        self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload
+        self.hosts = None if limits.allowed_hosts is None else [host.lower() for host in limits.allowed_hosts]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -26,9 +26,8 @@ from runner.serve.http import ApiError
 from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
-CHUNK = 1 << 16
 OWNER = re.compile(r"[0-9]+-[0-9a-f]{8}")        # a server's id: its process and a random part
-CALLS_BATCH = 512        # lines of calls.jsonl looked up, and handed to the new run, at once
+CALLS_BATCH = 512        # lines of calls.jsonl (or results.jsonl) handled at once
 
 
 def job_folder(root: Path) -> Path:
@@ -178,22 +177,7 @@ def _whole_lines(path: Path) -> Iterator[bytes]:
 
 
 async def results_lines(path: Path | None) -> AsyncIterator[bytes]:
-    """A run's results.jsonl as it stands, in chunks of whole lines (the file is read as it was
-    opened: the run's end replaces it by a new file, put in input order)."""
-    if path is None:
-        return
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        pending = b""
-        while True:
-            chunk = handle.read(CHUNK)
-            if not chunk:
-                break
-            pending += chunk
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                yield pending[:cut]
-                pending = pending[cut:]
+    """A run's results.jsonl as it stands, whole lines only, CALLS_BATCH at a time (the file is
+    read as it was opened: the run's end replaces it by a new file, put in input order)."""
+    for lines in _batches(_whole_lines(path), CALLS_BATCH) if path is not None else ():
+        yield b"".join(lines)

@@ -1,13 +1,11 @@
 """Jobs: a request's items judged as a run on the server's event loop (started in a worker
-thread: reading the input may take seconds), in a run folder under the project's reports/
-that `runner view` lists (statuses: queued, running, succeeded, failed as `runner run`
-fails, cancelled).
+thread: reading the input may take seconds), in a run folder under reports/ that `runner view`
+lists (statuses: queued, running, succeeded, failed as `runner run` fails, cancelled).
 
-A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status,
-beside its input (kept by content hash). A server killed mid-job, or stopped, takes it up at its
-next start in the same run folder: each result written is kept, the store's taken from there,
-the rest judged (the LLM cache answering what was answered before); when the pipeline hash
-changed in between, every item is judged again and the job's `notes` say so."""
+A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status.
+A server killed mid-job, or stopped, takes it up at its next start in the same run folder: each
+result written is kept, the rest judged (the LLM cache answering what was answered before);
+when the pipeline hash changed in between, every item is judged again and `notes` say so."""
 
 from __future__ import annotations
 
@@ -179,7 +177,6 @@ class JobBoard:
         try:
             variant = await self.judging.variant(job.pipeline, job.params)
             judged_under, job.pipeline_hash = job.pipeline_hash, variant.hash
-            overrides = list(variant.overrides)
             counts = job.counts = dict.fromkeys(COUNTS, 0)
             more: dict[str, Any] = {}
             if job.run is not None and (self.root / job.run).is_dir():       # a run to take up again
@@ -191,26 +188,21 @@ class JobBoard:
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
-
-            def tally(source: str) -> None:
-                counts[source] += 1
-            options = self.judging.options(**more)
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
-            start = functools.partial(StartedRun.start, variant.pipeline.file, source, options, overrides,
-                                      role=self.judging.job_role(variant, resumed, tally))
+            start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
+                                      list(variant.overrides), role=self.judging.job_role(variant, resumed, counts))
             run = await _off_the_loop(start, StartedRun.discard)
             job.run = self.relative(run.outcome.out_dir)        # where the run writes, shown from its start
             outcome = await run.run(JobProgress(self, job))
             counts["errors"] = int(outcome.summary.get("errors") or 0)
-            if more and is_run(outcome.out_dir):
-                # a run taken up again is written as --out: point latest at it
+            if more and is_run(outcome.out_dir):     # a run taken up again is written as --out: latest is it
                 mark_latest(outcome.out_dir, outcome.summary)
             job.status, job.error = _outcome(outcome.summary)
         except asyncio.CancelledError:
             job.status = "cancelled" if job.id in self._cancelled else "queued"    # a stopping server resumes it later
             raise
-        except (RunnerError, ApiError) as exc:
-            job.status, job.error = "failed", redact(str(exc.message if isinstance(exc, ApiError) else exc))
+        except RunnerError as exc:          # ApiError too
+            job.status, job.error = "failed", redact(str(exc))
         except Exception as exc:  # a bug fails its job, never the server
             sys.stderr.write(redact("".join(traceback.format_exception(exc))))
             job.status, job.error = "failed", f"internal error: {type(exc).__name__} (see the server's log)"

@@ -1,10 +1,8 @@
 """/judge's run folder: the items a served pipeline variant's long-lived runtime judges are a
-run like any other, in reports/<pipeline>/judge-<pipeline hash>/<start time>/ beside the
-jobs' runs, made when the variant judges its first item. It holds run.json (kind `serve`),
-calls.jsonl (the runtime's LLM service writes it), results.jsonl (each item as it ends), and,
-when the variant closes (the server stops, or the variant is evicted), summary.json and the
-reports, written by the code every run's end uses. A result answered from the store is not
-in it: the run that judged it recorded it."""
+run like any other, in reports/<pipeline>/judge-<pipeline hash>/<start time>/, made when the
+variant judges its first item: run.json (kind `serve`), calls.jsonl, results.jsonl (each item
+as it ends), and when the variant closes (the server stops, or the variant is evicted) the
+summary and reports every run's end writes. A result answered from the store is not in it."""
 
 from __future__ import annotations
 
@@ -95,12 +93,11 @@ class JudgeRun:
         try:
             await self.runtime.aclose()
         finally:
-            await self._finish()
+            if self._open is not None:
+                await self._finish(*self._open)
 
-    async def _finish(self) -> None:
-        if self._open is None:
-            return
-        record, outcome, log, errors, folder = self._open
+    async def _finish(self, record: RunRecord, outcome: RunOutcome, log: ResultsLog, errors: ErrorCount,
+                      folder: OutputFolder) -> None:
         self._open = None
         failed = True
         try:

@@ -71,20 +71,6 @@ class Variant:
 COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
 
 
-@dataclass
-class Answer:
-    index: int
-    item_key: str
-    source: str                  # store | cache (every call answered from the LLM cache) | judged | error
-    result: dict[str, Any]
-    pipeline_hash: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "item_key": self.item_key, "source": self.source,
-                "pipeline_hash": self.pipeline_hash, "trace_id": self.result.get("mlflow_trace_id"),
-                "result": self.result}
-
-
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     """A result as stored: without its position in one request or run."""
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
@@ -195,11 +181,12 @@ class Judging:
 
     def _closed(self, task: asyncio.Task[None]) -> None:
         self._closing.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {task.exception()}\n"))
+        if not task.cancelled() and (failed := task.exception()) is not None:
+            _closing_failed(failed)
 
-    async def judge(self, variant: Variant, records: Iterable[Any]) -> list[Answer]:
-        """Each item of these records (exploded as the pipeline says), from the store or judged."""
+    async def judge(self, variant: Variant, records: Iterable[Any]) -> list[dict[str, Any]]:
+        """Each item of these records (exploded as the pipeline says), from the store or judged:
+        its JudgedItem (source store, cache: every call answered from the LLM cache, judged or error)."""
         items = list(iter_items((Record(value) for value in records), variant.pipeline.input.explode))
         if len(items) > self.settings.max_items:
             raise ApiError(413, f"{len(items)} items in one request: at most {self.settings.max_items} "
@@ -213,42 +200,44 @@ class Judging:
         finally:
             variant.busy -= 1
 
-    async def _answer(self, variant: Variant, position: int, item: Item, stored: StoredResult | None) -> Answer:
+    async def _answer(self, variant: Variant, position: int, item: Item,
+                      stored: StoredResult | None) -> dict[str, Any]:
         if stored is not None:
             result, source = stored.result, "store"
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
             try:
-                result, source = await self.served_item(variant, variant.runtime, numbered, run=variant.run)
+                result, source = await self.served_item(variant, variant.runtime, numbered, variant.run)
             finally:            # this request records the item: its LLM tally is settled, whatever happened
                 item_end(variant.runtime, numbered.index, {})
-        return Answer(position, item.key, source, stored_form(result), variant.hash)
+        result = stored_form(result)
+        return {"index": position, "item_key": item.key, "source": source, "pipeline_hash": variant.hash,
+                "trace_id": result.get("mlflow_trace_id"), "result": result}
 
-    async def served_item(self, variant: Variant, runtime: Runtime, item: Item, tolerate_store: bool = False,
+    async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
                           run: JudgeRun | None = None) -> tuple[dict[str, Any], str]:
         """(result, source) of one item: the stored one, else computed once however many ask
-        (a job's runtime computes its own items; a request's, the variant's, recorded in its
-        `run`). `tolerate_store` (jobs): a store that cannot be reached is skipped, the result
-        is in the run's file."""
+        (a request's by the variant's runtime, recorded in its `run`; a job's by its own runtime,
+        whose run records it: a store that cannot be reached is skipped)."""
         async def compute() -> tuple[dict[str, Any], str]:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
             except StoreUnavailable:
-                if not tolerate_store:
+                if run is not None:
                     raise
                 stored = None
             stored = _fresh(stored)
             if stored is not None:
                 return stored.result, "store"
-            return await self._compute(variant, runtime, item, tolerate_store, run)
+            return await self._compute(variant, runtime, item, run)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
-            (result, source), joined = await self._compute(variant, runtime, item, tolerate_store, run), False
+            (result, source), joined = await self._compute(variant, runtime, item, run), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
         return result, source
 
-    async def _compute(self, variant: Variant, runtime: Runtime, item: Item, tolerate_store: bool,
+    async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
                        run: JudgeRun | None) -> tuple[dict[str, Any], str]:
         if run is not None:
             run.open()
@@ -262,7 +251,7 @@ class Judging:
                     await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
                                             kept(stored_form(result), reads))
                 except StoreUnavailable as exc:
-                    if not tolerate_store:
+                    if run is not None:
                         raise
                     sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
         finally:
@@ -270,9 +259,9 @@ class Judging:
                 run.keep(item.index, result)
         return result, source
 
-    def job_role(self, variant: Variant, resumed: ResumeIndex | None, tally: Callable[[str], None]) -> RunRole:
+    def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
         """A job's run: the pipeline's shared LLM client, and each item a result its earlier run
-        already wrote (`resumed`), else the store, else computed; `tally` hears where each came
+        already wrote (`resumed`), else the store, else computed; `counts` tallies where each came
         from (resumed, store, memo, judged) or that it errored (errors). Taking a job up again,
         the run first writes the earlier run's calls of those results into its calls.jsonl,
         which it started afresh."""
@@ -280,14 +269,17 @@ class Judging:
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
             while to_write:         # the first item, before any call of this run's
-                _write_kept_calls(runtime, to_write.pop())
+                for lines in to_write.pop().kept_calls():
+                    runtime.llm.add_calls(lines)
+                if runtime.llm_used:
+                    runtime.llm.flush()
             earlier = resumed.get(item.key) if resumed is not None else None
             if earlier is not None:
-                tally("resumed")
+                counts["resumed"] += 1
                 return {**earlier, "index": item.index}
-            result, source = await self.served_item(variant, runtime, item, tolerate_store=True)
-            tally("errors" if source == "error" else
-                  "memo" if result.get("memo_hit") else "store" if source == "store" else "judged")
+            result, source = await self.served_item(variant, runtime, item)
+            counts["errors" if source == "error" else
+                   "memo" if result.get("memo_hit") else "store" if source == "store" else "judged"] += 1
             return result
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
 
@@ -298,7 +290,7 @@ class Judging:
         closing = [variant.run.aclose() for variant in variants] + list(self._closing)
         for failed in await asyncio.gather(*closing, return_exceptions=True):
             if isinstance(failed, BaseException):
-                sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {failed}\n"))
+                _closing_failed(failed)
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
@@ -315,9 +307,5 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
     return resolved
 
 
-def _write_kept_calls(runtime: Runtime, resumed: ResumeIndex) -> None:
-    """The calls an earlier run made for the results taken up, into this run's calls.jsonl."""
-    for lines in resumed.kept_calls():
-        runtime.llm.add_calls(lines)
-    if runtime.llm_used:
-        runtime.llm.flush()
+def _closing_failed(exc: BaseException) -> None:
+    sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {exc}\n"))

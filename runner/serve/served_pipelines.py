@@ -141,7 +141,7 @@ def _paths_leaving(value: Any) -> Iterator[str]:
 
 def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipeline:
     """The pipeline with a request's params, checked as `--set` is (their schema, NaN): a
-    problem is ApiError(400) naming the param."""
+    problem is ApiError(400) naming the param (any other RunnerError is a 400 too)."""
     if not overrides:
         return served.pipeline
     try:
@@ -150,8 +150,6 @@ def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipel
     except ConfigError as exc:
         raise ApiError(400, "; ".join(f"{p.path}: {p.message}" if p.path else p.message
                                       for p in exc.problems)) from None
-    except RunnerError as exc:
-        raise ApiError(400, str(exc)) from None
     return pipeline
 
 
