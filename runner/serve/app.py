@@ -20,7 +20,7 @@ from runner.checks.checker import verdict_values
 from runner.errors import InputError
 from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
-from runner.serve import api
+from runner.serve import openapi
 from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import UPLOADS, JobBoard, check_input
@@ -33,7 +33,8 @@ from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
 from runner.tracing.feedback import human_assessment
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": api.ErrorBody} for code in (400, 401, 404, 409, 413, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": openapi.ErrorBody}
+                                           for code in (400, 401, 404, 409, 413, 503)}
 
 
 @dataclass
@@ -152,9 +153,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     app.state.server = server
     add_error_handlers(app)
     app.add_middleware(Guard, limits=limits)
-    api.install(app, token=limits.token is not None)
+    openapi.install(app, token=limits.token is not None)
 
-    @app.get("/healthz", response_model=api.Health, responses={503: {"model": api.Health}})
+    @app.get("/healthz", response_model=openapi.Health, responses={503: {"model": openapi.Health}})
     async def health() -> Response:
         try:
             await asyncio.to_thread(server.store.ping)
@@ -165,7 +166,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         return json_response({"status": status, "store": store, "pipelines": len(server.catalog.served),
                               "jobs": dict(jobs)}, 200 if status == "ok" else 503)
 
-    @app.get("/v1/pipelines", response_model=api.PipelinesResponse, responses=ERRORS)
+    @app.get("/v1/pipelines", response_model=openapi.PipelinesResponse, responses=ERRORS)
     async def pipelines_list() -> Response:
         server.catalog.refresh()
         shown = []
@@ -178,8 +179,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             shown.append({**variant.served.describe(), "pipeline_hash": variant.hash, "stored": stored})
         return json_response({"pipelines": shown, "unavailable": server.catalog.problems})
 
-    @app.post("/v1/pipelines/{name}/judge", response_model=api.JudgeResponse, responses=ERRORS)
-    async def judge(name: str, body: api.JudgeRequest) -> Response:
+    @app.post("/v1/pipelines/{name}/judge", response_model=openapi.JudgeResponse, responses=ERRORS)
+    async def judge(name: str, body: openapi.JudgeRequest) -> Response:
         """Judge one record or a list, synchronously: each item's result, from the store when this
         pipeline (as these params make it) judged the same content before."""
         variant = await server.judging.variant(name, body.params)
@@ -188,10 +189,10 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                                                             else answer["source"] for answer in answers)}
         return json_response({"pipeline": name, "pipeline_hash": variant.hash, "counts": counts, "results": answers})
 
-    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=api.JobView,
-              responses={**ERRORS, 415: {"model": api.ErrorBody}},
+    @app.post("/v1/pipelines/{name}/jobs", status_code=202, response_model=openapi.JobView,
+              responses={**ERRORS, 415: {"model": openapi.ErrorBody}},
               openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": api.JobRequest.model_json_schema()},
+                  "application/json": {"schema": openapi.JobRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary",
                                "description": "JSON lines (.jsonl, .ndjson), CSV with a header row (.csv), "
@@ -206,7 +207,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             params, suffix, write = await _upload(request)
         elif kind.startswith("application/json"):
             try:
-                body = api.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"), "the body"))
+                body = openapi.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
+                                                                    "the body"))
             except (ValueError, InputError) as exc:
                 raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
             params, suffix = body.params or {}, ".jsonl"
@@ -227,12 +229,12 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         job = server.jobs.submit(name, params, path, variant.hash)
         return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
 
-    @app.get("/v1/jobs", response_model=list[api.JobView], responses=ERRORS)
+    @app.get("/v1/jobs", response_model=list[openapi.JobView], responses=ERRORS)
     async def jobs_list() -> Response:
         return json_response([job.view() for job in sorted(server.jobs.jobs.values(), key=lambda j: j.id,
                                                            reverse=True)])
 
-    @app.get("/v1/jobs/{job_id}", response_model=api.JobView, responses=ERRORS)
+    @app.get("/v1/jobs/{job_id}", response_model=openapi.JobView, responses=ERRORS)
     async def job_status(job_id: str) -> Response:
         return json_response(server.jobs.get(job_id).view())
 
@@ -243,12 +245,12 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         job runs, in input order once it has ended)."""
         return StreamingResponse(server.jobs.results(job_id), media_type="application/x-ndjson")
 
-    @app.delete("/v1/jobs/{job_id}", response_model=api.JobView, responses=ERRORS)
+    @app.delete("/v1/jobs/{job_id}", response_model=openapi.JobView, responses=ERRORS)
     async def cancel(job_id: str) -> Response:
         """Cancel a job, keeping what finished (its run is written as interrupted)."""
         return json_response((await server.jobs.cancel(job_id)).view())
 
-    @app.get("/v1/results/{item_key}", response_model=api.StoredView, responses=ERRORS)
+    @app.get("/v1/results/{item_key}", response_model=openapi.StoredView, responses=ERRORS)
     async def stored_result(item_key: str, pipeline: str = Query(description="The pipeline's name."),
                             pipeline_hash: str | None = Query(None, description="Which version (default: the "
                                                                                 "pipeline as it is now).")) -> Response:
@@ -258,8 +260,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                               "item_key": stored.item_key, "stored_at": stored.stored_at,
                               "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
 
-    @app.post("/v1/results/{item_key}/feedback", response_model=api.FeedbackResponse, responses=ERRORS)
-    async def feedback(item_key: str, body: api.FeedbackRequest,
+    @app.post("/v1/results/{item_key}/feedback", response_model=openapi.FeedbackResponse, responses=ERRORS)
+    async def feedback(item_key: str, body: openapi.FeedbackRequest,
                        pipeline: str = Query(description="The pipeline's name."),
                        pipeline_hash: str | None = Query(None)) -> Response:
         """A person's 👍/👎 on a stored result: kept with the reviews `runner view` writes (labels
@@ -272,7 +274,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
 
     @app.options("/{path:path}", include_in_schema=False)
     async def options(path: str) -> Response:
-        allowed = api.allowed_methods(app, "/" + path)
+        allowed = openapi.allowed_methods(app, "/" + path)
         if not allowed:
             raise ApiError(404, "no such route")
         return Response(status_code=204, headers={"Allow": ", ".join(allowed)})

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runner.errors import InputError, RunnerError
 from runner.fileio import decode, parse_json
 from runner.redact import redact
-from runner.serve.api import allowed_methods
+from runner.serve.openapi import allowed_methods
 from runner.stores.database import StoreUnavailable
 
 OPEN_PATHS = ("/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect")
