@@ -9,33 +9,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from runner.llm.client.prices import cost_of
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion, TransportError, embedded, vector_list
-from runner.llm.client.usage import usage_of
+from runner.llm.client.transport import Completion, TransportError, completion_of, embeddings_of, usage_of
 from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
+from runner.safetext import clean_text
 
 ERROR_TEXT = 300
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def wire_model(model: str) -> str:
     """The model name the server knows: `openai/local-model` is sent as `local-model`."""
     return model.split("/", 1)[1] if model.startswith("openai/") else model
-
-
-def safe_text(text: str) -> str:
-    """Surrogates a JSON answer may carry as escapes: a pair split across two stream chunks
-    is joined into its character, a lone one becomes U+FFFD (it cannot be written as UTF-8)."""
-    if SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def api_key(spec: ModelSpec) -> str | None:
@@ -90,38 +80,6 @@ def status_error(status: int, headers: Mapping[str, str], text: str, doing: str 
     said = f"{'rate limited (429)' if status == 429 else f'HTTP {status}'}: {message[:ERROR_TEXT]}"
     retry_after = None if kind == "client" else parse_retry_after(headers.get("retry-after"))
     return TransportError(kind, f"{doing}: {said}" if doing else said, status, retry_after, body=message)
-
-
-def _text(content: Any) -> str | None:
-    if isinstance(content, list):        # content parts: keep the text ones
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    elif content is not None and not isinstance(content, str):
-        content = str(content)
-    return None if content is None else safe_text(content)
-
-
-def completion_of(data: Any, spec: ModelSpec) -> Completion:
-    if not isinstance(data, dict):
-        raise TransportError("server", "the server answered 200 with JSON that is not a chat completion")
-    usage = usage_of(data.get("usage"))
-    cost = cost_of(spec.model, usage["prompt_tokens"], usage["completion_tokens"])
-    model = str(data.get("model") or spec.model)
-    choices = data.get("choices") if isinstance(data.get("choices"), list) else []
-    if not choices:
-        return Completion(None, None, usage, cost, model, 0)
-    first = choices[0] if isinstance(choices[0], dict) else {}
-    message: dict[str, Any] = first["message"] if isinstance(first.get("message"), dict) else {}
-    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices),
-                      logprobs=tokens_of(first.get("logprobs")))
-
-
-def embeddings_of(data: Any, spec: ModelSpec, count: int) -> Completion:
-    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts."""
-    if not isinstance(data, dict):
-        raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
-    usage = usage_of(data.get("usage"))
-    return embedded(vector_list(data.get("data"), count), usage, cost_of(spec.model, usage["prompt_tokens"], 0),
-                    str(data.get("model") or spec.model))
 
 
 def parse_body(content: bytes, status: int, spec: ModelSpec, embeddings: int | None = None) -> Completion:
@@ -195,5 +153,5 @@ class StreamAssembler:
         spec, usage = self.spec, self.usage
         cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
         # Joined before the surrogates are mended: a pair can arrive split across two chunks.
-        text = safe_text("".join(self.parts)) if self.choices else None
+        text = clean_text("".join(self.parts)) if self.choices else None
         return Completion(text, self.finish, usage, cost, self.model, self.choices, logprobs=self.tokens)

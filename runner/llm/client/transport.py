@@ -3,7 +3,8 @@ An embeddings request (`embed`: texts in, one vector each out) is answered as a 
 its vectors beside a one-line text that says what they are (what calls.jsonl and the cache show).
 
 litellm is imported here only, lazily, on the first real call: validate, render and a
-fully cached run never pay for it."""
+fully cached run never pay for it. One reading of an OpenAI-shaped answer (`completion_of`,
+`embeddings_of`) serves the HTTP transport, batch lines and litellm's responses."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runner.llm.client.prices import cost_of
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.usage import usage_of
 from runner.llm.logprobs import tokens_of
 from runner.retry import parse_retry_after
+from runner.safetext import clean_text
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
 NO_KEY_PLACEHOLDER = "no-key-needed"
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+MAX_TOKENS_COUNTED = 2**53          # past any real answer, and still exact as a float in JSON
 
 
 @dataclass
@@ -86,11 +90,62 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-def embedded(vectors: list[list[float]], usage: dict[str, int], cost: float | None, model: str) -> Completion:
-    """An embeddings answer as a Completion: the vectors, and a text saying what they are."""
+def token_count(value: Any) -> int:
+    """A `usage` field as a count: a server may send "12.5", [1], 1e400 or -3 where a count
+    belongs; such a field is unknown (0), never an error that would lose a good answer."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value if 0 <= value <= MAX_TOKENS_COUNTED else 0
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and 0 <= value <= MAX_TOKENS_COUNTED else 0
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 16:
+        return int(value)
+    return 0
+
+
+def usage_of(raw: Any) -> dict[str, int]:
+    """The three counts of a `usage` mapping."""
+    source = raw if isinstance(raw, dict) else {}
+    return {key: token_count(source.get(key)) for key in USAGE_KEYS}
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, list):        # content parts: keep the text ones
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    elif content is not None and not isinstance(content, str):
+        content = str(content)
+    return None if content is None else clean_text(content)
+
+
+def completion_of(data: Any, spec: ModelSpec, cost: float | None = None) -> Completion:
+    """A chat completion's JSON as a Completion; `cost`: litellm's own figure, else the price table's."""
+    if not isinstance(data, dict):
+        raise TransportError("server", "the server answered 200 with JSON that is not a chat completion")
+    usage = usage_of(data.get("usage"))
+    if cost is None:
+        cost = cost_of(spec.model, usage["prompt_tokens"], usage["completion_tokens"])
+    model = str(data.get("model") or spec.model)
+    choices = data.get("choices") if isinstance(data.get("choices"), list) else []
+    if not choices:
+        return Completion(None, None, usage, cost, model, 0)
+    first = choices[0] if isinstance(choices[0], dict) else {}
+    message: dict[str, Any] = first["message"] if isinstance(first.get("message"), dict) else {}
+    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices),
+                      logprobs=tokens_of(first.get("logprobs")))
+
+
+def embeddings_of(data: Any, spec: ModelSpec, count: int, cost: float | None = None) -> Completion:
+    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts, the
+    vectors beside a text saying what they are; `cost`: litellm's own figure, else the table's."""
+    if not isinstance(data, dict):
+        raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
+    vectors = vector_list(data.get("data"), count)
+    usage = usage_of(data.get("usage"))
+    cost = cost_of(spec.model, usage["prompt_tokens"], 0) if cost is None else cost
     size = len(vectors[0]) if vectors else 0
-    return Completion(f"{len(vectors)} embedding(s) of {size} dimensions", "stop", usage, cost, model,
-                      len(vectors), vectors=vectors)
+    return Completion(f"{len(vectors)} embedding(s) of {size} dimensions", "stop", usage, cost,
+                      str(data.get("model") or spec.model), len(vectors), vectors=vectors)
 
 
 def vector_list(data: Any, count: int) -> list[list[float]]:
@@ -232,13 +287,7 @@ class LiteLLMTransport:
             if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
                 raise TransportError("client", not_ollama(spec)) from None
             raise classify(exc) from None
-        choices = list(getattr(response, "choices", None) or [])
-        usage, cost, model = _accounting(response, spec)
-        if not choices:
-            return Completion(None, None, usage, cost, model, 0)
-        first, message = choices[0], getattr(choices[0], "message", None)
-        return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost, model,
-                          len(choices), logprobs=tokens_of(getattr(first, "logprobs", None)))
+        return completion_of(_dumped(response), spec, _cost(response))
 
     async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
         litellm = self._ensure()
@@ -247,8 +296,7 @@ class LiteLLMTransport:
             response = await litellm.aembedding(**kwargs)
         except Exception as exc:
             raise classify(exc) from None
-        data = list(getattr(response, "data", None) or [])      # dicts, or litellm's Embedding (get, [])
-        return embedded(vector_list(data, len(texts)), *_accounting(response, spec))
+        return embeddings_of(_dumped(response), spec, len(texts), _cost(response))
 
     async def aclose(self) -> None:
         if self._litellm is None:
@@ -257,8 +305,11 @@ class LiteLLMTransport:
             await self._litellm.close_litellm_async_clients()
 
 
-def _accounting(response: Any, spec: ModelSpec) -> tuple[dict[str, int], float, str]:
-    """The usage, cost (litellm's) and model of a litellm response."""
-    hidden = getattr(response, "_hidden_params", {}) or {}
-    return (usage_of(getattr(response, "usage", None), getattr), float(hidden.get("response_cost") or 0.0),
-            str(getattr(response, "model", None) or spec.model))
+def _dumped(response: Any) -> dict[str, Any]:
+    """A litellm response as the JSON an OpenAI-compatible server sends ({} for anything else)."""
+    return response.model_dump(warnings=False) if hasattr(response, "model_dump") else {}
+
+
+def _cost(response: Any) -> float:
+    """litellm's own cost figure of a response (0.0 when it has none)."""
+    return float((getattr(response, "_hidden_params", {}) or {}).get("response_cost") or 0.0)
