@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runner.llm.client.http import HTTPTransport
 from runner.llm.client.spec import TRANSPORTS, ModelSpec
 from runner.llm.client.transport import Completion, LiteLLMTransport, Transport, TransportError
 
@@ -48,7 +49,6 @@ class RoutedTransport:
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
             if name == "http":
-                from runner.llm.client.aio_http import HTTPTransport
                 self._by_name[name] = HTTPTransport()
             elif name == "litellm":
                 self._by_name[name] = LiteLLMTransport()
