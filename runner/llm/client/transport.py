@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runner.llm.client.prices import cost_of
-from runner.llm.client.spec import ModelSpec
+from runner.llm.client.spec import OLLAMA_DEFAULT_BASE, ModelSpec
 from runner.llm.logprobs import tokens_of
 from runner.retry import parse_retry_after
 from runner.safetext import clean_text
@@ -229,14 +229,6 @@ def classify(exc: BaseException) -> TransportError:
     return TransportError("other", f"{name}: {short}", status)
 
 
-def not_ollama(spec: ModelSpec) -> str:
-    """The message for an OpenAI-compatible server reached through Ollama's protocol."""
-    base = (spec.api_base or "http://localhost:11434").rstrip("/")
-    return (f"the server at {base} did not answer in Ollama's protocol (/api/chat): if it is an "
-            f"OpenAI-compatible server, give its /v1 URL (e.g. {base}/v1) or set "
-            f"models.{spec.name}.transport=http")
-
-
 class LiteLLMTransport:
     def __init__(self) -> None:
         self._litellm: Any = None
@@ -249,54 +241,44 @@ class LiteLLMTransport:
                 raise TransportError("import", f"litellm cannot be imported: {type(exc).__name__}: {exc}") from None
         return self._litellm
 
-    def missing_key(self, spec: ModelSpec) -> str | None:
-        """The env var a hosted model needs and lacks, or None."""
-        if spec.api_key or spec.api_base:
-            return None
-        litellm = self._ensure()
-        try:
-            check = litellm.validate_environment(model=spec.model)
-        except Exception:  # unknown provider: let the call itself say what is wrong
-            return None
-        missing = check.get("missing_keys") or []
-        return ", ".join(missing) if missing and not check.get("keys_in_environment") else None
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        response = await self._send(spec, "acompletion", params, messages=copy.deepcopy(messages), max_retries=0)
+        return completion_of(_dumped(response), spec, _cost(response))
 
-    def _kwargs(self, spec: ModelSpec, params: dict[str, Any]) -> dict[str, Any]:
-        """litellm's arguments for a request of `spec` (copies: the response format holds the
-        step's schema, which every call of the step shares, and a provider's adapter in litellm
-        may rewrite what it is given)."""
-        missing = self.missing_key(spec)
-        if missing:
-            raise TransportError("missing_key", f"missing API key: set {missing}")
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        response = await self._send(spec, "aembedding", params, input=list(texts))
+        return embeddings_of(_dumped(response), spec, len(texts), _cost(response))
+
+    async def _send(self, spec: ModelSpec, method: str, params: dict[str, Any], **request: Any) -> Any:
+        """litellm's `method` for a request of `spec`: its response, or the classified error. It gets
+        copies: the response format holds the step's schema, which every call of the step shares,
+        and a provider's adapter in litellm may rewrite what it is given."""
+        litellm = self._ensure()
+        if not (spec.api_key or spec.api_base):        # a hosted model: the env var it needs, if it lacks it
+            try:
+                check = litellm.validate_environment(model=spec.model)
+            except Exception:  # unknown provider: let the call itself say what is wrong
+                check = {}
+            missing = check.get("missing_keys") or []
+            if missing and not check.get("keys_in_environment"):
+                raise TransportError("missing_key", f"missing API key: set {', '.join(missing)}")
         kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model, "timeout": spec.timeout}
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
             kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER   # local servers ignore it
         elif spec.api_key:
             kwargs["api_key"] = spec.api_key
-        return kwargs
-
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        litellm = self._ensure()
-        kwargs = {**self._kwargs(spec, params), "messages": copy.deepcopy(messages), "max_retries": 0}
         try:
             # No stdout redirection here: it is process-wide and calls run concurrently.
             # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
-            response = await litellm.acompletion(**kwargs)
+            return await getattr(litellm, method)(**kwargs, **request)
         except Exception as exc:
-            if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
-                raise TransportError("client", not_ollama(spec)) from None
+            if method == "acompletion" and spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
+                base = (spec.api_base or OLLAMA_DEFAULT_BASE).rstrip("/")
+                raise TransportError("client", f"the server at {base} did not answer in Ollama's protocol (/api/chat): "
+                                               f"if it is an OpenAI-compatible server, give its /v1 URL (e.g. "
+                                               f"{base}/v1) or set models.{spec.name}.transport=http") from None
             raise classify(exc) from None
-        return completion_of(_dumped(response), spec, _cost(response))
-
-    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
-        litellm = self._ensure()
-        kwargs = {**self._kwargs(spec, params), "input": list(texts)}
-        try:
-            response = await litellm.aembedding(**kwargs)
-        except Exception as exc:
-            raise classify(exc) from None
-        return embeddings_of(_dumped(response), spec, len(texts), _cost(response))
 
     async def aclose(self) -> None:
         if self._litellm is None:
