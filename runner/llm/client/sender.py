@@ -92,8 +92,14 @@ class Sender:
                 if wanted is not None:
                     params["response_format"] = wanted
                 stats.calls += 1
+                request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) \
+                    if embed else self.transport.complete(spec, messages, params)
                 try:
-                    completion = await self._once(spec, messages, params, adaptive, embed)
+                    # One request under the total deadline (however the bytes dribble); a local
+                    # server's adaptive limit learns how long it took.
+                    with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
+                        async with asyncio.timeout(spec.timeout):
+                            completion = await request
                     _count(stats, completion)
                     completion.attempts = attempt + 1
                     return completion, mode
@@ -131,16 +137,6 @@ class Sender:
             probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
         if await asyncio.shield(probe):
             self.breakers.setdefault(spec.endpoint, "connection refused")
-
-    async def _once(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
-                    adaptive: AdaptiveLimit | None, embed: bool = False) -> Completion:
-        """One request under the total deadline (however the bytes dribble); a local server's
-        adaptive limit learns how long it took."""
-        request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) if embed \
-            else self.transport.complete(spec, messages, params)
-        with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
-            async with asyncio.timeout(spec.timeout):
-                return await request
 
     def _gate(self, spec: ModelSpec) -> ModelGate:
         gate = self._gates.get(spec.name)
