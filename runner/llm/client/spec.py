@@ -89,14 +89,6 @@ def is_local(url: str) -> bool:
     return host_identity(urlsplit(url).hostname or "") == LOOPBACK_NAME
 
 
-def openai_compatible(model: str, api_base: str | None) -> bool:
-    """`transport: auto` sends these over HTTP: `openai/...` (with an api_base, or OpenAI
-    itself) and bare OpenAI model names; every other provider goes through litellm."""
-    if model.startswith("openai/"):
-        return True
-    return "/" not in model and api_base is None and provider_of(model) == "openai"
-
-
 def openai_route(model: str, api_base: str | None, transport: str,
                  registered: Collection[str] = ()) -> tuple[str, str | None, str]:
     """(model, api_base, transport) as sent. A model string whose provider is a transport
@@ -109,8 +101,9 @@ def openai_route(model: str, api_base: str | None, transport: str,
     if transport == "auto" and provider in registered:
         return model, api_base, provider
     if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
-        if transport == "auto":
-            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        if transport == "auto":     # HTTP for `openai/...` and bare OpenAI model names, litellm for the rest
+            bare_openai = "/" not in model and api_base is None and provider_of(model) == "openai"
+            transport = "http" if model.startswith("openai/") or bare_openai else "litellm"
         return model, api_base, transport
     served_v1 = urlsplit(api_base or "").path.rstrip("/").endswith("/v1")
     if transport == "auto" and not served_v1:
