@@ -48,15 +48,11 @@ class RoutedTransport:
 
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
-            if name == "http":
-                self._by_name[name] = HTTPTransport()
-            elif name == "litellm":
-                self._by_name[name] = LiteLLMTransport()
-            elif name in _registered:
-                self._by_name[name] = _registered[name]()
-            else:
+            made: dict[str, TransportFactory] = {"http": HTTPTransport, "litellm": LiteLLMTransport, **_registered}
+            if name not in made:
                 raise TransportError("client", f"no transport '{name}' is registered in this process "
                                                "(runner.llm.client.routing.register_transport)")
+            self._by_name[name] = made[name]()
         return self._by_name[name]
 
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
