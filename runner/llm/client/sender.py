@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
-from runner.llm.client.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
+from runner.llm.client.limits import BudgetSpent, DailyBudget, ModelGate
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
@@ -144,9 +144,8 @@ class Sender:
             gate = self.cluster_limits.gate(spec) if self.cluster_limits is not None else None
             if gate is None:
                 concurrency = spec.limits.get("concurrency")
-                semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
-                if semaphore is None and spec.local:
-                    semaphore = self._local_limit(spec)
+                local = self._local_limit(spec) if spec.local and not concurrency else None
+                semaphore = asyncio.Semaphore(concurrency) if concurrency else local
                 gate = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
             self._gates[spec.name] = gate
         return gate
