@@ -20,7 +20,7 @@ from test_llm import server_pipeline
 
 from fakellm import Reply
 from helpers import run, write_json
-from runner.llm.client.aio_http import HTTPTransport
+from runner.llm.client.http import HTTPTransport
 from runner.llm.client.spec import build_spec
 from runner.llm.client.transport import Completion, TransportError
 

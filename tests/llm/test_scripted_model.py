@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import copy_example
-from runner.llm.client.aio_http import HTTPTransport
+from runner.llm.client.http import HTTPTransport
 from runner.llm.client.routing import register_transport, registered_transports
 from runner.llm.client.spec import build_spec
 from runner.llm.client.transport import TransportError

@@ -13,7 +13,7 @@ from typing import Any
 from runner.llm.client.http import ERROR_TEXT, wire_model
 from runner.llm.client.prices import batch_price_of
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion, TransportError
+from runner.llm.client.transport import Completion, TransportError, completion_of
 
 CHAT_URL = "/v1/chat/completions"
 MAX_FILE_BYTES = 190 * 1024 * 1024       # the provider takes 200 MB per file; headers and rounding aside
@@ -88,7 +88,6 @@ def read_lines(data: bytes) -> Iterator[dict[str, Any]]:
 
 
 def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Completion | TransportError:
-    from runner.llm.client.http import completion_of  # the same reading of a chat completion as a live call's
     response = line.get("response") if isinstance(line.get("response"), dict) else None
     if response is None or int(response.get("status_code") or 0) >= 400 or line.get("error"):
         return line_failure(line)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.fileio import now
-from runner.llm.client.transport import Completion
-from runner.llm.client.usage import usage_of
+from runner.llm.client.transport import Completion, usage_of
 from runner.llm.logprobs import usable as token_pairs
 from runner.safetext import clean_text
 

@@ -15,7 +15,9 @@ import contextlib
 import json
 import statistics
 import sys
+import time
 from collections import deque
+from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from runner.redact import redact
@@ -73,7 +75,7 @@ class AdaptiveLimit:
         self.ceiling = max(1, ceiling)
         self.limit = 1
         self.peak = 0                               # most requests on the wire at once so far
-        self.sending = 0
+        self.on_wire = 0
         self.in_flight = 0
         self.settled = False
         self.said = False
@@ -132,13 +134,18 @@ class AdaptiveLimit:
                 waiter.set_result(None)
 
     # -- what the calls say ---------------------------------------------------------------
-    def started(self) -> None:
-        """A request goes out (a place is held a little longer than its request)."""
-        self.sending += 1
-        self.peak = max(self.peak, self.sending)
-
-    def ended(self) -> None:
-        self.sending -= 1
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """One request on the wire (a place is held a little longer than its request); its
+        latency is observed when it answers."""
+        level, sent = self.limit, time.perf_counter()
+        self.on_wire += 1
+        self.peak = max(self.peak, self.on_wire)
+        try:
+            yield
+        finally:
+            self.on_wire -= 1
+        self.observe(level, time.perf_counter() - sent)
 
     def observe(self, level: int, seconds: float) -> None:
         """A call sent while the limit was `level` answered in `seconds`."""

@@ -1,41 +1,51 @@
-"""OpenAI-compatible chat completions and embeddings as data: the request body's model name and key, a status
-line and body turned into a classified error, a JSON body or a server-sent-events stream
-turned into one Completion, and the answer's text made safe to write.
+"""The HTTP transport (`transport: http`): OpenAI-compatible chat completions (and
+embeddings, POST {api_base}/embeddings) over one aiohttp session per run (LM Studio,
+llama.cpp, vLLM, Ollama's /v1, OpenAI itself), and what it reads: a status turned into a
+classified error, a JSON body or a server-sent-events stream turned into one Completion
+(runner.testing's scripted model and the batch client read with these too).
 
-No network here: aio_http.py sends the requests (LM Studio, llama.cpp, vLLM, Ollama's /v1,
-OpenAI itself). Cost comes from litellm's price table read as data."""
+aiohttp, not httpx: httpx's connection pool took many times the CPU per call with many
+calls in flight (bench/RESULTS.md). aiohttp is imported on the first request only.
+
+Every body is read through a cap (models.NAME.max_response_bytes, counted after
+decompression, while reading); redirects are reported, never followed; no proxy from the
+environment is used. The deadline of an attempt is the sender's `asyncio.timeout`:
+aiohttp keeps no timer of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
-import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from runner.llm.client.prices import cost_of
-from runner.llm.client.spec import ModelSpec
-from runner.llm.client.transport import Completion, TransportError, embedded, vector_list
-from runner.llm.client.usage import usage_of
+from runner.llm.client.spec import OPENAI_BASE, ModelSpec
+from runner.llm.client.transport import (
+    Completion,
+    TransportError,
+    completion_of,
+    embeddings_of,
+    exception_chain,
+    usage_of,
+)
 from runner.llm.logprobs import Tokens, tokens_of
 from runner.retry import parse_retry_after
+from runner.safetext import clean_text
+
+if TYPE_CHECKING:
+    import aiohttp
+    from yarl import URL
 
 ERROR_TEXT = 300
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def wire_model(model: str) -> str:
     """The model name the server knows: `openai/local-model` is sent as `local-model`."""
     return model.split("/", 1)[1] if model.startswith("openai/") else model
-
-
-def safe_text(text: str) -> str:
-    """Surrogates a JSON answer may carry as escapes: a pair split across two stream chunks
-    is joined into its character, a lone one becomes U+FFFD (it cannot be written as UTF-8)."""
-    if SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def api_key(spec: ModelSpec) -> str | None:
@@ -90,38 +100,6 @@ def status_error(status: int, headers: Mapping[str, str], text: str, doing: str 
     said = f"{'rate limited (429)' if status == 429 else f'HTTP {status}'}: {message[:ERROR_TEXT]}"
     retry_after = None if kind == "client" else parse_retry_after(headers.get("retry-after"))
     return TransportError(kind, f"{doing}: {said}" if doing else said, status, retry_after, body=message)
-
-
-def _text(content: Any) -> str | None:
-    if isinstance(content, list):        # content parts: keep the text ones
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    elif content is not None and not isinstance(content, str):
-        content = str(content)
-    return None if content is None else safe_text(content)
-
-
-def completion_of(data: Any, spec: ModelSpec) -> Completion:
-    if not isinstance(data, dict):
-        raise TransportError("server", "the server answered 200 with JSON that is not a chat completion")
-    usage = usage_of(data.get("usage"))
-    cost = cost_of(spec.model, usage["prompt_tokens"], usage["completion_tokens"])
-    model = str(data.get("model") or spec.model)
-    choices = data.get("choices") if isinstance(data.get("choices"), list) else []
-    if not choices:
-        return Completion(None, None, usage, cost, model, 0)
-    first = choices[0] if isinstance(choices[0], dict) else {}
-    message: dict[str, Any] = first["message"] if isinstance(first.get("message"), dict) else {}
-    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices),
-                      logprobs=tokens_of(first.get("logprobs")))
-
-
-def embeddings_of(data: Any, spec: ModelSpec, count: int) -> Completion:
-    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts."""
-    if not isinstance(data, dict):
-        raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
-    usage = usage_of(data.get("usage"))
-    return embedded(vector_list(data.get("data"), count), usage, cost_of(spec.model, usage["prompt_tokens"], 0),
-                    str(data.get("model") or spec.model))
 
 
 def parse_body(content: bytes, status: int, spec: ModelSpec, embeddings: int | None = None) -> Completion:
@@ -195,5 +173,126 @@ class StreamAssembler:
         spec, usage = self.spec, self.usage
         cost = cost_of(spec.model, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)) if usage else None
         # Joined before the surrogates are mended: a pair can arrive split across two chunks.
-        text = safe_text("".join(self.parts)) if self.choices else None
+        text = clean_text("".join(self.parts)) if self.choices else None
         return Completion(text, self.finish, usage, cost, self.model, self.choices, logprobs=self.tokens)
+
+
+class HTTPTransport:
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        import aiohttp
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:      # a session serves the loop it was made in
+            # limit=0: the run's gates decide how many requests are in flight, not the pool.
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                                                  trust_env=False)
+            self._loop = loop
+        return self._session
+
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        body = {**spec.extra, **params, "model": wire_model(spec.model), "messages": messages}
+        if spec.local:
+            # A local server stops generating when a streaming client leaves; a plain
+            # request it runs to the end, holding its slot long after we timed out.
+            body["stream"] = True
+        return await self._post(spec, "/chat/completions", body)
+
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        body = {**spec.extra, **params, "model": wire_model(spec.model), "input": list(texts)}
+        return await self._post(spec, "/embeddings", body, embeddings=len(texts))
+
+    async def _post(self, spec: ModelSpec, path: str, body: dict[str, Any],
+                    embeddings: int | None = None) -> Completion:
+        """POST `body` to the model's api_base + `path`: its answer, or the classified error."""
+        import aiohttp
+        key = api_key(spec)
+        url, basic = _target(spec.api_base or OPENAI_BASE, path)
+        headers = {"Content-Type": "application/json"}
+        authorization = f"Bearer {key}" if key else basic
+        if authorization:
+            headers["Authorization"] = authorization
+        try:
+            # No timer of aiohttp's own (ClientTimeout()): the sender's asyncio.timeout bounds each attempt.
+            async with self._client().post(url, data=json.dumps(body).encode(), headers=headers,
+                                           allow_redirects=False, timeout=aiohttp.ClientTimeout()) as response:
+                status = response.status
+                if 300 <= status < 400:
+                    raise redirect_error(status, response.headers.get("location"))
+                if status >= 400:
+                    text = (await read_capped(response, spec)).decode("utf-8", "replace")
+                    raise status_error(status, response.headers, text)
+                if embeddings is None and "text/event-stream" in response.headers.get("content-type", ""):
+                    return await streamed(response, spec)
+                content = await read_capped(response, spec)
+        except TransportError:
+            raise
+        except TimeoutError:
+            raise TransportError("timeout", "request timed out") from None
+        except aiohttp.ClientConnectorError as exc:
+            if any(isinstance(e, ConnectionRefusedError) for e in exception_chain(exc)) \
+                    or isinstance(exc.os_error, ConnectionRefusedError):
+                raise TransportError("refused", "connection refused") from None
+            raise TransportError("connection", f"connection failed: {exc}") from None
+        except aiohttp.ClientResponseError as exc:     # a status line or headers aiohttp cannot read
+            raise TransportError("connection", f"the server's answer is not valid HTTP: "
+                                               f"{str(exc.message)[:ERROR_TEXT]}") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransportError("connection", f"connection failed: {type(exc).__name__}: "
+                                               f"{str(exc)[:ERROR_TEXT]}") from None
+        return parse_body(content, status, spec, embeddings)
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and self._loop is asyncio.get_running_loop():
+            await session.close()
+
+
+async def capped(response: aiohttp.ClientResponse, spec: ModelSpec) -> AsyncIterator[bytes]:
+    """The body's chunks, decompressed, or TransportError once they pass the model's cap."""
+    total = 0
+    async for chunk in response.content.iter_any():
+        total += len(chunk)
+        if total > spec.max_response_bytes:
+            raise too_large(spec)
+        yield chunk
+
+
+async def read_capped(response: aiohttp.ClientResponse, spec: ModelSpec) -> bytes:
+    """The whole body, decompressed, or TransportError once it passes the model's cap."""
+    declared = response.content_length
+    if declared is not None and declared > spec.max_response_bytes and not response.headers.get("content-encoding"):
+        raise too_large(spec)
+    return b"".join([chunk async for chunk in capped(response, spec)])     # one chunk: joined without a copy
+
+
+async def streamed(response: aiohttp.ClientResponse, spec: ModelSpec) -> Completion:
+    """A server-sent-events answer, read line by line under the model's cap."""
+    assembler = StreamAssembler(spec, response.status)
+    pending = bytearray()           # grows in place: a long line in small pieces stays linear
+    async for chunk in capped(response, spec):
+        pending += chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, rest = pending.split(b"\n")
+        pending = bytearray(rest)
+        for line in lines:
+            if assembler.feed(bytes(line.rstrip(b"\r"))):
+                return assembler.completion()
+    if pending:
+        assembler.feed(bytes(pending.rstrip(b"\r")))
+    return assembler.completion()
+
+
+@functools.lru_cache(maxsize=256)
+def _target(base: str, path: str) -> tuple[URL, str | None]:
+    """The URL to post to, and `Basic ...` for a base with credentials (`http://user:password@host/...`:
+    how a gateway behind basic auth is reached). They travel as the Authorization header unless the
+    model has a key (Bearer): aiohttp refuses both at once, httpx let the key win."""
+    import aiohttp
+    from yarl import URL
+    parts = URL(base)
+    basic = aiohttp.encode_basic_auth(parts.user, parts.password or "") if parts.user else None
+    return URL(base.rstrip("/") + path).with_user(None), basic

@@ -7,7 +7,8 @@ import time
 from collections import deque
 from datetime import date
 from pathlib import Path
-from typing import Protocol
+
+from runner.llm.client.capacity import AdaptiveLimit
 
 RATE_WINDOW_SECONDS = 60.0
 # The server counts arrivals, not our starts: a request that first opens a connection
@@ -60,17 +61,11 @@ class DailyBudget:
         self._store.close()
 
 
-class Limiter(Protocol):
-    async def acquire(self) -> object: ...
-
-    def release(self) -> None: ...
-
-
 class ModelGate:
     """The concurrency and rate limits of one model (the semaphore may be shared by the
     models of one local endpoint)."""
 
-    def __init__(self, semaphore: Limiter | None, per_minute: int | None):
+    def __init__(self, semaphore: asyncio.Semaphore | AdaptiveLimit | None, per_minute: int | None):
         self.semaphore = semaphore
         self.rate = RateWindow(per_minute) if per_minute else None
 

@@ -30,11 +30,8 @@ class NotFinite(ValueError):
     written out is not JSON)."""
 
 
-def _constant(name: str) -> Any:
-    raise NotFinite(name)
-
-
 def _finite_float(text: str) -> float:
+    """A JSON number, or NaN / Infinity / -Infinity (parsed as the floats they name), if finite."""
     number = float(text)
     if not math.isfinite(number):
         raise NotFinite(text)
@@ -43,7 +40,7 @@ def _finite_float(text: str) -> float:
 
 # strict=False: raw control characters inside strings, as grammar-constrained local servers
 # emit them, are read as the characters they are. One decoder for every answer, made once.
-LENIENT = json.JSONDecoder(strict=False, parse_constant=_constant, parse_float=_finite_float)
+LENIENT = json.JSONDecoder(strict=False, parse_constant=_finite_float, parse_float=_finite_float)
 
 
 def json_candidates(text: str) -> list[str]:

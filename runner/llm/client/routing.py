@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runner.llm.client.http import HTTPTransport
 from runner.llm.client.spec import TRANSPORTS, ModelSpec
 from runner.llm.client.transport import Completion, LiteLLMTransport, Transport, TransportError
 
@@ -47,16 +48,11 @@ class RoutedTransport:
 
     def _for(self, name: str) -> Transport:
         if name not in self._by_name:
-            if name == "http":
-                from runner.llm.client.aio_http import HTTPTransport
-                self._by_name[name] = HTTPTransport()
-            elif name == "litellm":
-                self._by_name[name] = LiteLLMTransport()
-            elif name in _registered:
-                self._by_name[name] = _registered[name]()
-            else:
+            made: dict[str, TransportFactory] = {"http": HTTPTransport, "litellm": LiteLLMTransport, **_registered}
+            if name not in made:
                 raise TransportError("client", f"no transport '{name}' is registered in this process "
                                                "(runner.llm.client.routing.register_transport)")
+            self._by_name[name] = made[name]()
         return self._by_name[name]
 
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
-from runner.llm.client.limits import BudgetSpent, DailyBudget, Limiter, ModelGate
+from runner.llm.client.limits import BudgetSpent, DailyBudget, ModelGate
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
@@ -44,13 +43,6 @@ def timeout_message(spec: ModelSpec, max_tokens: Any) -> str:
             f"(max_tokens, now {max_tokens})")
 
 
-class FormatRejected(Exception):
-    def __init__(self, error: TransportError, mode: str):
-        super().__init__(error.message)
-        self.error = error
-        self.mode = mode
-
-
 class Sender:
     def __init__(self, transport: Transport, cache_dir: Path, concurrency: int, concurrency_given: bool = False):
         self.transport = transport
@@ -70,39 +62,18 @@ class Sender:
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                    schema: dict[str, Any] | None, mode: str, stats: ModelStats,
                    embed: bool = False) -> tuple[Completion, str]:
-        """The completion, and the structured-output mode it was requested with. `embed`: an
+        """The completion, and the structured-output mode it was requested with (a server that
+        rejects a format is asked again, attempts anew, with the next one). `embed`: an
         embeddings request of the messages' contents, under the same gates, retries and breaker."""
         if spec.api_base:
             await self._probe(spec)
-        while True:
-            try:
-                return await self._attempts(spec, messages, sampling, schema, mode, stats, embed)
-            except FormatRejected as rejected:
-                error = rejected.error
-                following = self.formats.fall_back(spec, rejected.mode, error, schema)
-                if following is None:
-                    raise format_refused(spec, rejected.mode, error) from None
-                mode = following
-
-    async def _probe(self, spec: ModelSpec) -> None:
-        """One TCP connect per endpoint before its first request: a refused endpoint opens
-        the breaker before the rest of the run piles onto it."""
-        probe = self._probes.get(spec.endpoint)
-        if probe is None:
-            probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
-        if await asyncio.shield(probe):
-            self.breakers.setdefault(spec.endpoint, "connection refused")
-
-    async def _attempts(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
-                        schema: dict[str, Any] | None, mode: str, stats: ModelStats,
-                        embed: bool = False) -> tuple[Completion, str]:
         if spec.endpoint in self.breakers:
             raise TransportError("breaker", self.breakers[spec.endpoint])
         gate = self._gate(spec)
         adaptive = gate.semaphore if isinstance(gate.semaphore, AdaptiveLimit) else None
         limit = spec.limits.get("requests_per_day")
-        timeouts = 0
-        for attempt in range(spec.retries + 1):
+        attempt = timeouts = 0
+        while True:
             # The model's own gate first: calls queued for a one-slot server must not hold
             # run-wide slots that other models could use.
             async with gate, self._global:
@@ -121,8 +92,14 @@ class Sender:
                 if wanted is not None:
                     params["response_format"] = wanted
                 stats.calls += 1
+                request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) \
+                    if embed else self.transport.complete(spec, messages, params)
                 try:
-                    completion = await self._once(spec, messages, params, adaptive, embed)
+                    # One request under the total deadline (however the bytes dribble); a local
+                    # server's adaptive limit learns how long it took.
+                    with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
+                        async with asyncio.timeout(spec.timeout):
+                            completion = await request
                     _count(stats, completion)
                     completion.attempts = attempt + 1
                     return completion, mode
@@ -133,8 +110,12 @@ class Sender:
             error.attempts = attempt + 1
             if adaptive is not None:
                 _overload(adaptive, error)
-            if wanted is not None and rejects_format(error):
-                raise FormatRejected(error, mode)       # not a transient fault: never retried
+            if wanted is not None and rejects_format(error):       # not a transient fault: never retried
+                following = self.formats.fall_back(spec, mode, error, schema)
+                if following is None:
+                    raise format_refused(spec, mode, error)
+                mode, attempt, timeouts = following, 0, 0
+                continue
             if error.kind == "timeout":
                 timeouts += 1
                 error = TransportError("timeout", timeout_message(spec, params.get("max_tokens")), attempts=attempt + 1)
@@ -145,27 +126,17 @@ class Sender:
                 raise error
             delay = retry_pause(spec, attempt, error)
             stats.retries += 1
+            attempt += 1
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any],
-                    adaptive: AdaptiveLimit | None, embed: bool = False) -> Completion:
-        """One request under the total deadline (however the bytes dribble); a local server's
-        adaptive limit learns how long it took."""
-        request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) if embed \
-            else self.transport.complete(spec, messages, params)
-        if adaptive is None:
-            async with asyncio.timeout(spec.timeout):
-                return await request
-        level, sent = adaptive.limit, time.perf_counter()
-        adaptive.started()
-        try:
-            async with asyncio.timeout(spec.timeout):
-                completion = await request
-        finally:
-            adaptive.ended()
-        adaptive.observe(level, time.perf_counter() - sent)
-        return completion
+    async def _probe(self, spec: ModelSpec) -> None:
+        """One TCP connect per endpoint before its first request: a refused endpoint opens
+        the breaker before the rest of the run piles onto it."""
+        probe = self._probes.get(spec.endpoint)
+        if probe is None:
+            probe = self._probes[spec.endpoint] = asyncio.ensure_future(tcp_refused(spec.api_base or ""))
+        if await asyncio.shield(probe):
+            self.breakers.setdefault(spec.endpoint, "connection refused")
 
     def _gate(self, spec: ModelSpec) -> ModelGate:
         gate = self._gates.get(spec.name)
@@ -173,9 +144,8 @@ class Sender:
             gate = self.cluster_limits.gate(spec) if self.cluster_limits is not None else None
             if gate is None:
                 concurrency = spec.limits.get("concurrency")
-                semaphore: Limiter | None = asyncio.Semaphore(concurrency) if concurrency else None
-                if semaphore is None and spec.local:
-                    semaphore = self._local_limit(spec)
+                local = self._local_limit(spec) if spec.local and not concurrency else None
+                semaphore = asyncio.Semaphore(concurrency) if concurrency else local
                 gate = ModelGate(semaphore, spec.limits.get("requests_per_minute"))
             self._gates[spec.name] = gate
         return gate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import sys
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,16 +15,11 @@ from runner.llm.client.prices import provider_of
 from runner.redact import remember_url
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
-DEFAULT_TIMEOUT = 120.0
-DEFAULT_RETRIES = 3
 DEFAULT_MAX_TOKENS = 1024
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 TRANSPORTS = ("auto", "http", "litellm")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 BATCH_RETRY = ("batch", "live")
 BATCH_MAX_REQUESTS = 50_000        # the provider's limit per batch file (OpenAI, Azure)
-DEFAULT_BATCH_MAX_WAIT = 60.0      # seconds a gathered call waits for the others before its batch goes
-DEFAULT_BATCH_POLL = 30.0
 OPENAI_BASE = "https://api.openai.com/v1"
 LOOPBACK_NAME = "localhost"
 OLLAMA_PREFIXES = ("ollama_chat/", "ollama/")
@@ -39,8 +34,8 @@ class ModelSpec:
     api_key: str | None = field(repr=False, default=None)
     enabled: bool = True
     sampling: dict[str, Any] = field(default_factory=dict)
-    timeout: float = DEFAULT_TIMEOUT
-    retries: int = DEFAULT_RETRIES
+    timeout: float = 120.0
+    retries: int = 3
     backoff: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
@@ -48,10 +43,10 @@ class ModelSpec:
     structured_output: str = "auto"
     batch: bool = False                # answered through the provider's batch API (runner/llm/batch/)
     batch_max_requests: int = BATCH_MAX_REQUESTS
-    batch_max_wait: float = DEFAULT_BATCH_MAX_WAIT
-    batch_poll_seconds: float = DEFAULT_BATCH_POLL
+    batch_max_wait: float = 60.0       # seconds a gathered call waits for the others before its batch goes
+    batch_poll_seconds: float = 30.0
     batch_retry: str = "batch"         # where an error line is retried: the next batch, or live
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES    # read at most this much of an answer (decompressed)
+    max_response_bytes: int = 8 * 1024 * 1024    # read at most this much of an answer (decompressed)
     cache_as: str | None = None         # stands for the endpoint in cache keys (see runner/llm/cache/key.py)
 
     @property
@@ -75,6 +70,9 @@ class ModelSpec:
         return f"model '{self.name}' ({self.model}) at {self.endpoint}"
 
 
+DEFAULTS = {spec_field.name: spec_field.default for spec_field in fields(ModelSpec)}
+
+
 def host_identity(name: str) -> str:
     """A host in one spelling: lowercase, any loopback address as `localhost` (what the cache
     key names a server by, and what makes an endpoint local)."""
@@ -91,14 +89,6 @@ def is_local(url: str) -> bool:
     return host_identity(urlsplit(url).hostname or "") == LOOPBACK_NAME
 
 
-def openai_compatible(model: str, api_base: str | None) -> bool:
-    """`transport: auto` sends these over HTTP: `openai/...` (with an api_base, or OpenAI
-    itself) and bare OpenAI model names; every other provider goes through litellm."""
-    if model.startswith("openai/"):
-        return True
-    return "/" not in model and api_base is None and provider_of(model) == "openai"
-
-
 def openai_route(model: str, api_base: str | None, transport: str,
                  registered: Collection[str] = ()) -> tuple[str, str | None, str]:
     """(model, api_base, transport) as sent. A model string whose provider is a transport
@@ -111,8 +101,9 @@ def openai_route(model: str, api_base: str | None, transport: str,
     if transport == "auto" and provider in registered:
         return model, api_base, provider
     if not model.startswith(OLLAMA_PREFIXES) or transport == "litellm":
-        if transport == "auto":
-            transport = "http" if openai_compatible(model, api_base) else "litellm"
+        if transport == "auto":     # HTTP for `openai/...` and bare OpenAI model names, litellm for the rest
+            bare_openai = "/" not in model and api_base is None and provider_of(model) == "openai"
+            transport = "http" if model.startswith("openai/") or bare_openai else "litellm"
         return model, api_base, transport
     served_v1 = urlsplit(api_base or "").path.rstrip("/").endswith("/v1")
     if transport == "auto" and not served_v1:
@@ -131,6 +122,11 @@ def check_api_base(value: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "not a usable URL (expected http://HOST[:PORT]/PATH or https://...)"
     return None
+
+
+# The numbers of a model entry: the least each may be, and its type (its default is ModelSpec's).
+NUMBERS = {"timeout": (0.001, float), "retries": (0, int), "backoff": (0, float), "batch_max_requests": (1, int),
+           "batch_max_wait": (0, float), "batch_poll_seconds": (0.001, float), "max_response_bytes": (1, int)}
 
 
 def _truthy(value: Any) -> bool:
@@ -170,25 +166,18 @@ def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = (
             raise ValueError(f"api_base '{api_base}' is {problem}")
         model, api_base, transport = openai_route(str(entry["model"]), api_base,
                                                   _choice("transport", entry.get("transport"), TRANSPORTS), registered)
+        numbers = {key: _at_least(key, entry.get(key, DEFAULTS[key]), low, convert)
+                   for key, (low, convert) in NUMBERS.items()}
+        numbers["batch_max_requests"] = min(BATCH_MAX_REQUESTS, numbers["batch_max_requests"])
         return ModelSpec(
             name=name, model=model, api_base=api_base,
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
             enabled=_truthy(entry.get("enabled", True)), sampling=sampling,
-            timeout=_at_least("timeout", entry.get("timeout", DEFAULT_TIMEOUT), 0.001, float),
-            retries=_at_least("retries", entry.get("retries", DEFAULT_RETRIES), 0, int),
-            backoff=_at_least("backoff", entry.get("backoff", 1.0), 0, float),
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
             structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
             batch=_truthy(entry.get("batch", False)),
-            batch_max_requests=min(BATCH_MAX_REQUESTS, _at_least(
-                "batch_max_requests", entry.get("batch_max_requests", BATCH_MAX_REQUESTS), 1, int)),
-            batch_max_wait=_at_least("batch_max_wait", entry.get("batch_max_wait", DEFAULT_BATCH_MAX_WAIT), 0, float),
-            batch_poll_seconds=_at_least("batch_poll_seconds", entry.get("batch_poll_seconds", DEFAULT_BATCH_POLL),
-                                         0.001, float),
             batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY),
-            max_response_bytes=_at_least("max_response_bytes",
-                                         entry.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), 1, int),
-            cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None)
+            cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None, **numbers)
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None
 

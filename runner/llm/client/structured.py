@@ -11,6 +11,7 @@ is not what runner writes is ignored, with one warning."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -158,14 +159,7 @@ class FormatChoices:
         with contextlib.suppress(OSError, OutputError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:
-                _lock(lock.fileno())
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)     # released when the lock file is closed
                 merged = self._learned = {**self._read(), **self._learned}
                 atomic_write(self.file, json.dumps(merged, indent=1, sort_keys=True))
 
-
-def _lock(descriptor: int) -> None:
-    try:
-        import fcntl
-    except ImportError:       # not POSIX: the atomic replace alone
-        return
-    fcntl.flock(descriptor, fcntl.LOCK_EX)     # released when the lock file is closed

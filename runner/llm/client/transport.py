@@ -3,7 +3,8 @@ An embeddings request (`embed`: texts in, one vector each out) is answered as a 
 its vectors beside a one-line text that says what they are (what calls.jsonl and the cache show).
 
 litellm is imported here only, lazily, on the first real call: validate, render and a
-fully cached run never pay for it."""
+fully cached run never pay for it. One reading of an OpenAI-shaped answer (`completion_of`,
+`embeddings_of`) serves the HTTP transport, batch lines and litellm's responses."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runner.llm.client.spec import ModelSpec
-from runner.llm.client.usage import usage_of
+from runner.llm.client.prices import cost_of
+from runner.llm.client.spec import OLLAMA_DEFAULT_BASE, ModelSpec
 from runner.llm.logprobs import tokens_of
 from runner.retry import parse_retry_after
+from runner.safetext import clean_text
 
 RETRYABLE = {"rate_limit", "server", "timeout", "connection", "incomplete"}
 NO_KEY_PLACEHOLDER = "no-key-needed"
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+MAX_TOKENS_COUNTED = 2**53          # past any real answer, and still exact as a float in JSON
 
 
 @dataclass
@@ -86,11 +90,62 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-def embedded(vectors: list[list[float]], usage: dict[str, int], cost: float | None, model: str) -> Completion:
-    """An embeddings answer as a Completion: the vectors, and a text saying what they are."""
+def token_count(value: Any) -> int:
+    """A `usage` field as a count: a server may send "12.5", [1], 1e400 or -3 where a count
+    belongs; such a field is unknown (0), never an error that would lose a good answer."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value if 0 <= value <= MAX_TOKENS_COUNTED else 0
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and 0 <= value <= MAX_TOKENS_COUNTED else 0
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 16:
+        return int(value)
+    return 0
+
+
+def usage_of(raw: Any) -> dict[str, int]:
+    """The three counts of a `usage` mapping."""
+    source = raw if isinstance(raw, dict) else {}
+    return {key: token_count(source.get(key)) for key in USAGE_KEYS}
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, list):        # content parts: keep the text ones
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    elif content is not None and not isinstance(content, str):
+        content = str(content)
+    return None if content is None else clean_text(content)
+
+
+def completion_of(data: Any, spec: ModelSpec, cost: float | None = None) -> Completion:
+    """A chat completion's JSON as a Completion; `cost`: litellm's own figure, else the price table's."""
+    if not isinstance(data, dict):
+        raise TransportError("server", "the server answered 200 with JSON that is not a chat completion")
+    usage = usage_of(data.get("usage"))
+    if cost is None:
+        cost = cost_of(spec.model, usage["prompt_tokens"], usage["completion_tokens"])
+    model = str(data.get("model") or spec.model)
+    choices = data.get("choices") if isinstance(data.get("choices"), list) else []
+    if not choices:
+        return Completion(None, None, usage, cost, model, 0)
+    first = choices[0] if isinstance(choices[0], dict) else {}
+    message: dict[str, Any] = first["message"] if isinstance(first.get("message"), dict) else {}
+    return Completion(_text(message.get("content")), first.get("finish_reason"), usage, cost, model, len(choices),
+                      logprobs=tokens_of(first.get("logprobs")))
+
+
+def embeddings_of(data: Any, spec: ModelSpec, count: int, cost: float | None = None) -> Completion:
+    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts, the
+    vectors beside a text saying what they are; `cost`: litellm's own figure, else the table's."""
+    if not isinstance(data, dict):
+        raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
+    vectors = vector_list(data.get("data"), count)
+    usage = usage_of(data.get("usage"))
+    cost = cost_of(spec.model, usage["prompt_tokens"], 0) if cost is None else cost
     size = len(vectors[0]) if vectors else 0
-    return Completion(f"{len(vectors)} embedding(s) of {size} dimensions", "stop", usage, cost, model,
-                      len(vectors), vectors=vectors)
+    return Completion(f"{len(vectors)} embedding(s) of {size} dimensions", "stop", usage, cost,
+                      str(data.get("model") or spec.model), len(vectors), vectors=vectors)
 
 
 def vector_list(data: Any, count: int) -> list[list[float]]:
@@ -174,14 +229,6 @@ def classify(exc: BaseException) -> TransportError:
     return TransportError("other", f"{name}: {short}", status)
 
 
-def not_ollama(spec: ModelSpec) -> str:
-    """The message for an OpenAI-compatible server reached through Ollama's protocol."""
-    base = (spec.api_base or "http://localhost:11434").rstrip("/")
-    return (f"the server at {base} did not answer in Ollama's protocol (/api/chat): if it is an "
-            f"OpenAI-compatible server, give its /v1 URL (e.g. {base}/v1) or set "
-            f"models.{spec.name}.transport=http")
-
-
 class LiteLLMTransport:
     def __init__(self) -> None:
         self._litellm: Any = None
@@ -194,61 +241,44 @@ class LiteLLMTransport:
                 raise TransportError("import", f"litellm cannot be imported: {type(exc).__name__}: {exc}") from None
         return self._litellm
 
-    def missing_key(self, spec: ModelSpec) -> str | None:
-        """The env var a hosted model needs and lacks, or None."""
-        if spec.api_key or spec.api_base:
-            return None
-        litellm = self._ensure()
-        try:
-            check = litellm.validate_environment(model=spec.model)
-        except Exception:  # unknown provider: let the call itself say what is wrong
-            return None
-        missing = check.get("missing_keys") or []
-        return ", ".join(missing) if missing and not check.get("keys_in_environment") else None
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        response = await self._send(spec, "acompletion", params, messages=copy.deepcopy(messages), max_retries=0)
+        return completion_of(_dumped(response), spec, _cost(response))
 
-    def _kwargs(self, spec: ModelSpec, params: dict[str, Any]) -> dict[str, Any]:
-        """litellm's arguments for a request of `spec` (copies: the response format holds the
-        step's schema, which every call of the step shares, and a provider's adapter in litellm
-        may rewrite what it is given)."""
-        missing = self.missing_key(spec)
-        if missing:
-            raise TransportError("missing_key", f"missing API key: set {missing}")
+    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
+        response = await self._send(spec, "aembedding", params, input=list(texts))
+        return embeddings_of(_dumped(response), spec, len(texts), _cost(response))
+
+    async def _send(self, spec: ModelSpec, method: str, params: dict[str, Any], **request: Any) -> Any:
+        """litellm's `method` for a request of `spec`: its response, or the classified error. It gets
+        copies: the response format holds the step's schema, which every call of the step shares,
+        and a provider's adapter in litellm may rewrite what it is given."""
+        litellm = self._ensure()
+        if not (spec.api_key or spec.api_base):        # a hosted model: the env var it needs, if it lacks it
+            try:
+                check = litellm.validate_environment(model=spec.model)
+            except Exception:  # unknown provider: let the call itself say what is wrong
+                check = {}
+            missing = check.get("missing_keys") or []
+            if missing and not check.get("keys_in_environment"):
+                raise TransportError("missing_key", f"missing API key: set {', '.join(missing)}")
         kwargs: dict[str, Any] = {**spec.extra, **copy.deepcopy(params), "model": spec.model, "timeout": spec.timeout}
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
             kwargs["api_key"] = spec.api_key or NO_KEY_PLACEHOLDER   # local servers ignore it
         elif spec.api_key:
             kwargs["api_key"] = spec.api_key
-        return kwargs
-
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
-        litellm = self._ensure()
-        kwargs = {**self._kwargs(spec, params), "messages": copy.deepcopy(messages), "max_retries": 0}
         try:
             # No stdout redirection here: it is process-wide and calls run concurrently.
             # suppress_debug_info (set on import) keeps litellm's error banners off stdout.
-            response = await litellm.acompletion(**kwargs)
+            return await getattr(litellm, method)(**kwargs, **request)
         except Exception as exc:
-            if spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
-                raise TransportError("client", not_ollama(spec)) from None
+            if method == "acompletion" and spec.model.startswith("ollama") and OLLAMA_SHAPE in str(exc):
+                base = (spec.api_base or OLLAMA_DEFAULT_BASE).rstrip("/")
+                raise TransportError("client", f"the server at {base} did not answer in Ollama's protocol (/api/chat): "
+                                               f"if it is an OpenAI-compatible server, give its /v1 URL (e.g. "
+                                               f"{base}/v1) or set models.{spec.name}.transport=http") from None
             raise classify(exc) from None
-        choices = list(getattr(response, "choices", None) or [])
-        usage, cost, model = _accounting(response, spec)
-        if not choices:
-            return Completion(None, None, usage, cost, model, 0)
-        first, message = choices[0], getattr(choices[0], "message", None)
-        return Completion(getattr(message, "content", None), getattr(first, "finish_reason", None), usage, cost, model,
-                          len(choices), logprobs=tokens_of(getattr(first, "logprobs", None)))
-
-    async def embed(self, spec: ModelSpec, texts: list[str], params: dict[str, Any]) -> Completion:
-        litellm = self._ensure()
-        kwargs = {**self._kwargs(spec, params), "input": list(texts)}
-        try:
-            response = await litellm.aembedding(**kwargs)
-        except Exception as exc:
-            raise classify(exc) from None
-        data = list(getattr(response, "data", None) or [])      # dicts, or litellm's Embedding (get, [])
-        return embedded(vector_list(data, len(texts)), *_accounting(response, spec))
 
     async def aclose(self) -> None:
         if self._litellm is None:
@@ -257,8 +287,11 @@ class LiteLLMTransport:
             await self._litellm.close_litellm_async_clients()
 
 
-def _accounting(response: Any, spec: ModelSpec) -> tuple[dict[str, int], float, str]:
-    """The usage, cost (litellm's) and model of a litellm response."""
-    hidden = getattr(response, "_hidden_params", {}) or {}
-    return (usage_of(getattr(response, "usage", None), getattr), float(hidden.get("response_cost") or 0.0),
-            str(getattr(response, "model", None) or spec.model))
+def _dumped(response: Any) -> dict[str, Any]:
+    """A litellm response as the JSON an OpenAI-compatible server sends ({} for anything else)."""
+    return response.model_dump(warnings=False) if hasattr(response, "model_dump") else {}
+
+
+def _cost(response: Any) -> float:
+    """litellm's own cost figure of a response (0.0 when it has none)."""
+    return float((getattr(response, "_hidden_params", {}) or {}).get("response_cost") or 0.0)
