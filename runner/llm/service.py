@@ -60,7 +60,7 @@ class Sending:
         spec, request, service = ask.spec, ask.request, self.service
         try:
             if spec.batch and not request.embed:
-                from runner.llm.batch.calls import BatchCall
+                from runner.llm.batch.polling import BatchCall
                 call = BatchCall(spec, request.item, ask.messages, ask.params, request.output_schema, ask.key_for)
                 completion, sent = await service.batches.send(call, ask.mode, ask.stats)
             else:

@@ -20,15 +20,14 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from runner.engine.in_flight import ItemsInFlight
-from runner.llm.batch.calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked, progress_line
-from runner.llm.batch.client import BatchClient
-from runner.llm.batch.lines import (
+from runner.llm.batch.client import (
+    BatchClient,
     Outcome,
     RequestLine,
     answers,
@@ -37,7 +36,17 @@ from runner.llm.batch.lines import (
     quietly,
     unsupported,
 )
-from runner.llm.batch.polling import GONE, created, files_of, until_done
+from runner.llm.batch.polling import (
+    GONE,
+    BatchCall,
+    Gathered,
+    ModelBatches,
+    Requeue,
+    Tracked,
+    created,
+    progress_line,
+    until_done,
+)
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
 from runner.llm.client.sender import ModelStats, _count, retry_pause
@@ -95,8 +104,14 @@ class BatchCollector:
         attempt = 0
         while True:
             mode = self.formats.settled(spec, mode, call.schema)
-            with self._waiting_item(call.item):
+            self._waiting[call.item] += 1
+            self._wake()
+            try:
                 outcome = await self._answer(call, mode)
+            finally:
+                self._waiting[call.item] -= 1
+                if not self._waiting[call.item]:
+                    del self._waiting[call.item]
             if isinstance(outcome, Completion):
                 _count(stats, outcome)
                 outcome.attempts = attempt + 1
@@ -120,17 +135,6 @@ class BatchCollector:
             # Gathered again at once, with the round's other failed calls; the model's next batch
             # waits out the backoff (a refused submission, 429, is not sent straight back).
             self._not_before[spec.name] = max(self._not_before.get(spec.name, 0.0), time.monotonic() + delay)
-
-    @contextmanager
-    def _waiting_item(self, item: int) -> Iterator[None]:
-        self._waiting[item] += 1
-        self._wake()
-        try:
-            yield
-        finally:
-            self._waiting[item] -= 1
-            if not self._waiting[item]:
-                del self._waiting[item]
 
     async def _answer(self, call: BatchCall, mode: str) -> Outcome:
         spec = call.spec
@@ -300,7 +304,7 @@ class BatchCollector:
         client = self._client(tracked.spec)
         try:
             batch = await until_done(client, self.store, tracked, batch)
-            files = await files_of(client, batch)
+            files = await client.files(batch)
         except TransportError as exc:
             self._failed(tracked, exc)
             return

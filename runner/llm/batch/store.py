@@ -170,9 +170,8 @@ class BatchStore:
         return _record(row) if row else None
 
     def all(self, pending_only: bool = False) -> list[BatchRecord]:
-        rows = self._db.execute("SELECT * FROM batches ORDER BY created").fetchall()
-        records = [_record(r) for r in rows]
-        return [r for r in records if r.pending] if pending_only else records
+        records = map(_record, self._db.execute("SELECT * FROM batches ORDER BY created").fetchall())
+        return [r for r in records if r.pending or not pending_only]
 
     def prune(self) -> None:
         """Drop finished batches older than their files' lifetime."""
