@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.llm.cache.entries import new_entry, usable
+from runner.llm.cache.key import new_entry, usable
 from runner.llm.cache.store import JsonCache
 from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Reply
