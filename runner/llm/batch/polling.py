@@ -25,7 +25,6 @@ POLL_FAILURES = 10        # failed polls in a row before the waiting calls are f
 GONE = 404                # what a provider answers for a batch or file it no longer has
 
 
-
 class Requeue:
     """A call's stored batch was never created, or the provider no longer has it: gather it again."""
 
