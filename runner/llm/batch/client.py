@@ -11,7 +11,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -243,10 +243,3 @@ def unsupported(error: TransportError) -> TransportError:
         return TransportError("client", f"{error.message} (does the endpoint serve /v1/files and /v1/batches? "
                                         f"Without them, run the model live: batch: false)", error.status)
     return error
-
-
-async def quietly(lookup: Awaitable[dict[str, Any] | None]) -> dict[str, Any] | None:
-    try:
-        return await lookup
-    except TransportError:
-        return None

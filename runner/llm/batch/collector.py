@@ -26,27 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.engine.in_flight import ItemsInFlight
-from runner.llm.batch.client import (
-    BatchClient,
-    Outcome,
-    RequestLine,
-    answers,
-    batch_problem,
-    chunks,
-    quietly,
-    unsupported,
-)
-from runner.llm.batch.polling import (
-    GONE,
-    BatchCall,
-    Gathered,
-    ModelBatches,
-    Requeue,
-    Tracked,
-    created,
-    progress_line,
-    until_done,
-)
+from runner.llm.batch.client import BatchClient, Outcome, RequestLine, answers, batch_problem, chunks, unsupported
+from runner.llm.batch.polling import GONE, BatchCall, Gathered, ModelBatches, Requeue, Tracked, created, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
 from runner.llm.client.sender import ModelStats, _count, retry_pause
@@ -251,7 +232,10 @@ class BatchCollector:
             file_id = await client.upload(data)
             batch = await client.create(file_id, submission)
         except TransportError as exc:
-            found = None if exc.kind == "client" else await quietly(client.find(submission))
+            found = None
+            if exc.kind != "client":
+                with suppress(TransportError):
+                    found = await client.find(submission)
             if found is None:
                 self.store.forget(submission)
                 self._finish(tracked, {}, unsupported(exc), collected=False)
@@ -366,8 +350,17 @@ class BatchCollector:
         task.add_done_callback(done)
 
     def progress(self) -> str:
-        """Each batch's state and counts (read by the progress thread: copies only)."""
-        return progress_line(list(self._tracked.values()), sum(len(g.lines) for g in list(self._gathered.values())))
+        """`batches: m in_progress 0/3, 2 call(s) gathering`: each batch's state and counts (read by
+        the progress thread: copies only)."""
+        parts = []
+        for batch in list(self._tracked.values()):
+            counts = dict(batch.counts)
+            done = counts.get("completed", 0) + counts.get("failed", 0)
+            parts.append(f"{batch.spec.name} {batch.status} {done}/{counts.get('total') or len(batch.waiters)}")
+        gathering = sum(len(g.lines) for g in list(self._gathered.values()))
+        if gathering:
+            parts.append(f"{gathering} call(s) gathering")
+        return f"batches: {', '.join(parts)}" if parts else ""
 
     def summary(self) -> dict[str, Any]:
         return {name: model.summary(self._specs.get(name)) for name, model in self.models.items()}

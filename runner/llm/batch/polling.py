@@ -80,18 +80,6 @@ class ModelBatches:
         return {**{k: v for k, v in vars(self).items() if v or k in ("batches", "requests")}, "cost_basis": basis}
 
 
-def progress_line(tracked: list[Tracked], gathering: int) -> str:
-    """`batches: m in_progress 0/3, 2 call(s) gathering`: each batch's state and counts."""
-    parts = []
-    for batch in tracked:
-        counts = dict(batch.counts)
-        done = counts.get("completed", 0) + counts.get("failed", 0)
-        parts.append(f"{batch.spec.name} {batch.status} {done}/{counts.get('total') or len(batch.waiters)}")
-    if gathering:
-        parts.append(f"{gathering} call(s) gathering")
-    return f"batches: {', '.join(parts)}" if parts else ""
-
-
 def poll_pauses(longest: float) -> Iterator[float]:
     """The pauses between a batch's polls: FIRST_POLL seconds, then each POLL_GROWTH times the
     last, none longer than `longest` (a model's batch_poll_seconds)."""
