@@ -8,11 +8,10 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from runner.errors import StepError
-from runner.llm import logprobs
-from runner.llm.cache.entries import cached_completion
+from runner.llm.cache.key import cached_completion
 from runner.llm.client.parsing import ParseFailure, parse_answer
 from runner.llm.client.sender import ModelStats
 from runner.llm.client.spec import ModelSpec
@@ -81,9 +80,11 @@ class Answers:
                     left.cached if left else False, started, failed.message, (attempt + 1, tried))) from None
             tried += reply.attempts
             completion = reply.completion
+            extra: dict[str, Any] = {"logprobs": completion.logprobs} if request.logprobs else {}   # null: none sent
+            if request.embed:
+                extra["vectors"] = completion.vectors
             return result(spec, reply.output, completion.text or "", completion, reply.cached, started,
-                          made=(attempt + 1, tried), **logprobs.carried(completion.logprobs, request.logprobs),
-                          **cast(dict[str, Any], {"vectors": completion.vectors} if request.embed else {}))
+                          made=(attempt + 1, tried), **extra)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

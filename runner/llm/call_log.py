@@ -14,7 +14,7 @@ from typing import Any
 
 from runner.engine.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.errors import NeedsModel
-from runner.llm.calls.record import call_record, line_of
+from runner.llm.calls.record import line_of, utc
 from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Made, Recorder, Reply
 from runner.llm.writer import Writer
@@ -66,12 +66,13 @@ class RunCalls:
         answer = reply.completion.text if reply else None
         usage = reply.completion.usage if reply else {}
         cached = reply.cached if reply else False
-        if self.writer.calls is not None:
-            self.writer.add_calls([line_of(call_record(
-                item=ask.request.item, call=made.number, step=ask.request.step, model=ask.spec.name,
-                model_id=ask.spec.model, endpoint=self.endpoint(ask.spec), key=made.key,
-                messages=self._redacted(ask.messages), answer=answer, usage=usage, attempts=made.attempts,
-                began_ns=made.began_ns, ended_ns=made.ended_ns, cached=cached, error=error))])
+        if self.writer.calls is not None:       # the fields of calls.jsonl (runner/llm/calls/__init__.py), `item` first
+            self.writer.add_calls([line_of({
+                "item": ask.request.item, "call": made.number, "step": ask.request.step, "model": ask.spec.name,
+                "model_id": ask.spec.model, "endpoint": self.endpoint(ask.spec), "key": made.key,
+                "messages": self._redacted(ask.messages), "answer": answer, "usage": usage, "attempts": made.attempts,
+                "started": utc(made.began_ns), "ended": utc(made.ended_ns),
+                "latency_ms": round((made.ended_ns - made.began_ns) / 1e6), "cached": cached, "error": error})])
         if self.observer is not NULL_OBSERVER:
             self.observer.llm_call(LLMCall(
                 ask.request.item, ask.spec.name, ask.spec.model, self.endpoint(ask.spec), ask.messages,

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from runner.llm.cache.entries import new_entry, usable
+from runner.llm.cache.key import new_entry, usable
 from runner.llm.cache.store import JsonCache
 from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Reply
-from runner.llm.writer import SharedCache, Writer
+from runner.llm.writer import Writer
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Cache:
                               made_by=self.made_by(ask.spec))
             cache = self.cache()
             if hasattr(cache, "aset"):
-                await self.answers.cache_set_shared(cast(SharedCache, cache), reply.key, entry)
+                await self.answers.cache_set_shared(cache, reply.key, entry)
             else:
                 self.answers.cache_set(cache, reply.key, entry)
         return reply

@@ -25,12 +25,6 @@ REQUEST = {"logprobs": True, "top_logprobs": TOP_LOGPROBS}     # added to the re
 Tokens = list[list[Any]]       # [[token text, logprob], ...]
 
 
-def carried(tokens: Tokens | None, asked: bool) -> dict[str, Any]:
-    """What a call's result carries of its answer's token probabilities: `logprobs` (null when
-    the server sent none) only for a request that asked for them."""
-    return {"logprobs": tokens} if asked else {}
-
-
 def tokens_of(logprobs: Any) -> Tokens | None:
     """`choices[0].logprobs` of a chat completion (a mapping, or an SDK object with the same
     attributes) as [token, logprob] pairs; None when the server sent none or sent them in

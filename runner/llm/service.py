@@ -3,7 +3,7 @@
 A call goes through layers around one transport, each with one job (runner/llm/request.py says
 what they pass each other): the response cache (`known.Cache`), a sweep's calls known to fail
 (`known.KnownFailures`), the call log (`call_log.CallLog`: calls.jsonl and tracing), reading the
-answer (`answers.Parse`), then the transport (`Sending`: the client, with its limits, retries,
+answer (`answers.Parse`), then the transport (`_send`: the client, with its limits, retries,
 deadlines and structured output, or a provider's batch API). `answers.Answers` makes the
 call's requests, asking again while an answer that could not be read may be repaired. What
 makes the run chooses the transport and the recorder: `runner render`'s answers nothing and
@@ -13,7 +13,6 @@ the summary; it knows model specs (through a resolver the run gives it), not the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.in_flight import ItemsInFlight
@@ -31,7 +30,7 @@ from runner.llm.known import Cache, KnownFailures
 from runner.llm.request import Ask, CallRequest, Failed, Layer, Recorder, Reply, new_group
 from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally
-from runner.llm.writer import CallLines, Writer
+from runner.llm.writer import Writer
 from runner.redact import environment_secrets, hide_secrets, is_secret, named_secrets
 from runner.redact import redact as redact_text
 from runner.runs.folders import CALLS_FILE
@@ -40,44 +39,6 @@ from runner.safetext import clean_text
 
 if TYPE_CHECKING:
     from runner.llm.batch.collector import BatchCollector
-
-
-def call_lines(options: RunOptions, kept: bool) -> CallLines | None:
-    """Where a run's calls go: its calls.jsonl, kept for a worker's report to the driver (`kept`),
-    or nowhere (no run folder)."""
-    if options.out_dir is None:
-        return None
-    return KeptCalls() if kept else CallsFile(options.out_dir / CALLS_FILE)
-
-
-@dataclass
-class Sending:
-    """The transport of a run that sends: the client, or the provider's batch API for a batch model."""
-
-    service: LLMService
-
-    async def __call__(self, ask: Ask) -> Reply:
-        spec, request, service = ask.spec, ask.request, self.service
-        try:
-            if spec.batch and not request.embed:
-                from runner.llm.batch.calls import BatchCall
-                call = BatchCall(spec, request.item, ask.messages, ask.params, request.output_schema, ask.key_for)
-                completion, sent = await service.batches.send(call, ask.mode, ask.stats)
-            else:
-                completion, sent = await service.sender.send(spec, ask.messages, ask.params, request.output_schema,
-                                                             ask.mode, ask.stats, request.embed)
-        except TransportError as exc:
-            raise Failed(service.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}"),
-                         attempts=exc.attempts) from None
-        if completion.text:
-            completion.text = service.hide_secrets(clean_text(completion.text))   # a model may echo a key it saw
-        reply = Reply(completion, ask.key, attempts=completion.attempts)
-        problem = completion.problem(spec.name, ask.sampling.get("max_tokens"))
-        if problem:
-            raise Failed(service.redact(f"{spec.describe()}: {problem}"), reply)
-        if sent != ask.mode:
-            reply.key = ask.key_for(sent)
-        return reply
 
 
 class LLMService:
@@ -94,7 +55,9 @@ class LLMService:
             RoutedTransport(), options.cache_dir, options.llm_concurrency, options.concurrency_given)
         self._specs: dict[str, ModelSpec] = {}
         self._shared, self._cache = shared, (shared.cache if shared is not None else cache)
-        self._writer = Writer(call_lines(options, kept_calls))      # this run's calls.jsonl (and, alone, its answers)
+        # This run's calls.jsonl (a worker keeps its lines for the driver; no run folder: none) and, alone, its answers.
+        out = options.out_dir
+        self._writer = Writer(None if out is None else KeptCalls() if kept_calls else CallsFile(out / CALLS_FILE))
         # One cache writer for every service of a long-lived process: an uncommitted answer is found by all.
         self._answers = answers = shared.writer if shared is not None else self._writer
         self._secret_list: tuple[int, list[str]] = (-1, [])
@@ -104,9 +67,8 @@ class LLMService:
         self.in_flight = in_flight
         self._batches: BatchCollector | None = None
         # The layers, innermost first: each takes a request (an Ask) to the one below.
-        self.log = CallLog(Parse(transport or Sending(self)),
-                           recorder or RunCalls(self._writer, observer, self.redact, self.endpoint,
-                                                               self.hide_secrets))
+        self.log = CallLog(Parse(transport or self._send),
+                           recorder or RunCalls(self._writer, observer, self.redact, self.endpoint, self.hide_secrets))
         self.known = KnownFailures(self.log, options.failed_calls)
         self.cached = Cache(self.known, lambda: self.cache, answers, options.no_cache, options.no_cache_as,
                             self._made_by, self.redact)
@@ -170,6 +132,30 @@ class LLMService:
             raise
         self.tally.answer(request.item, group, spec.name, self.endpoint(spec), sent=not answer["cached"])
         return answer
+
+    async def _send(self, ask: Ask) -> Reply:
+        """The transport of a run that sends: the client, or the provider's batch API for a batch model."""
+        spec, request = ask.spec, ask.request
+        try:
+            if spec.batch and not request.embed:
+                from runner.llm.batch.polling import BatchCall
+                call = BatchCall(spec, request.item, ask.messages, ask.params, request.output_schema, ask.key_for)
+                completion, sent = await self.batches.send(call, ask.mode, ask.stats)
+            else:
+                completion, sent = await self.sender.send(spec, ask.messages, ask.params, request.output_schema,
+                                                          ask.mode, ask.stats, request.embed)
+        except TransportError as exc:
+            raise Failed(self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}"),
+                         attempts=exc.attempts) from None
+        if completion.text:
+            completion.text = self.hide_secrets(clean_text(completion.text))   # a model may echo a key it saw
+        reply = Reply(completion, ask.key, attempts=completion.attempts)
+        problem = completion.problem(spec.name, ask.sampling.get("max_tokens"))
+        if problem:
+            raise Failed(self.redact(f"{spec.describe()}: {problem}"), reply)
+        if sent != ask.mode:
+            reply.key = ask.key_for(sent)
+        return reply
 
     def _key(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any], request: CallRequest,
              mode: str) -> str:

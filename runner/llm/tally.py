@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -26,74 +26,67 @@ class ModelTally:
     last_error: str = ""
 
 
+@dataclass
+class ItemTally:
+    groups: dict[int, list[int]] = field(default_factory=dict)     # group: [answered, failed]
+    reason: str = ""           # its last failed call's error
+    sent: bool = False         # it sent a call (or had one fail)
+
+
 class FailureTally:
     def __init__(self) -> None:
-        self._groups: dict[tuple[int, int], list[int]] = {}     # (item, group): [answered, failed]
-        self._by_item: dict[int, list[tuple[int, int]]] = {}     # item: its groups, until settled
-        self.models: dict[str, ModelTally] = {}                  # model name: its calls sent
-        self._reasons: dict[int, str] = {}                       # item: its last failed call's error
-        self._sent: set[int] = set()                             # items that sent a call (or had one fail)
+        self._items: dict[int, ItemTally] = {}         # until settled
+        self.models: dict[str, ModelTally] = {}        # model name: its calls sent
 
-    def _group(self, item: int, group: int) -> list[int]:
-        key = (item, group)
-        if key not in self._groups:
-            self._groups[key] = [0, 0]
-            self._by_item.setdefault(item, []).append(key)
-        return self._groups[key]
+    def _group(self, item: int, group: int) -> tuple[ItemTally, list[int]]:
+        tally = self._items.setdefault(item, ItemTally())
+        return tally, tally.groups.setdefault(group, [0, 0])
 
     def answer(self, item: int, group: int, model: str, endpoint: str, sent: bool) -> None:
         """A usable answer; `sent`: by a call this run sent (else from the cache)."""
-        self._group(item, group)[0] += 1
+        tally, counts = self._group(item, group)
+        counts[0] += 1
         if sent:
-            self._sent.add(item)
+            tally.sent = True
             self.models.setdefault(model, ModelTally(endpoint)).answered += 1
 
     def failure(self, item: int, group: int, model: str, endpoint: str, error: str) -> None:
-        self._group(item, group)[1] += 1
-        self._reasons[item] = error
-        self._sent.add(item)
-        tally = self.models.setdefault(model, ModelTally(endpoint))
-        tally.failed += 1
-        tally.last_error = error
+        tally, counts = self._group(item, group)
+        counts[1] += 1
+        tally.reason, tally.sent = error, True
+        model_tally = self.models.setdefault(model, ModelTally(endpoint))
+        model_tally.failed += 1
+        model_tally.last_error = error
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
         """Whether a finished item got no usable answer somewhere, its last failed call's error,
         and whether every answer it got came from the cache (and it got one). Its groups are
         then forgotten, so a run's tally stays as small as its window; `keep` only reads them."""
-        if not isinstance(item, int):
+        tally = None if not isinstance(item, int) else self._items.get(item) if keep else self._items.pop(item, None)
+        if tally is None:
             return False, "", False
-        keys = self._by_item.get(item, []) if keep else self._by_item.pop(item, [])
-        failed = any(self._groups[key][1] and not self._groups[key][0] for key in keys)
-        cached = bool(keys) and item not in self._sent
-        if not keep:
-            for key in keys:
-                del self._groups[key]
-            self._sent.discard(item)
-        return failed, self._reasons.get(item, "") if keep else self._reasons.pop(item, ""), cached
+        failed = any(failed and not answered for answered, failed in tally.groups.values())
+        return failed, tally.reason, bool(tally.groups) and not tally.sent
 
     def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
         """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
         taken = []
         for item in items:
-            groups = []
-            for key in self._by_item.pop(item, []):
-                answered, failed = self._groups.pop(key)
-                groups.append((key[1], answered, failed))
-            reason = self._reasons.pop(item, "")
-            self._sent.discard(item)
-            if groups or reason:
-                taken.append((item, groups, reason))
+            tally = self._items.pop(item, None)
+            if tally is not None and (tally.groups or tally.reason):
+                taken.append((item, [(group, answered, failed) for group, (answered, failed) in tally.groups.items()],
+                              tally.reason))
         return taken
 
     def absorb(self, taken: list[tuple[int, list[tuple[int, int, int]], str]]) -> None:
         """Items a Ray worker counted (`take`), counted here as if this process had."""
         for item, groups, reason in taken:
             for group, answered, failed in groups:
-                counts = self._group(item, group)
+                counts = self._group(item, group)[1]
                 counts[0] += answered
                 counts[1] += failed
             if reason:
-                self._reasons[item] = reason
+                self._items.setdefault(item, ItemTally()).reason = reason
 
     def absorb_models(self, taken: dict[str, dict[str, Any]]) -> None:
         """A worker's per-model counts (`vars` of its ModelTally), added to these."""

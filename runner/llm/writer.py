@@ -17,28 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, Protocol
+from typing import Any
 
 from runner.llm.cache.store import JsonCache
+from runner.llm.calls.file import CallsFile, KeptCalls
 
 FLUSH_EVERY = 0.05      # seconds the first thing waiting may wait to be written
 FLUSH_AT = 512          # things waiting that are written at once
 
 
-class SharedCache(Protocol):
-    async def aset(self, key: str, value: Any) -> None: ...
-
-
-class CallLines(Protocol):
-    """Where the lines of calls.jsonl go: the run's file, or a Ray worker's report."""
-
-    def append(self, lines: list[bytes]) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Writer:
-    def __init__(self, calls: CallLines | None = None) -> None:
+    def __init__(self, calls: CallsFile | KeptCalls | None = None) -> None:
+        """`calls`: where the lines of calls.jsonl go: the run's file, or a Ray worker's report."""
         self.pending: dict[str, Any] = {}
         self.calls = calls
         self._answers: dict[JsonCache, list[tuple[str, Any]]] = {}     # not yet committed (also in pending)
@@ -71,8 +61,8 @@ class Writer:
                 self._timer.cancel()
             self._timer, self._timer_loop = loop.call_later(FLUSH_EVERY, self.flush), loop
 
-    async def cache_set_shared(self, cache: SharedCache, key: str, value: Any) -> None:
-        """An answer for a cache another process owns, there before the caller goes on."""
+    async def cache_set_shared(self, cache: Any, key: str, value: Any) -> None:
+        """An answer for a cache another process owns (`aset`), there before the caller goes on."""
         try:
             await cache.aset(key, value)
         except Exception as exc:       # the owner is gone: the answer is still in results

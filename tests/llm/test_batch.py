@@ -331,8 +331,7 @@ def test_the_fake_fails_a_file_that_mixes_models_with_its_errors(env):
     """The fake's Batch API as a client sees it: multipart upload, create, the status sequence."""
     import asyncio
 
-    from runner.llm.batch.client import BatchClient
-    from runner.llm.batch.lines import RequestLine
+    from runner.llm.batch.client import BatchClient, RequestLine
     from runner.llm.client.spec import build_spec
 
     async def submit(models):

@@ -20,24 +20,14 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from runner.engine.in_flight import ItemsInFlight
-from runner.llm.batch.calls import BatchCall, Gathered, ModelBatches, Requeue, Tracked, progress_line
-from runner.llm.batch.client import BatchClient
-from runner.llm.batch.lines import (
-    Outcome,
-    RequestLine,
-    answers,
-    batch_problem,
-    chunks,
-    quietly,
-    unsupported,
-)
-from runner.llm.batch.polling import GONE, created, files_of, until_done
+from runner.llm.batch.client import BatchClient, Outcome, RequestLine, answers, batch_problem, chunks, unsupported
+from runner.llm.batch.polling import GONE, BatchCall, Gathered, ModelBatches, Requeue, Tracked, created, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
 from runner.llm.client.sender import ModelStats, _count, retry_pause
@@ -95,8 +85,14 @@ class BatchCollector:
         attempt = 0
         while True:
             mode = self.formats.settled(spec, mode, call.schema)
-            with self._waiting_item(call.item):
+            self._waiting[call.item] += 1
+            self._wake()
+            try:
                 outcome = await self._answer(call, mode)
+            finally:
+                self._waiting[call.item] -= 1
+                if not self._waiting[call.item]:
+                    del self._waiting[call.item]
             if isinstance(outcome, Completion):
                 _count(stats, outcome)
                 outcome.attempts = attempt + 1
@@ -120,17 +116,6 @@ class BatchCollector:
             # Gathered again at once, with the round's other failed calls; the model's next batch
             # waits out the backoff (a refused submission, 429, is not sent straight back).
             self._not_before[spec.name] = max(self._not_before.get(spec.name, 0.0), time.monotonic() + delay)
-
-    @contextmanager
-    def _waiting_item(self, item: int) -> Iterator[None]:
-        self._waiting[item] += 1
-        self._wake()
-        try:
-            yield
-        finally:
-            self._waiting[item] -= 1
-            if not self._waiting[item]:
-                del self._waiting[item]
 
     async def _answer(self, call: BatchCall, mode: str) -> Outcome:
         spec = call.spec
@@ -247,7 +232,10 @@ class BatchCollector:
             file_id = await client.upload(data)
             batch = await client.create(file_id, submission)
         except TransportError as exc:
-            found = None if exc.kind == "client" else await quietly(client.find(submission))
+            found = None
+            if exc.kind != "client":
+                with suppress(TransportError):
+                    found = await client.find(submission)
             if found is None:
                 self.store.forget(submission)
                 self._finish(tracked, {}, unsupported(exc), collected=False)
@@ -300,7 +288,7 @@ class BatchCollector:
         client = self._client(tracked.spec)
         try:
             batch = await until_done(client, self.store, tracked, batch)
-            files = await files_of(client, batch)
+            files = await client.files(batch)
         except TransportError as exc:
             self._failed(tracked, exc)
             return
@@ -362,8 +350,17 @@ class BatchCollector:
         task.add_done_callback(done)
 
     def progress(self) -> str:
-        """Each batch's state and counts (read by the progress thread: copies only)."""
-        return progress_line(list(self._tracked.values()), sum(len(g.lines) for g in list(self._gathered.values())))
+        """`batches: m in_progress 0/3, 2 call(s) gathering`: each batch's state and counts (read by
+        the progress thread: copies only)."""
+        parts = []
+        for batch in list(self._tracked.values()):
+            counts = dict(batch.counts)
+            done = counts.get("completed", 0) + counts.get("failed", 0)
+            parts.append(f"{batch.spec.name} {batch.status} {done}/{counts.get('total') or len(batch.waiters)}")
+        gathering = sum(len(g.lines) for g in list(self._gathered.values()))
+        if gathering:
+            parts.append(f"{gathering} call(s) gathering")
+        return f"batches: {', '.join(parts)}" if parts else ""
 
     def summary(self) -> dict[str, Any]:
         return {name: model.summary(self._specs.get(name)) for name, model in self.models.items()}

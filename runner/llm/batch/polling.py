@@ -1,25 +1,83 @@
-"""Following one submitted batch: the pauses between its polls, polling it until it ends, its
-output and error files, and a batch another run may still be creating.
+"""What a batch collector keeps (the calls it answers, those a model gathers before they go
+out, the batches it tracks, each model's figures for summary.json), and following one
+submitted batch: the pauses between its polls, polling it until it ends, and a batch another
+run may still be creating.
 
-A failure answers as the provider did (TransportError); a 404 (GONE) means the provider no
+A failed poll answers as the provider did (TransportError); a 404 (GONE) means the provider no
 longer has the batch or its file, which the collector treats as a batch that is gone."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from runner.llm.batch.calls import Tracked
-from runner.llm.batch.client import BatchClient
-from runner.llm.batch.lines import batch_problem
+from runner.llm.batch.client import BatchClient, RequestLine, batch_problem
 from runner.llm.batch.store import TERMINAL, BatchStore
+from runner.llm.client.prices import batch_price_of
+from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import TransportError
 
 FIRST_POLL = 2.0          # seconds before a batch is first polled (a small batch may be done by then)
 POLL_GROWTH = 2.0         # each pause twice the last, up to batch_poll_seconds
 POLL_FAILURES = 10        # failed polls in a row before the waiting calls are failed (the batch stays on disk)
 GONE = 404                # what a provider answers for a batch or file it no longer has
+
+
+class Requeue:
+    """A call's stored batch was never created, or the provider no longer has it: gather it again."""
+
+
+@dataclass
+class BatchCall:
+    spec: ModelSpec
+    item: int
+    messages: list[dict[str, Any]]
+    sampling: dict[str, Any]
+    schema: dict[str, Any] | None
+    key: Callable[[str], str]          # the call's cache key for a structured-output mode
+
+
+@dataclass
+class Gathered:
+    """A model's calls waiting to be submitted."""
+
+    lines: dict[str, RequestLine] = field(default_factory=dict)
+    waiters: dict[str, list[asyncio.Future[Any]]] = field(default_factory=dict)
+    since: float = 0.0
+
+
+@dataclass
+class Tracked:
+    """A submitted (or, after a restart, adopted) batch and the calls waiting on it."""
+
+    submission: str
+    spec: ModelSpec
+    waiters: dict[str, list[asyncio.Future[Any]]]
+    batch_id: str | None = None
+    status: str = "submitting"
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ModelBatches:
+    """A model's figures for summary.json: the batches this run submitted and their requests;
+    the batches another run submitted whose answers this run collected, and those answers."""
+
+    batches: int = 0
+    requests: int = 0
+    resumed: int = 0
+    collected: int = 0
+    live_retries: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self, spec: ModelSpec | None) -> dict[str, Any]:
+        """The figures that are not zero (batches and requests always), and where the cost came from."""
+        price = batch_price_of(spec.model) if spec else None
+        basis = ("no price in litellm's table" if price is None else "batch price from litellm's table"
+                 if price[1] else "estimate: 50% of the live price")
+        return {**{k: v for k, v in vars(self).items() if v or k in ("batches", "requests")}, "cost_basis": basis}
 
 
 def poll_pauses(longest: float) -> Iterator[float]:
@@ -57,12 +115,6 @@ def note(store: BatchStore, tracked: Tracked, batch: dict[str, Any]) -> None:
     if status != tracked.status or counts != tracked.counts:
         tracked.status, tracked.counts = status, counts
         store.update(tracked.submission, status, counts, batch_problem(batch))
-
-
-async def files_of(client: BatchClient, batch: dict[str, Any]) -> list[bytes]:
-    """The batch's output and error files, those it has."""
-    return [await client.content(str(batch[name])) for name in ("output_file_id", "error_file_id")
-            if batch.get(name)]
 
 
 async def created(client: BatchClient, store: BatchStore, tracked: Tracked) -> dict[str, Any] | None:

@@ -102,14 +102,9 @@ class BatchStore:
         `submitting`, by this process). Returns the ones held elsewhere, by custom_id."""
         now = time.time()
         with transaction(self._db) as db:
-            held: dict[str, BatchRecord] = {}
-            rest: list[str] = []
-            for custom_id in custom_ids:
-                row = db.execute(HOLDING, (custom_id, model, api_base)).fetchone()
-                if row:
-                    held[custom_id] = _record(row)
-                else:
-                    rest.append(custom_id)
+            rows = {custom_id: db.execute(HOLDING, (custom_id, model, api_base)).fetchone() for custom_id in custom_ids}
+            held = {custom_id: _record(row) for custom_id, row in rows.items() if row}
+            rest = [custom_id for custom_id, row in rows.items() if not row]
             if rest:
                 db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, ?, 'submitting', ?, '{}', '', ?, ?, 0)",
                            (submission, model_name, model, api_base, len(rest), now, now))
@@ -170,9 +165,8 @@ class BatchStore:
         return _record(row) if row else None
 
     def all(self, pending_only: bool = False) -> list[BatchRecord]:
-        rows = self._db.execute("SELECT * FROM batches ORDER BY created").fetchall()
-        records = [_record(r) for r in rows]
-        return [r for r in records if r.pending] if pending_only else records
+        records = map(_record, self._db.execute("SELECT * FROM batches ORDER BY created").fetchall())
+        return [r for r in records if r.pending or not pending_only]
 
     def prune(self) -> None:
         """Drop finished batches older than their files' lifetime."""

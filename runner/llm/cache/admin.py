@@ -136,14 +136,9 @@ def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta
                 raise unusable from None
             return None
     with open_cache(directory) as cache:
-        doomed = []
-        for key, value in _entries(cache):
-            if model is not None and not model_matches(str(value.get("model") or ""), model):
-                continue
-            when = _when(value)
-            if cutoff is not None and (when is None or when >= cutoff):
-                continue
-            doomed.append(key)
+        doomed = [key for key, value in _entries(cache)
+                  if (model is None or model_matches(str(value.get("model") or ""), model))
+                  and (cutoff is None or ((when := _when(value)) is not None and when < cutoff))]
         for key in doomed:
             cache.delete(key)
             (logs / f"{key}.txt").unlink(missing_ok=True)

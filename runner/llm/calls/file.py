@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +103,10 @@ def call_spans(path: Path) -> Iterator[tuple[int, int, int]]:
 def read_spans(path: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
     """The calls at these (offset, length) spans of calls.jsonl (from call_spans)."""
     found = []
-    try:
-        with path.open("rb") as handle:
-            for offset, length in spans:
-                handle.seek(offset)
-                record = _parsed(handle.read(min(length, MAX_LINE_BYTES)))
-                if record is not None:
-                    found.append(record)
-    except OSError:
-        return found
+    with suppress(OSError), path.open("rb") as handle:
+        for offset, length in spans:
+            handle.seek(offset)
+            record = _parsed(handle.read(min(length, MAX_LINE_BYTES)))
+            if record is not None:
+                found.append(record)
     return found

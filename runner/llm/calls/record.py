@@ -13,22 +13,13 @@ from runner.safetext import dumps, utf8
 ITEM_PREFIX = re.compile(rb'\{"item":\s*(-?\d+)')
 
 
-def call_record(*, item: int, call: str, step: str, model: str, model_id: str, endpoint: str, key: str,
-                messages: list[dict[str, Any]], answer: str | None, usage: dict[str, int], attempts: int,
-                began_ns: int, ended_ns: int, cached: bool, error: str | None) -> dict[str, Any]:
-    """One call's record, its fields in the order calls.jsonl writes them (`item` first)."""
-    return {"item": item, "call": call, "step": step, "model": model, "model_id": model_id, "endpoint": endpoint,
-            "key": key, "messages": messages, "answer": answer, "usage": usage, "attempts": attempts,
-            "started": _utc(began_ns), "ended": _utc(ended_ns), "latency_ms": round((ended_ns - began_ns) / 1e6),
-            "cached": cached, "error": error}
-
-
-def _utc(ns: int) -> str:
+def utc(ns: int) -> str:
+    """A time of calls.jsonl (`started`, `ended`)."""
     return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="milliseconds")
 
 
 def line_of(record: dict[str, Any]) -> bytes:
-    """A record (call_record's) as one line of calls.jsonl."""
+    """A record as one line of calls.jsonl."""
     return utf8(dumps(record) + "\n")
 
 
