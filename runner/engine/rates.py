@@ -8,7 +8,8 @@ result still holds what EXPR reads counts as EXPR says and is counted as such
 item, in the rate or out of it (`unclean`). A rate with no item to be over is null, with the reason.
 
 The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
-first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read it here."""
+first rate. Summary, gates, eval, `--failed-from`, exports, probes and view's badges read it here,
+through `pass_check`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.engine.context import TEMPLATE_FAILURES
 from runner.pipeline.model import SummarySpec
+from runner.templating.sandbox import Renderer
 
 ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
 UNDEFINED = "undefined"           # undefined on an item without an error
@@ -44,15 +47,6 @@ class PassRule:
             return cls(name, expression)
         return None
 
-    @property
-    def is_rate(self) -> bool:
-        return self.name != "pass_when"
-
-    @property
-    def where(self) -> tuple[str, ...]:
-        """Its place in the pipeline, for error locations."""
-        return ("summary", "pass_when") if not self.is_rate else ("summary", "rates", self.name)
-
     def describe(self) -> str:
         return f"{self.name} ({self.expression})"
 
@@ -66,6 +60,18 @@ class PassRule:
             except failures:
                 return None
         return check
+
+
+Check = Callable[[dict[str, Any]], bool | None]
+
+
+def pass_check(summary: SummarySpec, renderer: Renderer, scope: Mapping[str, Any],
+               failures: tuple[type[BaseException], ...] = TEMPLATE_FAILURES) -> tuple[PassRule, Check] | None:
+    """The pass rule of a `summary:` (a pipeline's, or run.json's copy) and whether a result meets
+    it, evaluated by `renderer` in `scope`: None where `failures` are raised (others propagate).
+    None when there is no rule."""
+    rule = PassRule.of(summary)
+    return None if rule is None else (rule, rule.checker(renderer.condition, scope, failures))
 
 
 @dataclass
