@@ -84,11 +84,6 @@ class RateCount:
     errored_counted: int = 0          # errored items the expression could be evaluated on, counted in
     undefined_because: str = ""
 
-    def add(self, said: bool, errored: bool = False) -> None:
-        self.denominator += 1
-        self.numerator += bool(said)
-        self.errored_counted += errored
-
     def count(self, result: Mapping[str, Any], said: Callable[[], object],
               failures: tuple[type[BaseException], ...]) -> bool | None:
         """Count one result as `said()` (the rate's expression on it) says; left out, as errored
@@ -99,7 +94,9 @@ class RateCount:
         except failures as exc:
             self.leave_out(ERRORED, "") if errored else self.leave_out(UNDEFINED, str(exc))
             return None
-        self.add(value, errored)
+        self.denominator += 1
+        self.numerator += value
+        self.errored_counted += errored
         return value
 
     def leave_out(self, why: str, message: str = "") -> None:
