@@ -188,8 +188,8 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
     if runtime.pipeline.output_base:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
-            if isinstance(base, dict):      # a record's own fields runner sets itself are kept as input_*
-                result.update({f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items()
+            if isinstance(base, dict):  # a record's own `error` and `warnings` are kept as input_error, input_warnings
+                result.update({f"input_{k}" if k in ("error", "warnings") else k: v for k, v in base.items()
                                if k not in ("index", "item_key")})
         except TemplateError as exc:
             outcome.error = outcome.error or str(exc)
@@ -198,8 +198,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
             result[name] = render_at(runtime, template, ("output", name), scope)
         except TemplateError as exc:
             result[name] = None
-            if not outcome.error:
-                outcome.error = str(exc)
+            outcome.error = outcome.error or str(exc)
     if not is_item_number(result.get("index")):
         # The results are ordered, matched and reported by their index: one that is not an
         # item number is this item's error, and the item keeps its own number.
@@ -241,11 +240,6 @@ def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[s
             outcome.error = outcome.error or f"output.{name}: not JSON-serialisable: {exc}"
     kept["error"] = kept.get("error") or redact(str(outcome.error))
     return kept
-
-
-# Fields runner itself sets in a result: a record's own fields of these names (through
-# output_base) are kept as input_error and input_warnings, never taken for the item's.
-RESERVED_FROM_BASE = ("error", "warnings")
 
 
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],

@@ -43,9 +43,7 @@ class PassRule:
     @classmethod
     def first_rate(cls, summary: SummarySpec) -> PassRule | None:
         """The first summary rate: what `--fail-under` gates on."""
-        for name, expression in summary.rates.items():
-            return cls(name, expression)
-        return None
+        return next((cls(name, expression) for name, expression in summary.rates.items()), None)
 
     def describe(self) -> str:
         return f"{self.name} ({self.expression})"
