@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import jinja2
 
-from runner.engine.in_flight import ItemsInFlight
-from runner.engine.observe import NULL_OBSERVER, Observer
+from runner.engine.observe import NULL_OBSERVER, ItemsInFlight, Observer
 from runner.engine.services import LLM
 from runner.errors import RunnerError, StepError, TemplateError
 from runner.fileio import now

@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runner.engine.in_flight import ItemsInFlight
-from runner.engine.observe import NULL_OBSERVER, Observer
+from runner.engine.observe import NULL_OBSERVER, ItemsInFlight, Observer
 from runner.llm.answers import Answers, CallFailed, Parse
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache
