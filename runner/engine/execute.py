@@ -290,7 +290,6 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
     limit = max(1, concurrency)
     ahead = limit * WINDOW_AHEAD
     running: dict[asyncio.Task[None], int] = {}
-    finished = 0
     source = iter(items)
     position = 0
 
@@ -328,11 +327,10 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 finished_now.append(done.get_nowait())
             for task in finished_now:
                 del running[task]
-                finished += 1
                 task.result()           # a bug in on_result ends the run, as it did before
     finally:
         for task in running:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
-    return finished
+    return position                     # every item started has finished
