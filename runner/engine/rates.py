@@ -140,15 +140,6 @@ def unclean(entry: Mapping[str, Any]) -> int:
     return int(entry.get("left_out") or 0) + int(entry.get("errored_counted") or 0)
 
 
-def left_out_text(entry: Mapping[str, Any]) -> str:
-    """`1 left out: 1 errored`, or empty when none was."""
-    left_out = entry.get("left_out") or 0
-    if not left_out:
-        return ""
-    by = entry.get("left_out_by") or {}
-    return f"{left_out} left out: " + ", ".join(f"{n} {why}" for why, n in by.items())
-
-
 def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
     """`0.3846 (5/13, 3 of them errored; 1 left out: 1 errored)` (`38.5%` with percent), or
     `n/a (0 judged; ...)`."""
@@ -158,5 +149,6 @@ def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
     errored = int(entry.get("errored_counted") or 0)
     over = (f"{entry.get('numerator')}/{denominator}{f', {errored} of them errored' if errored else ''}"
             if isinstance(value, (int, float)) else f"{denominator or 0} judged")
-    extra = left_out_text(entry)
-    return f"{shown} ({over}{'; ' + extra if extra else ''})"
+    left_out = entry.get("left_out") or 0
+    by = ", ".join(f"{n} {why}" for why, n in (entry.get("left_out_by") or {}).items())
+    return f"{shown} ({over}{f'; {left_out} left out: {by}' if left_out else ''})"
