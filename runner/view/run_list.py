@@ -14,8 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runner.engine.rates import pass_check as rule_check
-from runner.engine.rates import rate_entries
+from runner.engine.rates import pass_check, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.outputs.report_view import lookup
@@ -175,13 +174,13 @@ def _inside(reports: Path, folder: Path) -> bool:
     return True
 
 
-def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
+def run_pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
     """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
     as report.html colours it: None when the rule cannot be read here (a rule on env values,
     which run.json does not keep); no check at all when the pipeline has no rule."""
     params = entry.resolved.get("params")
     scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}
-    checked = rule_check(SummarySpec.of(entry.resolved.get("summary")), Renderer(read_only=True), scope)
+    checked = pass_check(SummarySpec.of(entry.resolved.get("summary")), Renderer(read_only=True), scope)
     if checked is None:
         return None
     rule, check = checked
