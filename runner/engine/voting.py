@@ -145,11 +145,10 @@ def _numeric(valid: list[Vote], method: str, reason_field: str = "reason") -> Ou
 
 
 def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:
-    counts = Counter(comparable(v.value) for v in valid)
-    order = list(dict.fromkeys(comparable(v.value) for v in valid))       # first appearance, for display only
+    counts = Counter(comparable(v.value) for v in valid)            # in order of first appearance
     total = len(valid)
     top_count = max(counts.values())
-    leaders = [k for k in order if counts[k] == top_count]
+    leaders = [k for k in counts if counts[k] == top_count]
     if len(counts) == 1:
         label = "Consensus"
     elif method == "majority" and top_count * 2 > total:
@@ -157,7 +156,7 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
     elif method == "plurality" and len(leaders) == 1:
         label = "Plurality"
     else:
-        tally_text = ", ".join(f"{counts[k]} {k}" for k in sorted(order, key=lambda k: -counts[k]))
+        tally_text = ", ".join(f"{n} {k}" for k, n in counts.most_common())
         return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
     winner_key = leaders[0]
     winners = [v for v in valid if comparable(v.value) == winner_key]
