@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.context import RunRole, Runtime, render_at
+from runner.engine.context import TEMPLATE_FAILURES, RunRole, Runtime, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
@@ -21,7 +21,7 @@ from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.rates import pass_check
 from runner.engine.run_warnings import add_warning
 from runner.engine.selection import select
-from runner.errors import InputError, NeedsModel, RunnerError
+from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
 from runner.inputs.stdin import is_stdin, spool
@@ -315,7 +315,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     outcome.results = results
     spec = runtime.pipeline.summary
     scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
-    checked = pass_check(spec, runtime.renderer, scope)
+    checked = pass_check(spec, runtime.renderer, scope, (*TEMPLATE_FAILURES, TemplateError))   # as the summary's rates
     rule = checked[0] if checked else None
 
     def passed(result: dict[str, Any]) -> bool:

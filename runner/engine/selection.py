@@ -87,9 +87,13 @@ def _tested(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Itera
     for item in items:
         try:
             names = namespace_scope(item.value, namespaces) if namespaces else {}
+        except InputError as exc:
+            yield item, ValueError(str(exc))        # as a template failure
+            continue
+        try:
             yield item, renderer.condition(expression, {**scope, "item": item.value, **names})
-        except (*TEMPLATE_FAILURES, InputError) as exc:
-            yield item, ValueError(str(exc)) if isinstance(exc, InputError) else exc
+        except TEMPLATE_FAILURES as exc:
+            yield item, exc
 
 
 def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) -> None:

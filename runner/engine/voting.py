@@ -267,7 +267,8 @@ class Agreement(_PairSums):
         if raters < 2 or full is None or not full[0][0]:
             return None
         (items, p_sum), counts = full
-        p_e = sum((counts[c] / (items * raters)) ** 2 for c in sorted(counts, key=repr))
+        p_j = [counts[c] / (items * raters) for c in sorted(counts, key=repr)]
+        p_e = sum(p * p for p in p_j)
         if p_e == 1:
             return None
         return round((p_sum / items - p_e) / (1 - p_e), 4)
