@@ -39,6 +39,9 @@ def _instance(uses: str) -> Step:
     return step_class(uses)()
 
 
+_Shape = tuple[dict[str, Any], dict[str, Any]]      # a step's result shape: as declared, and as its on_error makes it
+
+
 class _Shapes:
     """Each step's result shape (as declared, and with its on_error and default), by its place,
     worked out once per step and run: the shapes `runner validate` checks reads against
@@ -49,18 +52,17 @@ class _Shapes:
 
     def __init__(self, runtime: Runtime):
         self.context = ShapeContext(runtime.pipeline.schemas_dir, self._substeps)
-        self.known: dict[Any, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self.known: dict[Any, _Shape] = {}
 
     def _substeps(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self._of(s["uses"], s.get("with") or {}, s.get("on_error"), s.get("default"))[1]
                 for s in steps if isinstance(s, dict) and isinstance(s.get("id"), str) and "uses" in s}
 
-    def _of(self, uses: str, args: Mapping[str, Any], on_error: Any, default: Any) -> tuple[dict[str, Any],
-                                                                                         dict[str, Any]]:
+    def _of(self, uses: str, args: Mapping[str, Any], on_error: Any, default: Any) -> _Shape:
         result_schema = step_class(uses).result_schema
         return result_schema(args, self.context), step_shape(result_schema, args, on_error, default, self.context)
 
-    def of(self, spec: StepSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    def of(self, spec: StepSpec) -> _Shape:
         if spec.path not in self.known:
             self.known[spec.path] = self._of(spec.uses, spec.args, spec.on_error, spec.default)
         return self.known[spec.path]
