@@ -8,17 +8,17 @@ import functools
 import signal
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.context import RunRole, Runtime, condition_at, render_at
+from runner.engine.context import TEMPLATE_FAILURES, RunRole, Runtime, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
-from runner.engine.rates import PassRule
+from runner.engine.rates import pass_check
 from runner.engine.run_warnings import add_warning
 from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
@@ -314,8 +314,13 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary
-    rule = PassRule.of(spec)
-    passed = _pass_check(runtime, rule)
+    scope = {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}
+    checked = pass_check(spec, runtime.renderer, scope, (*TEMPLATE_FAILURES, TemplateError))   # as the summary's rates
+    rule = checked[0] if checked else None
+
+    def passed(result: dict[str, Any]) -> bool:
+        """Whether a result meets the pass rule (an item it is undefined on does not)."""
+        return checked is None or checked[1](result) is True
     # One pass for the summary's counts and the report's rows (each a parse of every result):
     # an item passes as the summary's reading of the rate that is the pass rule said.
     tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.report_columns, spec.count_by)
@@ -342,15 +347,6 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         described = rule.describe() if rule else "no error"
         write_exports(out, outcome.formats, runtime.pipeline.name, results, passed, described, spec.count_by,
                       lambda r: item_label(r, spec.report_columns), csv_raw=runtime.options.csv_raw)
-
-
-def _pass_check(runtime: Runtime, rule: PassRule | None) -> Callable[[dict[str, Any]], bool]:
-    """Whether a result meets the pipeline's pass rule (an item it is undefined on does not)."""
-    if rule is None:
-        return lambda result: True
-    check = rule.checker(lambda expression, scope: condition_at(runtime, expression, rule.where, scope),
-                         {"params": runtime.params, "env": runtime.env, "run": runtime.run_info}, (TemplateError,))
-    return lambda result: check(result) is True
 
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import jinja2
 
-from runner.engine.in_flight import ItemsInFlight
-from runner.engine.observe import NULL_OBSERVER, Observer
+from runner.engine.observe import NULL_OBSERVER, ItemsInFlight, Observer
 from runner.engine.services import LLM
 from runner.errors import RunnerError, StepError, TemplateError
 from runner.fileio import now
@@ -92,8 +91,7 @@ class Runtime:
             from runner.pipeline.plugins import load_plugins
             load_plugins(pipeline.plugins)
         env = declared_env(pipeline)
-        run_info = {"pipeline": pipeline.name, "input": options.input_path,
-                    "started_at": now()}
+        run_info = {"pipeline": pipeline.name, "input": options.input_path, "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
                       role or RunRole())
         if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
@@ -252,16 +250,18 @@ TEMPLATE_FAILURES = (jinja2.TemplateError, TypeError, ValueError, ArithmeticErro
 
 def render_at(runtime: Runtime, value: Any, path: DataPath, scope: Mapping[str, Any]) -> Any:
     """Render a templated value; a failure is a TemplateError naming the file, line and field."""
-    try:
-        return runtime.renderer.value(value, scope)
-    except TEMPLATE_FAILURES as exc:
-        raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
+    return _at(runtime, runtime.renderer.value, value, path, scope)
 
 
 def condition_at(runtime: Runtime, expression: Any, path: DataPath, scope: Mapping[str, Any]) -> bool:
     """Evaluate an `if:`/`when:`-style condition, failing like render_at."""
+    return _at(runtime, runtime.renderer.condition, expression, path, scope)
+
+
+def _at(runtime: Runtime, evaluate: Callable[[Any, Mapping[str, Any]], T], value: Any, path: DataPath,
+        scope: Mapping[str, Any]) -> T:
     try:
-        return runtime.renderer.condition(expression, scope)
+        return evaluate(value, scope)
     except TEMPLATE_FAILURES as exc:
         raise TemplateError(f"{runtime.pipeline.where(path)}: {describe_error(exc, scope.get('steps'))}") from None
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from runner.checks.result_shapes import as_result
+from runner.checks.result_shapes import ShapeContext, as_result, empty_value, laid_over, skipped_value, step_shape
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
 from runner.engine.run_warnings import add_warning
-from runner.engine.step_values import defaulted, skipped
 from runner.engine.steps.base import Step, step_class
 from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
@@ -40,6 +39,35 @@ def _instance(uses: str) -> Step:
     return step_class(uses)()
 
 
+_Shape = tuple[dict[str, Any], dict[str, Any]]      # a step's result shape: as declared, and as its on_error makes it
+
+
+class _Shapes:
+    """Each step's result shape (as declared, and with its on_error and default), by its place,
+    worked out once per step and run: the shapes `runner validate` checks reads against
+    (runner/checks/result_shapes.py). They say what a step reads as when it gave no result of
+    its own: skipped (its `if:` was false), the empty value of its result shape with `skipped`
+    true; failed into its `default:`, that default laid over the empty value of its result.
+    Either way a later template reads the step's fields without a guard."""
+
+    def __init__(self, runtime: Runtime):
+        self.context = ShapeContext(runtime.pipeline.schemas_dir, self._substeps)
+        self.known: dict[Any, _Shape] = {}
+
+    def _substeps(self, steps: list[Any]) -> dict[str, Any]:
+        return {s["id"]: self._of(s["uses"], s.get("with") or {}, s.get("on_error"), s.get("default"))[1]
+                for s in steps if isinstance(s, dict) and isinstance(s.get("id"), str) and "uses" in s}
+
+    def _of(self, uses: str, args: Mapping[str, Any], on_error: Any, default: Any) -> _Shape:
+        result_schema = step_class(uses).result_schema
+        return result_schema(args, self.context), step_shape(result_schema, args, on_error, default, self.context)
+
+    def of(self, spec: StepSpec) -> _Shape:
+        if spec.path not in self.known:
+            self.known[spec.path] = self._of(spec.uses, spec.args, spec.on_error, spec.default)
+        return self.known[spec.path]
+
+
 async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[str, Any],
                     counts: CallCounts | None = None, *, item: Item) -> StepsOutcome:
     """Run `specs` in order in `scope` (whose `steps` dict they fill); `counts`: the calls of the
@@ -51,7 +79,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
     for spec in specs:
         try:
             if spec.condition is not None and not condition_at(runtime, spec.condition, (*spec.path, "if"), scope):
-                results[spec.id] = skipped(runtime, spec)
+                results[spec.id] = skipped_value(runtime.resource(_Shapes).of(spec)[1])
                 continue
         except TemplateError as exc:
             outcome.error = str(exc)
@@ -84,7 +112,7 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             else:
                 try:
                     default = render_at(runtime, spec.default, (*spec.path, "default"), {**scope, "error": message})
-                    results[spec.id] = as_result(defaulted(runtime, spec, default))
+                    results[spec.id] = as_result(laid_over(empty_value(runtime.resource(_Shapes).of(spec)[0]), default))
                 except TemplateError as again:
                     outcome.error = str(again)
                     return outcome
@@ -162,8 +190,9 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
     if runtime.pipeline.output_base:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
-            if isinstance(base, dict):
-                result.update(_from_base(base))
+            if isinstance(base, dict):  # a record's own `error` and `warnings` are kept as input_error, input_warnings
+                result.update({f"input_{k}" if k in ("error", "warnings") else k: v for k, v in base.items()
+                               if k not in ("index", "item_key")})
         except TemplateError as exc:
             outcome.error = outcome.error or str(exc)
     for name, template in runtime.pipeline.output.items():
@@ -171,8 +200,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
             result[name] = render_at(runtime, template, ("output", name), scope)
         except TemplateError as exc:
             result[name] = None
-            if not outcome.error:
-                outcome.error = str(exc)
+            outcome.error = outcome.error or str(exc)
     if not is_item_number(result.get("index")):
         # The results are ordered, matched and reported by their index: one that is not an
         # item number is this item's error, and the item keeps its own number.
@@ -214,16 +242,6 @@ def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[s
             outcome.error = outcome.error or f"output.{name}: not JSON-serialisable: {exc}"
     kept["error"] = kept.get("error") or redact(str(outcome.error))
     return kept
-
-
-# Fields runner itself sets in a result: a record's own fields of these names (through
-# output_base) are kept as input_error and input_warnings, never taken for the item's.
-RESERVED_FROM_BASE = ("error", "warnings")
-
-
-def _from_base(base: dict[str, Any]) -> dict[str, Any]:
-    return {f"input_{k}" if k in RESERVED_FROM_BASE else k: v for k, v in base.items()
-            if k not in ("index", "item_key")}
 
 
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
@@ -274,7 +292,6 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
     limit = max(1, concurrency)
     ahead = limit * WINDOW_AHEAD
     running: dict[asyncio.Task[None], int] = {}
-    finished = 0
     source = iter(items)
     position = 0
 
@@ -312,11 +329,10 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 finished_now.append(done.get_nowait())
             for task in finished_now:
                 del running[task]
-                finished += 1
                 task.result()           # a bug in on_result ends the run, as it did before
     finally:
         for task in running:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
-    return finished
+    return position                     # every item started has finished

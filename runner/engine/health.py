@@ -51,19 +51,10 @@ def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool
 
 def nested_error(value: Any) -> str | None:
     """The first `error` text inside a result (a juror's vote, a step's result)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("error"), str) and value["error"]:
-            return str(value["error"])
-        inner_values: Iterable[Any] = value.values()
-    elif isinstance(value, list):
-        inner_values = value
-    else:
-        return None
-    for inner in inner_values:
-        found = nested_error(inner)
-        if found:
-            return found
-    return None
+    if isinstance(value, dict) and isinstance(value.get("error"), str) and value["error"]:
+        return str(value["error"])
+    inner: Iterable[Any] = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next(filter(None, map(nested_error, inner)), None)
 
 
 def unanswered_calls(summary: dict[str, Any]) -> int:
@@ -100,18 +91,12 @@ class MaxErrors:
             return cls()
         value = text.strip()
         with contextlib.suppress(ValueError):
-            if value.endswith("%"):
-                return cls.checked(fraction=float(value[:-1]) / 100)
             if value.isdigit():
                 return cls(count=int(value))
-            return cls.checked(fraction=float(value))
+            fraction = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+            if 0 <= fraction <= 1:
+                return cls(fraction=fraction)
         raise InputError(f"--max-errors {text}: give a count (5), a fraction (0.2) or a percentage (20%)")
-
-    @classmethod
-    def checked(cls, fraction: float) -> MaxErrors:
-        if not 0 <= fraction <= 1:
-            raise ValueError(fraction)
-        return cls(fraction=fraction)
 
     def exceeded(self, errors: int, total: int) -> bool:
         if total == 0 or errors == 0:

@@ -1,9 +1,12 @@
-"""Hooks the engine and the LLM service call as a run unfolds: items, steps, LLM calls.
-
-The default observer does nothing; tracing (runner/tracing/) is one observer behind it."""
+"""What a run tells as it unfolds: the hooks the engine and the LLM service call (items, steps,
+LLM calls; the default observer does nothing, tracing (runner/tracing/) is one observer behind
+it), and how many items are running right now: the engine counts them, a batch collector reads
+the count (every running item waiting on a batched call means: submit now)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +41,9 @@ class Observer:
 
     async def item_end(self, item: Item, result: dict[str, Any]) -> None:
         """Called once the item's result is known (before it is stored); may add fields to it."""
-        return None
 
     def step_start(self, item: Item, spec: StepSpec) -> Any:
         """A token handed back to step_end."""
-        return None
 
     def step_end(self, token: Any, result: Any, error: str | None) -> None:
         return None
@@ -55,3 +56,25 @@ class Observer:
 
 
 NULL_OBSERVER = Observer()
+
+
+class ItemsInFlight:
+    """The items running now (run_items counts them), and who hears each one leave."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Called (synchronously, cheaply) whenever an item leaves."""
+        self._listeners.append(listener)
+
+    @contextmanager
+    def item(self) -> Iterator[None]:
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1
+            for listener in self._listeners:
+                listener()

@@ -112,30 +112,23 @@ class LiveBar:
         self._task: Any = None
 
     def start(self, total: int, counts: Counter) -> None:
+        from rich import progress
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            ProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
         from rich.text import Text
 
-        class Calls(ProgressColumn):
+        class Calls(progress.ProgressColumn):
             def render(self, task: Any) -> Text:
                 return Text(counts().text(), style="cyan")
 
-        class Remaining(ProgressColumn):
+        class Remaining(progress.ProgressColumn):
             def render(self, task: Any) -> Text:
                 return Text(eta_text(int(task.completed), int(task.total or 0), task.elapsed or 0.0, counts()),
                             style="cyan")
 
-        self._progress = Progress(TextColumn("items"), BarColumn(), MofNCompleteColumn(), Calls(),
-                                  TimeElapsedColumn(), TextColumn("ETA"), Remaining(),
-                                  console=self.console or Console(stderr=True), refresh_per_second=4,
-                                  transient=False)
+        self._progress = progress.Progress(
+            progress.TextColumn("items"), progress.BarColumn(), progress.MofNCompleteColumn(), Calls(),
+            progress.TimeElapsedColumn(), progress.TextColumn("ETA"), Remaining(),
+            console=self.console or Console(stderr=True), refresh_per_second=4, transient=False)
         self._task = self._progress.add_task("items", total=total)
         self._progress.start()
 

@@ -8,7 +8,8 @@ result still holds what EXPR reads counts as EXPR says and is counted as such
 item, in the rate or out of it (`unclean`). A rate with no item to be over is null, with the reason.
 
 The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
-first rate. Summary, gates, eval, `--failed-from`, exports and view's badges read it here."""
+first rate. Summary, gates, eval, `--failed-from`, exports, probes and view's badges read it here,
+through `pass_check`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.engine.context import TEMPLATE_FAILURES
 from runner.pipeline.model import SummarySpec
+from runner.templating.sandbox import Renderer
 
 ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
 UNDEFINED = "undefined"           # undefined on an item without an error
@@ -40,18 +43,7 @@ class PassRule:
     @classmethod
     def first_rate(cls, summary: SummarySpec) -> PassRule | None:
         """The first summary rate: what `--fail-under` gates on."""
-        for name, expression in summary.rates.items():
-            return cls(name, expression)
-        return None
-
-    @property
-    def is_rate(self) -> bool:
-        return self.name != "pass_when"
-
-    @property
-    def where(self) -> tuple[str, ...]:
-        """Its place in the pipeline, for error locations."""
-        return ("summary", "pass_when") if not self.is_rate else ("summary", "rates", self.name)
+        return next((cls(name, expression) for name, expression in summary.rates.items()), None)
 
     def describe(self) -> str:
         return f"{self.name} ({self.expression})"
@@ -68,6 +60,18 @@ class PassRule:
         return check
 
 
+Check = Callable[[dict[str, Any]], bool | None]
+
+
+def pass_check(summary: SummarySpec, renderer: Renderer, scope: Mapping[str, Any],
+               failures: tuple[type[BaseException], ...] = TEMPLATE_FAILURES) -> tuple[PassRule, Check] | None:
+    """The pass rule of a `summary:` (a pipeline's, or run.json's copy) and whether a result meets
+    it, evaluated by `renderer` in `scope`: None where `failures` are raised (others propagate).
+    None when there is no rule."""
+    rule = PassRule.of(summary)
+    return None if rule is None else (rule, rule.checker(renderer.condition, scope, failures))
+
+
 @dataclass
 class RateCount:
     """One rate, counted as results pass by."""
@@ -77,11 +81,6 @@ class RateCount:
     left_out: Counter[str] = field(default_factory=Counter)
     errored_counted: int = 0          # errored items the expression could be evaluated on, counted in
     undefined_because: str = ""
-
-    def add(self, said: bool, errored: bool = False) -> None:
-        self.denominator += 1
-        self.numerator += bool(said)
-        self.errored_counted += errored
 
     def count(self, result: Mapping[str, Any], said: Callable[[], object],
               failures: tuple[type[BaseException], ...]) -> bool | None:
@@ -93,7 +92,9 @@ class RateCount:
         except failures as exc:
             self.leave_out(ERRORED, "") if errored else self.leave_out(UNDEFINED, str(exc))
             return None
-        self.add(value, errored)
+        self.denominator += 1
+        self.numerator += value
+        self.errored_counted += errored
         return value
 
     def leave_out(self, why: str, message: str = "") -> None:
@@ -139,15 +140,6 @@ def unclean(entry: Mapping[str, Any]) -> int:
     return int(entry.get("left_out") or 0) + int(entry.get("errored_counted") or 0)
 
 
-def left_out_text(entry: Mapping[str, Any]) -> str:
-    """`1 left out: 1 errored`, or empty when none was."""
-    left_out = entry.get("left_out") or 0
-    if not left_out:
-        return ""
-    by = entry.get("left_out_by") or {}
-    return f"{left_out} left out: " + ", ".join(f"{n} {why}" for why, n in by.items())
-
-
 def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
     """`0.3846 (5/13, 3 of them errored; 1 left out: 1 errored)` (`38.5%` with percent), or
     `n/a (0 judged; ...)`."""
@@ -157,5 +149,6 @@ def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
     errored = int(entry.get("errored_counted") or 0)
     over = (f"{entry.get('numerator')}/{denominator}{f', {errored} of them errored' if errored else ''}"
             if isinstance(value, (int, float)) else f"{denominator or 0} judged")
-    extra = left_out_text(entry)
-    return f"{shown} ({over}{'; ' + extra if extra else ''})"
+    left_out = entry.get("left_out") or 0
+    by = ", ".join(f"{n} {why}" for why, n in (entry.get("left_out_by") or {}).items())
+    return f"{shown} ({over}{f'; {left_out} left out: {by}' if left_out else ''})"

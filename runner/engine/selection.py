@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.engine.context import TEMPLATE_FAILURES, declared_env
-from runner.engine.rates import PassRule
+from runner.engine.rates import pass_check
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item, ItemStream, namespace_scope
 from runner.pipeline.model import Pipeline
@@ -25,57 +24,31 @@ def static_scope(pipeline: Pipeline) -> dict[str, Any]:
     return {"params": pipeline.params, "env": declared_env(pipeline)}
 
 
-def pass_check(pipeline: Pipeline, failures: tuple[type[BaseException], ...] = ()
-               ) -> tuple[PassRule, Callable[[dict[str, Any]], bool | None]] | None:
-    """The pipeline's pass rule and whether a result meets it, as the pipeline says now (None
-    where `failures` are raised; other template failures propagate); None when it has none."""
-    rule = PassRule.of(pipeline.summary)
-    if rule is None:
-        return None
-    condition = Renderer(pipeline.prompts_dir, read_only=True).condition
-    return rule, rule.checker(condition, static_scope(pipeline), failures)
-
-
-@dataclass
-class FailedItems:
-    """The items of an earlier run that failed, by their content key (`item_key`), else (an older
-    runner's results) by index: an output named `index` numbers results its own way."""
-
-    keys: set[str] = field(default_factory=set)
-    indexes: set[int] = field(default_factory=set)
-
-    def __contains__(self, item: Item) -> bool:
-        return item.key in self.keys or item.index in self.indexes
-
-
-def failed_items(pipeline: Pipeline, run: Path) -> FailedItems:
-    """Items of an earlier run that errored, or that fail the pass rule as the pipeline says now."""
-    failed = FailedItems()
-    for result in iter_failed(pipeline, run):
-        key = result.get("item_key")
-        if isinstance(key, str) and key:
-            failed.keys.add(key)
-        else:
-            failed.indexes.add(int(result["index"]))
-    return failed
-
-
-def iter_failed(pipeline: Pipeline, run: Path) -> Iterator[dict[str, Any]]:
-    """The failed items' results, read from the run's results one at a time."""
-    results = results_in_order(resolve_run(run))
-    checked = pass_check(pipeline)
-    for result in results:
-        if result.get("error"):
-            yield result
-        elif checked is not None:
+def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
+    """Whether an item errored in an earlier run, or fails the pass rule as the pipeline says now.
+    Items are matched by their content key (`item_key`), else (an older runner's results) by
+    index: an output named `index` numbers results its own way. Results are read one at a time."""
+    checked = pass_check(pipeline.summary, Renderer(pipeline.prompts_dir, read_only=True), static_scope(pipeline),
+                         failures=())
+    keys: set[str] = set()
+    indexes: set[int] = set()
+    for result in results_in_order(resolve_run(run)):
+        if not result.get("error"):
+            if checked is None:
+                continue
             rule, meets = checked
             try:
-                ok = meets(result)
+                if meets(result):
+                    continue
             except TEMPLATE_FAILURES as exc:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule.describe()} does not apply "
                                   f"to its results: {describe_error(exc)}") from None
-            if not ok:
-                yield result
+        key = result.get("item_key")
+        if isinstance(key, str) and key:
+            keys.add(key)
+        else:
+            indexes.add(int(result["index"]))
+    return lambda item: item.key in keys or item.index in indexes
 
 
 def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: int | None = None) -> ItemStream:
@@ -91,12 +64,12 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
     failed = failed_items(pipeline, selection.failed_from) if selection.failed_from is not None else None
 
     def unfiltered() -> Iterator[Item]:
-        if failed is not None:
-            return (item for item in items if item in failed)
-        return iter(items)
+        return iter(items) if failed is None else filter(failed, items)
 
     def chosen_items() -> Iterator[Item]:
-        chosen = _filtered(pipeline, unfiltered(), selection.filter) if selection.filter else unfiltered()
+        chosen = unfiltered()
+        if selection.filter:    # an item the expression cannot be evaluated on (a missing field) is not selected
+            chosen = (item for item, held in _tested(pipeline, chosen, selection.filter) if held is True)
         return itertools.islice(chosen, limit) if limit else chosen
 
     if selection.filter:
@@ -105,29 +78,22 @@ def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: i
 
 
 def _tested(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[tuple[Item, bool | Exception]]:
-    """Each item with whether the expression holds on it, or what stopped its evaluation there."""
+    """Each item with whether the expression holds on it, or what stopped its evaluation there.
+    The expression reads `item` (and its input's namespaces; a record not of their shape fails
+    the filter, as a missing field does)."""
     renderer = Renderer(pipeline.prompts_dir, read_only=True)
     scope = static_scope(pipeline)
+    namespaces = pipeline.input.namespaces
     for item in items:
         try:
-            yield item, renderer.condition(expression, {**scope, **_item_names(pipeline, item)})
+            names = namespace_scope(item.value, namespaces) if namespaces else {}
+        except InputError as exc:
+            yield item, ValueError(str(exc))        # as a template failure
+            continue
+        try:
+            yield item, renderer.condition(expression, {**scope, "item": item.value, **names})
         except TEMPLATE_FAILURES as exc:
             yield item, exc
-
-
-def _filtered(pipeline: Pipeline, items: Iterable[Item], expression: str) -> Iterator[Item]:
-    """An item the expression cannot be evaluated on (a missing field) is not selected."""
-    return (item for item, held in _tested(pipeline, items, expression) if held is True)
-
-
-def _item_names(pipeline: Pipeline, item: Item) -> dict[str, Any]:
-    """What the filter reads of an item: `item` (and its input's namespaces; a record not of
-    their shape fails the filter, as a missing field does)."""
-    namespaces = pipeline.input.namespaces
-    try:
-        return {"item": item.value, **(namespace_scope(item.value, namespaces) if namespaces else {})}
-    except InputError as exc:
-        raise ValueError(str(exc)) from None      # one of TEMPLATE_FAILURES
 
 
 def _check_filter(pipeline: Pipeline, items: Iterable[Item], expression: str) -> None:

@@ -15,7 +15,6 @@ from runner.llm.request import CallRequest, new_group
 __all__ = ["LLM", "CallRequest", "CallStats", "new_group"]
 
 
-
 class CallStats(Protocol):
     """One model's counts so far (the progress line reads them)."""
 
@@ -66,4 +65,3 @@ class LLM(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-

@@ -21,14 +21,10 @@ NUMERIC = ("mean", "median", "min", "max")
 METHODS = CATEGORICAL + NUMERIC
 
 
-def _vote_defaults() -> dict[str, Any]:
-    """`vote:`'s defaults (method, on_tie, on_all_failed, reason_field), written once: in
-    jury.schema.json, where `runner steps`, the language reference and editors show them."""
-    properties = step_schema("jury")["properties"]["vote"]["properties"]
-    return {name: spec["default"] for name, spec in properties.items() if "default" in spec}
-
-
-VOTE_DEFAULTS: dict[str, Any] = _vote_defaults()
+# `vote:`'s defaults (method, on_tie, on_all_failed, reason_field), written once: in
+# jury.schema.json, where `runner steps`, the language reference and editors show them.
+VOTE_DEFAULTS: dict[str, Any] = {name: spec["default"] for name, spec in
+                                 step_schema("jury")["properties"]["vote"]["properties"].items() if "default" in spec}
 
 
 def vote_rule(vote: dict[str, Any]) -> dict[str, Any]:
@@ -108,16 +104,16 @@ def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any 
     valid = [v for v in votes if v.valid and (method not in NUMERIC or _is_number(v.value))]
     failed_value = None if method in NUMERIC else on_all_failed
     needed = majority_of(len(votes)) if quorum is None else quorum
-    if not valid:
-        first = next((v.error for v in votes if v.error), "no juror had a usable answer")
-        seats = len(votes)
-        reason = f"All {seats} juror{'s' if seats != 1 else ''} failed: {first}" if seats else "No enabled jurors"
-        return Outcome(failed_value, reason, None, decided=False, outcome=on_all_failed)
-    if needed and len(valid) < needed:
-        first = next((v.error for v in votes if v.error), "")
-        return Outcome(failed_value, f"Quorum not met: {len(valid)} valid vote(s), {needed} needed"
-                                     + (f"; first error: {first}" if first else ""), None, decided=False,
-                       outcome=on_all_failed, valid_votes=len(valid))
+    if not valid or needed and len(valid) < needed:
+        first, seats = next((v.error for v in votes if v.error), ""), len(votes)
+        if valid:
+            reason = f"Quorum not met: {len(valid)} valid vote(s), {needed} needed" + (
+                f"; first error: {first}" if first else "")
+        elif seats:
+            reason = f"All {seats} juror{'s' if seats != 1 else ''} failed: {first or 'no juror had a usable answer'}"
+        else:
+            reason = "No enabled jurors"
+        return Outcome(failed_value, reason, None, decided=False, outcome=on_all_failed, valid_votes=len(valid))
     result = (_numeric(valid, method, reason_field) if method in NUMERIC
               else _categorical(valid, method, on_tie, reason_field))
     result.valid_votes = len(valid)
@@ -149,11 +145,10 @@ def _numeric(valid: list[Vote], method: str, reason_field: str = "reason") -> Ou
 
 
 def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str) -> Outcome:
-    counts = Counter(comparable(v.value) for v in valid)
-    order = list(dict.fromkeys(comparable(v.value) for v in valid))       # first appearance, for display only
+    counts = Counter(comparable(v.value) for v in valid)            # in order of first appearance
     total = len(valid)
     top_count = max(counts.values())
-    leaders = [k for k in order if counts[k] == top_count]
+    leaders = [k for k in counts if counts[k] == top_count]
     if len(counts) == 1:
         label = "Consensus"
     elif method == "majority" and top_count * 2 > total:
@@ -161,7 +156,7 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
     elif method == "plurality" and len(leaders) == 1:
         label = "Plurality"
     else:
-        tally_text = ", ".join(f"{counts[k]} {k}" for k in sorted(order, key=lambda k: -counts[k]))
+        tally_text = ", ".join(f"{n} {k}" for k, n in counts.most_common())
         return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
     winner_key = leaders[0]
     winners = [v for v in valid if comparable(v.value) == winner_key]
@@ -198,24 +193,53 @@ def merge_answers(winners: list[Vote], all_votes: list[Vote], field_name: str,
 
 # ---- agreement between jurors over a run ---------------------------------------------
 
-class Agreement:
-    """Juror agreement kept as running sums, one jury row ({seat: vote}) at a time, so a run
-    of any size holds no rows: pairwise agreement, and Fleiss' kappa over the items every
-    seat voted on (the seats being all those that ever voted, known only at the end)."""
+class _PairSums:
+    """Running sums over jury rows ({seat: vote}), one row at a time, so a run of any size holds
+    no rows: per pair of seats, the items both voted on and a sum over them (agreed, or apart), and
+    the seats that ever voted (known only at the end)."""
 
     def __init__(self) -> None:
         self.items = 0
-        self._pairs: dict[tuple[str, str], list[int]] = {}          # (a, b): [both voted, agreed]
+        self._pairs: dict[tuple[str, str], list[float]] = {}         # (a, b): [both voted, sum]
+        self._seats: set[str] = set()
+
+    def _add_pairs(self, row: dict[str, Any], votes: dict[str, Any], apart: Callable[[Any, Any], float]) -> None:
+        self.items += 1
+        self._seats |= set(row)
+        for a, b in combinations(sorted(votes), 2):
+            pair = self._pairs.setdefault((a, b), [0, 0])
+            pair[0] += 1
+            pair[1] += apart(votes[a], votes[b])
+
+    def _merge_pairs(self, other: _PairSums) -> None:
+        """Add another's sums (a Ray worker's block) to these."""
+        self.items += other.items
+        self._seats |= other._seats
+        for pair, (both, total) in other._pairs.items():
+            mine = self._pairs.setdefault(pair, [0, 0])
+            mine[0] += both
+            mine[1] += total
+
+    def seats(self) -> list[str]:
+        return sorted(self._seats)
+
+    def pairwise(self) -> dict[str, float | None]:
+        """For each pair of seats, the pair's sum over the items both voted on, per item."""
+        sums = {(a, b): self._pairs.get((a, b), (0, 0)) for a, b in combinations(self.seats(), 2)}
+        return {f"{a}~{b}": round(total / both, 4) if both else None for (a, b), (both, total) in sums.items()}
+
+
+class Agreement(_PairSums):
+    """Juror agreement: pairwise (the share of items, both voted, on which two seats agreed),
+    and Fleiss' kappa over the items every seat voted on."""
+
+    def __init__(self) -> None:
+        super().__init__()
         # Per set of seats that voted on an item: [items, sum of P_i], and votes per category.
         self._by_seats: dict[frozenset[str], tuple[list[float], Counter[Any]]] = {}
 
     def merge(self, other: Agreement) -> None:
-        """Add another's sums (a Ray worker's block) to these."""
-        self.items += other.items
-        for pair, (both, agreed) in other._pairs.items():
-            mine = self._pairs.setdefault(pair, [0, 0])
-            mine[0] += both
-            mine[1] += agreed
+        self._merge_pairs(other)
         for seats, (sums, categories) in other._by_seats.items():
             my_sums, my_categories = self._by_seats.setdefault(seats, ([0, 0.0], Counter()))
             my_sums[0] += sums[0]
@@ -223,31 +247,14 @@ class Agreement:
             my_categories.update(categories)
 
     def add(self, row: dict[str, Any]) -> None:
-        self.items += 1
-        for a, b in combinations(sorted(row), 2):
-            pair = self._pairs.setdefault((a, b), [0, 0])
-            pair[0] += 1
-            pair[1] += comparable(row[a]) == comparable(row[b])
-        raters = len(row)
-        if raters < 2:
-            self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))[0][0] += 1
-            return
-        counts = Counter(comparable(v) for v in row.values())
+        self._add_pairs(row, row, lambda a, b: comparable(a) == comparable(b))
         sums, categories = self._by_seats.setdefault(frozenset(row), ([0, 0.0], Counter()))
         sums[0] += 1
-        sums[1] += (sum(n * n for n in counts.values()) - raters) / (raters * (raters - 1))
-        categories.update(counts)
-
-    def seats(self) -> list[str]:
-        return sorted({seat for group in self._by_seats for seat in group})
-
-    def pairwise(self) -> dict[str, float | None]:
-        """For each pair of seats, the share of items (both voted) on which they agreed."""
-        out: dict[str, float | None] = {}
-        for a, b in combinations(self.seats(), 2):
-            both, agreed = self._pairs.get((a, b), (0, 0))
-            out[f"{a}~{b}"] = round(agreed / both, 4) if both else None
-        return out
+        raters = len(row)
+        if raters >= 2:
+            counts = Counter(comparable(v) for v in row.values())
+            sums[1] += (sum(n * n for n in counts.values()) - raters) / (raters * (raters - 1))
+            categories.update(counts)
 
     def summary(self) -> dict[str, Any]:
         return {"items": self.items, "pairwise_agreement": self.pairwise(),
@@ -260,52 +267,38 @@ class Agreement:
         if raters < 2 or full is None or not full[0][0]:
             return None
         (items, p_sum), counts = full
-        categories = sorted(counts, key=repr)
-        p_j = [counts[c] / (items * raters) for c in categories]
-        p_bar = p_sum / items
+        p_j = [counts[c] / (items * raters) for c in sorted(counts, key=repr)]
         p_e = sum(p * p for p in p_j)
         if p_e == 1:
             return None
-        return round((p_bar - p_e) / (1 - p_e), 4)
+        return round((p_sum / items - p_e) / (1 - p_e), 4)
 
 
-class IntervalAgreement:
-    """Agreement of numeric votes, kept as running sums: Krippendorff's alpha (interval) over the
-    items two or more seats voted on (alpha = 1 - D_o / D_e; Krippendorff 2011, "Computing
-    Krippendorff's Alpha-Reliability"), and per pair of seats the mean absolute difference.
-    Exact equality (what kappa counts) says nothing of scores that differ by 0.01."""
+class IntervalAgreement(_PairSums):
+    """Agreement of numeric votes: Krippendorff's alpha (interval) over the items two or more
+    seats voted on (alpha = 1 - D_o / D_e; Krippendorff 2011, "Computing Krippendorff's
+    Alpha-Reliability"), and per pair of seats the mean absolute difference. Exact equality
+    (what kappa counts) says nothing of scores that differ by 0.01."""
 
     measure = "Krippendorff's alpha (interval)"
 
     def __init__(self) -> None:
-        self.items = 0
-        self._pairs: dict[tuple[str, str], list[float]] = {}         # (a, b): [both voted, sum of |a - b|]
-        self._seats: set[str] = set()
+        super().__init__()
         self._n = 0                   # pairable values: votes on items with two or more votes
         self._sum = 0.0
         self._squares = 0.0
         self._within = 0.0            # sum over items of sum_{i != j} (v_i - v_j)^2 / (m - 1)
 
     def merge(self, other: IntervalAgreement) -> None:
-        self.items += other.items
-        self._seats |= other._seats
-        for pair, (both, apart) in other._pairs.items():
-            mine = self._pairs.setdefault(pair, [0, 0.0])
-            mine[0] += both
-            mine[1] += apart
+        self._merge_pairs(other)
         self._n += other._n
         self._sum += other._sum
         self._squares += other._squares
         self._within += other._within
 
     def add(self, row: dict[str, Any]) -> None:
-        self.items += 1
-        self._seats |= set(row)
         votes = {seat: float(value) for seat, value in row.items() if _is_number(value)}
-        for a, b in combinations(sorted(votes), 2):
-            pair = self._pairs.setdefault((a, b), [0, 0.0])
-            pair[0] += 1
-            pair[1] += abs(votes[a] - votes[b])
+        self._add_pairs(row, votes, lambda a, b: abs(a - b))
         m = len(votes)
         if m < 2:
             return
@@ -315,9 +308,6 @@ class IntervalAgreement:
         self._squares += squares
         self._within += 2 * (m * squares - total * total) / (m - 1)
 
-    def seats(self) -> list[str]:
-        return sorted(self._seats)
-
     def alpha(self) -> float | None:
         """None when undefined: fewer than two pairable votes, or every vote the same."""
         n = self._n
@@ -325,14 +315,6 @@ class IntervalAgreement:
         if n < 2 or across <= 1e-12 * max(1.0, self._squares * n):
             return None
         return round(1 - (n - 1) * self._within / across, 4)
-
-    def pairwise(self) -> dict[str, float | None]:
-        """For each pair of seats, the mean absolute difference of their votes (both voted)."""
-        out: dict[str, float | None] = {}
-        for a, b in combinations(self.seats(), 2):
-            both, apart = self._pairs.get((a, b), (0, 0.0))
-            out[f"{a}~{b}"] = round(apart / both, 4) if both else None
-        return out
 
     def summary(self) -> dict[str, Any]:
         return {"items": self.items, "measure": self.measure, "krippendorff_alpha": self.alpha(),

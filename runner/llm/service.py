@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from runner.engine.in_flight import ItemsInFlight
-from runner.engine.observe import NULL_OBSERVER, Observer
+from runner.engine.observe import NULL_OBSERVER, ItemsInFlight, Observer
 from runner.llm.answers import Answers, CallFailed, Parse
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.api import RunOutcome, RunRole, default_group, load_items, run_pipeline, spool_stdin
-from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.progress import Progress
-from runner.engine.rates import PassRule
-from runner.engine.selection import pass_check, static_scope
+from runner.engine.rates import PassRule, pass_check
+from runner.engine.selection import static_scope
 from runner.errors import InputError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
@@ -94,5 +93,5 @@ def _rate_checks(pipeline: Pipeline) -> dict[str, Callable[[dict[str, Any]], boo
 
 def _passes(pipeline: Pipeline) -> Callable[[dict[str, Any]], bool]:
     """Whether a result meets the pipeline's pass rule (every result does when it has none)."""
-    checked = pass_check(pipeline, TEMPLATE_FAILURES)
+    checked = pass_check(pipeline.summary, Renderer(pipeline.prompts_dir, read_only=True), static_scope(pipeline))
     return lambda result: checked is None or checked[1](result) is True

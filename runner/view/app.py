@@ -34,7 +34,7 @@ from runner.outputs.report_view import build_item, call_view, lookup, status_of,
 from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user, review_of
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
-from runner.view.run_list import RunEntry, list_runs, pass_check, run_entry, run_folder
+from runner.view.run_list import RunEntry, list_runs, run_entry, run_folder, run_pass_check
 
 MAX_BODY = 64 * 1024
 MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown
@@ -60,7 +60,7 @@ class View:
         entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
             self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, entry.report_columns,
-                                             pass_check(entry))
+                                             run_pass_check(entry))
         return folder, entry, self._indexes[folder]
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:

@@ -14,8 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import TEMPLATE_FAILURES
-from runner.engine.rates import PassRule, rate_entries
+from runner.engine.rates import pass_check, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
 from runner.outputs.report_view import lookup
@@ -175,16 +174,16 @@ def _inside(reports: Path, folder: Path) -> bool:
     return True
 
 
-def pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
+def run_pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] | None:
     """Whether a result meets the run's pass rule (`summary.pass_when`, else its first rate),
     as report.html colours it: None when the rule cannot be read here (a rule on env values,
     which run.json does not keep); no check at all when the pipeline has no rule."""
-    rule = PassRule.of(SummarySpec.of(entry.resolved.get("summary")))
-    if rule is None:
-        return None
     params = entry.resolved.get("params")
     scope = {"params": params if isinstance(params, dict) else {}, "env": {}, "run": {}}
-    check = rule.checker(Renderer(read_only=True).condition, scope, TEMPLATE_FAILURES)
+    checked = pass_check(SummarySpec.of(entry.resolved.get("summary")), Renderer(read_only=True), scope)
+    if checked is None:
+        return None
+    rule, check = checked
     unreadable = None if "env." in rule.expression else False     # run.json keeps no env values
 
     def passed(result: dict[str, Any]) -> bool | None:

@@ -2,7 +2,7 @@
 
 Items run until they wait on a batched call; a model's waiting calls are gathered and
 submitted as one batch file when every running item waits (the engine counts them, see
-runner/engine/in_flight.py), when `batch_max_requests` calls wait, or when the first has waited
+runner/engine/observe.py), when `batch_max_requests` calls wait, or when the first has waited
 `batch_max_wait` seconds. Each batch is polled (`poll_pauses`: soon, then less and less
 often, up to `batch_poll_seconds`), its output and error files read, and every waiting call
 resumed with its own line; a call's cache key is its line's custom_id. An error line is
@@ -25,7 +25,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from runner.engine.in_flight import ItemsInFlight
+from runner.engine.observe import ItemsInFlight
 from runner.llm.batch.client import BatchClient, Outcome, RequestLine, answers, batch_problem, chunks, unsupported
 from runner.llm.batch.polling import GONE, BatchCall, Gathered, ModelBatches, Requeue, Tracked, created, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
