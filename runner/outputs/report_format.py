@@ -21,6 +21,8 @@ MARKDOWN_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "[": "\\[", "]": "\\
 
 def visible(value: str) -> str:
     """Control characters as `\\x0b`-style escapes, so two values that differ by one stay two."""
+    if value.isprintable():     # a scan far faster than the pattern's: nothing CONTROLS names is printable
+        return value
     return CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", value)
 
 

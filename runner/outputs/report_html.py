@@ -146,4 +146,4 @@ def render_html(view: ReportView) -> str:
     if view.juries:
         parts.append("<h2>Juries</h2>" + _table(["jury", "agreement"], [[j, a] for j, a in view.juries]))
     parts.append(f"</div></main><script>{SCRIPT}</script></body></html>")
-    return "\n".join(parts) + "\n"
+    return "\n".join([*parts, ""])      # one copy of a page of megabytes, not two

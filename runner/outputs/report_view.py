@@ -162,7 +162,7 @@ def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list
     if isinstance(votes, list) and votes and all(isinstance(v, dict) and "model" in v for v in votes):
         return [JuryView(where, text(value.get(field_name)), text(value.get("reason")), value.get("valid_votes"),
                          [_vote(v, calls) for v in votes])]
-    return [jury for key, inner in value.items()
+    return [jury for key, inner in value.items() if isinstance(inner, dict)
             for jury in _juries(inner, f"{where}.{key}" if where else key, field_name, calls)]
 
 

@@ -63,14 +63,15 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     except OSError:
         return
     with handle:
-        offset = 0
+        offset = 0          # counted, not asked: tell() is a system call a line
         while line := handle.readline(MAX_LINE_BYTES + 1):
             if line.endswith(b"\n"):
                 yield offset, line
             else:
                 while line and not line.endswith(b"\n"):      # the rest of a line too long to read
+                    offset += len(line)
                     line = handle.readline(MAX_LINE_BYTES + 1)
-            offset = handle.tell()
+            offset += len(line)
 
 
 def _parsed(line: bytes) -> dict[str, Any] | None:
