@@ -10,7 +10,7 @@ from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed, fiel
 from runner.checks.static_values import of_schema
 from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
-from runner.engine.samples import Sampled, combine, read_sample
+from runner.engine.samples import Sampled
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import (
     CONFIDENCE_FIELD,
@@ -18,6 +18,7 @@ from runner.engine.steps.llm_call import (
     PromptedStep,
     build_requests,
     repeat_problems,
+    sample,
 )
 from runner.engine.voting import (
     CATEGORICAL,
@@ -66,19 +67,15 @@ class Jury(PromptedStep):
         return [*_vote_problems(args, shapes), *repeat_problems(args)]
 
     async def run(self, ctx: StepContext) -> Any:
-        service = ctx.runtime.llm
         vote_spec = vote_rule(ctx.args["vote"])
         field = vote_spec["field"]
         named = list(ctx.args["models"])
-        seats = [name for name in named if service.enabled(name)]
+        seats = [name for name in named if ctx.runtime.llm.enabled(name)]
         quorum = None if vote_spec.get("quorum") is None else int(vote_spec["quorum"])
         if len(seats) < len(named):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
-        answers = iter(await asyncio.gather(*(ctx.call(r) for per_seat in requests for r in per_seat),
-                                            return_exceptions=True))
-        sure = ctx.args.get("confidence") is True
-        sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]
+        sampled = await asyncio.gather(*(sample(ctx, per_seat, field) for per_seat in requests))
         answered = [self._vote(name, seat) for name, seat in zip(seats, sampled, strict=True)]
         method = vote_spec["method"]
         try:
@@ -88,7 +85,9 @@ class Jury(PromptedStep):
                             partial={"votes": _shown(answered, ctx.args)}) from None
         outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
                         vote_spec["reason_field"])
-        _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid}, method in NUMERIC)
+        kind = IntervalAgreement if method in NUMERIC else Agreement      # Krippendorff's alpha, or Fleiss' kappa
+        agreement = ctx.runtime.resource(_agreements).setdefault(ctx.spec.id, kind())
+        agreement.add({v.seat: v.value for v in votes if v.valid})
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
@@ -230,12 +229,6 @@ def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
 
 
 JuryAgreement = Agreement | IntervalAgreement
-
-
-def _record(runtime: Runtime, step_id: str, row: dict[str, Any], numeric: bool) -> None:
-    """Categorical votes: pairwise agreement and Fleiss' kappa; numeric votes: Krippendorff's
-    alpha (interval) and pairwise mean absolute differences."""
-    runtime.resource(_agreements).setdefault(step_id, IntervalAgreement() if numeric else Agreement()).add(row)
 
 
 def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
