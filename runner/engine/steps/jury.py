@@ -19,6 +19,7 @@ from runner.engine.steps.llm_call import (
     build_requests,
     repeat_problems,
     sample,
+    sampling_fields,
 )
 from runner.engine.voting import (
     CATEGORICAL,
@@ -126,16 +127,6 @@ def no_number(reason: str, method: str, votes: list[Vote]) -> str:
     return f"{head}, so the {method} vote is null: {'; '.join(causes) or reason}"
 
 
-def _vote_extras(args: Mapping[str, Any], vote: Vote) -> dict[str, Any]:
-    """What `repeat:` and `confidence:` add to a vote (and to the jury's result)."""
-    added: dict[str, Any] = {}
-    if "repeat" in args:
-        added.update(stability=vote.stability, samples=vote.samples)
-    if "confidence" in args:
-        added["confidence"] = vote.confidence
-    return added
-
-
 def pooled_stability(seats: list[Sampled]) -> float | None:
     """The share of all the seats' answered samples that give their own seat's leading value
     (1.0 when every seat's samples agree; a seat whose samples tie counts its leaders)."""
@@ -186,7 +177,7 @@ def _verdicts(schema: Any, vote: Any) -> Any:
 
 def _shown(votes: list[Vote], args: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error, "cached": v.cached,
-             "latency_ms": v.latency_ms, **_vote_extras(args, v)} for v in votes]
+             "latency_ms": v.latency_ms, **sampling_fields(args, v.stability, v.samples, v.confidence)} for v in votes]
 
 
 def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:

@@ -20,6 +20,7 @@ from runner.engine.steps.llm_call import (
     field_problems,
     repeat_problems,
     sample,
+    sampling_fields,
 )
 from runner.errors import StepError
 from runner.yamlpos import Path as DataPath
@@ -63,9 +64,6 @@ class LLM(PromptedStep):
             partial = next((s.answer for s in sampled.samples if s.answer is not None), None)
             raise StepError(f"model '{args.model}': {sampled.error}", partial=partial)
         result = dict(sampled.chosen.answer)
-        result.update(cached=sampled.cached, latency_ms=sampled.latency_ms)
-        if "repeat" in ctx.args:
-            result.update(stability=sampled.stability, samples=sampled.values)
-        if "confidence" in ctx.args:
-            result["confidence"] = sampled.confidence
+        result.update(cached=sampled.cached, latency_ms=sampled.latency_ms,
+                      **sampling_fields(ctx.args, sampled.stability, sampled.values, sampled.confidence))
         return result

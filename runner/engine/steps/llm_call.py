@@ -142,6 +142,13 @@ async def sample(ctx: StepContext, requests: list[CallRequest], field: str | Non
     return combine([read_sample(answer, field, ctx.args.get("confidence") is True) for answer in answers])
 
 
+def sampling_fields(args: Mapping[str, Any], stability: float | None, values: list[Any] | None,
+                    confidence: float | None) -> dict[str, Any]:
+    """What `repeat:` (the stability and each sample's value) and `confidence:` add to an answer."""
+    added: dict[str, Any] = {"stability": stability, "samples": values} if "repeat" in args else {}
+    return {**added, "confidence": confidence} if "confidence" in args else added
+
+
 def _whole(ctx: StepContext, value: Any, name: str, least: int) -> int:
     """A rendered count argument (`repeat`, `sample`), at least `least`."""
     if value is None:
