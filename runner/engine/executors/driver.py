@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Sized
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from runner.engine.context import Runtime
 from runner.engine.executors.choice import OnResult
@@ -30,14 +30,13 @@ MAX_BLOCK = 1000               # items in one block at most
 IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
 
 
-class BlockRunner(Protocol):
-    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1)."""
+@dataclass(frozen=True)
+class BlockRunner:
+    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1);
+    `run(worker, block, concurrency)` is one block's answer (worker.py), or RunnerError when it was lost."""
 
     workers: int
-
-    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
-        """One block's answer (runner/engine/executors/worker.py), or RunnerError when it was lost."""
-        ...
+    run: Callable[[int, list[Item], int], Awaitable[dict[str, Any]]]
 
 
 def absolute(options: RunOptions) -> RunOptions:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import multiprocessing
 import os
 import shutil
@@ -42,21 +43,6 @@ from runner.runs.request import RunOptions
 STOP_CHECK_SECONDS = 0.2      # how soon a running block sees the driver's stop
 
 
-class ProcessBlocks:
-    """Blocks run by the pool's processes (any free one: `worker` only counts the slots)."""
-
-    def __init__(self, pool: ProcessPoolExecutor, workers: int) -> None:
-        self.pool = pool
-        self.workers = workers
-
-    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
-        try:
-            answer: dict[str, Any] = await asyncio.wrap_future(self.pool.submit(_run_block, block, concurrency))
-        except BrokenProcessPool as exc:
-            raise RunnerError(f"--executor processes: a worker process ended before its block did ({exc})") from None
-        return answer
-
-
 @asynccontextmanager
 async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[BlockRunner]:
     options = absolute(runtime.options)
@@ -71,13 +57,22 @@ async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterato
                                    initargs=(runtime.pipeline, options, runtime.role.kind, os.getcwd(), path,
                                              stop, workers))
         try:
-            yield ProcessBlocks(pool, workers)
+            yield BlockRunner(workers, functools.partial(_submit, pool))
         finally:
             stop.set()          # a block still running ends now
             await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
             server.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _submit(pool: ProcessPoolExecutor, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
+    """A block run by any free process of the pool (`worker` only counts the slots)."""
+    try:
+        answer: dict[str, Any] = await asyncio.wrap_future(pool.submit(_run_block, block, concurrency))
+    except BrokenProcessPool as exc:
+        raise RunnerError(f"--executor processes: a worker process ended before its block did ({exc})") from None
+    return answer
 
 
 @dataclass

@@ -13,6 +13,7 @@ ray is imported where it is called: ExecutorChoice.check() found it before the r
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,24 +51,17 @@ def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
     return True
 
 
-class RayBlocks:
-    """Blocks run by the Ray actors, each sent to the actor whose block just ended."""
-
-    def __init__(self, ray: Any, actors: list[Any]) -> None:
-        self.ray = ray
-        self.actors = actors
-        self.workers = len(actors)
-
-    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
-        ref = self.actors[worker].run_block.remote(block, concurrency)
-        try:
-            answer: dict[str, Any] = await ref
-        except self.ray.exceptions.RayError as exc:
-            raise RunnerError(f"--executor ray: a block of items was lost: {exc}") from None
-        except BaseException:           # the run stops: so does the block
-            self.ray.cancel(ref)
-            raise
-        return answer
+async def _run_on(ray: Any, actors: list[Any], worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
+    """A block run by the actor `worker` (the one whose block just ended)."""
+    ref = actors[worker].run_block.remote(block, concurrency)
+    try:
+        answer: dict[str, Any] = await ref
+    except ray.exceptions.RayError as exc:
+        raise RunnerError(f"--executor ray: a block of items was lost: {exc}") from None
+    except BaseException:           # the run stops: so does the block
+        ray.cancel(ref)
+        raise
+    return answer
 
 
 @asynccontextmanager
@@ -96,7 +90,7 @@ async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[Bloc
         workers = [worker_class.remote(runtime.pipeline, options, runtime.role.kind, os.getcwd(), driver_node,
                                        cache_owner, limits_owner, count) for _ in range(count)]
         actors += workers
-        yield RayBlocks(ray, workers)
+        yield BlockRunner(count, functools.partial(_run_on, ray, workers))
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
