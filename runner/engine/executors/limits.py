@@ -4,7 +4,7 @@ is counted in the cache folder).
 
 One LimitsOwner keeps the permits and the request windows: a Ray actor on the driver's node
 (--executor ray), or an object in the driver's event loop that worker processes reach over
-a Unix socket (--executor processes, limits_socket.py). A permit is a lease that expires
+a Unix socket (--executor processes, processes.py). A permit is a lease that expires
 after the model's longest call, so a worker that dies holding one cannot hold it for ever.
 A worker's LLM sender asks SharedLimits for each model's gate (runner/llm/sender.py)."""
 

@@ -21,9 +21,8 @@ from typing import Any, cast
 
 from runner.engine.context import Runtime
 from runner.engine.executors.choice import ExecutorChoice
-from runner.engine.executors.driver import IN_FLIGHT_PER_WORKER, BlockRunner, absolute
+from runner.engine.executors.driver import IN_FLIGHT_PER_WORKER, BlockRunner, BlockWorker, absolute
 from runner.engine.executors.limits import LimitsOwner, SharedLimits
-from runner.engine.executors.worker import BlockWorker
 from runner.errors import RunnerError
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache, open_caches
@@ -99,7 +98,7 @@ async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[Bloc
 
 
 class RayWorker(BlockWorker):
-    """A BlockWorker (worker.py) as a Ray async actor. It reaches the run's cache and limits
+    """A BlockWorker (driver.py) as a Ray async actor. It reaches the run's cache and limits
     through the driver's node: the cache folder itself when it runs there (diskcache is safe
     across processes; no round trip), else the cache actor; the limits actor always."""
 

@@ -240,9 +240,8 @@ def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None
     if not taken:        # a worker whose items met no jury: no `juries` section, as a local run writes none
         return
     kept = runtime.resource(_agreements)
-    for step, agreement in taken.items():
-        mine = kept.setdefault(step, type(agreement)())
-        mine.merge(agreement)  # type: ignore[arg-type]    # one step's agreement is always of one kind
+    for step, agreement in taken.items():      # one step's agreement is always of one kind
+        kept.setdefault(step, type(agreement)()).merge(agreement)  # type: ignore[arg-type]
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:
