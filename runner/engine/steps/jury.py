@@ -92,16 +92,9 @@ class Jury(PromptedStep):
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
-        result.update({
-            field: outcome.value,
-            "reason": outcome.reason,
-            "agreement": outcome.agreement,
-            "decided": outcome.decided,
-            "outcome": outcome.outcome,
-            "valid_votes": outcome.valid_votes,
-            "seats": len(seats),
-            "votes": _shown(votes, ctx.args),
-        })
+        result.update({field: outcome.value, "reason": outcome.reason, "agreement": outcome.agreement,
+                       "decided": outcome.decided, "outcome": outcome.outcome, "valid_votes": outcome.valid_votes,
+                       "seats": len(seats), "votes": _shown(votes, ctx.args)})
         if "repeat" in ctx.args:
             result["stability"] = pooled_stability(sampled)
         if "confidence" in ctx.args:
