@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from runner.engine.executors.limits import LimitsOwner, SharedLimits
-from runner.engine.executors.limits_socket import LimitsClient, serve
+from runner.engine.executors.processes import LimitsClient, serve
 from runner.llm.client.spec import ModelSpec, build_spec
 
 

@@ -1,28 +1,37 @@
-"""The driver of `--executor processes` and `--executor ray`: the items go in blocks to a
-pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at a time, so memory holds a bounded
-number of items whatever the input's size.
+"""The driver of `--executor processes` and `--executor ray`, and the worker each of them
+runs: the items go in blocks to a pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at
+a time, so memory holds a bounded number of items whatever the input's size.
 
 Where a block runs is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done
-here, once for both. Each block's results come back whole and its counts are added to the
-driver's as if it had run the block itself: the driver is the one writer of every output. A
-failure or Ctrl-C cancels the blocks still running; the blocks that finished are kept."""
+here, once for both. A worker (BlockWorker) is the engine of a local run, built once, run over
+one block at a time. A block's answer is its results and what the driver adds up for the
+summary (LLM counts and call logs, jury agreement sums, run warnings, memo counts), each taken
+per block by subtraction (another block may still be adding to the same counters), so a block
+run again after its worker was lost is counted once. The driver adds them to its own as if it
+had run the block itself: it is the one writer of every output. A failure or Ctrl-C cancels
+the blocks still running; the blocks that finished are kept."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Sized
-from dataclasses import replace
+import os
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from runner.engine.context import Runtime
+from runner.engine.context import RunRole, Runtime
+from runner.engine.execute import run_items
 from runner.engine.executors.choice import OnResult
-from runner.engine.run_warnings import add_warning
-from runner.engine.steps.jury import absorb_agreements
+from runner.engine.executors.limits import SharedLimits
+from runner.engine.run_warnings import add_warning, run_warnings
+from runner.engine.steps.jury import absorb_agreements, take_agreements
 from runner.inputs import Item
-from runner.llm.worker_report import absorb_report
+from runner.llm.cache.store import JsonCache
+from runner.llm.worker_report import absorb_report, take_report
+from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
 
 BLOCKS_PER_WORKER = 4          # blocks a worker gets over a run: a lost one costs little, each is worth sending
@@ -30,14 +39,13 @@ MAX_BLOCK = 1000               # items in one block at most
 IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
 
 
-class BlockRunner(Protocol):
-    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1)."""
+@dataclass(frozen=True)
+class BlockRunner:
+    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1);
+    `run(worker, block, concurrency)` is one block's answer (BlockWorker.run_block), or RunnerError when it was lost."""
 
     workers: int
-
-    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
-        """One block's answer (runner/engine/executors/worker.py), or RunnerError when it was lost."""
-        ...
+    run: Callable[[int, list[Item], int], Awaitable[dict[str, Any]]]
 
 
 def absolute(options: RunOptions) -> RunOptions:
@@ -99,3 +107,35 @@ def absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
     if runtime.memo is not None:
         runtime.memo.hits += answer["memo"][0]
         runtime.memo.stored += answer["memo"][1]
+
+
+class BlockWorker:
+    """Where a block runs, in a worker process or a Ray actor."""
+
+    def __init__(self, pipeline: Pipeline, options: RunOptions, kind: str, cwd: str | Path,
+                 caches: dict[str, JsonCache], limits: SharedLimits) -> None:
+        """`kind`: the driver's run's (RunRole.kind); `caches`: the run's caches as this worker
+        reaches them; `limits`: the models' limits, held for every worker of the run at once."""
+        os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
+        self.runtime = Runtime.create(pipeline, options, RunRole(kind, worker=True))
+        self.runtime.open_caches = caches
+        self.runtime.shared_limits = limits
+
+    async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
+        runtime = self.runtime
+        finished: list[tuple[int, dict[str, Any]]] = []
+        await run_items(runtime, items, concurrency, lambda position, result: finished.append((position, result)))
+        positions = [position for position, _ in finished]
+        memo, reused = runtime.memo, (0, 0)
+        if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
+            reused = (memo.hits, memo.stored)
+            memo.hits -= reused[0]
+            memo.stored -= reused[1]
+        return {"results": [result for _, result in finished], "positions": positions,
+                "llm": take_report(runtime.llm, positions) if runtime.llm_used else None,
+                "juries": take_agreements(runtime),
+                "warnings": run_warnings(runtime),
+                "memo": reused}
+
+    async def close(self) -> None:
+        await self.runtime.aclose()

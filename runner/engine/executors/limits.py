@@ -4,7 +4,7 @@ is counted in the cache folder).
 
 One LimitsOwner keeps the permits and the request windows: a Ray actor on the driver's node
 (--executor ray), or an object in the driver's event loop that worker processes reach over
-a Unix socket (--executor processes, limits_socket.py). A permit is a lease that expires
+a Unix socket (--executor processes, processes.py). A permit is a lease that expires
 after the model's longest call, so a worker that dies holding one cannot hold it for ever.
 A worker's LLM sender asks SharedLimits for each model's gate (runner/llm/sender.py)."""
 
@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -112,16 +113,16 @@ class SharedGate:
             await self._owner.release(self._leases.pop())
 
 
+@dataclass(frozen=True)
 class SharedLimits:
-    """What a worker's sender asks for its gates and daily budget (runner/llm/sender.py).
+    """What a worker's sender asks for its gates and daily budget (runner/llm/client/sender.py).
     `most_in_flight`: the most calls the run's workers send at once between them (each its
     own `--concurrency`); a model's `concurrency` at or above it can never hold a call back,
     so its permits are not asked of the owner (a round trip to the driver for each call)."""
 
-    def __init__(self, owner: Owner, budget: Callable[[], Budget], most_in_flight: int) -> None:
-        self._owner = owner
-        self._budget = budget
-        self.most_in_flight = most_in_flight
+    owner: Owner
+    budget: Callable[[], Budget]        # the daily budgets, as this worker reaches them
+    most_in_flight: int
 
     def gate(self, spec: ModelSpec) -> SharedGate | None:
         concurrency = spec.limits.get("concurrency")
@@ -131,7 +132,4 @@ class SharedLimits:
         if not concurrency and not per_minute:
             return None
         # A lease outlives any call of the model (retries included) before it is taken back.
-        return SharedGate(self._owner, spec.name, concurrency, per_minute, spec.timeout * (spec.retries + 1) + 60)
-
-    def budget(self) -> Budget:
-        return self._budget()
+        return SharedGate(self.owner, spec.name, concurrency, per_minute, spec.timeout * (spec.retries + 1) + 60)

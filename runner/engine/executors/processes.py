@@ -1,50 +1,56 @@
 """`--executor processes`: blocks of items run in `--workers` spawned processes on this machine
-(default: one per CPU), through the driver (driver.py), each process keeping one Runtime for
-its life (process_worker.py). The driver's event loop serves the models' limits to them over
-a Unix socket (limits_socket.py), so a model's `concurrency` and `requests_per_minute` hold
-for the run as a whole; the LLM cache and the daily budgets are diskcache folders every
-process opens itself. When the run ends or stops, the stop event ends any block still running."""
+(default: one per CPU), through the driver (driver.py).
+
+Each process keeps one event loop and one BlockWorker (driver.py) for its life, running the
+blocks the pool hands it one at a time, and opens the LLM cache and the daily budgets itself
+(diskcache folders are safe across processes). The driver's event loop serves the models'
+limits (limits.py's LimitsOwner) to them over a Unix socket, so a model's `concurrency` and
+`requests_per_minute` hold for the run as a whole. Ctrl-C is the driver's: a worker ignores
+SIGINT, and when the run ends or stops, the stop event ends any block still running. A
+worker's Runtime is closed at exit (a spawned process ends through sys.exit).
+
+The socket is in a folder only this user can enter. One connection per worker, one JSON line
+per message: a request `{"id", "call", "args"}`, an answer `{"id", "result"}`. `acquire` and
+`pace` are answered as they complete, so a worker's calls waiting for a permit hold up none of
+its others; `release` is not answered (a later request on the same connection is read after
+it). The lines written in one turn of an event loop go out together. A permit granted to a
+call that was cancelled meanwhile is handed back at once."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import functools
+import itertools
+import json
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from multiprocessing.synchronize import Event
 from typing import Any
 
 from runner.engine.context import Runtime
-from runner.engine.executors import process_worker
 from runner.engine.executors.choice import ExecutorChoice
-from runner.engine.executors.driver import BlockRunner, absolute
-from runner.engine.executors.limits import LimitsOwner
-from runner.engine.executors.limits_socket import serve
+from runner.engine.executors.driver import BlockRunner, BlockWorker, absolute
+from runner.engine.executors.limits import LimitsOwner, SharedLimits
 from runner.errors import RunnerError
 from runner.inputs import Item
+from runner.llm.cache.store import open_caches
+from runner.llm.client.limits import DailyBudget
+from runner.pipeline.model import Pipeline
+from runner.runs.request import RunOptions
+
+STOP_CHECK_SECONDS = 0.2      # how soon a running block sees the driver's stop
 
 
-class ProcessBlocks:
-    """Blocks run by the pool's processes (any free one: `worker` only counts the slots)."""
-
-    def __init__(self, pool: ProcessPoolExecutor, workers: int) -> None:
-        self.pool = pool
-        self.workers = workers
-
-    async def run(self, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
-        try:
-            answer: dict[str, Any] = await asyncio.wrap_future(
-                self.pool.submit(process_worker.run_block, block, concurrency))
-        except BrokenProcessPool as exc:
-            raise RunnerError(f"--executor processes: a worker process ended before its block did ({exc})") from None
-        return answer
-
-
-@asynccontextmanager
+@contextlib.asynccontextmanager
 async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[BlockRunner]:
     options = absolute(runtime.options)
     workers = choice.workers or os.cpu_count() or 1
@@ -54,14 +60,181 @@ async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterato
         server = await serve(LimitsOwner(options.cache_dir), path)
         context = multiprocessing.get_context("spawn")
         stop = context.Event()
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=process_worker.start,
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start,
                                    initargs=(runtime.pipeline, options, runtime.role.kind, os.getcwd(), path,
                                              stop, workers))
         try:
-            yield ProcessBlocks(pool, workers)
+            yield BlockRunner(workers, functools.partial(_submit, pool))
         finally:
             stop.set()          # a block still running ends now
             await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
             server.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _submit(pool: ProcessPoolExecutor, worker: int, block: list[Item], concurrency: int) -> dict[str, Any]:
+    """A block run by any free process of the pool (`worker` only counts the slots)."""
+    try:
+        answer: dict[str, Any] = await asyncio.wrap_future(pool.submit(_run_block, block, concurrency))
+    except BrokenProcessPool as exc:
+        raise RunnerError(f"--executor processes: a worker process ended before its block did ({exc})") from None
+    return answer
+
+
+@dataclass
+class _Process:
+    """What a worker process keeps for its life."""
+
+    loop: asyncio.AbstractEventLoop
+    worker: BlockWorker
+    limits: LimitsClient
+    stop: Event
+
+
+_this: _Process | None = None
+
+
+def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_path: str, stop: Event,
+           workers: int) -> None:
+    """The pool's initializer: this process's loop, worker and connection to the run's limits
+    (`kind`: the run's RunRole.kind; `workers`: how many processes the pool has)."""
+    global _this
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    client = LimitsClient(limits_path)
+    loop.run_until_complete(client.connect())
+    limits = SharedLimits(client, lambda: DailyBudget(options.cache_dir), workers * options.llm_concurrency)
+    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits)
+    _this = _Process(loop, worker, client, stop)
+    atexit.register(_close)
+
+
+def _run_block(items: list[Item], concurrency: int) -> dict[str, Any]:
+    """One block's answer (driver.py), or RunnerError when the driver stopped it."""
+    if _this is None:
+        raise RunnerError("this worker process was never started")
+    return _this.loop.run_until_complete(_unless_stopped(_this, _this.worker.run_block(items, concurrency)))
+
+
+async def _unless_stopped(this: _Process, block: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    task = asyncio.ensure_future(block)
+    while not task.done():
+        await asyncio.wait([task], timeout=STOP_CHECK_SECONDS)
+        if this.stop.is_set() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise RunnerError("stopped by the driver")
+    return task.result()
+
+
+def _close() -> None:
+    if _this is not None:
+        _this.loop.run_until_complete(_this.worker.close())
+        _this.loop.run_until_complete(_this.limits.close())
+        _this.loop.close()
+
+
+class Lines:
+    """JSON lines to one stream, sent together once the event loop's turn ends."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self._waiting: list[bytes] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        if not self._waiting:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._waiting.append(json.dumps(message).encode() + b"\n")
+
+    def _flush(self) -> None:
+        lines, self._waiting = self._waiting, []
+        if not self.writer.is_closing():
+            self.writer.write(b"".join(lines))
+
+
+async def serve(owner: LimitsOwner, path: str) -> asyncio.Server:
+    """Answer LimitsOwner's calls on the socket `path` until the server is closed."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        lines = Lines(writer)
+        answering: set[asyncio.Task[None]] = set()
+
+        async def answer(number: int, waited: Any) -> None:
+            lines.send({"id": number, "result": await waited})
+
+        try:
+            while line := await reader.readline():
+                request = json.loads(line)
+                call, args = request["call"], request["args"]
+                if call == "release":
+                    owner.release(*args)
+                elif call in ("acquire", "pace"):
+                    task = asyncio.ensure_future(answer(request["id"], getattr(owner, call)(*args)))
+                    answering.add(task)
+                    task.add_done_callback(answering.discard)
+        except (ConnectionError, ValueError):
+            pass
+        finally:
+            for task in answering:
+                task.cancel()
+            writer.close()
+
+    return await asyncio.start_unix_server(connection, path)
+
+
+class LimitsClient:
+    """LimitsOwner's calls, asked of the driver from a worker process's event loop."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lines: Lines | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+
+    async def connect(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(self._path)
+        self._lines = Lines(writer)
+        self._reading = asyncio.ensure_future(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(ConnectionError):
+            while line := await reader.readline():
+                answer = json.loads(line)
+                call, future = self._waiting.pop(answer["id"])
+                if not future.cancelled():
+                    future.set_result(answer["result"])
+                elif call == "acquire":          # its caller is gone: the permit goes back
+                    self._send("release", [answer["result"]])
+        for _, future in self._waiting.values():
+            if not future.done():
+                future.set_exception(RunnerError("the run's limits are gone: its driver stopped"))
+
+    def _send(self, call: str, args: list[Any]) -> int:
+        if self._lines is None:
+            raise RunnerError("the run's limits are not connected")
+        number = next(self._ids)
+        self._lines.send({"id": number, "call": call, "args": args})
+        return number
+
+    async def _ask(self, call: str, args: list[Any]) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[self._send(call, args)] = (call, future)
+        return await future
+
+    async def acquire(self, model: str, concurrency: int, lease_seconds: float) -> int:
+        return int(await self._ask("acquire", [model, concurrency, lease_seconds]))
+
+    async def release(self, lease: int) -> None:
+        self._send("release", [lease])
+
+    async def pace(self, model: str, per_minute: int) -> None:
+        await self._ask("pace", [model, per_minute])
+
+    async def close(self) -> None:
+        if self._lines is not None:
+            self._lines.writer.close()
+        if self._reading is not None:
+            await self._reading

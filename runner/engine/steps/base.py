@@ -64,6 +64,11 @@ def reaches(ctx: StepContext, value: float, threshold: Any) -> bool | None:
         raise StepError(f"{ctx.where('threshold')}: {threshold!r} is not a number") from None
 
 
+def as_text(value: Any) -> str:
+    """A rendered value as the text a step compares (a missing value is the empty text)."""
+    return "" if value is None else str(value)
+
+
 def register(cls: type[Step]) -> type[Step]:
     STEPS.add(cls.name, cls)
     return cls

@@ -57,16 +57,15 @@ class Decide(Step):
         always: int | None = None
         why = ""
         for number, rule in enumerate(rules):
-            when = rule.get("when", True) if isinstance(rule, dict) else True
+            when = str(rule.get("when", True) if isinstance(rule, dict) else True).strip()      # a bool or a template
             if always is not None:
                 problems.append((("rules", number), f"this rule can never apply: rules[{always}] {why} and always "
                                                     f"applies first; move rules[{always}] last or give it a real "
                                                     "`when`"))
-            elif when is False or (isinstance(when, str) and when.strip() in ("false", "False")):
+            elif when in ("false", "False"):
                 problems.append((("rules", number), "this rule can never apply: its `when` is always false; remove "
                                                     "it or give it a real condition"))
-            elif (when is True or (isinstance(when, str) and when.strip() in ("true", "True"))) \
-                    and not (isinstance(rule, dict) and rule.get("min_confidence")):
+            elif when in ("true", "True") and not (isinstance(rule, dict) and rule.get("min_confidence")):
                 always, why = number, "has no `when`" if isinstance(rule, dict) and "when" not in rule \
                     else "has `when: true`"
         return problems + _confidence_problems(rules, shapes)

@@ -65,7 +65,7 @@ class Excerpts(Step):
         args = ctx.arguments(ExcerptsArgs)
         elements = elements_of(ctx, args.items)
         gate = asyncio.Semaphore(max(1, int(args.concurrency)))
-        text, threshold, most = str(args.text or ""), float(args.threshold), max(1, int(args.max))
+        source, threshold, most = Source([(str(args.text or ""), 1)]), float(args.threshold), max(1, int(args.max))
 
         def candidates(value: Any, field: str) -> list[Mapping[str, Any]]:
             if value is None:
@@ -86,14 +86,13 @@ class Excerpts(Step):
                 while True:
                     failed = []
                     for candidate in trying:
-                        match = match_quote(str(candidate.get("text", "")), Source([(text, 1)]), threshold)
-                        checked = {"text": str(candidate.get("text", "")), "confidence": candidate.get("confidence"),
-                                   "similarity_score": match.score}
+                        said = str(candidate.get("text", ""))
+                        match = match_quote(said, source, threshold)
                         if match.passed:
-                            passed.append(checked)
-                        else:
-                            failed.append({"text": checked["text"], "reason": match.reason,
+                            passed.append({"text": said, "confidence": candidate.get("confidence"),
                                            "similarity_score": match.score})
+                        else:
+                            failed.append({"text": said, "reason": match.reason, "similarity_score": match.score})
                     rejected.extend(failed)
                     if not failed or retries >= int(args.reasks):
                         break

@@ -60,9 +60,8 @@ class ForEach(Step):
                 outcome = await ctx.run_steps(ctx.spec.substeps, scope)
                 if outcome.error:
                     raise StepError(f"element {index + 1}: {outcome.error}")
-                own = {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
-                if args.output is not NOT_GIVEN:
-                    return ctx.render(args.output, "output", scope=scope)
-                return own
+                if args.output is NOT_GIVEN:
+                    return {s.id: outcome.results.get(s.id) for s in ctx.spec.substeps}
+                return ctx.render(args.output, "output", scope=scope)
 
         return list(await asyncio.gather(*(one(i, e) for i, e in enumerate(elements))))

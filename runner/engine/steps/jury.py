@@ -10,7 +10,7 @@ from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed, fiel
 from runner.checks.static_values import of_schema
 from runner.engine.context import Runtime, StepContext
 from runner.engine.run_warnings import add_warning
-from runner.engine.samples import Sampled, combine, read_sample
+from runner.engine.samples import Sampled
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import (
     CONFIDENCE_FIELD,
@@ -18,6 +18,8 @@ from runner.engine.steps.llm_call import (
     PromptedStep,
     build_requests,
     repeat_problems,
+    sample,
+    sampling_fields,
 )
 from runner.engine.voting import (
     CATEGORICAL,
@@ -66,19 +68,15 @@ class Jury(PromptedStep):
         return [*_vote_problems(args, shapes), *repeat_problems(args)]
 
     async def run(self, ctx: StepContext) -> Any:
-        service = ctx.runtime.llm
         vote_spec = vote_rule(ctx.args["vote"])
         field = vote_spec["field"]
         named = list(ctx.args["models"])
-        seats = [name for name in named if service.enabled(name)]
+        seats = [name for name in named if ctx.runtime.llm.enabled(name)]
         quorum = None if vote_spec.get("quorum") is None else int(vote_spec["quorum"])
         if len(seats) < len(named):
             _warn_short_jury(ctx.runtime, ctx.spec.id, named, seats, quorum)
         requests = build_requests(ctx, seats)
-        answers = iter(await asyncio.gather(*(ctx.call(r) for per_seat in requests for r in per_seat),
-                                            return_exceptions=True))
-        sure = ctx.args.get("confidence") is True
-        sampled = [combine([read_sample(next(answers), field, sure) for _ in per_seat]) for per_seat in requests]
+        sampled = await asyncio.gather(*(sample(ctx, per_seat, field) for per_seat in requests))
         answered = [self._vote(name, seat) for name, seat in zip(seats, sampled, strict=True)]
         method = vote_spec["method"]
         try:
@@ -88,20 +86,15 @@ class Jury(PromptedStep):
                             partial={"votes": _shown(answered, ctx.args)}) from None
         outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
                         vote_spec["reason_field"])
-        _record(ctx.runtime, ctx.spec.id, {v.seat: v.value for v in votes if v.valid}, method in NUMERIC)
+        kind = IntervalAgreement if method in NUMERIC else Agreement      # Krippendorff's alpha, or Fleiss' kappa
+        agreement = ctx.runtime.resource(_agreements).setdefault(ctx.spec.id, kind())
+        agreement.add({v.seat: v.value for v in votes if v.valid})
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
-        result.update({
-            field: outcome.value,
-            "reason": outcome.reason,
-            "agreement": outcome.agreement,
-            "decided": outcome.decided,
-            "outcome": outcome.outcome,
-            "valid_votes": outcome.valid_votes,
-            "seats": len(seats),
-            "votes": _shown(votes, ctx.args),
-        })
+        result.update({field: outcome.value, "reason": outcome.reason, "agreement": outcome.agreement,
+                       "decided": outcome.decided, "outcome": outcome.outcome, "valid_votes": outcome.valid_votes,
+                       "seats": len(seats), "votes": _shown(votes, ctx.args)})
         if "repeat" in ctx.args:
             result["stability"] = pooled_stability(sampled)
         if "confidence" in ctx.args:
@@ -125,16 +118,6 @@ def no_number(reason: str, method: str, votes: list[Vote]) -> str:
     causes = list(dict.fromkeys(v.error for v in votes if v.error))
     head = "no juror answered" if not any(v.valid for v in votes) else reason.split(";")[0]
     return f"{head}, so the {method} vote is null: {'; '.join(causes) or reason}"
-
-
-def _vote_extras(args: Mapping[str, Any], vote: Vote) -> dict[str, Any]:
-    """What `repeat:` and `confidence:` add to a vote (and to the jury's result)."""
-    added: dict[str, Any] = {}
-    if "repeat" in args:
-        added.update(stability=vote.stability, samples=vote.samples)
-    if "confidence" in args:
-        added["confidence"] = vote.confidence
-    return added
 
 
 def pooled_stability(seats: list[Sampled]) -> float | None:
@@ -187,7 +170,7 @@ def _verdicts(schema: Any, vote: Any) -> Any:
 
 def _shown(votes: list[Vote], args: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"model": v.seat, "value": v.value, "answer": v.answer, "error": v.error, "cached": v.cached,
-             "latency_ms": v.latency_ms, **_vote_extras(args, v)} for v in votes]
+             "latency_ms": v.latency_ms, **sampling_fields(args, v.stability, v.samples, v.confidence)} for v in votes]
 
 
 def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: list[str], quorum: int | None) -> None:
@@ -232,12 +215,6 @@ def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
 JuryAgreement = Agreement | IntervalAgreement
 
 
-def _record(runtime: Runtime, step_id: str, row: dict[str, Any], numeric: bool) -> None:
-    """Categorical votes: pairwise agreement and Fleiss' kappa; numeric votes: Krippendorff's
-    alpha (interval) and pairwise mean absolute differences."""
-    runtime.resource(_agreements).setdefault(step_id, IntervalAgreement() if numeric else Agreement()).add(row)
-
-
 def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
     """Each jury step's agreement figures, kept as running sums over its items."""
     runtime.summary_sections["juries"] = jury_summary
@@ -256,9 +233,8 @@ def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None
     if not taken:        # a worker whose items met no jury: no `juries` section, as a local run writes none
         return
     kept = runtime.resource(_agreements)
-    for step, agreement in taken.items():
-        mine = kept.setdefault(step, type(agreement)())
-        mine.merge(agreement)  # type: ignore[arg-type]    # one step's agreement is always of one kind
+    for step, agreement in taken.items():      # one step's agreement is always of one kind
+        kept.setdefault(step, type(agreement)()).merge(agreement)  # type: ignore[arg-type]
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:

@@ -4,34 +4,26 @@ gave that value (runner/engine/samples.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from runner.checks.result_shapes import COUNTS, ShapeContext, closed
 from runner.engine.context import StepContext
-from runner.engine.samples import combine, read_sample
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import (
     CONFIDENCE_FIELD,
     STABILITY_FIELD,
+    PromptArgs,
     PromptedStep,
     answer_shape,
     build_requests,
     field_problems,
     repeat_problems,
+    sample,
+    sampling_fields,
 )
 from runner.errors import StepError
 from runner.yamlpos import Path as DataPath
-
-
-@dataclass(frozen=True)
-class LLMArgs:
-    model: str            # the prompt, schema and sampling arguments: see llm_call.build_requests
-    field: str | None = None      # the answer field repeated samples vote on and `confidence` reads
-    repeat: Any = 1
-    confidence: Any = False
 
 
 @register
@@ -61,22 +53,17 @@ class LLM(PromptedStep):
         return repeat_problems(args) + field_problems(args, shapes)
 
     async def run(self, ctx: StepContext) -> Any:
-        service = ctx.runtime.llm
-        args = ctx.arguments(LLMArgs)
-        if not service.enabled(args.model):
+        args = ctx.arguments(PromptArgs)
+        if not ctx.runtime.llm.enabled(args.model):
             raise StepError(f"model '{args.model}' is not enabled")
         [requests] = build_requests(ctx, [args.model])
         if "repeat" not in ctx.args and "confidence" not in ctx.args:
             return await ctx.call(requests[0])
-        answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
-        sampled = combine([read_sample(answer, args.field, args.confidence is True) for answer in answers])
+        sampled = await sample(ctx, requests, args.field)
         if sampled.chosen is None or sampled.chosen.answer is None:
             partial = next((s.answer for s in sampled.samples if s.answer is not None), None)
             raise StepError(f"model '{args.model}': {sampled.error}", partial=partial)
         result = dict(sampled.chosen.answer)
-        result.update(cached=sampled.cached, latency_ms=sampled.latency_ms)
-        if "repeat" in ctx.args:
-            result.update(stability=sampled.stability, samples=sampled.values)
-        if "confidence" in ctx.args:
-            result["confidence"] = sampled.confidence
+        result.update(cached=sampled.cached, latency_ms=sampled.latency_ms,
+                      **sampling_fields(ctx.args, sampled.stability, sampled.values, sampled.confidence))
         return result

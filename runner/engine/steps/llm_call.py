@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from typing import Any
 
 from runner.checks.result_shapes import OPEN, TEXT, ShapeContext, fields_of
 from runner.engine.context import Runtime, StepContext
+from runner.engine.samples import Sampled, combine, read_sample
 from runner.engine.services import CallRequest, new_group
 from runner.engine.steps.base import Step
 from runner.errors import InputError, StepError, did_you_mean
@@ -77,6 +79,8 @@ CONFIDENCE_FIELD = {"confidence": {"type": ["number", "null"],
 class PromptArgs:
     """What the `llm` and `jury` steps send (`prompt` and `system` stay raw: rendered here)."""
 
+    model: str = ""                     # the llm step's (a jury names `models`)
+    field: str | None = None            # the answer field repeated samples vote on and `confidence` reads
     prompt: str | None = None
     system: str | None = None
     messages: list[dict[str, str]] | None = None
@@ -130,6 +134,19 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest
                          sample=first + n, group=group, logprobs=args.confidence is True)
              for n in range(repeat)]
             for model in models]
+
+
+async def sample(ctx: StepContext, requests: list[CallRequest], field: str | None) -> Sampled:
+    """One model's samples, asked at once, and the value most of them give."""
+    answers = await asyncio.gather(*(ctx.call(r) for r in requests), return_exceptions=True)
+    return combine([read_sample(answer, field, ctx.args.get("confidence") is True) for answer in answers])
+
+
+def sampling_fields(args: Mapping[str, Any], stability: float | None, values: list[Any] | None,
+                    confidence: float | None) -> dict[str, Any]:
+    """What `repeat:` (the stability and each sample's value) and `confidence:` add to an answer."""
+    added: dict[str, Any] = {"stability": stability, "samples": values} if "repeat" in args else {}
+    return {**added, "confidence": confidence} if "confidence" in args else added
 
 
 def _whole(ctx: StepContext, value: Any, name: str, least: int) -> int:

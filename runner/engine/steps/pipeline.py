@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed
@@ -11,13 +10,10 @@ from runner.engine.context import StepContext, render_at
 from runner.engine.steps.base import Step, register
 from runner.errors import ConfigError, StepError
 from runner.pipeline.loader import load_part_file
+from runner.pipeline.model import Pipeline
 from runner.pipeline.parts import input_problems, inputs_scope, load_part, rebased
 from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
-
-
-def _project(shapes: ShapeContext) -> Path | None:
-    return shapes.schemas_dir.parent if shapes.schemas_dir is not None else None
 
 
 @register
@@ -29,27 +25,15 @@ class Part(Step):
 
     @classmethod
     def result_schema(cls, args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
-        project, file = _project(shapes), args.get("file")
-        if project is None or not isinstance(file, str) or is_template(file):
-            return OPEN
-        try:
-            part = load_part(project, file, load_part_file)
-        except ConfigError:
+        part, _ = _part(args, shapes)
+        if part is None:
             return OPEN
         return closed({**dict.fromkeys(part.output, OPEN), **COUNTS}, "The part's `output:` fields.")
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
-        project, file = _project(shapes), args.get("file")
-        if not isinstance(file, str) or project is None:
-            return []
-        if is_template(file):
-            return [(("file",), "a part is named as it is (a file under pipelines/), not by a template")]
-        try:
-            part = load_part(project, file, load_part_file)
-        except ConfigError as exc:
-            return [(("file",), f"part '{file}': {exc}")]
-        return input_problems(part, file, args.get("inputs"))
+        part, problems = _part(args, shapes)
+        return problems if part is None else input_problems(part, args["file"], args.get("inputs"))
 
     async def run(self, ctx: StepContext) -> Any:
         file = str(ctx.spec.args["file"])
@@ -63,3 +47,16 @@ class Part(Step):
             raise StepError(f"part '{file}': {outcome.error}")
         return {name: render_at(ctx.runtime, value, (*ctx.spec.path, "with", "file"), scope)
                 for name, value in part.output.items()}
+
+
+def _part(args: Mapping[str, Any], shapes: ShapeContext) -> tuple[Pipeline | None, list[tuple[DataPath, str]]]:
+    """The part `file` names, or what keeps it from being read (nothing without a project folder)."""
+    file = args.get("file")
+    if not isinstance(file, str) or shapes.schemas_dir is None:
+        return None, []
+    if is_template(file):
+        return None, [(("file",), "a part is named as it is (a file under pipelines/), not by a template")]
+    try:
+        return load_part(shapes.schemas_dir.parent, file, load_part_file), []
+    except ConfigError as exc:
+        return None, [(("file",), f"part '{file}': {exc}")]

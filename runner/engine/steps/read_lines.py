@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,8 @@ class FileCache:
     def __init__(self) -> None:
         self.lines: dict[Path, list[str] | None] = {}
         self.digests: dict[Path, str] = {}
-        self.resolved: dict[tuple[Path, str], tuple[Path | None, str]] = {}
+        self.resolve = functools.cache(resolve_inside)      # (root, name): (path, status)
         self.reads = 0
-
-    def resolve(self, root: Path, name: str) -> tuple[Path | None, str]:
-        key = (root, name)
-        if key not in self.resolved:
-            self.resolved[key] = resolve_inside(root, name)
-        return self.resolved[key]
 
     def get(self, path: Path, encoding: str) -> list[str] | None:
         if path not in self.lines:

@@ -13,7 +13,7 @@ from runner.llm.cache.store import JsonCache
 from runner.redact import remember_url
 from runner.search import PROVIDERS, SearchFailed, SearchRequest, cache_key
 
-OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")
+OPTION_KEYS = ("api_key", "api_base", "search_depth", "folder", "timeout", "retries", "backoff")   # the provider's
 
 
 @dataclass(frozen=True)
@@ -21,14 +21,6 @@ class SearchArgs:
     query: Any
     provider: Any
     max_results: Any = None
-    # provider options (OPTION_KEYS)
-    api_key: str | None = None
-    api_base: str | None = None
-    search_depth: str | None = None
-    folder: str | None = None
-    timeout: Any = None
-    retries: Any = None
-    backoff: Any = None
 
 
 @register
@@ -41,9 +33,9 @@ class Search(Step):
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(SearchArgs)
         found = PROVIDERS.get(str(args.provider))
-        remember_url(args.api_base or "")
-        request = SearchRequest(str(args.query), int(args.max_results or 3),
-                                {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k) is not None})
+        options = {k: ctx.args[k] for k in OPTION_KEYS if ctx.args.get(k) is not None}
+        remember_url(options.get("api_base") or "")
+        request = SearchRequest(str(args.query), int(args.max_results or 3), options)
         key = cache_key(found, request)
         cache = ctx.runtime.resource(_cache)
         cached = None if ctx.runtime.options.no_cache else cache.get(key)

@@ -7,7 +7,7 @@ from typing import Any
 
 from runner.checks.result_shapes import closed
 from runner.engine.context import StepContext
-from runner.engine.steps.base import Step, register
+from runner.engine.steps.base import Step, as_text, register
 
 # OpenAI's operations: eq and ne compare the whole texts (case-sensitive); like is "the input
 # contains the reference" (case-sensitive) and ilike the same in any case (no SQL wildcards).
@@ -35,10 +35,5 @@ class StringCheck(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(StringCheckArgs)
-        passed = bool(OPERATIONS[args.operation](_text(args.input), _text(args.reference)))
+        passed = bool(OPERATIONS[args.operation](as_text(args.input), as_text(args.reference)))
         return {"passed": passed, "score": 1 if passed else 0}
-
-
-def _text(value: Any) -> str:
-    """A rendered value as the text compared (a missing value is the empty text)."""
-    return "" if value is None else str(value)

@@ -14,7 +14,7 @@ from typing import Any
 from runner.checks.result_shapes import ShapeContext, closed
 from runner.engine.context import StepContext
 from runner.engine.services import CallRequest
-from runner.engine.steps.base import Step, reaches, register
+from runner.engine.steps.base import Step, as_text, reaches, register
 from runner.errors import StepError
 from runner.text.similarity import EMBEDDING_METRICS, cosine, similarity
 from runner.yamlpos import Path as DataPath
@@ -53,8 +53,7 @@ class TextSimilarity(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(TextSimilarityArgs)
-        text = "" if args.input is None else str(args.input)
-        reference = "" if args.reference is None else str(args.reference)
+        text, reference = as_text(args.input), as_text(args.reference)
         if args.metric in EMBEDDING_METRICS and args.model is not None:
             answer = await ctx.call(CallRequest(model=args.model, item=ctx.item.index, step=ctx.spec.id, embed=True,
                                                 messages=[{"role": "user", "content": text},

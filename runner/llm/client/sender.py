@@ -56,7 +56,7 @@ class Sender:
         self._local: dict[str, AdaptiveLimit | None] = {}
         self._global = asyncio.Semaphore(self.concurrency)
         self._budget: DailyBudget | None = None
-        # Set on a Ray worker: gates and daily budgets held for the whole cluster (ray_services.py).
+        # Set on a Ray worker: gates and daily budgets held for the whole cluster (ray_blocks.py).
         self.cluster_limits: Any = None
 
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
