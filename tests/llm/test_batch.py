@@ -251,6 +251,14 @@ def live_and_batched(project, env, path, *replies):
     return outcomes
 
 
+def test_a_refused_format_is_asked_anew_with_its_retries_live_and_batched(project, env):
+    # One retry: used by the first 500; the format falls back and the next format gets its own retry.
+    path = batch_pipeline(project, retries=1)
+    live, batched = live_and_batched(project, env, path, Reply(status=500), REFUSAL, Reply(status=500),
+                                     Reply(json.dumps({"verdict": "yes"})))
+    assert live == batched == [("yes", None)]
+
+
 def test_an_error_naming_a_format_none_was_sent_for_is_an_ordinary_error_live_and_batched(project, env):
     # structured_output none sends no response_format: an error naming one is not a refusal of it.
     path = batch_pipeline(project, retries=1, extra="structured_output: none")

@@ -99,7 +99,7 @@ class BatchCollector:
                 return outcome, mode
             error = outcome
             if (following := self.formats.fall_back(spec, mode, error, call.schema)) is not None:
-                mode = following
+                mode, attempt = following, 0            # asked anew, as a live call is
                 continue
             if not error.retryable or attempt >= spec.retries:
                 raise TransportError(error.kind, error.message, error.status, body=error.body, attempts=attempt + 1)
