@@ -235,6 +235,38 @@ def test_a_format_learned_in_a_batch_is_the_one_live_calls_of_that_schema_start_
     assert [r.body["response_format"]["type"] for r in env.requests][:1] == ["json_object"]
 
 
+REFUSAL = Reply(status=400, raw_body=json.dumps({"error": "response_format json_schema is not supported"}))
+
+
+def live_and_batched(project, env, path, *replies):
+    """The verdicts and errors of one item asked live, then batched, the server answering `replies` in turn."""
+    outcomes = []
+    for batch in (False, True):
+        env.reset()
+        env.script(*replies, contains="Question")
+        env.answer_json({"verdict": "no"})
+        where = "batched" if batch else "live"
+        outcome = run(path, items(project, 1), batch=batch, out=where, cache_dir=project.root / where)
+        outcomes.append([(r.get("verdict"), r.get("error")) for r in outcome.results])
+    return outcomes
+
+
+def test_a_refused_format_is_asked_anew_with_its_retries_live_and_batched(project, env):
+    # One retry: used by the first 500; the format falls back and the next format gets its own retry.
+    path = batch_pipeline(project, retries=1)
+    live, batched = live_and_batched(project, env, path, Reply(status=500), REFUSAL, Reply(status=500),
+                                     Reply(json.dumps({"verdict": "yes"})))
+    assert live == batched == [("yes", None)]
+
+
+def test_an_error_naming_a_format_none_was_sent_for_is_an_ordinary_error_live_and_batched(project, env):
+    # structured_output none sends no response_format: an error naming one is not a refusal of it.
+    path = batch_pipeline(project, retries=1, extra="structured_output: none")
+    live, batched = live_and_batched(project, env, path, Reply(status=500, raw_body=REFUSAL.raw_body),
+                                     Reply(json.dumps({"verdict": "yes"})))
+    assert live == batched == [("yes", None)]
+
+
 def test_runner_batches_lists_and_cancels_pending_batches(project, env, cli):
     env.batches.hold = True
     env.answer_json({"verdict": "yes"})

@@ -30,9 +30,9 @@ from runner.llm.batch.client import BatchClient, Outcome, RequestLine, answers, 
 from runner.llm.batch.polling import GONE, BatchCall, Gathered, ModelBatches, Requeue, Tracked, created, until_done
 from runner.llm.batch.store import BatchRecord, BatchStore
 from runner.llm.client.http import wire_model
-from runner.llm.client.sender import ModelStats, _count, retry_pause
+from runner.llm.client.sender import ModelStats, retry_pause
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, response_format
 from runner.llm.client.transport import Completion, TransportError
 
 SETTLE_TURNS = 8          # loop turns for woken tasks (a jury's other seats, the next item) to reach their waits
@@ -94,15 +94,12 @@ class BatchCollector:
                 if not self._waiting[call.item]:
                     del self._waiting[call.item]
             if isinstance(outcome, Completion):
-                _count(stats, outcome)
+                stats.add_usage(outcome)
                 outcome.attempts = attempt + 1
                 return outcome, mode
             error = outcome
-            if call.schema is not None and rejects_format(error):
-                following = self.formats.fall_back(spec, mode, error, call.schema)
-                if following is None:
-                    raise format_refused(spec, mode, error)
-                mode = following
+            if (following := self.formats.fall_back(spec, mode, error, call.schema)) is not None:
+                mode, attempt = following, 0            # asked anew, as a live call is
                 continue
             if not error.retryable or attempt >= spec.retries:
                 raise TransportError(error.kind, error.message, error.status, body=error.body, attempts=attempt + 1)

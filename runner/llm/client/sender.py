@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
 from runner.llm.client.limits import BudgetSpent, DailyBudget, ModelGate
 from runner.llm.client.spec import ModelSpec
-from runner.llm.client.structured import FormatChoices, format_refused, rejects_format, response_format
+from runner.llm.client.structured import FormatChoices, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
 from runner.redact import redact
 from runner.retry import RetryAfterTooLong, retry_delay
@@ -34,6 +34,15 @@ class ModelStats:
     total_tokens: int = 0
     usage_unknown: int = 0      # answers whose server reported no token counts (e.g. streamed by llama.cpp)
     cost: float = 0.0
+
+    def add_usage(self, completion: Completion) -> None:
+        """Count an answer's tokens and cost."""
+        if not completion.usage:      # the token figures then undercount: say so rather than add 0
+            self.usage_unknown += 1
+        self.prompt_tokens += completion.usage.get("prompt_tokens", 0)
+        self.completion_tokens += completion.usage.get("completion_tokens", 0)
+        self.total_tokens += completion.usage.get("total_tokens", 0)
+        self.cost += completion.cost or 0.0
 
 
 def timeout_message(spec: ModelSpec, max_tokens: Any) -> str:
@@ -100,7 +109,7 @@ class Sender:
                     with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
                         async with asyncio.timeout(spec.timeout):
                             completion = await request
-                    _count(stats, completion)
+                    stats.add_usage(completion)
                     completion.attempts = attempt + 1
                     return completion, mode
                 except TimeoutError:
@@ -110,10 +119,7 @@ class Sender:
             error.attempts = attempt + 1
             if adaptive is not None:
                 _overload(adaptive, error)
-            if wanted is not None and rejects_format(error):       # not a transient fault: never retried
-                following = self.formats.fall_back(spec, mode, error, schema)
-                if following is None:
-                    raise format_refused(spec, mode, error)
+            if (following := self.formats.fall_back(spec, mode, error, schema)) is not None:
                 mode, attempt, timeouts = following, 0, 0
                 continue
             if error.kind == "timeout":
@@ -196,15 +202,6 @@ def _overload(adaptive: AdaptiveLimit, error: TransportError) -> None:
         adaptive.overloaded("an answer was cut short while it was sent more at once")
     elif error.status in OVERLOAD_STATUS:
         adaptive.overloaded(f"it answered HTTP {error.status}")
-
-
-def _count(stats: ModelStats, completion: Completion) -> None:
-    if not completion.usage:      # the token figures above then undercount: say so rather than add 0
-        stats.usage_unknown += 1
-    stats.prompt_tokens += completion.usage.get("prompt_tokens", 0)
-    stats.completion_tokens += completion.usage.get("completion_tokens", 0)
-    stats.total_tokens += completion.usage.get("total_tokens", 0)
-    stats.cost += completion.cost or 0.0
 
 
 async def tcp_refused(url: str, timeout: float = 3.0) -> bool:

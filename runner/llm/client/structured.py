@@ -138,9 +138,13 @@ class FormatChoices:
 
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
                   schema: dict[str, Any] | None) -> str | None:
-        """The next format to try after `rejected`, or None when the model's setting is fixed."""
-        if spec.structured_output != "auto" or rejected == LADDER[-1]:
+        """After `error` on a request in format `rejected`: the next format to ask with, when the
+        server refused the `response_format` it was sent (not a transient fault: never retried);
+        None for any other error. Raises the refusal when the model's setting is fixed."""
+        if response_format(rejected, schema) is None or not rejects_format(error):
             return None
+        if spec.structured_output != "auto":
+            raise format_refused(spec, rejected, error)
         learned = self._learned
         key = self.key(spec, schema)
         following = LADDER[LADDER.index(rejected) + 1]
