@@ -29,8 +29,8 @@ from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
 from runner.stores.kept import without_reads
 from runner.stores.result_store import ResultStore, StoredResult
-from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
-from runner.tracing.feedback import human_assessment
+from runner.stores.reviews import REVIEWS_FILE, ReviewStore
+from runner.tracing.feedback import record_review
 
 DEFAULT_DB = "results.sqlite"          # beside the pipelines folder, in the project folder
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": openapi.ErrorBody}
@@ -110,21 +110,16 @@ def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: boo
            label: str | None, rationale: str | None) -> dict[str, Any]:
     """Save the review (one per user and item: a second replaces the first; one refused is a
     400), then log it on the result's MLflow trace; what was done, and why MLflow was not told."""
-    result = stored.result
     field = served.pipeline.summary.count_by
-    judged = result.get(field) if field else None
-    trace = result.get("mlflow_trace_id")
-    review = review_of(served.name, stored.item_key, None if judged is None else str(judged), agrees,
-                       label=label, rationale=rationale, reviewer=user, verdicts=verdict_values(served.pipeline),
-                       trace_id=trace if isinstance(trace, str) else None)
-    saved = store.put(review)
-    mlflow: dict[str, Any] = {"logged": False, "trace_id": saved.trace_id}
-    if saved.trace_id:
-        assessment, problem = human_assessment(saved.trace_id, agrees, saved.rationale, saved.reviewer)
-        mlflow.update({"logged": assessment is not None, "assessment_id": assessment})
-        if problem:
-            mlflow["warning"] = problem
-    return {"saved": True, "review": saved.as_dict(), "mlflow": mlflow}
+    done = record_review(store, stored.result, served.name, stored.item_key,
+                         stored.result.get(field) if field else None, agrees, label=label, rationale=rationale,
+                         reviewer=user, verdicts=verdict_values(served.pipeline))
+    mlflow: dict[str, Any] = {"logged": False, "trace_id": done.review.trace_id}
+    if done.review.trace_id:
+        mlflow.update({"logged": done.assessment_id is not None, "assessment_id": done.assessment_id})
+        if done.warning:
+            mlflow["warning"] = done.warning
+    return {"saved": True, "review": done.review.as_dict(), "mlflow": mlflow}
 
 
 def json_response(value: Any, status: int = 200, **headers: str) -> Response:

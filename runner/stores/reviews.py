@@ -1,11 +1,11 @@
 """People's reviews of verdicts, the one feedback store: `runner view`, `runner serve`'s
 feedback route and `runner feedback` all write it, each review made by `review_of` (so one
-rule says what a review may say). SQLite in WAL mode beside the runs
-(REPORTS_DIR/reviews.sqlite), or PostgreSQL beside `runner serve`'s results there; keyed by
-pipeline and the item's content key (`item_key`, a hash of its input), so a review follows
-its item into every later run of the same content. One row per reviewer and item (a second
-review by the same person replaces the first); each write is its own transaction, so several
-reviewers at once lose nothing."""
+rule says what a review may say) and given by `record_review` (runner/tracing/feedback.py).
+SQLite in WAL mode beside the runs (REPORTS_DIR/reviews.sqlite), or PostgreSQL beside
+`runner serve`'s results there; keyed by pipeline and the item's content key (`item_key`, a
+hash of its input), so a review follows its item into every later run of the same content.
+One row per reviewer and item (a second review by the same person replaces the first); each
+write is its own transaction, so several reviewers at once lose nothing."""
 
 from __future__ import annotations
 

@@ -7,21 +7,54 @@ The result is found by its trace id (ours or MLflow's) in the run folders at or 
 `runner serve` write too and `runner labels export` reads, made by the same rule
 (`review_of`: a label that contradicts the rating, or is not one of the pipeline's verdicts,
 is refused). It is also logged to MLflow as a HUMAN assessment when the result was traced
-there (it has an `mlflow_trace_id`)."""
+there (it has an `mlflow_trace_id`). `record_review` is those steps, for all three."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError, RunnerError
 from runner.runs.folders import RESULTS, is_run, iter_results, read_summary
 from runner.runs.manifest import read_manifest
-from runner.stores.reviews import REVIEWS_FILE, ReviewStore, review_of
+from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore, review_of
 
 _DEPTHS = ("", "*/", "*/*/", "*/*/*/")        # a run folder, its group, its pipeline, the reports folder
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A review as saved, and what MLflow was told of it."""
+
+    review: Review
+    assessment_id: str | None = None        # its HUMAN assessment on the result's MLflow trace
+    warning: str | None = None              # why MLflow was not told, when the result has a trace
+
+
+def record_review(store: ReviewStore | Path, result: dict[str, Any], pipeline: str, item_key: str, judged: Any,
+                  agrees: bool, *, label: str | None, rationale: str | None, reviewer: str | None,
+                  verdicts: Sequence[str] | None, run: str | None = None, item_index: int | None = None,
+                  name: str = "human_feedback") -> Recorded:
+    """A person's review of `result` (judged `judged`), the one way `runner feedback`, view and
+    serve give one: made by `review_of` (ReviewRefused when it contradicts itself), saved in
+    `store` (a path: the SQLite store there, opened for this review), then logged as a HUMAN
+    assessment on the result's MLflow trace (its `mlflow_trace_id`) when it has one."""
+    trace = result.get("mlflow_trace_id")
+    review = review_of(pipeline, item_key, None if judged is None else str(judged), agrees, label=label,
+                       rationale=rationale, reviewer=reviewer, verdicts=verdicts, run=run, item_index=item_index,
+                       trace_id=trace if isinstance(trace, str) else None)
+    reviews = ReviewStore(store) if isinstance(store, Path) else store
+    try:
+        saved = reviews.put(review)
+    finally:
+        if reviews is not store:
+            reviews.close()
+    if not saved.trace_id:
+        return Recorded(saved)
+    return Recorded(saved, *human_assessment(saved.trace_id, agrees, saved.rationale, saved.reviewer, name))
 
 
 def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: str | None = None,
@@ -38,28 +71,20 @@ def record_feedback(store: Path, trace_id: str, is_positive: bool, rationale: st
     if not pipeline or not isinstance(key, str) or not key:
         raise InputError(f"{folder / RESULTS}: the result with trace id '{trace_id}' has no item_key or pipeline "
                          "(made by an older runner): run it again to give feedback on it")
-    judged = result.get(summary["count_by"]) if summary.get("count_by") else None
     try:        # the run as `runner view` names it (under REPORTS_DIR), else as found
         run = folder.resolve().relative_to(reports.resolve()).as_posix()
     except ValueError:
         run = str(folder)
-    mlflow_trace = result.get("mlflow_trace_id")
-    review = review_of(pipeline, key, None if judged is None else str(judged), is_positive, label=label,
-                       rationale=rationale, reviewer=user, verdicts=entry.get("verdicts"),
-                       run=run, item_index=result.get("index"),
-                       trace_id=mlflow_trace if isinstance(mlflow_trace, str) else None)
-    reviews = ReviewStore(reports / REVIEWS_FILE)
-    try:
-        saved = reviews.put(review).as_dict()
-    finally:
-        reviews.close()
-    saved["store"] = str(reviews.path)
-    saved["result_trace_id"] = result.get("trace_id", trace_id)
-    if review.trace_id:
-        saved["mlflow_assessment_id"], problem = human_assessment(review.trace_id, is_positive, review.rationale,
-                                                                  review.reviewer, name)
-        if problem:
-            warn(problem)
+    done = record_review(reports / REVIEWS_FILE, result, pipeline, key,
+                         result.get(summary["count_by"]) if summary.get("count_by") else None, is_positive,
+                         label=label, rationale=rationale, reviewer=user, verdicts=entry.get("verdicts"), run=run,
+                         item_index=result.get("index"), name=name)
+    saved = {**done.review.as_dict(), "store": str(reports / REVIEWS_FILE),
+             "result_trace_id": result.get("trace_id", trace_id)}
+    if done.review.trace_id:
+        saved["mlflow_assessment_id"] = done.assessment_id
+    if done.warning:
+        warn(done.warning)
     return saved
 
 

@@ -32,7 +32,8 @@ from runner.errors import RunnerError
 from runner.llm.calls.record import header
 from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
 from runner.stores.database import StoreUnavailable
-from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user, review_of
+from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user
+from runner.tracing.feedback import record_review
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
 from runner.view.run_list import RunEntry, list_runs, run_entry, run_folder, run_pass_check
 
@@ -207,21 +208,17 @@ def _save_review(view: View, body: bytes) -> Response:
     if not isinstance(key, str) or not key:
         return JSONResponse({"error": "this run's results carry no item_key (made by an older runner): run it "
                                       "again to review it"}, 409)
-    trace = result.get("mlflow_trace_id")
     try:
-        review = review_of(entry.pipeline, key, index.verdict_of(result), data["agrees"], label=texts["correct"],
-                           rationale=texts["rationale"], reviewer=texts["reviewer"], verdicts=entry.verdicts,
-                           run=entry.path, item_index=data["index"], trace_id=trace if isinstance(trace, str) else None)
+        done = record_review(view.store, result, entry.pipeline, key, index.verdict_of(result), data["agrees"],
+                             label=texts["correct"], rationale=texts["rationale"], reviewer=texts["reviewer"],
+                             verdicts=entry.verdicts, run=entry.path, item_index=data["index"])
     except ReviewRefused as refused:
         return JSONResponse({"error": str(refused)}, 400)
-    saved = view.store.put(review)
-    answer: dict[str, Any] = {"saved": True, "review": saved.as_dict(), "mlflow": False}
-    if saved.trace_id:          # a HUMAN assessment on the item's trace, as `runner feedback` logs one
-        from runner.tracing.feedback import human_assessment
-        _, problem = human_assessment(saved.trace_id, saved.agrees, saved.rationale, saved.reviewer)
-        answer["mlflow"] = problem is None
-        if problem:
-            answer["warning"] = problem
+    # mlflow: a HUMAN assessment was logged on the item's trace, as `runner feedback` logs one
+    answer: dict[str, Any] = {"saved": True, "review": done.review.as_dict(),
+                              "mlflow": bool(done.review.trace_id) and done.warning is None}
+    if done.warning:
+        answer["warning"] = done.warning
     return JSONResponse(answer)
 
 

@@ -206,6 +206,15 @@ def test_slide_judge_traces_assessments_and_feedback(project, fake_llm, mlflow_s
     store.close()
     assert [(r.agrees, r.reviewer, r.trace_id) for r in (reviews[red["item_key"]], reviews[green["item_key"]])] == [
         (False, "alice", red["mlflow_trace_id"]), (True, getpass.getuser(), green["mlflow_trace_id"])]
+    # A review in `runner view` is logged the same way (runner/tracing/feedback.py: record_review).
+    from starlette.testclient import TestClient
+
+    from runner.view.app import create_app as view_app
+    view = TestClient(view_app(project.root, token="t"), base_url="http://127.0.0.1")
+    seen = view.post("/api/review", json={"run": "out", "index": green["index"], "agrees": True, "reviewer": "bob"},
+                     headers={"X-Runner-Token": "t"})
+    assert seen.status_code == 200 and seen.json()["mlflow"] is True and "warning" not in seen.json(), seen.text
+    assert "bob" in [a.source.source_id for a in client.get_trace(green["mlflow_trace_id"]).info.assessments]
 
     # Unchanged slides come from the memo: each gets a new trace marked as a memo hit (no
     # assessments: they live on the trace that judged it), and the stored trace ids stay.

@@ -428,3 +428,33 @@ def test_61_one_pass_rule_for_summary_report_export_and_view_badges(project, cli
     assert re.findall(r'<span class="badge (\w+)">', report) == ["pass", "fail", "fail"]
     junit = (reports / "c" / "r1" / "junit.xml").read_text()
     assert junit.count("<failure") == 2
+
+
+def test_61_a_review_of_a_traced_item_is_one_record_whoever_gives_it(reports, cli, monkeypatch):
+    """Issue 61: one review record, made, kept and logged one way (runner/tracing/feedback.py:
+    record_review). The view's review of an item traced to MLflow, with no tracking server set,
+    is kept and says why MLflow was not told in the words `runner feedback` warns with; the same
+    review by `runner feedback` is the same row of the same store."""
+    from dataclasses import replace
+
+    import runner.serve.app as serve_app
+    import runner.view.app as view_app
+    from runner.stores.reviews import ReviewStore
+    for module in (serve_app, view_app):        # neither builds nor logs a review of its own
+        assert hasattr(module, "record_review") and not hasattr(module, "review_of"), module.__name__
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    results = reports / "t" / "r1" / "results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    lines[1]["mlflow_trace_id"] = "tr-2"
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    answer = review(client(reports), "t/r1", 2, False, correct="no")
+    warning = "not logged to MLflow: set MLFLOW_TRACKING_URI to the server that holds trace tr-2"
+    assert answer["mlflow"] is False and answer["warning"] == warning
+    done = cli("feedback", "--store", str(reports), "--trace-id", "tr-2", "--down", "--label", "no", "--user", "ann",
+               "--reports", str(reports))
+    assert done.exit_code == 0 and done.stderr == f"warning: {warning}\n", done.output
+    store = ReviewStore(reports / "reviews.sqlite", create=False)
+    [row] = store.of_pipeline("t")
+    store.close()
+    assert replace(row, reviewed_at="").as_dict() == {**answer["review"], "reviewed_at": ""}
+    assert (row.judged, row.correct, row.trace_id, row.run, row.item_index) == ("yes", "no", "tr-2", "t/r1", 2)
