@@ -262,3 +262,13 @@ def test_only_the_runtime_knows_the_llm_service_class(graph):
     importers = sorted(module for module, targets in graph.items()
                        if "runner.llm.service" in targets and unit_of(module) != "runner.llm")
     assert importers == ["runner.engine.context"]
+
+
+def test_one_way_to_give_a_review():
+    """Issue 61: `runner feedback`, view and serve each give a review through
+    runner/tracing/feedback.py's `record_review`; only it makes a review (`review_of`)."""
+    makers = sorted(name for name, path in modules().items()
+                    for node in _imports(ast.parse(path.read_text(encoding="utf-8")))
+                    if isinstance(node, ast.ImportFrom) and node.module == "runner.stores.reviews"
+                    and any(alias.name == "review_of" for alias in node.names))
+    assert makers == ["runner.tracing.feedback"]
