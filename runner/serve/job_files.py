@@ -166,12 +166,15 @@ def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def _whole_lines(path: Path) -> Iterator[bytes]:
-    """The complete lines of a file being appended to (a line cut by a kill is left out)."""
+    """The complete lines of a file being appended to, up to the first without its newline (a
+    line still being written, or cut by a kill): read on past it, the next read would return
+    only that line's tail, which ends in a newline but is no line."""
     try:
         with path.open("rb") as handle:
             for line in handle:
-                if line.endswith(b"\n"):
-                    yield line
+                if not line.endswith(b"\n"):
+                    return
+                yield line
     except FileNotFoundError:
         return
 

@@ -254,3 +254,36 @@ def test_a_job_record_edited_into_a_wrong_shape_is_left_alone_with_a_message(ser
     err = capsys.readouterr().err
     assert "20260101000000-bad.json: not a job record (params is not a JSON object): left alone" in err
     assert "20260101000000-few.json: not a job record (counts does not hold a whole number for each of done," in err
+
+
+
+def test_a_jobs_results_stream_never_sends_the_tail_of_a_line_finished_meanwhile(tmp_path, monkeypatch):
+    """A results.jsonl another process appends to (a job of another server of the project, or
+    a `runner run`) may end in a line still being written. The stream stops before it: read on,
+    the next read returned only that line's tail (the writer's second write, landing just after
+    the reader met the end), which ends in a newline and was sent as a line."""
+    import io
+
+    from runner.serve.job_files import results_lines
+    first = json.dumps({"index": 1, "verdict": "yes"}).encode() + b"\n"
+    second = json.dumps({"index": 2, "verdict": "no"}).encode() + b"\n"
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(first + second[:10])
+
+    class Appended(io.FileIO):
+        """The file as the reader sees it while the writer finishes its line right after the reader's first end."""
+        def readinto(self, buffer):  # type: ignore[no-untyped-def]
+            read = super().readinto(buffer)
+            if read == 0 and not results.read_bytes().endswith(b"\n"):
+                with open(results, "ab") as writer:
+                    writer.write(second[10:])
+            return read
+
+    real_open = Path.open
+    monkeypatch.setattr(Path, "open", lambda self, mode="r", *a, **k: io.BufferedReader(Appended(self))
+                        if self == results and mode == "rb" else real_open(self, mode, *a, **k))
+
+    async def stream() -> bytes:
+        return b"".join([chunk async for chunk in results_lines(results)])
+
+    assert asyncio.run(stream()) == first
