@@ -85,6 +85,41 @@ def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUN
     """os.open of a file the run writes (mode 0666 less the umask), refusing a symlink in its place."""
     return os.open(path, flags | NO_FOLLOW, 0o666)
 
+
+class AppendFile:
+    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), made or emptied
+    when opened. A piece that cannot be written whole is cut back off (OutputError, naming the
+    file), so the file always ends where the last whole piece did."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._size = 0                     # bytes of whole pieces written so far
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd: int | None = open_own(path)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def write(self, data: bytes) -> None:
+        if self._fd is None:
+            return
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps what was written "
+                              "before") from None
+        self._size += len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
 MAX_DEPTH = 200
 MAX_FILE_BYTES = 2 * 2**30           # a whole file read at once (summary, labels, a memo store)
 MAX_LINE_BYTES = 256 * 2**20          # one line of a JSON lines file

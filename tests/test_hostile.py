@@ -503,22 +503,36 @@ def test_a_full_disk_keeps_whole_lines_and_exits_1_with_a_message(project):
     assert not list((project.root / "out").glob(".results.jsonl.*"))       # no temporary file left
 
 
-def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch):
-    from runner.runs import results_file as files
-    log = files.ResultsLog(tmp_path / "results.jsonl")
-    log.append({"index": 1})
+@pytest.mark.parametrize("file", ["results.jsonl", "calls.jsonl"])
+def test_an_unwritable_append_is_truncated_to_whole_lines(tmp_path, monkeypatch, file):
+    """results.jsonl and calls.jsonl are appended to one way: a line not written whole is cut
+    back off, so what follows it is never glued to half a line."""
+    from runner.fileio import OutputError
+    from runner.llm.calls.file import CallsFile
+    from runner.runs.results_file import ResultsLog
+    if file == "results.jsonl":
+        log = ResultsLog(tmp_path / file)
+        append = log.append
+    else:
+        calls = log = CallsFile(tmp_path / file)
+
+        def append(value: dict) -> None:
+            calls.append([json.dumps(value).encode() + b"\n"])
+    append({"index": 1})
     real_write = os.write
 
     def short_then_full(fd: int, data: bytes) -> int:
         if len(data) > 5:
             return real_write(fd, data[:5])                # a torn line on disk ...
         raise OSError(28, "No space left on device")      # ... then ENOSPC
-    monkeypatch.setattr(files.os, "write", short_then_full)
-    with pytest.raises(files.OutputError, match="No space left on device") as failed:
-        log.append({"index": 2, "text": "long enough"})
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(OutputError, match="No space left on device") as failed:
+        append({"index": 2, "text": "long enough"})
+    monkeypatch.setattr(os, "write", real_write)
+    append({"index": 3})
     log.close()
     assert failed.value.exit_code == 1
-    assert (tmp_path / "results.jsonl").read_text() == '{"index": 1}\n'
+    assert (tmp_path / file).read_text() == '{"index": 1}\n{"index": 3}\n'
 
 
 # ---- 10. one run at a time per output folder; 11. a killed rerun never disagrees -----------

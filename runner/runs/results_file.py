@@ -7,16 +7,15 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-import os
 import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, overload
 
-from runner.fileio import OutputError, atomic_write_lines, decode, dumps, open_own, parse_json, read_json_lines, utf8
+from runner.fileio import AppendFile, atomic_write_lines, decode, dumps, parse_json, read_json_lines, utf8
 from runner.runs.folders import RESULTS, checked_result, iter_results
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
@@ -24,39 +23,11 @@ RUN_CHARS = 8 << 20                 # and at most this much text (results with l
 _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
-class ResultsLog:
+class ResultsLog(AppendFile):
     """results.jsonl: each result appended as one complete line as soon as it finishes."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._size = 0                     # bytes of complete lines written so far
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = open_own(path)
-        except OSError as exc:
-            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
-
     def append(self, result: dict[str, Any]) -> None:
-        """Write one complete line; on failure cut the file back to its last whole line."""
-        if self._fd is None:
-            return
-        data = utf8(dumps(result) + "\n")
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
-        except OSError as exc:
-            with suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-                os.lseek(self._fd, self._size, os.SEEK_SET)
-            raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}; it keeps the "
-                              f"results written before") from None
-        self._size += len(data)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.write(utf8(dumps(result) + "\n"))
 
 
 def line_index(line: str) -> int:

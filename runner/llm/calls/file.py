@@ -5,13 +5,12 @@ however many calls a run made."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from runner.fileio import MAX_LINE_BYTES, open_own
+from runner.fileio import MAX_LINE_BYTES, AppendFile
 from runner.llm.calls.record import item_of
 
 
@@ -21,20 +20,16 @@ class CallsFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        self._file: AppendFile | None = None
 
     def append(self, lines: list[bytes]) -> None:
-        if self._fd is None:
-            self._fd = open_own(self.path)
-        data = b"".join(lines)
-        written = 0
-        while written < len(data):
-            written += os.write(self._fd, data[written:])
+        if self._file is None:
+            self._file = AppendFile(self.path)
+        self._file.write(b"".join(lines))
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
 
 
 class KeptCalls:
