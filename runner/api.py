@@ -24,7 +24,7 @@ from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
-from runner.inputs.stdin import is_stdin, spool
+from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report_html import render_html
@@ -63,12 +63,14 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
-        records = iter_records(adapter, path, options)       # an unusable input fails here
+        # a copy (standard input's, an upload's) is named as the user knows it in the items' errors
+        shown = STDIN_NAME if source.stdin_copy is not None else source.input_name
+        records = iter_records(adapter, path, options, shown)       # an unusable input fails here
         if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
             items = ItemStream(lambda: iter_items(records, explode))
         else:
             counter = None if explode else record_counter(adapter)     # exploded records: counted by a pass
-            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode),
+            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options, shown), explode),
                                count=None if counter is None else lambda: counter(path, options))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")

@@ -217,7 +217,9 @@ KNOWN: dict[tuple[str, str], str] = {}
 
 # The outsider's judge runs by default (a few items, a second each); the shipped examples are
 # slow (tens of calls each): `-m slow` or `-m ""` runs them.
-FAST = ("tickets", "tickets_all_failing")
+FAST = ("tickets", "tickets_all_failing", "tickets_rough")
+# The cases whose every row is a record (a refused row has none to send as JSON)
+READABLE = tuple(c.name for c in CASES if not c.rough)
 
 
 def cases(entry: str, names: tuple[str, ...] | None = None, slow: bool = False) -> list[Any]:
@@ -293,6 +295,24 @@ def test_render_shows_the_prompts_a_run_sends(case: str, in_process: Callable[[s
             assert sorted(prompts) == sorted(sent.get(item, [])), item
 
 
+@pytest.mark.parametrize("case", cases("stdin", tuple(c.name for c in CASES if c.csv)))
+def test_standard_input(case: str, in_process: Callable[[str], Setup]) -> None:
+    """`runner run --input -` with the file on standard input: the baseline, the errors of the
+    rows it cannot read included (they name the input as the user gave it, not a copy of it)."""
+    setup = in_process(case)
+    expected = setup.baseline()
+    setup.answer()
+    done = run_cli("run", setup.rel, "--input", "-", "--out", "stdin", "--cache-dir", str(setup.root / "cache-stdin"),
+                   env={"RUNNER_CACHE_DIR": str(setup.root / "cache")},
+                   input=(setup.root / setup.case.input).read_text())
+    assert "Traceback" not in done.output, done.output
+    got = folder_outcome(setup.root / "stdin", done.exit_code)
+    expected_results = [{**r, "error": r["error"].replace(setup.case.input, "<stdin>")} if "error" in r else r
+                        for r in expected.results]
+    assert_same(Outcome(got.results, got.counts, None, got.exit),
+                Outcome(expected_results, expected.counts, None, expected.exit), done.output)
+
+
 # ---- runner serve: /judge and jobs, in process (the app behind FastAPI's TestClient) -------------
 
 @pytest.fixture
@@ -323,7 +343,7 @@ def source_counts(answer: dict[str, Any]) -> dict[str, int]:
     return {key: sources.get(key, 0) for key in answer["counts"]}
 
 
-@pytest.mark.parametrize("case", cases("judge"))
+@pytest.mark.parametrize("case", cases("judge", READABLE))
 def test_serve_judge(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
     """POST /v1/pipelines/NAME/judge with the items as JSON: each item's result, and counts
     that say how many were judged and how many errored."""
@@ -371,7 +391,7 @@ def assert_job_is_the_run(setup: Setup, client: Any, upload: tuple[str, bytes] |
     differences.none()
 
 
-@pytest.mark.parametrize("case", cases("jobs_jsonl"))
+@pytest.mark.parametrize("case", cases("jobs_jsonl", READABLE))
 def test_serve_job_of_json_lines(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
     """POST /v1/pipelines/NAME/jobs with the items uploaded as JSON lines: its run is the baseline's."""
     setup, client = serving(case)
@@ -381,7 +401,7 @@ def test_serve_job_of_json_lines(case: str, serving: Callable[[str], tuple[Setup
     assert_job_is_the_run(setup, client, ("items.jsonl", lines.encode()), expected)
 
 
-@pytest.mark.parametrize("case", cases("jobs_json", slow=True))
+@pytest.mark.parametrize("case", cases("jobs_json", READABLE, slow=True))
 def test_serve_job_of_json_records(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
     """POST /v1/pipelines/NAME/jobs with the items as a JSON body: its run is the baseline's."""
     setup, client = serving(case)

@@ -49,6 +49,7 @@ class Job:
     pipeline: str
     params: dict[str, Any]
     input: str                          # its input file, relative to the project folder
+    input_name: str | None = None       # the uploaded file's name, as its items' errors say it
     status: str = "queued"
     created_at: str = field(default_factory=now)
     started_at: str | None = None
@@ -124,9 +125,10 @@ class JobBoard:
             raise ApiError(404, f"no job {job_id!r} on this server")
         return job
 
-    def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str) -> Job:
+    def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str,
+               input_name: str | None = None) -> Job:
         job_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S-") + secrets.token_hex(4)
-        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash,
+        job = Job(job_id, pipeline, params, self.relative(input_file), input_name, pipeline_hash=pipeline_hash,
                   owner=self.claims.id)
         self.jobs[job_id] = job
         self.save(job)
@@ -188,7 +190,8 @@ class JobBoard:
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
-            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
+            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)),
+                                input_name=job.input_name or job.input)
             start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
                                       list(variant.overrides), role=self.judging.job_role(variant, resumed, counts))
             run = await _off_the_loop(start, StartedRun.discard)
