@@ -295,6 +295,21 @@ def test_render_shows_the_prompts_a_run_sends(case: str, in_process: Callable[[s
             assert sorted(prompts) == sorted(sent.get(item, [])), item
 
 
+def test_error_groups_come_in_one_order(in_process: Callable[[str], Setup]) -> None:
+    """summary.json's error_groups, of equal counts, in the order of their first item in the
+    input, not in the order the items happened to finish (an item failing without a call
+    finishes before one whose calls fail, in one executor and not in another): the rough
+    tickets' three errors, one item each, are those of items 4, 6 and 7 in that order."""
+    setup = in_process("tickets_rough")
+    setup.answer()
+    done = setup.cli("run", setup.rel, "--input", setup.case.input, "--out", "ordered", "-q")
+    summary = json.loads((setup.root / "ordered" / "summary.json").read_text())
+    results = [json.loads(line) for line in (setup.root / "ordered" / "results.jsonl").read_text().splitlines()]
+    errored = [r["error"] for r in sorted(results, key=lambda r: r["index"]) if r.get("error")]
+    assert [group["error"] for group in summary["error_groups"]] == errored, done.output
+    assert [line.split(": ", 1)[1] for line in done.output.splitlines() if line.startswith("1/7 items: ")] == errored
+
+
 @pytest.mark.parametrize("case", cases("stdin", tuple(c.name for c in CASES if c.csv)))
 def test_standard_input(case: str, in_process: Callable[[str], Setup]) -> None:
     """`runner run --input -` with the file on standard input: the baseline, the errors of the
