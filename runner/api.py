@@ -339,6 +339,8 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         runtime.memo.close()
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
+    if reused := runtime.reused_answered + (runtime.memo.answered if runtime.memo is not None else 0):
+        summary["reused_answered"] = reused      # answers as the cache's for "no model answered any call"
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     view = view_of(summary, chosen, spec.assessment_key, out / CALLS_FILE, reason_field=spec.reason_field)

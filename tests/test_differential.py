@@ -36,7 +36,7 @@ from fakellm import FakeLLM
 from helpers import run, run_cli
 from runner.llm.calls.record import format_messages
 from runner.pipeline.loader import load_pipeline
-from runner.testing import Script, ScriptedModel
+from runner.testing import Reply, Script, ScriptedModel
 from serve_fixtures import make_client
 
 # What differs between any two runs of the same items, left out of every comparison.
@@ -434,6 +434,81 @@ def test_serve_job_of_a_csv_upload(case: str, serving: Callable[[str], tuple[Set
     setup.answer()
     upload = (Path(setup.case.input).name, (setup.root / setup.case.input).read_bytes())
     assert_job_is_the_run(setup, client, upload, expected)
+
+
+@pytest.mark.parametrize("case", cases("jobs_after_judge", FAST))
+def test_a_job_after_judge_is_the_run(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
+    """One server, as a client uses it: /judge over the items, then the same file as a job. The
+    items /judge judged come from the store, the failing one's calls fail again: the job ends as
+    `runner run` over the file ends (a stored result a model's answer made counts as an answer
+    from the cache does), with the same results."""
+    setup, client = serving(case)
+    expected = setup.baseline()
+    setup.answer()
+    readable = [record for record, result in zip(setup.case.records(setup.root), expected.results, strict=True)
+                if not str(result.get("error", "")).startswith(setup.case.input)]
+    judged = client.post(f"/v1/pipelines/{setup.case.pipeline}/judge", json={"items": readable})
+    assert judged.status_code == 200, judged.text
+    setup.answer()
+    upload = (Path(setup.case.input).name, (setup.root / setup.case.input).read_bytes())
+    submitted = client.post(f"/v1/pipelines/{setup.case.pipeline}/jobs", files={"file": upload})
+    assert submitted.status_code == 202, submitted.text
+    job = wait_for(client, submitted.json()["id"])
+    differences = Differences()
+    differences.check("job status", job["status"], "succeeded" if expected.exit == 0 else "failed")
+    differences.check("job counts", {k: job["counts"][k] for k in ("done", "errors")},
+                      {"done": expected.counts["items"], "errors": expected.counts["errors"]})
+    streamed = [untimed(json.loads(line)) for line in client.get(f"/v1/jobs/{job['id']}/results").text.splitlines()]
+    differences.check("results served", streamed, expected.results)
+    differences.none(json.dumps(job))
+
+
+MEMO = 'memo: {key: "{{ item.id }}"}\nsteps:\n'
+
+
+@pytest.mark.parametrize("case", cases("memo_rerun", FAST))
+def test_a_rerun_from_the_memo_store_is_the_run(case: str, in_process: Callable[[str], Setup]) -> None:
+    """The judge keeping its results by content (`memo:`), run twice over the file with a fresh
+    LLM cache each time: the second run reuses what the first judged, sends the failing calls
+    again, and ends as the first did (exit code, counts, results but `memo_hit`)."""
+    setup = in_process(case)
+    setup.pipeline.write_text(setup.pipeline.read_text().replace("steps:\n", MEMO, 1))
+    outcomes = []
+    for number in (1, 2):           # one folder (--out), where the memo store lives
+        setup.answer()
+        done = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / f"cache-{number}"),
+                         "--out", "memo", "-q")
+        assert "Traceback" not in done.output, done.output
+        outcomes.append((folder_outcome(setup.root / "memo", done.exit_code), done.output))
+    (first, _), (second, output) = outcomes
+    judged = sum(1 for r in first.results if not r.get("error"))
+    assert (second.summary or {})["memo"]["reused"] == judged, output
+    differences = Differences()
+    differences.check("results", [{k: v for k, v in r.items() if k != "memo_hit"} for r in second.results],
+                      first.results)
+    differences.check("counts", second.counts, first.counts)
+    differences.check("exit code", second.exit, first.exit)
+    differences.none(output)
+
+
+def test_a_memo_of_results_no_model_made_is_no_answer(in_process: Callable[[str], Setup]) -> None:
+    """With no model answering, a ticket decided without one (a fresh ticket, days < 5) is kept
+    and reused; the rerun still ends as its model's failure: no model answered any call (exit 3)."""
+    setup = in_process("tickets")
+    text = setup.pipeline.read_text().replace("steps:\n", MEMO, 1).replace("  - id: jury\n", (
+        "  - id: fresh\n    uses: decide\n    if: \"item.days < 5\"\n"
+        "    with: {rules: [{stop: true, verdict: NEW}]}\n  - id: jury\n"), 1)
+    text = text.replace("steps.jury.score }}", "steps.jury.score if steps.jury else none }}")
+    setup.pipeline.write_text(text.replace("steps.decide.verdict }}", "(steps.decide or steps.fresh).verdict }}"))
+    for number in (1, 2):
+        setup.script.reset()
+        setup.script.script(Reply(status=500))          # every call fails
+        done = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / f"cache-{number}"),
+                         "--out", "memo", "-q")
+        summary = json.loads((setup.root / "memo" / "summary.json").read_text())
+        assert summary["counts"] == {"NEW": 1, "ERROR": 3}, done.output
+        assert done.exit_code == 3, done.output
+    assert summary["memo"]["reused"] == 1 and "reused_answered" not in summary
 
 
 # ---- calibration: eval --input and a one-setting sweep; probe ---------------------------------------

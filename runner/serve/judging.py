@@ -31,7 +31,7 @@ from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
-from runner.stores.kept import kept, noting_reads, reusable
+from runner.stores.kept import answered_before, kept, noting_reads, reusable
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
@@ -226,9 +226,11 @@ class Judging:
                 if run is not None:
                     raise
                 stored = None
-            stored = _fresh(stored)
-            if stored is not None:
-                return stored.result, "store"
+            fresh = _fresh(stored)
+            if fresh is not None:
+                if run is None and stored is not None and answered_before(stored.result):
+                    runtime.reused_answered += 1    # a job's: answers as the cache's (health.unanswered_calls)
+                return fresh.result, "store"
             return await self._compute(variant, runtime, item, run)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
@@ -249,7 +251,7 @@ class Judging:
             if source != "error":           # stored first: a paid result is kept whatever its run folder does
                 try:
                     await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
-                                            kept(stored_form(result), reads))
+                                            kept(stored_form(result), reads, answered=end.answered))
                 except StoreUnavailable as exc:
                     if run is not None:
                         raise
