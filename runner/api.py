@@ -27,6 +27,7 @@ from runner.inputs import Item, ItemStream, iter_items, iter_records, record_cou
 from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
+from runner.llm.calls.file import answered_items
 from runner.outputs.report_html import render_html
 from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
@@ -312,7 +313,9 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
     if record.parent is not None:     # a --failed-from rerun: a complete view
-        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
+        taken: set[int] = set()       # its results a model answered count as cached answers (health.unanswered_calls)
+        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl", taken))
+        runtime.reused_answered += answered_items(record.parent / CALLS_FILE, taken)
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary

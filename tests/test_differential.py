@@ -519,6 +519,30 @@ def test_a_memo_of_results_no_model_made_is_no_answer(in_process: Callable[[str]
     assert summary["memo"]["reused"] == 1 and "reused_answered" not in summary
 
 
+@pytest.mark.parametrize("case", cases("failed_from", FAST))
+def test_a_rerun_of_the_failed_items_is_the_run(case: str, in_process: Callable[[str], Setup]) -> None:
+    """`--failed-from` the run, with a fresh LLM cache, under a pass rule every judged ticket
+    meets (its first rate): only the errored tickets run again, their calls fail again, and the
+    merged run (the parent's results for the rest) ends as the run did: the same results,
+    counts, rates and exit code (the parent's results a model answered count as its answers)."""
+    setup = in_process(case)
+    setup.pipeline.write_text(setup.pipeline.read_text().replace(
+        "rates: {kept:", "rates: {judged: \"{{ result.verdict is defined }}\", kept:", 1))
+    expected = setup.run_baseline()
+    setup.answer()
+    done = setup.cli("run", setup.rel, "--input", setup.case.input, "--failed-from", "baseline", "--out", "rerun",
+                     "--cache-dir", str(setup.root / "cache-rerun"), "-q")
+    assert "Traceback" not in done.output, done.output
+    got = folder_outcome(setup.root / "rerun", done.exit_code)
+    assert (got.summary or {})["rerun_items"] == expected.counts["errors"], done.output
+    differences = Differences()
+    differences.check("results", got.results, expected.results)
+    differences.check("counts", got.counts, expected.counts)
+    differences.check("rates", (got.summary or {}).get("rates"), (expected.summary or {}).get("rates"))
+    differences.check("exit code", got.exit, expected.exit)
+    differences.none(done.output)
+
+
 # ---- calibration: eval --input and a one-setting sweep; probe ---------------------------------------
 
 def write_labels(setup: Setup, expected: Outcome) -> str:

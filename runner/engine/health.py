@@ -61,9 +61,9 @@ def nested_error(value: Any) -> str | None:
 
 def unanswered_calls(summary: dict[str, Any]) -> int:
     """The calls that failed in a run no model answered (nor the cache, nor a store: a result
-    reused from the memo or `runner serve`'s store that a model's answer made counts as the
-    cache's answer does, `reused_answered`), else 0: such a run did not do its job even when
-    some of its items needed no model."""
+    reused from the memo, `runner serve`'s store or a --failed-from rerun's parent that a
+    model's answer made counts as the cache's answer does, `reused_answered`), else 0: such a
+    run did not do its job even when some of its items needed no model."""
     models = [m for m in (summary.get("models") or {}).values() if isinstance(m, dict)]
     failed = sum(int(m.get("failures") or 0) for m in models)
     answered = sum(int(m.get("answered") or 0) + int(m.get("cache_hits") or 0) for m in models)

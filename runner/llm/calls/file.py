@@ -93,6 +93,11 @@ def read_calls(path: Path, items: set[int] | None = None, model: str | None = No
             yield record
 
 
+def answered_items(path: Path, items: set[int]) -> int:
+    """How many of `items` got an answer (from a model or the cache) by a call of this calls.jsonl."""
+    return len({call.get("item") for call in read_calls(path, items) if not call.get("error")})
+
+
 def call_spans(path: Path) -> Iterator[tuple[int, int, int]]:
     """(item, offset, length) of every call's line, for an index of the file."""
     for offset, line in _lines(path):
