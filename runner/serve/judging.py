@@ -22,6 +22,7 @@ from runner.engine.execute import run_item
 from runner.engine.health import item_end
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
+from runner.llm.calls.file import answered_in
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
@@ -271,8 +272,11 @@ class Judging:
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
             while to_write:         # the first item, before any call of this run's
+                answered: set[int] = set()
                 for lines in to_write.pop().kept_calls():
                     runtime.llm.add_calls(lines)
+                    answered |= answered_in(lines)
+                runtime.reused_answered += len(answered)    # answers as the cache's (health.unanswered_calls)
                 if runtime.llm_used:
                     runtime.llm.flush()
             earlier = resumed.get(item.key) if resumed is not None else None

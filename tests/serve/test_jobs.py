@@ -153,6 +153,28 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
     assert sorted(c["item"] for c in calls if not c["cached"]) == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_resumed_job_whose_other_calls_fail_ends_as_the_run_would(served_project, db_url):
+    """Stopped after two slides were answered, the server is started again with the model failing
+    every call: the job takes the two up again, its four other slides error, and it ends as
+    `runner run` over the six slides ends with that model (two answered: exit 0, four errors),
+    `succeeded`, not `failed` for want of a call answered since the restart."""
+    model, gate = gated_model(2)
+    slides = [f"<p>slide {n}</p>" for n in range(6)]
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.2)
+    gate["open"] = 100
+    model.script(server_error("model overloaded"))
+    with make_client(served_project.root, model, db_url) as client:
+        done = wait(client, job["id"])
+    assert done["counts"]["resumed"] == 2 and done["counts"]["errors"] == 4, done
+    assert done["status"] == "succeeded" and done["error"] is None, done
+
+
 def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries_on(served_project, db_url):
     """A step with on_error: continue turns a failed call into a result without `error`: the
     job's run counts it as its one error and the store never keeps it, so the next request
