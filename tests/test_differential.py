@@ -543,6 +543,27 @@ def test_a_rerun_of_the_failed_items_is_the_run(case: str, in_process: Callable[
     differences.none(done.output)
 
 
+def renamed(outcome: Outcome, old: str, new: str) -> Outcome:
+    """The outcome with every mention of the input file `old` saying `new`."""
+    text = json.dumps([outcome.results, outcome.counts, outcome.summary]).replace(json.dumps(old)[1:-1],
+                                                                                 json.dumps(new)[1:-1])
+    results, counts, summary = json.loads(text)
+    if summary and "error_groups" in summary:           # (error, count) pairs, as summary_part makes them
+        summary["error_groups"] = [tuple(group) for group in summary["error_groups"]]
+    return Outcome(results, counts, summary, outcome.exit)
+
+
+@pytest.mark.parametrize("case", cases("jobs_named", tuple(c.name for c in CASES if c.csv)))
+def test_serve_job_of_the_file_under_a_name_no_kind_claims(case: str, serving: Callable[[str], tuple[Setup, Any]]) -> None:
+    """`runner run --input tickets.txt` reads the file with the pipeline's own adapter (its csv
+    options) whatever its name says: the same file uploaded as `tickets.txt` is read so too,
+    and its run is the baseline's (a refused row naming the file as uploaded)."""
+    setup, client = serving(case)
+    expected = renamed(setup.baseline(), Path(setup.case.input).name, "tickets.txt")
+    setup.answer()
+    assert_job_is_the_run(setup, client, ("tickets.txt", (setup.root / setup.case.input).read_bytes()), expected)
+
+
 # ---- calibration: eval --input and a one-setting sweep; probe ---------------------------------------
 
 def write_labels(setup: Setup, expected: Outcome) -> str:

@@ -23,7 +23,7 @@ from runner.redact import redact
 from runner.serve import openapi
 from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
 from runner.serve.job_files import InputWriter
-from runner.serve.jobs import UPLOADS, JobBoard, check_input
+from runner.serve.jobs import JSON_LINES, OWN_KIND, UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
@@ -299,9 +299,10 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    name = (upload.filename or "").lower()
-    suffix = next((kind for kind in UPLOADS if name.endswith(kind)),
-                  ".csv" if (upload.content_type or "").startswith("text/csv") else ".jsonl")
+    name = (upload.filename or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
+    suffix = next((kind for kind in UPLOADS if name.endswith(kind)), None) or (
+        ".jsonl" if name.endswith(JSON_LINES) else ".csv" if (upload.content_type or "").startswith("text/csv")
+        else OWN_KIND if "." in name.strip(".") else ".jsonl")
 
     def copy(writer: InputWriter) -> None:
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):

@@ -275,16 +275,23 @@ async def _outlast(work: asyncio.Future[Any]) -> None:
             await asyncio.wait([work])
 
 
-# An uploaded file kept as it came, for the adapter its name says; any other upload is JSON lines.
+# An uploaded file kept as it came, for the adapter its name says; JSON lines (a JSON body, an
+# upload named .jsonl or .ndjson or without a suffix); any other file (OWN_KIND: .tsv, .txt, .md)
+# for the pipeline's own adapter, as `runner run --input` reads a file of any name.
 UPLOADS = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+JSON_LINES = (".jsonl", ".ndjson")
+OWN_KIND = ".input"
 
 
 def input_format(pipeline: Pipeline, path: Path) -> str | None:
     """The adapter reading a job's input: an uploaded CSV, JSON or YAML file by the adapter its
     name says (the pipeline's own, with its options, when the pipeline reads that kind), as
-    `runner run` would; JSON lines by the pipeline's adapter when it reads them, else by jsonl."""
+    `runner run` would; another file by the pipeline's (None); JSON lines by the pipeline's
+    adapter when it reads them, else by jsonl."""
     if path.suffix in UPLOADS:
         return UPLOADS[path.suffix]
+    if path.suffix == OWN_KIND:
+        return None
     return None if pipeline.adapter in ("json", "jsonl") else "jsonl"
 
 
@@ -293,7 +300,7 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
     the first item: a CSV upload without a usable header or without a column its `with.types`
     names, a JSON or YAML upload that is not valid (read whole, here in a thread and again by the
     run); a row or line that cannot be read is that item's error when the job runs."""
-    adapter = input_format(pipeline, path)
+    adapter = input_format(pipeline, path) or pipeline.adapter
     if adapter not in ("csv", "json", "yaml"):
         return
     options = pipeline.input.options if pipeline.adapter == adapter else {}
