@@ -474,18 +474,16 @@ def test_a_job_after_judge_is_the_run(case: str, serving: Callable[[str], tuple[
 MEMO = 'memo: {key: "{{ item.id }}"}\nsteps:\n'
 
 
-@pytest.mark.parametrize("case", cases("memo_rerun", FAST))
-def test_a_rerun_from_the_memo_store_is_the_run(case: str, in_process: Callable[[str], Setup]) -> None:
+def memo_reruns(setup: Setup, *flags: str) -> None:
     """The judge keeping its results by content (`memo:`), run twice over the file with a fresh
     LLM cache each time: the second run reuses what the first judged, sends the failing calls
     again, and ends as the first did (exit code, counts, results but `memo_hit`)."""
-    setup = in_process(case)
     setup.pipeline.write_text(setup.pipeline.read_text().replace("steps:\n", MEMO, 1))
     outcomes = []
     for number in (1, 2):           # one folder (--out), where the memo store lives
         setup.answer()
         done = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / f"cache-{number}"),
-                         "--out", "memo", "-q")
+                         "--out", "memo", "-q", *flags)
         assert "Traceback" not in done.output, done.output
         outcomes.append((folder_outcome(setup.root / "memo", done.exit_code), done.output))
     (first, _), (second, output) = outcomes
@@ -497,6 +495,17 @@ def test_a_rerun_from_the_memo_store_is_the_run(case: str, in_process: Callable[
     differences.check("counts", second.counts, first.counts)
     differences.check("exit code", second.exit, first.exit)
     differences.none(output)
+
+
+@pytest.mark.parametrize("case", cases("memo_rerun", FAST))
+def test_a_rerun_from_the_memo_store_is_the_run(case: str, in_process: Callable[[str], Setup]) -> None:
+    memo_reruns(in_process(case))
+
+
+@pytest.mark.parametrize("case", cases("memo_rerun_processes", FAST, slow=True))
+def test_a_rerun_from_the_memo_store_in_worker_processes_is_the_run(case: str, over_http: Callable[[str], Setup]) -> None:
+    """The same in worker processes: each worker's memo hits, and which a model made, reach the run."""
+    memo_reruns(over_http(case), *EXECUTORS["processes"])
 
 
 def test_a_memo_of_results_no_model_made_is_no_answer(in_process: Callable[[str], Setup]) -> None:
