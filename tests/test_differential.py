@@ -5,8 +5,11 @@ per-item results (verdicts and every value a result carries, but timings), the s
 errors, the same counts (items, judged, errors, by verdict), the same rates and fields in
 summary.json and the same exit code (a job: `succeeded` where the run exits 0).
 
-The items are each shipped pipeline's example and an outsider's judge
-(tests/differential_cases.py). Each (entry point, case) is its own test. A comparison that
+The items are each shipped pipeline's example and an outsider's judge, also over a rougher
+file (tests/differential_cases.py). Each (entry point, case) is its own test. Beside the
+entry points, the ways a run takes results it did not compute give what the run gives: a
+rerun from the memo store, a job after /judge stored its items, a `--failed-from` rerun;
+and standard input, or an upload under any name, reads as the file does. A comparison that
 today's main gets wrong is marked `xfail(strict=True)` with the issue and the finding: the
 assertion stays as it should be, and the marker goes when the fix is merged (KNOWN lists them).
 
