@@ -369,7 +369,8 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         from runner.render.sink import RenderSink
         preview = RenderSink(stream)            # the calls' transport: answers from the cache only
         role = RunRole(preview=preview, item_runner=functools.partial(_render_item, stream))
-        asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, None), role), items))
+        group = None if options.no_cache else default_group(pipeline, source)     # where a run's memo store is
+        asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, group), role), items))
         for line in preview.estimate.closing_lines():
             stream.write(line + "\n")
         return preview.stats
@@ -392,6 +393,8 @@ async def _render_item(stream: TextIO, runtime: Runtime, item: Item) -> dict[str
     except NeedsModel as stop:
         stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
         return {"index": item.index, "error": str(stop)}
-    if result.get("error"):
+    if result.get("memo_hit"):
+        stream.write(f"(item {item.index} from the memo store: no call)\n")
+    elif result.get("error"):
         stream.write(f"(item error: {result['error']})\n")
     return result

@@ -514,6 +514,31 @@ def test_a_rerun_from_the_memo_store_in_worker_processes_is_the_run(case: str, o
     memo_reruns(over_http(case), *EXECUTORS["processes"])
 
 
+def test_render_of_a_rerun_from_the_memo_store_shows_the_calls_it_sends(in_process: Callable[[str], Setup]) -> None:
+    """The judge keeping its results (`memo:`), run once; `runner render` then shows, for each
+    ticket, the prompts the next run sends, which its calls.jsonl records: none for a ticket the
+    memo store answers, the jurors' for the one whose calls failed."""
+    setup = in_process("tickets")
+    setup.pipeline.write_text(setup.pipeline.read_text().replace("steps:\n", MEMO, 1))
+    setup.answer()
+    first = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-1"), "-q")
+    setup.script.reset()            # render sends nothing
+    done = setup.cli("render", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-2"))
+    assert done.exit_code == 0 and setup.script.requests == [], done.output
+    setup.answer()
+    second = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-2"), "-q")
+    [folder] = [f for f in (setup.root / "reports" / "tickets").glob("*/*") if f.is_dir() and f.name not in
+                first.output]
+    sent: dict[int, list[tuple[str, str]]] = {}
+    for line in (folder / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        sent.setdefault(call["item"], []).append((call["model"], format_messages(call["messages"])))
+    shown = rendered_prompts(done.output)
+    assert sorted(shown) == [1, 2, 3, 4], done.output
+    assert {item: sorted(prompts) for item, prompts in shown.items() if prompts} == \
+        {item: sorted(prompts) for item, prompts in sent.items()}, (done.output, second.output)
+
+
 def test_a_memo_of_results_no_model_made_is_no_answer(in_process: Callable[[str], Setup]) -> None:
     """With no model answering, a ticket decided without one (a fresh ticket, days < 5) is kept
     and reused; the rerun still ends as its model's failure: no model answered any call (exit 3)."""

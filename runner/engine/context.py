@@ -97,10 +97,15 @@ class Runtime:
         run_info = {"pipeline": pipeline.name, "input": options.input_path, "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
                       role or RunRole())
-        if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
+        # a run's own memo store; a preview of a run (`runner render`, no folder of its own) reads
+        # the one the run would (its group's), so that it shows the calls the run would send
+        previewed = runtime.role.preview is not None and options.out_dir is None
+        folder = options.memo_dir if previewed else options.out_dir and (options.memo_dir or options.out_dir)
+        if pipeline.memo and runtime.role.kind != "probe" and folder is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.store, {"params": pipeline.params, "env": env})
-            runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
+            path = store_path(folder, store)
+            runtime.memo = MemoStore.reading(path) if previewed else MemoStore(path)
         return runtime
 
     def resource(self, make: Callable[[Runtime], T]) -> T:

@@ -38,8 +38,10 @@ def database_path(store: Path) -> Path:
 
 
 class MemoStore:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
+        """`read_only`: read what runs stored, store nothing (`runner render`: a run's preview)."""
         self.path = database_path(path)
+        self.read_only = read_only
         self.hits = 0
         self.stored = 0
         self.answered = 0                 # hits a model's answer made (kept.answered_before)
@@ -52,8 +54,13 @@ class MemoStore:
             self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{self.path}: not a usable memo store ({exc})") from None
-        if path.suffix == ".json" and path.is_file():
+        if path.suffix == ".json" and path.is_file() and not read_only:
             self._import_once(path)
+
+    @classmethod
+    def reading(cls, path: Path) -> MemoStore | None:
+        """The store at `path` to read only, None when no run made it (nothing is created)."""
+        return cls(path, read_only=True) if database_path(path).is_file() else None
 
     def _import_once(self, source: Path) -> None:
         name = source.name
@@ -93,6 +100,8 @@ class MemoStore:
         return value
 
     def put(self, key: str, result: dict[str, Any]) -> None:
+        if self.read_only:
+            return
         kept = {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")}
         self._db.execute("INSERT INTO memo (key, result, stored_at) VALUES (?, ?, ?) "
                          "ON CONFLICT (key) DO UPDATE SET result = excluded.result, stored_at = excluded.stored_at",
