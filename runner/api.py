@@ -24,9 +24,10 @@ from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
-from runner.inputs.stdin import is_stdin, spool
+from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
+from runner.llm.calls.file import answered_items
 from runner.outputs.report_html import render_html
 from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
@@ -63,12 +64,14 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
         adapter, options = pipeline.adapter, pipeline.input.options
         if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
             adapter, options = source.input_format, {}
-        records = iter_records(adapter, path, options)       # an unusable input fails here
+        # a copy (standard input's, an upload's) is named as the user knows it in the items' errors
+        shown = STDIN_NAME if source.stdin_copy is not None else source.input_name
+        records = iter_records(adapter, path, options, shown)       # an unusable input fails here
         if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
             items = ItemStream(lambda: iter_items(records, explode))
         else:
             counter = None if explode else record_counter(adapter)     # exploded records: counted by a pass
-            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options), explode),
+            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options, shown), explode),
                                count=None if counter is None else lambda: counter(path, options))
     else:
         raise InputError("no input: give --input PATH or --record KEY=VALUE")
@@ -310,7 +313,9 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
     if record.parent is not None:     # a --failed-from rerun: a complete view
-        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl"))
+        taken: set[int] = set()       # its results a model answered count as cached answers (health.unanswered_calls)
+        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl", taken))
+        runtime.reused_answered += answered_items(record.parent / CALLS_FILE, taken)
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary
@@ -337,6 +342,8 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         runtime.memo.close()
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
+    if reused := runtime.reused_answered + (runtime.memo.answered if runtime.memo is not None else 0):
+        summary["reused_answered"] = reused      # answers as the cache's for "no model answered any call"
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")
     view = view_of(summary, chosen, spec.assessment_key, out / CALLS_FILE, reason_field=spec.reason_field)
@@ -362,7 +369,8 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         from runner.render.sink import RenderSink
         preview = RenderSink(stream)            # the calls' transport: answers from the cache only
         role = RunRole(preview=preview, item_runner=functools.partial(_render_item, stream))
-        asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, None), role), items))
+        group = None if options.no_cache else default_group(pipeline, source)     # where a run's memo store is
+        asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, group), role), items))
         for line in preview.estimate.closing_lines():
             stream.write(line + "\n")
         return preview.stats
@@ -385,6 +393,8 @@ async def _render_item(stream: TextIO, runtime: Runtime, item: Item) -> dict[str
     except NeedsModel as stop:
         stream.write(f"(the rest of item {item.index} needs a model answer that is not cached: {stop})\n")
         return {"index": item.index, "error": str(stop)}
-    if result.get("error"):
+    if result.get("memo_hit"):
+        stream.write(f"(item {item.index} from the memo store: no call)\n")
+    elif result.get("error"):
         stream.write(f"(item error: {result['error']})\n")
     return result

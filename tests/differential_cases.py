@@ -1,7 +1,9 @@
 """The items of the differential test (tests/test_differential.py): each shipped pipeline's
 example with the scripted answers tests/pipelines/test_golden.py records, and an outsider's
 judge (a CSV with a `with.types` map, a rule over a typed column, a 3-juror mean vote, a
-decide step, one item whose calls fail), each written as a project of its own in tmp.
+decide step, one item whose calls fail), each written as a project of its own in tmp; and
+that judge over a rougher file (`tickets_rough`: `;`-separated, a juror failing on one item
+only, an item failing in a step that calls no model, a row the CSV reader refuses).
 
 A case's models answer either in this process (the scripted model, runner/testing.py) or
 over HTTP (the fake server, tests/fakellm.py: for worker processes and Ray, which do not see
@@ -49,6 +51,7 @@ TICKETS = """
         uses: compute
         with:
           overdue: "{{ item.days > 30 }}"
+          per_day: "{{ (1 / item.days) | round(3) }}"
       - id: jury
         uses: jury
         with:
@@ -85,33 +88,40 @@ TICKETS = """
     """
 SEVERITY = {"type": "object", "required": ["score"],
             "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}}}
-# id, text, days, urgent (as the CSV writes it), and each juror's score (None: every call fails)
-TICKET_ROWS: list[tuple[str, str, int, str, tuple[float, float, float] | None]] = [
+# id, text, days, urgent (as the CSV writes it), and each juror's score (None: that juror's or
+# every call fails)
+Row = tuple[str, str, int | str, str, tuple[float | None, ...] | None]
+TICKET_ROWS: list[Row] = [
     ("T1", "Refund not received", 45, "true", (0.9, 0.8, 0.7)),      # overdue and urgent: escalated
     ("T2", "Password reset", 3, "false", (0.2, 0.3, 0.1)),           # mean 0.2: kept
     ("T3", "Checkout broken", 12, "yes", (0.9, 0.6, 0.6)),           # mean 0.7: escalated
     ("T4", "Invoice question", 31, "no", None),                      # every juror's call fails: an error
 ]
+ROUGH_ROWS: list[Row] = [
+    *TICKET_ROWS,
+    ("T6", "Login loop, again", 40, "yes", (0.1, None, 0.9)),     # j2's call fails: the mean of two, escalated
+    ("T7", "Zero day", 0, "no", (0.5, 0.5, 0.5)),                 # 1 / days fails in `compute`: an error, no call
+    ("T8", "Bad row", "abc", "no", None),                         # not an integer: the reader's error
+]
 
 
-def ticket_rows(failing_only: bool) -> list[tuple[str, str, int, str, tuple[float, float, float] | None]]:
-    return [row for row in TICKET_ROWS if row[4] is None] if failing_only else TICKET_ROWS
-
-
-def ticket_csv(failing_only: bool) -> str:
-    rows = ticket_rows(failing_only)
-    if failing_only:          # two tickets, both failing
-        rows = [*rows, ("T5", "Login loop", 40, "yes", None)]
+def ticket_csv(case: str) -> str:
+    if case == "tickets_rough":
+        return "id;text;days;urgent\n" + "".join(f"{i};{text};{days};{urgent}\n" for i, text, days, urgent, _ in ROUGH_ROWS)
+    rows = TICKET_ROWS
+    if case == "tickets_all_failing":          # two tickets, both failing
+        rows = [*[row for row in TICKET_ROWS if row[4] is None], ("T5", "Login loop", 40, "yes", None)]
     return "id,text,days,urgent\n" + "".join(f"{i},{text},{days},{urgent}\n" for i, text, days, urgent, _ in rows)
 
 
 def ticket_script(script: Script) -> None:
-    for ticket, _, _, _, scores in TICKET_ROWS:
-        if scores is None:
-            continue
-        for juror, score in zip(("j1", "j2", "j3"), scores, strict=True):
-            script.answer_json({"score": score, "reason": f"{juror} on {ticket}"}, model=juror,
-                               contains=f"Ticket {ticket}:")
+    for ticket, _, _, _, scores in ROUGH_ROWS:
+        for juror, score in zip(("j1", "j2", "j3"), scores or (None, None, None), strict=True):
+            if score is None:
+                script.script(Reply(status=500), model=juror, contains=f"Ticket {ticket}:")
+            else:
+                script.answer_json({"score": score, "reason": f"{juror} on {ticket}"}, model=juror,
+                                   contains=f"Ticket {ticket}:")
     script.script(Reply(status=500), contains="Ticket T")       # every other ticket: each call fails
 
 
@@ -128,6 +138,7 @@ class Case:
     example: str | None = None                     # examples/<this>/ is the project's root (else: the input's folder)
     csv: bool = False                              # the input is CSV (a job uploads it as CSV too)
     probes: bool = False                           # the pipeline declares probes (runner probe runs it)
+    rough: bool = False                            # a row its reader refuses: no record to send as JSON
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)     # more settings of a seat
 
     def records(self, root: Path) -> list[Any]:
@@ -159,6 +170,8 @@ CASES = [
          probes=True),
     Case("tickets_all_failing", "tickets", "tickets.csv", {"j1": "j1", "j2": "j2", "j3": "j3"}, ticket_script,
          csv=True, probes=True),
+    Case("tickets_rough", "tickets", "tickets.csv", {"j1": "j1", "j2": "j2", "j3": "j3"}, ticket_script,
+         csv=True, probes=True, rough=True),
 ]
 BY_NAME = {case.name: case for case in CASES}
 
@@ -175,11 +188,13 @@ def write_project(case: Case, root: Path, url: str | None) -> Path:
     models = {name: seat(model, url, **case.extra.get(name, {})) for name, model in case.seats.items()}
     if case.pipeline == "tickets":
         text = textwrap.dedent(TICKETS).lstrip("\n")
+        if case.name == "tickets_rough":
+            text = text.replace("with: {types:", "with: {delimiter: \";\", types:")
         block = yaml.safe_dump(models, sort_keys=False, default_flow_style=True, width=400)
         (root / "pipelines" / "tickets.yaml").write_text(
             text.replace("MODELS\n", textwrap.indent(block, "  ")), encoding="utf-8")
         (root / "schemas" / "severity.schema.json").write_text(json.dumps(SEVERITY), encoding="utf-8")
-        (root / "tickets.csv").write_text(ticket_csv(case.name == "tickets_all_failing"), encoding="utf-8")
+        (root / "tickets.csv").write_text(ticket_csv(case.name), encoding="utf-8")
         return root / "pipelines" / "tickets.yaml"
     for folder in ("prompts", "schemas", "probes"):
         copy_example(REPO / folder, root / folder, dirs_exist_ok=True)

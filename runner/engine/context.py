@@ -78,6 +78,9 @@ class Runtime:
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
     memo: MemoStore | None = None
+    # results taken from elsewhere that a model's answer made: a serve job's from its results store
+    # or its run before a restart, a --failed-from rerun's from its parent (the memo counts its own)
+    reused_answered: int = 0
     closers: list[Callable[[], None]] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/engine/observe.py)
     open_caches: dict[str, JsonCache] = field(default_factory=dict)   # opened before the run, by folder name
@@ -94,10 +97,15 @@ class Runtime:
         run_info = {"pipeline": pipeline.name, "input": options.input_path, "started_at": now()}
         runtime = cls(pipeline, options, Renderer(pipeline.prompts_dir), env, pipeline.params, run_info,
                       role or RunRole())
-        if pipeline.memo and runtime.role.kind != "probe" and options.out_dir is not None:
+        # a run's own memo store; a preview of a run (`runner render`, no folder of its own) reads
+        # the one the run would (its group's), so that it shows the calls the run would send
+        previewed = runtime.role.preview is not None and options.out_dir is None
+        folder = options.memo_dir if previewed else options.out_dir and (options.memo_dir or options.out_dir)
+        if pipeline.memo and runtime.role.kind != "probe" and folder is not None:
             from runner.stores.memo import MemoStore, store_path
             store = runtime.renderer.value(pipeline.memo.store, {"params": pipeline.params, "env": env})
-            runtime.memo = MemoStore(store_path(options.memo_dir or options.out_dir, store))
+            path = store_path(folder, store)
+            runtime.memo = MemoStore.reading(path) if previewed else MemoStore(path)
         return runtime
 
     def resource(self, make: Callable[[Runtime], T]) -> T:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.checks.result_shapes import ShapeContext, as_result, empty_value, laid_over, skipped_value, step_shape
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.health import item_end
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
 from runner.engine.run_warnings import add_warning
@@ -227,7 +228,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
         result = _without_unwritable(result, outcome)
     await runtime.observer.item_end(item, result)
     if memo is not None and memo_key is not None and not outcome.error:
-        _remember(runtime, memo, memo_key, result, scope, reads)
+        _remember(runtime, memo, memo_key, result, scope, reads, item.index)
     return result
 
 
@@ -245,8 +246,9 @@ def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[s
 
 
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
-              reads: dict[str, str]) -> None:
-    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)."""
+              reads: dict[str, str], position: int) -> None:
+    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing),
+    noting whether a model answered it (its LLM tally, read and kept for the run's count)."""
     skip = runtime.pipeline.memo.skip_when if runtime.pipeline.memo else None
     try:
         if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
@@ -254,7 +256,8 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
     except TemplateError as exc:
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
-    memo.put(key, kept(result, reads, runtime.made_by))
+    answered = runtime.llm_used and item_end(runtime, position, result, keep=True).answered
+    memo.put(key, kept(result, reads, runtime.made_by, answered))
 
 
 async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],

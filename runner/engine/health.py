@@ -35,6 +35,7 @@ class ItemEnd:
 
     error: str | None           # why it counts as failed; None: it did not fail
     cached: bool = False        # every LLM answer it got came from the cache (and it got one)
+    answered: bool = False      # a model (or the cache) gave it a usable answer
 
 
 def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
@@ -42,11 +43,12 @@ def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool
     its result has an `error`, or its LLM work got no usable answer somewhere (a failed call
     `on_error` let pass, a jury with no valid vote: runner/llm/tally.py). The item's LLM tally
     is then forgotten, unless `keep` (serve's jobs read an item before their run records it)."""
-    failed, reason, cached = runtime.llm.settle(position, keep) if runtime.llm_used else (False, "", False)
+    failed, reason, cached, answered = runtime.llm.settle(position, keep) if runtime.llm_used else (
+        False, "", False, False)
     message = result.get("error")
     if not message and failed:
         message = reason or nested_error(result) or "no usable answer from any model"
-    return ItemEnd(str(message) if message else None, cached and not message)
+    return ItemEnd(str(message) if message else None, cached and not message, answered)
 
 
 def nested_error(value: Any) -> str | None:
@@ -58,11 +60,14 @@ def nested_error(value: Any) -> str | None:
 
 
 def unanswered_calls(summary: dict[str, Any]) -> int:
-    """The calls that failed in a run no model answered (nor the cache), else 0: such a run did
-    not do its job even when some of its items needed no model."""
+    """The calls that failed in a run no model answered (nor the cache, nor a store: a result
+    reused from the memo, `runner serve`'s store or a --failed-from rerun's parent that a
+    model's answer made counts as the cache's answer does, `reused_answered`), else 0: such a
+    run did not do its job even when some of its items needed no model."""
     models = [m for m in (summary.get("models") or {}).values() if isinstance(m, dict)]
     failed = sum(int(m.get("failures") or 0) for m in models)
     answered = sum(int(m.get("answered") or 0) + int(m.get("cache_hits") or 0) for m in models)
+    answered += int(summary.get("reused_answered") or 0)
     return failed if failed and not answered else 0
 
 

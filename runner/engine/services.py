@@ -45,9 +45,10 @@ class LLM(Protocol):
         """What a model wrote or was sent, its known secrets hidden by value only."""
         ...
 
-    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
-        """A finished item: whether its LLM work got no usable answer, why, and whether the cache
-        gave every answer it got; forgotten unless `keep` (runner/engine/health.py: item_end)."""
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
+        """A finished item: whether its LLM work got no usable answer, why, whether the cache gave
+        every answer it got, and whether it got any; forgotten unless `keep`
+        (runner/engine/health.py: item_end)."""
         ...
 
     def summary(self, results: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,16 +120,32 @@ def record_counter(name: str) -> Counter | None:
     return COUNTERS.get(name)
 
 
-def iter_records(name: str, path: Path, options: dict[str, Any]) -> Iterable[Record]:
+def iter_records(name: str, path: Path, options: dict[str, Any], shown_as: str | None = None) -> Iterable[Record]:
     """The records of `path`, read as they are taken where the adapter can (JSONL, JSON lines,
-    markdown citations); an unusable input raises here, before the first record."""
+    markdown citations); an unusable input raises here, before the first record. `shown_as`:
+    what its messages call the file when it is a copy of the input the user gave (standard
+    input, an upload), so that a row's error reads as it does when `runner run` reads the file."""
     read = ADAPTERS.get(name)
+    shown = shown_as or str(path)
     if not path.is_file():
-        raise InputError(f"{path}: input file not found (or not a regular file)")
+        raise InputError(f"{shown}: input file not found (or not a regular file)")
     try:
-        return read(path, options)
+        records = read(path, options)
     except RecursionError:
-        raise InputError(f"{path}: nested too deeply to read") from None
+        raise InputError(f"{shown}: nested too deeply to read") from None
+    except InputError as exc:
+        if shown_as is None:
+            raise
+        raise InputError(str(exc).replace(str(path), shown_as)) from None
+    if shown_as is None:
+        return records
+    if isinstance(records, list):
+        return [_shown(record, path, shown_as) for record in records]
+    return (_shown(record, path, shown_as) for record in records)
+
+
+def _shown(record: Record, path: Path, shown_as: str) -> Record:
+    return replace(record, error=record.error.replace(str(path), shown_as)) if record.error else record
 
 
 def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:

@@ -18,6 +18,7 @@ from typing import BinaryIO, TextIO, TypeVar
 from runner.errors import InputError, Terminated
 
 T = TypeVar("T")
+STDIN_NAME = "<stdin>"      # what the items' errors call standard input (its copy is a temporary file)
 
 
 def is_stdin(path: Path | None) -> bool:

@@ -197,9 +197,9 @@ class LLMService:
         """Each batch's state and counts, for the progress line ('' without batches)."""
         return self._batches.progress() if self._batches is not None else ""
 
-    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
-        """A finished item: whether its LLM work got no usable answer, its last error, and whether
-        the cache gave every answer; its records dropped unless `keep`."""
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
+        """A finished item: whether its LLM work got no usable answer, its last error, whether the
+        cache gave every answer, and whether it got any; its records dropped unless `keep`."""
         if not keep:
             self.log.forget(item)
         return self.tally.settle(item, keep)

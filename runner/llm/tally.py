@@ -58,15 +58,17 @@ class FailureTally:
         model_tally.failed += 1
         model_tally.last_error = error
 
-    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool]:
+    def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
         """Whether a finished item got no usable answer somewhere, its last failed call's error,
-        and whether every answer it got came from the cache (and it got one). Its groups are
-        then forgotten, so a run's tally stays as small as its window; `keep` only reads them."""
+        whether every answer it got came from the cache (and it got one), and whether it got one
+        at all. Its groups are then forgotten, so a run's tally stays as small as its window;
+        `keep` only reads them."""
         tally = None if not isinstance(item, int) else self._items.get(item) if keep else self._items.pop(item, None)
         if tally is None:
-            return False, "", False
+            return False, "", False, False
         failed = any(failed and not answered for answered, failed in tally.groups.values())
-        return failed, tally.reason, bool(tally.groups) and not tally.sent
+        answered = any(answered for answered, _ in tally.groups.values())
+        return failed, tally.reason, answered and not tally.sent, answered
 
     def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
         """These items' groups and last errors, removed: a Ray worker sends them to the driver."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +28,7 @@ class ErrorCount:
         self.runtime = runtime
         self.count = 0
         self.groups: Counter[str] = Counter()
+        self.first: dict[str, float] = {}       # message: the input position of its first item
 
     def add(self, position: int, result: dict[str, Any]) -> None:
         """Count the result of the item at input `position` (the LLM tally knows items by it: a
@@ -34,19 +36,24 @@ class ErrorCount:
         message = item_end(self.runtime, position, result).error
         if message:
             self.count += 1
-            self._group(" ".join(message.split()))
+            self._group(" ".join(message.split()), position)
 
     def add_all(self, messages: Counter[str]) -> None:
         """Errors of results taken in from elsewhere (a --failed-from rerun's parent)."""
         self.count += sum(messages.values())
         for message, n in messages.items():
-            self._group(message, n)
+            self._group(message, math.inf, n)
 
-    def _group(self, message: str, n: int = 1) -> None:
-        if message in self.groups or len(self.groups) < MAX_GROUPS:
-            self.groups[message] += n
-        else:
-            self.groups[OTHER_ERRORS] += n       # a run of a million distinct messages keeps a bounded table
+    def _group(self, message: str, position: float, n: int = 1) -> None:
+        if message not in self.groups and len(self.groups) >= MAX_GROUPS:
+            message = OTHER_ERRORS               # a run of a million distinct messages keeps a bounded table
+        self.groups[message] += n
+        self.first[message] = min(self.first.get(message, math.inf), position)
+
+    def most_common(self) -> list[tuple[str, int]]:
+        """The groups, most frequent first, and of equal counts the one whose first item comes
+        first in the input: the same order however the items ran (in what order they finished)."""
+        return sorted(self.groups.items(), key=lambda group: (-group[1], self.first[group[0]]))
 
 
 class SummaryTally:
@@ -91,7 +98,7 @@ class SummaryTally:
         summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
         if error_count:
             summary["error_groups"] = [{"count": n, "error": text}
-                                       for text, n in self.errors.groups.most_common(KEPT_GROUPS)]
+                                       for text, n in self.errors.most_common()[:KEPT_GROUPS]]
         if self.field:
             summary["count_by"] = self.field
             summary["counts"] = counts

@@ -38,6 +38,7 @@ class ItemSource:
     selection: Selection = field(default_factory=Selection)
     input_items: int | None = None        # items in the input before selection (set by load_items)
     input_format: str | None = None       # `--input-format`: the adapter reading the input instead of the pipeline's
+    input_name: str | None = None         # what the items' errors call the input when it is a copy (an upload's name)
     stdin_copy: Path | None = None        # `--input -`: standard input's temporary copy (set by load_items)
     # The run's items made from the selected ones by its caller: `runner probe` adds each
     # item's perturbed copies (runner/probe/plan.py).

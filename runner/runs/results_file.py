@@ -158,9 +158,10 @@ def rewrite_in_order(path: Path) -> None:
     atomic_write_lines(path, sorted_lines(path, path.parent))
 
 
-def merge_parent(path: Path, parent: Path) -> Counter[str]:
+def merge_parent(path: Path, parent: Path, judged: set[int] | None = None) -> Counter[str]:
     """A `--failed-from` rerun made complete: the parent's results for the items it did not redo
-    merged into its results file; the errors of those, counted by message."""
+    merged into its results file; the errors of those, counted by message (and the indexes of
+    those without one added to `judged`)."""
     taken: Counter[str] = Counter()
     theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
 
@@ -176,6 +177,8 @@ def merge_parent(path: Path, parent: Path) -> Counter[str]:
                 error = _error_of(line)
                 if error:
                     taken[error] += 1
+                elif judged is not None and isinstance(index, int):
+                    judged.add(index)
             yield line
 
     atomic_write_lines(path, merged())

@@ -23,7 +23,7 @@ from runner.redact import redact
 from runner.serve import openapi
 from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
 from runner.serve.job_files import InputWriter
-from runner.serve.jobs import UPLOADS, JobBoard, check_input
+from runner.serve.jobs import JSON_LINES, OWN_KIND, UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
 from runner.serve.served_pipelines import Catalog, Served
 from runner.stores.database import PostgresDatabase, StoreUnavailable, is_postgres
@@ -199,14 +199,14 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         Answered at once (202) with the job; it runs as a run of the pipeline."""
         kind = request.headers.get("content-type", "")
         if kind.startswith("multipart/form-data"):
-            params, suffix, write = await _upload(request)
+            params, suffix, write, shown = await _upload(request)
         elif kind.startswith("application/json"):
             try:
                 body = openapi.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
                                                                     "the body"))
             except (ValueError, InputError) as exc:
                 raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
-            params, suffix = body.params or {}, ".jsonl"
+            params, suffix, shown = body.params or {}, ".jsonl", None
 
             def write(writer: InputWriter) -> None:
                 writer.records_of(body.items)
@@ -221,7 +221,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             writer.discard()
             raise
         await asyncio.to_thread(check_input, variant.pipeline, path)
-        job = server.jobs.submit(name, params, path, variant.hash)
+        job = server.jobs.submit(name, params, path, variant.hash, shown)
         return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
 
     @app.get("/v1/jobs", response_model=list[openapi.JobView], responses=ERRORS)
@@ -284,10 +284,11 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
     return app
 
 
-async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[InputWriter], None]]:
+async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[InputWriter], None], str | None]:
     """A multipart job: its `params` (a JSON object), and its `file` (JSON lines; or CSV, JSON or
     YAML by its name, CSV by its type too: kept as it came, for that adapter to read): the
-    suffix it is kept under, and what copies it."""
+    suffix it is kept under, what copies it, and its name as uploaded (without folders), which
+    its items' errors say as `runner run` says the file it reads."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -298,11 +299,13 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    name = (upload.filename or "").lower()
-    suffix = next((kind for kind in UPLOADS if name.endswith(kind)),
-                  ".csv" if (upload.content_type or "").startswith("text/csv") else ".jsonl")
+    name = (upload.filename or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
+    suffix = next((kind for kind in UPLOADS if name.endswith(kind)), None) or (
+        ".jsonl" if name.endswith(JSON_LINES) else ".csv" if (upload.content_type or "").startswith("text/csv")
+        else OWN_KIND if "." in name.strip(".") else ".jsonl")
 
     def copy(writer: InputWriter) -> None:
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):
             writer.write_bytes(chunk)
-    return params, suffix, copy
+    shown = " ".join((upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1].split())[:200]
+    return params, suffix, copy, shown or None

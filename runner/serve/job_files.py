@@ -35,8 +35,9 @@ def job_folder(root: Path) -> Path:
 
 
 class InputWriter:
-    """A job's input as it arrives: JSON lines (one record a line), or an uploaded CSV, JSON or
-    YAML file byte for byte (`suffix`: that adapter reads it as `runner run` would),
+    """A job's input as it arrives: JSON lines (one record a line), or an uploaded file byte for
+    byte (`suffix`: the CSV, JSON or YAML adapter, or the pipeline's own, reads it as `runner
+    run` would: jobs.input_format),
     then kept under its content hash: jobs over the same input share a run group, as runs of
     one file do."""
 

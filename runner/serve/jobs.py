@@ -49,6 +49,7 @@ class Job:
     pipeline: str
     params: dict[str, Any]
     input: str                          # its input file, relative to the project folder
+    input_name: str | None = None       # the uploaded file's name, as its items' errors say it
     status: str = "queued"
     created_at: str = field(default_factory=now)
     started_at: str | None = None
@@ -124,9 +125,10 @@ class JobBoard:
             raise ApiError(404, f"no job {job_id!r} on this server")
         return job
 
-    def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str) -> Job:
+    def submit(self, pipeline: str, params: dict[str, Any], input_file: Path, pipeline_hash: str,
+               input_name: str | None = None) -> Job:
         job_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S-") + secrets.token_hex(4)
-        job = Job(job_id, pipeline, params, self.relative(input_file), pipeline_hash=pipeline_hash,
+        job = Job(job_id, pipeline, params, self.relative(input_file), input_name, pipeline_hash=pipeline_hash,
                   owner=self.claims.id)
         self.jobs[job_id] = job
         self.save(job)
@@ -188,7 +190,8 @@ class JobBoard:
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
                     self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
                                     f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
-            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)))
+            source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)),
+                                input_name=job.input_name or job.input)
             start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
                                       list(variant.overrides), role=self.judging.job_role(variant, resumed, counts))
             run = await _off_the_loop(start, StartedRun.discard)
@@ -272,16 +275,23 @@ async def _outlast(work: asyncio.Future[Any]) -> None:
             await asyncio.wait([work])
 
 
-# An uploaded file kept as it came, for the adapter its name says; any other upload is JSON lines.
+# An uploaded file kept as it came, for the adapter its name says; JSON lines (a JSON body, an
+# upload named .jsonl or .ndjson or without a suffix); any other file (OWN_KIND: .tsv, .txt, .md)
+# for the pipeline's own adapter, as `runner run --input` reads a file of any name.
 UPLOADS = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+JSON_LINES = (".jsonl", ".ndjson")
+OWN_KIND = ".input"
 
 
 def input_format(pipeline: Pipeline, path: Path) -> str | None:
     """The adapter reading a job's input: an uploaded CSV, JSON or YAML file by the adapter its
     name says (the pipeline's own, with its options, when the pipeline reads that kind), as
-    `runner run` would; JSON lines by the pipeline's adapter when it reads them, else by jsonl."""
+    `runner run` would; another file by the pipeline's (None); JSON lines by the pipeline's
+    adapter when it reads them, else by jsonl."""
     if path.suffix in UPLOADS:
         return UPLOADS[path.suffix]
+    if path.suffix == OWN_KIND:
+        return None
     return None if pipeline.adapter in ("json", "jsonl") else "jsonl"
 
 
@@ -290,7 +300,7 @@ def check_input(pipeline: Pipeline, path: Path) -> None:
     the first item: a CSV upload without a usable header or without a column its `with.types`
     names, a JSON or YAML upload that is not valid (read whole, here in a thread and again by the
     run); a row or line that cannot be read is that item's error when the job runs."""
-    adapter = input_format(pipeline, path)
+    adapter = input_format(pipeline, path) or pipeline.adapter
     if adapter not in ("csv", "json", "yaml"):
         return
     options = pipeline.input.options if pipeline.adapter == adapter else {}

@@ -22,6 +22,7 @@ from runner.engine.execute import run_item
 from runner.engine.health import item_end
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
+from runner.llm.calls.file import answered_in
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
@@ -31,7 +32,7 @@ from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
-from runner.stores.kept import kept, noting_reads, reusable
+from runner.stores.kept import answered_before, kept, noting_reads, reusable
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
@@ -226,9 +227,11 @@ class Judging:
                 if run is not None:
                     raise
                 stored = None
-            stored = _fresh(stored)
-            if stored is not None:
-                return stored.result, "store"
+            fresh = _fresh(stored)
+            if fresh is not None:
+                if run is None and stored is not None and answered_before(stored.result):
+                    runtime.reused_answered += 1    # a job's: answers as the cache's (health.unanswered_calls)
+                return fresh.result, "store"
             return await self._compute(variant, runtime, item, run)
         (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
@@ -249,7 +252,7 @@ class Judging:
             if source != "error":           # stored first: a paid result is kept whatever its run folder does
                 try:
                     await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
-                                            kept(stored_form(result), reads))
+                                            kept(stored_form(result), reads, answered=end.answered))
                 except StoreUnavailable as exc:
                     if run is not None:
                         raise
@@ -269,8 +272,11 @@ class Judging:
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
             while to_write:         # the first item, before any call of this run's
+                answered: set[int] = set()
                 for lines in to_write.pop().kept_calls():
                     runtime.llm.add_calls(lines)
+                    answered |= answered_in(lines)
+                runtime.reused_answered += len(answered)    # answers as the cache's (health.unanswered_calls)
                 if runtime.llm_used:
                     runtime.llm.flush()
             earlier = resumed.get(item.key) if resumed is not None else None

@@ -89,6 +89,7 @@ class JobView(BaseModel):
     started_at: str | None
     ended_at: str | None
     input: str
+    input_name: str | None = Field(None, description="The uploaded file's name, as its items' errors say it.")
     run: str | None = Field(description="The run folder (relative to the project): `runner view` shows it.")
     items: int | None
     pipeline_hash: str | None

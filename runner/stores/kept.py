@@ -21,6 +21,7 @@ from typing import Any
 
 READS_FIELD = "_read_files"      # in a kept result: {path: sha256 of its contents}
 MADE_BY_FIELD = "_made_by"       # in a memo entry: the hash of what made it (Runtime.made_by)
+ANSWERED_FIELD = "_answered"     # in a kept result: a model's (or the cache's) answer made it
 _READS: ContextVar[dict[str, str] | None] = ContextVar("runner_file_reads", default=None)
 
 
@@ -50,10 +51,18 @@ def noting_reads() -> Iterator[dict[str, str]]:
         _READS.reset(token)
 
 
-def kept(result: dict[str, Any], reads: dict[str, str], made_by: str | None = None) -> dict[str, Any]:
-    """A result as kept for later: with the files it read, when it read any, and what made it."""
+def kept(result: dict[str, Any], reads: dict[str, str], made_by: str | None = None,
+         answered: bool = False) -> dict[str, Any]:
+    """A result as kept for later: with the files it read, when it read any, what made it, and
+    whether a model's answer did (a run reusing it counts that answer as the cache's)."""
     return {**result, **({READS_FIELD: dict(reads)} if reads else {}),
-            **({MADE_BY_FIELD: made_by} if made_by is not None else {})}
+            **({MADE_BY_FIELD: made_by} if made_by is not None else {}),
+            **({ANSWERED_FIELD: True} if answered else {})}
+
+
+def answered_before(stored: dict[str, Any]) -> bool:
+    """A kept result (as stored, with its notes) that a model's answer made."""
+    return stored.get(ANSWERED_FIELD) is True
 
 
 def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, Any] | None:
@@ -76,4 +85,4 @@ def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, An
 
 def without_reads(result: dict[str, Any]) -> dict[str, Any]:
     """A kept result as shown: without the notes of what made it."""
-    return {name: value for name, value in result.items() if name not in (READS_FIELD, MADE_BY_FIELD)}
+    return {name: value for name, value in result.items() if name not in (READS_FIELD, MADE_BY_FIELD, ANSWERED_FIELD)}

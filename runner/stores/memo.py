@@ -20,7 +20,7 @@ from typing import Any
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
 from runner.stores.database import open_shared, transaction
-from runner.stores.kept import without_reads
+from runner.stores.kept import answered_before, without_reads
 
 DEFAULT_STORE = "memo.json"
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
@@ -38,10 +38,13 @@ def database_path(store: Path) -> Path:
 
 
 class MemoStore:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
+        """`read_only`: read what runs stored, store nothing (`runner render`: a run's preview)."""
         self.path = database_path(path)
+        self.read_only = read_only
         self.hits = 0
         self.stored = 0
+        self.answered = 0                 # hits a model's answer made (kept.answered_before)
         self.unreadable = 0               # stored results read that were not JSON objects (each a miss)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -51,8 +54,13 @@ class MemoStore:
             self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{self.path}: not a usable memo store ({exc})") from None
-        if path.suffix == ".json" and path.is_file():
+        if path.suffix == ".json" and path.is_file() and not read_only:
             self._import_once(path)
+
+    @classmethod
+    def reading(cls, path: Path) -> MemoStore | None:
+        """The store at `path` to read only, None when no run made it (nothing is created)."""
+        return cls(path, read_only=True) if database_path(path).is_file() else None
 
     def _import_once(self, source: Path) -> None:
         name = source.name
@@ -75,9 +83,10 @@ class MemoStore:
         hit; None when none is stored or its row is not a JSON object (counted in `unreadable`,
         as the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
-        entry = None if row is None else self._readable(row[0])
-        entry = None if entry is None else usable(entry)
+        stored = None if row is None else self._readable(row[0])
+        entry = None if stored is None else usable(stored)
         self.hits += entry is not None
+        self.answered += entry is not None and stored is not None and answered_before(stored)
         return entry
 
     def _readable(self, text: object) -> dict[str, Any] | None:
@@ -91,6 +100,8 @@ class MemoStore:
         return value
 
     def put(self, key: str, result: dict[str, Any]) -> None:
+        if self.read_only:
+            return
         kept = {k: v for k, v in result.items() if k not in ("index", "item_key", "warnings")}
         self._db.execute("INSERT INTO memo (key, result, stored_at) VALUES (?, ?, ?) "
                          "ON CONFLICT (key) DO UPDATE SET result = excluded.result, stored_at = excluded.stored_at",
