@@ -27,7 +27,6 @@ from runner.inputs import Item, ItemStream, iter_items, iter_records, record_cou
 from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
-from runner.llm.calls.file import answered_items
 from runner.outputs.report_html import render_html
 from runner.outputs.report_md import render_report
 from runner.outputs.report_view import RowChooser, item_label, view_of
@@ -281,8 +280,7 @@ async def _run(runtime: Runtime, items: ItemStream, concurrency: int, outcome: R
     errors = ErrorCount(runtime)
 
     def keep(position: int, result: dict[str, Any]) -> None:
-        log.append(result)           # and then dropped: the results live in results.jsonl
-        errors.add(position, result)
+        log.append(result, errors.add(position, result))     # then dropped: the results live in results.jsonl
         progress.advance()
 
     total = 0 if isinstance(progress, Quiet) else len(items)      # a counting pass over the input, when shown
@@ -313,9 +311,9 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
     if record.parent is not None:     # a --failed-from rerun: a complete view
-        taken: set[int] = set()       # its results a model answered count as cached answers (health.unanswered_calls)
-        errors.add_all(merge_parent(out / "results.jsonl", record.parent / "results.jsonl", taken))
-        runtime.reused_answered += answered_items(record.parent / CALLS_FILE, taken)
+        taken = merge_parent(out / "results.jsonl", record.parent / "results.jsonl")
+        errors.add_all(taken)
+        runtime.reused_answered += taken.answered     # answers as the cache's (health.unanswered_calls)
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary
@@ -342,7 +340,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         runtime.memo.close()
         summary["memo"] = {"store": str(runtime.memo.path), "reused": runtime.memo.hits,
                            "stored": runtime.memo.stored}
-    if reused := runtime.reused_answered + (runtime.memo.answered if runtime.memo is not None else 0):
+    if reused := runtime.reused_answered:
         summary["reused_answered"] = reused      # answers as the cache's for "no model answered any call"
     outcome.summary = summary
     atomic_write(out / "summary.json", dumps(summary) + "\n")

@@ -311,6 +311,10 @@ def test_error_groups_come_in_one_order(in_process: Callable[[str], Setup]) -> N
     errored = [r["error"] for r in sorted(results, key=lambda r: r["index"]) if r.get("error")]
     assert [group["error"] for group in summary["error_groups"]] == errored, done.output
     assert [line.split(": ", 1)[1] for line in done.output.splitlines() if line.startswith("1/7 items: ")] == errored
+    # a rerun of the last errored item alone takes the others' errors from its parent: the same order
+    rerun = setup.cli("run", setup.rel, "--input", setup.case.input, "--failed-from", "ordered", "--item", "7",
+                      "--out", "part", "-q")
+    assert error_order(setup.root / "part") == error_order(setup.root / "ordered"), rerun.output
 
 
 @pytest.mark.parametrize("case", cases("stdin", tuple(c.name for c in CASES if c.csv)))
@@ -579,18 +583,46 @@ def test_a_rerun_of_the_failed_items_is_the_run(case: str, in_process: Callable[
     setup.pipeline.write_text(setup.pipeline.read_text().replace(
         "rates: {kept:", "rates: {judged: \"{{ result.verdict is defined }}\", kept:", 1))
     expected = setup.run_baseline()
-    setup.answer()
-    done = setup.cli("run", setup.rel, "--input", setup.case.input, "--failed-from", "baseline", "--out", "rerun",
-                     "--cache-dir", str(setup.root / "cache-rerun"), "-q")
-    assert "Traceback" not in done.output, done.output
-    got = folder_outcome(setup.root / "rerun", done.exit_code)
-    assert (got.summary or {})["rerun_items"] == expected.counts["errors"], done.output
-    differences = Differences()
-    differences.check("results", got.results, expected.results)
-    differences.check("counts", got.counts, expected.counts)
-    differences.check("rates", (got.summary or {}).get("rates"), (expected.summary or {}).get("rates"))
-    differences.check("exit code", got.exit, expected.exit)
-    differences.none(done.output)
+    failed_from_chain(setup, "baseline", expected)
+
+
+def failed_from_chain(setup: Setup, parent: str, expected: Outcome) -> None:
+    """`--failed-from parent`, then `--failed-from` that rerun, each with a fresh LLM cache: each
+    ends as `expected` (results, counts, rates, error_groups, exit code): a model's answers behind
+    the results a rerun took from its parent count whether the parent made them or took them in."""
+    for number, (source, out) in enumerate(((parent, "rerun"), ("rerun", "rerun2")), 1):
+        setup.answer()
+        done = setup.cli("run", setup.rel, "--input", setup.case.input, "--failed-from", source, "--out", out,
+                         "--cache-dir", str(setup.root / f"cache-rerun-{number}"), "-q")
+        assert "Traceback" not in done.output, done.output
+        got = folder_outcome(setup.root / out, done.exit_code)
+        assert (got.summary or {})["rerun_items"] == expected.counts["errors"], done.output
+        differences = Differences()
+        differences.check("results", [{k: v for k, v in r.items() if k != "memo_hit"} for r in got.results],
+                          [{k: v for k, v in r.items() if k != "memo_hit"} for r in expected.results])
+        differences.check("counts", got.counts, expected.counts)
+        for key in ("rates", "error_groups"):
+            differences.check(key, (got.summary or {}).get(key), (expected.summary or {}).get(key))
+        differences.check("exit code", got.exit, expected.exit)
+        differences.check("error_groups' order", error_order(setup.root / out), error_order(setup.root / parent))
+        differences.none(f"{out}: {done.output}")
+
+
+def error_order(folder: Path) -> list[str]:
+    """summary.json's error_groups in their order (a failing juror's name made M)."""
+    groups = json.loads((folder / "summary.json").read_text()).get("error_groups") or []
+    return [JUROR.sub("model M", group["error"]) for group in groups]
+
+
+@pytest.mark.parametrize("case", cases("failed_from_memo", FAST))
+def test_a_rerun_of_the_failed_items_of_a_memo_rerun_is_the_run(case: str, in_process: Callable[[str], Setup]) -> None:
+    """The same from a rerun that took its judged results from the memo store: its results a
+    model made (in the run before) count as answers in the reruns of its failed items."""
+    setup = in_process(case)
+    setup.pipeline.write_text(setup.pipeline.read_text().replace(
+        "rates: {kept:", "rates: {judged: \"{{ result.verdict is defined }}\", kept:", 1))
+    first, _ = memo_reruns(setup)
+    failed_from_chain(setup, "memo", first)
 
 
 def renamed(outcome: Outcome, old: str, new: str) -> Outcome:

@@ -78,8 +78,9 @@ class Runtime:
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
     memo: MemoStore | None = None
-    # results taken from elsewhere that a model's answer made: a serve job's from its results store
-    # or its run before a restart, a --failed-from rerun's from its parent (the memo counts its own)
+    # results taken from elsewhere that a model's answer made (the memo, serve's store or a joined
+    # computation, a job's run before a restart: outputs/summary.ErrorCount.add; a --failed-from
+    # rerun's parent: results_file.merge_parent)
     reused_answered: int = 0
     closers: list[Callable[[], None]] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/engine/observe.py)

@@ -21,7 +21,7 @@ from runner.pipeline.model import StepSpec
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
-from runner.stores.kept import kept, noting_reads, reusable
+from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting_reads, reusable
 from runner.templating.step_results import Result, ResultList
 
 if TYPE_CHECKING:
@@ -264,10 +264,11 @@ async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope:
                     result: dict[str, Any]) -> dict[str, Any]:
     """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
     never holds an index or warnings: whatever a store file says, the item keeps its own), traced
-    as one item marked `memo_hit`. The stored result keeps the ids of the trace that judged it
-    (feedback belongs there); the new trace's fields only fill gaps."""
+    as one item marked `memo_hit` (and noted, untraced, when a model's answer made it: the run
+    counts it). The stored result keeps the ids of the trace that judged it (feedback belongs
+    there); the new trace's fields only fill gaps."""
     runtime.observer.item_start(item)
-    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings")})
+    result.update({k: v for k, v in stored.items() if k not in ("index", "warnings", ANSWERED_FIELD)})
     try:
         for name in runtime.pipeline.memo.refresh if runtime.pipeline.memo else ():
             result[name] = render_at(runtime, runtime.pipeline.output[name], ("output", name), scope)
@@ -279,6 +280,8 @@ async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope:
     await runtime.observer.item_end(item, traced)
     for name, value in traced.items():
         reused.setdefault(name, value)
+    if answered_before(stored):        # the run counts it as the cache's answer (outputs/summary.ErrorCount)
+        reused[ANSWERED_FIELD] = True
     return reused
 
 

@@ -13,6 +13,8 @@ from runner.engine.health import item_end
 from runner.engine.rates import RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
+from runner.runs.results_file import Taken
+from runner.stores.kept import answered_before
 
 KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
@@ -30,19 +32,27 @@ class ErrorCount:
         self.groups: Counter[str] = Counter()
         self.first: dict[str, float] = {}       # message: the input position of its first item
 
-    def add(self, position: int, result: dict[str, Any]) -> None:
+    def add(self, position: int, result: dict[str, Any]) -> bool:
         """Count the result of the item at input `position` (the LLM tally knows items by it: a
-        result's own `index` may be anything an output called so)."""
-        message = item_end(self.runtime, position, result).error
-        if message:
+        result's own `index` may be anything an output called so); whether a model's answer made
+        it: its own calls got one, or it was reused (the memo, serve's store, a job's earlier
+        run) with the note that one did (kept.ANSWERED_FIELD), which counts as the cache's
+        answer does (`reused_answered`: health.unanswered_calls)."""
+        end = item_end(self.runtime, position, result)
+        if end.error:
             self.count += 1
-            self._group(" ".join(message.split()), position)
+            self._group(" ".join(end.error.split()), position)
+        if answered_before(result) and not end.answered:
+            self.runtime.reused_answered += 1
+            return True
+        return end.answered
 
-    def add_all(self, messages: Counter[str]) -> None:
-        """Errors of results taken in from elsewhere (a --failed-from rerun's parent)."""
-        self.count += sum(messages.values())
-        for message, n in messages.items():
-            self._group(message, math.inf, n)
+    def add_all(self, taken: Taken) -> None:
+        """Errors of results taken in from elsewhere (a --failed-from rerun's parent), each
+        message at the index of its first item there, as the parent counted it."""
+        self.count += sum(taken.errors.values())
+        for message, n in taken.errors.items():
+            self._group(message, taken.first.get(message, math.inf), n)
 
     def _group(self, message: str, position: float, n: int = 1) -> None:
         if message not in self.groups and len(self.groups) >= MAX_GROUPS:

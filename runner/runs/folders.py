@@ -38,6 +38,7 @@ LATEST_PARTIAL = "latest-partial"
 POINTERS = (LATEST, LATEST_PARTIAL)
 RESULTS = "results.jsonl"
 CALLS_FILE = "calls.jsonl"        # every LLM call of the run (runner/llm/calls/)
+ANSWERED_FILE = "answered.jsonl"  # the items whose result a model's answer made (runner/runs/results_file.py)
 SUMMARY = "summary.json"
 RUN_SCHEMA = "run.schema.json"
 SUMMARY_SCHEMA = "summary.schema.json"

@@ -12,11 +12,14 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
 from runner.fileio import AppendFile, atomic_write_lines, decode, dumps, parse_json, read_json_lines, utf8
-from runner.runs.folders import RESULTS, checked_result, iter_results
+from runner.llm.calls.file import answered_in
+from runner.runs.folders import ANSWERED_FILE, CALLS_FILE, RESULTS, checked_result, iter_results
+from runner.stores.kept import ANSWERED_FIELD
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
 RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
@@ -24,10 +27,44 @@ _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
 class ResultsLog(AppendFile):
-    """results.jsonl: each result appended as one complete line as soon as it finishes."""
+    """results.jsonl: each result appended as one complete line as soon as it finishes; and
+    beside it answered.jsonl, the index of each item whose result a model's answer made (its
+    own calls', or one it reused that carried the note: kept.ANSWERED_FIELD), which a run
+    reusing this one's results reads (`answered_items`)."""
 
-    def append(self, result: dict[str, Any]) -> None:
-        self.write(utf8(dumps(result) + "\n"))
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        (path.parent / ANSWERED_FILE).unlink(missing_ok=True)       # an earlier run's, in this folder
+        self._answered: AppendFile | None = None                     # made at the first answered item
+
+    def append(self, result: dict[str, Any], answered: bool = False) -> None:
+        """Write one result (without the note that it was reused from a model's answer)."""
+        line = {k: v for k, v in result.items() if k != ANSWERED_FIELD} if ANSWERED_FIELD in result else result
+        self.write(utf8(dumps(line) + "\n"))
+        if answered and isinstance(result.get("index"), int):
+            if self._answered is None:
+                self._answered = AppendFile(self.path.parent / ANSWERED_FILE)
+            self._answered.write(f"{result['index']}\n".encode())
+
+    def close(self) -> None:
+        super().close()
+        if self._answered is not None:
+            self._answered.close()
+
+
+def answered_items(folder: Path) -> set[int]:
+    """The items of the run in `folder` whose result a model's answer made: its answered.jsonl
+    (whole lines), or without one (a run folder written before there was one, or a run no
+    model answered), the items a call of its calls.jsonl answered."""
+    path = folder / ANSWERED_FILE
+    if not path.is_file():
+        try:
+            with (folder / CALLS_FILE).open("rb") as calls:
+                return answered_in(calls)
+        except OSError:
+            return set()
+    with path.open("rb") as lines:
+        return {int(line) for line in lines if line.endswith(b"\n") and line.strip().isdigit()}
 
 
 def line_index(line: str) -> int:
@@ -158,12 +195,25 @@ def rewrite_in_order(path: Path) -> None:
     atomic_write_lines(path, sorted_lines(path, path.parent))
 
 
-def merge_parent(path: Path, parent: Path, judged: set[int] | None = None) -> Counter[str]:
+@dataclass
+class Taken:
+    """What a `--failed-from` rerun took from its parent: the errors of those results, by message,
+    with the index of each message's first item, and how many a model's answer made."""
+
+    errors: Counter[str] = field(default_factory=Counter)
+    first: dict[str, int] = field(default_factory=dict)
+    answered: int = 0
+
+
+def merge_parent(path: Path, parent: Path) -> Taken:
     """A `--failed-from` rerun made complete: the parent's results for the items it did not redo
-    merged into its results file; the errors of those, counted by message (and the indexes of
-    those without one added to `judged`)."""
-    taken: Counter[str] = Counter()
+    merged into its results file, and those of them a model's answer made (the parent's
+    answered.jsonl, which records its own answers and those it reused) added to its
+    answered.jsonl, so that a rerun of this rerun counts them too."""
+    taken = Taken()
     theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
+    made = answered_items(parent.parent)
+    answered: set[int] = set()
 
     def merged() -> Iterator[str]:
         last = None
@@ -176,12 +226,17 @@ def merge_parent(path: Path, parent: Path, judged: set[int] | None = None) -> Co
             if side == 1:
                 error = _error_of(line)
                 if error:
-                    taken[error] += 1
-                elif judged is not None and isinstance(index, int):
-                    judged.add(index)
+                    taken.errors[error] += 1
+                    taken.first.setdefault(error, index)
+                elif index in made:
+                    answered.add(index)
             yield line
 
     atomic_write_lines(path, merged())
+    if answered:
+        mine = answered_items(path.parent) | answered
+        atomic_write_lines(path.parent / ANSWERED_FILE, (f"{index}\n" for index in sorted(mine)))
+    taken.answered = len(answered)
     return taken
 
 

@@ -22,7 +22,9 @@ from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
+from runner.runs.results_file import answered_items
 from runner.serve.http import ApiError
+from runner.stores.kept import ANSWERED_FIELD
 from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
@@ -115,7 +117,8 @@ class Claims:
 class ResumeIndex:
     """What a killed (or stopped) job's run wrote, for the run that takes the job up again in
     its folder: the results, by item key, in a small database beside the job (a run of any
-    size is never held in memory), and the calls of those results' items, set aside in a file
+    size is never held in memory), each noted when a model's answer made it (its answered.jsonl,
+    kept.ANSWERED_FIELD), and the calls of those results' items, set aside in a file
     beside it (the new run starts calls.jsonl afresh, then writes them back: `kept_calls`).
     The calls of items whose results were not written are left out: those items run again."""
 
@@ -127,12 +130,15 @@ class ResumeIndex:
     @classmethod
     def of(cls, path: Path, run: Path) -> ResumeIndex:
         index = cls(path)
+        answered = answered_items(run)      # noted on the results: the run taking them up counts them
         for line in _whole_lines(run / "results.jsonl"):
             try:
                 result = json.loads(line)
             except ValueError:
                 continue
             if isinstance(result, dict) and isinstance(result.get("item_key"), str):
+                if result.get("index") in answered:
+                    result[ANSWERED_FIELD] = True
                 index._store.put("job", "resume", result["item_key"], result)
                 if isinstance(result.get("index"), int):
                     index._store.put("job", "item", str(result["index"]), {})

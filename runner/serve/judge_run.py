@@ -67,9 +67,9 @@ class JudgeRun:
         if self._open is None:
             return
         record, outcome, log, errors, folder = self._open
-        errors.add(position, result)
+        answered = errors.add(position, result)
         try:
-            log.append(result)
+            log.append(result, answered)
         except (OSError, RunnerError) as exc:
             self._open = None
             self._say(f"/judge's run {outcome.out_dir} stops recording: {exc}")

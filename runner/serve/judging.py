@@ -22,7 +22,6 @@ from runner.engine.execute import run_item
 from runner.engine.health import item_end
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
-from runner.llm.calls.file import answered_in
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
 from runner.redact import redact
@@ -32,7 +31,7 @@ from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
-from runner.stores.kept import answered_before, kept, noting_reads, reusable
+from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting_reads, reusable, without_reads
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
@@ -126,7 +125,8 @@ class Judging:
         self._variants: OrderedDict[tuple[str, str], Variant] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()      # evicted variants' runs, ending
         self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
-        self._flights: SingleFlight[tuple[dict[str, Any], str]] = SingleFlight()
+        # (result, source, whether a model's answer made it), for whoever joins the flight
+        self._flights: SingleFlight[tuple[dict[str, Any], str, bool]] = SingleFlight()
         self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
 
     def client(self, name: str) -> SharedClient:
@@ -211,7 +211,7 @@ class Judging:
                 result, source = await self.served_item(variant, variant.runtime, numbered, variant.run)
             finally:            # this request records the item: its LLM tally is settled, whatever happened
                 item_end(variant.runtime, numbered.index, {})
-        result = stored_form(result)
+        result = without_reads(stored_form(result))        # without the note a job's run counts
         return {"index": position, "item_key": item.key, "source": source, "pipeline_hash": variant.hash,
                 "trace_id": result.get("mlflow_trace_id"), "result": result}
 
@@ -220,7 +220,7 @@ class Judging:
         """(result, source) of one item: the stored one, else computed once however many ask
         (a request's by the variant's runtime, recorded in its `run`; a job's by its own runtime,
         whose run records it: a store that cannot be reached is skipped)."""
-        async def compute() -> tuple[dict[str, Any], str]:
+        async def compute() -> tuple[dict[str, Any], str, bool]:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
             except StoreUnavailable:
@@ -228,31 +228,33 @@ class Judging:
                     raise
                 stored = None
             fresh = _fresh(stored)
-            if fresh is not None:
-                if run is None and stored is not None and answered_before(stored.result):
-                    runtime.reused_answered += 1    # a job's: answers as the cache's (health.unanswered_calls)
-                return fresh.result, "store"
+            if fresh is not None and stored is not None:
+                return fresh.result, "store", answered_before(stored.result)
             return await self._compute(variant, runtime, item, run)
-        (result, source), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
+        (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
-            (result, source), joined = await self._compute(variant, runtime, item, run), False
+            (result, source, answered), joined = await self._compute(variant, runtime, item, run), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
+            if answered:        # made by a model's answer, not this run's: counted as the cache's (ErrorCount.add)
+                result[ANSWERED_FIELD] = True
         return result, source
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
-                       run: JudgeRun | None) -> tuple[dict[str, Any], str]:
+                       run: JudgeRun | None) -> tuple[dict[str, Any], str, bool]:
+        """(result, source, whether a model's answer made it: its calls', or the memo entry's)."""
         if run is not None:
             run.open()
         with noting_reads() as reads:
             result = await run_item(runtime, item)
         end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
         source = "error" if end.error else "cache" if end.cached else "judged"
+        answered = end.answered or answered_before(result)
         try:
             if source != "error":           # stored first: a paid result is kept whatever its run folder does
                 try:
                     await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
-                                            kept(stored_form(result), reads, answered=end.answered))
+                                            kept(without_reads(stored_form(result)), reads, answered=answered))
                 except StoreUnavailable as exc:
                     if run is not None:
                         raise
@@ -260,7 +262,7 @@ class Judging:
         finally:
             if run is not None:
                 run.keep(item.index, result)
-        return result, source
+        return result, source, answered
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
         """A job's run: the pipeline's shared LLM client, and each item a result its earlier run
@@ -272,11 +274,8 @@ class Judging:
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
             while to_write:         # the first item, before any call of this run's
-                answered: set[int] = set()
                 for lines in to_write.pop().kept_calls():
                     runtime.llm.add_calls(lines)
-                    answered |= answered_in(lines)
-                runtime.reused_answered += len(answered)    # answers as the cache's (health.unanswered_calls)
                 if runtime.llm_used:
                     runtime.llm.flush()
             earlier = resumed.get(item.key) if resumed is not None else None

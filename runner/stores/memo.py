@@ -20,7 +20,7 @@ from typing import Any
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
 from runner.stores.database import open_shared, transaction
-from runner.stores.kept import answered_before, without_reads
+from runner.stores.kept import ANSWERED_FIELD, answered_before, without_reads
 
 DEFAULT_STORE = "memo.json"
 BUSY_TIMEOUT_MS = 60_000          # how long a write waits for another run's transaction
@@ -44,7 +44,6 @@ class MemoStore:
         self.read_only = read_only
         self.hits = 0
         self.stored = 0
-        self.answered = 0                 # hits a model's answer made (kept.answered_before)
         self.unreadable = 0               # stored results read that were not JSON objects (each a miss)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -80,13 +79,15 @@ class MemoStore:
 
     def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
         """The stored result (as `usable` takes it: None when it may not be reused), counted as a
-        hit; None when none is stored or its row is not a JSON object (counted in `unreadable`,
-        as the LLM cache takes an unreadable entry for a miss)."""
+        hit, with the note that a model's answer made it when one did (kept.ANSWERED_FIELD);
+        None when none is stored or its row is not a JSON object (counted in `unreadable`, as
+        the LLM cache takes an unreadable entry for a miss)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         stored = None if row is None else self._readable(row[0])
         entry = None if stored is None else usable(stored)
         self.hits += entry is not None
-        self.answered += entry is not None and stored is not None and answered_before(stored)
+        if entry is not None and stored is not None and answered_before(stored):
+            entry[ANSWERED_FIELD] = True          # the run counts it (outputs/summary.ErrorCount.add)
         return entry
 
     def _readable(self, text: object) -> dict[str, Any] | None:

@@ -127,11 +127,7 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
     slides = [f"<p>slide {n}</p>" for n in range(6)]
     with make_client(served_project.root, model, db_url) as client:
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
-        deadline = time.monotonic() + 30
-        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.2)
+        two_results(client, job["id"])
         first_run = client.get(f"/v1/jobs/{job['id']}").json()["run"]
         answered = [r.prompt for r in model.requests[:2]]
     assert json.loads((served_project.root / "reports" / ".runner-serve" / "jobs" / f"{job['id']}.json")
@@ -162,17 +158,42 @@ def test_a_resumed_job_whose_other_calls_fail_ends_as_the_run_would(served_proje
     slides = [f"<p>slide {n}</p>" for n in range(6)]
     with make_client(served_project.root, model, db_url) as client:
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
-        deadline = time.monotonic() + 30
-        while client.get(f"/v1/jobs/{job['id']}").json()["counts"]["done"] < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.2)
+        two_results(client, job["id"])
     gate["open"] = 100
     model.script(server_error("model overloaded"))
     with make_client(served_project.root, model, db_url) as client:
         done = wait(client, job["id"])
     assert done["counts"]["resumed"] == 2 and done["counts"]["errors"] == 4, done
     assert done["status"] == "succeeded" and done["error"] is None, done
+
+
+def test_a_resumed_job_whose_first_run_took_its_results_from_the_store_ends_as_the_run_would(served_project,
+                                                                                              db_url):
+    """The same when the first run took its two results from the store (/judge had judged those
+    slides): no call of that run answered them, yet a model's answer made them, which the job
+    taken up again counts as the uninterrupted job would (`succeeded`)."""
+    model, gate = gated_model(2)
+    slides = [f"<p>slide {n}</p>" for n in range(6)]
+    with make_client(served_project.root, model, db_url) as client:
+        judged = client.post("/v1/pipelines/deck/judge", json={"items": [deck(*slides[:2])]}).json()
+        assert [r["source"] for r in judged["results"]] == ["judged", "judged"], judged
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
+        two_results(client, job["id"])
+        assert client.get(f"/v1/jobs/{job['id']}").json()["counts"]["store"] == 2
+    gate["open"] = 100
+    model.script(server_error("model overloaded"))
+    with make_client(served_project.root, model, db_url) as client:
+        done = wait(client, job["id"])
+    assert done["counts"]["resumed"] == 2 and done["counts"]["errors"] == 4, done
+    assert done["status"] == "succeeded" and done["error"] is None, done
+
+
+def two_results(client, job_id: str) -> None:
+    """Wait until the job's run has written two results (its server may then be stopped)."""
+    deadline = time.monotonic() + 30
+    while len(lines(client.get(f"/v1/jobs/{job_id}/results"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
 
 
 def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries_on(served_project, db_url):
@@ -243,6 +264,51 @@ def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_o
     assert done["status"] == "failed" and done["counts"]["errors"] == 1, done
     assert [c["item"] for c in read_calls(root / done["run"] / "calls.jsonl")] == [1]
     assert json.loads((root / done["run"] / "summary.json").read_text())["errors"] == 1
+
+
+def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatch):
+    """Two jobs of the same slides at once, one slide answered and one whose calls fail: the
+    second job's answered slide joins the first's computation (no call of its own), yet a
+    model's answer made it, so both jobs end as `runner run` over those slides would,
+    `succeeded` with one error each (not the second `failed`, 'no model answered any call')."""
+    import httpx
+
+    from runner.serve.app import create_app
+    from runner.serve.judging import Settings, SingleFlight
+    asked: list[object] = []
+    original = SingleFlight.run
+
+    async def noted(self, key, compute):        # the caller is in the flight when it returns to the loop
+        asked.append(key)
+        return await original(self, key, compute)
+    monkeypatch.setattr(SingleFlight, "run", noted)
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), contains="bad")
+    root = served_project.root
+    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url)
+    items = {"items": [deck("<p>A</p>", "<p>bad B</p>")]}
+
+    async def scenario() -> list[dict]:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            model.hold()
+            first = (await client.post("/v1/pipelines/deck/jobs", json=items)).json()
+            while model.in_flight < 2:
+                await asyncio.sleep(0.01)
+            second = (await client.post("/v1/pipelines/deck/jobs", json=items)).json()
+            while len(asked) < 4:                # the second job's slides joined the first's computations
+                await asyncio.sleep(0.01)
+            model.release()
+            done = []
+            for job in (first, second):
+                while (view := (await client.get(f"/v1/jobs/{job['id']}")).json())["status"] not in DONE:
+                    await asyncio.sleep(0.02)
+                done.append(view)
+            return done
+
+    for done in asyncio.run(scenario()):
+        assert done["counts"]["errors"] == 1 and done["counts"]["done"] == 2, done
+        assert done["status"] == "succeeded" and done["error"] is None, done
 
 
 def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served):

@@ -99,7 +99,7 @@ def test_a_run_folder_that_cannot_be_written_costs_neither_the_answer_nor_the_st
     from runner.fileio import OutputError
     from runner.runs.results_file import ResultsLog
 
-    def disk_full(self, result):
+    def disk_full(self, result, answered=False):
         raise OutputError("results.jsonl: No space left on device")
     monkeypatch.setattr(ResultsLog, "append", disk_full)
     root = served_project.root

@@ -107,7 +107,6 @@ def absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
     if runtime.memo is not None:
         runtime.memo.hits += answer["memo"][0]
         runtime.memo.stored += answer["memo"][1]
-        runtime.memo.answered += answer["memo"][2]
 
 
 class BlockWorker:
@@ -127,12 +126,11 @@ class BlockWorker:
         finished: list[tuple[int, dict[str, Any]]] = []
         await run_items(runtime, items, concurrency, lambda position, result: finished.append((position, result)))
         positions = [position for position, _ in finished]
-        memo, reused = runtime.memo, (0, 0, 0)
+        memo, reused = runtime.memo, (0, 0)
         if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
-            reused = (memo.hits, memo.stored, memo.answered)
+            reused = (memo.hits, memo.stored)
             memo.hits -= reused[0]
             memo.stored -= reused[1]
-            memo.answered -= reused[2]
         return {"results": [result for _, result in finished], "positions": positions,
                 "llm": take_report(runtime.llm, positions) if runtime.llm_used else None,
                 "juries": take_agreements(runtime),

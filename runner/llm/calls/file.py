@@ -88,11 +88,6 @@ def read_calls(path: Path, items: set[int] | None = None, model: str | None = No
             yield record
 
 
-def answered_items(path: Path, items: set[int]) -> int:
-    """How many of `items` got an answer (from a model or the cache) by a call of this calls.jsonl."""
-    return len({call.get("item") for call in read_calls(path, items) if not call.get("error")})
-
-
 def answered_in(lines: Iterable[bytes]) -> set[int]:
     """The items a call of these lines of calls.jsonl answered (from a model or the cache)."""
     calls = (record for record in map(_parsed, lines) if record is not None)
