@@ -311,6 +311,33 @@ def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatc
         assert done["status"] == "succeeded" and done["error"] is None, done
 
 
+def test_a_result_stored_from_a_memo_hit_keeps_the_model_answer_behind_it(served_project, tmp_path):
+    """A job's item from the memo store (a model's answer made it, in a run the result store
+    does not know: another store) is stored with that note: a later job taking it from the
+    store, beside an item whose call fails, counts it as an answer and succeeds, as
+    `runner run` over those items would."""
+    root = served_project.root
+    served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: memodeck").replace(
+        "steps:\n", f'memo: {{key: "{{{{ item.html }}}}", store: "{root}/memo.json"}}\nsteps:\n', 1), "memodeck.yaml")
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), contains="bad")
+    with make_client(root, model, str(tmp_path / "first.sqlite")) as client:      # judged, kept by the memo
+        assert wait(client, client.post("/v1/pipelines/memodeck/jobs", json={"items": [deck("<p>A</p>")]}
+                                        ).json()["id"])["status"] == "succeeded"
+    with make_client(root, model, str(tmp_path / "second.sqlite")) as client:
+        job = client.post("/v1/pipelines/memodeck/jobs", json={"items": [deck("<p>A</p>"), deck("<p>Z</p>")]}).json()
+        done = wait(client, job["id"])
+        assert done["counts"]["memo"] == 1 and done["status"] == "succeeded", done
+        for suffix in ("", "-wal", "-shm"):         # the memo store gone: slide A is the result store's alone
+            (root / f"memo.sqlite{suffix}").unlink(missing_ok=True)
+        model.requests.clear()
+        job = client.post("/v1/pipelines/memodeck/jobs", json={"items": [deck("<p>A</p>", "<p>bad B</p>")]}).json()
+        done = wait(client, job["id"])
+    assert [r.prompt for r in model.requests if "<p>A</p>" in r.prompt] == [], done     # not asked: stored
+    assert done["counts"]["judged"] == 0 and done["counts"]["errors"] == 1, done
+    assert done["status"] == "succeeded" and done["error"] is None, done
+
+
 def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served):
     """A job ends as `runner run` over its items ends (engine/health.run_failure, the one rule):
     an item from the store that a model's answer made counts as an answer from the cache does
