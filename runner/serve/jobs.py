@@ -71,8 +71,8 @@ class Job:
 
 
 def _read_job(path: Path) -> Job:
-    """A job record as a server wrote it; a hand-edited one whose params, counts or notes are
-    not what the server writes is refused here (TypeError), not when its run starts."""
+    """A job record as a server wrote it; a hand-edited one whose params, counts, notes, items or
+    input_name are not what the server writes is refused here (TypeError), not when its run starts."""
     job = Job(**json.loads(path.read_text(encoding="utf-8")))
     for name, kind in (("params", dict), ("counts", dict), ("notes", list)):
         if not isinstance(getattr(job, name), kind):
@@ -81,6 +81,8 @@ def _read_job(path: Path) -> Job:
         raise TypeError(f"counts does not hold a whole number for each of {', '.join(COUNTS)}")
     if job.items is not None and type(job.items) is not int:
         raise TypeError("items is not a whole number")
+    if job.input_name is not None and not isinstance(job.input_name, str):
+        raise TypeError("input_name is not a string")
     return job
 
 

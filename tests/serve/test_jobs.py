@@ -356,7 +356,8 @@ def test_a_job_fails_as_runner_run_fails_when_no_model_answered_any_call(served)
 
 
 def test_a_job_record_edited_into_a_wrong_shape_is_left_alone_with_a_message(served_project, db_url, capsys):
-    """A job file whose params is not an object is refused when the server starts, with its
+    """A job file whose params is not an object (or counts, or input_name, not what a server
+    writes) is refused when the server starts, with its
     path and what is wrong, and the server goes on (it was an internal error when it ran)."""
     jobs = served_project.root / "reports" / ".runner-serve" / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
@@ -366,12 +367,17 @@ def test_a_job_record_edited_into_a_wrong_shape_is_left_alone_with_a_message(ser
     (jobs / "20260101000000-few.json").write_text(json.dumps(
         {"id": "20260101000000-few", "pipeline": "deck", "params": {}, "input": "in.jsonl",
          "status": "succeeded", "counts": {}}), encoding="utf-8")
+    (jobs / "20260101000000-num.json").write_text(json.dumps(
+        {"id": "20260101000000-num", "pipeline": "deck", "params": {}, "input": "in.jsonl",
+         "input_name": 5, "status": "queued"}), encoding="utf-8")
     with make_client(served_project.root, scripted_model("{}"), db_url) as client:
         assert client.get("/v1/jobs/20260101000000-bad").status_code == 404
         assert client.get("/v1/jobs/20260101000000-few").status_code == 404
+        assert client.get("/v1/jobs/20260101000000-num").status_code == 404
         assert client.get("/v1/jobs").status_code == 200
     err = capsys.readouterr().err
     assert "20260101000000-bad.json: not a job record (params is not a JSON object): left alone" in err
+    assert "20260101000000-num.json: not a job record (input_name is not a string): left alone" in err
     assert "20260101000000-few.json: not a job record (counts does not hold a whole number for each of done," in err
 
 
