@@ -528,8 +528,11 @@ def test_render_of_a_rerun_from_the_memo_store_shows_the_calls_it_sends(in_proce
     setup.answer()
     first = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-1"), "-q")
     setup.script.reset()            # render sends nothing
+    group = setup.root / "reports" / "tickets"
+    before = sorted(p.relative_to(group) for p in group.rglob("*"))
     done = setup.cli("render", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-2"))
     assert done.exit_code == 0 and setup.script.requests == [], done.output
+    assert sorted(p.relative_to(group) for p in group.rglob("*")) == before     # read, closed: nothing left
     setup.answer()
     second = setup.cli("run", setup.rel, "--input", setup.case.input, "--cache-dir", str(setup.root / "cache-2"), "-q")
     [folder] = [f for f in (setup.root / "reports" / "tickets").glob("*/*") if f.is_dir() and f.name not in

@@ -107,6 +107,8 @@ class Runtime:
             store = runtime.renderer.value(pipeline.memo.store, {"params": pipeline.params, "env": env})
             path = store_path(folder, store)
             runtime.memo = MemoStore.reading(path) if previewed else MemoStore(path)
+            if previewed and runtime.memo is not None:      # a run closes its own in write_outputs
+                runtime.closers.append(runtime.memo.close)
         return runtime
 
     def resource(self, make: Callable[[Runtime], T]) -> T:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from runner.errors import RunnerError
 from runner.fileio import dumps, read_json
@@ -45,12 +46,15 @@ class MemoStore:
         self.hits = 0
         self.stored = 0
         self.unreadable = 0               # stored results read that were not JSON objects (each a miss)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            # Opened where the run starts (serve: a worker thread), then used by the run's event loop
-            # alone: one thread at a time, which SQLite allows across threads.
-            self._db = open_shared(self.path, SCHEMA, BUSY_TIMEOUT_MS, check_same_thread=False)
-            self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
+            if read_only:
+                self._db = _read_only(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # Opened where the run starts (serve: a worker thread), then used by the run's event loop
+                # alone: one thread at a time, which SQLite allows across threads.
+                self._db = open_shared(self.path, SCHEMA, BUSY_TIMEOUT_MS, check_same_thread=False)
+                self._db.execute("PRAGMA synchronous = NORMAL")    # WAL: a commit survives a killed process
         except sqlite3.DatabaseError as exc:
             raise RunnerError(f"{self.path}: not a usable memo store ({exc})") from None
         if path.suffix == ".json" and path.is_file() and not read_only:
@@ -122,6 +126,22 @@ class MemoStore:
     def close(self) -> None:
         """Every entry is already stored as its item finished: this only closes the database."""
         self._db.close()
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """An existing store opened to read alone: no schema, no journal mode set, and no write
+    possible (query_only). Opened in place (mode=rw: nothing is created) so that closing the
+    last connection removes the -wal and -shm files SQLite makes while it is open, as a run's
+    close does; read only by its permissions (a store on a read-only disk, or another user's),
+    it is opened mode=ro, whose -wal and -shm SQLite cannot remove."""
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                             isolation_level=None, check_same_thread=False)
+    except sqlite3.OperationalError:
+        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                             isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA query_only = ON")
+    return db
 
 
 def store_path(out_dir: Path, store: str | None) -> Path:
