@@ -170,26 +170,30 @@ def test_the_citation_example_gives_the_local_files_and_shares_the_cache(on_clus
     # ... and so does a local run after it, on what the Ray workers cached.
     fake_llm.requests.clear()
     back = cli("run", str(PIPELINE), "--out", "local2", *common, "--cache-dir", str(tmp_path / "cache"))
-    assert back.exit_code == local.exit_code and len(fake_llm.requests) == failed
+    assert back.exit_code == local.exit_code, back.output
+    assert len(fake_llm.requests) == failed
 
     # Workers that cannot see the driver's disk (on another machine) go through the cache actor.
     monkeypatch.setenv("RUNNER_RAY_REMOTE_CACHE", "1")
     fake_llm.requests.clear()
     remote = cli("run", str(PIPELINE), "--out", "remote", *common, "--cache-dir", str(tmp_path / "cache"),
                  "--executor", "ray", "--ray-address", on_cluster.address)
-    assert remote.exit_code == local.exit_code and len(fake_llm.requests) == failed
+    assert remote.exit_code == local.exit_code, remote.output
+    assert len(fake_llm.requests) == failed
     assert results_of(workdir / "remote") == results_of(workdir / "ray2")
 
     # Once every juror has answered, a cached rerun through Ray sends nothing at all.
     fake_llm.reset()
     fake_llm.script(Reply(answer("VALID", "any")))
-    assert cli("run", str(PIPELINE), "--out", "filled", *common, "--cache-dir", str(tmp_path / "cache"),
-               "--executor", "ray", "--ray-address", on_cluster.address).exit_code == 0
+    filled = cli("run", str(PIPELINE), "--out", "filled", *common, "--cache-dir", str(tmp_path / "cache"),
+                 "--executor", "ray", "--ray-address", on_cluster.address)
+    assert filled.exit_code == 0, filled.output
     assert len(fake_llm.requests) == failed
     fake_llm.requests.clear()
     cached = cli("run", str(PIPELINE), "--out", "cached", *common, "--cache-dir", str(tmp_path / "cache"),
                  "--executor", "ray", "--ray-address", on_cluster.address)
-    assert cached.exit_code == 0 and fake_llm.requests == []
+    assert cached.exit_code == 0, cached.output
+    assert fake_llm.requests == []
     assert "0 sent" in cached.stdout
 
 
