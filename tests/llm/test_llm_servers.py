@@ -149,6 +149,7 @@ def test_a_multi_slot_server_gets_the_slots_it_reports(project, env, capfd):
     env.personality = "multi-slot"
     env.slots = 3
     env.script(Reply(ANSWER, delay=0.2))
+    env.gather = 3              # the first calls answer once three are in flight: reached whatever the load
     outcome = run(server_pipeline(project), items(project, 9), llm_concurrency=8)
     assert [r["verdict"] for r in outcome.results] == ["yes"] * 9
     assert env.peak_in_flight == 3                                     # no setting: above 1, not past 3
@@ -163,6 +164,7 @@ def test_slots_past_the_runs_concurrency_are_said_as_capped(project, env, capfd)
     env.personality = "multi-slot"
     env.slots = 6
     env.script(Reply(ANSWER, delay=0.1))
+    env.gather = 2
     run(server_pipeline(project), items(project, 6), llm_concurrency=2)
     assert env.peak_in_flight == 2
     assert "sending it up to 2 request(s) at a time (it reports 6 slot(s) at /props; the run sends at most 2" \
