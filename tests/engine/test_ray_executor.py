@@ -3,6 +3,7 @@ the same files as a local run, one cache, run-wide limits, and no item lost to a
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -67,8 +68,18 @@ class Cluster:
                  f"--node-manager-port={self.second_port}", "--disable-usage-stats")
 
     def stop(self) -> None:
-        subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], env=self.env,
-                       capture_output=True, timeout=120)
+        """This cluster's processes (the head's and each node's, whose command lines name its
+        folder, and every process under them) ended, and no other: `ray stop --force` ends every
+        Ray instance on the machine, another test run's too (one died mid-test that way, its
+        driver's GCS gone)."""
+        mine = _under({pid for pid, line in _command_lines().items() if str(self.temp).encode() in line})
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in mine:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(_running(pid) for pid in mine):
+                time.sleep(0.1)
 
     def second_raylet(self) -> int:
         for proc in Path("/proc").iterdir():
@@ -86,16 +97,7 @@ class Cluster:
         (an actor's names its class: `ray::RayWorker...`). Killing the raylet alone leaves its
         workers running their blocks for up to a second, beside the retries of the same blocks
         on the other node."""
-        raylet = self.second_raylet()
-        parents: dict[int, int] = {}
-        for proc in Path("/proc").iterdir():
-            try:
-                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        node = {raylet}
-        while grown := {pid for pid, parent in parents.items() if parent in node} - node:
-            node |= grown
+        node = _under({self.second_raylet()})
         killed: list[bytes] = []
         for sig in (signal.SIGSTOP, signal.SIGKILL):
             for pid in node:
@@ -106,6 +108,36 @@ class Cluster:
                 except (ProcessLookupError, FileNotFoundError):
                     pass
         return killed
+
+
+def _command_lines() -> dict[int, bytes]:
+    lines: dict[int, bytes] = {}
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            lines[int(proc.name)] = (proc / "cmdline").read_bytes()
+    return lines
+
+
+def _under(roots: set[int]) -> set[int]:
+    """The processes `roots` and every process under them."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree = set(roots)
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return tree
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an ended process whose parent has not collected it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @pytest.fixture(scope="module")
