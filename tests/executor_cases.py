@@ -65,6 +65,9 @@ def a_models_concurrency_holds_across_workers(project: Any, fake_llm: Any, cli: 
         output: {{answer: "{{{{ steps.a.raw }}}}"}}
         """)
     fake_llm.script(Reply("ok", delay=0.3))
+    # The first call answers once a second is in flight beside it: that two go at once is then
+    # not left to how fast a busy machine sends the second (peak 1 would pass a limit of 1).
+    fake_llm.gather = 2
     (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(16)]))
     result = cli("run", "pipelines/p.yaml", "--input", "in.json", "--out", "out", *executor, "--workers", "2")
     assert result.exit_code == 0, result.output

@@ -25,6 +25,22 @@ def test_the_limit_rises_while_latency_holds_and_settles_below_where_it_grew(cap
     assert capsys.readouterr().err.count("sending it up to 2 request(s) at a time (its answers slowed") == 1
 
 
+def test_a_one_slot_server_settles_at_one(capsys):
+    """A server that answers one request at a time: two sent at once each wait for the other
+    (twice the time). What test_llm_servers.py's one-slot server does, with its timings fixed
+    here: there a busy machine's delays add to every answer and can hide the doubling."""
+    limit = AdaptiveLimit("e", "m", ceiling=8)
+    for seconds in (0.9, 0.5, 0.5):             # the first pays for its connection
+        limit.observe(1, seconds)
+    assert limit.limit == 2 and not limit.settled
+    for _ in range(4):
+        limit.observe(2, 1.0)
+    assert limit.limit == 1 and limit.settled
+    limit.finish()
+    assert capsys.readouterr().err.count(
+        "sending it up to 1 request(s) at a time (its answers slowed when sent more at once") == 1
+
+
 def test_an_overload_halves_the_limit_and_keeps_it(capsys):
     limit = AdaptiveLimit("e", "m", ceiling=16)
     limit.limit = 6

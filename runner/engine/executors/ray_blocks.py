@@ -1,14 +1,15 @@
 """`--executor ray`: blocks of items run in Ray actors (RayWorker), through the driver that
 --executor processes uses too (driver.py).
 
-The actors spread over the cluster's nodes, one per CPU by default. The LLM cache and the
-models' limits are served from actors on the driver's node (a JsonCache, for a worker on
-another machine, which cannot see the driver's disk; limits.py's LimitsOwner). Faults: an
-actor restarts and Ray retries the block a dead worker held (max_restarts,
-max_task_retries), on another node when its node is gone. A block's results reach the
-driver once, when the block ends, so none is written twice, and the shared cache means a
-retried block repeats no call that was answered. A stopped run cancels the blocks still
-running (cancelled, not lost: Ray neither retries nor reports them) and kills the actors.
+The actors spread over the cluster's nodes (Ray's SPREAD: best effort, two may share a
+node), one per CPU by default. The LLM cache and the models' limits are served from actors
+on the driver's node (a JsonCache, for a worker on another machine, which cannot see the
+driver's disk; limits.py's LimitsOwner). Faults: an actor restarts and Ray retries the
+block a dead worker held (max_restarts, max_task_retries), on another node when its node is
+gone. A block's results reach the driver once, when the block ends, so none is written
+twice, and the shared cache means a retried block repeats no call that was answered. A
+stopped run cancels the blocks still running (cancelled, not lost: Ray neither retries nor
+reports them) and kills the actors.
 ray is imported where it is called: ExecutorChoice.check() found it before the run began."""
 
 from __future__ import annotations
