@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from runner.fileio import AppendFile, atomic_write_lines, decode, dumps, parse_json, read_json_lines, utf8
-from runner.llm.calls.file import answered_in
+from runner.llm.calls.file import read_calls
 from runner.runs.folders import ANSWERED_FILE, CALLS_FILE, RESULTS, checked_result, iter_results
-from runner.stores.kept import ANSWERED_FIELD
+from runner.stores.kept import ANSWERED_FIELD, without_reads
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
 RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
@@ -39,8 +39,7 @@ class ResultsLog(AppendFile):
 
     def append(self, result: dict[str, Any], answered: bool = False) -> None:
         """Write one result (without the note that it was reused from a model's answer)."""
-        line = {k: v for k, v in result.items() if k != ANSWERED_FIELD} if ANSWERED_FIELD in result else result
-        self.write(utf8(dumps(line) + "\n"))
+        self.write(utf8(dumps(without_reads(result) if ANSWERED_FIELD in result else result) + "\n"))
         if answered and isinstance(result.get("index"), int):
             if self._answered is None:
                 self._answered = AppendFile(self.path.parent / ANSWERED_FILE)
@@ -58,11 +57,8 @@ def answered_items(folder: Path) -> set[int]:
     model answered), the items a call of its calls.jsonl answered."""
     path = folder / ANSWERED_FILE
     if not path.is_file():
-        try:
-            with (folder / CALLS_FILE).open("rb") as calls:
-                return answered_in(calls)
-        except OSError:
-            return set()
+        return {call["item"] for call in read_calls(folder / CALLS_FILE)
+                if not call.get("error") and isinstance(call.get("item"), int)}
     with path.open("rb") as lines:
         return {int(line) for line in lines if line.endswith(b"\n") and line.strip().isdigit()}
 

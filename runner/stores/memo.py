@@ -11,6 +11,7 @@ versions) is imported once, the first time its database is opened, and left as i
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -134,12 +135,9 @@ def _read_only(path: Path) -> sqlite3.Connection:
     last connection removes the -wal and -shm files SQLite makes while it is open, as a run's
     close does; read only by its permissions (a store on a read-only disk, or another user's),
     it is opened mode=ro, whose -wal and -shm SQLite cannot remove."""
-    try:
-        db = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                             isolation_level=None, check_same_thread=False)
-    except sqlite3.OperationalError:
-        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                             isolation_level=None, check_same_thread=False)
+    mode = "rw" if os.access(path, os.W_OK) else "ro"
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode={mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                         isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA query_only = ON")
     return db
 

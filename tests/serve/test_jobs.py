@@ -216,6 +216,20 @@ def test_a_job_item_whose_call_failed_is_never_stored_even_when_its_step_carries
         assert [r["source"] for r in again["results"]] == ["judged"]
 
 
+def noting_flights(monkeypatch) -> list[object]:
+    """The keys of serve's computations as each caller enters them (the caller is in the flight
+    when it returns to the loop): a test waits on it to know an item joined another's."""
+    from runner.serve.judging import SingleFlight
+    asked: list[object] = []
+    original = SingleFlight.run
+
+    async def noted(self, key, compute):
+        asked.append(key)
+        return await original(self, key, compute)
+    monkeypatch.setattr(SingleFlight, "run", noted)
+    return asked
+
+
 def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_own_run(served_project, db_url,
                                                                                        monkeypatch):
     """A job's item asked for while a /judge request judges the same content joins that
@@ -225,19 +239,13 @@ def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_o
     import httpx
 
     from runner.serve.app import create_app
-    from runner.serve.judging import Settings, SingleFlight
+    from runner.serve.judging import Settings
     served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: tolerant")
                             .replace("    uses: llm\n", "    uses: llm\n    on_error: continue\n")
                             .replace("steps.ask.output.rating }}", "steps.ask.output.rating | default('none') }}")
                             .replace("steps.ask.output.score }}", "steps.ask.output.score | default(0) }}"),
                             "tolerant.yaml")
-    asked: list[object] = []
-    original = SingleFlight.run
-
-    async def noted(self, key, compute):        # the caller is in the flight when it returns to the loop
-        asked.append(key)
-        return await original(self, key, compute)
-    monkeypatch.setattr(SingleFlight, "run", noted)
+    asked = noting_flights(monkeypatch)
     model = scripted_model(json.dumps({"rating": "green", "score": 90}))
     model.script(server_error("model overloaded"))          # every call fails
     root = served_project.root
@@ -274,14 +282,8 @@ def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatc
     import httpx
 
     from runner.serve.app import create_app
-    from runner.serve.judging import Settings, SingleFlight
-    asked: list[object] = []
-    original = SingleFlight.run
-
-    async def noted(self, key, compute):        # the caller is in the flight when it returns to the loop
-        asked.append(key)
-        return await original(self, key, compute)
-    monkeypatch.setattr(SingleFlight, "run", noted)
+    from runner.serve.judging import Settings
+    asked = noting_flights(monkeypatch)
     model = scripted_model(json.dumps({"rating": "green", "score": 90}))
     model.script(server_error("model overloaded"), contains="bad")
     root = served_project.root

@@ -88,12 +88,6 @@ def read_calls(path: Path, items: set[int] | None = None, model: str | None = No
             yield record
 
 
-def answered_in(lines: Iterable[bytes]) -> set[int]:
-    """The items a call of these lines of calls.jsonl answered (from a model or the cache)."""
-    calls = (record for record in map(_parsed, lines) if record is not None)
-    return {call["item"] for call in calls if not call.get("error") and isinstance(call.get("item"), int)}
-
-
 def call_spans(path: Path) -> Iterator[tuple[int, int, int]]:
     """(item, offset, length) of every call's line, for an index of the file."""
     for offset, line in _lines(path):
