@@ -20,7 +20,9 @@ and finish reason are turned into the answer or the error exactly as the HTTP tr
 turns a server's (runner/llm/client/http.py), so retries, breakers and structured-output
 fallbacks behave as they do against a server. It records every request (`requests`,
 `calls()`) and the most requests it held at once (`peak_in_flight`); `hold()` keeps every
-answer back until `release()`.
+answer back until `release()`; `gather = n` holds the first answers (at most GATHER_SECONDS) until
+n requests were in flight at once, so a test of a concurrency cap sees the cap reached however
+slowly a loaded machine sends the requests.
 
 It lives in the process that installed it: the processes and Ray executors' workers do
 not see it (test those against a server)."""
@@ -41,6 +43,7 @@ from runner.llm.client.spec import ModelSpec
 from runner.llm.client.transport import Completion, TransportError
 
 PROVIDER = "scripted"
+GATHER_SECONDS = 30.0
 
 
 @dataclass
@@ -133,6 +136,7 @@ class Script:
         self.default = Reply("ok")
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.gather: int | None = None
         self.lock = threading.Lock()
 
     def script(self, *replies: Reply | str | Behaviour, model: str | None = None, contains: str | None = None,
@@ -169,6 +173,7 @@ class Script:
             self.requests.clear()
             self.default = Reply("ok")
             self.peak_in_flight = 0
+            self.gather = None
 
     def pick(self, model: str, prompt: str, body: dict[str, Any]) -> Reply:
         """The reply of the first rule that matches, else `default`."""
@@ -230,6 +235,9 @@ class ScriptedModel(Script):
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
+            gather_until = time.monotonic() + GATHER_SECONDS
+            while self.gather and self.peak_in_flight < self.gather and time.monotonic() < gather_until:
+                await asyncio.sleep(0.005)
             if self.held is not None:
                 await self.held.wait()
             reply = self.pick(request.model, request.prompt, request.body)

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from jurors import token_logprobs
-from runner.testing import Reply, Request, Script, completion_body  # the scripting both models share
+from runner.testing import GATHER_SECONDS, Reply, Request, Script, completion_body  # the scripting both models share
 
 PROSE = "Sure! After careful thought, I think the claim is mostly fine."
 # llama-cpp-python 0.3.36 validates response_format.type with pydantic and answers 500
@@ -62,9 +62,6 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-GATHER_SECONDS = 30.0
-
-
 def tokens_of(reply: Reply) -> list[dict[str, Any]]:
     return reply.logprobs if reply.logprobs is not None else token_logprobs(reply.content or "")
 
@@ -79,9 +76,6 @@ class FakeLLM(Script):
         self.dribble_seconds = 0.2           # `dribble`: the pause between two bytes of a body
         self.slots = 4                       # `multi-slot`: requests served at once (the rest queue)
         self.reports_slots = True            # `multi-slot`: say so at /props and /slots (llama.cpp's server)
-        # Requests are held (at most GATHER_SECONDS) until this many were in flight at once: a test of a
-        # concurrency cap then sees the cap reached however slowly a loaded machine sends them.
-        self.gather: int | None = None
         # A test's requests are counted in flight apart from those a test before it left behind (a
         # reply it stopped waiting for, still being delayed): each reset starts a new count.
         self._count = 0
@@ -103,7 +97,6 @@ class FakeLLM(Script):
             self.slots = 4
             self.reports_slots = True
             self.logprobs = True
-            self.gather = None
             self.in_flight = 0
             self._count += 1
         self.batches.reset()

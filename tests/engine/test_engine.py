@@ -249,6 +249,7 @@ def test_foreach_keeps_input_order_when_elements_finish_out_of_order(project, sc
     from runner.testing import Reply
     for n in range(5):
         scripted_llm.script(Reply(f"answer {n}", delay=0.05 * (5 - n)), contains=f"element {n}")
+    scripted_llm.gather = 5                 # the first answers wait for all five: reached however loaded the machine
     path = project.pipeline("""
         version: 1
         name: t

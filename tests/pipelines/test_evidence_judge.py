@@ -130,6 +130,7 @@ def test_block_edge(judge, scripted_llm, q, blocked):
 def test_results_keep_the_classification_and_its_order(judge, scripted_llm):
     for n in range(10):
         scripted_llm.script(Reply(judgment(1.0, "explicit"), delay=0.05 * (10 - n)), contains=f"Reasoning C{n}.")
+    scripted_llm.gather = 5                 # the first answers wait for five in flight: reached however loaded
     classifications = [cls(f"C{n}", taxonomy_id=n, extra_field="kept") for n in range(10)]
     outcome = judge([batch(classifications[:6]), batch(classifications[6:], size=8)])
     assert [r["value"] for r in outcome.results] == [f"C{n}" for n in range(10)]
