@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,11 +192,16 @@ def field_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
         return [(("field",), "a text answer has no fields: drop `field:` (the whole answer is the value), or ask "
                              "for JSON with output_schema")]
     known = fields_of(shapes.answer_schema(args.get("output_schema")))
-    if isinstance(field, str) and known and field not in known:
-        hint = did_you_mean(field, known)
-        return [(("field",), f"'{field}' is not a property of the answer schema"
-                             + (f".{hint}" if hint else f" (its properties: {', '.join(sorted(known))})"))]
+    if known and field not in known:
+        return [(("field",), not_a_property(field, known))]
     return []
+
+
+def not_a_property(name: str, known: Collection[str], schema: str = "") -> str:
+    """`name` is not a field of the answer schema (`schema`: which one): the nearest, or them all."""
+    hint = did_you_mean(name, known)
+    return (f"'{name}' is not a property of the answer schema{schema}"
+            + (f".{hint}" if hint else f" (its properties: {', '.join(sorted(known))})"))
 
 
 def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:
