@@ -259,11 +259,10 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
 
 async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
                     result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
-    never holds an index or warnings: whatever a store file says, the item keeps its own), traced
-    as one item marked `memo_hit` (and noted, untraced, when a model's answer made it: the run
-    counts it). The stored result keeps the ids of the trace that judged it (feedback belongs
-    there); the new trace's fields only fill gaps."""
+    """A stored result with the fields of `memo.refresh` rendered for this item (which keeps its
+    own index and warnings, whatever a store file says), traced as one item marked `memo_hit`, and
+    noted when a model's answer made it (the run counts it). It keeps the ids of the trace that
+    judged it (feedback belongs there): the new trace's fields only fill gaps."""
     runtime.observer.item_start(item)
     result.update({k: v for k, v in stored.items() if k not in ("index", "warnings", ANSWERED_FIELD)})
     try:

@@ -90,9 +90,9 @@ class MaxErrors:
 
     @classmethod
     def parse(cls, text: str | None) -> MaxErrors:
-        if text is None or text.strip() in ("", "all"):
+        value = (text or "").strip()
+        if value in ("", "all"):
             return cls()
-        value = text.strip()
         with contextlib.suppress(ValueError):
             if value.isdigit():
                 return cls(count=int(value))

@@ -17,6 +17,7 @@ from runner.errors import InputError, StepError, did_you_mean
 from runner.fileio import parse_json, read_json
 from runner.llm.client.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside
+from runner.templating.sandbox import describe_error
 from runner.yamlpos import Path as DataPath
 
 
@@ -28,7 +29,6 @@ def render_text(ctx: StepContext, value: str, field: str, scope: Mapping[str, An
         try:
             return ctx.runtime.renderer.file(value, scope)
         except Exception as exc:  # jinja errors, with the field that named the file
-            from runner.templating.sandbox import describe_error
             problem = describe_error(exc, scope.get("steps"))
             raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
     return str(ctx.render(value, field, scope=scope))
