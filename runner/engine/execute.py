@@ -328,7 +328,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 finished_now.append(done.get_nowait())
             for task in finished_now:
                 del running[task]
-                task.result()           # a bug in on_result ends the run, as it did before
+                task.result()           # a bug in on_result ends the run
     finally:
         for task in running:
             task.cancel()

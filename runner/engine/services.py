@@ -34,10 +34,6 @@ class LLM(Protocol):
         they were sent in (`attempts`: retries included, none for a cached answer)."""
         ...
 
-    def redact(self, text: str) -> str:
-        """`text` without the credentials the run's models use."""
-        ...
-
     def hide_secrets(self, text: str) -> str:
         """What a model wrote or was sent, its known secrets hidden by value only."""
         ...
