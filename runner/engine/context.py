@@ -78,9 +78,8 @@ class Runtime:
     summary_sections: dict[str, Callable[[Runtime], Any]] = field(default_factory=dict)
     _resources: dict[Callable[..., Any], Any] = field(default_factory=dict)
     memo: MemoStore | None = None
-    # results taken from elsewhere that a model's answer made (the memo, serve's store or a joined
-    # computation, a job's run before a restart: outputs/summary.ErrorCount.add; a --failed-from
-    # rerun's parent: results_file.merge_parent)
+    # results a model's answer made, taken from elsewhere: the memo, serve's store, a job's run before
+    # a restart (outputs/summary.ErrorCount.add), a --failed-from rerun's parent (results_file.merge_parent)
     reused_answered: int = 0
     closers: list[Callable[[], None]] = field(default_factory=list)      # per-run resources to close at the end
     observer: Observer = NULL_OBSERVER                     # tracing hooks (runner/engine/observe.py)
@@ -136,7 +135,7 @@ class Runtime:
             shared, preview = self.role.shared_llm, self.role.preview
             service = LLMService(self.model_spec, self.options, self.env, observer=self.observer,
                                  in_flight=self.in_flight, shared=shared,
-                                 cache=None if shared is not None else self.take_cache("responses"),
+                                 cache=None if shared is not None else self.open_caches.pop("responses", None),
                                  kept_calls=self.role.worker, transport=preview, recorder=preview)
             service.sender.cluster_limits = self.shared_limits
             self._llm = service
@@ -166,10 +165,6 @@ class Runtime:
         if namespaces:
             scope.update(namespace_scope(item.value, namespaces))     # InputError: the item fails
         return scope
-
-    def take_cache(self, name: str) -> JsonCache | None:
-        """The cache `name` opened before the run (see json_cache.open_caches), or None."""
-        return self.open_caches.pop(name, None)
 
     async def aclose(self) -> None:
         for close in self.closers:

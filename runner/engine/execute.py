@@ -44,12 +44,11 @@ _Shape = tuple[dict[str, Any], dict[str, Any]]      # a step's result shape: as 
 
 
 class _Shapes:
-    """Each step's result shape (as declared, and with its on_error and default), by its place,
-    worked out once per step and run: the shapes `runner validate` checks reads against
-    (runner/checks/result_shapes.py). They say what a step reads as when it gave no result of
-    its own: skipped (its `if:` was false), the empty value of its result shape with `skipped`
-    true; failed into its `default:`, that default laid over the empty value of its result.
-    Either way a later template reads the step's fields without a guard."""
+    """Each step's result shape (as declared, and with its on_error and default), once per step
+    and run, as `runner validate` checks reads against (runner/checks/result_shapes.py): what a
+    step reads as with no result of its own, so a later template reads its fields unguarded.
+    Skipped (its `if:` was false): its empty value with `skipped` true; failed into its
+    `default:`: that default laid over its empty value."""
 
     def __init__(self, runtime: Runtime):
         self.context = ShapeContext(runtime.pipeline.schemas_dir, self._substeps)
@@ -98,8 +97,6 @@ async def run_steps(runtime: Runtime, specs: tuple[StepSpec, ...], scope: dict[s
             results[spec.id] = as_result(await step.run(ctx))
             if item.rewrites:
                 results[spec.id] = _rewritten(item, spec.id, results[spec.id], outcome)
-        except NeedsModel:
-            raise
         except (StepError, TemplateError) as exc:
             message = failure = exc.message if isinstance(exc, StepError) else str(exc)
             partial = exc.partial if isinstance(exc, StepError) else None
@@ -262,11 +259,10 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
 
 async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],
                     result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result, with the fields listed in `memo.refresh` rendered for this item (a store
-    never holds an index or warnings: whatever a store file says, the item keeps its own), traced
-    as one item marked `memo_hit` (and noted, untraced, when a model's answer made it: the run
-    counts it). The stored result keeps the ids of the trace that judged it (feedback belongs
-    there); the new trace's fields only fill gaps."""
+    """A stored result with the fields of `memo.refresh` rendered for this item (which keeps its
+    own index and warnings, whatever a store file says), traced as one item marked `memo_hit`, and
+    noted when a model's answer made it (the run counts it). It keeps the ids of the trace that
+    judged it (feedback belongs there): the new trace's fields only fill gaps."""
     runtime.observer.item_start(item)
     result.update({k: v for k, v in stored.items() if k not in ("index", "warnings", ANSWERED_FIELD)})
     try:
@@ -287,14 +283,11 @@ async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope:
 
 async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                     on_result: Callable[[int, dict[str, Any]], Awaitable[None] | None]) -> int:
-    """Run every item (through its role's `item_runner` when the run has one), at most `concurrency`
-    at once, handing each finished item's input position and result to `on_result`; the number
-    of items run.
-
-    Items are taken from `items` only as the window has room (`runtime.in_flight` counts
-    the running ones), so neither the input nor the results are ever all in memory. The
-    window also bounds how far a finished item can be ahead of the oldest running one
-    (WINDOW_AHEAD times the concurrency), which keeps results.jsonl nearly in input order."""
+    """Run every item (through the role's `item_runner` if any), at most `concurrency` at once,
+    handing each one's input position and result to `on_result`; the number of items run.
+    Items are taken only as the window has room, so neither the input nor the results are ever
+    all in memory; a finished item is at most WINDOW_AHEAD windows past the oldest running one,
+    which keeps results.jsonl nearly in input order."""
     limit = max(1, concurrency)
     ahead = limit * WINDOW_AHEAD
     running: dict[asyncio.Task[None], int] = {}
@@ -335,7 +328,7 @@ async def run_items(runtime: Runtime, items: Iterable[Item], concurrency: int,
                 finished_now.append(done.get_nowait())
             for task in finished_now:
                 del running[task]
-                task.result()           # a bug in on_result ends the run, as it did before
+                task.result()           # a bug in on_result ends the run
     finally:
         for task in running:
             task.cancel()

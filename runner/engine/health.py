@@ -39,10 +39,9 @@ class ItemEnd:
 
 
 def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
-    """The one rule for whether a finished item failed (a run's error count, `runner serve`):
-    its result has an `error`, or its LLM work got no usable answer somewhere (a failed call
-    `on_error` let pass, a jury with no valid vote: runner/llm/tally.py). The item's LLM tally
-    is then forgotten, unless `keep` (serve's jobs read an item before their run records it)."""
+    """The one rule for whether a finished item failed (a run's error count, `runner serve`): its
+    result has an `error`, or its LLM work got no usable answer (a failed call `on_error` let pass,
+    a jury with no valid vote: runner/llm/tally.py). Its LLM tally is then forgotten unless `keep`."""
     failed, reason, cached, answered = runtime.llm.settle(position, keep) if runtime.llm_used else (
         False, "", False, False)
     message = result.get("error")
@@ -60,10 +59,9 @@ def nested_error(value: Any) -> str | None:
 
 
 def unanswered_calls(summary: dict[str, Any]) -> int:
-    """The calls that failed in a run no model answered (nor the cache, nor a store: a result
-    reused from the memo, `runner serve`'s store or a --failed-from rerun's parent that a
-    model's answer made counts as the cache's answer does, `reused_answered`), else 0: such a
-    run did not do its job even when some of its items needed no model."""
+    """The calls that failed in a run no model answered, else 0: such a run did not do its job
+    even when some items needed no model. The cache answers, and so does a reused result a
+    model's answer made (`reused_answered`: the memo, serve's store, a --failed-from parent)."""
     models = [m for m in (summary.get("models") or {}).values() if isinstance(m, dict)]
     failed = sum(int(m.get("failures") or 0) for m in models)
     answered = sum(int(m.get("answered") or 0) + int(m.get("cache_hits") or 0) for m in models)
@@ -92,9 +90,9 @@ class MaxErrors:
 
     @classmethod
     def parse(cls, text: str | None) -> MaxErrors:
-        if text is None or text.strip() in ("", "all"):
+        value = (text or "").strip()
+        if value in ("", "all"):
             return cls()
-        value = text.strip()
         with contextlib.suppress(ValueError):
             if value.isdigit():
                 return cls(count=int(value))

@@ -33,14 +33,11 @@ class Progress(Protocol):
 
 
 class Quiet:
-    def start(self, total: int, counts: Counter) -> None:
-        pass
+    """No display (--quiet)."""
 
-    def advance(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
+    def start(self, total: int, counts: Counter) -> None: ...
+    def advance(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 def _clock(seconds: float) -> str:

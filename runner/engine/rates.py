@@ -1,14 +1,13 @@
 """Rates and the pass rule, one object each.
 
-A rate (`summary.rates.NAME: EXPR`) is the share of items for which EXPR is true, over the items
-where it is defined: an item it cannot be evaluated on (a missing field, a null) is left out
-and counted by why: `errored` (the item has an error) or `undefined`. An errored item whose
-result still holds what EXPR reads counts as EXPR says and is counted as such
-(`errored_counted`). So one errored item never deletes a rate, and a gate sees every errored
-item, in the rate or out of it (`unclean`). A rate with no item to be over is null, with the reason.
+A rate (`summary.rates.NAME: EXPR`) is the share of items for which EXPR is true, over those
+where it is defined: an item it cannot be evaluated on is left out, counted by why (`errored`
+or `undefined`); an errored item it can be evaluated on counts as EXPR says (`errored_counted`).
+So one errored item never deletes a rate, and a gate sees every errored item (`unclean`). A
+rate with no item to be over is null, with the reason.
 
-The pass rule (`PassRule`) is what an item must meet to pass: `summary.pass_when`, else the
-first rate. Summary, gates, eval, `--failed-from`, exports, probes and view's badges read it here,
+The pass rule (`PassRule`: `summary.pass_when`, else the first rate) is what an item must meet
+to pass; everything that reads it (summary, gates, eval, --failed-from, probes, view) goes
 through `pass_check`."""
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from runner.engine.context import TEMPLATE_FAILURES
 from runner.pipeline.model import SummarySpec
 from runner.templating.sandbox import Renderer
 
+Check = Callable[[dict[str, Any]], bool | None]
 ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
 UNDEFINED = "undefined"           # undefined on an item without an error
 
@@ -49,9 +49,9 @@ class PassRule:
         return f"{self.name} ({self.expression})"
 
     def checker(self, condition: Callable[[str, dict[str, Any]], Any], scope: Mapping[str, Any],
-                failures: tuple[type[BaseException], ...]) -> Callable[[dict[str, Any]], bool | None]:
-        """Whether a result meets the rule by `condition(expression, scope + result)`; None
-        when `failures` are raised (others propagate)."""
+                failures: tuple[type[BaseException], ...]) -> Check:
+        """Whether a result meets the rule by `condition(expression, scope + result)`; None when
+        `failures` are raised."""
         def check(result: dict[str, Any]) -> bool | None:
             try:
                 return bool(condition(self.expression, {**scope, "result": result}))
@@ -60,14 +60,10 @@ class PassRule:
         return check
 
 
-Check = Callable[[dict[str, Any]], bool | None]
-
-
 def pass_check(summary: SummarySpec, renderer: Renderer, scope: Mapping[str, Any],
                failures: tuple[type[BaseException], ...] = TEMPLATE_FAILURES) -> tuple[PassRule, Check] | None:
-    """The pass rule of a `summary:` (a pipeline's, or run.json's copy) and whether a result meets
-    it, evaluated by `renderer` in `scope`: None where `failures` are raised (others propagate).
-    None when there is no rule."""
+    """The pass rule of a `summary:` (a pipeline's, or run.json's copy) and its check of a result,
+    evaluated by `renderer` in `scope` (see PassRule.checker); None when there is no rule."""
     rule = PassRule.of(summary)
     return None if rule is None else (rule, rule.checker(renderer.condition, scope, failures))
 
@@ -84,8 +80,8 @@ class RateCount:
 
     def count(self, result: Mapping[str, Any], said: Callable[[], object],
               failures: tuple[type[BaseException], ...]) -> bool | None:
-        """Count one result as `said()` (the rate's expression on it) says; left out, as errored
-        or undefined, when it raises one of `failures`."""
+        """Count one result as `said()` (the rate's expression on it) says; left out when it
+        raises one of `failures`."""
         errored = bool(result.get("error"))
         try:
             value = bool(said())

@@ -1,14 +1,11 @@
 """One model's answer drawn several times (`repeat: N` on `llm` and `jury`), and the
 confidence of the value it gives (`confidence: true`).
 
-Each sample is its own request (sample indexes 0..N-1 are part of the cache key, so each is
-its own cached answer). The model's value is the one most of its samples give: a strict
-leader among the samples that answered, never a tie broken by order (a tie is no value, and
-says so). `stability` is the share of the samples that answered which agree with that value:
-1.0 when every sample gave it. The confidence of a sample is the probability the model gave
-the tokens of its value (runner/llm/logprobs.py); the model's is the mean over the samples
-that agree with its value and carry one, and None (absent, never invented) when the server
-sent no token probabilities."""
+Each sample is its own request and cached answer (its index is part of the cache key). The
+model's value is the strict leader among the samples that answered (a tie is no value, never
+broken by order); `stability` is the share of them that give it. A sample's confidence is the
+probability the model gave its value's tokens (runner/llm/logprobs.py); the model's is the mean
+over the agreeing samples that carry one, None when the server sent no token probabilities."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What the engine, its steps and a run's end ask of the run's LLM service, as a Protocol.
-
-The Runtime makes the service (runner/llm/service.py) on a run's first LLM call; the
-engine, the steps and the run's end call it through these methods only, so mypy checks
-every such call against the service. (A worker's accounting, runner/llm/worker_report.py,
-is the LLM layer's own and reads the service itself.)"""
+"""What the engine, its steps and a run's end ask of the run's LLM service (runner/llm/service.py,
+made by the Runtime on first use), as a Protocol mypy checks every such call against. (A
+worker's accounting, runner/llm/worker_report.py, reads the service itself.)"""
 
 from __future__ import annotations
 
@@ -35,10 +32,6 @@ class LLM(Protocol):
         """The answer to one request (cached or sent), or StepError; either says how many
         requests it took (`calls`: a re-ask to repair an answer is one more) and the attempts
         they were sent in (`attempts`: retries included, none for a cached answer)."""
-        ...
-
-    def redact(self, text: str) -> str:
-        """`text` without the credentials the run's models use."""
         ...
 
     def hide_secrets(self, text: str) -> str:

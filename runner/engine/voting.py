@@ -8,7 +8,7 @@ completion order."""
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -99,8 +99,6 @@ def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any 
           reason_field: str = VOTE_DEFAULTS["reason_field"]) -> Outcome:
     """`quorum` None: a majority of the seated jurors. A numeric method with no verdict gives
     None (never the on_all_failed text in a number field); `outcome` says what happened."""
-    if method not in METHODS:
-        raise ValueError(f"unknown vote method '{method}'")
     valid = [v for v in votes if v.valid and (method not in NUMERIC or _is_number(v.value))]
     failed_value = None if method in NUMERIC else on_all_failed
     needed = majority_of(len(votes)) if quorum is None else quorum
@@ -200,33 +198,29 @@ class _PairSums:
 
     def __init__(self) -> None:
         self.items = 0
-        self._pairs: dict[tuple[str, str], list[float]] = {}         # (a, b): [both voted, sum]
+        self._both: Counter[tuple[str, str]] = Counter()
+        self._sums: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._seats: set[str] = set()
 
     def _add_pairs(self, row: dict[str, Any], votes: dict[str, Any], apart: Callable[[Any, Any], float]) -> None:
         self.items += 1
         self._seats |= set(row)
         for a, b in combinations(sorted(votes), 2):
-            pair = self._pairs.setdefault((a, b), [0, 0])
-            pair[0] += 1
-            pair[1] += apart(votes[a], votes[b])
+            self._both[a, b] += 1
+            self._sums[a, b] += apart(votes[a], votes[b])
 
     def _merge_pairs(self, other: _PairSums) -> None:
         """Add another's sums (a Ray worker's block) to these."""
         self.items += other.items
         self._seats |= other._seats
-        for pair, (both, total) in other._pairs.items():
-            mine = self._pairs.setdefault(pair, [0, 0])
-            mine[0] += both
-            mine[1] += total
-
-    def seats(self) -> list[str]:
-        return sorted(self._seats)
+        self._both.update(other._both)
+        for pair, total in other._sums.items():
+            self._sums[pair] += total
 
     def pairwise(self) -> dict[str, float | None]:
         """For each pair of seats, the pair's sum over the items both voted on, per item."""
-        sums = {(a, b): self._pairs.get((a, b), (0, 0)) for a, b in combinations(self.seats(), 2)}
-        return {f"{a}~{b}": round(total / both, 4) if both else None for (a, b), (both, total) in sums.items()}
+        return {f"{a}~{b}": round(self._sums[a, b] / self._both[a, b], 4) if self._both[a, b] else None
+                for a, b in combinations(sorted(self._seats), 2)}
 
 
 class Agreement(_PairSums):
@@ -261,9 +255,8 @@ class Agreement(_PairSums):
                 "fleiss_kappa": self.fleiss_kappa()}
 
     def fleiss_kappa(self) -> float | None:
-        seats = self.seats()
-        raters = len(seats)
-        full = self._by_seats.get(frozenset(seats))
+        raters = len(self._seats)
+        full = self._by_seats.get(frozenset(self._seats))
         if raters < 2 or full is None or not full[0][0]:
             return None
         (items, p_sum), counts = full

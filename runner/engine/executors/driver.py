@@ -1,15 +1,14 @@
 """The driver of `--executor processes` and `--executor ray`, and the worker each of them
-runs: the items go in blocks to a pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at
-a time, so memory holds a bounded number of items whatever the input's size.
+runs: items go in blocks to a pool of workers, IN_FLIGHT_PER_WORKER blocks per worker at a
+time, so memory holds a bounded number of items whatever the input's size. Where a block runs
+is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done here for both.
 
-Where a block runs is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done
-here, once for both. A worker (BlockWorker) is the engine of a local run, built once, run over
-one block at a time. A block's answer is its results and what the driver adds up for the
-summary (LLM counts and call logs, jury agreement sums, run warnings, memo counts), each taken
-per block by subtraction (another block may still be adding to the same counters), so a block
-run again after its worker was lost is counted once. The driver adds them to its own as if it
-had run the block itself: it is the one writer of every output. A failure or Ctrl-C cancels
-the blocks still running; the blocks that finished are kept."""
+A worker (BlockWorker) is the engine of a local run, built once, run over one block at a time.
+A block's answer is its results and what the summary adds up (LLM counts and call logs, jury
+agreement sums, run warnings, memo counts), each taken per block by subtraction, so a block run
+again after its worker was lost counts once. The driver adds them to its own as if it had run
+the block: it is the one writer of every output. A failure or Ctrl-C cancels the blocks still
+running; those that finished are kept."""
 
 from __future__ import annotations
 
@@ -41,8 +40,8 @@ IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
 
 @dataclass(frozen=True)
 class BlockRunner:
-    """Where blocks run: `workers` of them, each given blocks by number (0 .. workers - 1);
-    `run(worker, block, concurrency)` is one block's answer (BlockWorker.run_block), or RunnerError when it was lost."""
+    """Where blocks run: `run(worker, block, concurrency)`, worker 0 .. workers - 1, is one block's
+    answer (BlockWorker.run_block), or RunnerError when it was lost."""
 
     workers: int
     run: Callable[[int, list[Item], int], Awaitable[dict[str, Any]]]

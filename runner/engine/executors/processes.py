@@ -1,20 +1,20 @@
 """`--executor processes`: blocks of items run in `--workers` spawned processes on this machine
 (default: one per CPU), through the driver (driver.py).
 
-Each process keeps one event loop and one BlockWorker (driver.py) for its life, running the
-blocks the pool hands it one at a time, and opens the LLM cache and the daily budgets itself
-(diskcache folders are safe across processes). The driver's event loop serves the models'
-limits (limits.py's LimitsOwner) to them over a Unix socket, so a model's `concurrency` and
-`requests_per_minute` hold for the run as a whole. Ctrl-C is the driver's: a worker ignores
-SIGINT, and when the run ends or stops, the stop event ends any block still running. A
-worker's Runtime is closed at exit (a spawned process ends through sys.exit).
+Each process keeps one event loop and one BlockWorker for its life, runs the blocks the pool
+hands it one at a time, and opens the LLM cache and the daily budgets itself (diskcache folders
+are safe across processes). The driver's event loop serves the models' limits (limits.py) to
+them over a Unix socket, so a model's `concurrency` and `requests_per_minute` hold for the run
+as a whole. Ctrl-C is the driver's: a worker ignores SIGINT, and the stop event ends any block
+still running when the run ends or stops. A worker's Runtime is closed at exit (a spawned
+process ends through sys.exit).
 
-The socket is in a folder only this user can enter. One connection per worker, one JSON line
+The socket is in a folder only this user can enter; one connection per worker, one JSON line
 per message: a request `{"id", "call", "args"}`, an answer `{"id", "result"}`. `acquire` and
-`pace` are answered as they complete, so a worker's calls waiting for a permit hold up none of
-its others; `release` is not answered (a later request on the same connection is read after
-it). The lines written in one turn of an event loop go out together. A permit granted to a
-call that was cancelled meanwhile is handed back at once."""
+`pace` are answered as they complete, so a call waiting for a permit holds up no other;
+`release` is not answered (a later request on the connection is read after it). The lines
+written in one turn of an event loop go out together. A permit granted to a call cancelled
+meanwhile is handed back at once."""
 
 from __future__ import annotations
 

@@ -1,16 +1,12 @@
-"""`--executor ray`: blocks of items run in Ray actors (RayWorker), through the driver that
---executor processes uses too (driver.py).
-
-The actors spread over the cluster's nodes (Ray's SPREAD: best effort, two may share a
-node), one per CPU by default. The LLM cache and the models' limits are served from actors
-on the driver's node (a JsonCache, for a worker on another machine, which cannot see the
-driver's disk; limits.py's LimitsOwner). Faults: an actor restarts and Ray retries the
-block a dead worker held (max_restarts, max_task_retries), on another node when its node is
-gone. A block's results reach the driver once, when the block ends, so none is written
-twice, and the shared cache means a retried block repeats no call that was answered. A
-stopped run cancels the blocks still running (cancelled, not lost: Ray neither retries nor
-reports them) and kills the actors.
-ray is imported where it is called: ExecutorChoice.check() found it before the run began."""
+"""`--executor ray`: blocks of items run in Ray actors (RayWorker) through the driver
+(driver.py), one per CPU by default, spread over the cluster's nodes (Ray's SPREAD: best
+effort). The LLM cache (a worker on another machine cannot see the driver's disk) and the
+models' limits (limits.py) are served from actors on the driver's node. A dead actor restarts
+and Ray retries its block (max_restarts, max_task_retries), on another node when its node is
+gone; a block's results reach the driver once, when it ends, and the shared cache means a retry
+repeats no answered call. A stopped run cancels the blocks still running (Ray neither retries
+nor reports them) and kills the actors. ray is imported where it is called:
+ExecutorChoice.check() found it before the run began."""
 
 from __future__ import annotations
 
@@ -39,12 +35,11 @@ def _connect(ray: Any, choice: ExecutorChoice, runtime: Runtime) -> bool:
     """Join --ray-address, or start a Ray instance on this machine; True when this run started it."""
     if ray.is_initialized():
         return False
-    # The pipeline's declared variables (API keys, endpoints) reach every worker.
-    env = runtime.env
     try:
-        # "local": a new instance on this machine, never a cluster that happens to run here.
+        # "local": a new instance on this machine, never a cluster that happens to run here; the
+        # pipeline's declared variables (API keys, endpoints) reach every worker.
         ray.init(address=choice.ray_address or "local", include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, runtime_env={"env_vars": env} if env else None)
+                 configure_logging=False, runtime_env={"env_vars": runtime.env} if runtime.env else None)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RunnerError(f"--executor ray: cannot reach the Ray cluster"
                           f"{' at ' + choice.ray_address if choice.ray_address else ''}: {exc}") from None
@@ -77,10 +72,9 @@ async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[Bloc
         here = NodeAffinitySchedulingStrategy(node_id=driver_node, soft=False)
         cache_owner = ray.remote(JsonCache).options(scheduling_strategy=here, num_cpus=0).remote(
             options.cache_dir / "responses")
-        actors.append(cache_owner)
         limits_owner = ray.remote(LimitsOwner).options(scheduling_strategy=here, num_cpus=0,
                                                        max_concurrency=100_000).remote(str(options.cache_dir))
-        actors.append(limits_owner)
+        actors += [cache_owner, limits_owner]
         count = choice.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         # num_cpus=0 and SPREAD: one worker per CPU by default, spread over the nodes, and never
         # left waiting for a CPU that Ray's own processes hold.
@@ -140,8 +134,7 @@ class RayLimits:
         self._actor = actor
 
     async def acquire(self, model: str, concurrency: int, lease_seconds: float) -> int:
-        lease: int = await self._actor.acquire.remote(model, concurrency, lease_seconds)
-        return lease
+        return int(await self._actor.acquire.remote(model, concurrency, lease_seconds))
 
     async def release(self, lease: int) -> None:
         await self._actor.release.remote(lease)

@@ -51,13 +51,12 @@ class Decide(Step):
         """Rules no item can reach: after a rule that always applies (no `when`, or `when: true`,
         and no `min_confidence`), or with `when: false`; a min_confidence that names no step, or
         a step that gives no confidence."""
-        given = args.get("rules")
-        rules: list[Any] = given if isinstance(given, list) else []
+        rules: list[dict[str, Any]] = args["rules"]
         problems: list[tuple[DataPath, str]] = []
         always: int | None = None
         why = ""
         for number, rule in enumerate(rules):
-            when = str(rule.get("when", True) if isinstance(rule, dict) else True).strip()      # a bool or a template
+            when = str(rule.get("when", True)).strip()      # a bool or a template
             if always is not None:
                 problems.append((("rules", number), f"this rule can never apply: rules[{always}] {why} and always "
                                                     f"applies first; move rules[{always}] last or give it a real "
@@ -65,9 +64,8 @@ class Decide(Step):
             elif when in ("false", "False"):
                 problems.append((("rules", number), "this rule can never apply: its `when` is always false; remove "
                                                     "it or give it a real condition"))
-            elif when in ("true", "True") and not (isinstance(rule, dict) and rule.get("min_confidence")):
-                always, why = number, "has no `when`" if isinstance(rule, dict) and "when" not in rule \
-                    else "has `when: true`"
+            elif when in ("true", "True") and not rule.get("min_confidence"):
+                always, why = number, "has `when: true`" if "when" in rule else "has no `when`"
         return problems + _confidence_problems(rules, shapes)
 
     async def run(self, ctx: StepContext) -> Any:
@@ -85,12 +83,11 @@ class Decide(Step):
         return None
 
 
-def _confidence_problems(rules: list[Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
+def _confidence_problems(rules: list[dict[str, Any]], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
     """A min_confidence that names no step, or a step that gives no confidence."""
     problems: list[tuple[DataPath, str]] = []
     for number, rule in enumerate(rules):
-        floors = rule.get("min_confidence") if isinstance(rule, dict) else None
-        for name in floors if isinstance(floors, dict) else {}:
+        for name in rule.get("min_confidence", {}):
             shape = shapes.step_result(name)
             known = fields_of(shape)
             where = ("rules", number, "min_confidence", name)

@@ -1,9 +1,8 @@
-"""`excerpts`: verbatim evidence, checked and re-asked. For each element of a list (an
-attribute to fill, a claim to support), a model's candidate excerpts are checked against the
-text they must be copied from by the quote matcher; while any fails and re-asks remain, the
-step's sub-steps run (a re-ask, which sees `excerpts.rejected`: what failed and why) and
-their answer gives the next candidates. What a pipeline would otherwise spell as a foreach
-around a loop around a foreach, with the first try and the re-asks told apart in Jinja."""
+"""`excerpts`: verbatim evidence, checked and re-asked. For each element of a list (an attribute
+to fill, a claim to support), a model's candidate excerpts are checked by the quote matcher
+against the text they must be copied from; while any fails and re-asks remain, the sub-steps
+run (a re-ask, which sees `excerpts.rejected`: what failed and why) and give the next
+candidates. What would otherwise be a foreach around a loop around a foreach."""
 
 from __future__ import annotations
 

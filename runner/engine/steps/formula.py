@@ -32,11 +32,8 @@ class Formula(Step):
 
     @classmethod
     def static_problems(cls, args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
-        formula, values = args.get("formula"), args.get("values")
-        if not isinstance(formula, str) or not isinstance(values, Mapping):
-            return []
         try:
-            parse_formula(formula, values)
+            parse_formula(args["formula"], args["values"])
         except FormulaError as exc:
             return [(("formula",), str(exc))]
         return []

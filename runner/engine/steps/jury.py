@@ -17,6 +17,7 @@ from runner.engine.steps.llm_call import (
     STABILITY_FIELD,
     PromptedStep,
     build_requests,
+    not_a_property,
     repeat_problems,
     sample,
     sampling_fields,
@@ -185,26 +186,20 @@ def _warn_short_jury(runtime: Runtime, step_id: str, named: list[str], seats: li
 
 def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[DataPath, str]]:
     """What is wrong with `vote:` against the answer schema (its field, method and reason field)."""
-    vote = args.get("vote")
-    if not isinstance(vote, dict) or not isinstance(vote.get("field"), str):
-        return []
-    field, schema = vote["field"], args.get("output_schema")
+    vote, schema = args["vote"], args.get("output_schema")
+    field, reason = vote["field"], vote.get("reason_field")
     given = shapes.answer_schema(schema)
     answer = fields_of(given)          # closed: a field it does not list is an error
     listed = given.get("properties") if isinstance(given, dict) else None
     named = f"'{schema}'" if isinstance(schema, str) else "given inline"
     if answer and field not in answer:
-        hint = did_you_mean(field, answer)
-        tail = f".{hint}" if hint else f" (its properties: {', '.join(sorted(answer))})"
-        return [(("vote", "field"), f"'{field}' is not a property of the answer schema {named}{tail}")]
+        return [(("vote", "field"), not_a_property(field, answer, f" {named}"))]
     problems: list[tuple[DataPath, str]] = []
-    method = vote_rule(vote)["method"]
-    if isinstance(listed, dict) and field in listed and isinstance(method, str):
-        problem = method_problem(method, field, listed[field], named)
+    if isinstance(listed, dict) and field in listed:
+        problem = method_problem(vote_rule(vote)["method"], field, listed[field], named)
         if problem:
             problems.append((("vote", "method") if "method" in vote else ("vote", "field"), problem))
-    reason = vote.get("reason_field")
-    if answer and isinstance(reason, str) and reason not in answer:
+    if answer and reason is not None and reason not in answer:
         hint = did_you_mean(reason, answer)
         problems.append((("vote", "reason_field"), f"'{reason}' is not a property of the answer schema {named}, "
                          "so no reason would be quoted; name one of its fields"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from runner.errors import InputError, StepError, did_you_mean
 from runner.fileio import parse_json, read_json
 from runner.llm.client.spec import SAMPLING_KEYS
 from runner.paths import refusal, resolve_inside
+from runner.templating.sandbox import describe_error
 from runner.yamlpos import Path as DataPath
 
 
@@ -28,7 +29,6 @@ def render_text(ctx: StepContext, value: str, field: str, scope: Mapping[str, An
         try:
             return ctx.runtime.renderer.file(value, scope)
         except Exception as exc:  # jinja errors, with the field that named the file
-            from runner.templating.sandbox import describe_error
             problem = describe_error(exc, scope.get("steps"))
             raise StepError(f"{ctx.where(field)}: prompt '{value}': {problem}") from None
     return str(ctx.render(value, field, scope=scope))
@@ -192,11 +192,16 @@ def field_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
         return [(("field",), "a text answer has no fields: drop `field:` (the whole answer is the value), or ask "
                              "for JSON with output_schema")]
     known = fields_of(shapes.answer_schema(args.get("output_schema")))
-    if isinstance(field, str) and known and field not in known:
-        hint = did_you_mean(field, known)
-        return [(("field",), f"'{field}' is not a property of the answer schema"
-                             + (f".{hint}" if hint else f" (its properties: {', '.join(sorted(known))})"))]
+    if known and field not in known:
+        return [(("field",), not_a_property(field, known))]
     return []
+
+
+def not_a_property(name: str, known: Collection[str], schema: str = "") -> str:
+    """`name` is not a field of the answer schema (`schema`: which one): the nearest, or them all."""
+    hint = did_you_mean(name, known)
+    return (f"'{name}' is not a property of the answer schema{schema}"
+            + (f".{hint}" if hint else f" (its properties: {', '.join(sorted(known))})"))
 
 
 def answer_shape(args: Mapping[str, Any], shapes: ShapeContext) -> dict[str, Any]:

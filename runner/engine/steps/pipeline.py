@@ -37,9 +37,7 @@ class Part(Step):
 
     async def run(self, ctx: StepContext) -> Any:
         file = str(ctx.spec.args["file"])
-        part = ctx.runtime.pipeline.parts.get(file)      # every part the pipeline runs, loaded with it
-        if part is None:
-            raise StepError(f"part '{file}' was not loaded with the pipeline")
+        part = ctx.runtime.pipeline.parts[file]      # every part the pipeline runs is loaded with it
         given = {name: ctx.render(value, "inputs", name) for name, value in (ctx.spec.args.get("inputs") or {}).items()}
         scope = {**ctx.runtime.base_scope(ctx.item), "params": part.params, "inputs": inputs_scope(part, given)}
         outcome = await ctx.run_steps(rebased(part.steps, ctx.spec.path), scope)

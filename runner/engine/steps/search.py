@@ -53,6 +53,6 @@ class Search(Step):
 
 
 def _cache(runtime: Runtime) -> JsonCache:
-    cache = runtime.take_cache("search") or JsonCache(runtime.options.cache_dir / "search")
+    cache = runtime.open_caches.pop("search", None) or JsonCache(runtime.options.cache_dir / "search")
     runtime.closers.append(cache.close)
     return cache
