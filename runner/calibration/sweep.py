@@ -45,12 +45,12 @@ def parse_grid(texts: list[str]) -> list[Axis]:
     axes: list[Axis] = []
     for text in texts:
         key, sep, raw = text.partition("=")
-        values = tuple(v.strip() for v in raw.split(",") if v.strip())
-        if not sep or not key.strip() or not values:
+        key, values = key.strip(), tuple(v.strip() for v in raw.split(",") if v.strip())
+        if not sep or not key or not values:
             raise RunnerError(f"--grid {text}: expected KEY=V1,V2,..., e.g. --grid params.quote_threshold=0.7,0.8")
-        if any(a.key == key.strip() for a in axes):
-            raise RunnerError(f"--grid {text}: '{key.strip()}' is given twice")
-        axes.append(Axis(key.strip(), values))
+        if any(a.key == key for a in axes):
+            raise RunnerError(f"--grid {text}: '{key}' is given twice")
+        axes.append(Axis(key, values))
     if not axes:
         raise RunnerError("give at least one --grid KEY=V1,V2,...")
     return axes
