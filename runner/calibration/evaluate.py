@@ -297,16 +297,11 @@ def stability_of(pairs: list[Pair], field: str | None) -> dict[str, Any] | None:
     `field` (else the first `stability` found at the top of a result or one object down);
     None when no result has one and none was named."""
     if field is None:
-        field = next((path for pair in pairs for path in _stability_paths(pair.result)), None)
+        field = next((path for pair in pairs for path in ("stability", *(f"{name}.stability" for name in pair.result))
+                      if isinstance(lookup(pair.result, path), (int, float))), None)
         if field is None:
             return None
     rows = [(value_text(pair.truth), value_text(pair.predicted), lookup(pair.result, field)) for pair in pairs]
     if all(not isinstance(stability, (int, float)) for _, _, stability in rows):
         raise InputError(f"--stability-field {field}: no result has a number there")
     return metrics.stability_accuracy(rows, field)
-
-
-def _stability_paths(result: dict[str, Any]) -> list[str]:
-    found = ["stability"] if isinstance(result.get("stability"), (int, float)) else []
-    return found + [f"{name}.stability" for name, inner in result.items()
-                    if isinstance(inner, dict) and isinstance(inner.get("stability"), (int, float))]

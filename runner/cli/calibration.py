@@ -138,7 +138,7 @@ def sweep_command(
     from runner.api import ItemSource
     from runner.calibration.eval_report import sweep_markdown, write_sweep
     from runner.calibration.evaluate import EvalSpec
-    from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep
+    from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep, set_line
 
     def estimate(pending: list[Any]) -> None:
         calls = sum(s.calls_needed for s in pending)
@@ -161,8 +161,7 @@ def sweep_command(
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
-    failures = [f"{' '.join(f'--set {k}={v}' for k, v in s['set'].items())}: {s['run_failed']}"
-                for s in report["settings"] if s.get("run_failed")]
+    failures = [f"{set_line(s['set'])}: {s['run_failed']}" for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
         from runner.engine.health import TOO_MANY_ERRORS
         fail("\n".join(failures), TOO_MANY_ERRORS)
