@@ -68,8 +68,7 @@ def _probes(aligner: Aligner, best: Candidate, items: int) -> str | None:
         options = RunOptions(cache_dir=aligner.request.cache_dir, out_dir=aligner.folder / "runs" / f"probe-{name}")
         probed, _ = probe_pipeline(aligner.request.pipeline, aligner._source(), options, sets, [],
                                    min(items, PROBE_ITEMS))
-        rows[name] = {p["name"]: next((r for r in p["rows"] if r["who"] == "final"), p["rows"][0] if p["rows"] else {})
-                      for p in probed["probes"]}
+        rows[name] = {p["name"]: (p["rows"] or [{}])[0] for p in probed["probes"]}     # the final verdict's row first
     risen = []
     for probe, before in rows["baseline"].items():
         after = rows["aligned"].get(probe) or {}

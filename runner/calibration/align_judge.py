@@ -48,7 +48,7 @@ class Split:
     test: list[Labelled] = field(default_factory=list)
 
     def part(self, name: str) -> list[Labelled]:
-        return {"train": self.train, "dev": self.dev, "test": self.test}[name]
+        return getattr(self, name)
 
     def keys(self, name: str) -> set[str]:
         return {item.key for item in self.part(name)}
@@ -72,7 +72,7 @@ def split_items(items: list[Labelled], ratios: tuple[float, float, float], seed:
         groups.setdefault(item.group, []).append(item)
     strata: dict[str, list[str]] = {}
     for name in sorted(groups):
-        label = sorted(Counter(i.truth for i in groups[name]).most_common(), key=lambda c: (-c[1], c[0]))[0][0]
+        label = min(Counter(i.truth for i in groups[name]).items(), key=lambda c: (-c[1], c[0]))[0]
         strata.setdefault(label, []).append(name)
     rng = random.Random(seed)
     split = Split()

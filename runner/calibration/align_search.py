@@ -108,7 +108,7 @@ class Aligner:
                 missing.append(key)
                 continue
             rationale = next((str(row.record[f]) for f in RATIONALE_FIELDS if row.record.get(f)), None)
-            truth = str(value_text(lookup(row.record, self.request.truth)))
+            truth = value_text(lookup(row.record, self.request.truth))
             found.append(Labelled(key, truth, self._group(row, key), rationale))
         self.report["labelled"] = {"used": len(found), "not_in_input": missing[:50], "not_in_input_count": len(missing)}
         if len(found) < 3:
@@ -132,7 +132,7 @@ class Aligner:
         outcome.stop_if_interrupted()
         rows = [row for row in self.rows if key_text(lookup(row.record, self.request.key)) in keys]
         joined = join_labels(outcome.results, rows, self.request.key, self.request.truth, self.predicted)
-        return {pair.key: str(value_text(pair.predicted)) for pair in joined.pairs}
+        return {pair.key: value_text(pair.predicted) for pair in joined.pairs}
 
     def score(self, part: list[Labelled], said: dict[str, str]) -> dict[str, Any]:
         truth = [item.truth for item in part]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import Counter
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -118,7 +119,7 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     changed: list[dict[str, Any]] = []
     only_before: list[int] = []
     only_after: list[int] = []
-    common: dict[str, dict[str, int]] = {"before": {}, "after": {}}     # over the items both runs have
+    common: dict[str, Counter[str]] = {"before": Counter(), "after": Counter()}     # over the items both runs have
     compared = 0
     old = ((r["index"], 0, r) for r in results_in_order(before))
     new = ((r["index"], 1, r) for r in results_in_order(after))
@@ -130,12 +131,12 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
         for left, right in zip(lefts, rights, strict=False):
             compared += 1
             if count_by:
-                _count(common["before"], left, count_by)
-                _count(common["after"], right, count_by)
+                common["before"][_counted_as(left, count_by)] += 1
+                common["after"][_counted_as(right, count_by)] += 1
             changes = {f: [lookup(left, f), lookup(right, f)] for f in watched if lookup(left, f) != lookup(right, f)}
             if changes:
                 changed.append({"index": index, "changes": changes})
-    counts = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
+    counts: dict[str, Any] = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     old_rates, new_rates = rate_entries(old_summary), rate_entries(new_summary)
     rate_details = {name: [old_rates.get(name), new_rates.get(name)] for name in dict.fromkeys([*old_rates, *new_rates])
                     if old_rates.get(name) != new_rates.get(name)}       # a rate that vanished is a change too
@@ -152,10 +153,9 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
             "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
 
 
-def _count(counts: dict[str, int], result: dict[str, Any], field: str) -> None:
+def _counted_as(result: dict[str, Any], field: str) -> str:
     value = lookup(result, field)
-    key = "ERROR" if value is None and result.get("error") else str(value)
-    counts[key] = counts.get(key, 0) + 1
+    return "ERROR" if value is None and result.get("error") else str(value)
 
 
 def _show(value: Any) -> str:

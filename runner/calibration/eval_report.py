@@ -51,7 +51,13 @@ def _scores(m: dict[str, Any]) -> list[Any]:
               for cell in (m.get(name), interval_text(m.get(f"{name}_ci95"), m["n"]))), m.get("macro_f1")]
 
 
-def _categorical(m: dict[str, Any], title: str) -> str:
+def _numeric(m: dict[str, Any]) -> list[Any]:
+    return [m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]
+
+
+def _categorical(m: dict[str, Any]) -> str:
+    """The agreement section, or the pass/fail one when `m` was scored as pass/fail."""
+    title = f"Pass/fail (pass: {', '.join(m['positive'])})" if m.get("positive") else "Agreement"
     if not m.get("n"):
         return f"## {title}\n\nNothing to score.\n"
     base = m["baseline"]
@@ -78,41 +84,37 @@ def eval_markdown(report: dict[str, Any]) -> str:
            "## Join problems\n", _problems(report)]
     m = report["metrics"]
     if report["kind"] == "numeric":
-        out.append("## Numeric agreement\n")
-        out.append(table(["n", "MAE", "bias", "Pearson", "Spearman"],
-                         [[m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]]))
+        out += ["## Numeric agreement\n", table(["n", "MAE", "bias", "Pearson", "Spearman"], [_numeric(m)])]
     else:
-        out.append(_categorical(m, f"Pass/fail (pass: {', '.join(m['positive'])})" if m.get("positive")
-                                else "Agreement"))
+        out.append(_categorical(m))
     if report.get("by"):
         out.append(by_markdown(report["by"], report["kind"]))
     if report.get("binary"):
-        out.append(_categorical(report["binary"], f"Pass/fail (pass: {', '.join(report['binary']['positive'])})"))
+        out.append(_categorical(report["binary"]))
     jurors = report.get("jurors")
     if jurors and not jurors["models"]:
         out.append(f"## Jurors\n\nNo per-juror scores: {jurors.get('missing') or 'no juror was scored'}.\n")
     elif jurors:
-        out.append(f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
-                   f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n")
-        out.append(table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
-                         [[name, j["n"], j["accuracy"], j["kappa"], interval_text(j["kappa_ci95"], j["n"]),
-                           j["macro_f1"], j["abstained"],
-                           j.get("calls"), j.get("cost")] for name, j in jurors["models"].items()]))
+        out += [f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
+                f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n",
+                table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
+                      [[name, j["n"], j["accuracy"], j["kappa"], interval_text(j["kappa_ci95"], j["n"]),
+                        j["macro_f1"], j["abstained"], j.get("calls"), j.get("cost")]
+                       for name, j in jurors["models"].items()])]
     if jurors and jurors.get("independence"):
         out.append(_independence(jurors["independence"]))
     if report.get("stability"):
         s = report["stability"]
-        out.append(f"## Stability\n\nItems whose repeated samples all agreed (`{s['field']}` 1.0) and the others.\n")
-        out.append(table(["items", "n", "accuracy"], [[name, s[name]["n"], s[name]["accuracy"]]
-                                                       for name in ("stable", "unstable")]))
+        out += [f"## Stability\n\nItems whose repeated samples all agreed (`{s['field']}` 1.0) and the others.\n",
+                table(["items", "n", "accuracy"], [[name, s[name]["n"], s[name]["accuracy"]]
+                                                   for name in ("stable", "unstable")])]
     return "\n".join(out)
 
 
 def by_markdown(by: dict[str, Any], kind: str) -> str:
     """`--by FIELD`: one row per slice, each metric with its n and 95% interval."""
     if kind == "numeric":
-        rows = [[name, m["n"], m.get("mae"), m.get("bias"), m.get("pearson"), m.get("spearman")]
-                for name, m in by["slices"].items()]
+        rows = [[name, *_numeric(m)] for name, m in by["slices"].items()]
         return f"## By {by['field']}\n\n" + table([by["field"], "n", "MAE", "bias", "Pearson", "Spearman"], rows)
     rows = [[name, m["n"], *_scores(m), (m.get("baseline") or {}).get("accuracy")] for name, m in by["slices"].items()]
     return (f"## By {by['field']}\n\nEvery metric per value of `{by['field']}`, with 95% bootstrap intervals "

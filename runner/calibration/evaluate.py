@@ -31,6 +31,10 @@ class EvalSpec:
     stability_field: str | None = None  # default: a `stability` field at the top of a result or one object down
     by: str | None = None              # score each value of this field (of the label, else the result) apart
 
+    def __post_init__(self) -> None:
+        if self.kind not in ("auto", "categorical", "numeric"):
+            raise InputError(f"--kind {self.kind}: choose auto, categorical or numeric")
+
 
 def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overrides: list[str],
                     out: Path | None, cache_dir: Path, input_format: str | None = None) -> tuple[dict[str, Any], Path]:
@@ -77,14 +81,6 @@ def run_hints(run_folder: Path, summary: dict[str, Any]) -> list[str]:
     return [str(entry["hint"]) for entry in borne_out(entries, read_calls(run_folder / CALLS_FILE))]
 
 
-def _inputs_beside(labels: Path, suffix: str) -> list[Path]:
-    try:
-        return sorted(p for p in labels.resolve().parent.iterdir()
-                      if p.is_file() and p.suffix == suffix and p.resolve() != labels.resolve())
-    except OSError:
-        return []
-
-
 def input_warnings(run_folder: Path, labels: Path, report: dict[str, Any]) -> list[str]:
     """Whether the run is a run of the labels' input, which labels do not name: labels kept beside
     an input of the run's kind describe that input; a run of another file there, labels without
@@ -103,7 +99,11 @@ def input_warnings(run_folder: Path, labels: Path, report: dict[str, Any]) -> li
     read = (cwd / entry["path"]).resolve() if entry.get("path") else None
     unmatched = len((report.get("problems") or {}).get("unmatched_labels") or [])
     if read is not None:
-        beside = _inputs_beside(labels, read.suffix)
+        try:
+            beside = sorted(p for p in labels.resolve().parent.iterdir()
+                            if p.is_file() and p.suffix == read.suffix and p.resolve() != labels.resolve())
+        except OSError:
+            beside = []
         if beside and read not in [p.resolve() for p in beside]:
             warnings.append(f"the run read {entry['path']}, but the labels {labels} sit beside "
                             f"{', '.join(p.name for p in beside)}: is this a run of the labels' input? "
@@ -192,7 +192,7 @@ def by_slice(pairs: list[Pair], rows: list[LabelRow], field: str, kind: str) -> 
     for pair in pairs:
         value = lookup(records.get(pair.line, {}), field)
         value = lookup(pair.result, field) if value is None else value
-        groups.setdefault(NO_SLICE if value is None else str(value_text(value)), []).append(pair)
+        groups.setdefault(NO_SLICE if value is None else value_text(value), []).append(pair)
     slices: dict[str, Any] = {}
     for name in sorted(groups):
         group = groups[name]
@@ -211,11 +211,9 @@ def _numbers(pairs: list[Pair]) -> tuple[list[Pair], list[float] | None, list[fl
     return kept, metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
 
 
-def value_text(value: Any) -> str | Any:
+def value_text(value: Any) -> str:
     """A value as scores compare it: JSON's spelling for booleans and null (`true` from a
     result and `true` from a CSV label are one class), the text of anything else."""
-    if value == NO_PREDICTION:
-        return value
     return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
 
 
@@ -299,16 +297,11 @@ def stability_of(pairs: list[Pair], field: str | None) -> dict[str, Any] | None:
     `field` (else the first `stability` found at the top of a result or one object down);
     None when no result has one and none was named."""
     if field is None:
-        field = next((path for pair in pairs for path in _stability_paths(pair.result)), None)
+        field = next((path for pair in pairs for path in ("stability", *(f"{name}.stability" for name in pair.result))
+                      if isinstance(lookup(pair.result, path), (int, float))), None)
         if field is None:
             return None
     rows = [(value_text(pair.truth), value_text(pair.predicted), lookup(pair.result, field)) for pair in pairs]
     if all(not isinstance(stability, (int, float)) for _, _, stability in rows):
         raise InputError(f"--stability-field {field}: no result has a number there")
     return metrics.stability_accuracy(rows, field)
-
-
-def _stability_paths(result: dict[str, Any]) -> list[str]:
-    found = ["stability"] if isinstance(result.get("stability"), (int, float)) else []
-    return found + [f"{name}.stability" for name, inner in result.items()
-                    if isinstance(inner, dict) and isinstance(inner.get("stability"), (int, float))]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import closing
 from dataclasses import dataclass, field, fields
 from itertools import groupby
 from pathlib import Path
@@ -42,9 +43,12 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
     """Label rows from JSONL, JSON or CSV, or from a review store (reviews.sqlite of `runner
     view`, read for `pipeline`: rows of item_key and label, as `runner labels export` writes)."""
     if path.suffix.lower() in (".sqlite", ".db"):
+        from runner.stores.reviews import ReviewStore
         if not pipeline:
             raise InputError(f"{path}: a review store holds reviews of many pipelines; the run names none")
-        return [LabelRow(number, record) for number, record in enumerate(labels_from_reviews(path, pipeline).labels, 1)]
+        with closing(ReviewStore(path, create=False)) as reviews:
+            labels = labels_from_reviews(reviews, pipeline).labels
+        return [LabelRow(number, record) for number, record in enumerate(labels, 1)]
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     suffix = path.suffix.lower()
@@ -166,27 +170,21 @@ class Exported:
     ties: int = 0                # reviewers split evenly
 
 
-def labels_from_reviews(store: Path | ReviewStore, pipeline: str) -> Exported:
-    """The labels of a review store (its SQLite file, or a store already open)."""
-    from runner.stores.reviews import ReviewStore
-    reviews = store if isinstance(store, ReviewStore) else ReviewStore(store, create=False)
-    try:
-        exported = Exported()
-        for key, group in groupby(reviews.of_pipeline(pipeline), key=lambda r: r.item_key):
-            given = list(group)
-            ranked = Counter(r.label for r in given if r.label is not None).most_common()
-            if not ranked:
-                exported.no_label += 1
-            elif len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-                exported.ties += 1
-            else:
-                latest = max(given, key=lambda r: r.reviewed_at)
-                exported.labels.append({
-                    "item_key": key, "label": ranked[0][0], "reviewers": len(given),
-                    "agree_with_judge": sum(r.agrees for r in given), "judged": latest.judged,
-                    "index": latest.item_index, "run": latest.run,
-                    "rationale": " | ".join(r.rationale for r in given if r.rationale) or None})
-        return exported
-    finally:
-        if reviews is not store:
-            reviews.close()
+def labels_from_reviews(reviews: ReviewStore, pipeline: str) -> Exported:
+    """The labels of an open review store."""
+    exported = Exported()
+    for key, group in groupby(reviews.of_pipeline(pipeline), key=lambda r: r.item_key):
+        given = list(group)
+        ranked = Counter(r.label for r in given if r.label is not None).most_common()
+        if not ranked:
+            exported.no_label += 1
+        elif len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+            exported.ties += 1
+        else:
+            latest = max(given, key=lambda r: r.reviewed_at)
+            exported.labels.append({
+                "item_key": key, "label": ranked[0][0], "reviewers": len(given),
+                "agree_with_judge": sum(r.agrees for r in given), "judged": latest.judged,
+                "index": latest.item_index, "run": latest.run,
+                "rationale": " | ".join(r.rationale for r in given if r.rationale) or None})
+    return exported

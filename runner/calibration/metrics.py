@@ -31,10 +31,7 @@ MIN_PAIRS = 3           # items both jurors voted on, below which no correlation
 
 def _number(value: float | None, digits: int = 4) -> float | None:
     """A JSON-safe rounded float; NaN (undefined, e.g. kappa with one class) becomes None."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) or math.isinf(value) else round(value, digits)
+    return None if value is None or not math.isfinite(float(value)) else round(float(value), digits)
 
 
 @contextmanager

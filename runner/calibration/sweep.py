@@ -45,12 +45,12 @@ def parse_grid(texts: list[str]) -> list[Axis]:
     axes: list[Axis] = []
     for text in texts:
         key, sep, raw = text.partition("=")
-        values = tuple(v.strip() for v in raw.split(",") if v.strip())
-        if not sep or not key.strip() or not values:
+        key, values = key.strip(), tuple(v.strip() for v in raw.split(",") if v.strip())
+        if not sep or not key or not values:
             raise RunnerError(f"--grid {text}: expected KEY=V1,V2,..., e.g. --grid params.quote_threshold=0.7,0.8")
-        if any(a.key == key.strip() for a in axes):
-            raise RunnerError(f"--grid {text}: '{key.strip()}' is given twice")
-        axes.append(Axis(key.strip(), values))
+        if any(a.key == key for a in axes):
+            raise RunnerError(f"--grid {text}: '{key}' is given twice")
+        axes.append(Axis(key, values))
     if not axes:
         raise RunnerError("give at least one --grid KEY=V1,V2,...")
     return axes
@@ -69,9 +69,10 @@ class Setting:
     name: str = ""                     # the pipeline's name
     error: str | None = None
 
-    @property
-    def set_line(self) -> str:
-        return " ".join(f"--set {k}={v}" for k, v in self.values.items())
+
+def set_line(values: dict[str, str]) -> str:
+    """A setting as the `--set` options that make it."""
+    return " ".join(f"--set {k}={v}" for k, v in values.items())
 
 
 @dataclass
@@ -205,12 +206,12 @@ def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[s
     sign = -1 if metric in LOWER_IS_BETTER else 1           # the first of the best; a metric n/a ranks last
     best = max((s for s in scored if s.scores.get("metric") is not None), key=lambda s: sign * s.scores["metric"],
                default=scored[0] if scored else None)
-    ties = [s.set_line for s in scored if best is not None and s is not best and best.scores.get("metric") is not None
-            and s.scores.get("metric") == best.scores.get("metric")]
+    ties = [set_line(s.values) for s in scored if best is not None and s is not best
+            and best.scores.get("metric") is not None and s.scores.get("metric") == best.scores.get("metric")]
     return {"name": name, "pipeline": str(request.pipeline), "input": str(request.source.input_path),
             "labels": str(request.spec.labels), "metric": metric,
             "grid": {a.key: list(a.values) for a in request.axes},
             "settings": [{"set": s.values, "status": s.status, "calls_needed": s.calls_needed,
                           "est_prompt_tokens": s.est_prompt_tokens, "errors": 0, **s.scores} for s in settings],
-            "best": None if best is None else {"set": best.values, "set_line": best.set_line, **best.scores,
+            "best": None if best is None else {"set": best.values, "set_line": set_line(best.values), **best.scores,
                                                "ties": ties}}

@@ -21,15 +21,6 @@ PositiveOpt = Annotated[list[str] | None, typer.Option(
 KindOpt = Annotated[str, typer.Option("--kind", help="auto, categorical or numeric.")]
 
 
-def _spec(labels: Path, key: str, truth: str, predicted: str | None, positive: list[str] | None,
-          juror_field: str | None = None, kind: str = "auto", stability_field: str | None = None,
-          by: str | None = None) -> Any:
-    from runner.calibration.evaluate import EvalSpec
-    if kind not in ("auto", "categorical", "numeric"):
-        raise RunnerError(f"--kind {kind}: choose auto, categorical or numeric")
-    return EvalSpec(labels, key, truth, predicted, list(positive or []), juror_field, kind, stability_field, by)
-
-
 def eval_command(
         target: Annotated[Path, typer.Argument(help="A run folder (or its 'latest' pointer), or a pipeline file.")],
         labels: LabelsOpt, key: KeyOpt, truth: TruthOpt, predicted: PredictedOpt = None,
@@ -52,10 +43,9 @@ def eval_command(
         fail_under_kappa: Annotated[float | None, typer.Option(
             "--fail-under-kappa", help="Exit 1 when kappa is below K (or undefined).")] = None) -> None:
     """Score a run against human labels: accuracy, kappa, confusion, per class, per juror."""
-    from runner.calibration.evaluate import evaluate_target
-    report, folder = evaluate_target(target, _spec(labels, key, truth, predicted, positive, juror_field, kind,
-                                                   stability_field, by),
-                                     input, set_ or [], out, cache_dir_of(cache_dir), input_format)
+    from runner.calibration.evaluate import EvalSpec, evaluate_target
+    spec = EvalSpec(labels, key, truth, predicted, positive or [], juror_field, kind, stability_field, by)
+    report, folder = evaluate_target(target, spec, input, set_ or [], out, cache_dir_of(cache_dir), input_format)
     warnings = [*((report.get("jurors") or {}).get("independence") or {}).get("warnings", []),
                 *report.get("input_warnings", [])]
     for note in [*report.get("run_hints", []), *(f"warning: {warning}" for warning in warnings)]:
@@ -109,7 +99,7 @@ def _eval_lines(report: dict[str, Any]) -> str:
     for name, j in (jurors.get("models") or {}).items():
         lines.append(f"juror {name}: accuracy {j['accuracy']}, kappa {j['kappa']} on {j['n']} item(s)"
                      f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
-    independence = (report.get("jurors") or {}).get("independence")
+    independence = jurors.get("independence")
     if independence and independence["effective_votes"] is not None:
         lines.append(f"juror independence: {independence['effective_votes']} effective vote(s) of "
                      f"{len(independence['jurors'])} (mean error correlation {independence['mean_error_correlation']})")
@@ -147,7 +137,8 @@ def sweep_command(
     """Score every combination of --grid values against labels, from the LLM cache."""
     from runner.api import ItemSource
     from runner.calibration.eval_report import sweep_markdown, write_sweep
-    from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep
+    from runner.calibration.evaluate import EvalSpec
+    from runner.calibration.sweep import SweepRequest, parse_grid, run_sweep, set_line
 
     def estimate(pending: list[Any]) -> None:
         calls = sum(s.calls_needed for s in pending)
@@ -158,8 +149,9 @@ def sweep_command(
 
     if str(input) == "-":
         raise RunnerError("sweep --input -: a sweep reads its input once per setting; give a file")
-    request = SweepRequest(pipeline, ItemSource(input), _spec(labels, key, truth, predicted, positive, None, kind),
-                           parse_grid(grid), cache_dir_of(cache_dir), set_ or [], metric, allow_calls, concurrency)
+    spec = EvalSpec(labels, key, truth, predicted, positive or [], kind=kind)
+    request = SweepRequest(pipeline, ItemSource(input), spec, parse_grid(grid), cache_dir_of(cache_dir), set_ or [],
+                           metric, allow_calls, concurrency)
     report = run_sweep(request, estimate)
     if report.get("failed_before"):
         typer.echo(_failed_before_line(report["failed_before"]), err=True)
@@ -169,8 +161,7 @@ def sweep_command(
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
-    failures = [f"{' '.join(f'--set {k}={v}' for k, v in s['set'].items())}: {s['run_failed']}"
-                for s in report["settings"] if s.get("run_failed")]
+    failures = [f"{set_line(s['set'])}: {s['run_failed']}" for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
         from runner.engine.health import TOO_MANY_ERRORS
         fail("\n".join(failures), TOO_MANY_ERRORS)

@@ -4,6 +4,7 @@ labels for `runner eval` and `runner sweep`)."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -79,14 +80,10 @@ def export(reports_dir: ReportsArg = Path("reports"),
     from runner.calibration.labels import labels_from_reviews
     from runner.fileio import atomic_write, dumps
     from runner.stores.reviews import REVIEWS_FILE, ReviewStore
-    store = _postgres_reviews(db) if db else ReviewStore(reports_dir / REVIEWS_FILE, create=False)
-    try:
+    with closing(_postgres_reviews(db) if db else ReviewStore(reports_dir / REVIEWS_FILE, create=False)) as store:
         if not pipeline:
-            known = store.pipelines()
-            raise InputError(f"give --pipeline NAME (reviewed: {', '.join(known) or 'none yet'})")
+            raise InputError(f"give --pipeline NAME (reviewed: {', '.join(store.pipelines()) or 'none yet'})")
         exported = labels_from_reviews(store, pipeline)
-    finally:
-        store.close()
     text = "".join(dumps(row) + "\n" for row in exported.labels)
     if out is None:
         typer.echo(text, nl=False)

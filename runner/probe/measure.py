@@ -143,13 +143,11 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], passe
         if tally.example is None and entry.before is not None:
             tally.example = {"item": entry.input_index, "before": excerpt(entry.before),
                              "after": excerpt(entry.after)}
-        was_final, now_final = lookup(original, verdict_field), lookup(copy, verdict_field)
-        pairs = {FINAL: (_cast(was_final), _cast(now_final))}
+        was_final = lookup(original, verdict_field)
         before, after = _jurors(original), _jurors(copy)
-        for juror in before:
-            jurors[juror] = None
-            if juror in after:
-                pairs[juror] = (before[juror], after[juror])
+        jurors.update(dict.fromkeys(before))
+        pairs = {FINAL: (_cast(was_final), _cast(lookup(copy, verdict_field))),
+                 **{juror: (cast, after[juror]) for juror, cast in before.items() if juror in after}}
         passed = passes(original)
         for who, (was, now) in pairs.items():
             _count(tally.rows.setdefault(who, Counts()), entry.probe, was, now, passed, was_final,
