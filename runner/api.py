@@ -102,11 +102,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     Ctrl-C or SIGTERM ends the run with what finished written, and the outcome says so
     (`interrupted`, `terminated`); `outcome.stop_if_interrupted()` stops a caller that needs
     the whole run."""
-    try:
+    with contextlib.suppress(RuntimeError):     # none running: asyncio.run makes one (before the folder is claimed)
         asyncio.get_running_loop()
-    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
-        pass
-    else:
         raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it

@@ -7,18 +7,12 @@
         latest-partial        the newest partial (--item, --filter, --limit) or interrupted run
         verification_map.json memo stores and other state shared by the runs live here
 
-A group is one pipeline over one input: the input's stem, then a short hash of its path
-relative to the project (the folder holding pipelines/), so `labelled/report.md` and
-`report.md` never share a group, and the name stays the same from any working directory
-and on any machine. `--record` runs group by a hash of their records.
-
-Only complete runs become `latest`: diff, eval and --failed-from compare like with like
-unless a partial run is named (its folder, or the `latest-partial` file).
-
-`latest` is a small text file rather than a symlink: symlinks need privileges on Windows
-and are dropped or followed by zip files and CI artifact uploads; a text file works
-everywhere. Every command that takes a run accepts the run folder, its group folder (meaning
-its latest run) or the `latest` file itself."""
+A group is one pipeline over one input: the input's stem and a short hash of its path relative
+to the project (the folder holding pipelines/), the same from any working directory or machine;
+`--record` runs group by a hash of their records. Only complete runs become `latest`, so diff,
+eval and --failed-from compare like with like unless a partial run is named. `latest` is a text
+file, not a symlink (Windows, zip files and CI artifact uploads mishandle those). A command that
+takes a run accepts the run folder, its group folder (its latest run) or a `latest` file."""
 
 from __future__ import annotations
 
@@ -88,7 +82,7 @@ def is_run(folder: Path) -> bool:
 
 
 def is_complete(folder: Path) -> bool:
-    """A run over its whole input that finished (runs from before run.json count as complete)."""
+    """A run over its whole input that finished."""
     return is_whole(read_summary(folder))
 
 
@@ -185,9 +179,8 @@ def read_summary(folder: Path) -> dict[str, Any]:
 
 
 def read_checked(path: Path, schema: str) -> dict[str, Any] | None:
-    """run.json or summary.json (None when there is none) when it is an object whose fields
-    have the types runner's `schema` of the file gives: a damaged or tampered file is a message
-    naming the file and the field (exit 2), never a value read the wrong way (`"partial": "no"`)."""
+    """run.json or summary.json (None when there is none), its fields checked against `schema`:
+    a damaged file is an InputError naming the file and field, never misread (`"partial": "no"`)."""
     if not path.is_file():
         return None
     data = read_json(path)

@@ -52,7 +52,9 @@ class Parts:
         self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir, self.overrides)
         self.judging = Judging(self.settings, self.catalog, self.store)
         self.jobs = JobBoard(root, self.judging)
-        self.reviews = review_store(root, self.store)
+        # feedback goes beside results kept in PostgreSQL, else into the review store `runner view` uses
+        self.reviews = (ReviewStore.beside(self.store) if isinstance(self.store.db, PostgresDatabase)
+                        else ReviewStore(root / "reports" / REVIEWS_FILE))
         await self.jobs.start()
 
     async def close(self) -> None:
@@ -96,14 +98,6 @@ def check_store(url: str | None, default: Path) -> None:
         open_result_store(url, default).close()
     except StoreUnavailable as exc:
         raise InputError(f"--db: {exc}") from None
-
-
-def review_store(root: Path, results: ResultStore) -> ReviewStore:
-    """Where feedback goes: the results' PostgreSQL database when they are kept there, else the
-    review store of the runs under the project's reports/ (the one `runner view` uses)."""
-    if isinstance(results.db, PostgresDatabase):
-        return ReviewStore.beside(results)
-    return ReviewStore(root / "reports" / REVIEWS_FILE)
 
 
 def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
@@ -285,10 +279,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
 
 
 async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[InputWriter], None], str | None]:
-    """A multipart job: its `params` (a JSON object), and its `file` (JSON lines; or CSV, JSON or
-    YAML by its name, CSV by its type too: kept as it came, for that adapter to read): the
-    suffix it is kept under, what copies it, and its name as uploaded (without folders), which
-    its items' errors say as `runner run` says the file it reads."""
+    """A multipart job's `params` (a JSON object) and `file`, kept as it came: the suffix saying
+    its adapter (jobs.UPLOADS by its name, CSV by its type too, else JSON lines), what copies it,
+    and its name as uploaded (without folders), which its items' errors say."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -299,7 +292,8 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    name = (upload.filename or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
+    base = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]       # without folders
+    name = base.lower()
     suffix = next((kind for kind in UPLOADS if name.endswith(kind)), None) or (
         ".jsonl" if name.endswith(JSON_LINES) else ".csv" if (upload.content_type or "").startswith("text/csv")
         else OWN_KIND if "." in name.strip(".") else ".jsonl")
@@ -307,5 +301,5 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
     def copy(writer: InputWriter) -> None:
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):
             writer.write_bytes(chunk)
-    shown = " ".join((upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1].split())[:200]
+    shown = " ".join(base.split())[:200]
     return params, suffix, copy, shown or None

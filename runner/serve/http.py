@@ -85,12 +85,9 @@ class Limits:
 
 
 class Guard:
-    """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
-    token on every route but the open ones (health and the API's description), and the body
-    size: a declared length over the limit is refused before it is read, a body that grows
-    past it while it is read is cut off there (413 either way). Only a job's upload (multipart
-    to the jobs route) may be larger than other bodies, whatever another route is sent. A NUL
-    byte in the path or query (no database takes one) is refused here, on every route."""
+    """ASGI middleware on every route: the Host (on loopback, only loopback names), a NUL byte in
+    the path or query, the bearer token (but on OPEN_PATHS), and the body size: over the limit
+    when declared or once read that far, 413; only a job's multipart upload may be larger."""
 
     def __init__(self, app: ASGIApp, limits: Limits):
         self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload

@@ -37,11 +37,9 @@ def job_folder(root: Path) -> Path:
 
 
 class InputWriter:
-    """A job's input as it arrives: JSON lines (one record a line), or an uploaded file byte for
-    byte (`suffix`: the CSV, JSON or YAML adapter, or the pipeline's own, reads it as `runner
-    run` would: jobs.input_format),
-    then kept under its content hash: jobs over the same input share a run group, as runs of
-    one file do."""
+    """A job's input as it arrives (JSON lines, or an upload byte for byte, read by the adapter
+    its `suffix` says: jobs.input_format), then kept under its content hash: jobs over the same
+    input share a run group, as runs of one file do."""
 
     def __init__(self, root: Path, suffix: str = ".jsonl"):
         self.folder = job_folder(root) / "inputs"
@@ -115,12 +113,10 @@ class Claims:
 
 
 class ResumeIndex:
-    """What a killed (or stopped) job's run wrote, for the run that takes the job up again in
-    its folder: the results, by item key, in a small database beside the job (a run of any
-    size is never held in memory), each noted when a model's answer made it (its answered.jsonl,
-    kept.ANSWERED_FIELD), and the calls of those results' items, set aside in a file
-    beside it (the new run starts calls.jsonl afresh, then writes them back: `kept_calls`).
-    The calls of items whose results were not written are left out: those items run again."""
+    """What a killed or stopped job's run wrote, for the run taking it up in its folder: the
+    results by item key in a small database (never held in memory), each noted when a model's
+    answer made it (kept.ANSWERED_FIELD), and those items' calls set aside (`kept_calls`: the new
+    run writes them back into its fresh calls.jsonl); the other items run again."""
 
     def __init__(self, path: Path):
         self.path = path

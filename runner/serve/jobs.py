@@ -190,8 +190,11 @@ class JobBoard:
                     resumed = await _off_the_loop(functools.partial(ResumeIndex.of, sidecar, self.root / job.run),
                                                   lambda index: asyncio.to_thread(index.remove))
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
-                    self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
-                                    f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
+                    note = (f"the pipeline changed since this job's results were judged (pipeline hash "
+                            f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
+                    job.notes.append(f"{now()} {note}")         # in the job's record and the server's log
+                    self.save(job)
+                    sys.stderr.write(f"runner serve: job {job.id}: {note}\n")
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)),
                                 input_name=job.input_name or job.input)
             start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
@@ -216,12 +219,6 @@ class JobBoard:
                 resumed.remove()
             job.ended_at = now() if job.status != "queued" else None
             self.save(job)
-
-    def _note(self, job: Job, text: str) -> None:
-        """A line in the job's record (`notes`) and in the server's log."""
-        job.notes.append(f"{now()} {text}")
-        self.save(job)
-        sys.stderr.write(f"runner serve: job {job.id}: {text}\n")
 
     async def cancel(self, job_id: str) -> Job:
         """Stop a job, keeping what finished: a queued one never starts, a running one writes
@@ -286,10 +283,9 @@ OWN_KIND = ".input"
 
 
 def input_format(pipeline: Pipeline, path: Path) -> str | None:
-    """The adapter reading a job's input: an uploaded CSV, JSON or YAML file by the adapter its
-    name says (the pipeline's own, with its options, when the pipeline reads that kind), as
-    `runner run` would; another file by the pipeline's (None); JSON lines by the pipeline's
-    adapter when it reads them, else by jsonl."""
+    """The adapter reading a job's input, as `runner run` picks it: an uploaded CSV, JSON or YAML
+    file by its name's; another file by the pipeline's (None); JSON lines by the pipeline's
+    when it reads JSON, else by jsonl."""
     if path.suffix in UPLOADS:
         return UPLOADS[path.suffix]
     if path.suffix == OWN_KIND:
@@ -298,10 +294,9 @@ def input_format(pipeline: Pipeline, path: Path) -> str | None:
 
 
 def check_input(pipeline: Pipeline, path: Path) -> None:
-    """ApiError(400) when the job's input cannot be read at all, as `runner run` refuses it before
-    the first item: a CSV upload without a usable header or without a column its `with.types`
-    names, a JSON or YAML upload that is not valid (read whole, here in a thread and again by the
-    run); a row or line that cannot be read is that item's error when the job runs."""
+    """ApiError(400) for an input `runner run` refuses before its first item: a CSV upload
+    without a usable header or a column its `with.types` names, an invalid JSON or YAML upload;
+    a row or line that cannot be read is that item's error when the job runs."""
     adapter = input_format(pipeline, path) or pipeline.adapter
     if adapter not in ("csv", "json", "yaml"):
         return

@@ -6,7 +6,6 @@ and one computation per (pipeline, hash, item key) however many requests ask at 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import itertools
 import json
@@ -76,10 +75,9 @@ def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
 
 
-def _fresh(found: StoredResult | None) -> StoredResult | None:
+def _fresh(found: StoredResult | None) -> dict[str, Any] | None:
     """A stored result whose data files are as they were when judged (without their reads)."""
-    result = reusable(found.result) if found is not None else None
-    return dataclasses.replace(found, result=result) if found is not None and result is not None else None
+    return reusable(found.result) if found is not None else None
 
 
 class SingleFlight(Generic[T]):
@@ -202,9 +200,9 @@ class Judging:
             variant.busy -= 1
 
     async def _answer(self, variant: Variant, position: int, item: Item,
-                      stored: StoredResult | None) -> dict[str, Any]:
+                      stored: dict[str, Any] | None) -> dict[str, Any]:
         if stored is not None:
-            result, source = stored.result, "store"
+            result, source = stored, "store"
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
             try:
@@ -229,7 +227,7 @@ class Judging:
                 stored = None
             fresh = _fresh(stored)
             if fresh is not None and stored is not None:
-                return fresh.result, "store", answered_before(stored.result)
+                return fresh, "store", answered_before(stored.result)
             return await self._compute(variant, runtime, item, run)
         (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
@@ -265,11 +263,9 @@ class Judging:
         return result, source, answered
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
-        """A job's run: the pipeline's shared LLM client, and each item a result its earlier run
-        already wrote (`resumed`), else the store, else computed; `counts` tallies where each came
-        from (resumed, store, memo, judged) or that it errored (errors). Taking a job up again,
-        the run first writes the earlier run's calls of those results into its calls.jsonl,
-        which it started afresh."""
+        """A job's run: the pipeline's shared LLM client; each item from its earlier run
+        (`resumed`, whose calls are written first into the fresh calls.jsonl), else the store, else
+        computed; `counts` tallies where each came from (resumed, store, memo, judged) or errors."""
         to_write = [resumed] if resumed is not None else []
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
