@@ -99,9 +99,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
                  role: RunRole | None = None) -> RunOutcome:
     """Run the pipeline over the source's items; write results, summary, reports and run.json.
-    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome says so
-    (`interrupted`, `terminated`); `outcome.stop_if_interrupted()` stops a caller that needs
-    the whole run."""
+    Ctrl-C or SIGTERM ends the run with what finished written (`outcome.interrupted`, `terminated`;
+    `outcome.stop_if_interrupted()` stops a caller that needs the whole run)."""
     with contextlib.suppress(RuntimeError):     # none running: asyncio.run makes one (before the folder is claimed)
         asyncio.get_running_loop()
         raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "

@@ -2,12 +2,10 @@
 back; and `now()`, the one timestamp the records runner writes carry (run.json's start, cache
 entries, reviews, serve's jobs, a template's `now()`).
 
-A failed write (disk full, quota, read-only folder) is an OutputError (exit 1: the run
-itself failed), and what was already written stays whole. A file read (run results and
-summaries, labels, memo stores) has a size and a depth limit (MAX_DEPTH, and the parser's
-RecursionError caught), every failure a message naming the file and line (InputError, exit
-2), never a traceback; an escaped lone surrogate becomes U+FFFD (runner/safetext.py), so what
-is read can be printed and written again."""
+A failed write (disk full, quota, read-only folder) is an OutputError (exit 1), and what was
+written stays whole. A file read has a size and a depth limit (MAX_DEPTH), every failure an
+InputError naming the file and line, never a traceback; an escaped lone surrogate becomes
+U+FFFD (runner/safetext.py), so what is read can be written again."""
 
 from __future__ import annotations
 

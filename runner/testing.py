@@ -13,17 +13,13 @@ instead of over the network:
     model.uninstall()
     model.answer_embeddings({"a cat": [1.0, 0.0], "a dog": [0.6, 0.8]})   # embeddings requests, by text
 
-Rules match by model name (the part after `scripted/`), prompt substring and any test of
-the request body; the first rule that matches answers, each of its replies in turn (the
-last one again while `repeat_last`); no rule: `default`. A reply's status, headers, body
-and finish reason are turned into the answer or the error exactly as the HTTP transport
-turns a server's (runner/llm/client/http.py), so retries, breakers and structured-output
-fallbacks behave as they do against a server. It records every request (`requests`,
-`calls()`) and the most requests it held at once (`peak_in_flight`); `hold()` keeps every
-answer back until `release()`.
-
-It lives in the process that installed it: the processes and Ray executors' workers do
-not see it (test those against a server)."""
+Rules match by model name (the part after `scripted/`), prompt substring and any test of the
+request body; the first that matches answers, each of its replies in turn (the last again while
+`repeat_last`); no rule: `default`. A reply becomes the answer or error as the HTTP transport
+makes a server's (runner/llm/client/http.py), so retries, breakers and fallbacks behave as
+against a server. It records every request (`requests`, `calls()`) and `peak_in_flight`;
+`hold()` keeps every answer back until `release()`. Worker processes and Ray actors do not see
+it (test those against a server)."""
 
 from __future__ import annotations
 

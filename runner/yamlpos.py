@@ -111,11 +111,8 @@ NESTING_CHARS = "[{-?:\n"
 
 def compose(text: str) -> yaml.Node | None:
     """The node tree of one YAML document (None: an empty one), by libyaml where it is
-    installed, else (and for the wording of a document libyaml refuses) by PyYAML.
-
-    A document nested deeper than Python's recursion limit is a RecursionError before it is
-    composed (no walk over its nodes could take it), found by libyaml's event pass rather than
-    PyYAML's scanner, which is quadratic in the depth."""
+    installed, else (and for the wording of a document libyaml refuses) by PyYAML. One nested
+    past the recursion limit is a RecursionError first (libyaml's events, never recursing)."""
     if C_COMPOSER is None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     try:
@@ -160,10 +157,8 @@ Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_
 
 
 def load_value(text: str) -> Any:
-    """One YAML document as plain data, safe-load semantics as everywhere (a YAML input, a
-    `--set` or `--record` value; a pipeline keeps its positions: load_located).
-    yaml.YAMLError when it is not one: aliases that expand past MAX_ALIAS_EXPANSION, or a value
-    nested past MAX_DEPTH levels, the bound JSON has (fileio)."""
+    """One YAML document as plain data (a YAML input, a `--set` or `--record` value); yaml.YAMLError
+    for aliases expanding past MAX_ALIAS_EXPANSION or nesting past MAX_DEPTH (JSON's bound)."""
     too_deep = f"nested too deeply (more than {MAX_DEPTH} levels)"
     try:
         node = compose(text)

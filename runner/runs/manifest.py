@@ -77,9 +77,8 @@ def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
-    """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
-    plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
-    names, and of the templates they include; each by its path in the project."""
+    """sha256 of every other file the pipeline is made of (bases, parts, plugin files), every
+    prompt and schema file it names and the templates they include, by path in the project."""
     found: dict[str, str] = {}
     plugin_files = [Path(spec) for spec in pipeline.plugins if spec.endswith(".py")]
     for source in [*pipeline.sources[1:], *plugin_files]:

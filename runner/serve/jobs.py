@@ -3,9 +3,8 @@ thread: reading the input may take seconds), in a run folder under reports/ that
 lists (statuses: queued, running, succeeded, failed as `runner run` fails, cancelled).
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status.
-A server killed mid-job, or stopped, takes it up at its next start in the same run folder: each
-result written is kept, the rest judged (the LLM cache answering what was answered before);
-when the pipeline hash changed in between, every item is judged again and `notes` say so."""
+A server killed mid-job, or stopped, takes it up at its next start in the same run folder,
+keeping each result written (unless the pipeline hash changed: all judged again, `notes` say)."""
 
 from __future__ import annotations
 
