@@ -149,7 +149,6 @@ class StartedRun:
     concurrency: int
     outcome: RunOutcome
     executor: ExecutorChoice
-    record: RunRecord
     folder: OutputFolder
     group: Path | None
 
@@ -197,7 +196,7 @@ class StartedRun:
                 with contextlib.suppress(OSError):      # a run that never started leaves no folder
                     out_dir.rmdir()
             raise
-        return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
+        return cls(runtime, items, concurrency, outcome, executor, folder, group)
 
     async def discard(self) -> None:
         """Let the run go unrun (serve's job cancelled while it started): its caches and memo
@@ -220,12 +219,12 @@ class StartedRun:
         released, and `latest` when the run is complete."""
         failed = True
         try:
-            self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+            self.outcome.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
                               models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
             await _run(self.runtime, self.items, self.concurrency, self.outcome, progress, self.executor)
             failed = False
         finally:
-            self.record.finish(self.outcome, failed)
+            self.outcome.record.finish(self.outcome, failed)
             self.folder.release()
             if self.group is not None and is_run(self.outcome.out_dir):
                 mark_latest(self.outcome.out_dir, self.outcome.summary)
@@ -365,8 +364,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         role = RunRole(preview=preview, item_runner=functools.partial(_render_item, stream))
         group = None if options.no_cache else default_group(pipeline, source)     # where a run's memo store is
         asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, group), role), items))
-        for line in preview.estimate.closing_lines():
-            stream.write(line + "\n")
+        stream.writelines(line + "\n" for line in preview.estimate.closing_lines())
         return preview.stats
     finally:
         source.discard_stdin_copy()

@@ -33,7 +33,7 @@ class JudgeRun:
     def __init__(self, root: Path, runtime: Runtime, overrides: list[str]):
         self.root, self.runtime, self.overrides = root, runtime, overrides
         self.started = False
-        self._open: tuple[RunRecord, RunOutcome, ResultsLog, ErrorCount, OutputFolder] | None = None
+        self._open: tuple[RunOutcome, ResultsLog, ErrorCount, OutputFolder] | None = None
         self.judged = 0
 
     def open(self) -> None:
@@ -58,7 +58,7 @@ class JudgeRun:
             return
         # the run's own options (the LLM service, made at the first call, writes calls.jsonl there)
         runtime.options = replace(runtime.options, out_dir=out)
-        self._open = (record, RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
+        self._open = (RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
 
     def keep(self, position: int, result: dict[str, Any]) -> None:
         """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is.
@@ -66,7 +66,7 @@ class JudgeRun:
         once; the request is answered all the same."""
         if self._open is None:
             return
-        record, outcome, log, errors, folder = self._open
+        outcome, log, errors, folder = self._open
         answered = errors.add(position, result)
         try:
             log.append(result, answered)
@@ -77,7 +77,7 @@ class JudgeRun:
                 with contextlib.suppress(OSError, RunnerError):
                     log.close()
                 with contextlib.suppress(OSError, RunnerError):
-                    record.finish(outcome, True)        # run.json says it failed, not running
+                    outcome.record.finish(outcome, True)        # run.json says it failed, not running
             finally:
                 folder.release()
             return
@@ -96,10 +96,9 @@ class JudgeRun:
             if self._open is not None:
                 await self._finish(*self._open)
 
-    async def _finish(self, record: RunRecord, outcome: RunOutcome, log: ResultsLog, errors: ErrorCount,
-                      folder: OutputFolder) -> None:
+    async def _finish(self, outcome: RunOutcome, log: ResultsLog, errors: ErrorCount, folder: OutputFolder) -> None:
         self._open = None
-        failed = True
+        record, failed = outcome.record, True
         try:
             log.close()
             record.planned = record.input_items = self.judged

@@ -185,9 +185,8 @@ def document(app: FastAPI, token: bool) -> dict[str, Any]:
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
     """The methods the routes at `path` answer (OPTIONS and a 405's `Allow`)."""
-    methods: set[str] = set()
-    for route in app.router.routes:
-        if isinstance(route, Route) and route.methods and "OPTIONS" not in route.methods:
-            if route.matches({"type": "http", "path": path, "method": "GET"})[0] != Match.NONE:
-                methods |= route.methods
+    methods = {method for route in app.router.routes
+               if isinstance(route, Route) and route.methods and "OPTIONS" not in route.methods
+               and route.matches({"type": "http", "path": path, "method": "GET"})[0] != Match.NONE
+               for method in route.methods}
     return sorted(methods | {"OPTIONS"}) if methods else []

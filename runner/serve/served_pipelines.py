@@ -21,7 +21,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
-from runner.runs.manifest import pipeline_entry, strings_in
+from runner.runs.manifest import strings_in, used_files
 from runner.serve.http import ApiError
 from runner.templating.sandbox import attribute_refs, parse_source
 
@@ -184,7 +184,7 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
 def _template_texts(pipeline: Pipeline) -> Iterator[str]:
     for part in ("steps", "output", "memo"):
         yield from strings_in(pipeline.located.data.get(part))
-    for name in pipeline_entry(pipeline, [])["files"]:
+    for name in used_files(pipeline):
         if name.startswith("prompts/"):
             try:
                 yield (pipeline.project_dir / name).read_text(encoding="utf-8")
