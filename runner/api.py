@@ -134,7 +134,7 @@ async def _until_interrupted(run: StartedRun, progress: Progress) -> RunOutcome:
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
                              overrides: list[str] | None = None, progress: Progress | None = None,
                              role: RunRole | None = None) -> RunOutcome:
-    """run_pipeline on the caller's event loop (`runner serve`'s jobs), local; cancelling the
+    """run_pipeline on the caller's event loop (a notebook, a server), local; cancelling the
     task interrupts the run. Signals are the caller's."""
     return await StartedRun.start(path, source, options, overrides, role=role).run(progress or Quiet())
 

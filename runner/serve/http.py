@@ -69,8 +69,7 @@ def add_error_handlers(app: FastAPI) -> None:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
 
-    for kind in (ApiError, StoreUnavailable, RunnerError):
-        app.add_exception_handler(kind, known)
+    app.add_exception_handler(RunnerError, known)      # ApiError and StoreUnavailable too: found by their MRO
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(Exception, bug)
