@@ -87,8 +87,7 @@ def spool_stdin(source: ItemSource) -> None:
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py); standard input's is
-    named by a hash of what it held (`stdin-1f3a9c`)."""
+    """reports/<pipeline>/<group>/ (runner/runs/folders.py); standard input's by its content (`stdin-1f3a9c`)."""
     if source.stdin_copy is not None:
         return Path("reports") / pipeline.name / f"stdin-{sha256_file(source.stdin_copy)[:6]}"
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)

@@ -130,8 +130,7 @@ class NotJson(InputError):
 
 
 def too_deep(value: Any) -> bool:
-    """Whether a parsed value (a file's, a request body's) nests past MAX_DEPTH levels
-    (iteratively: no recursion to exhaust)."""
+    """Whether a parsed value nests past MAX_DEPTH levels (walked iteratively: no recursion to exhaust)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         current, depth = stack.pop()

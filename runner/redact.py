@@ -108,8 +108,7 @@ def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
 
 
 def remember_url(url: object) -> None:
-    """Hide this URL's (or libpq keyword string's) credentials from every later message, also
-    where they appear alone."""
+    """Hide this URL's (or libpq keyword string's) credentials from every later message, also where they stand alone."""
     _remembered.update(url_secrets(url) | assigned_secrets(str(url)))
 
 

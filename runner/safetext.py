@@ -124,8 +124,7 @@ def _cleaned(value: Any) -> Any:
 
 
 def clean_value(value: Any) -> Any:
-    """A JSON-like value with every string (keys too) passed through `clean_text`: the value
-    itself when nothing needs it (the usual case, checked without copying)."""
+    """`value` with every string (keys too) through `clean_text`: itself when nothing needs it (checked, not copied)."""
     return value if _is_clean(value) else _cleaned(value)
 
 

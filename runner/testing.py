@@ -98,8 +98,7 @@ class Request:
 
 
 def completion_body(reply: Reply, model: str, logprobs: list[dict[str, Any]] | None = None) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text; with these
-    token logprobs, when given."""
+    """A chat completion (or the error a scripted status sends) as JSON text, with these token logprobs if given."""
     if reply.status >= 400:
         return json.dumps({"error": {"message": f"scripted status {reply.status}",
                                      "type": "fake_error", "code": reply.status}})
@@ -244,8 +243,7 @@ class ScriptedModel(Script):
 
 def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, Any]] | None = None,
            embeddings: int | None = None) -> Completion:
-    """The completion (the vectors of `embeddings` texts), or the classified error, the HTTP
-    transport makes of this reply."""
+    """The completion (or the vectors of `embeddings` texts), or the error, the HTTP transport makes of this reply."""
     if reply.close:
         raise TransportError("connection", "connection failed: the server closed the connection without answering")
     headers = {key.lower(): str(value() if callable(value) else value) for key, value in reply.headers.items()}

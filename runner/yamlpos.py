@@ -173,8 +173,7 @@ def load_value(text: str) -> Any:
 
 
 def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, str] | None:
-    """The first collection past `limit` levels of collections (as fileio.too_deep counts a
-    JSON value's), with `message`; walked without recursion."""
+    """The first collection past `limit` levels (as fileio.too_deep counts), with `message`; walked, not recursed."""
     stack = [(root, 1)]
     while stack:
         node, depth = stack.pop()

@@ -71,8 +71,7 @@ def new_run_dir(group: Path) -> Path:
 
 
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
-    summary.json the run has just written as `summary` (not read back)."""
+    """Point `latest` (a complete run) or `latest-partial` at this run, whose summary.json is `summary`."""
     pointer = LATEST if is_whole(summary) else LATEST_PARTIAL
     atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
@@ -118,8 +117,7 @@ def latest_run(group: Path) -> Path | None:
 
 
 def resolve_run(location: Path) -> Path:
-    """A run folder from a run folder, a group folder (its latest complete run), or a
-    `latest` or `latest-partial` file."""
+    """A run folder from a run folder, a group folder (its latest complete run) or a `latest(-partial)` file."""
     if location.name in POINTERS and location.is_file():
         pointed = _pointed(location.parent, location.name)
         if location.name == LATEST_PARTIAL and pointed is not None:

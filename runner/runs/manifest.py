@@ -65,8 +65,7 @@ def redact_assignment(text: str) -> str:
 
 
 def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
-    """Every string in a value, however deep in its mappings and lists (and with `numbers`,
-    every number as text)."""
+    """Every string in a value, however deep (with `numbers`, every number as text too)."""
     if isinstance(value, (dict, list)):
         for inner in value.values() if isinstance(value, dict) else value:
             yield from strings_in(inner, numbers)

@@ -88,8 +88,7 @@ class RunRecord:
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
              items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
              kind: str = "run") -> RunRecord:
-        """Everything known before the run (`items` counted, never held); a --failed-from parent
-        over another input is refused."""
+        """Everything known before the run (`items` counted, never held); refuses a --failed-from over another input."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)

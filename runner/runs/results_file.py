@@ -241,8 +241,7 @@ def _error_of(line: str) -> str | None:
 
 
 def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:
-    """A run's results in index order, one at a time (a killed run's file is sorted first); a
-    line that is not a result is a located message."""
+    """A run's results in index order, one at a time (a killed run's file sorted first), each line checked."""
     path = folder / RESULTS
     if in_order(result_lines(path)):
         yield from iter_results(folder)

@@ -65,8 +65,7 @@ class Parts:
 
 
 def open_result_store(url: str | None, default: Path) -> ResultStore:
-    """The store at `url`: postgresql://... or libpq's `host=... dbname=...` (psycopg 3), an
-    SQLite file path, or `default`."""
+    """The store at `url` (postgresql://..., libpq's `host=... dbname=...`, an SQLite file), else at `default`."""
     if url and is_postgres(url):
         return ResultStore.postgres(url)
     return ResultStore.sqlite(_sqlite_path(url, default))

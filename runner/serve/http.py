@@ -28,8 +28,7 @@ UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route th
 
 
 class ApiError(RunnerError):
-    """A client's mistake (4xx) or an unavailable part of the server (503): its message is
-    the JSON body's `error`."""
+    """A client's mistake (4xx) or an unavailable part of the server (503); its message is the body's `error`."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)

@@ -183,7 +183,6 @@ def _whole_lines(path: Path) -> Iterator[bytes]:
 
 
 async def results_lines(path: Path | None) -> AsyncIterator[bytes]:
-    """A run's results.jsonl as it stands, whole lines only, CALLS_BATCH at a time (the file is
-    read as it was opened: the run's end replaces it by a new file, put in input order)."""
+    """A run's results.jsonl as it stands when opened (its end replaces it), whole lines, CALLS_BATCH at a time."""
     for lines in _batches(_whole_lines(path), CALLS_BATCH) if path is not None else ():
         yield b"".join(lines)

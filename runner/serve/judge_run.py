@@ -88,8 +88,7 @@ class JudgeRun:
         sys.stderr.write(redact(f"runner serve: {message}\n"))
 
     async def aclose(self) -> None:
-        """The runtime closed and, when the run began, its summary.json and reports: a finished
-        run over the items it judged."""
+        """The runtime closed, then (when the run began) its summary.json and reports over the items judged."""
         try:
             await self.runtime.aclose()
         finally:

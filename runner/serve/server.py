@@ -24,8 +24,7 @@ def is_loopback(host: str) -> bool:
 
 
 def check_overrides(folder: Path, cache_dir: Path, overrides: list[str]) -> None:
-    """--set and --model refused before the server starts (InputError) where they break a
-    pipeline that loads without them, as `runner run` refuses them."""
+    """--set and --model refused (InputError) where they break a pipeline that loads without them, as runs do."""
     if not overrides:
         return
     broken = Catalog(folder, cache_dir, overrides).problems

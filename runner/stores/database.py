@@ -33,8 +33,7 @@ SETUP_RETRY = 0.01        # seconds between tries to set up a store another proc
 
 
 def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
-    for a file that is not a usable database."""
+    """An autocommit connection to a WAL store with `schema` created; sqlite3.Error for a file that is no database."""
     # connect's timeout is SQLite's busy timeout: a write waits that long for another run's.
     db = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=check_same_thread)
     try:

@@ -75,8 +75,7 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM {{table}}"
 
 
 class ReviewRefused(InputError):
-    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400,
-    exit 2)."""
+    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400, exit 2)."""
 
 
 def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *, label: str | None = None,
@@ -103,8 +102,7 @@ def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *,
 
 
 class ReviewStore:
-    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite), or in PostgreSQL beside `runner
-    serve`'s results (`beside`), the same table either way."""
+    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite), or beside `runner serve`'s PostgreSQL results (`beside`)."""
 
     def __init__(self, path: Path, create: bool = True):
         if not create and not path.is_file():
