@@ -350,9 +350,8 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
-    """Print every prompt the LLM steps would send, item by item under its heading; send nothing.
-    The items run through the engine's one entry with the preview role, whose transport answers
-    nothing and prints each prompt."""
+    """Print every prompt the LLM steps would send, item by item under its heading; send nothing
+    (the engine's one entry, with the preview role: its transport prints each prompt)."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     if item_number is not None:          # the caller's source stays as given
         source = replace(source, selection=replace(source.selection, item=item_number))

@@ -30,7 +30,6 @@ __all__ = ["OutputError", "atomic_write", "dumps", "open_own", "utf8"]
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-# How run.json, reviews and serve's jobs stamp time, and the templates' `now()`.
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -85,9 +84,8 @@ def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUN
 
 
 class AppendFile:
-    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), made or emptied
-    when opened. A piece that cannot be written whole is cut back off (OutputError, naming the
-    file), so the file always ends where the last whole piece did."""
+    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), emptied when opened;
+    a piece that cannot be written whole is cut back off (OutputError naming the file)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -71,10 +71,8 @@ class Located:
 
 
 def move_positions(located: Located, source: Path, target: Path) -> None:
-    """Give every position at or below `source` to the same place below `target` (a value
-    that moves within the data keeps pointing at where it was written). The key at `source`
-    itself moves only to a key of the same name: `params.x.default` moving up to `params.x`
-    leaves the key `x` where it is."""
+    """Give every position at or below `source` to the same place below `target` (a moved value
+    points at where it was written); the key at `source` moves only to a key of the same name."""
     size = len(source)
     same_key = bool(source) and bool(target) and source[-1] == target[-1]
     tables: list[dict[Path, Any]] = [located.value_pos, located.key_pos, located.origins]
@@ -231,9 +229,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def alias_problem(root: yaml.Node) -> tuple[yaml.Node, str] | None:
-    """Why a composed document cannot be expanded (an alias to itself, or aliases that
-    expand past MAX_ALIAS_EXPANSION nodes), with the anchored node to blame; else None.
-    One pass over the distinct nodes: sizes are counted, never expanded."""
+    """Why a composed document cannot be expanded (an alias to itself, or aliases expanding past
+    MAX_ALIAS_EXPANSION nodes), with the anchored node to blame; one pass, nothing expanded."""
     sizes: dict[int, int] = {}
     uses: dict[int, int] = {}
     nodes: dict[int, yaml.Node] = {}

@@ -1,8 +1,7 @@
 """run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart
-(the pipeline and the files it is made of by hash, the models, the input by content hash, the
-selection), written when the run starts and again when it ends. Never an API key: values
-under secret-looking keys are redacted (a template naming an env var stays), URLs lose their
-user:password and secret query values."""
+(the pipeline and its files by hash, the models, the input by content hash, the selection),
+written when the run starts and when it ends. Never an API key: literal values under secret
+names are redacted, URLs lose their user:password and secret query values."""
 
 from __future__ import annotations
 

@@ -79,9 +79,8 @@ def _sqlite_path(url: str | None, default: Path) -> Path:
 
 
 def check_store(url: str | None, default: Path) -> None:
-    """A --db that can never work, refused before the server starts (InputError): a scheme
-    with no store, a PostgreSQL URL libpq cannot read, a file that is not an SQLite database.
-    An unreachable PostgreSQL server is no reason: the server starts degraded and reconnects."""
+    """A --db that can never work (a scheme with no store, a URL libpq cannot read, a file that is
+    no SQLite database) refused (InputError); an unreachable server starts degraded and reconnects."""
     if url and is_postgres(url):
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict
@@ -121,9 +120,8 @@ def json_response(value: Any, status: int = 200, **headers: str) -> Response:
 
 def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits: Limits | None = None,
                overrides: list[str] | None = None) -> FastAPI:
-    """The app serving the pipelines in `pipelines` (a folder) from the project `settings.root`
-    (where it runs: relative paths in the pipelines are read from there), each with the
-    `overrides` (`--set` and `--model`, as `runner run` takes them) applied."""
+    """The app serving the pipelines of the folder `pipelines` from the project `settings.root`
+    (relative paths in them read from there), each with the `overrides` (`--set`, `--model`)."""
     limits = limits or Limits()
     server = Parts(settings, pipelines, db, overrides)
 

@@ -74,11 +74,9 @@ class InputWriter:
 
 
 class Claims:
-    """Which server runs which job, for servers sharing one project. Each server holds the lock
-    of its own folder under reports/.runner-serve/servers/ while it lives (a run folder's lock,
-    runner/runs/lock.py: a killed server's is free at once); each job names its server
-    (`owner`). A server takes up at its start only the jobs whose server is gone, under one
-    lock of that folder, so two servers starting at once never both take a job."""
+    """Which server runs which job (`owner`), for servers sharing one project. Each holds the lock of
+    its folder under reports/.runner-serve/servers/ while it lives (runner/runs/lock.py: free once
+    it dies), and at its start takes up only the jobs whose server is gone, under one lock."""
 
     def __init__(self, root: Path):
         self.folder = job_folder(root) / "servers"
@@ -169,9 +167,8 @@ def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def _whole_lines(path: Path) -> Iterator[bytes]:
-    """The complete lines of a file being appended to, up to the first without its newline (a
-    line still being written, or cut by a kill): read on past it, the next read would return
-    only that line's tail, which ends in a newline but is no line."""
+    """The complete lines of a file being appended to, up to the first without its newline (being
+    written, or cut by a kill: read on, its tail would pass for a line)."""
     try:
         with path.open("rb") as handle:
             for line in handle:

@@ -251,10 +251,8 @@ class JobBoard:
 
 
 async def _off_the_loop(work: Callable[[], T], let_go: Callable[[T], Awaitable[Any]]) -> T:
-    """`work` in a worker thread: reading a job's files (counting a JSONL upload's lines, parsing
-    a JSON or YAML one whole, indexing the results of a run taken up again) never holds the event
-    loop and the other requests. A job cancelled meanwhile waits for it to end, then lets its
-    result go."""
+    """`work` (reading a job's files, which may take seconds) in a worker thread, off the event loop;
+    a job cancelled meanwhile waits for it to end, then lets its result go."""
     done = asyncio.ensure_future(asyncio.to_thread(work))
     try:
         return await asyncio.shield(done)

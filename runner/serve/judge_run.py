@@ -1,8 +1,7 @@
-"""/judge's run folder: the items a served pipeline variant's long-lived runtime judges are a
-run like any other, in reports/<pipeline>/judge-<pipeline hash>/<start time>/, made when the
-variant judges its first item: run.json (kind `serve`), calls.jsonl, results.jsonl (each item
-as it ends), and when the variant closes (the server stops, or the variant is evicted) the
-summary and reports every run's end writes. A result answered from the store is not in it."""
+"""/judge's run folder: what a served pipeline variant's runtime judges is a run like any other,
+in reports/<pipeline>/judge-<pipeline hash>/<start time>/ from its first item (run.json of kind
+`serve`, calls.jsonl, results.jsonl), ended with its summary and reports when the variant closes.
+A result answered from the store is not in it."""
 
 from __future__ import annotations
 
@@ -61,9 +60,8 @@ class JudgeRun:
         self._open = (RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
 
     def keep(self, position: int, result: dict[str, Any]) -> None:
-        """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is.
-        A folder that cannot be written to any more (a full disk) ends the recording, said
-        once; the request is answered all the same."""
+        """A judged item's result appended to results.jsonl, its LLM tally settled; a folder that
+        cannot be written any more ends the recording, said once (the request is answered)."""
         if self._open is None:
             return
         outcome, log, errors, folder = self._open

@@ -167,9 +167,8 @@ class Judging:
         return variant
 
     def _evict(self, keep: tuple[str, str]) -> None:
-        """The least recently used idle variants past MAX_VARIANTS, closed in the background (a
-        run's summary and reports are not written on a request's path); never `keep`, the one
-        just made for the request."""
+        """The least recently used idle variants past MAX_VARIANTS (never `keep`, just made), closed
+        in the background: their run's summary and reports are not written on a request's path."""
         while len(self._variants) > MAX_VARIANTS:
             idle = next((key for key, v in self._variants.items() if v.busy == 0 and key != keep), None)
             if idle is None:
@@ -215,9 +214,8 @@ class Judging:
 
     async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
                           run: JudgeRun | None = None) -> tuple[dict[str, Any], str]:
-        """(result, source) of one item: the stored one, else computed once however many ask
-        (a request's by the variant's runtime, recorded in its `run`; a job's by its own runtime,
-        whose run records it: a store that cannot be reached is skipped)."""
+        """(result, source) of one item: the stored one, else computed once however many ask (by a
+        request's variant, recorded in its `run`; by a job's runtime, which skips an unreachable store)."""
         async def compute() -> tuple[dict[str, Any], str, bool]:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)

@@ -67,9 +67,8 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def postgres_sql(sql: str) -> str:
-    """A statement with parameters written for SQLite (`?` placeholders) as psycopg runs it (`%s`).
-    It may hold no literal (`'...'`, `%`): its values are parameters, so every `?` is a placeholder.
-    A statement without parameters (a schema, `SELECT 1`) is sent as written."""
+    """A statement written for SQLite (`?` placeholders) as psycopg runs it (`%s`); it may hold no
+    literal (`'...'`, `%`), so every `?` is a placeholder."""
     if "'" in sql or "%" in sql:
         raise ValueError(f"an SQL statement holds a literal; pass it as a parameter: {sql[:80]}")
     return sql.replace("?", "%s")

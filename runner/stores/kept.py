@@ -63,9 +63,8 @@ def answered_before(stored: dict[str, Any]) -> bool:
 
 
 def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, Any] | None:
-    """A kept result without its notes, or None when another pipeline made it (`made_by` given
-    and not the one it was kept with) or a file it read changed (or is gone); the reads are
-    noted again for the item taking it (its own result is kept with them)."""
+    """A kept result without its notes, or None when another pipeline made it (`made_by` given) or
+    a file it read changed or is gone; its reads are noted again for the item taking it."""
     if made_by is not None and stored.get(MADE_BY_FIELD) != made_by:
         return None
     reads = stored.get(READS_FIELD)
