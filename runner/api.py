@@ -80,8 +80,7 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 
 def spool_stdin(source: ItemSource) -> None:
-    """`--input -`: standard input copied now, once; removed by whoever made the copy (a run, or
-    `runner probe`, which reads the items again after its run)."""
+    """`--input -`: standard input copied once, now; whoever made the copy removes it (a run, `runner probe`)."""
     if is_stdin(source.input_path) and source.stdin_copy is None:
         source.stdin_copy = spool(sys.stdin)
 
@@ -198,8 +197,7 @@ class StartedRun:
         return cls(runtime, items, concurrency, outcome, executor, folder, group)
 
     async def discard(self) -> None:
-        """Let the run go unrun (serve's job cancelled while it started): its caches and memo
-        store closed, its folder released, and removed when the run made it."""
+        """Let the run go unrun: its caches and memo store closed, its folder released (removed if it made it)."""
         try:
             await self.runtime.aclose()
         finally:
@@ -214,8 +212,7 @@ class StartedRun:
                     self.outcome.out_dir.rmdir()
 
     async def run(self, progress: Progress) -> RunOutcome:
-        """run.json (status running), the items, the outputs; then run.json's end, the folder
-        released, and `latest` when the run is complete."""
+        """run.json, the items, the outputs; then run.json's end, the folder released, `latest` when complete."""
         failed = True
         try:
             self.outcome.record.begin(self.outcome.out_dir, explicit_out=self.group is None,

@@ -42,8 +42,7 @@ class OutputError(RunnerError):
 
 
 def _umask() -> int:
-    """The process umask; read from /proc where it can be, since setting it to read it
-    back would briefly change it for every thread."""
+    """The process umask, from /proc where it can be (setting it to read it changes it for every thread)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
             if line.startswith("Umask:"):

@@ -88,8 +88,7 @@ def _hide_assigned(match: re.Match[str]) -> str:
 
 
 def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
-    """The URL without user:password and with its secret query values replaced by `hidden`
-    (for what is stored: run.json, summaries, links)."""
+    """The URL without user:password, its secret query values replaced by `hidden` (run.json, summaries, links)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname

@@ -106,8 +106,7 @@ def _origin(entry: Any) -> str:
 
 
 def entry_point_objects(group: str) -> dict[str, Any]:
-    """Name -> object of every installed entry point of `group`; one that fails to load is a
-    RunnerError naming it (a plugin's bug is not runner's)."""
+    """Name -> object of each installed entry point of `group`; one failing to load is a RunnerError naming it."""
     from importlib.metadata import entry_points
     found: dict[str, Any] = {}
     for point in entry_points(group=group):

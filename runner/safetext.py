@@ -95,8 +95,7 @@ _MAX_DIGITS = sys.get_int_max_str_digits() or 10**9       # Python's own limit o
 
 
 def _refuse_number(value: float) -> None:
-    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near
-    the limit, at 3 bits a digit, is tried)."""
+    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near the limit is tried)."""
     if isinstance(value, float):
         raise UnwritableValue(f"it holds {value!r} (JSON has no NaN or infinity)")
     try:

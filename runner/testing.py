@@ -218,8 +218,7 @@ class ScriptedModel(Script):
         return await self._answer(request, lambda reply: answer(reply, model, spec, embeddings=len(texts)))
 
     async def _answer(self, request: Request, make: Callable[[Reply], Completion]) -> Completion:
-        """The reply the rules pick for `request`, recorded, held and delayed as scripted, made
-        into the answer by `make`."""
+        """The reply the rules pick for `request` (recorded, held, delayed as scripted), made the answer by `make`."""
         with self.lock:
             self.requests.append(request)
             self.in_flight += 1

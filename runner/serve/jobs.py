@@ -220,8 +220,7 @@ class JobBoard:
             self.save(job)
 
     async def cancel(self, job_id: str) -> Job:
-        """Stop a job, keeping what finished: a queued one never starts, a running one writes
-        its results so far, summary and reports (an interrupted run)."""
+        """Stop a job, keeping what finished: a queued one never starts, a running one ends as an interrupted run."""
         job = self.get(job_id)
         if job.status not in ("queued", "running"):
             raise ApiError(409, f"job {job_id} is {job.status}: nothing to cancel")

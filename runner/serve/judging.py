@@ -81,8 +81,7 @@ def _fresh(found: StoredResult | None) -> dict[str, Any] | None:
 
 
 class SingleFlight(Generic[T]):
-    """One computation per key however many ask at once: identical in-flight requests (the same
-    pipeline hash and item key) make one set of LLM calls, not two."""
+    """One computation per key however many ask at once: identical requests in flight make one set of LLM calls."""
 
     def __init__(self) -> None:
         self._running: dict[Hashable, asyncio.Task[T]] = {}
@@ -283,8 +282,7 @@ class Judging:
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
 
     async def aclose(self) -> None:
-        """Every variant closed (its /judge run ended), the evicted ones' closing awaited; one
-        that fails to close does not keep the others or the clients open."""
+        """Every variant's run ended, the evicted ones' awaited; one that fails to close keeps nothing else open."""
         variants, self._variants = list(self._variants.values()), OrderedDict()
         closing = [variant.run.aclose() for variant in variants] + list(self._closing)
         for failed in await asyncio.gather(*closing, return_exceptions=True):
