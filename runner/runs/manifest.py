@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ MANIFEST = "run.json"
 FORMAT = 1
 REDACTED = "<redacted>"
 _TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".json", ".txt", ".md")
+strip_credentials = partial(without_credentials, hidden=REDACTED)      # a URL as run.json shows it
 
 
 def sha256_file(path: Path) -> str:
@@ -35,11 +37,6 @@ def sha256_file(path: Path) -> str:
 def sha256_json(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without user:password and with secret query values as <redacted>."""
-    return without_credentials(url, REDACTED)
 
 
 def redact(value: Any, key: str = "") -> Any:
