@@ -45,9 +45,8 @@ from runner.tracing import make_observer
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "StartedRun", "load_items", "render_pipeline",
            "run_pipeline", "run_pipeline_async", "spool_stdin"]
 
-# litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
-# the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
-# that says nothing useful to a user who asked the run to stop.
+# litellm builds its request coroutine in a worker thread: a call Ctrl-C or SIGTERM cancels meanwhile
+# drops it unawaited, and Python's warning says nothing useful to a user who asked the run to stop.
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 

@@ -19,10 +19,8 @@ Path = tuple[str | int, ...]
 
 @dataclass
 class Located:
-    """Loaded data and where each path came from (1-based line, column).
-
-    A pipeline made of several files (a variant and the base it `extends:`, a probe file) keeps,
-    for each path written by another file than `file`, that file's name in `origins`."""
+    """Loaded data and where each path came from (1-based line, column); a path another file than
+    `file` wrote (a base it `extends:`, a probe file) has that file's name in `origins`."""
 
     file: str
     data: Any
@@ -97,11 +95,10 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-# libyaml composes (with the same marks) several times faster than PyYAML's Python parser;
-# a document it refuses is parsed again by PyYAML, whose messages say more. Its composer
-# recurses in C without a bound (100,000 nested `[` crash the process), so a document that
-# could nest deeper than C_NESTING_BOUND (every level needs one of `[{-?:` or a line of its
-# own) has its depth read first from libyaml's events, which are made without recursion.
+# libyaml composes (with the same marks) several times faster than PyYAML; a document it refuses is
+# parsed again by PyYAML, whose messages say more. Its composer recurses in C without a bound, so a
+# document that could nest deeper than C_NESTING_BOUND (each level needs one of NESTING_CHARS) has
+# its depth read first from libyaml's events, made without recursion.
 C_COMPOSER = getattr(yaml, "CSafeLoader", None)
 C_NESTING_BOUND = 5_000
 NESTING_CHARS = "[{-?:\n"
