@@ -45,9 +45,8 @@ from runner.tracing import make_observer
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "StartedRun", "load_items", "render_pipeline",
            "run_pipeline", "run_pipeline_async", "spool_stdin"]
 
-# litellm builds its request coroutine in a worker thread; when Ctrl-C or SIGTERM cancels
-# the call meanwhile, that coroutine is dropped unawaited and Python prints a warning
-# that says nothing useful to a user who asked the run to stop.
+# litellm builds its request coroutine in a worker thread: a call Ctrl-C or SIGTERM cancels meanwhile
+# drops it unawaited, and Python's warning says nothing useful to a user who asked the run to stop.
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
@@ -80,15 +79,13 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
 
 
 def spool_stdin(source: ItemSource) -> None:
-    """`--input -`: standard input copied now, once; removed by whoever made the copy (a run, or
-    `runner probe`, which reads the items again after its run)."""
+    """`--input -`: standard input copied once, now; whoever made the copy removes it (a run, `runner probe`)."""
     if is_stdin(source.input_path) and source.stdin_copy is None:
         source.stdin_copy = spool(sys.stdin)
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:
-    """reports/<pipeline>/<input stem>-<hash>/ (runner/runs/folders.py); standard input's is
-    named by a hash of what it held (`stdin-1f3a9c`)."""
+    """reports/<pipeline>/<group>/ (runner/runs/folders.py); standard input's by its content (`stdin-1f3a9c`)."""
     if source.stdin_copy is not None:
         return Path("reports") / pipeline.name / f"stdin-{sha256_file(source.stdin_copy)[:6]}"
     return Path("reports") / pipeline.name / group_name(source.input_path, source.records, pipeline.project_dir)
@@ -99,14 +96,10 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
                  formats: Sequence[str] = (), executor: ExecutorChoice | None = None,
                  role: RunRole | None = None) -> RunOutcome:
     """Run the pipeline over the source's items; write results, summary, reports and run.json.
-    Ctrl-C or SIGTERM ends the run with what finished written, and the outcome says so
-    (`interrupted`, `terminated`); `outcome.stop_if_interrupted()` stops a caller that needs
-    the whole run."""
-    try:
+    Ctrl-C or SIGTERM ends the run with what finished written (`outcome.interrupted`, `terminated`;
+    `outcome.stop_if_interrupted()` stops a caller that needs the whole run)."""
+    with contextlib.suppress(RuntimeError):     # none running: asyncio.run makes one (before the folder is claimed)
         asyncio.get_running_loop()
-    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
-        pass
-    else:
         raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
@@ -138,7 +131,7 @@ async def _until_interrupted(run: StartedRun, progress: Progress) -> RunOutcome:
 async def run_pipeline_async(path: str | Path, source: ItemSource, options: RunOptions,
                              overrides: list[str] | None = None, progress: Progress | None = None,
                              role: RunRole | None = None) -> RunOutcome:
-    """run_pipeline on the caller's event loop (`runner serve`'s jobs), local; cancelling the
+    """run_pipeline on the caller's event loop (a notebook, a server), local; cancelling the
     task interrupts the run. Signals are the caller's."""
     return await StartedRun.start(path, source, options, overrides, role=role).run(progress or Quiet())
 
@@ -153,7 +146,6 @@ class StartedRun:
     concurrency: int
     outcome: RunOutcome
     executor: ExecutorChoice
-    record: RunRecord
     folder: OutputFolder
     group: Path | None
 
@@ -201,11 +193,10 @@ class StartedRun:
                 with contextlib.suppress(OSError):      # a run that never started leaves no folder
                     out_dir.rmdir()
             raise
-        return cls(runtime, items, concurrency, outcome, executor, record, folder, group)
+        return cls(runtime, items, concurrency, outcome, executor, folder, group)
 
     async def discard(self) -> None:
-        """Let the run go unrun (serve's job cancelled while it started): its caches and memo
-        store closed, its folder released, and removed when the run made it."""
+        """Let the run go unrun: its caches and memo store closed, its folder released (removed if it made it)."""
         try:
             await self.runtime.aclose()
         finally:
@@ -220,16 +211,15 @@ class StartedRun:
                     self.outcome.out_dir.rmdir()
 
     async def run(self, progress: Progress) -> RunOutcome:
-        """run.json (status running), the items, the outputs; then run.json's end, the folder
-        released, and `latest` when the run is complete."""
+        """run.json, the items, the outputs; then run.json's end, the folder released, `latest` when complete."""
         failed = True
         try:
-            self.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
+            self.outcome.record.begin(self.outcome.out_dir, explicit_out=self.group is None,
                               models=model_entries(self.runtime.model_spec, list(self.runtime.pipeline.models)))
             await _run(self.runtime, self.items, self.concurrency, self.outcome, progress, self.executor)
             failed = False
         finally:
-            self.record.finish(self.outcome, failed)
+            self.outcome.record.finish(self.outcome, failed)
             self.folder.release()
             if self.group is not None and is_run(self.outcome.out_dir):
                 mark_latest(self.outcome.out_dir, self.outcome.summary)
@@ -356,9 +346,8 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
 
 def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, stream: TextIO,
                     overrides: list[str] | None = None, item_number: int | None = None) -> dict[str, int]:
-    """Print every prompt the LLM steps would send, item by item under its heading; send nothing.
-    The items run through the engine's one entry with the preview role, whose transport answers
-    nothing and prints each prompt."""
+    """Print every prompt the LLM steps would send, item by item under its heading; send nothing
+    (the engine's one entry, with the preview role: its transport prints each prompt)."""
     pipeline = load_pipeline(path, overrides, validated=ValidatedPipelines(options.cache_dir))
     if item_number is not None:          # the caller's source stays as given
         source = replace(source, selection=replace(source.selection, item=item_number))
@@ -369,8 +358,7 @@ def render_pipeline(path: str | Path, source: ItemSource, options: RunOptions, s
         role = RunRole(preview=preview, item_runner=functools.partial(_render_item, stream))
         group = None if options.no_cache else default_group(pipeline, source)     # where a run's memo store is
         asyncio.run(_render(Runtime.create(pipeline, _run_options(options, source, None, group), role), items))
-        for line in preview.estimate.closing_lines():
-            stream.write(line + "\n")
+        stream.writelines(line + "\n" for line in preview.estimate.closing_lines())
         return preview.stats
     finally:
         source.discard_stdin_copy()

@@ -41,8 +41,7 @@ class InputError(RunnerError):
 
 
 class StepError(Exception):
-    """A step failed for this item. `partial` is what the step still knows (e.g. the
-    raw answer of a call whose parse failed); `on_error: continue` yields it."""
+    """A step failed for this item; `partial`: what it still knows (a raw answer), which `on_error: continue` yields."""
 
     def __init__(self, message: str, partial: dict[str, Any] | None = None):
         super().__init__(message)

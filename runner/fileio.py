@@ -2,12 +2,10 @@
 back; and `now()`, the one timestamp the records runner writes carry (run.json's start, cache
 entries, reviews, serve's jobs, a template's `now()`).
 
-A failed write (disk full, quota, read-only folder) is an OutputError (exit 1: the run
-itself failed), and what was already written stays whole. A file read (run results and
-summaries, labels, memo stores) has a size and a depth limit (MAX_DEPTH, and the parser's
-RecursionError caught), every failure a message naming the file and line (InputError, exit
-2), never a traceback; an escaped lone surrogate becomes U+FFFD (runner/safetext.py), so what
-is read can be printed and written again."""
+A failed write (disk full, quota, read-only folder) is an OutputError (exit 1), and what was
+written stays whole. A file read has a size and a depth limit (MAX_DEPTH), every failure an
+InputError naming the file and line, never a traceback; an escaped lone surrogate becomes
+U+FFFD (runner/safetext.py), so what is read can be written again."""
 
 from __future__ import annotations
 
@@ -32,7 +30,6 @@ __all__ = ["OutputError", "atomic_write", "dumps", "open_own", "utf8"]
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-# How run.json, reviews and serve's jobs stamp time, and the templates' `now()`.
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -45,8 +42,7 @@ class OutputError(RunnerError):
 
 
 def _umask() -> int:
-    """The process umask; read from /proc where it can be, since setting it to read it
-    back would briefly change it for every thread."""
+    """The process umask, from /proc where it can be (setting it to read it changes it for every thread)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
             if line.startswith("Umask:"):
@@ -87,9 +83,8 @@ def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUN
 
 
 class AppendFile:
-    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), made or emptied
-    when opened. A piece that cannot be written whole is cut back off (OutputError, naming the
-    file), so the file always ends where the last whole piece did."""
+    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), emptied when opened;
+    a piece that cannot be written whole is cut back off (OutputError naming the file)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -132,8 +127,7 @@ class NotJson(InputError):
 
 
 def too_deep(value: Any) -> bool:
-    """Whether a parsed value (a file's, a request body's) nests past MAX_DEPTH levels
-    (iteratively: no recursion to exhaust)."""
+    """Whether a parsed value nests past MAX_DEPTH levels (walked iteratively: no recursion to exhaust)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         current, depth = stack.pop()

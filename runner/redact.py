@@ -1,14 +1,11 @@
 """Credentials never reach a message runner writes or prints: the one redaction.
 
-One list of the names that mark a secret (`SECRET_NAME`: an environment variable, a mapping
-key, a query parameter), one minimum length of a secret found by value (`MIN_SECRET`), and
-the structural rules of where a credential sits in text: a URL's `user:password@`, and an
-assignment whose name ends with a secret word, in any case, its value bare or quoted
-(`?password=`, `?sslpassword=`, `api_key=`, `PASSWORD=`, libpq's keyword form
-`password='...'`, a header or YAML line `Api_Key: ...`). `redact` is applied where
-messages are made (run warnings, item errors, the CLI's error lines, HTTP answers): it hides
-what sits where a credential sits, and every secret a caller names, a URL runner was given
-holds (`remember_url`) or an environment variable holds."""
+One list of the names that mark a secret (`SECRET_NAME`), one minimum length of a secret found
+by value (`MIN_SECRET`), and where a credential sits in text: a URL's `user:password@`, or an
+assignment to a name ending with a secret word, its value bare or quoted (`?password=`,
+`api_key=`, libpq's `password='...'`, a header `Api_Key: ...`). `redact`, applied where messages
+are made, hides those and every secret a caller names, a URL runner was given holds
+(`remember_url`) or an environment variable holds."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ def _hide_assigned(match: re.Match[str]) -> str:
 
 
 def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
-    """The URL without user:password and with its secret query values replaced by `hidden`
-    (for what is stored: run.json, summaries, links)."""
+    """The URL without user:password, its secret query values replaced by `hidden` (run.json, summaries, links)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -111,8 +107,7 @@ def strip_credentials(url: str, hidden: str = HIDDEN) -> str:
 
 
 def remember_url(url: object) -> None:
-    """Hide this URL's (or libpq keyword string's) credentials from every later message, also
-    where they appear alone."""
+    """Hide this URL's (or libpq keyword string's) credentials from every later message, also where they stand alone."""
     _remembered.update(url_secrets(url) | assigned_secrets(str(url)))
 
 
@@ -130,9 +125,8 @@ def environment_secrets() -> frozenset[str]:
 
 
 def redact(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:
-    """`text` without credentials. `environment`: the environment's secrets read once
-    (environment_secrets) by a caller that redacts every call of a run, rather than
-    os.environ read again for each text; `secrets`: more values to hide (a model's key)."""
+    """`text` without credentials. `environment`: the environment's secrets, read once by a caller
+    that redacts many texts (environment_secrets); `secrets`: more values to hide (a model's key)."""
     known = _known(environment, secrets)
     return _redacted(text, known) if len(text) <= MEMO_CHARS else _redact(text, known)
 
@@ -150,10 +144,8 @@ _redacted = lru_cache(maxsize=256)(_redact)     # the same short text again and 
 
 
 def hide_secrets(text: str, environment: frozenset[str] | None = None, secrets: Iterable[str] = ()) -> str:
-    """`text` with every secret runner knows (named, remembered, the environment's) hidden, by
-    value only: for what a model wrote or was sent (answers, prompts), which the structural
-    rules would rewrite (`{"reason": "it sets API_KEY = \"sk-test\""}` must stay valid JSON,
-    and `primary key = user_id` the words it was)."""
+    """`text` with every secret runner knows hidden by value only: for what a model wrote or was
+    sent, which the structural rules would rewrite (`primary key = user_id` stays as written)."""
     return _hidden(text, _known(environment, secrets))
 
 

@@ -4,11 +4,9 @@ built-ins are the modules of one package. A lookup imports the module named like
 first, and every module of the package when that does not find it (or to list them all). A
 new built-in is a new module in that package; nothing else names it.
 
-Installed packages add entries through Python entry points (`entry_group`, e.g.
-`runner.steps`): the entry point's name is the entry's, its object the entry. They are read
-after the built-ins, only when a name is not a built-in's or all are listed (a run of
-built-ins never reads the installed packages' metadata); a name is taken once, so a plugin
-never replaces a built-in."""
+Installed packages add entries through entry points (`entry_group`, e.g. `runner.steps`), read
+only when a name is not a built-in's or all are listed; a name is taken once, so a plugin never
+replaces a built-in."""
 
 from __future__ import annotations
 
@@ -108,8 +106,7 @@ def _origin(entry: Any) -> str:
 
 
 def entry_point_objects(group: str) -> dict[str, Any]:
-    """Name -> object of every installed entry point of `group`; one that fails to load is a
-    RunnerError naming it (a plugin's bug is not runner's)."""
+    """Name -> object of each installed entry point of `group`; one failing to load is a RunnerError naming it."""
     from importlib.metadata import entry_points
     found: dict[str, Any] = {}
     for point in entry_points(group=group):

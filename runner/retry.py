@@ -40,9 +40,8 @@ def retry_delay(attempt: int, base: float, retry_after: float | None = None) -> 
 
 
 async def with_retries(send: Callable[[], Awaitable[T]], retries: int, backoff: float) -> T:
-    """`send()` until it returns, at most `retries` more times while it raises Retryable;
-    anything else it raises ends at once. Out of retries (or told to wait too long), the
-    last Retryable is raised."""
+    """`send()` until it returns, at most `retries` more times while it raises Retryable (anything
+    else ends at once); out of retries, or told to wait too long, the last Retryable is raised."""
     for attempt in range(retries + 1):
         try:
             return await send()

@@ -1,15 +1,11 @@
 """The one encoding path for text runner writes: results, summaries, calls.jsonl, the LLM
 cache, reports and exports.
 
-Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d` in a JSON answer or
-record, or the `surrogateescape` stand-in of an undecodable byte) becomes U+FFFD, the
-replacement character a UTF-8 decoder gives an undecodable byte, so every file says the
-same thing about the same bad text and no write fails on it. XML 1.0 also refuses most
-control characters and U+FFFE/U+FFFF: `xml_text` replaces those too.
-
-What JSON cannot hold at all is refused, not replaced: a value that holds itself (a plugin's
-result), NaN or infinity, an integer longer than Python writes (`writable_value`,
-UnwritableValue saying which). The walks never recurse and stop at a cycle."""
+Text that cannot be UTF-8 (a lone surrogate from an escaped `\\ud83d`, or the `surrogateescape`
+stand-in of an undecodable byte) becomes U+FFFD, as a UTF-8 decoder makes of a bad byte, so no
+write fails on it; `xml_text` also replaces what XML 1.0 refuses. What JSON cannot hold is
+refused (`writable_value`, UnwritableValue saying which): a value that holds itself, NaN or
+infinity, an integer longer than Python writes. The walks never recurse and stop at a cycle."""
 
 from __future__ import annotations
 
@@ -47,11 +43,9 @@ class UnwritableValue(ValueError):
 
 
 def _is_clean(value: Any, strict: bool = False) -> bool:
-    """Whether every string in `value` is UTF-8-able: a walk that builds nothing (a result's
-    strings are almost always fine, so most results need no copy). UnwritableValue when a
-    container holds itself, and with `strict` when a number cannot be written as JSON. A
-    container is walked once: one reached again is shared (fine) or a cycle, told apart by
-    `_holds_itself` only then."""
+    """Whether every string in `value` is UTF-8-able, by a walk that builds nothing; UnwritableValue
+    when a container holds itself (`_holds_itself`, asked only when one is reached twice), and
+    with `strict` when a number cannot be written as JSON."""
     stack, seen, again, clean = [value], set(), False, True
     while stack:
         current = stack.pop()
@@ -101,8 +95,7 @@ _MAX_DIGITS = sys.get_int_max_str_digits() or 10**9       # Python's own limit o
 
 
 def _refuse_number(value: float) -> None:
-    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near
-    the limit, at 3 bits a digit, is tried)."""
+    """UnwritableValue for NaN, infinity or an integer longer than Python writes (one near the limit is tried)."""
     if isinstance(value, float):
         raise UnwritableValue(f"it holds {value!r} (JSON has no NaN or infinity)")
     try:
@@ -130,8 +123,7 @@ def _cleaned(value: Any) -> Any:
 
 
 def clean_value(value: Any) -> Any:
-    """A JSON-like value with every string (keys too) passed through `clean_text`: the value
-    itself when nothing needs it (the usual case, checked without copying)."""
+    """`value` with every string (keys too) through `clean_text`: itself when nothing needs it (checked, not copied)."""
     return value if _is_clean(value) else _cleaned(value)
 
 

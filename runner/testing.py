@@ -13,19 +13,15 @@ instead of over the network:
     model.uninstall()
     model.answer_embeddings({"a cat": [1.0, 0.0], "a dog": [0.6, 0.8]})   # embeddings requests, by text
 
-Rules match by model name (the part after `scripted/`), prompt substring and any test of
-the request body; the first rule that matches answers, each of its replies in turn (the
-last one again while `repeat_last`); no rule: `default`. A reply's status, headers, body
-and finish reason are turned into the answer or the error exactly as the HTTP transport
-turns a server's (runner/llm/client/http.py), so retries, breakers and structured-output
-fallbacks behave as they do against a server. It records every request (`requests`,
-`calls()`) and the most requests it held at once (`peak_in_flight`); `hold()` keeps every
-answer back until `release()`; `gather = n` holds the first answers (at most GATHER_SECONDS) until
-n requests were in flight at once, so a test of a concurrency cap sees the cap reached however
-slowly a loaded machine sends the requests.
-
-It lives in the process that installed it: the processes and Ray executors' workers do
-not see it (test those against a server)."""
+Rules match by model name (the part after `scripted/`), prompt substring and any test of the
+request body; the first that matches answers, each of its replies in turn (the last again while
+`repeat_last`); no rule: `default`. A reply becomes the answer or error as the HTTP transport
+makes a server's (runner/llm/client/http.py), so retries, breakers and fallbacks behave as
+against a server. It records every request (`requests`, `calls()`) and `peak_in_flight`;
+`hold()` keeps every answer back until `release()`; `gather = n` holds the first answers (at
+most GATHER_SECONDS) until n requests were in flight at once, so a test of a concurrency cap
+reaches it however slowly a loaded machine sends them. Worker processes and Ray actors do not
+see it (test those against a server)."""
 
 from __future__ import annotations
 
@@ -105,8 +101,7 @@ class Request:
 
 
 def completion_body(reply: Reply, model: str, logprobs: list[dict[str, Any]] | None = None) -> str:
-    """A chat completion (or the error a scripted status sends), as JSON text; with these
-    token logprobs, when given."""
+    """A chat completion (or the error a scripted status sends) as JSON text, with these token logprobs if given."""
     if reply.status >= 400:
         return json.dumps({"error": {"message": f"scripted status {reply.status}",
                                      "type": "fake_error", "code": reply.status}})
@@ -228,8 +223,7 @@ class ScriptedModel(Script):
         return await self._answer(request, lambda reply: answer(reply, model, spec, embeddings=len(texts)))
 
     async def _answer(self, request: Request, make: Callable[[Reply], Completion]) -> Completion:
-        """The reply the rules pick for `request`, recorded, held and delayed as scripted, made
-        into the answer by `make`."""
+        """The reply the rules pick for `request` (recorded, held, delayed as scripted), made the answer by `make`."""
         with self.lock:
             self.requests.append(request)
             self.in_flight += 1
@@ -256,8 +250,7 @@ class ScriptedModel(Script):
 
 def answer(reply: Reply, model: str, spec: ModelSpec, logprobs: list[dict[str, Any]] | None = None,
            embeddings: int | None = None) -> Completion:
-    """The completion (the vectors of `embeddings` texts), or the classified error, the HTTP
-    transport makes of this reply."""
+    """The completion (or the vectors of `embeddings` texts), or the error, the HTTP transport makes of this reply."""
     if reply.close:
         raise TransportError("connection", "connection failed: the server closed the connection without answering")
     headers = {key.lower(): str(value() if callable(value) else value) for key, value in reply.headers.items()}

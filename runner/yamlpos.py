@@ -19,10 +19,8 @@ Path = tuple[str | int, ...]
 
 @dataclass
 class Located:
-    """Loaded data and where each path came from (1-based line, column).
-
-    A pipeline made of several files (a variant and the base it `extends:`, a probe file) keeps,
-    for each path written by another file than `file`, that file's name in `origins`."""
+    """Loaded data and where each path came from (1-based line, column); a path another file than
+    `file` wrote (a base it `extends:`, a probe file) has that file's name in `origins`."""
 
     file: str
     data: Any
@@ -71,10 +69,8 @@ class Located:
 
 
 def move_positions(located: Located, source: Path, target: Path) -> None:
-    """Give every position at or below `source` to the same place below `target` (a value
-    that moves within the data keeps pointing at where it was written). The key at `source`
-    itself moves only to a key of the same name: `params.x.default` moving up to `params.x`
-    leaves the key `x` where it is."""
+    """Give every position at or below `source` to the same place below `target` (a moved value
+    points at where it was written); the key at `source` moves only to a key of the same name."""
     size = len(source)
     same_key = bool(source) and bool(target) and source[-1] == target[-1]
     tables: list[dict[Path, Any]] = [located.value_pos, located.key_pos, located.origins]
@@ -99,11 +95,10 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-# libyaml composes (with the same marks) several times faster than PyYAML's Python parser;
-# a document it refuses is parsed again by PyYAML, whose messages say more. Its composer
-# recurses in C without a bound (100,000 nested `[` crash the process), so a document that
-# could nest deeper than C_NESTING_BOUND (every level needs one of `[{-?:` or a line of its
-# own) has its depth read first from libyaml's events, which are made without recursion.
+# libyaml composes (with the same marks) several times faster than PyYAML; a document it refuses is
+# parsed again by PyYAML, whose messages say more. Its composer recurses in C without a bound, so a
+# document that could nest deeper than C_NESTING_BOUND (each level needs one of NESTING_CHARS) has
+# its depth read first from libyaml's events, made without recursion.
 C_COMPOSER = getattr(yaml, "CSafeLoader", None)
 C_NESTING_BOUND = 5_000
 NESTING_CHARS = "[{-?:\n"
@@ -111,11 +106,8 @@ NESTING_CHARS = "[{-?:\n"
 
 def compose(text: str) -> yaml.Node | None:
     """The node tree of one YAML document (None: an empty one), by libyaml where it is
-    installed, else (and for the wording of a document libyaml refuses) by PyYAML.
-
-    A document nested deeper than Python's recursion limit is a RecursionError before it is
-    composed (no walk over its nodes could take it), found by libyaml's event pass rather than
-    PyYAML's scanner, which is quadratic in the depth."""
+    installed, else (and for the wording of a document libyaml refuses) by PyYAML. One nested
+    past the recursion limit is a RecursionError first (libyaml's events, never recursing)."""
     if C_COMPOSER is None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     try:
@@ -160,10 +152,8 @@ Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_
 
 
 def load_value(text: str) -> Any:
-    """One YAML document as plain data, safe-load semantics as everywhere (a YAML input, a
-    `--set` or `--record` value; a pipeline keeps its positions: load_located).
-    yaml.YAMLError when it is not one: aliases that expand past MAX_ALIAS_EXPANSION, or a value
-    nested past MAX_DEPTH levels, the bound JSON has (fileio)."""
+    """One YAML document as plain data (a YAML input, a `--set` or `--record` value); yaml.YAMLError
+    for aliases expanding past MAX_ALIAS_EXPANSION or nesting past MAX_DEPTH (JSON's bound)."""
     too_deep = f"nested too deeply (more than {MAX_DEPTH} levels)"
     try:
         node = compose(text)
@@ -178,8 +168,7 @@ def load_value(text: str) -> Any:
 
 
 def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, str] | None:
-    """The first collection past `limit` levels of collections (as fileio.too_deep counts a
-    JSON value's), with `message`; walked without recursion."""
+    """The first collection past `limit` levels (as fileio.too_deep counts), with `message`; walked, not recursed."""
     stack = [(root, 1)]
     while stack:
         node, depth = stack.pop()
@@ -237,9 +226,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def alias_problem(root: yaml.Node) -> tuple[yaml.Node, str] | None:
-    """Why a composed document cannot be expanded (an alias to itself, or aliases that
-    expand past MAX_ALIAS_EXPANSION nodes), with the anchored node to blame; else None.
-    One pass over the distinct nodes: sizes are counted, never expanded."""
+    """Why a composed document cannot be expanded (an alias to itself, or aliases expanding past
+    MAX_ALIAS_EXPANSION nodes), with the anchored node to blame; one pass, nothing expanded."""
     sizes: dict[int, int] = {}
     uses: dict[int, int] = {}
     nodes: dict[int, yaml.Node] = {}

@@ -7,18 +7,12 @@
         latest-partial        the newest partial (--item, --filter, --limit) or interrupted run
         verification_map.json memo stores and other state shared by the runs live here
 
-A group is one pipeline over one input: the input's stem, then a short hash of its path
-relative to the project (the folder holding pipelines/), so `labelled/report.md` and
-`report.md` never share a group, and the name stays the same from any working directory
-and on any machine. `--record` runs group by a hash of their records.
-
-Only complete runs become `latest`: diff, eval and --failed-from compare like with like
-unless a partial run is named (its folder, or the `latest-partial` file).
-
-`latest` is a small text file rather than a symlink: symlinks need privileges on Windows
-and are dropped or followed by zip files and CI artifact uploads; a text file works
-everywhere. Every command that takes a run accepts the run folder, its group folder (meaning
-its latest run) or the `latest` file itself."""
+A group is one pipeline over one input: the input's stem and a short hash of its path relative
+to the project (the folder holding pipelines/), the same from any working directory or machine;
+`--record` runs group by a hash of their records. Only complete runs become `latest`, so diff,
+eval and --failed-from compare like with like unless a partial run is named. `latest` is a text
+file, not a symlink (Windows, zip files and CI artifact uploads mishandle those). A command that
+takes a run accepts the run folder, its group folder (its latest run) or a `latest` file."""
 
 from __future__ import annotations
 
@@ -77,8 +71,7 @@ def new_run_dir(group: Path) -> Path:
 
 
 def mark_latest(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Point `latest` (a complete run) or `latest-partial` (any other) at this run, whose
-    summary.json the run has just written as `summary` (not read back)."""
+    """Point `latest` (a complete run) or `latest-partial` at this run, whose summary.json is `summary`."""
     pointer = LATEST if is_whole(summary) else LATEST_PARTIAL
     atomic_write(run_dir.parent / pointer, run_dir.name + "\n")
 
@@ -88,7 +81,7 @@ def is_run(folder: Path) -> bool:
 
 
 def is_complete(folder: Path) -> bool:
-    """A run over its whole input that finished (runs from before run.json count as complete)."""
+    """A run over its whole input that finished."""
     return is_whole(read_summary(folder))
 
 
@@ -124,8 +117,7 @@ def latest_run(group: Path) -> Path | None:
 
 
 def resolve_run(location: Path) -> Path:
-    """A run folder from a run folder, a group folder (its latest complete run), or a
-    `latest` or `latest-partial` file."""
+    """A run folder from a run folder, a group folder (its latest complete run) or a `latest(-partial)` file."""
     if location.name in POINTERS and location.is_file():
         pointed = _pointed(location.parent, location.name)
         if location.name == LATEST_PARTIAL and pointed is not None:
@@ -185,9 +177,8 @@ def read_summary(folder: Path) -> dict[str, Any]:
 
 
 def read_checked(path: Path, schema: str) -> dict[str, Any] | None:
-    """run.json or summary.json (None when there is none) when it is an object whose fields
-    have the types runner's `schema` of the file gives: a damaged or tampered file is a message
-    naming the file and the field (exit 2), never a value read the wrong way (`"partial": "no"`)."""
+    """run.json or summary.json (None when there is none), its fields checked against `schema`:
+    a damaged file is an InputError naming the file and field, never misread (`"partial": "no"`)."""
     if not path.is_file():
         return None
     data = read_json(path)

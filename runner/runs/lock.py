@@ -34,8 +34,7 @@ def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
 
 
 def held(folder: Path) -> bool:
-    """Whether a live run holds the folder's lock (one that died, even by SIGKILL, left it
-    free). Read-only: the lock file is opened to ask, never written."""
+    """Whether a live run holds the folder's lock (a dead run's is free); asked read-only, never written."""
     try:
         fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
     except OSError:

@@ -1,8 +1,7 @@
 """run.json: how a run was made, enough to rebuild its exact command and to tell two runs apart
-(the pipeline and the files it is made of by hash, the models, the input by content hash, the
-selection), written when the run starts and again when it ends. Never an API key: values
-under secret-looking keys are redacted (a template naming an env var stays), URLs lose their
-user:password and secret query values."""
+(the pipeline and its files by hash, the models, the input by content hash, the selection),
+written when the run starts and when it ends. Never an API key: literal values under secret
+names are redacted, URLs lose their user:password and secret query values."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ MANIFEST = "run.json"
 FORMAT = 1
 REDACTED = "<redacted>"
 _TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".json", ".txt", ".md")
+strip_credentials = partial(without_credentials, hidden=REDACTED)      # a URL as run.json shows it
 
 
 def sha256_file(path: Path) -> str:
@@ -36,11 +37,6 @@ def sha256_file(path: Path) -> str:
 def sha256_json(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without user:password and with secret query values as <redacted>."""
-    return without_credentials(url, REDACTED)
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -65,8 +61,7 @@ def redact_assignment(text: str) -> str:
 
 
 def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
-    """Every string in a value, however deep in its mappings and lists (and with `numbers`,
-    every number as text)."""
+    """Every string in a value, however deep (with `numbers`, every number as text too)."""
     if isinstance(value, (dict, list)):
         for inner in value.values() if isinstance(value, dict) else value:
             yield from strings_in(inner, numbers)
@@ -77,9 +72,8 @@ def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
 
 
 def used_files(pipeline: Pipeline) -> dict[str, str]:
-    """sha256 of every other file the pipeline is made of (the bases it extends, the parts and
-    plugin files it names; its own file's is `file_sha256`), of every prompt and schema file it
-    names, and of the templates they include; each by its path in the project."""
+    """sha256 of every other file the pipeline is made of (bases, parts, plugin files), every
+    prompt and schema file it names and the templates they include, by path in the project."""
     found: dict[str, str] = {}
     plugin_files = [Path(spec) for spec in pipeline.plugins if spec.endswith(".py")]
     for source in [*pipeline.sources[1:], *plugin_files]:

@@ -1,10 +1,7 @@
-"""One run's record: its manifest (run.json), whether it is partial, and for a `--failed-from`
-rerun the complete view of its parent.
-
-A `--failed-from` rerun's results.jsonl holds the rerun items' new results and the parent's
-for every other item, so its summary, report and diff cover the whole input, and the next
-`--failed-from` starts from the whole input again rather than a shrinking set. A run over a
-selection (`--item`, `--filter`, `--limit`) is partial, and never `latest`."""
+"""One run's record: its manifest (run.json), whether it is partial (over `--item`, `--filter`
+or `--limit`: never `latest`), and a `--failed-from` rerun's parent, whose results for the
+items not redone its results.jsonl holds: its summary, report, diff and next `--failed-from`
+cover the whole input, never a shrinking set."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ class RunRecord:
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
              items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
              kind: str = "run") -> RunRecord:
-        """Everything known before the run; a --failed-from parent over another input is refused
-        here. `items` is counted (a pass over the input), never held."""
+        """Everything known before the run (`items` counted, never held); refuses a --failed-from over another input."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
@@ -125,8 +121,7 @@ class RunRecord:
         return cls(manifest, planned, input_items, partial, parent, selected)
 
     def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
-        """Write run.json (status running) into the claimed run folder; `models`: each
-        model's entry as the run resolved it (manifest.model_entries)."""
+        """Write run.json (status running) into the claimed run folder, with `models` as resolved."""
         self.run_dir = run_dir
         self.manifest["models"] = models
         self.manifest["group"] = None if explicit_out else str(run_dir.parent)

@@ -1,8 +1,7 @@
 """What a run is asked to do: which items (ItemSource, with its Selection) and how (RunOptions).
 
-Plain data, filled in by the command line or a Python caller, read by the engine, the run's
-record (run.json) and the LLM service. Who makes the run and where what it computes goes
-(a probe, a worker, `runner serve`) is not an option: runner/engine/context.py's RunRole."""
+Plain data from the command line or a Python caller; who makes the run and where what it
+computes goes (a probe, a worker, `runner serve`) is runner/engine/context.py's RunRole."""
 
 from __future__ import annotations
 

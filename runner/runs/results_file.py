@@ -27,10 +27,8 @@ _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
 class ResultsLog(AppendFile):
-    """results.jsonl: each result appended as one complete line as soon as it finishes; and
-    beside it answered.jsonl, the index of each item whose result a model's answer made (its
-    own calls', or one it reused that carried the note: kept.ANSWERED_FIELD), which a run
-    reusing this one's results reads (`answered_items`)."""
+    """results.jsonl, each result appended as one line as it finishes; and answered.jsonl, the
+    index of each item a model's answer made (kept.ANSWERED_FIELD), for `answered_items`."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -53,8 +51,7 @@ class ResultsLog(AppendFile):
 
 def answered_items(folder: Path) -> set[int]:
     """The items of the run in `folder` whose result a model's answer made: its answered.jsonl
-    (whole lines), or without one (a run folder written before there was one, or a run no
-    model answered), the items a call of its calls.jsonl answered."""
+    (whole lines), or without one, those a call of its calls.jsonl answered."""
     path = folder / ANSWERED_FILE
     if not path.is_file():
         return {call["item"] for call in read_calls(folder / CALLS_FILE)
@@ -202,10 +199,8 @@ class Taken:
 
 
 def merge_parent(path: Path, parent: Path) -> Taken:
-    """A `--failed-from` rerun made complete: the parent's results for the items it did not redo
-    merged into its results file, and those of them a model's answer made (the parent's
-    answered.jsonl, which records its own answers and those it reused) added to its
-    answered.jsonl, so that a rerun of this rerun counts them too."""
+    """A `--failed-from` rerun made complete: the parent's results for the items not redone
+    merged into its results file, those a model's answer made added to its answered.jsonl."""
     taken = Taken()
     theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
     made = answered_items(parent.parent)
@@ -246,8 +241,7 @@ def _error_of(line: str) -> str | None:
 
 
 def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:
-    """A run's results in index order, one at a time (a killed run's file is sorted first); a
-    line that is not a result is a located message."""
+    """A run's results in index order, one at a time (a killed run's file sorted first), each line checked."""
     path = folder / RESULTS
     if in_order(result_lines(path)):
         yield from iter_results(folder)

@@ -9,7 +9,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,9 @@ class Parts:
         self.catalog = Catalog(self.pipelines_dir, self.settings.cache_dir, self.overrides)
         self.judging = Judging(self.settings, self.catalog, self.store)
         self.jobs = JobBoard(root, self.judging)
-        self.reviews = review_store(root, self.store)
+        # feedback goes beside results kept in PostgreSQL, else into the review store `runner view` uses
+        self.reviews = (ReviewStore.beside(self.store) if isinstance(self.store.db, PostgresDatabase)
+                        else ReviewStore(root / "reports" / REVIEWS_FILE))
         await self.jobs.start()
 
     async def close(self) -> None:
@@ -63,8 +65,7 @@ class Parts:
 
 
 def open_result_store(url: str | None, default: Path) -> ResultStore:
-    """The store at `url`: postgresql://... or libpq's `host=... dbname=...` (psycopg 3), an
-    SQLite file path, or `default`."""
+    """The store at `url` (postgresql://..., libpq's `host=... dbname=...`, an SQLite file), else at `default`."""
     if url and is_postgres(url):
         return ResultStore.postgres(url)
     return ResultStore.sqlite(_sqlite_path(url, default))
@@ -78,9 +79,8 @@ def _sqlite_path(url: str | None, default: Path) -> Path:
 
 
 def check_store(url: str | None, default: Path) -> None:
-    """A --db that can never work, refused before the server starts (InputError): a scheme
-    with no store, a PostgreSQL URL libpq cannot read, a file that is not an SQLite database.
-    An unreachable PostgreSQL server is no reason: the server starts degraded and reconnects."""
+    """A --db that can never work (a scheme with no store, a URL libpq cannot read, a file that is
+    no SQLite database) refused (InputError); an unreachable server starts degraded and reconnects."""
     if url and is_postgres(url):
         from psycopg import ProgrammingError
         from psycopg.conninfo import conninfo_to_dict
@@ -96,14 +96,6 @@ def check_store(url: str | None, default: Path) -> None:
         open_result_store(url, default).close()
     except StoreUnavailable as exc:
         raise InputError(f"--db: {exc}") from None
-
-
-def review_store(root: Path, results: ResultStore) -> ReviewStore:
-    """Where feedback goes: the results' PostgreSQL database when they are kept there, else the
-    review store of the runs under the project's reports/ (the one `runner view` uses)."""
-    if isinstance(results.db, PostgresDatabase):
-        return ReviewStore.beside(results)
-    return ReviewStore(root / "reports" / REVIEWS_FILE)
 
 
 def record(store: ReviewStore, served: Served, stored: StoredResult, agrees: bool, user: str,
@@ -128,9 +120,8 @@ def json_response(value: Any, status: int = 200, **headers: str) -> Response:
 
 def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits: Limits | None = None,
                overrides: list[str] | None = None) -> FastAPI:
-    """The app serving the pipelines in `pipelines` (a folder) from the project `settings.root`
-    (where it runs: relative paths in the pipelines are read from there), each with the
-    `overrides` (`--set` and `--model`, as `runner run` takes them) applied."""
+    """The app serving the pipelines of the folder `pipelines` from the project `settings.root`
+    (relative paths in them read from there), each with the `overrides` (`--set`, `--model`)."""
     limits = limits or Limits()
     server = Parts(settings, pipelines, db, overrides)
 
@@ -251,9 +242,8 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                                                                                 "pipeline as it is now).")) -> Response:
         """The stored result for that content, under the pipeline as it is now (or as `pipeline_hash`)."""
         stored = await _stored(pipeline, item_key, pipeline_hash)
-        return json_response({"pipeline": stored.pipeline, "pipeline_hash": stored.pipeline_hash,
-                              "item_key": stored.item_key, "stored_at": stored.stored_at,
-                              "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
+        return json_response({**asdict(stored), "trace_id": stored.result.get("mlflow_trace_id"),
+                              "result": without_reads(stored.result)})
 
     @app.post("/v1/results/{item_key}/feedback", response_model=openapi.FeedbackResponse, responses=ERRORS)
     async def feedback(item_key: str, body: openapi.FeedbackRequest,
@@ -285,10 +275,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
 
 
 async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[InputWriter], None], str | None]:
-    """A multipart job: its `params` (a JSON object), and its `file` (JSON lines; or CSV, JSON or
-    YAML by its name, CSV by its type too: kept as it came, for that adapter to read): the
-    suffix it is kept under, what copies it, and its name as uploaded (without folders), which
-    its items' errors say as `runner run` says the file it reads."""
+    """A multipart job's `params` (a JSON object) and `file`, kept as it came: the suffix saying
+    its adapter (jobs.UPLOADS by its name, CSV by its type too, else JSON lines), what copies it,
+    and its name as uploaded (without folders), which its items' errors say."""
     form = await request.form(max_files=1, max_fields=4)
     upload, raw = form.get("file"), form.get("params")
     if upload is None or isinstance(upload, str):
@@ -299,7 +288,8 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):
         raise ApiError(400, "params: give a JSON object")
-    name = (upload.filename or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
+    base = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]       # without folders
+    name = base.lower()
     suffix = next((kind for kind in UPLOADS if name.endswith(kind)), None) or (
         ".jsonl" if name.endswith(JSON_LINES) else ".csv" if (upload.content_type or "").startswith("text/csv")
         else OWN_KIND if "." in name.strip(".") else ".jsonl")
@@ -307,5 +297,5 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
     def copy(writer: InputWriter) -> None:
         for chunk in iter(lambda: upload.file.read(1 << 16), b""):
             writer.write_bytes(chunk)
-    shown = " ".join((upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1].split())[:200]
+    shown = " ".join(base.split())[:200]
     return params, suffix, copy, shown or None

@@ -28,8 +28,7 @@ UPLOAD_ROUTE = re.compile(r"/v1/pipelines/[^/]+/jobs")        # the one route th
 
 
 class ApiError(RunnerError):
-    """A client's mistake (4xx) or an unavailable part of the server (503): its message is
-    the JSON body's `error`."""
+    """A client's mistake (4xx) or an unavailable part of the server (503); its message is the body's `error`."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -69,8 +68,7 @@ def add_error_handlers(app: FastAPI) -> None:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
         return error(500, "internal error (the server's log has the details)")
 
-    for kind in (ApiError, StoreUnavailable, RunnerError):
-        app.add_exception_handler(kind, known)
+    app.add_exception_handler(RunnerError, known)      # ApiError and StoreUnavailable too: found by their MRO
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(Exception, bug)
@@ -85,12 +83,9 @@ class Limits:
 
 
 class Guard:
-    """ASGI middleware: the Host a request names (on loopback, only loopback names), the bearer
-    token on every route but the open ones (health and the API's description), and the body
-    size: a declared length over the limit is refused before it is read, a body that grows
-    past it while it is read is cut off there (413 either way). Only a job's upload (multipart
-    to the jobs route) may be larger than other bodies, whatever another route is sent. A NUL
-    byte in the path or query (no database takes one) is refused here, on every route."""
+    """ASGI middleware on every route: the Host (on loopback, only loopback names), a NUL byte in
+    the path or query, the bearer token (but on OPEN_PATHS), and the body size: over the limit
+    when declared or once read that far, 413; only a job's multipart upload may be larger."""
 
     def __init__(self, app: ASGIApp, limits: Limits):
         self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload

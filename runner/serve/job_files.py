@@ -37,11 +37,9 @@ def job_folder(root: Path) -> Path:
 
 
 class InputWriter:
-    """A job's input as it arrives: JSON lines (one record a line), or an uploaded file byte for
-    byte (`suffix`: the CSV, JSON or YAML adapter, or the pipeline's own, reads it as `runner
-    run` would: jobs.input_format),
-    then kept under its content hash: jobs over the same input share a run group, as runs of
-    one file do."""
+    """A job's input as it arrives (JSON lines, or an upload byte for byte, read by the adapter
+    its `suffix` says: jobs.input_format), then kept under its content hash: jobs over the same
+    input share a run group, as runs of one file do."""
 
     def __init__(self, root: Path, suffix: str = ".jsonl"):
         self.folder = job_folder(root) / "inputs"
@@ -76,11 +74,9 @@ class InputWriter:
 
 
 class Claims:
-    """Which server runs which job, for servers sharing one project. Each server holds the lock
-    of its own folder under reports/.runner-serve/servers/ while it lives (a run folder's lock,
-    runner/runs/lock.py: a killed server's is free at once); each job names its server
-    (`owner`). A server takes up at its start only the jobs whose server is gone, under one
-    lock of that folder, so two servers starting at once never both take a job."""
+    """Which server runs which job (`owner`), for servers sharing one project. Each holds the lock of
+    its folder under reports/.runner-serve/servers/ while it lives (runner/runs/lock.py: free once
+    it dies), and at its start takes up only the jobs whose server is gone, under one lock."""
 
     def __init__(self, root: Path):
         self.folder = job_folder(root) / "servers"
@@ -115,12 +111,10 @@ class Claims:
 
 
 class ResumeIndex:
-    """What a killed (or stopped) job's run wrote, for the run that takes the job up again in
-    its folder: the results, by item key, in a small database beside the job (a run of any
-    size is never held in memory), each noted when a model's answer made it (its answered.jsonl,
-    kept.ANSWERED_FIELD), and the calls of those results' items, set aside in a file
-    beside it (the new run starts calls.jsonl afresh, then writes them back: `kept_calls`).
-    The calls of items whose results were not written are left out: those items run again."""
+    """What a killed or stopped job's run wrote, for the run taking it up in its folder: the
+    results by item key in a small database (never held in memory), each noted when a model's
+    answer made it (kept.ANSWERED_FIELD), and those items' calls set aside (`kept_calls`: the new
+    run writes them back into its fresh calls.jsonl); the other items run again."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -173,9 +167,8 @@ def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def _whole_lines(path: Path) -> Iterator[bytes]:
-    """The complete lines of a file being appended to, up to the first without its newline (a
-    line still being written, or cut by a kill): read on past it, the next read would return
-    only that line's tail, which ends in a newline but is no line."""
+    """The complete lines of a file being appended to, up to the first without its newline (being
+    written, or cut by a kill: read on, its tail would pass for a line)."""
     try:
         with path.open("rb") as handle:
             for line in handle:
@@ -187,7 +180,6 @@ def _whole_lines(path: Path) -> Iterator[bytes]:
 
 
 async def results_lines(path: Path | None) -> AsyncIterator[bytes]:
-    """A run's results.jsonl as it stands, whole lines only, CALLS_BATCH at a time (the file is
-    read as it was opened: the run's end replaces it by a new file, put in input order)."""
+    """A run's results.jsonl as it stands when opened (its end replaces it), whole lines, CALLS_BATCH at a time."""
     for lines in _batches(_whole_lines(path), CALLS_BATCH) if path is not None else ():
         yield b"".join(lines)

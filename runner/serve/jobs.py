@@ -3,9 +3,8 @@ thread: reading the input may take seconds), in a run folder under reports/ that
 lists (statuses: queued, running, succeeded, failed as `runner run` fails, cancelled).
 
 A job's record is a JSON file in reports/.runner-serve/jobs/, written at each change of status.
-A server killed mid-job, or stopped, takes it up at its next start in the same run folder: each
-result written is kept, the rest judged (the LLM cache answering what was answered before);
-when the pipeline hash changed in between, every item is judged again and `notes` say so."""
+A server killed mid-job, or stopped, takes it up at its next start in the same run folder,
+keeping each result written (unless the pipeline hash changed: all judged again, `notes` say)."""
 
 from __future__ import annotations
 
@@ -190,8 +189,11 @@ class JobBoard:
                     resumed = await _off_the_loop(functools.partial(ResumeIndex.of, sidecar, self.root / job.run),
                                                   lambda index: asyncio.to_thread(index.remove))
                 else:           # results of another pipeline (a prompt, schema or model changed): judged again
-                    self._note(job, f"the pipeline changed since this job's results were judged (pipeline hash "
-                                    f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
+                    note = (f"the pipeline changed since this job's results were judged (pipeline hash "
+                            f"{judged_under} -> {variant.hash}): every item is judged again, none resumed")
+                    job.notes.append(f"{now()} {note}")         # in the job's record and the server's log
+                    self.save(job)
+                    sys.stderr.write(f"runner serve: job {job.id}: {note}\n")
             source = ItemSource(self.root / job.input, input_format=input_format(variant.pipeline, Path(job.input)),
                                 input_name=job.input_name or job.input)
             start = functools.partial(StartedRun.start, variant.pipeline.file, source, self.judging.options(**more),
@@ -217,15 +219,8 @@ class JobBoard:
             job.ended_at = now() if job.status != "queued" else None
             self.save(job)
 
-    def _note(self, job: Job, text: str) -> None:
-        """A line in the job's record (`notes`) and in the server's log."""
-        job.notes.append(f"{now()} {text}")
-        self.save(job)
-        sys.stderr.write(f"runner serve: job {job.id}: {text}\n")
-
     async def cancel(self, job_id: str) -> Job:
-        """Stop a job, keeping what finished: a queued one never starts, a running one writes
-        its results so far, summary and reports (an interrupted run)."""
+        """Stop a job, keeping what finished: a queued one never starts, a running one ends as an interrupted run."""
         job = self.get(job_id)
         if job.status not in ("queued", "running"):
             raise ApiError(409, f"job {job_id} is {job.status}: nothing to cancel")
@@ -255,10 +250,8 @@ class JobBoard:
 
 
 async def _off_the_loop(work: Callable[[], T], let_go: Callable[[T], Awaitable[Any]]) -> T:
-    """`work` in a worker thread: reading a job's files (counting a JSONL upload's lines, parsing
-    a JSON or YAML one whole, indexing the results of a run taken up again) never holds the event
-    loop and the other requests. A job cancelled meanwhile waits for it to end, then lets its
-    result go."""
+    """`work` (reading a job's files, which may take seconds) in a worker thread, off the event loop;
+    a job cancelled meanwhile waits for it to end, then lets its result go."""
     done = asyncio.ensure_future(asyncio.to_thread(work))
     try:
         return await asyncio.shield(done)
@@ -286,10 +279,9 @@ OWN_KIND = ".input"
 
 
 def input_format(pipeline: Pipeline, path: Path) -> str | None:
-    """The adapter reading a job's input: an uploaded CSV, JSON or YAML file by the adapter its
-    name says (the pipeline's own, with its options, when the pipeline reads that kind), as
-    `runner run` would; another file by the pipeline's (None); JSON lines by the pipeline's
-    adapter when it reads them, else by jsonl."""
+    """The adapter reading a job's input, as `runner run` picks it: an uploaded CSV, JSON or YAML
+    file by its name's; another file by the pipeline's (None); JSON lines by the pipeline's
+    when it reads JSON, else by jsonl."""
     if path.suffix in UPLOADS:
         return UPLOADS[path.suffix]
     if path.suffix == OWN_KIND:
@@ -298,10 +290,9 @@ def input_format(pipeline: Pipeline, path: Path) -> str | None:
 
 
 def check_input(pipeline: Pipeline, path: Path) -> None:
-    """ApiError(400) when the job's input cannot be read at all, as `runner run` refuses it before
-    the first item: a CSV upload without a usable header or without a column its `with.types`
-    names, a JSON or YAML upload that is not valid (read whole, here in a thread and again by the
-    run); a row or line that cannot be read is that item's error when the job runs."""
+    """ApiError(400) for an input `runner run` refuses before its first item: a CSV upload
+    without a usable header or a column its `with.types` names, an invalid JSON or YAML upload;
+    a row or line that cannot be read is that item's error when the job runs."""
     adapter = input_format(pipeline, path) or pipeline.adapter
     if adapter not in ("csv", "json", "yaml"):
         return

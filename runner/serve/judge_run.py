@@ -1,8 +1,7 @@
-"""/judge's run folder: the items a served pipeline variant's long-lived runtime judges are a
-run like any other, in reports/<pipeline>/judge-<pipeline hash>/<start time>/, made when the
-variant judges its first item: run.json (kind `serve`), calls.jsonl, results.jsonl (each item
-as it ends), and when the variant closes (the server stops, or the variant is evicted) the
-summary and reports every run's end writes. A result answered from the store is not in it."""
+"""/judge's run folder: what a served pipeline variant's runtime judges is a run like any other,
+in reports/<pipeline>/judge-<pipeline hash>/<start time>/ from its first item (run.json of kind
+`serve`, calls.jsonl, results.jsonl), ended with its summary and reports when the variant closes.
+A result answered from the store is not in it."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ class JudgeRun:
     def __init__(self, root: Path, runtime: Runtime, overrides: list[str]):
         self.root, self.runtime, self.overrides = root, runtime, overrides
         self.started = False
-        self._open: tuple[RunRecord, RunOutcome, ResultsLog, ErrorCount, OutputFolder] | None = None
+        self._open: tuple[RunOutcome, ResultsLog, ErrorCount, OutputFolder] | None = None
         self.judged = 0
 
     def open(self) -> None:
@@ -58,15 +57,14 @@ class JudgeRun:
             return
         # the run's own options (the LLM service, made at the first call, writes calls.jsonl there)
         runtime.options = replace(runtime.options, out_dir=out)
-        self._open = (record, RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
+        self._open = (RunOutcome(pipeline, out, [], {}, record=record), log, ErrorCount(runtime), folder)
 
     def keep(self, position: int, result: dict[str, Any]) -> None:
-        """A judged item's result, appended to results.jsonl; its LLM tally settled as a run's is.
-        A folder that cannot be written to any more (a full disk) ends the recording, said
-        once; the request is answered all the same."""
+        """A judged item's result appended to results.jsonl, its LLM tally settled; a folder that
+        cannot be written any more ends the recording, said once (the request is answered)."""
         if self._open is None:
             return
-        record, outcome, log, errors, folder = self._open
+        outcome, log, errors, folder = self._open
         answered = errors.add(position, result)
         try:
             log.append(result, answered)
@@ -77,7 +75,7 @@ class JudgeRun:
                 with contextlib.suppress(OSError, RunnerError):
                     log.close()
                 with contextlib.suppress(OSError, RunnerError):
-                    record.finish(outcome, True)        # run.json says it failed, not running
+                    outcome.record.finish(outcome, True)        # run.json says it failed, not running
             finally:
                 folder.release()
             return
@@ -88,18 +86,16 @@ class JudgeRun:
         sys.stderr.write(redact(f"runner serve: {message}\n"))
 
     async def aclose(self) -> None:
-        """The runtime closed and, when the run began, its summary.json and reports: a finished
-        run over the items it judged."""
+        """The runtime closed, then (when the run began) its summary.json and reports over the items judged."""
         try:
             await self.runtime.aclose()
         finally:
             if self._open is not None:
                 await self._finish(*self._open)
 
-    async def _finish(self, record: RunRecord, outcome: RunOutcome, log: ResultsLog, errors: ErrorCount,
-                      folder: OutputFolder) -> None:
+    async def _finish(self, outcome: RunOutcome, log: ResultsLog, errors: ErrorCount, folder: OutputFolder) -> None:
         self._open = None
-        failed = True
+        record, failed = outcome.record, True
         try:
             log.close()
             record.planned = record.input_items = self.judged

@@ -6,7 +6,6 @@ and one computation per (pipeline, hash, item key) however many requests ask at 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import itertools
 import json
@@ -76,15 +75,13 @@ def stored_form(result: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in result.items() if name not in ("index", "item_key")}
 
 
-def _fresh(found: StoredResult | None) -> StoredResult | None:
+def _fresh(found: StoredResult | None) -> dict[str, Any] | None:
     """A stored result whose data files are as they were when judged (without their reads)."""
-    result = reusable(found.result) if found is not None else None
-    return dataclasses.replace(found, result=result) if found is not None and result is not None else None
+    return reusable(found.result) if found is not None else None
 
 
 class SingleFlight(Generic[T]):
-    """One computation per key however many ask at once: identical in-flight requests (the same
-    pipeline hash and item key) make one set of LLM calls, not two."""
+    """One computation per key however many ask at once: identical requests in flight make one set of LLM calls."""
 
     def __init__(self) -> None:
         self._running: dict[Hashable, asyncio.Task[T]] = {}
@@ -169,9 +166,8 @@ class Judging:
         return variant
 
     def _evict(self, keep: tuple[str, str]) -> None:
-        """The least recently used idle variants past MAX_VARIANTS, closed in the background (a
-        run's summary and reports are not written on a request's path); never `keep`, the one
-        just made for the request."""
+        """The least recently used idle variants past MAX_VARIANTS (never `keep`, just made), closed
+        in the background: their run's summary and reports are not written on a request's path."""
         while len(self._variants) > MAX_VARIANTS:
             idle = next((key for key, v in self._variants.items() if v.busy == 0 and key != keep), None)
             if idle is None:
@@ -202,9 +198,9 @@ class Judging:
             variant.busy -= 1
 
     async def _answer(self, variant: Variant, position: int, item: Item,
-                      stored: StoredResult | None) -> dict[str, Any]:
+                      stored: dict[str, Any] | None) -> dict[str, Any]:
         if stored is not None:
-            result, source = stored.result, "store"
+            result, source = stored, "store"
         else:
             numbered = Item(next(self._indexes), item.value, item.parent, item.error, item.exploded_from)
             try:
@@ -217,9 +213,8 @@ class Judging:
 
     async def served_item(self, variant: Variant, runtime: Runtime, item: Item,
                           run: JudgeRun | None = None) -> tuple[dict[str, Any], str]:
-        """(result, source) of one item: the stored one, else computed once however many ask
-        (a request's by the variant's runtime, recorded in its `run`; a job's by its own runtime,
-        whose run records it: a store that cannot be reached is skipped)."""
+        """(result, source) of one item: the stored one, else computed once however many ask (by a
+        request's variant, recorded in its `run`; by a job's runtime, which skips an unreachable store)."""
         async def compute() -> tuple[dict[str, Any], str, bool]:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
@@ -229,7 +224,7 @@ class Judging:
                 stored = None
             fresh = _fresh(stored)
             if fresh is not None and stored is not None:
-                return fresh.result, "store", answered_before(stored.result)
+                return fresh, "store", answered_before(stored.result)
             return await self._compute(variant, runtime, item, run)
         (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
@@ -265,11 +260,9 @@ class Judging:
         return result, source, answered
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
-        """A job's run: the pipeline's shared LLM client, and each item a result its earlier run
-        already wrote (`resumed`), else the store, else computed; `counts` tallies where each came
-        from (resumed, store, memo, judged) or that it errored (errors). Taking a job up again,
-        the run first writes the earlier run's calls of those results into its calls.jsonl,
-        which it started afresh."""
+        """A job's run: the pipeline's shared LLM client; each item from its earlier run
+        (`resumed`, whose calls are written first into the fresh calls.jsonl), else the store, else
+        computed; `counts` tallies where each came from (resumed, store, memo, judged) or errors."""
         to_write = [resumed] if resumed is not None else []
 
         async def run_one(runtime: Runtime, item: Item) -> dict[str, Any]:
@@ -289,8 +282,7 @@ class Judging:
         return RunRole(shared_llm=self.client(variant.name), item_runner=run_one)
 
     async def aclose(self) -> None:
-        """Every variant closed (its /judge run ended), the evicted ones' closing awaited; one
-        that fails to close does not keep the others or the clients open."""
+        """Every variant's run ended, the evicted ones' awaited; one that fails to close keeps nothing else open."""
         variants, self._variants = list(self._variants.values()), OrderedDict()
         closing = [variant.run.aclose() for variant in variants] + list(self._closing)
         for failed in await asyncio.gather(*closing, return_exceptions=True):

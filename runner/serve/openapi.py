@@ -1,11 +1,9 @@
 """The OpenAPI document of `runner serve` as the server really answers (/openapi.json, /docs):
 the bodies of its routes (pydantic models), then the document.
 
-FastAPI documents a client's mistake as 422 with its own error shape; this server answers
-400 with `{"error": ...}` (runner/serve/http.py), so the document says that on every
-operation, with the statuses the guard sends on any route (400 for a Host or a NUL byte,
-401 without the token, 413 for a body over the limit), and the bearer token as a security
-scheme: required when the server has a token, optional when it has none."""
+FastAPI documents a client's mistake as 422; this server answers 400 with `{"error": ...}`
+(runner/serve/http.py), so the document says that on every operation, with the guard's
+statuses (400, 401, 413) and the bearer token as a security scheme (optional without one)."""
 
 from __future__ import annotations
 
@@ -187,9 +185,8 @@ def document(app: FastAPI, token: bool) -> dict[str, Any]:
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
     """The methods the routes at `path` answer (OPTIONS and a 405's `Allow`)."""
-    methods: set[str] = set()
-    for route in app.router.routes:
-        if isinstance(route, Route) and route.methods and "OPTIONS" not in route.methods:
-            if route.matches({"type": "http", "path": path, "method": "GET"})[0] != Match.NONE:
-                methods |= route.methods
+    methods = {method for route in app.router.routes
+               if isinstance(route, Route) and route.methods and "OPTIONS" not in route.methods
+               and route.matches({"type": "http", "path": path, "method": "GET"})[0] != Match.NONE
+               for method in route.methods}
     return sorted(methods | {"OPTIONS"}) if methods else []

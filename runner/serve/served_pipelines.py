@@ -1,9 +1,8 @@
 """The pipelines `runner serve` serves: every pipeline file directly in PIPELINES_DIR, loaded
-and checked at the start and again when a pipeline, prompt or schema file changes, each with
-the server's `--set` and `--model` applied first; and what a request may set (the params its
-`params_schema` declares), applied as `--set params.NAME=VALUE`, so the pipeline's hash
-(Runtime.made_by, which keys its stored results) holds them. A param value naming a path that
-leaves the project (absolute, `~`, `..`) is refused."""
+with the server's `--set` and `--model` at the start and again when a pipeline, prompt or
+schema file changes; and the params a request may set (its `params_schema`), applied as `--set
+params.NAME=VALUE` so the pipeline's hash (which keys stored results) holds them. A param value
+naming a path that leaves the project (absolute, `~`, `..`) is refused."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
-from runner.runs.manifest import pipeline_entry, strings_in
+from runner.runs.manifest import strings_in, used_files
 from runner.serve.http import ApiError
 from runner.templating.sandbox import attribute_refs, parse_source
 
@@ -107,9 +106,8 @@ class Catalog:
 
 
 def request_overrides(served: Served, params: dict[str, Any] | None) -> list[str]:
-    """`params.NAME=VALUE` assignments for a request's params (an object: the request's model
-    says so), or ApiError(400) naming each param a request may not set or whose value leaves
-    the project."""
+    """`params.NAME=VALUE` assignments for a request's params, or ApiError(400) naming each param
+    a request may not set or whose value leaves the project."""
     problems = []
     params = params or {}
     for name, value in params.items():
@@ -184,7 +182,7 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
 def _template_texts(pipeline: Pipeline) -> Iterator[str]:
     for part in ("steps", "output", "memo"):
         yield from strings_in(pipeline.located.data.get(part))
-    for name in pipeline_entry(pipeline, [])["files"]:
+    for name in used_files(pipeline):
         if name.startswith("prompts/"):
             try:
                 yield (pipeline.project_dir / name).read_text(encoding="utf-8")

@@ -4,34 +4,27 @@ loopback, a free port, a folder of pipelines), then uvicorn in this process."""
 from __future__ import annotations
 
 import gc
-import ipaddress
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import InputError
+from runner.llm.client.spec import LOOPBACK_NAME, host_identity
 from runner.serve.app import DEFAULT_DB, check_store, create_app
 from runner.serve.http import Limits, bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
 from runner.stores.database import is_postgres, shown_url
-from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 
 
 def is_loopback(host: str) -> bool:
-    if host in LOOPBACK:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return host_identity(host.strip("[]")) == LOOPBACK_NAME
 
 
 def check_overrides(folder: Path, cache_dir: Path, overrides: list[str]) -> None:
-    """--set and --model refused before the server starts (InputError) where they break a
-    pipeline that loads without them, as `runner run` refuses them."""
+    """--set and --model refused (InputError) where they break a pipeline that loads without them, as runs do."""
     if not overrides:
         return
     broken = Catalog(folder, cache_dir, overrides).problems

@@ -5,12 +5,10 @@ every commit); PostgreSQL (psycopg 3) is a team's shared server, its connection 
 after it is lost. A database that cannot be reached or used raises StoreUnavailable (503
 from `runner serve`), its message without the password.
 
-An SQLite store several processes open at once (`open_shared`: the memo store, the batch store
-too) has WAL, a busy timeout, its tables, and write transactions that take their lock at once
-(`transaction`). Two processes creating the same store at the same moment may both read the new
-file and then both want it to themselves (to switch it to WAL, to create the tables): SQLite
-answers "database is locked" at once instead of waiting, as waiting could deadlock; one goes
-on, and the other tries again until the busy timeout passes."""
+An SQLite store several processes open at once (`open_shared`: the memo and batch stores) has
+WAL, a busy timeout, its tables, and write transactions that lock at once (`transaction`). Two
+processes creating one store at once may both get "database is locked" at once (waiting could
+deadlock): each tries again until the busy timeout passes."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ SETUP_RETRY = 0.01        # seconds between tries to set up a store another proc
 
 
 def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode, its store in WAL with `schema` created; sqlite3.Error
-    for a file that is not a usable database."""
+    """An autocommit connection to a WAL store with `schema` created; sqlite3.Error for a file that is no database."""
     # connect's timeout is SQLite's busy timeout: a write waits that long for another run's.
     db = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=check_same_thread)
     try:
@@ -57,9 +54,8 @@ def open_shared(path: Path, schema: str, busy_ms: int = BUSY_MS, check_same_thre
 
 @contextlib.contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction on an autocommit connection, its lock taken first (BEGIN
-    IMMEDIATE: two runs never both read and then both want to write); rolled back on any error,
-    a failed COMMIT's included (the lock is never kept for the rest of the run)."""
+    """One write transaction, its lock taken first (BEGIN IMMEDIATE: two runs never both read,
+    then both want to write); rolled back on any error, a failed COMMIT's included."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
@@ -71,9 +67,8 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def postgres_sql(sql: str) -> str:
-    """A statement with parameters written for SQLite (`?` placeholders) as psycopg runs it (`%s`).
-    It may hold no literal (`'...'`, `%`): its values are parameters, so every `?` is a placeholder.
-    A statement without parameters (a schema, `SELECT 1`) is sent as written."""
+    """A statement written for SQLite (`?` placeholders) as psycopg runs it (`%s`); it may hold no
+    literal (`'...'`, `%`), so every `?` is a placeholder."""
     if "'" in sql or "%" in sql:
         raise ValueError(f"an SQL statement holds a literal; pass it as a parameter: {sql[:80]}")
     return sql.replace("?", "%s")

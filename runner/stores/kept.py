@@ -1,14 +1,11 @@
 """What makes a kept result, so that it is reused only where it still holds. A result kept for
 later (the memo store, `runner serve`'s result store) carries the data files its item's steps
-read (`read_table`, `read_lines`), each with a digest of its contents, and is reused only
-while every file still holds what it held. A memo entry also carries the hash of what made it
-(Runtime.made_by: the resolved pipeline with its params, prompt and schema files, models;
-serve's store is keyed by it): one made by another pipeline, or by an earlier version without
-it, is not reused.
+read (`read_table`, `read_lines`) with a digest of each, and is reused only while every file
+holds what it held. A memo entry also carries the hash of what made it (Runtime.made_by, which
+keys serve's store): one made by another pipeline, or without it, is not reused.
 
-The notes live in a context variable set around each item (run_item), so steps of one item,
-however nested or concurrent, note into its one dict; a caller that set one first (serve's
-judging) gets the notes of the items it runs."""
+The reads are noted into a context variable set around each item (run_item), however nested
+or concurrent its steps; a caller that set one first (serve's judging) gets them."""
 
 from __future__ import annotations
 
@@ -66,9 +63,8 @@ def answered_before(stored: dict[str, Any]) -> bool:
 
 
 def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, Any] | None:
-    """A kept result without its notes, or None when another pipeline made it (`made_by` given
-    and not the one it was kept with) or a file it read changed (or is gone); the reads are
-    noted again for the item taking it (its own result is kept with them)."""
+    """A kept result without its notes, or None when another pipeline made it (`made_by` given) or
+    a file it read changed or is gone; its reads are noted again for the item taking it."""
     if made_by is not None and stored.get(MADE_BY_FIELD) != made_by:
         return None
     reads = stored.get(READS_FIELD)

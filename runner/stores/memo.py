@@ -1,12 +1,10 @@
 """Results kept by a content key across runs (`memo:` in a pipeline).
 
-An item whose key is in the store reuses the stored result with no step run, whatever the
-LLM cache holds; failed items are never stored. The store is an SQLite database, one row per
-key, one upsert (its own transaction) per finished item: WAL and a busy timeout, so a run
-killed with SIGKILL keeps every item it stored, two runs sharing a store both keep their
-entries, and a run reads only the keys it asks for. A store configured as `name.json` lives
-in `name.sqlite` beside it; an existing `name.json` ({key: result}, the format of earlier
-versions) is imported once, the first time its database is opened, and left as it was."""
+An item whose key is in the store reuses its result with no step run; failed items are never
+stored. An SQLite database (WAL, a busy timeout), one upsert per finished item: a killed run
+keeps what it stored, runs sharing a store keep both's entries. A store configured as
+`name.json` lives in `name.sqlite`; an existing `name.json` ({key: result}) is imported once,
+when its database is first opened, and left as it was."""
 
 from __future__ import annotations
 
@@ -83,10 +81,8 @@ class MemoStore:
                            (name, len(entries), now))
 
     def get(self, key: str, usable: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
-        """The stored result (as `usable` takes it: None when it may not be reused), counted as a
-        hit, with the note that a model's answer made it when one did (kept.ANSWERED_FIELD);
-        None when none is stored or its row is not a JSON object (counted in `unreadable`, as
-        the LLM cache takes an unreadable entry for a miss)."""
+        """The stored result as `usable` takes it (a hit, noted kept.ANSWERED_FIELD when a model's
+        answer made it); None when none is usable, or its row is no JSON object (`unreadable`)."""
         row = self._db.execute("SELECT result FROM memo WHERE key = ?", (key,)).fetchone()
         stored = None if row is None else self._readable(row[0])
         entry = None if stored is None else usable(stored)
@@ -130,11 +126,8 @@ class MemoStore:
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
-    """An existing store opened to read alone: no schema, no journal mode set, and no write
-    possible (query_only). Opened in place (mode=rw: nothing is created) so that closing the
-    last connection removes the -wal and -shm files SQLite makes while it is open, as a run's
-    close does; read only by its permissions (a store on a read-only disk, or another user's),
-    it is opened mode=ro, whose -wal and -shm SQLite cannot remove."""
+    """An existing store opened to read alone (query_only; no schema, no journal mode): mode=rw,
+    so closing it removes SQLite's -wal and -shm files, unless its permissions make it mode=ro."""
     mode = "rw" if os.access(path, os.W_OK) else "ro"
     db = sqlite3.connect(f"file:{quote(str(path))}?mode={mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                          isolation_level=None, check_same_thread=False)

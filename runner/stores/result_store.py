@@ -1,11 +1,8 @@
 """Judged results kept by what they judged (`runner serve`): one row per pipeline name, hash of
 the pipeline's resolved content (params included) and item key, so a changed pipeline, or a
-request with other params, judges again while an unchanged one answers from here.
-
-One store, two databases (runner/stores/database.py): SQLite (WAL) in a file beside the
-pipelines by default, PostgreSQL for a team's shared server; the same SQL on both, the same
-tests. A database that cannot be reached raises StoreUnavailable, which the server answers
-with 503, never a crash."""
+request with other params, judges again while an unchanged one answers from here. The same
+SQL on SQLite (a file beside the pipelines, by default) or PostgreSQL (a team's server); one
+that cannot be reached raises StoreUnavailable, which the server answers with 503."""
 
 from __future__ import annotations
 
@@ -44,7 +41,6 @@ class StoredResult:
 class ResultStore:
     def __init__(self, db: Database):
         self.db = db
-        self.url = db.url
 
     @classmethod
     def sqlite(cls, path: Path) -> ResultStore:

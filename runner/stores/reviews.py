@@ -1,11 +1,10 @@
 """People's reviews of verdicts, the one feedback store: `runner view`, `runner serve`'s
 feedback route and `runner feedback` all write it, each review made by `review_of` (so one
 rule says what a review may say) and given by `record_review` (runner/tracing/feedback.py).
-SQLite in WAL mode beside the runs (REPORTS_DIR/reviews.sqlite), or PostgreSQL beside
-`runner serve`'s results there; keyed by pipeline and the item's content key (`item_key`, a
-hash of its input), so a review follows its item into every later run of the same content.
-One row per reviewer and item (a second review by the same person replaces the first); each
-write is its own transaction, so several reviewers at once lose nothing."""
+SQLite beside the runs (REPORTS_DIR/reviews.sqlite), or PostgreSQL beside `runner serve`'s
+results; keyed by pipeline and `item_key` (a hash of the input), so a review follows its item
+into every later run of it. One row per reviewer and item (a second review replaces the
+first), each write its own transaction."""
 
 from __future__ import annotations
 
@@ -76,17 +75,15 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM {{table}}"
 
 
 class ReviewRefused(InputError):
-    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400,
-    exit 2)."""
+    """A review that contradicts itself or names a verdict the pipeline cannot give (HTTP 400, exit 2)."""
 
 
 def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *, label: str | None = None,
               rationale: str | None = None, reviewer: str | None = None, verdicts: Sequence[str] | None = None,
               run: str | None = None, item_index: int | None = None, trace_id: str | None = None) -> Review:
-    """The review a person gives of the verdict `judged` (None: the result has none): `agrees`
-    (a thumbs-up) and, optionally, the right verdict (`label`). Refused (ReviewRefused, with
-    the reason) when the two contradict each other, or the label is not one of the pipeline's
-    `verdicts` (when those are known: runner/checks/checker.py)."""
+    """A person's review of the verdict `judged` (None: the result has none): `agrees` and the
+    right verdict (`label`), refused (ReviewRefused) when they contradict each other or the
+    label is not one of the pipeline's `verdicts` (when known)."""
     correct = (label or "").strip()[:MAX_LABEL] or None
     if correct is not None:
         if verdicts and correct not in verdicts:
@@ -105,8 +102,7 @@ def review_of(pipeline: str, item_key: str, judged: str | None, agrees: bool, *,
 
 
 class ReviewStore:
-    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite), or in PostgreSQL beside `runner
-    serve`'s results (`beside`), the same table either way."""
+    """The reviews in SQLite (REPORTS_DIR/reviews.sqlite), or beside `runner serve`'s PostgreSQL results (`beside`)."""
 
     def __init__(self, path: Path, create: bool = True):
         if not create and not path.is_file():
