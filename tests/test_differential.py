@@ -478,6 +478,8 @@ def test_a_job_after_judge_is_the_run(case: str, serving: Callable[[str], tuple[
                       {"done": expected.counts["items"], "errors": expected.counts["errors"]})
     streamed = [untimed(json.loads(line)) for line in client.get(f"/v1/jobs/{job['id']}/results").text.splitlines()]
     differences.check("results served", streamed, expected.results)
+    differences.check("juror agreement", (folder_outcome(setup.root / job["run"], None).summary or {}).get("juries"),
+                      (expected.summary or {}).get("juries"))
     differences.none(json.dumps(job))
 
 
@@ -547,10 +549,6 @@ def test_render_of_a_rerun_from_the_memo_store_shows_the_calls_it_sends(in_proce
         {item: sorted(prompts) for item, prompts in sent.items()}, (done.output, second.output)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 61, found by the differential hunt: summary.json's `juries` "
-                   "(juror agreement) is measured over the jury steps a run ran; a result from the memo store "
-                   "(or serve's store, or a --failed-from parent) keeps no votes, so the rerun's agreement "
-                   "covers the ticket judged again alone (alpha null) where the run's covers every ticket")
 def test_a_rerun_from_the_memo_store_measures_the_jurors_as_the_run(in_process: Callable[[str], Setup]) -> None:
     first, second = memo_reruns(in_process("tickets"))
     assert (second.summary or {}).get("juries") == (first.summary or {}).get("juries")

@@ -15,13 +15,14 @@ from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
 from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, step_class
+from runner.engine.steps.jury import add_votes
 from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
-from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting_reads, reusable
+from runner.stores.kept import ANSWERED_FIELD, Notes, answered_before, kept, noting, reusable
 from runner.templating.step_results import Result, ResultList
 
 if TYPE_CHECKING:
@@ -143,12 +144,15 @@ def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> 
 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
-    """One item's result: its output fields, `index`, and `error` when there is one."""
-    with noting_reads() as reads:
-        return await _run_item(runtime, item, reads)
+    """One item's result: its output fields, `index`, and `error` when there is one; its juries'
+    votes (its own, or those of the result it reused) are added to the run's juror agreement."""
+    with noting() as notes:
+        result = await _run_item(runtime, item, notes)
+    add_votes(runtime, notes.votes)
+    return result
 
 
-async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict[str, Any]:
+async def _run_item(runtime: Runtime, item: Item, notes: Notes) -> dict[str, Any]:
     result: dict[str, Any] = {"index": item.index, "item_key": item.key}
     if item.error:
         result["error"] = item.error
@@ -225,7 +229,7 @@ async def _run_item(runtime: Runtime, item: Item, reads: dict[str, str]) -> dict
         result = _without_unwritable(result, outcome)
     await runtime.observer.item_end(item, result)
     if memo is not None and memo_key is not None and not outcome.error:
-        _remember(runtime, memo, memo_key, result, scope, reads, item.index)
+        _remember(runtime, memo, memo_key, result, scope, notes, item.index)
     return result
 
 
@@ -243,7 +247,7 @@ def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[s
 
 
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
-              reads: dict[str, str], position: int) -> None:
+              notes: Notes, position: int) -> None:
     """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing),
     noting whether a model answered it (its LLM tally, read and kept for the run's count)."""
     skip = runtime.pipeline.memo.skip_when if runtime.pipeline.memo else None
@@ -254,7 +258,7 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
     answered = runtime.llm_used and item_end(runtime, position, result, keep=True).answered
-    memo.put(key, kept(result, reads, runtime.made_by, answered))
+    memo.put(key, kept(result, notes, runtime.made_by, answered))
 
 
 async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.health import item_end
+from runner.engine.steps.jury import add_votes
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
@@ -30,7 +31,7 @@ from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
-from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting_reads, reusable, without_reads
+from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting, reusable, without_reads
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
@@ -222,8 +223,10 @@ class Judging:
                 if run is not None:
                     raise
                 stored = None
-            fresh = _fresh(stored)
+            with noting() as notes:
+                fresh = _fresh(stored)
             if fresh is not None and stored is not None:
+                add_votes(runtime, notes.votes)         # its jurors count in this run's agreement
                 return fresh, "store", answered_before(stored.result)
             return await self._compute(variant, runtime, item, run)
         (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
@@ -240,7 +243,7 @@ class Judging:
         """(result, source, whether a model's answer made it: its calls', or the memo entry's)."""
         if run is not None:
             run.open()
-        with noting_reads() as reads:
+        with noting() as notes:
             result = await run_item(runtime, item)
         end = item_end(runtime, item.index, result, keep=True)      # its run's recorder settles it
         source = "error" if end.error else "cache" if end.cached else "judged"
@@ -249,7 +252,7 @@ class Judging:
             if source != "error":           # stored first: a paid result is kept whatever its run folder does
                 try:
                     await asyncio.to_thread(self.store.put, variant.name, variant.hash, item.key,
-                                            kept(without_reads(stored_form(result)), reads, answered=answered))
+                                            kept(without_reads(stored_form(result)), notes, answered=answered))
                 except StoreUnavailable as exc:
                     if run is not None:
                         raise

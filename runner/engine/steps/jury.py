@@ -36,6 +36,7 @@ from runner.engine.voting import (
     vote_rule,
 )
 from runner.errors import StepError, did_you_mean
+from runner.stores.kept import note_votes
 from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 
@@ -87,9 +88,7 @@ class Jury(PromptedStep):
                             partial={"votes": _shown(answered, ctx.args)}) from None
         outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
                         vote_spec["reason_field"])
-        kind = IntervalAgreement if method in NUMERIC else Agreement      # Krippendorff's alpha, or Fleiss' kappa
-        agreement = ctx.runtime.resource(_agreements).setdefault(ctx.spec.id, kind())
-        agreement.add({v.seat: v.value for v in votes if v.valid})
+        note_votes(ctx.spec.id, method in NUMERIC, {v.seat: v.value for v in votes if v.valid})
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
@@ -214,6 +213,14 @@ def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
     """Each jury step's agreement figures, kept as running sums over its items."""
     runtime.summary_sections["juries"] = jury_summary
     return {}
+
+
+def add_votes(runtime: Runtime, noted: list[list[Any]]) -> None:
+    """An item's jury votes (kept.note_votes: its own, or those a result it reused kept), added to
+    the run's agreement: Krippendorff's alpha for a numeric vote, else Fleiss' kappa."""
+    for step, numeric, votes in noted:
+        kind = IntervalAgreement if numeric else Agreement
+        runtime.resource(_agreements).setdefault(step, kind()).add(votes)
 
 
 def take_agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
