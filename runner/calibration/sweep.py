@@ -106,15 +106,17 @@ def run_sweep(request: SweepRequest, on_estimate: Callable[[list[Setting]], None
             setting.status, setting.scores = "ran", run_setting(request, setting.values, rows, cache_only=False).scores
     report = _report(request, settings, settings[0].name)
     if failed_in is not None and request.failed_calls:
+        run, items = failed_in
         seen = [int(s.get("errors") or 0) for s in report["settings"] if s.get("status") != "needs_calls"]
-        report["failed_before"] = {"run": str(failed_in), "calls": len(request.failed_calls),
+        report["failed_before"] = {"run": str(run), "calls": len(request.failed_calls), "items": items,
                                    "errored_items": sorted(set(seen)), "cache": str(request.cache_dir)}
     return report
 
 
-def _failed_before(request: SweepRequest) -> Path | None:
+def _failed_before(request: SweepRequest) -> tuple[Path, int] | None:
     """The calls that failed in the latest complete run of this pipeline over this input (its
-    calls.jsonl), put in `request.failed_calls`; that run's folder, or None."""
+    calls.jsonl), put in `request.failed_calls`; that run's folder and how many of its items
+    made them, or None."""
     from runner.llm.calls.file import read_calls
     from runner.runs.folders import CALLS_FILE, latest_run
     pipeline = load_pipeline(request.pipeline, request.overrides)
@@ -124,15 +126,17 @@ def _failed_before(request: SweepRequest) -> Path | None:
     if run is None:
         return None
     answered: set[str] = set()
+    items: dict[str, set[Any]] = {}
     for call in read_calls(run / CALLS_FILE):
         key = str(call.get("key") or "")
         if call.get("error") and not call.get("cached") and key:
             request.failed_calls.setdefault(key, str(call["error"]))
+            items.setdefault(key, set()).add(call.get("item"))
         elif key:
             answered.add(key)
     for key in answered:
         request.failed_calls.pop(key, None)
-    return run
+    return run, len(set().union(*(items[key] for key in request.failed_calls)))
 
 
 def _from_cache(request: SweepRequest, values: list[dict[str, str]], rows: list[LabelRow]) -> list[Setting]:

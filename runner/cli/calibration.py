@@ -174,9 +174,9 @@ def _failed_before_line(before: dict[str, Any]) -> str:
         return (f"{before['calls']} call(s) that failed in {before['run']} were not sent again, and none was needed: "
                 f"the cache at {cache} answered every call this sweep made (no item errored at any setting)")
     errored = f"{seen[0]}" if len(seen) == 1 else f"{seen[0]} to {seen[-1]}"
-    return (f"{before['calls']} call(s) that failed in {before['run']} were not sent again (--allow-calls sends each "
-            f"of them once): {errored} item(s) errored at each setting for want of them; the other answers came "
-            f"from the cache at {cache}")
+    return (f"{before['calls']} call(s) that failed in {before['run']}, made by {before['items']} item(s) there, "
+            f"were not sent again (--allow-calls sends each of them once); {errored} item(s) errored at each "
+            f"setting, from any cause; the other answers came from the cache at {cache}")
 
 
 def align_command(

@@ -106,7 +106,9 @@ def test_a_sweep_counts_calls_that_failed_as_errors_at_every_point_without_sendi
     assert "needs" not in result.output and fake_llm.requests == []
     report = json.loads((project.root / "sweep" / "sweep.json").read_text())
     assert [(s["status"], s["errors"]) for s in report["settings"]] == [("cached", 3)] * 5
-    assert "3 call(s) that failed" in result.stderr
+    assert "3 call(s) that failed" in result.stderr and "made by 3 item(s) there" in result.stderr
+    assert "3 item(s) errored at each setting, from any cause" in result.stderr
+    assert report["failed_before"]["items"] == 3
 
 
 def test_a_sweep_sends_each_missing_call_once_and_names_ties(project, fake_llm, monkeypatch, cli):
