@@ -33,6 +33,8 @@ def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, li
 
 
 def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
+    if not isinstance(located.data, dict):
+        raise ConfigError([located.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
     problems = declared_params(located)
     data = located.data
     if "extends" not in data:
@@ -53,10 +55,7 @@ def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, 
     if base_file in here:
         cycle = " -> ".join(display(f) for f in [*here, base_file])
         raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
-    base = read_located(base_file)
-    if not isinstance(base.data, dict):
-        raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
-    base, sources = _expand(base, base_file, project_dir, tuple(here))
+    base, sources = _expand(read_located(base_file), base_file, project_dir, tuple(here))
     merged = _Merge(located, base)
     problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
     if problems:
