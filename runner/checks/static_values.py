@@ -99,7 +99,7 @@ class Resolver:
                  output: Mapping[str, Any], step_ids: Collection[str]):
         self.params = params
         self.result_shape = result_shape
-        self.output = output if isinstance(output, Mapping) else {}
+        self.output = output
         self.step_ids = step_ids
         self._outputs: dict[str, Known | None] = {}
 
@@ -169,9 +169,8 @@ class Resolver:
 def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:
     """The values the verdict field (summary.count_by, an output field) is known to take, as
     text (a result is counted by its verdict's text); None when they are open."""
-    summary, output = data.get("summary"), data.get("output")
-    field = summary.get("count_by") if isinstance(summary, Mapping) else None
-    if not isinstance(field, str) or not isinstance(output, Mapping) or field not in output:
+    field, output = data.get("summary", {}).get("count_by"), data.get("output", {})
+    if field not in output:
         return None
     known = resolver.of_template(output[field], {"steps", "params"})
     if known is None or known.values is None:
