@@ -16,6 +16,7 @@ import jinja2
 from jinja2 import nodes
 
 import runner.templating.sandbox as templating
+from runner.checks.result_shapes import JSON_TYPES
 
 # The kind of what a filter returns, whatever it is given.
 _FILTER_KINDS = {**dict.fromkeys(("int", "float", "round", "abs", "length", "count", "sum"), "number"),
@@ -37,15 +38,8 @@ class Known:
 
 
 def kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, (list, tuple)) else "object"
+    kind = next((name for cls, name in JSON_TYPES if isinstance(value, cls)), "object")
+    return "array" if isinstance(value, tuple) else _JSON_KINDS[kind]
 
 
 def of_value(value: Any) -> Known:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.checks.result_shapes import JSON_TYPES
 from runner.errors import Problem, did_you_mean
 from runner.yamlpos import Located, move_positions
 
@@ -80,10 +81,6 @@ def _older_form(params: dict[str, Any], schemas: Any) -> str:
             "own type), and remove params_schema")
 
 
-JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
-                                            (dict, "object"), (list, "array"))
-
-
 def typed_defaults(located: Located) -> None:
     """Give each param declared by a plain default (no schema of its own, in any file of a
     variant) the type of that default, located where the default is."""
@@ -93,8 +90,8 @@ def typed_defaults(located: Located) -> None:
         return
     schemas = data.setdefault("params_schema", {})
     for name, value in params.items():
-        kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), None)
-        if name in schemas or kind is None:
+        kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), "null")
+        if name in schemas or kind == "null":
             continue
         schemas[name] = {"type": kind}
         where = located.where(("params", name), key=True)
