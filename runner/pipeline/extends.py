@@ -80,8 +80,8 @@ class _Merge:
         self.variant, self.base = variant, base
         self.out = Located(variant.file, None)
         self.problems: list[Problem] = []
-        over = {k: v for k, v in variant.data.items() if k != "extends"}
-        self.out.data = self.mapping(self.base.data, (self.base, ()), over, (self.variant, ()), ())
+        self.out.data = self.mapping(self.base.data, (self.base, ()), variant.data, (self.variant, ()), (),
+                                     drop=("extends",))       # an expanded base has no `extends`
         if "name" not in self.variant.data:
             self.out.data["name"] = Path(self.variant.file).stem
             self._position(("name",), (self.variant, ("extends",)))
