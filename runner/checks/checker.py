@@ -195,10 +195,9 @@ class Checker(ExpressionChecks):
         (runner/checks/semantics.py)."""
         for key in info.model_fields:
             entries = _names_in(args.get(key))
-            for index, name in entries:
+            for at, name in entries:
                 if name not in self.models:
-                    self.add((*path, "with", key) + ((index,) if index is not None else ()),
-                             unknown("model", name, self.models, "defined"))
+                    self.add((*path, "with", key, *at), unknown("model", name, self.models, "defined"))
             named = [name for _, name in entries]
             for at, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
                                 (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
@@ -282,6 +281,6 @@ def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]
     return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
 
 
-def _names_in(value: Any) -> list[tuple[int | None, str]]:
-    entries = enumerate(value) if isinstance(value, list) else [(None, value)]
-    return [(index, name) for index, name in entries if isinstance(name, str) and not templating.is_template(name)]
+def _names_in(value: Any) -> list[tuple[DataPath, str]]:
+    entries = [((i,), v) for i, v in enumerate(value)] if isinstance(value, list) else [((), value)]
+    return [(at, name) for at, name in entries if isinstance(name, str) and not templating.is_template(name)]
