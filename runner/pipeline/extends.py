@@ -175,10 +175,9 @@ class _Merge:
                 others = [step_id for step_id, _, _ in order]
                 if anchor not in others:
                     hint = did_you_mean(str(anchor), others)
-                    self.problems.append(variant.problem((*where, place[0]), f"no step '{anchor}' to place "
-                                                         f"'{step_id}' {place[0]}.{hint}" if hint else
-                                                         f"no step '{anchor}' to place '{step_id}' {place[0]} "
-                                                         f"(steps: {', '.join(others)})"))
+                    tail = f".{hint}" if hint else f" (steps: {', '.join(others)})"
+                    self.problems.append(variant.problem((*where, place[0]),
+                                                         f"no step '{anchor}' to place '{step_id}' {place[0]}{tail}"))
                     continue
                 index = others.index(anchor) + (place[0] == "after")
             order.insert(index, found)

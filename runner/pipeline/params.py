@@ -48,11 +48,10 @@ def declared_params(located: Located) -> list[Problem]:
         for key in value:
             if key != "default" and key not in SCHEMA_KEYWORDS:
                 hint = did_you_mean(key, SCHEMA_KEYWORDS | {"default"})
+                tail = f".{hint}" if hint else (" (a declaration holds `default` and JSON Schema keywords such as "
+                                                 "type, minimum, maximum, enum, description)")
                 problems.append(located.problem(("params", name, key), f"unknown key '{key}' in the declaration of "
-                                                f"param '{name}'.{hint}" if hint else
-                                                f"unknown key '{key}' in the declaration of param '{name}' (a "
-                                                "declaration holds `default` and JSON Schema keywords such as "
-                                                "type, minimum, maximum, enum, description)", key=True))
+                                                f"param '{name}'{tail}", key=True))
         schemas[name] = {key: value[key] for key in value if key != "default"}
         for key in schemas[name]:
             move_positions(located, ("params", name, key), ("params_schema", name, key))
