@@ -40,21 +40,20 @@ class Checker(ExpressionChecks):
         super().__init__(located, templating.make_environment(self.prompts_dir))
         self.infos = infos
         self.schemas_dir = project_dir / "schemas"
-        self.models = self.data.get("models", {}) or {}
+        self.models = self.data.get("models", {})
         self.step_data: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.shapes = ShapeContext(self.schemas_dir, self._sub_results)
 
     def run(self) -> list[Problem]:
         self.collect_ids(self.data["steps"], ("steps",))
-        base = set(BASE_NAMES) | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
-        parent_as = (self.data.get("input") or {}).get("parent_as")
-        if parent_as:
-            base.add(parent_as)
-        self._check_adapter()
+        item_input = self.data.get("input", {})
+        parent = {item_input["parent_as"]} if "parent_as" in item_input else set()
+        base = set(BASE_NAMES) | parent | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
+        self._check_adapter(item_input)
         for name, spec in self.models.items():
-            self._check_model(name, spec, base - {"steps", "item"} | ({parent_as} if parent_as else set()))
-        base |= set((self.data.get("input") or {}).get("namespaces") or [])     # every item's names
+            self._check_model(name, spec, base - {"steps", "item"} | parent)
+        base |= set(item_input.get("namespaces", []))     # every item's names
         if "concurrency" in self.data:
             self.strings(self.data["concurrency"], ("concurrency",), {"params", "env"}, set())
         self._check_steps(self.data["steps"], ("steps",), base, set())
@@ -74,11 +73,9 @@ class Checker(ExpressionChecks):
             self.add(where, message)
         return self.problems + list(self.needs.values())
 
-    def _check_model(self, name: str, spec: Any, names: set[str]) -> None:
+    def _check_model(self, name: str, spec: dict[str, Any], names: set[str]) -> None:
         """A model's templates; one disabled in the file needs no variable, one enabled by a
         test of a variable does not need that variable."""
-        if not isinstance(spec, dict):
-            return
         enabled = spec.get("enabled", True)
         self.env_guards = set(self.env_names) if enabled is False else mentioned_in(enabled)
         self.strings(spec, ("models", name), names, set())
@@ -119,14 +116,14 @@ class Checker(ExpressionChecks):
         if name not in self.output_fields and not (open_fields and "output_base" in self.data):
             self.add(where, unknown("output field", name, self.output_fields, "output fields"))
 
-    def _check_adapter(self) -> None:
+    def _check_adapter(self, item_input: dict[str, Any]) -> None:
         from runner.inputs import ADAPTERS, options_schema
-        adapter = (self.data.get("input") or {}).get("adapter")
-        if adapter is not None and adapter not in ADAPTERS:
+        adapter = item_input.get("adapter", DEFAULT_ADAPTER)
+        if adapter not in ADAPTERS:
             self.add(("input", "adapter"), unknown("input adapter", adapter, ADAPTERS.names()))
             return
-        schema = options_schema(adapter or DEFAULT_ADAPTER)
-        options = (self.data.get("input") or {}).get("with")
+        schema = options_schema(adapter)
+        options = item_input.get("with")
         if schema is not None and options is not None:
             self.problems += schema_problems(self.located, options, schema, ("input", "with"))
 
@@ -198,10 +195,9 @@ class Checker(ExpressionChecks):
         (runner/checks/semantics.py)."""
         for key in info.model_fields:
             entries = _names_in(args.get(key))
-            for index, name in entries:
+            for at, name in entries:
                 if name not in self.models:
-                    self.add((*path, "with", key) + ((index,) if index is not None else ()),
-                             unknown("model", name, self.models, "defined"))
+                    self.add((*path, "with", key, *at), unknown("model", name, self.models, "defined"))
             named = [name for _, name in entries]
             for at, problem in (((key,), disabled_models_problem(named, self.models, info.name)),
                                 (("vote", "quorum"), quorum_problem(args.get("vote"), named))):
@@ -285,6 +281,6 @@ def _template_texts(value: Any, path: DataPath) -> Iterator[tuple[DataPath, Any]
     return (((*path, i, "content"), m.get("content")) for i, m in enumerate(value) if isinstance(m, dict))
 
 
-def _names_in(value: Any) -> list[tuple[int | None, str]]:
-    entries = enumerate(value) if isinstance(value, list) else [(None, value)]
-    return [(index, name) for index, name in entries if isinstance(name, str) and not templating.is_template(name)]
+def _names_in(value: Any) -> list[tuple[DataPath, str]]:
+    entries = [((i,), v) for i, v in enumerate(value)] if isinstance(value, list) else [((), value)]
+    return [(at, name) for at, name in entries if isinstance(name, str) and not templating.is_template(name)]

@@ -53,10 +53,10 @@ class ExpressionChecks:
         self.located = located
         self.data: dict[str, Any] = located.data
         self.prompt_env = prompt_env
-        self.params = self.data.get("params", {}) or {}
-        self.env_names = set(self.data.get("env", []) or [])
+        self.params = self.data.get("params", {})
+        self.env_names = set(self.data.get("env", []))
         self.all_ids: dict[str, DataPath] = {}
-        output = self.data.get("output") if isinstance(self.data.get("output"), dict) else {}
+        output = self.data.get("output", {})
         self.output_fields = set(output)
         self.resolver = Resolver(self.params, self.result_shape, output, self.all_ids)
         self.problems: list[Problem] = []
@@ -209,8 +209,6 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
         return
     fields = set(output) | RESULT_EXTRAS
     for name, expression in (summary.get("rates") or {}).items():
-        if not isinstance(expression, str):
-            continue
         try:
             tree = templating.parse_source(expression, not templating.is_template(expression))
         except jinja2.TemplateSyntaxError:
@@ -223,22 +221,18 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
     if isinstance(count_by, str) and not templating.is_template(count_by) and count_by.split(".")[0] not in fields:
         yield ("summary", "count_by"), unknown("output field", count_by, fields, "output fields")
     for index, column in enumerate(summary.get("report_columns") or []):
-        if isinstance(column, str) and column.split(".")[0] not in fields:
+        if column.split(".")[0] not in fields:
             yield ("summary", "report_columns", index), unknown("output field", column, fields, "output fields")
 
 
-def _is_env(node: nodes.Node) -> bool:
+def _is_env(node: nodes.Node | None) -> bool:
     return isinstance(node, nodes.Name) and node.name == "env"
 
 
 def _env_name(node: nodes.Node | None) -> str | None:
     """NAME when the node reads `env.NAME` or `env['NAME']`."""
-    if isinstance(node, nodes.Getattr) and _is_env(node.node):
-        return node.attr
-    if isinstance(node, nodes.Getitem) and _is_env(node.node) \
-            and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-        return node.arg.value
-    return None
+    root, chain = templating.attribute_chain(node) if node is not None else (None, [])
+    return chain[0] if len(chain) == 1 and _is_env(root) else None
 
 
 def mentioned_in(value: Any) -> set[str]:

@@ -70,8 +70,9 @@ def union(a: Any, b: Any) -> dict[str, Any]:
     return closed(merged)
 
 
-_LITERAL_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
-                  (type(None), "null"))
+# The JSON type of a Python value as YAML and JSON give it (bool before int: a bool is an int).
+JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+                                            (list, "array"), (dict, "object"), (type(None), "null"))
 
 
 def literal_shape(value: Any) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def literal_shape(value: Any) -> dict[str, Any]:
         return closed({str(k): literal_shape(v) for k, v in value.items()})
     if templating.is_template(value):
         return OPEN
-    return next(({"type": name} for kind, name in _LITERAL_TYPES if isinstance(value, kind)), OPEN)
+    return next(({"type": name} for kind, name in JSON_TYPES if isinstance(value, kind)), OPEN)
 
 
 @dataclass

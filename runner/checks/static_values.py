@@ -16,6 +16,7 @@ import jinja2
 from jinja2 import nodes
 
 import runner.templating.sandbox as templating
+from runner.checks.result_shapes import JSON_TYPES
 
 # The kind of what a filter returns, whatever it is given.
 _FILTER_KINDS = {**dict.fromkeys(("int", "float", "round", "abs", "length", "count", "sum"), "number"),
@@ -37,15 +38,8 @@ class Known:
 
 
 def kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, (list, tuple)) else "object"
+    kind = next((name for cls, name in JSON_TYPES if isinstance(value, cls)), "object")
+    return "array" if isinstance(value, tuple) else _JSON_KINDS[kind]
 
 
 def of_value(value: Any) -> Known:
@@ -99,7 +93,7 @@ class Resolver:
                  output: Mapping[str, Any], step_ids: Collection[str]):
         self.params = params
         self.result_shape = result_shape
-        self.output = output if isinstance(output, Mapping) else {}
+        self.output = output
         self.step_ids = step_ids
         self._outputs: dict[str, Known | None] = {}
 
@@ -169,9 +163,8 @@ class Resolver:
 def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:
     """The values the verdict field (summary.count_by, an output field) is known to take, as
     text (a result is counted by its verdict's text); None when they are open."""
-    summary, output = data.get("summary"), data.get("output")
-    field = summary.get("count_by") if isinstance(summary, Mapping) else None
-    if not isinstance(field, str) or not isinstance(output, Mapping) or field not in output:
+    field, output = data.get("summary", {}).get("count_by"), data.get("output", {})
+    if field not in output:
         return None
     known = resolver.of_template(output[field], {"steps", "params"})
     if known is None or known.values is None:

@@ -33,6 +33,8 @@ def expand(located: Located, file: Path, project_dir: Path) -> tuple[Located, li
 
 
 def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, ...]) -> tuple[Located, list[Path]]:
+    if not isinstance(located.data, dict):
+        raise ConfigError([located.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
     problems = declared_params(located)
     data = located.data
     if "extends" not in data:
@@ -53,10 +55,7 @@ def _expand(located: Located, file: Path, project_dir: Path, chain: tuple[Path, 
     if base_file in here:
         cycle = " -> ".join(display(f) for f in [*here, base_file])
         raise ConfigError([*problems, located.problem(("extends",), f"extends cycle: {cycle}")])
-    base = read_located(base_file)
-    if not isinstance(base.data, dict):
-        raise ConfigError([base.problem((), "a pipeline file must be a mapping (version, name, steps, ...)")])
-    base, sources = _expand(base, base_file, project_dir, tuple(here))
+    base, sources = _expand(read_located(base_file), base_file, project_dir, tuple(here))
     merged = _Merge(located, base)
     problems += merged.problems or _stray_placing(merged.out, merged.out.data.get("steps"))
     if problems:
@@ -81,8 +80,8 @@ class _Merge:
         self.variant, self.base = variant, base
         self.out = Located(variant.file, None)
         self.problems: list[Problem] = []
-        over = {k: v for k, v in variant.data.items() if k != "extends"}
-        self.out.data = self.mapping(self.base.data, (self.base, ()), over, (self.variant, ()), ())
+        self.out.data = self.mapping(self.base.data, (self.base, ()), variant.data, (self.variant, ()), (),
+                                     drop=("extends",))       # an expanded base has no `extends`
         if "name" not in self.variant.data:
             self.out.data["name"] = Path(self.variant.file).stem
             self._position(("name",), (self.variant, ("extends",)))
@@ -176,10 +175,9 @@ class _Merge:
                 others = [step_id for step_id, _, _ in order]
                 if anchor not in others:
                     hint = did_you_mean(str(anchor), others)
-                    self.problems.append(variant.problem((*where, place[0]), f"no step '{anchor}' to place "
-                                                         f"'{step_id}' {place[0]}.{hint}" if hint else
-                                                         f"no step '{anchor}' to place '{step_id}' {place[0]} "
-                                                         f"(steps: {', '.join(others)})"))
+                    tail = f".{hint}" if hint else f" (steps: {', '.join(others)})"
+                    self.problems.append(variant.problem((*where, place[0]),
+                                                         f"no step '{anchor}' to place '{step_id}' {place[0]}{tail}"))
                     continue
                 index = others.index(anchor) + (place[0] == "after")
             order.insert(index, found)

@@ -34,12 +34,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | None = None,
     pipelines/, prompts/, schemas/ (default: the file's folder's parent; a part's is its caller's)."""
     file = Path(path)
     with loading(validated):
-        located = read_located(file)
-        if not isinstance(located.data, dict):
-            raise ConfigError([located.problem((), "a pipeline file must be a mapping "
-                                                   "(version, name, steps, ...)")])
         project_dir = project_dir or file.resolve().parent.parent
-        located, sources = expand(located, file, project_dir)
+        located, sources = expand(read_located(file), file, project_dir)
         sources += with_probe_file(located, project_dir)
         # A pipeline's plugins are code that may change what is valid without the pipeline
         # changing: such pipelines are checked every time.

@@ -59,14 +59,11 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
             skipped.append(f"{where} ({kind}: '{grader.get('name', '')}')")
             continue
         sid = step_id(grader.get("name") if isinstance(grader, dict) else None, out.ids, f"grader_{number + 1}")
-        mark = len(out.steps), dict(out.output), dict(out.models)
-        try:
+        try:         # after a refusal nothing is written: what a refused grader left in `out` is never read
             passed, _ = add_grader(out, grader, where, True, sid)
             out.passed.append(passed)
             graders.append(sid)
         except Refusal as refusal:
-            del out.steps[mark[0]:]
-            out.output, out.models = mark[1], mark[2]
             refusals.append(f"{file}: {refusal}" + (f" (`--skip {kind}` imports the rest)" if isinstance(kind, str)
                                                       else ""))
     if refusals:

@@ -27,7 +27,6 @@ class Refusal(Exception):
 
     def __init__(self, where: str, what: str) -> None:
         super().__init__(f"{where}: {what}")
-        self.where, self.what = where, what
 
 
 @dataclass

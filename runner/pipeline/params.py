@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.checks.result_shapes import JSON_TYPES
 from runner.errors import Problem, did_you_mean
 from runner.yamlpos import Located, move_positions
 
@@ -47,11 +48,10 @@ def declared_params(located: Located) -> list[Problem]:
         for key in value:
             if key != "default" and key not in SCHEMA_KEYWORDS:
                 hint = did_you_mean(key, SCHEMA_KEYWORDS | {"default"})
+                tail = f".{hint}" if hint else (" (a declaration holds `default` and JSON Schema keywords such as "
+                                                 "type, minimum, maximum, enum, description)")
                 problems.append(located.problem(("params", name, key), f"unknown key '{key}' in the declaration of "
-                                                f"param '{name}'.{hint}" if hint else
-                                                f"unknown key '{key}' in the declaration of param '{name}' (a "
-                                                "declaration holds `default` and JSON Schema keywords such as "
-                                                "type, minimum, maximum, enum, description)", key=True))
+                                                f"param '{name}'{tail}", key=True))
         schemas[name] = {key: value[key] for key in value if key != "default"}
         for key in schemas[name]:
             move_positions(located, ("params", name, key), ("params_schema", name, key))
@@ -80,10 +80,6 @@ def _older_form(params: dict[str, Any], schemas: Any) -> str:
             "own type), and remove params_schema")
 
 
-JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
-                                            (dict, "object"), (list, "array"))
-
-
 def typed_defaults(located: Located) -> None:
     """Give each param declared by a plain default (no schema of its own, in any file of a
     variant) the type of that default, located where the default is."""
@@ -93,8 +89,8 @@ def typed_defaults(located: Located) -> None:
         return
     schemas = data.setdefault("params_schema", {})
     for name, value in params.items():
-        kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), None)
-        if name in schemas or kind is None:
+        kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), "null")
+        if name in schemas or kind == "null":
             continue
         schemas[name] = {"type": kind}
         where = located.where(("params", name), key=True)

@@ -79,22 +79,17 @@ def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
         return part
 
 
-def declared_inputs(part: Pipeline) -> dict[str, dict[str, Any]]:
-    inputs = part.located.data.get("inputs") or {}
-    return {str(k): v for k, v in inputs.items() if isinstance(v, dict)}
-
-
 def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath, str]]:
     """What is wrong with the `inputs:` a step passes to `part`: (path under `with`, message)."""
     import jsonschema  # validate only: a cached run never imports it
 
     from runner.checks.json_schema import schema_message
-    declared = declared_inputs(part)
-    given = given if isinstance(given, dict) else {}
+    declared: dict[str, dict[str, Any]] = part.located.data.get("inputs", {})      # the schema made them mappings
+    given = given or {}
     problems: list[tuple[DataPath, str]] = []
     for name, value in given.items():
         if name not in declared:
-            hint = did_you_mean(str(name), declared)
+            hint = did_you_mean(name, declared)
             problems.append((("inputs", name), f"part '{file}' has no input '{name}'."
                              + (hint or f" Its inputs: {', '.join(declared) or 'none'}.")))
             continue
@@ -112,7 +107,7 @@ def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath
 def inputs_scope(part: Pipeline, given: dict[str, Any]) -> dict[str, Any]:
     """`inputs` as the part's templates read it: each declared input, given or its default."""
     return {name: given[name] if name in given else spec.get("default")
-            for name, spec in declared_inputs(part).items()}
+            for name, spec in part.located.data.get("inputs", {}).items()}
 
 
 def rebased(specs: tuple[StepSpec, ...], base: DataPath) -> tuple[StepSpec, ...]:

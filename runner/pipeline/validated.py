@@ -12,6 +12,7 @@ goes wrong reading or writing either only means the checks run."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
+from runner.fileio import OutputError, atomic_write
 from runner.pipeline.files import sha256_of
 
 FOLDER = "validated"
@@ -90,19 +92,14 @@ class ValidatedPipelines:
                 held = handle.read(256)
         except OSError:
             return False
-        return hmac.compare_digest(held, _seal(key, fingerprint))
+        return hmac.compare_digest(held, _seal(key, fingerprint).encode("ascii"))
 
     def remember(self, fingerprint: str) -> None:
         key = self._key(create=True)
         if key is None:
             return
-        temporary = self.folder / f".{fingerprint}.{os.getpid()}.{os.urandom(4).hex()}"
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(_seal(key, fingerprint))
-            os.replace(temporary, self.folder / fingerprint)
-        except OSError:
-            temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OutputError):
+            atomic_write(self.folder / fingerprint, _seal(key, fingerprint))
 
     def _key(self, create: bool) -> bytes | None:
         """This cache's secret; None when it is missing (and not to be made), unreadable, or
@@ -129,5 +126,5 @@ class ValidatedPipelines:
         return key if private and len(key) == KEY_BYTES else None
 
 
-def _seal(key: bytes, fingerprint: str) -> bytes:
-    return hmac.new(key, fingerprint.encode("ascii", "replace"), hashlib.sha256).hexdigest().encode("ascii")
+def _seal(key: bytes, fingerprint: str) -> str:
+    return hmac.new(key, fingerprint.encode("ascii", "replace"), hashlib.sha256).hexdigest()

@@ -221,9 +221,7 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
     guard(env)
     env.filters = FilterTable(env.filters)
     from runner.text.quotes import quote_match_function
-    env.globals["quote_match"] = quote_match_function
-    env.globals["now"] = now
-    env.globals["uuid"] = lambda: uuid.uuid4().hex
+    env.globals.update(quote_match=quote_match_function, now=now, uuid=lambda: uuid.uuid4().hex)
     return env
 
 
