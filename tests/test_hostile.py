@@ -204,6 +204,24 @@ def test_a_prompt_file_never_leaves_the_prompts_folder(tmp_path):
             renderer.file(name, {})
 
 
+def test_validate_refuses_a_prompt_file_the_run_would_not_read(project, cli):
+    """A symlink out of prompts/ passed `runner validate` (it followed it), then the run's loader
+    refused it: validate now finds prompt files as the run does."""
+    (project.root / "outside.j2").write_text("Is {{ item.x }} true?")
+    (project.root / "prompts").mkdir(exist_ok=True)
+    (project.root / "prompts" / "out.j2").symlink_to(project.root / "outside.j2")
+    path = project.pipeline("""
+        version: 1
+        name: t
+        models: {m: {model: scripted/m}}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: out.j2}}]
+        output: {raw: "{{ steps.ask.raw }}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2, result.output
+    assert "prompt template path 'out.j2' leaves the prompts root" in result.output
+
+
 def test_a_nul_in_a_file_name_is_a_refusal_not_an_internal_error(tmp_path):
     from runner.engine.steps.read_lines import FileCache, read_lines
     assert read_lines(FileCache(), tmp_path, "a\x00b.txt", 1, 1, 0)["status"] == "PATH_OUTSIDE_ROOT"

@@ -221,12 +221,14 @@ class Checker(ExpressionChecks):
                     self.add((*path, "with", key), f"not a valid JSON Schema: {error}")
 
     def _check_prompt_file(self, name: str, path: DataPath, names: set[str], seen: set[str]) -> None:
-        file = self.prompts_dir / name
-        if not file.is_file():
-            self.add(path, f"prompt template '{name}' not found ({display(file)})")
+        found, status = resolve_inside(self.prompts_dir, name)      # as the run's loader finds it
+        if found is None:
+            why = refusal(status, name, self.prompts_dir, "prompts")
+            self.add(path, f"prompt template '{name}' not found ({display(self.prompts_dir / name)})"
+                     if status == FILE_NOT_FOUND else f"prompt template {why}")
             return
         try:
-            tree = templating.parse_source(read_text(file), False)
+            tree = templating.parse_source(read_text(found), False)
         except InputError as exc:         # not UTF-8 (the line and byte), or past the size runner reads
             self.add(path, f"prompt template '{name}': {exc}")
             return
