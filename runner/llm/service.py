@@ -129,7 +129,7 @@ class LLMService:
             self.known.add(exc.key, exc.message)
             self.tally.failure(request.item, group, spec.name, self.endpoint(spec), exc.message)
             raise
-        self.tally.answer(request.item, group, spec.name, self.endpoint(spec), sent=not answer["cached"])
+        self.tally.answer(request.item, group, sent=not answer["cached"])
         return answer
 
     async def _send(self, ask: Ask) -> Reply:
@@ -186,7 +186,8 @@ class LLMService:
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
         unreachable = {redact_text(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
-        failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
+        failed = [{**entry, "hint": self.redact(entry["hint"])}
+                  for entry in self.tally.failed_calls(self.stats, unreachable)]
         hints = [entry["hint"] for entry in failed] + self.cached.hints()
         out.update({"hints": hints} if hints else {}, **({"failed_calls": failed} if failed else {}))
         if self._batches is not None and self._batches.models:

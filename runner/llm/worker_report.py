@@ -24,7 +24,7 @@ def take_report(service: Any, items: list[int]) -> dict[str, Any]:
     service.flush()
     return {"stats": {name: _take(stats) for name, stats in list(service.stats.items())},
             "items": service.tally.take(items),
-            "models": {name: _take(tally) for name, tally in list(service.tally.models.items())},
+            "errors": dict(service.tally.last_errors),
             "breakers": dict(service.breakers),
             "calls": service.take_calls()}
 
@@ -45,6 +45,6 @@ def absorb_report(service: Any, report: dict[str, Any]) -> None:
             setattr(stats, field.name, getattr(stats, field.name) + counted[field.name])
         service.spec(name)                      # hints name the models of an endpoint
     service.tally.absorb(report["items"])
-    service.tally.absorb_models(report["models"])
+    service.tally.last_errors.update(report["errors"])
     service.breakers.update(report["breakers"])
     service.add_calls(report["calls"])
