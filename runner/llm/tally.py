@@ -5,8 +5,8 @@ one of its llm/jury step runs got no usable answer from any model (an `llm` step
 call failed, even if `on_error` let the item go on; a jury where no juror gave a valid
 answer). A jury that lost some jurors but still voted is not an error.
 
-Per model, the calls this run sent are counted: those answered and those that failed. An
-answer from the cache is not a call sent, so a model whose sent calls all failed is named
+Per model, the calls this run sent are counted (ModelStats): those answered and those that
+failed. An answer from the cache is not a call sent, so a model whose sent calls all failed is named
 by the run's hint (`failed_calls`) even when the cache answered it elsewhere, and a model
 the cache answered alone is never named."""
 

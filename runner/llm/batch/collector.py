@@ -176,13 +176,10 @@ class BatchCollector:
             try:
                 self._submit_due()
             except Exception as exc:    # the calls gathered so far fail; the dispatcher goes on for the next
-                self._fail_gathered(broken(exc))
-
-    def _fail_gathered(self, error: TransportError) -> None:
-        gathered, self._gathered = self._gathered, {}
-        for waiting in gathered.values():
-            for futures in waiting.waiters.values():
-                _resolve(futures, error)
+                gathered, self._gathered = self._gathered, {}
+                for waiting in gathered.values():
+                    for futures in waiting.waiters.values():
+                        _resolve(futures, broken(exc))
 
     def _submit_due(self) -> None:
         everyone_waits = len(self._waiting) >= (self.in_flight.count if self.in_flight else 0)

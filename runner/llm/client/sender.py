@@ -104,8 +104,7 @@ class Sender:
                 request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) \
                     if embed else self.transport.complete(spec, messages, params)
                 try:
-                    # One request under the total deadline (however the bytes dribble); a local
-                    # server's adaptive limit learns how long it took.
+                    # One request under the total deadline; a local server's adaptive limit learns its time.
                     with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
                         async with asyncio.timeout(spec.timeout):
                             completion = await request
@@ -186,8 +185,8 @@ class Sender:
 
 
 def retry_pause(spec: ModelSpec, attempt: int, error: TransportError) -> float:
-    """The pause before retrying after `error`, the request's attempt-th; the error to give up
-    with when the server asks for a longer wait than runner keeps."""
+    """The pause before retrying after `error`, the attempt-th; raises it when the server asks
+    for a longer wait than runner keeps."""
     try:
         return retry_delay(attempt, spec.backoff, error.retry_after)
     except RetryAfterTooLong as too_long:

@@ -89,12 +89,10 @@ def is_local(url: str) -> bool:
 
 def openai_route(model: str, api_base: str | None, transport: str,
                  registered: Collection[str] = ()) -> tuple[str, str | None, str]:
-    """(model, api_base, transport) as sent. A model string whose provider is a transport
-    registered in this process (`scripted/judge`, see routing.py) goes to it. An Ollama
-    model whose base URL is an OpenAI-compatible `/v1` endpoint (or whose transport is
-    declared `http`) speaks that protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME`
-    over HTTP, so the Ollama pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible
-    server."""
+    """(model, api_base, transport) as sent. A model whose provider is a transport registered in
+    this process (`scripted/judge`, see routing.py) goes to it. An Ollama model at an OpenAI-
+    compatible `/v1` base (or declared `transport: http`) is `openai/NAME` over HTTP, so the
+    Ollama pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
     provider = model.split("/", 1)[0] if "/" in model else ""
     if transport == "auto" and provider in registered:
         return model, api_base, provider

@@ -138,9 +138,8 @@ class FormatChoices:
 
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
                   schema: dict[str, Any] | None) -> str | None:
-        """After `error` on a request in format `rejected`: the next format to ask with, when the
-        server refused the `response_format` it was sent (not a transient fault: never retried);
-        None for any other error. Raises the refusal when the model's setting is fixed."""
+        """After `error` on a request in format `rejected`: the next format when the server refused
+        that `response_format` (never retried), else None; raises the refusal for a fixed setting."""
         if response_format(rejected, schema) is None or not rejects_format(error):
             return None
         if spec.structured_output != "auto":
@@ -157,9 +156,8 @@ class FormatChoices:
         return following
 
     def _save(self) -> None:
-        """Merge this choice into the file under a lock, then replace it atomically: two runs
-        learning at once keep both choices. A failure is let go: the file is only a hint for
-        the next run, and this run remembers the choice."""
+        """Merge this choice into the file under a lock, then replace it atomically (two runs learning
+        at once keep both). A failure is let go: the file is a hint for the next run."""
         with contextlib.suppress(OSError, OutputError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:
