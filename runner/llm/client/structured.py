@@ -1,12 +1,10 @@
-"""Structured output: the `response_format` a request with an output schema carries, and
-per endpoint which format the server accepts.
+"""Structured output: the `response_format` a request with an output schema carries, and per
+endpoint which format the server accepts.
 
-`auto` starts with `json_schema` (OpenAI, LM Studio, vLLM, llama-server); a server that
-refuses it (`rejects_format`) gets `json_object` with the schema, then no format. The choice
-is kept per endpoint and schema shape (one schema a server cannot convert says nothing about
-the others) for the run and, for LEARNED_DAYS, in the cache folder, so the next run starts
-right; said once on stderr. Concurrent runs keep each other's choices (`_save`); a file that
-is not what runner writes is ignored, with one warning."""
+`auto` starts with `json_schema`; a server that refuses it (`rejects_format`) gets `json_object`
+with the schema, then no format. The choice is kept per endpoint and schema shape (one schema a
+server cannot convert says nothing of the others) for the run and, for LEARNED_DAYS, in the
+cache folder; said once on stderr. A file that is not what runner writes is ignored, with one warning."""
 
 from __future__ import annotations
 
