@@ -26,9 +26,8 @@ Tokens = list[list[Any]]       # [[token text, logprob], ...]
 
 
 def tokens_of(logprobs: Any) -> Tokens | None:
-    """`choices[0].logprobs` of a chat completion (a mapping, or an SDK object with the same
-    attributes) as [token, logprob] pairs; None when the server sent none or sent them in
-    another shape."""
+    """`choices[0].logprobs` of a chat completion (a mapping, or an SDK object) as [token, logprob]
+    pairs; None when the server sent none or sent another shape."""
     content = _get(logprobs, "content")
     if not isinstance(content, list):
         return None

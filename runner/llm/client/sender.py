@@ -71,9 +71,8 @@ class Sender:
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                    schema: dict[str, Any] | None, mode: str, stats: ModelStats,
                    embed: bool = False) -> tuple[Completion, str]:
-        """The completion, and the structured-output mode it was requested with (a server that
-        rejects a format is asked again, attempts anew, with the next one). `embed`: an
-        embeddings request of the messages' contents, under the same gates, retries and breaker."""
+        """The completion, and the structured-output mode it was requested with (a server that rejects
+        a format is asked anew with the next). `embed`: the embeddings of the messages' contents."""
         if spec.api_base:
             await self._probe(spec)
         if spec.endpoint in self.breakers:
