@@ -109,10 +109,6 @@ class Made:
     error: str | None = None
     attempts: int = 0
 
-    @property
-    def key(self) -> str:
-        return self.reply.key if self.reply is not None else self.ask.key
-
 
 class Recorder(Protocol):
     def record(self, made: Made) -> None: ...

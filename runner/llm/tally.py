@@ -1,14 +1,13 @@
 """What failed: items whose LLM work got no usable answer, models whose every call failed.
 
-An item counts as an error in the run's summary when its result has an `error`, or when
-one of its llm/jury step runs got no usable answer from any model (an `llm` step whose
-call failed, even if `on_error` let the item go on; a jury where no juror gave a valid
-answer). A jury that lost some jurors but still voted is not an error.
+An item's LLM work failed when one of its llm/jury step runs got no usable answer from any
+model (a failed `llm` call `on_error` let pass; a jury with no valid vote), not when a jury
+lost some jurors but still voted (the rule: runner/engine/health.py's item_end).
 
-Per model, the calls this run sent are counted (ModelStats): those answered and those that
-failed. An answer from the cache is not a call sent, so a model whose sent calls all failed is named
-by the run's hint (`failed_calls`) even when the cache answered it elsewhere, and a model
-the cache answered alone is never named."""
+Per model, the calls this run sent are counted (ModelStats): answered and failed. An answer
+from the cache is not a call sent, so a model whose sent calls all failed is named by the run's
+hint (`failed_calls`) even when the cache answered it elsewhere, and one the cache answered
+alone never is."""
 
 from __future__ import annotations
 
@@ -60,25 +59,19 @@ class FailureTally:
         answered = any(answered for answered, _ in tally.groups.values())
         return failed, tally.reason, answered and not tally.sent, answered
 
-    def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
-        """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
-        taken = []
-        for item in items:
-            tally = self._items.pop(item, None)
-            if tally is not None and (tally.groups or tally.reason):
-                taken.append((item, [(group, answered, failed) for group, (answered, failed) in tally.groups.items()],
-                              tally.reason))
-        return taken
+    def take(self, items: list[int]) -> dict[int, ItemTally]:
+        """These items' tallies, removed: a Ray worker sends them to the driver."""
+        return {item: tally for item in items if (tally := self._items.pop(item, None)) is not None}
 
-    def absorb(self, taken: list[tuple[int, list[tuple[int, int, int]], str]]) -> None:
+    def absorb(self, taken: dict[int, ItemTally]) -> None:
         """Items a Ray worker counted (`take`), counted here as if this process had."""
-        for item, groups, reason in taken:
-            for group, answered, failed in groups:
-                counts = self._group(item, group)[1]
+        for item, theirs in taken.items():
+            mine = self._items.setdefault(item, ItemTally())
+            for group, (answered, failed) in theirs.groups.items():
+                counts = mine.groups.setdefault(group, [0, 0])
                 counts[0] += answered
                 counts[1] += failed
-            if reason:
-                self._items.setdefault(item, ItemTally()).reason = reason
+            mine.reason, mine.sent = theirs.reason or mine.reason, mine.sent or theirs.sent
 
     def failed_calls(self, stats: Mapping[str, ModelStats], unreachable: dict[str, str]) -> list[dict[str, Any]]:
         """Per endpoint, the models whose every call this run sent failed (by their `stats`), and
