@@ -59,8 +59,8 @@ class Answers:
             sampling["temperature"] = float(sampling["temperature"])
         messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
         schema = request.output_schema
-        started, tried, first = time.perf_counter(), 0, ""      # tried: requests sent, retries included
-        for attempt in range(request.repair + 1):
+        started, tried, first, attempt = time.perf_counter(), 0, "", 0      # tried: requests sent, retries too
+        while True:
             mode = self.formats.first(spec, schema) if schema is not None else "none"
             ask = Ask(request, spec, messages, sampling, mode,
                       functools.partial(self.key, spec, messages, sampling, request), stats)
@@ -70,7 +70,7 @@ class Answers:
             except Failed as failed:
                 tried += failed.attempts
                 if failed.reask and attempt < request.repair:
-                    messages = [*messages, *failed.reask]
+                    messages, attempt = [*messages, *failed.reask], attempt + 1
                     continue
                 stats.failures += 1
                 raise CallFailed(failed.message, first,
@@ -80,7 +80,6 @@ class Answers:
             if request.embed:
                 extra["vectors"] = reply.completion.vectors
             return result(spec, reply, started, (attempt + 1, tried), **extra)
-        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class CallFailed(StepError):

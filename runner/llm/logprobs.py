@@ -94,11 +94,8 @@ def _tokens_offset(text: str, tokens: Tokens) -> int | None:
 
 
 def _answer_span(text: str) -> tuple[int, int] | None:
-    stripped = text.strip()
-    if not stripped:
-        return None
-    start = text.index(stripped)
-    return start, start + len(stripped)
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    return (start, end) if start < end else None
 
 
 def _value_span(text: str, field: str, expected: Any) -> tuple[int, int] | None:

@@ -14,9 +14,9 @@ from runner.llm.client.sender import ModelStats
 
 
 def take_report(service: Any, items: list[int]) -> dict[str, Any]:
-    """What the worker's LLM service counted since the last report, as plain data; `items`: the
-    block's items, whose failure tally moves to the driver. Counts are taken by subtraction: a
-    block running beside it in the same worker keeps its share for its own report."""
+    """What the worker's LLM service counted since the last report; `items`: the block's items,
+    whose failure tally moves to the driver. Counts are taken by subtraction: a block running
+    beside it in the same worker keeps its share for its own report."""
     service.flush()
     return {"stats": {name: _take(stats) for name, stats in list(service.stats.items())},
             "items": service.tally.take(items),
@@ -25,11 +25,10 @@ def take_report(service: Any, items: list[int]) -> dict[str, Any]:
             "calls": service.take_calls()}
 
 
-def _take(counters: Any) -> dict[str, Any]:
-    taken = dict(vars(counters))
+def _take(stats: ModelStats) -> dict[str, Any]:
+    taken = dict(vars(stats))
     for name, value in taken.items():
-        if isinstance(value, (int, float)):
-            setattr(counters, name, getattr(counters, name) - value)
+        setattr(stats, name, getattr(stats, name) - value)
     return taken
 
 

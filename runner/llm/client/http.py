@@ -223,8 +223,6 @@ class HTTPTransport:
                 if embeddings is None and "text/event-stream" in response.headers.get("content-type", ""):
                     return await streamed(response, spec)
                 content = await read_capped(response, spec)
-        except TransportError:
-            raise
         except TimeoutError:
             raise TransportError("timeout", "request timed out") from None
         except aiohttp.ClientConnectorError as exc:

@@ -48,12 +48,6 @@ def brief(error: TransportError) -> str:
     return error.message.splitlines()[0][:200] if error.message else "refused"
 
 
-def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
-    """The error of a server that rejects the response format `mode` when no other may be tried."""
-    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
-                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
-
-
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The `response_format` a request in `mode` carries for `schema` (None: none)."""
     if schema is None or mode == "none":
@@ -141,7 +135,9 @@ class FormatChoices:
         if response_format(rejected, schema) is None or not rejects_format(error):
             return None
         if spec.structured_output != "auto":
-            raise format_refused(spec, rejected, error)
+            raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format {rejected}: set "
+                                             f"models.{spec.name}.structured_output to auto or another mode)",
+                                 error.status)
         learned = self._learned
         key = self.key(spec, schema)
         following = LADDER[LADDER.index(rejected) + 1]
