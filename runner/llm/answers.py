@@ -16,7 +16,6 @@ from runner.llm.client.parsing import ParseFailure, parse_answer
 from runner.llm.client.sender import ModelStats
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices
-from runner.llm.client.transport import Completion
 from runner.llm.request import Ask, CallRequest, Failed, Layer, Reply
 from runner.safetext import clean_value
 
@@ -60,8 +59,8 @@ class Answers:
             sampling["temperature"] = float(sampling["temperature"])
         messages = [clean_value(dict(m)) for m in request.messages]     # as sent, keyed and logged: UTF-8
         schema = request.output_schema
-        started, tried, first = time.perf_counter(), 0, ""      # tried: requests sent, retries included
-        for attempt in range(request.repair + 1):
+        started, tried, first, attempt = time.perf_counter(), 0, "", 0      # tried: requests sent, retries too
+        while True:
             mode = self.formats.first(spec, schema) if schema is not None else "none"
             ask = Ask(request, spec, messages, sampling, mode,
                       functools.partial(self.key, spec, messages, sampling, request), stats)
@@ -71,21 +70,16 @@ class Answers:
             except Failed as failed:
                 tried += failed.attempts
                 if failed.reask and attempt < request.repair:
-                    messages = [*messages, *failed.reask]
+                    messages, attempt = [*messages, *failed.reask], attempt + 1
                     continue
                 stats.failures += 1
-                left = failed.reply
-                raise CallFailed(failed.message, first, result(
-                    spec, None, left.completion.text if left else None, left.completion if left else None,
-                    left.cached if left else False, started, failed.message, (attempt + 1, tried))) from None
+                raise CallFailed(failed.message, first,
+                                 result(spec, failed.reply, started, (attempt + 1, tried), failed.message)) from None
             tried += reply.attempts
-            completion = reply.completion
-            extra: dict[str, Any] = {"logprobs": completion.logprobs} if request.logprobs else {}   # null: none sent
+            extra: dict[str, Any] = {"logprobs": reply.completion.logprobs} if request.logprobs else {}   # null: none
             if request.embed:
-                extra["vectors"] = completion.vectors
-            return result(spec, reply.output, completion.text or "", completion, reply.cached, started,
-                          made=(attempt + 1, tried), **extra)
-        raise AssertionError("unreachable")  # pragma: no cover
+                extra["vectors"] = reply.completion.vectors
+            return result(spec, reply, started, (attempt + 1, tried), **extra)
 
 
 class CallFailed(StepError):
@@ -96,10 +90,13 @@ class CallFailed(StepError):
         self.key = key
 
 
-def result(spec: ModelSpec, parsed: Any, raw: str | None, completion: Completion | None, cached: bool,
-           started: float, error: str | None = None, made: tuple[int, int] = (1, 0), **extra: Any) -> dict[str, Any]:
-    """A call's result; `made`: the requests made (a re-ask is one more) and their sends (retries too)."""
-    return {"output": parsed, "raw": raw, "model": spec.name, "model_id": spec.model,
+def result(spec: ModelSpec, reply: Reply | None, started: float, made: tuple[int, int], error: str | None = None,
+           **extra: Any) -> dict[str, Any]:
+    """A call's result from its last reply (a failed call's, if any came); `made`: the requests made
+    (a re-ask is one more) and their sends (retries too)."""
+    completion = reply.completion if reply else None
+    return {"output": reply.output if reply else None, "raw": completion.text if completion else None,
+            "model": spec.name, "model_id": spec.model,
             "usage": completion.usage if completion else {}, "cost": completion.cost if completion else 0.0,
-            "cached": cached, "latency_ms": round((time.perf_counter() - started) * 1000), "error": error,
-            "calls": made[0], "attempts": made[1], **extra}
+            "cached": reply.cached if reply else False, "latency_ms": round((time.perf_counter() - started) * 1000),
+            "error": error, "calls": made[0], "attempts": made[1], **extra}

@@ -69,7 +69,7 @@ class RunCalls:
         if self.writer.calls is not None:       # the fields of calls.jsonl (runner/llm/calls/__init__.py), `item` first
             self.writer.add_calls([line_of({
                 "item": ask.request.item, "call": made.number, "step": ask.request.step, "model": ask.spec.name,
-                "model_id": ask.spec.model, "endpoint": self.endpoint(ask.spec), "key": made.key,
+                "model_id": ask.spec.model, "endpoint": self.endpoint(ask.spec), "key": reply.key if reply else ask.key,
                 "messages": self._redacted(ask.messages), "answer": answer, "usage": usage, "attempts": made.attempts,
                 "started": utc(made.began_ns), "ended": utc(made.ended_ns),
                 "latency_ms": round((made.ended_ns - made.began_ns) / 1e6), "cached": cached, "error": error})])

@@ -1,10 +1,10 @@
 """What is known of a request before it is sent: its answer in the response cache (`Cache`),
 or, in a sweep, that it fails (`KnownFailures`).
 
-The cache layer finds the answer (one handed to the writer and not yet committed included)
-and passes it down on the ask: it is read and logged below like a sent one. A fresh answer
-that comes back read is stored. A `cache_as` answer made by another model or endpoint is
-counted, and said at the end."""
+The cache layer finds the answer (one handed to the writer and not committed yet included) and
+passes it down on the ask, to be read and logged below like a sent one; a fresh answer that
+comes back read is stored. A `cache_as` answer made by another model or endpoint is counted,
+and said at the end."""
 
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ class Cache:
 
 @dataclass
 class KnownFailures:
-    """A sweep's calls known to fail (`RunOptions.failed_calls`, cache key: error): each fails
-    with its error instead of being sent, and a call that fails is added (under its first
-    request's key), so a sweep sends each missing call at most once. None: every call is made."""
+    """A sweep's calls known to fail (`RunOptions.failed_calls`, cache key: error), failed with it
+    unsent; a call that fails is added under its first request's key, so a sweep sends each at
+    most once. None: every call is made."""
 
     inner: Layer
     failed: dict[str, str] | None

@@ -26,9 +26,8 @@ Tokens = list[list[Any]]       # [[token text, logprob], ...]
 
 
 def tokens_of(logprobs: Any) -> Tokens | None:
-    """`choices[0].logprobs` of a chat completion (a mapping, or an SDK object with the same
-    attributes) as [token, logprob] pairs; None when the server sent none or sent them in
-    another shape."""
+    """`choices[0].logprobs` of a chat completion (a mapping, or an SDK object) as [token, logprob]
+    pairs; None when the server sent none or sent another shape."""
     content = _get(logprobs, "content")
     if not isinstance(content, list):
         return None
@@ -95,11 +94,8 @@ def _tokens_offset(text: str, tokens: Tokens) -> int | None:
 
 
 def _answer_span(text: str) -> tuple[int, int] | None:
-    stripped = text.strip()
-    if not stripped:
-        return None
-    start = text.index(stripped)
-    return start, start + len(stripped)
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    return (start, end) if start < end else None
 
 
 def _value_span(text: str, field: str, expected: Any) -> tuple[int, int] | None:

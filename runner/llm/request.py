@@ -79,8 +79,8 @@ class Reply:
 
 
 class Failed(Exception):
-    """A request that got no usable answer: why, and what it left (its reply, the attempts it took).
-    `reask`: an answer came but could not be read; the messages that ask again, should the step allow."""
+    """A request that got no usable answer: why, and what it left (its reply, the attempts it took);
+    `reask`: the messages that ask again, when an answer came that could not be read."""
 
     def __init__(self, message: str, reply: Reply | None = None, attempts: int = 0,
                  reask: list[dict[str, Any]] | None = None):
@@ -108,10 +108,6 @@ class Made:
     reply: Reply | None
     error: str | None = None
     attempts: int = 0
-
-    @property
-    def key(self) -> str:
-        return self.reply.key if self.reply is not None else self.ask.key
 
 
 class Recorder(Protocol):

@@ -1,14 +1,12 @@
 """One run's LLM service: a step's call from its messages to a parsed answer (`embed`: to the vectors of its texts).
 
 A call goes through layers around one transport, each with one job (runner/llm/request.py says
-what they pass each other): the response cache (`known.Cache`), a sweep's calls known to fail
-(`known.KnownFailures`), the call log (`call_log.CallLog`: calls.jsonl and tracing), reading the
-answer (`answers.Parse`), then the transport (`_send`: the client, with its limits, retries,
-deadlines and structured output, or a provider's batch API). `answers.Answers` makes the
-call's requests, asking again while an answer that could not be read may be repaired. What
-makes the run chooses the transport and the recorder: `runner render`'s answers nothing and
-prints each prompt (runner/render/sink.py). The service counts calls, tokens and failures for
-the summary; it knows model specs (through a resolver the run gives it), not the run itself."""
+what they pass each other): the response cache and a sweep's calls known to fail (`known`), the
+call log (`call_log`: calls.jsonl and tracing), reading the answer (`answers.Parse`), then the
+transport (`_send`: the client, or a provider's batch API); `answers.Answers` asks again while
+an answer that could not be read may be repaired. What makes the run may give another transport
+and recorder (`runner render`'s, runner/render/sink.py). The service counts calls, tokens and
+failures for the summary; it knows model specs (through a resolver the run gives it), not the run."""
 
 from __future__ import annotations
 
@@ -91,10 +89,6 @@ class LLMService:
         return self.spec(name).enabled
 
     @property
-    def breakers(self) -> dict[str, str]:
-        return self.sender.breakers
-
-    @property
     def cache(self) -> JsonCache:
         if self._cache is None:
             self._cache = JsonCache(self.options.cache_dir / "responses")
@@ -129,7 +123,7 @@ class LLMService:
             self.known.add(exc.key, exc.message)
             self.tally.failure(request.item, group, spec.name, self.endpoint(spec), exc.message)
             raise
-        self.tally.answer(request.item, group, spec.name, self.endpoint(spec), sent=not answer["cached"])
+        self.tally.answer(request.item, group, sent=not answer["cached"])
         return answer
 
     async def _send(self, ask: Ask) -> Reply:
@@ -185,8 +179,9 @@ class LLMService:
 
     def summary(self, results: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"models": {name: vars(s) | {"cost": round(s.cost, 6)} for name, s in self.stats.items()}}
-        unreachable = {redact_text(endpoint, self._environment): message for endpoint, message in self.breakers.items()}
-        failed = [{**entry, "hint": self.redact(entry["hint"])} for entry in self.tally.failed_calls(unreachable)]
+        unreachable = {redact_text(endpoint, self._environment): why for endpoint, why in self.sender.breakers.items()}
+        failed = [{**entry, "hint": self.redact(entry["hint"])}
+                  for entry in self.tally.failed_calls(self.stats, unreachable)]
         hints = [entry["hint"] for entry in failed] + self.cached.hints()
         out.update({"hints": hints} if hints else {}, **({"failed_calls": failed} if failed else {}))
         if self._batches is not None and self._batches.models:
@@ -198,8 +193,7 @@ class LLMService:
         return self._batches.progress() if self._batches is not None else ""
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
-        """A finished item: whether its LLM work got no usable answer, its last error, whether the
-        cache gave every answer, and whether it got any; its records dropped unless `keep`."""
+        """A finished item's outcome (runner/engine/services.py says what); forgotten unless `keep`."""
         if not keep:
             self.log.forget(item)
         return self.tally.settle(item, keep)

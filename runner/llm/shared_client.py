@@ -14,12 +14,10 @@ from runner.llm.writer import Writer
 
 @dataclass
 class SharedClient:
-    """What the LLM services of one long-lived process share (`runner serve`: every request
-    and job of a served pipeline): the sender, with its limits, capacity, breakers and
-    structured-output choices, and the response cache. A service given one uses it and leaves
-    it open; whoever made it closes it (`aclose`). The services hand their answers to one
-    writer too, so an answer one of them has not committed yet is found by the others; each
-    service keeps its own writer for its run's calls.jsonl."""
+    """`runner serve`'s, for every request and job of a served pipeline: the sender (its limits,
+    capacity, breakers and structured-output choices), the response cache, and one writer of
+    answers, so an answer one service has not committed yet is found by the others (each keeps its
+    own writer for its calls.jsonl). A service leaves them open; whoever made them closes them."""
 
     sender: Sender
     cache: JsonCache

@@ -1,29 +1,22 @@
 """What failed: items whose LLM work got no usable answer, models whose every call failed.
 
-An item counts as an error in the run's summary when its result has an `error`, or when
-one of its llm/jury step runs got no usable answer from any model (an `llm` step whose
-call failed, even if `on_error` let the item go on; a jury where no juror gave a valid
-answer). A jury that lost some jurors but still voted is not an error.
+An item's LLM work failed when one of its llm/jury step runs got no usable answer from any
+model (a failed `llm` call `on_error` let pass; a jury with no valid vote), not when a jury
+lost some jurors but still voted (the rule: runner/engine/health.py's item_end).
 
-Per model, the calls this run sent are counted: those answered and those that failed. An
-answer from the cache is not a call sent, so a model whose sent calls all failed is named
-by the run's hint (`failed_calls`) even when the cache answered it elsewhere, and a model
-the cache answered alone is never named."""
+Per model, the calls this run sent are counted (ModelStats): answered and failed. An answer
+from the cache is not a call sent, so a model whose sent calls all failed is named by the run's
+hint (`failed_calls`) even when the cache answered it elsewhere, and one the cache answered
+alone never is."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class ModelTally:
-    endpoint: str = ""
-    answered: int = 0          # calls sent that got a usable answer
-    failed: int = 0            # calls sent that failed (after their retries)
-    last_error: str = ""
+from runner.llm.client.sender import ModelStats
 
 
 @dataclass
@@ -36,27 +29,23 @@ class ItemTally:
 class FailureTally:
     def __init__(self) -> None:
         self._items: dict[int, ItemTally] = {}         # until settled
-        self.models: dict[str, ModelTally] = {}        # model name: its calls sent
+        self.last_errors: dict[str, tuple[str, str]] = {}      # model name: (endpoint, its last failed call's error)
 
     def _group(self, item: int, group: int) -> tuple[ItemTally, list[int]]:
         tally = self._items.setdefault(item, ItemTally())
         return tally, tally.groups.setdefault(group, [0, 0])
 
-    def answer(self, item: int, group: int, model: str, endpoint: str, sent: bool) -> None:
+    def answer(self, item: int, group: int, sent: bool) -> None:
         """A usable answer; `sent`: by a call this run sent (else from the cache)."""
         tally, counts = self._group(item, group)
         counts[0] += 1
-        if sent:
-            tally.sent = True
-            self.models.setdefault(model, ModelTally(endpoint)).answered += 1
+        tally.sent = tally.sent or sent
 
     def failure(self, item: int, group: int, model: str, endpoint: str, error: str) -> None:
         tally, counts = self._group(item, group)
         counts[1] += 1
         tally.reason, tally.sent = error, True
-        model_tally = self.models.setdefault(model, ModelTally(endpoint))
-        model_tally.failed += 1
-        model_tally.last_error = error
+        self.last_errors[model] = (endpoint, error)
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
         """Whether a finished item got no usable answer somewhere, its last failed call's error,
@@ -70,47 +59,34 @@ class FailureTally:
         answered = any(answered for answered, _ in tally.groups.values())
         return failed, tally.reason, answered and not tally.sent, answered
 
-    def take(self, items: list[int]) -> list[tuple[int, list[tuple[int, int, int]], str]]:
-        """These items' groups and last errors, removed: a Ray worker sends them to the driver."""
-        taken = []
-        for item in items:
-            tally = self._items.pop(item, None)
-            if tally is not None and (tally.groups or tally.reason):
-                taken.append((item, [(group, answered, failed) for group, (answered, failed) in tally.groups.items()],
-                              tally.reason))
-        return taken
+    def take(self, items: list[int]) -> dict[int, ItemTally]:
+        """These items' tallies, removed: a Ray worker sends them to the driver."""
+        return {item: tally for item in items if (tally := self._items.pop(item, None)) is not None}
 
-    def absorb(self, taken: list[tuple[int, list[tuple[int, int, int]], str]]) -> None:
+    def absorb(self, taken: dict[int, ItemTally]) -> None:
         """Items a Ray worker counted (`take`), counted here as if this process had."""
-        for item, groups, reason in taken:
-            for group, answered, failed in groups:
-                counts = self._group(item, group)[1]
+        for item, theirs in taken.items():
+            mine = self._items.setdefault(item, ItemTally())
+            for group, (answered, failed) in theirs.groups.items():
+                counts = mine.groups.setdefault(group, [0, 0])
                 counts[0] += answered
                 counts[1] += failed
-            if reason:
-                self._items.setdefault(item, ItemTally()).reason = reason
+            mine.reason, mine.sent = theirs.reason or mine.reason, mine.sent or theirs.sent
 
-    def absorb_models(self, taken: dict[str, dict[str, Any]]) -> None:
-        """A worker's per-model counts (`vars` of its ModelTally), added to these."""
-        for name, counted in taken.items():
-            mine = self.models.setdefault(name, ModelTally(counted["endpoint"]))
-            mine.answered += counted["answered"]
-            mine.failed += counted["failed"]
-            mine.last_error = counted["last_error"] or mine.last_error
-
-    def failed_calls(self, unreachable: dict[str, str]) -> list[dict[str, Any]]:
-        """Per endpoint, the models whose every call this run sent failed, and the hint the run
-        prints about them (`unreachable`: endpoint -> why its breaker opened); kept in
-        summary.json (`failed_calls`) so that it can be checked against calls.jsonl later."""
+    def failed_calls(self, stats: Mapping[str, ModelStats], unreachable: dict[str, str]) -> list[dict[str, Any]]:
+        """Per endpoint, the models whose every call this run sent failed (by their `stats`), and
+        the hint the run prints about them (`unreachable`: endpoint -> why its breaker opened);
+        kept in summary.json (`failed_calls`) so that it can be checked against calls.jsonl later."""
         by_endpoint: dict[str, dict[str, Any]] = {}
         last: dict[str, str] = {}
-        for name in sorted(self.models):
-            tally = self.models[name]
-            if tally.failed and not tally.answered:
-                entry = by_endpoint.setdefault(tally.endpoint, {"endpoint": tally.endpoint, "models": [], "failed": 0})
+        for name in sorted(self.last_errors):
+            endpoint, last_error = self.last_errors[name]
+            counts = stats.get(name) or ModelStats()
+            if counts.failures and not counts.answered:
+                entry = by_endpoint.setdefault(endpoint, {"endpoint": endpoint, "models": [], "failed": 0})
                 entry["models"].append(name)
-                entry["failed"] += tally.failed
-                last[tally.endpoint] = tally.last_error
+                entry["failed"] += counts.failures
+                last[endpoint] = last_error
         for endpoint, entry in by_endpoint.items():
             names = entry["models"]
             entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[endpoint]}): start a model server there "

@@ -1,17 +1,14 @@
 """What a run writes as its calls end: cache entries, many to one SQLite transaction, and
 lines of calls.jsonl, many to one write.
 
-Both wait in memory up to FLUSH_EVERY (written at once when FLUSH_AT wait, and at `flush` and
-`close`): a run killed outright (SIGKILL) loses at most that much, whose answers are in its
-results and asked again by a rerun. An answer handed over is served from `pending` until it
-is committed, so a call asked again finds it (across the runs of a long-lived process too,
-when they hand their answers to one writer: llm/shared_client.py).
+Both wait in memory up to FLUSH_EVERY, or until FLUSH_AT wait (and at `flush` and `close`): a
+run killed outright loses at most that much, whose answers are in its results and asked again
+by a rerun. An answer handed over is served from `pending` until it is committed, so a call
+asked again finds it (across the runs of a long-lived process too: llm/shared_client.py).
 
 An answer for another process's cache (`aset`: a Ray worker on another machine) is awaited
-there before its item goes on: a block Ray runs again after losing that machine repeats only
-the calls that were in flight, never one that was answered. A worker on the driver's machine
-writes as a run does. Nothing written here fails a call: what could not be written is said
-once, at `close`."""
+there before its item goes on, so a block Ray runs again repeats only the calls that were in
+flight. Nothing written here fails a call: what could not be written is said once, at `close`."""
 
 from __future__ import annotations
 

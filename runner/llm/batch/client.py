@@ -1,9 +1,8 @@
 """OpenAI's Batch API over plain HTTP, for any gateway that serves /v1/files and /v1/batches
-(Azure OpenAI, vLLM ...): the JSONL request lines uploaded as a file (`purpose=batch`),
-batches created, retrieved, listed and cancelled, and the output and error lines read back,
-each a completion at the batch price or a failure classified as a live call's would be.
-
-httpx is imported when the first batch is sent: a live or cached run never loads it here."""
+(Azure OpenAI, vLLM ...): the JSONL request lines uploaded as a file (`purpose=batch`), batches
+created, retrieved, listed and cancelled, and the output and error lines read back, each a
+completion at the batch price or a failure classified as a live call's. httpx is imported when
+the first batch is sent."""
 
 from __future__ import annotations
 
@@ -141,13 +140,6 @@ class BatchClient:
         await self._client.aclose()
 
 
-def _message(body: Any) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("code") or error)
-    return str(error or body)[:ERROR_TEXT]
-
-
 def read_lines(data: bytes) -> Iterator[dict[str, Any]]:
     for raw in data.splitlines():
         if not raw.strip():
@@ -164,11 +156,9 @@ def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Outcome:
     """An output or error line as a live call would see it: its completion (at the batch price), or its failure."""
     response = line.get("response") if isinstance(line.get("response"), dict) else None
     status = int(response.get("status_code") or 0) if response is not None else 0
-    if status >= 400:
+    if status >= 400:               # as a live call's status (no Retry-After: a line has no headers)
         body = response.get("body") if response is not None else None
-        kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
-        return TransportError(kind, f"HTTP {status}: {_message(body)[:ERROR_TEXT]}", status,
-                              body=json.dumps(body) if not isinstance(body, str) else body)
+        return status_error(status, {}, body if isinstance(body, str) else json.dumps(body))
     if response is None or line.get("error"):
         error: dict[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
         code = str(error.get("code") or "error")
@@ -190,16 +180,15 @@ def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Outcome:
 
 
 def names_model(answered: str, asked: str) -> bool:
-    """Whether an answer's `model` is the model asked for: the same name (case aside, without a
-    provider prefix), or that name with a snapshot or tag after it."""
+    """Whether an answer's `model` is the model asked for (case and provider prefix aside), or
+    that name with a snapshot or tag after it."""
     answered, asked = (name.rsplit("/", 1)[-1].lower() for name in (answered, asked))
     return answered == asked or (answered.startswith(asked) and bool(_SNAPSHOT.match(answered, len(asked))))
 
 
 def answers(files: Iterable[bytes], spec: ModelSpec, batch_id: str) -> tuple[dict[str, Outcome], str]:
-    """Each call's outcome from a batch's output and error files, by custom_id, and what was
-    wrong with them ('' when nothing): a call answered by more than one line, or by an answer
-    naming another model, gets an error instead (no line of it is used, so none is cached)."""
+    """Each call's outcome from a batch's output and error files, by custom_id, and what was wrong
+    ('' when nothing): a call answered by several lines, or naming another model, gets an error."""
     outcomes: dict[str, Outcome] = {}
     lines: Counter[str] = Counter()
     for data in files:

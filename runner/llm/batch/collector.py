@@ -176,13 +176,10 @@ class BatchCollector:
             try:
                 self._submit_due()
             except Exception as exc:    # the calls gathered so far fail; the dispatcher goes on for the next
-                self._fail_gathered(broken(exc))
-
-    def _fail_gathered(self, error: TransportError) -> None:
-        gathered, self._gathered = self._gathered, {}
-        for waiting in gathered.values():
-            for futures in waiting.waiters.values():
-                _resolve(futures, error)
+                gathered, self._gathered = self._gathered, {}
+                for waiting in gathered.values():
+                    for futures in waiting.waiters.values():
+                        _resolve(futures, broken(exc))
 
     def _submit_due(self) -> None:
         everyone_waits = len(self._waiting) >= (self.in_flight.count if self.in_flight else 0)
@@ -264,11 +261,9 @@ class BatchCollector:
         await self._poll(tracked, batch)
 
     def _failed(self, tracked: Tracked, exc: TransportError) -> None:
-        """Its calls get the failure (the batch stays on disk: a retry polls it again). A 404:
-        the batch is gone (deleted, another organisation's key, a gateway restarted): forgotten,
-        said once, and its calls go out again; a batch this run submitted fails its calls instead
-        (retried per the model's policy): a gateway that loses every batch must not be sent the
-        same calls forever."""
+        """Its calls get the failure (the batch stays on disk: a retry polls it again). A 404: the
+        batch is gone, forgotten and said; its calls go out again, or fail if this run submitted it
+        (retried per the model's policy: a gateway that loses every batch is not sent them forever)."""
         if exc.status != GONE:
             self._finish(tracked, {}, exc, collected=False)
             return
@@ -347,8 +342,7 @@ class BatchCollector:
         task.add_done_callback(done)
 
     def progress(self) -> str:
-        """`batches: m in_progress 0/3, 2 call(s) gathering`: each batch's state and counts (read by
-        the progress thread: copies only)."""
+        """`batches: m in_progress 0/3, 2 call(s) gathering` (read by the progress thread: copies only)."""
         parts = []
         for batch in list(self._tracked.values()):
             counts = dict(batch.counts)

@@ -1,10 +1,7 @@
-"""What a batch collector keeps (the calls it answers, those a model gathers before they go
-out, the batches it tracks, each model's figures for summary.json), and following one
-submitted batch: the pauses between its polls, polling it until it ends, and a batch another
-run may still be creating.
-
-A failed poll answers as the provider did (TransportError); a 404 (GONE) means the provider no
-longer has the batch or its file, which the collector treats as a batch that is gone."""
+"""What a batch collector keeps (the calls it answers, those a model gathers, the batches it
+tracks, each model's figures for summary.json), and following one submitted batch: the pauses
+between its polls, polling it until it ends, and a batch another run may still be creating.
+A failed poll raises what the provider answered; a 404 (GONE): it no longer has the batch."""
 
 from __future__ import annotations
 
@@ -90,9 +87,8 @@ def poll_pauses(longest: float) -> Iterator[float]:
 
 
 async def until_done(client: BatchClient, store: BatchStore, tracked: Tracked, batch: dict[str, Any]) -> dict[str, Any]:
-    """Poll the batch until it ends (each new state kept in `tracked` and the store); its last
-    state. A failed poll is tried again, up to POLL_FAILURES in a row; one not worth trying
-    again (a 404 among them) is raised."""
+    """The batch's last state, polled until it ends (each new state kept in `tracked` and the store);
+    a failed poll is tried again, up to POLL_FAILURES in a row, unless it is not worth it (a 404)."""
     pauses, failures = poll_pauses(tracked.spec.batch_poll_seconds), 0
     while True:
         note(store, tracked, batch)
@@ -118,10 +114,9 @@ def note(store: BatchStore, tracked: Tracked, batch: dict[str, Any]) -> None:
 
 
 async def created(client: BatchClient, store: BatchStore, tracked: Tracked) -> dict[str, Any] | None:
-    """A batch another run submitted: its provider id once that run wrote it down (it may be
-    creating the batch right now: waited for while it runs), else the batch found at the
-    provider by its submission id (its run died before writing the id); None when there is
-    none (never created, or its run gave the submission up)."""
+    """A batch another run submitted: its provider id once that run wrote it down (waited for while
+    that run creates it), else the batch found at the provider by its submission id (its run died
+    first); None when there is none (never created, or given up)."""
     pauses = poll_pauses(tracked.spec.batch_poll_seconds)
     while True:
         record = store.get(tracked.submission)

@@ -1,13 +1,11 @@
-"""Submitted provider batches, on disk before anyone polls them.
+"""Submitted provider batches, on disk before anyone polls them: one SQLite file in the cache folder.
 
-One SQLite file in the cache folder. A submission is written (with a local id sent as the
-batch's metadata) before the batch is created, and its provider id right after, so a run
-stopped at any point (Ctrl-C, SIGTERM, kill -9) and started again finds its batches, by
-the cache keys of their requests, and polls them instead of paying twice. The requests are
-claimed in the same transaction that looks for them (`claim`): of two runs submitting at the
-same moment, the second finds the first's requests and adopts them. Who is creating a
-batch (host and process) is kept beside it, so a run that adopts a batch still being created
-waits for its id, and one whose creator died looks for it at the provider instead."""
+A submission is written (with a local id sent as the batch's metadata) before the batch is
+created, and its provider id right after, so a run stopped at any point and started again finds
+its batches by the cache keys of their requests, and polls them instead of paying twice. The
+requests are claimed in the transaction that looks for them (`claim`): of two runs submitting at
+once, the second adopts the first's. Who is creating a batch (host and process) is kept beside
+it: a run adopting it waits for its id, or looks for it at the provider once its creator died."""
 
 from __future__ import annotations
 

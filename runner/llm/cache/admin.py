@@ -1,8 +1,6 @@
 """`runner cache stats` and `runner cache clear`: the LLM answer cache under <cache>/responses
-(and <cache>/call_logs, the logs older versions kept beside their answers).
-
-Each value is the JSON the LLM service stores (content, usage, model, timestamp), so the
-statistics and filters read the values themselves; nothing else is kept on the side."""
+(and <cache>/call_logs, the logs older versions kept beside their answers). The statistics and
+filters read the values the LLM service stores (content, usage, model, timestamp)."""
 
 from __future__ import annotations
 
@@ -118,9 +116,8 @@ def cache_stats(cache_dir: Path) -> CacheStats:
 
 
 def clear_cache(cache_dir: Path, model: str | None = None, older_than: timedelta | None = None) -> int | None:
-    """Delete the matching entries (all of them with no filter); returns how many, or None when
-    with no filter the cache was damaged (its entries cannot be counted) and its folder was
-    removed whole."""
+    """Delete the matching entries (all with no filter): how many, or None when, with no filter,
+    the cache was damaged (its entries cannot be counted) and its folder was removed whole."""
     directory = cache_dir / RESPONSES
     cutoff = datetime.now(UTC) - older_than if older_than is not None else None
     logs = cache_dir / LEGACY_LOGS

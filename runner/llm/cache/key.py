@@ -59,20 +59,13 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
 
     - `format`: CACHE_FORMAT, raised when what an entry means changes;
     - `model`: the exact model string sent (`openai/gpt-4o-mini` and `gpt-4o-mini` differ);
-    - `api_base`: the server, in one spelling (endpoint_identity); None when `cache_as`
-      stands for it, and `cache_as` is then a field of its own (absent otherwise);
-    - `messages`: as sent, every role and content;
-    - `sampling`: each of SAMPLING_KEYS, None when unset (after the model's defaults and
-      the step's own values);
-    - `response_format`: the structured-output mode the request carried (`json_schema`,
-      `json_object`, or None), and `output_schema`: the schema the answer was checked
-      against;
-    - `sample`: which of a step's repeated samples this is;
-    - `extra`: the model's `params:`, sent as they are;
-    - `logprobs`: true when token probabilities were asked for (absent otherwise, so the
-      keys of requests that did not ask stay what they were): such an entry keeps them;
-    - `embeddings`: true for an embeddings request, its texts the messages' contents (absent
-      otherwise): such an entry keeps their vectors.
+    - `api_base`: the server in one spelling (endpoint_identity), or None and a `cache_as` field;
+    - `messages` as sent; `sampling`: each of SAMPLING_KEYS, None when unset;
+    - `response_format`: the structured-output mode sent (`json_schema`, `json_object` or None),
+      and `output_schema`: the schema the answer was checked against;
+    - `sample`: which of a step's repeated samples; `extra`: the model's `params:`;
+    - `logprobs`, `embeddings`: true when token probabilities, or the vectors of the messages'
+      contents, were asked for (absent otherwise, so the other keys stay what they were).
 
     Never the API key, timeouts, retries or limits: they do not change an answer."""
     payload: dict[str, Any] = {
@@ -92,9 +85,8 @@ def request_key(*, model: str, api_base: str | None, messages: list[dict[str, An
 
 def new_entry(text: str, completion: Completion, logprobs: bool = False, made_by: str | None = None) -> dict[str, Any]:
     """What the cache keeps of an answer: its text, finish reason, usage, cost, the model that
-    answered, and when (`runner cache stats` and `clear --older-than` read these); and for a
-    request that asked for token probabilities, those the server sent (null: it sent none); for an
-    embeddings request, the vectors."""
+    answered and when (`runner cache stats` and `clear` read these); the token probabilities when
+    asked for (null: none sent); an embeddings request's vectors."""
     entry: dict[str, Any] = {"content": text, "finish_reason": completion.finish_reason, "usage": completion.usage,
                              "cost": completion.cost, "model": completion.model,
                              "timestamp": now()}
@@ -114,8 +106,8 @@ def cached_completion(entry: dict[str, Any], model: str) -> Completion:
 
 
 def usable(cached: Any, embeddings: bool = False) -> dict[str, Any] | None:
-    """A cached answer as the service reads it, or None (asked again) when the entry is not
-    one (for `embeddings`, one without vectors): whatever a cache file holds, a rerun never fails on it."""
+    """A cached answer as the service reads it, or None (asked again) when the entry is not one (for
+    `embeddings`, one without vectors): whatever a cache file holds, a rerun never fails on it."""
     if not isinstance(cached, dict) or not isinstance(cached.get("content"), str):
         return None
     if embeddings and _vectors(cached.get("vectors")) is None:
@@ -129,7 +121,7 @@ def usable(cached: Any, embeddings: bool = False) -> dict[str, Any] | None:
 
 
 def _vectors(value: Any) -> list[list[float]] | None:
-    """Stored embeddings as lists of numbers, or None ."""
+    """Stored embeddings as lists of numbers, or None."""
     if not isinstance(value, list) or not all(isinstance(v, list) and v for v in value):
         return None
     if not all(isinstance(x, int | float) and not isinstance(x, bool) for v in value for x in v):

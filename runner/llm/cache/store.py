@@ -1,12 +1,10 @@
-"""A disk cache of JSON values (diskcache, eviction off), shared by LLM answers and
-search results.
+"""A disk cache of JSON values (diskcache, eviction off), shared by LLM answers and search results.
 
 A cache that cannot be opened at all is one message before the run (CacheUnusable, exit 2).
-A cache.db damaged inside (a bad page: sqlite's "database disk image is malformed") is read
-as far as it can be: an entry that cannot be read is a miss, asked again, and one that cannot
-be written is not kept, with one warning naming the file and the fix. A run then still judges
-every item and keeps the rest of a large cache, rather than failing each item or making the
-user throw every answer away before it can start; the warning says what it costs."""
+A cache.db damaged inside (sqlite's "database disk image is malformed") is read as far as it
+can be: an entry that cannot be read is a miss, asked again, and one that cannot be written is
+not kept, with one warning naming the file and the fix. A run still judges every item and keeps
+the rest of a large cache, rather than making the user throw every answer away first."""
 
 from __future__ import annotations
 
@@ -57,8 +55,7 @@ class JsonCache:
         self.set_many([(key, value)])
 
     def set_many(self, pairs: list[tuple[str, Any]]) -> None:
-        """Several values in one transaction (one commit instead of one each); a key given
-        twice keeps the later value."""
+        """Several values in one transaction (one commit); a key given twice keeps the later value."""
         texts = [(key, dumps(value)) for key, value in pairs]
         try:
             with self._cache.transact():
@@ -80,8 +77,8 @@ class JsonCache:
 
 
 def open_caches(pipeline: Pipeline, directory: Path) -> dict[str, JsonCache]:
-    """Every cache the pipeline's run will use, opened (by folder name), or CacheUnusable:
-    an unusable cache is one message before the run, and the run then uses these."""
+    """Every cache the pipeline's run will use, opened (by folder name), or CacheUnusable: one
+    message before the run."""
     def uses(steps: tuple[StepSpec, ...], kind: str) -> bool:
         return any(step.uses == kind or uses(step.substeps, kind) for step in steps)
     wanted = (["responses"] if pipeline.models else []) + (["search"] if uses(pipeline.steps, "search") else [])

@@ -1,6 +1,5 @@
-"""calls.jsonl on disk: appended in batches by the run (CallsFile) or kept for the driver by
-a Ray worker (KeptCalls), and read back a line at a time, whole or by item, in flat memory
-however many calls a run made."""
+"""calls.jsonl on disk: appended in batches by the run (CallsFile) or kept for the driver by a
+Ray worker (KeptCalls), and read back a line at a time, whole or by item, in flat memory."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from runner.llm.calls.record import item_of
 
 
 class CallsFile:
-    """A run's calls.jsonl: made (or emptied: the run's calls replace an earlier run's) when
-    the first lines come, then appended to."""
+    """A run's calls.jsonl: made (or emptied of an earlier run's) when the first lines come."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -33,8 +31,7 @@ class CallsFile:
 
 
 class KeptCalls:
-    """A Ray worker's lines, kept until its block's report takes them to the driver, which
-    appends them to the run's calls.jsonl (a worker on another machine cannot)."""
+    """A Ray worker's lines, kept until its block's report takes them to the driver's calls.jsonl."""
 
     def __init__(self) -> None:
         self._lines: list[bytes] = []
@@ -78,8 +75,8 @@ def _parsed(line: bytes) -> dict[str, Any] | None:
 
 
 def read_calls(path: Path, items: set[int] | None = None, model: str | None = None) -> Iterator[dict[str, Any]]:
-    """The calls of calls.jsonl in file order: those of `items` and of the model named
-    `model` (under `models:`) when given. A line cut short (a killed run's last) is skipped."""
+    """The calls of calls.jsonl in file order, of `items` and of the model named `model` (under
+    `models:`) when given; a line cut short (a killed run's last) is skipped."""
     for _, line in _lines(path):
         if items is not None and item_of(line) not in items:
             continue

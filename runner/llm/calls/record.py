@@ -53,7 +53,7 @@ def header(record: dict[str, Any]) -> str:
 
 
 def text_of(record: dict[str, Any]) -> str:
-    """The call as the per-call text logs of earlier versions read, under a header line."""
+    """The call as text: a header line, its prompt and its response."""
     messages = record.get("messages")
     prompt = format_messages(messages) if isinstance(messages, list) else ""
     return f"{header(record)}\n=== PROMPT ===\n{prompt}\n\n=== RESPONSE ===\n{response_text(record)}\n"

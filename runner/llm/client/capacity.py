@@ -1,12 +1,10 @@
 """How many requests a model server on this machine serves at once.
 
-A server that says so is taken at its word: llama.cpp's server reports its slots at
-/props (`total_slots`) and /slots. Any other starts at one request at a time and adapts
-(AIMD): after a window of calls at the current limit whose median latency held (within
-TOLERANCE of the window at the level below, so throughput rose with the limit), one
-more; a window whose latency grew (requests queue in the server) settles the limit one
-below; a timeout, 429, 503 or a stream cut short halves it and settles it there. The
-limit found is said once on stderr."""
+A server that says so is taken at its word (llama.cpp's reports its slots at /props and
+/slots). Any other starts at one request at a time and adapts (AIMD): after a window of calls
+at the current limit whose median latency held (within TOLERANCE of the level below's), one
+more; a window whose latency grew (requests queue in the server) settles it one below; a
+timeout, 429, 503 or a stream cut short halves it and settles it. The limit is said on stderr."""
 
 from __future__ import annotations
 
@@ -136,8 +134,7 @@ class AdaptiveLimit:
     # -- what the calls say ---------------------------------------------------------------
     @contextlib.contextmanager
     def sending(self) -> Iterator[None]:
-        """One request on the wire (a place is held a little longer than its request); its
-        latency is observed when it answers."""
+        """One request on the wire; its latency is observed when it answers."""
         level, sent = self.limit, time.perf_counter()
         self.on_wire += 1
         self.peak = max(self.peak, self.on_wire)

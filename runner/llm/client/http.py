@@ -1,16 +1,12 @@
-"""The HTTP transport (`transport: http`): OpenAI-compatible chat completions (and
-embeddings, POST {api_base}/embeddings) over one aiohttp session per run (LM Studio,
-llama.cpp, vLLM, Ollama's /v1, OpenAI itself), and what it reads: a status turned into a
-classified error, a JSON body or a server-sent-events stream turned into one Completion
-(runner.testing's scripted model and the batch client read with these too).
+"""The HTTP transport (`transport: http`): OpenAI-compatible chat completions and embeddings
+over one aiohttp session per run (LM Studio, llama.cpp, vLLM, Ollama's /v1, OpenAI itself), and
+what it reads: a status as a classified error, a JSON body or a server-sent-events stream as one
+Completion (runner.testing's scripted model and the batch client read with these too). aiohttp,
+imported on the first request, costs the least CPU per call with many in flight (bench/RESULTS.md).
 
-aiohttp, not httpx: httpx's connection pool took many times the CPU per call with many
-calls in flight (bench/RESULTS.md). aiohttp is imported on the first request only.
-
-Every body is read through a cap (models.NAME.max_response_bytes, counted after
-decompression, while reading); redirects are reported, never followed; no proxy from the
-environment is used. The deadline of an attempt is the sender's `asyncio.timeout`:
-aiohttp keeps no timer of its own."""
+Every body is read through a cap (models.NAME.max_response_bytes, after decompression);
+redirects are reported, never followed; no proxy from the environment is used. An attempt's
+deadline is the sender's `asyncio.timeout`: aiohttp keeps no timer of its own."""
 
 from __future__ import annotations
 
@@ -114,8 +110,8 @@ def parse_body(content: bytes, status: int, spec: ModelSpec, embeddings: int | N
 
 
 class StreamAssembler:
-    """A server-sent-events answer (`stream: true`), fed line by line, assembled into one
-    completion. Complete only when a finish reason arrived."""
+    """A server-sent-events answer (`stream: true`), fed line by line, as one completion once a
+    finish reason arrived."""
 
     def __init__(self, spec: ModelSpec, status: int):
         self.spec = spec
@@ -227,8 +223,6 @@ class HTTPTransport:
                 if embeddings is None and "text/event-stream" in response.headers.get("content-type", ""):
                     return await streamed(response, spec)
                 content = await read_capped(response, spec)
-        except TransportError:
-            raise
         except TimeoutError:
             raise TransportError("timeout", "request timed out") from None
         except aiohttp.ClientConnectorError as exc:
@@ -289,8 +283,7 @@ async def streamed(response: aiohttp.ClientResponse, spec: ModelSpec) -> Complet
 @functools.lru_cache(maxsize=256)
 def _target(base: str, path: str) -> tuple[URL, str | None]:
     """The URL to post to, and `Basic ...` for a base with credentials (`http://user:password@host/...`:
-    how a gateway behind basic auth is reached). They travel as the Authorization header unless the
-    model has a key (Bearer): aiohttp refuses both at once, httpx let the key win."""
+    a gateway behind basic auth), sent unless the model has a key (Bearer): aiohttp refuses both."""
     import aiohttp
     from yarl import URL
     parts = URL(base)

@@ -25,9 +25,8 @@ def strip_thinking(text: str) -> str:
 
 
 class NotFinite(ValueError):
-    """A number JSON cannot hold (NaN, Infinity, or one too large for a float): an answer
-    holding one is not the JSON asked for (a schema's `minimum` never refuses NaN, and NaN
-    written out is not JSON)."""
+    """A number JSON cannot hold (NaN, Infinity, or too large for a float): not the JSON asked for
+    (a schema's `minimum` never refuses NaN, and NaN written out is not JSON)."""
 
 
 def _finite_float(text: str) -> float:
@@ -80,10 +79,8 @@ _BY_OBJECT: dict[int, tuple[dict[str, Any], Validator]] = {}
 
 
 def validator_for(schema: dict[str, Any]) -> Validator:
-    """The jsonschema validator of `schema`, made once per schema and used for every answer
-    checked against it. Found by the schema object first (a step's schema file is read once
-    per run: one object for all its calls), else by its JSON text (equal schemas rendered
-    for each call share one validator)."""
+    """The jsonschema validator of `schema`, made once: found by the schema object (a step's schema
+    file is one object for all its calls), else by its JSON text (equal rendered schemas share one)."""
     known = _BY_OBJECT.get(id(schema))
     if known is not None and known[0] is schema:
         return known[1]

@@ -1,8 +1,6 @@
-"""Token prices from litellm's bundled price table, read as data.
-
-The table ships inside the litellm package (model_prices_and_context_window_backup.json);
-it is read as JSON, once a process and only when a price or a provider is asked for: cost
-estimates and the cost of answers that did not go through litellm never import litellm."""
+"""Token prices from the price table litellm ships (model_prices_and_context_window_backup.json),
+read as JSON once a process, when a price or a provider is first asked for: cost estimates and
+the cost of answers that did not go through litellm never import litellm."""
 
 from __future__ import annotations
 
@@ -41,9 +39,8 @@ def _table() -> dict[str, Any]:
 
 
 def price_of(model: str, kind: str = "") -> Price | None:
-    """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`,
-    `gemini/gemma-3-27b-it`), or None when the table does not know it (local models);
-    `kind="_batches"`: the table's batch price."""
+    """The price of a litellm model string (`gpt-4o-mini`, `openai/gpt-4o-mini`), or None when the
+    table does not know it (local models); `kind="_batches"`: the table's batch price."""
     for name in (model, model.split("/", 1)[-1]):       # openai/gpt-4o-mini is priced as gpt-4o-mini
         entry = _table().get(name)
         if isinstance(entry, dict) and f"input_cost_per_token{kind}" in entry:

@@ -39,9 +39,8 @@ def registered_transports() -> tuple[str, ...]:
 
 
 class RoutedTransport:
-    """Each model's own transport (`spec.transport`): aiohttp for OpenAI-compatible
-    endpoints, litellm for every other provider, or a registered one. Each is made on its
-    model's first call, so a run that sends nothing imports neither aiohttp nor litellm."""
+    """Each model's own transport (`spec.transport`), made on its model's first call: a run that
+    sends nothing imports neither aiohttp nor litellm."""
 
     def __init__(self) -> None:
         self._by_name: dict[str, Transport] = {}

@@ -71,9 +71,8 @@ class Sender:
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                    schema: dict[str, Any] | None, mode: str, stats: ModelStats,
                    embed: bool = False) -> tuple[Completion, str]:
-        """The completion, and the structured-output mode it was requested with (a server that
-        rejects a format is asked again, attempts anew, with the next one). `embed`: an
-        embeddings request of the messages' contents, under the same gates, retries and breaker."""
+        """The completion, and the structured-output mode it was requested with (a server that rejects
+        a format is asked anew with the next). `embed`: the embeddings of the messages' contents."""
         if spec.api_base:
             await self._probe(spec)
         if spec.endpoint in self.breakers:
@@ -104,8 +103,7 @@ class Sender:
                 request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) \
                     if embed else self.transport.complete(spec, messages, params)
                 try:
-                    # One request under the total deadline (however the bytes dribble); a local
-                    # server's adaptive limit learns how long it took.
+                    # One request under the total deadline; a local server's adaptive limit learns its time.
                     with adaptive.sending() if adaptive is not None else contextlib.nullcontext():
                         async with asyncio.timeout(spec.timeout):
                             completion = await request
@@ -186,8 +184,8 @@ class Sender:
 
 
 def retry_pause(spec: ModelSpec, attempt: int, error: TransportError) -> float:
-    """The pause before retrying after `error`, the request's attempt-th; the error to give up
-    with when the server asks for a longer wait than runner keeps."""
+    """The pause before retrying after `error`, the attempt-th; raises it when the server asks
+    for a longer wait than runner keeps."""
     try:
         return retry_delay(attempt, spec.backoff, error.retry_after)
     except RetryAfterTooLong as too_long:

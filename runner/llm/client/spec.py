@@ -17,8 +17,6 @@ from runner.redact import remember_url
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 DEFAULT_MAX_TOKENS = 1024
 TRANSPORTS = ("auto", "http", "litellm")
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
-BATCH_RETRY = ("batch", "live")
 BATCH_MAX_REQUESTS = 50_000        # the provider's limit per batch file (OpenAI, Azure)
 OPENAI_BASE = "https://api.openai.com/v1"
 LOOPBACK_NAME = "localhost"
@@ -91,12 +89,10 @@ def is_local(url: str) -> bool:
 
 def openai_route(model: str, api_base: str | None, transport: str,
                  registered: Collection[str] = ()) -> tuple[str, str | None, str]:
-    """(model, api_base, transport) as sent. A model string whose provider is a transport
-    registered in this process (`scripted/judge`, see routing.py) goes to it. An Ollama
-    model whose base URL is an OpenAI-compatible `/v1` endpoint (or whose transport is
-    declared `http`) speaks that protocol: `ollama_chat/NAME` at `.../v1` is `openai/NAME`
-    over HTTP, so the Ollama pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible
-    server."""
+    """(model, api_base, transport) as sent. A model whose provider is a transport registered in
+    this process (`scripted/judge`, see routing.py) goes to it. An Ollama model at an OpenAI-
+    compatible `/v1` base (or declared `transport: http`) is `openai/NAME` over HTTP, so the
+    Ollama pipelines' OLLAMA_BASE_URL may point at any OpenAI-compatible server."""
     provider = model.split("/", 1)[0] if "/" in model else ""
     if transport == "auto" and provider in registered:
         return model, api_base, provider
@@ -135,13 +131,6 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
-    text = str(value or "auto")
-    if text not in choices:
-        raise ValueError(f"{key} must be one of {', '.join(choices)}, not '{text}'")
-    return text
-
-
 def _at_least(key: str, value: Any, low: float, convert: Any) -> Any:
     number = convert(value)
     if number < low or number != number:      # NaN is not a usable limit either
@@ -150,8 +139,8 @@ def _at_least(key: str, value: Any, low: float, convert: Any) -> Any:
 
 
 def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = ()) -> ModelSpec:
-    """`entry` is already rendered; `registered`: the transports registered in this process
-    (routing.registered_transports())."""
+    """`entry` is already rendered, and checked against the pipeline schema (its enums among them);
+    `registered`: the transports registered in this process (routing.registered_transports())."""
     try:
         sampling = {k: entry[k] for k in SAMPLING_KEYS if entry.get(k) is not None}
         for key, convert in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int)):
@@ -164,8 +153,8 @@ def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = (
         remember_url(api_base or "")
         if api_base and (problem := check_api_base(api_base)):
             raise ValueError(f"api_base '{api_base}' is {problem}")
-        model, api_base, transport = openai_route(str(entry["model"]), api_base,
-                                                  _choice("transport", entry.get("transport"), TRANSPORTS), registered)
+        model, api_base, transport = openai_route(str(entry["model"]), api_base, entry.get("transport") or "auto",
+                                                  registered)
         numbers = {key: _at_least(key, entry.get(key, DEFAULTS[key]), low, convert)
                    for key, (low, convert) in NUMBERS.items()}
         numbers["batch_max_requests"] = min(BATCH_MAX_REQUESTS, numbers["batch_max_requests"])
@@ -174,9 +163,8 @@ def build_spec(name: str, entry: dict[str, Any], registered: Collection[str] = (
             api_key=str(entry["api_key"]) if entry.get("api_key") else None,
             enabled=_truthy(entry.get("enabled", True)), sampling=sampling,
             extra=dict(entry.get("params") or {}), limits=limits, transport=transport,
-            structured_output=_choice("structured_output", entry.get("structured_output"), STRUCTURED_MODES),
-            batch=_truthy(entry.get("batch", False)),
-            batch_retry=_choice("batch_retry", entry.get("batch_retry") or "batch", BATCH_RETRY),
+            structured_output=entry.get("structured_output") or "auto", batch=_truthy(entry.get("batch", False)),
+            batch_retry=entry.get("batch_retry") or "batch",
             cache_as=(str(entry["cache_as"]).strip() or None) if entry.get("cache_as") else None, **numbers)
     except (TypeError, ValueError) as exc:
         raise RunnerError(f"models.{name}: {exc}") from None

@@ -1,12 +1,10 @@
-"""Structured output: the `response_format` a request with an output schema carries, and
-per endpoint which format the server accepts.
+"""Structured output: the `response_format` a request with an output schema carries, and per
+endpoint which format the server accepts.
 
-`auto` starts with `json_schema` (OpenAI, LM Studio, vLLM, llama-server); a server that
-refuses it (`rejects_format`) gets `json_object` with the schema, then no format. The choice
-is kept per endpoint and schema shape (one schema a server cannot convert says nothing about
-the others) for the run and, for LEARNED_DAYS, in the cache folder, so the next run starts
-right; said once on stderr. Concurrent runs keep each other's choices (`_save`); a file that
-is not what runner writes is ignored, with one warning."""
+`auto` starts with `json_schema`; a server that refuses it (`rejects_format`) gets `json_object`
+with the schema, then no format. The choice is kept per endpoint and schema shape (one schema a
+server cannot convert says nothing of the others) for the run and, for LEARNED_DAYS, in the
+cache folder; said once on stderr. A file that is not what runner writes is ignored, with one warning."""
 
 from __future__ import annotations
 
@@ -48,12 +46,6 @@ def brief(error: TransportError) -> str:
     if found:
         return f"HTTP {error.status}: {found.group(1) or found.group(2)}"
     return error.message.splitlines()[0][:200] if error.message else "refused"
-
-
-def format_refused(spec: ModelSpec, mode: str, error: TransportError) -> TransportError:
-    """The error of a server that rejects the response format `mode` when no other may be tried."""
-    return TransportError(error.kind, f"{brief(error)} (the server rejects response_format {mode}: set "
-                                      f"models.{spec.name}.structured_output to auto or another mode)", error.status)
 
 
 def response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -138,13 +130,14 @@ class FormatChoices:
 
     def fall_back(self, spec: ModelSpec, rejected: str, error: TransportError,
                   schema: dict[str, Any] | None) -> str | None:
-        """After `error` on a request in format `rejected`: the next format to ask with, when the
-        server refused the `response_format` it was sent (not a transient fault: never retried);
-        None for any other error. Raises the refusal when the model's setting is fixed."""
+        """After `error` on a request in format `rejected`: the next format when the server refused
+        that `response_format` (never retried), else None; raises the refusal for a fixed setting."""
         if response_format(rejected, schema) is None or not rejects_format(error):
             return None
         if spec.structured_output != "auto":
-            raise format_refused(spec, rejected, error)
+            raise TransportError(error.kind, f"{brief(error)} (the server rejects response_format {rejected}: set "
+                                             f"models.{spec.name}.structured_output to auto or another mode)",
+                                 error.status)
         learned = self._learned
         key = self.key(spec, schema)
         following = LADDER[LADDER.index(rejected) + 1]
@@ -157,9 +150,8 @@ class FormatChoices:
         return following
 
     def _save(self) -> None:
-        """Merge this choice into the file under a lock, then replace it atomically: two runs
-        learning at once keep both choices. A failure is let go: the file is only a hint for
-        the next run, and this run remembers the choice."""
+        """Merge this choice into the file under a lock, then replace it atomically (two runs learning
+        at once keep both). A failure is let go: the file is a hint for the next run."""
         with contextlib.suppress(OSError, OutputError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with open(self.file.with_name(FILE + ".lock"), "a") as lock:

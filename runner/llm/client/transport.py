@@ -1,10 +1,9 @@
-"""The transport: model spec + messages + params in; text, finish reason, usage, cost out.
-An embeddings request (`embed`: texts in, one vector each out) is answered as a Completion too,
-its vectors beside a one-line text that says what they are (what calls.jsonl and the cache show).
+"""The transport: model spec + messages + params in; text, finish reason, usage, cost out. An
+embeddings request (texts in, one vector each out) is a Completion too, its vectors beside a
+one-line text saying what they are (what calls.jsonl and the cache show).
 
-litellm is imported here only, lazily, on the first real call: validate, render and a
-fully cached run never pay for it. One reading of an OpenAI-shaped answer (`completion_of`,
-`embeddings_of`) serves the HTTP transport, batch lines and litellm's responses."""
+litellm is imported here only, on the first real call. One reading of an OpenAI-shaped answer
+(`completion_of`, `embeddings_of`) serves the HTTP transport, batch lines and litellm's responses."""
 
 from __future__ import annotations
 
@@ -136,8 +135,8 @@ def completion_of(data: Any, spec: ModelSpec, cost: float | None = None) -> Comp
 
 
 def embeddings_of(data: Any, spec: ModelSpec, count: int, cost: float | None = None) -> Completion:
-    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts, the
-    vectors beside a text saying what they are; `cost`: litellm's own figure, else the table's."""
+    """An /embeddings answer ({data: [{index, embedding}], usage, model}) for `count` texts; `cost`:
+    litellm's own figure, else the table's."""
     if not isinstance(data, dict):
         raise TransportError("server", "the server answered 200 with JSON that is not an embeddings answer")
     vectors = vector_list(data.get("data"), count)
@@ -149,9 +148,8 @@ def embeddings_of(data: Any, spec: ModelSpec, count: int, cost: float | None = N
 
 
 def vector_list(data: Any, count: int) -> list[list[float]]:
-    """The vectors of an embeddings answer's `data` ([{index, embedding}, ...], as OpenAI's
-    /embeddings gives them), in the order of the texts; TransportError when they are not
-    `count` lists of numbers."""
+    """The vectors of an embeddings answer's `data`, in the order of the texts; TransportError when
+    they are not `count` lists of finite numbers."""
     items = data if isinstance(data, list) else []
     try:
         ordered = sorted(items, key=lambda entry: int(entry.get("index", 0)))
@@ -234,11 +232,10 @@ class LiteLLMTransport:
         self._litellm: Any = None
 
     def _ensure(self) -> Any:
-        if self._litellm is None:
-            try:
-                self._litellm = import_litellm()
-            except Exception as exc:  # ImportError or anything litellm raises on import
-                raise TransportError("import", f"litellm cannot be imported: {type(exc).__name__}: {exc}") from None
+        try:
+            self._litellm = import_litellm()        # once a process: functools.cache
+        except Exception as exc:  # ImportError or anything litellm raises on import
+            raise TransportError("import", f"litellm cannot be imported: {type(exc).__name__}: {exc}") from None
         return self._litellm
 
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
@@ -251,8 +248,7 @@ class LiteLLMTransport:
 
     async def _send(self, spec: ModelSpec, method: str, params: dict[str, Any], **request: Any) -> Any:
         """litellm's `method` for a request of `spec`: its response, or the classified error. It gets
-        copies: the response format holds the step's schema, which every call of the step shares,
-        and a provider's adapter in litellm may rewrite what it is given."""
+        copies (a provider's adapter may rewrite them; every call of a step shares its schema)."""
         litellm = self._ensure()
         if not (spec.api_key or spec.api_base):        # a hosted model: the env var it needs, if it lacks it
             try:
