@@ -693,6 +693,16 @@ def test_a_param_declaration_holding_what_json_cannot_is_a_located_message(proje
     assert f"p.yaml:4:3: params.when: its declaration is not a valid JSON Schema: it holds {shown}" in result.output
 
 
+@pytest.mark.parametrize("key, said", [
+    ("2024-01-01", "the key 2024-01-01 is a date or time in YAML, not text: quote it"),
+    ("[a, b]", "mapping keys must be text or numbers")])
+def test_a_key_yaml_reads_as_no_text_is_said_as_written(project, cli, key, said):
+    """An unquoted date as a key was refused as `mapping keys must be scalars`: a date is one."""
+    path = echo_pipeline(project).read_text().replace("steps:", f"params:\n  when: {{default: a, x: {{{key}: 1}}}}\nsteps:")
+    result = cli("validate", str(project.pipeline(path)))
+    assert result.exit_code == 2 and f"params.when.x: {said}" in result.output, result.output
+
+
 def test_every_shipped_pipeline_declares_its_params():
     from runner.pipeline.loader import load_pipeline
     for file in sorted((REPO / "pipelines").glob("*.yaml")):        # in one block or two, or in the base
