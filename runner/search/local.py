@@ -10,7 +10,7 @@ from typing import Any
 from rapidfuzz import fuzz, process, utils
 
 from runner.paths import OK, resolve_inside
-from runner.search import SearchFailed, SearchRequest, provider
+from runner.search import PROVIDERS, Provider, SearchFailed, SearchRequest
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
 PARAGRAPH = re.compile(r"\n\s*\n")
@@ -57,7 +57,6 @@ def folder_fingerprint(request: SearchRequest) -> str:
     return digest.hexdigest()
 
 
-@provider("local", cache_salt=folder_fingerprint)
 async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
     folder = Path(str(request.options.get("folder") or ""))
     passages = _passages(folder)
@@ -69,3 +68,6 @@ async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
     return [{"title": f"{passages[index][0]}:L{passages[index][2]}", "path": passages[index][0],
              "content": passages[index][1], "score": round(score / 100, 4)}
             for _, score, index in best if score > 0]
+
+
+PROVIDERS.add("local", Provider("local", local_search, cache_salt=folder_fingerprint))
