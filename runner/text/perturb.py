@@ -29,10 +29,6 @@ NUMBER = re.compile(r"\d+(?:[.,]\d+)*|\b(?:" + "|".join(NUMBER_WORDS) + r")\b", 
 WORD = re.compile(r"\S+")
 
 
-def rng_of(seed: str) -> random.Random:
-    return random.Random(int.from_bytes(hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()[:8], "big"))
-
-
 def inject(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """An instruction to return `verdict`, in wording and position `variant` picks (the
     declared ones, else WORDINGS and POSITIONS): before or after the text, or mid-way.
@@ -130,7 +126,8 @@ def perturbed(kind: str, value: Any, options: Mapping[str, Any], variant: int, s
     transform works on a text; `shuffle` on a list too)."""
     if not isinstance(value, (str, list) if kind == "shuffle" else str):
         return None
-    return TRANSFORMS[kind](value, rng_of(seed), variant, options)
+    rng = random.Random(int.from_bytes(hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()[:8], "big"))
+    return TRANSFORMS[kind](value, rng, variant, options)
 
 
 def get_path(value: Any, path: Sequence[str]) -> Any:
