@@ -23,8 +23,7 @@ from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
 from runner.runs.manifest import MANIFEST, read_manifest
 from runner.templating.sandbox import Renderer
-
-_DEPTHS = ("*/*/*/", "*/*/", "*/", "")
+from runner.tracing.feedback import RUN_DEPTHS
 
 
 @dataclass
@@ -134,7 +133,7 @@ def _lines(path: Path) -> int:
 
 
 def list_runs(reports: Path) -> list[RunEntry]:
-    folders = {p.parent for depth in _DEPTHS for p in reports.glob(depth + RESULTS)
+    folders = {p.parent for depth in RUN_DEPTHS for p in reports.glob(depth + RESULTS)
                if not p.parent.name.startswith(".") and _a_run(p.parent)}
     entries = [_listed(reports, folder) for folder in folders if _inside(reports, folder)]
     return sorted(entries, key=lambda e: (e.started, e.path), reverse=True)
