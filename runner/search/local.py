@@ -13,7 +13,7 @@ from runner.paths import OK, resolve_inside
 from runner.search import PROVIDERS, Provider, SearchFailed, SearchRequest
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
-PARAGRAPH = re.compile(r"\n\s*\n")
+PASSAGE = re.compile(r"\S.*?(?=\n\s*\n|\Z)", re.DOTALL)     # a paragraph, from its first non-space
 
 
 def _files(folder: Path) -> list[Path]:
@@ -30,16 +30,10 @@ def _passages(folder: Path) -> list[tuple[str, str, int]]:
     out = []
     for file in _files(folder):
         text = file.read_text(encoding="utf-8", errors="replace")
-        position, line = 0, 1
-        for separator in [*PARAGRAPH.finditer(text), None]:
-            end = separator.start() if separator else len(text)
-            chunk = text[position:end]
-            if chunk.strip():
-                first = line + chunk[:len(chunk) - len(chunk.lstrip())].count("\n")
-                out.append((str(file.relative_to(folder)), " ".join(chunk.split()), first))
-            if separator:
-                line += text.count("\n", position, separator.end())
-                position = separator.end()
+        line, seen = 1, 0
+        for passage in PASSAGE.finditer(text):
+            line, seen = line + text.count("\n", seen, passage.start()), passage.start()
+            out.append((str(file.relative_to(folder)), " ".join(passage[0].split()), line))
     return out
 
 
