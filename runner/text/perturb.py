@@ -93,14 +93,13 @@ def truncate(value: Any, rng: random.Random, variant: int, options: Mapping[str,
 def case(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """About a third of the words (at least one) in upper, lower or title case, changed."""
     words = [m for m in WORD.finditer(value) if m.group(0).lower() != m.group(0).upper()]
-    out, last = [], 0
-    for match in sorted(rng.sample(words, max(1, len(words) // 3)) if words else [], key=lambda m: m.start()):
-        word = match.group(0)
+    chosen = {m.start() for m in rng.sample(words, max(1, len(words) // 3))} if words else set()
+
+    def changed(word: str) -> str:
         new = rng.choice([str.upper, str.lower, str.title])(word)
-        out += [value[last:match.start()], new if new != word else word.swapcase()]
-        last = match.end()
-    changed = "".join([*out, value[last:]])
-    return changed if changed != value else None
+        return new if new != word else word.swapcase()
+    new = WORD.sub(lambda m: changed(m[0]) if m.start() in chosen else m[0], value)
+    return new if new != value else None
 
 
 def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
@@ -109,11 +108,7 @@ def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[st
     if not gaps:
         return None
     chosen = set(rng.sample(gaps, max(1, len(gaps) // 3)))
-    out, last = [], 0
-    for at in sorted(chosen):
-        out += [value[last:at], rng.choice(["  ", "\t", "\n", "   "])]
-        last = at
-    return "".join([*out, value[last:]])
+    return WORD.sub(lambda m: rng.choice(["  ", "\t", "\n", "   "]) + m[0] if m.start() in chosen else m[0], value)
 
 
 Transform = Callable[[Any, random.Random, int, Mapping[str, Any]], Any]
