@@ -54,9 +54,8 @@ def perturb_number(value: Any, rng: random.Random, variant: int, options: Mappin
         return None
     chosen = rng.choice(found)
     text = chosen.group(0)
-    if text[0].isdigit():
-        at = max(i for i, c in enumerate(text) if c.isdigit())       # its last digit
-        replaced = text[:at] + str((int(text[at]) + rng.randint(1, 8)) % 10) + text[at + 1:]
+    if text[0].isdigit():       # its last digit changed (NUMBER's digits end with one)
+        replaced = text[:-1] + str((int(text[-1]) + rng.randint(1, 8)) % 10)
     else:           # another number word, in the same case
         word = rng.choice([w for w in NUMBER_WORDS if w != text.lower()])
         replaced = word.upper() if text.isupper() else word.capitalize() if text[:1].isupper() else word

@@ -251,7 +251,7 @@ def _found_elsewhere(source: Source, part: str) -> bool:
 
 
 def _critical(text: str) -> tuple[list[str], list[str]]:
-    numbers = sorted(NUMBER.findall(text)) + sorted(["§"] * text.count("§"))
+    numbers = sorted(NUMBER.findall(text)) + ["§"] * text.count("§")
     negations = sorted(w for w in WORD.findall(text.replace("n't", " n't")) if w in NEGATIONS)
     return numbers, negations
 
