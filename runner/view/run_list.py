@@ -17,7 +17,6 @@ from typing import Any
 from runner.engine.rates import pass_check, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
-from runner.outputs.report_view import lookup
 from runner.pipeline.model import SummarySpec
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
@@ -191,10 +190,14 @@ def run_pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] |
     return passed
 
 
+def first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
+    """The first string field of these names, at the top or one object down."""
+    places = [result, *(v for v in result.values() if isinstance(v, dict))]
+    found = (place.get(name) for name in names for place in places)
+    return next((value for value in found if isinstance(value, str) and value), "")
+
+
 def reason_of(result: dict[str, Any]) -> str:
     """The result's `reason`, or the first reason inside it (a jury's), else its error."""
-    for candidate in (lookup(result, "reason"), *(v.get("reason") for v in result.values() if isinstance(v, dict))):
-        if isinstance(candidate, str) and candidate:
-            return candidate
     error = result.get("error")
-    return error if isinstance(error, str) else ""
+    return first_text(result, ("reason",)) or (error if isinstance(error, str) else "")
