@@ -46,11 +46,10 @@ class Item:
 
     @property
     def key(self) -> str:
-        """The item's content key: a hash of what it reads (its record, and its parent's, and a
-        probe copy's perturbations), the same in every run of the same input, whatever its
-        position (reviews follow it). An exploded item's key leaves out the list it is one
-        element of: the other slides of a deck are not what this slide's verdict is about, so
-        changing one slide keeps the others' keys."""
+        """A hash of what the item reads (its record, its parent's, a probe copy's perturbations):
+        the same in every run of the same input at any position (reviews follow it). An exploded
+        item's key leaves out the list it is one element of: changing one slide of a deck keeps
+        the other slides' keys."""
         parent = self.parent
         if self.exploded_from is not None and isinstance(parent, dict):
             parent = {name: value for name, value in parent.items() if name != self.exploded_from}

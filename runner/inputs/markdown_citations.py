@@ -136,7 +136,7 @@ def _citations(blocks: Iterable[tuple[int, str]], options: dict[str, Any] | None
             found.extend(_malformed(block, {m.start() for m in matches}))
         if not found:
             continue
-        masked = _mask(block, matches)
+        masked = pattern.sub(lambda match: MASK * len(match[0]), block)     # the citations, blanked out
         ends = sentence_ends(masked, abbreviations)
         for position, match, raw in sorted(found, key=lambda entry: entry[0]):
             line = first_line + block.count("\n", 0, position)
@@ -181,13 +181,6 @@ def _what_is_wrong(raw: str) -> str:
     if CONTROL_CHAR.search(name):
         return f"citation {raw!r}: the file name holds a control character"
     return f"malformed citation {raw!r} ({EXPECTED})"
-
-
-def _mask(block: str, matches: list[re.Match[str]]) -> str:
-    chars = list(block)
-    for match in matches:
-        chars[match.start():match.end()] = MASK * (match.end() - match.start())
-    return "".join(chars)
 
 
 def sentence_ends(masked: str, abbreviations: list[str]) -> list[int]:

@@ -9,15 +9,14 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO, TextIO, TypeVar
+from typing import BinaryIO, TextIO
 
 from runner.errors import InputError, Terminated
 
-T = TypeVar("T")
+CANNOT_SET = (AttributeError, ValueError, OSError)
 STDIN_NAME = "<stdin>"      # what the items' errors call standard input (its copy is a temporary file)
 
 
@@ -37,15 +36,19 @@ def spool(stdin: TextIO | None) -> Path:
 
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise Terminated()
-    held = {signal.SIGINT, signal.SIGTERM}
     name = ""
-    # SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt) while the copy is made, so it is removed.
-    with _swapped(lambda: signal.signal(signal.SIGTERM, terminate),
-                  lambda before: signal.signal(signal.SIGTERM, before)):
+    # Each signal setting is undone when its block ends; none is made where the platform or thread
+    # cannot make it (only the main thread sets a signal handler; Windows has no signal mask).
+    with ExitStack() as handler:
+        # SIGTERM raises Terminated (as Ctrl-C raises KeyboardInterrupt) while the copy is made, so it is removed.
+        with suppress(*CANNOT_SET):
+            handler.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, terminate))
         try:
             # Ctrl-C and SIGTERM held back: the file and its name come together, no stop between them.
-            with _swapped(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, held),
-                          lambda before: signal.pthread_sigmask(signal.SIG_SETMASK, before)):
+            with ExitStack() as mask:
+                with suppress(*CANNOT_SET):
+                    mask.callback(signal.pthread_sigmask, signal.SIG_SETMASK,
+                                  signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}))
                 handle, name = tempfile.mkstemp(prefix="runner-stdin-")
             with os.fdopen(handle, "wb") as copy:
                 shutil.copyfileobj(binary, copy)
@@ -54,18 +57,3 @@ def spool(stdin: TextIO | None) -> Path:
                 Path(name).unlink(missing_ok=True)
             raise
     return Path(name)
-
-
-@contextmanager
-def _swapped(install: Callable[[], T], restore: Callable[[T], object]) -> Iterator[None]:
-    """`install` (it returns what it replaced), then `restore` with that when the block ends; nothing
-    where the platform or thread cannot install it (only the main thread sets a signal handler)."""
-    try:
-        before = install()
-    except (AttributeError, ValueError, OSError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        restore(before)

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,8 @@ def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator
     """results.csv a row at a time: one pass over `results` (re-iterable) for the columns, one for the rows."""
     columns: dict[str, None] = {"index": None}
     for result in results:
-        columns.update(dict.fromkeys(flatten(_exported(result))))
+        columns.update(dict.fromkeys(flatten(result)))
+    columns.pop("item_key", None)       # runner's own, for reviews: not exported
     buffer = io.StringIO()
     # RFC 4180 line ends: the writer then quotes every cell holding a CR or an LF, which
     # with "\n" alone it would leave bare a CR that readers take for a line break.
@@ -54,16 +56,11 @@ def csv_chunks(results: Iterable[dict[str, Any]], raw: bool = False) -> Iterator
     cell = (lambda value: value) if raw else neutralised
     writer.writerow([cell(name) for name in columns])
     for result in results:
-        row = flatten(_exported(result))
+        row = flatten(result)
         writer.writerow([cell(row.get(name, "")) for name in columns])
         if buffer.tell() > 1 << 16:
             yield _drain(buffer)
     yield _drain(buffer)
-
-
-def _exported(result: dict[str, Any]) -> dict[str, Any]:
-    """A result as the CSV shows it: without `item_key` (runner's own, for reviews)."""
-    return {k: v for k, v in result.items() if k != "item_key"}
 
 
 def _drain(buffer: io.StringIO) -> str:
@@ -80,23 +77,27 @@ def junit_chunks(pipeline: str, results: Iterable[dict[str, Any]], passed: Calla
     The error is the item's message (`error_message` where `error` is a mere true). Written
     a case at a time (the counts in the opening tags come from a first pass over `results`)."""
     pipeline = xml_text(pipeline)
-    tests = failures = errors = 0
-    for result in results:
-        tests += 1
-        if result.get("error"):
-            errors += 1
-        elif not passed(result):
-            failures += 1
-    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
-    suites = _opening("testsuites", {"name": pipeline, **counts})
-    suite = _opening("testsuite", {"name": pipeline, **counts})
+    outcomes = Counter("error" if result.get("error") else "passed" if passed(result) else "failure"
+                       for result in results)
+    counts = {"tests": str(outcomes.total()), "failures": str(outcomes["failure"]), "errors": str(outcomes["error"])}
+    suites, suite = (_opening(tag, {"name": pipeline, **counts}) for tag in ("testsuites", "testsuite"))
     yield "<?xml version='1.0' encoding='utf-8'?>\n"
-    if not tests:
+    if not outcomes:
         yield f"{suites}\n  {suite[:-1]} />\n</testsuites>\n"
         return
     yield f"{suites}\n  {suite}"
     for result in results:
-        yield "\n    " + _case(pipeline, result, passed, rule, verdict_field, label)
+        case = ET.Element("testcase", classname=pipeline, name=xml_text(label(result)))
+        if result.get("error"):
+            error = xml_text(error_of(result))
+            detail = xml_text(result["error"]) if isinstance(result["error"], str) else error
+            ET.SubElement(case, "error", message=error[:500]).text = detail
+        elif not passed(result):
+            message = f"{verdict_field}={result.get(verdict_field)}: fails {rule}" if verdict_field else f"fails {rule}"
+            ET.SubElement(case, "failure", message=xml_text(message)).text = xml_text(
+                json.dumps(result, ensure_ascii=False, default=str, indent=2))
+        ET.indent(case, space="  ", level=2)
+        yield "\n    " + ET.tostring(case, encoding="unicode")
     yield "\n  </testsuite>\n</testsuites>\n"
 
 
@@ -105,21 +106,6 @@ def _opening(tag: str, attributes: dict[str, str]) -> str:
     element = ET.Element(tag, attributes)
     element.text = "-"
     return ET.tostring(element, encoding="unicode").rsplit("-</", 1)[0]
-
-
-def _case(pipeline: str, result: dict[str, Any], passed: Callable[[dict[str, Any]], bool], rule: str,
-          verdict_field: str | None, label: Callable[[dict[str, Any]], str]) -> str:
-    case = ET.Element("testcase", classname=pipeline, name=xml_text(label(result)))
-    if result.get("error"):
-        error = xml_text(error_of(result))
-        detail = xml_text(result["error"]) if isinstance(result["error"], str) else error
-        ET.SubElement(case, "error", message=error[:500]).text = detail
-    elif not passed(result):
-        message = f"{verdict_field}={result.get(verdict_field)}: fails {rule}" if verdict_field else f"fails {rule}"
-        ET.SubElement(case, "failure", message=xml_text(message)).text = xml_text(
-            json.dumps(result, ensure_ascii=False, default=str, indent=2))
-    ET.indent(case, space="  ", level=2)
-    return ET.tostring(case, encoding="unicode")
 
 
 def write_exports(out: Path, formats: list[str], pipeline: str, results: Iterable[dict[str, Any]],

@@ -155,9 +155,8 @@ def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, 
                     shown[prompt], text(response_text(record), limit))
 
 
-def _juries(value: Any, where: str, field_name: str, calls: Callable[[str], list[CallView]]) -> list[JuryView]:
-    if not isinstance(value, dict):
-        return []
+def _juries(value: dict[str, Any], where: str, field_name: str,
+            calls: Callable[[str], list[CallView]]) -> list[JuryView]:
     votes = value.get("votes")
     if isinstance(votes, list) and votes and all(isinstance(v, dict) and "model" in v for v in votes):
         return [JuryView(where, text(value.get(field_name)), text(value.get("reason")), value.get("valid_votes"),
@@ -250,12 +249,10 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
 
 
 class RowChooser:
-    """A report's rows and columns, chosen as results pass by in one pass over any number, with
-    bounded state: tallies, and at most `limit` rows, those that need a person first (errored,
-    failed, neither), then passing ones while room remains. Fed by build_view, or by the run's
-    own pass over its results, which knows whether each passed from the summary's reading of
-    its rate (api.py). The columns are the configured ones, else every scalar field seen (in
-    first-seen order, at most MAX_COLUMNS), plus `error` when any result has one."""
+    """A report's rows and columns, chosen in one pass over any number of results with bounded
+    state: tallies, and at most `limit` rows, those that need a person first (errored, failed,
+    neither), then passing ones. The columns are the configured ones, else every scalar field
+    seen (in first-seen order, at most MAX_COLUMNS), plus `error` when any result has one."""
 
     def __init__(self, configured: list[str] | None, count_by: str | None, limit: int = HTML_ROWS) -> None:
         self.fixed = [c for c in configured if c != "index"] if configured else None
@@ -282,10 +279,6 @@ class RowChooser:
         self.verdict_status.setdefault(verdict, status)
         (self._passing if status == "pass" else self._review).offer(self.seen, result, passed)
 
-    @property
-    def review(self) -> int:
-        return self.seen - self.statuses["pass"]
-
     def columns(self) -> list[str]:
         if self.fixed is not None:
             return self.fixed
@@ -303,10 +296,9 @@ def build_view(summary: dict[str, Any], results: Iterable[dict[str, Any]], confi
                calls_file: Path | None = None, *, limit: int = HTML_ROWS) -> ReportView:
     """The view over every result, holding only counts and at most `limit` rows: `results` may
     be a reader over results.jsonl, or a generator: it is iterated once."""
-    check = passed or (lambda _: None)
     chosen = RowChooser(configured, summary.get("count_by"), limit)
     for result in results:
-        chosen.add(result, check(result))
+        chosen.add(result, passed(result) if passed else None)
     return view_of(summary, chosen, assessment_key, calls_file)
 
 
@@ -340,8 +332,8 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     reason_name = _last(reason_field) if reason_field else next(
         (_last(c) for c in columns if _last(c) in REASON_NAMES), "reason")
     return ReportView(title, text(summary.get(assessment_key)), count_by, scope.done, _int(summary.get("errors", 0)),
-                      counts, list(entries.items()), measures, notes, models, juries, columns, items, chosen.review,
-                      scope, reason_name)
+                      counts, list(entries.items()), measures, notes, models, juries, columns, items,
+                      chosen.seen - chosen.statuses["pass"], scope, reason_name)
 
 
 def _int(value: Any) -> int:

@@ -84,17 +84,10 @@ class CostEstimate:
         else:
             entry.uncached_prompt_tokens += tokens
 
-    @property
-    def calls(self) -> int:
-        return sum(m.calls for m in self.models.values())
-
-    @property
-    def cached(self) -> int:
-        return sum(m.cached for m in self.models.values())
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(m.prompt_tokens for m in self.models.values())
+    def totals(self) -> dict[str, int]:
+        """The calls, cached calls and estimated prompt tokens of every model together."""
+        return {name: sum(getattr(m, field) for m in self.models.values())
+                for name, field in (("calls", "calls"), ("cached", "cached"), ("tokens", "prompt_tokens"))}
 
     def closing_lines(self) -> list[str]:
         """Per model, then the totals line (last, so scripts can read it)."""
@@ -117,8 +110,9 @@ class CostEstimate:
         total = sum(cost for entry in self.models.values() if (cost := entry.cost()) is not None)
         unknown = [name for name, m in self.models.items() if not m.local and m.price()[0] is None]
         unpriced = f" (+ an unknown price for {', '.join(unknown)})" if unknown else ""
-        return [*out, f"LLM calls: {self.calls} ({self.cached} cached), est. prompt tokens: {self.prompt_tokens}, "
-                f"est. completion tokens: {completion}, est. cost: ${total:.4f}{unpriced}"]
+        totals = self.totals()
+        return [*out, f"LLM calls: {totals['calls']} ({totals['cached']} cached), est. prompt tokens: "
+                f"{totals['tokens']}, est. completion tokens: {completion}, est. cost: ${total:.4f}{unpriced}"]
 
 
 
@@ -131,7 +125,7 @@ class RenderSink:
 
     @property
     def stats(self) -> dict[str, int]:
-        return {"calls": self.estimate.calls, "cached": self.estimate.cached, "tokens": self.estimate.prompt_tokens}
+        return self.estimate.totals()
 
     async def __call__(self, ask: Ask) -> Reply:
         raise NeedsModel(f"{ask.spec.name} has no cached answer")

@@ -25,6 +25,8 @@ class SearchFailed(Exception):
 
 @dataclass
 class Provider:
+    """A search provider; each module of runner/search adds its own to PROVIDERS."""
+
     name: str
     search: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]
     cache_salt: Callable[[SearchRequest], Any] = lambda request: None   # e.g. the folder's file hashes
@@ -32,17 +34,8 @@ class Provider:
     network: bool = False          # asks a service over the network: never from `render` or a sweep's probe
 
 
-# Every module of runner/search is imported on the first lookup and registers its provider.
+# Every module of runner/search is imported on the first lookup and adds its provider.
 PROVIDERS: Registry[Provider] = Registry("search provider", "runner.search")
-
-
-def provider(name: str, secret_options: tuple[str, ...] = (), network: bool = False,
-             cache_salt: Callable[[SearchRequest], Any] | None = None) -> Callable[..., Any]:
-    """Decorator: register the function as the provider `name` (see Provider for the rest)."""
-    def register(fn: Callable[[SearchRequest], Awaitable[list[dict[str, Any]]]]) -> Any:
-        PROVIDERS.add(name, Provider(name, fn, cache_salt or Provider.cache_salt, secret_options, network))
-        return fn
-    return register
 
 
 def cache_key(found: Provider, request: SearchRequest) -> str:

@@ -10,10 +10,10 @@ from typing import Any
 from rapidfuzz import fuzz, process, utils
 
 from runner.paths import OK, resolve_inside
-from runner.search import SearchFailed, SearchRequest, provider
+from runner.search import PROVIDERS, Provider, SearchFailed, SearchRequest
 
 SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text"}
-PARAGRAPH = re.compile(r"\n\s*\n")
+PASSAGE = re.compile(r"\S.*?(?=\n\s*\n|\Z)", re.DOTALL)     # a paragraph, from its first non-space
 
 
 def _files(folder: Path) -> list[Path]:
@@ -30,16 +30,10 @@ def _passages(folder: Path) -> list[tuple[str, str, int]]:
     out = []
     for file in _files(folder):
         text = file.read_text(encoding="utf-8", errors="replace")
-        position, line = 0, 1
-        for separator in [*PARAGRAPH.finditer(text), None]:
-            end = separator.start() if separator else len(text)
-            chunk = text[position:end]
-            if chunk.strip():
-                first = line + chunk[:len(chunk) - len(chunk.lstrip())].count("\n")
-                out.append((str(file.relative_to(folder)), " ".join(chunk.split()), first))
-            if separator:
-                line += text.count("\n", position, separator.end())
-                position = separator.end()
+        line, seen = 1, 0
+        for passage in PASSAGE.finditer(text):
+            line, seen = line + text.count("\n", seen, passage.start()), passage.start()
+            out.append((str(file.relative_to(folder)), " ".join(passage[0].split()), line))
     return out
 
 
@@ -57,7 +51,6 @@ def folder_fingerprint(request: SearchRequest) -> str:
     return digest.hexdigest()
 
 
-@provider("local", cache_salt=folder_fingerprint)
 async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
     folder = Path(str(request.options.get("folder") or ""))
     passages = _passages(folder)
@@ -69,3 +62,6 @@ async def local_search(request: SearchRequest) -> list[dict[str, Any]]:
     return [{"title": f"{passages[index][0]}:L{passages[index][2]}", "path": passages[index][0],
              "content": passages[index][1], "score": round(score / 100, 4)}
             for _, score, index in best if score > 0]
+
+
+PROVIDERS.add("local", Provider("local", local_search, cache_salt=folder_fingerprint))

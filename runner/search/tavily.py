@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from runner.retry import Retryable, parse_retry_after, with_retries
-from runner.search import SearchFailed, SearchRequest, provider
+from runner.search import PROVIDERS, Provider, SearchFailed, SearchRequest
 
 DEFAULT_API_BASE = "https://api.tavily.com"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
-@provider("tavily", secret_options=("api_key",), network=True)
 async def tavily_search(request: SearchRequest) -> list[dict[str, Any]]:
     import httpx  # installed with litellm; imported only when a search runs
 
@@ -53,3 +52,6 @@ def _results(payload: Any) -> list[dict[str, Any]]:
     return [{"title": str(row.get("title", "")), "url": str(row.get("url", "")),
              "content": str(row.get("content", "")), "score": float(row.get("score") or 0.0)}
             for row in rows if isinstance(row, dict)]
+
+
+PROVIDERS.add("tavily", Provider("tavily", tavily_search, secret_options=("api_key",), network=True))

@@ -29,10 +29,6 @@ NUMBER = re.compile(r"\d+(?:[.,]\d+)*|\b(?:" + "|".join(NUMBER_WORDS) + r")\b", 
 WORD = re.compile(r"\S+")
 
 
-def rng_of(seed: str) -> random.Random:
-    return random.Random(int.from_bytes(hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()[:8], "big"))
-
-
 def inject(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """An instruction to return `verdict`, in wording and position `variant` picks (the
     declared ones, else WORDINGS and POSITIONS): before or after the text, or mid-way.
@@ -58,9 +54,8 @@ def perturb_number(value: Any, rng: random.Random, variant: int, options: Mappin
         return None
     chosen = rng.choice(found)
     text = chosen.group(0)
-    if text[0].isdigit():
-        at = max(i for i, c in enumerate(text) if c.isdigit())       # its last digit
-        replaced = text[:at] + str((int(text[at]) + rng.randint(1, 8)) % 10) + text[at + 1:]
+    if text[0].isdigit():       # its last digit changed (NUMBER's digits end with one)
+        replaced = text[:-1] + str((int(text[-1]) + rng.randint(1, 8)) % 10)
     else:           # another number word, in the same case
         word = rng.choice([w for w in NUMBER_WORDS if w != text.lower()])
         replaced = word.upper() if text.isupper() else word.capitalize() if text[:1].isupper() else word
@@ -97,14 +92,13 @@ def truncate(value: Any, rng: random.Random, variant: int, options: Mapping[str,
 def case(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
     """About a third of the words (at least one) in upper, lower or title case, changed."""
     words = [m for m in WORD.finditer(value) if m.group(0).lower() != m.group(0).upper()]
-    out, last = [], 0
-    for match in sorted(rng.sample(words, max(1, len(words) // 3)) if words else [], key=lambda m: m.start()):
-        word = match.group(0)
+    chosen = {m.start() for m in rng.sample(words, max(1, len(words) // 3))} if words else set()
+
+    def changed(word: str) -> str:
         new = rng.choice([str.upper, str.lower, str.title])(word)
-        out += [value[last:match.start()], new if new != word else word.swapcase()]
-        last = match.end()
-    changed = "".join([*out, value[last:]])
-    return changed if changed != value else None
+        return new if new != word else word.swapcase()
+    new = WORD.sub(lambda m: changed(m[0]) if m.start() in chosen else m[0], value)
+    return new if new != value else None
 
 
 def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[str, Any]) -> Any:
@@ -113,11 +107,7 @@ def whitespace(value: Any, rng: random.Random, variant: int, options: Mapping[st
     if not gaps:
         return None
     chosen = set(rng.sample(gaps, max(1, len(gaps) // 3)))
-    out, last = [], 0
-    for at in sorted(chosen):
-        out += [value[last:at], rng.choice(["  ", "\t", "\n", "   "])]
-        last = at
-    return "".join([*out, value[last:]])
+    return WORD.sub(lambda m: rng.choice(["  ", "\t", "\n", "   "]) + m[0] if m.start() in chosen else m[0], value)
 
 
 Transform = Callable[[Any, random.Random, int, Mapping[str, Any]], Any]
@@ -130,7 +120,8 @@ def perturbed(kind: str, value: Any, options: Mapping[str, Any], variant: int, s
     transform works on a text; `shuffle` on a list too)."""
     if not isinstance(value, (str, list) if kind == "shuffle" else str):
         return None
-    return TRANSFORMS[kind](value, rng_of(seed), variant, options)
+    rng = random.Random(int.from_bytes(hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()[:8], "big"))
+    return TRANSFORMS[kind](value, rng, variant, options)
 
 
 def get_path(value: Any, path: Sequence[str]) -> Any:

@@ -114,10 +114,6 @@ def _fold(char: str) -> tuple[str, ...]:
     """What one special character becomes: nothing, a space, or folded characters."""
     if char in INVISIBLE or char in QUOTE_MARKS:
         return ()
-    if char.isspace():
-        return (" ",)
-    if char in DASHES:
-        return ("-",)
     return tuple(" " if piece.isspace() else "-" if piece in DASHES else piece
                  for piece in unicodedata.normalize("NFKD", char).casefold()
                  if unicodedata.category(piece) != "Mn" and piece not in QUOTE_MARKS and piece not in INVISIBLE)
@@ -255,7 +251,7 @@ def _found_elsewhere(source: Source, part: str) -> bool:
 
 
 def _critical(text: str) -> tuple[list[str], list[str]]:
-    numbers = sorted(NUMBER.findall(text)) + sorted(["§"] * text.count("§"))
+    numbers = sorted(NUMBER.findall(text)) + ["§"] * text.count("§")
     negations = sorted(w for w in WORD.findall(text.replace("n't", " n't")) if w in NEGATIONS)
     return numbers, negations
 

@@ -1,13 +1,10 @@
 """Human feedback on a judged result: `runner feedback --store DIR --trace-id ID --up|--down
-[--label VERDICT]`.
+[--label VERDICT]`, the result found by its trace id (ours or MLflow's) in the newest run at
+or below DIR that has it.
 
-The result is found by its trace id (ours or MLflow's) in the run folders at or below DIR
-(the newest run that has it); the feedback is a review in the one review store
-(REPORTS_DIR/reviews.sqlite, runner/stores/reviews.py), which `runner view` and
-`runner serve` write too and `runner labels export` reads, made by the same rule
-(`review_of`: a label that contradicts the rating, or is not one of the pipeline's verdicts,
-is refused). It is also logged to MLflow as a HUMAN assessment when the result was traced
-there (it has an `mlflow_trace_id`). `record_review` is those steps, for all three."""
+`record_review` gives a review the one way `runner feedback`, `runner view` and `runner serve`
+do: saved in the one review store (REPORTS_DIR/reviews.sqlite, which `runner labels export`
+reads), and logged to MLflow as a HUMAN assessment when the result was traced there."""
 
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ from runner.runs.folders import RESULTS, is_run, iter_results, read_summary
 from runner.runs.manifest import read_manifest
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore, review_of
 
-_DEPTHS = ("", "*/", "*/*/", "*/*/*/")        # a run folder, its group, its pipeline, the reports folder
+RUN_DEPTHS = ("", "*/", "*/*/", "*/*/*/")        # a run folder, its group, its pipeline, the reports folder
 
 
 @dataclass(frozen=True)
@@ -94,7 +91,7 @@ def _find(store: Path, trace_id: str) -> tuple[Path, dict[str, Any]]:
     if not store.exists():
         raise RunnerError(f"{store}: no such file or folder")
     top = store if store.is_dir() else store.parent
-    runs = sorted({p.parent for depth in _DEPTHS for p in top.glob(depth + RESULTS) if is_run(p.parent)},
+    runs = sorted({p.parent for depth in RUN_DEPTHS for p in top.glob(depth + RESULTS) if is_run(p.parent)},
                   key=lambda folder: (folder / RESULTS).stat().st_mtime, reverse=True)
     unreadable: list[str] = []
     for folder in runs:

@@ -30,12 +30,12 @@ from starlette.routing import Route
 from runner.engine.rates import rate_text
 from runner.errors import RunnerError
 from runner.llm.calls.record import header
-from runner.outputs.report_view import build_item, call_view, lookup, status_of, trace_url_of
+from runner.outputs.report_view import build_item, call_view, status_of, trace_url_of
 from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user
 from runner.tracing.feedback import record_review
 from runner.view.index import LARGEST, NO_VERDICT, Query, Row, RunIndex
-from runner.view.run_list import RunEntry, list_runs, run_entry, run_folder, run_pass_check
+from runner.view.run_list import RunEntry, first_text, list_runs, run_entry, run_folder, run_pass_check
 
 MAX_BODY = 64 * 1024
 MAX_CALL = 256 * 1024      # characters of a call's prompt, and of its answer, shown
@@ -122,7 +122,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
             status=shown.status, verdict_field=entry.verdict_field, item_key=key, juries=shown.juries,
             counts=index_db.counts(),
             result_json=json.dumps(result, ensure_ascii=False, indent=2, default=str),
-            quote=_first_text(result, ("quote",)), source=_first_text(result, SOURCE_FIELDS),
+            quote=first_text(result, ("quote",)), source=first_text(result, SOURCE_FIELDS),
             calls=[(shown_call, header(call)) for shown_call, call in zip(shown.calls, calls, strict=True)],
             previous=previous and (previous.index, _item_href(entry, previous)),
             following=following and (following.index, _item_href(entry, following)),
@@ -245,17 +245,6 @@ def _number(value: Any) -> int | None:
 def _item_href(entry: RunEntry, row: Row) -> str:
     """An item's page; the results line too when another result has the same index."""
     return f"/run/{entry.path}/item/{row.index}" + (f"?line={row.line}" if row.shared else "")
-
-
-def _first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
-    """The first string field of these names, at the top or one object down."""
-    places = [result, *(v for v in result.values() if isinstance(v, dict))]
-    for name in names:
-        for place in places:
-            value = lookup(place, name)
-            if isinstance(value, str) and value:
-                return value
-    return ""
 
 
 def _align_report(folder: Path) -> Path | None:

@@ -96,7 +96,6 @@ class RunIndex:
         relative = run.resolve().relative_to(reports.resolve())
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
 
-    # -- building ------------------------------------------------------------------
     def _calls_file(self) -> Path | None:
         """The run's calls.jsonl; None for a link in its place, which is not followed (it
         could show a file from outside the run folder)."""
@@ -186,7 +185,6 @@ class RunIndex:
             return "ERROR" if result.get("error") else NO_VERDICT
         return _text(value)
 
-    # -- reading ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         """A read-only connection to the index, built first unless it matches results.jsonl as it is
         now (one build at a time)."""

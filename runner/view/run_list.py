@@ -17,14 +17,12 @@ from typing import Any
 from runner.engine.rates import pass_check, rate_entries
 from runner.errors import InputError
 from runner.fileio import read_json
-from runner.outputs.report_view import lookup
 from runner.pipeline.model import SummarySpec
 from runner.runs.folders import RESULTS, SUMMARY, is_run, read_summary
 from runner.runs.lock import held
 from runner.runs.manifest import MANIFEST, read_manifest
 from runner.templating.sandbox import Renderer
-
-_DEPTHS = ("*/*/*/", "*/*/", "*/", "")
+from runner.tracing.feedback import RUN_DEPTHS
 
 
 @dataclass
@@ -134,7 +132,7 @@ def _lines(path: Path) -> int:
 
 
 def list_runs(reports: Path) -> list[RunEntry]:
-    folders = {p.parent for depth in _DEPTHS for p in reports.glob(depth + RESULTS)
+    folders = {p.parent for depth in RUN_DEPTHS for p in reports.glob(depth + RESULTS)
                if not p.parent.name.startswith(".") and _a_run(p.parent)}
     entries = [_listed(reports, folder) for folder in folders if _inside(reports, folder)]
     return sorted(entries, key=lambda e: (e.started, e.path), reverse=True)
@@ -192,10 +190,14 @@ def run_pass_check(entry: RunEntry) -> Callable[[dict[str, Any]], bool | None] |
     return passed
 
 
+def first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
+    """The first string field of these names, at the top or one object down."""
+    places = [result, *(v for v in result.values() if isinstance(v, dict))]
+    found = (place.get(name) for name in names for place in places)
+    return next((value for value in found if isinstance(value, str) and value), "")
+
+
 def reason_of(result: dict[str, Any]) -> str:
     """The result's `reason`, or the first reason inside it (a jury's), else its error."""
-    for candidate in (lookup(result, "reason"), *(v.get("reason") for v in result.values() if isinstance(v, dict))):
-        if isinstance(candidate, str) and candidate:
-            return candidate
     error = result.get("error")
-    return error if isinstance(error, str) else ""
+    return first_text(result, ("reason",)) or (error if isinstance(error, str) else "")
