@@ -216,6 +216,29 @@ def trace_url_of(summary: dict[str, Any]) -> str | None:
     return _section(summary, "tracing").get("trace_url")
 
 
+def _reason_columns(columns: list[str], reason_field: str | None) -> list[str]:
+    return [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
+
+
+def item_reason(result: dict[str, Any], columns: list[str], reason_field: str | None = None,
+                juries: list[JuryView] | None = None) -> str:
+    """The reason every page shows for a result (report.md, report.html, `runner view`'s list):
+    `summary.reason_field`; else the first column named like a reason, a top-level field named
+    so, or a jury's reason (`juries`: the result's, found by `_juries` when not given)."""
+    for column in _reason_columns(columns, reason_field):
+        value = lookup(result, column)
+        if value:
+            return cut(text(value, FIELD_CHARS), FIELD_CHARS)
+    if reason_field:
+        return ""
+    found = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "")
+    if found:
+        return found
+    if juries is None:
+        juries = _juries(result, "", "verdict", lambda model: [])
+    return next((j.reason for j in juries if j.reason), "")
+
+
 def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
                passed: bool | None, calls: dict[int, list[CallView]],
                trace_url: str | None = None, reason_field: str | None = None) -> ItemView:
@@ -224,15 +247,12 @@ def build_item(result: dict[str, Any], columns: list[str], count_by: str | None,
     error = error_of(result)
     item_calls = calls.get(index, [])
     juries = _juries(result, "", count_by or "verdict", lambda model: [c for c in item_calls if c.model == model])
-    reason_cols = [reason_field] if reason_field else [c for c in columns if _last(c) in REASON_NAMES]
+    reason_cols = _reason_columns(columns, reason_field)
     # Each column read and written out once (to FIELD_CHARS, the most any place shows), then cut to
     # what each place shows.
-    values = {c: lookup(result, c) for c in (*columns, *reason_cols)}
+    values = {c: lookup(result, c) for c in columns}
     texts = {c: text(v, FIELD_CHARS) for c, v in values.items()}
-    reason = next((cut(texts[c], FIELD_CHARS) for c in reason_cols if values[c]), "")
-    if not reason and not reason_field:
-        reason = next((text(result[n], FIELD_CHARS) for n in REASON_NAMES if result.get(n)), "") or \
-            next((j.reason for j in juries if j.reason), "")
+    reason = item_reason(result, columns, reason_field, juries)
     skip = {count_by, *ERROR_NAMES, *reason_cols}
     inputs = [(_last(c), cut(texts[c], FIELD_CHARS)) for c in columns if c not in skip and values[c] is not None]
     overridden = next((j.verdict for j in juries if j.verdict and verdict and j.verdict != verdict), "")

@@ -61,7 +61,7 @@ class View:
         entry = run_entry(self.reports, folder)
         if folder not in self._indexes:
             self._indexes[folder] = RunIndex(self.reports, folder, entry.verdict_field, entry.report_columns,
-                                             run_pass_check(entry))
+                                             run_pass_check(entry), entry.reason_field)
         return folder, entry, self._indexes[folder]
 
     def page(self, template: str, code: int = 200, **values: Any) -> HTMLResponse:

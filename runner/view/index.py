@@ -24,15 +24,14 @@ from typing import Any
 from runner.errors import InputError
 from runner.fileio import parse_json
 from runner.llm.calls.file import call_spans, read_spans
-from runner.outputs.report_view import item_label
+from runner.outputs.report_view import item_label, item_reason
 from runner.runs.folders import CALLS_FILE, RESULTS
 from runner.runs.manifest import strings_in
 from runner.safetext import clean_value
 from runner.stores.reviews import Review
-from runner.view.run_list import reason_of
 
 INDEX_DIR = ".runner-view"
-FORMAT = 3
+FORMAT = 4
 PAGE_SIZE = 50
 SEARCH_TEXT = 8000          # characters of an item's text kept for search
 _BATCH = 5000
@@ -87,11 +86,13 @@ _COLUMNS = "line, idx, shared, item_key, verdict, error, label, reason, body"
 
 class RunIndex:
     def __init__(self, reports: Path, run: Path, verdict_field: str | None, columns: list[str] | None,
-                 passed: Passed | None = None):
-        """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none)."""
+                 passed: Passed | None = None, reason_field: str | None = None):
+        """`passed`: the pipeline's pass rule, read for the rows a page shows (None: it has none);
+        `columns` and `reason_field`: the report's, which give a row its label and reason."""
         self.run = run
         self.verdict_field = verdict_field
-        self.columns = columns            # the report's columns: a row's label
+        self.columns = columns
+        self.reason_field = reason_field
         self.passed = passed
         relative = run.resolve().relative_to(reports.resolve())
         self.path = reports / INDEX_DIR / relative.parent / f"{relative.name}.sqlite"
@@ -139,7 +140,10 @@ class RunIndex:
             for number, result in self._results():
                 index = _as_index(result.get("index"), number)
                 ordered, last = ordered and index >= last, index
-                label, reason = item_label(result, self.columns), reason_of(result)
+                label = item_label(result, self.columns)
+                error = result.get("error")      # the list shows an item without a reason by its error
+                reason = item_reason(result, self.columns or [], self.reason_field) or \
+                    (error if isinstance(error, str) else "")
                 verdict = self.verdict_of(result)
                 counts[verdict] += 1
                 batch.append((number, number, index, str(result.get("item_key") or ""), verdict,

@@ -70,6 +70,10 @@ class RunEntry:
     def report_columns(self) -> list[str] | None:
         return SummarySpec.of(self.resolved.get("summary")).report_columns
 
+    @property
+    def reason_field(self) -> str | None:
+        return SummarySpec.of(self.resolved.get("summary")).reason_field
+
 
 def run_entry(reports: Path, folder: Path) -> RunEntry:
     """The run's entry; InputError when its run.json or summary.json cannot be read."""
@@ -195,9 +199,3 @@ def first_text(result: dict[str, Any], names: tuple[str, ...]) -> str:
     places = [result, *(v for v in result.values() if isinstance(v, dict))]
     found = (place.get(name) for name in names for place in places)
     return next((value for value in found if isinstance(value, str) and value), "")
-
-
-def reason_of(result: dict[str, Any]) -> str:
-    """The result's `reason`, or the first reason inside it (a jury's), else its error."""
-    error = result.get("error")
-    return first_text(result, ("reason",)) or (error if isinstance(error, str) else "")

@@ -323,6 +323,23 @@ def test_verdict_badges_are_coloured_by_the_pipelines_pass_rule_as_report_html(p
         assert f'<span class="badge {status}">{verdict}</span>' in report
 
 
+@pytest.mark.parametrize("summary, shown", [("", "rationale of"), ("summary: {reason_field: why}\n", "why of")])
+def test_the_run_page_shows_the_reason_the_report_shows(project, summary, shown):
+    """The list read only a field named `reason` where report.md and report.html read the
+    pipeline's `summary.reason_field`, else a rationale or explanation: one result, two reasons."""
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
+        output: {verdict: "{{ steps.s.v }}", rationale: "rationale of {{ item.v }}", why: "why of {{ item.v }}"}
+        """ + summary)
+    reports = project.root / "reports"
+    run(path, write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}]), out=reports / "c" / "r1")
+    page = client(reports).get("/run/c/r1").text
+    assert f"{shown} A" in page and f"{shown} B" in page
+    assert f"{shown} A" in (reports / "c" / "r1" / "report.md").read_text()
+
+
 def test_review_controls_are_text_and_svg_never_emoji_only(reports):
     """Issue 50, V4: without an emoji font a 👍 is a box."""
     web = client(reports)
