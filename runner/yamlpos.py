@@ -269,7 +269,7 @@ def _build(node: yaml.Node, path: Path, located: Located, problems: list[Problem
             key = constructor.construct_object(key_node, deep=True)
             line, col = _mark(key_node)
             if not isinstance(key, (str, int, float, bool)):
-                why = (f"the key {key.isoformat()} is a date or time in YAML, not text: quote it"
+                why = (f"the key {key_node.value} is a date or time in YAML, not text: quote it"
                        if hasattr(key, "isoformat") else "mapping keys must be text or numbers")
                 problems.append(Problem(f"{located.file}:{line}:{col}", json_path(path), why, (line, col)))
                 continue

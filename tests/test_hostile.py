@@ -703,6 +703,16 @@ def test_a_key_yaml_reads_as_no_text_is_said_as_written(project, cli, key, said)
     assert result.exit_code == 2 and f"params.when.x: {said}" in result.output, result.output
 
 
+@pytest.mark.parametrize("step", ["{id: ask, uses: llm, with: {model: m, prompt: hi, repair: -1}}",
+                                  "{id: ask, uses: jury, with: {models: [m], prompt: hi, repair: -1, vote: {field: v}}}"])
+def test_a_negative_repair_is_refused_where_it_is_written(project, cli, step):
+    """`repair: -1` passed validate, then every item failed with `internal error: AssertionError`."""
+    path = project.pipeline(f"version: 1\nname: t\nmodels: {{m: {{model: scripted/m}}}}\nsteps: [{step}]\n"
+                            "output: {v: '{{ steps.ask }}'}\n")
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and "steps[0].with.repair: -1 is less than the minimum of 0" in result.output
+
+
 def test_every_shipped_pipeline_declares_its_params():
     from runner.pipeline.loader import load_pipeline
     for file in sorted((REPO / "pipelines").glob("*.yaml")):        # in one block or two, or in the base

@@ -126,17 +126,18 @@ def _failed_before(request: SweepRequest) -> tuple[Path, int] | None:
     if run is None:
         return None
     answered: set[str] = set()
-    items: dict[str, set[Any]] = {}
+    items: dict[str, set[int]] = {}
     for call in read_calls(run / CALLS_FILE):
         key = str(call.get("key") or "")
         if call.get("error") and not call.get("cached") and key:
             request.failed_calls.setdefault(key, str(call["error"]))
-            items.setdefault(key, set()).add(call.get("item"))
+            if isinstance(call.get("item"), int):
+                items.setdefault(key, set()).add(call["item"])
         elif key:
             answered.add(key)
     for key in answered:
         request.failed_calls.pop(key, None)
-    return run, len(set().union(*(items[key] for key in request.failed_calls)))
+    return run, len(set().union(*(items.get(key, set()) for key in request.failed_calls)))
 
 
 def _from_cache(request: SweepRequest, values: list[dict[str, str]], rows: list[LabelRow]) -> list[Setting]:

@@ -9,13 +9,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runner.checks.result_shapes import ShapeContext, as_result, empty_value, laid_over, skipped_value, step_shape
+from runner.engine.agreement import add_votes
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.health import item_end
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
 from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, step_class
-from runner.engine.steps.jury import add_votes
 from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item
 from runner.pipeline.model import StepSpec
@@ -147,9 +147,10 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one; its juries'
     votes (its own, or those of the result it reused) are added to the run's juror agreement."""
     with noting() as notes:
-        result = await _run_item(runtime, item, notes)
-    add_votes(runtime, notes.votes)
-    return result
+        try:
+            return await _run_item(runtime, item, notes)
+        finally:            # the juries that finished count, whatever came after them
+            add_votes(runtime, notes.votes)
 
 
 async def _run_item(runtime: Runtime, item: Item, notes: Notes) -> dict[str, Any]:

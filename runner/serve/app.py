@@ -9,7 +9,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -242,8 +242,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
                                                                                 "pipeline as it is now).")) -> Response:
         """The stored result for that content, under the pipeline as it is now (or as `pipeline_hash`)."""
         stored = await _stored(pipeline, item_key, pipeline_hash)
-        return json_response({**asdict(stored), "trace_id": stored.result.get("mlflow_trace_id"),
-                              "result": without_reads(stored.result)})
+        return json_response({"pipeline": stored.pipeline, "pipeline_hash": stored.pipeline_hash,
+                              "item_key": stored.item_key, "stored_at": stored.stored_at,
+                              "trace_id": stored.result.get("mlflow_trace_id"), "result": without_reads(stored.result)})
 
     @app.post("/v1/results/{item_key}/feedback", response_model=openapi.FeedbackResponse, responses=ERRORS)
     async def feedback(item_key: str, body: openapi.FeedbackRequest,

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from runner.engine.agreement import add_votes
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.health import item_end
-from runner.engine.steps.jury import add_votes
 from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
@@ -68,7 +68,9 @@ class Variant:
         return self.served.name
 
 
-COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
+COUNTED = ("judged", "errors", "store", "cache")
+# An item's result, its source, whether a model's answer made it, and its juries' votes (kept.Notes.votes)
+Computed = tuple[dict[str, Any], str, bool, list[list[Any]]]      # /judge's counts, each always given
 
 
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +126,7 @@ class Judging:
         self._closing: set[asyncio.Task[None]] = set()      # evicted variants' runs, ending
         self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
         # (result, source, whether a model's answer made it), for whoever joins the flight
-        self._flights: SingleFlight[tuple[dict[str, Any], str, bool]] = SingleFlight()
+        self._flights: SingleFlight[Computed] = SingleFlight()
         self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
 
     def client(self, name: str) -> SharedClient:
@@ -216,7 +218,7 @@ class Judging:
                           run: JudgeRun | None = None) -> tuple[dict[str, Any], str]:
         """(result, source) of one item: the stored one, else computed once however many ask (by a
         request's variant, recorded in its `run`; by a job's runtime, which skips an unreachable store)."""
-        async def compute() -> tuple[dict[str, Any], str, bool]:
+        async def compute() -> Computed:
             try:
                 stored = await asyncio.to_thread(self.store.get, variant.name, variant.hash, item.key)
             except StoreUnavailable:
@@ -226,21 +228,24 @@ class Judging:
             with noting() as notes:
                 fresh = _fresh(stored)
             if fresh is not None and stored is not None:
-                add_votes(runtime, notes.votes)         # its jurors count in this run's agreement
-                return fresh, "store", answered_before(stored.result)
+                return fresh, "store", answered_before(stored.result), notes.votes
             return await self._compute(variant, runtime, item, run)
-        (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
+        (result, source, answered, votes), joined = await self._flights.run(
+            (variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
-            (result, source, answered), joined = await self._compute(variant, runtime, item, run), False
+            (result, source, answered, votes), joined = await self._compute(variant, runtime, item, run), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
             if answered:        # made by a model's answer, not this run's: counted as the cache's (ErrorCount.add)
                 result[ANSWERED_FIELD] = True
+            if run is None:     # a job's run records it and measures its jurors over it (/judge's does not)
+                add_votes(runtime, votes)
         return result, source
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
-                       run: JudgeRun | None) -> tuple[dict[str, Any], str, bool]:
-        """(result, source, whether a model's answer made it: its calls', or the memo entry's)."""
+                       run: JudgeRun | None) -> Computed:
+        """(result, source, whether a model's answer made it: its calls', or the memo entry's, and its
+        juries' votes: run_item counted them in this runtime's agreement)."""
         if run is not None:
             run.open()
         with noting() as notes:
@@ -260,7 +265,7 @@ class Judging:
         finally:
             if run is not None:
                 run.keep(item.index, result)
-        return result, source, answered
+        return result, source, answered, notes.votes
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
         """A job's run: the pipeline's shared LLM client; each item from its earlier run

@@ -4,23 +4,31 @@ loopback, a free port, a folder of pipelines), then uvicorn in this process."""
 from __future__ import annotations
 
 import gc
+import ipaddress
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import InputError
-from runner.llm.client.spec import LOOPBACK_NAME, host_identity
 from runner.serve.app import DEFAULT_DB, check_store, create_app
 from runner.serve.http import Limits, bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
 from runner.stores.database import is_postgres, shown_url
+from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 
 
 def is_loopback(host: str) -> bool:
-    return host_identity(host.strip("[]")) == LOOPBACK_NAME
+    """The names and addresses a bind takes as this machine's own, exactly as written: no
+    spelling a resolver might send elsewhere (`localhost.`) spares the token."""
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def check_overrides(folder: Path, cache_dir: Path, overrides: list[str]) -> None:

@@ -23,7 +23,8 @@ from typing import Any
 READS_FIELD = "_read_files"      # in a kept result: {path: sha256 of its contents}
 MADE_BY_FIELD = "_made_by"       # in a memo entry: the hash of what made it (Runtime.made_by)
 ANSWERED_FIELD = "_answered"     # in a kept result: a model's (or the cache's) answer made it
-VOTES_FIELD = "_votes"           # in a kept result: [[jury step, numeric, {seat: valid vote}], ...]
+VOTES_FIELD = "runner:votes"     # in a kept result: [[jury step, numeric, {seat: valid vote}], ...] (no output
+                                 # field can be named so: their names are identifiers)
 NOTES = (READS_FIELD, MADE_BY_FIELD, ANSWERED_FIELD, VOTES_FIELD)
 
 

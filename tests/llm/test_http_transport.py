@@ -269,3 +269,17 @@ def test_a_server_interrupting_an_answer_for_the_next_request_settles_at_one(pro
     err = capfd.readouterr().err
     assert err.count("is on this machine") == 1
     assert "sending it up to 1 request(s) at a time (an answer was cut short while it was sent more at once" in err
+
+
+@pytest.mark.parametrize("status, body, said, kind", [
+    (429, {"error": {"message": "Rate limit reached"}}, "HTTP 429: Rate limit reached", "rate_limit"),
+    (400, {"error": {"code": "invalid_x"}}, "HTTP 400: invalid_x", "client"),
+    (503, None, "HTTP 503: None", "server")])
+def test_a_batch_lines_http_error_is_said_by_its_status_and_message(status, body, said, kind):
+    """An error line reads as `HTTP <status>: <the error's message, else its code>`, classified by
+    its status; the whole body is kept for what reads it (a refused response_format, say)."""
+    from runner.llm.batch.client import line_outcome
+    from runner.llm.client.spec import build_spec
+    spec = build_spec("m", {"model": "openai/m", "api_base": "http://127.0.0.1:1/v1"})
+    error = line_outcome({"custom_id": "c1", "response": {"status_code": status, "body": body}}, spec)
+    assert (str(error), error.kind, error.body) == (said, kind, json.dumps(body))

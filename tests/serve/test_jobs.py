@@ -313,6 +313,55 @@ def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatc
         assert done["status"] == "succeeded" and done["error"] is None, done
 
 
+JURY_DECK = DECK_JUDGE.replace("name: deck", "name: jdeck").replace(
+    "  judge: {model: openai/scripted, retries: 0}\n",
+    "  a: {model: openai/scripted, retries: 0}\n  b: {model: openai/scripted, retries: 0, temperature: 0.5}\n").replace(
+    "  - id: ask\n    uses: llm\n    with:\n      model: judge\n",
+    "  - id: ask\n    uses: jury\n    with:\n      models: [a, b]\n      vote: {field: rating}\n").replace(
+    "steps.ask.output.rating", "steps.ask.rating").replace("steps.ask.output.score", "0")
+
+
+def test_jobs_measure_their_jurors_over_joined_and_stored_items(served_project, db_url, monkeypatch):
+    """Two identical jury jobs at once, then a third: the second's items join the first's
+    computations, the third's come from the store. Each job's summary measures its jurors over
+    its two items, as `runner run` over them would (the joining job's agreement was null)."""
+    import httpx
+
+    from runner.serve.app import create_app
+    from runner.serve.judging import Settings
+    served_project.pipeline(JURY_DECK, "jdeck.yaml")
+    asked = noting_flights(monkeypatch)
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    root = served_project.root
+    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url)
+    items = {"items": [deck("<p>A</p>", "<p>B</p>")]}
+
+    async def finished(client: httpx.AsyncClient, job: dict) -> dict:
+        while (view := (await client.get(f"/v1/jobs/{job['id']}")).json())["status"] not in DONE:
+            await asyncio.sleep(0.02)
+        return view
+
+    async def scenario() -> list[dict]:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            model.hold()
+            first = (await client.post("/v1/pipelines/jdeck/jobs", json=items)).json()
+            while model.in_flight < 4:
+                await asyncio.sleep(0.01)
+            second = (await client.post("/v1/pipelines/jdeck/jobs", json=items)).json()
+            while len(asked) < 4:                # the second job's slides joined the first's computations
+                await asyncio.sleep(0.01)
+            model.release()
+            done = [await finished(client, first), await finished(client, second)]
+            third = (await client.post("/v1/pipelines/jdeck/jobs", json=items)).json()
+            return [*done, await finished(client, third)]
+
+    done = asyncio.run(scenario())
+    juries = [json.loads((root / view["run"] / "summary.json").read_text()).get("juries") for view in done]
+    assert all(view["counts"]["done"] == 2 for view in done), done
+    assert juries[0]["ask"]["items"] == 2 and juries[0] == juries[1] == juries[2], juries
+
+
 def test_a_result_stored_from_a_memo_hit_keeps_the_model_answer_behind_it(served_project, tmp_path):
     """A job's item from the memo store (a model's answer made it, in a run the result store
     does not know: another store) is stored with that note: a later job taking it from the

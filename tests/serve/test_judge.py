@@ -81,6 +81,7 @@ def test_stored_results_are_read_by_key(served):
     stored = served.client.get(f"/v1/results/{key}", params={"pipeline": "deck"})
     assert stored.status_code == 200 and stored.json()["result"] == judged["results"][0]["result"]
     assert stored.json()["pipeline_hash"] == digest and stored.json()["item_key"] == key
+    assert list(stored.json()) == ["pipeline", "pipeline_hash", "item_key", "stored_at", "trace_id", "result"]
     assert served.client.get(f"/v1/results/{key}", params={"pipeline": "deck", "pipeline_hash": digest}).status_code == 200
     missing = served.client.get("/v1/results/0123456789abcdef", params={"pipeline": "deck"})
     assert missing.status_code == 404 and "no stored result of deck" in missing.json()["error"]

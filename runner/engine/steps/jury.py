@@ -25,8 +25,6 @@ from runner.engine.steps.llm_call import (
 from runner.engine.voting import (
     CATEGORICAL,
     NUMERIC,
-    Agreement,
-    IntervalAgreement,
     Vote,
     VoteError,
     majority_of,
@@ -205,40 +203,3 @@ def _vote_problems(args: Mapping[str, Any], shapes: ShapeContext) -> list[tuple[
                          + (f".{hint}" if hint else f" ({', '.join(sorted(answer))})")))
     return problems
 
-
-JuryAgreement = Agreement | IntervalAgreement
-
-
-def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
-    """Each jury step's agreement figures, kept as running sums over its items."""
-    runtime.summary_sections["juries"] = jury_summary
-    return {}
-
-
-def add_votes(runtime: Runtime, noted: list[list[Any]]) -> None:
-    """An item's jury votes (kept.note_votes: its own, or those a result it reused kept), added to
-    the run's agreement: Krippendorff's alpha for a numeric vote, else Fleiss' kappa."""
-    for step, numeric, votes in noted:
-        kind = IntervalAgreement if numeric else Agreement
-        runtime.resource(_agreements).setdefault(step, kind()).add(votes)
-
-
-def take_agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
-    """The agreement sums kept since the last take, reset (a Ray worker sends them per block)."""
-    kept = runtime.resource(_agreements)
-    taken = dict(kept)
-    kept.clear()
-    return taken
-
-
-def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None:
-    if not taken:        # a worker whose items met no jury: no `juries` section, as a local run writes none
-        return
-    kept = runtime.resource(_agreements)
-    for step, agreement in taken.items():      # one step's agreement is always of one kind
-        kept.setdefault(step, type(agreement)()).merge(agreement)  # type: ignore[arg-type]
-
-
-def jury_summary(runtime: Runtime) -> dict[str, Any]:
-    """Per jury step, the juror agreement that fits its votes, named (`measure`)."""
-    return {step: agreement.summary() for step, agreement in runtime.resource(_agreements).items()}

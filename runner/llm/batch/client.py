@@ -140,6 +140,13 @@ class BatchClient:
         await self._client.aclose()
 
 
+def _message(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code") or error)
+    return str(error or body)[:ERROR_TEXT]
+
+
 def read_lines(data: bytes) -> Iterator[dict[str, Any]]:
     for raw in data.splitlines():
         if not raw.strip():
@@ -156,9 +163,11 @@ def line_outcome(line: dict[str, Any], spec: ModelSpec) -> Outcome:
     """An output or error line as a live call would see it: its completion (at the batch price), or its failure."""
     response = line.get("response") if isinstance(line.get("response"), dict) else None
     status = int(response.get("status_code") or 0) if response is not None else 0
-    if status >= 400:               # as a live call's status (no Retry-After: a line has no headers)
+    if status >= 400:
         body = response.get("body") if response is not None else None
-        return status_error(status, {}, body if isinstance(body, str) else json.dumps(body))
+        kind = "rate_limit" if status == 429 else "server" if status >= 500 else "client"
+        return TransportError(kind, f"HTTP {status}: {_message(body)[:ERROR_TEXT]}", status,
+                              body=json.dumps(body) if not isinstance(body, str) else body)
     if response is None or line.get("error"):
         error: dict[str, Any] = line["error"] if isinstance(line.get("error"), dict) else {}
         code = str(error.get("code") or "error")
