@@ -713,6 +713,20 @@ def test_a_negative_repair_is_refused_where_it_is_written(project, cli, step):
     assert result.exit_code == 2 and "steps[0].with.repair: -1 is less than the minimum of 0" in result.output
 
 
+def test_a_negative_repair_made_by_a_template_is_the_items_error(project, scripted_llm):
+    """`repair: "{{ item.r }}"` rendering -1 ran as no repair at all, without a word."""
+    path = project.pipeline("""
+        version: 1
+        name: t
+        models: {m: {model: scripted/m}}
+        steps: [{id: ask, uses: llm, with: {model: m, prompt: hi, repair: "{{ item.r }}"}}]
+        output: {v: "{{ steps.ask.raw }}"}
+        """)
+    [bad, good] = run(path, write_json(project.root / "in.json", [{"r": -1}, {"r": 1}])).results
+    assert "steps[0].with.repair: '-1' is not a whole number of at least 0" in bad["error"]
+    assert good["v"] == "ok" and "error" not in good
+
+
 def test_every_shipped_pipeline_declares_its_params():
     from runner.pipeline.loader import load_pipeline
     for file in sorted((REPO / "pipelines").glob("*.yaml")):        # in one block or two, or in the base

@@ -22,7 +22,7 @@ from runner.pipeline.model import StepSpec
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
-from runner.stores.kept import ANSWERED_FIELD, Notes, answered_before, kept, noting, reusable
+from runner.stores.kept import ANSWERED_FIELD, NOTES, Notes, answered_before, kept, noting, reusable
 from runner.templating.step_results import Result, ResultList
 
 if TYPE_CHECKING:
@@ -147,10 +147,9 @@ async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one; its juries'
     votes (its own, or those of the result it reused) are added to the run's juror agreement."""
     with noting() as notes:
-        try:
-            return await _run_item(runtime, item, notes)
-        finally:            # the juries that finished count, whatever came after them
-            add_votes(runtime, notes.votes)
+        result = await _run_item(runtime, item, notes)
+    add_votes(runtime, notes.votes)         # an item stopped before its result (Ctrl-C) has no place in them
+    return result
 
 
 async def _run_item(runtime: Runtime, item: Item, notes: Notes) -> dict[str, Any]:
@@ -193,8 +192,9 @@ async def _run_item(runtime: Runtime, item: Item, notes: Notes) -> dict[str, Any
     if runtime.pipeline.output_base:
         try:
             base = render_at(runtime, runtime.pipeline.output_base, ("output_base",), scope)
-            if isinstance(base, dict):  # a record's own `error` and `warnings` are kept as input_error, input_warnings
-                result.update({f"input_{k}" if k in ("error", "warnings") else k: v for k, v in base.items()
+            # a record's own `error`, `warnings` (and names a kept result's notes take) are kept as input_<name>
+            if isinstance(base, dict):
+                result.update({f"input_{k}" if k in ("error", "warnings", *NOTES) else k: v for k, v in base.items()
                                if k not in ("index", "item_key")})
         except TemplateError as exc:
             outcome.error = outcome.error or str(exc)

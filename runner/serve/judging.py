@@ -68,9 +68,9 @@ class Variant:
         return self.served.name
 
 
-COUNTED = ("judged", "errors", "store", "cache")
+COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
 # An item's result, its source, whether a model's answer made it, and its juries' votes (kept.Notes.votes)
-Computed = tuple[dict[str, Any], str, bool, list[list[Any]]]      # /judge's counts, each always given
+Computed = tuple[dict[str, Any], str, bool, list[list[Any]]]
 
 
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +125,7 @@ class Judging:
         self._variants: OrderedDict[tuple[str, str], Variant] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()      # evicted variants' runs, ending
         self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
-        # (result, source, whether a model's answer made it), for whoever joins the flight
+        # an item's Computed, for whoever joins the flight
         self._flights: SingleFlight[Computed] = SingleFlight()
         self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
 

@@ -23,8 +23,7 @@ from typing import Any
 READS_FIELD = "_read_files"      # in a kept result: {path: sha256 of its contents}
 MADE_BY_FIELD = "_made_by"       # in a memo entry: the hash of what made it (Runtime.made_by)
 ANSWERED_FIELD = "_answered"     # in a kept result: a model's (or the cache's) answer made it
-VOTES_FIELD = "runner:votes"     # in a kept result: [[jury step, numeric, {seat: valid vote}], ...] (no output
-                                 # field can be named so: their names are identifiers)
+VOTES_FIELD = "runner:votes"     # in a kept result: [[jury step, numeric, {seat: valid vote}], ...]
 NOTES = (READS_FIELD, MADE_BY_FIELD, ANSWERED_FIELD, VOTES_FIELD)
 
 
@@ -77,7 +76,7 @@ def kept(result: dict[str, Any], notes: Notes, made_by: str | None = None,
     """A result as kept for later: with the files it read and its juries' votes, when it has any,
     what made it, and whether a model's answer did (a run reusing it counts that answer as the
     cache's)."""
-    return {**result, **({READS_FIELD: dict(notes.reads)} if notes.reads else {}),
+    return {**without_reads(result), **({READS_FIELD: dict(notes.reads)} if notes.reads else {}),
             **({VOTES_FIELD: list(notes.votes)} if notes.votes else {}),
             **({MADE_BY_FIELD: made_by} if made_by is not None else {}),
             **({ANSWERED_FIELD: True} if answered else {})}

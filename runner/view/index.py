@@ -142,7 +142,8 @@ class RunIndex:
                 ordered, last = ordered and index >= last, index
                 label = item_label(result, self.columns)
                 error = result.get("error")      # the list shows an item without a reason by its error
-                reason = item_reason(result, self.columns or [], self.reason_field) or \
+                # without report columns, the report's are the results' fields as they come
+                reason = item_reason(result, self.columns or list(result), self.reason_field) or \
                     (error if isinstance(error, str) else "")
                 verdict = self.verdict_of(result)
                 counts[verdict] += 1

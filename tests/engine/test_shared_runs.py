@@ -160,3 +160,36 @@ def test_run_pipeline_on_a_running_loop_is_refused_before_it_claims_a_folder(pro
     with pytest.raises(RunnerError, match="await run_pipeline_async"):
         asyncio.run(in_a_notebook())
     assert not (project.root / "e").exists()
+
+
+def test_an_interrupted_run_measures_its_jurors_over_the_items_it_wrote(project, scripted_llm):
+    """Cancelled while every item waits on a step after its jury: no result is written, so no
+    item is in the jurors' agreement (no `juries` section), not the juries that finished."""
+    from runner.testing import Reply
+    scripted_llm.script('{"v": "yes"}', model="a")
+    scripted_llm.script('{"v": "no"}', model="b")
+    scripted_llm.script(Reply("late", delay=30), model="slow")
+    path = project.pipeline("""
+        version: 1
+        name: t
+        models: {a: {model: scripted/a}, b: {model: scripted/b}, slow: {model: scripted/slow}}
+        steps:
+          - {id: jury, uses: jury, with: {models: [a, b], prompt: "Is {{ item.n }} fine?", vote: {field: v},
+                                          output_schema: {type: object, properties: {v: {type: string}}}}}
+          - {id: later, uses: llm, with: {model: slow, prompt: "more on {{ item.n }}"}}
+        output: {v: "{{ steps.jury.v }}"}
+        """)
+    source = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}, {"n": 3}])
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(run_pipeline_async(path, ItemSource(source), RunOptions(
+            cache_dir=project.root / "cache", out_dir=Path("c"))))
+        while len(scripted_llm.calls(model="slow")) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    assert project.results("c") == []
+    assert project.summary("c")["interrupted"] is True and "juries" not in project.summary("c")

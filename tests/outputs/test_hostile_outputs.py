@@ -528,3 +528,25 @@ def test_a_run_folder_field_of_the_wrong_type_is_a_message_naming_file_and_field
     assert result.exit_code == 2, result.output
     shown = field if field != "models" or name == "run.json" else "models.m"
     assert f"two/{name}: {shown}: " in result.stderr, result.output
+
+
+def test_a_record_field_named_as_a_kept_results_note_is_an_ordinary_field(project):
+    """A record passed through `output_base` with a field named `runner:votes` (or `_answered`)
+    was taken for the note a kept result carries: the memo rerun dropped it and summed made-up
+    juror votes. It is kept as `input_<name>`, and a rerun from the memo gives the same results."""
+    fake = [["fake", False, {"a": "yes", "b": "no"}]]
+    path = project.pipeline("""
+        version: 1
+        name: t
+        memo: {key: "{{ item.n }}"}
+        output_base: "{{ item }}"
+        steps: [{id: s, uses: compute, with: {n: "{{ item.n }}"}}]
+        output: {n: "{{ steps.s.n }}"}
+        """)
+    source = write_json(project.root / "in.json", [{"n": 1, "runner:votes": fake, "_answered": "mine"}])
+    first = list(run(path, source, out=project.root / "one").results)
+    second = run(path, source, out=project.root / "one")            # the memo store lives in the folder
+    assert first[0]["input_runner:votes"] == fake and first[0]["input__answered"] == "mine"
+    assert second.results[0]["memo_hit"] is True
+    assert [{k: v for k, v in r.items() if k != "memo_hit"} for r in second.results] == first
+    assert "juries" not in second.summary

@@ -340,6 +340,22 @@ def test_the_run_page_shows_the_reason_the_report_shows(project, summary, shown)
     assert f"{shown} A" in (reports / "c" / "r1" / "report.md").read_text()
 
 
+def test_the_run_page_takes_the_reason_the_report_takes_of_two(project):
+    """Without report columns, the report reads the first field named like a reason in the
+    results' own order (here `rationale`, before `reason`): so does the run page."""
+    path = project.pipeline("""
+        version: 1
+        name: t
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
+        output: {verdict: "{{ steps.s.v }}", rationale: "first of {{ item.v }}", reason: "second of {{ item.v }}"}
+        """)
+    reports = project.root / "reports"
+    run(path, write_json(project.root / "in.json", [{"v": "A"}]), out=reports / "c" / "r1")
+    page = client(reports).get("/run/c/r1").text
+    assert "first of A" in page and "second of A" not in page
+    assert "first of A" in (reports / "c" / "r1" / "report.md").read_text()
+
+
 def test_review_controls_are_text_and_svg_never_emoji_only(reports):
     """Issue 50, V4: without an emoji font a 👍 is a box."""
     web = client(reports)

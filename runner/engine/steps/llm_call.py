@@ -127,9 +127,10 @@ def build_requests(ctx: StepContext, models: list[str]) -> list[list[CallRequest
     schema = load_schema(ctx, args.output_schema)
     sampling = {k: getattr(args, k, None) for k in SAMPLING_KEYS}
     first, repeat = _whole(ctx, args.sample, "sample", 0), _whole(ctx, args.repeat, "repeat", 1)
+    repair = _whole(ctx, args.repair, "repair", 0)
     group = new_group()      # the run fails outright when no model of the group answers
     return [[CallRequest(model=model, messages=messages, item=ctx.item.index, step=ctx.spec.id, output_schema=schema,
-                         as_json=bool(args.json) or schema is not None, repair=int(args.repair or 0),
+                         as_json=bool(args.json) or schema is not None, repair=repair,
                          sampling={k: v for k, v in sampling.items() if v is not None},
                          sample=first + n, group=group, logprobs=args.confidence is True)
              for n in range(repeat)]
@@ -150,7 +151,7 @@ def sampling_fields(args: Mapping[str, Any], stability: float | None, values: li
 
 
 def _whole(ctx: StepContext, value: Any, name: str, least: int) -> int:
-    """A rendered count argument (`repeat`, `sample`), at least `least`."""
+    """A rendered count argument (`repeat`, `sample`, `repair`), at least `least`."""
     if value is None:
         return least
     text = str(value).strip()
