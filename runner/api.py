@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from runner.engine.agreement import add_votes
 from runner.engine.context import TEMPLATE_FAILURES, RunRole, Runtime, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
@@ -312,6 +313,7 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
         taken = merge_parent(out / "results.jsonl", record.parent / "results.jsonl")
         errors.add_all(taken)
         runtime.reused_answered += taken.answered     # answers as the cache's (health.unanswered_calls)
+        add_votes(runtime, taken.votes)
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary

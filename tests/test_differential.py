@@ -602,7 +602,7 @@ def failed_from_chain(setup: Setup, parent: str, expected: Outcome) -> None:
         differences.check("results", [{k: v for k, v in r.items() if k != "memo_hit"} for r in got.results],
                           [{k: v for k, v in r.items() if k != "memo_hit"} for r in expected.results])
         differences.check("counts", got.counts, expected.counts)
-        for key in ("rates", "error_groups"):
+        for key in ("rates", "error_groups", "juries"):
             differences.check(key, (got.summary or {}).get(key), (expected.summary or {}).get(key))
         differences.check("exit code", got.exit, expected.exit)
         differences.check("error_groups' order", error_order(setup.root / out), error_order(setup.root / parent))

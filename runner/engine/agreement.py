@@ -1,7 +1,7 @@
-"""Juror agreement, kept for the run: each jury step's running sums over the votes of the items
-behind its results (an item's own, noted by the jury step, or those a result it reused kept:
-runner/stores/kept.py), added once per item by run_item; a worker sends its sums per block.
-summary.json's `juries` section is written from them."""
+"""Juror agreement, kept for the run: each jury step's running sums over the votes behind the
+run's results (an item's own, noted by the jury step, or those a result it reused kept:
+runner/stores/kept.py), added once per result by the run's recorder (outputs/summary.ErrorCount),
+wherever the item ran. summary.json's `juries` section is written from them."""
 
 from __future__ import annotations
 
@@ -25,22 +25,6 @@ def add_votes(runtime: Runtime, noted: list[list[Any]]) -> None:
     for step, numeric, votes in noted:
         kind = IntervalAgreement if numeric else Agreement
         runtime.resource(_agreements).setdefault(step, kind()).add(votes)
-
-
-def take_agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
-    """The agreement sums kept since the last take, reset (a Ray worker sends them per block)."""
-    kept = runtime.resource(_agreements)
-    taken = dict(kept)
-    kept.clear()
-    return taken
-
-
-def absorb_agreements(runtime: Runtime, taken: dict[str, JuryAgreement]) -> None:
-    if not taken:        # a worker whose items met no jury: no `juries` section, as a local run writes none
-        return
-    kept = runtime.resource(_agreements)
-    for step, agreement in taken.items():      # one step's agreement is always of one kind
-        kept.setdefault(step, type(agreement)()).merge(agreement)  # type: ignore[arg-type]
 
 
 def jury_summary(runtime: Runtime) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runner.checks.result_shapes import ShapeContext, as_result, empty_value, laid_over, skipped_value, step_shape
-from runner.engine.agreement import add_votes
 from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
 from runner.engine.health import item_end
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
@@ -22,7 +21,7 @@ from runner.pipeline.model import StepSpec
 from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
-from runner.stores.kept import ANSWERED_FIELD, NOTES, Notes, answered_before, kept, noting, reusable
+from runner.stores.kept import ANSWERED_FIELD, NOTES, VOTES_FIELD, Notes, answered_before, kept, noting, reusable
 from runner.templating.step_results import Result, ResultList
 
 if TYPE_CHECKING:
@@ -145,10 +144,12 @@ def _rewritten(item: Item, step_id: str, result: Any, outcome: StepsOutcome) -> 
 
 async def run_item(runtime: Runtime, item: Item) -> dict[str, Any]:
     """One item's result: its output fields, `index`, and `error` when there is one; its juries'
-    votes (its own, or those of the result it reused) are added to the run's juror agreement."""
+    votes (its own, or those of the result it reused) go with it as a note (kept.VOTES_FIELD),
+    which the run's recorder adds to its juror agreement and takes off."""
     with noting() as notes:
         result = await _run_item(runtime, item, notes)
-    add_votes(runtime, notes.votes)         # an item stopped before its result (Ctrl-C) has no place in them
+    if notes.votes:
+        result[VOTES_FIELD] = notes.votes
     return result
 
 

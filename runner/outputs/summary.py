@@ -8,13 +8,14 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from runner.engine.agreement import add_votes
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.health import item_end
 from runner.engine.rates import RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
 from runner.runs.results_file import Taken
-from runner.stores.kept import answered_before
+from runner.stores.kept import VOTES_FIELD, answered_before
 
 KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
@@ -37,8 +38,10 @@ class ErrorCount:
         result's own `index` may be anything an output called so); whether a model's answer made
         it: its own calls got one, or it was reused (the memo, serve's store, a job's earlier
         run) with the note that one did (kept.ANSWERED_FIELD), which counts as the cache's
-        answer does (`reused_answered`: health.unanswered_calls)."""
+        answer does (`reused_answered`: health.unanswered_calls). Its juries' votes
+        (kept.VOTES_FIELD) are added to the run's juror agreement here, once, wherever it ran."""
         end = item_end(self.runtime, position, result)
+        add_votes(self.runtime, result.get(VOTES_FIELD) or [])
         if end.error:
             self.count += 1
             self._group(" ".join(end.error.split()), position)

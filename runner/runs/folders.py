@@ -33,6 +33,7 @@ POINTERS = (LATEST, LATEST_PARTIAL)
 RESULTS = "results.jsonl"
 CALLS_FILE = "calls.jsonl"        # every LLM call of the run (runner/llm/calls/)
 ANSWERED_FILE = "answered.jsonl"  # the items whose result a model's answer made (runner/runs/results_file.py)
+VOTES_FILE = "votes.jsonl"        # each item's jury votes, which juror agreement is measured over (the same)
 SUMMARY = "summary.json"
 RUN_SCHEMA = "run.schema.json"
 SUMMARY_SCHEMA = "summary.schema.json"

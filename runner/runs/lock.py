@@ -9,14 +9,15 @@ from pathlib import Path
 
 from runner.errors import RunnerError
 from runner.fileio import open_own
-from runner.runs.folders import ANSWERED_FILE, CALLS_FILE
+from runner.runs.folders import ANSWERED_FILE, CALLS_FILE, VOTES_FILE
 
 LOCK_FILE = ".runner.lock"
 # Written last when a run ends: removed first when a run starts, so a killed rerun
 # leaves its partial results.jsonl alone rather than beside the previous run's summary.
 FINISHED_FILES = ("summary.json", "report.md", "report.html")
 # Every name a run writes in its folder (exports only with --format).
-RUN_FILES = (LOCK_FILE, "results.jsonl", ANSWERED_FILE, CALLS_FILE, *FINISHED_FILES, "results.csv", "junit.xml")
+RUN_FILES = (LOCK_FILE, "results.jsonl", ANSWERED_FILE, VOTES_FILE, CALLS_FILE, *FINISHED_FILES, "results.csv",
+             "junit.xml")
 
 
 def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:

@@ -18,8 +18,8 @@ from typing import Any, overload
 
 from runner.fileio import AppendFile, atomic_write_lines, decode, dumps, parse_json, read_json_lines, utf8
 from runner.llm.calls.file import read_calls
-from runner.runs.folders import ANSWERED_FILE, CALLS_FILE, RESULTS, checked_result, iter_results
-from runner.stores.kept import ANSWERED_FIELD, without_reads
+from runner.runs.folders import ANSWERED_FILE, CALLS_FILE, RESULTS, VOTES_FILE, checked_result, iter_results
+from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD, valid_votes, without_reads
 
 RUN_LINES = 20_000                  # at most this many lines sorted in memory at once when a file needs reordering,
 RUN_CHARS = 8 << 20                 # and at most this much text (results with long fields are long lines)
@@ -27,26 +27,37 @@ _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 
 
 class ResultsLog(AppendFile):
-    """results.jsonl, each result appended as one line as it finishes; and answered.jsonl, the
-    index of each item a model's answer made (kept.ANSWERED_FIELD), for `answered_items`."""
+    """results.jsonl, each result appended as one line as it finishes; beside it answered.jsonl,
+    the index of each item a model's answer made (kept.ANSWERED_FIELD, for `answered_items`),
+    and votes.jsonl, each item's jury votes (kept.VOTES_FIELD, for `votes_of`): what a run reusing
+    this one's results reads."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        (path.parent / ANSWERED_FILE).unlink(missing_ok=True)       # an earlier run's, in this folder
-        self._answered: AppendFile | None = None                     # made at the first answered item
+        for name in (ANSWERED_FILE, VOTES_FILE):
+            (path.parent / name).unlink(missing_ok=True)       # an earlier run's, in this folder
+        self._notes: dict[str, AppendFile] = {}                 # each made at its first line
 
     def append(self, result: dict[str, Any], answered: bool = False) -> None:
-        """Write one result (without the note that it was reused from a model's answer)."""
-        self.write(utf8(dumps(without_reads(result) if ANSWERED_FIELD in result else result) + "\n"))
-        if answered and isinstance(result.get("index"), int):
-            if self._answered is None:
-                self._answered = AppendFile(self.path.parent / ANSWERED_FILE)
-            self._answered.write(f"{result['index']}\n".encode())
+        """Write one result (without the notes it carries: a reused model's answer, its votes)."""
+        votes = result.get(VOTES_FIELD)
+        self.write(utf8(dumps(without_reads(result) if ANSWERED_FIELD in result or votes else result) + "\n"))
+        index = result.get("index")
+        if isinstance(index, int):
+            if answered:
+                self._note(ANSWERED_FILE, f"{index}\n")
+            if votes:
+                self._note(VOTES_FILE, dumps({"index": index, "votes": votes}) + "\n")
+
+    def _note(self, name: str, line: str) -> None:
+        if name not in self._notes:
+            self._notes[name] = AppendFile(self.path.parent / name)
+        self._notes[name].write(utf8(line))
 
     def close(self) -> None:
         super().close()
-        if self._answered is not None:
-            self._answered.close()
+        for notes in self._notes.values():
+            notes.close()
 
 
 def answered_items(folder: Path) -> set[int]:
@@ -58,6 +69,24 @@ def answered_items(folder: Path) -> set[int]:
                 if not call.get("error") and isinstance(call.get("item"), int)}
     with path.open("rb") as lines:
         return {int(line) for line in lines if line.endswith(b"\n") and line.strip().isdigit()}
+
+
+def votes_of(folder: Path) -> dict[int, list[list[Any]]]:
+    """The jury votes of each item of the run in `folder`, by index: its votes.jsonl (whole lines;
+    none for a run folder written before it existed, or one whose items met no jury)."""
+    found: dict[int, list[list[Any]]] = {}
+    path = folder / VOTES_FILE
+    if not path.is_file():
+        return found
+    with path.open("rb") as lines:
+        for line in lines:
+            try:
+                entry = json.loads(line) if line.endswith(b"\n") else None
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+                found[entry["index"]] = valid_votes(entry.get("votes"))
+    return found
 
 
 def line_index(line: str) -> int:
@@ -191,20 +220,24 @@ def rewrite_in_order(path: Path) -> None:
 @dataclass
 class Taken:
     """What a `--failed-from` rerun took from its parent: the errors of those results, by message,
-    with the index of each message's first item, and how many a model's answer made."""
+    with the index of each message's first item, how many a model's answer made, and their
+    juries' votes (kept.VOTES_FIELD entries)."""
 
     errors: Counter[str] = field(default_factory=Counter)
     first: dict[str, int] = field(default_factory=dict)
     answered: int = 0
+    votes: list[list[Any]] = field(default_factory=list)
 
 
 def merge_parent(path: Path, parent: Path) -> Taken:
     """A `--failed-from` rerun made complete: the parent's results for the items not redone
-    merged into its results file, those a model's answer made added to its answered.jsonl."""
+    merged into its results file, those a model's answer made added to its answered.jsonl, and
+    their votes to its votes.jsonl."""
     taken = Taken()
     theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
-    made = answered_items(parent.parent)
+    made, voted = answered_items(parent.parent), votes_of(parent.parent)
     answered: set[int] = set()
+    kept_votes: list[str] = []
 
     def merged() -> Iterator[str]:
         last = None
@@ -215,6 +248,9 @@ def merge_parent(path: Path, parent: Path) -> Taken:
                 continue
             last = index
             if side == 1:
+                if voted.get(index):
+                    taken.votes += voted[index]
+                    kept_votes.append(dumps({"index": index, "votes": voted[index]}) + "\n")
                 error = _error_of(line)
                 if error:
                     taken.errors[error] += 1
@@ -224,6 +260,12 @@ def merge_parent(path: Path, parent: Path) -> Taken:
             yield line
 
     atomic_write_lines(path, merged())
+    if kept_votes:
+        votes = AppendFile(path.parent / VOTES_FILE)
+        try:
+            votes.write(utf8("".join(kept_votes)))
+        finally:
+            votes.close()
     if answered:
         mine = answered_items(path.parent) | answered
         atomic_write_lines(path.parent / ANSWERED_FILE, (f"{index}\n" for index in sorted(mine)))

@@ -22,9 +22,9 @@ from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
-from runner.runs.results_file import answered_items
+from runner.runs.results_file import answered_items, votes_of
 from runner.serve.http import ApiError
-from runner.stores.kept import ANSWERED_FIELD
+from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD
 from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
@@ -124,18 +124,21 @@ class ResumeIndex:
     @classmethod
     def of(cls, path: Path, run: Path) -> ResumeIndex:
         index = cls(path)
-        answered = answered_items(run)      # noted on the results: the run taking them up counts them
+        answered, voted = answered_items(run), votes_of(run)     # noted on the results: the run taking them up counts
         for line in _whole_lines(run / "results.jsonl"):
             try:
                 result = json.loads(line)
             except ValueError:
                 continue
             if isinstance(result, dict) and isinstance(result.get("item_key"), str):
-                if result.get("index") in answered:
+                number = result.get("index")
+                if number in answered:
                     result[ANSWERED_FIELD] = True
+                if isinstance(number, int) and voted.get(number):
+                    result[VOTES_FIELD] = voted[number]
                 index._store.put("job", "resume", result["item_key"], result)
-                if isinstance(result.get("index"), int):
-                    index._store.put("job", "item", str(result["index"]), {})
+                if isinstance(number, int):
+                    index._store.put("job", "item", str(number), {})
         index._set_calls_aside(run / CALLS_FILE)
         return index
 

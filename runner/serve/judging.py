@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from runner.engine.agreement import add_votes
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_item
 from runner.engine.health import item_end
@@ -31,7 +30,7 @@ from runner.serve.job_files import ResumeIndex
 from runner.serve.judge_run import JudgeRun
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
-from runner.stores.kept import ANSWERED_FIELD, answered_before, kept, noting, reusable, without_reads
+from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD, answered_before, kept, noting, reusable, without_reads
 from runner.stores.result_store import ResultStore, StoredResult
 from runner.tracing import make_observer
 
@@ -69,8 +68,7 @@ class Variant:
 
 
 COUNTED = ("judged", "errors", "store", "cache")      # /judge's counts, each always given
-# An item's result, its source, whether a model's answer made it, and its juries' votes (kept.Notes.votes)
-Computed = tuple[dict[str, Any], str, bool, list[list[Any]]]
+Computed = tuple[dict[str, Any], str, bool]     # an item's result, its source, whether a model's answer made it
 
 
 def stored_form(result: dict[str, Any]) -> dict[str, Any]:
@@ -227,25 +225,22 @@ class Judging:
                 stored = None
             with noting() as notes:
                 fresh = _fresh(stored)
-            if fresh is not None and stored is not None:
-                return fresh, "store", answered_before(stored.result), notes.votes
+            if fresh is not None and stored is not None:        # with its juries' votes, as a computed result
+                return {**fresh, **({VOTES_FIELD: notes.votes} if notes.votes else {})}, "store", \
+                    answered_before(stored.result)
             return await self._compute(variant, runtime, item, run)
-        (result, source, answered, votes), joined = await self._flights.run(
-            (variant.name, variant.hash, item.key), compute)
+        (result, source, answered), joined = await self._flights.run((variant.name, variant.hash, item.key), compute)
         if joined and source == "error":        # an error counts in the run that made it: this item runs in its own
-            (result, source, answered, votes), joined = await self._compute(variant, runtime, item, run), False
+            (result, source, answered), joined = await self._compute(variant, runtime, item, run), False
         if joined or source == "store":        # this item's own number, first as in any result
             result = {"index": item.index, "item_key": item.key, **stored_form(result)}
             if answered:        # made by a model's answer, not this run's: counted as the cache's (ErrorCount.add)
                 result[ANSWERED_FIELD] = True
-            if run is None:     # a job's run records it and measures its jurors over it (/judge's does not)
-                add_votes(runtime, votes)
         return result, source
 
     async def _compute(self, variant: Variant, runtime: Runtime, item: Item,
                        run: JudgeRun | None) -> Computed:
-        """(result, source, whether a model's answer made it: its calls', or the memo entry's, and its
-        juries' votes: run_item counted them in this runtime's agreement)."""
+        """(result, source, whether a model's answer made it: its calls', or the memo entry's)."""
         if run is not None:
             run.open()
         with noting() as notes:
@@ -265,7 +260,7 @@ class Judging:
         finally:
             if run is not None:
                 run.keep(item.index, result)
-        return result, source, answered, notes.votes
+        return result, source, answered
 
     def job_role(self, variant: Variant, resumed: ResumeIndex | None, counts: dict[str, int]) -> RunRole:
         """A job's run: the pipeline's shared LLM client; each item from its earlier run

@@ -5,7 +5,8 @@ holds what it held. A memo entry also carries the hash of what made it (Runtime.
 keys serve's store): one made by another pipeline, or without it, is not reused.
 
 A kept result also carries each jury's valid votes (`note_votes`), so that a run reusing it
-measures its jurors' agreement over it as the run that judged it did.
+measures its jurors' agreement over it as the run that judged it did; a result carries them to
+its run's recorder, which adds them to the agreement and keeps them in the run folder.
 
 The notes live in a context variable set around each item (run_item), however nested or
 concurrent its steps; a caller that set one first (serve's judging) gets them."""
@@ -101,11 +102,15 @@ def reusable(stored: dict[str, Any], made_by: str | None = None) -> dict[str, An
             return None
         for name, sha256 in reads.items():
             note_read(Path(str(name)), str(sha256))
-    votes = stored.get(VOTES_FIELD)
-    for vote in votes if isinstance(votes, list) else ():      # a hand-edited store's odd entry is passed over
-        if isinstance(vote, list) and len(vote) == 3 and isinstance(vote[0], str) and isinstance(vote[2], dict):
-            note_votes(vote[0], vote[1] is True, vote[2])
+    for step, numeric, votes in valid_votes(stored.get(VOTES_FIELD)):
+        note_votes(step, numeric, votes)
     return without_reads(stored)
+
+
+def valid_votes(value: Any) -> list[list[Any]]:
+    """The well-formed entries of a votes note as read from a file (a hand-edited one's odd entry is passed over)."""
+    return [[vote[0], vote[1] is True, vote[2]] for vote in (value if isinstance(value, list) else ())
+            if isinstance(vote, list) and len(vote) == 3 and isinstance(vote[0], str) and isinstance(vote[2], dict)]
 
 
 def without_reads(result: dict[str, Any]) -> dict[str, Any]:

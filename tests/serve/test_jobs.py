@@ -188,6 +188,24 @@ def test_a_resumed_job_whose_first_run_took_its_results_from_the_store_ends_as_t
     assert done["status"] == "succeeded" and done["error"] is None, done
 
 
+def test_a_resumed_job_measures_its_jurors_over_every_item(served_project, db_url):
+    """Stopped after two slides' juries answered, then taken up again: the run's agreement covers
+    the two results it took up (their votes kept in the run folder's votes.jsonl) as well as the
+    four it judged, as the uninterrupted job's would."""
+    served_project.pipeline(JURY_DECK.replace("models:\n", "concurrency: 1\nmodels:\n", 1), "jdeck.yaml")
+    model, gate = gated_model(4)                # two slides, two jurors each
+    slides = [f"<p>slide {n}</p>" for n in range(6)]
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/jdeck/jobs", json={"items": [deck(*slides)]}).json()
+        two_results(client, job["id"])
+    gate["open"] = 100
+    with make_client(served_project.root, model, db_url) as client:
+        done = wait(client, job["id"])
+    assert done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 4, done
+    juries = json.loads((served_project.root / done["run"] / "summary.json").read_text())["juries"]
+    assert juries["ask"]["items"] == 6, juries
+
+
 def two_results(client, job_id: str) -> None:
     """Wait until the job's run has written two results (its server may then be stopped)."""
     deadline = time.monotonic() + 30

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runner.engine.agreement import absorb_agreements, take_agreements
 from runner.engine.context import RunRole, Runtime
 from runner.engine.execute import run_items
 from runner.engine.executors.choice import OnResult
@@ -100,7 +99,6 @@ def absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
     """A block's counts, added to the driver's as if it had run the block itself."""
     if answer["llm"] is not None:
         absorb_report(runtime.llm, answer["llm"])
-    absorb_agreements(runtime, answer["juries"])
     for warning in answer["warnings"]:
         add_warning(runtime, warning)
     if runtime.memo is not None:
@@ -132,7 +130,6 @@ class BlockWorker:
             memo.stored -= reused[1]
         return {"results": [result for _, result in finished], "positions": positions,
                 "llm": take_report(runtime.llm, positions) if runtime.llm_used else None,
-                "juries": take_agreements(runtime),
                 "warnings": run_warnings(runtime),
                 "memo": reused}
 
