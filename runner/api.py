@@ -310,10 +310,10 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     record = outcome.record
     rewrite_in_order(out / "results.jsonl")
     if record.parent is not None:     # a --failed-from rerun: a complete view
-        taken = merge_parent(out / "results.jsonl", record.parent / "results.jsonl")
+        taken = merge_parent(out / "results.jsonl", record.parent / "results.jsonl",
+                             functools.partial(add_votes, runtime))
         errors.add_all(taken)
         runtime.reused_answered += taken.answered     # answers as the cache's (health.unanswered_calls)
-        add_votes(runtime, taken.votes)
     results = ResultsView(out / "results.jsonl")
     outcome.results = results
     spec = runtime.pipeline.summary

@@ -83,15 +83,15 @@ def open_own(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUN
 
 
 class AppendFile:
-    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), emptied when opened;
-    a piece that cannot be written whole is cut back off (OutputError naming the file)."""
+    """A file the run appends to in whole pieces (results.jsonl, calls.jsonl), emptied when opened
+    (`keep`: added to); a piece that cannot be written whole is cut back off (OutputError naming the file)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep: bool = False) -> None:
         self.path = path
-        self._size = 0                     # bytes of whole pieces written so far
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = open_own(path)
+            self._fd: int | None = open_own(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if keep else os.O_TRUNC))
+            self._size = os.fstat(self._fd).st_size         # bytes of whole pieces written so far
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 

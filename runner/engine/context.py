@@ -58,7 +58,9 @@ class RunRole:
     kind: str = "run"
     worker: bool = False          # a processes or Ray worker: its calls go back to the driver with its results
     shared_llm: SharedClient | None = None     # `runner serve`'s long-lived LLM client, used and left open
-    item_runner: ItemRunner | None = None      # serve's jobs: each item through the results store
+    # serve's jobs: each item through the results store; it returns run_item's result as it is, or a
+    # result that keeps its notes (kept.VOTES_FIELD: the recorder measures the jurors over them)
+    item_runner: ItemRunner | None = None
     # `runner render`, a sweep's cache-only settings: the transport and recorder that answers nothing
     preview: RenderSink | None = None
 

@@ -10,7 +10,7 @@ import json
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,14 +40,13 @@ class ResultsLog(AppendFile):
 
     def append(self, result: dict[str, Any], answered: bool = False) -> None:
         """Write one result (without the notes it carries: a reused model's answer, its votes)."""
-        votes = result.get(VOTES_FIELD)
-        self.write(utf8(dumps(without_reads(result) if ANSWERED_FIELD in result or votes else result) + "\n"))
-        index = result.get("index")
-        if isinstance(index, int):
-            if answered:
-                self._note(ANSWERED_FILE, f"{index}\n")
-            if votes:
-                self._note(VOTES_FILE, dumps({"index": index, "votes": votes}) + "\n")
+        votes, index = result.get(VOTES_FIELD), result.get("index")
+        if votes and isinstance(index, int):          # first: a kill between the two leaves no result without them
+            self._note(VOTES_FILE, dumps({"index": index, "votes": votes}) + "\n")
+        self.write(utf8(dumps(without_reads(result) if ANSWERED_FIELD in result or VOTES_FIELD in result
+                              else result) + "\n"))
+        if answered and isinstance(index, int):
+            self._note(ANSWERED_FILE, f"{index}\n")
 
     def _note(self, name: str, line: str) -> None:
         if name not in self._notes:
@@ -71,22 +70,28 @@ def answered_items(folder: Path) -> set[int]:
         return {int(line) for line in lines if line.endswith(b"\n") and line.strip().isdigit()}
 
 
-def votes_of(folder: Path) -> dict[int, list[list[Any]]]:
-    """The jury votes of each item of the run in `folder`, by index: its votes.jsonl (whole lines;
-    none for a run folder written before it existed, or one whose items met no jury)."""
-    found: dict[int, list[list[Any]]] = {}
-    path = folder / VOTES_FILE
-    if not path.is_file():
-        return found
-    with path.open("rb") as lines:
-        for line in lines:
-            try:
-                entry = json.loads(line) if line.endswith(b"\n") else None
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-                found[entry["index"]] = valid_votes(entry.get("votes"))
-    return found
+def vote_lines(folder: Path) -> Iterator[str]:
+    """The whole, readable lines of the votes.jsonl in `folder` (none for a run folder written before
+    it existed, or one whose items met no jury), each an object with an `index`; a damaged line is passed over."""
+    try:
+        with (folder / VOTES_FILE).open("rb") as lines:
+            for raw in lines:
+                try:
+                    entry = json.loads(raw) if raw.endswith(b"\n") else None
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+                    yield raw.decode("utf-8")
+    except FileNotFoundError:
+        return
+
+
+def votes_by_index(folder: Path, spill_dir: Path) -> Iterator[tuple[int, list[list[Any]]]]:
+    """Each item's votes from the run in `folder` (`vote_lines`), in index order, in bounded memory."""
+    lines = vote_lines(folder) if in_order(vote_lines(folder)) else sorted_lines(vote_lines(folder), spill_dir)
+    for line in lines:
+        entry = json.loads(line)
+        yield entry["index"], valid_votes(entry.get("votes"))
 
 
 def line_index(line: str) -> int:
@@ -179,8 +184,8 @@ def in_order(lines: Iterable[str]) -> bool:
     return all(a <= b for a, b in itertools.pairwise(map(line_index, lines)))
 
 
-def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
-    """The lines of `path` by index, holding at most RUN_LINES of them (RUN_CHARS of text) at once."""
+def sorted_lines(lines: Iterable[str], spill_dir: Path) -> Iterator[str]:
+    """The lines by index, holding at most RUN_LINES of them (RUN_CHARS of text) at once."""
     with ExitStack() as stack:
         runs: list[Iterator[tuple[int, int, str]]] = []
         chunk: list[tuple[int, int, str]] = []
@@ -194,7 +199,7 @@ def sorted_lines(path: Path, spill_dir: Path) -> Iterator[str]:
             chunk.clear()
 
         chars = 0
-        for position, line in enumerate(result_lines(path)):
+        for position, line in enumerate(lines):
             chunk.append((line_index(line), position, line))
             chars += len(line)
             if len(chunk) >= RUN_LINES or chars >= RUN_CHARS:
@@ -214,32 +219,34 @@ def rewrite_in_order(path: Path) -> None:
     """Rewrite results.jsonl in input (`index`) order, atomically, in bounded memory."""
     if not path.is_file() or in_order(result_lines(path)):
         return
-    atomic_write_lines(path, sorted_lines(path, path.parent))
+    atomic_write_lines(path, sorted_lines(result_lines(path), path.parent))
 
 
 @dataclass
 class Taken:
     """What a `--failed-from` rerun took from its parent: the errors of those results, by message,
-    with the index of each message's first item, how many a model's answer made, and their
-    juries' votes (kept.VOTES_FIELD entries)."""
+    with the index of each message's first item, and how many a model's answer made."""
 
     errors: Counter[str] = field(default_factory=Counter)
     first: dict[str, int] = field(default_factory=dict)
     answered: int = 0
-    votes: list[list[Any]] = field(default_factory=list)
 
 
-def merge_parent(path: Path, parent: Path) -> Taken:
+def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]], None]) -> Taken:
     """A `--failed-from` rerun made complete: the parent's results for the items not redone
     merged into its results file, those a model's answer made added to its answered.jsonl, and
-    their votes to its votes.jsonl."""
+    their juries' votes added to its votes.jsonl and handed to `on_votes` (both files read in
+    index order, in bounded memory)."""
     taken = Taken()
-    theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(parent, path.parent)
-    made, voted = answered_items(parent.parent), votes_of(parent.parent)
+    theirs = result_lines(parent) if in_order(result_lines(parent)) else sorted_lines(result_lines(parent), path.parent)
+    made = answered_items(parent.parent)
     answered: set[int] = set()
-    kept_votes: list[str] = []
+    voted = votes_by_index(parent.parent, path.parent)
+    pending = next(voted, None)
+    kept_votes = AppendFile(path.parent / VOTES_FILE, keep=True)     # after the rerun's own
 
     def merged() -> Iterator[str]:
+        nonlocal pending
         last = None
         keyed = heapq.merge(((line_index(line), 0, line) for line in result_lines(path)),
                             ((line_index(line), 1, line) for line in theirs))
@@ -248,9 +255,11 @@ def merge_parent(path: Path, parent: Path) -> Taken:
                 continue
             last = index
             if side == 1:
-                if voted.get(index):
-                    taken.votes += voted[index]
-                    kept_votes.append(dumps({"index": index, "votes": voted[index]}) + "\n")
+                while pending is not None and pending[0] < index:
+                    pending = next(voted, None)
+                if pending is not None and pending[0] == index and pending[1]:
+                    on_votes(pending[1])
+                    kept_votes.write(utf8(dumps({"index": index, "votes": pending[1]}) + "\n"))
                 error = _error_of(line)
                 if error:
                     taken.errors[error] += 1
@@ -259,13 +268,10 @@ def merge_parent(path: Path, parent: Path) -> Taken:
                     answered.add(index)
             yield line
 
-    atomic_write_lines(path, merged())
-    if kept_votes:
-        votes = AppendFile(path.parent / VOTES_FILE)
-        try:
-            votes.write(utf8("".join(kept_votes)))
-        finally:
-            votes.close()
+    try:
+        atomic_write_lines(path, merged())
+    finally:
+        kept_votes.close()
     if answered:
         mine = answered_items(path.parent) | answered
         atomic_write_lines(path.parent / ANSWERED_FILE, (f"{index}\n" for index in sorted(mine)))
@@ -290,5 +296,5 @@ def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:
         return
     for _ in iter_results(folder):      # every line checked where it stands (a message names its line)
         pass
-    for number, line in enumerate(sorted_lines(path, folder), 1):
+    for number, line in enumerate(sorted_lines(result_lines(path), folder), 1):
         yield checked_result(parse_json(line, str(path), number), path, number)

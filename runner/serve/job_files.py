@@ -22,9 +22,9 @@ from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
 from runner.runs.folders import CALLS_FILE
 from runner.runs.lock import OutputFolder, held
-from runner.runs.results_file import answered_items, votes_of
+from runner.runs.results_file import answered_items, vote_lines
 from runner.serve.http import ApiError
-from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD
+from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD, valid_votes, without_reads
 from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
@@ -124,18 +124,22 @@ class ResumeIndex:
     @classmethod
     def of(cls, path: Path, run: Path) -> ResumeIndex:
         index = cls(path)
-        answered, voted = answered_items(run), votes_of(run)     # noted on the results: the run taking them up counts
+        answered = answered_items(run)      # noted on the results, as their votes: the run taking them up counts them
+        for text in vote_lines(run):        # by index, in the index's own database: a run of any size
+            entry = json.loads(text)
+            index._store.put("job", "votes", str(entry["index"]), {"votes": valid_votes(entry.get("votes"))})
         for line in _whole_lines(run / "results.jsonl"):
             try:
                 result = json.loads(line)
             except ValueError:
                 continue
             if isinstance(result, dict) and isinstance(result.get("item_key"), str):
-                number = result.get("index")
+                result, number = without_reads(result), result.get("index")     # a hand-written note is not one
                 if number in answered:
                     result[ANSWERED_FIELD] = True
-                if isinstance(number, int) and voted.get(number):
-                    result[VOTES_FIELD] = voted[number]
+                voted = index._store.get("job", "votes", str(number)) if isinstance(number, int) else None
+                if voted is not None and voted.result["votes"]:
+                    result[VOTES_FIELD] = voted.result["votes"]
                 index._store.put("job", "resume", result["item_key"], result)
                 if isinstance(number, int):
                     index._store.put("job", "item", str(number), {})

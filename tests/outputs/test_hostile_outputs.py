@@ -550,3 +550,56 @@ def test_a_record_field_named_as_a_kept_results_note_is_an_ordinary_field(projec
     assert second.results[0]["memo_hit"] is True
     assert [{k: v for k, v in r.items() if k != "memo_hit"} for r in second.results] == first
     assert "juries" not in second.summary
+
+
+CHAIN = """
+version: 1
+name: t
+params: {strict: true}
+models: {a: {model: scripted/a, retries: 0}, b: {model: scripted/b, retries: 0}}
+steps:
+  - {id: jury, uses: jury, with: {models: [a, b], prompt: "Is {{ item.n }} fine?", vote: {field: v},
+                                  output_schema: {type: object, properties: {v: {type: string}}}}}
+  - {id: gate, uses: fail, if: "{{ item.bad and params.strict }}", with: {message: "bad item {{ item.n }}"}}
+output: {v: "{{ steps.jury.v }}"}
+summary: {count_by: v}
+"""
+
+
+def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(project, scripted_llm):
+    """A ran 9 items (3 fail after their jury); B reran those 3, which now pass; C reran B with
+    nothing to redo. Each measures its jurors over the 9 (B's own votes were once overwritten
+    by its parent's, so C counted 6), and no results file or report shows the votes."""
+    from runner.api import ItemSource, run_pipeline
+    from runner.runs.request import RunOptions, Selection
+    scripted_llm.script('{"v": "yes"}', model="a")
+    scripted_llm.script('{"v": "no"}', model="b")
+    path = project.pipeline(CHAIN)
+    source = write_json(project.root / "in.json", [{"n": n, "bad": n % 3 == 0} for n in range(1, 10)])
+    run(path, source, out=project.root / "A")
+    for parent, out in (("A", "B"), ("B", "C")):
+        run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path(parent))),
+                     RunOptions(cache_dir=project.root / "cache", out_dir=Path(out)), ["params.strict=false"])
+    for folder in ("A", "B", "C"):
+        assert project.summary(folder)["juries"]["jury"]["items"] == 9, folder
+        assert not any("runner:votes" in (project.root / folder / name).read_text()
+                       for name in ("results.jsonl", "report.md", "report.html", "summary.json")), folder
+    assert project.summary("C")["errors"] == 0
+
+
+@pytest.mark.parametrize("votes", [b"\xff\xfe\n[1]\n\"x\"\n{\"index\": 1}\n{\"index\": 1, \"votes\": 5}\n",
+                                   b'{"index": 1, "votes": [["jury", false, {"a": [1], "b": {"x": 1}}]]}\n' * 3])
+def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes):
+    """A parent's votes.jsonl that is damaged or odd: a `--failed-from` rerun passes over what it
+    cannot read and ends as any rerun, with no traceback."""
+    from runner.api import ItemSource, run_pipeline
+    from runner.runs.request import RunOptions, Selection
+    scripted_llm.script('{"v": "yes"}', model="a")
+    scripted_llm.script('{"v": "no"}', model="b")
+    path = project.pipeline(CHAIN)
+    source = write_json(project.root / "in.json", [{"n": n, "bad": n == 2} for n in range(1, 4)])
+    run(path, source, out=project.root / "A")
+    (project.root / "A" / "votes.jsonl").write_bytes(votes)
+    run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path("A"))),
+                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), ["params.strict=false"])
+    assert project.summary("B")["errors"] == 0 and project.summary("B")["total"] == 3

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import scripted_model, server_error
 from runner.llm.calls.file import read_calls
 from runner.view.run_list import list_runs
@@ -204,6 +206,30 @@ def test_a_resumed_job_measures_its_jurors_over_every_item(served_project, db_ur
     assert done["counts"]["resumed"] == 2 and done["counts"]["judged"] == 4, done
     juries = json.loads((served_project.root / done["run"] / "summary.json").read_text())["juries"]
     assert juries["ask"]["items"] == 6, juries
+
+
+@pytest.mark.parametrize("edit", ["a note in results.jsonl", "odd votes"])
+def test_a_resumed_job_reads_hand_edited_notes_as_data(served_project, db_url, edit):
+    """A results line carrying its own `runner:votes` (not in votes.jsonl) ended the resumed
+    job in `internal error: TypeError`; an odd votes line is taken as votes, never shown."""
+    served_project.pipeline(JURY_DECK.replace("models:\n", "concurrency: 1\nmodels:\n", 1), "jdeck.yaml")
+    model, gate = gated_model(4)
+    slides = [f"<p>slide {n}</p>" for n in range(6)]
+    with make_client(served_project.root, model, db_url) as client:
+        job = client.post("/v1/pipelines/jdeck/jobs", json={"items": [deck(*slides)]}).json()
+        two_results(client, job["id"])
+        run = served_project.root / client.get(f"/v1/jobs/{job['id']}").json()["run"]
+    if edit == "a note in results.jsonl":
+        first, *rest = (run / "results.jsonl").read_text().splitlines()
+        (run / "results.jsonl").write_text("\n".join([json.dumps({**json.loads(first), "runner:votes": 5}), *rest]) + "\n")
+        (run / "votes.jsonl").write_text("")
+    else:
+        (run / "votes.jsonl").write_text('{"index": 1, "votes": [["ask", false, {"a": [1, {"b": 2}], "c": null}]]}\n')
+    gate["open"] = 100
+    with make_client(served_project.root, model, db_url) as client:
+        done = wait(client, job["id"])
+        assert "runner:votes" not in client.get(f"/v1/jobs/{job['id']}/results").text
+    assert done["status"] == "succeeded" and done["counts"]["resumed"] == 2, done
 
 
 def two_results(client, job_id: str) -> None:

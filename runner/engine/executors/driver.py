@@ -4,8 +4,8 @@ time, so memory holds a bounded number of items whatever the input's size. Where
 is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done here for both.
 
 A worker (BlockWorker) is the engine of a local run, built once, run over one block at a time.
-A block's answer is its results and what the summary adds up (LLM counts and call logs, jury
-agreement sums, run warnings, memo counts), each taken per block by subtraction, so a block run
+A block's answer is its results (with their juries' votes) and what the summary adds up (LLM
+counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a block run
 again after its worker was lost counts once. The driver adds them to its own as if it had run
 the block: it is the one writer of every output. A failure or Ctrl-C cancels the blocks still
 running; those that finished are kept."""
