@@ -90,8 +90,14 @@ def usable_votes(votes: list[Vote], method: str, field_name: str) -> list[Vote]:
 
 
 def _is_number(value: Any) -> bool:
-    """A finite int or float (NaN and infinity have no mean, and JSON cannot write them)."""
-    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+    """A finite int or float a float can hold (NaN and infinity have no mean, JSON cannot write
+    them, and an integer of hundreds of digits has no float to be averaged as)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any = VOTE_DEFAULTS["on_tie"],

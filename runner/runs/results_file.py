@@ -76,12 +76,13 @@ def vote_lines(folder: Path) -> Iterator[str]:
     try:
         with (folder / VOTES_FILE).open("rb") as lines:
             for raw in lines:
-                try:
-                    entry = json.loads(raw) if raw.endswith(b"\n") else None
+                try:        # the text as decoded is what is parsed, here and by whoever reads it on
+                    text = raw.decode("utf-8") if raw.endswith(b"\n") else ""
+                    entry = json.loads(text) if text else None
                 except (ValueError, RecursionError):
                     continue
                 if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-                    yield raw.decode("utf-8")
+                    yield text
     except FileNotFoundError:
         return
 
@@ -243,7 +244,7 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
     answered: set[int] = set()
     voted = votes_by_index(parent.parent, path.parent)
     pending = next(voted, None)
-    kept_votes = AppendFile(path.parent / VOTES_FILE, keep=True)     # after the rerun's own
+    kept_votes: list[AppendFile] = []          # the rerun's votes.jsonl, added to at the first vote taken
 
     def merged() -> Iterator[str]:
         nonlocal pending
@@ -259,7 +260,9 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
                     pending = next(voted, None)
                 if pending is not None and pending[0] == index and pending[1]:
                     on_votes(pending[1])
-                    kept_votes.write(utf8(dumps({"index": index, "votes": pending[1]}) + "\n"))
+                    if not kept_votes:
+                        kept_votes.append(AppendFile(path.parent / VOTES_FILE, keep=True))     # after its own
+                    kept_votes[0].write(utf8(dumps({"index": index, "votes": pending[1]}) + "\n"))
                 error = _error_of(line)
                 if error:
                     taken.errors[error] += 1
@@ -271,7 +274,8 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
     try:
         atomic_write_lines(path, merged())
     finally:
-        kept_votes.close()
+        for votes in kept_votes:
+            votes.close()
     if answered:
         mine = answered_items(path.parent) | answered
         atomic_write_lines(path.parent / ANSWERED_FILE, (f"{index}\n" for index in sorted(mine)))

@@ -588,7 +588,10 @@ def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(proje
 
 
 @pytest.mark.parametrize("votes", [b"\xff\xfe\n[1]\n\"x\"\n{\"index\": 1}\n{\"index\": 1, \"votes\": 5}\n",
-                                   b'{"index": 1, "votes": [["jury", false, {"a": [1], "b": {"x": 1}}]]}\n' * 3])
+                                   b'{"index": 1, "votes": [["jury", false, {"a": [1], "b": {"x": 1}}]]}\n' * 3,
+                                   b'\xef\xbb\xbf{"index": 1, "votes": [["jury", false, {"a": "yes"}]]}\n',
+                                   b'{"index": 1, "votes": [["scores", true, {"a": 1' + b"0" * 400 + b', "b": 2}]]}\n'],
+                         ids=["damaged", "odd", "bom", "huge-number"])
 def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes):
     """A parent's votes.jsonl that is damaged or odd: a `--failed-from` rerun passes over what it
     cannot read and ends as any rerun, with no traceback."""
@@ -603,3 +606,24 @@ def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes):
     run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path("A"))),
                  RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), ["params.strict=false"])
     assert project.summary("B")["errors"] == 0 and project.summary("B")["total"] == 3
+
+
+def test_a_rerun_without_juries_writes_no_votes_file(project):
+    """votes.jsonl is absent where no item met a jury, a --failed-from rerun's too."""
+    from runner.api import ItemSource, run_pipeline
+    from runner.runs.request import RunOptions, Selection
+    path = project.pipeline("""
+        version: 1
+        name: t
+        params: {strict: true}
+        steps:
+          - {id: s, uses: compute, with: {n: "{{ item.n }}"}}
+          - {id: gate, uses: fail, if: "{{ item.n == 2 and params.strict }}", with: {message: "bad"}}
+        output: {n: "{{ steps.s.n }}"}
+        """)
+    source = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    run(path, source, out=project.root / "A")
+    run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path("A"))),
+                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), ["params.strict=false"])
+    assert project.summary("B")["errors"] == 0
+    assert not (project.root / "A" / "votes.jsonl").exists() and not (project.root / "B" / "votes.jsonl").exists()
