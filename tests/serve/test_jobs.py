@@ -318,45 +318,6 @@ def test_a_job_item_that_joined_a_failed_judgment_is_judged_and_counted_by_its_o
     assert json.loads((root / done["run"] / "summary.json").read_text())["errors"] == 1
 
 
-def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatch):
-    """Two jobs of the same slides at once, one slide answered and one whose calls fail: the
-    second job's answered slide joins the first's computation (no call of its own), yet a
-    model's answer made it, so both jobs end as `runner run` over those slides would,
-    `succeeded` with one error each (not the second `failed`, 'no model answered any call')."""
-    import httpx
-
-    from runner.serve.app import create_app
-    from runner.serve.judging import Settings
-    asked = noting_flights(monkeypatch)
-    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
-    model.script(server_error("model overloaded"), contains="bad")
-    root = served_project.root
-    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url)
-    items = {"items": [deck("<p>A</p>", "<p>bad B</p>")]}
-
-    async def scenario() -> list[dict]:
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
-            model.hold()
-            first = (await client.post("/v1/pipelines/deck/jobs", json=items)).json()
-            while model.in_flight < 2:
-                await asyncio.sleep(0.01)
-            second = (await client.post("/v1/pipelines/deck/jobs", json=items)).json()
-            while len(asked) < 4:                # the second job's slides joined the first's computations
-                await asyncio.sleep(0.01)
-            model.release()
-            done = []
-            for job in (first, second):
-                while (view := (await client.get(f"/v1/jobs/{job['id']}")).json())["status"] not in DONE:
-                    await asyncio.sleep(0.02)
-                done.append(view)
-            return done
-
-    for done in asyncio.run(scenario()):
-        assert done["counts"]["errors"] == 1 and done["counts"]["done"] == 2, done
-        assert done["status"] == "succeeded" and done["error"] is None, done
-
-
 JURY_DECK = DECK_JUDGE.replace("name: deck", "name: jdeck").replace(
     "  judge: {model: openai/scripted, retries: 0}\n",
     "  a: {model: openai/scripted, retries: 0}\n  b: {model: openai/scripted, retries: 0, temperature: 0.5}\n").replace(
@@ -365,10 +326,13 @@ JURY_DECK = DECK_JUDGE.replace("name: deck", "name: jdeck").replace(
     "steps.ask.output.rating", "steps.ask.rating").replace("steps.ask.output.score", "0")
 
 
-def test_jobs_measure_their_jurors_over_joined_and_stored_items(served_project, db_url, monkeypatch):
-    """Two identical jury jobs at once, then a third: the second's items join the first's
-    computations, the third's come from the store. Each job's summary measures its jurors over
-    its two items, as `runner run` over them would (the joining job's agreement was null)."""
+def test_two_identical_jobs_at_once_end_alike(served_project, db_url, monkeypatch):
+    """Two jury jobs of the same slides at once, one slide answered and one whose calls fail,
+    then a third: the second job's answered slide joins the first's computation (no call of its
+    own), the third's comes from the store, yet a model's answer made it, so each job ends as
+    `runner run` over those slides would: `succeeded` with one error (not the second `failed`,
+    'no model answered any call'), its jurors measured over the same items (the joining job's
+    agreement was null)."""
     import httpx
 
     from runner.serve.app import create_app
@@ -376,9 +340,10 @@ def test_jobs_measure_their_jurors_over_joined_and_stored_items(served_project, 
     served_project.pipeline(JURY_DECK, "jdeck.yaml")
     asked = noting_flights(monkeypatch)
     model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    model.script(server_error("model overloaded"), contains="bad")
     root = served_project.root
     app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url)
-    items = {"items": [deck("<p>A</p>", "<p>B</p>")]}
+    items = {"items": [deck("<p>A</p>", "<p>bad B</p>")]}
 
     async def finished(client: httpx.AsyncClient, job: dict) -> dict:
         while (view := (await client.get(f"/v1/jobs/{job['id']}")).json())["status"] not in DONE:
@@ -401,8 +366,10 @@ def test_jobs_measure_their_jurors_over_joined_and_stored_items(served_project, 
             return [*done, await finished(client, third)]
 
     done = asyncio.run(scenario())
+    for view in done:
+        assert view["counts"]["errors"] == 1 and view["counts"]["done"] == 2, view
+        assert view["status"] == "succeeded" and view["error"] is None, view
     juries = [json.loads((root / view["run"] / "summary.json").read_text()).get("juries") for view in done]
-    assert all(view["counts"]["done"] == 2 for view in done), done
     assert juries[0]["ask"]["items"] == 2 and juries[0] == juries[1] == juries[2], juries
 
 

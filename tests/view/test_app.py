@@ -323,37 +323,27 @@ def test_verdict_badges_are_coloured_by_the_pipelines_pass_rule_as_report_html(p
         assert f'<span class="badge {status}">{verdict}</span>' in report
 
 
-@pytest.mark.parametrize("summary, shown", [("", "rationale of"), ("summary: {reason_field: why}\n", "why of")])
-def test_the_run_page_shows_the_reason_the_report_shows(project, summary, shown):
+@pytest.mark.parametrize("fields, summary, shown, hidden", [
+    ('rationale: "rationale of {{ item.v }}", why: "why of {{ item.v }}"', "", "rationale of", "why of"),
+    ('rationale: "rationale of {{ item.v }}", why: "why of {{ item.v }}"', "summary: {reason_field: why}\n",
+     "why of", "rationale of"),
+    ('rationale: "first of {{ item.v }}", reason: "second of {{ item.v }}"', "", "first of", "second of")],
+    ids=["a rationale", "reason_field", "the first of two"])
+def test_the_run_page_shows_the_reason_the_report_shows(project, fields, summary, shown, hidden):
     """The list read only a field named `reason` where report.md and report.html read the
-    pipeline's `summary.reason_field`, else a rationale or explanation: one result, two reasons."""
+    pipeline's `summary.reason_field`, else the first field named like a reason in the results'
+    own order: one result, two reasons."""
     path = project.pipeline("""
         version: 1
         name: t
         steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
-        output: {verdict: "{{ steps.s.v }}", rationale: "rationale of {{ item.v }}", why: "why of {{ item.v }}"}
-        """ + summary)
+        output: {verdict: "{{ steps.s.v }}", FIELDS}
+        """.replace("FIELDS", fields) + summary)
     reports = project.root / "reports"
     run(path, write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}]), out=reports / "c" / "r1")
     page = client(reports).get("/run/c/r1").text
-    assert f"{shown} A" in page and f"{shown} B" in page
+    assert f"{shown} A" in page and f"{shown} B" in page and f"{hidden} A" not in page
     assert f"{shown} A" in (reports / "c" / "r1" / "report.md").read_text()
-
-
-def test_the_run_page_takes_the_reason_the_report_takes_of_two(project):
-    """Without report columns, the report reads the first field named like a reason in the
-    results' own order (here `rationale`, before `reason`): so does the run page."""
-    path = project.pipeline("""
-        version: 1
-        name: t
-        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}"}}]
-        output: {verdict: "{{ steps.s.v }}", rationale: "first of {{ item.v }}", reason: "second of {{ item.v }}"}
-        """)
-    reports = project.root / "reports"
-    run(path, write_json(project.root / "in.json", [{"v": "A"}]), out=reports / "c" / "r1")
-    page = client(reports).get("/run/c/r1").text
-    assert "first of A" in page and "second of A" not in page
-    assert "first of A" in (reports / "c" / "r1" / "report.md").read_text()
 
 
 def test_review_controls_are_text_and_svg_never_emoji_only(reports):
