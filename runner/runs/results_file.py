@@ -29,7 +29,7 @@ _LEADING_INDEX = re.compile(r'\{"index": (-?\d+)[,}]')
 class ResultsLog(AppendFile):
     """results.jsonl, each result appended as one line as it finishes; beside it answered.jsonl,
     the index of each item a model's answer made (kept.ANSWERED_FIELD, for `answered_items`),
-    and votes.jsonl, each item's jury votes (kept.VOTES_FIELD, for `votes_of`): what a run reusing
+    and votes.jsonl, each item's jury votes (kept.VOTES_FIELD, for `vote_lines`): what a run reusing
     this one's results reads."""
 
     def __init__(self, path: Path) -> None:
