@@ -15,7 +15,7 @@ from runner.engine.rates import RateCount
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
 from runner.runs.results_file import Taken
-from runner.stores.kept import VOTES_FIELD, answered_before, valid_votes
+from runner.stores.kept import VOTES_FIELD, answered_before
 
 KEPT_GROUPS = 10                    # error groups summary.json lists
 MAX_GROUPS = 1000                   # distinct error messages counted apart; the rest are counted together
@@ -41,7 +41,7 @@ class ErrorCount:
         answer does (`reused_answered`: health.unanswered_calls). Its juries' votes
         (kept.VOTES_FIELD) are added to the run's juror agreement here, once, wherever it ran."""
         end = item_end(self.runtime, position, result)
-        add_votes(self.runtime, valid_votes(result.get(VOTES_FIELD)))
+        add_votes(self.runtime, result.get(VOTES_FIELD) or [])     # checked where read from a file or store
         if end.error:
             self.count += 1
             self._group(" ".join(end.error.split()), position)

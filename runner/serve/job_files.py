@@ -113,8 +113,9 @@ class Claims:
 class ResumeIndex:
     """What a killed or stopped job's run wrote, for the run taking it up in its folder: the
     results by item key in a small database (never held in memory), each noted when a model's
-    answer made it (kept.ANSWERED_FIELD), and those items' calls set aside (`kept_calls`: the new
-    run writes them back into its fresh calls.jsonl); the other items run again."""
+    answer made it (kept.ANSWERED_FIELD) and with its juries' votes (votes.jsonl), and those
+    items' calls set aside (`kept_calls`: the new run writes them back into its fresh
+    calls.jsonl); the other items run again."""
 
     def __init__(self, path: Path):
         self.path = path

@@ -151,37 +151,24 @@ def test_a_stopped_server_resumes_its_jobs_without_asking_again(served_project, 
     assert sorted(c["item"] for c in calls if not c["cached"]) == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_resumed_job_whose_other_calls_fail_ends_as_the_run_would(served_project, db_url):
+@pytest.mark.parametrize("from_store", [False, True], ids=["judged", "from the store"])
+def test_a_resumed_job_whose_other_calls_fail_ends_as_the_run_would(served_project, db_url, from_store):
     """Stopped after two slides were answered, the server is started again with the model failing
     every call: the job takes the two up again, its four other slides error, and it ends as
     `runner run` over the six slides ends with that model (two answered: exit 0, four errors),
-    `succeeded`, not `failed` for want of a call answered since the restart."""
+    `succeeded`, not `failed` for want of a call answered since the restart. The same when the
+    first run took its two results from the store (/judge had judged those slides): no call of
+    that run answered them, yet a model's answer made them."""
     model, gate = gated_model(2)
     slides = [f"<p>slide {n}</p>" for n in range(6)]
     with make_client(served_project.root, model, db_url) as client:
+        if from_store:
+            judged = client.post("/v1/pipelines/deck/judge", json={"items": [deck(*slides[:2])]}).json()
+            assert [r["source"] for r in judged["results"]] == ["judged", "judged"], judged
         job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
         two_results(client, job["id"])
-    gate["open"] = 100
-    model.script(server_error("model overloaded"))
-    with make_client(served_project.root, model, db_url) as client:
-        done = wait(client, job["id"])
-    assert done["counts"]["resumed"] == 2 and done["counts"]["errors"] == 4, done
-    assert done["status"] == "succeeded" and done["error"] is None, done
-
-
-def test_a_resumed_job_whose_first_run_took_its_results_from_the_store_ends_as_the_run_would(served_project,
-                                                                                              db_url):
-    """The same when the first run took its two results from the store (/judge had judged those
-    slides): no call of that run answered them, yet a model's answer made them, which the job
-    taken up again counts as the uninterrupted job would (`succeeded`)."""
-    model, gate = gated_model(2)
-    slides = [f"<p>slide {n}</p>" for n in range(6)]
-    with make_client(served_project.root, model, db_url) as client:
-        judged = client.post("/v1/pipelines/deck/judge", json={"items": [deck(*slides[:2])]}).json()
-        assert [r["source"] for r in judged["results"]] == ["judged", "judged"], judged
-        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck(*slides)]}).json()
-        two_results(client, job["id"])
-        assert client.get(f"/v1/jobs/{job['id']}").json()["counts"]["store"] == 2
+        if from_store:
+            assert client.get(f"/v1/jobs/{job['id']}").json()["counts"]["store"] == 2
     gate["open"] = 100
     model.script(server_error("model overloaded"))
     with make_client(served_project.root, model, db_url) as client:
