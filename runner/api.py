@@ -36,7 +36,7 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir
-from runner.runs.lock import LOCK_FILE, OutputFolder, refuse_overwriting_input
+from runner.runs.lock import LOCK_FILE, OutputFolder, refuse_overwriting_sources
 from runner.runs.manifest import model_entries, sha256_file
 from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
@@ -181,7 +181,7 @@ class StartedRun:
             if out_dir is None:
                 group = options.group or default_group(pipeline, source)
                 out_dir = new_run_dir(group)
-            refuse_overwriting_input(out_dir, source.input_path)
+            refuse_overwriting_sources(out_dir, source.input_path, record.parent)
             runtime = Runtime.create(pipeline, _run_options(options, source, out_dir, group), role)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)

@@ -20,16 +20,18 @@ RUN_FILES = (LOCK_FILE, "results.jsonl", ANSWERED_FILE, VOTES_FILE, CALLS_FILE, 
              "junit.xml")
 
 
-def refuse_overwriting_input(out_dir: Path, input_path: Path | None) -> None:
-    """A run never writes over its own input: `--input report.md --out .` is refused."""
-    if input_path is None:
-        return
+def refuse_overwriting_sources(out_dir: Path, input_path: Path | None, parent: Path | None = None) -> None:
+    """A run never writes over what it reads: its input (`--input report.md --out .`) or the run
+    a `--failed-from` rerun completes itself from (`--failed-from runs/x --out runs/x`)."""
     try:
-        source = input_path.resolve()
         out = out_dir.resolve()
+        if parent is not None and parent.resolve() == out:
+            raise RunnerError(f"--out {out_dir}: that is the --failed-from run, whose results the rerun reads "
+                              "while it writes its own; choose another --out (the rerun holds every item)")
+        source = input_path.resolve() if input_path is not None else None
     except (OSError, RuntimeError):
         return
-    if source.parent == out and source.name in RUN_FILES:
+    if source is not None and source.parent == out and source.name in RUN_FILES:
         raise RunnerError(f"--input {input_path}: --out {out_dir} would write over it (a run writes "
                           f"{source.name} there); choose another --out or move the input")
 

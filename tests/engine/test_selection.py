@@ -51,6 +51,18 @@ def test_selection_mistakes_are_clear(project, cli):
     assert nowhere.exit_code == 2 and nowhere.stderr.strip() == "gone: no such run folder"
 
 
+def test_a_rerun_into_its_own_parent_folder_is_refused_and_the_parent_kept(project, cli):
+    """`--failed-from all --out all` would write the rerun's results over those it reads."""
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"d": 1}, {"d": 0}])
+    cli("run", str(path), "--input", str(source), "--out", "all", "--quiet")
+    again = cli("run", str(path), "--input", str(source), "--out", "all", "--failed-from", "all")
+    assert again.exit_code == 2
+    assert again.stderr.strip() == ("--out all: that is the --failed-from run, whose results the rerun reads "
+                                    "while it writes its own; choose another --out (the rerun holds every item)")
+    assert indexes(project, "all") == [1, 2]
+
+
 REVERSED = """
     version: 1
     name: rev
