@@ -114,6 +114,8 @@ def schema_problems(located: Located, data: Any, schema: dict[str, Any],
             known = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
             problems += [located.problem((*path, key), unknown("key", key, known, "allowed"), key=True)
                          for key in error.instance if key not in known]
+        elif "propertyNames" in error.schema_path and isinstance(error.instance, str):     # at the name itself
+            problems.append(located.problem((*path, error.instance), _message(error), key=True))
         else:
             problems.append(located.problem(path, _message(error)))
     return problems
@@ -137,6 +139,8 @@ def _message(error: ValidationError) -> str:
             names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
             return f"{error.instance!r} is not of type {names!r} (and is not a {{{{ template }}}})"
         return _short(type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path)))
+    if error.validator == "not" and isinstance(error.validator_value, dict) and "description" in error.validator_value:
+        return str(error.validator_value["description"])
     if error.validator == "minItems" and error.validator_value == 1 and error.instance == []:
         return "must not be empty"
     return _short(error)

@@ -298,3 +298,27 @@ def test_a_typo_in_a_list_of_verdicts_is_found_however_often_the_pipeline_is_loa
     for _ in range(2):      # the second load reads the trees and checks kept from the first
         [found] = problems_of(path)
         assert "summary.rates.decided_rate: " in found and "'FIAL'" in found and "Did you mean 'FAIL'" in found
+
+
+def test_an_output_named_as_a_field_runner_writes_itself_is_refused_at_its_name(project, cli):
+    """`item_key` and a kept result's notes are runner's own: an output under one of those names
+    broke reruns (every item one key) or lost its value when the memo store gave the result back."""
+    from runner.checks.json_schema import pipeline_schema
+    from runner.stores.kept import NOTES
+    refused = pipeline_schema()["properties"]["output"]["propertyNames"]["not"]["enum"]
+    assert set(refused) == {"item_key", *(name for name in NOTES if ":" not in name)}   # an output name has no ':'
+    path = project.pipeline("""
+        version: 1
+        name: x
+        steps: [{id: s, uses: compute, with: {r: "{{ 1 }}"}}]
+        output:
+          verdict: "{{ steps.s.r }}"
+          _answered: "{{ steps.s.r }}"
+          item_key: "{{ steps.s.r }}"
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"pipelines/p.yaml:{line}:3: output.{name}: runner writes this field of a result itself (the item's "
+        "content key, or a kept result's note); name the output otherwise"
+        for line, name in ((6, "_answered"), (7, "item_key"))]
