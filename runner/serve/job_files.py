@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from runner.fileio import dumps, open_own
 from runner.llm.calls.record import item_of
@@ -29,6 +29,7 @@ from runner.stores.result_store import ResultStore
 
 FOLDER = ".runner-serve"
 OWNER = re.compile(r"[0-9]+-[0-9a-f]{8}")        # a server's id: its process and a random part
+Line = TypeVar("Line", str, bytes)
 CALLS_BATCH = 512        # lines of calls.jsonl (or results.jsonl) handled at once
 
 
@@ -126,24 +127,26 @@ class ResumeIndex:
     def of(cls, path: Path, run: Path) -> ResumeIndex:
         index = cls(path)
         answered = answered_items(run)      # noted on the results, as their votes: the run taking them up counts them
-        for text in vote_lines(run):        # by index, in the index's own database: a run of any size
-            entry = json.loads(text)
-            index._store.put("job", "votes", str(entry["index"]), {"votes": valid_votes(entry.get("votes"))})
-        for line in _whole_lines(run / "results.jsonl"):
-            try:
-                result = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(result, dict) and isinstance(result.get("item_key"), str):
+        for texts in _batches(vote_lines(run), CALLS_BATCH):      # by index, in the index's own database
+            entries = [json.loads(text) for text in texts]
+            index._store.put_many("job", "votes", [(str(entry["index"]), {"votes": valid_votes(entry.get("votes"))})
+                                                   for entry in entries])
+        for lines in _batches(_whole_lines(run / "results.jsonl"), CALLS_BATCH):
+            results = [result for result in map(_parsed, lines)
+                       if isinstance(result, dict) and isinstance(result.get("item_key"), str)]
+            numbers = [str(result["index"]) for result in results if isinstance(result.get("index"), int)]
+            voted = index._store.get_many("job", "votes", numbers)
+            kept = []
+            for result in results:
                 result, number = without_reads(result), result.get("index")     # a hand-written note is not one
                 if number in answered:
                     result[ANSWERED_FIELD] = True
-                voted = index._store.get("job", "votes", str(number)) if isinstance(number, int) else None
-                if voted is not None and voted.result["votes"]:
-                    result[VOTES_FIELD] = voted.result["votes"]
-                index._store.put("job", "resume", result["item_key"], result)
-                if isinstance(number, int):
-                    index._store.put("job", "item", str(number), {})
+                votes = voted[str(number)].result["votes"] if str(number) in voted else None
+                if votes:
+                    result[VOTES_FIELD] = votes
+                kept.append((result["item_key"], result))
+            index._store.put_many("job", "resume", kept)
+            index._store.put_many("job", "item", [(number, {}) for number in numbers])
         index._set_calls_aside(run / CALLS_FILE)
         return index
 
@@ -168,7 +171,14 @@ class ResumeIndex:
         self.calls.unlink(missing_ok=True)
 
 
-def _batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+def _parsed(line: str | bytes) -> Any:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _batches(lines: Iterable[Line], size: int) -> Iterator[list[Line]]:
     source = iter(lines)
     while batch := list(itertools.islice(source, size)):
         yield batch

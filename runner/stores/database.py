@@ -118,7 +118,12 @@ class Database:
     def write(self, sql: str, params: list[Any]) -> None:
         self._run(sql, params, fetch=False)
 
-    def _run(self, sql: str, params: list[Any], fetch: bool) -> list[tuple[Any, ...]]:
+    def write_many(self, sql: str, rows: list[list[Any]]) -> None:
+        """The statement once per row, all in one transaction: one commit, not one a row."""
+        if rows:
+            self._run(sql, rows, fetch=False, many=True)
+
+    def _run(self, sql: str, params: list[Any], fetch: bool, many: bool = False) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -134,9 +139,13 @@ class SqliteDatabase(Database):
         self._db = open_shared(path, schema, check_same_thread=False)
         self._db.execute("PRAGMA synchronous = NORMAL")     # WAL: a commit survives a killed process
 
-    def _run(self, sql: str, params: list[Any], fetch: bool) -> list[tuple[Any, ...]]:
+    def _run(self, sql: str, params: list[Any], fetch: bool, many: bool = False) -> list[tuple[Any, ...]]:
         try:
             with self._lock:
+                if many:
+                    with transaction(self._db):
+                        self._db.executemany(sql, params)
+                    return []
                 cursor = self._db.execute(sql, params)
                 return cursor.fetchall() if fetch else []
         except sqlite3.Error as exc:
@@ -156,13 +165,17 @@ class PostgresDatabase(Database):
         with contextlib.suppress(StoreUnavailable):     # unreachable: the server starts anyway, each request says so
             self.rows("SELECT 1", [])
 
-    def _run(self, sql: str, params: list[Any], fetch: bool) -> list[tuple[Any, ...]]:
+    def _run(self, sql: str, params: list[Any], fetch: bool, many: bool = False) -> list[tuple[Any, ...]]:
         import psycopg
         with self._lock:
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
                     self._conn.execute(self.schema)
+                if many:
+                    with self._conn.transaction(), self._conn.cursor() as cursor:
+                        cursor.executemany(postgres_sql(sql), params)
+                    return []
                 cursor = self._conn.execute(postgres_sql(sql) if params else sql, params or None)
                 return list(cursor.fetchall()) if fetch else []
             except psycopg.Error as exc:

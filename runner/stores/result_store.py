@@ -70,11 +70,17 @@ class ResultStore:
 
     def put(self, pipeline: str, pipeline_hash: str, item_key: str, result: dict[str, Any]) -> StoredResult:
         """Store (or replace) one result, committed before this returns."""
-        stored = StoredResult(pipeline, pipeline_hash, item_key, result,
-                              datetime.now(UTC).isoformat(timespec="milliseconds"))
-        self.db.write(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline, pipeline_hash, "
-                      "item_key) DO UPDATE SET result = excluded.result, stored_at = excluded.stored_at",
-                      [pipeline, pipeline_hash, item_key, dumps(result), stored.stored_at])
+        return self.put_many(pipeline, pipeline_hash, [(item_key, result)])[0]
+
+    def put_many(self, pipeline: str, pipeline_hash: str,
+                 entries: list[tuple[str, dict[str, Any]]]) -> list[StoredResult]:
+        """Store (or replace) these results by item key, in one transaction committed before this returns."""
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        stored = [StoredResult(pipeline, pipeline_hash, key, result, at) for key, result in entries]
+        self.db.write_many(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline, "
+                           "pipeline_hash, item_key) DO UPDATE SET result = excluded.result, stored_at = "
+                           "excluded.stored_at", [[pipeline, pipeline_hash, entry.item_key, dumps(entry.result), at]
+                                                  for entry in stored])
         return stored
 
     def of_pipeline(self, pipeline: str, pipeline_hash: str) -> Iterator[StoredResult]:

@@ -50,6 +50,15 @@ def test_many_keys_at_once(store):
     assert store.count("p") == len(keys[::2])
 
 
+def test_many_results_put_at_once_replace_by_key_and_the_last_of_a_key_wins(store):
+    store.put("p", "h", "k0", {"v": "old"})
+    stored = store.put_many("p", "h", [(f"k{i}", {"v": i}) for i in range(CHUNK + 20)] + [("k1", {"v": "last"})])
+    assert len(stored) == CHUNK + 21 and len({entry.stored_at for entry in stored}) == 1
+    assert store.count("p") == CHUNK + 20
+    assert store.get("p", "h", "k0").result == {"v": 0} and store.get("p", "h", "k1").result == {"v": "last"}
+    assert store.put_many("p", "h", []) == []
+
+
 def test_what_is_stored_is_there_for_a_new_connection(store, tmp_path):
     store.put("p", "h", "k", {"v": "kept"})
     again = open_result_store(store.test_url, tmp_path / "unused.sqlite")
