@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 REPLACEMENT = "\ufffd"
@@ -112,14 +113,19 @@ def _encodable(text: str) -> bool:
         return False
 
 
-def _cleaned(value: Any) -> Any:
+def each_string(value: Any, change: Callable[[str], str]) -> Any:
+    """A copy of `value` with every string in it, keys too, through `change` (a tuple becomes a list)."""
     if isinstance(value, str):
-        return clean_text(value)
+        return change(value)
     if isinstance(value, dict):
-        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+        return {each_string(k, change): each_string(v, change) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_cleaned(v) for v in value]
+        return [each_string(v, change) for v in value]
     return value
+
+
+def _cleaned(value: Any) -> Any:
+    return each_string(value, clean_text)
 
 
 def clean_value(value: Any) -> Any:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.observe import LLMCall, Observer
+from runner.safetext import each_string
 
 if TYPE_CHECKING:
     from runner.inputs import Item
@@ -138,13 +139,7 @@ class SpanRecorder(Observer):
                     [self._redacted(child) for child in span.children])
 
     def _scrub(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redact(value)
-        if isinstance(value, dict):
-            return {str(k): self._scrub(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self._scrub(v) for v in value]
-        return value
+        return each_string(value, self.redact)
 
     async def aclose(self) -> None:
         if self._pool is not None:
