@@ -24,6 +24,7 @@ from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, LowestIndex, RunScope, index_of
 from runner.pipeline.model import ASSESSMENT_KEY
+from runner.text.perturb import get_path
 
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
@@ -39,11 +40,8 @@ GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|
 
 
 def lookup(result: dict[str, Any], column: str) -> Any:
-    """A result field; `a.b` reads inside nested objects."""
-    value: Any = result
-    for part in column.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+    """A result field; `a.b` reads inside nested objects (and `a.0` a list's first), as labels are read."""
+    return get_path(result, column.split("."))
 
 
 def _last(column: str) -> str:
