@@ -13,7 +13,8 @@ from runner.engine.rates import pass_check
 from runner.errors import InputError, RunnerError
 from runner.inputs import Item, ItemStream, namespace_scope
 from runner.pipeline.model import Pipeline
-from runner.runs.folders import resolve_run
+from runner.runs.folders import resolve_run, unfinished
+from runner.runs.manifest import judged_otherwise, read_manifest
 from runner.runs.request import Selection
 from runner.runs.results_file import results_in_order
 from runner.templating.sandbox import Renderer, describe_error
@@ -25,14 +26,24 @@ def static_scope(pipeline: Pipeline) -> dict[str, Any]:
 
 
 def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
-    """Whether an item errored in an earlier run, or fails the pass rule as the pipeline says now.
-    Items are matched by their content key (`item_key`), else (an older runner's results) by
-    index: an output named `index` numbers results its own way. Results are read one at a time."""
+    """Every item, when the earlier run judged its items otherwise (other params, prompts...);
+    else whether an item errored there, fails the pass rule as the pipeline says now, or
+    has no result there because that run was interrupted over its whole input (what it never judged
+    is still to judge). Items are matched by their content key (`item_key`), else (an older
+    runner's results) by index: an output named `index` numbers results its own way. Results are
+    read one at a time; an interrupted run's judged items are held as a hash each."""
+    folder = resolve_run(run)
+    if judged_otherwise(read_manifest(folder) or {}, pipeline):
+        return lambda item: True        # none of its results stands: every item is judged again (RunRecord.plan)
     checked = pass_check(pipeline.summary, Renderer(pipeline.prompts_dir, read_only=True), static_scope(pipeline),
                          failures=())
     keys: set[str] = set()
     indexes: set[int] = set()
-    for result in results_in_order(resolve_run(run)):
+    judged: set[int] | None = set() if unfinished(folder) else None     # hash(item_key), or -1 - index
+    for result in results_in_order(folder):
+        key = result.get("item_key") if isinstance(result.get("item_key"), str) else None
+        if judged is not None:
+            judged.add(hash(key) if key else -1 - int(result["index"]))
         if not result.get("error"):
             if checked is None:
                 continue
@@ -43,12 +54,18 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
             except TEMPLATE_FAILURES as exc:
                 raise RunnerError(f"--failed-from {run}: the pass rule {rule.describe()} does not apply "
                                   f"to its results: {describe_error(exc)}") from None
-        key = result.get("item_key")
-        if isinstance(key, str) and key:
+        if key:
             keys.add(key)
         else:
             indexes.add(int(result["index"]))
-    return lambda item: item.key in keys or item.index in indexes
+
+    def chosen(item: Item) -> bool:
+        key = item.key
+        if key in keys or item.index in indexes:
+            return True
+        return judged is not None and hash(key) not in judged and -1 - item.index not in judged
+
+    return chosen
 
 
 def select(pipeline: Pipeline, items: ItemStream, selection: Selection, limit: int | None = None) -> ItemStream:

@@ -91,6 +91,13 @@ def is_whole(summary: dict[str, Any]) -> bool:
     return not summary.get("partial") and not summary.get("interrupted")
 
 
+def unfinished(folder: Path) -> bool:
+    """A run over its whole input (its run.json not `partial`) that was interrupted: the items it
+    never judged are still to judge."""
+    manifest = read_checked(folder / "run.json", RUN_SCHEMA) or {}
+    return bool(read_summary(folder).get("interrupted")) and not manifest.get("partial")
+
+
 def runs_in(group: Path, complete_only: bool = True) -> list[Path]:
     """The finished runs of a group (the complete ones unless asked), oldest first."""
     if not group.is_dir():

@@ -174,6 +174,23 @@ def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
     return sha256_json({"pipeline": sha256_json(resolved), "files": used_files(pipeline), "models": models})[:16]
 
 
+def judged_otherwise(earlier: dict[str, Any], pipeline: Pipeline) -> list[str]:
+    """How an earlier run (its run.json, `earlier`) was made otherwise than this pipeline, in what
+    can change a result: its resolved content (params and --set values included; not its summary,
+    probes, memo, tracing or description) and the files it uses (prompts, schemas, bases, plugins)."""
+    shown, neutral = earlier.get("pipeline") or {}, (*RESULT_NEUTRAL, "summary", "probes", "memo")
+    if not isinstance(shown.get("resolved"), dict):
+        return []                       # a run.json older than these fields: nothing to compare
+    differs = []
+    then = {k: v for k, v in shown["resolved"].items() if k not in neutral}
+    if sha256_json(then) != sha256_json({k: v for k, v in redact(pipeline.located.data).items() if k not in neutral}):
+        differs.append("the pipeline: its steps, output, models, params or --set values")
+    files, before = used_files(pipeline), shown.get("files") or {}
+    differs += [f"{name} {'changed' if name in before and name in files else 'is new' if name in files else 'is gone'}"
+                for name in sorted(set(files) | set(before)) if files.get(name) != before.get(name)]
+    return differs
+
+
 def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
     resolved = redact(pipeline.located.data)
     try:

@@ -66,27 +66,102 @@ def test_a_rerun_into_its_own_parent_folder_is_refused_and_the_parent_kept(proje
 REVERSED = """
     version: 1
     name: rev
-    params: {threshold: 0.5}
-    steps: [{id: s, uses: compute, with: {ok: "{{ item.score >= params.threshold }}"}}]
+    models: {m: {model: scripted/m}}
+    steps: [{id: s, uses: llm, with: {model: m, prompt: "Score {{ item.score }}"}}]
     output:
       index: "{{ item.id }}"
-      verdict: "{{ 'PASS' if steps.s.ok else 'FAIL' }}"
+      verdict: "{{ steps.s.raw }}"
     summary:
       count_by: verdict
       rates: {pass_rate: "result.verdict == 'PASS'"}
     """
 
 
-def test_failed_from_reruns_the_failed_item_whatever_its_output_index(project, cli):
+def test_failed_from_reruns_the_failed_item_whatever_its_output_index(project, scripted_llm, cli):
     """Issue 50, R1: records numbered in reverse by the output's `index`; the item at input
     position 2 (index 3) fails. --failed-from reruns that item, not input position 3."""
+    verdicts = {"Score 0.9": "PASS", "Score 0.2": "FAIL", "Score 0.7": "PASS", "Score 0.8": "PASS"}
+    scripted_llm.script(lambda prompt, body: verdicts[prompt])
     path = project.pipeline(REVERSED)
     source = write_json(project.root / "in.json", [{"id": 4, "score": 0.9}, {"id": 3, "score": 0.2},
                                                     {"id": 2, "score": 0.7}, {"id": 1, "score": 0.8}])
     assert cli("run", str(path), "--input", str(source), "--out", "all", "--quiet").exit_code == 0
     assert {r["index"]: r["verdict"] for r in project.results("all")} == {1: "PASS", 2: "PASS", 3: "FAIL", 4: "PASS"}
+    verdicts["Score 0.2"] = "PASS"          # the model answers otherwise now: the call is sent again
+    scripted_llm.reset()
+    scripted_llm.script(lambda prompt, body: verdicts[prompt])
     again = cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "all", "--quiet",
-                "--set", "params.threshold=0.1")
+                "--no-cache")
     assert again.exit_code == 0, again.output
+    assert [call.prompt for call in scripted_llm.calls()] == ["Score 0.2"]
     assert {r["index"]: r["verdict"] for r in project.results("again")} == dict.fromkeys((1, 2, 3, 4), "PASS")
     assert project.summary("again")["rerun_items"] == 1
+
+
+def test_a_rerun_of_a_run_judged_otherwise_keeps_none_of_its_results_and_says_so(project, scripted_llm, cli):
+    """Other params (or prompts, schemas, steps) than the --failed-from run's: its results for the
+    items not redone were judged otherwise, so every item is judged again, with a warning; a
+    change to the summary alone (the pass rule) keeps them."""
+    scripted_llm.script(lambda prompt, body: "PASS" if "0.9" in prompt else "FAIL")
+    path = project.pipeline(REVERSED.replace('prompt: "Score', 'prompt: "{{ params.style }} Score')
+                            .replace("name: rev", "name: rev\n    params: {style: plain}"))
+    source = write_json(project.root / "in.json", [{"id": 1, "score": 0.9}, {"id": 2, "score": 0.2}])
+    cli("run", str(path), "--input", str(source), "--out", "all", "--quiet")
+    again = cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "all",
+                "--set", "params.style=terse")
+    assert again.exit_code == 0
+    assert again.stdout.startswith("2 item(s) (PASS: 1, FAIL: 1)")            # not "1 rerun and the others from all"
+    assert ("--failed-from all: that run judged its items otherwise (the pipeline: its steps, output, models, "
+            "params or --set values), so none of its results is kept: every item selected is judged again") \
+        in again.stderr
+    assert len(scripted_llm.calls(contains="terse")) == 2
+    summary = project.summary("again")
+    assert (summary.get("rerun_of"), summary["partial"], summary["total"]) == (None, False, 2)
+    project.pipeline(path.read_text().replace("rates:", "pass_when: \"result.verdict != 'X'\"\n  rates:"))
+    same = cli("run", str(path), "--input", str(source), "--out", "same", "--failed-from", "all", "--quiet")
+    assert same.exit_code == 0 and project.summary("same")["rerun_items"] == 0
+
+
+INTERRUPTED = """
+    version: 1
+    name: t
+    concurrency: 1
+    models: {m: {model: scripted/m}}
+    steps: [{id: a, uses: llm, with: {model: m, prompt: "Item {{ item.n }}"}}]
+    output: {verdict: "{{ steps.a.raw }}"}
+    summary:
+      count_by: verdict
+      rates: {pass_rate: "result.verdict == 'PASS'"}
+    """
+
+
+def test_a_rerun_of_an_interrupted_run_judges_what_it_never_did_and_its_failures(project, scripted_llm, cli):
+    """--failed-from a run Ctrl-C stopped over its whole input: the items it never judged are
+    judged too (before, only its failures were, and --fail-under passed on the few it had)."""
+    import signal
+
+    from helpers import run
+    interrupt = [True]
+
+    def answer(prompt: str, body: dict) -> str:
+        if prompt == "Item 4" and interrupt:
+            interrupt.clear()
+            signal.raise_signal(signal.SIGINT)
+        return "FAIL" if prompt == "Item 2" else "PASS"
+    scripted_llm.script(answer)
+    path = project.pipeline(INTERRUPTED)
+    source = write_json(project.root / "in.json", [{"n": n} for n in range(1, 9)])
+    first = run(path, source, out="first")
+    judged = indexes(project, "first")
+    assert first.interrupted and 2 <= len(judged) < 8
+    again = cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "first",
+                "--fail-under", "0.9")
+    assert indexes(project, "again") == list(range(1, 9))
+    summary = project.summary("again")
+    assert (summary["partial"], summary.get("interrupted", False), summary["planned"]) == (False, False, 8)
+    assert summary["rerun_items"] == 8 - len(judged) + 1          # the never judged, and item 2
+    assert again.exit_code == 1 and again.stdout.startswith("8 item(s), ")     # 7 of 8 pass: under 0.9
+    narrowed = cli("run", str(path), "--input", str(source), "--out", "narrowed", "--failed-from", "first",
+                   "--filter", "item.n <= 6", "--quiet")
+    assert indexes(project, "narrowed") == list(range(1, 7))
+    assert (project.summary("narrowed")["partial"], project.summary("narrowed")["planned"]) == (True, 6)

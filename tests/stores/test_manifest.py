@@ -186,13 +186,29 @@ def test_partial_runs_are_marked_and_never_latest(project, cli):
     assert "counts by verdict: FAIL 1 -> 0, PASS 0 -> 1" in asked.stdout and "pass_rate" not in asked.stdout
 
 
-def test_failed_from_is_merged_into_its_parent_and_never_shrinks(project, cli):
-    path = project.pipeline(THRESHOLD)
+SCORED = """
+    version: 1
+    name: th
+    models: {m: {model: scripted/m}}
+    steps: [{id: s, uses: llm, with: {model: m, prompt: "Score {{ item.score }}"}}]
+    output:
+      verdict: "{{ steps.s.raw }}"
+      score: "{{ item.score }}"
+    summary:
+      count_by: verdict
+      rates: {pass_rate: "result.verdict == 'PASS'"}
+    """
+
+
+def test_failed_from_is_merged_into_its_parent_and_never_shrinks(project, scripted_llm, cli):
+    verdicts = {"Score 0.2": "FAIL", "Score 0.55": "FAIL", "Score 0.7": "PASS", "Score 0.9": "PASS"}
+    scripted_llm.script(lambda prompt, body: verdicts[prompt])
+    path = project.pipeline(SCORED)
     source = write_json(project.root / "scores.json", [{"score": s} for s in (0.2, 0.55, 0.7, 0.9)])
-    cli("run", str(path), "--input", str(source), "--quiet", "--set", "params.threshold=0.6")
+    cli("run", str(path), "--input", str(source), "--quiet")
     group = group_dir(project.root, "th", "scores.json")
-    rerun = cli("run", str(path), "--input", str(source), "--quiet", "--failed-from", str(group),
-                "--set", "params.threshold=0.5")
+    verdicts["Score 0.55"] = "PASS"         # the model answers otherwise now (the call sent again: --no-cache)
+    rerun = cli("run", str(path), "--input", str(source), "--quiet", "--failed-from", str(group), "--no-cache")
     assert rerun.exit_code == 0, rerun.stderr
     parent, merged = runs_in(group)
     assert f"4 item(s), 2 rerun and the others from {parent.relative_to(project.root)}" in rerun.stdout
