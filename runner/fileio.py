@@ -145,11 +145,34 @@ def too_deep(value: Any) -> bool:
 TOO_MANY_DIGITS = f"a number of more than {sys.get_int_max_str_digits()} digits, past what runner reads"
 
 
+class _NotData(Exception):
+    """What JSON's grammar lets Python read but JSON data never holds (parse_json refuses it)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotData(f"{name} is not a JSON value (write a number, null or a string)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):        # only then is the key looked for
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _NotData(f"the key {key[:80]!r} is given twice in one object (only one value would be read)")
+            seen.add(key)
+    return value
+
+
 def parse_json(text: str, where: str, line: int | None = None) -> Any:
-    """`text` parsed, or InputError at `where` (`where:line` for one line of a file)."""
+    """`text` parsed, or InputError at `where` (`where:line` for one line of a file). JSON as data
+    is: NaN, Infinity and a key given twice in one object (which Python reads, silently keeping
+    the last) are refused, as the csv adapter refuses them."""
     at = f"{where}:{line}" if line is not None else where
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _NotData as exc:
+        raise InputError(f"{at}: {exc}") from None
     except json.JSONDecodeError as exc:
         position = f"{line}:{exc.colno}" if line is not None else f"{exc.lineno}:{exc.colno}"
         raise NotJson(f"{where}:{position}: not valid JSON: {exc.msg}") from None

@@ -71,6 +71,21 @@ def test_bad_json_file_is_a_located_input_error(tmp_path):
         list(iter_records("json", tmp_path / "none.json", {}))
 
 
+def test_nan_infinity_and_a_key_given_twice_are_refused_as_the_csv_adapter_refuses_them(tmp_path):
+    """Python reads them (NaN as a float every comparison fails, the last of two keys silently):
+    a JSON-lines line holding one is that item's error, a JSON file holding one is refused."""
+    (tmp_path / "a.jsonl").write_text('{"score": NaN}\n{"score": -Infinity}\n{"s": 1, "s": 2}\n{"score": 0.5}\n')
+    found = list(iter_records("jsonl", tmp_path / "a.jsonl", {}))
+    assert [r.error for r in found] == [
+        f"{tmp_path / 'a.jsonl'}:1: NaN is not a JSON value (write a number, null or a string)",
+        f"{tmp_path / 'a.jsonl'}:2: -Infinity is not a JSON value (write a number, null or a string)",
+        f"{tmp_path / 'a.jsonl'}:3: the key 's' is given twice in one object (only one value would be read)", None]
+    assert found[3].value == {"score": 0.5}
+    (tmp_path / "b.json").write_text('[{"x": 1}, {"y": {"z": 1, "z": 1}}]')
+    with pytest.raises(InputError, match=r"b.json: the key 'z' is given twice in one object"):
+        list(iter_records("json", tmp_path / "b.json", {}))
+
+
 def test_a_json_lines_file_whose_first_line_holds_a_huge_number_names_that_line(tmp_path):
     """The json adapter read such a file whole, so its message covered the file: the first line
     is that item's error, as the jsonl adapter says it, and the other lines are read."""
