@@ -56,7 +56,7 @@ class Variant:
 
     served: Served
     pipeline: Pipeline
-    overrides: list[str]
+    overrides: list[str]        # what its pipeline was loaded with: the server's --set and --model, the request's params
     hash: str
     runtime: Runtime
     run: JudgeRun               # the run folder its runtime records /judge's items in
@@ -161,8 +161,9 @@ class Judging:
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]
         runtime.observer = make_observer(runtime)
-        variant = self._variants[(name, digest)] = Variant(served, pipeline, overrides, digest, runtime,
-                                                           JudgeRun(self.settings.root, runtime, overrides))
+        made_with = [*served.overrides, *overrides]      # the server's --set and --model, then the request's
+        variant = self._variants[(name, digest)] = Variant(served, pipeline, made_with, digest, runtime,
+                                                           JudgeRun(self.settings.root, runtime, made_with))
         self._evict(keep=(name, digest))
         return variant
 

@@ -461,3 +461,26 @@ def test_a_jobs_results_stream_never_sends_the_tail_of_a_line_finished_meanwhile
         return b"".join([chunk async for chunk in results_lines(results)])
 
     assert asyncio.run(stream()) == first
+
+
+def test_a_job_is_judged_with_the_servers_set_and_model_as_judge_is(served_project, db_url):
+    """`runner serve --set params.green_at=70`: a job's run loaded the pipeline file again with the
+    request's params only, so it judged at 80 and kept its results under the hash of 70, which
+    /judge then served from the store."""
+    model = scripted_model(json.dumps({"rating": "green", "score": 90}))
+    from fastapi.testclient import TestClient
+
+    from runner.serve.app import create_app
+    from runner.serve.judging import Settings
+    root = served_project.root
+    app = create_app(Settings(root=root, cache_dir=root / "cache", transport=model), root / "pipelines", db_url,
+                     overrides=["params.green_at=70"])
+    with TestClient(app) as client:
+        judged = client.post("/v1/pipelines/deck/judge", json={"item": deck("<p>A</p>")}).json()
+        job = client.post("/v1/pipelines/deck/jobs", json={"items": [deck("<p>B</p>")]}).json()
+        done = wait(client, job["id"])
+    assert [request.prompt.rsplit(". ", 1)[-1] for request in model.requests] == ["Green at 70."] * 2
+    assert done["status"] == "succeeded" and done["pipeline_hash"] == judged["pipeline_hash"]
+    manifest = json.loads((root / done["run"] / "run.json").read_text())
+    assert manifest["pipeline"]["sets"] == ["params.green_at=70"]
+    assert manifest["pipeline"]["resolved"]["params"]["green_at"] == 70
