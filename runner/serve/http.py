@@ -10,6 +10,7 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -83,9 +84,10 @@ class Limits:
 
 
 class Guard:
-    """ASGI middleware on every route: the Host (on loopback, only loopback names), a NUL byte in
-    the path or query, the bearer token (but on OPEN_PATHS), and the body size: over the limit
-    when declared or once read that far, 413; only a job's multipart upload may be larger."""
+    """ASGI middleware on every route: the Host (on loopback, only loopback names), a write sent
+    by a page of another site (a form's POST needs no CORS preflight), a NUL byte in the path or
+    query, the bearer token (but on OPEN_PATHS), and the body size: over the limit when declared
+    or once read that far, 413; only a job's multipart upload may be larger."""
 
     def __init__(self, app: ASGIApp, limits: Limits):
         self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload
@@ -119,6 +121,11 @@ class Guard:
         if self.hosts is not None and _host_name(headers.get("host", "")).lower() not in self.hosts:
             # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
             return error(400, "this server answers only requests for its own address (Host header)")
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS") and _cross_site(headers):
+            # A page of another site may POST a form here without the browser asking first (no CORS
+            # preflight): it would spend this server's model calls. Programs send no Origin.
+            return error(403, f"a request from a web page of another site (Origin: {headers.get('origin', '')[:100]}) "
+                              "is refused: this server takes requests from programs and its own pages")
         if self.token is not None and scope["path"] not in OPEN_PATHS:
             scheme, _, value = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
@@ -138,6 +145,15 @@ async def _unreadable(request: Request) -> str:
     except InputError as exc:
         return str(exc)
     return "the body cannot be read as JSON"
+
+
+def _cross_site(headers: dict[str, str]) -> bool:
+    """A browser's request from a page of another origin: its Sec-Fetch-Site says so, or its
+    Origin (`null` from a sandboxed page or a file) is not the address the request is sent to."""
+    if headers.get("sec-fetch-site", "") in ("cross-site", "same-site"):
+        return True
+    origin = headers.get("origin")
+    return origin is not None and urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
 
 
 def _host_name(header: str) -> str:

@@ -170,9 +170,13 @@ def document(app: FastAPI, token: bool) -> dict[str, Any]:
         "type": "http", "scheme": "bearer",
         "description": "The token of --token-file, as `Authorization: Bearer TOKEN` (every route under /v1)."}}
     for path, operations in spec["paths"].items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
+            if method not in ("get", "head", "options"):
+                responses.setdefault("403", {"description": "Sent by a web page of another site (its Origin or "
+                                                            "Sec-Fetch-Site): refused.",
+                                             "content": {"application/json": {"schema": ERROR_REF}}})
             for status, text in GUARD_STATUSES.items():
                 responses.setdefault(status, {"description": text})
                 responses[status]["content"] = {"application/json": {"schema": ERROR_REF}}

@@ -160,6 +160,12 @@ def test_issue63_s13_host_case_options_and_a_document_that_refuses_what_the_serv
                      Limits(allowed_hosts=["127.0.0.1", "localhost", "testserver"])) as client:
         assert client.get("/healthz", headers={"host": "LOCALHOST:8000"}).status_code == 200
         assert client.get("/healthz", headers={"host": "Evil.example"}).status_code == 400
+        for sent in ({"origin": "http://evil.example"}, {"origin": "null"}, {"sec-fetch-site": "cross-site"}):
+            forged = client.post("/v1/pipelines/deck/jobs", files={"file": ("a.jsonl", b"{}\n")}, headers=sent)
+            assert forged.status_code == 403 and "another site" in forged.json()["error"], sent
+        own = client.post("/v1/pipelines/deck/judge", json={"item": None, "items": None},
+                          headers={"origin": "http://localhost:8000", "host": "localhost:8000"})
+        assert own.status_code == 400           # its own page's request is read (and this one is wrong)
         options = client.options("/v1/jobs/some-id")
         assert options.status_code == 204 and set(options.headers["allow"].split(", ")) == {"GET", "DELETE", "OPTIONS"}
         wrong = client.put("/v1/jobs/some-id")
