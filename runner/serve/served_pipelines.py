@@ -21,6 +21,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
 from runner.runs.manifest import strings_in, used_files
+from runner.safetext import clean_value
 from runner.serve.http import ApiError
 from runner.templating.sandbox import attribute_refs, parse_source
 
@@ -109,16 +110,16 @@ def request_overrides(served: Served, params: dict[str, Any] | None) -> list[str
     """`params.NAME=VALUE` assignments for a request's params, or ApiError(400) naming each param
     a request may not set or whose value leaves the project."""
     problems = []
-    params = params or {}
+    params = clean_value(params or {})         # a lone surrogate (JSON's "\\ud800") is no character: U+FFFD
     for name, value in params.items():
         if name not in served.settable:
             problems.append(f"params.{name}: a request may set only the params the pipeline declares "
                             f"under params: ({', '.join(served.settable) or 'none'})")
             continue
-        leaving = next(_paths_leaving(value), None)
+        leaving = next(_paths_leaving(value, served.pipeline.project_dir), None)
         if leaving is not None:
-            problems.append(f"params.{name}: {leaving!r} leaves the project (an absolute path, ~ or ..): "
-                            "a request reads only files inside it")
+            problems.append(f"params.{name}: {leaving!r} leaves the project (an absolute path, ~, .. or a "
+                            "symbolic link out of it): a request reads only files inside it")
     if problems:
         raise ApiError(400, "; ".join(problems))
     return [f"params.{name}={_yaml(value)}" for name, value in params.items()]
@@ -130,10 +131,15 @@ def _yaml(value: Any) -> str:
     return text.removesuffix("\n...\n").rstrip("\n")
 
 
-def _paths_leaving(value: Any) -> Iterator[str]:
+def _paths_leaving(value: Any, project: Path) -> Iterator[str]:
+    """Each string of `value` that, as a path from the project, is not inside it: by its text, or
+    where a symbolic link in the project takes it (its real path)."""
+    inside = Path(os.path.realpath(project))
     for text in strings_in(value):
         posix = PurePosixPath(text.replace("\\", "/"))
         if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
+            yield text
+        elif "\x00" not in text and not Path(os.path.realpath(inside / text)).is_relative_to(inside):
             yield text
 
 

@@ -49,16 +49,22 @@ def test_params_make_another_result_and_are_checked(served):
     # a param no prompt reads: another result, answered from the LLM cache
     assert sources(served.judge(deck("<p>A</p>"), params={"data_root": "elsewhere"})) == ["cache"]
     assert len(served.model.requests) == 2
+    (served.root / "outlink").symlink_to("/etc")           # a link in the project, to a folder outside it
     for params, message in (({"green_at": 150}, "params.green_at: 150 is greater than the maximum of 100"),
                             ({"models": {}}, "params.models: a request may set only the params the pipeline "
                                              "declares under params: (green_at, data_root)"),
                             ({"data_root": "../../etc"}, "params.data_root: '../../etc' leaves the project"),
-                            ({"data_root": "/etc"}, "params.data_root: '/etc' leaves the project")):
+                            ({"data_root": "/etc"}, "params.data_root: '/etc' leaves the project"),
+                            ({"data_root": "outlink/x"}, "params.data_root: 'outlink/x' leaves the project "
+                                                         "(an absolute path, ~, .. or a symbolic link out of it)")):
         refused = served.judge(deck("<p>A</p>"), params=params)
         assert refused.status_code == 400 and message in refused.json()["error"], refused.text
     nan = served.client.post("/v1/pipelines/deck/judge", content='{"item": {"slides": []}, "params": {"green_at": NaN}}',
                              headers={"content-type": "application/json"})
     assert nan.status_code == 400 and "NaN" in nan.json()["error"]
+    lone = served.client.post("/v1/pipelines/deck/judge", headers={"content-type": "application/json"},
+                              content='{"item": ' + json.dumps(deck("<p>A</p>")) + ', "params": {"data_root": "\\ud800"}}')
+    assert lone.status_code == 200 and lone.json()["counts"]["errors"] == 0, lone.text     # read as U+FFFD, not a 500
 
 
 def test_a_param_that_would_change_the_models_is_refused(served_project, served):
