@@ -70,7 +70,8 @@ def run(pipeline: PipelineArg,
                                   "(its folder, or its group folder for the latest complete run), and those an "
                                   "interrupted run never judged; the new run holds the parent's other results "
                                   "too, so it covers the whole input. A run judged otherwise (other params, "
-                                  "prompts or steps) has none of its results kept: every item is judged again.")] = None,
+                                  "prompts or steps) has none of its results kept: every item is judged "
+                                  "again.")] = None,
         cache_dir: CacheDirOpt = None,
         no_cache: NoCacheOpt = False,
         no_cache_as: Annotated[bool, typer.Option(

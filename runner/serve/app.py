@@ -15,13 +15,14 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
 
 from runner.checks.checker import verdict_values
 from runner.errors import InputError
 from runner.fileio import decode, dumps, parse_json
 from runner.redact import redact
 from runner.serve import openapi
-from runner.serve.http import ApiError, Guard, Limits, add_error_handlers
+from runner.serve.http import ApiError, Guard, Limits, add_error_handlers, invalid_fields
 from runner.serve.job_files import InputWriter
 from runner.serve.jobs import JSON_LINES, OWN_KIND, UPLOADS, JobBoard, check_input
 from runner.serve.judging import COUNTED, Judging, Settings
@@ -195,7 +196,9 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
             try:
                 body = openapi.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
                                                                     "the body"))
-            except (ValueError, InputError) as exc:
+            except ValidationError as exc:
+                raise ApiError(400, f"not a job request: {invalid_fields(exc.errors())}") from None
+            except InputError as exc:
                 raise ApiError(400, f"not a job request: {' '.join(str(exc).split())[:500]}") from None
             params, suffix, shown = body.params or {}, ".jsonl", None
 

@@ -9,7 +9,9 @@ import hmac
 import re
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
@@ -61,9 +63,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = [f"{'.'.join(str(part) for part in problem.get('loc', ()) if part != 'body') or 'body'}: "
-                    f"{problem.get('msg', 'invalid')}" for problem in exc.errors()[:10]]
-        return error(400, "; ".join(problems) or "the request is not valid")
+        return error(400, invalid_fields(exc.errors()))
 
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
@@ -145,6 +145,13 @@ async def _unreadable(request: Request) -> str:
     except InputError as exc:
         return str(exc)
     return "the body cannot be read as JSON"
+
+
+def invalid_fields(errors: Sequence[Any]) -> str:
+    """A validation's problems as `field: what is wrong` (never the value sent: it may be a key)."""
+    problems = [f"{'.'.join(str(part) for part in problem.get('loc', ()) if part != 'body') or 'body'}: "
+                f"{problem.get('msg', 'invalid')}" for problem in errors[:10]]
+    return "; ".join(problems) or "the request is not valid"
 
 
 def _cross_site(headers: dict[str, str]) -> bool:

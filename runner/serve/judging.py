@@ -56,7 +56,7 @@ class Variant:
 
     served: Served
     pipeline: Pipeline
-    overrides: list[str]        # what its pipeline was loaded with: the server's --set and --model, the request's params
+    overrides: list[str]        # what its pipeline was loaded with: the server's --set and --model, then params
     hash: str
     runtime: Runtime
     run: JudgeRun               # the run folder its runtime records /judge's items in

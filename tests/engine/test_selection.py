@@ -163,5 +163,6 @@ def test_a_rerun_of_an_interrupted_run_judges_what_it_never_did_and_its_failures
     assert again.exit_code == 1 and again.stdout.startswith("8 item(s), ")     # 7 of 8 pass: under 0.9
     narrowed = cli("run", str(path), "--input", str(source), "--out", "narrowed", "--failed-from", "first",
                    "--filter", "item.n <= 6", "--quiet")
+    assert narrowed.exit_code == 0, narrowed.output
     assert indexes(project, "narrowed") == list(range(1, 7))
     assert (project.summary("narrowed")["partial"], project.summary("narrowed")["planned"]) == (True, 6)

@@ -87,13 +87,15 @@ def test_a_job_is_checked_when_it_is_sent(served):
              "greater than the maximum"),
             (post("/v1/pipelines/deck/jobs", json={"items": []}), 400, "no items"),
             (post("/v1/pipelines/deck/jobs", json={"records": []}), 400, "not a job request"),
+            (post("/v1/pipelines/deck/jobs", json={"items": [{}], "api_key": "sk-live-abcdefgh12345678"}), 400,
+             "not a job request: api_key: Extra inputs are not permitted"),
             (post("/v1/pipelines/nope/jobs", json={"items": [1]}), 404, "unknown pipeline"),
             (post("/v1/pipelines/deck/jobs", content="a,b", headers={"content-type": "text/csv"}), 415, "multipart"),
             (post("/v1/pipelines/deck/jobs", files={"other": ("x.jsonl", b"{}")}), 400, "no `file` field"),
             (served.client.get("/v1/jobs/nothing"), 404, "no job 'nothing'"),
             (served.client.delete("/v1/jobs/nothing"), 404, "no job 'nothing'")):
         assert response.status_code == status, response.text
-        assert message in response.json()["error"]
+        assert message in response.json()["error"] and "sk-live" not in response.text     # never the value sent
     assert served.client.get("/v1/jobs").json() == []
 
 
