@@ -120,9 +120,8 @@ def run(pipeline: PipelineArg,
         unknown = [f for f in formats if f not in FORMATS]
         if unknown:
             fail(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}")
-    from runner.tracing import BACKENDS
-    if trace is not None and trace not in BACKENDS:
-        fail(f"--trace {trace}: choose from {', '.join(BACKENDS)}")
+    from runner.tracing import check_trace
+    check_trace(trace)
     allowed = MaxErrors.parse(max_errors)
     flags = [*(["--max-errors", max_errors] if max_errors is not None else []), *(["--quiet"] if quiet else []),
              *(["--executor", executor] if executor != "local" else []),

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import InputError
+from runner.llm.cache.store import JsonCache
 from runner.serve.app import DEFAULT_DB, check_store, create_app
 from runner.serve.http import Limits, bearer_token
 from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
 from runner.stores.database import is_postgres, shown_url
+from runner.tracing import check_trace
 from runner.view.app import LOOPBACK
 from runner.view.server import allowed_hosts, check_port
 
@@ -51,12 +53,15 @@ def serve(pipelines_dir: Path, host: str, port: int, db: str | None, token_file:
     folder = pipelines_dir.resolve()
     if not folder.is_dir():
         raise InputError(f"{pipelines_dir}: no such folder of pipelines")
+    check_trace(trace)
     token = None
     if token_file is not None:
         try:
             token = bearer_token(token_file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise InputError(f"--token-file {token_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"--token-file {token_file}: not UTF-8 text (a token is one line of text)") from None
     if token is None and not is_loopback(host):
         raise InputError(f"--host {host} is reachable from other machines: give --token-file FILE (a "
                          "secret every request sends as `Authorization: Bearer TOKEN`), or serve on 127.0.0.1")
@@ -65,6 +70,7 @@ def serve(pipelines_dir: Path, host: str, port: int, db: str | None, token_file:
     if db and "://" not in db and not is_postgres(db):
         db = str(Path(db).resolve())            # an SQLite file named from where the command ran
     check_store(db, root / DEFAULT_DB)
+    JsonCache(cache / "responses").close()      # CacheUnusable (exit 2) now, not a 400 on every request
     check_overrides(folder, cache, overrides)
     check_port(host, port)
     settings = Settings(root=root, cache_dir=cache, concurrency=concurrency or 8,

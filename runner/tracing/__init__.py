@@ -14,12 +14,19 @@ from typing import TYPE_CHECKING
 
 from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.engine.run_warnings import add_warning
+from runner.errors import InputError
 from runner.redact import hide_secrets, named_secrets, remember_url
 
 if TYPE_CHECKING:
     from runner.engine.context import Runtime
 
 BACKENDS = ("mlflow", "none")
+
+
+def check_trace(trace: str | None) -> None:
+    """--trace names a backend, or InputError before anything runs."""
+    if trace is not None and trace not in BACKENDS:
+        raise InputError(f"--trace {trace}: choose from {', '.join(BACKENDS)}")
 
 
 def make_observer(runtime: Runtime) -> Observer:

@@ -95,6 +95,20 @@ def refused_start(cli, *args: str):
     return cli("serve", "pipelines", "--port", str(free_port()), *args)
 
 
+def test_a_token_file_cache_folder_or_tracer_serve_cannot_use_is_refused_before_it_starts(served_project, cli):
+    """As `runner run` refuses them: before, a token file not UTF-8 was a traceback, and a cache
+    folder that is a file or an unknown --trace started a server that blamed every request."""
+    (served_project.root / "token").write_bytes(b"\xff\xfe\x00garbage-garbage-garbage")
+    (served_project.root / "afile").write_text("x\n")
+    for args, message in ((("--host", "0.0.0.0", "--token-file", "token"),
+                           "--token-file token: not UTF-8 text (a token is one line of text)"),
+                          (("--cache-dir", "afile"), "give another --cache-dir"),
+                          (("--trace", "bogus"), "--trace bogus: choose from mlflow, none")):
+        done = refused_start(cli, *args)
+        assert done.exit_code == 2 and message in done.stderr, done.output
+        assert "Traceback" not in done.output and "runner serve: http" not in done.output
+
+
 @pytest.mark.parametrize("db", ["mysql://x@y/z", "not-a-database.txt"])
 def test_issue63_s11_a_bad_db_is_one_message_and_exit_2_before_the_banner(served_project, cli, db):
     (served_project.root / "not-a-database.txt").write_text("hello, I am text\n" * 100)
