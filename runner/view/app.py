@@ -28,8 +28,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from runner.engine.rates import rate_text
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError
+from runner.fileio import decode, parse_json
 from runner.llm.calls.record import header
+from runner.outputs.report_rows import index_of
 from runner.outputs.report_view import build_item, call_view, status_of, trace_url_of
 from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user
@@ -114,7 +116,8 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
         row, result = found
         calls = index_db.calls(number)
         shown = build_item(result, entry.report_columns or [], entry.verdict_field, row.passed,
-                           {number: [call_view(call, MAX_CALL) for call in calls]}, trace_url_of(entry.summary))
+                           {index_of(result): [call_view(call, MAX_CALL) for call in calls]},    # as it reads them
+                           trace_url_of(entry.summary))
         key = str(result.get("item_key") or "")
         previous, following = index_db.neighbours(row)
         return view.page(
@@ -187,10 +190,10 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
 
 
 def _save_review(view: View, body: bytes) -> Response:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return JSONResponse({"error": "not JSON"}, 400)
+    try:       # a lone surrogate read as U+FFFD, NaN and a key given twice refused, as everywhere
+        data = parse_json(decode(body, "the review"), "the review")
+    except InputError as exc:
+        return JSONResponse({"error": str(exc)}, 400)
     if not isinstance(data, dict) or not isinstance(data.get("agrees"), bool) \
             or not _number(data.get("index")) or not isinstance(data.get("run"), str) \
             or not (data.get("line") is None or _number(data.get("line"))):
@@ -199,7 +202,10 @@ def _save_review(view: View, body: bytes) -> Response:
     texts = {name: data.get(name) for name in ("correct", "rationale", "reviewer")}
     if any(v is not None and not isinstance(v, str) for v in texts.values()):
         return JSONResponse({"error": "correct, rationale and reviewer are text"}, 400)
-    _, entry, index = view.open(data["run"])
+    try:
+        _, entry, index = view.open(data["run"])
+    except RunnerError as exc:        # no such run: the page's request is answered in JSON, as the others
+        return JSONResponse({"error": str(exc)}, 404)
     found = index.item(data["index"], data.get("line"))
     if found is None:
         return JSONResponse({"error": f"{entry.path} has no item {data['index']}"}, 404)

@@ -477,3 +477,32 @@ def test_61_a_review_of_a_traced_item_is_one_record_whoever_gives_it(reports, cl
     store.close()
     assert replace(row, reviewed_at="").as_dict() == {**answer["review"], "reviewed_at": ""}
     assert (row.judged, row.correct, row.trace_id, row.run, row.item_index) == ("yes", "no", "tr-2", "t/r1", 2)
+
+
+def test_hostile_reviews_and_a_results_line_of_another_index_type_answer_what_is_wrong(project, scripted_llm):
+    """Each was a 500: a lone surrogate in a review (stored, or a run's name), an item whose
+    results line names its index as text while its calls name the number; and a review of a run
+    that does not exist was answered with an HTML page."""
+    path = project.pipeline("""
+        version: 1
+        name: asked
+        models: {m: {model: scripted/m}}
+        steps: [{id: a, uses: llm, with: {model: m, prompt: "Item {{ item.n }}"}}]
+        output: {verdict: "{{ steps.a.raw }}"}
+        """)
+    reports = project.root / "reports"
+    run(path, write_json(project.root / "in.json", [{"n": 1}, {"n": 2}]), out=reports / "asked" / "r1")
+    results = reports / "asked" / "r1" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text(lines[0] + "\n" + lines[1].replace('"index": 2', '"index": "2"') + "\n")
+    web = client(reports)
+    assert web.get("/run/asked/r1/item/2").status_code == 200
+    headers = {"X-Runner-Token": TOKEN, "Content-Type": "application/json"}
+    lone = web.post("/api/review", headers=headers,
+                    content='{"run": "asked/r1", "index": 1, "agrees": true, "reviewer": "\\ud800"}')
+    assert lone.status_code == 200 and lone.json()["review"]["reviewer"] == "\ufffd", lone.text
+    for body in ('{"run": "\\ud800", "index": 1, "agrees": true}', '{"run": "nope/r9", "index": 1, "agrees": true}'):
+        missing = web.post("/api/review", headers=headers, content=body)
+        assert missing.status_code == 404 and "error" in missing.json(), missing.text
+    twice = web.post("/api/review", headers=headers, content='{"run": "asked/r1", "run": "x", "index": 1}')
+    assert twice.status_code == 400 and "given twice" in twice.json()["error"]
