@@ -198,3 +198,20 @@ def test_a_model_template_that_fails_at_run_time_names_its_place_once(project, c
     result = cli("run", str(path), "--input", "in.json", "--quiet")
     [line] = [line for line in result.output.splitlines() if "nowhere" in line]
     assert line.count("pipelines/p.yaml:") == 1, line
+
+
+def test_an_error_that_is_true_says_its_error_message(project, cli):
+    """The slides judge's results say `error: true` beside `error_message` (its seed's format):
+    the run, its summary's error groups and a job's message said "True"."""
+    path = project.pipeline("""
+        version: 1
+        name: flagged
+        steps: [{id: c, uses: compute, with: {n: "{{ item.n }}"}}]
+        output:
+          error: "{{ item.n > 1 }}"
+          error_message: "{{ 'no data for slide ' ~ item.n if item.n > 1 else none }}"
+        """)
+    done = cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])),
+               "--out", "out")
+    assert "1/2 items: no data for slide 2" in done.stderr, done.output
+    assert project.summary("out")["error_groups"] == [{"count": 1, "error": "no data for slide 2"}]
