@@ -1129,6 +1129,23 @@ def test_a_key_in_an_endpoints_query_never_reaches_calls_or_reports_when_an_answ
         [f.name for f in written if b"QUERYSECRET88" in f.read_bytes()]
 
 
+def test_render_hides_a_declared_secret_in_the_prompts_it_prints_as_calls_jsonl_does(project, cli, monkeypatch):
+    """`runner render` printed the prompt as sent, a declared secret's value in it; the run's
+    calls.jsonl showed `***`."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRETKEY1234567890abcdef")
+    path = project.pipeline("""
+        version: 1
+        name: sec
+        env: [OPENAI_API_KEY]
+        models: {m: {model: scripted/m}}
+        steps: [{id: a, uses: llm, with: {model: m, prompt: "K: {{ env.OPENAI_API_KEY }} {{ item.n }}"}}]
+        output: {r: "{{ steps.a.raw }}"}
+        """)
+    shown = cli("render", str(path), "--record", "n=1")
+    assert shown.exit_code == 0 and "K: *** 1" in shown.stdout, shown.output
+    assert "SECRETKEY" not in shown.output
+
+
 @pytest.mark.parametrize("schema, message", [
     ("{type: nonsense}", "not a valid JSON Schema: 'nonsense' is not valid under any of the given schemas"),
     ("{type: object, properties: {d: {enum: [2024-01-01]}}}",

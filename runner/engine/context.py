@@ -140,6 +140,8 @@ class Runtime:
                                  cache=None if shared is not None else self.open_caches.pop("responses", None),
                                  kept_calls=self.role.worker, transport=preview, recorder=preview)
             service.sender.cluster_limits = self.shared_limits
+            if preview is not None:     # it prints what calls.jsonl would hold: the secrets hidden alike
+                preview.hide = service.hide_secrets
             self._llm = service
         return self._llm
 

@@ -40,8 +40,9 @@ class ItemEnd:
 
 def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
     """The one rule for whether a finished item failed (a run's error count, `runner serve`): its
-    result has an `error` (one that is no text, `error: true`, says its `error_message`), or its LLM work got no usable answer (a failed call `on_error` let pass,
-    a jury with no valid vote: runner/llm/tally.py). Its LLM tally is then forgotten unless `keep`."""
+    result has an `error` (one that is no text, `error: true`, says its `error_message`), or its
+    LLM work got no usable answer (a failed call `on_error` let pass, a jury with no valid vote:
+    runner/llm/tally.py). Its LLM tally is then forgotten unless `keep`."""
     failed, reason, cached, answered = runtime.llm.settle(position, keep) if runtime.llm_used else (
         False, "", False, False)
     message = result.get("error")

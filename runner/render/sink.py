@@ -8,6 +8,7 @@ no litellm import)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -122,6 +123,7 @@ class RenderSink:
 
     stream: TextIO | None = None
     estimate: CostEstimate = field(default_factory=CostEstimate)     # what the calls add up to, per model
+    hide: Callable[[str], str] = str       # the printed prompt's secrets hidden: the LLM service's (Runtime.llm)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -149,4 +151,4 @@ class RenderSink:
         self.stream.write(f"--- {'embeddings' if mode == 'embeddings' else 'LLM'} call: model {spec.name} "
                           f"({spec.model}) {'[cached]' if cached else '[not cached]'} ---\n"
                           f"endpoint: {redact(spec.endpoint)}; {how}\n"
-                          f"{prompt_text}\n--- end ---\n")
+                          f"{self.hide(prompt_text)}\n--- end ---\n")
