@@ -161,10 +161,14 @@ def sweep_command(
     write_sweep(folder, report)
     typer.echo(sweep_markdown(report).split("\n\n", 2)[-1].rstrip())
     typer.echo(f"written to {folder / 'sweep.md'}, sweep.json and sweep.html (plots)")
+    from runner.engine.health import TOO_MANY_ERRORS
     failures = [f"{set_line(s['set'])}: {s['run_failed']}" for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
-        from runner.engine.health import TOO_MANY_ERRORS
         fail("\n".join(failures), TOO_MANY_ERRORS)
+    if all(s.get("status") == "needs_calls" for s in report["settings"]):      # nothing measured: no job done
+        needed = sum(int(s.get("calls_needed") or 0) for s in report["settings"])
+        fail(f"sweep failed: no setting was scored, each needs LLM calls the cache does not hold ({needed} in "
+             "all): run with --allow-calls to send them (exit code 3)", TOO_MANY_ERRORS)
 
 
 def _failed_before_line(before: dict[str, Any]) -> str:

@@ -161,6 +161,12 @@ def test_sweep_lists_settings_that_need_calls_and_runs_them_only_when_allowed(se
     assert len(fake.requests) == 18 and all("fancy style" in r.prompt for r in fake.requests)
     report = json.loads((project.root / "sweep/sweep.json").read_text())
     assert [s["status"] for s in report["settings"]] == ["cached", "ran"]
+    nothing = cli("sweep", str(pipeline), "--input", str(items), *label_args(), "--grid", "params.style=gaudy",
+                  "--out", "sweep2")
+    assert nothing.exit_code == 3 and "Best:" not in nothing.output
+    assert nothing.stderr.strip() == ("sweep failed: no setting was scored, each needs LLM calls the cache does "
+                                      "not hold (18 in all): run with --allow-calls to send them (exit code 3)")
+    assert (project.root / "sweep2/sweep.json").is_file()          # what it found is written all the same
 
 
 def test_sweep_usage_errors(setup, cli):
