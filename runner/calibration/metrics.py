@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from itertools import combinations
 from typing import Any
 
+from runner.calibration.labels import NO_PREDICTION
+
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.95
 STRONG = 0.7
@@ -181,9 +183,11 @@ def categorical(truth: Sequence[Any], predicted: Sequence[Any], detail: bool = T
 
 def binary(truth: Sequence[Any], predicted: Sequence[Any], positive: Sequence[str],
            detail: bool = True) -> dict[str, Any]:
-    """Pass/fail: a value counts as positive when it is one of `positive`."""
+    """Pass/fail: a value counts as positive when it is one of `positive`; an item with no
+    prediction stays one (NO_PREDICTION), wrong whatever its label, as in every other score."""
     wanted = {str(v) for v in positive}
-    t, p = (["pass" if str(v) in wanted else "fail" for v in side] for side in (truth, predicted))
+    t, p = (["pass" if str(v) in wanted else NO_PREDICTION if v == NO_PREDICTION else "fail" for v in side]
+            for side in (truth, predicted))
     return {"positive": sorted(wanted), **categorical(t, p, detail)}
 
 

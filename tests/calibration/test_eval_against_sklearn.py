@@ -84,3 +84,27 @@ def test_paired_difference_is_zero_for_one_judge_and_positive_for_a_better_one()
     worse = ["a"] * 60
     better = metrics.paired_difference(truth, worse, truth)
     assert better["difference"] == 0.5 and better["ci95"][0] > 0
+
+
+def test_an_item_with_no_prediction_is_wrong_under_positive_as_in_every_score(project: Any, cli: Any) -> None:
+    """`--positive`: an errored item with no verdict became "fail", a right answer for every
+    negative label, so accuracy and kappa rose and --fail-under-kappa passed."""
+    from sklearn.metrics import accuracy_score, cohen_kappa_score
+    folder = project.root / "run"
+    folder.mkdir()
+    predicted = ["yes", "no", None, None, "yes", "no"]
+    truth = ["GOOD", "BAD", "BAD", "BAD", "BAD", "GOOD"]
+    (folder / "results.jsonl").write_text("".join(json.dumps(
+        {"index": i + 1, "id": i + 1, **({"verdict": v} if v else {"error": "step 'c': no pred"})}) + "\n"
+        for i, v in enumerate(predicted)), encoding="utf-8")
+    (folder / "summary.json").write_text(json.dumps({"pipeline": "p", "count_by": "verdict"}), encoding="utf-8")
+    (project.root / "labels.jsonl").write_text("".join(json.dumps({"id": i + 1, "truth": t}) + "\n"
+                                                       for i, t in enumerate(truth)), encoding="utf-8")
+    result = cli("eval", "run", "--labels", "labels.jsonl", "--key", "id", "--truth", "truth",
+                 "--positive", "yes", "--positive", "GOOD", "--fail-under-kappa", "0.2")
+    m = json.loads((folder / "eval.json").read_text())["metrics"]
+    t = ["pass" if v == "GOOD" else "fail" for v in truth]
+    p = ["pass" if v == "yes" else "fail" if v else "(no prediction)" for v in predicted]
+    assert m["accuracy"] == pytest.approx(accuracy_score(t, p), abs=1e-4)
+    assert m["kappa"] == pytest.approx(cohen_kappa_score(t, p), abs=1e-4)
+    assert m["accuracy"] == pytest.approx(2 / 6, abs=1e-4) and result.exit_code == 1, result.output
