@@ -103,14 +103,21 @@ class Aligner:
             if key is not None and key not in self.items and isinstance(item.value, dict):
                 self.items[key] = (item.index, item.value)
         found, missing = [], []
-        for key, (row, *_) in labels_by_key(self.rows, self.request.key, self.request.truth)[0].items():
+        grouped, unusable = labels_by_key(self.rows, self.request.key, self.request.truth)
+        twice = [key for key, rows in grouped.items() if len(rows) > 1]      # the first row is used, as eval does
+        disagree = [key for key in twice
+                    if len({value_text(lookup(r.record, self.request.truth)) for r in grouped[key]}) > 1]
+        for key, (row, *_) in grouped.items():
             if key not in self.items:
                 missing.append(key)
                 continue
             rationale = next((str(row.record[f]) for f in RATIONALE_FIELDS if row.record.get(f)), None)
             truth = value_text(lookup(row.record, self.request.truth))
             found.append(Labelled(key, truth, self._group(row, key), rationale))
-        self.report["labelled"] = {"used": len(found), "not_in_input": missing[:50], "not_in_input_count": len(missing)}
+        self.report["labelled"] = {"used": len(found), "not_in_input": missing[:50], "not_in_input_count": len(missing),
+                                   "labelled_twice": twice[:50], "labelled_twice_count": len(twice),
+                                   "disagreeing": disagree[:50], "disagreeing_count": len(disagree),
+                                   "unusable_rows": unusable[:50], "unusable_count": len(unusable)}
         if len(found) < 3:
             raise InputError(f"{self.request.labels}: {len(found)} labelled item(s) found in {self.request.input} "
                              f"by --key {self.request.key} (a field of each item, or item_key: the content key "

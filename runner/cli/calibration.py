@@ -211,6 +211,13 @@ def align_command(
     report, code = align(AlignRequest(pipeline, input, labels, key, truth, predicted, split, seed, group_by,
                                       max_examples, optimizer_model, out, cache_dir_of(cache_dir), input_format,
                                       probe_pipeline))
+    labelled = report["labelled"]
+    left = [f"{labelled[f'{name}_count']} {what}" for name, what in (
+        ("not_in_input", "label(s) of no item in the input"),
+        ("labelled_twice", "key(s) labelled more than once (the first row used)"),
+        ("disagreeing", "of those with labels that disagree"), ("unusable", "label row(s) without a key or truth"))
+        if labelled.get(f"{name}_count")]
+    typer.echo(f"labels: {labelled['used']} used" + (f"; {'; '.join(left)}" if left else ""))
     split_sizes = ", ".join(f"{name} {report['splits'][name]['n']}" for name in ("train", "dev", "test"))
     typer.echo(f"split (seed {report['seed']}): {split_sizes}")
     for name in ("dev", "test"):

@@ -110,6 +110,23 @@ def test_align_ships_nothing_when_the_labels_carry_no_signal(
     assert report["shipped"] is False and report["why"]
 
 
+def test_align_says_which_labels_it_could_not_use_as_eval_does(
+        project: Any, scripted_llm: ScriptedModel, cli: Any) -> None:
+    """A key labelled twice (the first row used, as eval does), two that disagree, a row without
+    a truth and a label of no item: align used them silently."""
+    scripted_llm.script(fooled_until_shown)
+    pipeline = _project(project, lambda item: RIGHT[item["kind"]])
+    with (project.root / "labels.jsonl").open("a", encoding="utf-8") as labels:
+        labels.write(json.dumps({"id": "i0", "label": "no"}) + "\n" + json.dumps({"id": "i1", "label": "no"}) + "\n"
+                     + json.dumps({"id": "i2"}) + "\n" + json.dumps({"id": "gone", "label": "yes"}) + "\n")
+    result = cli("align", str(pipeline), *ARGS)
+    assert ("labels: 40 used; 1 label(s) of no item in the input; 2 key(s) labelled more than once (the first "
+            "row used); 1 of those with labels that disagree; 1 label row(s) without a key or truth") in result.output
+    labelled = json.loads((project.root / "reports/fooled/align/align.json").read_text())["labelled"]
+    assert (labelled["labelled_twice"], labelled["disagreeing"], labelled["unusable_rows"]) == (
+        ["i0", "i1"], ["i0"], ["line 43: no 'label'"])
+
+
 PROBES = """
         probes:
           inject_claim:
