@@ -126,14 +126,20 @@ def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequen
                       metric: str = "balanced_accuracy", seed: int = 0) -> dict[str, Any]:
     """`metric` of `after` minus that of `before` on the same items, with a paired percentile
     bootstrap 95% interval: each resample draws items (with replacement) and scores both
-    judges on the same draw, so what the two share cancels out."""
+    judges on the same draw, so what the two share cancels out. It draws within each label
+    class, as many as the class holds: a resample without a class would score a judge that
+    always answers the other class 1.0 (or one always answering it 0.0), so the interval
+    would depend on which class a constant judge names."""
     import numpy as np
     classes, (t, b, a) = codes(truth, before, after)
     statistic = BATCH[metric]
     difference = float(statistic(t, a, classes)[0] - statistic(t, b, classes)[0]) if len(t) else None
     ci95 = None
     if len(t) >= 2:
-        draws = np.random.default_rng(seed).integers(0, len(t), size=(BOOTSTRAP_RESAMPLES, len(t)))
+        rng = np.random.default_rng(seed)
+        members = [np.flatnonzero(t == code) for code in np.unique(t)]
+        draws = np.hstack([held[rng.integers(0, len(held), size=(BOOTSTRAP_RESAMPLES, len(held)))]
+                           for held in members])
         with np.errstate(all="ignore"):
             deltas = statistic(t[draws], a[draws], classes) - statistic(t[draws], b[draws], classes)
         deltas = deltas[~np.isnan(deltas)]

@@ -108,3 +108,11 @@ def test_an_item_with_no_prediction_is_wrong_under_positive_as_in_every_score(pr
     assert m["accuracy"] == pytest.approx(accuracy_score(t, p), abs=1e-4)
     assert m["kappa"] == pytest.approx(cohen_kappa_score(t, p), abs=1e-4)
     assert m["accuracy"] == pytest.approx(2 / 6, abs=1e-4) and result.exit_code == 1, result.output
+
+
+def test_the_paired_interval_does_not_depend_on_which_class_a_constant_judge_names() -> None:
+    """align's ship decision: resamples without a class scored a judge always naming A 1.0 and
+    one always naming B 0.0, so the same evidence shipped or not by the majority's direction."""
+    truth = ["A"] * 6 + ["B"]          # a third of unstratified resamples hold no B
+    always_a, always_b = metrics.paired_difference(truth, ["A"] * 7, truth), metrics.paired_difference(truth, ["B"] * 7, truth)
+    assert always_a == always_b == {"metric": "balanced_accuracy", "n": 7, "difference": 0.5, "ci95": [0.5, 0.5]}
