@@ -164,13 +164,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def parse_json(text: str, where: str, line: int | None = None) -> Any:
-    """`text` parsed, or InputError at `where` (`where:line` for one line of a file). JSON as data
-    is: NaN, Infinity and a key given twice in one object (which Python reads, silently keeping
-    the last) are refused, as the csv adapter refuses them."""
+def parse_json(text: str, where: str, line: int | None = None, strict: bool = False) -> Any:
+    """`text` parsed, or InputError at `where` (`where:line` for one line of a file). `strict`
+    for data a person wrote (inputs, labels, requests, examples, schemas): NaN, Infinity and a
+    key given twice in one object (which Python reads, silently keeping the last) are refused,
+    as the csv adapter refuses them. Files runner wrote (run.json, caches) are read as written."""
     at = f"{where}:{line}" if line is not None else where
     try:
-        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys) if strict \
+            else json.loads(text)
     except _NotData as exc:
         raise InputError(f"{at}: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -208,12 +210,12 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
         raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def read_json(path: Path, limit: int = MAX_FILE_BYTES) -> Any:
-    return parse_json(read_text(path, limit), str(path))
+def read_json(path: Path, limit: int = MAX_FILE_BYTES, strict: bool = False) -> Any:
+    return parse_json(read_text(path, limit), str(path), strict=strict)
 
 
-def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, value) of each non-blank line, read one line at a time."""
+def read_json_lines(path: Path, strict: bool = False) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line, read one line at a time (`strict`: parse_json's)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -224,4 +226,4 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 raise InputError(f"{path}:{number}: a line of more than {MAX_LINE_BYTES} bytes")
             text = decode(raw, str(path), number)
             if text.strip():
-                yield number, parse_json(text, str(path), number)
+                yield number, parse_json(text, str(path), number, strict)

@@ -45,9 +45,10 @@ def finish(aligner: Aligner, split: Split, best: Candidate) -> tuple[dict[str, A
     report["test_difference"] = difference
     low = (difference.get("ci95") or [None])[0]
     if low is None or low <= 0:
+        shown = difference["ci95"] or f"none: {metrics.interval_text(None, len(truth))}, too few to resample"
         return _done(aligner, False, f"on test the aligned judge is not better by more than noise: {AGREEMENT} "
-                                     f"difference {difference['difference']}, 95% CI {difference['ci95']} "
-                                     "(the lower bound must be above 0)")
+                                     f"difference {difference['difference']} on {len(truth)} test item(s), "
+                                     f"95% CI {shown} (the lower bound must be above 0)")
     refused = _probes(aligner, best, len(split.test))
     if refused:
         return _done(aligner, False, refused)

@@ -103,7 +103,7 @@ def _schema(pipeline: Pipeline, step: StepSpec) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value
     if isinstance(value, str) and "{{" not in value and not value.lstrip().startswith("{"):
-        loaded = read_json(pipeline.schemas_dir / value)
+        loaded = read_json(pipeline.schemas_dir / value, strict=True)
         return loaded if isinstance(loaded, dict) else None
     return None
 

@@ -61,14 +61,14 @@ def read_labels(path: Path, pipeline: str | None = None) -> list[LabelRow]:
             csv_rows.append(LabelRow(record.line or 0, record.value))
         return csv_rows
     if suffix == ".json":
-        data = parse_json(read_text(path), str(path))
+        data = parse_json(read_text(path), str(path), strict=True)
         if isinstance(data, dict):
             data = data.get("labels", data.get("items"))
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a list of objects (or an object with a 'labels' list)")
         rows = [LabelRow(n + 1, r) for n, r in enumerate(data)]
     else:
-        rows = [LabelRow(number, record) for number, record in read_json_lines(path)]
+        rows = [LabelRow(number, record) for number, record in read_json_lines(path, strict=True)]
     bad = [row.line for row in rows if not isinstance(row.record, dict)]
     if bad:
         raise InputError(f"{path}: entries {', '.join(map(str, bad[:10]))} are not objects")

@@ -245,7 +245,7 @@ class Checker(ExpressionChecks):
                      else refusal(status, name, self.schemas_dir, "schemas"))
             return
         try:
-            error = not_a_schema(read_json(found))
+            error = not_a_schema(read_json(found, strict=True))
         except InputError as exc:
             self.add(path, f"schema '{name}': {exc}")
             return

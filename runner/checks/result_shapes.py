@@ -106,7 +106,7 @@ class ShapeContext:
             return None
         if value not in self._answers:
             try:
-                loaded = read_json(self.schemas_dir / value)
+                loaded = read_json(self.schemas_dir / value, strict=True)
             except InputError:
                 loaded = None
             self._answers[value] = loaded if isinstance(loaded, dict) else None

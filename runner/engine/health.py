@@ -40,15 +40,15 @@ class ItemEnd:
 
 def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool = False) -> ItemEnd:
     """The one rule for whether a finished item failed (a run's error count, `runner serve`): its
-    result has an `error` (one that is no text, `error: true`, says its `error_message`), or its
+    result has an `error` (`error: true` says its `error_message`), or its
     LLM work got no usable answer (a failed call `on_error` let pass, a jury with no valid vote:
     runner/llm/tally.py). Its LLM tally is then forgotten unless `keep`."""
     failed, reason, cached, answered = runtime.llm.settle(position, keep) if runtime.llm_used else (
         False, "", False, False)
     message = result.get("error")
-    if message and not isinstance(message, str):    # `error: true`, its text beside it (the seed's error_message)
+    if message is True:         # its text beside it (the slides seed's error_message)
         said = result.get("error_message")
-        message = said if isinstance(said, str) and said else reason or nested_error(result) or f"error: {message}"
+        message = said if isinstance(said, str) and said else reason or nested_error(result) or "error: true"
     if not message and failed:
         message = reason or nested_error(result) or "no usable answer from any model"
     return ItemEnd(str(message) if message else None, cached and not message, answered)

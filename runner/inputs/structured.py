@@ -27,7 +27,7 @@ def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
         return read_jsonl(path, options)     # streamed: a JSON-lines file of any size
     text = read_text(path)
     try:
-        return _as_records(parse_json(text, str(path)))
+        return _as_records(parse_json(text, str(path), strict=True))
     except NotJson:
         if text.lstrip().startswith("{") and "\n" in text.strip():
             return read_jsonl(path, options)
@@ -60,7 +60,7 @@ def read_jsonl(path: Path, options: dict[str, Any]) -> Iterator[Record]:
         try:
             line = decode(raw, str(path), number)
             if line.strip():
-                yield Record(parse_json(line, str(path), number))
+                yield Record(parse_json(line, str(path), number, strict=True))
         except InputError as exc:
             yield Record({"line": number}, error=str(exc))
 

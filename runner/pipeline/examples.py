@@ -64,7 +64,7 @@ def _loaded(located: Located, path: DataPath, value: Any, project_dir: Path) -> 
     if file is None:
         return [], f"examples file {reason}"
     try:
-        rows = list(read_json_lines(file))
+        rows = list(read_json_lines(file, strict=True))
     except InputError as exc:
         return [], str(exc)
     if len(rows) > MOST_EXAMPLES:

@@ -36,7 +36,7 @@ def import_openai_eval(file: Path, root: Path, name: str | None = None, skip: tu
                        allow_python: bool = False) -> Imported:
     """Write the pipeline of the eval in `file` under the project `root`; RunnerError (every
     refusal, each with its JSON path) when it cannot be imported whole."""
-    data = read_json(file)
+    data = read_json(file, strict=True)
     criteria, prefix = _criteria(data, file)
     kinds = [grader.get("type") for grader in criteria if isinstance(grader, dict)]
     present = {kind for kind in kinds if isinstance(kind, str)}

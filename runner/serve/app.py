@@ -195,7 +195,7 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         elif kind.startswith("application/json"):
             try:
                 body = openapi.JobRequest.model_validate(parse_json(decode(await request.body(), "the body"),
-                                                                    "the body"))
+                                                                    "the body", strict=True))
             except ValidationError as exc:
                 raise ApiError(400, f"not a job request: {invalid_fields(exc.errors())}") from None
             except InputError as exc:
@@ -287,7 +287,7 @@ async def _upload(request: Request) -> tuple[dict[str, Any], str, Callable[[Inpu
     if upload is None or isinstance(upload, str):
         raise ApiError(400, "the upload has no `file` field (curl -F file=@items.jsonl)")
     try:
-        params = parse_json(raw, "params") if isinstance(raw, str) and raw.strip() else {}
+        params = parse_json(raw, "params", strict=True) if isinstance(raw, str) and raw.strip() else {}
     except InputError as exc:
         raise ApiError(400, f"{exc} (give a JSON object)") from None
     if not isinstance(params, dict):

@@ -141,7 +141,7 @@ async def _unreadable(request: Request) -> str:
     """What is wrong in a JSON body and where, as runner reads JSON (e.g. a number past
     Python's digit limit: FastAPI's own message names neither)."""
     try:
-        parse_json(decode(await request.body(), "the body"), "the body")
+        parse_json(decode(await request.body(), "the body"), "the body", strict=True)
     except InputError as exc:
         return str(exc)
     return "the body cannot be read as JSON"

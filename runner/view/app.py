@@ -191,7 +191,7 @@ def create_app(reports: Path, allowed_hosts: list[str] | None = None, token: str
 
 def _save_review(view: View, body: bytes) -> Response:
     try:       # a lone surrogate read as U+FFFD, NaN and a key given twice refused, as everywhere
-        data = parse_json(decode(body, "the review"), "the review")
+        data = parse_json(decode(body, "the review"), "the review", strict=True)
     except InputError as exc:
         return JSONResponse({"error": str(exc)}, 400)
     if not isinstance(data, dict) or not isinstance(data.get("agrees"), bool) \

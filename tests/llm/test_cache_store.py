@@ -18,6 +18,16 @@ def digest(n: int) -> str:
     return hashlib.sha256(str(n).encode()).hexdigest()
 
 
+def test_an_entry_holding_what_json_data_may_not_is_read_back_as_written(tmp_path):
+    """A model's -inf logprob or a NaN vector is cached as Python writes it: reading it back as
+    data a person wrote (no NaN, no Infinity) missed it on every rerun."""
+    import math
+    cache = JsonCache(tmp_path / "responses")
+    cache.set(digest(1), {"logprobs": [float("-inf")], "vector": [float("nan")]})
+    found = cache.get(digest(1))
+    assert found["logprobs"] == [float("-inf")] and math.isnan(found["vector"][0])
+
+
 def test_values_set_one_by_one_or_together_read_back(tmp_path):
     cache = JsonCache(tmp_path / "responses")
     assert cache.get(digest(1)) is None

@@ -226,6 +226,17 @@ def test_failed_from_is_merged_into_its_parent_and_never_shrinks(project, script
     assert other.exit_code == 2 and "that run read another input" in other.stderr
 
 
+def test_a_run_whose_params_hold_infinity_can_be_rerun_and_diffed(project, cli):
+    """run.json keeps such a param as Python writes it (Infinity): read as data a person wrote,
+    it refused every --failed-from and diff of that run."""
+    path = project.pipeline(THRESHOLD.replace("params: {threshold: 0.5}", "params: {threshold: 0.5, cap: .inf}"))
+    source = write_json(project.root / "scores.json", [{"score": 0.2}, {"score": 0.9}])
+    assert cli("run", str(path), "--input", str(source), "--out", "o1", "--quiet").exit_code == 0
+    again = cli("run", str(path), "--input", str(source), "--out", "o2", "--failed-from", "o1", "--quiet")
+    assert again.exit_code == 0, again.output
+    assert cli("diff", "o1", "o2").exit_code == 0
+
+
 ERRORS = """
     version: 1
     name: err

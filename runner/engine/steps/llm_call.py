@@ -41,14 +41,14 @@ def load_schema(ctx: StepContext, value: Any) -> dict[str, Any] | None:
         return value
     if isinstance(value, str):
         if value.lstrip().startswith("{"):
-            return _as_schema(ctx, lambda: parse_json(value, ctx.where("output_schema")))
+            return _as_schema(ctx, lambda: parse_json(value, ctx.where("output_schema"), strict=True))
         cache = ctx.runtime.resource(_answer_schemas)
         if value not in cache:
             folder = ctx.runtime.pipeline.schemas_dir
             path, status = resolve_inside(folder, value)
             if path is None:
                 raise StepError(f"{ctx.where('output_schema')}: {refusal(status, value, folder, 'schemas')}")
-            cache[value] = _as_schema(ctx, lambda: read_json(path))
+            cache[value] = _as_schema(ctx, lambda: read_json(path, strict=True))
         return cache[value]
     raise StepError(f"{ctx.where('output_schema')}: expected a schema file name or a schema object")
 
