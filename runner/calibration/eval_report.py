@@ -212,6 +212,14 @@ def svg_plot(title: str, xs: list[str], lines: dict[str, list[float | None]], y_
     return "".join(parts)
 
 
+def waiting_text(setting: dict[str, Any]) -> str:
+    """What a setting the cache cannot score waits for: its LLM calls, else (a search request,
+    which render does not count) how many items reached one."""
+    if setting.get("calls_needed"):
+        return f"needs {setting['calls_needed']} call(s)"
+    return f"{setting.get('items_waiting', 0)} item(s) need requests the cache does not hold"
+
+
 def sweep_markdown(report: dict[str, Any]) -> str:
     keys = list(report["grid"])
     metric = report["metric"]
@@ -220,7 +228,7 @@ def sweep_markdown(report: dict[str, Any]) -> str:
     for s in report["settings"]:
         if s["status"] == "needs_calls":
             rows.append([*s["set"].values(), *[None] * len(shown), None, None,
-                         f"needs {s['calls_needed']} call(s): run with --allow-calls"])
+                         f"{waiting_text(s)}: run with --allow-calls"])
             continue
         counts = ", ".join(f"{count_label(str(k))} {v}" for k, v in s["counts"].items())
         rows.append([*s["set"].values(), s["metric"], *(s[m] for m in shown[1:]), s["scored"], s.get("errors", 0),

@@ -63,8 +63,9 @@ class Setting:
 
     values: dict[str, str]
     status: str = "cached"             # cached, ran, needs_calls
-    calls_needed: int = 0
+    calls_needed: int = 0               # LLM calls the cache does not hold (a search request is not one)
     est_prompt_tokens: int = 0
+    items_waiting: int = 0              # the items that reached a request the cache does not hold
     scores: dict[str, Any] = field(default_factory=dict)
     name: str = ""                     # the pipeline's name
     error: str | None = None
@@ -186,7 +187,8 @@ def run_setting(request: SweepRequest, values: dict[str, str], rows: list[LabelR
         return Setting(values, error=str(exc))
     name, stats = outcome.pipeline.name, preview.stats
     if missing:
-        return Setting(values, "needs_calls", stats["calls"] - stats["cached"], stats["tokens"], name=name)
+        return Setting(values, "needs_calls", stats["calls"] - stats["cached"], stats["tokens"], name=name,
+                       items_waiting=missing)
     return Setting(values, scores=scores, name=name)
 
 
@@ -217,6 +219,7 @@ def _report(request: SweepRequest, settings: list[Setting], name: str) -> dict[s
             "labels": str(request.spec.labels), "metric": metric,
             "grid": {a.key: list(a.values) for a in request.axes},
             "settings": [{"set": s.values, "status": s.status, "calls_needed": s.calls_needed,
+                          "items_waiting": s.items_waiting,
                           "est_prompt_tokens": s.est_prompt_tokens, "errors": 0, **s.scores} for s in settings],
             "best": None if best is None else {"set": best.values, "set_line": set_line(best.values), **best.scores,
                                                "ties": ties}}

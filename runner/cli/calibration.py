@@ -165,10 +165,9 @@ def sweep_command(
     failures = [f"{set_line(s['set'])}: {s['run_failed']}" for s in report["settings"] if s.get("run_failed")]
     if failures:          # each setting exits as `runner run --set ...` of it would
         fail("\n".join(failures), TOO_MANY_ERRORS)
-    if all(s.get("status") == "needs_calls" for s in report["settings"]):      # nothing measured: no job done
-        needed = sum(int(s.get("calls_needed") or 0) for s in report["settings"])
-        fail(f"sweep failed: no setting was scored, each needs LLM calls the cache does not hold ({needed} in "
-             "all): run with --allow-calls to send them (exit code 3)", TOO_MANY_ERRORS)
+    if report["settings"] and all(s.get("status") == "needs_calls" for s in report["settings"]):   # none measured
+        fail("sweep failed: no setting was scored, each needs requests the cache does not hold: run with "
+             "--allow-calls to send them (exit code 3)", TOO_MANY_ERRORS)
 
 
 def _failed_before_line(before: dict[str, Any]) -> str:

@@ -164,8 +164,8 @@ def test_sweep_lists_settings_that_need_calls_and_runs_them_only_when_allowed(se
     nothing = cli("sweep", str(pipeline), "--input", str(items), *label_args(), "--grid", "params.style=gaudy",
                   "--out", "sweep2")
     assert nothing.exit_code == 3 and "Best:" not in nothing.output
-    assert nothing.stderr.strip() == ("sweep failed: no setting was scored, each needs LLM calls the cache does "
-                                      "not hold (18 in all): run with --allow-calls to send them (exit code 3)")
+    assert nothing.stderr.strip() == ("sweep failed: no setting was scored, each needs requests the cache does "
+                                      "not hold: run with --allow-calls to send them (exit code 3)")
     assert (project.root / "sweep2/sweep.json").is_file()          # what it found is written all the same
 
 

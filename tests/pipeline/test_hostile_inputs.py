@@ -217,7 +217,9 @@ def test_sweep_sends_no_search_request_without_allow_calls(project, cli, fake_ll
     args = ["sweep", str(path), "--input", str(items), "--labels", "labels.jsonl", "--key", "id", "--truth", "label",
             "--grid", "params.depth=basic,advanced", "--out", "sweep"]
     result = cli(*args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output           # nothing scored: the sweep did not do its job
+    assert "| basic | - | - | - | - | 3 item(s) need requests the cache does not hold: run with --allow-calls |" \
+        in result.output                                  # not "needs 0 call(s)": a search request is no LLM call
     assert fake_llm.requests == []
     assert cli(*args, "--allow-calls").exit_code == 0
     assert len(fake_llm.requests) == 6 and all(r.path.endswith("/search") for r in fake_llm.requests)
