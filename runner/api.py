@@ -183,10 +183,6 @@ class StartedRun:
                 out_dir = new_run_dir(group)
             refuse_overwriting_sources(out_dir, source.input_path, record.parent)
             runtime = Runtime.create(pipeline, _run_options(options, source, out_dir, group), role)
-            if record.rejudged:
-                add_warning(runtime, f"--failed-from {source.selection.failed_from}: that run judged its items "
-                            f"otherwise ({'; '.join(record.rejudged)}), so none of its results is kept: every item "
-                            "selected is judged again (the calls that did not change come from the cache)")
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
             concurrency = items_in_flight(runtime)

@@ -69,9 +69,8 @@ def run(pipeline: PipelineArg,
             "--failed-from", help="Rerun the items that errored or failed the pass rule in this earlier run "
                                   "(its folder, or its group folder for the latest complete run), and those an "
                                   "interrupted run never judged; the new run holds the parent's other results "
-                                  "too, so it covers the whole input. A run judged otherwise (other params, "
-                                  "prompts or steps) has none of its results kept: every item is judged "
-                                  "again.")] = None,
+                                  "too, so it covers the whole input. Refused for a run judged otherwise "
+                                  "(other params, prompts or steps).")] = None,
         cache_dir: CacheDirOpt = None,
         no_cache: NoCacheOpt = False,
         no_cache_as: Annotated[bool, typer.Option(

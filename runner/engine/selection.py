@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -14,7 +15,6 @@ from runner.errors import InputError, RunnerError
 from runner.inputs import Item, ItemStream, namespace_scope
 from runner.pipeline.model import Pipeline
 from runner.runs.folders import resolve_run, unfinished
-from runner.runs.manifest import judged_otherwise, read_manifest
 from runner.runs.request import Selection
 from runner.runs.results_file import results_in_order
 from runner.templating.sandbox import Renderer, describe_error
@@ -26,24 +26,27 @@ def static_scope(pipeline: Pipeline) -> dict[str, Any]:
 
 
 def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
-    """Every item, when the earlier run judged its items otherwise (other params, prompts...);
-    else whether an item errored there, fails the pass rule as the pipeline says now, or
+    """Whether an item errored in an earlier run, fails the pass rule as the pipeline says now, or
     has no result there because that run was interrupted over its whole input (what it never judged
     is still to judge). Items are matched by their content key (`item_key`), else (an older
     runner's results) by index: an output named `index` numbers results its own way. Results are
-    read one at a time; an interrupted run's judged items are held as a hash each."""
+    read one at a time; an interrupted run's judged items are held as a number each."""
     folder = resolve_run(run)
-    if judged_otherwise(read_manifest(folder) or {}, pipeline):
-        return lambda item: True        # none of its results stands: every item is judged again (RunRecord.plan)
     checked = pass_check(pipeline.summary, Renderer(pipeline.prompts_dir, read_only=True), static_scope(pipeline),
                          failures=())
     keys: set[str] = set()
     indexes: set[int] = set()
-    judged: set[int] | None = set() if unfinished(folder) else None     # hash(item_key), or -1 - index
+    # an interrupted run's judged items: each key as the number its 16 hex digits write (a key
+    # that is none names no item), and the index of a result without one
+    judged: tuple[set[int], set[int]] | None = (set(), set()) if unfinished(folder) else None
     for result in results_in_order(folder):
         key = result.get("item_key") if isinstance(result.get("item_key"), str) else None
         if judged is not None:
-            judged.add(hash(key) if key else -1 - int(result["index"]))
+            if key:
+                with contextlib.suppress(ValueError):
+                    judged[0].add(int(key, 16))
+            else:
+                judged[1].add(int(result["index"]))
         if not result.get("error"):
             if checked is None:
                 continue
@@ -63,7 +66,7 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
         key = item.key
         if key in keys or item.index in indexes:
             return True
-        return judged is not None and hash(key) not in judged and -1 - item.index not in judged
+        return judged is not None and int(key, 16) not in judged[0] and item.index not in judged[1]
 
     return chosen
 

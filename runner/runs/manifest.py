@@ -174,20 +174,43 @@ def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
     return sha256_json({"pipeline": sha256_json(resolved), "files": used_files(pipeline), "models": models})[:16]
 
 
+# What a --failed-from rerun may change and keep its parent's results: nothing a result depends on.
+RERUN_NEUTRAL = (*RESULT_NEUTRAL, "summary", "probes", "memo", "concurrency", "env")
+MODEL_NEUTRAL = ("api_key", "cache_as", "timeout", "retries", "backoff", "transport", "max_response_bytes", "batch",
+                 "batch_max_requests", "batch_max_wait", "batch_poll_seconds", "batch_retry", "limits")
+
+
+def _judging(resolved: dict[str, Any]) -> dict[str, Any]:
+    """A resolved pipeline as what judges its items: without RERUN_NEUTRAL's keys, and each model
+    without how it is reached (MODEL_NEUTRAL: time limits, retries, batching, its key)."""
+    kept = {key: value for key, value in resolved.items() if key not in RERUN_NEUTRAL}
+    if isinstance(kept.get("models"), dict):
+        kept["models"] = {name: {k: v for k, v in model.items() if k not in MODEL_NEUTRAL}
+                          if isinstance(model, dict) else model for name, model in kept["models"].items()}
+    return kept
+
+
 def judged_otherwise(earlier: dict[str, Any], pipeline: Pipeline) -> list[str]:
-    """How an earlier run (its run.json, `earlier`) was made otherwise than this pipeline, in what
-    can change a result: its resolved content (params and --set values included; not its summary,
-    probes, memo, tracing or description) and the files it uses (prompts, schemas, bases, plugins)."""
-    shown, neutral = earlier.get("pipeline") or {}, (*RESULT_NEUTRAL, "summary", "probes", "memo")
+    """Where an earlier run (its run.json, `earlier`) judged otherwise than this pipeline would:
+    each key of the resolved pipeline that differs (`params.NAME`, `models.NAME`, `steps`, ...;
+    not what cannot change a result) and each file it uses that changed (prompts, schemas, bases)."""
+    shown = earlier.get("pipeline") or {}
     if not isinstance(shown.get("resolved"), dict):
         return []                       # a run.json older than these fields: nothing to compare
+    then, now = _judging(shown["resolved"]), _judging(redact(pipeline.located.data))
     differs = []
-    then = {k: v for k, v in shown["resolved"].items() if k not in neutral}
-    if sha256_json(then) != sha256_json({k: v for k, v in redact(pipeline.located.data).items() if k not in neutral}):
-        differs.append("the pipeline: its steps, output, models, params or --set values")
-    files, before = used_files(pipeline), shown.get("files") or {}
-    differs += [f"{name} {'changed' if name in before and name in files else 'is new' if name in files else 'is gone'}"
-                for name in sorted(set(files) | set(before)) if files.get(name) != before.get(name)]
+    for key in sorted(set(then) | set(now)):
+        before, after = then.get(key), now.get(key)
+        if sha256_json(before) == sha256_json(after):
+            continue
+        if key in ("params", "models") and isinstance(before, dict) and isinstance(after, dict):
+            differs += [f"{key}.{name}" for name in sorted(set(before) | set(after))
+                        if sha256_json(before.get(name)) != sha256_json(after.get(name))]
+        else:
+            differs.append(key)
+    files, used = used_files(pipeline), shown.get("files") or {}
+    differs += [f"{name} {'changed' if name in used and name in files else 'is new' if name in files else 'is gone'}"
+                for name in sorted(set(files) | set(used)) if files.get(name) != used.get(name)]
     return differs
 
 

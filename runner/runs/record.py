@@ -84,22 +84,21 @@ class RunRecord:
     parent: Path | None = None            # a --failed-from rerun's parent run
     selected: set[str] = field(default_factory=set)     # a rerun's items, by their content key
     run_dir: Path | None = None
-    rejudged: list[str] = field(default_factory=list)  # how the --failed-from run judged otherwise
 
     @classmethod
     def plan(cls, pipeline: Pipeline, source: ItemSource, options: RunOptions, overrides: list[str],
              items: ItemStream, formats: list[str], executor: dict[str, Any] | None = None,
              kind: str = "run") -> RunRecord:
         """Everything known before the run (`items` counted, never held); refuses a --failed-from
-        over another input, and takes none of the results of one that judged its items otherwise
-        (`rejudged` says how; the selection judged them all again)."""
+        over another input, or of a run that judged its items otherwise (its results would stand
+        beside this run's, judged two ways)."""
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
         given = (Path(shown_path(resolve_run(source.selection.failed_from)))
                  if source.selection.failed_from is not None else None)
         narrowed = source.selection.item is not None or bool(source.selection.filter or source.limit)
-        planned, partial, rejudged = selected_count, narrowed, []
+        planned, partial = selected_count, narrowed
         if given is not None:
             earlier = read_manifest(given) or {}
             parent_input = earlier.get("input") or {}
@@ -107,12 +106,14 @@ class RunRecord:
                 raise InputError(f"--failed-from {given}: that run read another input ({parent_input.get('path')}, "
                                  f"content {str(parent_input['sha256'])[:12]}) than {entry.get('path')} "
                                  f"(content {str(entry.get('sha256'))[:12]}); rerun the whole input instead")
-            rejudged = judged_otherwise(earlier, pipeline)
-        parent = given if not rejudged else None
+            differs = judged_otherwise(earlier, pipeline)
+            if differs:
+                raise InputError(f"--failed-from {given}: that run judged its items otherwise ({'; '.join(differs)}), "
+                                 "so its results cannot stand beside this run's; run without --failed-from to judge "
+                                 "every item this way (calls that did not change come from the LLM cache)")
+        parent = given
         selected = {item.key for item in items} if parent is not None else set()    # only a rerun's: its failures
-        if rejudged:
-            partial = narrowed
-        elif parent is not None:
+        if parent is not None:
             planned = sum(1 for _ in result_lines(parent / RESULTS))     # the rerun items are the parent's own
             partial = not is_complete(parent)
             if unfinished(parent):      # and those it never judged: the whole input, unless a selection narrows it
@@ -122,17 +123,17 @@ class RunRecord:
             "format": FORMAT, "kind": kind, "runner_version": __version__, "status": "running",
             "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
-            "argv": command_line(kind, pipeline, source, options, overrides, formats, given, options.out_dir),
+            "argv": command_line(kind, pipeline, source, options, overrides, formats, parent, options.out_dir),
             "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
             "selection": {"item": source.selection.item, "filter": source.selection.filter,
-                          "failed_from": str(given) if given else None, "limit": source.limit},
+                          "failed_from": str(parent) if parent else None, "limit": source.limit},
             "partial": partial, "rerun_of": str(parent) if parent else None,
             "counts": {"input_items": input_items, "selected": selected_count, "planned": planned},
             "options": {"concurrency": options.llm_concurrency, "no_cache": options.no_cache,
                         "cache_dir": str(options.cache_dir), "trace": options.trace, "formats": formats,
                         "batch": options.batch, **(executor or {"executor": "local", "workers": None})},
         }
-        return cls(manifest, planned, input_items, partial, parent, selected, rejudged=rejudged)
+        return cls(manifest, planned, input_items, partial, parent, selected)
 
     def begin(self, run_dir: Path, explicit_out: bool, models: dict[str, Any]) -> None:
         """Write run.json (status running) into the claimed run folder, with `models` as resolved."""

@@ -98,25 +98,28 @@ def test_failed_from_reruns_the_failed_item_whatever_its_output_index(project, s
     assert project.summary("again")["rerun_items"] == 1
 
 
-def test_a_rerun_of_a_run_judged_otherwise_keeps_none_of_its_results_and_says_so(project, scripted_llm, cli):
+def test_a_rerun_of_a_run_judged_otherwise_is_refused_naming_what_differs(project, scripted_llm, cli):
     """Other params (or prompts, schemas, steps) than the --failed-from run's: its results for the
-    items not redone were judged otherwise, so every item is judged again, with a warning; a
-    change to the summary alone (the pass rule) keeps them."""
+    items not redone were judged otherwise, and a merged run would hold both (a tightened
+    threshold kept a PASS the new one fails). How the items are reached (concurrency, a model's
+    timeout) and the summary (the pass rule) change no result: those reruns keep the parent's."""
     scripted_llm.script(lambda prompt, body: "PASS" if "0.9" in prompt else "FAIL")
     path = project.pipeline(REVERSED.replace('prompt: "Score', 'prompt: "{{ params.style }} Score')
                             .replace("name: rev", "name: rev\n    params: {style: plain}"))
     source = write_json(project.root / "in.json", [{"id": 1, "score": 0.9}, {"id": 2, "score": 0.2}])
     cli("run", str(path), "--input", str(source), "--out", "all", "--quiet")
-    again = cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "all",
-                "--set", "params.style=terse")
-    assert again.exit_code == 0
-    assert again.stdout.startswith("2 item(s) (PASS: 1, FAIL: 1)")            # not "1 rerun and the others from all"
-    assert ("--failed-from all: that run judged its items otherwise (the pipeline: its steps, output, models, "
-            "params or --set values), so none of its results is kept: every item selected is judged again") \
-        in again.stderr
-    assert len(scripted_llm.calls(contains="terse")) == 2
-    summary = project.summary("again")
-    assert (summary.get("rerun_of"), summary["partial"], summary["total"]) == (None, False, 2)
+    for out in ("again", "all"):            # into its own folder too: refused before anything is written
+        again = cli("run", str(path), "--input", str(source), "--out", out, "--failed-from", "all",
+                    "--set", "params.style=terse")
+        assert again.exit_code == 2 and again.stderr.strip() == (
+            "--failed-from all: that run judged its items otherwise (params.style), so its results cannot stand "
+            "beside this run's; run without --failed-from to judge every item this way (calls that did not "
+            "change come from the LLM cache)")
+    assert not (project.root / "again").exists() and indexes(project, "all") == [1, 2]
+    assert not scripted_llm.calls(contains="terse")
+    neutral = cli("run", str(path), "--input", str(source), "--out", "neutral", "--failed-from", "all", "--quiet",
+                  "--set", "concurrency=2", "--set", "models.m.timeout=30")
+    assert neutral.exit_code == 0 and project.summary("neutral")["rerun_items"] == 1, neutral.output
     project.pipeline(path.read_text().replace("rates:", "pass_when: \"result.verdict != 'X'\"\n  rates:"))
     same = cli("run", str(path), "--input", str(source), "--out", "same", "--failed-from", "all", "--quiet")
     assert same.exit_code == 0 and project.summary("same")["rerun_items"] == 0

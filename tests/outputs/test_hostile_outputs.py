@@ -555,18 +555,18 @@ def test_a_record_field_named_as_a_kept_results_note_is_an_ordinary_field(projec
 CHAIN = """
 version: 1
 name: t
-params: {strict: true}
+env: [STRICT]
 models: {a: {model: scripted/a, retries: 0}, b: {model: scripted/b, retries: 0}}
 steps:
   - {id: jury, uses: jury, with: {models: [a, b], prompt: "Is {{ item.n }} fine?", vote: {field: v},
                                   output_schema: {type: object, properties: {v: {type: string}}}}}
-  - {id: gate, uses: fail, if: "{{ item.bad and params.strict }}", with: {message: "bad item {{ item.n }}"}}
+  - {id: gate, uses: fail, if: "{{ item.bad and env.STRICT == 'yes' }}", with: {message: "bad item {{ item.n }}"}}
 output: {v: "{{ steps.jury.v }}"}
 summary: {count_by: v}
 """
 
 
-def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(project, scripted_llm):
+def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(project, scripted_llm, monkeypatch):
     """A ran 9 items (3 fail after their jury); B reran those 3, which now pass; C reran B with
     nothing to redo. Each measures its jurors over the 9 (B's own votes were once overwritten
     by its parent's, so C counted 6), and no results file or report shows the votes."""
@@ -576,10 +576,12 @@ def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(proje
     scripted_llm.script('{"v": "no"}', model="b")
     path = project.pipeline(CHAIN)
     source = write_json(project.root / "in.json", [{"n": n, "bad": n % 3 == 0} for n in range(1, 10)])
+    monkeypatch.setenv("STRICT", "yes")         # what the gate reads, outside the pipeline: no other judge
     run(path, source, out=project.root / "A")
+    monkeypatch.setenv("STRICT", "no")
     for parent, out in (("A", "B"), ("B", "C")):
         run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path(parent))),
-                     RunOptions(cache_dir=project.root / "cache", out_dir=Path(out)), ["params.strict=false"])
+                     RunOptions(cache_dir=project.root / "cache", out_dir=Path(out)), [])
     for folder in ("A", "B", "C"):
         assert project.summary(folder)["juries"]["jury"]["items"] == 9, folder
         assert not any("runner:votes" in (project.root / folder / name).read_text()
@@ -592,7 +594,7 @@ def test_a_chain_of_failed_from_reruns_measures_the_jurors_over_every_item(proje
                                    b'\xef\xbb\xbf{"index": 1, "votes": [["jury", false, {"a": "yes"}]]}\n',
                                    b'{"index": 1, "votes": [["scores", true, {"a": 1' + b"0" * 400 + b', "b": 2}]]}\n'],
                          ids=["damaged", "odd", "bom", "huge-number"])
-def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes):
+def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes, monkeypatch):
     """A parent's votes.jsonl that is damaged or odd: a `--failed-from` rerun passes over what it
     cannot read and ends as any rerun, with no traceback."""
     from runner.api import ItemSource, run_pipeline
@@ -601,29 +603,33 @@ def test_a_hand_edited_votes_file_is_read_as_data(project, scripted_llm, votes):
     scripted_llm.script('{"v": "no"}', model="b")
     path = project.pipeline(CHAIN)
     source = write_json(project.root / "in.json", [{"n": n, "bad": n == 2} for n in range(1, 4)])
+    monkeypatch.setenv("STRICT", "yes")
     run(path, source, out=project.root / "A")
     (project.root / "A" / "votes.jsonl").write_bytes(votes)
+    monkeypatch.setenv("STRICT", "no")
     run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path("A"))),
-                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), ["params.strict=false"])
+                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), [])
     assert project.summary("B")["errors"] == 0 and project.summary("B")["total"] == 3
 
 
-def test_a_rerun_without_juries_writes_no_votes_file(project):
+def test_a_rerun_without_juries_writes_no_votes_file(project, monkeypatch):
     """votes.jsonl is absent where no item met a jury, a --failed-from rerun's too."""
     from runner.api import ItemSource, run_pipeline
     from runner.runs.request import RunOptions, Selection
     path = project.pipeline("""
         version: 1
         name: t
-        params: {strict: true}
+        env: [STRICT]
         steps:
           - {id: s, uses: compute, with: {n: "{{ item.n }}"}}
-          - {id: gate, uses: fail, if: "{{ item.n == 2 and params.strict }}", with: {message: "bad"}}
+          - {id: gate, uses: fail, if: "{{ item.n == 2 and env.STRICT == 'yes' }}", with: {message: "bad"}}
         output: {n: "{{ steps.s.n }}"}
         """)
     source = write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    monkeypatch.setenv("STRICT", "yes")
     run(path, source, out=project.root / "A")
+    monkeypatch.setenv("STRICT", "no")
     run_pipeline(path, ItemSource(source, [], None, Selection(None, None, Path("A"))),
-                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), ["params.strict=false"])
+                 RunOptions(cache_dir=project.root / "cache", out_dir=Path("B")), [])
     assert project.summary("B")["errors"] == 0
     assert not (project.root / "A" / "votes.jsonl").exists() and not (project.root / "B" / "votes.jsonl").exists()
