@@ -85,9 +85,10 @@ class Limits:
 
 class Guard:
     """ASGI middleware on every route: the Host (on loopback, only loopback names), a write sent
-    by a page of another site (a form's POST needs no CORS preflight), a NUL byte in the path or
-    query, the bearer token (but on OPEN_PATHS), and the body size: over the limit when declared
-    or once read that far, 413; only a job's multipart upload may be larger."""
+    by a page of another site to a server without a token (a form's POST needs no CORS
+    preflight), a NUL byte in the path or query, the bearer token (but on OPEN_PATHS), and the
+    body size: over the limit when declared or once read that far, 413; only a job's multipart
+    upload may be larger."""
 
     def __init__(self, app: ASGIApp, limits: Limits):
         self.app, self.token, self.max_body, self.max_upload = app, limits.token, limits.max_body, limits.max_upload
@@ -121,9 +122,10 @@ class Guard:
         if self.hosts is not None and _host_name(headers.get("host", "")).lower() not in self.hosts:
             # A page of another site whose name resolves to this machine (DNS rebinding) says its own name.
             return error(400, "this server answers only requests for its own address (Host header)")
-        if scope["method"] not in ("GET", "HEAD", "OPTIONS") and _cross_site(headers):
+        if self.token is None and scope["method"] not in ("GET", "HEAD", "OPTIONS") and _cross_site(headers):
             # A page of another site may POST a form here without the browser asking first (no CORS
-            # preflight): it would spend this server's model calls. Programs send no Origin.
+            # preflight): it would spend this server's model calls. Programs send no Origin; with a
+            # token, no page can send it (a header that needs a preflight), so a proxy's Host is no matter.
             return error(403, f"a request from a web page of another site (Origin: {headers.get('origin', '')[:100]}) "
                               "is refused: this server takes requests from programs and its own pages")
         if self.token is not None and scope["path"] not in OPEN_PATHS:
