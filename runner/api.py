@@ -257,6 +257,8 @@ def items_in_flight(runtime: Runtime) -> int:
         pinned = int(value)
     except (TypeError, ValueError, OverflowError):
         raise RunnerError(f"concurrency: {str(value)[:80]!r} is not a whole number") from None
+    if pinned < 1:
+        raise RunnerError(f"concurrency: {pinned}: items in flight are at least 1")
     if runtime.options.concurrency_given and pinned < requests:
         add_warning(runtime, f"the pipeline pins concurrency: {pinned} (items in flight), so --concurrency "
                              f"{requests} (LLM requests in flight) may not be reached; --set concurrency={requests} "

@@ -652,6 +652,24 @@ def test_bad_param_overrides_are_refused_before_the_run(project, cli, assignment
     assert not (project.root / "out").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--fail-under", "nan"], "--fail-under nan: not a number runner can use (give a finite number)"),
+    (["--limit", "9" * 25], f"--limit {'9' * 25}: larger than runner takes (9,223,372,036,854,775,807 at most)"),
+    (["--set", "concurrency=0"], "--set concurrency=0: concurrency: 0 is less than the minimum of 1"),
+], ids=["nan-gate", "huge-limit", "no-items-in-flight"])
+def test_numbers_no_command_can_use_are_refused_before_the_run(project, cli, args, message):
+    """Each ran: NaN met every rate (comparisons with it are false), a huge --limit was a
+    traceback from islice, `concurrency: 0` ran one item at a time without a word."""
+    result = cli("run", str(echo_pipeline(project)), "--record", "n=1", "--out", "out", *args)
+    assert result.exit_code == 2 and result.stderr.strip() == message, result.output
+    assert not (project.root / "out").exists()
+
+
+def test_a_cache_age_no_date_reaches_is_refused(cli):
+    result = cli("cache", "clear", "--older-than", "99999999999999d")
+    assert result.exit_code == 2 and "longer than a date can reach" in result.stderr, result.output
+
+
 def test_param_declarations_are_checked_in_the_file_with_their_position(project, cli):
     path = echo_pipeline(project).read_text().replace(
         "steps:", "params:\n  threshold: {default: high, type: number}\n  ratio: {default: 0.5, type: nonsense}\n"

@@ -106,7 +106,7 @@ def run(pipeline: PipelineArg,
         workers: Annotated[int | None, typer.Option(
             "--workers", help="Worker processes or Ray workers (each runs blocks of items); default: one per "
                               "CPU of this machine (processes) or of the cluster (ray).",
-            min=1)] = None,
+            min=1, max=4096)] = None,
         ) -> None:
     """Run a pipeline over --input (or one --record) and write results, summary, report and run.json."""
     from runner.api import ItemSource, run_pipeline

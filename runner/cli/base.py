@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -23,6 +25,21 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+LARGEST_WHOLE = sys.maxsize      # what a count can be where it reaches the system (islice, a slice)
+
+
+def _check_numbers(options: dict[str, Any]) -> None:
+    """A number option typer read that no command can use: NaN or infinity (every comparison
+    with NaN is false, so `--fail-under nan` met any rate), or a whole number past what Python
+    counts with (a traceback where it reaches the system: islice, a timedelta)."""
+    for name, value in options.items():
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"{flag} {value}: not a number runner can use (give a finite number)")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_WHOLE:
+            fail(f"{flag} {value}: larger than runner takes ({LARGEST_WHOLE:,} at most)")
+
+
 class RunnerApp(typer.Typer):
     """A typer app (or command group) whose every command turns a RunnerError into its message
     on stderr and its exit code (2), and an interruption into its own (Ctrl-C 130, SIGTERM 143)
@@ -35,6 +52,7 @@ class RunnerApp(typer.Typer):
         def decorator(function: CommandFunctionType) -> CommandFunctionType:
             @functools.wraps(function)
             def guarded(*args: Any, **kwargs: Any) -> Any:
+                _check_numbers(kwargs)
                 try:
                     return function(*args, **kwargs)
                 except RunnerError as exc:

@@ -50,7 +50,10 @@ def parse_age(text: str) -> timedelta:
     match = DURATION.match(text)
     if not match:
         raise RunnerError(f"--older-than '{text}': give a number and a unit, such as 30d, 12h, 2w (s, m, h, d, w)")
-    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        raise RunnerError(f"--older-than '{text}': longer than a date can reach (at most 999999999 days)") from None
 
 
 def _entries(cache: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
