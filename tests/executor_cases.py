@@ -111,6 +111,8 @@ def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: An
     asked = len(fake_llm.requests)
     time.sleep(1.0)
     assert len(fake_llm.requests) == asked          # the workers stopped with the driver
+    if "processes" in executor:     # a stopped block answers what it finished: only the 2 in flight are lost
+        assert asked - len(written) <= 2, (asked, len(written))
 
 
 def repeat_and_confidence_give_what_a_local_run_gives(project: Any, fake_llm: Any, cli: Any,

@@ -87,3 +87,38 @@ def test_workers_and_ray_address_go_with_their_executors(project, cli):
     assert address.exit_code == 2 and "--ray-address goes with --executor ray" in address.stderr
     wrong = cli("run", str(path), "--record", "n=1", "--executor", "spark")
     assert wrong.exit_code == 2 and "--executor spark: choose from local, processes, ray" in wrong.stderr
+
+
+def test_workers_end_with_a_driver_killed_with_kill_9(project, fake_llm):
+    """The pool's processes outlived a killed driver: they sent the rest of their blocks' calls
+    (paid for, never read), then waited on a queue forever, holding the driver's stdout."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fakellm import Reply
+    fake_llm.script(Reply("done", delay=0.2))
+    path = project.pipeline(f"""
+        version: 1
+        name: slow
+        concurrency: 1
+        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
+        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
+        output: {{answer: "{{{{ steps.a.raw }}}}"}}
+        """)
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(200)]))
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out", "--quiet",
+         "--executor", "processes", "--workers", "2"], cwd=project.root, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env={**os.environ, "RUNNER_CACHE_DIR": str(project.root / "cache")})
+    deadline = time.monotonic() + 120
+    while len(fake_llm.requests) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    time.sleep(3.0)                 # a worker looks for its driver every second
+    asked = len(fake_llm.requests)
+    time.sleep(1.5)
+    assert len(fake_llm.requests) == asked and asked < 40, asked

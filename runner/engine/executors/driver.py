@@ -7,8 +7,9 @@ A worker (BlockWorker) is the engine of a local run, built once, run over one bl
 A block's answer is its results (with their juries' votes) and what the summary adds up (LLM
 counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a block run
 again after its worker was lost counts once. The driver adds them to its own as if it had run
-the block: it is the one writer of every output. A failure or Ctrl-C cancels the blocks still
-running; those that finished are kept."""
+the block: it is the one writer of every output. A failure or Ctrl-C stops the blocks still
+running: where the runner can stop a block (processes), it answers the items it finished, which
+are kept as those of finished blocks are; elsewhere (Ray) it is cancelled."""
 
 from __future__ import annotations
 
@@ -35,15 +36,18 @@ from runner.runs.request import RunOptions
 BLOCKS_PER_WORKER = 4          # blocks a worker gets over a run: a lost one costs little, each is worth sending
 MAX_BLOCK = 1000               # items in one block at most
 IN_FLIGHT_PER_WORKER = 2       # the next block is there when one ends
+STOP_CHECK_SECONDS = 0.2       # how soon a running block sees that its run stopped
 
 
 @dataclass(frozen=True)
 class BlockRunner:
     """Where blocks run: `run(worker, block, concurrency)`, worker 0 .. workers - 1, is one block's
-    answer (BlockWorker.run_block), or RunnerError when it was lost."""
+    answer (BlockWorker.run_block), or RunnerError when it was lost; `stop()`, where there is
+    one, ends every running block with the answer of what it finished."""
 
     workers: int
     run: Callable[[int, list[Item], int], Awaitable[dict[str, Any]]]
+    stop: Callable[[], None] | None = None
 
 
 def absolute(options: RunOptions) -> RunOptions:
@@ -80,19 +84,29 @@ async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
                 worker = running.pop(future)
-                answer = future.result()
-                absorb(runtime, answer)
-                for position, result in zip(answer["positions"], answer["results"], strict=True):
-                    finished += 1
-                    maybe = on_result(position, result)
-                    if maybe is not None:
-                        await maybe
+                finished += await keep(runtime, future.result(), on_result)
                 send(worker)
-    finally:
-        for future in running:          # Ctrl-C or a failure: what still runs is stopped, not kept
-            future.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+    finally:                            # Ctrl-C or a failure: the blocks still running end now
+        if runner.stop is not None and running:
+            runner.stop()               # each answers the items it finished: kept as any block's
+            for answer in await asyncio.gather(*running, return_exceptions=True):
+                if isinstance(answer, dict):
+                    finished += await keep(runtime, answer, on_result)
+        else:
+            for future in running:
+                future.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
     return finished
+
+
+async def keep(runtime: Runtime, answer: dict[str, Any], on_result: OnResult) -> int:
+    """A block's answer taken in: its counts, then each result handed on; how many results."""
+    absorb(runtime, answer)
+    for position, result in zip(answer["positions"], answer["results"], strict=True):
+        maybe = on_result(position, result)
+        if maybe is not None:
+            await maybe
+    return len(answer["results"])
 
 
 def absorb(runtime: Runtime, answer: dict[str, Any]) -> None:
@@ -118,10 +132,23 @@ class BlockWorker:
         self.runtime.open_caches = caches
         self.runtime.shared_limits = limits
 
-    async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
+    async def run_block(self, items: list[Item], concurrency: int,
+                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """The block's answer; once `stopped()` says so, that of the items finished by then (the
+        others' work in flight is dropped, as a local run's is at Ctrl-C)."""
         runtime = self.runtime
         finished: list[tuple[int, dict[str, Any]]] = []
-        await run_items(runtime, items, concurrency, lambda position, result: finished.append((position, result)))
+        if stopped is not None and stopped():
+            items = []                  # a block still queued when its run stopped: nothing is started
+        running = asyncio.ensure_future(run_items(runtime, items, concurrency,
+                                                  lambda position, result: finished.append((position, result))))
+        while stopped is not None and not running.done():
+            await asyncio.wait([running], timeout=STOP_CHECK_SECONDS)
+            if stopped() and not running.done():
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        if not running.cancelled():
+            await running               # a failure of the block's own is raised here
         positions = [position for position, _ in finished]
         memo, reused = runtime.memo, (0, 0)
         if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)

@@ -6,7 +6,8 @@ hands it one at a time, and opens the LLM cache and the daily budgets itself (di
 are safe across processes). The driver's event loop serves the models' limits (limits.py) to
 them over a Unix socket, so a model's `concurrency` and `requests_per_minute` hold for the run
 as a whole. Ctrl-C is the driver's: a worker ignores SIGINT, and the stop event ends any block
-still running when the run ends or stops. A worker's Runtime is closed at exit (a spawned
+still running when the run ends or stops, with the answer of the items it finished. A worker
+ends itself when its driver is gone (killed). A worker's Runtime is closed at exit (a spawned
 process ends through sys.exit).
 
 The socket is in a folder only this user can enter; one connection per worker, one JSON line
@@ -29,7 +30,9 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Coroutine
+import threading
+import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -47,7 +50,7 @@ from runner.llm.client.limits import DailyBudget
 from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
 
-STOP_CHECK_SECONDS = 0.2      # how soon a running block sees the driver's stop
+PARENT_CHECK_SECONDS = 1.0    # how soon a worker whose driver died (kill -9) ends itself
 
 
 @contextlib.asynccontextmanager
@@ -64,7 +67,7 @@ async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterato
                                    initargs=(runtime.pipeline, options, runtime.role.kind, os.getcwd(), path,
                                              stop, workers))
         try:
-            yield BlockRunner(workers, functools.partial(_submit, pool))
+            yield BlockRunner(workers, functools.partial(_submit, pool), stop.set)
         finally:
             stop.set()          # a block still running ends now
             await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
@@ -101,6 +104,8 @@ def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_
     (`kind`: the run's RunRole.kind; `workers`: how many processes the pool has)."""
     global _this
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    driver = os.getppid()
+    threading.Thread(target=_end_with, args=(driver,), daemon=True, name="runner-driver-watch").start()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     client = LimitsClient(limits_path)
@@ -111,22 +116,19 @@ def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_
     atexit.register(_close)
 
 
+def _end_with(driver: int) -> None:
+    """A worker outlives no driver: one killed (kill -9) leaves its pool's processes waiting on
+    a queue no one writes, or sending the calls of a block no one will read."""
+    while os.getppid() == driver:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(1)
+
+
 def _run_block(items: list[Item], concurrency: int) -> dict[str, Any]:
-    """One block's answer (driver.py), or RunnerError when the driver stopped it."""
+    """One block's answer (driver.py): once the driver stops the run, that of the items finished."""
     if _this is None:
         raise RunnerError("this worker process was never started")
-    return _this.loop.run_until_complete(_unless_stopped(_this, _this.worker.run_block(items, concurrency)))
-
-
-async def _unless_stopped(this: _Process, block: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-    task = asyncio.ensure_future(block)
-    while not task.done():
-        await asyncio.wait([task], timeout=STOP_CHECK_SECONDS)
-        if this.stop.is_set() and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            raise RunnerError("stopped by the driver")
-    return task.result()
+    return _this.loop.run_until_complete(_this.worker.run_block(items, concurrency, _this.stop.is_set))
 
 
 def _close() -> None:
