@@ -86,14 +86,16 @@ class FailureTally:
                 entry = by_endpoint.setdefault(endpoint, {"endpoint": endpoint, "models": [], "failed": 0})
                 entry["models"].append(name)
                 entry["failed"] += counts.failures
+                entry["cached"] = entry.get("cached", 0) + counts.cache_hits
                 last[endpoint] = last_error
         for endpoint, entry in by_endpoint.items():
             names = entry["models"]
             entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[endpoint]}): start a model server there "
                              f"(LM Studio, Ollama, llama.cpp), point it elsewhere with --set models.{names[0]}.api_base"
                              f"=URL, or set the provider's API key." if endpoint in unreachable else
-                             f"every call to {', '.join(names)} at {endpoint} failed ({entry['failed']} call(s)); "
-                             f"the last: {last[endpoint]}")
+                             f"every call to {', '.join(names)} at {endpoint} failed ({entry['failed']} call(s)"
+                             + (f" sent; {entry['cached']} more answered from the cache" if entry["cached"] else "")
+                             + f"); the last: {last[endpoint]}")
         return list(by_endpoint.values())
 
 
