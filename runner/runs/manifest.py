@@ -6,8 +6,10 @@ names are redacted, URLs lose their user:password and secret query values."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -175,46 +177,85 @@ def made_by_hash(pipeline: Pipeline, model_spec: Any) -> str:
 
 
 # What a --failed-from rerun may change and keep its parent's results: nothing a result depends on.
-RERUN_NEUTRAL = (*RESULT_NEUTRAL, "summary", "probes", "memo", "concurrency", "env")
+RERUN_NEUTRAL = (*RESULT_NEUTRAL, "summary", "probes", "memo", "concurrency", "env", "name", "params_schema",
+                 "extends")
 MODEL_NEUTRAL = ("api_key", "cache_as", "timeout", "retries", "backoff", "transport", "max_response_bytes", "batch",
                  "batch_max_requests", "batch_max_wait", "batch_poll_seconds", "batch_retry", "limits")
+KEY_FILE = "run-key"        # in the cache folder: the key of run.json's digests of what judged the items
 
 
-def _judging(resolved: dict[str, Any]) -> dict[str, Any]:
-    """A resolved pipeline as what judges its items: without RERUN_NEUTRAL's keys, and each model
-    without how it is reached (MODEL_NEUTRAL: time limits, retries, batching, its key)."""
-    kept = {key: value for key, value in resolved.items() if key not in RERUN_NEUTRAL}
-    if isinstance(kept.get("models"), dict):
-        kept["models"] = {name: {k: v for k, v in model.items() if k not in MODEL_NEUTRAL}
-                          if isinstance(model, dict) else model for name, model in kept["models"].items()}
-    return kept
-
-
-def judged_otherwise(earlier: dict[str, Any], pipeline: Pipeline) -> list[str]:
-    """Where an earlier run (its run.json, `earlier`) judged otherwise than this pipeline would:
-    each key of the resolved pipeline that differs (`params.NAME`, `models.NAME`, `steps`, ...;
-    not what cannot change a result) and each file it uses that changed (prompts, schemas, bases)."""
-    shown = earlier.get("pipeline") or {}
-    if not isinstance(shown.get("resolved"), dict):
-        return []                       # a run.json older than these fields: nothing to compare
-    then, now = _judging(shown["resolved"]), _judging(redact(pipeline.located.data))
-    differs = []
-    for key in sorted(set(then) | set(now)):
-        before, after = then.get(key), now.get(key)
-        if sha256_json(before) == sha256_json(after):
+def _units(resolved: dict[str, Any]) -> dict[str, Any]:
+    """A resolved pipeline as what judges its items, by unit (`params.NAME`, `models.NAME`, each
+    other key): without RERUN_NEUTRAL's keys, each model without how it is reached (MODEL_NEUTRAL)."""
+    units: dict[str, Any] = {}
+    for key, value in resolved.items():
+        if key in RERUN_NEUTRAL:
             continue
-        if key in ("params", "models") and isinstance(before, dict) and isinstance(after, dict):
-            differs += [f"{key}.{name}" for name in sorted(set(before) | set(after))
-                        if sha256_json(before.get(name)) != sha256_json(after.get(name))]
+        if key in ("params", "models") and isinstance(value, dict):
+            units.update({f"{key}.{name}": {k: v for k, v in entry.items() if k not in MODEL_NEUTRAL}
+                          if key == "models" and isinstance(entry, dict) else entry for name, entry in value.items()})
         else:
-            differs.append(key)
+            units[key] = value
+    return units
+
+
+def run_key(cache_dir: Path) -> bytes | None:
+    """The cache folder's key for run.json's digests (32 random bytes, made on first use, its
+    owner's alone); None where it can be neither read nor made (nothing is then digested)."""
+    path = Path(cache_dir) / KEY_FILE
+    for _ in range(2):
+        try:
+            key = path.read_bytes()
+            return key if len(key) == 32 else None
+        except FileNotFoundError:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                continue            # another run made it meanwhile: read it
+            except OSError:
+                return None
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(32))
+        except OSError:
+            return None
+    return None
+
+
+def judging_digests(pipeline: Pipeline, key: bytes) -> dict[str, Any]:
+    """Each unit of what judges the items as a keyed digest of its value as written, secrets
+    included: run.json shows them redacted, and a change there (`params.keyword`, which reads as
+    a secret's name) would pass unseen; no one without the cache's key can test a guess."""
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16]
+    return {"key": digest("runner run key"), "units": {name: digest(value)
+                                                       for name, value in _units(pipeline.located.data).items()}}
+
+
+def judged_otherwise(earlier: dict[str, Any], pipeline: Pipeline, key: bytes | None) -> list[str]:
+    """Where an earlier run (its run.json, `earlier`) judged otherwise than this pipeline would:
+    each unit that differs (`params.NAME`, `models.NAME`, `steps`, ...; not what cannot change a
+    result), by their keyed digests when both were made with this cache's `key`, else by the
+    values run.json shows; and each file it uses that changed (prompts, schemas, bases)."""
+    shown = earlier.get("pipeline") or {}
+    digests = shown.get("judging")
+    if key is not None and isinstance(digests, dict) and isinstance(digests.get("units"), dict) \
+            and digests.get("key") == (now_digests := judging_digests(pipeline, key))["key"]:
+        then, now = digests["units"], now_digests["units"]
+    elif isinstance(shown.get("resolved"), dict):
+        then = {name: sha256_json(value) for name, value in _units(shown["resolved"]).items()}
+        now = {name: sha256_json(value) for name, value in _units(redact(pipeline.located.data)).items()}
+    else:
+        return []                       # a run.json older than these fields: nothing to compare
+    differs = [name for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
     files, used = used_files(pipeline), shown.get("files") or {}
     differs += [f"{name} {'changed' if name in used and name in files else 'is new' if name in files else 'is gone'}"
                 for name in sorted(set(files) | set(used)) if files.get(name) != used.get(name)]
     return differs
 
 
-def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
+def pipeline_entry(pipeline: Pipeline, overrides: list[str], key: bytes | None = None) -> dict[str, Any]:
     resolved = redact(pipeline.located.data)
     try:
         file_hash: str | None = sha256_file(pipeline.file)
@@ -224,4 +265,4 @@ def pipeline_entry(pipeline: Pipeline, overrides: list[str]) -> dict[str, Any]:
             "sets": [redact_assignment(o) for o in overrides if not o.startswith(MODEL_FLAG)],
             "models_given": [redact_assignment(o[len(MODEL_FLAG):]) for o in overrides if o.startswith(MODEL_FLAG)],
             "sha256": sha256_json(resolved), "files": used_files(pipeline), "verdicts": verdict_values(pipeline),
-            "resolved": resolved}
+            "resolved": resolved, **({"judging": judging_digests(pipeline, key)} if key is not None else {})}

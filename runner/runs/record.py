@@ -26,6 +26,7 @@ from runner.runs.manifest import (
     pipeline_entry,
     read_manifest,
     redact_assignment,
+    run_key,
     shown_path,
     write_manifest,
 )
@@ -98,6 +99,7 @@ class RunRecord:
         given = (Path(shown_path(resolve_run(source.selection.failed_from)))
                  if source.selection.failed_from is not None else None)
         narrowed = source.selection.item is not None or bool(source.selection.filter or source.limit)
+        key = run_key(options.cache_dir)
         planned, partial = selected_count, narrowed
         if given is not None:
             earlier = read_manifest(given) or {}
@@ -106,7 +108,7 @@ class RunRecord:
                 raise InputError(f"--failed-from {given}: that run read another input ({parent_input.get('path')}, "
                                  f"content {str(parent_input['sha256'])[:12]}) than {entry.get('path')} "
                                  f"(content {str(entry.get('sha256'))[:12]}); rerun the whole input instead")
-            differs = judged_otherwise(earlier, pipeline)
+            differs = judged_otherwise(earlier, pipeline, key)
             if differs:
                 raise InputError(f"--failed-from {given}: that run judged its items otherwise ({'; '.join(differs)}), "
                                  "so its results cannot stand beside this run's; run without --failed-from to judge "
@@ -124,7 +126,7 @@ class RunRecord:
             "started_at": now(),
             "ended_at": None, "interrupted": False, "cwd": os.getcwd(), "python": sys.version.split()[0],
             "argv": command_line(kind, pipeline, source, options, overrides, formats, parent, options.out_dir),
-            "pipeline": pipeline_entry(pipeline, overrides), "input": entry,
+            "pipeline": pipeline_entry(pipeline, overrides, key), "input": entry,
             "selection": {"item": source.selection.item, "filter": source.selection.filter,
                           "failed_from": str(parent) if parent else None, "limit": source.limit},
             "partial": partial, "rerun_of": str(parent) if parent else None,

@@ -169,3 +169,28 @@ def test_a_rerun_of_an_interrupted_run_judges_what_it_never_did_and_its_failures
     assert narrowed.exit_code == 0, narrowed.output
     assert indexes(project, "narrowed") == list(range(1, 7))
     assert (project.summary("narrowed")["partial"], project.summary("narrowed")["planned"]) == (True, 6)
+
+
+def test_a_change_run_json_shows_redacted_is_seen_by_its_keyed_digest(project, cli):
+    """`params.keyword` reads as a secret's name, so run.json shows `<redacted>` for any value: a
+    rerun with another keyword merged results judged two ways. run.json keeps a digest of each
+    part of what judged the items, keyed by the cache folder's run-key (its owner's alone)."""
+    path = project.pipeline("""
+        version: 1
+        name: kw
+        params: {keyword: apple}
+        steps: [{id: s, uses: compute, with: {ok: "{{ params.keyword in item.text }}"}}]
+        output: {verdict: "{{ 'PASS' if steps.s.ok else 'FAIL' }}"}
+        summary: {count_by: verdict, rates: {pass_rate: "result.verdict == 'PASS'"}}
+        """)
+    source = write_json(project.root / "in.json", [{"text": "an apple"}, {"text": "a banana"}])
+    assert cli("run", str(path), "--input", str(source), "--out", "o", "--quiet").exit_code == 0
+    written = (project.root / "o" / "run.json").read_text()
+    assert '"keyword": "<redacted>"' in written and "apple" not in written
+    again = cli("run", str(path), "--input", str(source), "--out", "o2", "--failed-from", "o",
+                "--set", "params.keyword=banana")
+    assert again.exit_code == 2 and "judged its items otherwise (params.keyword)" in again.stderr, again.output
+    key = project.root / "cache" / "run-key"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    same = cli("run", str(path), "--input", str(source), "--out", "o3", "--failed-from", "o", "--quiet")
+    assert same.exit_code == 0 and project.summary("o3")["rerun_items"] == 1
