@@ -188,7 +188,8 @@ def align_command(
         labels: LabelsOpt, key: KeyOpt, truth: TruthOpt, predicted: PredictedOpt = None,
         split: Annotated[str, typer.Option("--split", help="TRAIN/DEV/TEST shares of the labelled items.")]
         = "60/20/20",
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the split and of the examples chosen.")] = 0,
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the split and of the examples chosen.",
+                                          min=0)] = 0,
         group_by: Annotated[str | None, typer.Option(
             "--group-by", help="Items sharing this field's value stay in one split.")] = None,
         max_examples: Annotated[int, typer.Option(

@@ -93,8 +93,9 @@ class FailureTally:
             entry["hint"] = (f"{', '.join(names)} unreachable ({unreachable[endpoint]}): start a model server there "
                              f"(LM Studio, Ollama, llama.cpp), point it elsewhere with --set models.{names[0]}.api_base"
                              f"=URL, or set the provider's API key." if endpoint in unreachable else
-                             f"every call to {', '.join(names)} at {endpoint} failed ({entry['failed']} call(s)"
-                             + (f" sent; {entry['cached']} more answered from the cache" if entry["cached"] else "")
+                             f"every call {'sent ' if entry['cached'] else ''}to {', '.join(names)} at {endpoint} "
+                             f"failed ({entry['failed']} call(s)"
+                             + (f"; the cache answered {entry['cached']} other(s)" if entry["cached"] else "")
                              + f"); the last: {last[endpoint]}")
         return list(by_endpoint.values())
 

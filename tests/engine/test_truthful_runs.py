@@ -81,7 +81,8 @@ def test_a_hint_about_failed_calls_names_only_what_failed_in_this_run(project, e
     assert "LLM calls: 3 sent, 57 cached, 3 failed" in second.output
     hints = [line for line in second.output.splitlines() if "every call" in line]
     assert len(hints) == 1 and "judge_c" in hints[0], second.output
-    assert "failed (3 call(s) sent; 17 more answered from the cache)" in hints[0]     # not "every call" of 20
+    assert hints[0].startswith("every call sent to judge_c at ")          # not every call of its 20
+    assert "failed (3 call(s); the cache answered 17 other(s))" in hints[0]
     assert "judge_a" not in hints[0] and "judge_b" not in hints[0]
     [group] = (project.root / "reports" / "juryt").iterdir()
     run = group / (group / "latest").read_text().strip()

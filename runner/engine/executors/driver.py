@@ -14,6 +14,7 @@ are kept as those of finished blocks are; elsewhere (Ray) it is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import os
@@ -84,24 +85,38 @@ async def run_blocks(runner: BlockRunner, runtime: Runtime, items: Iterable[Item
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
                 worker = running.pop(future)
-                finished += await keep(runtime, future.result(), on_result)
+                answer = future.result()
+                absorb(runtime, answer)
+                finished += await hand_on(answer, on_result)
                 send(worker)
-    finally:                            # Ctrl-C or a failure: the blocks still running end now
-        if runner.stop is not None and running:
-            runner.stop()               # each answers the items it finished: kept as any block's
-            for answer in await asyncio.gather(*running, return_exceptions=True):
-                if isinstance(answer, dict):
-                    finished += await keep(runtime, answer, on_result)
-        else:
-            for future in running:
-                future.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+    except BaseException:               # Ctrl-C or a failure: the blocks still running end now
+        await _end(runner, runtime, list(running), on_result)
+        raise
     return finished
 
 
-async def keep(runtime: Runtime, answer: dict[str, Any], on_result: OnResult) -> int:
-    """A block's answer taken in: its counts, then each result handed on; how many results."""
-    absorb(runtime, answer)
+async def _end(runner: BlockRunner, runtime: Runtime, running: list[asyncio.Future[dict[str, Any]]],
+               on_result: OnResult) -> None:
+    """Stop the running blocks: where the runner can, each answers the items it finished, whose
+    counts are all taken in, then whose results are handed on as any block's (a failure to hand
+    one on, a full disk, ends that: the run's own error is the one raised); else they are cancelled."""
+    if runner.stop is None or not running:
+        for future in running:
+            future.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        return
+    runner.stop()
+    answers = [answer for answer in await asyncio.gather(*running, return_exceptions=True)
+               if isinstance(answer, dict)]
+    for answer in answers:
+        absorb(runtime, answer)
+    with contextlib.suppress(Exception):
+        for answer in answers:
+            await hand_on(answer, on_result)
+
+
+async def hand_on(answer: dict[str, Any], on_result: OnResult) -> int:
+    """Each result of a block's answer to `on_result`, in its order; how many."""
     for position, result in zip(answer["positions"], answer["results"], strict=True):
         maybe = on_result(position, result)
         if maybe is not None:

@@ -65,7 +65,7 @@ async def on_processes(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterato
         stop = context.Event()
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start,
                                    initargs=(runtime.pipeline, options, runtime.role.kind, os.getcwd(), path,
-                                             stop, workers))
+                                             stop, workers, os.getpid()))
         try:
             yield BlockRunner(workers, functools.partial(_submit, pool), stop.set)
         finally:
@@ -99,12 +99,11 @@ _this: _Process | None = None
 
 
 def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_path: str, stop: Event,
-           workers: int) -> None:
+           workers: int, driver: int) -> None:
     """The pool's initializer: this process's loop, worker and connection to the run's limits
-    (`kind`: the run's RunRole.kind; `workers`: how many processes the pool has)."""
+    (`kind`: the run's RunRole.kind; `workers`: how many processes the pool has; `driver`: its pid)."""
     global _this
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    driver = os.getppid()
     threading.Thread(target=_end_with, args=(driver,), daemon=True, name="runner-driver-watch").start()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
