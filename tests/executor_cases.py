@@ -76,8 +76,10 @@ def a_models_concurrency_holds_across_workers(project: Any, fake_llm: Any, cli: 
     assert max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans) == 2
 
 
-def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: Any, executor: list[str]) -> None:
-    fake_llm.script(Reply("done", delay=0.3))
+def slow_items(project: Any, fake_llm: Any, items: int, delay: float) -> Any:
+    """A pipeline of one call an item, each answered after `delay` s, one item at a time a worker,
+    and `items` items in in.json: the pipeline's path."""
+    fake_llm.script(Reply("done", delay=delay))
     path = project.pipeline(f"""
         version: 1
         name: slow
@@ -86,7 +88,12 @@ def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: An
         steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
         output: {{answer: "{{{{ steps.a.raw }}}}"}}
         """)
-    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(40)]))
+    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(items)]))
+    return path
+
+
+def ctrl_c_stops_the_workers_and_writes_what_finished(project: Any, fake_llm: Any, executor: list[str]) -> None:
+    path = slow_items(project, fake_llm, 40, 0.3)
     process = subprocess.Popen(
         [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out",
          *executor, "--workers", "2"],

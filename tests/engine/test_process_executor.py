@@ -14,6 +14,7 @@ from executor_cases import (
     repeat_and_confidence_give_what_a_local_run_gives,
     report_of,
     results_of,
+    slow_items,
     summary_of,
 )
 
@@ -98,17 +99,7 @@ def test_workers_end_with_a_driver_killed_with_kill_9(project, fake_llm):
     import sys
     import time
 
-    from fakellm import Reply
-    fake_llm.script(Reply("done", delay=0.2))
-    path = project.pipeline(f"""
-        version: 1
-        name: slow
-        concurrency: 1
-        models: {{m: {{model: openai/fake, api_base: "{fake_llm.url}"}}}}
-        steps: [{{id: a, uses: llm, with: {{model: m, prompt: "Item {{{{ item.n }}}}"}}}}]
-        output: {{answer: "{{{{ steps.a.raw }}}}"}}
-        """)
-    (project.root / "in.json").write_text(json.dumps([{"n": n} for n in range(200)]))
+    path = slow_items(project, fake_llm, 200, 0.2)
     driver = subprocess.Popen(
         [sys.executable, "-m", "runner.cli.app", "run", str(path), "--input", "in.json", "--out", "out", "--quiet",
          "--executor", "processes", "--workers", "2"], cwd=project.root, stdout=subprocess.DEVNULL,
