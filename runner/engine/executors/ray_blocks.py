@@ -4,15 +4,16 @@ effort). The LLM cache (a worker on another machine cannot see the driver's disk
 models' limits (limits.py) are served from actors on the driver's node. A dead actor restarts
 and Ray retries its block (max_restarts, max_task_retries), on another node when its node is
 gone; a block's results reach the driver once, when it ends, and the shared cache means a retry
-repeats no answered call. A stopped run cancels the blocks still running (Ray neither retries
-nor reports them) and kills the actors. ray is imported where it is called:
+repeats no answered call. A stopped run tells every actor to stop (`stop`, beside its running
+blocks): each running block answers the items it finished, kept as any block's; then the actors
+are killed. ray is imported where it is called:
 ExecutorChoice.check() found it before the run began."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -79,12 +80,16 @@ async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[Bloc
         # num_cpus=0 and SPREAD: one worker per CPU by default, spread over the nodes, and never
         # left waiting for a CPU that Ray's own processes hold.
         worker_class = ray.remote(RayWorker).options(
-            num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=IN_FLIGHT_PER_WORKER,
-            scheduling_strategy="SPREAD")
+            num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=IN_FLIGHT_PER_WORKER + 1,
+            scheduling_strategy="SPREAD")           # + 1: `stop` is heard while its blocks run
         workers = [worker_class.remote(runtime.pipeline, options, runtime.role.kind, os.getcwd(), driver_node,
                                        cache_owner, limits_owner, count) for _ in range(count)]
         actors += workers
-        yield BlockRunner(count, functools.partial(_run_on, ray, workers))
+
+        def stop() -> None:
+            for worker in workers:
+                worker.stop.remote()
+        yield BlockRunner(count, functools.partial(_run_on, ray, workers), stop)
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
@@ -108,6 +113,15 @@ class RayWorker(BlockWorker):
         ray_limits = RayLimits(limits_owner)
         limits = SharedLimits(ray_limits, lambda: ray_limits, workers * options.llm_concurrency)
         super().__init__(pipeline, options, kind, cwd, caches, limits)
+        self.stopped = False
+
+    def stop(self) -> None:
+        """The run stopped: each running block answers what it finished; a later one starts nothing."""
+        self.stopped = True
+
+    async def run_block(self, items: list[Item], concurrency: int,
+                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
+        return await super().run_block(items, concurrency, lambda: self.stopped)
 
 
 class RemoteCache:
