@@ -8,8 +8,8 @@ A block's answer is its results (with their juries' votes) and what the summary 
 counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a block run
 again after its worker was lost counts once. The driver adds them to its own as if it had run
 the block: it is the one writer of every output. A failure or Ctrl-C stops the blocks still
-running: where the runner can stop a block (processes), it answers the items it finished, which
-are kept as those of finished blocks are; elsewhere (Ray) it is cancelled."""
+running: each answers the items it finished (BlockRunner.stop, processes and Ray), which are
+kept as those of finished blocks are; a runner without a stop has its blocks cancelled."""
 
 from __future__ import annotations
 
