@@ -250,8 +250,9 @@ def _without_unwritable(result: dict[str, Any], outcome: StepsOutcome) -> dict[s
 
 def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any], scope: dict[str, Any],
               notes: Notes, position: int) -> None:
-    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing),
-    noting whether a model answered it (its LLM tally, read and kept for the run's count)."""
+    """Store a finished result unless `memo.skip_when` says not to (a broken condition stores nothing)
+    or its LLM work got no usable answer, noting whether a model answered it (its LLM tally, read
+    and kept for the run's count)."""
     skip = runtime.pipeline.memo.skip_when if runtime.pipeline.memo else None
     try:
         if skip and condition_at(runtime, skip, ("memo", "skip_when"), {**scope, "result": result}):
@@ -259,8 +260,10 @@ def _remember(runtime: Runtime, memo: MemoStore, key: str, result: dict[str, Any
     except TemplateError as exc:
         result.setdefault("warnings", []).append(f"{exc}; result not stored")
         return
-    answered = runtime.llm_used and item_end(runtime, position, result, keep=True).answered
-    memo.put(key, kept(result, notes, runtime.made_by, answered))
+    end = item_end(runtime, position, result, keep=True) if runtime.llm_used else None
+    if end is not None and end.error:       # LLM work with no usable answer (on_error let it pass): an error
+        return                              # to its run, never a result a rerun takes as judged
+    memo.put(key, kept(result, notes, runtime.made_by, end is not None and end.answered))
 
 
 async def _memo_hit(runtime: Runtime, item: Item, stored: dict[str, Any], scope: dict[str, Any],

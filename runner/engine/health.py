@@ -48,9 +48,9 @@ def item_end(runtime: Runtime, position: int, result: dict[str, Any], keep: bool
     message = result.get("error")
     if message is True:         # its text beside it (the slides seed's error_message)
         said = result.get("error_message")
-        message = said if isinstance(said, str) and said else reason or nested_error(result) or "error: true"
-    if not message and failed:
-        message = reason or nested_error(result) or "no usable answer from any model"
+        message = said if isinstance(said, str) and said else nested_error(result) or reason or "error: true"
+    if not message and failed:      # what the result shows first (a jury's votes in seat order), else the tally's
+        message = nested_error(result) or reason or "no usable answer from any model"
     return ItemEnd(str(message) if message else None, cached and not message, answered)
 
 

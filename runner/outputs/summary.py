@@ -24,8 +24,10 @@ OTHER_ERRORS = "(other errors)"
 
 class ErrorCount:
     """The run's errors, kept as results arrive: an item with `error`, or one whose LLM work got
-    no usable answer (runner/llm/tally.py; the tally forgets an item once it is counted),
-    counted, and grouped by message (what the run's error lines and `error_groups` show)."""
+    no usable answer (runner/llm/tally.py; the tally forgets an item once it is counted), which
+    the result is then given as its `error` (before it is written: its rate, junit, view and a
+    rerun read what the count read), counted, and grouped by message (the run's error lines and
+    `error_groups`)."""
 
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
@@ -45,6 +47,8 @@ class ErrorCount:
         if end.error:
             self.count += 1
             self._group(" ".join(end.error.split()), position)
+            if not result.get("error"):     # one truth: the result says so too (rates, junit, view, reruns)
+                result["error"] = end.error
         if answered_before(result) and not end.answered:
             self.runtime.reused_answered += 1
             return True

@@ -261,8 +261,9 @@ def test_llm_failures_count_as_errors(project, env, capfd):
     path = server_pipeline(project)
     path.write_text(path.read_text().replace("with: {model: m", "on_error: continue\n    with: {model: m"))
     outcome = run(path, items(project, 3))
-    assert "error" not in outcome.results[1]                   # on_error let the item finish ...
-    assert outcome.summary["errors"] == 1                      # ... but its LLM work failed outright
+    assert outcome.results[1]["verdict"] is None               # on_error let the item finish ...
+    assert "HTTP 400" in outcome.results[1]["error"]           # ... but its LLM work failed outright:
+    assert outcome.summary["errors"] == 1                      # its result says so as the count does
     env.reset()
     env.script(Reply(status=404))
     outcome = run(path, write_json(project.root / "other.json", [{"q": "a"}, {"q": "b"}]))

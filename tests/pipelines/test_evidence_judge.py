@@ -115,7 +115,7 @@ def test_judge_failure_gives_the_neutral_default(judge, scripted_llm):
         assert (result["is_valid"], result["evidence_quality"], result["evidence_type"]) == (True, 0.7, "unknown")
         assert result["evidence_issue"].startswith("Judge error: model 'judge' (scripted/judge)")
         assert result["confidence"] == pytest.approx(0.765) and result["blocked"] is False
-        assert "error" not in result
+        assert result["error"]          # the neutral default is kept; the judge's failure is the item's error
     assert "HTTP 500" in outcome.results[0]["evidence_issue"]
     assert "not valid JSON" in outcome.results[1]["evidence_issue"]
     assert outcome.summary["judge_errors"] == 2
