@@ -12,7 +12,7 @@ import jinja2
 
 import runner.templating.sandbox as templating
 from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, mentioned_in, result_field_problems
-from runner.checks.json_schema import leaves, not_a_schema, schema_problems
+from runner.checks.json_schema import leaves, not_a_schema, read_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
 from runner.checks.static_values import verdicts_of
@@ -85,6 +85,7 @@ class Checker(ExpressionChecks):
         """Each part in its own scope: a rate or `pass_when` sees one result; `fields` see the
         counts, the rates and the fields before them; assessment rules see all of those."""
         one_result = {"params", "env", "run", "result"}
+        self._summary_names(summary)
         for name, expression in (summary.get("rates") or {}).items():
             self.strings(expression, ("summary", "rates", name), one_result, set(), bare=True)
         if "pass_when" in summary:
@@ -95,6 +96,20 @@ class Checker(ExpressionChecks):
             self.strings(expression, ("summary", "fields", name), computed, set())
             computed.add(name)
         self.strings(summary.get("assessment"), ("summary", "assessment"), computed, set())
+
+    def _summary_names(self, summary: dict[str, Any]) -> None:
+        """A rate or field is a key of summary.json beside runner's own (`total`, `errors`, each
+        rate's NAME_count and NAME_reason): one named as those would replace them (a run whose
+        every item errored said "errors: 0")."""
+        taken = set(SUMMARY_KEYS)
+        for kind in ("rates", "fields"):
+            for name in summary.get(kind) or {}:
+                written = [name, f"{name}_count", f"{name}_reason"] if kind == "rates" else [name]
+                clash = next((key for key in written if key in taken), None)
+                if clash is not None:
+                    self.add(("summary", kind, name), f"'{name}' would replace summary.json's own '{clash}' "
+                                                      "(runner writes it): name it otherwise", key=True)
+                taken.update(written)
 
     def _check_memo(self, memo: dict[str, Any], before: set[str], after: set[str], every_step: set[str]) -> None:
         """The key is computed before any step runs; `skip_when` sees the finished result."""
@@ -264,6 +279,10 @@ class Checker(ExpressionChecks):
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self.result_shape(s["id"]) for s in steps
                 if isinstance(s, dict) and s.get("id") in self.step_data}
+
+
+# What runner writes in summary.json itself (its schema's keys; `juries` as agreement writes it).
+SUMMARY_KEYS = frozenset({*read_schema("summary.schema.json")["properties"], "juries"})
 
 
 def verdict_values(pipeline: Pipeline) -> list[str] | None:

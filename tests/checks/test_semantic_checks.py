@@ -322,3 +322,26 @@ def test_an_output_named_as_a_field_runner_writes_itself_is_refused_at_its_name(
         f"pipelines/p.yaml:{line}:3: output.{name}: runner writes this field of a result itself (the item's "
         "content key, or a kept result's note); name the output otherwise"
         for line, name in ((6, "_answered"), (7, "item_key"))]
+
+
+def test_a_summary_rate_or_field_named_as_runners_own_keys_is_refused(project, cli):
+    """A field named `errors` replaced the run's own count: a run whose every item errored
+    said "errors: 0" and exited 0."""
+    path = project.pipeline("""
+        version: 1
+        name: x
+        steps: [{id: s, uses: compute, with: {r: "{{ item.nope }}"}}]
+        output: {r: "{{ steps.s.r }}"}
+        summary:
+          rates: {ok: "result.r == 1"}
+          fields:
+            errors: "{{ 0 }}"
+            ok_count: "{{ 1 }}"
+            spread: "{{ 2 }}"
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and result.stderr.splitlines() == [
+        "pipelines/p.yaml:8:5: summary.fields.errors: 'errors' would replace summary.json's own 'errors' (runner "
+        "writes it): name it otherwise",
+        "pipelines/p.yaml:9:5: summary.fields.ok_count: 'ok_count' would replace summary.json's own 'ok_count' "
+        "(runner writes it): name it otherwise"]
