@@ -197,6 +197,9 @@ class Checker(ExpressionChecks):
             self.strings(step["default"], (*path, "default"), step_names, seen)
         if step.get("on_error") == "default" and "default" not in step:
             self.add((*path, "on_error"), "on_error: default needs a `default:` value")
+        if "default" in step and step.get("on_error") != "default":
+            self.add((*path, "default"), "a `default:` value is given only by `on_error: default` (the step's "
+                                         "error then gives it): add on_error: default, or remove default", key=True)
         self._check_named_things(info, args, path, names, seen)
         for where, message in info.static_problems(args, self.shapes):
             self.add((*path, "with", *where), message)

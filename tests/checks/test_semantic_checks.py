@@ -345,3 +345,17 @@ def test_a_summary_rate_or_field_named_as_runners_own_keys_is_refused(project, c
         "writes it): name it otherwise",
         "pipelines/p.yaml:9:5: summary.fields.ok_count: 'ok_count' would replace summary.json's own 'ok_count' "
         "(runner writes it): name it otherwise"]
+
+
+def test_a_default_without_on_error_default_is_refused(project, cli):
+    """It was never given: every item errored as if it were not there."""
+    path = project.pipeline("""
+        version: 1
+        name: x
+        steps: [{id: c, uses: compute, with: {x: "{{ item.nope }}"}, default: {x: 2}}]
+        output: {x: "{{ steps.c.x }}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        "pipelines/p.yaml:3:62: steps[0].default: a `default:` value is given only by `on_error: default` (the "
+        "step's error then gives it): add on_error: default, or remove default")
