@@ -48,6 +48,7 @@ class Checker(ExpressionChecks):
     def run(self) -> list[Problem]:
         self.collect_ids(self.data["steps"], ("steps",))
         item_input = self.data.get("input", {})
+        self._input_names(item_input)
         parent = {item_input["parent_as"]} if "parent_as" in item_input else set()
         base = set(BASE_NAMES) | parent | ({"inputs"} if "inputs" in self.data else set())   # a part reads its inputs
         self._check_adapter(item_input)
@@ -72,6 +73,22 @@ class Checker(ExpressionChecks):
                                *probe_problems(self.data, self.all_ids, self.result_shape, verdicts)]:
             self.add(where, message)
         return self.problems + list(self.needs.values())
+
+    def _input_names(self, item_input: dict[str, Any]) -> None:
+        """`parent_as` and `namespaces` add names to every template's scope: one named as a name
+        runner gives (`params`, `steps`..., and `item` but as a namespace, which is the item)
+        would hide it, and `parent_as` names the record an exploded item comes from, so it needs
+        `explode`."""
+        named: list[tuple[DataPath, Any]] = [(("input", "parent_as"), item_input.get("parent_as"))]
+        named += [(("input", "namespaces", i), name) for i, name in enumerate(item_input.get("namespaces") or [])
+                  if name != "item"]        # a row's `item` namespace is the item (OpenAI Evals' rows)
+        for where, name in named:
+            if name in BASE_NAMES | OUTPUT_NAMES:
+                self.add(where, f"'{name}' would hide the {name} templates read: name it otherwise")
+        if "parent_as" in item_input and "explode" not in item_input:
+            self.add(("input", "parent_as"), "parent_as names the record an item is exploded from: add explode: "
+                                             "FIELD (the list each item is one element of), or remove parent_as",
+                     key=True)
 
     def _check_model(self, name: str, spec: dict[str, Any], names: set[str]) -> None:
         """A model's templates; one disabled in the file needs no variable, one enabled by a

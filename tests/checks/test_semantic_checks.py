@@ -359,3 +359,25 @@ def test_a_default_without_on_error_default_is_refused(project, cli):
     assert result.exit_code == 2 and result.stderr.strip() == (
         "pipelines/p.yaml:3:62: steps[0].default: a `default:` value is given only by `on_error: default` (the "
         "step's error then gives it): add on_error: default, or remove default")
+
+
+@pytest.mark.parametrize("given, message", [
+    ("{adapter: json, explode: rows, parent_as: params}",
+     "pipelines/p.yaml:3:50: input.parent_as: 'params' would hide the params templates read: name it otherwise"),
+    ("{adapter: json, namespaces: [item, steps]}",
+     "pipelines/p.yaml:3:43: input.namespaces[1]: 'steps' would hide the steps templates read: name it otherwise"),
+    ("{adapter: json, parent_as: batch}",
+     "pipelines/p.yaml:3:24: input.parent_as: parent_as names the record an item is exploded from: add explode: "
+     "FIELD (the list each item is one element of), or remove parent_as"),
+], ids=["parent-as-params", "namespace-steps", "parent-as-alone"])
+def test_input_names_that_hide_runners_or_name_nothing_are_refused(project, cli, given, message):
+    """Each validated, and every item then failed: `params.t` read the parent record."""
+    path = project.pipeline(f"""
+        version: 1
+        name: x
+        input: {given}
+        steps: [{{id: c, uses: compute, with: {{x: "{{{{ item.q }}}}"}}}}]
+        output: {{x: "{{{{ steps.c.x }}}}"}}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and result.stderr.strip() == message, result.output
