@@ -25,6 +25,7 @@ from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
+from runner.inputs.csv import cell_reader
 from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
@@ -56,7 +57,8 @@ def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
     if source.records and source.input_path:
         raise InputError("give either --input or --record, not both")
     if source.records:
-        items = ItemStream.of([Item(1, record_from_pairs(source.records))])
+        cells = cell_reader(pipeline.input.options) if pipeline.adapter == "csv" else None
+        items = ItemStream.of([Item(1, record_from_pairs(source.records, cells))])
     elif source.input_path:
         spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
         path, explode = source.stdin_copy or source.input_path or Path(), pipeline.input.explode

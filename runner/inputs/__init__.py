@@ -178,14 +178,19 @@ def namespace_scope(value: Any, names: Iterable[str]) -> dict[str, Any]:
     return scope
 
 
-def record_from_pairs(pairs: list[str]) -> dict[str, Any]:
-    """`--record KEY=VALUE ...` -> one item (values parsed as YAML)."""
+def record_from_pairs(pairs: list[str], cell: Callable[[str, str], Any] | None = None) -> dict[str, Any]:
+    """`--record KEY=VALUE ...` -> one item: each value as `cell` reads it (a CSV pipeline's: as
+    a cell of its column, text unless `types` says otherwise, so the item is the one its row
+    makes), else parsed as YAML."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise InputError(f"--record {pair}: expected KEY=VALUE")
-        out[key] = _scalar(raw)
+        try:
+            out[key] = cell(key, raw) if cell is not None else _scalar(raw)
+        except ValueError as exc:
+            raise InputError(f"--record {pair}: {exc}") from None
     return out
 
 

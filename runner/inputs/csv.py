@@ -16,7 +16,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,13 @@ def _records(path: Path, reader: Any, lines: _Lines, header: list[str],
                               for name, cell in zip(header, row, strict=True)}, line=line)
             except ValueError as exc:
                 yield Record({"line": line}, error=f"{path}:{line}: {exc}")
+
+
+def cell_reader(options: dict[str, Any]) -> Callable[[str, str], Any]:
+    """How this adapter reads a cell of the column `name` (its `types`, else text): `--record`'s
+    values for a pipeline that reads CSV, so a record is the item its row would be."""
+    types = options.get("types") or {}
+    return lambda name, cell: _typed(name, cell, types.get(name, "string"))
 
 
 def _typed(name: str, cell: str, kind: str) -> Any:

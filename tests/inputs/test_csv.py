@@ -197,3 +197,25 @@ def test_a_terminal_is_not_read_as_standard_input():
 
     with pytest.raises(InputError, match="standard input is a terminal; pipe the input in"):
         spool(Terminal(io.BytesIO()))
+
+
+def test_a_record_given_to_a_csv_pipeline_is_the_item_its_row_makes(project, cli):
+    """--record parsed each value as YAML: `id=007` became 7, `urgent=1` stayed 1 where the
+    column's type makes it true, `weight=1e1` a string, so the prompt, result and item_key
+    were not the row's."""
+    path = project.pipeline("""
+        version: 1
+        name: rows
+        input: {adapter: csv, with: {types: {urgent: boolean, weight: number}}}
+        steps: [{id: c, uses: compute, with: {twice: "{{ item.weight * 2 }}"}}]
+        output: {id: "{{ item.id }}", urgent: "{{ item.urgent }}", twice: "{{ steps.c.twice }}"}
+        """)
+    (project.root / "one.csv").write_text("id,urgent,weight\n007,1,1e1\n")
+    cli("run", str(path), "--input", "one.csv", "--out", "rows", "--quiet")
+    cli("run", str(path), "--record", "id=007", "--record", "urgent=1", "--record", "weight=1e1", "--out", "record",
+        "--quiet")
+    assert project.results("record") == project.results("rows") == [
+        {"index": 1, "item_key": project.results("rows")[0]["item_key"], "id": "007", "urgent": True, "twice": 20.0}]
+    wrong = cli("run", str(path), "--record", "urgent=maybe", "--out", "bad")
+    assert wrong.exit_code == 2 and wrong.stderr.strip() == ("--record urgent=maybe: column 'urgent': 'maybe' is not "
+                                                            "a boolean (true/false, yes/no, 1/0)")
