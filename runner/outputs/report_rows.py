@@ -52,7 +52,11 @@ class RunScope:
 
     @classmethod
     def of(cls, summary: dict[str, Any], seen: int) -> RunScope:
+        """As the run's line says it: an interrupted run of what it planned, a partial one (--limit,
+        --filter) of the input's items."""
         total, planned = summary.get("total"), summary.get("planned")
+        if summary.get("partial") is True and summary.get("interrupted") is not True:
+            planned = summary.get("input_items", planned)
         done = total if isinstance(total, int) and not isinstance(total, bool) else seen
         return cls(done, planned if isinstance(planned, int) and not isinstance(planned, bool) else None,
                    summary.get("interrupted") is True, summary.get("partial") is True)

@@ -176,6 +176,9 @@ def test_interrupted_and_partial_runs_say_how_much_of_the_plan_they_hold(tmp_pat
 
     partial = build_view({**summary, "interrupted": False, "partial": True}, results, ["verdict"])
     assert "(159 of 300 items, partial run)" in render_report(partial)
+    limited = build_view({**summary, "interrupted": False, "partial": True, "planned": 159, "input_items": 1200},
+                         results, ["verdict"])       # --limit 159: of the input's items, as the run's line says
+    assert "(159 of 1200 items, partial run)" in render_report(limited)
     unknown = build_view({**summary, "planned": None}, results, ["verdict"])       # no planned count recorded
     assert "# va: report (159 items, interrupted: the number planned is not recorded)" in render_report(unknown)
     complete = build_view({**summary, "interrupted": False, "planned": 159}, results, ["verdict"])
