@@ -114,8 +114,12 @@ class SummaryTally:
                                  "errors": error_count}
         summary: dict[str, Any] = {"pipeline": runtime.pipeline.name, "total": total, "errors": error_count}
         if error_count:
-            summary["error_groups"] = [{"count": n, "error": text}
-                                       for text, n in self.errors.most_common()[:KEPT_GROUPS]]
+            groups = self.errors.most_common()
+            kept = [(text, n) for text, n in groups if text != OTHER_ERRORS][:KEPT_GROUPS]
+            summary["error_groups"] = [{"count": n, "error": text} for text, n in kept]
+            rest = sum(n for _, n in groups) - sum(n for _, n in kept)
+            if rest:                # the others together: the groups add up to `errors`
+                summary["error_groups"].append({"count": rest, "error": OTHER_ERRORS})
         if self.field:
             summary["count_by"] = self.field
             summary["counts"] = counts

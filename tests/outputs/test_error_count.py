@@ -44,3 +44,20 @@ def test_an_errored_item_counts_once_when_the_output_sets_index(project, fake_ll
     assert "HTTP 500" in summary["error_groups"][0]["error"] and "errors: 1;" in done.stdout
     errored = [bool(r.get("error")) for r in project.results("o")]
     assert errored == [False, False, True, False]
+
+
+def test_error_groups_past_the_ten_listed_are_counted_together(project, cli):
+    """30 items failing each its own way: error_groups listed 10 groups of 10 items beside
+    `errors: 30`; the others are one group now, and the groups add up."""
+    path = project.pipeline("""
+        version: 1
+        name: many
+        steps: [{id: f, uses: fail, with: {message: "bad item {{ item.n }}"}}]
+        output: {n: "{{ item.n }}"}
+        """)
+    done = cli("run", str(path), "--input", str(write_json(project.root / "in.json", [{"n": n} for n in range(30)])),
+               "--out", "o", "--quiet")
+    summary = json.loads((project.root / "o" / "summary.json").read_text())
+    assert done.exit_code == 3 and summary["errors"] == 30
+    assert [group["count"] for group in summary["error_groups"]] == [1] * 10 + [20]
+    assert summary["error_groups"][-1]["error"] == "(other errors)"
