@@ -58,22 +58,32 @@ def _ordering(left: nodes.Expr, symbol: str, right: nodes.Expr, resolver: Resolv
 
 
 def _equality(left: nodes.Expr, symbol: str, right: nodes.Expr, resolver: Resolver, names: set[str]) -> str | None:
+    """A literal compared (`==`, `!=`) or listed (`in`, `not in`) that the other side never holds:
+    a typo'd verdict, said with what follows from it (never true, always true, an entry that
+    never matches)."""
     if symbol in ("in", "not in"):
-        if not isinstance(right, (nodes.List, nodes.Tuple)):
+        if not isinstance(right, (nodes.List, nodes.Tuple)) or not right.items:
             return None
-        pairs = [(left, item) for item in right.items]
+        pairs = [(left, list(right.items))]
     else:
-        pairs = [(left, right), (right, left)]
-    for named, literal in pairs:
-        if not isinstance(literal, nodes.Const) or isinstance(named, nodes.Const):
+        pairs = [(left, [right]), (right, [left])]
+    for named, literals in pairs:
+        if isinstance(named, nodes.Const) or not all(isinstance(literal, nodes.Const) for literal in literals):
             continue
         known = resolver.of_node(named, names)
-        if known is None or known.values is None or literal.value in known.values:
+        wanted = [literal.value for literal in literals if isinstance(literal, nodes.Const)]
+        never = [value for value in wanted if known is not None and known.values is not None
+                 and value not in known.values]
+        if known is None or not never:
             continue
-        values = [str(v) for v in known.values if v is not None]
-        hint = did_you_mean(str(literal.value), values)
-        return (f"`{show(named)} {symbol} {literal.value!r}` can never be true: {show(named)} is one of "
-                f"{', '.join(values)}; compare with one of them.{hint}")
+        values = [str(v) for v in known.values or () if v is not None]
+        if len(never) < len(wanted):
+            follows = "so that entry of the list never matches"
+        else:
+            follows = "so it is always true" if symbol in ("!=", "not in") else "so it can never be true"
+        shown = f"[{', '.join(map(repr, wanted))}]" if symbol in ("in", "not in") else repr(wanted[0])
+        return (f"`{show(named)} {symbol} {shown}`: {show(named)} is never {never[0]!r} (it is one of "
+                f"{', '.join(values)}), {follows}; compare with one of them.{did_you_mean(str(never[0]), values)}")
     return None
 
 

@@ -381,3 +381,24 @@ def test_input_names_that_hide_runners_or_name_nothing_are_refused(project, cli,
         """)
     result = cli("validate", str(path))
     assert result.exit_code == 2 and result.stderr.strip() == message, result.output
+
+
+def test_a_listed_or_unequal_value_no_result_holds_is_said_with_what_follows(project, cli):
+    """`in ['PASS', 'WARN', 'SKIPPED']` was "can never be true" (the list misquoted), although
+    it holds for PASS and WARN; `!=` and `not in` such a value are always true."""
+    path = project.pipeline("""
+        version: 1
+        name: fp
+        steps:
+          - {id: d, uses: decide, with: {rules: [{when: "item.n > 4", verdict: PASS}, {verdict: FAIL}]}}
+        output: {verdict: "{{ steps.d.verdict }}"}
+        summary:
+          count_by: verdict
+          rates: {a: "result.verdict in ['PASS', 'SKIPPED']", b: "result.verdict != 'FAILED'"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and [line.split(": ", 2)[2] for line in result.stderr.splitlines()] == [
+        "`result.verdict in ['PASS', 'SKIPPED']`: result.verdict is never 'SKIPPED' (it is one of PASS, FAIL), so "
+        "that entry of the list never matches; compare with one of them.",
+        "`result.verdict != 'FAILED'`: result.verdict is never 'FAILED' (it is one of PASS, FAIL), so it is always "
+        "true; compare with one of them. Did you mean 'FAIL'?"]
