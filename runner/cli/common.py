@@ -37,8 +37,10 @@ def overrides_of(sets: list[str] | None, models: list[str] | None) -> list[str]:
 
 
 def echo_run_notes(summary: dict[str, Any]) -> None:
-    """A run's hints, warnings and error lines, on stderr."""
+    """A run's hints, warnings, summary expressions that could not be computed (summary.json's
+    summary_errors) and error lines, on stderr."""
     from runner.engine.health import error_lines
     for note in [*summary.get("hints", []), *(f"warning: {w}" for w in summary.get("run_warnings", [])),
+                 *(f"summary: {problem}" for problem in summary.get("summary_errors", [])),
                  *error_lines(summary)]:
         typer.echo(note, err=True)

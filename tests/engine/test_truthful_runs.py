@@ -217,3 +217,20 @@ def test_an_error_that_is_true_says_its_error_message(project, cli):
                "--out", "out")
     assert "1/2 items: no data for slide 2" in done.stderr, done.output
     assert project.summary("out")["error_groups"] == [{"count": 1, "error": "no data for slide 2"}]
+
+
+def test_a_summary_field_that_cannot_be_computed_is_said_on_stderr(project, cli):
+    """It was left out of summary.json with only summary_errors saying why: nothing on the
+    terminal, exit 0."""
+    path = project.pipeline("""
+        version: 1
+        name: sf
+        steps: [{id: c, uses: compute, with: {x: "{{ item.n }}"}}]
+        output: {n: "{{ steps.c.x }}"}
+        summary:
+          fields: {passes: "{{ results | selectattr('nope') | list | length }}"}
+        """)
+    done = cli("run", str(path), "--record", "n=1", "--out", "o")
+    assert done.exit_code == 0 and "passes" not in project.summary("o")
+    assert "summary: pipelines/p.yaml:6:20: summary.fields.passes: undefined: 'dict object' has no attribute " \
+           "'nope'" in done.stderr, done.stderr
