@@ -82,8 +82,8 @@ async def on_ray(choice: ExecutorChoice, runtime: Runtime) -> AsyncIterator[Bloc
         worker_class = ray.remote(RayWorker).options(
             num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=IN_FLIGHT_PER_WORKER + 1,
             scheduling_strategy="SPREAD")           # + 1: `stop` is heard while its blocks run
-        workers = [worker_class.remote(runtime.pipeline, options, runtime.role.kind, os.getcwd(), driver_node,
-                                       cache_owner, limits_owner, count) for _ in range(count)]
+        workers: list[Any] = [worker_class.remote(runtime.pipeline, options, runtime.role.kind, os.getcwd(),
+                                                  driver_node, cache_owner, limits_owner, count) for _ in range(count)]
         actors += workers
 
         def stop() -> None:
