@@ -4,6 +4,7 @@ not already found valid."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ class Checker(ExpressionChecks):
         """A rate or field is a key of summary.json beside runner's own (`total`, `errors`, each
         rate's NAME_count and NAME_reason): one named as those would replace them (a run whose
         every item errored said "errors: 0")."""
-        taken = set(SUMMARY_KEYS)
+        taken = set(summary_keys())
         for kind in ("rates", "fields"):
             for name in summary.get(kind) or {}:
                 written = [name, f"{name}_count", f"{name}_reason"] if kind == "rates" else [name]
@@ -301,8 +302,11 @@ class Checker(ExpressionChecks):
                 if isinstance(s, dict) and s.get("id") in self.step_data}
 
 
-# What runner writes in summary.json itself (its schema's keys; `juries` as agreement writes it).
-SUMMARY_KEYS = frozenset({*read_schema("summary.schema.json")["properties"], "juries"})
+@functools.cache
+def summary_keys() -> frozenset[str]:
+    """What runner writes in summary.json itself (its schema's keys; `juries` as agreement writes
+    it), read when a summary is checked, not at every start."""
+    return frozenset({*read_schema("summary.schema.json")["properties"], "juries"})
 
 
 def verdict_values(pipeline: Pipeline) -> list[str] | None:

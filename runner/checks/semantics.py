@@ -71,12 +71,13 @@ def _equality(left: nodes.Expr, symbol: str, right: nodes.Expr, resolver: Resolv
         if isinstance(named, nodes.Const) or not all(isinstance(literal, nodes.Const) for literal in literals):
             continue
         known = resolver.of_node(named, names)
-        wanted = [literal.value for literal in literals if isinstance(literal, nodes.Const)]
-        never = [value for value in wanted if known is not None and known.values is not None
-                 and value not in known.values]
-        if known is None or not never:
+        if known is None or known.values is None:
             continue
-        values = [str(v) for v in known.values or () if v is not None]
+        wanted = [literal.value for literal in literals if isinstance(literal, nodes.Const)]
+        never = [value for value in wanted if value not in known.values]
+        if not never:
+            continue
+        values = [str(v) for v in known.values if v is not None]
         if len(never) < len(wanted):
             follows = "so that entry of the list never matches"
         else:

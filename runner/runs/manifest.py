@@ -191,11 +191,13 @@ def _units(resolved: dict[str, Any]) -> dict[str, Any]:
     for key, value in resolved.items():
         if key in RERUN_NEUTRAL:
             continue
-        if key in ("params", "models") and isinstance(value, dict):
-            units.update({f"{key}.{name}": {k: v for k, v in entry.items() if k not in MODEL_NEUTRAL}
-                          if key == "models" and isinstance(entry, dict) else entry for name, entry in value.items()})
-        else:
+        if key not in ("params", "models") or not isinstance(value, dict):
             units[key] = value
+            continue
+        for name, entry in value.items():
+            if key == "models" and isinstance(entry, dict):
+                entry = {k: v for k, v in entry.items() if k not in MODEL_NEUTRAL}
+            units[f"{key}.{name}"] = entry
     return units
 
 

@@ -96,26 +96,24 @@ class RunRecord:
         selected_count = len(items)
         input_items = source.input_items if source.input_items is not None else selected_count
         entry = input_entry(source.input_path, source.records, pipeline.project_dir, input_items, source.stdin_copy)
-        given = (Path(shown_path(resolve_run(source.selection.failed_from)))
-                 if source.selection.failed_from is not None else None)
+        parent = (Path(shown_path(resolve_run(source.selection.failed_from)))
+                  if source.selection.failed_from is not None else None)
         narrowed = source.selection.item is not None or bool(source.selection.filter or source.limit)
         key = run_key(options.cache_dir)
-        planned, partial = selected_count, narrowed
-        if given is not None:
-            earlier = read_manifest(given) or {}
+        planned, partial, selected = selected_count, narrowed, set()
+        if parent is not None:
+            earlier = read_manifest(parent) or {}
             parent_input = earlier.get("input") or {}
             if parent_input.get("sha256") and parent_input.get("sha256") != entry.get("sha256"):
-                raise InputError(f"--failed-from {given}: that run read another input ({parent_input.get('path')}, "
+                raise InputError(f"--failed-from {parent}: that run read another input ({parent_input.get('path')}, "
                                  f"content {str(parent_input['sha256'])[:12]}) than {entry.get('path')} "
                                  f"(content {str(entry.get('sha256'))[:12]}); rerun the whole input instead")
             differs = judged_otherwise(earlier, pipeline, key)
             if differs:
-                raise InputError(f"--failed-from {given}: that run judged its items otherwise ({'; '.join(differs)}), "
+                raise InputError(f"--failed-from {parent}: that run judged its items otherwise ({'; '.join(differs)}), "
                                  "so its results cannot stand beside this run's; run without --failed-from to judge "
                                  "every item this way (calls that did not change come from the LLM cache)")
-        parent = given
-        selected = {item.key for item in items} if parent is not None else set()    # only a rerun's: its failures
-        if parent is not None:
+            selected = {item.key for item in items}     # only a rerun's: its failures
             planned = sum(1 for _ in result_lines(parent / RESULTS))     # the rerun items are the parent's own
             partial = not is_complete(parent)
             if unfinished(parent):      # and those it never judged: the whole input, unless a selection narrows it
@@ -162,4 +160,3 @@ class RunRecord:
         })
         self.manifest["counts"].update({"done": outcome.summary.get("total"), "errors": outcome.summary.get("errors")})
         write_manifest(self.run_dir, self.manifest)
-
