@@ -4,6 +4,7 @@ not already found valid."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -12,11 +13,11 @@ from typing import Any
 import jinja2
 
 import runner.templating.sandbox as templating
-from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, mentioned_in, result_field_problems
-from runner.checks.json_schema import leaves, not_a_schema, read_schema, schema_problems
+from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, free_names, mentioned_in, result_field_problems
+from runner.checks.json_schema import TEMPLATE_TOO, leaves, not_a_schema, read_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
-from runner.checks.static_values import verdicts_of
+from runner.checks.static_values import param_read, verdicts_of
 from runner.errors import InputError, Problem, unknown
 from runner.fileio import read_json, read_text
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
@@ -132,6 +133,15 @@ class Checker(ExpressionChecks):
     def _check_memo(self, memo: dict[str, Any], before: set[str], after: set[str], every_step: set[str]) -> None:
         """The key is computed before any step runs; `skip_when` sees the finished result."""
         self.strings(memo.get("key"), ("memo", "key"), before, set())
+        key = memo.get("key")
+        try:
+            read = free_names(templating.parse_source(key, False)) if isinstance(key, str) else None
+        except jinja2.TemplateSyntaxError:
+            read = None                                 # said by the template checks
+        if read is not None and read <= before and not read & (before - {"params", "env", "run"}):
+            self.add(("memo", "key"), "the key reads nothing of the item, so every item would get the first "
+                                      "one's stored result: make it read the item's content, e.g. "
+                                      "\"{{ item.text | sha256 }}\"")
         self.strings(memo.get("store"), ("memo", "store"), {"params", "env"}, set())
         self.strings(memo.get("skip_when"), ("memo", "skip_when"), after, every_step, bare=True)
         for index, name in enumerate(memo.get("refresh") or []):
@@ -187,6 +197,7 @@ class Checker(ExpressionChecks):
             else:
                 args = step.get("with", {}) or {}
                 problems = schema_problems(self.located, args, info.schema, (*path, "with"))
+                problems = problems or self._param_values(args, info, (*path, "with"))
                 self.problems.extend(problems)
                 if not problems:
                     around = self.env_guards
@@ -194,6 +205,31 @@ class Checker(ExpressionChecks):
                     self._check_step(step, info, args, path, names, seen)
                     self.env_guards = around
             seen.add(step["id"])
+
+    def _param_values(self, args: dict[str, Any], info: StepInfo, path: DataPath) -> list[Problem]:
+        """`with:` checked again with each value that is exactly one params read (`threshold:
+        "{{ params.s }}"`) as the param's value: one that breaks the step's schema (s: abc)
+        would fail every item."""
+        reads: list[str] = []
+
+        def given(value: Any, top: bool) -> Any:
+            if isinstance(value, dict):
+                return {k: v if top and k == "steps" and info.substeps else given(v, False) for k, v in value.items()}
+            if isinstance(value, list):
+                return [given(v, False) for v in value]
+            found = param_read(value, self.params)
+            if found is None:
+                return value
+            reads.append(found[0])
+            return found[1]
+
+        values = given(args, True)
+        if not reads:
+            return []
+        problems = schema_problems(self.located, values, info.schema, path)
+        name = " and ".join(dict.fromkeys(reads))
+        return [dataclasses.replace(p, message=f"with {name} as given: {p.message.replace(TEMPLATE_TOO, '')}")
+                for p in problems]
 
     def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
                     names: set[str], seen: set[str]) -> None:

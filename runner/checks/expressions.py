@@ -201,22 +201,22 @@ def included_template(env: jinja2.Environment, name: str, ignore_missing: bool) 
 
 
 def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]]:
-    """`summary.rates` reading `result.X`, and `count_by` and `report_columns` naming a field,
-    where X is not one of the pipeline's output fields (unless output_base makes them open)."""
-    summary = data.get("summary")
-    output = data.get("output")
-    if not isinstance(summary, dict) or data.get("output_base") is not None or not isinstance(output, dict):
+    """`summary.rates` and `memo.skip_when` reading `result.X`, and `count_by` and
+    `report_columns` naming a field, where X is not one of the pipeline's output fields (unless
+    output_base makes them open)."""
+    summary, memo, output = data.get("summary") or {}, data.get("memo") or {}, data.get("output")
+    if data.get("output_base") is not None or not isinstance(output, dict):
         return
     fields = set(output) | RESULT_EXTRAS
-    for name, expression in (summary.get("rates") or {}).items():
+    reads = [(("summary", "rates", name), text) for name, text in (summary.get("rates") or {}).items()]
+    for where, expression in reads + ([(("memo", "skip_when"), memo["skip_when"])] if "skip_when" in memo else []):
         try:
             tree = templating.parse_source(expression, not templating.is_template(expression))
         except jinja2.TemplateSyntaxError:
             continue            # said by the template checks
         for field in templating.attribute_refs(tree, "result"):
             if field not in fields:
-                yield ("summary", "rates", name), f"result.{field}: " + unknown("output field", field, fields,
-                                                                                  "output fields")
+                yield where, f"result.{field}: " + unknown("output field", field, fields, "output fields")
     count_by = summary.get("count_by")
     if isinstance(count_by, str) and not templating.is_template(count_by) and count_by.split(".")[0] not in fields:
         yield ("summary", "count_by"), unknown("output field", count_by, fields, "output fields")

@@ -121,6 +121,9 @@ def schema_problems(located: Located, data: Any, schema: dict[str, Any],
     return problems
 
 
+TEMPLATE_TOO = " (and is not a {{ template }})"
+
+
 def _message(error: ValidationError) -> str:
     if error.validator == "required":
         return schema_message(error).replace("is a required property", "is required")
@@ -137,7 +140,7 @@ def _message(error: ValidationError) -> str:
         if isinstance(error.instance, str):
             wanted: list[Any] = [e.validator_value for e in type_errors]
             names = ", ".join(sorted({w if isinstance(w, str) else "/".join(w) for w in wanted})) or "another type"
-            return f"{error.instance!r} is not of type {names!r} (and is not a {{{{ template }}}})"
+            return f"{error.instance!r} is not of type {names!r}{TEMPLATE_TOO}"
         return _short(type_errors[0] if type_errors else min(error.context, key=lambda e: len(e.path)))
     if error.validator == "not" and isinstance(error.validator_value, dict) and "description" in error.validator_value:
         return str(error.validator_value["description"])

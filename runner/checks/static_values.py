@@ -47,7 +47,8 @@ def of_value(value: Any) -> Known:
 
 
 def of_schema(schema: Any) -> Known | None:
-    """What a value valid against `schema` may hold; None when the schema leaves it open."""
+    """What a value valid against `schema` may hold (an `anyOf` or `oneOf`: any of its
+    branches'); None when the schema leaves it open."""
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
@@ -55,6 +56,12 @@ def of_schema(schema: Any) -> Known | None:
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         values = tuple(schema["enum"])
         return Known(frozenset(kind_of(v) for v in values), values)
+    branches = schema.get("anyOf", schema.get("oneOf"))
+    if "type" not in schema and isinstance(branches, list) and branches:     # each branch's, or unknown
+        known = of_schema(branches[0])
+        for branch in branches[1:]:
+            known = union(known, of_schema(branch))
+        return known
     declared = schema.get("type")
     names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
     kinds = {_JSON_KINDS.get(str(name)) for name in names}
@@ -158,6 +165,27 @@ class Resolver:
             self._outputs[name] = None                  # an output field reading itself stays unknown
             self._outputs[name] = self.of_template(self.output[name], {"steps", "params"})
         return self._outputs[name]
+
+
+def param_read(value: Any, params: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(`params.a.b`, its value) when `value` is exactly `{{ params.a.b }}` and that param is given."""
+    expression = templating.single_expression(value) if isinstance(value, str) else None
+    try:
+        tree = templating.parse_source(expression, True) if expression else None
+    except jinja2.TemplateSyntaxError:
+        return None
+    output = tree.find(nodes.Output) if tree is not None else None
+    if output is None or len(output.nodes) != 1:
+        return None
+    root, chain = templating.attribute_chain(output.nodes[0])
+    if not chain or None in chain or not isinstance(root, nodes.Name) or root.name != "params":
+        return None
+    found: Any = params
+    for part in chain:
+        if not isinstance(found, Mapping) or part not in found:
+            return None
+        found = found[part]
+    return "params." + ".".join(str(part) for part in chain), found
 
 
 def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:

@@ -3,6 +3,7 @@ refuse a judge that cannot do what its YAML says, with every problem located at 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -402,3 +403,67 @@ def test_a_listed_or_unequal_value_no_result_holds_is_said_with_what_follows(pro
         "that entry of the list never matches; compare with one of them.",
         "`result.verdict != 'FAILED'`: result.verdict is never 'FAILED' (it is one of PASS, FAIL), so it is always "
         "true; compare with one of them. Did you mean 'FAIL'?"]
+
+
+def test_six_mistakes_that_validated_and_then_judged_wrong_are_refused(project, cli):
+    """Each passed validate: a param that cannot be the number its argument needs (every item
+    errored), a loop of no iteration, a `mean` of an `anyOf` string, a misspelt `when` (a rule
+    that always applied) and `verdict` (left null), a memo key the same for every item (each
+    got the first one's result) and a `skip_when` reading no output field (nothing skipped)."""
+    project.schema("a.json", {"type": "object", "required": ["ok"], "properties": {
+        "ok": {"type": "boolean"}, "label": {"anyOf": [{"type": "string"}, {"type": "null"}]}}})
+    project.prompt("j.j2", "Judge {{ item.text }}")
+    path = project.pipeline("""
+        version: 1
+        name: six
+        params: {s: abc}
+        models: {judge: {model: openai/x, api_base: "http://127.0.0.1:9/v1"}}
+        steps:
+          - {id: sim, uses: text_similarity, with: {input: "{{ item.text }}", reference: x, metric: fuzzy_match, threshold: "{{ params.s }}"}}
+          - {id: again, uses: loop, with: {max: 0, steps: [{id: c, uses: llm, with: {model: judge, prompt: j.j2, output_schema: a.json}}]}}
+          - {id: jury, uses: jury, with: {models: [judge, judge, judge], prompt: j.j2, output_schema: a.json, vote: {field: label, method: mean}}}
+          - {id: v, uses: decide, with: {rules: [{whenn: "steps.jury.ok", verdict: A}, {when: "item.n", verdcit: B}, {verdict: C}]}}
+        output: {verdict: "{{ steps.v.verdict }}"}
+        memo: {key: "{{ params.s }}", skip_when: "result.verdcit == 'A'"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 2 and [line.split(": ", 1)[1] for line in result.stderr.splitlines()] == [
+        "steps[0].with.threshold: with params.s as given: 'abc' is not of type 'number'",
+        "steps[1].with.max: 0 is less than the minimum of 1",
+        "steps[2].with.vote.method: vote method 'mean' needs numbers; 'label' is string in the answer schema "
+        "'a.json'; use method: majority (or unanimous, plurality) for a string, or make 'label' a number",
+        "steps[3].with.rules[0].whenn: 'whenn' looks like a typo of 'when' ('when' is a rule's own key); a rule's "
+        "keys other than when, stop and min_confidence are its result",
+        "steps[3].with.rules[1].verdcit: 'verdcit' looks like a typo of 'verdict' (rules[0] gives 'verdict'); a "
+        "rule's keys other than when, stop and min_confidence are its result",
+        "memo.key: the key reads nothing of the item, so every item would get the first one's stored result: make "
+        "it read the item's content, e.g. \"{{ item.text | sha256 }}\"",
+        "memo.skip_when: result.verdcit: unknown output field 'verdcit'. Did you mean 'verdict'?"]
+
+
+def test_result_keys_that_differ_in_digits_or_that_one_rule_gives_together_are_not_typos(project, cli):
+    path = project.pipeline("""
+        version: 1
+        name: tiers
+        steps:
+          - {id: v, uses: decide, with: {rules: [{when: "item.n > 4", tier1: A, note: x, notes: y}, {tier2: B}]}}
+        output: {t: "{{ steps.v.tier1 }}"}
+        """)
+    assert cli("validate", str(path)).exit_code == 0
+
+
+def test_a_loop_whose_templated_max_is_below_one_errors_the_item(project, cli):
+    """It ran no iteration and gave `done: false` as if it had tried."""
+    (project.root / "items.jsonl").write_text('{"n": 0}\n{"n": 1}\n')
+    path = project.pipeline("""
+        version: 1
+        name: loops
+        input: {adapter: jsonl}
+        steps:
+          - {id: l, uses: loop, with: {max: "{{ item.n }}", steps: [{id: c, uses: compute, with: {x: 1}}]}}
+        output: {n: "{{ steps.l.iterations }}"}
+        """)
+    result = cli("run", str(path), "--input", "items.jsonl", "--out", "out")
+    lines = [json.loads(line) for line in (project.root / "out" / "results.jsonl").read_text().splitlines()]
+    assert result.exit_code == 0 and [r.get("error") for r in lines] == [
+        "step 'l': pipelines/p.yaml:5:37: steps[0].with.max: 0 iterations: give at least 1", None]

@@ -7,6 +7,8 @@ the rule does not match, and the run says so once in its warnings."""
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +54,14 @@ class Decide(Step):
         and no `min_confidence`), or with `when: false`; a min_confidence that names no step, or
         a step that gives no confidence."""
         rules: list[dict[str, Any]] = args["rules"]
-        problems: list[tuple[DataPath, str]] = []
+        problems = _misspelt_keys(rules)
+        misspelt = {where[1] for where, _ in problems}
         always: int | None = None
         why = ""
         for number, rule in enumerate(rules):
             when = str(rule.get("when", True)).strip()      # a bool or a template
+            if number in misspelt:
+                continue
             if always is not None:
                 problems.append((("rules", number), f"this rule can never apply: rules[{always}] {why} and always "
                                                     f"applies first; move rules[{always}] last or give it a real "
@@ -81,6 +86,36 @@ class Decide(Step):
                 ctx.stop_requested = True
             return result
         return None
+
+
+def _misspelt_keys(rules: list[dict[str, Any]]) -> list[tuple[DataPath, str]]:
+    """A key close to `when`, `stop`, `min_confidence` or to a key more rules give: a typo that
+    would silently be a result field (`whenn` makes a rule that always applies; `verdcit` leaves
+    `verdict` null for the items its rule decides). Two result keys count only when no rule gives
+    both and they differ in more than digits (`tier1`, `tier2` are meant); of two one rule each
+    gives, the earlier is named, with the rule that gives the other."""
+    givers: dict[str, list[int]] = {}
+    for number, rule in enumerate(rules):
+        for key in rule:
+            givers.setdefault(key, []).append(number)
+    problems: list[tuple[DataPath, str]] = []
+    for key, numbers in givers.items():
+        close = difflib.get_close_matches(key, [k for k in [*RULE_KEYS, *givers] if k != key], n=1, cutoff=0.75)
+        if key in RULE_KEYS or not close:
+            continue
+        other = close[0]
+        if other in RULE_KEYS:
+            why = f"'{other}' is a rule's own key"
+        elif set(givers[other]) & set(numbers) or re.sub(r"\d", "", key) == re.sub(r"\d", "", other):
+            continue
+        elif len(givers[other]) > len(numbers) or (len(givers[other]) == len(numbers) and givers[other] > numbers):
+            why = f"rules[{givers[other][0]}] gives '{other}'"
+        else:
+            continue
+        problems += [(("rules", number, key), f"'{key}' looks like a typo of '{other}' ({why}); a rule's keys "
+                                              "other than when, stop and min_confidence are its result")
+                     for number in numbers]
+    return problems
 
 
 def _confidence_problems(rules: list[dict[str, Any]], shapes: ShapeContext) -> list[tuple[DataPath, str]]:

@@ -38,6 +38,8 @@ class Loop(Step):
     async def run(self, ctx: StepContext) -> Any:
         args = ctx.arguments(LoopArgs)
         limit = int(args.max)
+        if limit < 1:
+            raise StepError(f"{ctx.where('max')}: {limit} iterations: give at least 1")
         history: list[Any] = []
         previous: dict[str, Any] | None = None
         done = False
