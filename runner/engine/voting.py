@@ -228,6 +228,10 @@ class _PairSums:
         return {f"{a}~{b}": round(self._sums[a, b] / self._both[a, b], 4) if self._both[a, b] else None
                 for a, b in combinations(sorted(self._seats), 2)}
 
+    def pairwise_items(self) -> dict[str, int]:
+        """For each pair of seats, the items both voted on: what its pairwise figure is over."""
+        return {f"{a}~{b}": self._both[a, b] for a, b in combinations(sorted(self._seats), 2)}
+
 
 class Agreement(_PairSums):
     """Juror agreement: pairwise (the share of items, both voted, on which two seats agreed),
@@ -257,8 +261,9 @@ class Agreement(_PairSums):
             categories.update(counts)
 
     def summary(self) -> dict[str, Any]:
-        return {"items": self.items, "pairwise_agreement": self.pairwise(),
-                "fleiss_kappa": self.fleiss_kappa()}
+        full = self._by_seats.get(frozenset(self._seats))
+        return {"items": self.items, "pairwise_agreement": self.pairwise(), "pairwise_items": self.pairwise_items(),
+                "fleiss_kappa": self.fleiss_kappa(), "fleiss_kappa_items": int(full[0][0]) if full else 0}
 
     def fleiss_kappa(self) -> float | None:
         raters = len(self._seats)
@@ -284,6 +289,7 @@ class IntervalAgreement(_PairSums):
     def __init__(self) -> None:
         super().__init__()
         self._n = 0                   # pairable values: votes on items with two or more votes
+        self._pairable = 0            # items with two or more votes
         self._sum = 0.0
         self._squares = 0.0
         self._within = 0.0            # sum over items of sum_{i != j} (v_i - v_j)^2 / (m - 1)
@@ -291,6 +297,7 @@ class IntervalAgreement(_PairSums):
     def merge(self, other: IntervalAgreement) -> None:
         self._merge_pairs(other)
         self._n += other._n
+        self._pairable += other._pairable
         self._sum += other._sum
         self._squares += other._squares
         self._within += other._within
@@ -303,6 +310,7 @@ class IntervalAgreement(_PairSums):
             return
         total, squares = sum(votes.values()), sum(v * v for v in votes.values())
         self._n += m
+        self._pairable += 1
         self._sum += total
         self._squares += squares
         self._within += 2 * (m * squares - total * total) / (m - 1)
@@ -317,4 +325,5 @@ class IntervalAgreement(_PairSums):
 
     def summary(self) -> dict[str, Any]:
         return {"items": self.items, "measure": self.measure, "krippendorff_alpha": self.alpha(),
-                "pairwise_mean_abs_difference": self.pairwise()}
+                "krippendorff_alpha_items": self._pairable, "pairwise_mean_abs_difference": self.pairwise(),
+                "pairwise_items": self.pairwise_items()}

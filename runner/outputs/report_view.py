@@ -369,10 +369,21 @@ def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _agreement_text(info: dict[str, Any]) -> str:
-    """A jury's agreement, by the measure that fits its votes (summary.json's `juries`)."""
+    """A jury's agreement, by the measure that fits its votes (summary.json's `juries`), each
+    figure with the items it is over."""
     if "krippendorff_alpha" in info:
-        return (f"{text(info.get('items'))} item(s); Krippendorff's alpha (interval) "
-                f"{text(info.get('krippendorff_alpha')) or '-'}; pairwise mean absolute difference "
-                f"{text(info.get('pairwise_mean_abs_difference')) or '-'}")
-    return (f"{text(info.get('items'))} item(s); pairwise agreement {text(info.get('pairwise_agreement')) or '-'}; "
-            f"Fleiss' kappa {text(info.get('fleiss_kappa')) or '-'}")
+        overall = "Krippendorff's alpha (interval) " + _over(info, "krippendorff_alpha", "two or more jurors")
+        pairs, name = info.get("pairwise_mean_abs_difference"), "mean absolute difference"
+    else:
+        overall = "Fleiss' kappa " + _over(info, "fleiss_kappa", "every juror")
+        pairs, name = info.get("pairwise_agreement"), "agreement"
+    items = info.get("pairwise_items") if isinstance(info.get("pairwise_items"), dict) else {}
+    shown = ", ".join(f"{pair} {text(value) or '-'}" + (f" (n {items[pair]})" if pair in items else "")
+                      for pair, value in pairs.items()) if isinstance(pairs, dict) else ""
+    return f"{text(info.get('items'))} item(s); {overall}; pairwise {name} {shown or '-'}"
+
+
+def _over(info: dict[str, Any], figure: str, who: str) -> str:
+    """The figure, and the items it is over: those `who` voted on."""
+    n = info.get(f"{figure}_items")
+    return (text(info.get(figure)) or "-") + (f" (n {n}: items {who} voted on)" if n is not None else "")

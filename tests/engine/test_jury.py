@@ -80,6 +80,11 @@ def test_vote_outcomes_on_scripted_jurors(project, env):
     juries = outcome.summary["juries"]["jury"]
     assert juries["items"] == 5
     assert juries["pairwise_agreement"] == {"a~b": 0.5, "a~c": 0.6667, "b~c": 0.6667}
+    # Each figure says what it is over: the items both seats (every seat, for kappa) voted on.
+    assert juries["pairwise_items"] == {"a~b": 2, "a~c": 3, "b~c": 3} and juries["fleiss_kappa_items"] == 2
+    report = (outcome.out_dir / "report.md").read_text()
+    assert ("| jury | 5 item(s); Fleiss' kappa -0.2 (n 2: items every juror voted on); pairwise agreement "
+            "a~b 0.5 (n 2), a~c 0.667 (n 3), b~c 0.667 (n 3) |") in report
     assert outcome.summary["models"]["a"]["failures"] == 2 and outcome.summary["models"]["b"]["calls"] == 5
 
 
