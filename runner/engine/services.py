@@ -38,6 +38,10 @@ class LLM(Protocol):
         """What a model wrote or was sent, its known secrets hidden by value only."""
         ...
 
+    def no_verdict(self, item: int) -> None:
+        """A jury of `item` missed its quorum because calls failed: the item counts as failed."""
+        ...
+
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
         """A finished item: whether its LLM work got no usable answer, why, whether the cache gave
         every answer it got, and whether it got any; forgotten unless `keep`

@@ -58,6 +58,7 @@ class Outcome:
     decided: bool = True
     outcome: Any = "decided"       # or the on_tie / on_all_failed value when no verdict was reached
     valid_votes: int = 0           # how many votes the verdict rests on
+    short: bool = False            # fewer valid votes than the quorum (none at all included)
 
 
 def _reason_of(vote: Vote, reason_field: str) -> str:
@@ -117,7 +118,8 @@ def tally(votes: list[Vote], method: str = VOTE_DEFAULTS["method"], on_tie: Any 
             reason = f"All {seats} juror{'s' if seats != 1 else ''} failed: {first or 'no juror had a usable answer'}"
         else:
             reason = "No enabled jurors"
-        return Outcome(failed_value, reason, None, decided=False, outcome=on_all_failed, valid_votes=len(valid))
+        return Outcome(failed_value, reason, None, decided=False, outcome=on_all_failed, valid_votes=len(valid),
+                       short=True)
     result = (_numeric(valid, method, reason_field) if method in NUMERIC
               else _categorical(valid, method, on_tie, reason_field))
     result.valid_votes = len(valid)

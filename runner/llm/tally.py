@@ -1,8 +1,9 @@
 """What failed: items whose LLM work got no usable answer, models whose every call failed.
 
 An item's LLM work failed when one of its llm/jury step runs got no usable answer from any
-model (a failed `llm` call `on_error` let pass; a jury with no valid vote), not when a jury
-lost some jurors but still voted (the rule: runner/engine/health.py's item_end).
+model (a failed `llm` call `on_error` let pass; a jury with no valid vote), or a jury that lost
+jurors to failed calls and so missed its quorum (`no_verdict`), not when a jury lost some
+jurors but still voted (the rule: runner/engine/health.py's item_end).
 
 Per model, the calls this run sent are counted (ModelStats): answered and failed. An answer
 from the cache is not a call sent, so a model whose sent calls all failed is named by the run's
@@ -24,6 +25,7 @@ class ItemTally:
     groups: dict[int, list[int]] = field(default_factory=dict)     # group: [answered, failed]
     reason: str = ""           # its last failed call's error
     sent: bool = False         # it sent a call (or had one fail)
+    undecided: bool = False    # a jury of it missed its quorum for failed calls
 
 
 class FailureTally:
@@ -47,6 +49,11 @@ class FailureTally:
         tally.reason, tally.sent = error, True
         self.last_errors[model] = (endpoint, error)
 
+    def no_verdict(self, item: int) -> None:
+        """A jury of `item` missed its quorum because calls failed: its LLM work failed, as if no
+        juror had answered (the jurors that did are still answers)."""
+        self._items.setdefault(item, ItemTally()).undecided = True
+
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
         """Whether a finished item got no usable answer somewhere, its last failed call's error,
         whether every answer it got came from the cache (and it got one), and whether it got one
@@ -55,7 +62,7 @@ class FailureTally:
         tally = None if not isinstance(item, int) else self._items.get(item) if keep else self._items.pop(item, None)
         if tally is None:
             return False, "", False, False
-        failed = any(failed and not answered for answered, failed in tally.groups.values())
+        failed = tally.undecided or any(failed and not answered for answered, failed in tally.groups.values())
         answered = any(answered for answered, _ in tally.groups.values())
         return failed, tally.reason, answered and not tally.sent, answered
 
@@ -72,6 +79,7 @@ class FailureTally:
                 counts[0] += answered
                 counts[1] += failed
             mine.reason, mine.sent = theirs.reason or mine.reason, mine.sent or theirs.sent
+            mine.undecided = mine.undecided or theirs.undecided
 
     def failed_calls(self, stats: Mapping[str, ModelStats], unreachable: dict[str, str]) -> list[dict[str, Any]]:
         """Per endpoint, the models whose every call this run sent failed (by their `stats`), and

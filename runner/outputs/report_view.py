@@ -377,7 +377,8 @@ def _agreement_text(info: dict[str, Any]) -> str:
     else:
         overall = "Fleiss' kappa " + _over(info, "fleiss_kappa", "every juror")
         pairs, name = info.get("pairwise_agreement"), "agreement"
-    items = info.get("pairwise_items") if isinstance(info.get("pairwise_items"), dict) else {}
+    given = info.get("pairwise_items")
+    items: dict[str, Any] = given if isinstance(given, dict) else {}
     shown = ", ".join(f"{pair} {text(value) or '-'}" + (f" (n {items[pair]})" if pair in items else "")
                       for pair, value in pairs.items()) if isinstance(pairs, dict) else ""
     return f"{text(info.get('items'))} item(s); {overall}; pairwise {name} {shown or '-'}"

@@ -161,3 +161,22 @@ def test_budget_message(project, env):
     assert result["verdict"] == "LLM_ERROR"
     assert result["reason"] == ("Quorum not met: 2 valid vote(s), 3 needed; first error: "
                                 "daily request budget of 0 spent for b")
+
+
+def test_a_jury_that_misses_its_quorum_for_failed_calls_errors_the_item_everywhere(project, env, cli):
+    """One juror answered and two failed: the vote said LLM_ERROR, but the item had no error,
+    so `errors: 0` and a rate gate passed on it; a numeric jury errored the same item."""
+    env.script(Reply(answer("VALID")), model="judge-a")
+    env.script(Reply(answer("VALID")), model="judge-b", contains="claim 1\n")
+    env.script(Reply(answer("VALID")), model="judge-c", contains="claim 1\n")
+    env.script(Reply(status=400), model="judge-b")
+    env.script(Reply(status=400), model="judge-c")
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    path = jury_pipeline(project)
+    result = cli("run", str(path), "--input", "in.json", "--out", "out", "--format", "junit")
+    results = project.results(project.root / "out")
+    assert [r["verdict"] for r in results] == ["VALID", "LLM_ERROR"]
+    assert "error" not in results[0] and results[1]["error"].startswith("model 'c' (scripted/judge-c)")
+    assert project.summary(project.root / "out")["errors"] == 1
+    assert 'errors="1"' in (project.root / "out" / "junit.xml").read_text()
+    assert "errors: 1" in result.output

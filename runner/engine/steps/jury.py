@@ -87,6 +87,8 @@ class Jury(PromptedStep):
         outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
                         vote_spec["reason_field"])
         note_votes(ctx.spec.id, method in NUMERIC, {v.seat: v.value for v in votes if v.valid})
+        if outcome.short and any(v.error for v in votes):
+            ctx.runtime.llm.no_verdict(ctx.item.index)      # a quorum lost to failed calls: as if none answered
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
