@@ -325,15 +325,15 @@ async def write_outputs(runtime: Runtime, outcome: RunOutcome, errors: ErrorCoun
     checked = pass_check(spec, runtime.renderer, scope, (*TEMPLATE_FAILURES, TemplateError))   # as the summary's rates
     rule = checked[0] if checked else None
 
-    def passed(result: dict[str, Any]) -> bool:
-        """Whether a result meets the pass rule (an item it is undefined on does not)."""
+    def passed(result: dict[str, Any]) -> bool:     # meets the pass rule (an item it is undefined on does not)
         return checked is None or checked[1](result) is True
-    # One pass for the summary's counts and the report's rows (each a parse of every result):
-    # an item passes as the summary's reading of the rate that is the pass rule said.
+    # One pass for the summary's counts and the report's rows (each a parse of every result): an
+    # item passes as the summary's reading of the rate that is the pass rule (not one named pass_when) said.
+    by_rate = rule is not None and spec.rates.get(rule.name) == rule.expression
     tally, chosen = SummaryTally(runtime, errors), RowChooser(spec.report_columns, spec.count_by)
     for result in results:
         said = tally.add(result)
-        chosen.add(result, None if rule is None else said[rule.name] if rule.name in said else passed(result))
+        chosen.add(result, None if rule is None else said.get(rule.name, False) if by_rate else passed(result))
     summary = tally.summary(results, interrupted)
     summary.update(record.summary_fields(results))
     if runtime.llm_used:

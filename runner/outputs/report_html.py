@@ -15,6 +15,7 @@ from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size
 RESULT_CHARS = 50_000           # of one item's full result in its details
+STATUSES = ("pass", "fail", "warn", "error")     # the badge classes; a verdict its items split is warn
 REST_HTML = re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(WHERE_THE_REST_IS))     # `name` as <code>name</code>
 
 # The page's style and script, as files beside this one (read once, inlined in every page).
@@ -124,8 +125,8 @@ def render_html(view: ReportView) -> str:
                                                  for k, v in cards) + "</div>")
     chips = [f'<button class="chip" data-verdict="" data-count="{view.total}" aria-pressed="true">'
              f"all {view.total}</button>"]
-    chips += [f'<button class="chip badge {status}" data-verdict="{escape(k)}" data-count="{n}" aria-pressed="false">'
-              f"{escape(k)} {n}</button>" for k, n, status in view.counts]
+    chips += [f'<button class="chip badge {status if status in STATUSES else "warn"}" data-verdict="{escape(k)}" '
+              f'data-count="{n}" aria-pressed="false">{escape(k)} {n}</button>' for k, n, status in view.counts]
     parts.append("<h2>Items</h2>")
     rows = _rows(view.items)
     if view.total > len(rows):

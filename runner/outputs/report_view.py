@@ -171,7 +171,9 @@ def _vote(vote: dict[str, Any], calls: Callable[[str], list[CallView]]) -> VoteV
 
 
 def status_of(verdict: str, error: str, passed: bool | None) -> str:
-    """pass (green), fail (red), warn (amber: neither, e.g. a hung jury) or error."""
+    """pass (green), fail (red), warn (amber: neither, e.g. a hung jury) or error. An item that
+    fails the pass rule is red when its verdict says it failed (or it has none), else amber:
+    a HUNG_JURY is not a pass, nor a judgement that the item is wrong (issue 50)."""
     if error:
         return "error"
     if passed is True or (passed is None and (not verdict or GOOD.match(verdict))):
@@ -280,7 +282,7 @@ class RowChooser:
         self.limit = limit
         self.seen = 0
         self.statuses: Counter[str] = Counter()
-        self.verdict_status: dict[str, str] = {}     # each verdict's status, as first seen
+        self.verdict_statuses: dict[str, Counter[str]] = {}     # each verdict's items by status
         self._review, self._passing = LowestIndex(limit), LowestIndex(limit)
 
     def add(self, result: dict[str, Any], passed: bool | None) -> None:
@@ -294,7 +296,7 @@ class RowChooser:
         status = status_of(verdict, error_of(result), passed)
         self.seen += 1
         self.statuses[status] += 1
-        self.verdict_status.setdefault(verdict, status)
+        self.verdict_statuses.setdefault(verdict, Counter())[status] += 1
         (self._passing if status == "pass" else self._review).offer(self.seen, result, passed)
 
     def columns(self) -> list[str]:
@@ -331,7 +333,7 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     trace_url = trace_url_of(summary)
     items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:
-        counts = [(count_label(str(k)), _int(v), chosen.verdict_status.get(count_label(str(k)), "warn"))
+        counts = [(count_label(str(k)), _int(v), _statuses(chosen.verdict_statuses.get(count_label(str(k)))))
                   for k, v in sorted(_section(summary, "counts").items(), key=lambda kv: -_int(kv[1]))]
     else:
         counts = [(s, n, s) for s, n in chosen.statuses.most_common()]
@@ -366,6 +368,15 @@ def _float(value: Any) -> float:
 def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
     value = summary.get(name)
     return value if isinstance(value, dict) else {}
+
+
+def _statuses(seen: Counter[str] | None) -> str:
+    """A verdict's status (`pass`), or how many of its items have each when a pass rule that
+    reads more than the verdict splits them (`pass 3, fail 1`)."""
+    if not seen:
+        return "warn"
+    order = ("pass", "fail", "warn", "error")         # the same text whatever order the items came in
+    return next(iter(seen)) if len(seen) == 1 else ", ".join(f"{s} {seen[s]}" for s in order if seen[s])
 
 
 def _agreement_text(info: dict[str, Any]) -> str:

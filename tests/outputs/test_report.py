@@ -247,3 +247,29 @@ def test_the_run_line_keeps_a_control_character_visible(project, cli):
 ])
 def test_a_text_cell_is_one_line_with_controls_made_visible(value, limit, expected):
     assert text(value, limit) == expected
+
+
+@pytest.mark.parametrize("order", [[2, 0, 1], [0, 2, 1]], ids=["failing PASS first", "passing PASS first"])
+def test_a_verdict_the_pass_rule_splits_shows_each_status_and_a_rate_named_pass_when_is_not_the_rule(
+        project, cli, order):
+    """The counts table gave a verdict the status of its first item (`PASS | 2 | warn` or
+    `| pass`, by input order), and a summary rate named `pass_when` replaced the rule in the
+    reports only (FAIL showed green where junit failed it)."""
+    path = project.pipeline("""
+        version: 1
+        name: split
+        input: {adapter: jsonl}
+        steps: [{id: s, uses: compute, with: {v: "{{ item.v }}", n: "{{ item.n }}"}}]
+        output: {verdict: "{{ steps.s.v }}", n: "{{ steps.s.n }}"}
+        summary:
+          count_by: verdict
+          pass_when: "result.verdict == 'PASS' and result.n > 1"
+          rates: {pass_when: "result.verdict == 'FAIL'"}
+        """)
+    rows = [{"v": "PASS", "n": 2}, {"v": "FAIL", "n": 0}, {"v": "PASS", "n": 0}]
+    (project.root / "in.jsonl").write_text("".join(json.dumps(rows[i]) + "\n" for i in order))
+    assert cli("run", str(path), "--input", "in.jsonl", "--out", "out", "--format", "junit").exit_code == 0
+    report = (project.root / "out" / "report.md").read_text()
+    assert "| PASS | 2 | pass 1, warn 1 |" in report
+    assert "| FAIL | 1 | fail |" in report
+    assert 'failures="2"' in (project.root / "out" / "junit.xml").read_text()
