@@ -99,11 +99,21 @@ def unfinished(folder: Path) -> bool:
 
 
 def runs_in(group: Path, complete_only: bool = True) -> list[Path]:
-    """The finished runs of a group (the complete ones unless asked), oldest first."""
+    """The finished runs of a group (the complete ones unless asked), oldest first: by when each
+    started (run.json), then by name (a run id is its start time; an `--out` folder's name is not)."""
     if not group.is_dir():
         return []
-    runs = sorted((p for p in group.iterdir() if p.is_dir() and is_run(p)), key=lambda p: p.name)
+    runs = sorted((p for p in group.iterdir() if p.is_dir() and is_run(p)), key=started)
     return [p for p in runs if is_complete(p)] if complete_only else runs
+
+
+def started(run: Path) -> tuple[str, str]:
+    """When a run started (run.json's `started_at`; '' when unknown or the file is damaged), and its name."""
+    try:
+        when = (read_checked(run / "run.json", RUN_SCHEMA) or {}).get("started_at")
+    except InputError:
+        when = None
+    return (when if isinstance(when, str) else "", run.name)
 
 
 def _pointed(group: Path, pointer: str) -> Path | None:
@@ -147,7 +157,7 @@ def resolve_run(location: Path) -> Path:
 
 def previous_run(run_dir: Path) -> Path | None:
     """The newest complete run of the same group started before this one."""
-    earlier = [p for p in runs_in(run_dir.parent) if p.name < run_dir.name]
+    earlier = [p for p in runs_in(run_dir.parent) if started(p) < started(run_dir)]
     return earlier[-1] if earlier else None
 
 

@@ -87,3 +87,18 @@ def test_memo_store_is_shared_by_the_runs_of_a_group(project, cli):
     assert (group / "memo_map.sqlite").is_file()
     latest = json.loads((resolve_run(group) / "summary.json").read_text())
     assert latest["memo"]["reused"] == 2
+
+
+def test_diff_of_an_out_folder_compares_with_the_run_that_started_before_it_not_the_name_before(project, cli):
+    """`--out zzz_old` then `--out aaa_new`: diff took aaa_new as the earlier run (folder-name
+    order), so a drop read as a rise, and diff of aaa_new found no run before it."""
+    path = project.pipeline(THRESHOLD_PIPELINE)
+    source = write_json(project.root / "scores.json", [{"score": s} for s in (0.2, 0.55, 0.7, 0.9)])
+    runs = project.root / "runs"
+    assert cli("run", str(path), "--input", str(source), "--quiet", "--out", str(runs / "zzz_old")).exit_code == 0
+    manifest = runs / "zzz_old" / "run.json"     # started a day before (runs started in one second go by name)
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "started_at": "2026-01-01T00:00:00+00:00"}))
+    assert cli("run", str(path), "--input", str(source), "--quiet", "--out", str(runs / "aaa_new"),
+               "--set", "params.threshold=0.8").exit_code == 0
+    shown = cli("diff", str(runs / "aaa_new"), "--max-drop", "0.1")
+    assert shown.exit_code == 1 and "pass_rate: 0.75 (3/4) -> 0.25 (1/4)" in shown.output, shown.output
