@@ -8,6 +8,7 @@ an image input, meteor) is a Refusal naming the JSON path, never dropped."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,13 @@ def add_grader(out: Converted, grader: Any, where: str, top: bool, sid: str) -> 
     threshold = grader.get("pass_threshold")
     if top and kind in ("score_model", "text_similarity", "python", "multi") and threshold is None:
         raise Refusal(f"{where}.pass_threshold", f"a {kind} grader needs pass_threshold to decide passed")
+    if threshold is not None and not _is_number(threshold):
+        raise Refusal(f"{where}.pass_threshold", f"expected a number, got {type(threshold).__name__}")
     return CONVERTERS[kind](out, grader, where, sid, threshold)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _text(grader: dict[str, Any], key: str, where: str) -> str:
@@ -180,7 +187,13 @@ def _label_model(out: Converted, grader: dict[str, Any], where: str, sid: str, _
 
 
 def _score_model(out: Converted, grader: dict[str, Any], where: str, sid: str, threshold: Any) -> tuple[str, str]:
-    low, high = grader.get("range") or [0, 1]
+    given = grader.get("range", [0, 1])
+    if not (isinstance(given, list) and len(given) == 2 and all(map(_is_number, given)) and given[0] < given[1]):
+        raise Refusal(f"{where}.range", f"expected [low, high], two numbers with low below high, got {given!r:.60}")
+    low, high = given
+    if threshold is not None and not low <= threshold <= high:
+        follows = "no score could pass" if threshold > high else "every score would pass"
+        raise Refusal(f"{where}.pass_threshold", f"{threshold} is outside the range [{low}, {high}]: {follows}")
     _model_step(out, grader, where, sid, {"score": {"type": "number", "minimum": low, "maximum": high}})
     score = f"steps.{sid}.output.score"
     return _result(out, sid, f"{score} >= {threshold}" if threshold is not None else "true", score)

@@ -19,6 +19,8 @@ LABEL = {"type": "label_model", "name": "correctness", "model": "gpt-4o-mini",
          "labels": ["correct", "incorrect"], "passing_labels": ["correct"]}
 CHECK = {"type": "string_check", "name": "mentions_answer", "input": "{{ sample.output_text }}",
          "reference": "{{ item.answer }}", "operation": "ilike"}
+SCORE = {"type": "score_model", "name": "quality", "model": "o3-mini", "range": [1, 7], "pass_threshold": 5,
+         "input": [{"role": "user", "content": "Score {{ sample.output_text }} from 1 to 7."}]}
 SIMILAR = {"type": "text_similarity", "name": "close", "input": "{{ sample.output_text }}",
            "reference": "{{ item.answer }}", "evaluation_metric": "fuzzy_match", "pass_threshold": 0.6}
 EVAL = {"object": "eval", "name": "QA check",
@@ -188,6 +190,12 @@ def test_python_grader_only_with_allow_python_then_called_as_a_plugin_step(proje
     ({"type": {"a": 1}, "name": "m"}, "testing_criteria[1]", "grader type {'a': 1}"),
     ({**SIMILAR, "evaluation_metric": ["fuzzy_match"]}, "testing_criteria[1].evaluation_metric", "unknown metric"),
     ({**LABEL, "passing_labels": [{"label": "correct"}]}, "testing_criteria[1].passing_labels", "each one of labels"),
+    # a range or threshold no score can meet: imported, validated, then every row errored or failed
+    ({**SCORE, "range": [5, 1]}, "testing_criteria[1].range", "low below high"),
+    ({**SCORE, "range": "1-7"}, "testing_criteria[1].range", "expected [low, high]"),
+    ({**SCORE, "pass_threshold": 9}, "testing_criteria[1].pass_threshold", "outside the range [1, 7]: no score"),
+    ({**SCORE, "pass_threshold": 0}, "testing_criteria[1].pass_threshold", "every score would pass"),
+    ({**SIMILAR, "pass_threshold": "high"}, "testing_criteria[1].pass_threshold", "expected a number, got str"),
 ])
 def test_what_cannot_be_imported_is_refused_with_its_json_path(project, cli, grader, where, says):
     path = _write(project, "e.json", {"name": "e", "testing_criteria": [CHECK, grader]})
