@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from runner.engine.context import TEMPLATE_FAILURES
@@ -112,7 +113,7 @@ class RateCount:
 
     def _reason(self, total: int) -> str:
         if not total:
-            return "n/a (0 judged)"
+            return "no item in the run"
         parts = [f"{n} {why}" for why, n in self.left_out.items()]
         because = f" ({self.undefined_because})" if self.undefined_because else ""
         return f"no item to compute it over: every item was left out ({', '.join(parts)}){because}"
@@ -131,6 +132,15 @@ def rate_entries(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             if f"{name}_count" in summary and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
+def exact(entry: Mapping[str, Any]) -> Fraction | float:
+    """A rate's value exactly, numerator/denominator (a gate compares this, not the value rounded
+    for display: 2/3 is below 0.66667, though its value reads 0.6667)."""
+    numerator, denominator = entry.get("numerator"), entry.get("denominator")
+    if isinstance(numerator, int) and isinstance(denominator, int) and denominator > 0:
+        return Fraction(numerator, denominator)
+    return float(entry["value"])
+
+
 def unclean(entry: Mapping[str, Any]) -> int:
     """The items a rate was not cleanly over: those it left out and the errored ones it counted."""
     return int(entry.get("left_out") or 0) + int(entry.get("errored_counted") or 0)
@@ -138,13 +148,13 @@ def unclean(entry: Mapping[str, Any]) -> int:
 
 def rate_text(entry: Mapping[str, Any], percent: bool = False) -> str:
     """`0.3846 (5/13, 3 of them errored; 1 left out: 1 errored)` (`38.5%` with percent), or
-    `n/a (0 judged; ...)`."""
+    `n/a (0 counted; 6 left out: 6 errored)`."""
     value = entry.get("value")
     denominator = entry.get("denominator")
     shown = ("n/a" if not isinstance(value, (int, float)) else f"{value * 100:.1f}%" if percent else f"{value:.4g}")
     errored = int(entry.get("errored_counted") or 0)
     over = (f"{entry.get('numerator')}/{denominator}{f', {errored} of them errored' if errored else ''}"
-            if isinstance(value, (int, float)) else f"{denominator or 0} judged")
+            if isinstance(value, (int, float)) else f"{denominator or 0} counted")
     left_out = entry.get("left_out") or 0
     by = ", ".join(f"{n} {why}" for why, n in (entry.get("left_out_by") or {}).items())
     return f"{shown} ({over}{f'; {left_out} left out: {by}' if left_out else ''})"

@@ -373,10 +373,9 @@ def _section(summary: dict[str, Any], name: str) -> dict[str, Any]:
 def _statuses(seen: Counter[str] | None) -> str:
     """A verdict's status (`pass`), or how many of its items have each when a pass rule that
     reads more than the verdict splits them (`pass 3, fail 1`)."""
-    if not seen:
-        return "warn"
     order = ("pass", "fail", "warn", "error")         # the same text whatever order the items came in
-    return next(iter(seen)) if len(seen) == 1 else ", ".join(f"{s} {seen[s]}" for s in order if seen[s])
+    return "warn" if not seen else next(iter(seen)) if len(seen) == 1 else ", ".join(
+        f"{s} {seen[s]}" for s in order if seen[s])
 
 
 def _agreement_text(info: dict[str, Any]) -> str:

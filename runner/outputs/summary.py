@@ -128,7 +128,7 @@ class SummaryTally:
         for name, entry in entries.items():
             summary[name] = entry["value"]
             summary[f"{name}_count"] = entry["numerator"]
-            if entry["value"] is None:          # no rate: why, beside it (`n/a (0 judged)` for a run of no item)
+            if entry["value"] is None:          # no rate: why, beside it (`no item in the run`)
                 summary[f"{name}_reason"] = entry["reason"]
                 if self.counts[name].undefined_because:
                     problems.append(self.counts[name].undefined_because)

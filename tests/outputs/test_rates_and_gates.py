@@ -63,7 +63,7 @@ def test_62_1_a_rate_no_item_can_give_is_null_with_its_reason(judge, cli, script
     assert judge.summary()["pass_rate"] is None and rate["value"] is None
     assert (rate["denominator"], rate["left_out_by"]) == (0, {"errored": 8})
     assert rate["reason"] == "no item to compute it over: every item was left out (8 errored)"
-    assert "n/a (0 judged; 8 left out: 8 errored)" in (judge.root / "out" / "report.md").read_text()
+    assert "n/a (0 counted; 8 left out: 8 errored)" in (judge.root / "out" / "report.md").read_text()
 
 
 def test_62_2_fail_under_fails_closed_on_items_left_out_of_its_rate(judge, cli):
@@ -113,7 +113,7 @@ def test_62_2_diff_max_drop_counts_a_vanished_or_null_rate_as_a_drop(judge, cli,
     became_null = cli("diff", "before", "after", "--max-drop", "0.02")
     assert became_null.exit_code == 1
     assert "pass_rate became n/a (no item to compute it over" in became_null.stderr
-    assert "pass_rate: 0.7143 (5/7; 1 left out: 1 errored) -> n/a (0 judged; 8 left out: 8 errored)" \
+    assert "pass_rate: 0.7143 (5/7; 1 left out: 1 errored) -> n/a (0 counted; 8 left out: 8 errored)" \
         in became_null.stdout
     summary_file = judge.root / "after" / "summary.json"
     summary = json.loads(summary_file.read_text())
@@ -150,3 +150,11 @@ def test_62_2_a_baseline_written_before_errored_counted_is_no_drop(judge, cli):
     same = cli("diff", "before", "after", "--max-drop", "0.02")
     assert same.exit_code == 0, same.output
     assert "pass_rate: 0.75 (6/8) -> 0.75 (6/8, 1 of them errored)" in same.stdout
+
+
+def test_a_gate_compares_the_rate_itself_not_its_rounded_value(judge, cli):
+    """5/7 is 0.714285..., shown 0.7143: `--fail-under 0.71429` passed on the rounded value."""
+    below = run_qa(cli, "out", "--fail-under", "0.71429", "--max-errors", "1")
+    assert below.exit_code == 1 and "pass_rate 0.7143 (5/7; 1 left out: 1 errored) is below --fail-under 0.71429" \
+        in below.output, below.output
+    assert run_qa(cli, "out2", "--fail-under", "0.71428", "--max-errors", "1").exit_code == 0

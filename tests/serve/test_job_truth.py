@@ -356,7 +356,7 @@ def test_issue_63_s9_two_servers_on_one_project_never_both_take_a_job(served_pro
 
 def test_issue_62_6_a_job_cancelled_before_any_item_has_no_rate(served_project):
     """Issue 62 #6: a job cancelled with 0 judged items has no pass rate: its summary says
-    `null` with the reason `n/a (0 judged)`, and `runner view` shows that, never `0.0%`."""
+    `null` with the reason `no item in the run`, and `runner view` shows that, never `0.0%`."""
     from starlette.testclient import TestClient
 
     from runner.view.app import create_app
@@ -376,10 +376,10 @@ def test_issue_62_6_a_job_cancelled_before_any_item_has_no_rate(served_project):
         cancelled = client.delete(f"/v1/jobs/{job['id']}").json()
     assert cancelled["status"] == "cancelled" and cancelled["counts"]["done"] == 0
     summary = json.loads((served_project.root / cancelled["run"] / "summary.json").read_text())
-    assert summary["pass_rate"] is None and summary["pass_rate_reason"] == "n/a (0 judged)", summary
+    assert summary["pass_rate"] is None and summary["pass_rate_reason"] == "no item in the run", summary
     page = TestClient(create_app(served_project.root / "reports", token="secret-token"),
                       base_url="http://127.0.0.1").get("/").text
-    assert "pass_rate n/a (0 judged)" in page and "0.0%" not in page
+    assert "pass_rate n/a (0 counted)" in page and "0.0%" not in page
 
 
 def held(monkeypatch: Any, owner: Any, name: str) -> tuple[threading.Event, threading.Event, list[str]]:
