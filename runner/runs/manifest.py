@@ -62,11 +62,14 @@ def redact_assignment(text: str) -> str:
     return f"{name}={redact(value, name.rsplit('.', 1)[-1])}"
 
 
-def strings_in(value: Any, numbers: bool = False) -> Iterator[str]:
-    """Every string in a value, however deep (with `numbers`, every number as text too)."""
+def strings_in(value: Any, numbers: bool = False, keys: bool = False) -> Iterator[str]:
+    """Every string in a value, however deep (with `numbers`, every number as text too; with
+    `keys`, each object's keys too)."""
     if isinstance(value, (dict, list)):
+        if keys and isinstance(value, dict):
+            yield from (key for key in value if isinstance(key, str))
         for inner in value.values() if isinstance(value, dict) else value:
-            yield from strings_in(inner, numbers)
+            yield from strings_in(inner, numbers, keys)
     elif isinstance(value, str):
         yield value
     elif numbers and isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from runner.checks.json_schema import validator_for
 from runner.errors import ConfigError, RunnerError, unknown
 from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
@@ -117,12 +118,28 @@ def request_overrides(served: Served, params: dict[str, Any] | None) -> list[str
                             f"under params: ({', '.join(served.settable) or 'none'})")
             continue
         leaving = next(_paths_leaving(value, served.pipeline.project_dir), None)
-        if leaving is not None:
+        wrong = _json_type_problem(value, served.settable[name])
+        if wrong:
+            problems.append(f"params.{name}: {wrong}")
+        elif leaving is not None:
             problems.append(f"params.{name}: {leaving!r} leaves the project (an absolute path, ~, .. or a "
                             "symbolic link out of it): a request reads only files inside it")
     if problems:
         raise ApiError(400, "; ".join(problems))
     return [f"params.{name}={_yaml(value)}" for name, value in params.items()]
+
+
+def _json_type_problem(value: Any, schema: Any) -> str | None:
+    """A request's value of another JSON type than its param declares (an object or 5 for a
+    string): `--set` reads a string param's YAML scalar as text, which a typed request is not."""
+    declared = schema.get("type") if isinstance(schema, dict) else None
+    if declared is None:
+        return None
+    if validator_for({"type": declared}).is_valid(value):
+        return None
+    given = "null" if value is None else {bool: "boolean", str: "string", dict: "object", list: "array"}.get(
+        type(value), "number")
+    return f"a {given} where the param is declared {' or '.join(declared) if isinstance(declared, list) else declared}"
 
 
 def _yaml(value: Any) -> str:
@@ -132,10 +149,11 @@ def _yaml(value: Any) -> str:
 
 
 def _paths_leaving(value: Any, project: Path) -> Iterator[str]:
-    """Each string of `value` that, as a path from the project, is not inside it: by its text, or
+    """Each string of `value`, its objects' keys too (`{"/etc": "passwd"} | dictsort` reads as
+    well as a value does), that, as a path from the project, is not inside it: by its text, or
     where a symbolic link in the project takes it (its real path)."""
     inside = Path(os.path.realpath(project))
-    for text in strings_in(value):
+    for text in strings_in(value, keys=True):
         posix = PurePosixPath(text.replace("\\", "/"))
         if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
             yield text

@@ -67,6 +67,38 @@ def test_params_make_another_result_and_are_checked(served):
     assert lone.status_code == 200 and lone.json()["counts"]["errors"] == 0, lone.text     # read as U+FFFD, not a 500
 
 
+def test_a_params_object_keys_are_checked_as_paths_and_its_json_type_as_declared(served_project, served):
+    """`{"/etc": "passwd"}` read /etc/passwd into the answer (only values were checked), and a
+    string param took an object or a number as its YAML text."""
+    (served_project.root / "data").mkdir()
+    (served_project.root / "data" / "a.txt").write_text("line one\nline two\n")
+    served_project.pipeline("""
+        version: 1
+        name: keys
+        params:
+          sources: {default: {data: a.txt}, type: object}
+          note: {default: x, type: string}
+        steps:
+          - id: quotes
+            uses: foreach
+            with:
+              items: "{{ params.sources | dictsort }}"
+              as: pair
+              steps: [{id: src, uses: read_lines, with: {root: "{{ pair[0] }}", file: "{{ pair[1] }}", start: 1, end: 1}}]
+              output: "{{ steps.src.cited_text }}"
+        output: {quotes: "{{ steps.quotes }}", note: "{{ params.note }}"}
+        """, "keys.yaml")
+    first = served.judge({"q": 1}, name="keys").json()
+    assert first["results"][0]["result"]["quotes"] == ["line one"], first
+    for params, message in (({"sources": {"/etc": "passwd"}}, "params.sources: '/etc' leaves the project"),
+                            ({"sources": {"../../etc": "passwd"}}, "params.sources: '../../etc' leaves the project"),
+                            ({"note": {"a": 1}}, "params.note: a object where the param is declared string"),
+                            ({"note": 5}, "params.note: a number where the param is declared string")):
+        refused = served.judge({"q": 1}, params=params, name="keys")
+        assert refused.status_code == 400 and message in refused.json()["error"], refused.text
+    assert served.judge({"q": 1}, params={"note": "5"}, name="keys").json()["results"][0]["result"]["note"] == "5"
+
+
 def test_a_param_that_would_change_the_models_is_refused(served_project, served):
     served_project.pipeline("""
         version: 1
