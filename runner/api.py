@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import functools
 import signal
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,12 +20,9 @@ from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.rates import pass_check
 from runner.engine.run_warnings import add_warning
-from runner.engine.selection import select
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
-from runner.inputs import Item, ItemStream, iter_items, iter_records, record_counter, record_from_pairs
-from runner.inputs.csv import cell_reader
-from runner.inputs.stdin import STDIN_NAME, is_stdin, spool
+from runner.inputs import Item, ItemStream
 from runner.llm.batch.store import check_store
 from runner.llm.cache.store import open_caches
 from runner.outputs.report_html import render_html
@@ -39,6 +35,7 @@ from runner.pipeline.validated import ValidatedPipelines
 from runner.runs.folders import CALLS_FILE, group_name, is_run, mark_latest, new_run_dir
 from runner.runs.lock import LOCK_FILE, OutputFolder, refuse_overwriting_sources
 from runner.runs.manifest import model_entries, sha256_file
+from runner.runs.reads import load_items, spool_stdin
 from runner.runs.record import RunOutcome, RunRecord
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import ResultsLog, ResultsView, merge_parent, rewrite_in_order
@@ -47,44 +44,9 @@ from runner.tracing import make_observer
 __all__ = ["ItemSource", "RunOptions", "RunOutcome", "RunRole", "StartedRun", "load_items", "render_pipeline",
            "run_pipeline", "run_pipeline_async", "spool_stdin"]
 
-# litellm builds its request coroutine in a worker thread: a call Ctrl-C or SIGTERM cancels meanwhile
-# drops it unawaited, and Python's warning says nothing useful to a user who asked the run to stop.
+# litellm builds its request coroutine in a worker thread: one Ctrl-C or SIGTERM cancels meanwhile is
+# dropped unawaited, and Python's warning about it says nothing useful to a user who asked the run to stop.
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
-
-
-def load_items(pipeline: Pipeline, source: ItemSource) -> ItemStream:
-    """The run's items as a stream read from the input as the run takes them (each pass reads it again)."""
-    if source.records and source.input_path:
-        raise InputError("give either --input or --record, not both")
-    if source.records:
-        cells = cell_reader(pipeline.input.options) if pipeline.adapter == "csv" else None
-        items = ItemStream.of([Item(1, record_from_pairs(source.records, cells))])
-    elif source.input_path:
-        spool_stdin(source)              # `--input -`: read from a copy of standard input, made once
-        path, explode = source.stdin_copy or source.input_path or Path(), pipeline.input.explode
-        adapter, options = pipeline.adapter, pipeline.input.options
-        if source.input_format and source.input_format != adapter:      # the pipeline's options are its adapter's
-            adapter, options = source.input_format, {}
-        # a copy (standard input's, an upload's) is named as the user knows it in the items' errors
-        shown = STDIN_NAME if source.stdin_copy is not None else source.input_name
-        records = iter_records(adapter, path, options, shown)       # an unusable input fails here
-        if isinstance(records, list):         # read whole anyway (a JSON array, YAML): read once
-            items = ItemStream(lambda: iter_items(records, explode))
-        else:
-            counter = None if explode else record_counter(adapter)     # exploded records: counted by a pass
-            items = ItemStream(lambda: iter_items(iter_records(adapter, path, options, shown), explode),
-                               count=None if counter is None else lambda: counter(path, options))
-    else:
-        raise InputError("no input: give --input PATH or --record KEY=VALUE")
-    source.input_items = len(items)
-    selected = select(pipeline, items, source.selection, source.limit)
-    return source.derive(selected) if source.derive is not None else selected
-
-
-def spool_stdin(source: ItemSource) -> None:
-    """`--input -`: standard input copied once, now; whoever made the copy removes it (a run, `runner probe`)."""
-    if is_stdin(source.input_path) and source.stdin_copy is None:
-        source.stdin_copy = spool(sys.stdin)
 
 
 def default_group(pipeline: Pipeline, source: ItemSource) -> Path:

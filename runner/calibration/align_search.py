@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from runner.api import ItemSource, load_items, run_pipeline
+from runner.api import ItemSource, run_pipeline
 from runner.calibration import align_judge as judging
 from runner.calibration import metrics
 from runner.calibration.align_judge import Labelled, Split
@@ -26,6 +26,7 @@ from runner.errors import InputError, RunnerError
 from runner.inputs import ItemStream
 from runner.pipeline.loader import load_pipeline
 from runner.runs.manifest import sha256_file
+from runner.runs.reads import load_items
 from runner.runs.request import RunOptions
 
 AGREEMENT = "balanced_accuracy"

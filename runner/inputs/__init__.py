@@ -41,15 +41,15 @@ class Item:
     value: Any
     parent: Any = None
     error: str | None = None
-    exploded_from: str | None = None     # the parent's field this item is one element of
+    exploded_from: str | None = None     # the parent's field this item is one element of, left out of its key
     rewrites: tuple[Rewrite, ...] = ()     # a probe copy's perturbations of step results (runner probe)
 
     @property
     def key(self) -> str:
         """A hash of what the item reads (its record, its parent's, a probe copy's perturbations):
         the same in every run of the same input at any position (reviews follow it). An exploded
-        item's key leaves out the list it is one element of: changing one slide of a deck keeps
-        the other slides' keys."""
+        item's key leaves out the list it is one element of (`exploded_from`): changing one slide
+        of a deck keeps the other slides' keys, unless the pipeline reads the deck's slides."""
         parent = self.parent
         if self.exploded_from is not None and isinstance(parent, dict):
             parent = {name: value for name, value in parent.items() if name != self.exploded_from}
@@ -147,8 +147,9 @@ def _shown(record: Record, path: Path, shown_as: str) -> Record:
     return replace(record, error=record.error.replace(str(path), shown_as)) if record.error else record
 
 
-def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]:
-    """Number records (exploding a list field into one item per element), one at a time."""
+def iter_items(records: Iterable[Record], explode: str | None, list_in_key: bool = False) -> Iterator[Item]:
+    """Number records (exploding a list field into one item per element), one at a time; an
+    exploded item's key leaves out its list unless `list_in_key` (the pipeline reads the list)."""
     numbers = itertools.count(1)
     for number, record in enumerate(records, start=1):
         value = record.value
@@ -158,7 +159,8 @@ def iter_items(records: Iterable[Record], explode: str | None) -> Iterator[Item]
         elif not isinstance(children, list):
             yield Item(next(numbers), value, error=f"record {number}: field '{explode}' is missing or not a list")
         else:
-            yield from (Item(next(numbers), child, parent=value, exploded_from=explode) for child in children)
+            apart = None if list_in_key else explode
+            yield from (Item(next(numbers), child, parent=value, exploded_from=apart) for child in children)
 
 
 def namespace_scope(value: Any, names: Iterable[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.api import RunOutcome, RunRole, default_group, load_items, run_pipeline, spool_stdin
+from runner.api import RunOutcome, RunRole, default_group, run_pipeline
 from runner.engine.progress import Progress
 from runner.engine.rates import PassRule, pass_check
 from runner.engine.selection import static_scope
@@ -22,6 +22,7 @@ from runner.pipeline.validated import ValidatedPipelines
 from runner.probe.measure import Originals, measure
 from runner.probe.plan import plan, probe_items
 from runner.probe.probe_report import write_probe
+from runner.runs.reads import load_items, spool_stdin
 from runner.runs.request import ItemSource, RunOptions
 from runner.runs.results_file import results_in_order
 from runner.templating.sandbox import Renderer

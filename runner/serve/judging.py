@@ -186,7 +186,8 @@ class Judging:
     async def judge(self, variant: Variant, records: Iterable[Any]) -> list[dict[str, Any]]:
         """Each item of these records (exploded as the pipeline says), from the store or judged:
         its JudgedItem (source store, cache: every call answered from the LLM cache, judged or error)."""
-        items = list(iter_items((Record(value) for value in records), variant.pipeline.input.explode))
+        items = list(iter_items((Record(value) for value in records), variant.pipeline.input.explode,
+                                variant.served.list_in_key))
         if len(items) > self.settings.max_items:
             raise ApiError(413, f"{len(items)} items in one request: at most {self.settings.max_items} "
                                 "(send a job for more)")

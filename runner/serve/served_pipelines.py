@@ -21,10 +21,10 @@ from runner.pipeline.loader import load_pipeline
 from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
-from runner.runs.manifest import strings_in, used_files
+from runner.runs.manifest import strings_in
+from runner.runs.reads import input_reads, reads_exploded_list
 from runner.safetext import clean_value
 from runner.serve.http import ApiError
-from runner.templating.sandbox import attribute_refs, parse_source
 
 SUFFIXES = (".yaml", ".yml")
 CHECK_EVERY = 1.0           # seconds between looks for changed pipeline, prompt and schema files
@@ -39,6 +39,7 @@ class Served:
     settable: dict[str, Any]            # params_schema: each param a request may set, and its schema
     reads: dict[str, Any] = field(default_factory=dict)     # the input fields it reads
     overrides: list[str] = field(default_factory=list)      # the server's --set and --model, applied first
+    list_in_key: bool = False           # an exploded item's key keeps its list (runs/reads.py: reads_exploded_list)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.pipeline.description,
@@ -85,7 +86,7 @@ class Catalog:
                                        f"{served[pipeline.name].pipeline.file.name}: not served")
                 continue
             served[pipeline.name] = Served(pipeline.name, pipeline, pipeline.params_schema, input_reads(pipeline),
-                                           self.overrides)
+                                           self.overrides, reads_exploded_list(pipeline))
         self.served, self.problems = served, problems
         self.generation += 1
 
@@ -173,42 +174,3 @@ def load_variant(served: Served, overrides: list[str], cache_dir: Path) -> Pipel
         raise ApiError(400, "; ".join(f"{p.path}: {p.message}" if p.path else p.message
                                       for p in exc.problems)) from None
     return pipeline
-
-
-def input_reads(pipeline: Pipeline) -> dict[str, Any]:
-    """The input fields the pipeline's templates read: the item's, and with `explode` the
-    record's (`parent_as`) and the list each item is one element of; with `namespaces`, each
-    namespace's."""
-    spec = pipeline.input
-    namespaces, parent = spec.namespaces, spec.parent_as or ""
-    names: dict[str, set[str]] = {"item": set(), parent: set(), **{n: set() for n in namespaces}}
-    for text in _template_texts(pipeline):
-        for bare in (False, True):
-            try:
-                tree = parse_source(text, bare)
-            except Exception:  # noqa: BLE001 - not a template of this kind
-                continue
-            for root, found in names.items():
-                if root:
-                    found.update(attribute_refs(tree, root))
-    described: dict[str, Any] = {"adapter": pipeline.adapter}
-    if namespaces:          # a record is a mapping of these names (e.g. an OpenAI Evals row's item and sample)
-        described["namespaces"] = {name: sorted(names[name]) for name in namespaces}
-    elif spec.explode:
-        described["explode"] = spec.explode
-        described["record_fields"] = sorted({*names.get(parent, set()), spec.explode})
-        described["item_fields"] = sorted(names["item"])
-    else:
-        described["fields"] = sorted(names["item"])
-    return described
-
-
-def _template_texts(pipeline: Pipeline) -> Iterator[str]:
-    for part in ("steps", "output", "memo"):
-        yield from strings_in(pipeline.located.data.get(part))
-    for name in used_files(pipeline):
-        if name.startswith("prompts/"):
-            try:
-                yield (pipeline.project_dir / name).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue

@@ -9,9 +9,12 @@ import json
 import httpx
 
 from helpers import scripted_model, server_error
+from runner.pipeline.loader import load_pipeline
+from runner.runs.reads import load_items
+from runner.runs.request import ItemSource
 from runner.serve.app import create_app
 from runner.serve.judging import Settings
-from serve_fixtures import deck
+from serve_fixtures import DECK_JUDGE, deck
 
 
 def sources(response):
@@ -213,6 +216,24 @@ def test_the_pipelines_and_what_a_request_may_set(served_project, served):
                                   "item_fields": ["html"]}
     assert len(described["pipeline_hash"]) == 16 and described["stored"] == 0
     assert "broken.yaml" in listed["unavailable"] and "steps" in listed["unavailable"]["broken.yaml"]
+
+
+def test_an_exploded_items_key_keeps_the_list_when_the_pipeline_reads_it(served_project, served):
+    """A slide judged with the whole deck in its prompt came back from the store after another
+    slide was added (its key left the list out), where `runner run` judged it anew."""
+    served_project.pipeline(DECK_JUDGE.replace("name: deck", "name: whole").replace(
+        "Data: {{ deck.data }}.", "Deck: {{ deck.slides | map(attribute='html') | join(' / ') }}."), "whole.yaml")
+    first = served.judge(deck("<p>A</p>"), name="whole").json()["results"][0]
+    again = served.judge(deck("<p>A</p>", "<p>B</p>"), name="whole").json()["results"]
+    assert [r["source"] for r in again] == ["judged", "judged"] and again[0]["item_key"] != first["item_key"]
+    # a pipeline that reads only its own slide keeps each slide's key whatever the deck holds
+    plain = [served.judge(deck(*slides)).json()["results"][0]["item_key"] for slides in (["<p>A</p>"],
+                                                                                          ["<p>A</p>", "<p>B</p>"])]
+    assert plain[0] == plain[1]
+    (served_project.root / "deck.json").write_text(json.dumps(deck("<p>A</p>", "<p>B</p>")))
+    items = load_items(load_pipeline(served_project.root / "pipelines" / "whole.yaml"),
+                       ItemSource(input_path=served_project.root / "deck.json"))
+    assert [item.key for item in items] == [r["item_key"] for r in again]      # as `runner run` keys them
 
 
 def test_health_and_the_api_description(served):
