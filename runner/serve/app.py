@@ -214,8 +214,12 @@ def create_app(settings: Settings, pipelines: Any, db: str | None = None, limits
         except BaseException:
             writer.discard()
             raise
-        await asyncio.to_thread(check_input, variant.pipeline, path)
-        job = server.jobs.submit(name, params, path, variant.hash, shown)
+        try:
+            await asyncio.to_thread(check_input, variant.pipeline, path)
+            job = server.jobs.submit(name, params, path, variant.hash, shown)
+        except BaseException:
+            path.unlink(missing_ok=True)        # a refused upload keeps no file
+            raise
         return json_response(job.view(), 202, Location=f"/v1/jobs/{job.id}")
 
     @app.get("/v1/jobs", response_model=list[openapi.JobView], responses=ERRORS)

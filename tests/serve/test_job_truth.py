@@ -159,6 +159,8 @@ def test_a_json_or_yaml_upload_that_cannot_be_read_is_refused_when_sent(served_p
         refused = client.post("/v1/pipelines/triage/jobs", files={"file": (name, text.encode())})
     assert refused.status_code == 400 and says in refused.json()["error"], refused.text
     assert str(served_project.root) not in refused.text
+    uploads = served_project.root / "reports" / ".runner-serve" / "inputs"
+    assert not uploads.exists() or not any(uploads.iterdir())         # a refused upload keeps no file
 
 
 def test_issue_63_s8_a_csv_cell_over_the_field_limit_is_an_item_error(served_project):
