@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import itertools
 import json
 import sys
@@ -122,7 +123,7 @@ class Judging:
         self._clients: dict[str, SharedClient] = {}
         self._variants: OrderedDict[tuple[str, str], Variant] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()      # evicted variants' runs, ending
-        self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params) -> hash
+        self._hashes: dict[tuple[str, int, str], str] = {}       # (name, catalog generation, params' sha256) -> hash
         # an item's Computed, for whoever joins the flight
         self._flights: SingleFlight[Computed] = SingleFlight()
         self._indexes = itertools.count(1)        # item numbers in the long-lived runtimes, never reused
@@ -142,13 +143,15 @@ class Judging:
         """The runtime for this pipeline with these params (made on first use; ApiError for a
         param a request may not set, a value its schema refuses, or one that changes models)."""
         served = self.catalog.get(name)
-        text = json.dumps(params or {}, sort_keys=True, default=str)
+        # by digest: a request's params may be megabytes, and up to MAX_KNOWN_PARAMS are remembered
+        text = hashlib.sha256(json.dumps(params or {}, sort_keys=True, default=str).encode()).hexdigest()
         known = self._hashes.get((name, self.catalog.generation, text))
         if known is not None and (name, known) in self._variants:
             self._variants.move_to_end((name, known))
             return self._variants[(name, known)]
-        overrides = request_overrides(served, params)
-        pipeline = load_variant(served, overrides, self.settings.cache_dir)
+        # in a thread: loading and checking a pipeline with large params must not hold the event loop
+        overrides = await asyncio.to_thread(request_overrides, served, params)
+        pipeline = await asyncio.to_thread(load_variant, served, overrides, self.settings.cache_dir)
         runtime = Runtime.create(pipeline, self.options(), RunRole(shared_llm=self.client(name)))
         if overrides:
             base = await self.variant(name)
