@@ -83,6 +83,12 @@ class Limits:
     allowed_hosts: list[str] | None = None         # Host names a request may carry (None: any)
 
 
+def _bodiless(send: Send) -> Send:
+    async def without_body(message: Message) -> None:
+        await send({**message, "body": b""} if message["type"] == "http.response.body" else message)
+    return without_body
+
+
 class Guard:
     """ASGI middleware on every route: the Host (on loopback, only loopback names), a write sent
     by a page of another site to a server without a token (a form's POST needs no CORS
@@ -106,6 +112,8 @@ class Guard:
         if refused is not None:
             await refused(scope, receive, send)
             return
+        if scope["method"] == "HEAD":       # wherever GET answers: its status and headers, no body (RFC 9110)
+            scope, send = {**scope, "method": "GET"}, _bodiless(send)
         seen = 0
 
         async def counted() -> Message:

@@ -238,6 +238,10 @@ def test_an_exploded_items_key_keeps_the_list_when_the_pipeline_reads_it(served_
 
 def test_health_and_the_api_description(served):
     assert served.client.get("/healthz").json() == {"status": "ok", "store": "ok", "pipelines": 1, "jobs": {}}
+    for path in ("/healthz", "/v1/pipelines"):        # HEAD answers wherever GET does (a monitor's check was a 405)
+        head, get = served.client.head(path), served.client.get(path)
+        assert head.status_code == 200 and head.content == b"" and head.headers["content-type"] == \
+            get.headers["content-type"]
     spec = served.client.get("/openapi.json").json()
     assert {"/v1/pipelines", "/v1/pipelines/{name}/judge", "/v1/pipelines/{name}/jobs", "/v1/jobs/{job_id}",
             "/v1/jobs/{job_id}/results", "/v1/results/{item_key}", "/v1/results/{item_key}/feedback",
