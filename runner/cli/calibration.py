@@ -87,17 +87,16 @@ def _eval_lines(report: dict[str, Any]) -> str:
     from runner.calibration.metrics import interval_text
     base = m["baseline"]
     lines.append(f"{'pass/fail: ' if m.get('positive') else ''}accuracy {m['accuracy']} (always {base['predicts']}: "
-                 f"{base['accuracy']}), kappa {m['kappa']} 95% CI {interval_text(m['kappa_ci95'], m['n'])}, "
-                 f"macro F1 {m['macro_f1']}")
+                 f"{base['accuracy']}), {_kappa(m['kappa'], m['kappa_ci95'], m['n'])}, macro F1 {m['macro_f1']}")
     if report.get("binary"):
         b = report["binary"]
-        lines.append(f"pass/fail: accuracy {b['accuracy']}, kappa {b['kappa']} 95% CI "
-                     f"{interval_text(b['kappa_ci95'], b['n'])}")
+        lines.append(f"pass/fail: accuracy {b['accuracy']}, {_kappa(b['kappa'], b['kappa_ci95'], b['n'])}")
     jurors = report.get("jurors") or {}
     if jurors.get("missing"):
         lines.append(f"no per-juror scores: {jurors['missing']}")
     for name, j in (jurors.get("models") or {}).items():
-        lines.append(f"juror {name}: accuracy {j['accuracy']}, kappa {j['kappa']} on {j['n']} item(s)"
+        kappa = _kappa(j["kappa"]) if j["n"] else "kappa n/a"
+        lines.append(f"juror {name}: accuracy {j['accuracy']}, {kappa} on {j['n']} item(s)"
                      f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
     independence = jurors.get("independence")
     if independence and independence["effective_votes"] is not None:
@@ -107,14 +106,23 @@ def _eval_lines(report: dict[str, Any]) -> str:
         if s.get("n") and "accuracy" in s:
             lines.append(f"{report['by']['field']} {name}: n {s['n']}, accuracy {s['accuracy']} "
                          f"{interval_text(s['accuracy_ci95'], s['n'])}, balanced accuracy {s['balanced_accuracy']} "
-                         f"{interval_text(s['balanced_accuracy_ci95'], s['n'])}, kappa {s['kappa']} "
-                         f"{interval_text(s['kappa_ci95'], s['n'])}, macro F1 {s['macro_f1']}")
+                         f"{interval_text(s['balanced_accuracy_ci95'], s['n'])}, "
+                         f"{_kappa(s['kappa'], s['kappa_ci95'], s['n'], '')}, macro F1 {s['macro_f1']}")
     stability = report.get("stability")
     if stability:
         lines.append(f"stable items ({stability['field']} 1.0): accuracy {stability['stable']['accuracy']} on "
                      f"{stability['stable']['n']}; unstable: accuracy {stability['unstable']['accuracy']} on "
                      f"{stability['unstable']['n']}")
     return "\n".join(lines)
+
+
+def _kappa(value: float | None, interval: list[float] | None = None, n: int | None = None,
+           named: str = "95% CI ") -> str:
+    """`kappa 0.61 95% CI [0.4, 0.8]`, or why kappa is undefined (never Python's None)."""
+    from runner.calibration.metrics import interval_text
+    if value is None:
+        return "kappa n/a (the labels and the verdicts are each all one and the same class)"
+    return f"kappa {value}" + (f" {named}{interval_text(interval, n)}" if n is not None else "")
 
 
 def sweep_command(

@@ -133,6 +133,9 @@ def test_62_2_fail_under_kappa_fails_closed_saying_why_kappa_is_undefined(judge,
     assert gated.exit_code == 1
     assert ("kappa is n/a (undefined: the labels and the verdicts are each all one and the same class; over 5 of 5 "
             "label(s)): --fail-under-kappa 0.5 has nothing to check") in gated.stderr
+    # its line said `kappa None n/a (5 labels)`: Python's None, and a reason (too few labels) that was not it
+    assert "kappa n/a (the labels and the verdicts are each all one and the same class), macro F1" in gated.stdout
+    assert "None" not in gated.stdout
 
 
 def test_62_2_a_baseline_written_before_errored_counted_is_no_drop(judge, cli):
