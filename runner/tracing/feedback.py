@@ -19,7 +19,9 @@ from runner.runs.folders import RESULTS, is_run, iter_results, read_summary
 from runner.runs.manifest import read_manifest
 from runner.stores.reviews import REVIEWS_FILE, Review, ReviewStore, review_of
 
-RUN_DEPTHS = ("", "*/", "*/*/", "*/*/*/")        # a run folder, its group, its pipeline, the reports folder
+# a run folder, its group, its pipeline, the reports folder; and a run of `runner align`'s folder
+# (reports/PIPELINE/align/runs/RUN)
+RUN_DEPTHS = ("", "*/", "*/*/", "*/*/*/", "*/*/*/*/")
 
 
 @dataclass(frozen=True)

@@ -506,3 +506,16 @@ def test_hostile_reviews_and_a_results_line_of_another_index_type_answer_what_is
         assert missing.status_code == 404 and "error" in missing.json(), missing.text
     twice = web.post("/api/review", headers=headers, content='{"run": "asked/r1", "run": "x", "index": 1}')
     assert twice.status_code == 400 and "given twice" in twice.json()["error"]
+
+
+def test_a_run_of_runner_aligns_folder_is_listed_with_its_align_link(project):
+    """`runner align` keeps its runs at reports/PIPELINE/align/runs/RUN: one level deeper than the
+    list looked, so its align.html link could only be typed."""
+    path = project.pipeline(VERDICTS)
+    reports = project.root / "reports"
+    source = write_json(project.root / "in.json", [{"v": "A"}, {"v": "B"}])
+    run(path, source, out=reports / "c" / "align" / "runs" / "aligned-test")
+    (reports / "c" / "align" / "align.html").write_text("<html><body>align report</body></html>")
+    web = client(reports)
+    assert "c/align/runs/aligned-test" in web.get("/").text
+    assert "align report" in web.get("/run/c/align/runs/aligned-test/align").text
