@@ -149,6 +149,8 @@ class StartedRun:
             runtime = Runtime.create(pipeline, _run_options(options, source, out_dir, group), role)
             runtime.open_caches = caches              # the run closes them
             runtime.observer = make_observer(runtime)
+            if source.input_items == 0 and not source.records:
+                add_warning(runtime, "the input has no item: nothing was judged")
             concurrency = items_in_flight(runtime)
             if batching:
                 concurrency = max(concurrency, BATCH_WINDOW)

@@ -134,9 +134,14 @@ class MaxErrors:
 
 
 def run_failure(summary: dict[str, Any], allowed: MaxErrors | None = None) -> str | None:
-    """Why a run failed (exit code TOO_MANY_ERRORS: no model answered any call, or more items
-    errored than `allowed`, by default every item), or None: for run, eval and sweep alike."""
+    """Why a run failed (exit code TOO_MANY_ERRORS: no model answered any call, more items
+    errored than `allowed` (by default every item), or the selection kept no item of an input
+    that has some), or None: for run, eval and sweep alike."""
     errors, total, allowed = int(summary.get("errors") or 0), int(summary.get("total") or 0), allowed or MaxErrors()
+    inputs = int(summary.get("input_items") or 0)
+    if not total and inputs and not summary.get("interrupted"):
+        return (f"run failed: the selection (--item, --filter, --limit) kept none of the input's {inputs} item(s), "
+                f"so nothing was judged (exit code {TOO_MANY_ERRORS})")
     if failed_calls := unanswered_calls(summary):
         return f"run failed: no model answered any call ({failed_calls} call(s) failed; exit code {TOO_MANY_ERRORS})"
     if allowed.exceeded(errors, total):

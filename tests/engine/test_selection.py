@@ -40,6 +40,20 @@ def test_item_filter_and_failed_from(project, cli):
     assert both.exit_code == 0 and project.summary("b")["rerun_items"] == 2
 
 
+def test_a_selection_that_keeps_nothing_fails_and_an_empty_input_says_so(project, cli):
+    """`--filter "item.d == '2'"` (a number compared with text) kept none of 2 items: the run
+    said `0 of 2 item(s), partial; errors: 0` and exited 0, as a CI job's green."""
+    path = project.pipeline(PIPELINE)
+    source = write_json(project.root / "in.json", [{"d": 1}, {"d": 2}])
+    kept_none = cli("run", str(path), "--input", str(source), "--out", "none", "--filter", "item.d == '2'")
+    assert kept_none.exit_code == 3 and ("run failed: the selection (--item, --filter, --limit) kept none of the "
+                                         "input's 2 item(s), so nothing was judged (exit code 3)") in kept_none.stderr
+    (project.root / "empty.json").write_text("[]")
+    empty = cli("run", str(path), "--input", "empty.json", "--out", "empty")
+    assert empty.exit_code == 0 and "warning: the input has no item: nothing was judged" in empty.stderr
+    assert project.summary("empty")["run_warnings"] == ["the input has no item: nothing was judged"]
+
+
 def test_selection_mistakes_are_clear(project, cli):
     path = project.pipeline(PIPELINE)
     source = write_json(project.root / "in.json", [{"d": 1}, {"d": 2}])
