@@ -38,8 +38,8 @@ class LLM(Protocol):
         """What a model wrote or was sent, its known secrets hidden by value only."""
         ...
 
-    def no_verdict(self, item: int) -> None:
-        """A jury of `item` missed its quorum because calls failed: the item counts as failed."""
+    def no_verdict(self, item: int, reason: str) -> None:
+        """A jury of `item` missed its quorum because calls failed: the item counts as failed, for `reason`."""
         ...
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:

@@ -192,8 +192,8 @@ class LLMService:
         """Each batch's state and counts, for the progress line ('' without batches)."""
         return self._batches.progress() if self._batches is not None else ""
 
-    def no_verdict(self, item: int) -> None:
-        self.tally.no_verdict(item)
+    def no_verdict(self, item: int, reason: str) -> None:
+        self.tally.no_verdict(item, reason)
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
         """A finished item's outcome (runner/engine/services.py says what); forgotten unless `keep`."""

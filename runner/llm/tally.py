@@ -25,7 +25,7 @@ class ItemTally:
     groups: dict[int, list[int]] = field(default_factory=dict)     # group: [answered, failed]
     reason: str = ""           # its last failed call's error
     sent: bool = False         # it sent a call (or had one fail)
-    undecided: bool = False    # a jury of it missed its quorum for failed calls
+    undecided: str = ""        # why a jury of it missed its quorum for failed calls (every cause, in seat order)
 
 
 class FailureTally:
@@ -49,22 +49,25 @@ class FailureTally:
         tally.reason, tally.sent = error, True
         self.last_errors[model] = (endpoint, error)
 
-    def no_verdict(self, item: int) -> None:
+    def no_verdict(self, item: int, reason: str) -> None:
         """A jury of `item` missed its quorum because calls failed: its LLM work failed, as if no
-        juror had answered (the jurors that did are still answers)."""
-        self._items.setdefault(item, ItemTally()).undecided = True
+        juror had answered (the jurors that did are still answers), and `reason` says why (the
+        first such jury's: the same whichever call failed last)."""
+        tally = self._items.setdefault(item, ItemTally())
+        tally.undecided = tally.undecided or reason
 
     def settle(self, item: object, keep: bool = False) -> tuple[bool, str, bool, bool]:
-        """Whether a finished item got no usable answer somewhere, its last failed call's error,
+        """Whether a finished item got no usable answer somewhere, why (a jury's `no_verdict`,
+        else its last failed call's error),
         whether every answer it got came from the cache (and it got one), and whether it got one
         at all. Its groups are then forgotten, so a run's tally stays as small as its window;
         `keep` only reads them."""
         tally = None if not isinstance(item, int) else self._items.get(item) if keep else self._items.pop(item, None)
         if tally is None:
             return False, "", False, False
-        failed = tally.undecided or any(failed and not answered for answered, failed in tally.groups.values())
+        failed = bool(tally.undecided) or any(failed and not answered for answered, failed in tally.groups.values())
         answered = any(answered for answered, _ in tally.groups.values())
-        return failed, tally.reason, answered and not tally.sent, answered
+        return failed, tally.undecided or tally.reason, answered and not tally.sent, answered
 
     def take(self, items: list[int]) -> dict[int, ItemTally]:
         """These items' tallies, removed: a Ray worker sends them to the driver."""

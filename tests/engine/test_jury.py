@@ -166,17 +166,25 @@ def test_budget_message(project, env):
 def test_a_jury_that_misses_its_quorum_for_failed_calls_errors_the_item_everywhere(project, env, cli):
     """One juror answered and two failed: the vote said LLM_ERROR, but the item had no error,
     so `errors: 0` and a rate gate passed on it; a numeric jury errored the same item."""
+    env.script(Reply(status=500), model="judge-a", contains="claim 3\n")
     env.script(Reply(answer("VALID")), model="judge-a")
     env.script(Reply(answer("VALID")), model="judge-b", contains="claim 1\n")
     env.script(Reply(answer("VALID")), model="judge-c", contains="claim 1\n")
     env.script(Reply(status=400), model="judge-b")
     env.script(Reply(status=400), model="judge-c")
-    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}, {"n": 3}])
     path = jury_pipeline(project)
     result = cli("run", str(path), "--input", "in.json", "--out", "out", "--format", "junit")
     results = project.results(project.root / "out")
-    assert [r["verdict"] for r in results] == ["VALID", "LLM_ERROR"]
-    assert "error" not in results[0] and results[1]["error"].startswith("model 'c' (scripted/judge-c)")
-    assert project.summary(project.root / "out")["errors"] == 1
-    assert 'errors="1"' in (project.root / "out" / "junit.xml").read_text()
-    assert "errors: 1" in result.output
+    assert [r["verdict"] for r in results] == ["VALID", "LLM_ERROR", "LLM_ERROR"]
+    assert results[2]["error"] == (      # no juror answered: each one's cause, not only the last to fail
+        "step 'jury': no juror answered: model 'a' (scripted/judge-a) at scripted (provider default): HTTP 500: "
+        "scripted status 500; model 'b' (scripted/judge-b) at scripted (provider default): HTTP 400: scripted "
+        "status 400; model 'c' (scripted/judge-c) at scripted (provider default): HTTP 400: scripted status 400")
+    assert "error" not in results[0] and results[1]["error"] == (
+        "step 'jury': quorum not met: 1 valid vote(s), 2 needed: model 'b' (scripted/judge-b) at scripted (provider "
+        "default): HTTP 400: scripted status 400; model 'c' (scripted/judge-c) at scripted (provider default): HTTP "
+        "400: scripted status 400")     # every cause in seat order, whichever call failed last
+    assert project.summary(project.root / "out")["errors"] == 2
+    assert 'errors="2"' in (project.root / "out" / "junit.xml").read_text()
+    assert "errors: 2" in result.output

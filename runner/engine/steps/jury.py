@@ -25,6 +25,7 @@ from runner.engine.steps.llm_call import (
 from runner.engine.voting import (
     CATEGORICAL,
     NUMERIC,
+    Outcome,
     Vote,
     VoteError,
     majority_of,
@@ -87,8 +88,8 @@ class Jury(PromptedStep):
         outcome = tally(votes, method, vote_spec["on_tie"], vote_spec["on_all_failed"], quorum,
                         vote_spec["reason_field"])
         note_votes(ctx.spec.id, method in NUMERIC, {v.seat: v.value for v in votes if v.valid})
-        if outcome.short and any(v.error for v in votes):
-            ctx.runtime.llm.no_verdict(ctx.item.index)      # a quorum lost to failed calls: as if none answered
+        if outcome.short and any(v.error for v in votes):       # a quorum lost to failed calls: as if none answered
+            ctx.runtime.llm.no_verdict(ctx.item.index, f"step '{ctx.spec.id}': {no_verdict(outcome, votes)}")
         schema = requests[0][0].output_schema if requests else None
         expected = list((schema or {}).get("properties", {}))
         result: dict[str, Any] = merge_answers(outcome.winners, votes, field, expected)
@@ -109,6 +110,14 @@ class Jury(PromptedStep):
         output = (first.answer or {}).get("output") if first is not None else None
         return Vote(seat, sampled.value, output if isinstance(output, dict) else None, sampled.error,
                     sampled.cached, sampled.latency_ms, sampled.stability, sampled.confidence, sampled.values)
+
+
+def no_verdict(outcome: Outcome, votes: list[Vote]) -> str:
+    """Why a jury that lost jurors to failed calls gave no verdict: each cause once, in seat order
+    (the same text whichever call failed last, so items failing alike are one error group)."""
+    causes = "; ".join(dict.fromkeys(v.error for v in votes if v.error))
+    head = "no juror answered" if not outcome.valid_votes else outcome.reason.split(";")[0].replace("Quorum", "quorum")
+    return f"{head}: {causes}"
 
 
 def no_number(reason: str, method: str, votes: list[Vote]) -> str:
