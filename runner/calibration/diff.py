@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.engine.rates import exact, rate_entries, rate_text, unclean
-from runner.errors import RunnerError
+from runner.errors import InputError, RunnerError, unknown
 from runner.outputs.report_view import lookup
 from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
 from runner.runs.manifest import read_manifest
@@ -122,6 +122,7 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     only_after: list[int] = []
     common: dict[str, Counter[str]] = {"before": Counter(), "after": Counter()}     # over the items both runs have
     compared = 0
+    unseen, keys = set(fields or []), set[str]()      # a --field no result has a value for: a typo
     old = ((r["index"], 0, r) for r in results_in_order(before))
     new = ((r["index"], 1, r) for r in results_in_order(after))
     for index, group in groupby(heapq.merge(old, new, key=itemgetter(0)), key=itemgetter(0)):  # nothing held
@@ -135,8 +136,15 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
                 common["before"][_counted_as(left, count_by)] += 1
                 common["after"][_counted_as(right, count_by)] += 1
             changes = {f: [lookup(left, f), lookup(right, f)] for f in watched if lookup(left, f) != lookup(right, f)}
+            if unseen:
+                keys.update(left, right)
+                unseen -= {f for f in unseen if lookup(left, f) is not None or lookup(right, f) is not None}
             if changes:
                 changed.append({"index": index, "changes": changes})
+    if unseen and compared:
+        name = sorted(unseen)[0]
+        raise InputError(f"--field {name}: no result of either run has a value for it; "
+                         + unknown("field", name, keys - {"index", "item_key"}, "their fields"))
     counts: dict[str, Any] = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     old_rates, new_rates = rate_entries(old_summary), rate_entries(new_summary)
     rate_details = {name: [old_rates.get(name), new_rates.get(name)] for name in dict.fromkeys([*old_rates, *new_rates])

@@ -103,9 +103,23 @@ def calls(run: Annotated[Path, typer.Argument(help="The run: its folder, its gro
         typer.echo(("\n" if shown else "") + text_of(record), nl=False)
         shown += 1
     if not shown:
+        _check_asked(folder, item, model)
         wanted = " and ".join(part for part in (f"item {item}" if item else "", f"model {model}" if model else "")
                               if part)
         typer.echo(f"{path}: no call{' of ' + wanted if wanted else ''}", err=True)
+
+
+def _check_asked(folder: Path, item: int | None, model: str | None) -> None:
+    """A model the run has no entry for, or an item it has no result for, is a mistake in the
+    asking (exit 2, a did-you-mean), not a run that made no such call."""
+    from runner.errors import unknown
+    from runner.runs.folders import RUN_SCHEMA, iter_results, read_checked
+    from runner.runs.manifest import MANIFEST
+    models = (read_checked(folder / MANIFEST, RUN_SCHEMA) or {}).get("models")
+    if model is not None and isinstance(models, dict) and model not in models:
+        fail(f"--model {model}: " + unknown("model", model, models, "this run's models"))
+    if item is not None and all(result["index"] != item for result in iter_results(folder)):
+        fail(f"--item {item}: the run has no result for item {item}")
 
 
 def _size(count: int) -> str:

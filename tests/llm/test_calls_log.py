@@ -101,7 +101,10 @@ def test_runner_calls_prints_a_runs_calls_as_text(project, env, cli):
     every = cli("calls", str(group))
     assert every.output.count("=== PROMPT ===") == 2
     assert cli("calls", str(group), "--model", "m").output == every.output
-    assert "=== PROMPT ===" not in cli("calls", str(group), "--model", "other").output
+    other = cli("calls", str(group), "--model", "mm")       # no such model, no such item: a mistake, said (exit 2)
+    assert other.exit_code == 2 and "--model mm: unknown model 'mm'. Did you mean 'm'?" in other.stderr
+    beyond = cli("calls", str(group), "--item", "9")
+    assert beyond.exit_code == 2 and "--item 9: the run has no result for item 9" in beyond.stderr
     missing = cli("calls", str(project.root / "nowhere"))
     assert missing.exit_code == 2 and "no such run folder" in missing.output
 
