@@ -41,7 +41,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     """`runner eval`: score a run folder, or run a pipeline over `input_path` first (`run_failed`
     when the run fails as `runner run` would); write eval.json, eval.md and report.html's section."""
     from runner.calibration.eval_report import write_eval
-    failure = None
+    failure, ran = None, False
     results: Iterable[dict[str, Any]]
     if target.is_file() and target.suffix in (".yaml", ".yml"):
         from runner.api import ItemSource, run_pipeline
@@ -52,7 +52,7 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
                                RunOptions(cache_dir=cache_dir, out_dir=out), overrides)
         outcome.stop_if_interrupted()            # an interrupted run is not evaluated
         folder, results, summary = outcome.out_dir, outcome.results, outcome.summary
-        failure = run_failure(summary)       # the exit code of `runner run` over the same items
+        failure, ran = run_failure(summary), True      # the exit code of `runner run` over the same items
     elif input_path is not None or overrides:
         raise InputError("--input and --set need a pipeline file, not a run folder")
     else:
@@ -63,8 +63,8 @@ def evaluate_target(target: Path, spec: EvalSpec, input_path: Path | None, overr
     if failure:
         report["run_failed"] = failure
     hints = run_hints(folder, summary)
-    if hints:
-        report["run_hints"] = hints
+    if hints:       # an earlier run's are said as its own, not as what this command sent
+        report["run_hints"] = hints if ran else [f"when {folder} ran: {hint}" for hint in hints]
     report["input_warnings"] = input_warnings(folder, spec.labels, report)
     write_eval(folder, report)
     return report, folder

@@ -239,3 +239,16 @@ def test_eval_says_so_when_no_juror_answered(setup, cli, project, scripted_llm):
     report = json.loads((project.root / "runs/down/eval.json").read_text())
     assert report["jurors"]["models"] == {} and report["metrics"]["accuracy"] == 0.1667   # only LOW is right
     assert "No per-juror scores: no juror answered (jury.votes" in (project.root / "runs/down/eval.md").read_text()
+
+
+def test_eval_of_a_run_folder_says_its_failed_calls_hint_as_that_runs(setup, cli, project, scripted_llm):
+    """`runner eval RUN` printed the run's `every call to ... failed` as if eval had sent them
+    (it sends nothing)."""
+    scripted_llm.reset()
+    scripted_llm.script(Reply(status=500))
+    pipeline, items, _ = setup
+    assert cli("run", str(pipeline), "--input", str(items), "--out", "runs/down", "--set", "params.style=fancy",
+               "--quiet").exit_code == 3
+    result = cli("eval", "runs/down", *label_args())
+    hints = [line for line in result.stderr.splitlines() if "every call to" in line]
+    assert hints and all(line.startswith("when runs/down ran: every call to") for line in hints), result.stderr
