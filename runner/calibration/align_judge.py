@@ -86,6 +86,14 @@ def split_items(items: list[Labelled], ratios: tuple[float, float, float], seed:
             chosen = max(range(3), key=lambda i: (deficits[i], -i))
             held[chosen] += len(groups[name])
             split.part(SPLITS[chosen]).extend(groups[name])
+    for empty in (name for name in SPLITS if not split.part(name)):     # each label's share rounded it away:
+        over = max((name for name in SPLITS if len({i.group for i in split.part(name)}) > 1), default=None,
+                   key=lambda name: (len(split.part(name)) - ratios[SPLITS.index(name)] * len(items), name))
+        given = split.part(over) if over is not None else []
+        if given:           # one group (its last) from the part most over its share that has two
+            moved = given[-1].group
+            split.part(empty).extend(i for i in given if i.group == moved)
+            given[:] = [i for i in given if i.group != moved]
     return split
 
 

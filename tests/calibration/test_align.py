@@ -191,6 +191,15 @@ def test_the_split_is_stratified_grouped_seeded_and_disjoint() -> None:
     assert 45 <= len(split.train) <= 63 and len(split.dev) >= 12 and len(split.test) >= 12
 
 
+def test_a_small_set_whose_label_shares_round_a_split_away_still_gets_every_split() -> None:
+    """5 items (3 x, 2 y) at 60/20/20: each label's share gave test none, and align refused
+    `too few labelled items (5)` though 3/1/1 was there to take."""
+    items = [Labelled(f"k{n}", "xxxyy"[n], f"g{n}") for n in range(5)]
+    split = split_items(items, (0.6, 0.2, 0.2), seed=0)
+    assert sorted(map(len, (split.train, split.dev, split.test))) == [1, 1, 3]
+    assert sorted(i.key for name in ("train", "dev", "test") for i in split.part(name)) == [f"k{n}" for n in range(5)]
+
+
 @pytest.mark.parametrize("bad", ["60/20", "a/b/c", "60/0/40"])
 def test_align_refuses_a_bad_split(project: Any, cli: Any, bad: str) -> None:
     pipeline = _project(project, lambda item: RIGHT[item["kind"]])
