@@ -21,7 +21,8 @@ from runner.calibration import align_judge as judging
 from runner.calibration import metrics
 from runner.calibration.align_judge import Labelled, Split
 from runner.calibration.evaluate import EvalSpec, predicted_field, value_text
-from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, labels_by_key, lookup, read_labels
+from runner.calibration.labels import NO_PREDICTION, LabelRow, join_labels, key_text, labels_by_key, read_labels
+from runner.engine.rates import lookup
 from runner.errors import InputError, RunnerError
 from runner.inputs import ItemStream
 from runner.pipeline.loader import load_pipeline

@@ -13,9 +13,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from runner.engine.rates import exact, rate_entries, rate_text, unclean
+from runner.engine.rates import counted_as, exact, lookup, rate_entries, rate_text, unclean
 from runner.errors import InputError, RunnerError, unknown
-from runner.outputs.report_view import lookup
 from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
 from runner.runs.manifest import read_manifest
 from runner.runs.results_file import results_in_order
@@ -133,8 +132,8 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
         for left, right in zip(lefts, rights, strict=False):
             compared += 1
             if count_by:
-                common["before"][_counted_as(left, count_by)] += 1
-                common["after"][_counted_as(right, count_by)] += 1
+                common["before"][counted_as(left, count_by)] += 1
+                common["after"][counted_as(right, count_by)] += 1
             changes = {f: [lookup(left, f), lookup(right, f)] for f in watched if lookup(left, f) != lookup(right, f)}
             if unseen:
                 keys.update(left, right)
@@ -160,11 +159,6 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
             "partial": partial, "compared": compared,
             "counts": counts, "rates": rates, "rate_details": rate_details, "changed": changed,
             "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
-
-
-def _counted_as(result: dict[str, Any], field: str) -> str:
-    value = lookup(result, field)
-    return "ERROR" if value is None and result.get("error") else str(value)
 
 
 def _show(value: Any) -> str:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.calibration import metrics
-from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, lookup, read_labels
+from runner.calibration.labels import NO_PREDICTION, LabelRow, Pair, join_labels, read_labels
 from runner.engine.health import run_failure
+from runner.engine.rates import lookup
 from runner.errors import InputError
 from runner.runs.folders import RESULTS, read_summary, resolve_run
 from runner.runs.results_file import ResultsView

@@ -16,21 +16,14 @@ from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.engine.rates import lookup
 from runner.errors import InputError
 from runner.fileio import parse_json, read_json_lines, read_text
-from runner.text.perturb import get_path
 
 if TYPE_CHECKING:
     from runner.stores.reviews import ReviewStore
 
 NO_PREDICTION = "(no prediction)"
-
-
-def lookup(record: Any, path: str) -> Any:
-    """`a.b` reads inside nested objects; a literal key named `a.b` wins."""
-    if isinstance(record, dict) and path in record:
-        return record[path]
-    return get_path(record, path.split("."))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.pipeline.model import SummarySpec
 from runner.templating.sandbox import Renderer
+from runner.text.perturb import get_path
 
 Check = Callable[[dict[str, Any]], bool | None]
 ERRORED = "errored"               # undefined on the item, which has an error: it was not judged
@@ -130,6 +131,21 @@ def rate_entries(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                    "denominator": total if isinstance(total, int) else None, "left_out": 0, "left_out_by": {}}
             for name, value in summary.items()
             if f"{name}_count" in summary and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def lookup(record: Any, path: str) -> Any:
+    """A field of a result, label or record: `a.b` reads inside nested objects (and `a.0` a list's
+    first); a literal key named `a.b` wins."""
+    if isinstance(record, dict) and path in record:
+        return record[path]
+    return get_path(record, path.split("."))
+
+
+def counted_as(result: dict[str, Any], field: str) -> str:
+    """What a result is counted as by `field` (summary.json's counts, diff, probe): its value as
+    text, `ERROR` for an errored result with none."""
+    value = lookup(result, field)
+    return "ERROR" if value is None and result.get("error") else str(value)
 
 
 def exact(entry: Mapping[str, Any]) -> Fraction | float:

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.engine.rates import rate_entries
+from runner.engine.rates import lookup, rate_entries
 from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
 from runner.outputs.report_format import count_label, cut, safe_url, text
 from runner.outputs.report_rows import HTML_ROWS, LowestIndex, RunScope, index_of
 from runner.pipeline.model import ASSESSMENT_KEY
-from runner.text.perturb import get_path
 
 REASON_NAMES = ("reason", "rationale", "explanation")
 ERROR_NAMES = ("error", "error_message")
@@ -37,11 +36,6 @@ CALL_CHARS = 4000           # a call's prompt or answer as a report shows it; th
 BAD = re.compile(r"ERROR|NOT_FOUND|INVALID|FAIL|RED|CONTRADICT|HALLUCINAT|OUTSIDE|MISLEADING|UNSUPPORTED|FALSE",
                  re.IGNORECASE)
 GOOD = re.compile(r"^(VALID|PASS(ED)?|GREEN|OK|SUPPORTS?|SUPPORTED|CORRECT|TRUE|YES)$", re.IGNORECASE)
-
-
-def lookup(result: dict[str, Any], column: str) -> Any:
-    """A result field; `a.b` reads inside nested objects (and `a.0` a list's first), as labels are read."""
-    return get_path(result, column.split("."))
 
 
 def _last(column: str) -> str:

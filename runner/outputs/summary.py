@@ -11,7 +11,7 @@ from typing import Any
 from runner.engine.agreement import add_votes
 from runner.engine.context import Runtime, condition_at, render_at
 from runner.engine.health import item_end
-from runner.engine.rates import RateCount
+from runner.engine.rates import RateCount, counted_as
 from runner.engine.run_warnings import run_warnings
 from runner.errors import TemplateError
 from runner.runs.results_file import Taken
@@ -94,8 +94,7 @@ class SummaryTally:
         item has an error (its result lacks what a judged one has), else as `undefined`."""
         self.total += 1
         if self.field:
-            value = result.get(self.field)
-            self.counter["ERROR" if value is None and result.get("error") else str(value)] += 1
+            self.counter[counted_as(result, self.field)] += 1
         said: dict[str, bool] = {}
         scope = {**self.base, "result": result}
         for name, expression in self.rates.items():

@@ -18,8 +18,7 @@ from typing import Any
 from runner.calibration.evaluate import vote_lists
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
-from runner.engine.rates import ERRORED, RateCount
-from runner.outputs.report_view import lookup
+from runner.engine.rates import ERRORED, RateCount, counted_as, lookup
 from runner.pipeline.probes import Probe
 from runner.probe.plan import Planned, excerpt
 from runner.text.perturb import NOT_PERTURBED
@@ -99,7 +98,7 @@ class Originals:
     def add(self, result: dict[str, Any] | None) -> None:
         self.items += 1
         errored = result is None or bool(result.get("error"))           # None: never run
-        verdict = "ERROR" if result is None or errored else str(lookup(result, self.verdict_field))
+        verdict = "ERROR" if result is None else counted_as(result, self.verdict_field)     # None: never run
         self.errors += errored
         self.counts[verdict] = self.counts.get(verdict, 0) + 1
         for name in self.rates:

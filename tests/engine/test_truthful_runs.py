@@ -91,7 +91,7 @@ def test_a_hint_about_failed_calls_names_only_what_failed_in_this_run(project, e
     write_json(project.root / "labels.json", [{"index": n, "label": "YES"} for n in range(1, 21)])
     scored = cli("eval", str(run), "--labels", "labels.json", "--key", "index", "--truth", "label")
     assert scored.exit_code == 0, scored.output
-    assert [line for line in scored.output.splitlines() if "every call" in line] == hints
+    assert [line for line in scored.output.splitlines() if "every call" in line] == [f"when {run} ran: {hints[0]}"]
 
 
 def test_an_eval_reprints_a_runs_hint_only_while_its_calls_say_so(project, env, cli):

@@ -197,3 +197,16 @@ def test_probes_in_their_own_file_are_located_there(tmp_path, cli):
         result = cli("validate", str(path))
         assert result.exit_code == 2 and "p.yaml:5:9: probes:" in result.output and problem in result.output, \
             result.output
+
+
+def test_the_originals_count_an_errored_item_by_its_verdict_as_summary_json_does():
+    """probe.json counted an errored item with a verdict (LLM_ERROR) as `ERROR`, the run's
+    summary as `LLM_ERROR`: the view showed the same items under two names."""
+    from runner.outputs.summary import counted_as
+    from runner.probe.measure import Originals
+    originals = Originals("verdict", {})
+    results = [{"verdict": "PASS"}, {"verdict": "LLM_ERROR", "error": "x"}, {"error": "y"}]
+    for result in [*results, None]:                                # None: an original never run
+        originals.add(result)
+    assert originals.counts == {"PASS": 1, "LLM_ERROR": 1, "ERROR": 2}
+    assert [counted_as(r, "verdict") for r in results] == ["PASS", "LLM_ERROR", "ERROR"]
