@@ -7,13 +7,12 @@ from __future__ import annotations
 import heapq
 import json
 from collections import Counter
-from fractions import Fraction
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from runner.engine.rates import counted_as, exact, lookup, rate_entries, rate_text, unclean
+from runner.engine.rates import as_given, counted_as, exact, lookup, rate_entries, rate_text, unclean
 from runner.errors import InputError, RunnerError, unknown
 from runner.runs.folders import RESULTS, is_whole, newest_group, previous_run, read_summary, resolve_run, runs_in
 from runner.runs.manifest import read_manifest
@@ -237,7 +236,7 @@ def rate_drops(diff: dict[str, Any], max_drop: float) -> list[str]:
             fell.append(f"{name} vanished (it was {_rate(old)})")
         elif after is None:
             fell.append(f"{name} became n/a ({new.get('reason') or 'not computed'}; it was {_rate(old)})")
-        elif exact(old) - exact(new) > Fraction(max_drop):
+        elif exact(old) - exact(new) > as_given(max_drop):
             over = [f"{entry.get('numerator')}/{entry.get('denominator')}" for entry in (old, new)]
             fell.append(f"{name} fell from {before:.3g} to {after:.3g} ({over[0]} -> {over[1]})")
         elif _unclean_rose(old, new):

@@ -9,10 +9,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from runner.engine.rates import PassRule, exact, rate_entries, rate_text, unclean
+from runner.engine.rates import PassRule, as_given, exact, rate_entries, rate_text, unclean
 from runner.errors import InputError
 from runner.pipeline.model import Pipeline
 
@@ -170,6 +169,6 @@ def rate_gate(summary: dict[str, Any], name: str, threshold: float, allowed: Max
                                                 ("errored", entry.get("errored_counted"))) if n)
         return False, (f"{shown}: {not_clean} of {total} item(s) {what}, more than the gate allows "
                        f"({allowed.describe_left_out(given)}); {gate} not met")
-    if exact(entry) < Fraction(threshold):
+    if exact(entry) < as_given(threshold):
         return False, f"{shown} is below {gate} (rates run 0-1)"
     return True, f"{shown} meets {gate}"

@@ -12,6 +12,7 @@ through `pass_check`."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -146,6 +147,12 @@ def counted_as(result: dict[str, Any], field: str) -> str:
     text, `ERROR` for an errored result with none."""
     value = lookup(result, field)
     return "ERROR" if value is None and result.get("error") else str(value)
+
+
+def as_given(number: float) -> Fraction | float:
+    """A threshold as the user wrote it (`0.8` is 4/5, not the float nearest it, which 8/10 is
+    below); an infinite one as it is."""
+    return Fraction(str(number)) if math.isfinite(number) else number
 
 
 def exact(entry: Mapping[str, Any]) -> Fraction | float:

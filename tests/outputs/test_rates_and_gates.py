@@ -161,3 +161,13 @@ def test_a_gate_compares_the_rate_itself_not_its_rounded_value(judge, cli):
     assert below.exit_code == 1 and "pass_rate 0.7143 (5/7; 1 left out: 1 errored) is below --fail-under 0.71429" \
         in below.output, below.output
     assert run_qa(cli, "out2", "--fail-under", "0.71428", "--max-errors", "1").exit_code == 0
+
+
+def test_a_rate_equal_to_its_threshold_meets_it():
+    """(review) The exact comparison took 0.8 as the float nearest it, which 8/10 is below."""
+    from runner.calibration.diff import rate_drops
+    from runner.engine.health import MaxErrors, rate_gate
+    entry = {"value": 0.8, "numerator": 8, "denominator": 10, "left_out": 0, "errored_counted": 0}
+    assert rate_gate({"rates": {"r": entry}}, "r", 0.8, MaxErrors()) == (True, "r 0.8 (8/10) meets --fail-under 0.8")
+    drop = {"rate_details": {"r": [{**entry, "value": 1.0, "numerator": 10}, {**entry, "value": 0.7, "numerator": 7}]}}
+    assert rate_drops(drop, 0.3) == [] and rate_drops(drop, 0.29) != []
