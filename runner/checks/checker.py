@@ -17,7 +17,7 @@ from runner.checks.expressions import CONDITION_KEYS, ExpressionChecks, free_nam
 from runner.checks.json_schema import TEMPLATE_TOO, leaves, not_a_schema, read_schema, schema_problems
 from runner.checks.result_shapes import ShapeContext, step_shape
 from runner.checks.semantics import disabled_models_problem, foreach_problem, quorum_problem, zero_temperature_repeats
-from runner.checks.static_values import param_read, verdicts_of
+from runner.checks.static_values import param_read, rendered_forms, verdicts_of
 from runner.errors import InputError, Problem, unknown
 from runner.fileio import read_json, read_text
 from runner.paths import FILE_NOT_FOUND, refusal, resolve_inside
@@ -26,6 +26,7 @@ from runner.pipeline.files import display
 from runner.pipeline.model import DEFAULT_ADAPTER, Pipeline
 from runner.pipeline.probes import probe_problems
 from runner.pipeline.step_catalog import StepInfo, StepInfos
+from runner.text.perturb import with_path
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
 
@@ -138,7 +139,8 @@ class Checker(ExpressionChecks):
             read = free_names(templating.parse_source(key, False)) if isinstance(key, str) else None
         except jinja2.TemplateSyntaxError:
             read = None                                 # said by the template checks
-        if read is not None and read <= before and not read & (before - {"params", "env", "run"}):
+        included = isinstance(key, str) and "{%" in key          # what an included template reads is not seen
+        if read is not None and not included and read <= before and not read & (before - {"params", "env", "run"}):
             self.add(("memo", "key"), "the key reads nothing of the item, so every item would get the first "
                                       "one's stored result: make it read the item's content, e.g. "
                                       "\"{{ item.text | sha256 }}\"")
@@ -208,28 +210,17 @@ class Checker(ExpressionChecks):
 
     def _param_values(self, args: dict[str, Any], info: StepInfo, path: DataPath) -> list[Problem]:
         """`with:` checked again with each value that is exactly one params read (`threshold:
-        "{{ params.s }}"`) as the param's value: one that breaks the step's schema (s: abc)
-        would fail every item."""
-        reads: list[str] = []
-
-        def given(value: Any, top: bool) -> Any:
-            if isinstance(value, dict):
-                return {k: v if top and k == "steps" and info.substeps else given(v, False) for k, v in value.items()}
-            if isinstance(value, list):
-                return [given(v, False) for v in value]
-            found = param_read(value, self.params)
-            if found is None:
-                return value
-            reads.append(found[0])
-            return found[1]
-
-        values = given(args, True)
-        if not reads:
-            return []
-        problems = schema_problems(self.located, values, info.schema, path)
-        name = " and ".join(dict.fromkeys(reads))
-        return [dataclasses.replace(p, message=f"with {name} as given: {p.message.replace(TEMPLATE_TOO, '')}")
-                for p in problems]
+        "{{ params.s }}"`) as the param's value: one the step cannot take in any form the
+        rendering gives it (the value, its text, a number its text reads as) would fail every
+        item (s: abc). A null param is a placeholder for `--set`, not checked."""
+        problems: list[Problem] = []
+        for where, name, value in _param_reads(args, self.params, info.substeps):
+            tried = [schema_problems(self.located, with_path(args, [str(p) for p in where], form), info.schema, path)
+                     for form in rendered_forms(value)]
+            if tried and all(tried):
+                problems += [dataclasses.replace(p, message=f"with {name} as given: "
+                                                            f"{p.message.replace(TEMPLATE_TOO, '')}") for p in tried[0]]
+        return problems
 
     def _check_step(self, step: dict[str, Any], info: StepInfo, args: dict[str, Any], path: DataPath,
                     names: set[str], seen: set[str]) -> None:
@@ -336,6 +327,19 @@ class Checker(ExpressionChecks):
     def _sub_results(self, steps: list[Any]) -> dict[str, Any]:
         return {s["id"]: self.result_shape(s["id"]) for s in steps
                 if isinstance(s, dict) and s.get("id") in self.step_data}
+
+
+def _param_reads(args: dict[str, Any], params: dict[str, Any], substeps: bool) -> Iterator[tuple[DataPath, str, Any]]:
+    """(place under `with:`, `params.NAME`, its value) of each value that is exactly one params
+    read, but in sub-steps (checked as steps of their own)."""
+    def walk(value: Any, where: DataPath) -> Iterator[tuple[DataPath, str, Any]]:
+        if isinstance(value, (dict, list)):
+            for key, inner in value.items() if isinstance(value, dict) else enumerate(value):
+                if not (substeps and where == () and key == "steps"):
+                    yield from walk(inner, (*where, key))
+        elif (found := param_read(value, params)) is not None:
+            yield where, found[0], found[1]
+    return walk(args, ())
 
 
 @functools.cache

@@ -188,6 +188,24 @@ def param_read(value: Any, params: Mapping[str, Any]) -> tuple[str, Any] | None:
     return "params." + ".".join(str(part) for part in chain), found
 
 
+def rendered_forms(value: Any) -> list[Any]:
+    """What a step may get from a template that reads `value`: the value, its text, and the
+    number that text reads as (a step converts `"3"` to 3); none for null (a placeholder)."""
+    if value is None:
+        return []
+    forms = [value]
+    if isinstance(value, (bool, int, float)):
+        forms.append(str(value))
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return forms
+        forms += [int(number)] if number.is_integer() else []
+        forms.append(number)
+    return forms
+
+
 def verdicts_of(data: Mapping[str, Any], resolver: Resolver) -> list[str] | None:
     """The values the verdict field (summary.count_by, an output field) is known to take, as
     text (a result is counted by its verdict's text); None when they are open."""

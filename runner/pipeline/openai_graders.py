@@ -187,13 +187,12 @@ def _label_model(out: Converted, grader: dict[str, Any], where: str, sid: str, _
 
 
 def _score_model(out: Converted, grader: dict[str, Any], where: str, sid: str, threshold: Any) -> tuple[str, str]:
-    given = grader.get("range", [0, 1])
+    given = grader.get("range") or [0, 1]
     if not (isinstance(given, list) and len(given) == 2 and all(map(_is_number, given)) and given[0] < given[1]):
         raise Refusal(f"{where}.range", f"expected [low, high], two numbers with low below high, got {given!r:.60}")
     low, high = given
-    if threshold is not None and not low <= threshold <= high:
-        follows = "no score could pass" if threshold > high else "every score would pass"
-        raise Refusal(f"{where}.pass_threshold", f"{threshold} is outside the range [{low}, {high}]: {follows}")
+    if threshold is not None and threshold > high:      # (below the range, every score passes: allowed)
+        raise Refusal(f"{where}.pass_threshold", f"{threshold} is above the range [{low}, {high}]: no score could pass")
     _model_step(out, grader, where, sid, {"score": {"type": "number", "minimum": low, "maximum": high}})
     score = f"steps.{sid}.output.score"
     return _result(out, sid, f"{score} >= {threshold}" if threshold is not None else "true", score)

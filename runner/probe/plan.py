@@ -39,7 +39,7 @@ def plan(originals: Iterable[Item], probes: Sequence[Probe], items: int | None =
     for item in itertools.islice(originals, items):
         number += 1
         original = number
-        yield Planned(Item(number, item.value, item.parent, item.error), original, item.index)
+        yield Planned(Item(number, item.value, item.parent, item.error, item.exploded_from), original, item.index)
         for probe in probes:
             for variant in range(probe.variants):
                 copy, before, after = _copy(item, probe, variant, number + 1)
@@ -56,12 +56,13 @@ def _copy(item: Item, probe: Probe, variant: int, number: int) -> tuple[Item | N
     if probe.step is not None:
         rewrite = Rewrite(probe.name, probe.step, probe.path, probe.kind, tuple(sorted(probe.options.items())),
                           variant, seed)
-        return Item(number, item.value, item.parent, rewrites=(rewrite,)), None, None
+        return Item(number, item.value, item.parent, exploded_from=item.exploded_from, rewrites=(rewrite,)), None, None
     before = get_path(item.value, probe.path)
     after = perturbed(probe.kind, before, probe.options, variant, seed)
     if after is None:
         return None, before, None
-    return Item(number, with_path(item.value, probe.path, after), item.parent), before, after
+    return Item(number, with_path(item.value, probe.path, after), item.parent, exploded_from=item.exploded_from), \
+        before, after
 
 
 def probe_items(probes: Sequence[Probe], items: int | None) -> Any:

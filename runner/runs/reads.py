@@ -114,7 +114,7 @@ def _read_whole(tree: nodes.Node, root: str) -> bool:
 
 
 def _template_texts(pipeline: Pipeline) -> Iterator[str]:
-    for part in ("steps", "output", "memo"):
+    for part in ("steps", "output", "output_base", "memo"):
         yield from strings_in(pipeline.located.data.get(part))
     for name in used_files(pipeline):
         if name.startswith("prompts/"):

@@ -7,6 +7,7 @@ naming a path that leaves the project (absolute, `~`, `..`) is refused."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from runner.safetext import clean_value
 from runner.serve.http import ApiError
 
 SUFFIXES = (".yaml", ".yml")
+DRIVE = re.compile(r"[A-Za-z]:[\\/]")      # a Windows path from a drive's root (C:\\ or C:/)
 CHECK_EVERY = 1.0           # seconds between looks for changed pipeline, prompt and schema files
 
 
@@ -156,7 +158,7 @@ def _paths_leaving(value: Any, project: Path) -> Iterator[str]:
     inside = Path(os.path.realpath(project))
     for text in strings_in(value, keys=True):
         posix = PurePosixPath(text.replace("\\", "/"))
-        if text.startswith(("/", "~")) or ".." in posix.parts or (len(text) > 1 and text[1] == ":"):
+        if text.startswith(("/", "~")) or ".." in posix.parts or DRIVE.match(text):
             yield text
         elif "\x00" not in text and not Path(os.path.realpath(inside / text)).is_relative_to(inside):
             yield text

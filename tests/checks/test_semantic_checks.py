@@ -467,3 +467,59 @@ def test_a_loop_whose_templated_max_is_below_one_errors_the_item(project, cli):
     lines = [json.loads(line) for line in (project.root / "out" / "results.jsonl").read_text().splitlines()]
     assert result.exit_code == 0 and [r.get("error") for r in lines] == [
         "step 'l': pipelines/p.yaml:5:37: steps[0].with.max: 0 iterations: give at least 1", None]
+
+
+def test_a_param_the_step_takes_once_rendered_is_not_refused(project, cli):
+    """(review) The check refused `max: "{{ params.n }}"` with n: "3" (a loop converts it), a
+    query from a number param, and a null param left to `--set`."""
+    path = project.pipeline("""
+        version: 1
+        name: forms
+        params: {n: "3", q: 42, t: null}
+        steps:
+          - {id: l, uses: loop, with: {max: "{{ params.n }}", steps: [{id: c, uses: compute, with: {x: 1}}]}}
+          - {id: sim, uses: text_similarity, with: {input: "{{ params.q }}", reference: x, metric: fuzzy_match, threshold: "{{ params.t }}"}}
+        output: {n: "{{ steps.l.iterations }}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 0, result.output
+    assert cli("validate", str(path), "--set", "params.n=x").exit_code == 2
+
+
+def test_result_keys_that_are_words_of_their_own_are_not_taken_for_typos(project, cli):
+    """(review) `confidence` was a typo of min_confidence, `step` of stop, `max_score` of
+    `min_score` and `category` of `subcategory`."""
+    path = project.pipeline("""
+        version: 1
+        name: words
+        steps:
+          - id: v
+            uses: decide
+            with:
+              rules:
+                - {when: "item.n > 4", confidence: 0.9, step: 2, max_score: 1, category: a}
+                - {when: "item.n > 2", min_score: 0, subcategory: b}
+                - {verdict: C}
+        output: {v: "{{ steps.v.verdict }}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 0, result.output
+
+
+def test_a_memo_key_from_an_include_and_a_mean_of_a_number_or_an_abstention_validate(project, cli):
+    """(review) A key built in an included template was "reads nothing of the item", and a mean
+    vote on `anyOf: [integer, "n/a"]` (a juror's "n/a" is an abstention) was refused."""
+    project.prompt("key.j2", "{{ item.n }}")
+    project.schema("s.json", {"type": "object", "required": ["score"], "properties": {
+        "score": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["n/a"]}]}}})
+    project.prompt("j.j2", "Score {{ item.n }}")
+    path = project.pipeline("""
+        version: 1
+        name: kept
+        models: {a: {model: openai/a, api_base: "http://127.0.0.1:9/v1"}, b: {model: openai/b, api_base: "http://127.0.0.1:9/v1"}}
+        steps: [{id: jury, uses: jury, with: {models: [a, b], prompt: j.j2, output_schema: s.json, vote: {field: score, method: mean}}}]
+        output: {score: "{{ steps.jury.score }}"}
+        memo: {key: "{% include 'key.j2' %}"}
+        """)
+    result = cli("validate", str(path))
+    assert result.exit_code == 0, result.output

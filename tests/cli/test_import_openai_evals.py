@@ -193,8 +193,7 @@ def test_python_grader_only_with_allow_python_then_called_as_a_plugin_step(proje
     # a range or threshold no score can meet: imported, validated, then every row errored or failed
     ({**SCORE, "range": [5, 1]}, "testing_criteria[1].range", "low below high"),
     ({**SCORE, "range": "1-7"}, "testing_criteria[1].range", "expected [low, high]"),
-    ({**SCORE, "pass_threshold": 9}, "testing_criteria[1].pass_threshold", "outside the range [1, 7]: no score"),
-    ({**SCORE, "pass_threshold": 0}, "testing_criteria[1].pass_threshold", "every score would pass"),
+    ({**SCORE, "pass_threshold": 9}, "testing_criteria[1].pass_threshold", "above the range [1, 7]: no score"),
     ({**SIMILAR, "pass_threshold": "high"}, "testing_criteria[1].pass_threshold", "expected a number, got str"),
 ])
 def test_what_cannot_be_imported_is_refused_with_its_json_path(project, cli, grader, where, says):
@@ -230,3 +229,14 @@ def test_import_writes_no_file_over_another_and_names_it(project, cli):
     assert again.exit_code == 2 and "pipelines/e.yaml already exists" in again.output
     assert cli("import", "openai-evals", str(path), "--name", "e2", "--out", "other").exit_code == 0
     assert (project.root / "other/pipelines/e2.yaml").is_file()
+
+
+def test_a_null_range_is_the_default_and_a_threshold_below_the_range_imports(project, cli):
+    """(review) `"range": null` (an export writing every field) was refused; a threshold below
+    the range passes every score, as the eval says."""
+    grader = {**SCORE, "range": None, "pass_threshold": 0.5}
+    assert cli("import", "openai-evals", str(_write(project, "n.json", {"name": "n", "testing_criteria": [grader]}))
+               ).exit_code == 0
+    below = {**SCORE, "pass_threshold": 0}
+    assert cli("import", "openai-evals", str(_write(project, "b.json", {"name": "b", "testing_criteria": [below]}))
+               ).exit_code == 0

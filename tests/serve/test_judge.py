@@ -10,7 +10,7 @@ import httpx
 
 from helpers import scripted_model, server_error
 from runner.pipeline.loader import load_pipeline
-from runner.runs.reads import load_items
+from runner.runs.reads import load_items, reads_exploded_list
 from runner.runs.request import ItemSource
 from runner.serve.app import create_app
 from runner.serve.judging import Settings
@@ -100,6 +100,8 @@ def test_a_params_object_keys_are_checked_as_paths_and_its_json_type_as_declared
         refused = served.judge({"q": 1}, params=params, name="keys")
         assert refused.status_code == 400 and message in refused.json()["error"], refused.text
     assert served.judge({"q": 1}, params={"note": "5"}, name="keys").json()["results"][0]["result"]["note"] == "5"
+    (served_project.root / "A: yes").mkdir()         # (review) a name with a colon second is no drive
+    assert served.judge({"q": 1}, params={"sources": {"A: yes": "x.txt"}}, name="keys").status_code == 200
 
 
 def test_a_param_that_would_change_the_models_is_refused(served_project, served):
@@ -234,6 +236,9 @@ def test_an_exploded_items_key_keeps_the_list_when_the_pipeline_reads_it(served_
     items = load_items(load_pipeline(served_project.root / "pipelines" / "whole.yaml"),
                        ItemSource(input_path=served_project.root / "deck.json"))
     assert [item.key for item in items] == [r["item_key"] for r in again]      # as `runner run` keys them
+    based = DECK_JUDGE.replace("name: deck", "name: based").replace("output:\n", 'output_base: "{{ deck }}"\noutput:\n')
+    served_project.pipeline(based, "based.yaml")                   # (review) a result carrying the deck reads it too
+    assert reads_exploded_list(load_pipeline(served_project.root / "pipelines" / "based.yaml"))
 
 
 def test_health_and_the_api_description(served):

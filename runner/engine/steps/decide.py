@@ -7,7 +7,6 @@ the rule does not match, and the run says so once in its warnings."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from runner.templating.sandbox import is_template
 from runner.yamlpos import Path as DataPath
 
 RULE_KEYS = {"when", "stop", "min_confidence"}
+TYPO_TARGETS = ("when", "min_confidence")        # a misspelling of either changes which items the rule decides
 
 
 @dataclass(frozen=True)
@@ -89,32 +89,34 @@ class Decide(Step):
 
 
 def _misspelt_keys(rules: list[dict[str, Any]]) -> list[tuple[DataPath, str]]:
-    """A key close to `when`, `stop`, `min_confidence` or to a key more rules give: a typo that
-    would silently be a result field (`whenn` makes a rule that always applies; `verdcit` leaves
-    `verdict` null for the items its rule decides). Two result keys count only when no rule gives
-    both and they differ in more than digits (`tier1`, `tier2` are meant); of two one rule each
-    gives, the earlier is named, with the rule that gives the other."""
+    """A key one edit (a letter added, dropped, changed or two swapped) from `when` or
+    `min_confidence`, or from a result key other rules give when no rule gives both: a typo
+    that would silently be a result field (`whenn` makes a rule that always applies; `verdcit`
+    leaves `verdict` null for the items its rule decides). Short keys and keys that differ in
+    digits (`tier1`, `tier2`) are taken as meant; of two keys one rule each gives, the earlier
+    is named, with the rule that gives the other."""
+    from rapidfuzz.distance import OSA
     givers: dict[str, list[int]] = {}
     for number, rule in enumerate(rules):
         for key in rule:
             givers.setdefault(key, []).append(number)
     problems: list[tuple[DataPath, str]] = []
     for key, numbers in givers.items():
-        close = difflib.get_close_matches(key, [k for k in [*RULE_KEYS, *givers] if k != key], n=1, cutoff=0.75)
-        if key in RULE_KEYS or not close:
+        if key in RULE_KEYS or len(key) < 4:
             continue
-        other = close[0]
-        if other in RULE_KEYS:
-            why = f"'{other}' is a rule's own key"
-        elif set(givers[other]) & set(numbers) or re.sub(r"\d", "", key) == re.sub(r"\d", "", other):
-            continue
-        elif len(givers[other]) > len(numbers) or (len(givers[other]) == len(numbers) and givers[other] > numbers):
-            why = f"rules[{givers[other][0]}] gives '{other}'"
-        else:
-            continue
-        problems += [(("rules", number, key), f"'{key}' looks like a typo of '{other}' ({why}); a rule's keys "
-                                              "other than when, stop and min_confidence are its result")
-                     for number in numbers]
+        for other in [*TYPO_TARGETS, *givers]:
+            if other == key or OSA.distance(key, other) != 1 or re.sub(r"\d", "", key) == re.sub(r"\d", "", other):
+                continue
+            if other in TYPO_TARGETS:
+                why = f"'{other}' is a rule's own key"
+            elif set(givers[other]) & set(numbers) or (len(givers[other]), givers[other]) <= (len(numbers), numbers):
+                continue        # given together, or `other` is the rarer (of as many: the earlier) of the two
+            else:
+                why = f"rules[{givers[other][0]}] gives '{other}'"
+            problems += [(("rules", number, key), f"'{key}' looks like a typo of '{other}' ({why}); a rule's keys "
+                                                  "other than when, stop and min_confidence are its result")
+                         for number in numbers]
+            break
     return problems
 
 

@@ -152,7 +152,7 @@ def method_problem(method: str, field: str, schema: Any, named: str) -> str | No
     declared = schema.get("type")
     integers = set([declared] if isinstance(declared, str) else declared or []) - {"null"} == {"integer"}
     where = f"'{field}' is {' or '.join(sorted(kinds))} in the answer schema {named}"
-    if method in NUMERIC and kinds != {"number"}:
+    if method in NUMERIC and "number" not in kinds:      # other kinds beside a number are abstentions
         return (f"vote method '{method}' needs numbers; {where}; use method: majority (or unanimous, plurality) "
                 f"for a {' or '.join(sorted(kinds))}, or make '{field}' a number")
     if method in CATEGORICAL and ("object" in kinds or "array" in kinds
