@@ -134,7 +134,8 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
     truth = [value_text(p.truth) for p in joined.pairs]
     guesses = [value_text(p.predicted) for p in joined.pairs]
-    said = {g for g in guesses if g != NO_PREDICTION}
+    # what the judge said of the items it judged: an errored item's fallback (LLM_ERROR) is no verdict to match
+    said = {g for g, p in zip(guesses, joined.pairs, strict=True) if g != NO_PREDICTION and not p.result.get("error")}
     kind = spec.kind
     if kind == "auto":
         numbers = metrics.as_numbers(truth) is not None and metrics.as_numbers(list(said)) is not None

@@ -188,3 +188,17 @@ def test_a_jury_that_misses_its_quorum_for_failed_calls_errors_the_item_everywhe
     assert project.summary(project.root / "out")["errors"] == 2
     assert 'errors="2"' in (project.root / "out" / "junit.xml").read_text()
     assert "errors: 2" in result.output
+
+
+def test_eval_of_a_run_whose_every_jury_failed_scores_it_and_fails_as_the_run_did(project, env, cli):
+    """(hunt) Every item's jury failed (LLM_ERROR, an error): eval refused, exit 2, with
+    "share no value ... e.g. --positive LLM_ERROR", where the run exits 3 and eval should too."""
+    env.script(Reply(status=500))
+    write_json(project.root / "in.json", [{"n": 1}, {"n": 2}])
+    write_json(project.root / "labels.json", [{"index": 1, "label": "VALID"}, {"index": 2, "label": "INVALID"}])
+    path = jury_pipeline(project)
+    assert cli("run", str(path), "--input", "in.json", "--out", "out", "--quiet").exit_code == 3
+    scored = cli("eval", str(path), "--input", "in.json", "--out", "again", "--labels", "labels.json",
+                 "--key", "index", "--truth", "label")
+    assert scored.exit_code == 3 and "share no value" not in scored.output, scored.output
+    assert json.loads((project.root / "again" / "eval.json").read_text())["metrics"]["accuracy"] == 0.0
