@@ -145,8 +145,11 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], passe
         was_final = lookup(original, verdict_field)
         before, after = _jurors(original), _jurors(copy)
         jurors.update(dict.fromkeys(before))
+        # a juror that voted on one side only, where the jury sat on both (on a copy the pipeline
+        # stopped before its jury, no juror is paired): its row says it was left out, and why
+        seated = dict.fromkeys([*before, *after]) if before and after else {}
         pairs = {FINAL: (_cast(was_final), _cast(lookup(copy, verdict_field))),
-                 **{juror: (cast, after[juror]) for juror, cast in before.items() if juror in after}}
+                 **{juror: (before.get(juror, NO_VOTE_BEFORE), after.get(juror, NO_VOTE_AFTER)) for juror in seated}}
         passed = passes(original)
         for who, (was, now) in pairs.items():
             _count(tally.rows.setdefault(who, Counts()), entry.probe, was, now, passed, was_final,
@@ -159,6 +162,9 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], passe
 def _count(counts: Counts, probe: Probe, was: Cast, now: Cast, passed: bool, final_verdict: Any,
            final: bool) -> None:
     if was.value is None or now.value is None:
+        if was.why or now.why:          # a juror that voted on one of the pair only: left out, and why
+            counts.unjudged += 1
+            counts.why = counts.why or was.why or now.why
         return
     counts.numeric = counts.numeric or was.numeric
     flip = abs(now.value - was.value) > probe.tolerance if was.numeric and now.numeric \
@@ -176,7 +182,8 @@ def _count(counts: Counts, probe: Probe, was: Cast, now: Cast, passed: bool, fin
     elif expect == "changed":
         if not (passed and (final or str(was.verdict) == str(final_verdict))):
             return
-        failure = not flip
+        # a juror's score is judged through the verdict the pipeline gives with it, as `not` is
+        failure = str(now.verdict) == str(was.verdict) if was.numeric and not final else not flip
     else:
         failure = flip
     counts.n += 1
@@ -186,6 +193,10 @@ def _count(counts: Counts, probe: Probe, was: Cast, now: Cast, passed: bool, fin
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+NO_VOTE_BEFORE = Cast(None, why="it gave no vote on the original (its call failed, or its answer was unusable)")
+NO_VOTE_AFTER = Cast(None, why="it gave no vote on the copy (its call failed, or its answer was unusable)")
 
 
 def _cast(value: Any) -> Cast:

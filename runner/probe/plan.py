@@ -50,8 +50,8 @@ def plan(originals: Iterable[Item], probes: Sequence[Probe], items: int | None =
 
 def _copy(item: Item, probe: Probe, variant: int, number: int) -> tuple[Item | None, Any, Any]:
     """The copy (None: not made), and the field's value before and after (item fields only)."""
-    if item.error:
-        return None, None, None
+    if item.error:          # an item the input could not give: its copies error as it does (not "nothing to perturb")
+        return Item(number, item.value, item.parent, item.error, item.exploded_from), None, None
     seed = f"{probe.name}|{variant}|{item.key}"
     if probe.step is not None:
         rewrite = Rewrite(probe.name, probe.step, probe.path, probe.kind, tuple(sorted(probe.options.items())),

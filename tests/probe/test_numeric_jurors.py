@@ -157,3 +157,43 @@ def test_a_probe_leaves_the_callers_options_and_source_as_given(refund, project)
     report, outcome = probe_pipeline(path, source, options, [], [], None)
     assert options == given_options and source == given_source
     assert outcome.out_dir.parent.name.endswith("probe") and report["items"] == len(ANSWERS)
+
+
+def test_changed_judges_a_score_juror_by_its_verdict_and_a_silent_juror_keeps_its_row(refund, project, scripted_llm,
+                                                                                      cli):
+    """(hunt) `expect: changed` failed the jury (the verdict stayed) and passed every juror (their
+    scores moved, their verdicts stayed), and a juror whose calls failed on every copy had no
+    row at all."""
+    path = refund()
+    text = path.read_text()
+    assert "  answer_case:\n    case: {field: answer}\n    expect: unchanged" in text
+    path.write_text(text.replace("  answer_case:\n    case: {field: answer}\n    expect: unchanged",
+                                 "  numbers:\n    perturb_number: {field: answer}\n    expect: changed"))
+    scripted_llm.reset()
+    for seat in "ab":                      # a score that moves with the number, never across 0.6
+        scripted_llm.script(lambda prompt, body: json.dumps({"score": 0.9 if "good" in prompt else 0.1}
+                                                            if "Refunds in" in prompt and " days" in prompt
+                                                            else {"score": 0.8}), model=seat)
+    from runner.testing import Reply
+    scripted_llm.script(Reply(status=500), model="c", contains="PASS")      # c fails on every injected copy
+    scripted_llm.script(lambda prompt, body: json.dumps({"score": 0.9 if "good" in prompt else 0.1}), model="c")
+    report = probe_report(cli, path)
+    numbers = rows(report, "numbers")
+    assert numbers["verdict"]["failure_rate"] == 1.0 and numbers["a"]["failure_rate"] == 1.0, numbers
+    injected = rows(report, "inject_answer")
+    assert injected["c"]["n"] == 0 and injected["c"]["unjudged"] == 8, injected["c"]
+    assert "it gave no vote on the copy" in injected["c"]["unjudged_why"]
+
+
+def test_the_copies_of_an_item_the_input_could_not_give_count_as_errored(refund, project, cli):
+    """(hunt) A broken input line's copies were "nothing to perturb", where `runner run`
+    counts the item as errored."""
+    path = refund()
+    path.write_text(path.read_text().replace("name: refund\n", "name: refund\ninput: {adapter: jsonl}\n"))
+    good = json.dumps({"answer": ANSWERS[0]})
+    (project.root / "items.jsonl").write_text(f'{good}\n{{"answer": broken\n')
+    done = cli("probe", str(path), "--input", "items.jsonl", "--quiet")
+    assert done.exit_code == 0, done.output
+    [report] = [json.loads(p.read_text()) for p in Path("reports").rglob("probe.json")]
+    [injected] = [p for p in report["probes"] if p["name"] == "inject_answer"]
+    assert (injected["copies"], injected["errored"], injected["not_applicable"]) == (2, 1, 0), injected
