@@ -45,7 +45,8 @@ def finish(aligner: Aligner, split: Split, best: Candidate) -> tuple[dict[str, A
     report["test_difference"] = difference
     low = (difference.get("ci95") or [None])[0]
     if low is None or low <= 0:
-        shown = difference["ci95"] or f"none: {metrics.interval_text(None, len(truth))}, too few to resample"
+        shown = difference["ci95"] or (f"none: {metrics.interval_text(None, len(truth))}, too few to resample "
+                                       "(each label class needs two test items at least)")
         return _done(aligner, False, f"on test the aligned judge is not better by more than noise: {AGREEMENT} "
                                      f"difference {difference['difference']} on {len(truth)} test item(s), "
                                      f"95% CI {shown} (the lower bound must be above 0)")
@@ -54,7 +55,7 @@ def finish(aligner: Aligner, split: Split, best: Candidate) -> tuple[dict[str, A
         return _done(aligner, False, refused)
     report["shipped_pipeline"] = str(_write_variant(aligner, best))
     return _done(aligner, True, f"the aligned judge beats the baseline on test: {AGREEMENT} difference "
-                                f"{difference['difference']}, 95% CI {difference['ci95']}")
+                                f"{difference['difference']} on {len(truth)} test item(s), 95% CI {difference['ci95']}")
 
 
 def _probes(aligner: Aligner, best: Candidate, items: int) -> str | None:

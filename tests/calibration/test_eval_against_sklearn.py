@@ -113,6 +113,9 @@ def test_an_item_with_no_prediction_is_wrong_under_positive_as_in_every_score(pr
 def test_the_paired_interval_does_not_depend_on_which_class_a_constant_judge_names() -> None:
     """align's ship decision: resamples without a class scored a judge always naming A 1.0 and
     one always naming B 0.0, so the same evidence shipped or not by the majority's direction."""
-    truth = ["A"] * 6 + ["B"]          # a third of unstratified resamples hold no B
-    always_a, always_b = metrics.paired_difference(truth, ["A"] * 7, truth), metrics.paired_difference(truth, ["B"] * 7, truth)
-    assert always_a == always_b == {"metric": "balanced_accuracy", "n": 7, "difference": 0.5, "ci95": [0.5, 0.5]}
+    truth = ["A"] * 6 + ["B"] * 2      # a quarter of unstratified resamples hold no B
+    always_a, always_b = metrics.paired_difference(truth, ["A"] * 8, truth), metrics.paired_difference(truth, ["B"] * 8, truth)
+    assert always_a == always_b == {"metric": "balanced_accuracy", "n": 8, "difference": 0.5, "ci95": [0.5, 0.5]}
+    # (hunt) a class of one item resamples to itself: its zero-width interval shipped a judge on 2 test items
+    assert metrics.paired_difference(["A", "B"], ["B", "A"], ["A", "B"])["ci95"] is None
+    assert metrics.paired_difference(truth[:7], ["A"] * 7, truth[:7])["ci95"] is None
