@@ -32,8 +32,8 @@ MIN_PAIRS = 3           # items both jurors voted on, below which no correlation
 
 
 def _number(value: float | None, digits: int = 4) -> float | None:
-    """A JSON-safe rounded float; NaN (undefined, e.g. kappa with one class) becomes None."""
-    return None if value is None or not math.isfinite(float(value)) else round(float(value), digits)
+    """A JSON-safe rounded float (never -0.0); NaN (undefined, e.g. kappa with one class) becomes None."""
+    return None if value is None or not math.isfinite(float(value)) else round(float(value), digits) + 0.0
 
 
 @contextmanager

@@ -163,7 +163,7 @@ def _categorical(valid: list[Vote], method: str, on_tie: Any, reason_field: str)
         label = "Plurality"
     else:
         tally_text = ", ".join(f"{n} {k}" for k, n in counts.most_common())
-        return Outcome(on_tie, f"Hung jury: {tally_text}", top_count / total, decided=False, outcome=on_tie)
+        return Outcome(on_tie, f"Hung jury: {tally_text}", round(top_count / total, 4), decided=False, outcome=on_tie)
     winner_key = leaders[0]
     winners = [v for v in valid if comparable(v.value) == winner_key]
     value = winners[0].value
@@ -277,7 +277,7 @@ class Agreement(_PairSums):
         p_e = sum(p * p for p in p_j)
         if p_e == 1:
             return None
-        return round((p_sum / items - p_e) / (1 - p_e), 4)
+        return round((p_sum / items - p_e) / (1 - p_e), 4) + 0.0        # never -0.0
 
 
 class IntervalAgreement(_PairSums):
@@ -323,7 +323,7 @@ class IntervalAgreement(_PairSums):
         across = 2 * (n * self._squares - self._sum * self._sum)
         if n < 2 or across <= 1e-12 * max(1.0, self._squares * n):
             return None
-        return round(1 - (n - 1) * self._within / across, 4)
+        return round(1 - (n - 1) * self._within / across, 4) + 0.0
 
     def summary(self) -> dict[str, Any]:
         return {"items": self.items, "measure": self.measure, "krippendorff_alpha": self.alpha(),

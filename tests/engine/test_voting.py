@@ -91,3 +91,12 @@ def test_agreement_statistics():
     # items 1-3 (all seats voted): P = 7/9, Pe = 41/81, kappa = (7/9 - 41/81) / (1 - 41/81) = 0.55
     assert agreement_of(rows).fleiss_kappa() == 0.55
     assert agreement_of([{"a": "Y", "b": "Y"}]).fleiss_kappa() is None
+
+
+def test_a_hung_jurys_agreement_is_rounded_and_no_figure_reads_minus_zero():
+    """(hunt) A three-way split kept 0.3333333333333333 (other agreements are rounded to 4
+    places), and a kappa of exactly none printed as -0.0."""
+    from runner.calibration.metrics import _number
+    outcome = tally([Vote(s, v) for s, v in zip("abc", ["X", "Y", "Z"], strict=True)], "majority", quorum=1)
+    assert outcome.agreement == 0.3333 and not outcome.decided
+    assert str(_number(-0.00001)) == "0.0"
