@@ -100,9 +100,12 @@ class Aligner:
         return source
 
     def labelled(self) -> list[Labelled]:
+        shared: list[str] = []          # input items whose key an earlier item has: only the first is judged
         for item in load_items(self.pipeline, self._source()):
             key = item.key if self.request.key == "item_key" else key_text(lookup(item.value, self.request.key))
-            if key is not None and key not in self.items and isinstance(item.value, dict):
+            if key is not None and key in self.items:
+                shared.append(key)
+            elif key is not None and isinstance(item.value, dict):
                 self.items[key] = (item.index, item.value)
         found, missing = [], []
         grouped, unusable = labels_by_key(self.rows, self.request.key, self.request.truth)
@@ -119,7 +122,8 @@ class Aligner:
         self.report["labelled"] = {"used": len(found), "not_in_input": missing[:50], "not_in_input_count": len(missing),
                                    "labelled_twice": twice[:50], "labelled_twice_count": len(twice),
                                    "disagreeing": disagree[:50], "disagreeing_count": len(disagree),
-                                   "unusable_rows": unusable[:50], "unusable_count": len(unusable)}
+                                   "unusable_rows": unusable[:50], "unusable_count": len(unusable),
+                                   "input_keys_shared": shared[:50], "input_keys_shared_count": len(shared)}
         if len(found) < 3:
             raise InputError(f"{self.request.labels}: {len(found)} labelled item(s) found in {self.request.input} "
                              f"by --key {self.request.key} (a field of each item, or item_key: the content key "

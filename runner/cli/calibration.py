@@ -223,7 +223,8 @@ def align_command(
     left = [f"{labelled[f'{name}_count']} {what}" for name, what in (
         ("not_in_input", "label(s) of no item in the input"),
         ("labelled_twice", "key(s) labelled more than once (the first row used)"),
-        ("disagreeing", "of those with labels that disagree"), ("unusable", "label row(s) without a key or truth"))
+        ("disagreeing", "of those with labels that disagree"), ("unusable", "label row(s) without a key or truth"),
+        ("input_keys_shared", "input item(s) whose key an earlier item has (not judged)"))
         if labelled.get(f"{name}_count")]
     typer.echo(f"labels: {labelled['used']} used" + (f"; {'; '.join(left)}" if left else ""))
     split_sizes = ", ".join(f"{name} {report['splits'][name]['n']}" for name in ("train", "dev", "test"))

@@ -119,9 +119,12 @@ def test_align_says_which_labels_it_could_not_use_as_eval_does(
     with (project.root / "labels.jsonl").open("a", encoding="utf-8") as labels:
         labels.write(json.dumps({"id": "i0", "label": "no"}) + "\n" + json.dumps({"id": "i1", "label": "no"}) + "\n"
                      + json.dumps({"id": "i2"}) + "\n" + json.dumps({"id": "gone", "label": "yes"}) + "\n")
+    items = json.loads((project.root / "items.json").read_text())       # (hunt) an input item sharing a key
+    write_json(project.root / "items.json", [*items, {**items[3], "claim": "another claim"}])
     result = cli("align", str(pipeline), *ARGS)
     assert ("labels: 40 used; 1 label(s) of no item in the input; 2 key(s) labelled more than once (the first "
-            "row used); 1 of those with labels that disagree; 1 label row(s) without a key or truth") in result.output
+            "row used); 1 of those with labels that disagree; 1 label row(s) without a key or truth; 1 input "
+            "item(s) whose key an earlier item has (not judged)") in result.output
     labelled = json.loads((project.root / "reports/fooled/align/align.json").read_text())["labelled"]
     assert (labelled["labelled_twice"], labelled["disagreeing"], labelled["unusable_rows"]) == (
         ["i0", "i1"], ["i0"], ["line 43: no 'label'"])
