@@ -97,9 +97,9 @@ def eval_markdown(report: dict[str, Any]) -> str:
     elif jurors:
         out += [f"## Jurors\n\nEach juror's own answer ({', '.join(jurors['fields'])}) against the labels, "
                 f"on items labelled {', '.join(jurors['labels_in_scope'])}.\n",
-                table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "abstained", "calls", "cost"],
+                table(["juror", "n", "accuracy", "kappa", "kappa 95% CI", "macro F1", "no vote", "calls", "cost"],
                       [[name, j["n"], j["accuracy"], j["kappa"], interval_text(j["kappa_ci95"], j["n"]),
-                        j["macro_f1"], j["abstained"], j.get("calls"), j.get("cost")]
+                        j["macro_f1"], j["no_vote"], j.get("calls"), j.get("cost")]
                        for name, j in jurors["models"].items()])]
     if jurors and jurors.get("independence"):
         out.append(_independence(jurors["independence"]))

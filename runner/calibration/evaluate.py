@@ -266,9 +266,9 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
         for path, votes in lists.items():
             for vote in votes:
                 name = str(vote["model"]) if len(paths) == 1 else f"{path}: {vote['model']}"
-                seat = seats.setdefault(name, {"truth": [], "voted": [], "abstained": []})
-                if vote.get("value") is None:
-                    seat["abstained"].append(pair.key)
+                seat = seats.setdefault(name, {"truth": [], "voted": [], "no_vote": []})
+                if vote.get("value") is None:        # its call failed or its answer was unusable
+                    seat["no_vote"].append(pair.key)
                 else:
                     seat["truth"].append(value_text(pair.truth))
                     seat["voted"].append(value_text(vote["value"]))
@@ -284,7 +284,7 @@ def juror_metrics(pairs: list[Pair], juror_field: str | None, summary: dict[str,
     for name, seat in seats.items():
         scores = metrics.categorical(seat["truth"], seat["voted"])
         entry = {key: scores.get(key) for key in ("n", "accuracy", "kappa", "kappa_ci95", "macro_f1")}
-        entry["abstained"] = len(seat["abstained"])
+        entry["no_vote"] = len(seat["no_vote"])
         usage = models.get(name.rsplit(": ", 1)[-1])
         if isinstance(usage, dict):
             entry.update(calls=usage.get("calls"), cost=usage.get("cost"))

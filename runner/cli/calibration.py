@@ -96,8 +96,8 @@ def _eval_lines(report: dict[str, Any]) -> str:
         lines.append(f"no per-juror scores: {jurors['missing']}")
     for name, j in (jurors.get("models") or {}).items():
         kappa = _kappa(j["kappa"]) if j["n"] else "kappa n/a"
-        lines.append(f"juror {name}: accuracy {j['accuracy']}, {kappa} on {j['n']} item(s)"
-                     f"{', abstained ' + str(j['abstained']) if j['abstained'] else ''}")
+        silent = f", no vote on {j['no_vote']} (its call failed or its answer was unusable)" if j["no_vote"] else ""
+        lines.append(f"juror {name}: accuracy {j['accuracy']}, {kappa} on {j['n']} item(s){silent}")
     independence = jurors.get("independence")
     if independence and independence["effective_votes"] is not None:
         lines.append(f"juror independence: {independence['effective_votes']} effective vote(s) of "
