@@ -1,5 +1,5 @@
 """The call log: every request a call makes (answered from the cache or sent, failed or not)
-handed to a recorder as it ends, numbered within its item.
+handed to a recorder as it ends, numbered within its item (one the run's stop cancels too).
 
 A run's recorder (`RunCalls`) writes it as a line of calls.jsonl, secrets taken out, and
 tells the tracing observer; `runner render`'s (runner/render/sink.py) prints its prompt. A
@@ -7,6 +7,7 @@ sweep's call known to fail is not made, and not logged (the known-failures layer
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from runner.llm.calls.record import line_of, utc
 from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Made, Recorder, Reply
 from runner.llm.writer import Writer
+
+CANCELLED = "cancelled: the run was stopped before an answer came"
 
 
 @dataclass
@@ -40,6 +43,9 @@ class CallLog:
             raise
         except NeedsModel as stop:          # render's transport: no answer to go on with
             self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), None, str(stop)))
+            raise
+        except asyncio.CancelledError:      # Ctrl-C or SIGTERM: the run counts what it sent, so it says so here
+            self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), None, CANCELLED))
             raise
         self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), reply, None, reply.attempts))
         return reply

@@ -403,3 +403,27 @@ def test_ctrl_c_returns_the_outcome_marked_interrupted_with_what_finished_writte
     assert json.loads((project.root / "out" / "run.json").read_text())["status"] == "interrupted"
     with pytest.raises(KeyboardInterrupt):
         outcome.stop_if_interrupted()
+
+
+def test_a_call_the_stop_cancels_in_flight_has_its_line_in_calls_jsonl(project, scripted_llm):
+    """Ctrl-C while a call waited for its answer: the summary counted it as sent, and calls.jsonl
+    had no line of it."""
+    import signal
+
+    from runner.testing import Reply
+    scripted_llm.script(Reply("slow", delay=5.0), contains="Item 1")      # in flight when item 2 stops the run
+    scripted_llm.script(lambda prompt, body: signal.raise_signal(signal.SIGINT) or "done", contains="Item 2")
+    path = project.pipeline("""
+        version: 1
+        name: t
+        concurrency: 2
+        models: {m: {model: scripted/m}}
+        steps: [{id: a, uses: llm, with: {model: m, prompt: "Item {{ item.n }}"}}]
+        output: {answer: "{{ steps.a.raw }}"}
+        """)
+    outcome = run(path, write_json(project.root / "in.json", [{"n": n} for n in range(1, 3)]))
+    assert outcome.interrupted
+    lines = [json.loads(line) for line in (project.root / "out" / "calls.jsonl").read_text().splitlines()]
+    cancelled = [line for line in lines if (line["error"] or "").startswith("cancelled: ")]
+    assert [line["item"] for line in cancelled] == [1], lines
+    assert len(lines) == outcome.summary["models"]["m"]["calls"]        # every call counted has its line
