@@ -163,6 +163,17 @@ def test_no_batch_api_on_the_endpoint_fails_the_calls_with_a_clear_message(proje
     assert "/v1/files and /v1/batches" in outcome.results[0]["error"]
 
 
+def test_a_batch_the_endpoint_never_took_sends_no_call(project, monkeypatch):
+    """An unreachable endpoint: each round's upload failed, yet every round counted its calls as
+    sent (7 calls read `28 sent`, where a live run of them says `0 sent`)."""
+    monkeypatch.setenv("FAKE_URL", "http://127.0.0.1:9/v1")         # nothing listens there
+    path = batch_pipeline(project, retries=2)
+    outcome = run(path, items(project, 2), batch=True)
+    models = outcome.summary["models"]["m"]
+    assert (models["calls"], models["failures"]) == (0, 2), models
+    assert all("uploading the batch file" in r["error"] for r in outcome.results)
+
+
 def test_summary_costs_use_the_batch_price(project, env):
     env.answer_json({"verdict": "yes"})
     path = batch_pipeline(project, models=("m",))

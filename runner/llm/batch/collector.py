@@ -220,7 +220,6 @@ class BatchCollector:
 
     async def _submit(self, tracked: Tracked, ids: list[str], data: bytes) -> None:
         spec, submission = tracked.spec, tracked.submission
-        self.stats.setdefault(spec.name, ModelStats()).calls += len(ids)
         client = self._client(spec)
         try:
             file_id = await client.upload(data)
@@ -235,6 +234,7 @@ class BatchCollector:
                 self._finish(tracked, {}, unsupported(exc), collected=False)
                 return
             batch = found
+        self.stats.setdefault(spec.name, ModelStats()).calls += len(ids)       # sent once the provider has the batch
         self._model(spec).batches += 1
         self._model(spec).requests += len(ids)
         self.store.submitted(submission, str(batch["id"]), str(batch.get("status") or "validating"))
