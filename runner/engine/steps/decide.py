@@ -55,7 +55,7 @@ class Decide(Step):
         a step that gives no confidence."""
         rules: list[dict[str, Any]] = args["rules"]
         problems = _misspelt_keys(rules)
-        misspelt = {where[1] for where, _ in problems}
+        misspelt = {where[1] for where, message in problems if "typo of 'when'" in message}    # its `when` is meant
         always: int | None = None
         why = ""
         for number, rule in enumerate(rules):
