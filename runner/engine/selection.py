@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,15 +37,15 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
                          failures=())
     keys: set[str] = set()
     indexes: set[int] = set()
-    # an interrupted run's judged items: each key as the number its 16 hex digits write (a key
-    # that is none names no item), and the index of a result without one
-    judged: tuple[set[int], set[int]] | None = (set(), set()) if unfinished(folder) else None
+    # an interrupted run's judged items: how many results each key has (as the number its 16 hex
+    # digits write; a key that is none names no item), and the index of a result without one
+    judged: tuple[Counter[int], set[int]] | None = (Counter(), set()) if unfinished(folder) else None
     for result in results_in_order(folder):
         key = result.get("item_key") if isinstance(result.get("item_key"), str) else None
         if judged is not None:
             if key:
                 with contextlib.suppress(ValueError):
-                    judged[0].add(int(key, 16))
+                    judged[0][int(key, 16)] += 1
             else:
                 judged[1].add(int(result["index"]))
         if not result.get("error"):
@@ -62,11 +63,21 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
         else:
             indexes.add(int(result["index"]))
 
+    seen: dict[int, list[int]] = {}       # a judged key's items by index: the first `judged` of them were
+
     def chosen(item: Item) -> bool:
         key = item.key
         if key in keys or item.index in indexes:
             return True
-        return judged is not None and int(key, 16) not in judged[0] and item.index not in judged[1]
+        if judged is None or item.index in judged[1]:
+            return False
+        number = int(key, 16)
+        if number not in judged[0]:
+            return True
+        indexes_of = seen.setdefault(number, [])
+        if item.index not in indexes_of:        # a stream is read again from its start: each index once
+            indexes_of.append(item.index)
+        return indexes_of.index(item.index) >= judged[0][number]      # an unjudged twin of a judged item
 
     return chosen
 

@@ -248,14 +248,22 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
 
     def merged() -> Iterator[str]:
         nonlocal pending
-        last = None
+        last, mine, voted_at = None, list[str](), None      # this run's lines at the index: they win
         keyed = heapq.merge(((line_index(line), 0, line) for line in result_lines(path)),
                             ((line_index(line), 1, line) for line in theirs))
         for index, side, line in keyed:
-            if index == last:            # this run's result for the item came first and wins
+            if index != last:
+                last, mine = index, []
+            if side == 0:
+                mine.append(line)
+                yield line
                 continue
-            last = index
-            if side == 1:
+            if mine:            # redone here (of two items an output numbered alike, only the one redone)
+                keys, theirs_key = {_key_of(own) for own in mine}, _key_of(line)
+                if theirs_key is None or None in keys or theirs_key in keys:
+                    continue
+            if voted_at != index:           # an index's kept votes, once
+                voted_at = index
                 while pending is not None and pending[0] < index:
                     pending = next(voted, None)
                 if pending is not None and pending[0] == index and pending[1]:
@@ -263,12 +271,12 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
                     if not kept_votes:
                         kept_votes.append(AppendFile(path.parent / VOTES_FILE, keep=True))     # after its own
                     kept_votes[0].write(utf8(dumps({"index": index, "votes": pending[1]}) + "\n"))
-                error = _error_of(line)
-                if error:
-                    taken.errors[error] += 1
-                    taken.first.setdefault(error, index)
-                elif index in made:
-                    answered.add(index)
+            error = _error_of(line)
+            if error:
+                taken.errors[error] += 1
+                taken.first.setdefault(error, index)
+            elif index in made:
+                answered.add(index)
             yield line
 
     try:
@@ -281,6 +289,16 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
         atomic_write_lines(path.parent / ANSWERED_FILE, (f"{index}\n" for index in sorted(mine)))
     taken.answered = len(answered)
     return taken
+
+
+def _key_of(line: str) -> str | None:
+    """A results line's `item_key` (None: it has none, or is not a result)."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    key = value.get("item_key") if isinstance(value, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def _error_of(line: str) -> str | None:

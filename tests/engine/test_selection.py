@@ -185,6 +185,47 @@ def test_a_rerun_of_an_interrupted_run_judges_what_it_never_did_and_its_failures
     assert (project.summary("narrowed")["partial"], project.summary("narrowed")["planned"]) == (True, 6)
 
 
+def test_a_rerun_of_an_interrupted_run_judges_the_unjudged_twin_of_a_judged_item(project, scripted_llm, cli):
+    """(hunt) Items 1 and 5 are the same record: item 1 was judged before the stop, so item 5
+    counted as judged too, the rerun left it out, and its run (4 of 5, `latest`) said complete."""
+    import signal
+
+    from helpers import run
+    interrupt = [True]
+
+    def answer(prompt: str, body: dict) -> str:
+        if prompt == "Item 3" and interrupt:
+            interrupt.clear()
+            signal.raise_signal(signal.SIGINT)
+        return "PASS"
+    scripted_llm.script(answer)
+    path = project.pipeline(INTERRUPTED)
+    source = write_json(project.root / "in.json", [{"n": n} for n in (1, 2, 3, 4, 1)])
+    assert run(path, source, out="first").interrupted and 5 not in indexes(project, "first")
+    assert cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "first",
+               "--quiet").exit_code == 0
+    assert indexes(project, "again") == [1, 2, 3, 4, 5] and project.summary("again")["total"] == 5
+
+
+def test_a_rerun_keeps_the_parents_result_an_output_numbered_like_the_one_redone(project, scripted_llm, cli):
+    """(hunt) An output `index` gave two items the number 2; the rerun of the failed one dropped
+    the other's result (3 of 4 items, said complete)."""
+    scripted_llm.script(lambda prompt, body: "FAIL" if "flaky" in prompt else "PASS")
+    path = project.pipeline(INTERRUPTED.replace("    concurrency: 1\n", "").replace(
+        'prompt: "Item {{ item.n }}"', 'prompt: "Item {{ item.t }}"').replace(
+        'output: {verdict: "{{ steps.a.raw }}"}', 'output: {index: "{{ item.id }}", verdict: "{{ steps.a.raw }}"}'))
+    source = write_json(project.root / "in.json", [{"id": 1, "t": "a"}, {"id": 2, "t": "flaky b"},
+                                                   {"id": 2, "t": "c"}, {"id": 3, "t": "d"}])
+    first = cli("run", str(path), "--input", str(source), "--out", "first", "--quiet")
+    assert first.exit_code == 0, first.output
+    scripted_llm.reset()
+    scripted_llm.script(lambda prompt, body: "PASS")
+    assert cli("run", str(path), "--input", str(source), "--out", "again", "--failed-from", "first",
+               "--no-cache", "--quiet").exit_code == 0
+    assert sorted((r["index"], r["verdict"]) for r in project.results("again")) == [
+        (1, "PASS"), (2, "PASS"), (2, "PASS"), (3, "PASS")]
+
+
 def test_a_change_run_json_shows_redacted_is_seen_by_its_keyed_digest(project, cli):
     """`params.keyword` reads as a secret's name, so run.json shows `<redacted>` for any value: a
     rerun with another keyword merged results judged two ways. run.json keeps a digest of each
