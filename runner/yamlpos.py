@@ -153,7 +153,8 @@ Constructor.add_constructor("tag:yaml.org,2002:int", Constructor.construct_yaml_
 
 def load_value(text: str) -> Any:
     """One YAML document as plain data (a YAML input, a `--set` or `--record` value); yaml.YAMLError
-    for aliases expanding past MAX_ALIAS_EXPANSION or nesting past MAX_DEPTH (JSON's bound)."""
+    for aliases expanding past MAX_ALIAS_EXPANSION, nesting past MAX_DEPTH (JSON's bound) or a
+    key given twice in one mapping."""
     too_deep = f"nested too deeply (more than {MAX_DEPTH} levels)"
     try:
         node = compose(text)
@@ -161,7 +162,7 @@ def load_value(text: str) -> Any:
         raise yaml.YAMLError(too_deep) from None
     if node is None:
         return None
-    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep)
+    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep) or _key_twice(node)
     if refused:
         raise yaml.constructor.ConstructorError(None, None, refused[1], refused[0].start_mark)
     return Constructor("").construct_document(node)
@@ -176,6 +177,24 @@ def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, 
             return node, message
         stack.extend((child, depth + 1) for child in _children(node) if not isinstance(child, yaml.ScalarNode))
     return None
+
+
+def _key_twice(root: yaml.Node) -> tuple[yaml.Node, str] | None:
+    """The first mapping that gives a key twice (PyYAML keeps the last silently), as the pipeline
+    loader and the JSON inputs refuse it; walked, not recursed."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    if key.value in seen:
+                        return key, (f"the key '{key.value[:40]}' is given twice in one mapping (only one value "
+                                     "would be read)")
+                    seen.add(key.value)
+        stack.extend(reversed([child for child in _children(node) if not isinstance(child, yaml.ScalarNode)]))
+    return None         # (children pushed in reverse: the first in the file is found first)
 
 
 def load_located(text: str, file: str) -> Located:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.fileio import TOO_MANY_DIGITS, decode
+from runner.fileio import TOO_MANY_DIGITS, NotJson, decode, parse_json
 from runner.inputs import Record, adapter, takes
 
 TYPES = ("string", "integer", "number", "boolean", "json")
@@ -133,7 +132,16 @@ def _typed(name: str, cell: str, kind: str) -> Any:
     if kind == "string" or not text:
         return cell if kind == "string" else None
     what = WHAT.get(kind, "JSON")
+    if kind == "json":      # as a JSON input is read: no NaN, no key twice, no nesting past the limit
+        try:
+            return parse_json(text, f"column '{name}'", strict=True)
+        except NotJson:
+            pass                # said below, as any cell that is not its type
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
     digits = text.lstrip("+-")
+    if "_" in text:         # Python reads 1_000 as a number: a CSV cell that says so is not one
+        raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
     if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
         raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
     with contextlib.suppress(ValueError):
@@ -143,12 +151,7 @@ def _typed(name: str, cell: str, kind: str) -> Any:
             number, what = float(text), "a finite number"
             if math.isfinite(number):
                 return int(text) if digits.isdigit() else number
-        elif kind != "boolean":         # json
-            return json.loads(text, parse_constant=_not_json)
         elif text.lower() in TRUE + FALSE:
             return text.lower() in TRUE
     raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
 
-
-def _not_json(name: str) -> Any:
-    raise ValueError(name)          # NaN and Infinity are not JSON

@@ -155,10 +155,15 @@ def _patterns(options: dict[str, Any]) -> tuple[re.Pattern[str], bool]:
 
 
 def _citation(masked: str, ends: list[int], match: re.Match[str], line: int) -> dict[str, Any] | None:
-    """The item of one citation, or None when its file name is unusable."""
+    """The item of one citation (an error item when a line number could be no line), or None
+    when its file name is unusable."""
     name = match.group("file").strip()
     if not name or CONTROL_CHAR.search(name):
         return None
+    digits = max(len(match.groupdict().get(part) or "") for part in ("start", "end"))
+    if digits > 18:             # no file has such a line (and Python reads no integer past 4300 digits)
+        return {"citation": match.group(0)[:200], "line": line,
+                "error": f"a line number of the citation is too large to be a line ({digits} digits)"}
     claim = _claim(masked, ends, match.start())
     start = int(match.group("start"))
     end = int(match.group("end")) if match.groupdict().get("end") else start

@@ -28,8 +28,9 @@ def read_json(path: Path, options: dict[str, Any]) -> Iterable[Record]:
     text = read_text(path)
     try:
         return _as_records(parse_json(text, str(path), strict=True))
-    except NotJson:
-        if text.lstrip().startswith("{") and "\n" in text.strip():
+    except NotJson:         # JSON lines whose first line is broken; not a pretty-printed object with a typo
+        first = text.strip().split("\n", 1)[0].strip()
+        if first.startswith("{") and first.endswith("}") and "\n" in text.strip():
             return read_jsonl(path, options)
         raise
 

@@ -163,3 +163,22 @@ def test_sentence_ends_skip_exactly_the_abbreviations_a_test_per_abbreviation_sk
         for abbreviations in lists:
             assert sentence_ends(text, abbreviations) == _sentence_ends_by_each_abbreviation(text, abbreviations), \
                 (text, abbreviations)
+
+
+def test_odd_input_that_was_misread_or_a_traceback(tmp_path):
+    """(hunt) A citation's 4301-digit line number was a traceback ending the run; a YAML key
+    given twice kept the last silently; a pretty-printed JSON object with a trailing comma
+    became one errored item per line."""
+    report = tmp_path / "r.md"
+    report.write_text("Normal [a.txt:L3](a.txt).\n\nHuge [i.txt:L" + "9" * 4301 + "](i.txt).\n\nAfter [b.txt:L4](b.txt).\n")
+    cited = list(iter_records("markdown_citations", report, {}))
+    assert [c.value.get("start") for c in cited] == [3, None, 4]
+    assert cited[1].error == f"{report}:3: a line number of the citation is too large to be a line (4301 digits)"
+    twice = tmp_path / "in.yaml"
+    twice.write_text("- {text: a, n: 1, n: 2}\n")
+    with pytest.raises(InputError, match=r"in.yaml:1:19: not valid YAML: the key 'n' is given twice"):
+        iter_records("yaml", twice, {})
+    pretty = tmp_path / "t.json"
+    pretty.write_text('{\n  "text": "a",\n  "n": 1,\n}\n')
+    with pytest.raises(InputError, match=r"t.json:4:1: not valid JSON"):
+        list(iter_records("json", pretty, {}))
