@@ -126,6 +126,15 @@ def test_memo_follows_content(judge, scripted_llm, project):
     outcome = rerun(deleted)
     assert scripted_llm.requests == [] and len(outcome.results) == 2
 
+    # (hunt) what else the verdict reads: a chart's data, the session's source data
+    charted = copy.deepcopy(deleted)
+    charted["slides"][0]["scripts"] = "new Chart(ctx, {data: [2.48, 1.79, 9.99]})"
+    rerun(charted)
+    assert len(scripted_llm.requests) == 1 and "9.99" in scripted_llm.requests[0].prompt
+    restated = copy.deepcopy(charted)
+    restated["source_data"][0]["rows"] = [[q, v * 2] for q, v in restated["source_data"][0]["rows"]]
+    assert len(rerun(restated).results) == 2 and len(scripted_llm.requests) == 2
+
 
 def test_memo_ignores_the_llm_cache(judge, scripted_llm, project):
     scripted_llm.script(verdict("green"))
