@@ -28,8 +28,10 @@ from runner.inputs import Record, adapter, counts
 
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
 DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"
-LOOKS_LIKE_CITATION = re.compile(r"\[(?P<inner>[^\[\]\n]*+)\]\((?P<target>[^)\[\s]*+)\)")
-LINE_MARK = re.compile(r":L[-\d]")
+# A link any way markdown writes one (a title, <a target>, [a reference]) whose label marks a line
+# in any case or after a space: what the pattern does not take is said, never dropped.
+LOOKS_LIKE_CITATION = re.compile(r"\[(?P<inner>[^\[\]\n]*+)\](?:\((?P<target>[^)\n]*+)\)|\[[^\[\]\n]*+\])")
+LINE_MARK = re.compile(r":(?:[Ll][-\d]|\s+[Ll]\d)")
 DEFAULT_ABBREVIATIONS = ["e.g.", "i.e.", "etc.", "vs.", "cf.", "al.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.",
                          "No.", "Art.", "Sec.", "U.S.", "U.K.", "Inc.", "Ltd.", "Co.", "Fig.", "p.", "pp."]
 QUOTE_SPANS = re.compile(r"\"([^\"\n]+)\"|“([^“”\n]+)”")

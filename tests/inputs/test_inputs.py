@@ -182,3 +182,14 @@ def test_odd_input_that_was_misread_or_a_traceback(tmp_path):
     pretty.write_text('{\n  "text": "a",\n  "n": 1,\n}\n')
     with pytest.raises(InputError, match=r"t.json:4:1: not valid JSON"):
         list(iter_records("json", pretty, {}))
+
+
+def test_a_citation_written_another_markdown_way_is_said_never_dropped(tmp_path):
+    """(hunt) A link with a title, an <angle> target, a [reference], a lowercase l or a space
+    after the colon gave no item and no word, though the adapter promises never silence."""
+    report = tmp_path / "odd.md"
+    report.write_text('T [d.txt:L4](d.txt "Title").\n\nA [e.txt:L4](<e file.txt>).\n\nR [f.txt:L4][ref].\n\n'
+                      "L [g.txt:l4](g.txt).\n\nS [l.txt: L7](l.txt).\n\nF [a.txt:L3](a.txt), not [Figure: L-shaped](x).\n")
+    records = list(iter_records("markdown_citations", report, {}))
+    assert [r.value.get("file") for r in records] == [None] * 5 + ["a.txt"]
+    assert all("malformed citation" in r.error for r in records[:5])
