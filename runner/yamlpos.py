@@ -162,9 +162,12 @@ def load_value(text: str) -> Any:
         raise yaml.YAMLError(too_deep) from None
     if node is None:
         return None
-    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep) or _key_twice(node)
+    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep)
     if refused:
         raise yaml.constructor.ConstructorError(None, None, refused[1], refused[0].start_mark)
+    twice = _key_twice(node)
+    if twice:
+        raise KeyTwice(None, None, twice[1], twice[0].start_mark)
     return Constructor("").construct_document(node)
 
 
@@ -177,6 +180,10 @@ def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, 
             return node, message
         stack.extend((child, depth + 1) for child in _children(node) if not isinstance(child, yaml.ScalarNode))
     return None
+
+
+class KeyTwice(yaml.constructor.ConstructorError):
+    """A mapping that gives a key twice: data that reads, but not as one value."""
 
 
 def _key_twice(root: yaml.Node) -> tuple[yaml.Node, str] | None:

@@ -120,7 +120,7 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
     only_after: list[int] = []
     common: dict[str, Counter[str]] = {"before": Counter(), "after": Counter()}     # over the items both runs have
     compared = 0
-    unseen, keys = set(fields or []), set[str]()      # a --field no result has a value for: a typo
+    unseen, keys = set(fields or []) - {"error"}, set[str]()      # a --field no result has: a typo
     old = ((r["index"], 0, r) for r in results_in_order(before))
     new = ((r["index"], 1, r) for r in results_in_order(after))
     for index, group in groupby(heapq.merge(old, new, key=itemgetter(0)), key=itemgetter(0)):  # nothing held
@@ -136,12 +136,12 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
             changes = {f: [lookup(left, f), lookup(right, f)] for f in watched if lookup(left, f) != lookup(right, f)}
             if unseen:
                 keys.update(left, right)
-                unseen -= {f for f in unseen if lookup(left, f) is not None or lookup(right, f) is not None}
+                unseen -= {f for f in unseen if any(_has(side, f) for side in (left, right))}
             if changes:
                 changed.append({"index": index, "changes": changes})
     if unseen and compared:
         name = sorted(unseen)[0]
-        raise InputError(f"--field {name}: no result of either run has a value for it; "
+        raise InputError(f"--field {name}: no result of either run has it; "
                          + unknown("field", name, keys - {"index", "item_key"}, "their fields"))
     counts: dict[str, Any] = {"before": old_summary.get("counts") or {}, "after": new_summary.get("counts") or {}}
     old_rates, new_rates = rate_entries(old_summary), rate_entries(new_summary)
@@ -158,6 +158,13 @@ def diff_runs(before: Path, after: Path, fields: list[str] | None = None, force:
             "partial": partial, "compared": compared,
             "counts": counts, "rates": rates, "rate_details": rate_details, "changed": changed,
             "only_before": [] if partial else only_before, "only_after": [] if partial else only_after}
+
+
+def _has(result: dict[str, Any], field: str) -> bool:
+    """Whether a result holds `field` (null counts: it is there), dotted through nested objects."""
+    *path, last = field.split(".")
+    inside = lookup(result, ".".join(path)) if path else result
+    return lookup(result, field) is not None or (isinstance(inside, dict) and last in inside)
 
 
 def _show(value: Any) -> str:

@@ -146,7 +146,8 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
                               "results": joined.results, "scored": len(joined.pairs)}
     if kind == "numeric":
         kept, t, g = _numbers(joined.pairs)
-        problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION]
+        problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION
+                                     or p.result.get("error")]
         if t is None or g is None:
             raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
         for pair, true, guess in zip(kept, t, g, strict=True):      # NaN or infinity has no error to measure
@@ -208,8 +209,9 @@ def by_slice(pairs: list[Pair], rows: list[LabelRow], field: str, kind: str) -> 
 
 
 def _numbers(pairs: list[Pair]) -> tuple[list[Pair], list[float] | None, list[float] | None]:
-    """The pairs with a prediction, and their labels and predictions as numbers (None: not all are)."""
-    kept = [p for p in pairs if p.predicted != NO_PREDICTION]
+    """The pairs with a prediction (an errored item's fallback, LLM_ERROR, is none), and their
+    labels and predictions as numbers (None: not all are)."""
+    kept = [p for p in pairs if p.predicted != NO_PREDICTION and not p.result.get("error")]
     return kept, metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
 
 

@@ -129,16 +129,16 @@ def paired_difference(truth: Sequence[Any], before: Sequence[Any], after: Sequen
     judges on the same draw, so what the two share cancels out. It draws within each label
     class, as many as the class holds: a resample without a class would score a judge that
     always answers the other class 1.0 (or one always answering it 0.0), so the interval
-    would depend on which class a constant judge names. A class of one item resamples to
-    itself every time, so with one the interval is none (every resample the same draw would
-    give a zero-width interval that claims certainty from one item)."""
+    would depend on which class a constant judge names. When every class holds one item, every
+    resample is the same draw: the interval is none (a zero-width one would claim certainty
+    from one item a class)."""
     import numpy as np
     classes, (t, b, a) = codes(truth, before, after)
     statistic = BATCH[metric]
     difference = float(statistic(t, a, classes)[0] - statistic(t, b, classes)[0]) if len(t) else None
     ci95 = None
     members = [np.flatnonzero(t == code) for code in np.unique(t)]
-    if len(t) >= 2 and min(map(len, members)) >= 2:
+    if len(t) >= 2 and max(map(len, members)) >= 2:
         rng = np.random.default_rng(seed)
         draws = np.hstack([held[rng.integers(0, len(held), size=(BOOTSTRAP_RESAMPLES, len(held)))]
                            for held in members])

@@ -37,17 +37,25 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
                          failures=())
     keys: set[str] = set()
     indexes: set[int] = set()
-    # an interrupted run's judged items: how many results each key has (as the number its 16 hex
-    # digits write; a key that is none names no item), and the index of a result without one
-    judged: tuple[Counter[int], set[int]] | None = (Counter(), set()) if unfinished(folder) else None
+    # An interrupted run's judged items, each held as a number: its key (the number its 16 hex digits
+    # write) with its index, so that of two items with one content only the judged one counts; with
+    # an output numbering results its own way, how many results each key has (the first that many
+    # items with it in the input were); and the index of a result without a key.
+    by_position = isinstance(pipeline.output, dict) and "index" not in pipeline.output
+    judged: set[int] | None = set() if unfinished(folder) else None
+    counts: Counter[int] = Counter()
+    keyless: set[int] = set()
     for result in results_in_order(folder):
         key = result.get("item_key") if isinstance(result.get("item_key"), str) else None
         if judged is not None:
-            if key:
+            if not key:
+                keyless.add(int(result["index"]))
+            elif by_position:
                 with contextlib.suppress(ValueError):
-                    judged[0][int(key, 16)] += 1
+                    judged.add(int(key, 16) << 64 | int(result["index"]))
             else:
-                judged[1].add(int(result["index"]))
+                with contextlib.suppress(ValueError):
+                    counts[int(key, 16)] += 1
         if not result.get("error"):
             if checked is None:
                 continue
@@ -63,21 +71,23 @@ def failed_items(pipeline: Pipeline, run: Path) -> Callable[[Item], bool]:
         else:
             indexes.add(int(result["index"]))
 
-    seen: dict[int, list[int]] = {}       # a judged key's items by index: the first `judged` of them were
+    seen: dict[int, list[int]] = {}       # by count: a judged key's items by index (the first `counts` were)
 
     def chosen(item: Item) -> bool:
         key = item.key
         if key in keys or item.index in indexes:
             return True
-        if judged is None or item.index in judged[1]:
+        if judged is None or item.index in keyless:
             return False
         number = int(key, 16)
-        if number not in judged[0]:
+        if by_position:
+            return (number << 64 | item.index) not in judged
+        if number not in counts:
             return True
         indexes_of = seen.setdefault(number, [])
         if item.index not in indexes_of:        # a stream is read again from its start: each index once
             indexes_of.append(item.index)
-        return indexes_of.index(item.index) >= judged[0][number]      # an unjudged twin of a judged item
+        return indexes_of.index(item.index) >= counts[number]      # an unjudged twin of a judged item
 
     return chosen
 

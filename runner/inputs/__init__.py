@@ -14,7 +14,7 @@ import yaml
 
 from runner.errors import InputError
 from runner.registry import Registry
-from runner.yamlpos import load_value
+from runner.yamlpos import KeyTwice, load_value
 
 if TYPE_CHECKING:
     from runner.text.perturb import Rewrite
@@ -193,6 +193,8 @@ def record_from_pairs(pairs: list[str], cell: Callable[[str, str], Any] | None =
             out[key] = cell(key, raw) if cell is not None else _scalar(raw)
         except ValueError as exc:
             raise InputError(f"--record {pair}: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"--record {key}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     return out
 
 
@@ -203,6 +205,8 @@ def _scalar(raw: str) -> Any:
         return ""
     try:
         value = load_value(raw)
+    except KeyTwice:
+        raise                   # a mapping meant as one, with a key twice: said, never kept as text
     except yaml.YAMLError:
         return raw
     if isinstance(value, (dict, list)) and not raw.lstrip().startswith(("[", "{")):

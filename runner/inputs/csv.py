@@ -136,7 +136,8 @@ def _typed(name: str, cell: str, kind: str) -> Any:
         try:
             return parse_json(text, f"column '{name}'", strict=True)
         except NotJson:
-            pass                # said below, as any cell that is not its type
+            raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not "
+                             f"{what}") from None
         except InputError as exc:
             raise ValueError(str(exc)) from None
     digits = text.lstrip("+-")

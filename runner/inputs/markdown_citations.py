@@ -29,9 +29,11 @@ from runner.inputs import Record, adapter, counts
 # Neither part may cross a `[`: a failed match then costs at most the text up to the next one.
 DEFAULT_PATTERN = r"\[(?P<file>[^\[\]:\n]+):L(?P<start>\d+)(?:-L?(?P<end>\d+))?\]\((?P<target>[^)\[\s]*)\)"
 # A link any way markdown writes one (a title, <a target>, [a reference]) whose label marks a line
-# in any case or after a space: what the pattern does not take is said, never dropped.
-LOOKS_LIKE_CITATION = re.compile(r"\[(?P<inner>[^\[\]\n]*+)\](?:\((?P<target>[^)\n]*+)\)|\[[^\[\]\n]*+\])")
-LINE_MARK = re.compile(r":(?:[Ll][-\d]|\s+[Ll]\d)")
+# (`:L4`; or `:l4`, `: L4` after a name that looks like a file): what the pattern does not take is
+# said, never dropped. No class spans `[` or a line: one pass, linear in the report.
+LOOKS_LIKE_CITATION = re.compile(r"\[(?P<inner>[^\[\]\n]*+)\](?:\((?P<target>[^)\[\n]*+)\)|\[[^\[\]\n]*+\])")
+LINE_MARK = re.compile(r":L[-\d]")
+LOOSE_LINE_MARK = re.compile(r"^\s*(?P<name>[^\s:]*[./][^\s:]*)\s*:(?:\s*[Ll]\d|l[-\d])")
 DEFAULT_ABBREVIATIONS = ["e.g.", "i.e.", "etc.", "vs.", "cf.", "al.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.",
                          "No.", "Art.", "Sec.", "U.S.", "U.K.", "Inc.", "Ltd.", "Co.", "Fig.", "p.", "pp."]
 QUOTE_SPANS = re.compile(r"\"([^\"\n]+)\"|“([^“”\n]+)”")
@@ -175,9 +177,9 @@ def _citation(masked: str, ends: list[int], match: re.Match[str], line: int) -> 
 
 
 def _malformed(block: str, starts: set[int]) -> list[tuple[int, None, str]]:
-    """Links whose label holds `:L<digit or ->` but that the citation pattern did not take."""
-    return [(m.start(), None, m.group(0)) for m in LOOKS_LIKE_CITATION.finditer(block)
-            if m.start() not in starts and LINE_MARK.search(m.group("inner"))]
+    """Links whose label marks a line (LINE_MARK, LOOSE_LINE_MARK) but that the citation pattern did not take."""
+    return [(m.start(), None, m.group(0)) for m in LOOKS_LIKE_CITATION.finditer(block) if m.start() not in starts
+            and (LINE_MARK.search(m.group("inner")) or LOOSE_LINE_MARK.match(m.group("inner")))]
 
 
 def _what_is_wrong(raw: str) -> str:

@@ -144,10 +144,10 @@ def measure(planned: Iterable[Planned], results: Iterable[dict[str, Any]], passe
                              "after": excerpt(entry.after)}
         was_final = lookup(original, verdict_field)
         before, after = _jurors(original), _jurors(copy)
-        jurors.update(dict.fromkeys(before))
         # a juror that voted on one side only, where the jury sat on both (on a copy the pipeline
         # stopped before its jury, no juror is paired): its row says it was left out, and why
         seated = dict.fromkeys([*before, *after]) if before and after else {}
+        jurors.update(dict.fromkeys(before) | seated)
         pairs = {FINAL: (_cast(was_final), _cast(lookup(copy, verdict_field))),
                  **{juror: (before.get(juror, NO_VOTE_BEFORE), after.get(juror, NO_VOTE_AFTER)) for juror in seated}}
         passed = passes(original)

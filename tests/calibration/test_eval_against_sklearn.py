@@ -116,6 +116,23 @@ def test_the_paired_interval_does_not_depend_on_which_class_a_constant_judge_nam
     truth = ["A"] * 6 + ["B"] * 2      # a quarter of unstratified resamples hold no B
     always_a, always_b = metrics.paired_difference(truth, ["A"] * 8, truth), metrics.paired_difference(truth, ["B"] * 8, truth)
     assert always_a == always_b == {"metric": "balanced_accuracy", "n": 8, "difference": 0.5, "ci95": [0.5, 0.5]}
-    # (hunt) a class of one item resamples to itself: its zero-width interval shipped a judge on 2 test items
+    # (hunt) one item a class resamples to itself: its zero-width interval shipped a judge on 2 test items
     assert metrics.paired_difference(["A", "B"], ["B", "A"], ["A", "B"])["ci95"] is None
-    assert metrics.paired_difference(truth[:7], ["A"] * 7, truth[:7])["ci95"] is None
+
+
+def test_numeric_scores_leave_out_an_errored_items_text_fallback(project: Any, cli: Any) -> None:
+    """(review) A numeric judge's errored item carries its jury's LLM_ERROR: eval refused the run
+    (`must hold numbers`) once errored items no longer decided the kind; they are no prediction."""
+    folder = project.root / "run"
+    folder.mkdir()
+    scores = [3, 4, 5, 2, "LLM_ERROR"]
+    (folder / "results.jsonl").write_text("".join(json.dumps(
+        {"index": i + 1, "score": s, **({"error": "step 'jury': no juror answered"} if s == "LLM_ERROR" else {})})
+        + "\n" for i, s in enumerate(scores)), encoding="utf-8")
+    (folder / "summary.json").write_text(json.dumps({"pipeline": "p", "count_by": "score"}), encoding="utf-8")
+    (project.root / "labels.jsonl").write_text("".join(json.dumps({"index": i + 1, "truth": t}) + "\n"
+                                                       for i, t in enumerate([3, 4, 4, 2, 5])), encoding="utf-8")
+    result = cli("eval", "run", "--labels", "labels.jsonl", "--key", "index", "--truth", "truth")
+    report = json.loads((folder / "eval.json").read_text())
+    assert result.exit_code == 0 and report["kind"] == "numeric" and report["scored"] == 4, result.output
+    assert report["problems"]["no_prediction"] == ["5"] and report["metrics"]["mae"] == 0.25

@@ -225,9 +225,9 @@ def test_a_json_cell_is_read_as_a_json_input_is_and_a_number_cell_takes_no_under
     """(hunt) A 2000-deep json cell was a RecursionError traceback (nothing judged), a key given
     twice kept the last silently, and `1_000` read as 1000."""
     path = tmp_path / "in.csv"
-    path.write_text("n,m\n1,2\n" + "[" * 2000 + "]" * 2000 + ',3\n"{""k"":1,""k"":2}",4\n5,1_000\n6,7\n')
+    path.write_text("n,m\n1,2\n" + "[" * 2000 + "]" * 2000 + ',3\n"{""k"":1,""k"":2}",4\n5,1_000\nyes,7\n')
     records = list(iter_records("csv", path, {"types": {"n": "json", "m": "integer"}}))
     assert [r.error for r in records] == [
         None, f"{path}:3: column 'n': JSON nested too deeply (more than 200 levels)",
         f"{path}:4: column 'n': the key 'k' is given twice in one object (only one value would be read)",
-        f"{path}:5: column 'm': '1_000' is not an integer", None]
+        f"{path}:5: column 'm': '1_000' is not an integer", f"{path}:6: column 'n': 'yes' is not JSON"]

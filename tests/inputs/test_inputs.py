@@ -189,7 +189,8 @@ def test_a_citation_written_another_markdown_way_is_said_never_dropped(tmp_path)
     after the colon gave no item and no word, though the adapter promises never silence."""
     report = tmp_path / "odd.md"
     report.write_text('T [d.txt:L4](d.txt "Title").\n\nA [e.txt:L4](<e file.txt>).\n\nR [f.txt:L4][ref].\n\n'
-                      "L [g.txt:l4](g.txt).\n\nS [l.txt: L7](l.txt).\n\nF [a.txt:L3](a.txt), not [Figure: L-shaped](x).\n")
+                      "L [g.txt:l4](g.txt).\n\nS [l.txt: L7](l.txt).\n\nF [a.txt:L3](a.txt), not [Figure: L-shaped](x).\n"
+                      "\nNor [Note: L2 cache](https://x.com), [Step 1: l1 penalty](y), [Memory: L3][1] or x[i:l1][0].\n")
     records = list(iter_records("markdown_citations", report, {}))
     assert [r.value.get("file") for r in records] == [None] * 5 + ["a.txt"]
     assert all("malformed citation" in r.error for r in records[:5])

@@ -103,5 +103,7 @@ def test_diff_of_an_out_folder_compares_with_the_run_that_started_before_it_not_
     shown = cli("diff", str(runs / "aaa_new"), "--max-drop", "0.1")
     assert shown.exit_code == 1 and "pass_rate: 0.75 (3/4) -> 0.25 (1/4)" in shown.output, shown.output
     typo = cli("diff", str(runs / "zzz_old"), str(runs / "aaa_new"), "--field", "scor")    # was watched, silently
-    assert typo.exit_code == 2 and "--field scor: no result of either run has a value for it; unknown field " \
+    assert typo.exit_code == 2 and "--field scor: no result of either run has it; unknown field " \
         "'scor'. Did you mean 'score'?" in typo.stderr, typo.output
+    for real in ("error", "verdict"):        # (review) a field every result holds, or none errored: no typo
+        assert cli("diff", str(runs / "zzz_old"), str(runs / "aaa_new"), "--field", real).exit_code == 0
