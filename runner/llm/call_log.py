@@ -44,8 +44,9 @@ class CallLog:
         except NeedsModel as stop:          # render's transport: no answer to go on with
             self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), None, str(stop)))
             raise
-        except asyncio.CancelledError:      # Ctrl-C or SIGTERM: the run counts what it sent, so it says so here
-            self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), None, CANCELLED))
+        except asyncio.CancelledError:      # Ctrl-C or SIGTERM: a request counted as sent has its line, saying so
+            if ask.sent:
+                self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), None, CANCELLED))
             raise
         self.recorder.record(Made(ask, f"{item}.{number}", began, time.time_ns(), reply, None, reply.attempts))
         return reply

@@ -54,6 +54,7 @@ class Ask:
     key_for: Callable[[str], str]      # the cache key of this request asked in a structured-output mode
     stats: ModelStats                  # the model's counts
     cached: dict[str, Any] | None = None     # the cache's usable answer, found by the cache layer
+    sent: bool = False                       # a request of it went out (counted in stats.calls)
 
     @functools.cached_property
     def key(self) -> str:

@@ -10,6 +10,7 @@ failures for the summary; it knows model specs (through a resolver the run gives
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -136,7 +137,8 @@ class LLMService:
                 completion, sent = await self.batches.send(call, ask.mode, ask.stats)
             else:
                 completion, sent = await self.sender.send(spec, ask.messages, ask.params, request.output_schema,
-                                                          ask.mode, ask.stats, request.embed)
+                                                          ask.mode, ask.stats, request.embed,
+                                                          functools.partial(setattr, ask, "sent", True))
         except TransportError as exc:
             raise Failed(self.redact(exc.message if exc.kind == "budget" else f"{spec.describe()}: {exc.message}"),
                          attempts=exc.attempts) from None

@@ -413,15 +413,16 @@ def test_a_call_the_stop_cancels_in_flight_has_its_line_in_calls_jsonl(project, 
     from runner.testing import Reply
     scripted_llm.script(Reply("slow", delay=5.0), contains="Item 1")      # in flight when item 2 stops the run
     scripted_llm.script(lambda prompt, body: signal.raise_signal(signal.SIGINT) or "done", contains="Item 2")
+    scripted_llm.script(Reply("never"), contains="Item 3")          # waits for a place: never sent, no line
     path = project.pipeline("""
         version: 1
         name: t
-        concurrency: 2
-        models: {m: {model: scripted/m}}
+        concurrency: 3
+        models: {m: {model: scripted/m, limits: {concurrency: 2}}}
         steps: [{id: a, uses: llm, with: {model: m, prompt: "Item {{ item.n }}"}}]
         output: {answer: "{{ steps.a.raw }}"}
         """)
-    outcome = run(path, write_json(project.root / "in.json", [{"n": n} for n in range(1, 3)]))
+    outcome = run(path, write_json(project.root / "in.json", [{"n": n} for n in range(1, 4)]))
     assert outcome.interrupted
     lines = [json.loads(line) for line in (project.root / "out" / "calls.jsonl").read_text().splitlines()]
     cancelled = [line for line in lines if (line["error"] or "").startswith("cancelled: ")]

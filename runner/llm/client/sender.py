@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,10 @@ class Sender:
 
     async def send(self, spec: ModelSpec, messages: list[dict[str, Any]], sampling: dict[str, Any],
                    schema: dict[str, Any] | None, mode: str, stats: ModelStats,
-                   embed: bool = False) -> tuple[Completion, str]:
+                   embed: bool = False, on_sent: Callable[[], None] = lambda: None) -> tuple[Completion, str]:
         """The completion, and the structured-output mode it was requested with (a server that rejects
-        a format is asked anew with the next). `embed`: the embeddings of the messages' contents."""
+        a format is asked anew with the next). `embed`: the embeddings of the messages' contents;
+        `on_sent` is told when a request goes out (counted as sent)."""
         if spec.api_base:
             await self._probe(spec)
         if spec.endpoint in self.breakers:
@@ -100,6 +102,7 @@ class Sender:
                 if wanted is not None:
                     params["response_format"] = wanted
                 stats.calls += 1
+                on_sent()
                 request = self.transport.embed(spec, [str(m.get("content", "")) for m in messages], params) \
                     if embed else self.transport.complete(spec, messages, params)
                 try:
