@@ -201,3 +201,19 @@ def test_example_reads_its_csv(project, fake_llm):
                   overrides=[f"models.judge.api_base={base}"])
     assert len(outcome.results) == 5
     assert "West | 3254567 | 3810000" in fake_llm.requests[0].prompt
+
+
+def test_a_slide_checked_against_a_csv_is_judged_again_when_the_csv_changes(judge, scripted_llm, project):
+    """(review) source_data naming a CSV file: its key holds the name, the memo its contents."""
+    (project.root / "data").mkdir(exist_ok=True)
+    table = project.root / "data" / "kpis.csv"
+    table.write_text("q,revenue\nQ1,7234567\n")
+    deck = {**DECK, "source_data": [{"file": "kpis.csv"}], "slides": DECK["slides"][:1]}
+    scripted_llm.script(verdict("green"))
+    judge(deck, f"params.data_root={project.root / 'data'}")
+    scripted_llm.requests.clear()
+    assert judge(deck, f"params.data_root={project.root / 'data'}").results[0].get("memo_hit") is True
+    assert scripted_llm.requests == []
+    table.write_text("q,revenue\nQ1,6500000\n")
+    again = judge(deck, f"params.data_root={project.root / 'data'}").results[0]
+    assert not again.get("memo_hit") and len(scripted_llm.requests) == 1
