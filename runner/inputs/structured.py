@@ -87,8 +87,11 @@ def _raw_lines(path: Path) -> Iterator[bytes]:
 
 @adapter("yaml")
 def read_yaml(path: Path, options: dict[str, Any]) -> list[Record]:
-    """A YAML file (safe loading): a list of records or one mapping."""
+    """A YAML file (safe loading): a list of records or one mapping; an empty file has none (as
+    an empty JSON-lines file has none: the run then warns that nothing was judged)."""
     text = read_text(path)
+    if not text.strip():
+        return []
     try:
         return _as_records(load_value(text))
     except yaml.YAMLError as exc:

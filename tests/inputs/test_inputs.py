@@ -194,3 +194,10 @@ def test_a_citation_written_another_markdown_way_is_said_never_dropped(tmp_path)
     records = list(iter_records("markdown_citations", report, {}))
     assert [r.value.get("file") for r in records] == [None] * 5 + ["a.txt"]
     assert all("malformed citation" in r.error for r in records[:5])
+
+
+def test_an_empty_yaml_file_has_no_item_as_an_empty_json_lines_file(tmp_path):
+    """(hunt) It was one item of null, which failed ('None' has no attribute) and exited 3."""
+    empty = tmp_path / "in.yaml"
+    empty.write_text("\n")
+    assert list(iter_records("yaml", empty, {})) == []
