@@ -162,46 +162,40 @@ def load_value(text: str) -> Any:
         raise yaml.YAMLError(too_deep) from None
     if node is None:
         return None
-    refused = alias_problem(node) or _deeper_than(node, MAX_DEPTH, too_deep)
+    refused = alias_problem(node)
     if refused:
         raise yaml.constructor.ConstructorError(None, None, refused[1], refused[0].start_mark)
-    twice = _key_twice(node)
-    if twice:
-        raise KeyTwice(None, None, twice[1], twice[0].start_mark)
+    shape = _shape_problem(node, MAX_DEPTH, too_deep)
+    if shape:
+        error = KeyTwice if shape[2] else yaml.constructor.ConstructorError
+        raise error(None, None, shape[1], shape[0].start_mark)
     return Constructor("").construct_document(node)
-
-
-def _deeper_than(root: yaml.Node, limit: int, message: str) -> tuple[yaml.Node, str] | None:
-    """The first collection past `limit` levels (as fileio.too_deep counts), with `message`; walked, not recursed."""
-    stack = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return node, message
-        stack.extend((child, depth + 1) for child in _children(node) if not isinstance(child, yaml.ScalarNode))
-    return None
 
 
 class KeyTwice(yaml.constructor.ConstructorError):
     """A mapping that gives a key twice: data that reads, but not as one value."""
 
 
-def _key_twice(root: yaml.Node) -> tuple[yaml.Node, str] | None:
-    """The first mapping that gives a key twice (PyYAML keeps the last silently), as the pipeline
-    loader and the JSON inputs refuse it; walked, not recursed."""
-    stack = [root]
+def _shape_problem(root: yaml.Node, limit: int, too_deep: str) -> tuple[yaml.Node, str, bool] | None:
+    """In one walk (not recursed), in file order: the first collection past `limit` levels (as
+    fileio.too_deep counts), with `too_deep`, or the first mapping that gives a key twice (True:
+    PyYAML keeps the last silently; the pipeline loader and the JSON inputs refuse it)."""
+    stack = [(root, 1)]
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
+        if depth > limit:
+            return node, too_deep, False
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, _ in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.value != "<<":
                     if key.value in seen:
                         return key, (f"the key '{key.value[:40]}' is given twice in one mapping (only one value "
-                                     "would be read)")
+                                     "would be read)"), True
                     seen.add(key.value)
-        stack.extend(reversed([child for child in _children(node) if not isinstance(child, yaml.ScalarNode)]))
-    return None         # (children pushed in reverse: the first in the file is found first)
+        inner = [(child, depth + 1) for child in _children(node) if not isinstance(child, yaml.ScalarNode)]
+        stack.extend(reversed(inner))          # so that the first in the file is popped first
+    return None
 
 
 def load_located(text: str, file: str) -> Located:

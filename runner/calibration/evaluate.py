@@ -134,8 +134,7 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
     joined = join_labels(results, rows, spec.key, spec.truth, predicted)
     truth = [value_text(p.truth) for p in joined.pairs]
     guesses = [value_text(p.predicted) for p in joined.pairs]
-    # what the judge said of the items it judged: an errored item's fallback (LLM_ERROR) is no verdict to match
-    said = {g for g, p in zip(guesses, joined.pairs, strict=True) if g != NO_PREDICTION and not p.result.get("error")}
+    said = {value_text(p.predicted) for p in joined.pairs if _predicted(p)}     # what the judge said of items it judged
     kind = spec.kind
     if kind == "auto":
         numbers = metrics.as_numbers(truth) is not None and metrics.as_numbers(list(said)) is not None
@@ -146,8 +145,7 @@ def evaluate(results: Iterable[dict[str, Any]], summary: dict[str, Any], spec: E
                               "results": joined.results, "scored": len(joined.pairs)}
     if kind == "numeric":
         kept, t, g = _numbers(joined.pairs)
-        problems["no_prediction"] = [p.key for p in joined.pairs if p.predicted == NO_PREDICTION
-                                     or p.result.get("error")]
+        problems["no_prediction"] = [p.key for p in joined.pairs if not _predicted(p)]
         if t is None or g is None:
             raise InputError(f"--kind numeric: '{spec.truth}' and '{predicted}' must hold numbers")
         for pair, true, guess in zip(kept, t, g, strict=True):      # NaN or infinity has no error to measure
@@ -209,10 +207,14 @@ def by_slice(pairs: list[Pair], rows: list[LabelRow], field: str, kind: str) -> 
 
 
 def _numbers(pairs: list[Pair]) -> tuple[list[Pair], list[float] | None, list[float] | None]:
-    """The pairs with a prediction (an errored item's fallback, LLM_ERROR, is none), and their
-    labels and predictions as numbers (None: not all are)."""
-    kept = [p for p in pairs if p.predicted != NO_PREDICTION and not p.result.get("error")]
+    """The pairs with a prediction, and their labels and predictions as numbers (None: not all are)."""
+    kept = [p for p in pairs if _predicted(p)]
     return kept, metrics.as_numbers([p.truth for p in kept]), metrics.as_numbers([p.predicted for p in kept])
+
+
+def _predicted(pair: Pair) -> bool:
+    """The judge said something of the item: an errored item's fallback (LLM_ERROR) is no prediction."""
+    return pair.predicted != NO_PREDICTION and not pair.result.get("error")
 
 
 def value_text(value: Any) -> str:

@@ -293,21 +293,21 @@ def merge_parent(path: Path, parent: Path, on_votes: Callable[[list[list[Any]]],
 
 def _key_of(line: str) -> str | None:
     """A results line's `item_key` (None: it has none, or is not a result)."""
-    try:
-        value = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    key = value.get("item_key") if isinstance(value, dict) else None
+    key = _field_of(line, "item_key")
     return key if isinstance(key, str) else None
 
 
 def _error_of(line: str) -> str | None:
+    error = _field_of(line, "error")
+    return " ".join(str(error).split()) if error else None
+
+
+def _field_of(line: str, name: str) -> Any:
     try:
         value = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    error = value.get("error") if isinstance(value, dict) else None
-    return " ".join(str(error).split()) if error else None
+    return value.get(name) if isinstance(value, dict) else None
 
 
 def results_in_order(folder: Path) -> Iterator[dict[str, Any]]:

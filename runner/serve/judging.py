@@ -144,8 +144,8 @@ class Judging:
         param a request may not set, a value its schema refuses, or one that changes models)."""
         served = self.catalog.get(name)
         # by digest: a request's params may be megabytes, and up to MAX_KNOWN_PARAMS are remembered
-        text = hashlib.sha256(json.dumps(params or {}, sort_keys=True, default=str).encode()).hexdigest()
-        known = self._hashes.get((name, self.catalog.generation, text))
+        asked = hashlib.sha256(json.dumps(params or {}, sort_keys=True, default=str).encode()).hexdigest()
+        known = self._hashes.get((name, self.catalog.generation, asked))
         if known is not None and (name, known) in self._variants:
             self._variants.move_to_end((name, known))
             return self._variants[(name, known)]
@@ -160,7 +160,7 @@ class Judging:
         digest = runtime.made_by
         if len(self._hashes) >= MAX_KNOWN_PARAMS:     # requests with ever new params keep it bounded
             self._hashes.clear()
-        self._hashes[(name, self.catalog.generation, text)] = digest
+        self._hashes[(name, self.catalog.generation, asked)] = digest
         if (name, digest) in self._variants:       # the same content by other words (e.g. a default given)
             return self._variants[(name, digest)]
         runtime.observer = make_observer(runtime)
