@@ -8,7 +8,7 @@
 - the calls and HTTP requests of the run (calls.jsonl, summary.json)
 
 Which result is an original and which a copy of which probe comes from the probe run's plan,
-made again from the pipeline (with the run's --set) and the input (runner/probe/plan.py)."""
+made again from the pipeline (with the run's --set) and the input (runner/probe/measure.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from runner.api import ItemSource, load_items
 from runner.pipeline.loader import load_pipeline
-from runner.probe.plan import plan
+from runner.probe.measure import plan
 from runner.probe.run import chosen_probes
 
 

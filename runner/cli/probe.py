@@ -43,8 +43,7 @@ def probe_command(
     verdict and the final one flip, per probe, in probe.json, probe.md and probe.html."""
     from runner.engine.health import TOO_MANY_ERRORS, MaxErrors
     from runner.engine.progress import for_terminal
-    from runner.probe.probe_report import rate_text, row_note
-    from runner.probe.run import probe_pipeline
+    from runner.probe.run import probe_pipeline, rate_text, row_note
     from runner.runs.request import ItemSource, RunOptions
     names = [name.strip() for name in (probes or "").split(",") if name.strip()]
     flags = [*(["--probes", ",".join(names)] if names else []), *(["--items", str(items)] if items else []),

@@ -40,7 +40,7 @@ class ItemSource:
     input_name: str | None = None         # what the items' errors call the input when it is a copy (an upload's name)
     stdin_copy: Path | None = None        # `--input -`: standard input's temporary copy (set by load_items)
     # The run's items made from the selected ones by its caller: `runner probe` adds each
-    # item's perturbed copies (runner/probe/plan.py).
+    # item's perturbed copies (runner/probe/measure.py).
     derive: Callable[[ItemStream], ItemStream] | None = None
 
     def discard_stdin_copy(self) -> None:
