@@ -245,9 +245,8 @@ def sweep_markdown(report: dict[str, Any]) -> str:
 
 def sweep_plots(report: dict[str, Any]) -> list[str]:
     """One chart per swept key: the metric over its values, one line per setting of the other keys."""
-    keys = list(report["grid"])
     charts = []
-    for key in keys:
+    for key in report["grid"]:
         xs = report["grid"][key]
         lines: dict[str, list[float | None]] = {}
         for s in report["settings"]:

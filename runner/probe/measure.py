@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.calibration.evaluate import vote_lists
+from runner.calibration.metrics import CONFIDENCE
 from runner.engine.context import TEMPLATE_FAILURES
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.rates import ERRORED, RateCount, counted_as, lookup
@@ -93,7 +94,6 @@ def excerpt(value: Any) -> str:
 
 
 FINAL = "verdict"           # the row of the final verdict (a juror's row is named by its model)
-CONFIDENCE = 0.95
 
 
 @dataclass
