@@ -22,10 +22,6 @@ class Selection:
     filter: str | None = None
     failed_from: Path | None = None
 
-    @property
-    def empty(self) -> bool:
-        return self.item is None and not self.filter and self.failed_from is None
-
 
 @dataclass
 class ItemSource:

@@ -66,25 +66,41 @@ def answered_items(folder: Path) -> set[int]:
     if not path.is_file():
         return {call["item"] for call in read_calls(folder / CALLS_FILE)
                 if not call.get("error") and isinstance(call.get("item"), int)}
-    with path.open("rb") as lines:
-        return {int(line) for line in lines if line.endswith(b"\n") and line.strip().isdigit()}
+    return {int(line) for line in whole_lines(path) if line.strip().isdigit()}
 
 
 def vote_lines(folder: Path) -> Iterator[str]:
     """The whole, readable lines of the votes.jsonl in `folder` (none for a run folder written before
     it existed, or one whose items met no jury), each an object with an `index`; a damaged line is passed over."""
+    for raw in whole_lines(folder / VOTES_FILE):
+        try:        # the text as decoded is what is parsed, here and by whoever reads it on
+            text = raw.decode("utf-8")
+        except ValueError:
+            continue
+        entry = parsed_line(text)
+        if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+            yield text
+
+
+def whole_lines(path: Path) -> Iterator[bytes]:
+    """The complete lines of a file being appended to, up to the first without its newline (being
+    written, or cut by a kill: read on, its tail would pass for a line); none when it is missing."""
     try:
-        with (folder / VOTES_FILE).open("rb") as lines:
-            for raw in lines:
-                try:        # the text as decoded is what is parsed, here and by whoever reads it on
-                    text = raw.decode("utf-8") if raw.endswith(b"\n") else ""
-                    entry = json.loads(text) if text else None
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-                    yield text
+        with path.open("rb") as handle:
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    return
+                yield line
     except FileNotFoundError:
         return
+
+
+def parsed_line(line: str | bytes) -> Any:
+    """One JSON line's value (None when it is not JSON)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 def votes_by_index(folder: Path, spill_dir: Path) -> Iterator[tuple[int, list[list[Any]]]]:
@@ -100,10 +116,7 @@ def line_index(line: str) -> int:
     match = _LEADING_INDEX.match(line)
     if match:
         return int(match.group(1))
-    try:
-        value = json.loads(line)
-    except (ValueError, RecursionError):     # not a result: the readers that check lines say so, located
-        return 0
+    value = parsed_line(line)       # None when not a result: the readers that check lines say so, located
     index = value.get("index", 0) if isinstance(value, dict) else 0
     return index if isinstance(index, int) else 0
 
@@ -303,10 +316,7 @@ def _error_of(line: str) -> str | None:
 
 
 def _field_of(line: str, name: str) -> Any:
-    try:
-        value = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
+    value = parsed_line(line)
     return value.get(name) if isinstance(value, dict) else None
 
 

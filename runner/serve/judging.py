@@ -10,7 +10,6 @@ import functools
 import hashlib
 import itertools
 import json
-import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -24,11 +23,9 @@ from runner.errors import RunnerError
 from runner.inputs import Item, Record, iter_items
 from runner.llm.shared_client import SharedClient
 from runner.pipeline.model import Pipeline
-from runner.redact import redact
 from runner.runs.request import RunOptions
 from runner.serve.http import ApiError
-from runner.serve.job_files import ResumeIndex
-from runner.serve.judge_run import JudgeRun
+from runner.serve.job_files import JudgeRun, ResumeIndex, say
 from runner.serve.served_pipelines import Catalog, Served, load_variant, request_overrides
 from runner.stores.database import StoreUnavailable
 from runner.stores.kept import ANSWERED_FIELD, VOTES_FIELD, answered_before, kept, noting, reusable, without_reads
@@ -184,7 +181,7 @@ class Judging:
     def _closed(self, task: asyncio.Task[None]) -> None:
         self._closing.discard(task)
         if not task.cancelled() and (failed := task.exception()) is not None:
-            _closing_failed(failed)
+            say(f"closing a pipeline variant: {failed}")
 
     async def judge(self, variant: Variant, records: Iterable[Any]) -> list[dict[str, Any]]:
         """Each item of these records (exploded as the pipeline says), from the store or judged:
@@ -261,7 +258,7 @@ class Judging:
                 except StoreUnavailable as exc:
                     if run is not None:
                         raise
-                    sys.stderr.write(redact(f"runner serve: {exc}: a job's result is kept in its run only\n"))
+                    say(f"{exc}: a job's result is kept in its run only")
         finally:
             if run is not None:
                 run.keep(item.index, result)
@@ -295,7 +292,7 @@ class Judging:
         closing = [variant.run.aclose() for variant in variants] + list(self._closing)
         for failed in await asyncio.gather(*closing, return_exceptions=True):
             if isinstance(failed, BaseException):
-                _closing_failed(failed)
+                say(f"closing a pipeline variant: {failed}")
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
@@ -310,7 +307,3 @@ def _models(runtime: Runtime) -> list[tuple[str, Any]]:
         except RunnerError as exc:
             resolved.append((name, str(exc)))
     return resolved
-
-
-def _closing_failed(exc: BaseException) -> None:
-    sys.stderr.write(redact(f"runner serve: closing a pipeline variant: {exc}\n"))
