@@ -136,23 +136,20 @@ def _typed(name: str, cell: str, kind: str) -> Any:
         try:
             return parse_json(text, f"column '{name}'", strict=True)
         except NotJson:
-            raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not "
-                             f"{what}") from None
+            pass
         except InputError as exc:
             raise ValueError(str(exc)) from None
-    digits = text.lstrip("+-")
-    if "_" in text:         # Python reads 1_000 as a number: a CSV cell that says so is not one
-        raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
-    if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
-        raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
-    with contextlib.suppress(ValueError):
-        if kind == "integer":
-            return int(text)
-        if kind == "number":
-            number, what = float(text), "a finite number"
-            if math.isfinite(number):
-                return int(text) if digits.isdigit() else number
-        elif text.lower() in TRUE + FALSE:
-            return text.lower() in TRUE
+    elif "_" not in text:       # Python reads 1_000 as a number: a CSV cell that says so is not one
+        digits = text.lstrip("+-")
+        if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
+            raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
+        with contextlib.suppress(ValueError):
+            if kind == "integer":
+                return int(text)
+            if kind == "number":
+                number, what = float(text), "a finite number"
+                if math.isfinite(number):
+                    return int(text) if digits.isdigit() else number
+            elif text.lower() in TRUE + FALSE:
+                return text.lower() in TRUE
     raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
-

@@ -123,18 +123,6 @@ class ReportView:
         return max(self.scope.done - len(self.items), 0)
 
 
-def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallView]]:
-    """The calls of the `wanted` items in calls.jsonl (read once; the others are skipped
-    without being parsed), each item's in the order they ended."""
-    found: dict[int, list[CallView]] = {}
-    if path is None or not wanted:
-        return found
-    shown: dict[str, str] = {}          # a jury's seats share one prompt: made into text once
-    for record in read_calls(path, wanted):
-        found.setdefault(int(record["item"]), []).append(call_view(record, shown=shown))
-    return found
-
-
 def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, str] | None = None) -> CallView:
     """A call of calls.jsonl as a page shows it: prompt and response cut at `limit` characters.
     `shown`: the prompts made into text so far (prompt -> text), shared by the calls of a page."""
@@ -323,7 +311,13 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     count_by = summary.get("count_by")
     picked = chosen.chosen()
     columns = chosen.columns()
-    calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
+    # The calls of the chosen rows, in the order they ended (calls.jsonl read once, the others not
+    # parsed); a jury's seats share one prompt, made into text once.
+    calls: dict[int, list[CallView]] = {}
+    shown: dict[str, str] = {}
+    if calls_file is not None and picked:
+        for record in read_calls(calls_file, {index_of(r) for r, _ in picked}):
+            calls.setdefault(int(record["item"]), []).append(call_view(record, shown=shown))
     trace_url = trace_url_of(summary)
     items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:
