@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, ModelOpt, PortOpt, SetOpt, overrides_of
+from runner.cli.base import CacheDirOpt, ModelOpt, PortOpt, RunnerApp, SetOpt, overrides_of
 from runner.errors import InputError
 from runner.redact import redact
 

@@ -66,8 +66,7 @@ def read_csv(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     reader = csv.reader(iter(lines), delimiter=options.get("delimiter", ","), strict=True)
     header, header_line = _header(path, reader, lines)
     types = options.get("types") or {}
-    missing = [name for name in types if name not in header]
-    if missing:
+    if missing := [name for name in types if name not in header]:
         raise InputError(f"{path}:{header_line}: input.with.types names column '{missing[0]}', which the header "
                          f"({', '.join(header)}) does not have")
     return _records(path, reader, lines, header, types)
@@ -106,8 +105,7 @@ def _records(path: Path, reader: Any, lines: _Lines, header: list[str],
             continue
         if not row or len(row) == 1 < len(header) and not row[0].strip():
             continue                    # a blank line (or one of spaces only)
-        bad = [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]
-        if bad:
+        if bad := [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]:
             yield Record({"line": line}, error=bad[0])
         elif len(row) != len(header):
             yield Record({"line": line}, error=f"{path}:{line}: {len(row)} field(s), the header has {len(header)}")

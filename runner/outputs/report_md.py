@@ -65,8 +65,7 @@ def render_report(view: ReportView) -> str:
         lines += [f"{len(shown)} of {view.total} items listed, those that need review first ({view.review} need "
                   f"review in all); {view.total - len(shown)} more not listed: {WHERE_THE_REST_IS}.", ""]
     lines += _table(headers, rows, escaped=True)
-    detailed = [item for item in shown if item.juries or item.error or item.warnings or item.calls]
-    if detailed:
+    if detailed := [item for item in shown if item.juries or item.error or item.warnings or item.calls]:
         lines += ["## Item details", ""]
         for item in detailed:
             lines += _details(item)
