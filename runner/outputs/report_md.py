@@ -6,8 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from runner.engine.rates import rate_text
-from runner.outputs.report_format import markdown
-from runner.outputs.report_rows import MARKDOWN_ROWS, review_first
+from runner.outputs.report_format import MARKDOWN_ROWS, markdown, review_first
 from runner.outputs.report_view import ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}

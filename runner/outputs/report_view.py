@@ -6,7 +6,7 @@ an item passes by the pipeline's pass rule (`summary.pass_when`, else its first 
 the reason is `summary.reason_field` (else a column named like a reason), key inputs are
 `summary.report_columns`, a jury is any object in a result holding `votes`, flags are string
 lists named `*flags`. Bounded at any size: counts over every result, rows for at most `limit`
-items (report_rows.py), and the LLM calls of those rows only."""
+items (report_format.py), and the LLM calls of those rows only."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from typing import Any
 from runner.engine.rates import lookup, rate_entries
 from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
-from runner.outputs.report_format import count_label, cut, safe_url, text
-from runner.outputs.report_rows import HTML_ROWS, LowestIndex, RunScope, index_of
+from runner.outputs.report_format import HTML_ROWS, LowestIndex, RunScope, count_label, cut, index_of, safe_url, text
 from runner.pipeline.model import ASSESSMENT_KEY
 
 REASON_NAMES = ("reason", "rationale", "explanation")

@@ -36,7 +36,7 @@ from runner.engine.rates import rate_text
 from runner.errors import InputError, RunnerError
 from runner.fileio import decode, parse_json
 from runner.llm.calls.record import header
-from runner.outputs.report_rows import index_of
+from runner.outputs.report_format import index_of
 from runner.outputs.report_view import build_item, call_view, status_of, trace_url_of
 from runner.stores.database import StoreUnavailable
 from runner.stores.reviews import REVIEWS_FILE, ReviewRefused, ReviewStore, os_user
