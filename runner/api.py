@@ -63,11 +63,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     """Run the pipeline over the source's items; write results, summary, reports and run.json.
     Ctrl-C or SIGTERM ends the run with what finished written (`outcome.interrupted`, `terminated`;
     `outcome.stop_if_interrupted()` stops a caller that needs the whole run)."""
-    try:
+    with contextlib.suppress(RuntimeError):     # none: asyncio.run makes one (checked before claiming the folder)
         asyncio.get_running_loop()
-    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
-        pass
-    else:
         raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
