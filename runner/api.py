@@ -162,11 +162,6 @@ class StartedRun:
             raise
         return cls(runtime, items, concurrency, outcome, executor, folder, group)
 
-    @property
-    def record(self) -> RunRecord:
-        """The run's record (run.json), as its outcome holds it."""
-        return self.outcome.record
-
     async def discard(self) -> None:
         """Let the run go unrun: its caches and memo store closed, its folder released (removed if it made it)."""
         try:
