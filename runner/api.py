@@ -63,11 +63,8 @@ def run_pipeline(path: str | Path, source: ItemSource, options: RunOptions,
     """Run the pipeline over the source's items; write results, summary, reports and run.json.
     Ctrl-C or SIGTERM ends the run with what finished written (`outcome.interrupted`, `terminated`;
     `outcome.stop_if_interrupted()` stops a caller that needs the whole run)."""
-    try:
+    with contextlib.suppress(RuntimeError):     # none: asyncio.run makes one (checked before claiming the folder)
         asyncio.get_running_loop()
-    except RuntimeError:        # none: asyncio.run can make one (checked before the run claims its folder)
-        pass
-    else:
         raise RunnerError("run_pipeline runs its own event loop: on a running one (a notebook, a server) "
                           "await run_pipeline_async")
     callers = source.stdin_copy is not None       # standard input copied by the caller: it removes it
@@ -164,11 +161,6 @@ class StartedRun:
                     out_dir.rmdir()
             raise
         return cls(runtime, items, concurrency, outcome, executor, folder, group)
-
-    @property
-    def record(self) -> RunRecord:
-        """The run's record (run.json), as its outcome holds it."""
-        return self.outcome.record
 
     async def discard(self) -> None:
         """Let the run go unrun: its caches and memo store closed, its folder released (removed if it made it)."""

@@ -72,7 +72,6 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 def unknown(kind: str, name: str, choices: Iterable[str], known_label: str = "known") -> str:
     """`unknown model 'x'. Did you mean 'y'?`, or the list of valid names when none is close."""
     options = sorted(set(choices))
-    hint = did_you_mean(name, options)
-    if hint:
+    if hint := did_you_mean(name, options):
         return f"unknown {kind} '{name}'.{hint}"
     return f"unknown {kind} '{name}' ({known_label}: {', '.join(options) or 'none'})"

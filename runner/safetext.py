@@ -124,19 +124,15 @@ def each_string(value: Any, change: Callable[[str], str]) -> Any:
     return value
 
 
-def _cleaned(value: Any) -> Any:
-    return each_string(value, clean_text)
-
-
 def clean_value(value: Any) -> Any:
     """`value` with every string (keys too) through `clean_text`: itself when nothing needs it (checked, not copied)."""
-    return value if _is_clean(value) else _cleaned(value)
+    return value if _is_clean(value) else each_string(value, clean_text)
 
 
 def writable_value(value: Any) -> Any:
     """`clean_value(value)`, or UnwritableValue when JSON cannot hold `value`: it refers to
     itself, or holds NaN, infinity or an integer longer than Python writes as text."""
-    return value if _is_clean(value, strict=True) else _cleaned(value)
+    return value if _is_clean(value, strict=True) else each_string(value, clean_text)
 
 
 def dumps(value: Any) -> str:

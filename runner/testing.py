@@ -151,8 +151,7 @@ class Script:
         (a text it lacks: a 400 naming it) or the function."""
         def reply(_: str, body: dict[str, Any]) -> Reply:
             texts = [str(text) for text in body["input"]]
-            missing = [text for text in texts if not callable(vectors) and text not in vectors]
-            if missing:
+            if missing := [text for text in texts if not callable(vectors) and text not in vectors]:
                 return Reply(status=400, raw_body=json.dumps({"error": {"message": f"no vector for {missing[0]!r}"}}))
             found = [vectors(text) if callable(vectors) else vectors[text] for text in texts]
             return Reply(raw_body=embeddings_body(found, str(body.get("model", ""))))

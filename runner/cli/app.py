@@ -12,8 +12,7 @@ import typer
 
 from runner import __version__
 from runner.cli import batches, calibration, init, pipelines, probe, tools, view
-from runner.cli.base import RunnerApp, fail
-from runner.cli.common import (
+from runner.cli.base import (
     CacheDirOpt,
     InputFormatOpt,
     InputOpt,
@@ -22,9 +21,11 @@ from runner.cli.common import (
     PipelineArg,
     QuietOpt,
     RecordOpt,
+    RunnerApp,
     SetOpt,
     cache_dir_of,
     echo_run_notes,
+    fail,
     overrides_of,
 )
 
@@ -116,8 +117,7 @@ def run(pipeline: PipelineArg,
     from runner.runs.request import RunOptions, Selection
     if formats:
         from runner.outputs.exports import FORMATS  # csv and xml only for --format
-        unknown = [f for f in formats if f not in FORMATS]
-        if unknown:
+        if unknown := [f for f in formats if f not in FORMATS]:
             fail(f"--format {unknown[0]}: choose from {', '.join(FORMATS)}")
     from runner.tracing import check_trace
     check_trace(trace)
@@ -139,8 +139,7 @@ def run(pipeline: PipelineArg,
         outcome.stop_if_interrupted()
     echo_run_notes(summary)
     typer.echo(_summary_line(summary, outcome.out_dir))
-    failure = run_failure(summary, allowed)
-    if failure:
+    if failure := run_failure(summary, allowed):
         fail(failure, TOO_MANY_ERRORS)
     if fail_under is not None:
         _check_rate(outcome.pipeline, summary, fail_under, max_errors)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from runner.cli.common import CacheDirOpt, cache_dir_of
+from runner.cli.base import CacheDirOpt, cache_dir_of
 
 if TYPE_CHECKING:
     from runner.llm.batch.store import BatchRecord, BatchStore

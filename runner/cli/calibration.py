@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.base import fail
-from runner.cli.common import CacheDirOpt, InputFormatOpt, PipelineArg, cache_dir_of
+from runner.cli.base import CacheDirOpt, InputFormatOpt, PipelineArg, cache_dir_of, fail
 from runner.errors import RunnerError
 
 LabelsOpt = Annotated[Path, typer.Option("--labels", help="Human labels: JSONL, JSON or CSV.")]
@@ -108,8 +107,7 @@ def _eval_lines(report: dict[str, Any]) -> str:
                          f"{interval_text(s['accuracy_ci95'], s['n'])}, balanced accuracy {s['balanced_accuracy']} "
                          f"{interval_text(s['balanced_accuracy_ci95'], s['n'])}, "
                          f"{_kappa(s['kappa'], s['kappa_ci95'], s['n'], '')}, macro F1 {s['macro_f1']}")
-    stability = report.get("stability")
-    if stability:
+    if stability := report.get("stability"):
         lines.append(f"stable items ({stability['field']} 1.0): accuracy {stability['stable']['accuracy']} on "
                      f"{stability['stable']['n']}; unstable: accuracy {stability['unstable']['accuracy']} on "
                      f"{stability['unstable']['n']}")

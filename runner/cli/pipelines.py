@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.base import fail
-from runner.cli.common import PipelineArg, SetOpt
+from runner.cli.base import PipelineArg, SetOpt, fail
 from runner.errors import RunnerError
 from runner.redact import redact
 

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.base import fail
-from runner.cli.common import (
+from runner.cli.base import (
     CacheDirOpt,
     InputOpt,
     ModelOpt,
@@ -18,6 +17,7 @@ from runner.cli.common import (
     SetOpt,
     cache_dir_of,
     echo_run_notes,
+    fail,
     overrides_of,
 )
 

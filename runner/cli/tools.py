@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.base import RunnerApp, fail
-from runner.cli.common import CacheDirOpt, cache_dir_of
+from runner.cli.base import CacheDirOpt, RunnerApp, cache_dir_of, fail
 from runner.errors import RunnerError
 from runner.redact import redact
 

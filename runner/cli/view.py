@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runner.cli.base import RunnerApp
-from runner.cli.common import CacheDirOpt, ModelOpt, PortOpt, SetOpt, overrides_of
+from runner.cli.base import CacheDirOpt, ModelOpt, PortOpt, RunnerApp, SetOpt, overrides_of
 from runner.errors import InputError
 from runner.redact import redact
 
@@ -30,7 +29,7 @@ def view(reports_dir: ReportsArg = Path("reports"),
          ) -> None:
     """Browse runs in a browser: items, votes, prompts and answers; compare runs; review verdicts
     (stored in REPORTS_DIR/reviews.sqlite)."""
-    from runner.view.server import serve
+    from runner.view.app import serve
     serve(reports_dir, host, port, open_browser, lambda line: typer.echo(line, err=True), allow_host or [])
 
 

@@ -66,8 +66,7 @@ def read_csv(path: Path, options: dict[str, Any]) -> Iterator[Record]:
     reader = csv.reader(iter(lines), delimiter=options.get("delimiter", ","), strict=True)
     header, header_line = _header(path, reader, lines)
     types = options.get("types") or {}
-    missing = [name for name in types if name not in header]
-    if missing:
+    if missing := [name for name in types if name not in header]:
         raise InputError(f"{path}:{header_line}: input.with.types names column '{missing[0]}', which the header "
                          f"({', '.join(header)}) does not have")
     return _records(path, reader, lines, header, types)
@@ -106,8 +105,7 @@ def _records(path: Path, reader: Any, lines: _Lines, header: list[str],
             continue
         if not row or len(row) == 1 < len(header) and not row[0].strip():
             continue                    # a blank line (or one of spaces only)
-        bad = [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]
-        if bad:
+        if bad := [lines.bad[n] for n in range(line, lines.number + 1) if n in lines.bad]:
             yield Record({"line": line}, error=bad[0])
         elif len(row) != len(header):
             yield Record({"line": line}, error=f"{path}:{line}: {len(row)} field(s), the header has {len(header)}")
@@ -136,23 +134,20 @@ def _typed(name: str, cell: str, kind: str) -> Any:
         try:
             return parse_json(text, f"column '{name}'", strict=True)
         except NotJson:
-            raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not "
-                             f"{what}") from None
+            pass
         except InputError as exc:
             raise ValueError(str(exc)) from None
-    digits = text.lstrip("+-")
-    if "_" in text:         # Python reads 1_000 as a number: a CSV cell that says so is not one
-        raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
-    if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
-        raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
-    with contextlib.suppress(ValueError):
-        if kind == "integer":
-            return int(text)
-        if kind == "number":
-            number, what = float(text), "a finite number"
-            if math.isfinite(number):
-                return int(text) if digits.isdigit() else number
-        elif text.lower() in TRUE + FALSE:
-            return text.lower() in TRUE
+    elif "_" not in text:       # Python reads 1_000 as a number: a CSV cell that says so is not one
+        digits = text.lstrip("+-")
+        if kind in ("integer", "number") and digits.isdigit() and len(digits) > sys.get_int_max_str_digits():
+            raise ValueError(f"column '{name}': {TOO_MANY_DIGITS} (declare the column a string)")
+        with contextlib.suppress(ValueError):
+            if kind == "integer":
+                return int(text)
+            if kind == "number":
+                number, what = float(text), "a finite number"
+                if math.isfinite(number):
+                    return int(text) if digits.isdigit() else number
+            elif text.lower() in TRUE + FALSE:
+                return text.lower() in TRUE
     raise ValueError(f"column '{name}': '{cell if len(cell) <= 40 else cell[:37] + '...'}' is not {what}")
-

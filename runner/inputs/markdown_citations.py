@@ -74,21 +74,17 @@ def file_lines(path: Path) -> Iterator[str]:
 def file_blocks(path: Path) -> Iterator[tuple[int, str]]:
     block: list[str] = []          # the current block's lines, each with its newline
     first = 1                      # the current block's first line
-    blanks: list[str] = []         # whitespace-only lines ending in a newline after the block's last line
+    blank = False                  # a whitespace-only line ending in a newline after the block's last line
     number = 0
     for number, line in enumerate(file_lines(path), start=1):
-        if not number == 1 and line.endswith("\n") and (not line[:-1] or line[:-1].isspace()):
-            blanks.append(line)
-            continue
-        if number == 1:
-            block = [line]
-            continue
-        if blanks or OPENS_BLOCK.match(line):
+        if number > 1 and line.endswith("\n") and not line[:-1].strip():
+            blank = True
+        elif number > 1 and (blank or OPENS_BLOCK.match(line)):
             yield first, "".join(block)[:-1]            # the newline ending it belongs to the separator
-            block, first, blanks = [line], number, []
+            block, first, blank = [line], number, False
         else:
             block.append(line)
-    if blanks:
+    if blank:
         yield first, "".join(block)[:-1]
         yield number + 1, ""
     else:

@@ -9,8 +9,8 @@ from html import escape
 from pathlib import Path
 
 from runner.engine.rates import rate_text
+from runner.outputs.report_format import review_first
 from runner.outputs.report_md import NOTE_LABELS, WHERE_THE_REST_IS, qualified, summary_rows
-from runner.outputs.report_rows import review_first
 from runner.outputs.report_view import CallView, ItemView, JuryView, ReportView
 
 ROWS_BUDGET = 12_000_000        # characters of item rows: report.html stays under 15 MB at any size

@@ -6,8 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from runner.engine.rates import rate_text
-from runner.outputs.report_format import markdown
-from runner.outputs.report_rows import MARKDOWN_ROWS, review_first
+from runner.outputs.report_format import MARKDOWN_ROWS, markdown, review_first
 from runner.outputs.report_view import ItemView, ReportView
 
 NOTE_LABELS = {"summary_errors": "Summary error", "run_warnings": "Warning", "hints": "Hint"}
@@ -65,8 +64,7 @@ def render_report(view: ReportView) -> str:
         lines += [f"{len(shown)} of {view.total} items listed, those that need review first ({view.review} need "
                   f"review in all); {view.total - len(shown)} more not listed: {WHERE_THE_REST_IS}.", ""]
     lines += _table(headers, rows, escaped=True)
-    detailed = [item for item in shown if item.juries or item.error or item.warnings or item.calls]
-    if detailed:
+    if detailed := [item for item in shown if item.juries or item.error or item.warnings or item.calls]:
         lines += ["## Item details", ""]
         for item in detailed:
             lines += _details(item)

@@ -6,7 +6,7 @@ an item passes by the pipeline's pass rule (`summary.pass_when`, else its first 
 the reason is `summary.reason_field` (else a column named like a reason), key inputs are
 `summary.report_columns`, a jury is any object in a result holding `votes`, flags are string
 lists named `*flags`. Bounded at any size: counts over every result, rows for at most `limit`
-items (report_rows.py), and the LLM calls of those rows only."""
+items (report_format.py), and the LLM calls of those rows only."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from typing import Any
 from runner.engine.rates import lookup, rate_entries
 from runner.llm.calls.file import read_calls
 from runner.llm.calls.record import format_messages, response_text
-from runner.outputs.report_format import count_label, cut, safe_url, text
-from runner.outputs.report_rows import HTML_ROWS, LowestIndex, RunScope, index_of
+from runner.outputs.report_format import HTML_ROWS, LowestIndex, RunScope, count_label, cut, index_of, safe_url, text
 from runner.pipeline.model import ASSESSMENT_KEY
 
 REASON_NAMES = ("reason", "rationale", "explanation")
@@ -121,18 +120,6 @@ class ReportView:
     @property
     def unlisted(self) -> int:
         return max(self.scope.done - len(self.items), 0)
-
-
-def read_item_calls(path: Path | None, wanted: set[int]) -> dict[int, list[CallView]]:
-    """The calls of the `wanted` items in calls.jsonl (read once; the others are skipped
-    without being parsed), each item's in the order they ended."""
-    found: dict[int, list[CallView]] = {}
-    if path is None or not wanted:
-        return found
-    shown: dict[str, str] = {}          # a jury's seats share one prompt: made into text once
-    for record in read_calls(path, wanted):
-        found.setdefault(int(record["item"]), []).append(call_view(record, shown=shown))
-    return found
 
 
 def call_view(record: dict[str, Any], limit: int = CALL_CHARS, shown: dict[str, str] | None = None) -> CallView:
@@ -323,7 +310,13 @@ def view_of(summary: dict[str, Any], chosen: RowChooser, assessment_key: str, ca
     count_by = summary.get("count_by")
     picked = chosen.chosen()
     columns = chosen.columns()
-    calls = read_item_calls(calls_file, {index_of(r) for r, _ in picked})
+    # The calls of the chosen rows, in the order they ended (calls.jsonl read once, the others not
+    # parsed); a jury's seats share one prompt, made into text once.
+    calls: dict[int, list[CallView]] = {}
+    shown: dict[str, str] = {}
+    if calls_file is not None and picked:
+        for record in read_calls(calls_file, {index_of(r) for r, _ in picked}):
+            calls.setdefault(int(record["item"]), []).append(call_view(record, shown=shown))
     trace_url = trace_url_of(summary)
     items = [build_item(r, columns, count_by, passed, calls, trace_url, reason_field) for r, passed in picked]
     if count_by:

@@ -116,7 +116,6 @@ class CostEstimate:
                 f"{totals['tokens']}, est. completion tokens: {completion}, est. cost: ${total:.4f}{unpriced}"]
 
 
-
 @dataclass
 class RenderSink:
     """Prompts are printed to `stream` (none: only counted); `estimate` adds them up."""

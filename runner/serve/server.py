@@ -18,8 +18,7 @@ from runner.serve.judging import Settings
 from runner.serve.served_pipelines import Catalog
 from runner.stores.database import is_postgres, shown_url
 from runner.tracing import check_trace
-from runner.view.app import LOOPBACK
-from runner.view.server import allowed_hosts, check_port
+from runner.view.app import LOOPBACK, allowed_hosts, check_port
 
 
 def is_loopback(host: str) -> bool:

@@ -117,9 +117,6 @@ class MemoStore:
             if value is not None:
                 yield key, without_reads(value)
 
-    def __len__(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM memo").fetchone()[0])
-
     def close(self) -> None:
         """Every entry is already stored as its item finished: this only closes the database."""
         self._db.close()

@@ -89,8 +89,9 @@ def run_entry(reports: Path, folder: Path) -> RunEntry:
             duration = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
     relative = folder.relative_to(reports)
     total = summary.get("total")
-    if total is None:                 # no summary yet: its results so far
-        total = _lines(folder / RESULTS)
+    if total is None:     # no summary yet: its results so far, counted in blocks (a run that died may have millions)
+        with (folder / RESULTS).open("rb") as handle:
+            total = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
     entry = RunEntry(path=relative.as_posix(), pipeline=str(summary.get("pipeline") or relative.parts[0]),
                      input=_input(manifest) or (relative.parts[1] if len(relative.parts) > 2 else "-"),
                      started=str(started or folder.name), duration_s=duration, total=total,
@@ -127,12 +128,6 @@ def _state(folder: Path, summary: dict[str, Any]) -> str:
     if not summary:
         return "running" if held(folder) else "interrupted"
     return "interrupted" if summary.get("interrupted") else "partial" if summary.get("partial") else "finished"
-
-
-def _lines(path: Path) -> int:
-    """Lines of a results file, counted in blocks (a run that died may have written millions)."""
-    with path.open("rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
 
 
 def list_runs(reports: Path) -> list[RunEntry]:

@@ -289,7 +289,7 @@ def test_a_non_loopback_bind_takes_only_the_machines_names_and_allow_host(report
     is refused, reads and reviews alike; the machine's names and --allow-host are taken."""
     import socket
 
-    from runner.view.server import allowed_hosts
+    from runner.view.app import allowed_hosts
     hosts = allowed_hosts("0.0.0.0", ["judge.example"])
     assert "*" not in hosts and {"localhost", "127.0.0.1", socket.gethostname(), "judge.example"} <= set(hosts)
     app = create_app(reports, hosts, token=TOKEN)
