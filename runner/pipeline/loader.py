@@ -1,18 +1,24 @@
 """Pipeline file -> validated, typed Pipeline, every problem reported at once: the file read and
 composed (`extends:`, `defaults:`, `--set`, parts, plugins, probes, examples), then checked
 against the pipeline schema and by runner/checks/ unless the run's `validated` marker knows it
-as it is now. It knows nothing of what a step does beyond the StepInfo of its type."""
+as it is now. It knows nothing of what a step does beyond the StepInfo of its type.
+
+`defaults: {llm: {on_error: default, default: {failed: true}}}` says a failure's handling once
+per step type: each step of that type (at any depth) without its own `on_error` takes the
+type's, and its `default` when its on_error is `default` and it gives none. They are written
+into the steps after `extends:` and every `--set`, with the positions of the `defaults:` entry,
+so the rest of runner sees ordinary steps and a wrong value is located there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from runner.checks.checker import Checker
 from runner.checks.json_schema import param_problems, pipeline_schema, schema_problems
-from runner.errors import ConfigError
-from runner.pipeline.defaults import apply_defaults
+from runner.errors import ConfigError, Problem, unknown
 from runner.pipeline.examples import example_files, example_problems, with_examples
 from runner.pipeline.extends import expand
 from runner.pipeline.files import read_located
@@ -21,9 +27,9 @@ from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
 from runner.pipeline.plugins import plugin_problems, resolve_plugin
 from runner.pipeline.probes import probes_of, with_probe_file
-from runner.pipeline.step_catalog import StepInfos
+from runner.pipeline.step_catalog import StepInfos, walk_steps
 from runner.pipeline.validated import ValidatedPipelines
-from runner.yamlpos import Located
+from runner.yamlpos import Located, move_positions
 from runner.yamlpos import Path as DataPath
 
 
@@ -67,6 +73,24 @@ def load_part_file(path: Path, project_dir: Path, validated: ValidatedPipelines 
     """A part file (runner/pipeline/parts.py), read and checked with its caller's project and
     validated marker."""
     return load_pipeline(path, project_dir=project_dir, validated=validated)
+
+
+def apply_defaults(located: Located, step_types: Iterable[str]) -> list[Problem]:
+    """Write `defaults:` into the steps of `located`; a problem for a type no step can have."""
+    data = located.data
+    defaults = data.get("defaults")         # checked by the pipeline schema before this runs
+    if not defaults:
+        return []
+    known = set(step_types)
+    problems = [located.problem(("defaults", name), unknown("step type", name, known), key=True)
+                for name in defaults if name not in known]
+    for path, step in walk_steps(data.get("steps")):
+        given = defaults.get(str(step.get("uses")), {})
+        for key in ("on_error", "default"):
+            if key not in step and key in given and (key == "on_error" or step.get("on_error") == "default"):
+                step[key] = copy.deepcopy(given[key])
+                move_positions(located, ("defaults", step["uses"], key), (*path, key), copy=True)
+    return problems
 
 
 def _build(located: Located, file: Path, project_dir: Path, sources: list[Path]) -> Pipeline:
