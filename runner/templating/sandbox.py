@@ -325,6 +325,17 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
 _PARSE_ENV = make_environment()
 
 
+def parsed(value: Any, bare: bool | None = None) -> nodes.Template | None:
+    """`parse_source` of a string (`bare` None: bare unless it holds `{{` or `{%`); None for
+    anything else, and for a syntax error (the template checks say it)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_source(value, not is_template(value) if bare is None else bare)
+    except jinja2.TemplateSyntaxError:
+        return None
+
+
 @lru_cache(maxsize=4096)
 def _descendants(tree: nodes.Node) -> tuple[nodes.Node, ...]:
     return tuple(tree.find_all(nodes.Node))
