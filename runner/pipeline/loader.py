@@ -100,7 +100,7 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
     return Pipeline(
         name=data["name"], description=data.get("description", ""), file=file, project_dir=project_dir,
         env_names=env_names, input=InputSpec.of(data.get("input")), params=data.get("params", {}), models=models,
-        steps=with_examples(tuple(_step_specs(list(data["steps"]), ("steps",))), located, project_dir),
+        steps=tuple(_step_specs(list(data["steps"]), ("steps",), located, project_dir)),
         output=data.get("output", {}), output_base=data.get("output_base"),
         summary=SummarySpec.of(data.get("summary")), memo=MemoSpec.of(data.get("memo")),
         concurrency=data.get("concurrency"), located=located, tracing=data.get("tracing"), sources=tuple(sources),
@@ -108,11 +108,12 @@ def _build(located: Located, file: Path, project_dir: Path, sources: list[Path])
         probes=probes_of(data), parts=parts)
 
 
-def _step_specs(steps: list[dict[str, Any]], base: DataPath) -> Iterator[StepSpec]:
+def _step_specs(steps: list[dict[str, Any]], base: DataPath, located: Located, project_dir: Path) -> Iterator[StepSpec]:
+    """Each step typed, its `examples:` file read (the engine never reads it)."""
     for i, step in enumerate(steps):
-        args = step.get("with", {}) or {}
+        args = with_examples(step["uses"], step.get("with", {}) or {}, (*base, i), located, project_dir)
         nested: list[dict[str, Any]] = args["steps"] if isinstance(args.get("steps"), list) else []
         yield StepSpec(id=step["id"], uses=step["uses"], args=args, path=(*base, i),
                        condition=step.get("if"), on_error=step.get("on_error", "fail"),
                        default=step.get("default"),
-                       substeps=tuple(_step_specs(nested, (*base, i, "with", "steps"))))
+                       substeps=tuple(_step_specs(nested, (*base, i, "with", "steps"), located, project_dir)))
