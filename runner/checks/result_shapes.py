@@ -19,7 +19,7 @@ from jinja2 import nodes
 import runner.templating.sandbox as templating
 from runner.errors import InputError, did_you_mean
 from runner.fileio import read_json
-from runner.templating.step_results import Empty, Result, ResultList, Skipped, SkippedList
+from runner.templating.sandbox import Empty, Result, ResultList, Skipped, SkippedList
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}

@@ -30,7 +30,6 @@ from runner.fileio import now
 from runner.paths import OK, resolve_inside
 from runner.templating.filters import BUILTIN_FILTERS, RUNNER_FILTERS, FilterTable
 from runner.templating.limits import BoundedSandbox, ReadOnlySandbox, bounded_join, guard, past_the_parser
-from runner.templating.step_results import Empty, Result, ResultList
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 MAX_CODES = 4096        # compiled templates kept for the process (a run uses tens)
@@ -181,6 +180,44 @@ class Renderer:
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
         return bounded_join(self.env.get_template(name).generate(scope), "the text")
+
+
+# ---- the values steps give later steps and templates ----------------------------------------
+# result_shapes.py makes them from values runner already checked, so a template that reads one
+# finds nothing undefined inside (_defined does not walk them).
+
+class Result(dict[str, Any]):
+    """A step's result (a mapping) as templates read it: `steps.X.skipped` is false."""
+
+    skipped = False
+
+
+class ResultList(list[Any]):
+    """A step's result (a list) as templates read it; a step that makes LLM calls also tells
+    how many (`steps.X.calls`, `steps.X.attempts`), as its mapping results do in their fields."""
+
+    skipped = False
+    calls = 0
+    attempts = 0
+
+
+class Empty(dict[str, Any]):
+    """The empty value of an object: its known fields, each empty; false in a condition."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class Skipped(Empty):
+    """What a skipped step reads as: the empty value of its result, `skipped` true."""
+
+    skipped = True
+
+
+class SkippedList(ResultList):
+    """What a skipped step whose result is a list reads as: empty, `skipped` true."""
+
+    skipped = True
 
 
 def _defined(value: Any) -> Any:
