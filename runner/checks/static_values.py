@@ -8,6 +8,7 @@ Anything else is unknown (None), so a check built on what is known never fires o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,10 +58,7 @@ def of_schema(schema: Any) -> Known | None:
         return Known(frozenset(kind_of(v) for v in values), values)
     branches = schema.get("anyOf", schema.get("oneOf"))
     if "type" not in schema and isinstance(branches, list) and branches:     # each branch's, or unknown
-        known = of_schema(branches[0])
-        for branch in branches[1:]:
-            known = union(known, of_schema(branch))
-        return known
+        return functools.reduce(union, map(of_schema, branches))
     declared = schema.get("type")
     names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
     kinds = {_JSON_KINDS.get(str(name)) for name in names}
