@@ -25,9 +25,8 @@ from runner.pipeline.files import read_located
 from runner.pipeline.model import InputSpec, MemoSpec, Pipeline, StepSpec, SummarySpec
 from runner.pipeline.overrides import apply_overrides
 from runner.pipeline.parts import loading, part_files, with_parts
-from runner.pipeline.plugins import plugin_problems, resolve_plugin
 from runner.pipeline.probes import probes_of, with_probe_file
-from runner.pipeline.step_catalog import StepInfos, walk_steps
+from runner.pipeline.step_catalog import StepInfos, plugin_problems, resolve_plugin, walk_steps
 from runner.pipeline.validated import ValidatedPipelines
 from runner.yamlpos import Located, move_positions
 from runner.yamlpos import Path as DataPath
