@@ -68,9 +68,10 @@ class Located:
         return Problem(where, json_path(path), message, order)
 
 
-def move_positions(located: Located, source: Path, target: Path) -> None:
+def move_positions(located: Located, source: Path, target: Path, copy: bool = False) -> None:
     """Give every position at or below `source` to the same place below `target` (a moved value
-    points at where it was written); the key at `source` moves only to a key of the same name."""
+    points at where it was written; `copy` keeps them at `source` too); the key at `source` moves
+    only to a key of the same name."""
     size = len(source)
     same_key = bool(source) and bool(target) and source[-1] == target[-1]
     tables: list[dict[Path, Any]] = [located.value_pos, located.key_pos, located.origins]
@@ -79,7 +80,8 @@ def move_positions(located: Located, source: Path, target: Path) -> None:
         moved = {path: where for path, where in table.items()
                  if path[:size] == source and not (keep_key and path == source)}
         for path, where in moved.items():
-            del table[path]
+            if not copy:
+                del table[path]
             table[(*target, *path[size:])] = where
 
 

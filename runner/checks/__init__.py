@@ -6,6 +6,5 @@ JSON Schemas with YAML positions, and params against their declared types (`json
 shapes of step results and the `steps.X.FIELD` reads checked against them (`result_shapes`),
 every template and expression in its scope (`expressions`, with the unknown filters, tests and
 included templates, and the environment variables a pipeline needs), what its expressions can
-hold before the run (`static_values`), the comparisons, foreach and repeated samples that can
-never work (`semantics`), and validate's warning about numeric votes that can be null
-(`null_votes`)."""
+hold before the run (`static_values`), and the comparisons, foreach and repeated samples that
+can never work, with validate's warning about numeric votes that can be null (`semantics`)."""

@@ -210,11 +210,8 @@ def result_field_problems(data: dict[str, Any]) -> Iterator[tuple[DataPath, str]
     fields = set(output) | RESULT_EXTRAS
     reads = [(("summary", "rates", name), text) for name, text in (summary.get("rates") or {}).items()]
     for where, expression in reads + ([(("memo", "skip_when"), memo["skip_when"])] if "skip_when" in memo else []):
-        try:
-            tree = templating.parse_source(expression, not templating.is_template(expression))
-        except jinja2.TemplateSyntaxError:
-            continue            # said by the template checks
-        for field in templating.attribute_refs(tree, "result"):
+        tree = templating.parsed(expression)
+        for field in templating.attribute_refs(tree, "result") if tree is not None else ():
             if field not in fields:
                 yield where, f"result.{field}: " + unknown("output field", field, fields, "output fields")
     count_by = summary.get("count_by")
@@ -237,13 +234,8 @@ def _env_name(node: nodes.Node | None) -> str | None:
 
 def mentioned_in(value: Any) -> set[str]:
     """The env names an `if:` or `enabled:` value reads or tests (its test guards their uses)."""
-    if not isinstance(value, str):
-        return set()
-    try:
-        tree = templating.parse_source(value, not templating.is_template(value))
-    except jinja2.TemplateSyntaxError:
-        return set()
-    return set(templating.attribute_refs(tree, "env")) | guarded(tree)
+    tree = templating.parsed(value)
+    return set(templating.attribute_refs(tree, "env")) | guarded(tree) if tree is not None else set()
 
 
 def guarded(tree: nodes.Node) -> set[str]:

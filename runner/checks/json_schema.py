@@ -121,6 +121,13 @@ def schema_problems(located: Located, data: Any, schema: dict[str, Any],
     return problems
 
 
+def first_error(schema: dict[str, Any], value: Any) -> ValidationError | None:
+    """jsonschema's best match among the errors of `value` against `schema` (None: it is valid)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+    return best_match(Draft202012Validator(schema).iter_errors(value))
+
+
 TEMPLATE_TOO = " (and is not a {{ template }})"
 
 

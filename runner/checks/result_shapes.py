@@ -19,7 +19,7 @@ from jinja2 import nodes
 import runner.templating.sandbox as templating
 from runner.errors import InputError, did_you_mean
 from runner.fileio import read_json
-from runner.templating.step_results import Empty, Result, ResultList, Skipped, SkippedList
+from runner.templating.sandbox import Empty, Result, ResultList, Skipped, SkippedList
 
 OPEN: dict[str, Any] = {}
 TEXT: dict[str, Any] = {"type": "string"}
@@ -64,10 +64,7 @@ def union(a: Any, b: Any) -> dict[str, Any]:
     if left is None or right is None:
         same = isinstance(a, dict) and isinstance(b, dict) and a.get("type") == b.get("type") is not None
         return {"type": a["type"]} if same and a.get("type") != "object" else OPEN
-    merged = dict(left)
-    for key, value in right.items():
-        merged[key] = union(merged[key], value) if key in merged else value
-    return closed(merged)
+    return closed({**left, **{key: union(left[key], value) if key in left else value for key, value in right.items()}})
 
 
 # The JSON type of a Python value as YAML and JSON give it (bool before int: a bool is an int).
@@ -164,10 +161,7 @@ def as_result(value: Any) -> Any:
 def laid_over(base: Any, value: Any) -> Any:
     """`value` laid over `base`: mappings merge key by key, anything else replaces."""
     if isinstance(base, dict) and isinstance(value, dict):
-        merged = dict(base)
-        for key, inner in value.items():
-            merged[key] = laid_over(base.get(key), inner)
-        return merged
+        return {**base, **{key: laid_over(base.get(key), inner) for key, inner in value.items()}}
     return value
 
 

@@ -8,11 +8,11 @@ Anything else is unknown (None), so a check built on what is known never fires o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jinja2
 from jinja2 import nodes
 
 import runner.templating.sandbox as templating
@@ -58,10 +58,7 @@ def of_schema(schema: Any) -> Known | None:
         return Known(frozenset(kind_of(v) for v in values), values)
     branches = schema.get("anyOf", schema.get("oneOf"))
     if "type" not in schema and isinstance(branches, list) and branches:     # each branch's, or unknown
-        known = of_schema(branches[0])
-        for branch in branches[1:]:
-            known = union(known, of_schema(branch))
-        return known
+        return functools.reduce(union, map(of_schema, branches))
     declared = schema.get("type")
     names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
     kinds = {_JSON_KINDS.get(str(name)) for name in names}
@@ -108,15 +105,10 @@ class Resolver:
         """A YAML value: a literal, or a string that is exactly one `{{ expression }}`."""
         if not isinstance(value, str) or not templating.is_template(value):
             return of_value(value)
-        expression = templating.single_expression(value)
-        if expression is None:
+        if templating.single_expression(value) is None:
             return Known(frozenset({"string"}))
-        try:
-            tree = templating.parse_source(expression, True)
-        except jinja2.TemplateSyntaxError:
-            return None
-        output = tree.find(nodes.Output)
-        return self.of_node(output.nodes[0], names) if output is not None and output.nodes else None
+        node = _expression_node(value)
+        return self.of_node(node, names) if node is not None else None
 
     def of_node(self, node: nodes.Node, names: set[str]) -> Known | None:
         if isinstance(node, nodes.Const):
@@ -142,12 +134,8 @@ class Resolver:
         if len(chain) < len(read) or not isinstance(node, nodes.Name) or node.name not in names:
             return None
         if node.name == "params":
-            value: Any = self.params
-            for part in chain:
-                if not isinstance(value, Mapping) or part not in value:
-                    return None
-                value = value[part]
-            return of_value(value)
+            value = _param(self.params, chain)
+            return of_value(value) if value is not _ABSENT else None
         if node.name == "steps" and chain and chain[0] in self.step_ids:
             schema: Any = self.result_shape(chain[0])
             for part in chain[1:]:
@@ -167,25 +155,35 @@ class Resolver:
         return self._outputs[name]
 
 
-def param_read(value: Any, params: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """(`params.a.b`, its value) when `value` is exactly `{{ params.a.b }}` and that param is given."""
-    expression = templating.single_expression(value) if isinstance(value, str) else None
-    try:
-        tree = templating.parse_source(expression, True) if expression else None
-    except jinja2.TemplateSyntaxError:
-        return None
-    output = tree.find(nodes.Output) if tree is not None else None
-    if output is None or len(output.nodes) != 1:
-        return None
-    root, chain = templating.attribute_chain(output.nodes[0])
-    if not chain or None in chain or not isinstance(root, nodes.Name) or root.name != "params":
-        return None
+_ABSENT = object()
+
+
+def _param(params: Mapping[str, Any], chain: list[str | None] | list[str]) -> Any:
+    """The value of `params.a.b` (chain ['a', 'b']), or _ABSENT when no such param is given."""
     found: Any = params
     for part in chain:
         if not isinstance(found, Mapping) or part not in found:
-            return None
+            return _ABSENT
         found = found[part]
-    return "params." + ".".join(str(part) for part in chain), found
+    return found
+
+
+def _expression_node(value: str) -> nodes.Node | None:
+    """The expression of a value that is exactly one `{{ expression }}`, parsed; None otherwise."""
+    expression = templating.single_expression(value)
+    tree = templating.parsed(expression, True) if expression else None
+    output = tree.find(nodes.Output) if tree is not None else None
+    return output.nodes[0] if output is not None and len(output.nodes) == 1 else None
+
+
+def param_read(value: Any, params: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(`params.a.b`, its value) when `value` is exactly `{{ params.a.b }}` and that param is given."""
+    node = _expression_node(value) if isinstance(value, str) else None
+    root, chain = templating.attribute_chain(node) if node is not None else (None, [])
+    if not chain or None in chain or not isinstance(root, nodes.Name) or root.name != "params":
+        return None
+    found = _param(params, chain)
+    return ("params." + ".".join(str(part) for part in chain), found) if found is not _ABSENT else None
 
 
 def rendered_forms(value: Any) -> list[Any]:

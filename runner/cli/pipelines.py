@@ -15,7 +15,7 @@ from runner.redact import redact
 def validate(pipelines: Annotated[list[Path], typer.Argument(help="Pipeline files.")],
              set_: SetOpt = None) -> None:
     """Check pipeline files: schema, references, templates, models. Exit 0 or 2."""
-    from runner.checks.null_votes import null_vote_warnings
+    from runner.checks.semantics import null_vote_warnings
     from runner.pipeline.loader import load_pipeline
     failed = False
     for path in pipelines:

@@ -93,7 +93,7 @@ class Runtime:
     @classmethod
     def create(cls, pipeline: Pipeline, options: RunOptions, role: RunRole | None = None) -> Runtime:
         if pipeline.plugins:        # every process of a run imports them (a worker starts without)
-            from runner.pipeline.plugins import load_plugins
+            from runner.pipeline.step_catalog import load_plugins
             load_plugins(pipeline.plugins)
         env = declared_env(pipeline)
         run_info = {"pipeline": pipeline.name, "input": options.input_path, "started_at": now()}

@@ -22,7 +22,7 @@ from runner.redact import redact
 from runner.runs.folders import is_item_number
 from runner.safetext import UnwritableValue, clean_value, writable_value
 from runner.stores.kept import ANSWERED_FIELD, NOTES, VOTES_FIELD, Notes, answered_before, kept, noting, reusable
-from runner.templating.step_results import Result, ResultList
+from runner.templating.sandbox import Result, ResultList
 
 if TYPE_CHECKING:
     from runner.stores.memo import MemoStore

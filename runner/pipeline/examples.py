@@ -10,17 +10,15 @@ holds the examples as a list, read once: the engine never reads the file."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.checks.json_schema import schema_message
+from runner.checks.json_schema import first_error, schema_message
 from runner.checks.result_shapes import ShapeContext
 from runner.errors import ConfigError, InputError, Problem
 from runner.fileio import read_json_lines
 from runner.pipeline.files import named_file
-from runner.pipeline.model import StepSpec
 from runner.pipeline.step_catalog import walk_steps
 from runner.yamlpos import Located
 from runner.yamlpos import Path as DataPath
@@ -82,9 +80,7 @@ def _shape_problem(example: Any, args: dict[str, Any], schema: dict[str, Any] | 
         return "`item` is an object: the fields the prompt reads as item.NAME"
     answer = example["answer"]
     if schema is not None:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import best_match
-        error = best_match(Draft202012Validator(schema).iter_errors(answer))
+        error = first_error(schema, answer)
         if error is not None:
             at = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
             return f"answer{at} does not fit the step's answer schema: {schema_message(error)}"
@@ -112,16 +108,12 @@ def example_problems(located: Located, project_dir: Path) -> list[Problem]:
     return problems
 
 
-def with_examples(specs: tuple[StepSpec, ...], located: Located, project_dir: Path) -> tuple[StepSpec, ...]:
-    """The step specs with each `examples:` file read into its list of examples."""
-    out = []
-    for spec in specs:
-        args = spec.args
-        if spec.uses in EXAMPLE_STEPS and isinstance(args.get("examples"), str):
-            examples, reason = _loaded(located, (*spec.path, "with", "examples"), args["examples"], project_dir)
-            if reason:
-                raise ConfigError([located.problem((*spec.path, "with", "examples"), reason)])
-            args = {**args, "examples": [example for _, example in examples]}
-        substeps = with_examples(spec.substeps, located, project_dir) if spec.substeps else spec.substeps
-        out.append(dataclasses.replace(spec, args=args, substeps=substeps))
-    return tuple(out)
+def with_examples(uses: str, args: dict[str, Any], path: DataPath, located: Located,
+                  project_dir: Path) -> dict[str, Any]:
+    """A step's `with:` (the step at `path`) with its `examples:` file read into its list of examples."""
+    if uses not in EXAMPLE_STEPS or not isinstance(args.get("examples"), str):
+        return args
+    examples, reason = _loaded(located, (*path, "with", "examples"), args["examples"], project_dir)
+    if reason:
+        raise ConfigError([located.problem((*path, "with", "examples"), reason)])
+    return {**args, "examples": [example for _, example in examples]}

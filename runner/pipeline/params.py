@@ -14,6 +14,7 @@ so a variant's plain value for a declared param keeps the base's declaration."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from runner.checks.result_shapes import JSON_TYPES
@@ -58,12 +59,18 @@ def declared_params(located: Located) -> list[Problem]:
         move_positions(located, ("params", name, "default"), ("params", name))
         params[name] = value["default"]
     if schemas:
-        for name in schemas:
-            located.value_pos.setdefault(("params_schema", name), located.where(("params", name), key=True))
-            located.key_pos.setdefault(("params_schema", name), located.where(("params", name), key=True))
-        located.value_pos.setdefault(("params_schema",), located.where(("params",)))
+        _located_at_params(located, schemas)
         data["params_schema"] = schemas
     return problems
+
+
+def _located_at_params(located: Located, names: Iterable[str]) -> None:
+    """`params_schema` and each `params_schema.NAME` of `names` located at the param, unless written elsewhere."""
+    for name in names:
+        where = located.where(("params", name), key=True)
+        located.value_pos.setdefault(("params_schema", name), where)
+        located.key_pos.setdefault(("params_schema", name), where)
+    located.value_pos.setdefault(("params_schema",), located.where(("params",)))
 
 
 def _older_form(params: dict[str, Any], schemas: Any) -> str:
@@ -88,17 +95,15 @@ def typed_defaults(located: Located) -> None:
     if not isinstance(params, dict):
         return
     schemas = data.setdefault("params_schema", {})
+    typed = []
     for name, value in params.items():
         kind = next((json for cls, json in JSON_TYPES if isinstance(value, cls)), "null")
-        if name in schemas or kind == "null":
-            continue
-        schemas[name] = {"type": kind}
-        where = located.where(("params", name), key=True)
-        located.value_pos.setdefault(("params_schema", name), where)
-        located.value_pos.setdefault(("params_schema", name, "type"), located.where(("params", name)))
-        located.key_pos.setdefault(("params_schema", name), where)
+        if name not in schemas and kind != "null":
+            schemas[name] = {"type": kind}
+            located.value_pos.setdefault(("params_schema", name, "type"), located.where(("params", name)))
+            typed.append(name)
     if schemas:
-        located.value_pos.setdefault(("params_schema",), located.where(("params",)))
+        _located_at_params(located, typed)
     else:
         del data["params_schema"]
 

@@ -81,9 +81,7 @@ def load_part(project_dir: Path, file: str, load: Load) -> Pipeline:
 
 def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath, str]]:
     """What is wrong with the `inputs:` a step passes to `part`: (path under `with`, message)."""
-    import jsonschema  # validate only: a cached run never imports it
-
-    from runner.checks.json_schema import schema_message
+    from runner.checks.json_schema import first_error, schema_message
     declared: dict[str, dict[str, Any]] = part.located.data.get("inputs", {})      # the schema made them mappings
     given = given or {}
     problems: list[tuple[DataPath, str]] = []
@@ -95,7 +93,7 @@ def input_problems(part: Pipeline, file: str, given: Any) -> list[tuple[DataPath
             continue
         schema = {k: v for k, v in declared[name].items() if k != "default"}
         if not templating.is_template(value):
-            error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+            error = first_error(schema, value)
             if error is not None:
                 problems.append((("inputs", name), f"input '{name}' of part '{file}': {schema_message(error)}"))
     for name, spec in declared.items():

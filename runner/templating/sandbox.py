@@ -2,36 +2,39 @@
 
 A string that is exactly one `{{ expr }}` yields the expression's native value; any
 other string holding `{{` or `{%` renders to text; `if:`/`when:` are bare expressions.
-Input data is only ever passed in as values, never compiled as a template."""
+Input data is only ever passed in as values, never compiled as a template.
+
+Jinja's compiled code of each template or bare expression is made once per text in a process
+(`compiled_code`): compiling (parse, code generation, Python's compile) is most of a short run's
+template cost, and the code depends on the text and the environment's class and options only,
+never on its prompt folder, so a probe, a sweep, align or a server, which run one pipeline many
+times in one process, compile each of its templates once."""
 
 from __future__ import annotations
 
-import hashlib
-import math
 import re
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.environment import TemplateExpression
-from jinja2.exceptions import SecurityError
+from jinja2.parser import Parser
 from jinja2.sandbox import SandboxedEnvironment
 
 from runner.fileio import now
 from runner.paths import OK, resolve_inside
-from runner.templating.compiled import compiled_code
-from runner.templating.filters import BUILTIN_FILTERS, FilterTable
-from runner.templating.limits import BoundedSandbox, ReadOnlySandbox, bounded_join, guard, past_the_parser, tojson
-from runner.templating.step_results import Empty, Result, ResultList
-from runner.text.sentences import split_sentences
+from runner.templating.filters import BUILTIN_FILTERS, RUNNER_FILTERS, FilterTable
+from runner.templating.limits import BoundedSandbox, ReadOnlySandbox, bounded_join, guard, past_the_parser
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+MAX_CODES = 4096        # compiled templates kept for the process (a run uses tens)
+_CODES: dict[tuple[Any, ...], CodeType] = {}
+
 
 def is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
@@ -41,118 +44,6 @@ def single_expression(value: str) -> str | None:
     """The inner expression when `value` is exactly one `{{ expr }}`."""
     match = _SINGLE_EXPR.match(value)
     return match.group("expr").strip() if match else None
-
-
-# ---- filters -----------------------------------------------------------------
-
-def normalize(text: object) -> str:
-    """Unicode NFKC, casefold, collapse whitespace."""
-    return " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
-
-
-def normalize_html(html: object) -> str:
-    """Strip comments, collapse whitespace, lowercase (the slide judge's content key)."""
-    text = _HTML_COMMENT.sub("", str(html))
-    text = re.sub(r">\s+<", "><", text)
-    return " ".join(text.split()).lower()
-
-
-def sha256(text: object) -> str:
-    """The hex SHA-256 of the text: a stable content key."""
-    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
-
-
-# User patterns run on the `regex` engine (re's syntax) with a time bound: a pattern that
-# backtracks catastrophically fails its item instead of hanging the run.
-REGEX_SECONDS = 1.0
-
-
-def _user_regex(function: str, pattern: str, text: str, ignorecase: bool) -> Any:
-    import regex
-    try:
-        return getattr(regex, function)(pattern, text, regex.IGNORECASE if ignorecase else 0, timeout=REGEX_SECONDS)
-    except TimeoutError:
-        raise SecurityError(f"regex {pattern!r} ran over {REGEX_SECONDS:g} s on {len(text):,} characters "
-                            "(catastrophic backtracking?)") from None
-    except regex.error as exc:
-        raise jinja2.TemplateRuntimeError(f"invalid regex {pattern!r}: {exc}") from None
-
-
-def regex_findall(text: object, pattern: str, ignorecase: bool = False) -> list[Any]:
-    """Every match of a pattern (Python's syntax; its groups when it has any), bounded in time."""
-    return list(_user_regex("findall", pattern, str(text), ignorecase))
-
-
-def regex_search(text: object, pattern: str, ignorecase: bool = False) -> Any:
-    """The first match: its groups (one group -> that string), or the match text, or None."""
-    match = _user_regex("search", pattern, str(text), ignorecase)
-    if not match:
-        return None
-    if match.re.groups == 0:
-        return match.group(0)
-    return match.group(1) if match.re.groups == 1 else list(match.groups())
-
-
-def clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
-    """The number kept within [low, high] (default 0 to 1)."""
-    return max(low, min(high, float(value)))
-
-
-def mean(values: Any, attribute: str | None = None, digits: int | None = None) -> float | None:
-    """The mean of the numbers in a list (of each row's `attribute`, rows without it left out),
-    rounded to `digits` when given; none (null) when there is no number to average. Booleans
-    are not numbers here: a mean of flags is a rate, which `summary.rates` gives with its n."""
-    rows = values or []
-    picked = [row.get(attribute) if isinstance(row, Mapping) else None for row in rows] if attribute else list(rows)
-    numbers = [float(v) for v in picked if isinstance(v, (int, float)) and not isinstance(v, bool)
-               and math.isfinite(v)]
-    if not numbers:
-        return None
-    average = math.fsum(numbers) / len(numbers)
-    return round(average, digits) if digits is not None else average
-
-
-_JSON_TYPES = {"str": "string", "string": "string", "text": "string", "int": "integer", "integer": "integer",
-               "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
-               "list": "array", "array": "array", "dict": "object", "object": "object"}
-
-
-def fields_schema(fields: Any, nullable: bool = True) -> dict[str, Any]:
-    """A JSON Schema for an object from simple field specs {NAME: {type, description, enum?}}
-    (types: string/str, integer/int, number/float, boolean/bool, array/list[...], object/dict)."""
-    properties: dict[str, Any] = {}
-    for name, spec in dict(fields or {}).items():
-        spec = spec if isinstance(spec, dict) else {"type": spec}
-        declared = str(spec.get("type", "")).strip().lower()
-        base = declared.split("[", 1)[0]
-        prop: dict[str, Any] = {}
-        if base in _JSON_TYPES:
-            kind = _JSON_TYPES[base]
-            prop["type"] = [kind, "null"] if nullable else kind
-            inner = declared[len(base) + 1:-1] if "[" in declared and declared.endswith("]") else ""
-            if kind == "array" and inner in _JSON_TYPES:
-                prop["items"] = {"type": _JSON_TYPES[inner]}
-        if spec.get("enum"):
-            prop["enum"] = list(spec["enum"]) + ([None] if nullable else [])
-        if spec.get("description"):
-            prop["description"] = str(spec["description"])
-        properties[str(name)] = prop
-    return {"type": "object", "required": list(properties), "properties": properties}
-
-
-def dict_from(rows: Any, key: str, value: str | None = None) -> dict[str, Any]:
-    """A list of mappings as a mapping keyed by one field (to `value`, or the whole row)."""
-    return {row[key]: (row.get(value) if value else row) for row in rows or [] if isinstance(row, dict)}
-
-
-def pick(row: Any, keys: list[str]) -> dict[str, Any]:
-    """Only the named keys of a mapping."""
-    return {k: row[k] for k in keys if isinstance(row, dict) and k in row}
-
-
-def pluck_values(mapping: Any, key: str) -> dict[str, Any]:
-    """{k: v[key]} for nested values, other values kept as they are."""
-    return {k: (v[key] if isinstance(v, dict) and key in v else v) for k, v in dict(mapping or {}).items()}
 
 
 class StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
@@ -194,21 +85,6 @@ class ConfinedLoader(jinja2.FileSystemLoader):
         return environment.template_class.from_code(environment, code, globals or {}, uptodate)
 
 
-def length(value: Any) -> int:
-    """len(); and for a lazy chain such as `results | selectattr('verified')`, its element count
-    (counted as it streams, so a summary over a big run need not build a list)."""
-    if not hasattr(value, "__len__") and hasattr(value, "__iter__"):
-        return sum(1 for _ in value)
-    return len(value)
-
-
-RUNNER_FILTERS: dict[str, Callable[..., Any]] = dict(
-    normalize=normalize, normalize_html=normalize_html, sha256=sha256, regex_findall=regex_findall,
-    regex_search=regex_search, clamp=clamp, tojson=tojson, fields_schema=fields_schema, dict_from=dict_from,
-    pick=pick, pluck_values=pluck_values, length=length, count=length, sentences=split_sentences, mean=mean)
-BUILTIN_FILTERS.update(RUNNER_FILTERS)
-
-
 def make_environment(template_dir: Path | None = None, read_only: bool = False) -> SandboxedEnvironment:
     """The sandboxed environment of every template: Jinja's filters, runner's, and the
     plugins' (looked up when a template names a filter neither has)."""
@@ -226,6 +102,39 @@ def make_environment(template_dir: Path | None = None, read_only: bool = False) 
 
 
 # ---- compiled templates --------------------------------------------------------
+
+def compiled_code(env: jinja2.Environment, text: str, expression: bool = False, name: str | None = None,
+                  filename: str | None = None) -> CodeType:
+    """The Python code Jinja makes of a template (a prompt file's has its `name` and `filename`),
+    or (`expression`) of a bare expression as its compile_expression does."""
+    key = (type(env), env.trim_blocks, env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence,
+           env.optimized, env.autoescape, env.finalize, text, expression, name, filename)
+    code = _CODES.get(key)
+    if code is None:
+        tree = _expression_template(env, text) if expression else env.parse(text, name, filename)
+        # Jinja calls a filter on constants while compiling: a plugin's filter may answer
+        # differently in the next run (a date, a file), so a template naming one is not kept.
+        kept = all(node.name in BUILTIN_FILTERS for node in tree.find_all(nodes.Filter))
+        code = env.compile(tree, name, filename)
+        if kept:
+            if len(_CODES) >= MAX_CODES:
+                _CODES.clear()
+            _CODES[key] = code
+    return code
+
+
+def _expression_template(env: jinja2.Environment, text: str) -> nodes.Template:
+    """`result = <text>`: the template Environment.compile_expression compiles."""
+    parser = Parser(env, text, state="variable")
+    try:
+        expression = parser.parse_expression()
+        if not parser.stream.eos:
+            raise jinja2.TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    except jinja2.TemplateSyntaxError:
+        env.handle_exception(source=text)
+    expression.set_environment(env)
+    return nodes.Template([nodes.Assign(nodes.Name("result", "store"), expression, lineno=1)], lineno=1)
+
 
 class Renderer:
     """Compiles templated strings once and renders them with a scope."""
@@ -271,6 +180,44 @@ class Renderer:
 
     def file(self, name: str, scope: Mapping[str, Any]) -> str:
         return bounded_join(self.env.get_template(name).generate(scope), "the text")
+
+
+# ---- the values steps give later steps and templates ----------------------------------------
+# result_shapes.py makes them from values runner already checked, so a template that reads one
+# finds nothing undefined inside (_defined does not walk them).
+
+class Result(dict[str, Any]):
+    """A step's result (a mapping) as templates read it: `steps.X.skipped` is false."""
+
+    skipped = False
+
+
+class ResultList(list[Any]):
+    """A step's result (a list) as templates read it; a step that makes LLM calls also tells
+    how many (`steps.X.calls`, `steps.X.attempts`), as its mapping results do in their fields."""
+
+    skipped = False
+    calls = 0
+    attempts = 0
+
+
+class Empty(dict[str, Any]):
+    """The empty value of an object: its known fields, each empty; false in a condition."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class Skipped(Empty):
+    """What a skipped step reads as: the empty value of its result, `skipped` true."""
+
+    skipped = True
+
+
+class SkippedList(ResultList):
+    """What a skipped step whose result is a list reads as: empty, `skipped` true."""
+
+    skipped = True
 
 
 def _defined(value: Any) -> Any:
@@ -323,6 +270,17 @@ def parse_source(source: str, bare: bool) -> nodes.Template:
 
 
 _PARSE_ENV = make_environment()
+
+
+def parsed(value: Any, bare: bool | None = None) -> nodes.Template | None:
+    """`parse_source` of a string (`bare` None: bare unless it holds `{{` or `{%`); None for
+    anything else, and for a syntax error (the template checks say it)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_source(value, not is_template(value) if bare is None else bare)
+    except jinja2.TemplateSyntaxError:
+        return None
 
 
 @lru_cache(maxsize=4096)

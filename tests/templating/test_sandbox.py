@@ -8,7 +8,8 @@ import pytest
 from runner.engine.execute import Runtime
 from runner.pipeline.loader import load_pipeline
 from runner.runs.request import RunOptions
-from runner.templating.sandbox import Renderer, normalize_html, regex_search, sha256
+from runner.templating.filters import normalize_html, regex_search, sha256
+from runner.templating.sandbox import Renderer
 
 
 @pytest.fixture
