@@ -5,6 +5,6 @@ call log to a recorder (`call_log`), reading the answer and asking again to repa
 
 The packages: client/ (a request from a model spec to an answer on the wire), cache/ (the
 response cache), batch/ (a provider's batch API) and calls/ (calls.jsonl). Beside them:
-writer.py (what the run writes as calls end), tally.py (failures per item and endpoint),
-worker_report.py (a worker's accounting sent to the driver) and shared_client.py (what the
-services of one long-lived process share: `runner serve`)."""
+writer.py (what the run writes as calls end), tally.py (failures per item and endpoint, and a
+worker's accounting sent to the driver) and shared_client.py (what the services of one
+long-lived process share: `runner serve`)."""

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from runner.engine.observe import NULL_OBSERVER, LLMCall, Observer
 from runner.errors import NeedsModel
@@ -19,6 +18,7 @@ from runner.llm.calls.record import line_of, utc
 from runner.llm.client.spec import ModelSpec
 from runner.llm.request import Ask, Failed, Layer, Made, Recorder, Reply
 from runner.llm.writer import Writer
+from runner.safetext import each_string
 
 CANCELLED = "cancelled: the run was stopped before an answer came"
 
@@ -77,20 +77,10 @@ class RunCalls:
             self.writer.add_calls([line_of({
                 "item": ask.request.item, "call": made.number, "step": ask.request.step, "model": ask.spec.name,
                 "model_id": ask.spec.model, "endpoint": self.endpoint(ask.spec), "key": reply.key if reply else ask.key,
-                "messages": self._redacted(ask.messages), "answer": answer, "usage": usage, "attempts": made.attempts,
-                "started": utc(made.began_ns), "ended": utc(made.ended_ns),
+                "messages": each_string(ask.messages, self.hide_secrets), "answer": answer, "usage": usage,
+                "attempts": made.attempts, "started": utc(made.began_ns), "ended": utc(made.ended_ns),
                 "latency_ms": round((made.ended_ns - made.began_ns) / 1e6), "cached": cached, "error": error})])
         if self.observer is not NULL_OBSERVER:
             self.observer.llm_call(LLMCall(
                 ask.request.item, ask.spec.name, ask.spec.model, self.endpoint(ask.spec), ask.messages,
                 answer, made.began_ns, made.ended_ns, cached, made.attempts, usage, error))
-
-    def _redacted(self, value: Any) -> Any:
-        """Every text in `value` (messages: contents, parts) without the run's secrets."""
-        if isinstance(value, str):
-            return self.hide_secrets(value)
-        if isinstance(value, list):
-            return [self._redacted(inner) for inner in value]
-        if isinstance(value, dict):
-            return {name: self._redacted(inner) for name, inner in value.items()}
-        return value
