@@ -144,7 +144,7 @@ def cache_stats(cache_dir: CacheDirOpt = None,
     from rich.console import Console
     from rich.table import Table
 
-    from runner.llm.cache.admin import cache_stats as compute
+    from runner.llm.cache.store import cache_stats as compute
     stats = compute(cache_dir_of(cache_dir))
     if as_json:
         typer.echo(json.dumps(asdict(stats), indent=2))
@@ -165,7 +165,7 @@ def cache_clear(cache_dir: CacheDirOpt = None,
                 older_than: Annotated[str | None, typer.Option("--older-than", help="Only answers older than "
                                                                "this: 30d, 12h, 2w.")] = None) -> None:
     """Delete cached answers (all of them, or those matching --model and --older-than)."""
-    from runner.llm.cache.admin import clear_cache, parse_age
+    from runner.llm.cache.store import clear_cache, parse_age
     removed = clear_cache(cache_dir_of(cache_dir), model, parse_age(older_than) if older_than else None)
     typer.echo(f"removed {removed} cached answer(s)" if removed is not None else
                f"removed the damaged cache folder {cache_dir_of(cache_dir) / 'responses'} "

@@ -1,6 +1,6 @@
 """What the engine, its steps and a run's end ask of the run's LLM service (runner/llm/service.py,
 made by the Runtime on first use), as a Protocol mypy checks every such call against. (A
-worker's accounting, runner/llm/worker_report.py, reads the service itself.)"""
+worker's accounting, runner/llm/tally.py's take_report, reads the service itself.)"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """One run's LLM service: a step's call from its messages to a parsed answer (`embed`: to the vectors of its texts).
 
 A call goes through layers around one transport, each with one job (runner/llm/request.py says
-what they pass each other): the response cache and a sweep's calls known to fail (`known`), the
-call log (`call_log`: calls.jsonl and tracing), reading the answer (`answers.Parse`), then the
-transport (`_send`: the client, or a provider's batch API); `answers.Answers` asks again while
+what they pass each other, runner/llm/layers.py holds them): the response cache and a sweep's
+calls known to fail, the call log (calls.jsonl and tracing), reading the answer (`Parse`), then the
+transport (`_send`: the client, or a provider's batch API); `Answers` asks again while
 an answer that could not be read may be repaired. What makes the run may give another transport
 and recorder (`runner render`'s, runner/render/sink.py). The service counts calls, tokens and
 failures for the summary; it knows model specs (through a resolver the run gives it), not the run."""
@@ -15,16 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runner.engine.observe import NULL_OBSERVER, ItemsInFlight, Observer
-from runner.llm.answers import Answers, CallFailed, Parse
 from runner.llm.cache.key import request_key
 from runner.llm.cache.store import JsonCache
-from runner.llm.call_log import CallLog, RunCalls
 from runner.llm.calls.file import CallsFile, KeptCalls
 from runner.llm.client.routing import RoutedTransport
 from runner.llm.client.sender import ModelStats, Sender
 from runner.llm.client.spec import ModelSpec, batch_choice
 from runner.llm.client.transport import TransportError
-from runner.llm.known import Cache, KnownFailures
+from runner.llm.layers import Answers, Cache, CallFailed, CallLog, KnownFailures, Parse, RunCalls
 from runner.llm.request import Ask, CallRequest, Failed, Layer, Recorder, Reply, new_group
 from runner.llm.shared_client import SharedClient
 from runner.llm.tally import FailureTally

@@ -8,7 +8,13 @@ jurors but still voted (the rule: runner/engine/health.py's item_end).
 Per model, the calls this run sent are counted (ModelStats): answered and failed. An answer
 from the cache is not a call sent, so a model whose sent calls all failed is named by the run's
 hint (`failed_calls`) even when the cache answered it elsewhere, and one the cache answered
-alone never is."""
+alone never is.
+
+An executor whose blocks run in other processes (Ray's) gets a worker's accounting back with each
+block (`take_report`) and takes it in (`absorb_report`), so summary.json and calls.jsonl read as a
+local run's (the worker's service, `RunRole.worker`, keeps its calls' lines for it instead of
+writing a calls.jsonl). Counts are taken and reset after each block: a block retried elsewhere
+after its worker died is counted once, by the worker that finished it."""
 
 from __future__ import annotations
 
@@ -129,3 +135,35 @@ def borne_out(entries: list[dict[str, Any]], calls: Iterable[dict[str, Any]]) ->
         if models and answered == 0 and failed >= int(entry.get("failed") or 0) > 0:
             held.append(entry)
     return held
+
+
+def take_report(service: Any, items: list[int]) -> dict[str, Any]:
+    """What the worker's LLM service counted since the last report; `items`: the block's items,
+    whose failure tally moves to the driver. Counts are taken by subtraction: a block running
+    beside it in the same worker keeps its share for its own report."""
+    service.flush()
+    return {"stats": {name: _take(stats) for name, stats in list(service.stats.items())},
+            "items": service.tally.take(items),
+            "errors": dict(service.tally.last_errors),
+            "breakers": dict(service.sender.breakers),
+            "calls": service.take_calls()}
+
+
+def _take(stats: ModelStats) -> dict[str, Any]:
+    taken = dict(vars(stats))
+    for name, value in taken.items():
+        setattr(stats, name, getattr(stats, name) - value)
+    return taken
+
+
+def absorb_report(service: Any, report: dict[str, Any]) -> None:
+    """Add one block's report to the driver's LLM service (its calls appended to calls.jsonl)."""
+    for name, counted in report["stats"].items():
+        stats = service.stats.setdefault(name, ModelStats())
+        for key, value in counted.items():
+            setattr(stats, key, getattr(stats, key) + value)
+        service.spec(name)                      # hints name the models of an endpoint
+    service.tally.absorb(report["items"])
+    service.tally.last_errors.update(report["errors"])
+    service.sender.breakers.update(report["breakers"])
+    service.add_calls(report["calls"])

@@ -11,13 +11,11 @@ from typing import Any
 import pytest
 
 from runner.errors import NeedsModel
-from runner.llm.answers import Answers, CallFailed, Parse
-from runner.llm.call_log import CallLog
 from runner.llm.client.sender import ModelStats
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices
 from runner.llm.client.transport import Completion
-from runner.llm.known import Cache, KnownFailures
+from runner.llm.layers import Answers, Cache, CallFailed, CallLog, KnownFailures, Parse
 from runner.llm.request import Ask, CallRequest, Failed, Made, Reply
 from runner.llm.writer import Writer
 from runner.render.sink import RenderSink

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from runner.llm.client.capacity import AdaptiveLimit, server_root, slots_in
+from runner.llm.client.limits import AdaptiveLimit, server_root, slots_in
 
 
 def test_the_limit_rises_while_latency_holds_and_settles_below_where_it_grew(capsys):

@@ -30,7 +30,7 @@ from runner.engine.executors.limits import SharedLimits
 from runner.engine.run_warnings import add_warning, run_warnings
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
-from runner.llm.worker_report import absorb_report, take_report
+from runner.llm.tally import absorb_report, take_report
 from runner.pipeline.model import Pipeline
 from runner.runs.request import RunOptions
 
@@ -166,7 +166,7 @@ class BlockWorker:
             await running               # a failure of the block's own is raised here
         positions = [position for position, _ in finished]
         memo, reused = runtime.memo, (0, 0)
-        if memo is not None:            # taken by subtraction, as the LLM counts (worker_report.py)
+        if memo is not None:            # taken by subtraction, as the LLM counts (llm/tally.py)
             reused = (memo.hits, memo.stored)
             memo.hits -= reused[0]
             memo.stored -= reused[1]

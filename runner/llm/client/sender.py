@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.llm.client.capacity import OVERLOAD_STATUS, AdaptiveLimit
-from runner.llm.client.limits import BudgetSpent, DailyBudget, ModelGate
+from runner.llm.client.limits import OVERLOAD_STATUS, AdaptiveLimit, BudgetSpent, DailyBudget, ModelGate
 from runner.llm.client.spec import ModelSpec
 from runner.llm.client.structured import FormatChoices, response_format
 from runner.llm.client.transport import Completion, Transport, TransportError
@@ -159,7 +158,7 @@ class Sender:
 
     def _local_limit(self, spec: ModelSpec) -> AdaptiveLimit | None:
         """A server on this machine: as many requests as --concurrency says when given, else
-        as many as it serves at once (capacity.py), shared by the models on it."""
+        as many as it serves at once (limits.py: AdaptiveLimit), shared by the models on it."""
         if spec.endpoint not in self._local:
             if self.concurrency_given:
                 self._local[spec.endpoint] = None
