@@ -23,11 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import RunRole, Runtime
+from runner.engine.context import RunRole, Runtime, add_warning, run_warnings
 from runner.engine.execute import run_items
 from runner.engine.executors.choice import OnResult
 from runner.engine.executors.limits import SharedLimits
-from runner.engine.run_warnings import add_warning, run_warnings
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.worker_report import absorb_report, take_report
