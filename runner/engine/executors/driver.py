@@ -138,25 +138,26 @@ class BlockWorker:
     """Where a block runs, in a worker process or a Ray actor."""
 
     def __init__(self, pipeline: Pipeline, options: RunOptions, kind: str, cwd: str | Path,
-                 caches: dict[str, JsonCache], limits: SharedLimits) -> None:
+                 caches: dict[str, JsonCache], limits: SharedLimits, stopped: Callable[[], bool]) -> None:
         """`kind`: the driver's run's (RunRole.kind); `caches`: the run's caches as this worker
-        reaches them; `limits`: the models' limits, held for every worker of the run at once."""
+        reaches them; `limits`: the models' limits, held for every worker of the run at once;
+        `stopped()`: whether the run stopped."""
         os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
         self.runtime = Runtime.create(pipeline, options, RunRole(kind, worker=True))
         self.runtime.open_caches = caches
         self.runtime.shared_limits = limits
+        self.stopped = stopped
 
-    async def run_block(self, items: list[Item], concurrency: int,
-                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
-        """The block's answer; once `stopped()` says so, that of the items finished by then (the
+    async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
+        """The block's answer; once the run stopped, that of the items finished by then (the
         others' work in flight is dropped, as a local run's is at Ctrl-C)."""
-        runtime = self.runtime
+        runtime, stopped = self.runtime, self.stopped
         finished: list[tuple[int, dict[str, Any]]] = []
-        if stopped is not None and stopped():
+        if stopped():
             items = []                  # a block still queued when its run stopped: nothing is started
         running = asyncio.ensure_future(run_items(runtime, items, concurrency,
                                                   lambda position, result: finished.append((position, result))))
-        while stopped is not None and not running.done():
+        while not running.done():
             await asyncio.wait([running], timeout=STOP_CHECK_SECONDS)
             if stopped() and not running.done():
                 running.cancel()

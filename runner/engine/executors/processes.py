@@ -92,7 +92,6 @@ class _Process:
     loop: asyncio.AbstractEventLoop
     worker: BlockWorker
     limits: LimitsClient
-    stop: Event
 
 
 _this: _Process | None = None
@@ -110,8 +109,8 @@ def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_
     client = LimitsClient(limits_path)
     loop.run_until_complete(client.connect())
     limits = SharedLimits(client, lambda: DailyBudget(options.cache_dir), workers * options.llm_concurrency)
-    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits)
-    _this = _Process(loop, worker, client, stop)
+    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits, stop.is_set)
+    _this = _Process(loop, worker, client)
     atexit.register(_close)
 
 
@@ -127,7 +126,7 @@ def _run_block(items: list[Item], concurrency: int) -> dict[str, Any]:
     """One block's answer (driver.py): once the driver stops the run, that of the items finished."""
     if _this is None:
         raise RunnerError("this worker process was never started")
-    return _this.loop.run_until_complete(_this.worker.run_block(items, concurrency, _this.stop.is_set))
+    return _this.loop.run_until_complete(_this.worker.run_block(items, concurrency))
 
 
 def _close() -> None:

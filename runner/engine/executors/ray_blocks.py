@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -112,16 +112,12 @@ class RayWorker(BlockWorker):
                   else open_caches(pipeline, options.cache_dir))
         ray_limits = RayLimits(limits_owner)
         limits = SharedLimits(ray_limits, lambda: ray_limits, workers * options.llm_concurrency)
-        super().__init__(pipeline, options, kind, cwd, caches, limits)
-        self.stopped = False
+        self._stop = False
+        super().__init__(pipeline, options, kind, cwd, caches, limits, lambda: self._stop)
 
     def stop(self) -> None:
         """The run stopped: each running block answers what it finished; a later one starts nothing."""
-        self.stopped = True
-
-    async def run_block(self, items: list[Item], concurrency: int,
-                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
-        return await super().run_block(items, concurrency, lambda: self.stopped)
+        self._stop = True
 
 
 class RemoteCache:
