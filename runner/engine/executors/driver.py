@@ -5,11 +5,9 @@ is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done here
 
 A worker (BlockWorker) is the engine of a local run, built once, run over one block at a time.
 A block's answer is its results (with their juries' votes) and what the summary adds up (LLM
-counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a block run
-again after its worker was lost counts once. The driver adds them to its own as if it had run
-the block: it is the one writer of every output. A failure or Ctrl-C stops the blocks still
-running: each answers the items it finished (BlockRunner.stop, processes and Ray), which are
-kept as those of finished blocks are; a runner without a stop has its blocks cancelled."""
+counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a
+block run again after its worker was lost counts once. The driver adds them to its own as if it
+had run the block: it is the one writer of every output."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ and Ray retries its block (max_restarts, max_task_retries), on another node when
 gone; a block's results reach the driver once, when it ends, and the shared cache means a retry
 repeats no answered call. A stopped run tells every actor to stop (`stop`, beside its running
 blocks): each running block answers the items it finished, kept as any block's; then the actors
-are killed. ray is imported where it is called:
-ExecutorChoice.check() found it before the run began."""
+are killed. ray is imported where it is called: ExecutorChoice.check() found it before the run began."""
 
 from __future__ import annotations
 
