@@ -12,14 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.engine.agreement import add_votes
-from runner.engine.context import TEMPLATE_FAILURES, RunRole, Runtime, render_at
+from runner.engine.context import TEMPLATE_FAILURES, RunRole, Runtime, add_warning, render_at
 from runner.engine.execute import run_item
 from runner.engine.executors import ExecutorChoice, execute
 from runner.engine.health import check_before_run
 from runner.engine.progress import CallCounts, Progress, Quiet
 from runner.engine.rates import pass_check
-from runner.engine.run_warnings import add_warning
+from runner.engine.voting import add_votes
 from runner.errors import InputError, NeedsModel, RunnerError, TemplateError
 from runner.fileio import OutputError, atomic_write, dumps
 from runner.inputs import Item, ItemStream

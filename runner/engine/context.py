@@ -1,6 +1,6 @@
 """What a step sees: the run's options and shared services (Runtime), its own context
-(StepContext), and rendering that names the failing field. Never imports the engine:
-the engine hands each context the way to run sub-steps."""
+(StepContext), rendering that names the failing field, and the run's warnings. Never imports
+the engine: the engine hands each context the way to run sub-steps."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from runner.errors import RunnerError, StepError, TemplateError
 from runner.fileio import now
 from runner.inputs import Item, namespace_scope
 from runner.pipeline.model import Pipeline, StepSpec
+from runner.redact import redact
 from runner.runs.request import RunOptions
 from runner.templating.sandbox import Renderer, describe_error
 from runner.yamlpos import Path as DataPath
@@ -179,6 +180,23 @@ class Runtime:
         if self._llm is not None:
             await self._llm.aclose()
         await self.observer.aclose()
+
+
+def _warnings(runtime: Runtime) -> list[str]:
+    return []
+
+
+def add_warning(runtime: Runtime, message: str) -> None:
+    """A run-level warning: said once per run, kept in summary.json (`run_warnings`) and shown
+    by the CLI and the report."""
+    message = redact(message)
+    warnings = runtime.resource(_warnings)
+    if message not in warnings:
+        warnings.append(message)
+
+
+def run_warnings(runtime: Runtime) -> list[str]:
+    return list(runtime.resource(_warnings))
 
 
 def declared_env(pipeline: Pipeline) -> dict[str, str]:

@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runner.checks.result_shapes import ShapeContext, as_result, empty_value, laid_over, skipped_value, step_shape
-from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, condition_at, render_at
+from runner.engine.context import CallCounts, Runtime, StepContext, StepsOutcome, add_warning, condition_at, render_at
 from runner.engine.health import item_end
 from runner.engine.juror_verdicts import FIELD as JURORS_FIELD
 from runner.engine.juror_verdicts import juror_verdicts
-from runner.engine.run_warnings import add_warning
 from runner.engine.steps.base import Step, step_class
 from runner.errors import InputError, NeedsModel, RunnerError, StepError, TemplateError
 from runner.inputs import Item

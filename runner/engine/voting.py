@@ -1,4 +1,4 @@
-"""Jury aggregation, as pure functions.
+"""Jury aggregation, as pure functions; and the jurors' agreement kept for a run.
 
 A juror whose call or parse failed casts no vote. No valid vote (or fewer than the
 quorum) gives `on_all_failed`. All valid votes agreeing give that value; a strict
@@ -12,9 +12,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.pipeline.step_catalog import step_schema
+
+if TYPE_CHECKING:
+    from runner.engine.context import Runtime
 
 CATEGORICAL = ("unanimous", "majority", "plurality")
 NUMERIC = ("mean", "median", "min", "max")
@@ -329,3 +332,27 @@ class IntervalAgreement(_PairSums):
         return {"items": self.items, "measure": self.measure, "krippendorff_alpha": self.alpha(),
                 "krippendorff_alpha_items": self._pairable, "pairwise_mean_abs_difference": self.pairwise(),
                 "pairwise_items": self.pairwise_items()}
+
+
+JuryAgreement = Agreement | IntervalAgreement
+
+
+def _agreements(runtime: Runtime) -> dict[str, JuryAgreement]:
+    """Each jury step's agreement figures, kept for the run as running sums over the votes behind
+    its results (an item's own, or those a result it reused kept: runner/stores/kept.py)."""
+    runtime.summary_sections["juries"] = jury_summary
+    return {}
+
+
+def add_votes(runtime: Runtime, noted: list[list[Any]]) -> None:
+    """An item's jury votes (kept.note_votes), added once per result by the run's recorder
+    (outputs/summary.ErrorCount), wherever the item ran: Krippendorff's alpha for a numeric vote,
+    else Fleiss' kappa."""
+    for step, numeric, votes in noted:
+        kind = IntervalAgreement if numeric else Agreement
+        runtime.resource(_agreements).setdefault(step, kind()).add(votes)
+
+
+def jury_summary(runtime: Runtime) -> dict[str, Any]:
+    """summary.json's `juries`: per jury step, the juror agreement that fits its votes, named (`measure`)."""
+    return {step: agreement.summary() for step, agreement in runtime.resource(_agreements).items()}

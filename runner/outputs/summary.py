@@ -8,11 +8,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from runner.engine.agreement import add_votes
-from runner.engine.context import Runtime, condition_at, render_at
+from runner.engine.context import Runtime, condition_at, render_at, run_warnings
 from runner.engine.health import item_end
 from runner.engine.rates import RateCount, counted_as
-from runner.engine.run_warnings import run_warnings
+from runner.engine.voting import add_votes
 from runner.errors import TemplateError
 from runner.runs.results_file import Taken
 from runner.stores.kept import VOTES_FIELD, answered_before

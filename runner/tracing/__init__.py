@@ -12,8 +12,8 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING
 
+from runner.engine.context import add_warning
 from runner.engine.observe import NULL_OBSERVER, Observer
-from runner.engine.run_warnings import add_warning
 from runner.errors import InputError
 from runner.redact import hide_secrets, named_secrets, remember_url
 

@@ -40,8 +40,8 @@ class Recorders(list[Recorder]):
 @pytest.fixture
 def recorder(monkeypatch):
     """Every traced run gets a Recorder as its observer (they are kept in order)."""
+    from runner.engine.context import add_warning
     from runner.engine.observe import NULL_OBSERVER
-    from runner.engine.run_warnings import add_warning
     made = Recorders()
 
     def make(runtime):

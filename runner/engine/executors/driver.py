@@ -5,11 +5,9 @@ is a BlockRunner's business (processes.py, ray_blocks.py); the rest is done here
 
 A worker (BlockWorker) is the engine of a local run, built once, run over one block at a time.
 A block's answer is its results (with their juries' votes) and what the summary adds up (LLM
-counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a block run
-again after its worker was lost counts once. The driver adds them to its own as if it had run
-the block: it is the one writer of every output. A failure or Ctrl-C stops the blocks still
-running: each answers the items it finished (BlockRunner.stop, processes and Ray), which are
-kept as those of finished blocks are; a runner without a stop has its blocks cancelled."""
+counts and call logs, run warnings, memo counts), each taken per block by subtraction, so a
+block run again after its worker was lost counts once. The driver adds them to its own as if it
+had run the block: it is the one writer of every output."""
 
 from __future__ import annotations
 
@@ -23,11 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runner.engine.context import RunRole, Runtime
+from runner.engine.context import RunRole, Runtime, add_warning, run_warnings
 from runner.engine.execute import run_items
 from runner.engine.executors.choice import OnResult
 from runner.engine.executors.limits import SharedLimits
-from runner.engine.run_warnings import add_warning, run_warnings
 from runner.inputs import Item
 from runner.llm.cache.store import JsonCache
 from runner.llm.tally import absorb_report, take_report
@@ -139,25 +136,26 @@ class BlockWorker:
     """Where a block runs, in a worker process or a Ray actor."""
 
     def __init__(self, pipeline: Pipeline, options: RunOptions, kind: str, cwd: str | Path,
-                 caches: dict[str, JsonCache], limits: SharedLimits) -> None:
+                 caches: dict[str, JsonCache], limits: SharedLimits, stopped: Callable[[], bool]) -> None:
         """`kind`: the driver's run's (RunRole.kind); `caches`: the run's caches as this worker
-        reaches them; `limits`: the models' limits, held for every worker of the run at once."""
+        reaches them; `limits`: the models' limits, held for every worker of the run at once;
+        `stopped()`: whether the run stopped."""
         os.chdir(cwd)           # relative paths (inputs, sources, params) resolve as on the driver
         self.runtime = Runtime.create(pipeline, options, RunRole(kind, worker=True))
         self.runtime.open_caches = caches
         self.runtime.shared_limits = limits
+        self.stopped = stopped
 
-    async def run_block(self, items: list[Item], concurrency: int,
-                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
-        """The block's answer; once `stopped()` says so, that of the items finished by then (the
+    async def run_block(self, items: list[Item], concurrency: int) -> dict[str, Any]:
+        """The block's answer; once the run stopped, that of the items finished by then (the
         others' work in flight is dropped, as a local run's is at Ctrl-C)."""
-        runtime = self.runtime
+        runtime, stopped = self.runtime, self.stopped
         finished: list[tuple[int, dict[str, Any]]] = []
-        if stopped is not None and stopped():
+        if stopped():
             items = []                  # a block still queued when its run stopped: nothing is started
         running = asyncio.ensure_future(run_items(runtime, items, concurrency,
                                                   lambda position, result: finished.append((position, result))))
-        while stopped is not None and not running.done():
+        while not running.done():
             await asyncio.wait([running], timeout=STOP_CHECK_SECONDS)
             if stopped() and not running.done():
                 running.cancel()

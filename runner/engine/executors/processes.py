@@ -6,9 +6,7 @@ hands it one at a time, and opens the LLM cache and the daily budgets itself (di
 are safe across processes). The driver's event loop serves the models' limits (limits.py) to
 them over a Unix socket, so a model's `concurrency` and `requests_per_minute` hold for the run
 as a whole. Ctrl-C is the driver's: a worker ignores SIGINT, and the stop event ends any block
-still running when the run ends or stops, with the answer of the items it finished. A worker
-ends itself when its driver is gone (killed). A worker's Runtime is closed at exit (a spawned
-process ends through sys.exit).
+still running when the run ends or stops, with the answer of the items it finished.
 
 The socket is in a folder only this user can enter; one connection per worker, one JSON line
 per message: a request `{"id", "call", "args"}`, an answer `{"id", "result"}`. `acquire` and
@@ -92,7 +90,6 @@ class _Process:
     loop: asyncio.AbstractEventLoop
     worker: BlockWorker
     limits: LimitsClient
-    stop: Event
 
 
 _this: _Process | None = None
@@ -110,8 +107,8 @@ def _start(pipeline: Pipeline, options: RunOptions, kind: str, cwd: str, limits_
     client = LimitsClient(limits_path)
     loop.run_until_complete(client.connect())
     limits = SharedLimits(client, lambda: DailyBudget(options.cache_dir), workers * options.llm_concurrency)
-    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits)
-    _this = _Process(loop, worker, client, stop)
+    worker = BlockWorker(pipeline, options, kind, cwd, open_caches(pipeline, options.cache_dir), limits, stop.is_set)
+    _this = _Process(loop, worker, client)
     atexit.register(_close)
 
 
@@ -127,10 +124,11 @@ def _run_block(items: list[Item], concurrency: int) -> dict[str, Any]:
     """One block's answer (driver.py): once the driver stops the run, that of the items finished."""
     if _this is None:
         raise RunnerError("this worker process was never started")
-    return _this.loop.run_until_complete(_this.worker.run_block(items, concurrency, _this.stop.is_set))
+    return _this.loop.run_until_complete(_this.worker.run_block(items, concurrency))
 
 
 def _close() -> None:
+    """At exit (a spawned process ends through sys.exit): the worker's Runtime, then its connection."""
     if _this is not None:
         _this.loop.run_until_complete(_this.worker.close())
         _this.loop.run_until_complete(_this.limits.close())

@@ -6,14 +6,13 @@ and Ray retries its block (max_restarts, max_task_retries), on another node when
 gone; a block's results reach the driver once, when it ends, and the shared cache means a retry
 repeats no answered call. A stopped run tells every actor to stop (`stop`, beside its running
 blocks): each running block answers the items it finished, kept as any block's; then the actors
-are killed. ray is imported where it is called:
-ExecutorChoice.check() found it before the run began."""
+are killed. ray is imported where it is called: ExecutorChoice.check() found it before the run began."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -112,16 +111,12 @@ class RayWorker(BlockWorker):
                   else open_caches(pipeline, options.cache_dir))
         ray_limits = RayLimits(limits_owner)
         limits = SharedLimits(ray_limits, lambda: ray_limits, workers * options.llm_concurrency)
-        super().__init__(pipeline, options, kind, cwd, caches, limits)
-        self.stopped = False
+        self._stop = False
+        super().__init__(pipeline, options, kind, cwd, caches, limits, lambda: self._stop)
 
     def stop(self) -> None:
         """The run stopped: each running block answers what it finished; a later one starts nothing."""
-        self.stopped = True
-
-    async def run_block(self, items: list[Item], concurrency: int,
-                        stopped: Callable[[], bool] | None = None) -> dict[str, Any]:
-        return await super().run_block(items, concurrency, lambda: self.stopped)
+        self._stop = True
 
 
 class RemoteCache:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.checks.result_shapes import OPEN, ShapeContext, closed, fields_of
-from runner.engine.context import StepContext
-from runner.engine.run_warnings import add_warning
+from runner.engine.context import StepContext, add_warning
 from runner.engine.steps.base import Step, register
 from runner.errors import StepError
 from runner.templating.sandbox import is_template

@@ -8,14 +8,13 @@ from typing import Any
 
 from runner.checks.result_shapes import COUNTS, OPEN, ShapeContext, closed, fields_of, open_object
 from runner.checks.static_values import of_schema
-from runner.engine.context import Runtime, StepContext
-from runner.engine.run_warnings import add_warning
-from runner.engine.samples import Sampled
+from runner.engine.context import Runtime, StepContext, add_warning
 from runner.engine.steps.base import register
 from runner.engine.steps.llm_call import (
     CONFIDENCE_FIELD,
     STABILITY_FIELD,
     PromptedStep,
+    Sampled,
     build_requests,
     not_a_property,
     repeat_problems,

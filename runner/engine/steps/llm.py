@@ -1,6 +1,6 @@
 """`llm`: one model call with a prompt template, parsed and validated; with `repeat: N`, N
 samples and the value most of them give; with `confidence: true`, the probability the model
-gave that value (runner/engine/samples.py)."""
+gave that value (llm_call.py)."""
 
 from __future__ import annotations
 
