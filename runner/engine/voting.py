@@ -220,14 +220,6 @@ class _PairSums:
             self._both[a, b] += 1
             self._sums[a, b] += apart(votes[a], votes[b])
 
-    def _merge_pairs(self, other: _PairSums) -> None:
-        """Add another's sums (a Ray worker's block) to these."""
-        self.items += other.items
-        self._seats |= other._seats
-        self._both.update(other._both)
-        for pair, total in other._sums.items():
-            self._sums[pair] += total
-
     def pairwise(self) -> dict[str, float | None]:
         """For each pair of seats, the pair's sum over the items both voted on, per item."""
         return {f"{a}~{b}": round(self._sums[a, b] / self._both[a, b], 4) if self._both[a, b] else None
@@ -246,14 +238,6 @@ class Agreement(_PairSums):
         super().__init__()
         # Per set of seats that voted on an item: [items, sum of P_i], and votes per category.
         self._by_seats: dict[frozenset[str], tuple[list[float], Counter[Any]]] = {}
-
-    def merge(self, other: Agreement) -> None:
-        self._merge_pairs(other)
-        for seats, (sums, categories) in other._by_seats.items():
-            my_sums, my_categories = self._by_seats.setdefault(seats, ([0, 0.0], Counter()))
-            my_sums[0] += sums[0]
-            my_sums[1] += sums[1]
-            my_categories.update(categories)
 
     def add(self, row: dict[str, Any]) -> None:
         self._add_pairs(row, row, lambda a, b: comparable(a) == comparable(b))
@@ -298,14 +282,6 @@ class IntervalAgreement(_PairSums):
         self._sum = 0.0
         self._squares = 0.0
         self._within = 0.0            # sum over items of sum_{i != j} (v_i - v_j)^2 / (m - 1)
-
-    def merge(self, other: IntervalAgreement) -> None:
-        self._merge_pairs(other)
-        self._n += other._n
-        self._pairable += other._pairable
-        self._sum += other._sum
-        self._squares += other._squares
-        self._within += other._within
 
     def add(self, row: dict[str, Any]) -> None:
         votes = {seat: float(value) for seat, value in row.items() if _is_number(value)}
