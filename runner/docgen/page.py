@@ -12,8 +12,6 @@ from runner.docgen.examples import CHOSEN_NAMES, FEATURES, FILTERS, GLOBALS, NAM
 from runner.text.sentences import split_sentences
 
 DOC_FILE = Path("docs") / "pipeline-language.md"
-RUNNER_FILTERS = ("normalize", "normalize_html", "sha256", "regex_findall", "regex_search", "clamp", "tojson",
-                  "fields_schema", "dict_from", "pick", "pluck_values", "sentences")
 _RST = re.compile(r":\w+:`~?([^`]+)`|``([^`]+)``|`([^`]+)`_")
 
 
@@ -139,6 +137,7 @@ def _plugins() -> list[str]:
 
 
 def render_page() -> str:
+    from runner.templating.filters import RUNNER_FILTERS
     from runner.templating.sandbox import make_environment
     env = make_environment()
     jinja_filters = sorted(set(env.filters) - set(RUNNER_FILTERS))
