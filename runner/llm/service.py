@@ -81,7 +81,7 @@ class LLMService:
         if self._batches is None:
             from runner.llm.batch.collector import BatchCollector
             self._batches = BatchCollector(self.options.cache_dir, self.sender.formats, self.stats, self.sender.send,
-                                           self.in_flight)
+                                           self.in_flight, self.sender.breakers)
         return self._batches
 
     def enabled(self, name: str) -> bool:

@@ -172,6 +172,10 @@ def test_a_batch_the_endpoint_never_took_sends_no_call(project, monkeypatch):
     models = outcome.summary["models"]["m"]
     assert (models["calls"], models["failures"]) == (0, 2), models
     assert all("uploading the batch file" in r["error"] for r in outcome.results)
+    # the hint a live run gives of a refused endpoint, not "every call to m ... failed"
+    assert outcome.summary["hints"] == [
+        "m unreachable (uploading the batch file: connection refused): start a model server there (LM Studio, Ollama, "
+        "llama.cpp), point it elsewhere with --set models.m.api_base=URL, or set the provider's API key."]
 
 
 def test_summary_costs_use_the_batch_price(project, env):

@@ -78,7 +78,7 @@ class BatchClient:
         except self._httpx.TimeoutException:
             raise TransportError("timeout", f"{doing}: request timed out") from None
         except (self._httpx.TransportError, OSError) as exc:
-            refused = "refused" in str(exc).lower()
+            refused = _refused(exc)
             raise TransportError("refused" if refused else "connection",
                                  f"{doing}: connection {'refused' if refused else f'failed: {exc}'}") from None
         if response.status_code >= 400:
@@ -234,6 +234,16 @@ def batch_problem(batch: dict[str, Any]) -> str:
     data = errors.get("data") if isinstance(errors, dict) else None
     texts = [str(e.get("message") or e.get("code")) for e in data or [] if isinstance(e, dict)]
     return "; ".join(dict.fromkeys(texts))[:500]
+
+
+def _refused(exc: BaseException | None) -> bool:
+    """Whether a connection was refused: httpx says "All connection attempts failed" and keeps the
+    ConnectionRefusedError down its chain of causes."""
+    while exc is not None:
+        if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def unsupported(error: TransportError) -> TransportError:

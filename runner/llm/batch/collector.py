@@ -52,8 +52,9 @@ def _resolve(futures: list[asyncio.Future[Any]], outcome: Outcome | Requeue) -> 
 
 class BatchCollector:
     def __init__(self, cache_dir: Path, formats: FormatChoices, stats: dict[str, ModelStats], live: LiveSend,
-                 in_flight: ItemsInFlight | None = None):
+                 in_flight: ItemsInFlight | None = None, breakers: dict[str, str] | None = None):
         self.cache_dir = cache_dir
+        self.breakers = {} if breakers is None else breakers   # the live sender's: a refused upload opens it too
         self.formats = formats
         self.stats = stats
         self.live = live
@@ -230,6 +231,8 @@ class BatchCollector:
                 with suppress(TransportError):
                     found = await client.find(submission)
             if found is None:
+                if exc.opens_breaker:
+                    self.breakers[spec.endpoint] = exc.message
                 self.store.forget(submission)
                 self._finish(tracked, {}, unsupported(exc), collected=False)
                 return
