@@ -61,10 +61,11 @@ def spool_stdin(source: ItemSource) -> None:
         source.stdin_copy = spool(sys.stdin)
 
 
-def input_reads(pipeline: Pipeline) -> dict[str, Any]:
-    """The input fields the pipeline's templates read, as GET /v1/pipelines describes them."""
+def input_reads(pipeline: Pipeline, names: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    """The input fields the pipeline's templates read (`names`: template_reads, when already
+    read), as GET /v1/pipelines describes them."""
     spec = pipeline.input
-    names = _reads(pipeline)
+    names = template_reads(pipeline) if names is None else names
     described: dict[str, Any] = {"adapter": pipeline.adapter}
     if spec.namespaces:     # a record is a mapping of these names (e.g. an OpenAI Evals row's item and sample)
         described["namespaces"] = {name: sorted(names[name] - {WHOLE}) for name in spec.namespaces}
@@ -77,18 +78,19 @@ def input_reads(pipeline: Pipeline) -> dict[str, Any]:
     return described
 
 
-def reads_exploded_list(pipeline: Pipeline) -> bool:
+def reads_exploded_list(pipeline: Pipeline, names: dict[str, set[str]] | None = None) -> bool:
     """Whether an exploded item depends on the list it is one element of: a template reads the
     record's `explode` field, or the whole record (`parent_as`)."""
     spec = pipeline.input
     if not spec.explode or not spec.parent_as:
         return False
-    read = _reads(pipeline)[spec.parent_as]
+    read = (template_reads(pipeline) if names is None else names)[spec.parent_as]
     return spec.explode in read or WHOLE in read
 
 
-def _reads(pipeline: Pipeline) -> dict[str, set[str]]:
-    """Per input name (item, the record's, each namespace), the fields templates read of it."""
+def template_reads(pipeline: Pipeline) -> dict[str, set[str]]:
+    """Per input name (item, the record's, each namespace), the fields templates read of it
+    (its prompt files read once)."""
     spec = pipeline.input
     names: dict[str, set[str]] = {"item": set(), **{n: set() for n in (spec.parent_as, *spec.namespaces) if n}}
     for text in _template_texts(pipeline):

@@ -23,7 +23,7 @@ from runner.pipeline.model import Pipeline
 from runner.pipeline.validated import ValidatedPipelines
 from runner.redact import redact
 from runner.runs.manifest import strings_in
-from runner.runs.reads import input_reads, reads_exploded_list
+from runner.runs.reads import input_reads, reads_exploded_list, template_reads
 from runner.safetext import clean_value
 from runner.serve.http import ApiError
 
@@ -87,8 +87,10 @@ class Catalog:
                 problems[path.name] = (f"pipeline name '{pipeline.name}' is also the name of "
                                        f"{served[pipeline.name].pipeline.file.name}: not served")
                 continue
-            served[pipeline.name] = Served(pipeline.name, pipeline, pipeline.params_schema, input_reads(pipeline),
-                                           self.overrides, reads_exploded_list(pipeline))
+            names = template_reads(pipeline)
+            served[pipeline.name] = Served(pipeline.name, pipeline, pipeline.params_schema,
+                                           input_reads(pipeline, names), self.overrides,
+                                           reads_exploded_list(pipeline, names))
         self.served, self.problems = served, problems
         self.generation += 1
 
