@@ -12,7 +12,6 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING
 
-from runner.engine.context import add_warning
 from runner.engine.observe import NULL_OBSERVER, Observer
 from runner.errors import InputError
 from runner.redact import hide_secrets, named_secrets, remember_url
@@ -35,7 +34,7 @@ def make_observer(runtime: Runtime) -> Observer:
     backend = str(runtime.options.trace or config.get("backend") or "none")
     if backend == "none":
         return NULL_OBSERVER
-    from runner.engine.context import render_at
+    from runner.engine.context import add_warning, render_at
     from runner.tracing.mlflow_backend import INSTALL_HINT, URI_VAR, MlflowTracer
 
     warn = functools.partial(add_warning, runtime)

@@ -239,10 +239,12 @@ def batch_problem(batch: dict[str, Any]) -> str:
 def _refused(exc: BaseException | None) -> bool:
     """Whether a connection was refused: httpx says "All connection attempts failed" and keeps the
     ConnectionRefusedError down its chain of causes."""
-    while exc is not None:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
             return True
-        exc = exc.__cause__ or exc.__context__
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__      # httpcore keeps the OSError as a suppressed context
     return False
 
 
